@@ -1,0 +1,208 @@
+//! The record model: what one trace holds, as plain Rust values.
+//!
+//! A trace is a sequence of [`Record`]s. Definitions ([`Record::String`], [`Record::Payload`],
+//! [`Record::Object`], [`Record::MetadataSet`], [`Record::Stream`], [`Record::Thread`]) give ids
+//! a meaning and always precede, in file order, the first record that refers to them. Everything
+//! else refers to them by id, so strings never sit on the record path.
+//!
+//! Ids are per trace. `0` means "none" for every id type, so a definition never uses id 0.
+//!
+//! Fixed-capacity arrays ([`ArgBlock`], [`OutValues`]) keep the encoder allocation-free: the agent
+//! fills a [`Notification`] on the stack inside an XPTI callback.
+
+/// Identity of a string in this trace's string table (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StrId(pub u32);
+
+/// Identity of a payload (name, file, line, column) definition (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct PayloadId(pub u32);
+
+/// Identity of a typed metadata value (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ObjectId(pub u32);
+
+/// Identity of a set of metadata items attached to an event (0 = no metadata).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct MetadataSetId(pub u32);
+
+/// The type byte of an XPTI metadata value (`metadata_type_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueType {
+    Binary = 0,
+    String = 1,
+    SignedInteger = 2,
+    UnsignedInteger = 3,
+    Floating = 4,
+    Boolean = 5,
+}
+
+impl ValueType {
+    /// Maps the XPTI type byte; unknown bytes become `Binary` (the bytes are kept as they are).
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::String,
+            2 => Self::SignedInteger,
+            3 => Self::UnsignedInteger,
+            4 => Self::Floating,
+            5 => Self::Boolean,
+            _ => Self::Binary,
+        }
+    }
+}
+
+/// Where the trace's timestamps come from. Notification timestamps in decoded records are always
+/// CLOCK_MONOTONIC nanoseconds: the reader converts raw ticks with the calibration records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClockSource {
+    /// `clock_gettime(CLOCK_MONOTONIC)` nanoseconds, stored as they are.
+    Monotonic = 0,
+    /// The x86 time-stamp counter, converted with [`Record::ClockSync`] points.
+    Tsc = 1,
+}
+
+/// Maximum number of parameters recorded for one API call (UR functions have at most 12).
+pub const MAX_ARGS: usize = 16;
+/// Maximum number of output values recorded for one API call.
+pub const MAX_OUTS: usize = 4;
+
+/// The raw argument values of one API call, one `u64` per parameter in declaration order.
+///
+/// For a UR call, `values[i]` is the 8 bytes read at `params->pArg_i` (the argument variable
+/// itself): a handle, pointer, size or enum. Values narrower than 8 bytes are already masked to
+/// their width by the agent, which knows the parameter types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgBlock {
+    pub len: u8,
+    pub values: [u64; MAX_ARGS],
+}
+
+impl Default for ArgBlock {
+    fn default() -> Self {
+        Self { len: 0, values: [0; MAX_ARGS] }
+    }
+}
+
+impl ArgBlock {
+    pub fn as_slice(&self) -> &[u64] {
+        &self.values[..usize::from(self.len).min(MAX_ARGS)]
+    }
+}
+
+/// Values an API call wrote through its output parameters, read at the exit notification:
+/// `(parameter index, value)`, e.g. the `ur_event_handle_t` behind `phEvent`, the pointer
+/// behind `ppMem`, the value behind `pPropValue` of `urEventGetProfilingInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutValues {
+    pub len: u8,
+    pub values: [(u8, u64); MAX_OUTS],
+}
+
+impl OutValues {
+    pub fn as_slice(&self) -> &[(u8, u64)] {
+        &self.values[..usize::from(self.len).min(MAX_OUTS)]
+    }
+}
+
+/// The identity and description of an XPTI event object (`trace_event_data_t`) as it was at
+/// the moment of the notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventInfo {
+    /// `unique_id` (uid64). Reused by the runtime for unrelated events later: not a long-term key.
+    pub uid: u64,
+    pub instance_id: u64,
+    pub event_type: u16,
+    pub activity_type: u16,
+    /// Edge events: uid64 of the source and target node events at that moment (0 = none).
+    pub source_id: u64,
+    pub target_id: u64,
+    pub payload: PayloadId,
+    pub metadata: MetadataSetId,
+}
+
+/// The notification's `user_data`, decoded by trace type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UserData {
+    #[default]
+    None,
+    /// A C string (node kinds such as `command_group_node`, `queue.wait[...]`, `usm::free`).
+    Str(StrId),
+    /// `function_with_args_t` (UR calls): function id and name, `ur_result_t` at exit.
+    FunctionWithArgs {
+        function_id: u32,
+        name: StrId,
+        result: Option<i32>,
+        args: ArgBlock,
+        outs: OutValues,
+    },
+    /// `mem_alloc_data_t`.
+    MemAlloc { mem_object: u64, alloc_pointer: u64, alloc_size: u64, guard_zone: u64 },
+    /// `offload_buffer_data_t`.
+    OffloadBuffer {
+        user_object: u64,
+        host_object: u64,
+        element_type: StrId,
+        element_size: u32,
+        dim: u32,
+        range: [u64; 3],
+    },
+    /// `offload_association_data_t`.
+    Association { user_object: u64, mem_object: u64 },
+    /// `offload_accessor_data_t`.
+    Accessor { buffer: u64, accessor: u64, target: u32, mode: u32 },
+    /// A `signal`'s `ur_event_handle_t`.
+    Signal { ur_event: u64 },
+    /// A pointer the agent could not or would not decode.
+    Pointer(u64),
+}
+
+/// One XPTI notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Notification {
+    /// CLOCK_MONOTONIC nanoseconds (after the reader's conversion).
+    pub ts: u64,
+    /// Kernel thread id of the notifying thread.
+    pub tid: u32,
+    /// Trace-local stream id (see [`Record::Stream`]).
+    pub stream: u8,
+    pub trace_type: u16,
+    /// The callback's `instance` argument: the runtime's correlation id.
+    pub instance: u64,
+    pub parent: Option<EventInfo>,
+    pub event: Option<EventInfo>,
+    pub user_data: UserData,
+    /// `xptiGetStashedTuple` at the time of the notification, if any: (key, value).
+    pub stash: Option<(StrId, u64)>,
+    /// `xptiGetUniversalId()` at the time of the notification (0 = none).
+    pub universal_id: u64,
+}
+
+/// One record of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// Facts about the recording: `("pid", "1234")`, `("command", "python w4.py")`, `("agent_version", ..)`,
+    /// `("dispatcher", path)`, `("detail", "normal")`.
+    Info { key: String, value: String },
+    /// A calibration point relating raw ticks to CLOCK_MONOTONIC and CLOCK_REALTIME nanoseconds.
+    ClockSync { ticks: u64, monotonic_ns: u64, realtime_ns: u64 },
+    /// A string definition.
+    String { id: StrId, text: String },
+    /// An XPTI stream, with the version it was initialised with.
+    Stream { id: u8, name: StrId, major: u32, minor: u32, version: StrId },
+    /// A thread seen in the trace.
+    Thread { tid: u32, name: StrId },
+    /// A payload definition (`payload_t`: name, file, line, column; `u32::MAX` = no line/column).
+    Payload { id: PayloadId, name: StrId, file: StrId, line: u32, column: u32 },
+    /// A typed metadata value.
+    Object { id: ObjectId, value_type: ValueType, bytes: Vec<u8> },
+    /// A set of metadata items: (key, value).
+    MetadataSet { id: MetadataSetId, items: Vec<(StrId, ObjectId)> },
+    /// One notification.
+    Notification(Notification),
+    /// Records lost on a thread (buffer full), counted by the agent.
+    Drops { tid: u32, count: u64 },
+    /// The last record of a cleanly finished trace: totals as the agent counted them.
+    End { records: u64, drops: u64 },
+}

@@ -1,0 +1,1 @@
+//! offtrace-xpti: the XPTI framework (ABI types, dispatcher, safe API).

@@ -1,0 +1,1 @@
+//! libxptifw.so: the exported XPTI C ABI.
