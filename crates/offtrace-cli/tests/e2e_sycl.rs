@@ -1,0 +1,313 @@
+//! End-to-end tests against Intel's real SYCL runtime (the project's `.venv`, made by
+//! `scripts/setup-sycl.sh`): record real programs with `offtrace record`, report, export, and
+//! compare what offtrace recorded with the shared full-dump subscriber loaded in the same process.
+//!
+//! The runtime is found through `OFFTRACE_SYCL_VENV` (default: `<workspace>/.venv`). Without it
+//! these tests fail with a message saying how to install it, unless `OFFTRACE_SKIP_SYCL=1`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+fn offtrace() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_offtrace"))
+}
+
+/// The built artifacts (agent, dispatcher) sit next to the `offtrace` binary.
+fn bin_dir() -> PathBuf {
+    offtrace().parent().expect("bin dir").to_path_buf()
+}
+
+fn venv() -> Option<PathBuf> {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return None;
+    }
+    let v = std::env::var_os("OFFTRACE_SYCL_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".venv"));
+    assert!(
+        v.join("lib/libsycl.so.9").exists() && v.join("bin/python").exists(),
+        "no SYCL runtime in {}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV, or OFFTRACE_SKIP_SYCL=1 to skip)",
+        v.display()
+    );
+    Some(v)
+}
+
+fn shared() -> PathBuf {
+    std::env::var_os("OFFTRACE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("../shared"))
+}
+
+fn example(name: &str) -> PathBuf {
+    workspace().join("examples/sycl").join(name)
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("offtrace-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// Runs `offtrace record` with the project's runtime; returns (status code, stdout, stderr).
+fn record(venv: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(offtrace());
+    cmd.arg("record").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
+    cmd.arg(venv.join("bin/python")).args(program);
+    let o = cmd.output().expect("run offtrace record");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn report_json(trace: &Path) -> serde_json::Value {
+    let o = Command::new(offtrace())
+        .args(["report", "--format", "json"])
+        .arg(trace)
+        .output()
+        .expect("run offtrace report");
+    assert!(o.status.success(), "report failed: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("report --format json is JSON")
+}
+
+fn notification_counts(report: &serde_json::Value) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    let streams = report["notifications"].as_object().expect("notifications map");
+    for (stream, types) in streams {
+        for (tt, n) in types.as_object().expect("per-type map") {
+            let n = n.as_u64().expect("count");
+            if n > 0 {
+                out.insert((stream.clone(), tt.clone()), n);
+            }
+        }
+    }
+    out
+}
+
+fn count(c: &BTreeMap<(String, String), u64>, stream: &str, tt: &str) -> u64 {
+    c.get(&(stream.to_string(), tt.to_string())).copied().unwrap_or(0)
+}
+
+#[test]
+fn record_report_and_export_the_bundled_example() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("example");
+    let trace = dir.join("pipeline.offtrace");
+    let (code, stdout, stderr) =
+        record(&venv, &trace, &[], &[example("usm_pipeline.py").to_str().expect("utf8"), "4"]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("ok=True"), "the program's own output passes through: {stdout}");
+    assert!(stderr.contains("records") && stderr.contains("dropped"), "summary line: {stderr}");
+
+    let rep = report_json(&trace);
+    let c = notification_counts(&rep);
+    // 4 iterations x (2 kernels + memcpy + ...) commands: the runtime's own streams all show up.
+    assert_eq!(count(&c, "sycl", "graph_create"), 1, "{c:?}");
+    assert!(count(&c, "sycl", "node_create") >= 20, "{c:?}");
+    assert_eq!(count(&c, "sycl", "task_begin"), count(&c, "sycl", "task_end"), "{c:?}");
+    assert!(count(&c, "sycl", "edge_create") >= 4, "{c:?}");
+    assert!(count(&c, "sycl", "signal") >= 8, "{c:?}");
+    assert!(count(&c, "sycl", "queue_create") >= 3, "{c:?}");
+    assert!(count(&c, "sycl.experimental.mem_alloc", "mem_alloc_begin") >= 4, "{c:?}");
+    let ur_begin = count(&c, "ur.call", "function_with_args_begin");
+    assert!(ur_begin > 100, "{c:?}");
+    assert_eq!(ur_begin, count(&c, "ur.call", "function_with_args_end"), "{c:?}");
+
+    // Exports: Perfetto, Chrome JSON, SQLite, CSV, each checked by an independent reader.
+    for (fmt, out) in [
+        ("perfetto", dir.join("t.pftrace")),
+        ("chrome", dir.join("t.json")),
+        ("sqlite", dir.join("t.sqlite")),
+        ("csv", dir.join("csv")),
+    ] {
+        let o = Command::new(offtrace())
+            .arg("export")
+            .arg(&trace)
+            .args(["--format", fmt, "-o"])
+            .arg(&out)
+            .output()
+            .expect("run export");
+        assert!(o.status.success(), "export {fmt}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.exists(), "export {fmt} wrote nothing");
+    }
+    let chrome: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("t.json")).expect("read chrome json"))
+            .expect("the Chrome export is JSON");
+    let events = chrome["traceEvents"].as_array().expect("traceEvents");
+    assert!(events.len() > 200, "Chrome export holds the trace: {} events", events.len());
+    // Python's sqlite3 module is an independent SQLite reader: every table answers SQL.
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             db = sqlite3.connect(sys.argv[1])\n\
+             tables = [r[0] for r in db.execute(\"select name from sqlite_master where type='table'\")]\n\
+             assert len(tables) >= 5, tables\n\
+             for t in tables:\n    n = db.execute(f'select count(*) from \"{t}\"').fetchone()[0]\n    print(t, n)\n\
+             assert db.execute('select count(*) from ur_calls').fetchone()[0] > 100\n",
+        )
+        .arg(dir.join("t.sqlite"))
+        .output()
+        .expect("python3");
+    assert!(py.status.success(), "sqlite check: {}{}", String::from_utf8_lossy(&py.stdout), String::from_utf8_lossy(&py.stderr));
+}
+
+/// Both subscribers in one process see the same notifications: offtrace's counts per stream and
+/// trace type must equal the full-dump subscriber's exactly.
+fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) {
+    let Some(venv) = venv() else { return };
+    let dump_lib = match std::env::var_os("OFFTRACE_XPTI_DUMP") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let o = Command::new(workspace().join("scripts/build-xpti-dump.sh"))
+                .arg(&venv)
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("build xpti-dump");
+            assert!(o.status.success(), "scripts/build-xpti-dump.sh failed");
+            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+        }
+    };
+    let disp = match dispatcher {
+        "intel" => venv.join("lib/libxptifw.so.1"),
+        _ => {
+            let p = bin_dir().join("libxptifw.so.1");
+            if p.exists() { p } else { bin_dir().join("libxptifw.so") }
+        }
+    };
+    let dir = tmpdir(&format!("cmp-{dispatcher}-{}", Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")));
+    let dump = dir.join("dump.jsonl");
+    let trace = dir.join("t.offtrace");
+    let agent = bin_dir().join("libofftrace_agent.so");
+    let status = Command::new(venv.join("bin/python"))
+        .args(program)
+        .env("LD_LIBRARY_PATH", venv.join("lib"))
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .env("XPTI_TRACE_ENABLE", "1")
+        .env("XPTI_FRAMEWORK_DISPATCHER", &disp)
+        .env("XPTI_SUBSCRIBERS", format!("{},{}", dump_lib.display(), agent.display()))
+        .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
+        .env("DUMP_FILE", &dump)
+        .env("DUMP_SKIP", "sycl.debug,ur.call.debug")
+        .env("DUMP_DETAIL", "2")
+        .env("OFFTRACE_OUTPUT", &trace)
+        .env("OFFTRACE_DETAIL", "normal")
+        .stdout(Stdio::null())
+        .status()
+        .expect("run program");
+    assert!(status.success(), "{program:?} failed under both subscribers: {status}");
+
+    let text = std::fs::read_to_string(&dump).expect("dump written");
+    let exit = text
+        .lines()
+        .filter(|l| l.starts_with("{\"k\":\"exit\""))
+        .last()
+        .expect("dump has an exit line");
+    let exit: serde_json::Value = serde_json::from_str(exit).expect("exit line is JSON");
+    let mut expected = BTreeMap::new();
+    for (stream, types) in exit["counts"].as_object().expect("counts") {
+        for (tt, n) in types.as_object().expect("types") {
+            let n = n.as_u64().expect("n");
+            let tt: u16 = tt.parse().expect("type number");
+            if n > 0 {
+                let name = offtrace_trace_type_name(tt);
+                expected.insert((stream.clone(), name), n);
+            }
+        }
+    }
+    let got = notification_counts(&report_json(&trace));
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected, "offtrace (left) vs xpti-dump (right) for {program:?} on the {dispatcher} dispatcher");
+}
+
+fn offtrace_trace_type_name(tt: u16) -> String {
+    const NAMES: &[(u16, &str)] = &[
+        (0, "unknown_type"), (2, "graph_create"), (4, "node_create"), (6, "edge_create"),
+        (8, "region_begin"), (9, "region_end"), (10, "task_begin"), (11, "task_end"),
+        (12, "barrier_begin"), (13, "barrier_end"), (14, "lock_begin"), (15, "lock_end"),
+        (16, "signal"), (18, "transfer_begin"), (19, "transfer_end"), (20, "thread_begin"),
+        (21, "thread_end"), (22, "wait_begin"), (23, "wait_end"), (24, "function_begin"),
+        (25, "function_end"), (26, "metadata"), (28, "function_with_args_begin"),
+        (29, "function_with_args_end"), (32, "mem_alloc_begin"), (33, "mem_alloc_end"),
+        (34, "mem_release_begin"), (35, "mem_release_end"),
+        (36, "offload_alloc_memory_object_construct"), (37, "offload_alloc_memory_object_destruct"),
+        (38, "offload_alloc_memory_object_associate"), (39, "offload_alloc_memory_object_release"),
+        (40, "offload_alloc_accessor"), (42, "queue_create"), (43, "queue_destroy"),
+        (126, "diagnostics"),
+    ];
+    NAMES.iter().find(|(v, _)| *v == tt).map(|(_, n)| n.to_string()).unwrap_or(format!("type_{tt}"))
+}
+
+#[test]
+fn counts_equal_xpti_dump_on_the_bundled_example() {
+    compare_with_xpti_dump(&[example("usm_pipeline.py").to_str().expect("utf8"), "3"], "intel");
+}
+
+#[test]
+fn counts_equal_xpti_dump_on_w4() {
+    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    compare_with_xpti_dump(&[w4.to_str().expect("utf8")], "intel");
+}
+
+#[test]
+fn exit_status_is_the_programs() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("exit");
+    let (code, _, stderr) = record(&venv, &dir.join("t.offtrace"), &[], &["-c", "import sys; sys.exit(7)"]);
+    assert_eq!(code, 7, "{stderr}");
+}
+
+#[test]
+fn sigkill_mid_run_leaves_a_readable_trace() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("kill");
+    let trace = dir.join("t.offtrace");
+    let pidfile = dir.join("pid");
+    // A long run that writes its pid, so the test can kill the program itself (not the tool).
+    let script = format!(
+        "import os, runpy, sys\nopen({:?}, 'w').write(str(os.getpid()))\nsys.argv = ['usm_pipeline.py', '100000']\nrunpy.run_path({:?}, run_name='__main__')\n",
+        pidfile.display().to_string(),
+        example("usm_pipeline.py").display().to_string()
+    );
+    let mut child = Command::new(offtrace())
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn record");
+    let start = Instant::now();
+    while !pidfile.exists() || std::fs::read_to_string(&pidfile).map(|s| s.is_empty()).unwrap_or(true) {
+        assert!(start.elapsed() < Duration::from_secs(60), "program never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let it trace for a while (chunks are closed every ~100 ms), then SIGKILL the program.
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid number");
+    let rc = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill");
+    assert!(rc.success());
+    let out = child.wait_with_output().expect("record finishes after the kill");
+    assert_eq!(out.status.code(), Some(128 + 9), "record returns 128+SIGKILL");
+    // The trace is readable up to the last complete chunk: report works and warns.
+    let o = Command::new(offtrace()).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    assert!(o.status.success(), "report of a killed trace: {}", String::from_utf8_lossy(&o.stderr));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let c = notification_counts(&rep);
+    assert!(count(&c, "ur.call", "function_with_args_begin") > 100, "{c:?}");
+    let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
+    assert!(err.contains("truncated") || err.contains("did not finish") || err.contains("unfinished"), "a warning says the trace is incomplete: {err}");
+}
