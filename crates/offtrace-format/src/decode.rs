@@ -1,0 +1,321 @@
+//! Bytes → Record: the inverse of `encode.rs`, over one decompressed chunk.
+//!
+//! Every read is bounds-checked against the chunk, every length is checked against the bytes
+//! left before anything is allocated, every narrowing is checked: malformed input yields a
+//! [`DecodeError`], never a panic. Notification `ts` values come out as raw ticks; the reader
+//! converts them.
+
+use crate::error::DecodeError;
+use crate::record::*;
+use crate::tag::*;
+use crate::thread_state::ThreadStates;
+use crate::varint::{apply_delta, get_u64, unzigzag};
+
+/// A read position in one chunk's bytes.
+#[derive(Debug)]
+pub(crate) struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or(&[])
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
+        let b = *self.rest().first().ok_or(DecodeError::UnexpectedEnd { what })?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        let rest = self.rest();
+        match get_u64(rest) {
+            Some((v, len)) => {
+                self.pos += len;
+                Ok(v)
+            }
+            None if rest.iter().take(10).all(|b| b & 0x80 != 0) && rest.len() < 10 => {
+                Err(DecodeError::UnexpectedEnd { what })
+            }
+            None => Err(DecodeError::VarintOverflow { what }),
+        }
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        let v = self.varint(what)?;
+        u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+        let v = self.varint(what)?;
+        u16::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u16::MAX.into() })
+    }
+
+    fn bytes(&mut self, what: &'static str) -> Result<&'a [u8], DecodeError> {
+        let len = self.varint(what)?;
+        let remaining = self.remaining();
+        if len > remaining as u64 {
+            return Err(DecodeError::LengthTooLarge { what, len, remaining });
+        }
+        let start = self.pos;
+        let end = start + len as usize;
+        self.pos = end;
+        self.buf.get(start..end).ok_or(DecodeError::UnexpectedEnd { what })
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
+        let b = self.bytes(what)?;
+        std::str::from_utf8(b).map(str::to_owned).map_err(|_| DecodeError::InvalidUtf8 { what })
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    threads: ThreadStates,
+}
+
+impl Decoder {
+    pub fn reset(&mut self) {
+        self.threads.reset();
+    }
+
+    /// Decodes the record at the cursor. Notification timestamps are raw ticks.
+    pub fn decode(&mut self, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+        let tag = c.u8("record tag")?;
+        if tag & TAG_NOTIFICATION != 0 {
+            return self.decode_notification(tag, c).map(Record::Notification);
+        }
+        Ok(match tag {
+            TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },
+            TAG_CLOCK_SYNC => Record::ClockSync {
+                ticks: c.varint("ClockSync ticks")?,
+                monotonic_ns: c.varint("ClockSync monotonic_ns")?,
+                realtime_ns: c.varint("ClockSync realtime_ns")?,
+            },
+            TAG_STRING => Record::String { id: StrId(c.u32("String id")?), text: c.string("String text")? },
+            TAG_STREAM => Record::Stream {
+                id: c.u8("Stream id")?,
+                name: StrId(c.u32("Stream name")?),
+                major: c.u32("Stream major")?,
+                minor: c.u32("Stream minor")?,
+                version: StrId(c.u32("Stream version")?),
+            },
+            TAG_THREAD => Record::Thread { tid: c.u32("Thread tid")?, name: StrId(c.u32("Thread name")?) },
+            TAG_PAYLOAD => Record::Payload {
+                id: PayloadId(c.u32("Payload id")?),
+                name: StrId(c.u32("Payload name")?),
+                file: StrId(c.u32("Payload file")?),
+                line: c.u32("Payload line")?,
+                column: c.u32("Payload column")?,
+            },
+            TAG_OBJECT => {
+                let id = ObjectId(c.u32("Object id")?);
+                let vt = c.u8("Object value_type")?;
+                if vt > ValueType::Boolean as u8 {
+                    return Err(DecodeError::Invalid { what: "Object value_type (0..=5)", found: vt.into() });
+                }
+                Record::Object { id, value_type: ValueType::from_u8(vt), bytes: c.bytes("Object bytes")?.to_vec() }
+            }
+            TAG_METADATA_SET => {
+                let id = MetadataSetId(c.u32("MetadataSet id")?);
+                let count = c.varint("MetadataSet item count")?;
+                // Each item takes at least 2 bytes: bound the allocation by the bytes left.
+                let remaining = c.remaining();
+                if count > (remaining / 2) as u64 {
+                    return Err(DecodeError::LengthTooLarge { what: "MetadataSet item count", len: count, remaining });
+                }
+                let mut items = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    items.push((StrId(c.u32("MetadataSet key")?), ObjectId(c.u32("MetadataSet value")?)));
+                }
+                Record::MetadataSet { id, items }
+            }
+            TAG_DROPS => Record::Drops { tid: c.u32("Drops tid")?, count: c.varint("Drops count")? },
+            TAG_END => Record::End { records: c.varint("End records")?, drops: c.varint("End drops")? },
+            _ => return Err(DecodeError::UnknownTag { tag }),
+        })
+    }
+
+    fn decode_notification(&mut self, tag: u8, c: &mut Cursor<'_>) -> Result<Notification, DecodeError> {
+        let kind = tag & TAG_KIND_MASK;
+        if kind > KIND_POINTER {
+            return Err(DecodeError::UnknownTag { tag });
+        }
+        let presence = c.u8("notification presence byte")?;
+        if kind != KIND_FUNCTION_WITH_ARGS && presence & P_FUNCTION_ONLY != 0 {
+            return Err(DecodeError::Invalid {
+                what: "presence bits of function_with_args on another user_data kind",
+                found: presence.into(),
+            });
+        }
+        let tid = if tag & TAG_SAME_TID != 0 {
+            self.threads.last_tid.ok_or(DecodeError::Invalid {
+                what: "same-thread flag on the first notification of a chunk",
+                found: tag.into(),
+            })?
+        } else {
+            c.u32("notification tid")?
+        };
+        self.threads.last_tid = Some(tid);
+        let st = self.threads.get(tid);
+
+        let ts = apply_delta(st.ts, c.varint("notification ts delta")?);
+        let stream = c.u8("notification stream")?;
+        let trace_type = c.u16("notification trace_type")?;
+        let instance = apply_delta(st.instance, c.varint("notification instance delta")?);
+        let parent = if tag & TAG_SAME_PARENT != 0 {
+            st.parent.ok_or(DecodeError::Invalid { what: "same-parent flag with no previous parent", found: tag.into() })?
+                .into()
+        } else if presence & P_PARENT != 0 {
+            Some(get_event(c, "parent")?)
+        } else {
+            None
+        };
+        let event = if tag & TAG_SAME_EVENT != 0 {
+            st.event.ok_or(DecodeError::Invalid { what: "same-event flag with no previous event", found: tag.into() })?
+                .into()
+        } else if presence & P_EVENT != 0 {
+            Some(get_event(c, "event")?)
+        } else {
+            None
+        };
+        let stash = if presence & P_STASH != 0 {
+            Some((StrId(c.u32("stash key")?), c.varint("stash value")?))
+        } else {
+            None
+        };
+        let universal_id = if presence & P_UNIVERSAL_ID != 0 {
+            let v = apply_delta(st.universal_id, c.varint("universal_id delta")?);
+            if v == 0 {
+                return Err(DecodeError::Invalid { what: "universal_id flagged present but 0", found: 0 });
+            }
+            v
+        } else {
+            0
+        };
+        let user_data = match kind {
+            KIND_NONE => UserData::None,
+            KIND_STR => UserData::Str(StrId(c.u32("user_data string")?)),
+            KIND_FUNCTION_WITH_ARGS => {
+                let (function_id, name) = if presence & P_SAME_FUNCTION != 0 {
+                    st.function
+                } else {
+                    (c.u32("function_id")?, StrId(c.u32("function name")?))
+                };
+                let result = if presence & P_RESULT != 0 {
+                    let z = unzigzag(c.varint("function result")?);
+                    Some(i32::try_from(z).map_err(|_| DecodeError::Invalid { what: "function result (i32)", found: z as u64 })?)
+                } else {
+                    None
+                };
+                let args = if presence & P_SAME_ARGS != 0 {
+                    st.args
+                } else {
+                    let len = c.u8("argument count")?;
+                    if usize::from(len) > MAX_ARGS {
+                        return Err(DecodeError::OutOfRange { what: "argument count", found: len.into(), max: MAX_ARGS as u64 });
+                    }
+                    let mut a = ArgBlock { len, ..ArgBlock::default() };
+                    for v in a.values.iter_mut().take(usize::from(len)) {
+                        *v = c.varint("argument value")?;
+                    }
+                    a
+                };
+                let mut outs = OutValues::default();
+                if presence & P_OUTS != 0 {
+                    let len = c.u8("output value count")?;
+                    if len == 0 || usize::from(len) > MAX_OUTS {
+                        return Err(DecodeError::OutOfRange { what: "output value count (1..=4)", found: len.into(), max: MAX_OUTS as u64 });
+                    }
+                    outs.len = len;
+                    for v in outs.values.iter_mut().take(usize::from(len)) {
+                        *v = (c.u8("output parameter index")?, c.varint("output value")?);
+                    }
+                }
+                UserData::FunctionWithArgs { function_id, name, result, args, outs }
+            }
+            KIND_MEM_ALLOC => UserData::MemAlloc {
+                mem_object: c.varint("mem_object")?,
+                alloc_pointer: c.varint("alloc_pointer")?,
+                alloc_size: c.varint("alloc_size")?,
+                guard_zone: c.varint("guard_zone")?,
+            },
+            KIND_OFFLOAD_BUFFER => UserData::OffloadBuffer {
+                user_object: c.varint("user_object")?,
+                host_object: c.varint("host_object")?,
+                element_type: StrId(c.u32("element_type")?),
+                element_size: c.u32("element_size")?,
+                dim: c.u32("dim")?,
+                range: [c.varint("range[0]")?, c.varint("range[1]")?, c.varint("range[2]")?],
+            },
+            KIND_ASSOCIATION => UserData::Association {
+                user_object: c.varint("user_object")?,
+                mem_object: c.varint("mem_object")?,
+            },
+            KIND_ACCESSOR => UserData::Accessor {
+                buffer: c.varint("accessor buffer")?,
+                accessor: c.varint("accessor")?,
+                target: c.u32("accessor target")?,
+                mode: c.u32("accessor mode")?,
+            },
+            KIND_SIGNAL => UserData::Signal { ur_event: c.varint("signal ur_event")? },
+            _ => UserData::Pointer(c.varint("user_data pointer")?),
+        };
+        let n = Notification { ts, tid, stream, trace_type, instance, parent, event, user_data, stash, universal_id };
+        st.remember(&n);
+        Ok(n)
+    }
+}
+
+fn get_event(c: &mut Cursor<'_>, _which: &'static str) -> Result<EventInfo, DecodeError> {
+    let p = c.u8("event presence byte")?;
+    let mut field = |bit: u8, what: &'static str| -> Result<u64, DecodeError> {
+        if p & bit != 0 {
+            let v = c.varint(what)?;
+            if v == 0 {
+                return Err(DecodeError::Invalid { what: "event field flagged present but 0", found: 0 });
+            }
+            Ok(v)
+        } else {
+            Ok(0)
+        }
+    };
+    let uid = field(E_UID, "event uid")?;
+    let instance_id = field(E_INSTANCE_ID, "event instance_id")?;
+    let event_type = field(E_EVENT_TYPE, "event event_type")?;
+    let activity_type = field(E_ACTIVITY_TYPE, "event activity_type")?;
+    let source_id = field(E_SOURCE_ID, "event source_id")?;
+    let target_id = field(E_TARGET_ID, "event target_id")?;
+    let payload = field(E_PAYLOAD, "event payload")?;
+    let metadata = field(E_METADATA, "event metadata")?;
+    let narrow16 = |v: u64, what: &'static str| {
+        u16::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u16::MAX.into() })
+    };
+    let narrow32 = |v: u64, what: &'static str| {
+        u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
+    };
+    Ok(EventInfo {
+        uid,
+        instance_id,
+        event_type: narrow16(event_type, "event event_type")?,
+        activity_type: narrow16(activity_type, "event activity_type")?,
+        source_id,
+        target_id,
+        payload: PayloadId(narrow32(payload, "event payload")?),
+        metadata: MetadataSetId(narrow32(metadata, "event metadata")?),
+    })
+}
