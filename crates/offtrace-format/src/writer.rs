@@ -41,6 +41,7 @@ pub struct TraceWriter<W: Write> {
     records_written: u64,
     drops_seen: u64,
     bytes_written: u64,
+    raw_chunk_bytes: u64,
     end_written: bool,
     poisoned: Option<String>,
 }
@@ -71,6 +72,7 @@ impl<W: Write> TraceWriter<W> {
             records_written: 0,
             drops_seen: 0,
             bytes_written: FILE_HEADER_LEN as u64,
+            raw_chunk_bytes: 0,
             end_written: false,
             poisoned: None,
         })
@@ -158,6 +160,7 @@ impl<W: Write> TraceWriter<W> {
         let written = (CHUNK_HEADER_LEN + payload.len()) as u64;
         result.map_err(|source| self.poison(WriteError::Chunk { chunk, offset, source }))?;
         self.bytes_written += written;
+        self.raw_chunk_bytes += self.chunk.len() as u64;
         self.chunks_written += 1;
         self.chunk.clear();
         self.chunk_records = 0;
@@ -199,6 +202,12 @@ impl<W: Write> TraceWriter<W> {
     /// File bytes written so far (header and complete chunks).
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
+    }
+
+    /// Uncompressed (encoded, before LZ4) bytes of the complete chunks written so far: with
+    /// [`TraceWriter::bytes_written`] this gives the compression ratio.
+    pub fn raw_chunk_bytes(&self) -> u64 {
+        self.raw_chunk_bytes
     }
 
     /// Uncompressed bytes in the open chunk.
