@@ -76,7 +76,7 @@ impl<R: Read> TraceReader<R> {
         let mut b = [0u8; FILE_HEADER_LEN];
         let n = read_full(&mut src, &mut b).map_err(|source| ReadError::Io { offset: 0, source })?;
         let magic_len = n.min(8);
-        if b[..magic_len] != crate::header::MAGIC[..magic_len] || n == 0 {
+        if b[..magic_len] != crate::header::MAGIC[..magic_len] {
             return Err(ReadError::NotATrace { found: b[..magic_len].to_vec() });
         }
         if n >= 10 {

@@ -1,0 +1,221 @@
+//! Property tests: any sequence of records survives writer + reader unchanged (notification
+//! timestamps converted as documented), whatever the chunking.
+
+mod common;
+use common::*;
+use offtrace_format::*;
+use proptest::prelude::*;
+
+fn str_id() -> impl Strategy<Value = StrId> {
+    prop_oneof![Just(StrId(0)), (1u32..50).prop_map(StrId), any::<u32>().prop_map(StrId)]
+}
+
+/// Small pools make the "same as previous" encodings fire; `any` covers the limits.
+fn u64_value() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 1u64..300, Just(u64::MAX), any::<u64>(), (0x5600_0000_0000u64..0x5600_0000_0100)]
+}
+
+fn event_info() -> impl Strategy<Value = EventInfo> {
+    prop_oneof![
+        Just(EventInfo { uid: 7, instance_id: 1, event_type: 1, activity_type: 1, ..EventInfo::default() }),
+        Just(EventInfo::default()),
+        (
+            u64_value(),
+            u64_value(),
+            any::<u16>(),
+            any::<u16>(),
+            u64_value(),
+            u64_value(),
+            any::<u32>(),
+            any::<u32>()
+        )
+            .prop_map(|(uid, instance_id, event_type, activity_type, source_id, target_id, p, m)| EventInfo {
+                uid,
+                instance_id,
+                event_type,
+                activity_type,
+                source_id,
+                target_id,
+                payload: PayloadId(p),
+                metadata: MetadataSetId(m),
+            }),
+    ]
+}
+
+fn arg_block() -> impl Strategy<Value = ArgBlock> {
+    prop_oneof![
+        Just({
+            let mut a = ArgBlock { len: 3, ..ArgBlock::default() };
+            a.values[..3].copy_from_slice(&[0x5600_1000, 2, 0]);
+            a
+        }),
+        proptest::collection::vec(u64_value(), 0..=MAX_ARGS).prop_map(|v| {
+            let mut a = ArgBlock { len: v.len() as u8, ..ArgBlock::default() };
+            a.values[..v.len()].copy_from_slice(&v);
+            a
+        }),
+    ]
+}
+
+fn out_values() -> impl Strategy<Value = OutValues> {
+    proptest::collection::vec((any::<u8>(), u64_value()), 0..=MAX_OUTS).prop_map(|v| {
+        let mut o = OutValues { len: v.len() as u8, ..OutValues::default() };
+        o.values[..v.len()].copy_from_slice(&v);
+        o
+    })
+}
+
+fn user_data() -> impl Strategy<Value = UserData> {
+    prop_oneof![
+        Just(UserData::None),
+        str_id().prop_map(UserData::Str),
+        (prop_oneof![Just(3u32), any::<u32>()], str_id(), any::<Option<i32>>(), arg_block(), out_values()).prop_map(
+            |(function_id, name, result, args, outs)| UserData::FunctionWithArgs { function_id, name, result, args, outs }
+        ),
+        (u64_value(), u64_value(), u64_value(), u64_value()).prop_map(|(a, b, c, d)| UserData::MemAlloc {
+            mem_object: a,
+            alloc_pointer: b,
+            alloc_size: c,
+            guard_zone: d
+        }),
+        (u64_value(), u64_value(), str_id(), any::<u32>(), any::<u32>(), [u64_value(), u64_value(), u64_value()])
+            .prop_map(|(user_object, host_object, element_type, element_size, dim, range)| UserData::OffloadBuffer {
+                user_object,
+                host_object,
+                element_type,
+                element_size,
+                dim,
+                range
+            }),
+        (u64_value(), u64_value()).prop_map(|(user_object, mem_object)| UserData::Association { user_object, mem_object }),
+        (u64_value(), u64_value(), any::<u32>(), any::<u32>())
+            .prop_map(|(buffer, accessor, target, mode)| UserData::Accessor { buffer, accessor, target, mode }),
+        u64_value().prop_map(|ur_event| UserData::Signal { ur_event }),
+        u64_value().prop_map(UserData::Pointer),
+    ]
+}
+
+fn notification() -> impl Strategy<Value = Notification> {
+    (
+        prop_oneof![1_000_000u64..1_000_100, any::<u64>()],
+        prop_oneof![1u32..4, any::<u32>()],
+        any::<u8>(),
+        any::<u16>(),
+        u64_value(),
+        proptest::option::of(event_info()),
+        proptest::option::of(event_info()),
+        user_data(),
+        proptest::option::of((str_id(), u64_value())),
+        u64_value(),
+    )
+        .prop_map(|(ts, tid, stream, trace_type, instance, parent, event, user_data, stash, universal_id)| {
+            Notification { ts, tid, stream, trace_type, instance, parent, event, user_data, stash, universal_id }
+        })
+}
+
+fn record() -> impl Strategy<Value = Record> {
+    let value_type = (0u8..6).prop_map(ValueType::from_u8);
+    prop_oneof![
+        6 => notification().prop_map(Record::Notification),
+        1 => (".*", ".*").prop_map(|(key, value)| Record::Info { key, value }),
+        1 => (any::<u64>(), any::<u64>(), any::<u64>())
+            .prop_map(|(ticks, monotonic_ns, realtime_ns)| Record::ClockSync { ticks, monotonic_ns, realtime_ns }),
+        1 => (str_id(), ".*").prop_map(|(id, text)| Record::String { id, text }),
+        1 => (any::<u8>(), str_id(), any::<u32>(), any::<u32>(), str_id())
+            .prop_map(|(id, name, major, minor, version)| Record::Stream { id, name, major, minor, version }),
+        1 => (any::<u32>(), str_id()).prop_map(|(tid, name)| Record::Thread { tid, name }),
+        1 => (any::<u32>(), str_id(), str_id(), any::<u32>(), any::<u32>()).prop_map(|(id, name, file, line, column)| {
+            Record::Payload { id: PayloadId(id), name, file, line, column }
+        }),
+        1 => (any::<u32>(), value_type, proptest::collection::vec(any::<u8>(), 0..40))
+            .prop_map(|(id, value_type, bytes)| Record::Object { id: ObjectId(id), value_type, bytes }),
+        1 => (any::<u32>(), proptest::collection::vec((str_id(), any::<u32>().prop_map(ObjectId)), 0..6))
+            .prop_map(|(id, items)| Record::MetadataSet { id: MetadataSetId(id), items }),
+        1 => (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Record::Drops { tid, count }),
+        1 => (any::<u64>(), any::<u64>()).prop_map(|(records, drops)| Record::End { records, drops }),
+    ]
+}
+
+/// What the reader returns for `records`: ticks converted under `header`, plus the End record
+/// `finish` appends when none was written.
+fn expected(header: &TraceHeader, records: &[Record]) -> Vec<Record> {
+    let mut out: Vec<Record> = if header.clock == ClockSource::Tsc {
+        let mut e = expected_after_read(records);
+        e.pop();
+        e
+    } else {
+        records.to_vec()
+    };
+    if !records.iter().any(|r| matches!(r, Record::End { .. })) {
+        let drops = records
+            .iter()
+            .map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 })
+            .fold(0u64, u64::saturating_add);
+        out.push(Record::End { records: records.len() as u64, drops });
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_records_round_trip(
+        records in proptest::collection::vec(record(), 0..120),
+        flush_every in 0usize..20,
+        chunk_bytes in prop_oneof![Just(1024usize), Just(DEFAULT_CHUNK_BYTES)],
+        tsc in any::<bool>(),
+    ) {
+        let header = if tsc { tsc_header() } else { TraceHeader::monotonic() };
+        let bytes = write_trace(&header, &records, chunk_bytes, flush_every);
+        let (read, err, clean) = read_all(&bytes);
+        prop_assert!(err.is_none(), "{:?}", err);
+        prop_assert!(clean);
+        prop_assert_eq!(read, expected(&header, &records));
+    }
+}
+
+#[test]
+fn header_round_trips() {
+    let h = tsc_header();
+    let bytes = write_trace(&h, &[], 1024, 0);
+    let r = TraceReader::new(&bytes[..]).expect("header");
+    assert_eq!(*r.header(), h);
+}
+
+#[test]
+fn open_reads_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t.offtrace");
+    let records = synthetic_sycl_trace(50, 1);
+    std::fs::write(&path, write_trace(&tsc_header(), &records, DEFAULT_CHUNK_BYTES, 100)).expect("write");
+    let mut r = TraceReader::open(&path).expect("open");
+    let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("read");
+    assert!(r.finished_cleanly());
+    assert_eq!(read, expected_after_read(&records));
+    let missing = TraceReader::open(dir.path().join("missing"));
+    assert!(matches!(missing, Err(ReadError::Open { .. })));
+}
+
+#[test]
+fn non_canonical_blocks_are_clamped() {
+    // `len` beyond the capacity and values beyond `len` are not part of the record.
+    let mut args = ArgBlock { len: 200, ..ArgBlock::default() };
+    args.values = [9; MAX_ARGS];
+    let mut outs = OutValues { len: 9, ..OutValues::default() };
+    outs.values = [(1, 2); MAX_OUTS];
+    let n = Notification {
+        user_data: UserData::FunctionWithArgs { function_id: 1, name: StrId(1), result: Some(-1), args, outs },
+        ..Notification::default()
+    };
+    let bytes = write_trace(&TraceHeader::monotonic(), &[Record::Notification(n)], 1024, 0);
+    let (read, err, _) = read_all(&bytes);
+    assert!(err.is_none());
+    match &read[0] {
+        Record::Notification(Notification { user_data: UserData::FunctionWithArgs { args, outs, .. }, .. }) => {
+            assert_eq!(args.as_slice(), &[9; MAX_ARGS][..]);
+            assert_eq!(outs.as_slice(), &[(1, 2); MAX_OUTS][..]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
