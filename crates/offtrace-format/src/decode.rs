@@ -319,3 +319,124 @@ fn get_event(c: &mut Cursor<'_>, _which: &'static str) -> Result<EventInfo, Deco
         metadata: MetadataSetId(narrow32(metadata, "event metadata")?),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::Encoder;
+
+    fn fwa(nargs: usize, nouts: usize) -> Notification {
+        let mut args = ArgBlock { len: nargs as u8, ..ArgBlock::default() };
+        for (i, v) in args.values.iter_mut().take(nargs).enumerate() {
+            *v = u64::MAX - i as u64;
+        }
+        let mut outs = OutValues { len: nouts as u8, ..OutValues::default() };
+        for (i, v) in outs.values.iter_mut().take(nouts).enumerate() {
+            *v = (i as u8, u64::MAX);
+        }
+        Notification {
+            ts: 10,
+            tid: 1,
+            user_data: UserData::FunctionWithArgs { function_id: 1, name: StrId(2), result: Some(i32::MIN), args, outs },
+            ..Notification::default()
+        }
+    }
+
+    fn round_trip(n: &Notification) -> (Notification, usize) {
+        let mut bytes = Vec::new();
+        Encoder::default().encode_notification(n, &mut bytes);
+        let mut c = Cursor::new(&bytes);
+        let r = Decoder::default().decode(&mut c).expect("decodes");
+        assert_eq!(c.pos(), bytes.len(), "consumes the whole record");
+        match r {
+            Record::Notification(d) => (d, bytes.len()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Round trip at a count, and rejection of the count patched one above the limit.
+    macro_rules! count_boundary_tests {
+        ($($name:ident: args $nargs:expr, outs $nouts:expr;)*) => {$(
+            #[test]
+            fn $name() {
+                let n = fwa($nargs, $nouts);
+                assert_eq!(round_trip(&n).0, n);
+            }
+        )*};
+    }
+
+    count_boundary_tests! {
+        args_0: args 0, outs 0;
+        args_1: args 1, outs 0;
+        args_max_minus_1: args MAX_ARGS - 1, outs 0;
+        args_max: args MAX_ARGS, outs 0;
+        outs_1: args 2, outs 1;
+        outs_max_minus_1: args 2, outs MAX_OUTS - 1;
+        outs_max: args MAX_ARGS, outs MAX_OUTS;
+    }
+
+    /// Patches the count byte of an encoded record and expects rejection.
+    fn rejects_count(n: &Notification, count_at: usize, count: u8) {
+        let mut bytes = Vec::new();
+        Encoder::default().encode_notification(n, &mut bytes);
+        bytes[count_at] = count;
+        let r = Decoder::default().decode(&mut Cursor::new(&bytes));
+        assert!(matches!(r, Err(DecodeError::OutOfRange { .. })), "count {count}: {r:?}");
+    }
+
+    #[test]
+    fn args_above_max_rejected() {
+        // tag presence tid ts stream type instance fid name result(5 bytes) | count
+        let n = fwa(1, 0);
+        rejects_count(&n, 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 5, (MAX_ARGS + 1) as u8);
+        rejects_count(&n, 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 5, u8::MAX);
+    }
+
+    #[test]
+    fn outs_zero_or_above_max_rejected() {
+        let n = fwa(1, 1);
+        // ... result(5), args count(1), u64::MAX (10) | outs count
+        let at = 2 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 5 + 1 + 10;
+        rejects_count(&n, at, 0);
+        rejects_count(&n, at, (MAX_OUTS + 1) as u8);
+    }
+
+    #[test]
+    fn exit_after_entry_is_small() {
+        let mut enc = Encoder::default();
+        let mut entry = fwa(8, 0);
+        if let UserData::FunctionWithArgs { result, .. } = &mut entry.user_data {
+            *result = None;
+        }
+        entry.ts = 1 << 40;
+        entry.tid = 123_456;
+        entry.instance = 1 << 33;
+        entry.universal_id = 0x9e37_79b9_0000_1234;
+        let mut exit = entry;
+        exit.ts += 5_000;
+        if let UserData::FunctionWithArgs { result, .. } = &mut exit.user_data {
+            *result = Some(0);
+        }
+        let mut bytes = Vec::new();
+        enc.encode_notification(&entry, &mut bytes);
+        let entry_len = bytes.len();
+        enc.encode_notification(&exit, &mut bytes);
+        let exit_len = bytes.len() - entry_len;
+        // tag, presence, ts delta (2), stream, trace_type, instance delta, universal_id delta, result
+        assert!(exit_len <= 9, "exit notification took {exit_len} bytes");
+        let mut dec = Decoder::default();
+        let mut c = Cursor::new(&bytes);
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(entry)));
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(exit)));
+    }
+
+    #[test]
+    fn same_flags_without_history_are_rejected() {
+        // Same-tid flag on the first notification of a chunk.
+        let r = Decoder::default().decode(&mut Cursor::new(&[0xc0, 0x00, 0, 0, 0, 0]));
+        assert!(matches!(r, Err(DecodeError::Invalid { .. })), "{r:?}");
+        // Same-event flag with no previous event.
+        let r = Decoder::default().decode(&mut Cursor::new(&[0x90, 0x00, 1, 0, 0, 0, 0]));
+        assert!(matches!(r, Err(DecodeError::Invalid { .. })), "{r:?}");
+    }
+}
