@@ -1,0 +1,262 @@
+// offtrace-xpti C++ shim: the parts of the XPTI 2026.2 ABI that are C++ by nature.
+//
+// * The metadata map of every event is a genuine libstdc++ std::unordered_map<uint32_t,int32_t>
+//   embedded at offset 56 of trace_event_data_t; subscribers manipulate it with inline libstdc++
+//   code, so the only safe way to build it is to let libstdc++ build it.
+// * The four C++ interfaces (xpti_payload_t, xpti_trace_event_t, xpti_metadata_t,
+//   xpti_tracepoint_t) are declared here exactly as in xpti_trace_framework.h (same virtual
+//   functions in the same order), so g++ emits Itanium vtables with the documented slot orders.
+//
+// One `Instance` object is one tracepoint instance. Rust owns its memory (a slab slot of
+// kInstanceSize bytes that is never returned to the OS), constructs it in place with
+// ot_instance_construct, fills the payload/event fields through the offsets checked by
+// ot_layout_check, and destroys it with ot_instance_destroy (which frees the map nodes, possibly
+// allocated by a subscriber's inline operator[], with the matching global operator delete).
+// Nothing here takes a lock; the Rust side serialises what needs serialising.
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <unordered_map>
+
+namespace xpti {
+using result_t = int32_t;
+using object_id_t = int32_t;
+using string_id_t = uint32_t;
+enum class trace_activity_type_t { unknown_activity = 0, active = 1, overhead = 2, background = 4, sleep_activity = 8 };
+
+struct uid_t { uint64_t p1, p2, p3; };
+
+struct payload_t {
+  const char *name;
+  const char *stack_trace;
+  const char *source_file;
+  uint32_t line_no;
+  uint32_t column_no;
+  const void *code_ptr_va;
+  uint64_t internal;
+  uint64_t flags;
+  uid_t uid;
+};
+
+struct reserved_data_t {
+  payload_t *payload;
+  std::unordered_map<uint32_t, int32_t> metadata;
+};
+
+struct trace_event_data_t {
+  uint64_t unique_id;
+  uint64_t data_id;
+  uint64_t instance_id;
+  uint16_t event_type;
+  uint16_t activity_type;
+  uint32_t unused;
+  uint64_t source_id;
+  uint64_t target_id;
+  reserved_data_t reserved;
+  void *global_user_data;
+  uint64_t flags;
+};
+static_assert(sizeof(payload_t) == 80, "payload_t is 80 bytes");
+static_assert(sizeof(trace_event_data_t) == 128, "trace_event_data_t is 128 bytes");
+static_assert(offsetof(trace_event_data_t, reserved) + offsetof(reserved_data_t, metadata) == 56,
+              "metadata map at offset 56");
+static_assert(sizeof(std::unordered_map<uint32_t, int32_t>) == 56, "libstdc++ map image is 56 bytes");
+}  // namespace xpti
+
+constexpr int32_t kSuccess = 0;
+constexpr int32_t kFalse = 1;
+constexpr int32_t kDuplicate = (int32_t)0x80004003u;
+constexpr int32_t kInvalidArg = (int32_t)0x80004006u;
+constexpr uint64_t kNameAvailable = 0x1, kSourceFileAvailable = 0x2, kCodePointerAvailable = 0x4,
+                   kLineInfoAvailable = 0x8;
+constexpr uint64_t kEvUid = 0x1, kEvPayload = 0x20;
+
+extern "C" {
+struct xpti_payload_t {
+  virtual ~xpti_payload_t() {}
+  virtual const char *name() const = 0;
+  virtual const char *source_file() const = 0;
+  virtual uint32_t line_no() const = 0;
+  virtual uint32_t column_no() const = 0;
+  virtual uint64_t payload_flags() const = 0;
+  virtual int32_t name_string_id() const = 0;
+  virtual int32_t file_string_id() const = 0;
+  virtual uint64_t uid64() const = 0;
+  virtual bool is_valid() const = 0;
+  virtual xpti::payload_t *payload_ref() = 0;
+};
+struct xpti_metadata_t {
+  virtual ~xpti_metadata_t() {}
+  virtual xpti::result_t first_item(char **key, xpti::object_id_t &value) = 0;
+  virtual xpti::result_t next_item(char **key, xpti::object_id_t &value) = 0;
+  virtual xpti::result_t add_item(const char *key, xpti::object_id_t value) = 0;
+  virtual size_t count() = 0;
+};
+struct xpti_trace_event_t {
+  virtual ~xpti_trace_event_t() {}
+  virtual xpti_payload_t *payload() = 0;
+  virtual xpti_metadata_t *metadata() = 0;
+  virtual uint64_t uid64() const = 0;
+  virtual uint64_t instance() const = 0;
+  virtual uint16_t event_type() const = 0;
+  virtual uint16_t activity_type() const = 0;
+  virtual uint64_t source_uid64() const = 0;
+  virtual uint64_t target_uid64() const = 0;
+  virtual uint64_t event_flags() const = 0;
+  virtual void set_activity_type(xpti::trace_activity_type_t type) = 0;
+  virtual void set_event_type(uint16_t type) = 0;
+  virtual xpti::payload_t *payload_ref() = 0;
+  virtual xpti::trace_event_data_t *event_ref() = 0;
+};
+struct xpti_tracepoint_t {
+  virtual ~xpti_tracepoint_t() {}
+  virtual xpti_payload_t *payload() = 0;
+  virtual xpti_metadata_t *metadata() = 0;
+  virtual xpti_trace_event_t *event() = 0;
+  virtual uint64_t uid64() const = 0;
+  virtual uint64_t instance() const = 0;
+  virtual xpti::trace_event_data_t *event_ref() = 0;
+  virtual xpti::payload_t *payload_ref() = 0;
+};
+
+// Per-key data shared by every instance of one (file, function, line, column) key; owned and
+// never freed by Rust (`KeyEntry` in instance.rs, repr(C), same first fields).
+struct ot_key_info {
+  int32_t function_id;
+  int32_t file_id;
+};
+
+// Callbacks into Rust, installed once by ot_shim_set_hooks before the first instance exists.
+typedef const char *(*ot_lookup_string_fn)(uint32_t id);
+typedef uint32_t (*ot_register_string_fn)(const char *s);
+}
+
+static ot_lookup_string_fn g_lookup_string = nullptr;
+static ot_register_string_fn g_register_string = nullptr;
+
+namespace {
+using MetadataMap = std::unordered_map<uint32_t, int32_t>;
+
+struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpti_tracepoint_t {
+  xpti::payload_t pl;
+  xpti::trace_event_data_t ev;
+  const ot_key_info *key;  // non-null while live (Rust stores it with release ordering)
+  MetadataMap::iterator iter;
+
+  Instance() : pl{}, ev{}, key(nullptr), iter() {}
+  ~Instance() override {}
+
+  // ---- xpti_payload_t
+  const char *name() const override { return pl.name ? pl.name : "<unknown>"; }
+  const char *source_file() const override { return pl.source_file ? pl.source_file : "<unknown-file>"; }
+  uint32_t line_no() const override { return pl.line_no; }
+  uint32_t column_no() const override { return pl.column_no; }
+  uint64_t payload_flags() const override { return pl.flags; }
+  int32_t name_string_id() const override { return key ? key->function_id : 0; }
+  int32_t file_string_id() const override { return key ? key->file_id : 0; }
+  uint64_t uid64() const override { return reinterpret_cast<uint64_t>(static_cast<const xpti_payload_t *>(this)); }
+  bool is_valid() const override {
+    bool has_name = (pl.flags & kNameAvailable) && pl.name;
+    bool has_file = (pl.flags & kSourceFileAvailable) && pl.source_file;
+    bool has_line = (pl.flags & kLineInfoAvailable) && pl.line_no != 0xFFFFFFFFu;
+    bool has_code = (pl.flags & kCodePointerAvailable) && pl.code_ptr_va;
+    return (has_file && has_line) || has_name || has_code;
+  }
+  xpti::payload_t *payload_ref() override { return &pl; }
+
+  // ---- xpti_trace_event_t
+  xpti_payload_t *payload() override { return static_cast<xpti_payload_t *>(this); }
+  xpti_metadata_t *metadata() override { return static_cast<xpti_metadata_t *>(this); }
+  uint64_t instance() const override { return ev.instance_id; }
+  uint16_t event_type() const override { return ev.event_type; }
+  uint16_t activity_type() const override { return ev.activity_type; }
+  uint64_t source_uid64() const override { return ev.source_id; }
+  uint64_t target_uid64() const override { return ev.target_id; }
+  uint64_t event_flags() const override { return ev.flags; }
+  void set_activity_type(xpti::trace_activity_type_t type) override { ev.activity_type = (uint16_t)type; }
+  void set_event_type(uint16_t type) override { ev.event_type = type; }
+  xpti::trace_event_data_t *event_ref() override { return &ev; }
+
+  // ---- xpti_metadata_t
+  xpti::result_t first_item(char **k, xpti::object_id_t &value) override {
+    iter = ev.reserved.metadata.begin();
+    return item(k, value);
+  }
+  xpti::result_t next_item(char **k, xpti::object_id_t &value) override {
+    if (iter == ev.reserved.metadata.end()) return kFalse;
+    ++iter;
+    return item(k, value);
+  }
+  xpti::result_t add_item(const char *k, xpti::object_id_t value) override {
+    if (!k || !g_register_string) return kInvalidArg;
+    uint32_t id = g_register_string(k);
+    if (id == 0xFFFFFFFFu) return kInvalidArg;
+    auto r = ev.reserved.metadata.insert_or_assign(id, value);
+    return r.second ? kSuccess : kDuplicate;
+  }
+  size_t count() override { return ev.reserved.metadata.size(); }
+
+  // ---- xpti_tracepoint_t
+  xpti_trace_event_t *event() override { return static_cast<xpti_trace_event_t *>(this); }
+
+  xpti::result_t item(char **k, xpti::object_id_t &value) {
+    if (iter == ev.reserved.metadata.end()) return kFalse;
+    if (k) *k = const_cast<char *>(g_lookup_string ? g_lookup_string(iter->first) : nullptr);
+    value = iter->second;
+    return kSuccess;
+  }
+};
+static_assert(sizeof(Instance) == 256, "an instance fills one 256-byte slab slot");
+}  // namespace
+
+extern "C" {
+void ot_shim_set_hooks(ot_lookup_string_fn lookup, ot_register_string_fn reg) {
+  g_lookup_string = lookup;
+  g_register_string = reg;
+}
+
+size_t ot_instance_size(void) { return sizeof(Instance); }
+size_t ot_instance_align(void) { return alignof(Instance); }
+
+// Writes the byte offsets Rust relies on: [payload_iface, event_iface, metadata_iface,
+// tracepoint_iface, payload_t, trace_event_data_t, key, iter].
+void ot_layout(size_t out[8]) {
+  alignas(Instance) static unsigned char buf[sizeof(Instance)];
+  Instance *i = new (buf) Instance();
+  const char *base = reinterpret_cast<const char *>(i);
+  out[0] = reinterpret_cast<const char *>(static_cast<xpti_payload_t *>(i)) - base;
+  out[1] = reinterpret_cast<const char *>(static_cast<xpti_trace_event_t *>(i)) - base;
+  out[2] = reinterpret_cast<const char *>(static_cast<xpti_metadata_t *>(i)) - base;
+  out[3] = reinterpret_cast<const char *>(static_cast<xpti_tracepoint_t *>(i)) - base;
+  out[4] = reinterpret_cast<const char *>(&i->pl) - base;
+  out[5] = reinterpret_cast<const char *>(&i->ev) - base;
+  out[6] = reinterpret_cast<const char *>(&i->key) - base;
+  out[7] = reinterpret_cast<const char *>(&i->iter) - base;
+  i->~Instance();
+}
+
+void *ot_instance_construct(void *mem) { return static_cast<xpti_payload_t *>(new (mem) Instance()); }
+
+void ot_instance_destroy(void *obj) { static_cast<Instance *>(static_cast<xpti_payload_t *>(obj))->~Instance(); }
+
+// map = the address of trace_event_data_t::reserved.metadata. Returns 1 when the key existed
+// (the value is overwritten anyway, like Intel's dispatcher), 0 when inserted.
+int ot_map_insert_or_assign(void *map, uint32_t key, int32_t value) {
+  auto r = static_cast<MetadataMap *>(map)->insert_or_assign(key, value);
+  return r.second ? 0 : 1;
+}
+size_t ot_map_size(const void *map) { return static_cast<const MetadataMap *>(map)->size(); }
+int ot_map_find(const void *map, uint32_t key, int32_t *value) {
+  auto *m = static_cast<const MetadataMap *>(map);
+  auto it = m->find(key);
+  if (it == m->end()) return 0;
+  *value = it->second;
+  return 1;
+}
+void ot_map_clear(void *map) { static_cast<MetadataMap *>(map)->clear(); }
+
+// Standalone map image for tests: construct/destroy in caller-provided 56 bytes.
+void ot_map_construct(void *mem) { new (mem) MetadataMap(); }
+void ot_map_destroy(void *mem) { static_cast<MetadataMap *>(mem)->~MetadataMap(); }
+}

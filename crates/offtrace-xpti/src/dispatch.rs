@@ -1,0 +1,635 @@
+//! The 50 XPTI 2026.2 entry points, implemented with C signatures but **not exported** from this
+//! rlib (the `offtrace-xptifw` cdylib exports them under their XPTI names, each wrapped in
+//! `catch_unwind`; other cdylibs linking this crate must not re-export `xpti*`).
+//!
+//! Narrow integer and `bool` arguments are taken as `u32` and truncated here: callers built
+//! against older headers pass 16-bit stream IDs, and the 2026.2 binary reads only the low byte
+//! (`xpti-abi.md` §1, §14.4). Semantics follow `xpti-abi.md` §2; deliberate deviations are
+//! listed in `docs/xpti-compatibility.md` and marked "Deviation" below.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr;
+use std::sync::atomic::Ordering;
+
+use crate::abi::*;
+use crate::framework::{FRAMEWORK_REFS, fw, fw_if_built};
+use crate::instance::{self, Normalized, Spec, UNKNOWN_FILE, UNKNOWN_FUNCTION};
+use crate::shim::{self, layout};
+use crate::tls;
+
+static EMPTY_OBJECT: [u8; 8] = [0; 8];
+
+/// # Safety
+/// `p` is null or a valid C string.
+#[inline]
+unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a CStr> {
+    // SAFETY: caller contract.
+    if p.is_null() { None } else { Some(unsafe { CStr::from_ptr(p) }) }
+}
+
+/// The header's inline `is_valid_payload`.
+pub fn is_valid_payload(p: &Payload) -> bool {
+    use payload_flags as pf;
+    let has_name = p.flags & pf::NAME_AVAILABLE != 0 && !p.name.is_null();
+    let has_file = p.flags & pf::SOURCE_FILE_AVAILABLE != 0 && !p.source_file.is_null();
+    let has_line = p.flags & pf::LINE_INFO_AVAILABLE != 0 && p.line_no != INVALID_LINE;
+    let has_code = p.flags & pf::CODE_POINTER_AVAILABLE != 0 && !p.code_ptr_va.is_null();
+    (has_file && has_line) || has_name || has_code
+}
+
+// ------------------------------------------------------------------ 2.1 lifecycle
+
+/// #1 `xptiFrameworkInitialize`.
+pub fn framework_initialize() {
+    FRAMEWORK_REFS.fetch_add(1, Ordering::AcqRel);
+}
+
+/// #2 `xptiFrameworkFinalize`. Deviation: the count is clamped at 0 and reaching 0 does not
+/// tear the framework down (late calls from the UR loader keep working; subscribers stay
+/// loaded until process exit).
+pub fn framework_finalize() {
+    let _ = FRAMEWORK_REFS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n > 0).then(|| n - 1));
+}
+
+/// #3 `xptiInitialize`.
+///
+/// # Safety
+/// `stream` and `version` are null or valid C strings.
+pub unsafe fn initialize(stream: *const c_char, major: u32, minor: u32, version: *const c_char) -> XptiResult {
+    if stream.is_null() || version.is_null() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    let f = fw();
+    let subs = f.subscribers();
+    f.announce_framework_stream(&subs);
+    let mut level = detail_level::NONE;
+    for s in &subs {
+        // SAFETY: valid C strings (caller contract), alive during the call.
+        level = level.max(unsafe { s.announce(major, minor, version, stream) });
+    }
+    // SAFETY: non-null, valid C string.
+    let id = f.register_stream(unsafe { CStr::from_ptr(stream) });
+    // Relaxed: a byte read by lock-free loads; no data hangs off it.
+    f.detail[id as usize].store(level, Ordering::Relaxed);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #4 `xptiFinalize`.
+///
+/// # Safety
+/// `stream` is null or a valid C string.
+pub unsafe fn finalize(stream: *const c_char) {
+    let f = fw();
+    let subs = f.subscribers();
+    f.finish_framework_stream(&subs);
+    // SAFETY: caller contract.
+    let Some(name) = (unsafe { cstr(stream) }) else { return };
+    for s in &subs {
+        // SAFETY: exported finish function, valid string.
+        unsafe { (s.finish)(stream) };
+    }
+    if let Some(n) = f.streams.lookup(name.to_bytes()) {
+        f.callbacks.disable_stream(n.id as u8);
+    }
+}
+
+// ------------------------------------------------------------------ 2.5 TLS and IDs
+
+/// #5 `xptiGetUniversalId`.
+#[inline]
+pub fn get_universal_id() -> u64 {
+    tls::universal_id()
+}
+
+/// #6 `xptiSetUniversalId`.
+#[inline]
+pub fn set_universal_id(uid: u64) {
+    tls::set_universal_id(uid);
+}
+
+/// #7 `xptiGetStashedTuple`.
+///
+/// # Safety
+/// Non-null pointers are valid for writes.
+pub unsafe fn get_stashed_tuple(key_out: *mut *mut c_char, value_out: *mut u64) -> XptiResult {
+    if key_out.is_null() || value_out.is_null() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    match tls::stashed() {
+        None => XPTI_RESULT_NOTFOUND,
+        Some((k, v)) => {
+            // SAFETY: valid out pointers (caller contract).
+            unsafe {
+                *key_out = k.cast_mut();
+                *value_out = v;
+            }
+            XPTI_RESULT_SUCCESS
+        }
+    }
+}
+
+/// #8 `xptiStashTuple`.
+pub fn stash_tuple(key: *const c_char, value: u64) -> XptiResult {
+    if key.is_null() {
+        return XPTI_RESULT_FAIL;
+    }
+    tls::stash(key, value);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #9 `xptiUnstashTuple`. Deviation: pops the tuple (Intel's is a no-op); set
+/// `OFFTRACE_XPTI_STICKY_STASH=1` for Intel's sticky behaviour.
+pub fn unstash_tuple() {
+    if fw_if_built().is_some_and(|f| f.sticky_stash) {
+        return;
+    }
+    tls::unstash();
+}
+
+/// #10 `xptiGetUniqueId`.
+#[inline]
+pub fn get_unique_id() -> u64 {
+    // Relaxed: only uniqueness is needed.
+    fw().unique_id.fetch_add(1, Ordering::Relaxed)
+}
+
+// ------------------------------------------------------------------ 2.3 strings, objects, metadata
+
+/// #11 `xptiRegisterString`.
+///
+/// # Safety
+/// `s` is null or a valid C string; `out` is null or valid for writes.
+#[inline]
+pub unsafe fn register_string(s: *const c_char, out: *mut *mut c_char) -> u32 {
+    if s.is_null() || out.is_null() {
+        return INVALID_STRING_ID;
+    }
+    // SAFETY: non-null, valid C string.
+    match fw().register_string(unsafe { CStr::from_ptr(s) }) {
+        Some((id, p)) => {
+            // SAFETY: valid out pointer.
+            unsafe { *out = p.cast_mut() };
+            id
+        }
+        None => INVALID_STRING_ID,
+    }
+}
+
+/// #12 `xptiLookupString`.
+#[inline]
+pub fn lookup_string(id: u32) -> *const c_char {
+    fw().lookup_string(id)
+}
+
+/// #13 `xptiRegisterObject`.
+///
+/// # Safety
+/// `bytes` is null or valid for `size` reads.
+pub unsafe fn register_object(bytes: *const c_char, size: usize, type_: u8) -> i32 {
+    if bytes.is_null() || size > (1 << 30) {
+        return INVALID_OBJECT_ID;
+    }
+    // SAFETY: caller contract.
+    let data = unsafe { std::slice::from_raw_parts(bytes.cast::<u8>(), size) };
+    fw().objects.intern(data, type_).map_or(INVALID_OBJECT_ID, |(n, _)| n.id as i32)
+}
+
+/// #14 `xptiLookupObject`.
+pub fn lookup_object(id: i32) -> ObjectData {
+    match fw().objects.by_id(id as u32) {
+        Some(n) => ObjectData { size: n.len, data: n.data.cast(), type_: n.tag },
+        None => ObjectData { size: 0, data: EMPTY_OBJECT.as_ptr().cast(), type_: 0 },
+    }
+}
+
+/// #27 `xptiAddMetadata`.
+///
+/// # Safety
+/// `event` is null or a valid event whose map was built by libstdc++; `key` null or a C string.
+pub unsafe fn add_metadata(event: *mut TraceEventData, key: *const c_char, value: i32) -> XptiResult {
+    if event.is_null() || key.is_null() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    // SAFETY: non-null C string.
+    let Some((id, _)) = fw().register_string(unsafe { CStr::from_ptr(key) }) else { return XPTI_RESULT_FAIL };
+    // SAFETY: the event's map (offset 56) is a libstdc++ unordered_map (caller contract).
+    let existed = unsafe { shim::ot_map_insert_or_assign(query_metadata(event), id, value) };
+    if existed != 0 { XPTI_RESULT_DUPLICATE } else { XPTI_RESULT_SUCCESS }
+}
+
+/// #28 `xptiQueryMetadata`. Deviation: NULL for a NULL event (Intel returns `(void*)0x38`).
+#[inline]
+pub fn query_metadata(event: *mut TraceEventData) -> *mut c_void {
+    if event.is_null() {
+        return ptr::null_mut();
+    }
+    event.wrapping_byte_add(56).cast()
+}
+
+// ------------------------------------------------------------------ 2.4 payloads, events, tracepoints
+
+fn stack_trace_of(p: &Payload) -> *const c_char {
+    if p.flags & payload_flags::STACK_TRACE_AVAILABLE == 0 || p.stack_trace.is_null() {
+        return ptr::null();
+    }
+    // SAFETY: the flag says the pointer is a valid C string.
+    fw().register_string(unsafe { CStr::from_ptr(p.stack_trace) }).map_or(ptr::null(), |(_, s)| s)
+}
+
+/// Creates an instance. Returns (object, instance number, key).
+///
+/// # Safety
+/// String pointers of `n` are null or valid C strings.
+#[inline]
+unsafe fn make_instance(n: &Normalized, spec: &Spec) -> Option<(*mut u8, u64, &'static instance::KeyEntry)> {
+    let f = fw();
+    let intern = |s: &CStr| f.register_string(s).unwrap_or((0, ptr::null()));
+    // SAFETY: caller contract on the strings.
+    let key = unsafe { f.keys.entry(n, f.strict_hash, &intern) }?;
+    // SAFETY: `key` belongs to `n`.
+    let (obj, inst) = unsafe { instance::create(&f.slab, key, n, spec) }?;
+    Some((obj, inst, key))
+}
+
+/// #15 `xptiRegisterPayload`.
+///
+/// # Safety
+/// `payload` is null or a valid payload whose flagged strings are valid C strings.
+pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
+    if payload.is_null() {
+        return INVALID_UID;
+    }
+    // SAFETY: non-null, valid (caller contract).
+    let p = unsafe { &mut *payload };
+    if !is_valid_payload(p) {
+        return INVALID_UID;
+    }
+    let f = fw();
+    if p.internal == 0 {
+        p.flags &= !payload_flags::HASH_AVAILABLE;
+    }
+    let n = instance::normalize(p, f.strict_hash);
+    let spec = Spec { event_type: event_type::ALGORITHM, activity_type: activity_type::ACTIVE as u16, stack_trace: stack_trace_of(p) };
+    // SAFETY: strings valid (caller contract).
+    let Some((obj, _, key)) = (unsafe { make_instance(&n, &spec) }) else { return INVALID_UID };
+    let uid = obj as u64;
+    p.internal = uid;
+    p.flags = n.flags | payload_flags::PAYLOAD_REGISTERED;
+    p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
+    p.uid.p2 = u64::from(key.function_id as u32);
+    if f.strict_hash {
+        p.name = key.name;
+        p.source_file = key.file;
+    }
+    uid
+}
+
+/// #20 `xptiMakeEvent`.
+///
+/// # Safety
+/// `payload` is null or valid; `instance_out` null or valid for writes.
+#[inline]
+pub unsafe fn make_event(
+    _name: *const c_char,
+    payload: *mut Payload,
+    event_type: u16,
+    activity: i32,
+    instance_out: *mut u64,
+) -> *mut TraceEventData {
+    if payload.is_null() || instance_out.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: non-null, valid (caller contract).
+    let p = unsafe { &*payload };
+    if !is_valid_payload(p) {
+        return ptr::null_mut();
+    }
+    let n = instance::normalize(p, fw().strict_hash);
+    let spec = Spec { event_type, activity_type: activity as u16, stack_trace: stack_trace_of(p) };
+    // SAFETY: strings valid (caller contract).
+    match unsafe { make_instance(&n, &spec) } {
+        Some((obj, inst, _)) => {
+            // SAFETY: valid out pointer.
+            unsafe { *instance_out = inst };
+            instance::event_of(obj)
+        }
+        None => ptr::null_mut(),
+    }
+}
+
+#[inline]
+fn live(uid: u64) -> Option<*mut u8> {
+    let f = fw_if_built()?;
+    f.slab.is_live(uid as usize).then_some(uid as usize as *mut u8)
+}
+
+/// #21 `xptiFindEvent`.
+#[inline]
+pub fn find_event(uid: u64) -> *const TraceEventData {
+    live(uid).map_or(ptr::null(), |o| instance::event_of(o).cast_const())
+}
+
+/// #22 `xptiQueryPayload`.
+///
+/// # Safety
+/// `event` is null or a valid event.
+pub unsafe fn query_payload(event: *mut TraceEventData) -> *const Payload {
+    if event.is_null() {
+        return ptr::null();
+    }
+    // SAFETY: valid event (caller contract).
+    let e = unsafe { &*event };
+    let need = event_flags::UID_AVAILABLE | event_flags::PAYLOAD_AVAILABLE;
+    if e.flags & need == need { e.reserved.payload } else { ptr::null() }
+}
+
+/// #23 `xptiQueryPayloadByUID`.
+pub fn query_payload_by_uid(uid: u64) -> *const Payload {
+    live(uid).map_or(ptr::null(), |o| instance::payload_of(o).cast_const())
+}
+
+/// #49 `xptiReleaseEvent`.
+///
+/// # Safety
+/// `event` is null or a readable event.
+pub unsafe fn release_event(event: *mut TraceEventData) {
+    if event.is_null() {
+        return;
+    }
+    // SAFETY: readable event (caller contract).
+    let uid = unsafe { (*event).unique_id };
+    if let Some(o) = live(uid) {
+        instance::delete(&fw().slab, o);
+    }
+}
+
+/// #33 `xptiLookupPayload`.
+pub fn lookup_payload(uid: u64) -> *const c_void {
+    live(uid).map_or(ptr::null(), |o| o.wrapping_add(layout::PAYLOAD_IFACE).cast_const().cast())
+}
+
+/// #34 `xptiLookupEvent`.
+pub fn lookup_event(uid: u64) -> *const c_void {
+    live(uid).map_or(ptr::null(), |o| o.wrapping_add(layout::EVENT_IFACE).cast_const().cast())
+}
+
+/// #35 `xptiCreateTracepoint` (and the body of #40).
+///
+/// # Safety
+/// `func`/`file` are null or valid C strings; `code_ptr` is never dereferenced.
+#[inline]
+pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: u32, column: u32, code_ptr: *mut c_void) -> *mut c_void {
+    use payload_flags as pf;
+    // SAFETY: caller contract.
+    let usable = |s: *const c_char| !s.is_null() && unsafe { *s } != 0;
+    let name = if usable(func) { func } else { UNKNOWN_FUNCTION.as_ptr() };
+    let file = if usable(file) { file } else { UNKNOWN_FILE.as_ptr() };
+    let mut flags = pf::NAME_AVAILABLE | pf::SOURCE_FILE_AVAILABLE | pf::LINE_INFO_AVAILABLE | pf::COLUMN_INFO_AVAILABLE;
+    if !code_ptr.is_null() {
+        flags |= pf::CODE_POINTER_AVAILABLE;
+    }
+    let n = Normalized { name, file, line, column, flags };
+    let spec = Spec { event_type: event_type::ALGORITHM, activity_type: activity_type::ACTIVE as u16, stack_trace: ptr::null() };
+    // SAFETY: strings valid.
+    match unsafe { make_instance(&n, &spec) } {
+        Some((obj, _, _)) => obj.wrapping_add(layout::TRACEPOINT_IFACE).cast(),
+        None => ptr::null_mut(),
+    }
+}
+
+/// #36 `xptiDeleteTracepoint`.
+pub fn delete_tracepoint(tp: *mut c_void) -> XptiResult {
+    if tp.is_null() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    let Some(f) = fw_if_built() else { return XPTI_RESULT_INVALIDARG };
+    let obj = (tp as usize).wrapping_sub(layout::TRACEPOINT_IFACE) as *mut u8;
+    if instance::delete(&f.slab, obj) { XPTI_RESULT_SUCCESS } else { XPTI_RESULT_INVALIDARG }
+}
+
+/// #37 `xptiGetTracepointScopeData`.
+#[inline]
+pub fn get_tracepoint_scope_data() -> *const c_void {
+    tls::scope().cast_const().cast()
+}
+
+/// #38 `xptiSetTracepointScopeData`. Deviation: objects that are not live tracepoints of this
+/// dispatcher are refused with INVALIDARG (Intel calls `tp->uid64()` through the vtable).
+pub fn set_tracepoint_scope_data(tp: *mut c_void) -> XptiResult {
+    if tp.is_null() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    let obj = (tp as usize).wrapping_sub(layout::TRACEPOINT_IFACE);
+    if live(obj as u64).is_none() {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    tls::set_scope(tp.cast());
+    tls::set_universal_id(obj as u64);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #39 `xptiUnsetTracepointScopeData`.
+pub fn unset_tracepoint_scope_data() {
+    tls::set_scope(ptr::null_mut());
+    tls::set_universal_id(0);
+}
+
+/// #40 `xptiRegisterTracepointScope`.
+///
+/// # Safety
+/// As [`create_tracepoint`].
+#[inline]
+pub unsafe fn register_tracepoint_scope(func: *const c_char, file: *const c_char, line: u32, column: u32, code_ptr: *mut c_void) -> *const c_void {
+    // SAFETY: same contract.
+    unsafe { create_tracepoint(func, file, line, column, code_ptr) }.cast_const()
+}
+
+/// #18 `xptiRegisterUserDefinedTracePoint` / #19 `xptiRegisterUserDefinedEventType`.
+///
+/// # Safety
+/// `tool` is null or a valid C string.
+pub unsafe fn register_user_defined(tool: *const c_char, value: u8) -> u16 {
+    // SAFETY: caller contract.
+    let Some(t) = (unsafe { cstr(tool) }) else { return 0 };
+    match fw().vendors.intern(t.to_bytes(), 0) {
+        Some((n, _)) => ((n.id as u16) << 8) | 0x80 | u16::from(value),
+        None => 0,
+    }
+}
+
+// ------------------------------------------------------------------ streams, callbacks, notify
+
+/// #16 `xptiRegisterStream`.
+///
+/// # Safety
+/// `name` is null or a valid C string.
+#[inline]
+pub unsafe fn register_stream(name: *const c_char) -> u8 {
+    // SAFETY: caller contract.
+    match unsafe { cstr(name) } {
+        None => 255,
+        Some(n) => fw().register_stream(n),
+    }
+}
+
+/// #17 `xptiUnregisterStream`.
+///
+/// # Safety
+/// `name` is null or a valid C string.
+pub unsafe fn unregister_stream(name: *const c_char) -> XptiResult {
+    // SAFETY: caller contract.
+    let Some(n) = (unsafe { cstr(name) }) else { return XPTI_RESULT_INVALIDARG };
+    let f = fw();
+    for s in f.subscribers() {
+        // SAFETY: exported finish function, valid string.
+        unsafe { (s.finish)(name) };
+    }
+    match f.streams.lookup(n.to_bytes()) {
+        Some(node) if f.callbacks.ever_registered(node.id as u8) => {
+            f.callbacks.disable_stream(node.id as u8);
+            XPTI_RESULT_SUCCESS
+        }
+        _ => XPTI_RESULT_NOTFOUND,
+    }
+}
+
+fn change_result(c: crate::callbacks::Change) -> XptiResult {
+    use crate::callbacks::Change;
+    match c {
+        Change::Done => XPTI_RESULT_SUCCESS,
+        Change::Duplicate => XPTI_RESULT_DUPLICATE,
+        Change::Undeleted => XPTI_RESULT_UNDELETE,
+        Change::NotFound => XPTI_RESULT_NOTFOUND,
+        Change::Failed => XPTI_RESULT_FAIL,
+    }
+}
+
+/// #24 `xptiRegisterCallback`.
+pub fn register_callback(stream: u8, trace_type: u16, cb: Option<TracepointCallback>) -> XptiResult {
+    let Some(cb) = cb else { return XPTI_RESULT_INVALIDARG };
+    change_result(fw().callbacks.register(stream, trace_type, cb))
+}
+
+/// #25 `xptiUnregisterCallback`.
+pub fn unregister_callback(stream: u8, trace_type: u16, cb: Option<TracepointCallback>) -> XptiResult {
+    let Some(cb) = cb else { return XPTI_RESULT_INVALIDARG };
+    change_result(fw().callbacks.unregister(stream, trace_type, cb))
+}
+
+/// Trace types for which notify accepts a null event when user data is given (the binary's
+/// bitmask `0x1ff33000001` plus diagnostics; type 0 kept for compatibility).
+#[inline]
+pub fn null_event_allowed(trace_type: u16) -> bool {
+    (trace_type < 64 && (0x1ff_3300_0001_u64 >> trace_type) & 1 != 0) || trace_type == trace_type::DIAGNOSTICS
+}
+
+/// #26 `xptiNotifySubscribers`.
+///
+/// # Safety
+/// The pointers are forwarded to the subscribers' callbacks unchanged.
+#[inline]
+pub unsafe fn notify_subscribers(
+    stream: u8,
+    trace_type: u16,
+    parent: *mut TraceEventData,
+    event: *mut TraceEventData,
+    instance: u64,
+    user_data: *const c_void,
+) -> XptiResult {
+    let f = fw();
+    // Relaxed: an on/off switch; no data is published through it.
+    if !f.trace_enabled.load(Ordering::Relaxed) {
+        return XPTI_RESULT_FALSE;
+    }
+    if event.is_null() && (user_data.is_null() || !null_event_allowed(trace_type)) {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    if let Some(l) = f.callbacks.list(stream, trace_type) {
+        // SAFETY: subscriber callbacks with the documented signature (caller contract).
+        unsafe { l.call_all(trace_type, parent, event, instance, user_data) };
+    }
+    XPTI_RESULT_SUCCESS
+}
+
+/// #29 `xptiTraceEnabled`.
+#[inline]
+pub fn trace_enabled() -> bool {
+    // Relaxed: see notify.
+    fw().trace_enabled.load(Ordering::Relaxed)
+}
+
+/// #30 `xptiCheckTraceEnabled`.
+#[inline]
+pub fn check_trace_enabled(stream: u8, trace_type: u16) -> bool {
+    let f = fw();
+    // Relaxed: see notify.
+    f.trace_enabled.load(Ordering::Relaxed) && stream != 0 && f.callbacks.flag(stream, trace_type)
+}
+
+/// #31 `xptiReset`.
+pub fn reset() {
+    fw().reset();
+}
+
+/// #32 `xptiForceSetTraceEnabled`.
+pub fn force_set_trace_enabled(on: bool) {
+    // Relaxed: see notify.
+    fw().trace_enabled.store(on, Ordering::Relaxed);
+}
+
+/// #41 `xptiGetDefaultStreamID`.
+pub fn get_default_stream_id() -> u8 {
+    fw_if_built().map_or(0, |f| f.default_stream.load(Ordering::Relaxed))
+}
+
+/// #42 `xptiSetDefaultStreamID`.
+pub fn set_default_stream_id(stream: u8) -> XptiResult {
+    if (stream as i8) < 0 {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    fw().default_stream.store(stream, Ordering::Relaxed);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #43 `xptiGetDefaultEventType`.
+pub fn get_default_event_type() -> u16 {
+    fw().default_event_type.load(Ordering::Relaxed)
+}
+
+/// #44 `xptiSetDefaultEventType`.
+pub fn set_default_event_type(t: u16) -> XptiResult {
+    if t == event_type::UNKNOWN_EVENT {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    fw().default_event_type.store(t, Ordering::Relaxed);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #45 `xptiGetDefaultTraceType`.
+pub fn get_default_trace_type() -> u16 {
+    fw().default_trace_type.load(Ordering::Relaxed)
+}
+
+/// #46 `xptiSetDefaultTraceType`.
+pub fn set_default_trace_type(t: u16) -> XptiResult {
+    if t == trace_type::UNKNOWN_TYPE {
+        return XPTI_RESULT_INVALIDARG;
+    }
+    fw().default_trace_type.store(t, Ordering::Relaxed);
+    XPTI_RESULT_SUCCESS
+}
+
+/// #47 `xptiEnableTracepointScopeNotification`.
+pub fn enable_tracepoint_scope_notification(on: bool) {
+    fw().scope_notify.store(on, Ordering::Relaxed);
+}
+
+/// #48 `xptiCheckTracepointScopeNotification`.
+pub fn check_tracepoint_scope_notification() -> bool {
+    fw_if_built().is_some_and(|f| f.scope_notify.load(Ordering::Relaxed))
+}
+
+/// #50 `xptiGetEffectiveStreamDetailLevel`.
+pub fn get_effective_stream_detail_level(stream: u8) -> u8 {
+    fw_if_built().map_or(detail_level::NORMAL, |f| f.detail[stream as usize].load(Ordering::Relaxed))
+}

@@ -1,0 +1,473 @@
+//! Tracepoint instances: one 256-byte object per `xptiMakeEvent` / `xptiCreateTracepoint` /
+//! `xptiRegisterTracepointScope` / `xptiRegisterPayload` call.
+//!
+//! * Memory: instances live in one reserved virtual region (PROT_NONE until committed in 4 MiB
+//!   steps, never unmapped), carved into 256-byte slots. Freed slots go to a per-thread free list
+//!   (batches of 64 move to and from a global pool), so create/delete on a thread costs no lock
+//!   and no `malloc`, and make+release cycles keep memory flat.
+//! * Identity: the uid64 is the slot address (like Intel's, which uses the heap address of the
+//!   instance). Validating a uid64 from C needs no table: it must lie in the committed region, on
+//!   a slot boundary, and the slot's key pointer must be non-null (set with release ordering when
+//!   the instance is complete, cleared with a compare-exchange by the one deleter). This is the
+//!   "live uid64 registry", lock-free and without hashing.
+//! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
+//!   never-freed [`KeyEntry`] holding the owned name/file copies and the instance counter, found
+//!   through a per-thread direct-mapped cache (pointer equality plus a string compare, which is
+//!   cheaper than FNV hashing) and behind it a lock-free intern table.
+
+use std::cell::RefCell;
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::abi::{Payload, TraceEventData, event_flags, payload_flags as pf};
+use crate::hash::fnv1a32;
+use crate::intern::InternTable;
+use crate::shim::{self, layout};
+
+const SLOT: usize = layout::SIZE;
+const RESERVE: usize = 64 << 30;
+const COMMIT_STEP: usize = 4 << 20;
+const BATCH: usize = 64;
+
+/// Static names used when a payload has none (default hashing mode).
+pub const UNKNOWN_FUNCTION: &CStr = c"<unknown-function>";
+/// See [`UNKNOWN_FUNCTION`].
+pub const UNKNOWN_FILE: &CStr = c"<unknown-file>";
+
+/// Per-key data shared by all instances of one key. `repr(C)`: the C++ shim reads the first two
+/// fields (`ot_key_info`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct KeyEntry {
+    /// FNV-1a hash of the name (default mode) or its string ID (strict mode).
+    pub function_id: i32,
+    /// Same for the file.
+    pub file_id: i32,
+    /// Owned copy of the name (null in strict mode without a name).
+    pub name: *const c_char,
+    /// Owned copy of the file name.
+    pub file: *const c_char,
+    /// Instances created so far; survives deletion of instances.
+    pub counter: AtomicU64,
+}
+
+// SAFETY: immutable apart from the atomic counter; the pointers are to never-freed copies.
+unsafe impl Sync for KeyEntry {}
+// SAFETY: as above.
+unsafe impl Send for KeyEntry {}
+
+/// The slab of instance slots.
+#[derive(Debug)]
+pub struct Slab {
+    base: *mut u8,
+    committed: AtomicUsize,
+    carved: Mutex<usize>,
+    pool: Mutex<Vec<Vec<usize>>>,
+}
+
+// SAFETY: `base` is a fixed mapping; all mutation goes through atomics or mutexes.
+unsafe impl Sync for Slab {}
+// SAFETY: as above.
+unsafe impl Send for Slab {}
+
+struct LocalFree(Vec<usize>);
+
+impl Drop for LocalFree {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            if let Some(slab) = crate::framework::slab_if_built() {
+                let v = std::mem::take(&mut self.0);
+                slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL_FREE: RefCell<LocalFree> = const { RefCell::new(LocalFree(Vec::new())) };
+    static KEY_CACHE: RefCell<[CacheEntry; KEY_CACHE_SIZE]> = const { RefCell::new([CacheEntry::EMPTY; KEY_CACHE_SIZE]) };
+}
+
+impl Slab {
+    /// Reserves the address range (no memory is committed yet).
+    pub fn new() -> Option<Self> {
+        // SAFETY:
+        // - an anonymous PROT_NONE reservation; no existing mapping is touched.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                RESERVE,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        Some(Slab { base: p.cast(), committed: AtomicUsize::new(0), carved: Mutex::new(0), pool: Mutex::new(Vec::new()) })
+    }
+
+    /// Whether `addr` is the start of a live instance.
+    #[inline]
+    pub fn is_live(&self, addr: usize) -> bool {
+        let off = addr.wrapping_sub(self.base as usize);
+        // Acquire: the committed size is published after mprotect succeeded.
+        if off >= self.committed.load(Ordering::Acquire) || off % SLOT != 0 {
+            return false;
+        }
+        // SAFETY:
+        // - `addr` is a slot start inside committed (readable, never unmapped) memory.
+        !unsafe { key_slot(addr as *mut u8) }.load(Ordering::Acquire).is_null()
+    }
+
+    #[cold]
+    fn carve(&self) -> Option<Vec<usize>> {
+        let mut carved = self.carved.lock().unwrap_or_else(|e| e.into_inner());
+        let need = *carved + BATCH * SLOT;
+        let committed = self.committed.load(Ordering::Relaxed);
+        if need > committed {
+            let grow = COMMIT_STEP.max(need - committed);
+            if committed + grow > RESERVE {
+                return None;
+            }
+            // SAFETY:
+            // - the range lies inside our reservation, page aligned (COMMIT_STEP multiples).
+            let rc = unsafe { libc::mprotect(self.base.add(committed).cast(), grow, libc::PROT_READ | libc::PROT_WRITE) };
+            if rc != 0 {
+                return None;
+            }
+            // Release: `is_live` readers may now read the new pages.
+            self.committed.store(committed + grow, Ordering::Release);
+        }
+        let start = self.base as usize + *carved;
+        *carved = need;
+        Some((0..BATCH).rev().map(|i| start + i * SLOT).collect())
+    }
+
+    fn refill(&self) -> Option<Vec<usize>> {
+        if let Some(v) = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Some(v);
+        }
+        self.carve()
+    }
+
+    /// A free slot (uninitialised memory of SLOT bytes).
+    #[inline]
+    pub fn alloc(&self) -> Option<*mut u8> {
+        let got = LOCAL_FREE.try_with(|f| {
+            let mut f = f.borrow_mut();
+            if let Some(a) = f.0.pop() {
+                return Some(a);
+            }
+            let mut batch = self.refill()?;
+            let a = batch.pop();
+            f.0 = batch;
+            a
+        });
+        match got {
+            Ok(a) => a.map(|a| a as *mut u8),
+            // Thread-local storage already destroyed (thread exit): go to the global pool.
+            Err(_) => {
+                let mut batch = self.refill()?;
+                let a = batch.pop();
+                if !batch.is_empty() {
+                    self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
+                }
+                a.map(|a| a as *mut u8)
+            }
+        }
+    }
+
+    /// Returns a slot to the free lists.
+    #[inline]
+    pub fn free(&self, slot: *mut u8) {
+        let a = slot as usize;
+        let r = LOCAL_FREE.try_with(|f| {
+            let mut f = f.borrow_mut();
+            f.0.push(a);
+            if f.0.len() >= 2 * BATCH {
+                let spill = f.0.split_off(BATCH);
+                self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
+            }
+        });
+        if r.is_err() {
+            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(vec![a]);
+        }
+    }
+
+    /// Every carved slot address (for `xptiReset`).
+    pub fn carved_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        let n = *self.carved.lock().unwrap_or_else(|e| e.into_inner()) / SLOT;
+        (0..n).map(move |i| self.base as usize + i * SLOT)
+    }
+}
+
+/// The key pointer field of an instance: non-null while the instance is live.
+///
+/// # Safety
+/// `obj` must point into committed slab memory at a slot start.
+#[inline]
+pub unsafe fn key_slot<'a>(obj: *mut u8) -> &'a AtomicPtr<KeyEntry> {
+    // SAFETY: the caller guarantees `obj + KEY` is inside a committed slot; 8-aligned.
+    unsafe { &*obj.add(layout::KEY).cast::<AtomicPtr<KeyEntry>>() }
+}
+
+/// The event of an instance.
+#[inline]
+pub fn event_of(obj: *mut u8) -> *mut TraceEventData {
+    obj.wrapping_add(layout::EVENT).cast()
+}
+
+/// The stored payload of an instance.
+#[inline]
+pub fn payload_of(obj: *mut u8) -> *mut Payload {
+    obj.wrapping_add(layout::PAYLOAD).cast()
+}
+
+const KEY_CACHE_SIZE: usize = 64;
+
+#[derive(Clone, Copy)]
+struct CacheEntry {
+    name: *const c_char,
+    file: *const c_char,
+    line: u32,
+    column: u32,
+    generation: u32,
+    key: *const KeyEntry,
+}
+
+impl CacheEntry {
+    const EMPTY: CacheEntry =
+        CacheEntry { name: ptr::null(), file: ptr::null(), line: 0, column: 0, generation: u32::MAX, key: ptr::null() };
+}
+
+/// A payload reduced to what identifies its key.
+#[derive(Debug, Clone, Copy)]
+pub struct Normalized {
+    /// Effective name pointer (caller's, or the static unknown name; null in strict mode without one).
+    pub name: *const c_char,
+    /// Effective file pointer.
+    pub file: *const c_char,
+    /// Line and column as given.
+    pub line: u32,
+    /// See `line`.
+    pub column: u32,
+    /// Flags after adding the unknown-name/file flags.
+    pub flags: u64,
+}
+
+/// Applies §6.1 step 2's substitutions for missing names (default mode only).
+///
+/// # Safety
+/// Non-null string pointers in `p` with their flag set must be valid C strings.
+pub fn normalize(p: &Payload, strict: bool) -> Normalized {
+    let mut flags = p.flags;
+    let mut name = if flags & pf::NAME_AVAILABLE != 0 { p.name } else { ptr::null() };
+    let mut file = if flags & pf::SOURCE_FILE_AVAILABLE != 0 { p.source_file } else { ptr::null() };
+    if !strict {
+        if name.is_null() {
+            name = UNKNOWN_FUNCTION.as_ptr();
+            flags |= pf::NAME_AVAILABLE;
+        }
+        if file.is_null() {
+            file = UNKNOWN_FILE.as_ptr();
+            flags |= pf::SOURCE_FILE_AVAILABLE;
+        }
+    }
+    Normalized { name, file, line: p.line_no, column: p.column_no, flags }
+}
+
+/// The per-key table.
+#[derive(Debug)]
+pub struct KeyTable {
+    table: InternTable,
+    generation: AtomicU32,
+}
+
+impl KeyTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        KeyTable { table: InternTable::new(16, 0, u32::MAX), generation: AtomicU32::new(0) }
+    }
+
+    /// Forgets every key (instance numbering restarts), for `xptiReset`.
+    pub fn clear(&self) {
+        self.table.clear();
+        // Relaxed: per-thread caches compare it; a stale hit during a concurrent reset is benign.
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The entry for a normalized payload, creating it on first sight.
+    ///
+    /// # Safety
+    /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
+    pub unsafe fn entry(
+        &self,
+        n: &Normalized,
+        strict: bool,
+        string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
+    ) -> Option<&'static KeyEntry> {
+        let generation = self.generation.load(Ordering::Relaxed);
+        let slot = ((n.name as usize >> 3) ^ (n.file as usize >> 5) ^ (n.line as usize).wrapping_mul(0x9E37) ^ (n.column as usize) << 7)
+            % KEY_CACHE_SIZE;
+        let cached = KEY_CACHE.try_with(|c| c.borrow()[slot]).ok();
+        if let Some(c) = cached {
+            if c.name == n.name && c.file == n.file && c.line == n.line && c.column == n.column && c.generation == generation {
+                // SAFETY: cached keys are never freed.
+                let k = unsafe { &*c.key };
+                // SAFETY: both sides are valid C strings (caller contract; owned copies).
+                if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
+                    return Some(k);
+                }
+            }
+        }
+        // SAFETY: caller contract.
+        let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
+        // SAFETY: caller contract.
+        let file = (!n.file.is_null()).then(|| unsafe { CStr::from_ptr(n.file) });
+        let (fid, flid, strict_name, strict_file) = if strict {
+            let (fi, fp) = name.map_or((0, ptr::null()), string_id);
+            let (li, lp) = file.map_or((0, ptr::null()), string_id);
+            (fi, li, fp, lp)
+        } else {
+            (name.map_or(0, |s| fnv1a32(s.to_bytes())), file.map_or(0, |s| fnv1a32(s.to_bytes())), ptr::null(), ptr::null())
+        };
+        let p1 = (u64::from(flid) << 32) | u64::from(fid);
+        let p2 = (u64::from(n.column) << 32) | (n.line as i32 as i64 as u64);
+        let mut kb = [0u8; 16];
+        kb[..8].copy_from_slice(&p1.to_le_bytes());
+        kb[8..].copy_from_slice(&p2.to_le_bytes());
+        let (node, _) = self.table.intern_with(&kb, 0, |_| {
+            let e = Box::new(KeyEntry {
+                function_id: fid as i32,
+                file_id: flid as i32,
+                name: if strict { strict_name } else { name.map_or(ptr::null(), leak_cstr) },
+                file: if strict { strict_file } else { file.map_or(ptr::null(), leak_cstr) },
+                counter: AtomicU64::new(0),
+            });
+            // Process-lifetime: instances and C callers may hold the name pointers forever.
+            Box::into_raw(e).cast_const().cast()
+        })?;
+        let key: &'static KeyEntry = {
+            // SAFETY: `extra` of a key node is always a leaked KeyEntry.
+            unsafe { &*node.extra.cast::<KeyEntry>() }
+        };
+        let _ = KEY_CACHE.try_with(|c| {
+            c.borrow_mut()[slot] =
+                CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
+        });
+        Some(key)
+    }
+}
+
+impl Default for KeyTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Compares two C strings (pointer-equal strings short-circuit). Null equals only null.
+///
+/// # Safety
+/// Non-null arguments must be valid C strings.
+#[inline]
+unsafe fn cstr_eq(a: *const c_char, b: *const c_char) -> bool {
+    if a == b {
+        return true;
+    }
+    if a.is_null() || b.is_null() {
+        return false;
+    }
+    // SAFETY: both valid C strings (caller contract).
+    unsafe { libc::strcmp(a, b) == 0 }
+}
+
+fn leak_cstr(s: &CStr) -> *const c_char {
+    Box::leak(s.to_owned().into_boxed_c_str()).as_ptr()
+}
+
+/// What the caller asks for a new instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Event type of the instance's event.
+    pub event_type: u16,
+    /// Activity type (stored in 16 bits).
+    pub activity_type: u16,
+    /// Stack trace pointer to store (already interned or null).
+    pub stack_trace: *const c_char,
+}
+
+/// Builds a live instance for `n` in a fresh slot. Returns the object address (= uid64) and the
+/// instance number.
+///
+/// # Safety
+/// `key` must come from [`KeyTable::entry`] for `n`.
+pub unsafe fn create(slab: &Slab, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> Option<(*mut u8, u64)> {
+    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
+    let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
+    let obj = slab.alloc()?;
+    // SAFETY:
+    // - `obj` is a free, committed, 256-byte slot suitably aligned; the shim constructs in place.
+    unsafe { shim::ot_instance_construct(obj.cast::<c_void>()) };
+    let uid = obj as u64;
+    let payload = payload_of(obj);
+    let (name, file) = (key.name, key.file);
+    // SAFETY:
+    // - `payload`/`event` point at the constructed object's embedded payload_t/trace_event_data_t
+    //   (offsets checked against the C++ compiler by `shim::layout_matches`).
+    unsafe {
+        let p = &mut *payload;
+        p.name = name;
+        p.stack_trace = spec.stack_trace;
+        p.source_file = file;
+        p.line_no = n.line;
+        p.column_no = n.column;
+        p.code_ptr_va = ptr::null();
+        p.internal = uid;
+        p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
+        p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
+        p.uid.p2 = u64::from(key.function_id as u32);
+        p.uid.p3 = 0;
+        let e = &mut *event_of(obj);
+        e.unique_id = uid;
+        e.data_id = instance;
+        e.instance_id = instance;
+        e.event_type = spec.event_type;
+        e.activity_type = spec.activity_type;
+        e.unused = 0;
+        e.source_id = 0;
+        e.target_id = 0;
+        e.reserved.payload = payload;
+        e.global_user_data = ptr::null_mut();
+        e.flags = event_flags::UID_AVAILABLE
+            | event_flags::EVENT_TYPE_AVAILABLE
+            | event_flags::ACTIVITY_TYPE_AVAILABLE
+            | event_flags::PAYLOAD_AVAILABLE;
+        // Release: publishes the complete object to `is_live` readers (FindEvent & co).
+        key_slot(obj).store((key as *const KeyEntry).cast_mut(), Ordering::Release);
+    }
+    Some((obj, instance))
+}
+
+/// Deletes the live instance at `obj`. False when it is not live (already deleted, or foreign).
+pub fn delete(slab: &Slab, obj: *mut u8) -> bool {
+    if !slab.is_live(obj as usize) {
+        return false;
+    }
+    // SAFETY: `is_live` established that `obj` is a slot start in committed memory.
+    let k = unsafe { key_slot(obj) };
+    let cur = k.load(Ordering::Acquire);
+    // AcqRel: exactly one deleter wins; it sees the creator's writes and publishes "dead".
+    if cur.is_null() || k.compare_exchange(cur, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return false;
+    }
+    // SAFETY:
+    // - we own the dead object exclusively now; the shim runs its destructor (map nodes freed).
+    unsafe { shim::ot_instance_destroy(obj.cast()) };
+    slab.free(obj);
+    true
+}

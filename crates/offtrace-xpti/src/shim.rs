@@ -1,0 +1,98 @@
+//! FFI to the C++ shim (`cpp/instance_shim.cpp`): instance construction/destruction (vtables)
+//! and the libstdc++ metadata map.
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// `const char *lookup(uint32_t id)`.
+pub type LookupStringHook = unsafe extern "C" fn(u32) -> *const c_char;
+/// `uint32_t register(const char *s)`.
+pub type RegisterStringHook = unsafe extern "C" fn(*const c_char) -> u32;
+
+unsafe extern "C" {
+    pub fn ot_shim_set_hooks(lookup: LookupStringHook, register: RegisterStringHook);
+    pub fn ot_instance_size() -> usize;
+    pub fn ot_instance_align() -> usize;
+    pub fn ot_layout(out: *mut usize);
+    pub fn ot_instance_construct(mem: *mut c_void) -> *mut c_void;
+    pub fn ot_instance_destroy(obj: *mut c_void);
+    pub fn ot_map_insert_or_assign(map: *mut c_void, key: u32, value: i32) -> c_int;
+    pub fn ot_map_size(map: *const c_void) -> usize;
+    pub fn ot_map_find(map: *const c_void, key: u32, value: *mut i32) -> c_int;
+    pub fn ot_map_clear(map: *mut c_void);
+    pub fn ot_map_construct(mem: *mut c_void);
+    pub fn ot_map_destroy(mem: *mut c_void);
+}
+
+/// Byte offsets inside one instance object (checked against the C++ compiler's at start-up).
+pub mod layout {
+    pub const SIZE: usize = 256;
+    pub const PAYLOAD_IFACE: usize = 0;
+    pub const EVENT_IFACE: usize = 8;
+    pub const METADATA_IFACE: usize = 16;
+    pub const TRACEPOINT_IFACE: usize = 24;
+    pub const PAYLOAD: usize = 32;
+    pub const EVENT: usize = 112;
+    pub const KEY: usize = 240;
+    pub const ITER: usize = 248;
+}
+
+/// Whether the C++ compiler laid the instance out as `layout` says.
+pub fn layout_matches() -> bool {
+    let mut out = [0usize; 8];
+    // SAFETY:
+    // - `out` has the 8 slots the shim writes; the shim only uses its own static buffer.
+    unsafe {
+        ot_layout(out.as_mut_ptr());
+        out == [
+            layout::PAYLOAD_IFACE,
+            layout::EVENT_IFACE,
+            layout::METADATA_IFACE,
+            layout::TRACEPOINT_IFACE,
+            layout::PAYLOAD,
+            layout::EVENT,
+            layout::KEY,
+            layout::ITER,
+        ] && ot_instance_size() == layout::SIZE
+            && ot_instance_align() <= 16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{MetadataMapImage, MetadataNode};
+
+    #[test]
+    fn shim_layout_is_what_rust_assumes() {
+        assert!(layout_matches());
+    }
+
+    #[test]
+    fn map_image_matches_libstdcxx_description() {
+        let mut mem = std::mem::MaybeUninit::<MetadataMapImage>::uninit();
+        let p = mem.as_mut_ptr().cast::<c_void>();
+        // SAFETY: 56 bytes, 8-aligned, constructed and destroyed by the shim.
+        unsafe {
+            ot_map_construct(p);
+            let m = &*mem.as_ptr();
+            assert_eq!(m.bucket_count, 1);
+            assert_eq!(m.buckets as usize, p as usize + 48);
+            assert_eq!(m.element_count, 0);
+            assert_eq!(m.max_load_factor, 1.0);
+            assert_eq!(ot_map_insert_or_assign(p, 7, -3), 0);
+            assert_eq!(ot_map_insert_or_assign(p, 9, 4), 0);
+            assert_eq!(ot_map_insert_or_assign(p, 7, 5), 1);
+            let m = &*mem.as_ptr();
+            assert_eq!(m.element_count, 2);
+            assert_eq!(m.bucket_count, 13);
+            let mut seen = vec![];
+            let mut n: *mut MetadataNode = m.before_begin_next;
+            while !n.is_null() {
+                seen.push(((*n).key, (*n).value));
+                n = (*n).next;
+            }
+            assert_eq!(seen, vec![(9, 4), (7, 5)]);
+            ot_map_destroy(p);
+        }
+    }
+}
