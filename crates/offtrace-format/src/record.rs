@@ -180,6 +180,8 @@ pub struct Notification {
 }
 
 /// One record of a trace.
+// Notifications are nearly every record: boxing the large variant would allocate per record.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     /// Facts about the recording: `("pid", "1234")`, `("command", "python w4.py")`, `("agent_version", ..)`,
