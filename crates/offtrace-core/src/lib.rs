@@ -6,3 +6,48 @@
 pub mod clock;
 pub mod ring;
 mod sync;
+mod allocation;
+mod args;
+mod buffer;
+mod callback;
+mod context;
+mod correlation;
+mod error;
+mod kind;
+mod marker;
+mod payload;
+mod timestamp;
+
+pub use allocation::{
+    AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties, live_count as live_allocation_count,
+    lookup as lookup_allocation, record_alloc, record_free,
+};
+pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
+pub use buffer::{
+    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, STAGING_BATCH, buffer_capacity, buffer_dropped_total,
+    configure_buffer_tracing_service, create_buffer, flush_buffer,
+};
+pub use callback::{
+    CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
+    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, kind_enabled,
+};
+pub use context::{
+    ContextId, MAX_CONTEXTS, configured_kinds, context_is_active, create_context, destroy_context, start_context,
+    stop_context,
+};
+pub use correlation::{
+    ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id, pop_external_correlation_id,
+    push_external_correlation_id,
+};
+pub use error::ServiceError;
+pub use kind::{
+    ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
+    memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+};
+pub use marker::{RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop, range_push as marker_range_push};
+pub use payload::{
+    ApiCallPayload, CodeObjectPayload, ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload,
+    MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, SyncPayload,
+    TaskGraphPayload,
+};
+pub use timestamp::timestamp_ns;

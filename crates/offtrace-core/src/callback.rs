@@ -1,0 +1,554 @@
+//! The callback tracing service, and the emit path every backend calls.
+//!
+//! A backend wraps each traced call in [`emit_enter`] / [`emit_exit`] and reports one-shot events
+//! (code object load/unload, allocations, graph signals) with [`emit_instant`], and device
+//! activity whose timestamps arrive later with [`emit_activity`]. Each emit delivers to the
+//! callback services (a tool's function, on the emitting thread) and the buffer services
+//! (a record in a buffer) of every started context that configured the kind and operation.
+//!
+//! Cost: disabled (no started service for the kind) = one relaxed load and a predictable branch,
+//! no thread-local, no allocation, no lock. Enabled = per delivery two atomic RMWs on the
+//! context's own counters (`executing`, `open_pairs`), a few thread-local cells, the call.
+//! Numbers in `docs/overhead.md` (`## Tracing services`).
+//!
+//! Re-entrancy: while a thread runs a callback, emits on that thread deliver nothing (a tool
+//! that calls the runtime from its callback does not trace itself), and the returned token is
+//! empty so the exit is skipped too.
+
+#![allow(unsafe_code)] // calls tools' `extern "C"` callbacks; services live behind raw pointers
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::Ordering;
+
+use crate::buffer::BufferRecord;
+use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
+use crate::correlation::{THREAD, ThreadState};
+use crate::error::ServiceError;
+use crate::kind::Kind;
+use crate::payload::Payload;
+use crate::timestamp::timestamp_ns;
+
+/// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
+/// `uint64_t value` and `void* ptr` in C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct UserData {
+    pub value: u64,
+}
+
+/// `offtrace_correlation_id_t`: the internal id and the tool's external id (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CorrelationId {
+    pub internal: u64,
+    pub external: UserData,
+}
+
+/// `offtrace_callback_phase_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Phase {
+    /// A one-shot event (no pair).
+    None = 0,
+    Enter = 1,
+    Exit = 2,
+    Load = 3,
+    Unload = 4,
+}
+
+/// `offtrace_callback_tracing_record_t`: passed by value to callbacks; `payload` is valid only
+/// during the callback.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct CallbackRecord {
+    pub context_id: ContextId,
+    pub thread_id: u64,
+    pub correlation_id: CorrelationId,
+    pub kind: u32,
+    pub operation: u32,
+    pub phase: u32,
+    pub payload: *const c_void,
+}
+
+/// `offtrace_callback_tracing_cb_t`.
+pub type CallbackFn = unsafe extern "C" fn(record: CallbackRecord, user_data: *mut UserData, callback_data: *mut c_void);
+
+/// Which operations of a kind a service wants.
+#[derive(Debug)]
+pub(crate) struct OperationFilter {
+    all: bool,
+    bits: Box<[u64]>,
+}
+
+impl OperationFilter {
+    pub(crate) fn new(kind: Kind, ops: Option<&[u32]>) -> Result<Self, ServiceError> {
+        let Some(ops) = ops.filter(|o| !o.is_empty()) else {
+            return Ok(Self { all: true, bits: Box::new([]) });
+        };
+        // A kind whose operation table is not registered yet accepts any id.
+        if !kind.operations().is_empty() {
+            if ops.iter().any(|&op| kind.operation(op).is_none()) {
+                return Err(ServiceError::OperationNotFound);
+            }
+        }
+        let max = ops.iter().copied().max().unwrap_or(0) as usize;
+        let mut bits = vec![0u64; max / 64 + 1];
+        for &op in ops {
+            bits[op as usize / 64] |= 1 << (op % 64);
+        }
+        Ok(Self { all: false, bits: bits.into_boxed_slice() })
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, op: u32) -> bool {
+        self.all || self.bits.get(op as usize / 64).is_some_and(|w| (w >> (op % 64)) & 1 != 0)
+    }
+}
+
+pub(crate) struct CallbackService {
+    callback: CallbackFn,
+    data: *mut c_void,
+    filter: OperationFilter,
+    /// Frees `data` at destroy (closures configured from Rust); `None` for C tools.
+    drop_data: Option<unsafe fn(*mut c_void)>,
+}
+
+impl Drop for CallbackService {
+    fn drop(&mut self) {
+        if let Some(d) = self.drop_data {
+            // SAFETY: `drop_data` was paired with `data` by `configure_callback_tracing_closure`
+            // and runs once, when the service is freed after the context's last callback.
+            unsafe { d(self.data) }
+        }
+    }
+}
+
+/// Configures the context's callback service for `kind`: `callback(record, user_data,
+/// callback_data)` runs on the emitting thread for each operation in `operations` (`None` or
+/// empty = all). A second configuration of the same kind fails with `ServiceAlreadyConfigured`.
+///
+/// # Safety
+///
+/// `callback` must be safe to call with any record of `kind` and `callback_data`, from any
+/// thread, concurrently, until `destroy_context` returns; it must not unwind.
+pub unsafe fn configure_callback_tracing_service(
+    ctx: ContextId,
+    kind: Kind,
+    operations: Option<&[u32]>,
+    callback: CallbackFn,
+    callback_data: *mut c_void,
+) -> Result<(), ServiceError> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { configure(ctx, kind, operations, callback, callback_data, None) }
+}
+
+unsafe fn configure(
+    ctx: ContextId,
+    kind: Kind,
+    operations: Option<&[u32]>,
+    callback: CallbackFn,
+    data: *mut c_void,
+    drop_data: Option<unsafe fn(*mut c_void)>,
+) -> Result<(), ServiceError> {
+    let filter = match OperationFilter::new(kind, operations) {
+        Ok(f) => f,
+        Err(e) => {
+            if let Some(d) = drop_data {
+                // SAFETY: the service was never created; `data` is still ours to free.
+                unsafe { d(data) }
+            }
+            return Err(e);
+        }
+    };
+    let svc = Box::into_raw(Box::new(CallbackService { callback, data, filter, drop_data }));
+    let result = with_live_slot(ctx, |i, slot, active| {
+        // AcqRel on success: Release publishes the service to the record path's Acquire load.
+        slot.callbacks[kind.index()]
+            .compare_exchange(ptr::null_mut(), svc, Ordering::AcqRel, Ordering::Acquire)
+            .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
+        if active {
+            KIND_MASK[kind.index()].fetch_or(1 << i, Ordering::Release);
+        }
+        Ok(())
+    });
+    if result.is_err() {
+        // SAFETY: the box was not installed; we still own it.
+        drop(unsafe { Box::from_raw(svc) });
+    }
+    result
+}
+
+/// Like [`configure_callback_tracing_service`], with a Rust closure. The closure is dropped
+/// when the context is destroyed. A panic inside it is caught and ignored.
+pub fn configure_callback_tracing_closure<F>(
+    ctx: ContextId,
+    kind: Kind,
+    operations: Option<&[u32]>,
+    f: F,
+) -> Result<(), ServiceError>
+where
+    F: Fn(&CallbackRecord, &mut UserData) + Send + Sync + 'static,
+{
+    unsafe extern "C" fn trampoline<F: Fn(&CallbackRecord, &mut UserData)>(
+        record: CallbackRecord,
+        user: *mut UserData,
+        data: *mut c_void,
+    ) {
+        // SAFETY:
+        // - `data` is the `Box<F>` leaked below, alive until the service is dropped;
+        // - `user` points at the token's slot for this context, exclusively ours during the call.
+        let (f, user) = unsafe { (&*data.cast::<F>(), &mut *user) };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&record, user)));
+    }
+    unsafe fn drop_box<F>(data: *mut c_void) {
+        // SAFETY: `data` came from `Box::into_raw(Box<F>)` below and is freed once.
+        drop(unsafe { Box::from_raw(data.cast::<F>()) });
+    }
+    let data = Box::into_raw(Box::new(f)).cast::<c_void>();
+    // SAFETY: the trampoline is sound for any record; it never unwinds (catch_unwind).
+    unsafe { configure(ctx, kind, operations, trampoline::<F>, data, Some(drop_box::<F>)) }
+}
+
+/// What [`emit_enter`] hands back: the contexts that saw the enter, the per-call user data of
+/// each, the correlation id. Pass it to [`emit_exit`] exactly once. Not `Clone`.
+#[derive(Debug)]
+#[must_use = "every delivered enter needs its exit: pass the token to emit_exit"]
+pub struct CallToken {
+    delivered: u8,
+    buffered: u8,
+    kind: u8,
+    operation: u32,
+    correlation: u64,
+    previous: u64,
+    start: u64,
+    user: [UserData; crate::context::MAX_CONTEXTS],
+}
+
+impl CallToken {
+    /// The token of a call no context saw.
+    pub const NONE: CallToken = CallToken {
+        delivered: 0,
+        buffered: 0,
+        kind: 0,
+        operation: 0,
+        correlation: 0,
+        previous: 0,
+        start: 0,
+        user: [UserData { value: 0 }; crate::context::MAX_CONTEXTS],
+    };
+
+    /// Whether any context saw the enter (and so will see the exit).
+    #[inline]
+    pub fn is_delivered(&self) -> bool {
+        (self.delivered | self.buffered) != 0
+    }
+
+    /// The call's internal correlation id (0 when no context saw it).
+    pub fn correlation_id(&self) -> u64 {
+        self.correlation
+    }
+}
+
+/// Whether any context wants `kind` now. One relaxed load: use it to skip building a payload.
+#[inline(always)]
+pub fn kind_enabled(kind: Kind) -> bool {
+    // Relaxed: a hint only; delivery re-checks each context's `active` with SeqCst.
+    KIND_MASK[kind.index()].load(Ordering::Relaxed) != 0
+}
+
+/// Reports the start of operation `op` of `kind` on this thread. Disabled path: one relaxed load.
+#[inline(always)]
+pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
+    if mask == 0 {
+        return CallToken::NONE;
+    }
+    enter_slow(kind, op, payload, mask)
+}
+
+/// Reports the end of the call `token` came from, with the exit payload (results filled in).
+#[inline(always)]
+pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
+    if token.is_delivered() {
+        exit_slow(token, payload);
+    }
+}
+
+/// Reports a one-shot event (`phase` = `None`, `Load` or `Unload`). Its correlation id is the
+/// enclosing API call's, or a fresh one outside any call.
+#[inline(always)]
+pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
+    if mask != 0 {
+        instant_slow(kind, op, phase, payload, mask, None);
+    }
+}
+
+/// Reports device activity to buffer services only (no callbacks): a record with explicit
+/// timestamps and the correlation id of the API call that caused it (kernel, copy and fill
+/// completions whose device timestamps arrive after the call returned).
+#[inline(always)]
+pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed) >> BUFFER_SHIFT;
+    if mask != 0 {
+        activity_slow(kind, op, correlation, start, end, payload, mask);
+    }
+}
+
+#[inline]
+fn payload_ptr(kind: Kind, payload: &Payload<'_>) -> *const c_void {
+    // A payload of the wrong kind would be misread by argument iteration: pass none instead.
+    if payload.kind() == Some(kind) { payload.as_ptr() } else { ptr::null() }
+}
+
+/// Runs a tool callback with the re-entrancy guard and the own-context marker set.
+#[inline]
+fn call(t: &ThreadState, slot_index: usize, svc: &CallbackService, record: CallbackRecord, user: &mut UserData) {
+    t.in_callback.set(true);
+    t.callback_context.set(slot_index + 1);
+    // SAFETY: the tool promised at configuration that `callback` is callable with any record of
+    // the kind and its `data`; `user` is a valid, exclusive slot of the token.
+    unsafe { (svc.callback)(record, user, svc.data) };
+    t.callback_context.set(0);
+    t.in_callback.set(false);
+}
+
+/// Takes slot `i`'s `executing` count if it is started and wants (kind, op). Returns the
+/// service pointer to use (non-null) with `executing` held, or `None` with it released.
+#[inline]
+fn acquire<S>(i: usize, services: &[std::sync::atomic::AtomicPtr<S>], kind: Kind) -> Option<*mut S> {
+    let slot = &SLOTS[i];
+    // SeqCst (both): Dekker with `stop_context` (store active=false; load executing).
+    slot.executing.fetch_add(1, Ordering::SeqCst);
+    if slot.active.load(Ordering::SeqCst) {
+        // Acquire: pairs with the Release that installed the service.
+        let p = services[kind.index()].load(Ordering::Acquire);
+        if !p.is_null() {
+            return Some(p);
+        }
+    }
+    // Release: our reads of the slot happen-before the stopper's observation of the decrement.
+    slot.executing.fetch_sub(1, Ordering::Release);
+    None
+}
+
+#[inline(never)]
+fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+    THREAD.with(|t| {
+        if t.in_callback.get() {
+            return CallToken::NONE;
+        }
+        let mut token = CallToken::NONE;
+        token.kind = kind as u8;
+        token.operation = op;
+        let ptr = payload_ptr(kind, &payload);
+        let thread_id = t.thread_id();
+        let mut cb = mask & 0xff;
+        while cb != 0 {
+            let i = cb.trailing_zeros() as usize;
+            cb &= cb - 1;
+            let Some(svc) = acquire(i, &SLOTS[i].callbacks, kind) else { continue };
+            let slot = &SLOTS[i];
+            // SAFETY: `executing` is held, so the service outlives this use (destroy waits).
+            let svc = unsafe { &*svc };
+            if svc.filter.contains(op) {
+                if token.correlation == 0 {
+                    token.correlation = t.next_correlation_id();
+                }
+                // Relaxed: `open_pairs` is read by destroy only after `executing` drained.
+                slot.open_pairs.fetch_add(1, Ordering::Relaxed);
+                token.delivered |= 1 << i;
+                let id = slot.id();
+                let record = CallbackRecord {
+                    context_id: id,
+                    thread_id,
+                    correlation_id: CorrelationId {
+                        internal: token.correlation,
+                        external: UserData { value: t.external(i, id) },
+                    },
+                    kind: kind as u32,
+                    operation: op,
+                    phase: Phase::Enter as u32,
+                    payload: ptr,
+                };
+                call(t, i, svc, record, &mut token.user[i]);
+            }
+            slot.executing.fetch_sub(1, Ordering::Release);
+        }
+        let mut bm = (mask >> BUFFER_SHIFT) & 0xff;
+        while bm != 0 {
+            let i = bm.trailing_zeros() as usize;
+            bm &= bm - 1;
+            let Some(svc) = acquire(i, &SLOTS[i].buffers, kind) else { continue };
+            // SAFETY: `executing` is held (see above).
+            if unsafe { &*svc }.filter.contains(op) {
+                SLOTS[i].open_pairs.fetch_add(1, Ordering::Relaxed);
+                token.buffered |= 1 << i;
+            }
+            SLOTS[i].executing.fetch_sub(1, Ordering::Release);
+        }
+        if token.is_delivered() {
+            if token.correlation == 0 {
+                token.correlation = t.next_correlation_id();
+            }
+            if token.buffered != 0 {
+                token.start = timestamp_ns();
+            }
+            token.previous = t.current.replace(token.correlation);
+        }
+        token
+    })
+}
+
+#[inline(never)]
+fn exit_slow(mut token: CallToken, payload: Payload<'_>) {
+    let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
+    // `try_with`: the exit must close its pairs even during thread teardown.
+    let _ = THREAD.try_with(|t| {
+        t.current.set(token.previous);
+        let ptr = payload_ptr(kind, &payload);
+        let thread_id = t.thread_id();
+        let mut cb = token.delivered;
+        while cb != 0 {
+            let i = cb.trailing_zeros() as usize;
+            cb &= cb - 1;
+            let slot = &SLOTS[i];
+            // SeqCst: makes `stop_context` wait for this callback too.
+            slot.executing.fetch_add(1, Ordering::SeqCst);
+            let svc = slot.callbacks[kind.index()].load(Ordering::Acquire);
+            // SAFETY: our open pair keeps the context (and its services) alive; non-null since
+            // services are only removed by destroy, which waits for `open_pairs == 0`.
+            let svc = unsafe { &*svc };
+            let id = slot.id();
+            let record = CallbackRecord {
+                context_id: id,
+                thread_id,
+                correlation_id: CorrelationId {
+                    internal: token.correlation,
+                    external: UserData { value: t.external(i, id) },
+                },
+                kind: kind as u32,
+                operation: token.operation,
+                phase: Phase::Exit as u32,
+                payload: ptr,
+            };
+            call(t, i, svc, record, &mut token.user[i]);
+            slot.executing.fetch_sub(1, Ordering::Release);
+            // Release: our use of the service happens-before destroy's Acquire of 0.
+            slot.open_pairs.fetch_sub(1, Ordering::Release);
+        }
+        if token.buffered != 0 {
+            let end = timestamp_ns();
+            let mut bm = token.buffered;
+            while bm != 0 {
+                let i = bm.trailing_zeros() as usize;
+                bm &= bm - 1;
+                let slot = &SLOTS[i];
+                let svc = slot.buffers[kind.index()].load(Ordering::Acquire);
+                // SAFETY: as for the callback service above.
+                let svc = unsafe { &*svc };
+                let id = slot.id();
+                svc.write(&BufferRecord::new(
+                    id,
+                    kind,
+                    token.operation,
+                    CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
+                    thread_id,
+                    token.start,
+                    end,
+                    &payload,
+                ));
+                slot.open_pairs.fetch_sub(1, Ordering::Release);
+            }
+        }
+    });
+}
+
+#[inline(never)]
+fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32, correlation: Option<u64>) {
+    let _ = THREAD.try_with(|t| {
+        if t.in_callback.get() {
+            return;
+        }
+        let correlation = correlation.unwrap_or_else(|| match t.current.get() {
+            0 => t.next_correlation_id(),
+            c => c,
+        });
+        let ptr = payload_ptr(kind, &payload);
+        let thread_id = t.thread_id();
+        let mut cb = mask & 0xff;
+        while cb != 0 {
+            let i = cb.trailing_zeros() as usize;
+            cb &= cb - 1;
+            let Some(svc) = acquire(i, &SLOTS[i].callbacks, kind) else { continue };
+            // SAFETY: `executing` is held.
+            let svc = unsafe { &*svc };
+            if svc.filter.contains(op) {
+                let id = SLOTS[i].id();
+                let record = CallbackRecord {
+                    context_id: id,
+                    thread_id,
+                    correlation_id: CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+                    kind: kind as u32,
+                    operation: op,
+                    phase: phase as u32,
+                    payload: ptr,
+                };
+                let mut user = UserData::default();
+                call(t, i, svc, record, &mut user);
+            }
+            SLOTS[i].executing.fetch_sub(1, Ordering::Release);
+        }
+        let bm = (mask >> BUFFER_SHIFT) & 0xff;
+        if bm != 0 {
+            let now = timestamp_ns();
+            write_buffers(t, kind, op, correlation, now, now, &payload, bm);
+        }
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn write_buffers(
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &Payload<'_>,
+    mut bm: u32,
+) {
+    let thread_id = t.thread_id();
+    while bm != 0 {
+        let i = bm.trailing_zeros() as usize;
+        bm &= bm - 1;
+        let Some(svc) = acquire(i, &SLOTS[i].buffers, kind) else { continue };
+        // SAFETY: `executing` is held.
+        let svc = unsafe { &*svc };
+        if svc.filter.contains(op) {
+            let id = SLOTS[i].id();
+            svc.write(&BufferRecord::new(
+                id,
+                kind,
+                op,
+                CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+                thread_id,
+                start,
+                end,
+                payload,
+            ));
+        }
+        SLOTS[i].executing.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[inline(never)]
+fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
+    let _ = THREAD.try_with(|t| {
+        if !t.in_callback.get() {
+            write_buffers(t, kind, op, correlation, start, end, &payload, bm & 0xff);
+        }
+    });
+}

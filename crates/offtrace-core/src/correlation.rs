@@ -1,0 +1,207 @@
+//! Correlation ids and the per-thread state of the services.
+//!
+//! Internal ids are unique per process: a thread takes a block of [`ID_BLOCK`] ids from one
+//! global counter (one `fetch_add` per block) and hands them out locally, so threads never
+//! contend on a shared line per call. Ids grow within a thread, not across threads; 0 = none.
+//!
+//! External ids are the tool's own: a per-thread, per-context stack
+//! ([`push_external_correlation_id`] / [`pop_external_correlation_id`]). Every record of a
+//! context carries the top of the recording thread's stack for that context (0 when empty).
+//!
+//! The current API call: `emit_enter` makes its correlation id the thread's *current* one until
+//! the matching `emit_exit`, so records of other kinds emitted inside the call (a kernel dispatch
+//! inside `urEnqueueKernelLaunch`) carry the id of the API call that caused them.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::context::{ContextId, MAX_CONTEXTS};
+use crate::error::ServiceError;
+
+/// Ids a thread takes from the global counter at once.
+pub const ID_BLOCK: u64 = 4096;
+
+/// Next free block start. Starts at 1: id 0 means "none".
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+
+/// The per-thread state the record path reads. `const`-initialised and without `Drop`, so an
+/// access is a plain TLS offset (no lazy-init check, no destructor registration) and works on
+/// runtime threads that outlive `main`.
+pub(crate) struct ThreadState {
+    pub(crate) tid: Cell<u64>,
+    /// Set while this thread runs a tool's callback: nested emits deliver nothing.
+    pub(crate) in_callback: Cell<bool>,
+    /// Slot index + 1 of the context whose callback this thread runs (0 = none).
+    pub(crate) callback_context: Cell<usize>,
+    next_id: Cell<u64>,
+    end_id: Cell<u64>,
+    pub(crate) current: Cell<u64>,
+    /// Top of the external correlation stack per context slot: (context handle, value).
+    external_top: [Cell<(u64, u64)>; MAX_CONTEXTS],
+}
+
+thread_local! {
+    pub(crate) static THREAD: ThreadState = const {
+        ThreadState {
+            tid: Cell::new(0),
+            in_callback: Cell::new(false),
+            callback_context: Cell::new(0),
+            next_id: Cell::new(0),
+            end_id: Cell::new(0),
+            current: Cell::new(0),
+            external_top: [const { Cell::new((0, 0)) }; MAX_CONTEXTS],
+        }
+    };
+    /// Entries below the top of each external stack; touched only by push/pop.
+    static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
+}
+
+impl ThreadState {
+    /// A fresh internal correlation id.
+    #[inline]
+    pub(crate) fn next_correlation_id(&self) -> u64 {
+        let id = self.next_id.get();
+        if id < self.end_id.get() {
+            self.next_id.set(id + 1);
+            return id;
+        }
+        self.refill()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill(&self) -> u64 {
+        // Relaxed: only uniqueness matters, which the RMW gives on its own.
+        let start = NEXT_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
+        self.next_id.set(start + 1);
+        self.end_id.set(start + ID_BLOCK);
+        start
+    }
+
+    /// The kernel thread id, cached.
+    #[inline]
+    pub(crate) fn thread_id(&self) -> u64 {
+        let t = self.tid.get();
+        if t != 0 {
+            return t;
+        }
+        let t = gettid();
+        self.tid.set(t);
+        t
+    }
+
+    /// The top of this thread's external stack for `ctx` (0 when empty or pushed for an older
+    /// context in the same slot).
+    #[inline]
+    pub(crate) fn external(&self, slot: usize, ctx: ContextId) -> u64 {
+        let (h, v) = self.external_top[slot].get();
+        if h == ctx.handle { v } else { 0 }
+    }
+}
+
+#[cold]
+fn gettid() -> u64 {
+    // SAFETY: `gettid` has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    let t = unsafe { libc::gettid() };
+    t as u64
+}
+
+/// The calling thread's kernel thread id (what records carry as `thread_id`).
+pub fn current_thread_id() -> u64 {
+    THREAD.with(|t| t.thread_id())
+}
+
+/// A fresh internal correlation id (for backends that correlate work outside an API call).
+pub fn next_correlation_id() -> u64 {
+    THREAD.with(|t| t.next_correlation_id())
+}
+
+/// The correlation id of the API call the calling thread is inside (0 = none).
+pub fn current_correlation_id() -> u64 {
+    THREAD.with(|t| t.current.get())
+}
+
+fn check_thread(thread_id: u64) -> Result<(), ServiceError> {
+    if thread_id == 0 || thread_id == current_thread_id() {
+        Ok(())
+    } else {
+        // The stacks are thread-local so the record path reads them without a lock; pushing
+        // for another thread would need a shared, locked structure.
+        Err(ServiceError::InvalidArgument)
+    }
+}
+
+/// Pushes `value` on the calling thread's external correlation stack of `ctx`.
+/// `thread_id` must be 0 or the calling thread's id.
+pub fn push_external_correlation_id(ctx: ContextId, thread_id: u64, value: u64) -> Result<(), ServiceError> {
+    let slot = crate::context::validate(ctx)?;
+    check_thread(thread_id)?;
+    THREAD.with(|t| {
+        let (h, v) = t.external_top[slot].get();
+        EXTERNAL_BELOW.with_borrow_mut(|below| {
+            if h == ctx.handle {
+                below[slot].push(v);
+            } else {
+                below[slot].clear();
+            }
+        });
+        t.external_top[slot].set((ctx.handle, value));
+    });
+    Ok(())
+}
+
+/// Pops the top of the calling thread's external correlation stack of `ctx` and returns it.
+pub fn pop_external_correlation_id(ctx: ContextId, thread_id: u64) -> Result<u64, ServiceError> {
+    let slot = crate::context::validate(ctx)?;
+    check_thread(thread_id)?;
+    THREAD.with(|t| {
+        let (h, v) = t.external_top[slot].get();
+        if h != ctx.handle {
+            return Err(ServiceError::StackEmpty);
+        }
+        let below = EXTERNAL_BELOW.with_borrow_mut(|below| below[slot].pop());
+        t.external_top[slot].set(match below {
+            Some(b) => (ctx.handle, b),
+            None => (0, 0),
+        });
+        Ok(v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_across_threads() {
+        let mut all: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..10_000).map(|_| next_correlation_id()).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().expect("thread")).collect()
+        });
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n);
+        assert!(all[0] > 0);
+    }
+
+    #[test]
+    fn external_stack_is_lifo_per_context() {
+        let a = crate::context::create_context().expect("ctx");
+        let b = crate::context::create_context().expect("ctx");
+        push_external_correlation_id(a, 0, 1).expect("push");
+        push_external_correlation_id(a, current_thread_id(), 2).expect("push");
+        push_external_correlation_id(b, 0, 9).expect("push");
+        assert_eq!(push_external_correlation_id(a, current_thread_id() + 1, 3), Err(ServiceError::InvalidArgument));
+        assert_eq!(pop_external_correlation_id(a, 0), Ok(2));
+        assert_eq!(pop_external_correlation_id(a, 0), Ok(1));
+        assert_eq!(pop_external_correlation_id(a, 0), Err(ServiceError::StackEmpty));
+        assert_eq!(pop_external_correlation_id(b, 0), Ok(9));
+        crate::context::destroy_context(a).expect("destroy");
+        crate::context::destroy_context(b).expect("destroy");
+        assert_eq!(pop_external_correlation_id(a, 0), Err(ServiceError::ContextInvalid));
+    }
+}

@@ -1,0 +1,378 @@
+//! Kind-specific payloads: what a callback record's `payload` pointer points at.
+//!
+//! Every payload is `#[repr(C)]` (the C header declares the same structs) and is only valid
+//! during the callback that receives it. Built-in payloads are flat: their leading fields are
+//! the ones the kind's [`crate::kind::ArgDescriptor`]s name, in order, so argument iteration
+//! reads them generically through [`Payload::arg_values`].
+
+#![allow(unsafe_code)] // `arg_values` reads a payload through the pointer a callback record carries
+
+use std::ffi::{c_char, c_void};
+
+use crate::kind::Kind;
+
+/// Maximum number of parameters carried for one API call (UR functions have at most 17);
+/// one more than `offtrace_format::record::MAX_ARGS`: `urEnqueueUSMMemcpy2D`-style calls have 17.
+pub const MAX_ARGS: usize = 17;
+/// Maximum number of kernel arguments carried by a dispatch record.
+pub const MAX_KERNEL_ARGS: usize = 32;
+
+/// An API call (`UR_API`): the function's raw argument values and, at exit, its result.
+///
+/// `args[i]` is the argument variable itself (a handle, pointer, size or enum), one `u64` per
+/// parameter in declaration order, as in `ArgBlock` of the record model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct ApiCallPayload {
+    pub function_id: u32,
+    pub arg_count: u32,
+    /// The function's result (`ur_result_t`); meaningful when `has_result` is 1 (exit phase).
+    pub result: i32,
+    pub has_result: u32,
+    pub args: [u64; MAX_ARGS],
+}
+
+impl ApiCallPayload {
+    pub fn new(function_id: u32, args: &[u64]) -> Self {
+        let n = args.len().min(MAX_ARGS);
+        let mut a = [0u64; MAX_ARGS];
+        a[..n].copy_from_slice(&args[..n]);
+        Self { function_id, arg_count: n as u32, result: 0, has_result: 0, args: a }
+    }
+}
+
+/// `SYCL_QUEUE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct QueuePayload {
+    pub queue: u64,
+    pub device: u64,
+    pub context: u64,
+    pub flags: u64,
+}
+
+/// The type of an allocation (`offtrace_memory_type_t`, the values of `ze_memory_type_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum MemoryType {
+    #[default]
+    Unknown = 0,
+    Host = 1,
+    Device = 2,
+    Shared = 3,
+}
+
+impl MemoryType {
+    pub fn from_u32(v: u32) -> Self {
+        match v {
+            1 => Self::Host,
+            2 => Self::Device,
+            3 => Self::Shared,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// A memory range a kernel uses without naming it in an argument (printf or scratch surface).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct ImplicitAllocation {
+    pub base: u64,
+    pub size: u64,
+    pub memory_type: MemoryType,
+}
+
+/// `KERNEL_DISPATCH`: a kernel enqueue, with the kernel's raw argument values (pointer
+/// arguments are matched against the live allocation table by
+/// [`crate::allocation::kernel_allocation_properties`]).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct KernelDispatchPayload {
+    pub queue: u64,
+    pub kernel: u64,
+    /// NUL-terminated, valid during the callback; may be null.
+    pub kernel_name: *const c_char,
+    pub work_dim: u32,
+    pub kernel_arg_count: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    pub kernel_args: [u64; MAX_KERNEL_ARGS],
+    pub implicit_allocations: *const ImplicitAllocation,
+    pub implicit_allocation_count: u64,
+}
+
+impl Default for KernelDispatchPayload {
+    fn default() -> Self {
+        Self {
+            queue: 0,
+            kernel: 0,
+            kernel_name: std::ptr::null(),
+            work_dim: 0,
+            kernel_arg_count: 0,
+            global_size: [0; 3],
+            local_size: [0; 3],
+            kernel_args: [0; MAX_KERNEL_ARGS],
+            implicit_allocations: std::ptr::null(),
+            implicit_allocation_count: 0,
+        }
+    }
+}
+
+/// `MEMORY_COPY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct MemoryCopyPayload {
+    pub queue: u64,
+    pub dst: u64,
+    pub src: u64,
+    pub size: u64,
+}
+
+/// `MEMORY_FILL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct MemoryFillPayload {
+    pub queue: u64,
+    pub dst: u64,
+    pub pattern: u64,
+    pub pattern_size: u64,
+    pub size: u64,
+}
+
+/// `MEMORY_ALLOC` (operation `alloc` or `free`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct MemoryAllocPayload {
+    pub ptr: u64,
+    pub size: u64,
+    pub memory_type: MemoryType,
+    pub device: u64,
+}
+
+/// `TASK_GRAPH`: node ids are the runtime's event ids (XPTI uid64).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct TaskGraphPayload {
+    pub node: u64,
+    pub source: u64,
+    pub target: u64,
+    pub name: *const c_char,
+    pub ur_event: u64,
+}
+
+impl Default for TaskGraphPayload {
+    fn default() -> Self {
+        Self { node: 0, source: 0, target: 0, name: std::ptr::null(), ur_event: 0 }
+    }
+}
+
+/// `SYNC`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct SyncPayload {
+    pub object: u64,
+    pub event_count: u32,
+}
+
+/// `CODE_OBJECT`.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct CodeObjectPayload {
+    pub handle: u64,
+    pub program: u64,
+    pub name: *const c_char,
+    pub binary_size: u64,
+}
+
+impl Default for CodeObjectPayload {
+    fn default() -> Self {
+        Self { handle: 0, program: 0, name: std::ptr::null(), binary_size: 0 }
+    }
+}
+
+/// `MARKER`.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct MarkerPayload {
+    pub message: *const c_char,
+    pub range_id: u64,
+}
+
+/// A payload the backend hands to the services, typed by kind. The services pass a pointer to
+/// the inner struct to callbacks; [`Payload::arg_values`] feeds argument iteration.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    None,
+    ApiCall(&'a ApiCallPayload),
+    Queue(&'a QueuePayload),
+    KernelDispatch(&'a KernelDispatchPayload),
+    MemoryCopy(&'a MemoryCopyPayload),
+    MemoryFill(&'a MemoryFillPayload),
+    MemoryAlloc(&'a MemoryAllocPayload),
+    TaskGraph(&'a TaskGraphPayload),
+    Sync(&'a SyncPayload),
+    CodeObject(&'a CodeObjectPayload),
+    Marker(&'a MarkerPayload),
+}
+
+impl Payload<'_> {
+    /// The kind whose payload this is (`None` for [`Payload::None`]).
+    #[inline]
+    pub fn kind(&self) -> Option<Kind> {
+        Some(match self {
+            Payload::None => return None,
+            Payload::ApiCall(_) => Kind::UrApi,
+            Payload::Queue(_) => Kind::SyclQueue,
+            Payload::KernelDispatch(_) => Kind::KernelDispatch,
+            Payload::MemoryCopy(_) => Kind::MemoryCopy,
+            Payload::MemoryFill(_) => Kind::MemoryFill,
+            Payload::MemoryAlloc(_) => Kind::MemoryAlloc,
+            Payload::TaskGraph(_) => Kind::TaskGraph,
+            Payload::Sync(_) => Kind::Sync,
+            Payload::CodeObject(_) => Kind::CodeObject,
+            Payload::Marker(_) => Kind::Marker,
+        })
+    }
+
+    /// The pointer C callbacks receive as `record.payload`.
+    #[inline]
+    pub fn as_ptr(&self) -> *const c_void {
+        match *self {
+            Payload::None => std::ptr::null(),
+            Payload::ApiCall(p) => (p as *const ApiCallPayload).cast(),
+            Payload::Queue(p) => (p as *const QueuePayload).cast(),
+            Payload::KernelDispatch(p) => (p as *const KernelDispatchPayload).cast(),
+            Payload::MemoryCopy(p) => (p as *const MemoryCopyPayload).cast(),
+            Payload::MemoryFill(p) => (p as *const MemoryFillPayload).cast(),
+            Payload::MemoryAlloc(p) => (p as *const MemoryAllocPayload).cast(),
+            Payload::TaskGraph(p) => (p as *const TaskGraphPayload).cast(),
+            Payload::Sync(p) => (p as *const SyncPayload).cast(),
+            Payload::CodeObject(p) => (p as *const CodeObjectPayload).cast(),
+            Payload::Marker(p) => (p as *const MarkerPayload).cast(),
+        }
+    }
+
+    /// Up to six leading `u64` values a buffer record keeps of this payload (documented per
+    /// kind in the C header: the kind's first argument descriptors, in order).
+    #[inline]
+    pub fn summary(&self) -> [u64; 6] {
+        match *self {
+            Payload::None => [0; 6],
+            Payload::ApiCall(p) => [
+                u64::from(p.function_id),
+                p.result as u64,
+                p.args[0],
+                p.args[1],
+                p.args[2],
+                p.args[3],
+            ],
+            Payload::Queue(p) => [p.queue, p.device, p.context, p.flags, 0, 0],
+            Payload::KernelDispatch(p) => {
+                [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
+            }
+            Payload::MemoryCopy(p) => [p.queue, p.dst, p.src, p.size, 0, 0],
+            Payload::MemoryFill(p) => [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0],
+            Payload::MemoryAlloc(p) => [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0],
+            Payload::TaskGraph(p) => [p.node, p.source, p.target, p.name as u64, p.ur_event, 0],
+            Payload::Sync(p) => [p.object, u64::from(p.event_count), 0, 0, 0, 0],
+            Payload::CodeObject(p) => [p.handle, p.program, p.name as u64, p.binary_size, 0, 0],
+            Payload::Marker(p) => [p.message as u64, p.range_id, 0, 0, 0, 0],
+        }
+    }
+}
+
+/// Raw values of the arguments of one record, for argument iteration: `(value, address)` where
+/// the address points into the payload.
+///
+/// # Safety
+///
+/// `payload` must point at the payload struct of `kind` (as delivered in a callback record) and
+/// be valid for reads for the duration of the call.
+pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Vec<(u64, *const c_void)>) {
+    out.clear();
+    if payload.is_null() {
+        return;
+    }
+    fn push<T>(out: &mut Vec<(u64, *const c_void)>, v: u64, r: &T) {
+        out.push((v, (r as *const T).cast()));
+    }
+    // SAFETY (each arm): the caller guarantees `payload` points at a live payload of `kind`,
+    // and each kind has exactly one payload struct (see `Payload`).
+    unsafe {
+        match kind {
+            Kind::UrApi => {
+                let p = &*payload.cast::<ApiCallPayload>();
+                for i in 0..(p.arg_count as usize).min(MAX_ARGS) {
+                    push(out, p.args[i], &p.args[i]);
+                }
+            }
+            Kind::SyclQueue => {
+                let p = &*payload.cast::<QueuePayload>();
+                push(out, p.queue, &p.queue);
+                push(out, p.device, &p.device);
+                push(out, p.context, &p.context);
+                push(out, p.flags, &p.flags);
+            }
+            Kind::KernelDispatch => {
+                let p = &*payload.cast::<KernelDispatchPayload>();
+                push(out, p.queue, &p.queue);
+                push(out, p.kernel, &p.kernel);
+                push(out, p.kernel_name as u64, &p.kernel_name);
+                push(out, u64::from(p.work_dim), &p.work_dim);
+                for g in &p.global_size {
+                    push(out, *g, g);
+                }
+                for l in &p.local_size {
+                    push(out, *l, l);
+                }
+            }
+            Kind::MemoryCopy => {
+                let p = &*payload.cast::<MemoryCopyPayload>();
+                push(out, p.queue, &p.queue);
+                push(out, p.dst, &p.dst);
+                push(out, p.src, &p.src);
+                push(out, p.size, &p.size);
+            }
+            Kind::MemoryFill => {
+                let p = &*payload.cast::<MemoryFillPayload>();
+                push(out, p.queue, &p.queue);
+                push(out, p.dst, &p.dst);
+                push(out, p.pattern, &p.pattern);
+                push(out, p.pattern_size, &p.pattern_size);
+                push(out, p.size, &p.size);
+            }
+            Kind::MemoryAlloc => {
+                let p = &*payload.cast::<MemoryAllocPayload>();
+                push(out, p.ptr, &p.ptr);
+                push(out, p.size, &p.size);
+                push(out, p.memory_type as u64, &p.memory_type);
+                push(out, p.device, &p.device);
+            }
+            Kind::TaskGraph => {
+                let p = &*payload.cast::<TaskGraphPayload>();
+                push(out, p.node, &p.node);
+                push(out, p.source, &p.source);
+                push(out, p.target, &p.target);
+                push(out, p.name as u64, &p.name);
+                push(out, p.ur_event, &p.ur_event);
+            }
+            Kind::Sync => {
+                let p = &*payload.cast::<SyncPayload>();
+                push(out, p.object, &p.object);
+                push(out, u64::from(p.event_count), &p.event_count);
+            }
+            Kind::CodeObject => {
+                let p = &*payload.cast::<CodeObjectPayload>();
+                push(out, p.handle, &p.handle);
+                push(out, p.program, &p.program);
+                push(out, p.name as u64, &p.name);
+                push(out, p.binary_size, &p.binary_size);
+            }
+            Kind::Marker => {
+                let p = &*payload.cast::<MarkerPayload>();
+                push(out, p.message as u64, &p.message);
+                push(out, p.range_id, &p.range_id);
+            }
+        }
+    }
+}
