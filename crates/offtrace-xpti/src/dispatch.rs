@@ -384,7 +384,9 @@ pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: 
     let usable = |s: *const c_char| !s.is_null() && unsafe { *s } != 0;
     let name = if usable(func) { func } else { UNKNOWN_FUNCTION.as_ptr() };
     let file = if usable(file) { file } else { UNKNOWN_FILE.as_ptr() };
-    let mut flags = pf::NAME_AVAILABLE | pf::SOURCE_FILE_AVAILABLE | pf::LINE_INFO_AVAILABLE | pf::COLUMN_INFO_AVAILABLE;
+    // Intel's binary stores only the name/file (and code pointer) flags for these instances:
+    // SYCL scope payloads read 0x28003 / 0x28007, never with the line/column bits.
+    let mut flags = pf::NAME_AVAILABLE | pf::SOURCE_FILE_AVAILABLE;
     if !code_ptr.is_null() {
         flags |= pf::CODE_POINTER_AVAILABLE;
     }
