@@ -1,0 +1,19 @@
+//! Export errors.
+
+use std::path::PathBuf;
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    #[error(transparent)]
+    Read(#[from] offtrace_format::ReadError),
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("SQLite error writing {path}: {source}")]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+    #[error("CSV error writing {path}: {source}")]
+    Csv { path: PathBuf, source: csv::Error },
+    #[error("JSON error writing {path}: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+}

@@ -1,0 +1,162 @@
+//! What the timeline exports (Perfetto, Chrome) share: a first pass that learns the task graph's
+//! edges and which commands get device times (so flows can be drawn when their first end is
+//! written), thread slices paired from begin/end notifications, and flow ids.
+
+use offtrace_analysis::{DeviceEvent, EdgeEvent, ModelSink, Summary, SummaryBuilder, names};
+use offtrace_format::{Notification, UserData};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::ExportError;
+use crate::source::{ProgressFn, RecordSource, for_each_record};
+
+/// A flow from a SYCL API call (task on the thread) to its command on the queue track.
+pub(crate) fn command_flow(instance: u64) -> u64 {
+    (instance << 2) | 1
+}
+/// A flow from the UR enqueue call to the command's device execution.
+pub(crate) fn device_flow(instance: u64) -> u64 {
+    (instance << 2) | 2
+}
+/// A flow along a task-graph edge.
+pub(crate) fn edge_flow(edge: u32) -> u64 {
+    (u64::from(edge) << 2) | 3
+}
+
+/// What the first pass learned.
+#[derive(Debug, Default)]
+pub(crate) struct FirstPass {
+    pub summary: Summary,
+    pub out_edges: FxHashMap<u32, Vec<u32>>,
+    pub in_edges: FxHashMap<u32, Vec<u32>>,
+    pub device_instances: FxHashSet<u64>,
+}
+
+#[derive(Default)]
+struct GraphCollector {
+    out_edges: FxHashMap<u32, Vec<u32>>,
+    in_edges: FxHashMap<u32, Vec<u32>>,
+    device_instances: FxHashSet<u64>,
+}
+
+impl ModelSink for GraphCollector {
+    fn edge(&mut self, e: &EdgeEvent<'_>) {
+        if let (Some(s), Some(t)) = (e.source, e.target) {
+            self.out_edges.entry(s).or_default().push(e.edge);
+            self.in_edges.entry(t).or_default().push(e.edge);
+        }
+    }
+    fn device(&mut self, d: &DeviceEvent<'_>) {
+        self.device_instances.insert(d.instance);
+    }
+}
+
+pub(crate) fn first_pass(
+    source: &mut dyn RecordSource,
+    progress: &mut Option<&mut ProgressFn<'_>>,
+) -> Result<FirstPass, ExportError> {
+    let mut builder = SummaryBuilder::new();
+    let mut g = GraphCollector::default();
+    for_each_record(source, 1, progress, |r| {
+        builder.push_with(r, &mut g);
+        Ok(())
+    })?;
+    Ok(FirstPass {
+        summary: builder.finish(),
+        out_edges: g.out_edges,
+        in_edges: g.in_edges,
+        device_instances: g.device_instances,
+    })
+}
+
+/// A slice boundary on a thread track.
+#[derive(Debug, Clone)]
+pub(crate) enum SliceAction {
+    Begin { tid: u32, ts: u64, name: String, category: &'static str, flows: Vec<u64> },
+    End { tid: u32, ts: u64 },
+}
+
+/// Pairs begin/end notifications per thread into properly nested slices. An end whose begin is
+/// not open is ignored; an end that matches a deeper slice closes the ones above it first, so
+/// the output always balances.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadSlices {
+    stacks: FxHashMap<u32, Vec<u64>>,
+    open_commands: FxHashMap<u32, Vec<u64>>,
+    last_ts: u64,
+}
+
+impl ThreadSlices {
+    pub fn on_notification(
+        &mut self,
+        n: &Notification,
+        defs: &offtrace_analysis::Definitions,
+        device_instances: &FxHashSet<u64>,
+        out: &mut dyn FnMut(SliceAction),
+    ) {
+        self.last_ts = self.last_ts.max(n.ts);
+        if names::is_begin(n.trace_type) {
+            let role = defs.stream_role(n.stream);
+            let mut flows = Vec::new();
+            let (name, category) = match (&n.user_data, role) {
+                (UserData::FunctionWithArgs { name, .. }, _) => {
+                    let fname = defs.str(*name).to_owned();
+                    if names::is_enqueue(&fname) {
+                        if let Some(cmd) = self.open_commands.get(&n.tid).and_then(|v| v.last()) {
+                            if device_instances.contains(cmd) {
+                                flows.push(device_flow(*cmd));
+                            }
+                        }
+                    }
+                    (fname, "ur")
+                }
+                _ => {
+                    let ev = n.event.unwrap_or_default();
+                    let payload = defs.payload_name(ev.payload);
+                    match n.trace_type {
+                        names::tt::TASK_BEGIN => {
+                            self.open_commands.entry(n.tid).or_default().push(n.instance);
+                            flows.push(command_flow(n.instance));
+                            let name = defs
+                                .meta_str(ev.metadata, "kernel_name")
+                                .filter(|s| !s.is_empty())
+                                .unwrap_or_else(|| names::base_name(payload));
+                            (name.to_owned(), "sycl")
+                        }
+                        names::tt::WAIT_BEGIN => (format!("wait {}", names::base_name(payload)).trim_end().to_owned(), "sycl"),
+                        _ if payload.is_empty() => (names::trace_type_name(n.trace_type).into_owned(), "sycl"),
+                        _ => (payload.to_owned(), if matches!(role, names::StreamRole::MemAlloc) { "memory" } else { "sycl" }),
+                    }
+                }
+            };
+            self.stacks.entry(n.tid).or_default().push(n.instance);
+            out(SliceAction::Begin { tid: n.tid, ts: n.ts, name, category, flows });
+        } else if names::is_end(n.trace_type) {
+            if n.trace_type == names::tt::TASK_END {
+                if let Some(v) = self.open_commands.get_mut(&n.tid) {
+                    if let Some(p) = v.iter().rposition(|&i| i == n.instance) {
+                        v.truncate(p);
+                    }
+                }
+            }
+            let Some(stack) = self.stacks.get_mut(&n.tid) else { return };
+            let Some(pos) = stack.iter().rposition(|&i| i == n.instance) else { return };
+            for _ in pos..stack.len() {
+                out(SliceAction::End { tid: n.tid, ts: n.ts });
+            }
+            stack.truncate(pos);
+        }
+    }
+
+    /// Ends every slice still open (a truncated trace), at the last timestamp seen.
+    pub fn close_all(&mut self, out: &mut dyn FnMut(SliceAction)) {
+        let mut tids: Vec<u32> = self.stacks.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            let depth = self.stacks.get(&tid).map_or(0, Vec::len);
+            for _ in 0..depth {
+                out(SliceAction::End { tid, ts: self.last_ts });
+            }
+        }
+        self.stacks.clear();
+    }
+}
