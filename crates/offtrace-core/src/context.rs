@@ -105,7 +105,7 @@ pub(crate) static KIND_MASK: [AtomicU32; KIND_COUNT] = [const { AtomicU32::new(0
 
 fn slot_of(handle: u64) -> Option<usize> {
     let i = (handle & 0xff) as usize;
-    (1..=MAX_CONTEXTS).contains(&i).then_some(i - 1)
+    (1..=MAX_CONTEXTS).contains(&i).then(|| i - 1)
 }
 
 /// The slot index of a live context.

@@ -1,0 +1,634 @@
+//! The tracing services end to end, driven by a mock backend (a fake UR kind with arguments).
+//!
+//! The services are process-global, so every test takes `SERIAL` first.
+
+#![allow(unsafe_code)]
+#![allow(clippy::unwrap_used)]
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use offtrace_core::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    mock::register();
+    g
+}
+
+mod mock {
+    use offtrace_core::{ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, Kind, Operation, Payload};
+
+    pub const UR_QUEUE_FINISH: u32 = 3;
+    pub const UR_USM_DEVICE_ALLOC: u32 = 7;
+    pub const UR_KERNEL_CREATE: u32 = 11;
+
+    const FINISH_ARGS: &[ArgDescriptor] =
+        &[ArgDescriptor { name: "hQueue", type_name: "ur_queue_handle_t", size: 8, format: ArgFormat::Pointer }];
+    const ALLOC_ARGS: &[ArgDescriptor] = &[
+        ArgDescriptor { name: "hContext", type_name: "ur_context_handle_t", size: 8, format: ArgFormat::Pointer },
+        ArgDescriptor { name: "size", type_name: "size_t", size: 8, format: ArgFormat::Unsigned },
+        ArgDescriptor { name: "ppMem", type_name: "void**", size: 8, format: ArgFormat::Pointer },
+    ];
+    const KERNEL_ARGS: &[ArgDescriptor] = &[
+        ArgDescriptor { name: "hProgram", type_name: "ur_program_handle_t", size: 8, format: ArgFormat::Pointer },
+        ArgDescriptor { name: "pKernelName", type_name: "const char*", size: 8, format: ArgFormat::CString },
+        ArgDescriptor { name: "flags", type_name: "int32_t", size: 4, format: ArgFormat::Signed },
+    ];
+    pub static OPS: &[Operation] = &[
+        Operation { id: UR_QUEUE_FINISH, name: "urQueueFinish", args: FINISH_ARGS },
+        Operation { id: UR_USM_DEVICE_ALLOC, name: "urUSMDeviceAlloc", args: ALLOC_ARGS },
+        Operation { id: UR_KERNEL_CREATE, name: "urKernelCreate", args: KERNEL_ARGS },
+    ];
+
+    pub fn register() {
+        let _ = offtrace_core::register_kind_operations(Kind::UrApi, OPS);
+    }
+
+    /// One traced UR call: enter, the body, exit with a result.
+    pub fn call(function_id: u32, args: &[u64], body: impl FnOnce()) -> u64 {
+        let mut p = ApiCallPayload::new(function_id, args);
+        let token: CallToken = offtrace_core::emit_enter(Kind::UrApi, function_id, Payload::ApiCall(&p));
+        let corr = token.correlation_id();
+        body();
+        p.result = 0;
+        p.has_result = 1;
+        offtrace_core::emit_exit(token, Payload::ApiCall(&p));
+        corr
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    records: Mutex<Vec<(u64, u64, u32, u32, u32, u64, u64)>>, // ctx, corr, kind, op, phase, user, tid
+}
+
+unsafe extern "C" fn record_cb(r: CallbackRecord, user: *mut UserData, data: *mut c_void) {
+    // SAFETY: tests pass a `Seen` that outlives the context, and `user` is valid.
+    let (seen, user) = unsafe { (&*data.cast::<Seen>(), &mut *user) };
+    if r.phase == Phase::Enter as u32 {
+        user.value = r.correlation_id.internal * 10;
+    }
+    seen.records.lock().unwrap().push((
+        r.context_id.handle,
+        r.correlation_id.internal,
+        r.kind,
+        r.operation,
+        r.phase,
+        user.value,
+        r.correlation_id.external.value,
+    ));
+}
+
+fn ctx_with_ur(seen: &Seen, ops: Option<&[u32]>) -> ContextId {
+    let ctx = create_context().unwrap();
+    // SAFETY: `record_cb` is sound for any record with a `Seen` that outlives the context.
+    unsafe {
+        configure_callback_tracing_service(ctx, Kind::UrApi, ops, record_cb, seen as *const Seen as *mut c_void)
+            .unwrap()
+    };
+    ctx
+}
+
+#[test]
+fn enter_exit_pairs_with_user_data_and_correlation() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, None);
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {}); // not started: nothing
+    start_context(ctx).unwrap();
+    let corr = mock::call(mock::UR_QUEUE_FINISH, &[0x1234], || {});
+    destroy_context(ctx).unwrap();
+    let r = seen.records.lock().unwrap().clone();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0], (ctx.handle, corr, Kind::UrApi as u32, mock::UR_QUEUE_FINISH, 1, corr * 10, 0));
+    assert_eq!(r[1], (ctx.handle, corr, Kind::UrApi as u32, mock::UR_QUEUE_FINISH, 2, corr * 10, 0));
+    assert!(corr > 0);
+}
+
+#[test]
+fn second_configuration_of_a_kind_fails_and_ops_are_checked() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, Some(&[mock::UR_QUEUE_FINISH]));
+    // SAFETY: as in `ctx_with_ur`.
+    let again = unsafe {
+        configure_callback_tracing_service(ctx, Kind::UrApi, None, record_cb, &seen as *const Seen as *mut c_void)
+    };
+    assert_eq!(again, Err(ServiceError::ServiceAlreadyConfigured));
+    // SAFETY: as above.
+    let bad_op = unsafe {
+        configure_callback_tracing_service(ctx, Kind::Sync, Some(&[99]), record_cb, &seen as *const Seen as *mut c_void)
+    };
+    assert_eq!(bad_op, Err(ServiceError::OperationNotFound));
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_USM_DEVICE_ALLOC, &[1, 2, 3], || {}); // filtered out
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    destroy_context(ctx).unwrap();
+    let r = seen.records.lock().unwrap().clone();
+    assert_eq!(r.iter().map(|x| x.3).collect::<Vec<_>>(), vec![mock::UR_QUEUE_FINISH; 2]);
+    assert_eq!(start_context(ctx), Err(ServiceError::ContextInvalid));
+    assert_eq!(stop_context(ContextId { handle: 0 }), Err(ServiceError::ContextInvalid));
+}
+
+#[test]
+fn contexts_run_out_and_come_back() {
+    let _g = serial();
+    let ctxs: Vec<_> = (0..MAX_CONTEXTS).map_while(|_| create_context().ok()).collect();
+    assert_eq!(create_context(), Err(ServiceError::OutOfResources));
+    for c in &ctxs {
+        destroy_context(*c).unwrap();
+    }
+    let c = create_context().unwrap();
+    assert!(!ctxs.contains(&c), "a recycled slot gets a new id");
+    destroy_context(c).unwrap();
+}
+
+#[test]
+fn external_correlation_reaches_records() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, None);
+    start_context(ctx).unwrap();
+    push_external_correlation_id(ctx, 0, 77).unwrap();
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    assert_eq!(pop_external_correlation_id(ctx, 0), Ok(77));
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    destroy_context(ctx).unwrap();
+    let ext: Vec<u64> = seen.records.lock().unwrap().iter().map(|r| r.6).collect();
+    assert_eq!(ext, vec![77, 77, 0, 0]);
+}
+
+#[test]
+fn nested_records_carry_the_api_calls_correlation_id() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, None);
+    // SAFETY: as in `ctx_with_ur`.
+    unsafe {
+        configure_callback_tracing_service(ctx, Kind::CodeObject, None, record_cb, &seen as *const Seen as *mut c_void)
+            .unwrap()
+    };
+    start_context(ctx).unwrap();
+    let corr = mock::call(mock::UR_KERNEL_CREATE, &[5, 0, 0], || {
+        let p = CodeObjectPayload { handle: 9, program: 5, ..Default::default() };
+        emit_instant(Kind::CodeObject, code_object::KERNEL, Phase::Load, Payload::CodeObject(&p));
+    });
+    destroy_context(ctx).unwrap();
+    let r = seen.records.lock().unwrap().clone();
+    assert_eq!(r.len(), 3);
+    assert_eq!((r[1].1, r[1].2, r[1].4), (corr, Kind::CodeObject as u32, Phase::Load as u32));
+}
+
+#[test]
+fn reentrant_emits_inside_callbacks_are_not_delivered() {
+    let _g = serial();
+    let count = Arc::new(AtomicUsize::new(0));
+    let ctx = create_context().unwrap();
+    let c = count.clone();
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |_r, _u| {
+        c.fetch_add(1, Ordering::Relaxed);
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {}); // the tool calls the runtime
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    destroy_context(ctx).unwrap();
+    assert_eq!(count.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn stop_inside_callback_does_not_deadlock_and_exit_still_arrives() {
+    let _g = serial();
+    let phases = Arc::new(Mutex::new(Vec::new()));
+    let ctx = create_context().unwrap();
+    let p = phases.clone();
+    let me = Arc::new(AtomicU64::new(0));
+    let me2 = me.clone();
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _u| {
+        p.lock().unwrap().push(r.phase);
+        if r.phase == Phase::Enter as u32 {
+            stop_context(ContextId { handle: me2.load(Ordering::Relaxed) }).unwrap();
+        }
+    })
+    .unwrap();
+    me.store(ctx.handle, Ordering::Relaxed);
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    assert_eq!(context_is_active(ctx), Ok(false));
+    destroy_context(ctx).unwrap();
+    assert_eq!(*phases.lock().unwrap(), vec![1, 2]);
+}
+
+#[test]
+fn started_mid_call_gets_no_exit() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, None);
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || start_context(ctx).unwrap());
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || stop_context(ctx).unwrap());
+    destroy_context(ctx).unwrap();
+    let phases: Vec<u32> = seen.records.lock().unwrap().iter().map(|r| r.4).collect();
+    assert_eq!(phases, vec![1, 2], "enter delivered → exit delivered even though stopped mid-call");
+}
+
+/// Many threads emit while another starts and stops the context: every delivered enter has
+/// exactly one exit, on the same thread, with the same user data.
+#[test]
+fn pairing_holds_under_concurrent_start_stop() {
+    let _g = serial();
+    #[derive(Default)]
+    struct Pairs {
+        enters: AtomicU64,
+        exits: AtomicU64,
+        bad: AtomicU64,
+    }
+    let pairs = Arc::new(Pairs::default());
+    let ctx = create_context().unwrap();
+    let p = pairs.clone();
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, u| {
+        if r.phase == Phase::Enter as u32 {
+            u.value = r.correlation_id.internal ^ r.thread_id;
+            p.enters.fetch_add(1, Ordering::Relaxed);
+        } else {
+            if u.value != r.correlation_id.internal ^ r.thread_id {
+                p.bad.fetch_add(1, Ordering::Relaxed);
+            }
+            p.exits.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+    .unwrap();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    mock::call(mock::UR_QUEUE_FINISH, &[1], std::thread::yield_now);
+                }
+            });
+        }
+        s.spawn(|| {
+            for i in 0..2000 {
+                if i % 2 == 0 {
+                    start_context(ctx).unwrap();
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                } else {
+                    stop_context(ctx).unwrap();
+                }
+                // After stop returns no callback of ctx runs: enters can only have been counted.
+                if i % 2 == 1 {
+                    let e = pairs.enters.load(Ordering::SeqCst);
+                    std::thread::yield_now();
+                    assert_eq!(pairs.enters.load(Ordering::SeqCst), e, "enter delivered after stop returned");
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+    });
+    destroy_context(ctx).unwrap();
+    let (e, x) = (pairs.enters.load(Ordering::SeqCst), pairs.exits.load(Ordering::SeqCst));
+    assert!(e > 0);
+    assert_eq!(e, x, "every delivered enter has exactly one exit");
+    assert_eq!(pairs.bad.load(Ordering::SeqCst), 0, "user data travels from enter to exit");
+}
+
+#[test]
+fn destroy_waits_for_open_pairs() {
+    let _g = serial();
+    let exits = Arc::new(AtomicU64::new(0));
+    let ctx = create_context().unwrap();
+    let x = exits.clone();
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _| {
+        if r.phase == Phase::Exit as u32 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            x.fetch_add(1, Ordering::SeqCst);
+        }
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    let entered = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            mock::call(mock::UR_QUEUE_FINISH, &[1], || {
+                entered.store(true, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            })
+        });
+        while !entered.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        destroy_context(ctx).unwrap();
+        assert_eq!(exits.load(Ordering::SeqCst), 1, "destroy returned before the open pair closed");
+    });
+}
+
+// ---------------------------------------------------------------- buffers
+
+#[derive(Default)]
+struct Batches {
+    sizes: Mutex<Vec<usize>>,
+    drops: AtomicU64,
+    records: Mutex<Vec<BufferRecord>>,
+    slow: AtomicBool,
+}
+
+unsafe extern "C" fn batch_cb(_c: ContextId, _b: BufferId, recs: *const BufferRecord, n: usize, data: *mut c_void, drops: u64) {
+    // SAFETY: tests pass `Batches` outliving the context; `recs[..n]` is valid during the call.
+    let (b, recs) = unsafe { (&*data.cast::<Batches>(), if n == 0 { &[][..] } else { std::slice::from_raw_parts(recs, n) }) };
+    b.sizes.lock().unwrap().push(n);
+    b.records.lock().unwrap().extend_from_slice(recs);
+    b.drops.fetch_add(drops, Ordering::SeqCst);
+    if b.slow.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+const REC: usize = std::mem::size_of::<BufferRecord>();
+
+fn buffered_ctx(b: &Batches, records: usize, watermark: usize, policy: BufferPolicy) -> (ContextId, BufferId) {
+    let ctx = create_context().unwrap();
+    // SAFETY: `batch_cb` is sound with a `Batches` that outlives the context.
+    let buf = unsafe {
+        create_buffer(ctx, records * REC, watermark * REC, policy, batch_cb, b as *const Batches as *mut c_void).unwrap()
+    };
+    configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
+    start_context(ctx).unwrap();
+    (ctx, buf)
+}
+
+#[test]
+fn buffer_record_layout() {
+    assert_eq!(REC, 104);
+    assert_eq!(std::mem::align_of::<BufferRecord>(), 8);
+    assert_eq!(std::mem::size_of::<CallbackRecord>(), 56);
+}
+
+#[test]
+fn buffer_arguments_are_checked() {
+    let _g = serial();
+    let b = Batches::default();
+    let ctx = create_context().unwrap();
+    let data = &b as *const Batches as *mut c_void;
+    // SAFETY: as in `buffered_ctx`.
+    unsafe {
+        assert_eq!(create_buffer(ctx, REC - 1, 0, BufferPolicy::Lossless, batch_cb, data), Err(ServiceError::InvalidArgument));
+        assert_eq!(create_buffer(ctx, REC, 2 * REC, BufferPolicy::Lossless, batch_cb, data), Err(ServiceError::InvalidArgument));
+        assert_eq!(
+            create_buffer(ContextId { handle: 3 }, REC, 0, BufferPolicy::Lossless, batch_cb, data),
+            Err(ServiceError::ContextInvalid)
+        );
+        let buf = create_buffer(ctx, 4 * REC, REC, BufferPolicy::Lossless, batch_cb, data).unwrap();
+        assert_eq!(buffer_capacity(buf), Ok(4));
+        configure_buffer_tracing_service(ctx, Kind::Marker, None, buf).unwrap();
+        assert_eq!(configure_buffer_tracing_service(ctx, Kind::Marker, None, buf), Err(ServiceError::ServiceAlreadyConfigured));
+        assert_eq!(configure_buffer_tracing_service(ctx, Kind::Sync, None, BufferId { handle: 0 }), Err(ServiceError::BufferNotFound));
+    }
+    destroy_context(ctx).unwrap();
+}
+
+#[test]
+fn watermark_triggers_delivery_and_flush_delivers_the_rest() {
+    let _g = serial();
+    let b = Batches::default();
+    let (ctx, buf) = buffered_ctx(&b, 100, 10, BufferPolicy::Lossless);
+    for _ in 0..9 {
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    }
+    assert!(b.sizes.lock().unwrap().is_empty(), "below the watermark: no delivery");
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    assert_eq!(*b.sizes.lock().unwrap(), vec![10], "at the watermark: one delivery");
+    for _ in 0..5 {
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    }
+    flush_buffer(buf).unwrap();
+    assert_eq!(*b.sizes.lock().unwrap(), vec![10, 5]);
+    flush_buffer(buf).unwrap();
+    assert_eq!(b.sizes.lock().unwrap().len(), 2, "an empty flush calls nothing");
+    let recs = b.records.lock().unwrap();
+    assert!(recs.iter().all(|r| r.kind == Kind::UrApi as u32 && r.end_timestamp >= r.start_timestamp && r.data[0] == 3));
+    drop(recs);
+    destroy_context(ctx).unwrap();
+    assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound), "destroy retires the context's buffers");
+}
+
+#[test]
+fn lossless_never_drops_under_many_threads() {
+    let _g = serial();
+    let b = Batches::default();
+    b.slow.store(true, Ordering::Relaxed);
+    let (ctx, buf) = buffered_ctx(&b, 16, 16, BufferPolicy::Lossless);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..500 {
+                    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+                }
+            });
+        }
+    });
+    flush_buffer(buf).unwrap();
+    assert_eq!(b.records.lock().unwrap().len(), 2000);
+    assert_eq!(b.drops.load(Ordering::SeqCst), 0);
+    assert_eq!(buffer_dropped_total(buf), Ok(0));
+    let mut corr: Vec<u64> = b.records.lock().unwrap().iter().map(|r| r.correlation_id.internal).collect();
+    corr.sort_unstable();
+    corr.dedup();
+    assert_eq!(corr.len(), 2000, "every record exactly once");
+    destroy_context(ctx).unwrap();
+}
+
+#[test]
+fn discard_counts_what_it_drops() {
+    let _g = serial();
+    let b = Batches::default();
+    b.slow.store(true, Ordering::Relaxed);
+    let (ctx, buf) = buffered_ctx(&b, 8, 8, BufferPolicy::Discard);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..2000 {
+                    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+                }
+            });
+        }
+    });
+    flush_buffer(buf).unwrap();
+    let got = b.records.lock().unwrap().len() as u64;
+    let dropped = b.drops.load(Ordering::SeqCst);
+    assert_eq!(got + dropped, 8000, "delivered + counted drops = produced");
+    assert_eq!(buffer_dropped_total(buf), Ok(dropped));
+    assert!(dropped > 0, "a slow consumer with 4 producers must drop something");
+    destroy_context(ctx).unwrap();
+}
+
+#[test]
+fn activity_records_carry_explicit_timestamps() {
+    let _g = serial();
+    let b = Batches::default();
+    let ctx = create_context().unwrap();
+    // SAFETY: as in `buffered_ctx`.
+    let buf = unsafe {
+        create_buffer(ctx, 8 * REC, 8 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void).unwrap()
+    };
+    configure_buffer_tracing_service(ctx, Kind::KernelDispatch, None, buf).unwrap();
+    start_context(ctx).unwrap();
+    let p = KernelDispatchPayload { queue: 1, kernel: 2, global_size: [64, 1, 1], work_dim: 1, ..Default::default() };
+    emit_activity(Kind::KernelDispatch, kernel_dispatch::LAUNCH, 42, 100, 200, Payload::KernelDispatch(&p));
+    flush_buffer(buf).unwrap();
+    let r = b.records.lock().unwrap()[0];
+    assert_eq!((r.correlation_id.internal, r.start_timestamp, r.end_timestamp), (42, 100, 200));
+    assert_eq!(r.data, [1, 2, 64, 1, 1, 1]);
+    destroy_context(ctx).unwrap();
+}
+
+// ---------------------------------------------------------------- markers, args, allocations
+
+#[test]
+fn marker_ranges_nest_and_pair() {
+    let _g = serial();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let ctx = create_context().unwrap();
+    let s2 = seen.clone();
+    configure_callback_tracing_closure(ctx, Kind::Marker, None, move |r, _| {
+        // SAFETY: the MARKER payload is live during the callback.
+        let p = unsafe { &*r.payload.cast::<MarkerPayload>() };
+        let msg = if p.message.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a non-null message is a live C string during the callback.
+            unsafe { std::ffi::CStr::from_ptr(p.message) }.to_string_lossy().into_owned()
+        };
+        s2.lock().unwrap().push((r.operation, r.phase, msg));
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    assert_eq!(marker_range_push(c"outer"), 0);
+    assert_eq!(marker_range_push(c"inner"), 1);
+    marker_mark(c"here");
+    assert_eq!(marker_range_pop(), 1);
+    {
+        let _r = marker_range(c"guard");
+    }
+    assert_eq!(marker_range_pop(), 0);
+    assert_eq!(marker_range_pop(), -1);
+    destroy_context(ctx).unwrap();
+    let s = seen.lock().unwrap();
+    let phases: Vec<(u32, u32)> = s.iter().map(|x| (x.0, x.1)).collect();
+    assert_eq!(phases, vec![(1, 1), (1, 1), (0, 0), (1, 2), (1, 1), (1, 2), (1, 2)]);
+    assert_eq!(s[0].2, "outer");
+    assert_eq!(s[2].2, "here");
+}
+
+#[test]
+fn argument_iteration_decodes_names_types_values() {
+    let _g = serial();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let ctx = create_context().unwrap();
+    let l2 = lines.clone();
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _| {
+        if r.phase != Phase::Exit as u32 {
+            return;
+        }
+        let mut v = l2.lock().unwrap();
+        // SAFETY: inside the callback; the payload is the UR_API payload.
+        unsafe {
+            iterate_operation_args(r, 1, |a| {
+                v.push(format!("{}: {} {} = {} ({})", a.index, a.type_name, a.name, a.value, a.indirection_count));
+                true
+            })
+        }
+        .unwrap();
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    let name = c"vadd";
+    mock::call(mock::UR_KERNEL_CREATE, &[0xabc, name.as_ptr() as u64, 0xffff_ffff], || {});
+    destroy_context(ctx).unwrap();
+    assert_eq!(
+        *lines.lock().unwrap(),
+        vec![
+            "0: ur_program_handle_t hProgram = 0xabc (0)".to_string(),
+            "1: const char* pKernelName = \"vadd\" (1)".to_string(),
+            "2: int32_t flags = -1 (0)".to_string(),
+        ]
+    );
+    let unknown = CallbackRecord {
+        context_id: ctx,
+        thread_id: 0,
+        correlation_id: CorrelationId::default(),
+        kind: Kind::UrApi as u32,
+        operation: 1000,
+        phase: 1,
+        payload: std::ptr::null(),
+    };
+    // SAFETY: the operation check fails before the payload is read.
+    assert_eq!(unsafe { iterate_operation_args(&unknown, 0, |_| true) }, Err(ServiceError::OperationNotFound));
+}
+
+#[test]
+fn allocations_feed_kernel_properties() {
+    let _g = serial();
+    let ctx = create_context().unwrap();
+    let props = Arc::new(Mutex::new(Vec::new()));
+    let p2 = props.clone();
+    configure_callback_tracing_closure(ctx, Kind::KernelDispatch, None, move |r, _| {
+        // SAFETY: the KERNEL_DISPATCH payload is live during the callback.
+        let p = unsafe { &*r.payload.cast::<KernelDispatchPayload>() };
+        // SAFETY: as above (no implicit allocations).
+        *p2.lock().unwrap() = unsafe { kernel_allocation_properties(p) };
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    emit_memory_alloc(&MemoryAllocPayload { ptr: 0x7000_0000, size: 4096, memory_type: MemoryType::Device, device: 1 });
+    let mut p = KernelDispatchPayload { kernel_arg_count: 2, ..Default::default() };
+    p.kernel_args[0] = 7;
+    p.kernel_args[1] = 0x7000_0100;
+    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&p));
+    emit_memory_free(0x7000_0000);
+    assert_eq!(lookup_allocation(0x7000_0100), None);
+    destroy_context(ctx).unwrap();
+    assert_eq!(
+        *props.lock().unwrap(),
+        vec![AllocationProperties { base: 0x7000_0000, size: 4096, arg_index: 1, memory_type: MemoryType::Device }]
+    );
+}
+
+#[test]
+fn a_payload_of_the_wrong_kind_is_not_passed() {
+    let _g = serial();
+    let got = Arc::new(AtomicU64::new(1));
+    let ctx = create_context().unwrap();
+    let g2 = got.clone();
+    configure_callback_tracing_closure(ctx, Kind::Sync, None, move |r, _| {
+        g2.store(r.payload as u64, Ordering::SeqCst);
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    let wrong = MarkerPayload { message: std::ptr::null(), range_id: 0 };
+    emit_instant(Kind::Sync, sync_op::WAIT, Phase::None, Payload::Marker(&wrong));
+    destroy_context(ctx).unwrap();
+    assert_eq!(got.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn destroy_inside_a_callback_is_refused() {
+    let _g = serial();
+    let res = Arc::new(Mutex::new(None));
+    let ctx = create_context().unwrap();
+    let r2 = res.clone();
+    let handle = ctx.handle;
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _| {
+        if r.phase == Phase::Enter as u32 {
+            *r2.lock().unwrap() = Some(destroy_context(ContextId { handle }));
+        }
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    destroy_context(ctx).unwrap();
+    assert_eq!(*res.lock().unwrap(), Some(Err(ServiceError::Busy)));
+}
