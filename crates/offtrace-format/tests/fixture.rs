@@ -4,6 +4,8 @@
 //! `OFFTRACE_REGENERATE_FIXTURE=1 cargo test -p offtrace-format --test fixture -- --ignored`
 //! only when creating a new version's fixture; never rewrite an old one).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 use common::*;
 use offtrace_format::*;

@@ -1,6 +1,6 @@
 //! Test-only generators: a deterministic, SYCL/UR-like record sequence (for the size
 //! measurement and the checked-in fixture) and helpers shared by the integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::field_reassign_with_default, clippy::explicit_counter_loop)]
 
 use offtrace_format::*;
 
