@@ -1,1 +1,224 @@
-//! The offtrace agent.
+//! The offtrace agent: an XPTI subscriber that records Intel's SYCL runtime into a trace file.
+//!
+//! Loaded by the XPTI dispatcher from `XPTI_SUBSCRIBERS=<path>/libofftrace_agent.so`:
+//!
+//! ```sh
+//! LD_LIBRARY_PATH=$VENV/lib OCL_ICD_FILENAMES=$VENV/lib/libintelocl.so \
+//! XPTI_TRACE_ENABLE=1 XPTI_FRAMEWORK_DISPATCHER=$VENV/lib/libxptifw.so.1 \
+//! XPTI_SUBSCRIBERS=target/release/libofftrace_agent.so UR_ENABLE_LAYERS=UR_LAYER_TRACING \
+//! OFFTRACE_OUTPUT=w4.offtrace python w4_usm_multiqueue.py
+//! ```
+//!
+//! Exports exactly the subscriber entry points: `xptiTraceInit`, `xptiTraceFinish`,
+//! `xptiQuerySubscriberStreamDetailLevel`. The dispatcher functions it calls are resolved with
+//! `dlsym` from the dispatcher already loaded (`dispatcher.rs`). On the first `xptiTraceInit` it
+//! reads its configuration (`config.rs`), opens the trace and starts the writer thread
+//! (`recorder.rs`); for each stream it wants it registers one trampoline per stream (the
+//! callback carries no stream id) for every named trace point type. Each notification is
+//! decoded (`decode.rs`) into a `Notification` and pushed to the calling thread's ring.
+//! The last `xptiTraceFinish` writes the end of the trace.
+//!
+//! Cost per notification: see `docs/overhead.md` (## Agent).
+
+pub mod config;
+pub mod decode;
+pub mod dispatcher;
+pub mod interner;
+pub mod recorder;
+pub mod safe_read;
+
+use std::ffi::{CStr, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use offtrace_format::Record;
+use offtrace_xpti::abi::{TraceEventData, TracepointCallback, trace_type};
+
+use crate::config::Config;
+use crate::decode::{Raw, StreamKind};
+
+/// The streams the agent subscribes, each with its own trampoline.
+pub const STREAMS: [(&str, StreamKind); 7] = [
+    ("sycl", StreamKind::Sycl),
+    ("sycl.debug", StreamKind::Sycl),
+    ("sycl.experimental.buffer", StreamKind::Buffer),
+    ("sycl.experimental.image", StreamKind::Image),
+    ("sycl.experimental.mem_alloc", StreamKind::MemAlloc),
+    ("ur.call", StreamKind::UrCall),
+    ("ur.call.debug", StreamKind::UrCall),
+];
+
+/// Dispatcher stream id per [`STREAMS`] slot (set at `xptiTraceInit`).
+static SLOT_STREAM: [AtomicU8; 7] = [const { AtomicU8::new(0) }; 7];
+
+/// The trampoline for [`STREAMS`] slot `S`.
+///
+/// # Safety
+/// Called by the XPTI dispatcher with the arguments of a notification on that stream.
+#[allow(unsafe_code)]
+unsafe extern "C" fn trampoline<const S: usize>(
+    trace_type: u16,
+    parent: *mut TraceEventData,
+    event: *mut TraceEventData,
+    instance: u64,
+    user_data: *const c_void,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // Relaxed: written once at init, before the callback was registered with the
+        // dispatcher (whose registration lock publishes it).
+        let stream = SLOT_STREAM[S].load(Ordering::Relaxed);
+        let raw = Raw { trace_type, parent, event, instance, user_data };
+        recorder::record(STREAMS[S].1, stream, &raw);
+    }));
+}
+
+/// One trampoline per slot of [`STREAMS`].
+pub const TRAMPOLINES: [TracepointCallback; 7] = [
+    trampoline::<0>,
+    trampoline::<1>,
+    trampoline::<2>,
+    trampoline::<3>,
+    trampoline::<4>,
+    trampoline::<5>,
+    trampoline::<6>,
+];
+
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(Config::from_env)
+}
+
+/// Streams initialised and finished, to find the last `xptiTraceFinish`.
+static LIFECYCLE: Mutex<(Vec<String>, Vec<String>)> = Mutex::new((Vec::new(), Vec::new()));
+
+#[cold]
+fn ensure_started() -> Option<&'static recorder::Recorder> {
+    static STARTED: OnceLock<bool> = OnceLock::new();
+    let ok = *STARTED.get_or_init(|| {
+        let located = match dispatcher::locate() {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("offtrace: {e}; tracing off");
+                return false;
+            }
+        };
+        let Some(_) = recorder::start(located.dispatcher, &located.path, config().clone()) else {
+            return false;
+        };
+        // SAFETY: registering a plain extern "C" fn with no captured state.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(at_exit);
+        }
+        true
+    });
+    if ok { recorder::get() } else { None }
+}
+
+extern "C" fn at_exit() {
+    // The runtime finalises its streams from its own destructors, which run after this
+    // handler: drain and close a chunk now (in case finish never comes), keep recording.
+    let _ = catch_unwind(recorder::flush_now);
+}
+
+fn wanted(name: &str, cfg: &Config) -> Option<usize> {
+    let slot = STREAMS.iter().position(|(n, _)| *n == name)?;
+    match name {
+        "sycl.debug" | "ur.call.debug" if !cfg.debug_streams => None,
+        "ur.call" if !cfg.ur_calls => None,
+        _ => Some(slot),
+    }
+}
+
+/// Called by the dispatcher for every stream the runtime initialises.
+///
+/// # Safety
+/// `version` and `stream` are null or NUL-terminated strings valid for the call.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn xptiTraceInit(major: u32, minor: u32, version: *const c_char, stream: *const c_char) {
+    let _ = catch_unwind(|| {
+        if stream.is_null() {
+            return;
+        }
+        // SAFETY: non-null, NUL-terminated per the XPTI subscriber contract.
+        let name = unsafe { CStr::from_ptr(stream) }.to_string_lossy().into_owned();
+        let version = if version.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(version) }.to_string_lossy().into_owned()
+        };
+        let Some(rec) = ensure_started() else { return };
+        if name != "xpti.framework" && name != "ur.call.debug" {
+            LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner()).0.push(name.clone());
+        }
+        let Some(slot) = wanted(&name, &rec.config) else { return };
+        let Ok(cname) = std::ffi::CString::new(name.as_str()) else { return };
+        let d = &rec.dispatcher;
+        // SAFETY: dispatcher functions resolved by dlsym with their XPTI prototypes; `cname`
+        // outlives the call.
+        let id = unsafe { (d.register_stream)(cname.as_ptr()) };
+        if id == 0 || id == 255 {
+            return;
+        }
+        SLOT_STREAM[slot].store(id, Ordering::Relaxed);
+        let name_id = rec.interner.string(name.as_bytes());
+        let version_id = rec.interner.string(version.as_bytes());
+        rec.interner.push(Record::Stream { id, name: name_id, major, minor, version: version_id });
+        for &(tt, _) in trace_type::NAMED {
+            // SAFETY: as above; the trampoline is a 'static extern "C" fn.
+            unsafe { (d.register_callback)(id, tt, TRAMPOLINES[slot]) };
+        }
+    });
+}
+
+/// Called by the dispatcher when a stream is finalised; the last one ends the trace.
+///
+/// # Safety
+/// `stream` is null or a NUL-terminated string valid for the call.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn xptiTraceFinish(stream: *const c_char) {
+    let _ = catch_unwind(|| {
+        if stream.is_null() {
+            return;
+        }
+        // SAFETY: non-null, NUL-terminated per the XPTI subscriber contract.
+        let name = unsafe { CStr::from_ptr(stream) }.to_string_lossy().into_owned();
+        let last = {
+            let mut lc = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
+            if !lc.1.contains(&name) {
+                lc.1.push(name.clone());
+            }
+            name == "sycl" || (!lc.0.is_empty() && lc.0.iter().all(|s| lc.1.contains(s)))
+        };
+        if last {
+            recorder::finish();
+        }
+    });
+}
+
+/// The detail level the agent wants (`OFFTRACE_DETAIL`), for every stream.
+///
+/// # Safety
+/// `level` is null or writable.
+#[unsafe(no_mangle)]
+#[allow(unsafe_code)]
+pub unsafe extern "C" fn xptiQuerySubscriberStreamDetailLevel(_stream: *const c_char, level: *mut u8) -> bool {
+    catch_unwind(|| {
+        if level.is_null() {
+            return false;
+        }
+        // SAFETY: non-null and writable per the contract.
+        unsafe { *level = config().detail };
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// Ends the trace now (for embedders and tests); the same as the last `xptiTraceFinish`.
+pub fn finish() {
+    recorder::finish();
+}

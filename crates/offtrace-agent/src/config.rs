@@ -1,0 +1,65 @@
+//! The agent's configuration, read once from the environment (set by `offtrace record`).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `OFFTRACE_OUTPUT` | trace file path | `offtrace-<pid>.offtrace` in the cwd |
+//! | `OFFTRACE_DETAIL` | `basic` / `normal` / `verbose`: the answer to the detail-level query | `normal` |
+//! | `OFFTRACE_UR_CALLS` | `1` / `0`: subscribe `ur.call` | `1` |
+//! | `OFFTRACE_DEBUG_STREAMS` | `1`: also subscribe `sycl.debug` and `ur.call.debug` (the runtime then sends there *instead*) | `0` |
+//! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records (rounded up to a power of two) | `4096` |
+
+use std::path::PathBuf;
+
+use offtrace_xpti::abi::detail_level;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub output: PathBuf,
+    pub detail: u8,
+    pub ur_calls: bool,
+    pub debug_streams: bool,
+    pub ring_records: usize,
+}
+
+fn flag(name: &str, default: bool) -> bool {
+    match std::env::var(name) {
+        Ok(v) => matches!(v.trim(), "1" | "true" | "yes" | "on"),
+        Err(_) => default,
+    }
+}
+
+impl Config {
+    #[cold]
+    pub fn from_env() -> Self {
+        let output = std::env::var_os("OFFTRACE_OUTPUT")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(format!("offtrace-{}.offtrace", std::process::id())));
+        let detail = match std::env::var("OFFTRACE_DETAIL").as_deref().map(str::trim) {
+            Ok("basic") => detail_level::BASIC,
+            Ok("verbose") => detail_level::VERBOSE,
+            _ => detail_level::NORMAL,
+        };
+        let ring_records = std::env::var("OFFTRACE_BUFFER_RECORDS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n >= 2)
+            .unwrap_or(4096)
+            .min(1 << 22);
+        Self {
+            output,
+            detail,
+            ur_calls: flag("OFFTRACE_UR_CALLS", true),
+            debug_streams: flag("OFFTRACE_DEBUG_STREAMS", false),
+            ring_records,
+        }
+    }
+
+    pub fn detail_name(&self) -> &'static str {
+        match self.detail {
+            detail_level::BASIC => "basic",
+            detail_level::VERBOSE => "verbose",
+            _ => "normal",
+        }
+    }
+}

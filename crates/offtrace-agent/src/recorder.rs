@@ -1,0 +1,512 @@
+//! The recorder: per-thread rings, the registry that hands them to the writer thread, and the
+//! writer thread that turns them into a trace file.
+//!
+//! Record path (an application thread, inside an XPTI callback): one relaxed load of the global
+//! state (the gate), one clock read, a thread-local `try_with` + `RefCell::try_borrow_mut` (the
+//! re-entrancy guard: a callback that re-enters through the dispatcher records nothing),
+//! decoding into a [`Notification`] on the stack, and a wait-free ring push. The first
+//! notification of a thread registers its ring (`#[cold]`: allocation, a mutex, a `Thread`
+//! definition). A full ring drops the record and counts it; the count reaches the trace as a
+//! `Drops` record. Thread exit marks the ring orphaned; the writer drains and frees it.
+//!
+//! Writer (thread `offtrace-writer`): wakes every 20 ms, or when a producer has pushed half a
+//! ring since the last wake-up; per cycle it (1) adopts newly registered rings, (2) snapshots
+//! every ring's tail (Acquire), (3) drains the definitions queue, (4) drains each ring up to its
+//! snapshot — so every definition a notification refers to precedes it in the file — then
+//! writes `Drops` deltas, a `ClockSync` about once a second, and closes a chunk at least every
+//! 100 ms so a SIGKILL leaves a readable trace.
+//!
+//! Finish: the last `xptiTraceFinish` (or an explicit call) stops recording, asks the writer for
+//! a last cycle, a final `ClockSync` and the `End` record, and waits at most 5 s. Notifications
+//! that arrive later (runtime threads outlive `main`) see the gate closed and return.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use offtrace_core::clock::{Clock, TickSource};
+use offtrace_core::ring::{self, Consumer, Producer};
+use offtrace_format::{Notification, Record, TraceHeader, TraceWriter};
+
+use crate::config::Config;
+use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
+use crate::dispatcher::Dispatcher;
+use crate::interner::Interner;
+
+/// Where the writer sends records: the format's `TraceWriter`, or a test double.
+pub trait TraceSink: Send {
+    fn write(&mut self, r: &Record) -> Result<(), String>;
+    fn write_notification(&mut self, n: &Notification) -> Result<(), String>;
+    fn flush_chunk(&mut self) -> Result<(), String>;
+    /// Writes `End` and the end marker.
+    fn finish(self: Box<Self>) -> Result<(), String>;
+}
+
+impl<W: Write + Send> TraceSink for TraceWriter<W> {
+    fn write(&mut self, r: &Record) -> Result<(), String> {
+        TraceWriter::write(self, r).map_err(|e| e.to_string())
+    }
+    fn write_notification(&mut self, n: &Notification) -> Result<(), String> {
+        TraceWriter::write_notification(self, n).map_err(|e| e.to_string())
+    }
+    fn flush_chunk(&mut self) -> Result<(), String> {
+        TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
+    }
+    fn finish(self: Box<Self>) -> Result<(), String> {
+        TraceWriter::finish(*self).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+const IDLE: u8 = 0;
+const RECORDING: u8 = 1;
+const FINISHED: u8 = 2;
+
+/// The gate: RECORDING between a successful start and finish.
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+const WAKE_INTERVAL: Duration = Duration::from_millis(20);
+const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+const SYNC_INTERVAL: Duration = Duration::from_secs(1);
+const FINISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct RingEntry {
+    consumer: Consumer<Notification>,
+    tid: u32,
+    drops: Arc<AtomicU64>,
+    reported_drops: u64,
+    orphaned: Arc<AtomicBool>,
+}
+
+/// The process-wide recorder.
+pub struct Recorder {
+    pub clock: Clock,
+    pub interner: Interner,
+    pub dispatcher: Dispatcher,
+    pub config: Config,
+    new_rings: Mutex<Vec<RingEntry>>,
+    writer: OnceLock<std::thread::Thread>,
+    shutdown: AtomicBool,
+    flush_requests: AtomicU64,
+    flushes_done: (Mutex<u64>, Condvar),
+    finished: (Mutex<bool>, Condvar),
+    /// Records pushed to rings / dropped (all threads), for the End totals and the report.
+    pub total_drops: AtomicU64,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("clock", &self.clock).field("config", &self.config).finish()
+    }
+}
+
+struct Local {
+    producer: Producer<Notification>,
+    tid: u32,
+    pushed: usize,
+    wake_mask: usize,
+    drops: Arc<AtomicU64>,
+    orphaned: Arc<AtomicBool>,
+    caches: ThreadCaches,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // Release: the pushes before this are published by the ring's own Release stores; this
+        // only tells the writer that no more will come, so it may free the ring once drained.
+        self.orphaned.store(true, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Box<Local>>> = const { RefCell::new(None) };
+}
+
+/// The recorder, if recording started.
+pub fn get() -> Option<&'static Recorder> {
+    RECORDER.get()
+}
+
+/// Whether notifications are being recorded now.
+pub fn is_recording() -> bool {
+    STATE.load(Ordering::Relaxed) == RECORDING
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::gettid() as u32
+    }
+}
+
+fn thread_name() -> Vec<u8> {
+    let mut buf = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes + NUL into the 17-byte buffer.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::prctl(libc::PR_GET_NAME, buf.as_mut_ptr()) };
+    if r != 0 {
+        return Vec::new();
+    }
+    buf.iter().take_while(|&&b| b != 0).copied().collect()
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into `buf`.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    if r != 0 {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf[..buf.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned()
+}
+
+/// Starts recording: opens the trace, queues the Info records and the first ClockSync, spawns
+/// the writer. Cold; called once. On failure tracing stays off (one line on stderr).
+#[cold]
+pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> Option<&'static Recorder> {
+    let file = match File::create(&config.output) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("offtrace: cannot create {}: {e}; tracing off", config.output.display());
+            return None;
+        }
+    };
+    let clock = if std::env::var("OFFTRACE_CLOCK").is_ok_and(|v| v == "monotonic") {
+        Clock::monotonic()
+    } else {
+        Clock::detect()
+    };
+    let sync = clock.sync_point();
+    let mut header = match clock.source() {
+        TickSource::Tsc => {
+            TraceHeader::tsc(clock.ticks_per_second() as f64, sync.ticks, sync.monotonic_ns, sync.realtime_ns)
+        }
+        TickSource::Monotonic => {
+            let mut h = TraceHeader::monotonic();
+            h.start_ticks = sync.ticks;
+            h.start_monotonic_ns = sync.monotonic_ns;
+            h.start_realtime_ns = sync.realtime_ns;
+            h
+        }
+    };
+    header.pid = std::process::id();
+    let writer = match TraceWriter::new(file, &header) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("offtrace: cannot write {}: {e}; tracing off", config.output.display());
+            return None;
+        }
+    };
+    start_with_sink(dispatcher, dispatcher_path, config, clock, Box::new(writer))
+}
+
+/// [`start`] with any sink (tests, benchmarks).
+#[cold]
+pub fn start_with_sink(
+    dispatcher: Dispatcher,
+    dispatcher_path: &str,
+    config: Config,
+    clock: Clock,
+    sink: Box<dyn TraceSink>,
+) -> Option<&'static Recorder> {
+    let rec = Recorder {
+        clock,
+        interner: Interner::new(),
+        dispatcher,
+        config,
+        new_rings: Mutex::new(Vec::new()),
+        writer: OnceLock::new(),
+        shutdown: AtomicBool::new(false),
+        flush_requests: AtomicU64::new(0),
+        flushes_done: (Mutex::new(0), Condvar::new()),
+        finished: (Mutex::new(false), Condvar::new()),
+        total_drops: AtomicU64::new(0),
+    };
+    if RECORDER.set(rec).is_err() {
+        return RECORDER.get();
+    }
+    let rec = RECORDER.get()?;
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let command: Vec<String> =
+        cmdline.split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    let s = rec.clock.sync_point();
+    for (k, v) in [
+        ("pid", std::process::id().to_string()),
+        ("command", command.join(" ")),
+        ("agent_version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("dispatcher", dispatcher_path.to_owned()),
+        ("detail", rec.config.detail_name().to_owned()),
+        ("hostname", hostname()),
+        ("clock", format!("{:?} {} ticks/s", rec.clock.source(), rec.clock.ticks_per_second())),
+        ("ring_records", rec.config.ring_records.to_string()),
+    ] {
+        rec.interner.push(Record::Info { key: k.to_owned(), value: v });
+    }
+    rec.interner.push(Record::ClockSync { ticks: s.ticks, monotonic_ns: s.monotonic_ns, realtime_ns: s.realtime_ns });
+    let spawned = std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || writer_main(rec, sink));
+    match spawned {
+        Ok(h) => {
+            let _ = rec.writer.set(h.thread().clone());
+        }
+        Err(e) => {
+            eprintln!("offtrace: cannot start the writer thread: {e}; tracing off");
+            return None;
+        }
+    }
+    // Relaxed: the gate only; the recorder itself is published by the OnceLock.
+    STATE.store(RECORDING, Ordering::Relaxed);
+    Some(rec)
+}
+
+/// Records one notification. The record path: see the module docs.
+#[inline]
+pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
+    // Relaxed: a gate; a stale value at start or finish records or skips one notification.
+    if STATE.load(Ordering::Relaxed) != RECORDING {
+        return;
+    }
+    let Some(rec) = RECORDER.get() else { return };
+    let ts = rec.clock.now();
+    // `try_with` fails during/after thread-local destruction: glibc destroys the main thread's
+    // TLS at exit before the runtime's own teardown, which still makes UR calls.
+    let recorded = LOCAL.try_with(|cell| {
+        // A failed borrow means we are inside our own callback (re-entrancy): record nothing.
+        let Ok(mut guard) = cell.try_borrow_mut() else { return };
+        if guard.is_none() {
+            *guard = register_thread(rec);
+        }
+        let Some(local) = guard.as_mut() else { return };
+        record_into(rec, local, ts, kind, stream, raw);
+    });
+    if recorded.is_err() {
+        record_late(rec, ts, kind, stream, raw);
+    }
+}
+
+#[inline(always)]
+fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
+    let mut n = Notification { ts, tid: local.tid, ..Notification::default() };
+    let ctx = Ctx { dispatcher: &rec.dispatcher, interner: &rec.interner };
+    // SAFETY: `raw` holds the arguments of the live callback that called us (trampolines
+    // in lib.rs), for the stream `kind` describes.
+    #[allow(unsafe_code)]
+    unsafe {
+        decode::decode(ctx, &mut local.caches, kind, stream, raw, &mut n);
+    }
+    if local.producer.push(n) {
+        local.pushed = local.pushed.wrapping_add(1);
+        if local.pushed & local.wake_mask == 0 {
+            wake_writer(rec);
+        }
+    } else {
+        // Relaxed: a counter; the writer reads it only to report it.
+        local.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Threads whose TLS is gone (exiting threads, the main thread during `exit`) share one
+/// mutex-protected ring. Rare and cold; the tid is re-read per notification.
+#[cold]
+#[inline(never)]
+fn record_late(rec: &Recorder, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
+    static LATE: Mutex<Option<Box<Local>>> = Mutex::new(None);
+    // try_lock: never block (or self-deadlock) an exiting thread; contention here is a drop.
+    let Ok(mut guard) = LATE.try_lock() else { return };
+    if guard.is_none() {
+        *guard = register_thread(rec);
+    }
+    let Some(local) = guard.as_mut() else { return };
+    local.tid = gettid();
+    record_into(rec, local, ts, kind, stream, raw);
+}
+
+#[cold]
+#[inline(never)]
+fn wake_writer(rec: &Recorder) {
+    if let Some(t) = rec.writer.get() {
+        t.unpark();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn register_thread(rec: &Recorder) -> Option<Box<Local>> {
+    let tid = gettid();
+    let name = thread_name();
+    let name = rec.interner.string(&name);
+    rec.interner.push(Record::Thread { tid, name });
+    let (producer, consumer) = ring::ring::<Notification>(rec.config.ring_records);
+    let drops = Arc::new(AtomicU64::new(0));
+    let orphaned = Arc::new(AtomicBool::new(false));
+    let wake_mask = (producer.capacity() / 2).max(1) - 1;
+    rec.new_rings.lock().unwrap_or_else(|e| e.into_inner()).push(RingEntry {
+        consumer,
+        tid,
+        drops: drops.clone(),
+        reported_drops: 0,
+        orphaned: orphaned.clone(),
+    });
+    Some(Box::new(Local { producer, tid, pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
+}
+
+/// Latches the first write error (reported once on stderr).
+fn note(error: &mut Option<String>, r: Result<(), String>) {
+    if let (Err(e), None) = (r, &error) {
+        eprintln!("offtrace: writing the trace failed: {e}; recording continues without output");
+        *error = Some(e);
+    }
+}
+
+struct WriterState {
+    rings: Vec<RingEntry>,
+    snaps: Vec<usize>,
+    defs: Vec<Record>,
+    error: Option<String>,
+    records: u64,
+}
+
+impl WriterState {
+    fn note(&mut self, r: Result<(), String>) {
+        note(&mut self.error, r);
+    }
+
+    fn cycle(&mut self, rec: &Recorder, sink: &mut dyn TraceSink) {
+        self.rings.append(&mut rec.new_rings.lock().unwrap_or_else(|e| e.into_inner()));
+        self.snaps.clear();
+        self.snaps.extend(self.rings.iter().map(|r| r.consumer.snapshot()));
+        rec.interner.take_queue(&mut self.defs);
+        let failed = self.error.is_some();
+        for d in self.defs.drain(..) {
+            if !failed {
+                let r = sink.write(&d);
+                note(&mut self.error, r);
+            }
+        }
+        let mut err = None;
+        let mut written = 0;
+        for (r, &s) in self.rings.iter_mut().zip(&self.snaps) {
+            r.consumer.drain_to(s, |n| {
+                written += 1;
+                if err.is_none() && !failed {
+                    err = sink.write_notification(&n).err();
+                }
+            });
+            // Relaxed: a counter (see `record`).
+            let d = r.drops.load(Ordering::Relaxed);
+            if d != r.reported_drops {
+                let delta = d - r.reported_drops;
+                r.reported_drops = d;
+                rec.total_drops.fetch_add(delta, Ordering::Relaxed);
+                if !failed {
+                    let res = sink.write(&Record::Drops { tid: r.tid, count: delta });
+                    note(&mut self.error, res);
+                }
+            }
+        }
+        self.records += written;
+        if let Some(e) = err {
+            self.note(Err(e));
+        }
+        // Acquire: pairs with the Release in `Local::drop`; no push follows it, so a ring found
+        // empty after that is finished.
+        self.rings.retain(|r| !(r.orphaned.load(Ordering::Acquire) && r.consumer.is_empty()));
+    }
+}
+
+fn writer_main(rec: &'static Recorder, mut sink: Box<dyn TraceSink>) {
+    let mut st = WriterState { rings: Vec::new(), snaps: Vec::new(), defs: Vec::new(), error: None, records: 0 };
+    let mut last_flush = Instant::now();
+    let mut last_sync = Instant::now();
+    let mut served = 0u64;
+    loop {
+        // Acquire: pairs with the Release in `finish`; recording stopped before it was set.
+        let stop = rec.shutdown.load(Ordering::Acquire);
+        // Acquire: pairs with `flush_now`'s Release increment.
+        let flush_req = rec.flush_requests.load(Ordering::Acquire);
+        st.cycle(rec, sink.as_mut());
+        if stop || last_sync.elapsed() >= SYNC_INTERVAL {
+            let s = rec.clock.sync_point();
+            if st.error.is_none() {
+                let r = sink.write(&Record::ClockSync {
+                    ticks: s.ticks,
+                    monotonic_ns: s.monotonic_ns,
+                    realtime_ns: s.realtime_ns,
+                });
+                st.note(r);
+            }
+            last_sync = Instant::now();
+        }
+        if stop {
+            break;
+        }
+        if flush_req != served || last_flush.elapsed() >= FLUSH_INTERVAL {
+            if st.error.is_none() {
+                let r = sink.flush_chunk();
+                st.note(r);
+            }
+            last_flush = Instant::now();
+            if flush_req != served {
+                served = flush_req;
+                let (m, cv) = &rec.flushes_done;
+                let mut done = m.lock().unwrap_or_else(|e| e.into_inner());
+                *done = flush_req;
+                cv.notify_all();
+            }
+        }
+        std::thread::park_timeout(WAKE_INTERVAL);
+    }
+    if st.error.is_none() {
+        let r = sink.finish();
+        st.note(r);
+    }
+    let (m, cv) = &rec.finished;
+    *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    cv.notify_all();
+}
+
+/// Stops recording and writes the end of the trace; waits for the writer at most 5 s.
+/// Idempotent; safe from any thread, including during process exit.
+#[cold]
+pub fn finish() {
+    // Relaxed suffices for the gate itself; the exchange makes finish run once.
+    if STATE.compare_exchange(RECORDING, FINISHED, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        return;
+    }
+    let Some(rec) = RECORDER.get() else { return };
+    // Release: pairs with the writer's Acquire; it runs a last cycle after seeing this.
+    rec.shutdown.store(true, Ordering::Release);
+    let Some(t) = rec.writer.get() else { return };
+    if std::thread::current().id() == t.id() {
+        return;
+    }
+    t.unpark();
+    let (m, cv) = &rec.finished;
+    let g = m.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = cv.wait_timeout_while(g, FINISH_TIMEOUT, |done| !*done);
+}
+
+/// Asks the writer to drain everything and close a chunk now, and waits (at most 1 s). Used at
+/// process exit when no `xptiTraceFinish` came (yet): what was recorded is then on disk even if
+/// the process dies before finishing.
+#[cold]
+pub fn flush_now() {
+    if !is_recording() {
+        return;
+    }
+    let Some(rec) = RECORDER.get() else { return };
+    let Some(t) = rec.writer.get() else { return };
+    if std::thread::current().id() == t.id() {
+        return;
+    }
+    // Release: pairs with the writer's Acquire load of the request counter.
+    let want = rec.flush_requests.fetch_add(1, Ordering::Release) + 1;
+    t.unpark();
+    let (m, cv) = &rec.flushes_done;
+    let g = m.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = cv.wait_timeout_while(g, Duration::from_secs(1), |done| *done < want);
+}
