@@ -474,3 +474,269 @@ fn stash(ctx: Ctx<'_>, caches: &mut ThreadCaches) -> Option<(StrId, u64)> {
     let k = unsafe { c_string(ctx, caches, key) }?;
     Some((k, value))
 }
+
+#[cfg(test)]
+#[allow(unsafe_code)]
+mod tests {
+    use super::*;
+    use offtrace_format::Record;
+    use offtrace_xpti::abi::{
+        LegacyUid, MetadataMapImage, MetadataNode, ObjectData, Payload, ReservedData, TracepointCallback, XptiResult,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+    static OBJ_BYTES: [&[u8]; 3] = [b"\x07\0\0\0\0\0\0\0", b"AMD EPYC", b"\x01"];
+
+    unsafe extern "C" fn register_stream(_: *const c_char) -> u8 {
+        2
+    }
+    unsafe extern "C" fn register_callback(_: u8, _: u16, _: TracepointCallback) -> XptiResult {
+        0
+    }
+    unsafe extern "C" fn lookup_string(id: u32) -> *const c_char {
+        LOOKUPS.fetch_add(1, Ordering::Relaxed);
+        match id {
+            10 => c"queue_id".as_ptr(),
+            11 => c"sycl_device_name".as_ptr(),
+            12 => c"is_inorder".as_ptr(),
+            _ => std::ptr::null(),
+        }
+    }
+    unsafe extern "C" fn lookup_object(id: i32) -> ObjectData {
+        LOOKUPS.fetch_add(1, Ordering::Relaxed);
+        let b = OBJ_BYTES[id as usize % 3];
+        ObjectData { size: b.len(), data: b.as_ptr().cast(), type_: [3u8, 1, 5][id as usize % 3] }
+    }
+    unsafe extern "C" fn stashed(key: *mut *mut c_char, value: *mut u64) -> XptiResult {
+        unsafe {
+            *key = c"queue_id".as_ptr().cast_mut();
+            *value = 7;
+        }
+        0
+    }
+    unsafe extern "C" fn universal() -> u64 {
+        42
+    }
+
+    fn mock() -> Dispatcher {
+        Dispatcher {
+            register_stream,
+            register_callback,
+            lookup_string,
+            lookup_object,
+            query_payload: None,
+            get_stashed_tuple: Some(stashed),
+            get_universal_id: Some(universal),
+        }
+    }
+
+    fn payload(name: &'static std::ffi::CStr) -> Box<Payload> {
+        Box::new(Payload {
+            name: name.as_ptr(),
+            stack_trace: std::ptr::null(),
+            source_file: c"<unknown-file>".as_ptr(),
+            line_no: 586,
+            column_no: 24,
+            code_ptr_va: std::ptr::null(),
+            internal: 0,
+            flags: 0x28003,
+            uid: LegacyUid { p1: 1, p2: 2, p3: 0 },
+        })
+    }
+
+    /// A live-looking event whose metadata map is a hand-built libstdc++ node list.
+    fn event(p: &mut Payload, nodes: &mut [MetadataNode]) -> Box<TraceEventData> {
+        for i in 0..nodes.len() {
+            let next = if i + 1 < nodes.len() { &mut nodes[i + 1] as *mut MetadataNode } else { std::ptr::null_mut() };
+            nodes[i].next = next;
+        }
+        Box::new(TraceEventData {
+            unique_id: 0xabc,
+            data_id: 3,
+            instance_id: 3,
+            event_type: 2,
+            activity_type: 1,
+            unused: 0,
+            source_id: 5,
+            target_id: 6,
+            reserved: ReservedData {
+                payload: p,
+                metadata: MetadataMapImage {
+                    buckets: std::ptr::null_mut(),
+                    bucket_count: 13,
+                    before_begin_next: nodes.first_mut().map_or(std::ptr::null_mut(), |n| n as *mut _),
+                    element_count: nodes.len(),
+                    max_load_factor: 1.0,
+                    _pad: 0,
+                    next_resize: 13,
+                    single_bucket: std::ptr::null_mut(),
+                },
+            },
+            global_user_data: std::ptr::null_mut(),
+            flags: 0x39,
+        })
+    }
+
+    fn node(key: u32, value: i32) -> MetadataNode {
+        MetadataNode { next: std::ptr::null_mut(), key, value }
+    }
+
+    fn run(i: &Interner, c: &mut ThreadCaches, kind: StreamKind, raw: Raw) -> Notification {
+        let d = mock();
+        let mut n = Notification::default();
+        unsafe { decode(Ctx { dispatcher: &d, interner: i }, c, kind, 2, &raw, &mut n) };
+        n
+    }
+
+    fn raw(tt: u16, ev: *const TraceEventData, ud: *const c_void) -> Raw {
+        Raw { trace_type: tt, parent: std::ptr::null(), event: ev, instance: 9, user_data: ud }
+    }
+
+    #[test]
+    fn event_payload_metadata_stash_and_cache_hits() {
+        let i = Interner::new();
+        let mut c = ThreadCaches::new();
+        let mut p = payload(c"DPCTLQueue_Submit");
+        let mut nodes = [node(11, 1), node(10, 0), node(12, 2)];
+        let ev = event(&mut p, &mut nodes);
+        let n = run(&i, &mut c, StreamKind::Sycl, raw(tt::TASK_BEGIN, &*ev, c"command_group_node".as_ptr().cast()));
+        let e = n.event.expect("event");
+        assert_eq!((e.uid, e.instance_id, e.event_type, e.activity_type, e.source_id, e.target_id), (0xabc, 3, 2, 1, 5, 6));
+        assert!(e.payload.0 != 0 && e.metadata.0 != 0);
+        assert!(n.parent.is_none());
+        assert_eq!((n.instance, n.trace_type, n.universal_id), (9, tt::TASK_BEGIN, 42));
+        let mut defs = Vec::new();
+        i.take_queue(&mut defs);
+        let text = |id: StrId| {
+            defs.iter().find_map(|r| match r {
+                Record::String { id: x, text } if *x == id => Some(text.clone()),
+                _ => None,
+            })
+        };
+        let UserData::Str(s) = n.user_data else { panic!("{:?}", n.user_data) };
+        assert_eq!(text(s).as_deref(), Some("command_group_node"));
+        assert_eq!(text(n.stash.expect("stash").0).as_deref(), Some("queue_id"));
+        assert_eq!(n.stash.map(|s| s.1), Some(7));
+        let set = defs
+            .iter()
+            .find_map(|r| match r {
+                Record::MetadataSet { id, items } if *id == e.metadata => Some(items.clone()),
+                _ => None,
+            })
+            .expect("set defined");
+        let keys: Vec<_> = set.iter().map(|(k, _)| text(*k).unwrap_or_default()).collect();
+        assert_eq!(keys, ["queue_id", "sycl_device_name", "is_inorder"]);
+        assert!(defs.iter().any(|r| matches!(r, Record::Payload { id, line: 586, column: 24, .. } if *id == e.payload)));
+
+        // Same event again, and the same items in another order: cache hits, no lookups, no defs.
+        let before = LOOKUPS.load(Ordering::Relaxed);
+        let n2 = run(&i, &mut c, StreamKind::Sycl, raw(tt::TASK_END, &*ev, std::ptr::null()));
+        let mut nodes2 = [node(12, 2), node(11, 1), node(10, 0)];
+        let ev2 = event(&mut p, &mut nodes2);
+        let n3 = run(&i, &mut c, StreamKind::Sycl, raw(tt::TASK_END, &*ev2, std::ptr::null()));
+        assert_eq!(LOOKUPS.load(Ordering::Relaxed), before);
+        assert_eq!(n2.event, n.event);
+        assert_eq!(n3.event.map(|e| e.metadata), Some(e.metadata));
+        assert_eq!(n2.user_data, UserData::None);
+        let mut more = Vec::new();
+        i.take_queue(&mut more);
+        assert!(more.is_empty(), "{more:?}");
+    }
+
+    #[test]
+    fn reused_string_pointer_is_reinterned() {
+        let i = Interner::new();
+        let mut c = ThreadCaches::new();
+        let mut buf = *b"queue.wait[0x1]\0";
+        let a = run(&i, &mut c, StreamKind::Sycl, raw(tt::WAIT_BEGIN, std::ptr::null(), buf.as_ptr().cast()));
+        buf[12] = b'2';
+        let b = run(&i, &mut c, StreamKind::Sycl, raw(tt::WAIT_BEGIN, std::ptr::null(), buf.as_ptr().cast()));
+        assert!(matches!((a.user_data, b.user_data), (UserData::Str(x), UserData::Str(y)) if x != y));
+        // Not a string: unreadable, or binary.
+        let bad = run(&i, &mut c, StreamKind::Sycl, raw(tt::WAIT_BEGIN, std::ptr::null(), 0x10 as *const c_void));
+        assert_eq!(bad.user_data, UserData::Pointer(0x10));
+        let bin = [1u8, 2, 3, 0];
+        let b2 = run(&i, &mut c, StreamKind::Sycl, raw(tt::WAIT_BEGIN, std::ptr::null(), bin.as_ptr().cast()));
+        assert_eq!(b2.user_data, UserData::Pointer(bin.as_ptr() as u64));
+    }
+
+    #[test]
+    fn ur_call_arguments_results_and_outputs() {
+        let i = Interner::new();
+        let mut c = ThreadCaches::new();
+        let f = ur::function_by_name("urEnqueueUSMMemcpy").expect("memcpy");
+        // Argument variables; `blocking` is a bool surrounded by garbage.
+        let h_queue: u64 = 0x1111;
+        let blocking: [u8; 8] = [1, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee];
+        let dst: u64 = 0x2000;
+        let src: u64 = 0x3000;
+        let size: u64 = 64;
+        let nwait: [u32; 2] = [0, 0xdead_beef];
+        let wait_list: u64 = 0;
+        let out_event: u64 = 0x5555_0000;
+        let ph_event: u64 = &out_event as *const u64 as u64;
+        let params: [*const c_void; 8] = [
+            (&h_queue as *const u64).cast(),
+            blocking.as_ptr().cast(),
+            (&dst as *const u64).cast(),
+            (&src as *const u64).cast(),
+            (&size as *const u64).cast(),
+            nwait.as_ptr().cast(),
+            (&wait_list as *const u64).cast(),
+            (&ph_event as *const u64).cast(),
+        ];
+        let result: i32 = 0;
+        let fwa = FunctionWithArgs {
+            function_id: f.id,
+            function_name: c"urEnqueueUSMMemcpy".as_ptr(),
+            args_data: params.as_ptr().cast_mut().cast(),
+            ret_data: (&result as *const i32).cast_mut().cast(),
+            user_data: std::ptr::null_mut(),
+        };
+        let end = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
+        let UserData::FunctionWithArgs { function_id, name, result, args, outs } = end.user_data else {
+            panic!("{:?}", end.user_data)
+        };
+        assert_eq!((function_id, result), (f.id, Some(0)));
+        assert_eq!(args.as_slice(), [0x1111, 1, 0x2000, 0x3000, 64, 0, 0, ph_event]);
+        assert_eq!(outs.as_slice(), [(7, 0x5555_0000)]);
+        assert_eq!(Some(name), i.ur_name(f.id));
+        // Begin: args but no result and no outputs.
+        let begin = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
+        let UserData::FunctionWithArgs { result, outs, args, .. } = begin.user_data else { panic!() };
+        assert_eq!((result, outs.len, args.len), (None, 0, 8));
+    }
+
+    #[test]
+    fn memory_and_buffer_user_data() {
+        let i = Interner::new();
+        let mut c = ThreadCaches::new();
+        let m = MemAllocData { mem_object_handle: 1, alloc_pointer: 2, alloc_size: 3, guard_zone_size: 0, reserved: std::ptr::null_mut() };
+        let n = run(&i, &mut c, StreamKind::MemAlloc, raw(tt::MEM_ALLOC_END, std::ptr::null(), (&m as *const MemAllocData).cast()));
+        assert_eq!(n.user_data, UserData::MemAlloc { mem_object: 1, alloc_pointer: 2, alloc_size: 3, guard_zone: 0 });
+        // USM alloc notifications carry an event and a C string instead.
+        let mut p = payload(c"alignedAlloc");
+        let ev = event(&mut p, &mut []);
+        let n = run(&i, &mut c, StreamKind::MemAlloc, raw(tt::MEM_ALLOC_BEGIN, &*ev, c"usm::alignedAlloc".as_ptr().cast()));
+        assert!(matches!(n.user_data, UserData::Str(_)));
+        assert_eq!(n.event.map(|e| e.metadata.0), Some(0));
+        let b = OffloadBufferData {
+            user_object_handle: 10,
+            host_object_handle: 11,
+            element_type: c"f".as_ptr(),
+            element_size: 4,
+            dim: 1,
+            range: [4096, 1, 1],
+        };
+        let n = run(&i, &mut c, StreamKind::Buffer, raw(tt::OFFLOAD_ALLOC_MEMORY_OBJECT_CONSTRUCT, &*ev, (&b as *const OffloadBufferData).cast()));
+        let UserData::OffloadBuffer { user_object, element_type, range, .. } = n.user_data else { panic!() };
+        assert_eq!((user_object, range), (10, [4096, 1, 1]));
+        assert!(element_type.0 != 0);
+        let a = OffloadAccessorData { buffer_handle: 1, accessor_handle: 2, target: 2014, mode: 1024 };
+        let n = run(&i, &mut c, StreamKind::Buffer, raw(tt::OFFLOAD_ALLOC_ACCESSOR, &*ev, (&a as *const OffloadAccessorData).cast()));
+        assert_eq!(n.user_data, UserData::Accessor { buffer: 1, accessor: 2, target: 2014, mode: 1024 });
+        let s = run(&i, &mut c, StreamKind::Sycl, raw(tt::SIGNAL, &*ev, 0x7777 as *const c_void));
+        assert_eq!(s.user_data, UserData::Signal { ur_event: 0x7777 });
+    }
+}
