@@ -144,7 +144,9 @@ struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpt
   const ot_key_info *key;  // non-null while live (Rust stores it with release ordering)
   MetadataMap::iterator iter;
 
-  Instance() : pl{}, ev{}, key(nullptr), iter() {}
+  // pl and the plain fields of ev are left uninitialised on purpose: Rust writes every one of
+  // them right after construction (instance::create); only the map needs constructing.
+  Instance() : key(nullptr), iter() {}
   ~Instance() override {}
 
   // ---- xpti_payload_t

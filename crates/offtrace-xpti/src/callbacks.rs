@@ -4,12 +4,12 @@
 //! unregistering only disables an entry. So each (stream, type) owns an append-only
 //! [`CallbackList`] with an atomic length and per-entry atomic `enabled` flags: notify reads the
 //! length with acquire and calls every enabled entry, without a lock and without allocating.
-//! A list that fills up is replaced by a copy twice as large; the old one is left allocated
-//! (never freed) because a concurrent notify may still be walking it. Writers (register,
-//! unregister, finalize, reset) serialise on one mutex; they are rare.
+//! A full list chains to another one; lists are never freed (a concurrent notify may be walking
+//! one), so no reclamation scheme is needed. Writers (register, unregister, finalize, reset)
+//! serialise on one mutex; they are rare.
 //!
-//! Cost of a notify: two dependent loads to find the list, one load of the length, then one
-//! load and one indirect call per callback.
+//! Cost of a notify: two dependent loads to find the list, one load of the length (same cache
+//! line as the first entries), then one load and one indirect call per callback.
 
 use std::alloc::{Layout, alloc_zeroed};
 use std::ptr;
@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::abi::TracepointCallback;
 
 const TYPES: usize = 1 << 16;
+/// Callbacks stored inline per list; more chain to another list (rare: Intel tools register one
+/// or two per type).
+const INLINE: usize = 15;
 
 #[derive(Debug)]
 struct Entry {
@@ -26,22 +29,30 @@ struct Entry {
     enabled: AtomicBool,
 }
 
-/// The callbacks of one (stream, type).
+impl Entry {
+    const EMPTY: Entry = Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) };
+}
+
+/// The callbacks of one (stream, type): a fixed inline array (the header and the first three
+/// entries share a cache line), chained when full. Never freed.
 #[derive(Debug)]
+#[repr(C)]
 pub struct CallbackList {
     len: AtomicUsize,
-    /// The per-(stream, type) "check enabled" flag.
+    /// The per-(stream, type) "check enabled" flag (only meaningful on the first list).
     flag: AtomicBool,
-    entries: Box<[Entry]>,
+    next: AtomicPtr<CallbackList>,
+    entries: [Entry; INLINE],
 }
 
 impl CallbackList {
-    fn with_capacity(cap: usize) -> Box<Self> {
-        Box::new(CallbackList {
+    fn new_leaked() -> *mut CallbackList {
+        Box::into_raw(Box::new(CallbackList {
             len: AtomicUsize::new(0),
             flag: AtomicBool::new(false),
-            entries: (0..cap).map(|_| Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) }).collect(),
-        })
+            next: AtomicPtr::new(ptr::null_mut()),
+            entries: [Entry::EMPTY; INLINE],
+        }))
     }
 
     /// Calls every enabled callback in registration order.
@@ -49,7 +60,7 @@ impl CallbackList {
     /// # Safety
     /// The registered function pointers must be callable with these arguments (they are the
     /// subscribers' `callback_t`s).
-    #[inline]
+    #[inline(always)]
     pub unsafe fn call_all(
         &self,
         trace_type: u16,
@@ -58,44 +69,96 @@ impl CallbackList {
         instance: u64,
         user_data: *const std::ffi::c_void,
     ) {
-        // Acquire: pairs with the release increment in `register`, making the entry's `cb` visible.
-        let n = self.len.load(Ordering::Acquire);
-        for e in &self.entries[..n] {
-            // Relaxed: the enabled flag carries no data; a racing (un)register may go either way.
+        // The common case, one callback, without the loop: nothing is live across the call, so
+        // the caller needs no callee-saved registers on this path.
+        // Acquire: pairs with the release store of `len` in `register`.
+        if self.len.load(Ordering::Acquire) == 1 {
+            let e = &self.entries[0];
+            // Relaxed: see `call_many`.
             if e.enabled.load(Ordering::Relaxed) {
                 let raw = e.cb.load(Ordering::Relaxed);
-                // SAFETY:
-                // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
+                // SAFETY: as in `call_many`.
                 let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
                 // SAFETY: the caller guarantees the callback contract.
                 unsafe { f(trace_type, parent, event, instance, user_data) };
             }
+            return;
+        }
+        // SAFETY: same contract.
+        unsafe { self.call_many(trace_type, parent, event, instance, user_data) }
+    }
+
+    /// [`call_all`](Self::call_all) for any number of callbacks.
+    ///
+    /// # Safety
+    /// As [`call_all`](Self::call_all).
+    #[inline(never)]
+    unsafe fn call_many(
+        &self,
+        trace_type: u16,
+        parent: *mut crate::abi::TraceEventData,
+        event: *mut crate::abi::TraceEventData,
+        instance: u64,
+        user_data: *const std::ffi::c_void,
+    ) {
+        let mut list = self;
+        loop {
+            // Acquire: pairs with the release store of `len` in `register`, making `cb` visible.
+            let n = list.len.load(Ordering::Acquire).min(INLINE);
+            for e in &list.entries[..n] {
+                // Relaxed: the enabled flag carries no data; a racing (un)register may go either way.
+                if e.enabled.load(Ordering::Relaxed) {
+                    let raw = e.cb.load(Ordering::Relaxed);
+                    // SAFETY:
+                    // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
+                    let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
+                    // SAFETY: the caller guarantees the callback contract.
+                    unsafe { f(trace_type, parent, event, instance, user_data) };
+                }
+            }
+            if n < INLINE {
+                return;
+            }
+            // Acquire: pairs with the release store linking a new list.
+            let next = list.next.load(Ordering::Acquire);
+            if next.is_null() {
+                return;
+            }
+            // SAFETY: linked lists are never freed.
+            list = unsafe { &*next };
         }
     }
 
+    /// Every list of the chain.
+    fn chain(&self) -> impl Iterator<Item = &CallbackList> {
+        let mut cur: *const CallbackList = self;
+        std::iter::from_fn(move || {
+            if cur.is_null() {
+                return None;
+            }
+            // SAFETY: lists are never freed.
+            let l = unsafe { &*cur };
+            cur = l.next.load(Ordering::Acquire);
+            Some(l)
+        })
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.chain().flat_map(|l| l.entries[..l.len.load(Ordering::Acquire).min(INLINE)].iter())
+    }
+
     fn any_enabled(&self) -> bool {
-        let n = self.len.load(Ordering::Acquire);
-        self.entries[..n].iter().any(|e| e.enabled.load(Ordering::Relaxed))
+        self.entries().any(|e| e.enabled.load(Ordering::Relaxed))
     }
 }
 
-/// The lists of one stream, indexed by trace type (a lazily paged array of 65,536 pointers).
-#[derive(Debug)]
-struct StreamCallbacks {
-    types: *mut AtomicPtr<CallbackList>,
+/// Per-stream bookkeeping for the writers.
+#[derive(Debug, Default)]
+struct StreamMeta {
     /// Whether a callback was ever registered on this stream (for `xptiUnregisterStream`).
     ever: AtomicBool,
     /// Number of types whose flag is set (for `xptiCheckTraceEnabled(stream, 0)`).
     flagged: AtomicUsize,
-}
-
-impl StreamCallbacks {
-    #[inline]
-    fn slot(&self, trace_type: u16) -> &AtomicPtr<CallbackList> {
-        // SAFETY:
-        // - `types` points to TYPES zero-initialised AtomicPtrs, never freed; u16 < TYPES.
-        unsafe { &*self.types.add(trace_type as usize) }
-    }
 }
 
 /// Result of a registration change, mapped to XPTI result codes by the caller.
@@ -113,10 +176,12 @@ pub enum Change {
     Failed,
 }
 
-/// All callbacks of the process.
+/// All callbacks of the process: per stream a lazily paged array of 65,536 list pointers
+/// indexed by trace type (so notify is stream → type slot → list: three dependent loads).
 #[derive(Debug)]
 pub struct CallbackRegistry {
-    streams: [AtomicPtr<StreamCallbacks>; 256],
+    types: [AtomicPtr<AtomicPtr<CallbackList>>; 256],
+    meta: [StreamMeta; 256],
     writer: Mutex<()>,
 }
 
@@ -129,22 +194,26 @@ impl Default for CallbackRegistry {
 impl CallbackRegistry {
     /// An empty registry.
     pub fn new() -> Self {
-        CallbackRegistry { streams: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())), writer: Mutex::new(()) }
+        CallbackRegistry {
+            types: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            meta: std::array::from_fn(|_| StreamMeta::default()),
+            writer: Mutex::new(()),
+        }
     }
 
     #[inline]
-    fn stream(&self, stream: u8) -> Option<&StreamCallbacks> {
-        // Acquire: pairs with the release publication in `stream_or_create`.
-        let p = self.streams[stream as usize].load(Ordering::Acquire);
-        // SAFETY: published StreamCallbacks are never freed.
-        if p.is_null() { None } else { Some(unsafe { &*p }) }
+    fn slot(&self, stream: u8, trace_type: u16) -> Option<&AtomicPtr<CallbackList>> {
+        // Acquire: pairs with the release publication in `types_or_create`.
+        let t = self.types[stream as usize].load(Ordering::Acquire);
+        // SAFETY:
+        // - a published table has TYPES zero-initialised AtomicPtrs and is never freed; u16 < TYPES.
+        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize) }) }
     }
 
     /// The list of (stream, type), if one exists. Lock-free.
     #[inline]
     pub fn list(&self, stream: u8, trace_type: u16) -> Option<&CallbackList> {
-        let s = self.stream(stream)?;
-        let l = s.slot(trace_type).load(Ordering::Acquire);
+        let l = self.slot(stream, trace_type)?.load(Ordering::Acquire);
         // SAFETY: published lists are never freed.
         if l.is_null() { None } else { Some(unsafe { &*l }) }
     }
@@ -153,42 +222,39 @@ impl CallbackRegistry {
     /// whether any type of the stream is flagged.
     #[inline]
     pub fn flag(&self, stream: u8, trace_type: u16) -> bool {
-        let Some(s) = self.stream(stream) else { return false };
         if trace_type == 0 {
             // Relaxed: a hint for the caller's guard, like Intel's flag.
-            return s.flagged.load(Ordering::Relaxed) > 0;
+            return self.meta[stream as usize].flagged.load(Ordering::Relaxed) > 0;
         }
-        let l = s.slot(trace_type).load(Ordering::Acquire);
-        // SAFETY: published lists are never freed.
-        !l.is_null() && unsafe { &*l }.flag.load(Ordering::Relaxed)
+        // Relaxed: as above.
+        self.list(stream, trace_type).is_some_and(|l| l.flag.load(Ordering::Relaxed))
     }
 
-    fn stream_or_create(&self, stream: u8) -> Option<&StreamCallbacks> {
-        if let Some(s) = self.stream(stream) {
-            return Some(s);
+    fn types_or_create(&self, stream: u8) -> Option<()> {
+        if !self.types[stream as usize].load(Ordering::Acquire).is_null() {
+            return Some(());
         }
         let layout = Layout::array::<AtomicPtr<CallbackList>>(TYPES).ok()?;
         // SAFETY:
         // - non-zero layout; zero bytes are valid null AtomicPtrs. Large zeroed allocations are
         //   lazily paged by the OS, so untouched types cost no memory.
-        let types = unsafe { alloc_zeroed(layout) }.cast::<AtomicPtr<CallbackList>>();
-        if types.is_null() {
+        let t = unsafe { alloc_zeroed(layout) }.cast::<AtomicPtr<CallbackList>>();
+        if t.is_null() {
             return None;
         }
-        let s = Box::into_raw(Box::new(StreamCallbacks { types, ever: AtomicBool::new(false), flagged: AtomicUsize::new(0) }));
-        // Release: publishes the initialised StreamCallbacks (we hold the writer lock, no race).
-        self.streams[stream as usize].store(s, Ordering::Release);
-        // SAFETY: just published, never freed.
-        Some(unsafe { &*s })
+        // Release: publishes the zeroed table (we hold the writer lock: no competing creator).
+        self.types[stream as usize].store(t, Ordering::Release);
+        Some(())
     }
 
-    fn set_flag(s: &StreamCallbacks, l: &CallbackList, on: bool) {
+    fn set_flag(&self, stream: u8, l: &CallbackList, on: bool) {
         // Relaxed throughout: flags are hints read with relaxed loads; writers hold the lock.
         if l.flag.swap(on, Ordering::Relaxed) != on {
+            let m = &self.meta[stream as usize].flagged;
             if on {
-                s.flagged.fetch_add(1, Ordering::Relaxed);
+                m.fetch_add(1, Ordering::Relaxed);
             } else {
-                s.flagged.fetch_sub(1, Ordering::Relaxed);
+                m.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -196,42 +262,46 @@ impl CallbackRegistry {
     /// `xptiRegisterCallback`.
     pub fn register(&self, stream: u8, trace_type: u16, cb: TracepointCallback) -> Change {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = self.stream_or_create(stream) else { return Change::Failed };
-        s.ever.store(true, Ordering::Relaxed);
-        let slot = s.slot(trace_type);
+        if self.types_or_create(stream).is_none() {
+            return Change::Failed;
+        }
+        self.meta[stream as usize].ever.store(true, Ordering::Relaxed);
+        let Some(slot) = self.slot(stream, trace_type) else { return Change::Failed };
         let mut lp = slot.load(Ordering::Acquire);
         if lp.is_null() {
-            lp = Box::into_raw(CallbackList::with_capacity(4));
+            lp = CallbackList::new_leaked();
+            // Release: publishes the empty list.
             slot.store(lp, Ordering::Release);
         }
         // SAFETY: published lists are never freed.
-        let mut l = unsafe { &*lp };
+        let head = unsafe { &*lp };
         let raw = cb as usize;
-        let n = l.len.load(Ordering::Relaxed);
-        if let Some(e) = l.entries[..n].iter().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
-            Self::set_flag(s, l, true);
+        if let Some(e) = head.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
+            self.set_flag(stream, head, true);
             return if e.enabled.swap(true, Ordering::Relaxed) { Change::Duplicate } else { Change::Undeleted };
         }
-        if n == l.entries.len() {
-            let bigger = CallbackList::with_capacity(n * 2);
-            for (dst, src) in bigger.entries.iter().zip(l.entries.iter()) {
-                dst.cb.store(src.cb.load(Ordering::Relaxed), Ordering::Relaxed);
-                dst.enabled.store(src.enabled.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            bigger.len.store(n, Ordering::Relaxed);
-            bigger.flag.store(l.flag.load(Ordering::Relaxed), Ordering::Relaxed);
-            // The old list is leaked on purpose: a concurrent notify may still read it.
-            let bp = Box::into_raw(bigger);
-            // Release: publishes the copied entries to notify.
-            slot.store(bp, Ordering::Release);
-            // SAFETY: just published, never freed.
-            l = unsafe { &*bp };
+        let mut last = head;
+        while let Some(n) = {
+            let p = last.next.load(Ordering::Acquire);
+            // SAFETY: linked lists are never freed.
+            (!p.is_null()).then(|| unsafe { &*p })
+        } {
+            last = n;
         }
-        l.entries[n].cb.store(raw, Ordering::Relaxed);
-        l.entries[n].enabled.store(true, Ordering::Relaxed);
+        let mut n = last.len.load(Ordering::Relaxed);
+        if n == INLINE {
+            let fresh = CallbackList::new_leaked();
+            // Release: links the empty list; entries are published through its `len`.
+            last.next.store(fresh, Ordering::Release);
+            // SAFETY: just allocated, never freed.
+            last = unsafe { &*fresh };
+            n = 0;
+        }
+        last.entries[n].cb.store(raw, Ordering::Relaxed);
+        last.entries[n].enabled.store(true, Ordering::Relaxed);
         // Release: publishes the entry written above to notify's acquire load of `len`.
-        l.len.store(n + 1, Ordering::Release);
-        Self::set_flag(s, l, true);
+        last.len.store(n + 1, Ordering::Release);
+        self.set_flag(stream, head, true);
         Change::Done
     }
 
@@ -240,41 +310,33 @@ impl CallbackRegistry {
     pub fn unregister(&self, stream: u8, trace_type: u16, cb: TracepointCallback) -> Change {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let Some(l) = self.list(stream, trace_type) else { return Change::NotFound };
-        let Some(s) = self.stream(stream) else { return Change::NotFound };
         let raw = cb as usize;
-        let n = l.len.load(Ordering::Relaxed);
-        let Some(e) = l.entries[..n].iter().find(|e| e.cb.load(Ordering::Relaxed) == raw) else {
+        let Some(e) = l.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) else {
             return Change::NotFound;
         };
         if !e.enabled.swap(false, Ordering::Relaxed) {
             return Change::Duplicate;
         }
         let any = l.any_enabled();
-        Self::set_flag(s, l, any);
+        self.set_flag(stream, l, any);
         Change::Done
     }
 
     /// Whether a callback was ever registered on `stream`.
     pub fn ever_registered(&self, stream: u8) -> bool {
-        self.stream(stream).is_some_and(|s| s.ever.load(Ordering::Relaxed))
+        self.meta[stream as usize].ever.load(Ordering::Relaxed)
     }
 
     /// Disables every callback of `stream` and clears its flags (`xptiFinalize`,
     /// `xptiUnregisterStream`).
     pub fn disable_stream(&self, stream: u8) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = self.stream(stream) else { return };
         for t in 0..TYPES {
-            let lp = s.slot(t as u16).load(Ordering::Acquire);
-            if lp.is_null() {
-                continue;
-            }
-            // SAFETY: published lists are never freed.
-            let l = unsafe { &*lp };
-            for e in &l.entries[..l.len.load(Ordering::Relaxed)] {
+            let Some(l) = self.list(stream, t as u16) else { continue };
+            for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
-            Self::set_flag(s, l, false);
+            self.set_flag(stream, l, false);
         }
     }
 
@@ -283,22 +345,22 @@ impl CallbackRegistry {
     pub fn clear_keep_flags(&self) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         for st in 0..256usize {
-            let Some(s) = self.stream(st as u8) else { continue };
             for t in 0..TYPES {
-                let slot = s.slot(t as u16);
+                let Some(slot) = self.slot(st as u8, t as u16) else { break };
                 let lp = slot.load(Ordering::Acquire);
                 if lp.is_null() {
                     continue;
                 }
                 // SAFETY: published lists are never freed.
                 let old = unsafe { &*lp };
-                for e in &old.entries[..old.len.load(Ordering::Relaxed)] {
+                for e in old.entries() {
                     e.enabled.store(false, Ordering::Relaxed);
                 }
-                let fresh = CallbackList::with_capacity(4);
-                fresh.flag.store(old.flag.load(Ordering::Relaxed), Ordering::Relaxed);
+                let fresh = CallbackList::new_leaked();
+                // SAFETY: just allocated.
+                unsafe { &*fresh }.flag.store(old.flag.load(Ordering::Relaxed), Ordering::Relaxed);
                 // Release: publish the empty list; the old one stays allocated for racing readers.
-                slot.store(Box::into_raw(fresh), Ordering::Release);
+                slot.store(fresh, Ordering::Release);
             }
         }
     }

@@ -538,7 +538,12 @@ pub unsafe fn notify_subscribers(
     instance: u64,
     user_data: *const c_void,
 ) -> XptiResult {
-    let f = fw();
+    // The first call may have to build the framework; keeping that call out of this function
+    // lets the hot path run without saving registers.
+    let Some(f) = fw_if_built() else {
+        // SAFETY: same contract.
+        return unsafe { notify_subscribers_cold(stream, trace_type, parent, event, instance, user_data) };
+    };
     // Relaxed: an on/off switch; no data is published through it.
     if !f.trace_enabled.load(Ordering::Relaxed) {
         return XPTI_RESULT_FALSE;
@@ -551,6 +556,21 @@ pub unsafe fn notify_subscribers(
         unsafe { l.call_all(trace_type, parent, event, instance, user_data) };
     }
     XPTI_RESULT_SUCCESS
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn notify_subscribers_cold(
+    stream: u8,
+    trace_type: u16,
+    parent: *mut TraceEventData,
+    event: *mut TraceEventData,
+    instance: u64,
+    user_data: *const c_void,
+) -> XptiResult {
+    fw();
+    // SAFETY: same contract; the framework now exists, so this does not recurse again.
+    unsafe { notify_subscribers(stream, trace_type, parent, event, instance, user_data) }
 }
 
 /// #29 `xptiTraceEnabled`.

@@ -72,13 +72,18 @@ unsafe impl Sync for Slab {}
 // SAFETY: as above.
 unsafe impl Send for Slab {}
 
-struct LocalFree(Vec<usize>);
+/// Per-thread state of the creation path: the free slot list and the key cache (allocated on
+/// the thread's first creation: KEY_CACHE_SIZE × 40 bytes).
+struct ThreadCache {
+    free: Vec<usize>,
+    keys: Vec<CacheEntry>,
+}
 
-impl Drop for LocalFree {
+impl Drop for ThreadCache {
     fn drop(&mut self) {
-        if !self.0.is_empty() {
+        if !self.free.is_empty() {
             if let Some(slab) = crate::framework::slab_if_built() {
-                let v = std::mem::take(&mut self.0);
+                let v = std::mem::take(&mut self.free);
                 slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
             }
         }
@@ -86,8 +91,7 @@ impl Drop for LocalFree {
 }
 
 thread_local! {
-    static LOCAL_FREE: RefCell<LocalFree> = const { RefCell::new(LocalFree(Vec::new())) };
-    static KEY_CACHE: RefCell<[CacheEntry; KEY_CACHE_SIZE]> = const { RefCell::new([CacheEntry::EMPTY; KEY_CACHE_SIZE]) };
+    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: Vec::new() }) };
 }
 
 impl Slab {
@@ -158,14 +162,14 @@ impl Slab {
     /// A free slot (uninitialised memory of SLOT bytes).
     #[inline]
     pub fn alloc(&self) -> Option<*mut u8> {
-        let got = LOCAL_FREE.try_with(|f| {
+        let got = THREAD.try_with(|f| {
             let mut f = f.borrow_mut();
-            if let Some(a) = f.0.pop() {
+            if let Some(a) = f.free.pop() {
                 return Some(a);
             }
             let mut batch = self.refill()?;
             let a = batch.pop();
-            f.0 = batch;
+            f.free = batch;
             a
         });
         match got {
@@ -186,11 +190,11 @@ impl Slab {
     #[inline]
     pub fn free(&self, slot: *mut u8) {
         let a = slot as usize;
-        let r = LOCAL_FREE.try_with(|f| {
+        let r = THREAD.try_with(|f| {
             let mut f = f.borrow_mut();
-            f.0.push(a);
-            if f.0.len() >= 2 * BATCH {
-                let spill = f.0.split_off(BATCH);
+            f.free.push(a);
+            if f.free.len() >= 2 * BATCH {
+                let spill = f.free.split_off(BATCH);
                 self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
             }
         });
@@ -228,7 +232,8 @@ pub fn payload_of(obj: *mut u8) -> *mut Payload {
     obj.wrapping_add(layout::PAYLOAD).cast()
 }
 
-const KEY_CACHE_SIZE: usize = 64;
+/// Entries of the per-thread key cache (two-way: a key may sit in slot i or i ^ 1).
+const KEY_CACHE_SIZE: usize = 4096;
 
 #[derive(Clone, Copy)]
 struct CacheEntry {
@@ -312,17 +317,28 @@ impl KeyTable {
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
     ) -> Option<&'static KeyEntry> {
         let generation = self.generation.load(Ordering::Relaxed);
-        let slot = ((n.name as usize >> 3) ^ (n.file as usize >> 5) ^ (n.line as usize).wrapping_mul(0x9E37) ^ (n.column as usize) << 7)
-            % KEY_CACHE_SIZE;
-        let cached = KEY_CACHE.try_with(|c| c.borrow()[slot]).ok();
-        if let Some(c) = cached {
-            if c.name == n.name && c.file == n.file && c.line == n.line && c.column == n.column && c.generation == generation {
-                // SAFETY: cached keys are never freed.
-                let k = unsafe { &*c.key };
-                // SAFETY: both sides are valid C strings (caller contract; owned copies).
-                if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
-                    return Some(k);
-                }
+        let h = (n.name as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ (n.file as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+            ^ (u64::from(n.line) | u64::from(n.column) << 32).wrapping_mul(0x1656_67B1_9E37_79F9);
+        let slot = (h >> 40) as usize & (KEY_CACHE_SIZE - 1);
+        let hit = THREAD
+            .try_with(|c| {
+                let c = c.borrow();
+                [slot, slot ^ 1].into_iter().find_map(|i| {
+                    let e = c.keys.get(i)?;
+                    (e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation)
+                        .then_some(e.key)
+                })
+            })
+            .ok()
+            .flatten();
+        if let Some(k) = hit {
+            // SAFETY: cached keys are never freed.
+            let k = unsafe { &*k };
+            // The caller's strings may have changed since they were cached: compare contents.
+            // SAFETY: both sides are valid C strings (caller contract; owned copies).
+            if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
+                return Some(k);
             }
         }
         // SAFETY: caller contract.
@@ -356,9 +372,15 @@ impl KeyTable {
             // SAFETY: `extra` of a key node is always a leaked KeyEntry.
             unsafe { &*node.extra.cast::<KeyEntry>() }
         };
-        let _ = KEY_CACHE.try_with(|c| {
-            c.borrow_mut()[slot] =
-                CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
+        let _ = THREAD.try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.keys.is_empty() {
+                c.keys = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE];
+            }
+            let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
+            // Two-way placement: fill the free way, else evict the partner of the last insert.
+            let way = if c.keys[slot].key.is_null() || c.keys[slot].generation != generation { slot } else { slot ^ 1 };
+            c.keys[way] = entry;
         });
         Some(key)
     }
