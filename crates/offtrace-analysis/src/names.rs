@@ -30,6 +30,7 @@ pub mod tt {
 }
 
 const NAMED: &[(u16, &str)] = &[
+    (0, "unknown_type"),
     (2, "graph_create"),
     (4, "node_create"),
     (6, "edge_create"),

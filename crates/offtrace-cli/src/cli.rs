@@ -1,0 +1,177 @@
+//! Command-line syntax (clap). Parsed arguments become plain config structs here; nothing past
+//! this file sees a clap type.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "offtrace", version, about = "Trace and profile accelerator runtimes (SYCL / Unified Runtime via XPTI)")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a program under the SYCL runtime with offtrace's agent and write a trace.
+    Record(RecordArgs),
+    /// Summarise a trace: UR calls, SYCL commands, memory, queues, task graph, threads.
+    Report(ReportArgs),
+    /// Convert a trace to Perfetto, Chrome JSON, SQLite or CSV.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Detail {
+    Basic,
+    Normal,
+    Verbose,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Trace file to write [default: offtrace-<program>-<n>.offtrace, never overwriting].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Metadata detail the runtime sends (the XPTI detail level).
+    #[arg(long, value_enum, default_value_t = Detail::Normal)]
+    pub detail: Detail,
+    /// Record Unified Runtime calls (sets UR_ENABLE_LAYERS=UR_LAYER_TRACING).
+    #[arg(long, overrides_with = "no_ur_calls")]
+    pub ur_calls: bool,
+    /// Do not record Unified Runtime calls.
+    #[arg(long = "no-ur-calls", overrides_with = "ur_calls")]
+    pub no_ur_calls: bool,
+    /// Subscribe the debug streams (sycl.debug, ur.call.debug) instead of the normal ones.
+    #[arg(long)]
+    pub debug_streams: bool,
+    /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
+    #[arg(long, value_name = "DIR")]
+    pub runtime: Option<PathBuf>,
+    /// XPTI dispatcher: `intel` (the runtime's libxptifw), `offtrace` (offtrace's, next to this
+    /// executable) or a path.
+    #[arg(long, value_name = "offtrace|intel|PATH", default_value = "intel")]
+    pub dispatcher: String,
+    /// The agent library [default: $OFFTRACE_AGENT, else libofftrace_agent.so next to offtrace].
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub program: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The trace file.
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum ExportFormatArg {
+    Perfetto,
+    Chrome,
+    Sqlite,
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The trace file.
+    pub file: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: ExportFormatArg,
+    /// Output file (a directory for csv).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+}
+
+// ---- plain configs ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+pub enum DispatcherChoice {
+    Intel,
+    Offtrace,
+    Path(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    pub output: Option<PathBuf>,
+    pub detail: &'static str,
+    pub ur_calls: bool,
+    pub debug_streams: bool,
+    pub runtime: Option<PathBuf>,
+    pub dispatcher: DispatcherChoice,
+    pub agent: Option<PathBuf>,
+    pub program: Vec<OsString>,
+}
+
+impl RecordArgs {
+    pub fn into_config(self) -> anyhow::Result<RecordConfig> {
+        let dispatcher = match self.dispatcher.as_str() {
+            "intel" => DispatcherChoice::Intel,
+            "offtrace" => DispatcherChoice::Offtrace,
+            p => DispatcherChoice::Path(PathBuf::from(p)),
+        };
+        Ok(RecordConfig {
+            output: self.output,
+            detail: match self.detail {
+                Detail::Basic => "basic",
+                Detail::Normal => "normal",
+                Detail::Verbose => "verbose",
+            },
+            ur_calls: !self.no_ur_calls,
+            debug_streams: self.debug_streams,
+            runtime: self.runtime,
+            dispatcher,
+            agent: self.agent,
+            program: self.program,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    pub file: PathBuf,
+    pub format: ReportFormat,
+}
+
+impl ReportArgs {
+    pub fn into_config(self) -> ReportConfig {
+        ReportConfig { file: self.file, format: self.format }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    pub file: PathBuf,
+    pub format: offtrace_export::ExportFormat,
+    pub output: PathBuf,
+}
+
+impl ExportArgs {
+    pub fn into_config(self) -> ExportConfig {
+        use offtrace_export::ExportFormat as F;
+        ExportConfig {
+            file: self.file,
+            format: match self.format {
+                ExportFormatArg::Perfetto => F::Perfetto,
+                ExportFormatArg::Chrome => F::Chrome,
+                ExportFormatArg::Sqlite => F::Sqlite,
+                ExportFormatArg::Csv => F::Csv,
+            },
+            output: self.output,
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Human-readable numbers for the text report and the record summary line.
+
+/// `1234567` → `"1,234,567"`.
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in binary units: `"512 B"`, `"64.0 KiB"`, `"1.50 MiB"`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v < 10.0 { format!("{v:.2} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// Nanoseconds with a unit that keeps 3–4 significant digits.
+pub fn duration(ns: u64) -> String {
+    let f = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.2} µs", f / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", f / 1e6)
+    } else {
+        format!("{:.3} s", f / 1e9)
+    }
+}
+
+/// Shortens long names (kernel type names) to `max` characters, keeping both ends.
+pub fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max || max < 10 {
+        return s.to_owned();
+    }
+    let head = max * 2 / 3;
+    let tail = max - head - 1;
+    let h: String = s.chars().take(head).collect();
+    let t: String = s.chars().skip(n - tail).collect();
+    format!("{h}…{t}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn formats() {
+        assert_eq!(count(1234567), "1,234,567");
+        assert_eq!(count(12), "12");
+        assert_eq!(bytes(100), "100 B");
+        assert_eq!(bytes(65536), "64.0 KiB");
+        assert_eq!(bytes(1536 * 1024), "1.50 MiB");
+        assert_eq!(duration(999), "999 ns");
+        assert_eq!(duration(12_345), "12.35 µs");
+        assert_eq!(duration(2_500_000_000), "2.500 s");
+        assert_eq!(shorten("abcdefghijklmnopqrstuvwxyz", 12).chars().count(), 12);
+    }
+}

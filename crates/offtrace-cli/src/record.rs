@@ -1,0 +1,245 @@
+//! `offtrace record`: find the runtime, the agent and the dispatcher, run the program with the
+//! XPTI environment set, forward signals, then check and summarise the trace.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use offtrace_format::{Record, TraceReader};
+
+use crate::cli::{DispatcherChoice, RecordConfig};
+use crate::{format, signals};
+
+const SYCL_LIB: &str = "libsycl.so.9";
+const XPTIFW_LIB: &str = "libxptifw.so.1";
+const AGENT_LIB: &str = "libofftrace_agent.so";
+
+/// The directory holding this executable (where the agent and dispatcher are built).
+fn exe_dir() -> Option<PathBuf> {
+    std::env::current_exe().ok()?.canonicalize().ok()?.parent().map(Path::to_path_buf)
+}
+
+/// The lib directory of a runtime given as a venv or a lib directory, if it holds the runtime.
+fn runtime_lib(dir: &Path) -> Option<PathBuf> {
+    [dir.join("lib"), dir.to_path_buf()]
+        .into_iter()
+        .find(|d| d.join(SYCL_LIB).exists() && d.join(XPTIFW_LIB).exists())
+}
+
+pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return runtime_lib(dir).with_context(|| {
+            format!(
+                "no SYCL runtime in {}: it holds no {SYCL_LIB} and {XPTIFW_LIB} (itself or in lib/); pass --runtime DIR or run scripts/setup-sycl.sh",
+                dir.display()
+            )
+        });
+    }
+    if let Some(dir) = std::env::var_os("OFFTRACE_SYCL_RUNTIME") {
+        let dir = PathBuf::from(dir);
+        return runtime_lib(&dir).with_context(|| {
+            format!("no SYCL runtime in {} (from OFFTRACE_SYCL_RUNTIME): pass --runtime DIR or run scripts/setup-sycl.sh", dir.display())
+        });
+    }
+    let mut candidates = Vec::new();
+    if let Some(d) = exe_dir() {
+        candidates.push(d.join("../../.venv"));
+    }
+    candidates.push(PathBuf::from(".venv"));
+    for c in candidates {
+        if let Some(lib) = runtime_lib(&c) {
+            return Ok(lib.canonicalize().unwrap_or(lib));
+        }
+    }
+    bail!("no SYCL runtime found: pass --runtime DIR or run scripts/setup-sycl.sh")
+}
+
+fn find_agent(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let (path, from) = match (explicit, std::env::var_os("OFFTRACE_AGENT")) {
+        (Some(p), _) => (p.to_path_buf(), "--agent"),
+        (None, Some(p)) => (PathBuf::from(p), "OFFTRACE_AGENT"),
+        (None, None) => (exe_dir().unwrap_or_default().join(AGENT_LIB), "next to offtrace"),
+    };
+    if !path.is_file() {
+        bail!(
+            "agent not found: {} ({from}): build it with `cargo build -p offtrace-agent` (it lands next to the offtrace binary) or pass --agent PATH",
+            path.display()
+        );
+    }
+    Ok(path.canonicalize().unwrap_or(path))
+}
+
+fn find_dispatcher(choice: &DispatcherChoice, lib: &Path) -> anyhow::Result<PathBuf> {
+    let path = match choice {
+        DispatcherChoice::Intel => lib.join(XPTIFW_LIB),
+        DispatcherChoice::Offtrace => {
+            let d = exe_dir().unwrap_or_default();
+            let p = d.join(XPTIFW_LIB);
+            if p.exists() { p } else { d.join("libxptifw.so") }
+        }
+        DispatcherChoice::Path(p) => p.clone(),
+    };
+    if !path.is_file() {
+        bail!(
+            "XPTI dispatcher not found: {}: build offtrace's with `cargo build -p offtrace-xptifw`, or pass --dispatcher intel|PATH",
+            path.display()
+        );
+    }
+    Ok(path.canonicalize().unwrap_or(path))
+}
+
+/// The program as `execvp` would find it.
+pub(crate) fn find_program(program: &OsStr) -> anyhow::Result<PathBuf> {
+    let p = Path::new(program);
+    let found = if p.components().count() > 1 {
+        p.is_file().then(|| p.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| is_executable(c)))
+    };
+    found.with_context(|| format!("program not found: {}", p.display()))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+/// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet.
+fn default_output(program: &OsStr) -> PathBuf {
+    let stem = Path::new(program).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let stem: String = stem.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+    (1u32..)
+        .map(|n| PathBuf::from(format!("offtrace-{stem}-{n}.offtrace")))
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| PathBuf::from(format!("offtrace-{stem}.offtrace")))
+}
+
+/// Fails early if the trace could not be written (the agent would only find out inside the
+/// program). Leaves no file behind that was not there before.
+fn check_writable(path: &Path) -> anyhow::Result<PathBuf> {
+    let existed = path.exists();
+    if path.is_dir() {
+        bail!("cannot write the trace to {}: it is a directory; pass -o FILE", path.display());
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot write the trace to {}: choose another -o FILE", path.display()))?;
+    let abs = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(abs)
+}
+
+fn prepend_path(var: &str, dir: &Path) -> OsString {
+    let mut v = OsString::from(dir.as_os_str());
+    if let Some(old) = std::env::var_os(var).filter(|o| !o.is_empty()) {
+        v.push(":");
+        v.push(old);
+    }
+    v
+}
+
+pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
+    let Some(program) = cfg.program.first() else { bail!("no program given: offtrace record -- CMD [ARGS...]") };
+    let program_path = find_program(program)?;
+    let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    let output_abs = check_writable(&output)?;
+    let lib = find_runtime(cfg.runtime.as_deref())?;
+    let agent = find_agent(cfg.agent.as_deref())?;
+    let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
+
+    let mut cmd = Command::new(&program_path);
+    cmd.args(&cfg.program[1..]);
+    cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
+    if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
+        cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
+    }
+    cmd.env("XPTI_TRACE_ENABLE", "1")
+        .env("XPTI_FRAMEWORK_DISPATCHER", &dispatcher)
+        .env("XPTI_SUBSCRIBERS", &agent)
+        .env("OFFTRACE_OUTPUT", &output_abs)
+        .env("OFFTRACE_DETAIL", cfg.detail)
+        .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
+        .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
+    if cfg.ur_calls {
+        let layers = match std::env::var("UR_ENABLE_LAYERS") {
+            Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
+            Ok(l) if !l.is_empty() => l,
+            _ => "UR_LAYER_TRACING".to_owned(),
+        };
+        cmd.env("UR_ENABLE_LAYERS", layers);
+    }
+
+    signals::install().context("cannot install signal forwarding")?;
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
+    signals::set_child(child.id());
+    let status = child.wait().context("waiting for the program")?;
+    signals::set_child(0);
+
+    let code = {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(c), _) => u8::try_from(c & 0xff).unwrap_or(1),
+            (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
+            _ => 1,
+        }
+    };
+    summarize(&output_abs, &output);
+    Ok(code)
+}
+
+/// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
+/// truncated trace; a missing or unreadable trace is a warning too (the exit status stays the
+/// program's).
+fn summarize(path: &Path, shown: &Path) {
+    let size = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(_) => {
+            eprintln!(
+                "offtrace: warning: no trace was written to {} (did the program load the SYCL runtime? is the agent loadable?)",
+                shown.display()
+            );
+            return;
+        }
+    };
+    let reader = match TraceReader::open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("offtrace: warning: {}: {e}", shown.display());
+            return;
+        }
+    };
+    let (mut records, mut drops, mut problem) = (0u64, 0u64, None);
+    for item in reader {
+        match item {
+            Ok(Record::Drops { count, .. }) => {
+                drops += count;
+                records += 1;
+            }
+            Ok(_) => records += 1,
+            Err(e) => {
+                problem = Some(e);
+                break;
+            }
+        }
+    }
+    eprintln!(
+        "offtrace: {} records, {} dropped, {} ({})",
+        format::count(records),
+        format::count(drops),
+        shown.display(),
+        format::bytes(size)
+    );
+    if let Some(e) = problem {
+        if e.is_truncated() {
+            eprintln!("offtrace: warning: the trace is truncated (the program did not exit normally?): {e}");
+        } else {
+            eprintln!("offtrace: warning: {e}");
+        }
+    }
+}

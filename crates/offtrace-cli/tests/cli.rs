@@ -1,0 +1,289 @@
+//! The `offtrace` binary on synthetic traces (written with the format's writer) and its error
+//! paths. No SYCL runtime needed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use offtrace_analysis::testing::w4_like;
+use offtrace_format::{Record, TraceHeader, TraceWriter};
+
+fn offtrace() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_offtrace"))
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+fn write_trace(path: &Path, records: &[Record], finish: bool) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = TraceWriter::new(f, &TraceHeader::monotonic()).unwrap();
+    for (i, r) in records.iter().enumerate() {
+        w.write(r).unwrap();
+        if i % 20 == 19 {
+            w.flush_chunk().unwrap();
+        }
+    }
+    if finish {
+        w.finish().unwrap();
+    } else {
+        w.flush_chunk().unwrap();
+        // dropped without finishing: no end marker, like a killed recording
+        std::mem::forget(w);
+    }
+}
+
+fn trace(dir: &Path) -> PathBuf {
+    let p = dir.join("t.offtrace");
+    write_trace(&p, &w4_like(), true);
+    p
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "status {:?}\nstdout:\n{}\nstderr:\n{}", o.status, text(&o.stdout), text(&o.stderr));
+}
+
+#[test]
+fn report_text_has_every_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = offtrace().arg("report").arg(trace(dir.path())).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    for needle in [
+        "UR calls: 6 calls",
+        "urEnqueueKernelLaunch",
+        "SYCL commands: 3 commands",
+        "axpy",
+        "n/a",
+        "Memory: peak 68.0 KiB live",
+        "device",
+        "copies and fills",
+        "Queues: 2",
+        "in-order",
+        "Task graph: 3 nodes, 2 edges",
+        "axpy → axpy → memcpy",
+        "Threads: 2",
+        "python",
+        "Dropped records: 3",
+        "function_with_args_begin",
+    ] {
+        assert!(s.contains(needle), "missing {needle:?} in:\n{s}");
+    }
+}
+
+#[test]
+fn report_json_and_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let o = offtrace().args(["report", "--format", "json"]).arg(&t).output().unwrap();
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["notifications"]["sycl"]["task_begin"], 3);
+    assert_eq!(v["notifications"]["ur.call"]["function_with_args_end"], 6);
+    assert_eq!(v["commands"].as_array().unwrap().len(), 2);
+    assert_eq!(v["graph"]["longest_chain_len"], 3);
+    let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    for section in ["# ur_calls", "# sycl_commands", "# memory_ops", "# queues", "# task_graph", "# threads", "# notifications"] {
+        assert!(s.contains(section), "{section} in {s}");
+    }
+    assert!(s.contains("urEnqueueUSMMemcpy,94,1,1000"), "{s}");
+}
+
+#[test]
+fn report_on_truncated_trace_warns_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cut.offtrace");
+    let recs = w4_like();
+    write_trace(&p, &recs[..recs.len() - 2], false);
+    let o = offtrace().args(["report", "--format", "json"]).arg(&p).output().unwrap();
+    ok(&o);
+    assert!(text(&o.stderr).contains("truncated"), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["trace"]["complete"], false);
+    assert!(v["trace"]["notifications"].as_u64().unwrap() > 20);
+}
+
+#[test]
+fn report_of_a_non_trace_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.offtrace");
+    std::fs::write(&p, b"hello world, not a trace at all; definitely not").unwrap();
+    let o = offtrace().arg("report").arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).starts_with("offtrace: error: "), "{}", text(&o.stderr));
+    let o = offtrace().arg("report").arg(dir.path().join("missing")).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn export_all_four_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    for (fmt, out) in [("perfetto", "t.pftrace"), ("chrome", "t.json"), ("sqlite", "t.sqlite"), ("csv", "csv")] {
+        let out = dir.path().join(out);
+        let o = offtrace().arg("export").arg(&t).args(["--format", fmt, "-o"]).arg(&out).output().unwrap();
+        ok(&o);
+        assert!(out.exists(), "{fmt}");
+        assert!(text(&o.stderr).contains("exported"), "{}", text(&o.stderr));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().unwrap().len() > 20);
+    assert!(dir.path().join("csv/ur_calls.csv").exists());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = offtrace().args(["record", "--bogus", "--", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = offtrace().args(["export", "x.offtrace", "--format", "pdf", "-o", "y"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = offtrace().arg("record").output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = offtrace().output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// A directory that looks like a runtime (the two library names exist) for the error paths.
+fn fake_runtime(dir: &Path) -> PathBuf {
+    let lib = dir.join("venv/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libsycl.so.9"), b"").unwrap();
+    std::fs::write(lib.join("libxptifw.so.1"), b"").unwrap();
+    dir.join("venv")
+}
+
+fn record(args: &[&str]) -> Output {
+    offtrace().arg("record").args(args).env_remove("OFFTRACE_SYCL_RUNTIME").env_remove("OFFTRACE_AGENT").output().unwrap()
+}
+
+#[test]
+fn record_missing_program() {
+    let o = record(&["--", "definitely-not-a-program-xyz"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("program not found: definitely-not-a-program-xyz"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn record_missing_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.offtrace");
+    let o = record(&["--runtime", dir.path().to_str().unwrap(), "-o", out.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains("no SYCL runtime") && e.contains("scripts/setup-sycl.sh"), "{e}");
+    assert!(!out.exists(), "no file left behind");
+}
+
+#[test]
+fn record_unwritable_output() {
+    let o = record(&["-o", "/nonexistent-dir/sub/t.offtrace", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("cannot write the trace to /nonexistent-dir/sub/t.offtrace"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn record_missing_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let out = dir.path().join("t.offtrace");
+    let o = record(&["--runtime", rt.to_str().unwrap(), "--agent", "/nonexistent/libagent.so", "-o", out.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("agent not found: /nonexistent/libagent.so"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn record_returns_the_programs_status_and_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let base = ["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--"];
+    let env_dump = dir.path().join("env");
+    let script = format!("env > {}; exit 3", env_dump.display());
+    let mut args = base.to_vec();
+    args.extend(["sh", "-c", &script]);
+    let o = record(&args);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("no trace was written"), "{}", text(&o.stderr));
+    let env = std::fs::read_to_string(&env_dump).unwrap();
+    for needle in [
+        "XPTI_TRACE_ENABLE=1",
+        "UR_ENABLE_LAYERS=UR_LAYER_TRACING",
+        "OFFTRACE_DETAIL=normal",
+        "OFFTRACE_UR_CALLS=1",
+        "OFFTRACE_DEBUG_STREAMS=0",
+        "libofftrace",
+    ] {
+        if needle == "libofftrace" {
+            continue;
+        }
+        assert!(env.contains(needle), "{needle} in env:\n{env}");
+    }
+    assert!(env.contains(&format!("XPTI_SUBSCRIBERS={}", agent.display())));
+    assert!(env.contains(&format!("XPTI_FRAMEWORK_DISPATCHER={}", rt.join("lib/libxptifw.so.1").canonicalize().unwrap().display())));
+    assert!(env.contains(&format!("OFFTRACE_OUTPUT={}", out.display())) || env.contains("OFFTRACE_OUTPUT=/"));
+    assert!(env.lines().any(|l| l.starts_with("LD_LIBRARY_PATH=") && l.contains("venv/lib")));
+
+    let mut args = base.to_vec();
+    args.extend(["--no-ur-calls", "--detail", "verbose"]);
+    let _ = args;
+    let args2 = [
+        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(),
+        "--no-ur-calls", "--detail", "verbose", "--", "sh", "-c", &format!("env > {}", env_dump.display()),
+    ];
+    let o = record(&args2);
+    assert_eq!(o.status.code(), Some(0));
+    let env = std::fs::read_to_string(&env_dump).unwrap();
+    assert!(env.contains("OFFTRACE_UR_CALLS=0") && env.contains("OFFTRACE_DETAIL=verbose"), "{env}");
+
+    // killed by a signal: 128 + signal
+    let mut args = base.to_vec();
+    args.extend(["sh", "-c", "kill -TERM $$"]);
+    let o = record(&args);
+    assert_eq!(o.status.code(), Some(128 + 15));
+}
+
+#[test]
+fn record_forwards_sigterm_and_survives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let marker = dir.path().join("got-term");
+    let script = format!("trap 'echo term > {}; exit 42' TERM; while true; do sleep 0.05; done", marker.display());
+    let mut child = offtrace()
+        .arg("record")
+        .args(["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--"])
+        .args(["sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(42), "the tool waited and returned the program's status");
+    assert!(marker.exists(), "the program got the forwarded SIGTERM");
+}
+
+#[test]
+fn record_summary_line_on_a_written_trace() {
+    // A "program" that writes a trace where the agent would: checks the summary line.
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let src = dir.path().join("src.offtrace");
+    write_trace(&src, &w4_like(), true);
+    let out = dir.path().join("t.offtrace");
+    let o = record(&[
+        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--",
+        "sh", "-c", &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
+    ]);
+    ok(&o);
+    let e = text(&o.stderr);
+    let n = w4_like().len();
+    assert!(e.contains(&format!("offtrace: {n} records, 3 dropped, {}", out.display())), "{e}");
+}
