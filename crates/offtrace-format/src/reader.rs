@@ -149,6 +149,11 @@ impl<R: Read> TraceReader<R> {
         self.offset
     }
 
+    /// The underlying reader, positioned after what has been read.
+    pub fn into_inner(self) -> R {
+        self.src
+    }
+
     /// Whether an End record has been read.
     pub fn saw_end_record(&self) -> bool {
         self.saw_end_record
@@ -356,7 +361,7 @@ impl<R: Read> Iterator for TraceReader<R> {
 impl<R: Read> std::iter::FusedIterator for TraceReader<R> {}
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match src.read(&mut buf[n..]) {
