@@ -25,8 +25,8 @@ pub enum DecodeError {
 
 /// Why a trace could not be read (further).
 ///
-/// Offsets are byte offsets in the file; chunk indices count from 0. After any error the
-/// reader's iterator ends.
+/// Offsets are byte offsets in the file; `chunk` fields are 0-based indices (`chunk: 2` is the
+/// third chunk), `complete_chunks` is a count. After any error the reader's iterator ends.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
@@ -49,8 +49,8 @@ pub enum ReadError {
     /// probably killed). Every record of the `complete_chunks` chunks before `offset` was
     /// returned before this error.
     #[error(
-        "trace truncated after chunk {complete_chunks} at byte {offset}: the recording did not finish \
-         (program killed?); the {complete_chunks} complete chunks were read{}",
+        "trace truncated at byte {offset}, after {complete_chunks} complete chunks: the recording did not \
+         finish (program killed?); the records of those {complete_chunks} chunks were read{}",
         truncation_detail(.partial_bytes, .expected)
     )]
     Truncated { complete_chunks: u64, offset: u64, partial_bytes: u64, expected: String },
@@ -73,7 +73,7 @@ pub enum ReadError {
 
 fn truncation_detail(partial_bytes: &u64, expected: &str) -> String {
     if *partial_bytes > 0 {
-        format!(" ({partial_bytes} bytes of an incomplete chunk follow; expected {expected})")
+        format!(" ({partial_bytes} more bytes follow, expected {expected})")
     } else {
         String::new()
     }
