@@ -1,0 +1,500 @@
+/*
+ * offtrace.h: the C API of offtrace's tracing services.
+ *
+ * The types below are hand-written; tests/c_api.rs checks every struct's size and field
+ * offsets against the Rust definitions. The function prototypes between the GENERATED markers
+ * are generated from the `extern "C"` declarations in crates/offtrace-capi/src/ by
+ * tests/header.rs: `OFFTRACE_BLESS=1 cargo test -p offtrace-capi --test header` rewrites them;
+ * without it the test fails when this file is stale.
+ *
+ * Strings returned by offtrace (kind, operation and argument names) stay valid for the life of
+ * the process. Payload pointers in callback records are valid only during the callback.
+ */
+#ifndef OFFTRACE_OFFTRACE_H
+#define OFFTRACE_OFFTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status codes */
+
+typedef int32_t offtrace_status_t;
+enum {
+    OFFTRACE_STATUS_SUCCESS = 0,
+    OFFTRACE_STATUS_ERROR = 1,
+    OFFTRACE_STATUS_ERROR_CONTEXT_INVALID = 2,
+    OFFTRACE_STATUS_ERROR_KIND_NOT_FOUND = 3,
+    OFFTRACE_STATUS_ERROR_OPERATION_NOT_FOUND = 4,
+    OFFTRACE_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED = 5,
+    OFFTRACE_STATUS_ERROR_BUFFER_NOT_FOUND = 6,
+    OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT = 7,
+    OFFTRACE_STATUS_ERROR_OUT_OF_RESOURCES = 8,
+    OFFTRACE_STATUS_ERROR_CONTEXT_ACTIVE = 9,
+    OFFTRACE_STATUS_ERROR_BUSY = 10,
+    OFFTRACE_STATUS_ERROR_NOT_AVAILABLE = 11,
+    OFFTRACE_STATUS_ERROR_STACK_EMPTY = 12,
+    OFFTRACE_STATUS_ERROR_TOOL_LOAD = 13,
+    OFFTRACE_STATUS_ERROR_INTERNAL = 14
+};
+
+/* ------------------------------------------------------------------ kinds, operations, phases */
+
+typedef uint32_t offtrace_tracing_kind_t;
+enum {
+    OFFTRACE_TRACING_KIND_NONE = 0,
+    OFFTRACE_TRACING_KIND_UR_API = 1,          /* operation = ur_function_t */
+    OFFTRACE_TRACING_KIND_SYCL_QUEUE = 2,
+    OFFTRACE_TRACING_KIND_KERNEL_DISPATCH = 3,
+    OFFTRACE_TRACING_KIND_MEMORY_COPY = 4,
+    OFFTRACE_TRACING_KIND_MEMORY_FILL = 5,
+    OFFTRACE_TRACING_KIND_MEMORY_ALLOC = 6,
+    OFFTRACE_TRACING_KIND_TASK_GRAPH = 7,
+    OFFTRACE_TRACING_KIND_SYNC = 8,
+    OFFTRACE_TRACING_KIND_CODE_OBJECT = 9,
+    OFFTRACE_TRACING_KIND_MARKER = 10,
+    OFFTRACE_TRACING_KIND_LAST = 11
+};
+
+typedef uint32_t offtrace_tracing_operation_t;
+enum {
+    OFFTRACE_SYCL_QUEUE_CREATE = 0,
+    OFFTRACE_SYCL_QUEUE_DESTROY = 1,
+    OFFTRACE_SYCL_QUEUE_SUBMIT = 2,
+    OFFTRACE_KERNEL_DISPATCH_LAUNCH = 0,
+    OFFTRACE_MEMORY_COPY_USM_MEMCPY = 0,
+    OFFTRACE_MEMORY_COPY_BUFFER_READ = 1,
+    OFFTRACE_MEMORY_COPY_BUFFER_WRITE = 2,
+    OFFTRACE_MEMORY_COPY_BUFFER_COPY = 3,
+    OFFTRACE_MEMORY_FILL_USM_FILL = 0,
+    OFFTRACE_MEMORY_FILL_BUFFER_FILL = 1,
+    OFFTRACE_MEMORY_ALLOC_ALLOC = 0,
+    OFFTRACE_MEMORY_ALLOC_FREE = 1,
+    OFFTRACE_TASK_GRAPH_NODE_CREATE = 0,
+    OFFTRACE_TASK_GRAPH_EDGE_CREATE = 1,
+    OFFTRACE_TASK_GRAPH_TASK = 2,
+    OFFTRACE_TASK_GRAPH_SIGNAL = 3,
+    OFFTRACE_SYNC_WAIT = 0,
+    OFFTRACE_SYNC_BARRIER = 1,
+    OFFTRACE_CODE_OBJECT_PROGRAM = 0,       /* LOAD = create, UNLOAD = release */
+    OFFTRACE_CODE_OBJECT_PROGRAM_BUILD = 1, /* LOAD */
+    OFFTRACE_CODE_OBJECT_KERNEL = 2,        /* LOAD = create, UNLOAD = release */
+    OFFTRACE_MARKER_MARK = 0,
+    OFFTRACE_MARKER_RANGE = 1               /* ENTER = push, EXIT = pop */
+};
+
+typedef uint32_t offtrace_callback_phase_t;
+enum {
+    OFFTRACE_CALLBACK_PHASE_NONE = 0, /* a one-shot record */
+    OFFTRACE_CALLBACK_PHASE_ENTER = 1,
+    OFFTRACE_CALLBACK_PHASE_EXIT = 2,
+    OFFTRACE_CALLBACK_PHASE_LOAD = 3,
+    OFFTRACE_CALLBACK_PHASE_UNLOAD = 4
+};
+
+typedef uint32_t offtrace_buffer_policy_t;
+enum {
+    OFFTRACE_BUFFER_POLICY_DISCARD = 1,  /* never blocks: drops and counts when full */
+    OFFTRACE_BUFFER_POLICY_LOSSLESS = 2  /* never drops: the producing thread delivers when full */
+};
+
+typedef uint32_t offtrace_memory_type_t;
+enum {
+    OFFTRACE_MEMORY_TYPE_UNKNOWN = 0,
+    OFFTRACE_MEMORY_TYPE_HOST = 1,
+    OFFTRACE_MEMORY_TYPE_DEVICE = 2,
+    OFFTRACE_MEMORY_TYPE_SHARED = 3
+};
+
+/* ------------------------------------------------------------------ identities and records */
+
+typedef uint64_t offtrace_timestamp_t; /* CLOCK_MONOTONIC nanoseconds */
+typedef uint64_t offtrace_thread_id_t; /* kernel thread id */
+
+typedef struct offtrace_context_id_t { uint64_t handle; } offtrace_context_id_t;
+typedef struct offtrace_buffer_id_t { uint64_t handle; } offtrace_buffer_id_t;
+
+typedef union offtrace_user_data_t {
+    uint64_t value;
+    void* ptr;
+} offtrace_user_data_t;
+
+typedef struct offtrace_correlation_id_t {
+    uint64_t internal;             /* unique per process; ties device work to its API call */
+    offtrace_user_data_t external; /* top of the thread's external stack for the context; 0 = none */
+} offtrace_correlation_id_t;
+
+typedef struct offtrace_callback_tracing_record_t {
+    offtrace_context_id_t context_id;
+    offtrace_thread_id_t thread_id;
+    offtrace_correlation_id_t correlation_id;
+    offtrace_tracing_kind_t kind;
+    offtrace_tracing_operation_t operation;
+    offtrace_callback_phase_t phase;
+    void* payload; /* offtrace_callback_tracing_<kind>_data_t*, valid during the callback */
+} offtrace_callback_tracing_record_t;
+
+#define OFFTRACE_MAX_API_ARGS 17
+#define OFFTRACE_MAX_KERNEL_ARGS 32
+
+/* UR_API: args[i] is the i-th argument variable itself (handle, pointer, size, enum). */
+typedef struct offtrace_callback_tracing_ur_api_data_t {
+    uint32_t function_id;
+    uint32_t arg_count;
+    int32_t result;      /* ur_result_t, meaningful when has_result (exit) */
+    uint32_t has_result;
+    uint64_t args[OFFTRACE_MAX_API_ARGS];
+} offtrace_callback_tracing_ur_api_data_t;
+
+typedef struct offtrace_callback_tracing_sycl_queue_data_t {
+    uint64_t queue, device, context, flags;
+} offtrace_callback_tracing_sycl_queue_data_t;
+
+typedef struct offtrace_implicit_allocation_t {
+    uint64_t base;
+    uint64_t size;
+    offtrace_memory_type_t type;
+} offtrace_implicit_allocation_t;
+
+typedef struct offtrace_callback_tracing_kernel_dispatch_data_t {
+    uint64_t queue;
+    uint64_t kernel;
+    const char* kernel_name;
+    uint32_t work_dim;
+    uint32_t kernel_arg_count;
+    uint64_t global_size[3];
+    uint64_t local_size[3];
+    uint64_t kernel_args[OFFTRACE_MAX_KERNEL_ARGS];
+    const offtrace_implicit_allocation_t* implicit_allocations;
+    uint64_t implicit_allocation_count;
+} offtrace_callback_tracing_kernel_dispatch_data_t;
+
+typedef struct offtrace_callback_tracing_memory_copy_data_t {
+    uint64_t queue, dst, src, size;
+} offtrace_callback_tracing_memory_copy_data_t;
+
+typedef struct offtrace_callback_tracing_memory_fill_data_t {
+    uint64_t queue, dst, pattern, pattern_size, size;
+} offtrace_callback_tracing_memory_fill_data_t;
+
+typedef struct offtrace_callback_tracing_memory_alloc_data_t {
+    uint64_t ptr;
+    uint64_t size;
+    offtrace_memory_type_t type;
+    uint64_t device;
+} offtrace_callback_tracing_memory_alloc_data_t;
+
+typedef struct offtrace_callback_tracing_task_graph_data_t {
+    uint64_t node, source, target;
+    const char* name;
+    uint64_t ur_event;
+} offtrace_callback_tracing_task_graph_data_t;
+
+typedef struct offtrace_callback_tracing_sync_data_t {
+    uint64_t object;
+    uint32_t event_count;
+} offtrace_callback_tracing_sync_data_t;
+
+typedef struct offtrace_callback_tracing_code_object_data_t {
+    uint64_t handle;
+    uint64_t program;
+    const char* name;
+    uint64_t binary_size;
+} offtrace_callback_tracing_code_object_data_t;
+
+typedef struct offtrace_callback_tracing_marker_data_t {
+    const char* message; /* NULL at a range's EXIT */
+    uint64_t range_id;   /* at EXIT: the range's correlation id */
+} offtrace_callback_tracing_marker_data_t;
+
+/* One buffered record (104 bytes). data[]: UR_API: function id, result, args 0-3;
+ * KERNEL_DISPATCH: queue, kernel, global x, y, z, work dim; MEMORY_COPY: queue, dst, src, size;
+ * MEMORY_FILL: queue, dst, pattern, pattern size, size; MEMORY_ALLOC: ptr, size, type, device;
+ * others: the payload's fields in order. */
+typedef struct offtrace_buffer_tracing_record_t {
+    offtrace_context_id_t context_id;
+    offtrace_tracing_kind_t kind;
+    offtrace_tracing_operation_t operation;
+    offtrace_correlation_id_t correlation_id;
+    offtrace_thread_id_t thread_id;
+    offtrace_timestamp_t start_timestamp;
+    offtrace_timestamp_t end_timestamp;
+    uint64_t data[6];
+} offtrace_buffer_tracing_record_t;
+
+typedef struct offtrace_kernel_allocation_properties_t {
+    uint64_t base;
+    uint64_t size;
+    int32_t arg_index; /* -1: implicit (not named by an argument) */
+    offtrace_memory_type_t type;
+} offtrace_kernel_allocation_properties_t;
+
+/* ------------------------------------------------------------------ callbacks */
+
+typedef void (*offtrace_callback_tracing_cb_t)(offtrace_callback_tracing_record_t record,
+                                               offtrace_user_data_t* user_data, void* callback_data);
+typedef void (*offtrace_buffer_tracing_cb_t)(offtrace_context_id_t context, offtrace_buffer_id_t buffer,
+                                             const offtrace_buffer_tracing_record_t* records, size_t count,
+                                             void* data, uint64_t drop_count);
+typedef int (*offtrace_tracing_kind_cb_t)(offtrace_tracing_kind_t kind, void* data);
+typedef int (*offtrace_tracing_kind_operation_cb_t)(offtrace_tracing_kind_t kind,
+                                                    offtrace_tracing_operation_t operation, void* data);
+typedef int (*offtrace_callback_tracing_operation_args_cb_t)(
+    offtrace_tracing_kind_t kind, offtrace_tracing_operation_t operation, uint32_t arg_number,
+    const void* arg_value_addr, int32_t arg_indirection_count, const char* arg_type, const char* arg_name,
+    const char* arg_value_str, int32_t arg_dereference_count, void* data);
+
+/* ------------------------------------------------------------------ tools */
+
+typedef struct offtrace_client_id_t {
+    const char* name; /* the tool may set it in offtrace_configure */
+    uint32_t handle;
+} offtrace_client_id_t;
+
+typedef void (*offtrace_client_finalize_t)(offtrace_client_id_t client_id);
+typedef int (*offtrace_tool_initialize_t)(offtrace_client_finalize_t finalize, void* tool_data);
+typedef void (*offtrace_tool_finalize_t)(void* tool_data);
+
+typedef struct offtrace_tool_configure_result_t {
+    size_t size; /* sizeof(offtrace_tool_configure_result_t) */
+    offtrace_tool_initialize_t initialize;
+    offtrace_tool_finalize_t finalize;
+    void* tool_data;
+} offtrace_tool_configure_result_t;
+
+/* What a tool library exports (return NULL to decline). */
+typedef offtrace_tool_configure_result_t* (*offtrace_configure_func_t)(uint32_t version, const char* runtime_version,
+                                                                       uint32_t priority,
+                                                                       offtrace_client_id_t* client_id);
+
+/* ------------------------------------------------------------------ functions */
+
+/* BEGIN GENERATED FUNCTIONS */
+/**
+ * The library's version.
+ *
+ * Safety:
+ * Each pointer must be null or writable.
+ */
+offtrace_status_t offtrace_get_version(uint32_t* major, uint32_t* minor, uint32_t* patch);
+
+/**
+ * A static description of a status code ("unknown status" for values it does not know).
+ */
+const char* offtrace_get_status_string(offtrace_status_t status);
+
+/**
+ * Creates a stopped context with no services (at most 8 exist at once).
+ *
+ * Safety:
+ * context_id must be null or writable.
+ */
+offtrace_status_t offtrace_create_context(offtrace_context_id_t* context_id);
+
+/**
+ * Starts delivering records for the context's services. Idempotent.
+ */
+offtrace_status_t offtrace_start_context(offtrace_context_id_t context_id);
+
+/**
+ * Stops the context: when it returns, no enter is delivered any more and no callback of the
+ * context runs (except the caller's own); exits of enters already delivered still arrive.
+ */
+offtrace_status_t offtrace_stop_context(offtrace_context_id_t context_id);
+
+/**
+ * Stops the context, waits for its callbacks in flight and its open enter/exit pairs, flushes
+ * and releases its buffers, and frees it. OFFTRACE_STATUS_ERROR_BUSY inside a callback.
+ */
+offtrace_status_t offtrace_destroy_context(offtrace_context_id_t context_id);
+
+/**
+ * Writes 1 to status when the context is started, else 0.
+ *
+ * Safety:
+ * status must be null or writable.
+ */
+offtrace_status_t offtrace_context_is_active(offtrace_context_id_t context_id, int* status);
+
+/**
+ * Calls callback(record, user_data, callback_args) on the emitting thread for the kind's
+ * operations in operations[0..operations_count] (NULL/0 = all). A second configuration of the
+ * same kind in the context fails with OFFTRACE_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED.
+ *
+ * Safety:
+ * operations must be null or hold operations_count ids; callback must be callable from
+ * any thread with callback_args until the context is destroyed.
+ */
+offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_id_t context_id, offtrace_tracing_kind_t kind, const offtrace_tracing_operation_t* operations, size_t operations_count, offtrace_callback_tracing_cb_t callback, void* callback_args);
+
+/**
+ * Creates a buffer of size bytes (size / sizeof(offtrace_buffer_tracing_record_t) records)
+ * in the context. callback(context, buffer, records, count, data, drop_count) runs when the
+ * fill reaches watermark bytes (on the producing thread), when full, and in
+ * offtrace_flush_buffer. policy: OFFTRACE_BUFFER_POLICY_LOSSLESS (never drops; a
+ * producing thread delivers synchronously when the buffer is full) or
+ * OFFTRACE_BUFFER_POLICY_DISCARD (never blocks; drops and counts).
+ *
+ * Safety:
+ * buffer_id must be null or writable; callback must be callable from any thread with data
+ * until the context is destroyed.
+ */
+offtrace_status_t offtrace_create_buffer(offtrace_context_id_t context_id, size_t size, size_t watermark, offtrace_buffer_policy_t policy, offtrace_buffer_tracing_cb_t callback, void* data, offtrace_buffer_id_t* buffer_id);
+
+/**
+ * Sends records of the kind (operations as for callback tracing) to buffer_id, a buffer of
+ * the same context. A second configuration of the kind fails.
+ *
+ * Safety:
+ * operations must be null or hold operations_count ids.
+ */
+offtrace_status_t offtrace_configure_buffer_tracing_service(offtrace_context_id_t context_id, offtrace_tracing_kind_t kind, const offtrace_tracing_operation_t* operations, size_t operations_count, offtrace_buffer_id_t buffer_id);
+
+/**
+ * Delivers every record written to the buffer before the call (all threads) before returning.
+ * OFFTRACE_STATUS_ERROR_BUSY inside a callback.
+ */
+offtrace_status_t offtrace_flush_buffer(offtrace_buffer_id_t buffer_id);
+
+/**
+ * Total records a discard-policy buffer dropped since it was created.
+ *
+ * Safety:
+ * count must be null or writable.
+ */
+offtrace_status_t offtrace_buffer_get_dropped_count(offtrace_buffer_id_t buffer_id, uint64_t* count);
+
+/**
+ * The kind's name ("UR_API", ...), valid for the life of the process, and its length.
+ *
+ * Safety:
+ * name and name_len must each be null or writable (not both null).
+ */
+offtrace_status_t offtrace_query_callback_tracing_kind_name(offtrace_tracing_kind_t kind, const char** name, uint64_t* name_len);
+
+/**
+ * The operation's name (for UR_API: the UR function, "urEnqueueKernelLaunch").
+ *
+ * Safety:
+ * name and name_len must each be null or writable (not both null).
+ */
+offtrace_status_t offtrace_query_callback_tracing_kind_operation_name(offtrace_tracing_kind_t kind, offtrace_tracing_operation_t operation, const char** name, uint64_t* name_len);
+
+/**
+ * Calls callback(kind, data) for every tracing kind until it returns nonzero.
+ *
+ * Safety:
+ * callback must be callable with data.
+ */
+offtrace_status_t offtrace_iterate_callback_tracing_kinds(offtrace_tracing_kind_cb_t callback, void* data);
+
+/**
+ * Calls callback(kind, operation, data) for every operation of the kind until nonzero.
+ *
+ * Safety:
+ * callback must be callable with data.
+ */
+offtrace_status_t offtrace_iterate_callback_tracing_kind_operations(offtrace_tracing_kind_t kind, offtrace_tracing_kind_operation_cb_t callback, void* data);
+
+/**
+ * Calls callback for each argument of the record, in order, until it returns nonzero:
+ * index, address of the raw value, indirection count, C type, name, value as text (a
+ * const char* argument is printed as a quoted string when max_dereference_count > 0).
+ * Call it inside the callback that received the record (the payload is valid only then).
+ *
+ * Safety:
+ * record.payload must be the payload delivered with the record, still valid; callback must
+ * be callable with user_data.
+ */
+offtrace_status_t offtrace_iterate_callback_tracing_kind_operation_args(offtrace_callback_tracing_record_t record, offtrace_callback_tracing_operation_args_cb_t callback, int32_t max_dereference_count, void* user_data);
+
+/**
+ * Pushes an external correlation id on the calling thread's stack for the context; records of
+ * the context from this thread carry the top of the stack. thread_id must be 0 or the
+ * calling thread's id (stacks are per thread).
+ */
+offtrace_status_t offtrace_push_external_correlation_id(offtrace_context_id_t context_id, offtrace_thread_id_t thread_id, offtrace_user_data_t external_correlation_id);
+
+/**
+ * Pops the top external correlation id of the calling thread's stack for the context into
+ * external_correlation_id (may be null). OFFTRACE_STATUS_ERROR_STACK_EMPTY when empty.
+ *
+ * Safety:
+ * external_correlation_id must be null or writable.
+ */
+offtrace_status_t offtrace_pop_external_correlation_id(offtrace_context_id_t context_id, offtrace_thread_id_t thread_id, offtrace_user_data_t* external_correlation_id);
+
+/**
+ * CLOCK_MONOTONIC now, in nanoseconds (the clock of every record).
+ *
+ * Safety:
+ * ts must be null or writable.
+ */
+offtrace_status_t offtrace_get_timestamp(offtrace_timestamp_t* ts);
+
+/**
+ * The calling thread's kernel thread id (what records carry as thread_id).
+ *
+ * Safety:
+ * thread_id must be null or writable.
+ */
+offtrace_status_t offtrace_get_thread_id(offtrace_thread_id_t* thread_id);
+
+/**
+ * The allocations a KERNEL_DISPATCH record's kernel uses, two-step: with properties NULL,
+ * writes the number to *count; else fills up to *count entries and writes how many it
+ * filled. Each entry: base, size, argument index (-1 = implicit), memory type.
+ *
+ * Safety:
+ * record must be a KERNEL_DISPATCH record delivered to a callback, used during it; count
+ * writable; properties null or writable for *count entries.
+ */
+offtrace_status_t offtrace_kernel_get_allocation_properties(const offtrace_callback_tracing_record_t* record, uint32_t* count, offtrace_kernel_allocation_properties_t* properties);
+
+/**
+ * A one-shot MARKER record with the message.
+ *
+ * Safety:
+ * message must be null or a NUL-terminated string (read during the call).
+ */
+void offtrace_marker_mark(const char* message);
+
+/**
+ * Opens a nested range on the calling thread; returns the depth before the push (0-based),
+ * or -1 on error.
+ *
+ * Safety:
+ * message must be null or a NUL-terminated string (read during the call).
+ */
+int32_t offtrace_marker_range_push(const char* message);
+
+/**
+ * Closes the innermost range of the calling thread; returns its depth, or -1 when none is open.
+ */
+int32_t offtrace_marker_range_pop(void);
+
+/**
+ * Loads the tools in paths (:-separated; NULL = the OFFTRACE_TOOLS environment variable)
+ * and initialises them. OFFTRACE_STATUS_ERROR_TOOL_LOAD when one cannot be loaded or fails
+ * to initialise (the reason goes to stderr).
+ *
+ * Safety:
+ * paths must be null or NUL-terminated.
+ */
+offtrace_status_t offtrace_load_tools(const char* paths);
+
+/**
+ * Calls every loaded tool's finalize once, in reverse load order.
+ */
+offtrace_status_t offtrace_finalize_tools(void);
+
+/* END GENERATED FUNCTIONS */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OFFTRACE_OFFTRACE_H */

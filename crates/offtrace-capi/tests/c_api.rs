@@ -1,0 +1,276 @@
+//! C tests: compiles the C programs under `tests/c/` and the example tools under `examples/c/`
+//! with `cc` against the built `libofftrace.so` and `include/offtrace/*.h` (with `-Wall -Wextra
+//! -Werror`), runs them, and checks their output. Also checks the header's struct layouts
+//! against the Rust definitions.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offtrace::tools::{offtrace_client_id_t, offtrace_tool_configure_result_t};
+use offtrace_core::*;
+
+/// target/<profile>, where cargo put `libofftrace.so` (the test binary is in `deps/`).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    assert!(dir.join("libofftrace.so").exists(), "libofftrace.so not in {}", dir.display());
+    dir
+}
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn out_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_api");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `src` (relative to the workspace root or the crate) into `out`.
+fn cc(src: &Path, out: &str, shared: bool) -> PathBuf {
+    let lib = lib_dir();
+    let o = out_dir().join(out);
+    let mut cmd = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", "-O1", "-g"])
+        .arg("-I")
+        .arg(manifest().join("include"));
+    if shared {
+        cmd.args(["-shared", "-fPIC"]);
+    }
+    cmd.arg(src).arg("-o").arg(&o).arg("-L").arg(&lib).arg("-lofftrace");
+    cmd.arg(format!("-Wl,-rpath,{}", lib.display())).arg("-lpthread");
+    let r = cmd.output().unwrap();
+    assert!(r.status.success(), "cc {} failed:\n{}", src.display(), String::from_utf8_lossy(&r.stderr));
+    o
+}
+
+fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut c = Command::new(exe);
+    c.args(args).env_remove("OFFTRACE_TOOLS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let r = c.output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    (r.status.success(), text)
+}
+
+fn test_c(name: &str) -> PathBuf {
+    manifest().join("tests/c").join(name)
+}
+
+fn example_c(name: &str) -> PathBuf {
+    manifest().join("../../examples/c").join(name)
+}
+
+#[test]
+fn every_function_and_error_code() {
+    let exe = cc(&test_c("api.c"), "api", false);
+    let (ok, out) = run(&exe, &[], &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("api: all checks passed"), "{out}");
+}
+
+#[test]
+fn pairing_under_concurrent_start_stop_from_c() {
+    let exe = cc(&test_c("concurrency.c"), "concurrency", false);
+    let (ok, out) = run(&exe, &[], &[]);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn header_layouts_match_rust() {
+    use std::mem::{offset_of, size_of};
+    let exe = cc(&test_c("layout.c"), "layout", false);
+    let (ok, out) = run(&exe, &[], &[]);
+    assert!(ok, "{out}");
+    let c: HashMap<&str, usize> = out
+        .lines()
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k, v.parse().unwrap())
+        })
+        .collect();
+    let rust: Vec<(&str, usize)> = vec![
+        ("offtrace_context_id_t", size_of::<ContextId>()),
+        ("offtrace_buffer_id_t", size_of::<BufferId>()),
+        ("offtrace_user_data_t", size_of::<UserData>()),
+        ("offtrace_correlation_id_t", size_of::<CorrelationId>()),
+        ("offtrace_correlation_id_t.external", offset_of!(CorrelationId, external)),
+        ("offtrace_callback_tracing_record_t", size_of::<CallbackRecord>()),
+        ("offtrace_callback_tracing_record_t.thread_id", offset_of!(CallbackRecord, thread_id)),
+        ("offtrace_callback_tracing_record_t.correlation_id", offset_of!(CallbackRecord, correlation_id)),
+        ("offtrace_callback_tracing_record_t.kind", offset_of!(CallbackRecord, kind)),
+        ("offtrace_callback_tracing_record_t.operation", offset_of!(CallbackRecord, operation)),
+        ("offtrace_callback_tracing_record_t.phase", offset_of!(CallbackRecord, phase)),
+        ("offtrace_callback_tracing_record_t.payload", offset_of!(CallbackRecord, payload)),
+        ("offtrace_buffer_tracing_record_t", size_of::<BufferRecord>()),
+        ("offtrace_buffer_tracing_record_t.kind", offset_of!(BufferRecord, kind)),
+        ("offtrace_buffer_tracing_record_t.operation", offset_of!(BufferRecord, operation)),
+        ("offtrace_buffer_tracing_record_t.correlation_id", offset_of!(BufferRecord, correlation_id)),
+        ("offtrace_buffer_tracing_record_t.thread_id", offset_of!(BufferRecord, thread_id)),
+        ("offtrace_buffer_tracing_record_t.start_timestamp", offset_of!(BufferRecord, start_timestamp)),
+        ("offtrace_buffer_tracing_record_t.end_timestamp", offset_of!(BufferRecord, end_timestamp)),
+        ("offtrace_buffer_tracing_record_t.data", offset_of!(BufferRecord, data)),
+        ("offtrace_kernel_allocation_properties_t", size_of::<AllocationProperties>()),
+        ("offtrace_kernel_allocation_properties_t.size", offset_of!(AllocationProperties, size)),
+        ("offtrace_kernel_allocation_properties_t.arg_index", offset_of!(AllocationProperties, arg_index)),
+        ("offtrace_kernel_allocation_properties_t.type", offset_of!(AllocationProperties, memory_type)),
+        ("offtrace_callback_tracing_ur_api_data_t", size_of::<ApiCallPayload>()),
+        ("offtrace_callback_tracing_ur_api_data_t.arg_count", offset_of!(ApiCallPayload, arg_count)),
+        ("offtrace_callback_tracing_ur_api_data_t.result", offset_of!(ApiCallPayload, result)),
+        ("offtrace_callback_tracing_ur_api_data_t.has_result", offset_of!(ApiCallPayload, has_result)),
+        ("offtrace_callback_tracing_ur_api_data_t.args", offset_of!(ApiCallPayload, args)),
+        ("offtrace_callback_tracing_sycl_queue_data_t", size_of::<QueuePayload>()),
+        ("offtrace_implicit_allocation_t", size_of::<ImplicitAllocation>()),
+        ("offtrace_implicit_allocation_t.type", offset_of!(ImplicitAllocation, memory_type)),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t", size_of::<KernelDispatchPayload>()),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t.kernel_name", offset_of!(KernelDispatchPayload, kernel_name)),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t.work_dim", offset_of!(KernelDispatchPayload, work_dim)),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.kernel_arg_count",
+            offset_of!(KernelDispatchPayload, kernel_arg_count),
+        ),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t.global_size", offset_of!(KernelDispatchPayload, global_size)),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t.local_size", offset_of!(KernelDispatchPayload, local_size)),
+        ("offtrace_callback_tracing_kernel_dispatch_data_t.kernel_args", offset_of!(KernelDispatchPayload, kernel_args)),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.implicit_allocations",
+            offset_of!(KernelDispatchPayload, implicit_allocations),
+        ),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.implicit_allocation_count",
+            offset_of!(KernelDispatchPayload, implicit_allocation_count),
+        ),
+        ("offtrace_callback_tracing_memory_copy_data_t", size_of::<MemoryCopyPayload>()),
+        ("offtrace_callback_tracing_memory_fill_data_t", size_of::<MemoryFillPayload>()),
+        ("offtrace_callback_tracing_memory_alloc_data_t", size_of::<MemoryAllocPayload>()),
+        ("offtrace_callback_tracing_memory_alloc_data_t.type", offset_of!(MemoryAllocPayload, memory_type)),
+        ("offtrace_callback_tracing_memory_alloc_data_t.device", offset_of!(MemoryAllocPayload, device)),
+        ("offtrace_callback_tracing_task_graph_data_t", size_of::<TaskGraphPayload>()),
+        ("offtrace_callback_tracing_task_graph_data_t.name", offset_of!(TaskGraphPayload, name)),
+        ("offtrace_callback_tracing_task_graph_data_t.ur_event", offset_of!(TaskGraphPayload, ur_event)),
+        ("offtrace_callback_tracing_sync_data_t", size_of::<SyncPayload>()),
+        ("offtrace_callback_tracing_sync_data_t.event_count", offset_of!(SyncPayload, event_count)),
+        ("offtrace_callback_tracing_code_object_data_t", size_of::<CodeObjectPayload>()),
+        ("offtrace_callback_tracing_code_object_data_t.name", offset_of!(CodeObjectPayload, name)),
+        ("offtrace_callback_tracing_code_object_data_t.binary_size", offset_of!(CodeObjectPayload, binary_size)),
+        ("offtrace_callback_tracing_marker_data_t", size_of::<MarkerPayload>()),
+        ("offtrace_callback_tracing_marker_data_t.range_id", offset_of!(MarkerPayload, range_id)),
+        ("offtrace_client_id_t", size_of::<offtrace_client_id_t>()),
+        ("offtrace_client_id_t.handle", offset_of!(offtrace_client_id_t, handle)),
+        ("offtrace_tool_configure_result_t", size_of::<offtrace_tool_configure_result_t>()),
+        ("offtrace_tool_configure_result_t.initialize", offset_of!(offtrace_tool_configure_result_t, initialize)),
+        ("offtrace_tool_configure_result_t.finalize", offset_of!(offtrace_tool_configure_result_t, finalize)),
+        ("offtrace_tool_configure_result_t.tool_data", offset_of!(offtrace_tool_configure_result_t, tool_data)),
+    ];
+    assert_eq!(rust.len(), c.len(), "layout.c and this list must name the same items");
+    for (k, v) in rust {
+        assert_eq!(c.get(k), Some(&v), "{k}: C {:?} vs Rust {v}", c.get(k));
+    }
+}
+
+fn driver() -> PathBuf {
+    cc(&test_c("driver.c"), "driver", false)
+}
+
+#[test]
+fn tools_load_initialize_finalize_each_with_own_context() {
+    let d = driver();
+    let a = cc(&test_c("test_tool.c"), "libtool_a.so", true);
+    let b = cc(&test_c("test_tool.c"), "libtool_b.so", true);
+    let spec = format!("{}:{}", a.display(), b.display());
+    // Through OFFTRACE_TOOLS (the driver passes NULL).
+    let (ok, out) = run(&d, &[], &[("OFFTRACE_TOOLS", &spec), ("DRIVER_ITERATIONS", "3")]);
+    assert!(ok, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "configure version=100 runtime=offtrace 0.1.0 priority=0 handle=1",
+            "init test-tool data=hello ctx_ok=1",
+            "configure version=100 runtime=offtrace 0.1.0 priority=1 handle=2",
+            "init test-tool data=hello ctx_ok=1",
+            "fini test-tool data=hello calls=24",
+            "fini test-tool data=hello calls=24",
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn tool_declines_fails_or_finalizes_itself() {
+    let d = driver();
+    let t = cc(&test_c("test_tool.c"), "libtool_modes.so", true);
+    let p = t.to_str().unwrap();
+    let (ok, out) = run(&d, &[p], &[("TEST_TOOL_MODE", "decline")]);
+    assert!(ok && !out.contains("init"), "{out}");
+    let (ok, out) = run(&d, &[p], &[("TEST_TOOL_MODE", "fail")]);
+    assert!(!ok && out.contains("initialize returned 7") && !out.contains("fini"), "{out}");
+    let (ok, out) = run(&d, &[p], &[("TEST_TOOL_MODE", "self_finalize")]);
+    assert!(ok && out.matches("fini").count() == 1 && out.contains("calls=0"), "{out}");
+    let (ok, out) = run(&d, &["/nonexistent/libnothing.so"], &[]);
+    assert!(!ok && out.contains("cannot load tool"), "{out}");
+    let (ok, out) = run(&d, &[lib_dir().join("libofftrace.so").to_str().unwrap()], &[]);
+    assert!(!ok && out.contains("does not export offtrace_configure"), "{out}");
+}
+
+#[test]
+fn example_print_calls() {
+    let d = driver();
+    let t = cc(&example_c("print_calls.c"), "libprint_calls.so", true);
+    let (ok, out) = run(&d, &[t.to_str().unwrap()], &[]);
+    assert!(ok, "{out}");
+    for want in [
+        "[UR_API] urUSMDeviceAlloc -> 0",
+        "    4: size_t                     size                 = 4096",
+        "[UR_API] urKernelCreate -> 0",
+        "    1: const char *               pKernelName          = \"vector_add\"",
+        "[UR_API] urEnqueueUSMMemcpy -> 0",
+        "    1: bool                       blocking             = true",
+        "[KERNEL_DISPATCH] vector_add",
+        "    Allocation 0: 0x50000000, size: 4096 argIndex: 0 type: DEVICE",
+        "[UR_API] urQueueFinish -> 0",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn example_discard_buffer() {
+    let d = driver();
+    let t = cc(&example_c("discard_buffer.c"), "libdiscard_buffer.so", true);
+    let (ok, out) = run(&d, &[t.to_str().unwrap()], &[("DRIVER_THREADS", "4"), ("DRIVER_ITERATIONS", "2000")]);
+    assert!(ok, "{out}");
+    let line = out.lines().find(|l| l.starts_with("discard_buffer:")).unwrap();
+    let field = |k: &str| -> u64 {
+        line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+    };
+    let produced = 4 * 2000 * 4;
+    assert_eq!(field("delivered") + field("dropped"), produced, "{out}");
+    assert_eq!(field("dropped"), field("dropped_total"), "{out}");
+    assert!(out.contains("urQueueFinish"), "{out}");
+}
+
+#[test]
+fn example_rust_tool() {
+    let d = driver();
+    let tool = lib_dir().join("examples/librust_tool.so");
+    if !tool.exists() {
+        // `cargo test` builds examples; a filtered run may not have.
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "offtrace-capi", "--example", "rust_tool"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let (ok, out) = run(&d, &[tool.to_str().unwrap()], &[("DRIVER_ITERATIONS", "5")]);
+    assert!(ok, "{out}");
+    for f in ["urEnqueueUSMMemcpy", "urKernelCreate", "urQueueFinish", "urUSMDeviceAlloc"] {
+        assert!(out.lines().any(|l| l.contains(f) && l.split_whitespace().nth(2) == Some("5")), "{f} x5 in:\n{out}");
+    }
+}
