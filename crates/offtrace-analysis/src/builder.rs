@@ -362,15 +362,15 @@ impl SummaryBuilder {
                     None if full.is_empty() => "<unnamed>".to_owned(),
                     None => full.to_owned(),
                 };
-                let node = self.graph.add_node(name);
-                if ev.uid != 0 {
-                    self.node_by_uid.insert(ev.uid, node);
-                }
-                self.node_by_instance.insert(n.instance, node);
                 let kind = match n.user_data {
                     UserData::Str(s) => self.defs.str(s),
                     _ => "",
                 };
+                let node = self.graph.add_node_with_kind(name, kind.to_owned());
+                if ev.uid != 0 {
+                    self.node_by_uid.insert(ev.uid, node);
+                }
+                self.node_by_instance.insert(n.instance, node);
                 let queue_id = self.queue_of(n, md);
                 sink.node(&NodeEvent {
                     node,
@@ -401,9 +401,11 @@ impl SummaryBuilder {
                 });
             }
             tt::TASK_BEGIN => {
+                // task_begin's user data names the node kind only for some commands; the
+                // node_create of the same command (same instance) always does.
                 let kind = match n.user_data {
                     UserData::Str(s) => self.defs.str(s).to_owned(),
-                    _ => String::new(),
+                    _ => self.node_by_instance.get(&n.instance).map(|&nd| self.graph.kind(nd).to_owned()).unwrap_or_default(),
                 };
                 let task = OpenTask {
                     ts: n.ts,

@@ -4,6 +4,7 @@
 #[derive(Debug, Default)]
 pub struct TaskGraph {
     names: Vec<String>,
+    kinds: Vec<String>,
     host_ns: Vec<u64>,
     edges: Vec<(u32, u32)>,
 }
@@ -16,7 +17,13 @@ pub struct Chain {
 
 impl TaskGraph {
     pub fn add_node(&mut self, name: String) -> u32 {
+        self.add_node_with_kind(name, String::new())
+    }
+
+    /// A node with the kind the runtime gave it (`command_group_node`, ...).
+    pub fn add_node_with_kind(&mut self, name: String, kind: String) -> u32 {
         self.names.push(name);
+        self.kinds.push(kind);
         self.host_ns.push(0);
         u32::try_from(self.names.len() - 1).unwrap_or(u32::MAX)
     }
@@ -41,6 +48,10 @@ impl TaskGraph {
 
     pub fn name(&self, node: u32) -> &str {
         self.names.get(node as usize).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn kind(&self, node: u32) -> &str {
+        self.kinds.get(node as usize).map(String::as_str).unwrap_or("")
     }
 
     pub fn host_ns(&self, node: u32) -> u64 {

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
+use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
 use offtrace_analysis::{Summary, SummaryBuilder};
 use offtrace_format::TraceReader;
 
@@ -217,11 +217,14 @@ fn sections(s: &Summary) -> Vec<Section> {
     v
 }
 
+/// Header underlined, no other lines: compact, and easy to grep.
+const STYLE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
+
 /// A table fitted to the terminal's width when stdout is a terminal (comfy-table's dynamic
 /// arrangement), unconstrained otherwise.
 fn table(header: &[&str], right_from: usize) -> Table {
     let mut t = Table::new();
-    t.load_style(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic).set_header(header.to_vec());
+    t.load_style(STYLE).set_content_arrangement(ContentArrangement::Dynamic).set_header(header.to_vec());
     for i in right_from..header.len() {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
@@ -284,7 +287,10 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
                 count(c.count),
                 duration(c.host_total_ns),
                 duration(c.host_mean_ns),
-                opt_dur(c.device_total_ns),
+                match c.device_total_ns {
+                    Some(t) if c.device_count < c.count => format!("{} ({} of {})", duration(t), c.device_count, c.count),
+                    other => opt_dur(other),
+                },
                 opt_dur(c.device_mean_ns),
                 c.queues.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
             ]);
@@ -319,6 +325,7 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
         )?;
     }
     if !m.ops.is_empty() {
+        writeln!(out)?;
         let mut tb = table(&["copies and fills", "source", "count", "bytes", "host time", "device time", "rate"], 2);
         for o in &m.ops {
             tb.add_row(vec![
