@@ -213,13 +213,11 @@ impl SummaryBuilder {
         match n.trace_type {
             tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_BEGIN => {
                 self.ur_open.insert((n.tid, n.instance), OpenUrCall { ts: n.ts });
-                if let Some(kind) = names::ur_params(self.defs.str(name)).usm_kind {
-                    if let Some(inst) = self.alloc_open_by_tid.get(&n.tid) {
-                        if let Some(a) = self.alloc_open.get_mut(inst) {
+                if let Some(kind) = names::ur_params(self.defs.str(name)).usm_kind
+                    && let Some(inst) = self.alloc_open_by_tid.get(&n.tid)
+                        && let Some(a) = self.alloc_open.get_mut(inst) {
                             a.ur_kind = Some(kind);
                         }
-                    }
-                }
             }
             tt::FUNCTION_WITH_ARGS_END | tt::FUNCTION_END => {
                 let Some(open) = self.ur_open.remove(&(n.tid, n.instance)) else {
@@ -420,13 +418,11 @@ impl SummaryBuilder {
                 self.open_commands.entry(n.tid).or_default().push(n.instance);
             }
             tt::SIGNAL => {
-                if let UserData::Signal { ur_event } | UserData::Pointer(ur_event) = n.user_data {
-                    if ur_event != 0 {
-                        if let Some(t) = self.task_open.get_mut(&n.instance) {
+                if let UserData::Signal { ur_event } | UserData::Pointer(ur_event) = n.user_data
+                    && ur_event != 0
+                        && let Some(t) = self.task_open.get_mut(&n.instance) {
                             t.ur_event = Some(ur_event);
                         }
-                    }
-                }
             }
             tt::TASK_END => self.task_end(n, sink),
             tt::QUEUE_CREATE | tt::QUEUE_DESTROY => {
@@ -470,11 +466,10 @@ impl SummaryBuilder {
             self.unmatched_ends += 1;
             return;
         };
-        if let Some(stack) = self.open_commands.get_mut(&task.tid) {
-            if let Some(pos) = stack.iter().rposition(|&i| i == n.instance) {
+        if let Some(stack) = self.open_commands.get_mut(&task.tid)
+            && let Some(pos) = stack.iter().rposition(|&i| i == n.instance) {
                 stack.remove(pos);
             }
-        }
         let dur = n.ts.saturating_sub(task.ts);
         let ci = match self.cmd_index.get(&task.name) {
             Some(&i) => i,

@@ -32,4 +32,5 @@ pub use sink::*;
 pub use summary::*;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

@@ -158,13 +158,11 @@ pub fn is_enqueue(name: &str) -> bool {
 /// Strips a trailing `[...]` (pointer or counter) so names aggregate: `"memcpy"` stays,
 /// `"Memory Allocation[0x55…]"` becomes `"Memory Allocation"`.
 pub fn base_name(name: &str) -> &str {
-    if name.ends_with(']') {
-        if let Some(i) = name.rfind('[') {
-            if i > 0 {
+    if name.ends_with(']')
+        && let Some(i) = name.rfind('[')
+            && i > 0 {
                 return name[..i].trim_end();
             }
-        }
-    }
     name
 }
 

@@ -104,6 +104,7 @@ impl TraceBuilder {
     }
 
     /// A UR call: begin at `ts`, end at `ts + dur`.
+    #[allow(clippy::too_many_arguments)]
     pub fn ur_call(&mut self, ts: u64, dur: u64, tid: u32, instance: u64, function_id: u32, name: &str, args: &[u64], outs: &[(u8, u64)]) {
         let name = self.str(name);
         let mut a = ArgBlock::default();

@@ -1,6 +1,8 @@
 //! The `offtrace` binary on synthetic traces (written with the format's writer) and its error
 //! paths. No SYCL runtime needed.
 
+#![allow(clippy::unwrap_used)] // tests
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

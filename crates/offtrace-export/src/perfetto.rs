@@ -65,11 +65,10 @@ impl PacketWriter<'_> {
     }
 
     fn flush(&mut self) {
-        if self.error.is_none() {
-            if let Err(e) = self.out.write_all(&self.proto.buf) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(&self.proto.buf) {
                 self.error = Some(e);
             }
-        }
         self.proto.buf.clear();
     }
 

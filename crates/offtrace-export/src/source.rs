@@ -59,11 +59,10 @@ pub(crate) fn for_each_record(
             Ok(record) => {
                 f(&record)?;
                 out.records += 1;
-                if out.records % PROGRESS_EVERY == 0 {
-                    if let Some(p) = progress.as_mut() {
+                if out.records % PROGRESS_EVERY == 0
+                    && let Some(p) = progress.as_mut() {
                         p(pass, out.records);
                     }
-                }
             }
             Err(e) if e.is_truncated() => {
                 out.truncated = Some(e.to_string());

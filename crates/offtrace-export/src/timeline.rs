@@ -100,13 +100,11 @@ impl ThreadSlices {
             let (name, category) = match (&n.user_data, role) {
                 (UserData::FunctionWithArgs { name, .. }, _) => {
                     let fname = defs.str(*name).to_owned();
-                    if names::is_enqueue(&fname) {
-                        if let Some(cmd) = self.open_commands.get(&n.tid).and_then(|v| v.last()) {
-                            if device_instances.contains(cmd) {
+                    if names::is_enqueue(&fname)
+                        && let Some(cmd) = self.open_commands.get(&n.tid).and_then(|v| v.last())
+                            && device_instances.contains(cmd) {
                                 flows.push(device_flow(*cmd));
                             }
-                        }
-                    }
                     (fname, "ur")
                 }
                 _ => {
@@ -131,13 +129,11 @@ impl ThreadSlices {
             self.stacks.entry(n.tid).or_default().push(n.instance);
             out(SliceAction::Begin { tid: n.tid, ts: n.ts, name, category, flows });
         } else if names::is_end(n.trace_type) {
-            if n.trace_type == names::tt::TASK_END {
-                if let Some(v) = self.open_commands.get_mut(&n.tid) {
-                    if let Some(p) = v.iter().rposition(|&i| i == n.instance) {
+            if n.trace_type == names::tt::TASK_END
+                && let Some(v) = self.open_commands.get_mut(&n.tid)
+                    && let Some(p) = v.iter().rposition(|&i| i == n.instance) {
                         v.truncate(p);
                     }
-                }
-            }
             let Some(stack) = self.stacks.get_mut(&n.tid) else { return };
             let Some(pos) = stack.iter().rposition(|&i| i == n.instance) else { return };
             for _ in pos..stack.len() {

@@ -1,6 +1,8 @@
 //! Round trips of every export format through independent readers: a minimal protobuf decoder
 //! written here (not the encoder's code), serde_json, rusqlite, and the csv crate.
 
+#![allow(clippy::unwrap_used)] // tests
+
 use std::collections::HashMap;
 
 use offtrace_analysis::testing::w4_like;
@@ -66,7 +68,7 @@ fn decode(b: &[u8]) -> Vec<(u32, Val)> {
     out
 }
 
-fn get<'a>(m: &'a [(u32, Val)], field: u32) -> Option<&'a Val> {
+fn get(m: &[(u32, Val)], field: u32) -> Option<&Val> {
     m.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
 }
 fn get_u(m: &[(u32, Val)], field: u32) -> Option<u64> {
