@@ -47,6 +47,8 @@ pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         candidates.push(d.join("../../.venv"));
     }
     candidates.push(PathBuf::from(".venv"));
+    // A build outside the workspace's target/ (CARGO_TARGET_DIR) still finds the workspace's venv.
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv"));
     for c in candidates {
         if let Some(lib) = runtime_lib(&c) {
             return Ok(lib.canonicalize().unwrap_or(lib));

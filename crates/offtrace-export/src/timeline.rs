@@ -33,16 +33,20 @@ pub(crate) struct FirstPass {
 
 #[derive(Default)]
 struct GraphCollector {
-    out_edges: FxHashMap<u32, Vec<u32>>,
-    in_edges: FxHashMap<u32, Vec<u32>>,
+    edges: Vec<(u32, u32, u32)>,
+    command_nodes: FxHashSet<u32>,
     device_instances: FxHashSet<u64>,
 }
 
 impl ModelSink for GraphCollector {
     fn edge(&mut self, e: &EdgeEvent<'_>) {
         if let (Some(s), Some(t)) = (e.source, e.target) {
-            self.out_edges.entry(s).or_default().push(e.edge);
-            self.in_edges.entry(t).or_default().push(e.edge);
+            self.edges.push((e.edge, s, t));
+        }
+    }
+    fn command(&mut self, c: &offtrace_analysis::CommandEvent<'_>) {
+        if let Some(n) = c.node {
+            self.command_nodes.insert(n);
         }
     }
     fn device(&mut self, d: &DeviceEvent<'_>) {
@@ -60,12 +64,17 @@ pub(crate) fn first_pass(
         builder.push_with(r, &mut g);
         Ok(())
     })?;
-    Ok(FirstPass {
-        summary: builder.finish(),
-        out_edges: g.out_edges,
-        in_edges: g.in_edges,
-        device_instances: g.device_instances,
-    })
+    // A flow needs a slice at both ends: edges from or to nodes that never ran as a command
+    // (virtual nodes, ...) get none.
+    let mut out_edges: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let mut in_edges: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    for (e, s, t) in g.edges {
+        if g.command_nodes.contains(&s) && g.command_nodes.contains(&t) {
+            out_edges.entry(s).or_default().push(e);
+            in_edges.entry(t).or_default().push(e);
+        }
+    }
+    Ok(FirstPass { summary: builder.finish(), out_edges, in_edges, device_instances: g.device_instances })
 }
 
 /// A slice boundary on a thread track.
