@@ -163,15 +163,14 @@ impl Decoder {
             });
         }
         let tid = if tag & TAG_SAME_TID != 0 {
-            self.threads.last_tid.ok_or(DecodeError::Invalid {
+            self.threads.last_tid().ok_or(DecodeError::Invalid {
                 what: "same-thread flag on the first notification of a chunk",
                 found: tag.into(),
             })?
         } else {
             c.u32("notification tid")?
         };
-        self.threads.last_tid = Some(tid);
-        let st = self.threads.get(tid);
+        let (_, st) = self.threads.switch_to(tid);
 
         let ts = apply_delta(st.ts, c.varint("notification ts delta")?);
         let stream = c.u8("notification stream")?;
@@ -223,7 +222,7 @@ impl Decoder {
                     None
                 };
                 let args = if presence & P_SAME_ARGS != 0 {
-                    st.args
+                    st.previous_args()
                 } else {
                     let len = c.u8("argument count")?;
                     if usize::from(len) > MAX_ARGS {

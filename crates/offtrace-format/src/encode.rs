@@ -8,7 +8,7 @@
 
 use crate::record::{EventInfo, Notification, Record, UserData};
 use crate::tag::*;
-use crate::thread_state::{ThreadStates, canonical_args};
+use crate::thread_state::ThreadStates;
 use crate::varint::{put_delta, put_u64, zigzag};
 
 #[derive(Debug, Default)]
@@ -91,9 +91,7 @@ impl Encoder {
 
     /// Encodes one notification whose `ts` is in raw ticks.
     pub fn encode_notification(&mut self, n: &Notification, out: &mut Vec<u8>) {
-        let same_tid = self.threads.last_tid == Some(n.tid);
-        self.threads.last_tid = Some(n.tid);
-        let st = self.threads.get(n.tid);
+        let (same_tid, st) = self.threads.switch_to(n.tid);
 
         let kind = match n.user_data {
             UserData::None => KIND_NONE,
@@ -132,7 +130,6 @@ impl Encoder {
         if n.universal_id != 0 {
             presence |= P_UNIVERSAL_ID;
         }
-        let mut canonical = None;
         if let UserData::FunctionWithArgs { function_id, name, result, args, outs } = &n.user_data {
             if (*function_id, *name) == st.function {
                 presence |= P_SAME_FUNCTION;
@@ -140,11 +137,9 @@ impl Encoder {
             if result.is_some() {
                 presence |= P_RESULT;
             }
-            let a = canonical_args(args);
-            if a == st.args {
+            if args.as_slice() == st.previous_args_slice() {
                 presence |= P_SAME_ARGS;
             }
-            canonical = Some(a);
             if !outs.as_slice().is_empty() {
                 presence |= P_OUTS;
             }
@@ -179,7 +174,7 @@ impl Encoder {
         match &n.user_data {
             UserData::None => {}
             UserData::Str(s) => put_u64(out, s.0.into()),
-            UserData::FunctionWithArgs { function_id, name, result, outs, .. } => {
+            UserData::FunctionWithArgs { function_id, name, result, args, outs } => {
                 if presence & P_SAME_FUNCTION == 0 {
                     put_u64(out, (*function_id).into());
                     put_u64(out, name.0.into());
@@ -187,10 +182,8 @@ impl Encoder {
                 if let Some(r) = result {
                     put_u64(out, zigzag((*r).into()));
                 }
-                if presence & P_SAME_ARGS == 0
-                    && let Some(a) = &canonical
-                {
-                    let values = a.as_slice();
+                if presence & P_SAME_ARGS == 0 {
+                    let values = args.as_slice();
                     out.push(values.len() as u8);
                     for &v in values {
                         put_u64(out, v);

@@ -6,7 +6,12 @@
 //! the same state. The state is reset at every chunk start, so each chunk decodes on its own.
 //!
 //! Both sides must update the state identically: [`ThreadState::remember`] is the single place
-//! that does it, called with the notification as decoded (or as it will decode).
+//! that does it.
+//!
+//! Cost: consecutive notifications usually come from the same thread, so the state of the
+//! previous thread is found without hashing; a thread switch is one hash-map lookup. The first
+//! notification of a thread in a chunk pushes a slot (no allocation once the vectors have grown
+//! to the number of threads).
 
 use std::collections::HashMap;
 
@@ -21,8 +26,9 @@ pub(crate) struct ThreadState {
     pub event: Option<EventInfo>,
     /// (function_id, name) of the previous function_with_args on this thread.
     pub function: (u32, StrId),
-    /// Arguments of the previous function_with_args on this thread (canonical: zero past `len`).
-    pub args: ArgBlock,
+    /// Arguments of the previous function_with_args on this thread. Only `as_slice()` is
+    /// meaningful: values past `len` may be stale (see [`ThreadState::previous_args`]).
+    args: ArgBlock,
 }
 
 impl ThreadState {
@@ -36,36 +42,69 @@ impl ThreadState {
         self.event = n.event;
         if let UserData::FunctionWithArgs { function_id, name, args, .. } = &n.user_data {
             self.function = (*function_id, *name);
-            self.args = canonical_args(args);
+            let s = args.as_slice();
+            self.args.len = s.len() as u8;
+            self.args.values[..s.len()].copy_from_slice(s);
         }
+    }
+
+    /// The previous function_with_args arguments on this thread.
+    pub fn previous_args_slice(&self) -> &[u64] {
+        self.args.as_slice()
+    }
+
+    /// The previous arguments in canonical form (zero past `len`), as the decoder returns them.
+    pub fn previous_args(&self) -> ArgBlock {
+        let s = self.args.as_slice();
+        let mut out = ArgBlock { len: s.len() as u8, ..ArgBlock::default() };
+        out.values[..s.len()].copy_from_slice(s);
+        out
     }
 }
 
-/// The args as the decoder will see them: `len` clamped to `MAX_ARGS`, zero past it.
-pub(crate) fn canonical_args(a: &ArgBlock) -> ArgBlock {
-    let s = a.as_slice();
-    let mut out = ArgBlock { len: s.len() as u8, ..ArgBlock::default() };
-    out.values[..s.len()].copy_from_slice(s);
-    out
-}
-
-/// The state of every thread seen in the current chunk, plus the thread of the previous
-/// notification (consecutive notifications usually come from the same thread).
-///
-/// `clear()` keeps the map's capacity, so a writer does not allocate per chunk after warm-up.
+/// The state of every thread seen in the current chunk, plus which thread the previous
+/// notification came from.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadStates {
-    pub by_tid: HashMap<u32, ThreadState>,
-    pub last_tid: Option<u32>,
+    slot_of_tid: HashMap<u32, usize>,
+    states: Vec<ThreadState>,
+    last_tid: Option<u32>,
+    last_slot: usize,
 }
 
 impl ThreadStates {
+    /// Forgets every thread; keeps the capacity.
     pub fn reset(&mut self) {
-        self.by_tid.clear();
+        self.slot_of_tid.clear();
+        self.states.clear();
         self.last_tid = None;
+        self.last_slot = 0;
     }
 
-    pub fn get(&mut self, tid: u32) -> &mut ThreadState {
-        self.by_tid.entry(tid).or_default()
+    /// The thread of the previous notification in this chunk.
+    pub fn last_tid(&self) -> Option<u32> {
+        self.last_tid
+    }
+
+    /// Makes `tid` the current thread: whether it was already the previous notification's
+    /// thread, and its state.
+    #[inline]
+    pub fn switch_to(&mut self, tid: u32) -> (bool, &mut ThreadState) {
+        let same = self.last_tid == Some(tid) && self.last_slot < self.states.len();
+        if !same {
+            self.last_slot = match self.slot_of_tid.get(&tid) {
+                Some(&slot) if slot < self.states.len() => slot,
+                _ => {
+                    self.states.push(ThreadState::default());
+                    let slot = self.states.len() - 1;
+                    self.slot_of_tid.insert(tid, slot);
+                    slot
+                }
+            };
+            self.last_tid = Some(tid);
+        }
+        // Invariant: `last_slot < states.len()` (checked or pushed just above), independent of
+        // the input, so this index cannot fail.
+        (same, &mut self.states[self.last_slot])
     }
 }
