@@ -289,3 +289,36 @@ fn record_summary_line_on_a_written_trace() {
     let n = w4_like().len();
     assert!(e.contains(&format!("offtrace: {n} records, 3 dropped, {}", out.display())), "{e}");
 }
+
+#[test]
+fn record_default_output_name_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    std::fs::write(dir.path().join("offtrace-sh-1.offtrace"), b"keep").unwrap();
+    let o = offtrace()
+        .current_dir(dir.path())
+        .args(["record", "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--"])
+        .args(["sh", "-c", "echo \"$OFFTRACE_OUTPUT\""])
+        .output()
+        .unwrap();
+    ok(&o);
+    assert!(text(&o.stdout).trim().ends_with("/offtrace-sh-2.offtrace"), "{}", text(&o.stdout));
+    assert_eq!(std::fs::read(dir.path().join("offtrace-sh-1.offtrace")).unwrap(), b"keep");
+}
+
+#[test]
+fn record_missing_dispatcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let o = record(&[
+        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--dispatcher", "/nonexistent/libxptifw.so",
+        "-o", out.to_str().unwrap(), "--", "true",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("XPTI dispatcher not found: /nonexistent/libxptifw.so"), "{}", text(&o.stderr));
+}
