@@ -280,11 +280,13 @@ impl InternTable {
     }
 
     /// Number of IDs handed out.
+    #[allow(dead_code)]
     pub fn len(&self) -> usize {
         (self.next_id.load(Ordering::Relaxed).min(self.max_id) - self.first_id) as usize
     }
 
     /// Whether nothing is interned.
+    #[allow(dead_code)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

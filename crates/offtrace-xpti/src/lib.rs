@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod ur;
 
+pub mod api;
 mod callbacks;
 pub mod dispatch;
 mod framework;

@@ -8,6 +8,7 @@ pub type LookupStringHook = unsafe extern "C" fn(u32) -> *const c_char;
 /// `uint32_t register(const char *s)`.
 pub type RegisterStringHook = unsafe extern "C" fn(*const c_char) -> u32;
 
+#[allow(dead_code)] // the map helpers are used by tests and kept for tools
 unsafe extern "C" {
     pub fn ot_shim_set_hooks(lookup: LookupStringHook, register: RegisterStringHook);
     pub fn ot_instance_size() -> usize;
