@@ -165,3 +165,61 @@ impl ThreadSlices {
         self.stacks.clear();
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use offtrace_analysis::testing::TraceBuilder;
+    use offtrace_analysis::Definitions;
+    use offtrace_format::Record;
+
+    fn run(records: &[Record]) -> Vec<String> {
+        let mut defs = Definitions::new();
+        let mut slices = ThreadSlices::default();
+        let mut out = Vec::new();
+        for r in records {
+            defs.observe(r);
+            if let Record::Notification(n) = r {
+                slices.on_notification(n, &defs, &FxHashSet::default(), &mut |a| {
+                    out.push(match a {
+                        SliceAction::Begin { name, .. } => format!("B {name}"),
+                        SliceAction::End { ts, .. } => format!("E {ts}"),
+                    })
+                });
+            }
+        }
+        slices.close_all(&mut |a| out.push(format!("{a:?}").split_whitespace().next().unwrap_or("").to_owned()));
+        out
+    }
+
+    #[test]
+    fn end_of_an_outer_slice_closes_inner_ones_and_stray_ends_are_ignored() {
+        let mut b = TraceBuilder::new();
+        b.stream(8, "ur.call");
+        b.ur_call(10, 100, 1, 1, 1, "urOuter", &[], &[]);
+        b.ur_call(20, 10, 1, 2, 2, "urInner", &[], &[]);
+        b.ur_call(500, 1, 1, 9, 3, "urStray", &[], &[]);
+        let (defs, notes): (Vec<Record>, Vec<Record>) =
+            b.records.into_iter().partition(|r| !matches!(r, Record::Notification(_)));
+        let pick = |inst: u64, tt: u16| {
+            notes.iter().find(|r| matches!(r, Record::Notification(n) if n.instance == inst && n.trace_type == tt)).cloned().unwrap()
+        };
+        // outer begin, inner begin, outer end (the inner end was lost), a stray end
+        let mut records = defs;
+        records.extend([pick(1, 28), pick(2, 28), pick(1, 29), pick(9, 29)]);
+        b.records = records;
+        let out = run(&b.records);
+        assert_eq!(out, vec!["B urOuter", "B urInner", "E 110", "E 110"]);
+    }
+
+    #[test]
+    fn unfinished_slices_are_closed_at_the_end() {
+        let mut b = TraceBuilder::new();
+        b.stream(8, "ur.call");
+        b.ur_call(10, 100, 1, 1, 1, "urOpen", &[], &[]);
+        b.records.retain(|r| !matches!(r, Record::Notification(n) if n.trace_type == 29));
+        let out = run(&b.records);
+        assert_eq!(out, vec!["B urOpen", "End"]);
+    }
+}
