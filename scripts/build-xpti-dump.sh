@@ -11,6 +11,9 @@ src=$shared/tools/xpti-dump
 [ -f "$src/dump.c" ] || { echo "build-xpti-dump: $src/dump.c not found (set OFFTRACE_SHARED)" >&2; exit 1; }
 out=$here/target/xpti-dump
 mkdir -p "$out"
+# Tests may build it concurrently: one builder at a time.
+exec 9>"$out/.lock"
+flock 9
 cp "$src/dump.c" "$src/xpti_c.h" "$src/Makefile" "$src/analyze.py" "$out/"
 make -s -C "$out" VENV="$venv" >&2
 echo "$out/libdump.so"
