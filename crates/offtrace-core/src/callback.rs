@@ -7,8 +7,9 @@
 //! (a record in a buffer) of every started context that configured the kind and operation.
 //!
 //! Cost: disabled (no started service for the kind) = one relaxed load and a predictable branch,
-//! no thread-local, no allocation, no lock. Enabled = per delivery two atomic RMWs on the
-//! context's own counters (`executing`, `open_pairs`), a few thread-local cells, the call.
+//! no thread-local, no allocation, no lock. Enabled = a few thread-local cells and, per
+//! delivery, plain stores to the thread's own in-flight slot (no atomic read-modify-write, no
+//! cache line shared between threads: see [`crate::inflight`]), then the call.
 //! Numbers in `docs/overhead.md` (`## Tracing services`).
 //!
 //! Re-entrancy: while a thread runs a callback, emits on that thread deliver nothing (a tool
@@ -19,12 +20,13 @@
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::buffer::BufferRecord;
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
 use crate::correlation::{THREAD, ThreadState};
 use crate::error::ServiceError;
+use crate::inflight::{ThreadSlot, thread_slot};
 use crate::kind::Kind;
 use crate::payload::Payload;
 use crate::timestamp::timestamp_ns;
@@ -281,7 +283,7 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
 pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
-        instant_slow(kind, op, phase, payload, mask, None);
+        instant_slow(kind, op, phase, payload, mask);
     }
 }
 
@@ -314,27 +316,35 @@ fn call(t: &ThreadState, slot_index: usize, svc: &CallbackService, record: Callb
     t.in_callback.set(false);
 }
 
-/// Takes slot `i`'s `executing` count if it is started and wants (kind, op). Returns the
-/// service pointer to use (non-null) with `executing` held, or `None` with it released.
-#[inline]
-fn acquire<S>(i: usize, services: &[std::sync::atomic::AtomicPtr<S>], kind: Kind) -> Option<*mut S> {
+/// Marks the thread busy in slot `i` if the context is started and has a service for `kind`.
+/// Returns the service (the caller must `leave(i)` after using it), or `None` (nothing held).
+#[inline(always)]
+fn acquire<S>(me: &ThreadSlot, i: usize, services: &[AtomicPtr<S>], kind: Kind) -> Option<*mut S> {
     let slot = &SLOTS[i];
-    // SeqCst (both): Dekker with `stop_context` (store active=false; load executing).
-    slot.executing.fetch_add(1, Ordering::SeqCst);
-    if slot.active.load(Ordering::SeqCst) {
-        // Acquire: pairs with the Release that installed the service.
-        let p = services[kind.index()].load(Ordering::Acquire);
-        if !p.is_null() {
-            return Some(p);
-        }
+    if !me.enter_if_active(i, &slot.active) {
+        return None;
     }
-    // Release: our reads of the slot happen-before the stopper's observation of the decrement.
-    slot.executing.fetch_sub(1, Ordering::Release);
-    None
+    // Acquire: pairs with the Release that installed the service.
+    let p = services[kind.index()].load(Ordering::Acquire);
+    if p.is_null() {
+        me.leave(i);
+        return None;
+    }
+    Some(p)
+}
+
+#[inline(always)]
+fn for_each_bit(mut bits: u32, mut f: impl FnMut(usize)) {
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        f(i);
+    }
 }
 
 #[inline(never)]
 fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+    let Some(me) = thread_slot() else { return CallToken::NONE };
     THREAD.with(|t| {
         if t.in_callback.get() {
             return CallToken::NONE;
@@ -344,22 +354,18 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
         token.operation = op;
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
-        let mut cb = mask & 0xff;
-        while cb != 0 {
-            let i = cb.trailing_zeros() as usize;
-            cb &= cb - 1;
-            let Some(svc) = acquire(i, &SLOTS[i].callbacks, kind) else { continue };
-            let slot = &SLOTS[i];
-            // SAFETY: `executing` is held, so the service outlives this use (destroy waits).
+        for_each_bit(mask & 0xff, |i| {
+            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { return };
+            // SAFETY: the thread is busy in the context, so the service outlives this use
+            // (destroy frees it only after no thread is busy in the context).
             let svc = unsafe { &*svc };
             if svc.filter.contains(op) {
                 if token.correlation == 0 {
                     token.correlation = t.next_correlation_id();
                 }
-                // Relaxed: `open_pairs` is read by destroy only after `executing` drained.
-                slot.open_pairs.fetch_add(1, Ordering::Relaxed);
+                me.open_pair(i);
                 token.delivered |= 1 << i;
-                let id = slot.id();
+                let id = SLOTS[i].id();
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
@@ -374,20 +380,17 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
                 };
                 call(t, i, svc, record, &mut token.user[i]);
             }
-            slot.executing.fetch_sub(1, Ordering::Release);
-        }
-        let mut bm = (mask >> BUFFER_SHIFT) & 0xff;
-        while bm != 0 {
-            let i = bm.trailing_zeros() as usize;
-            bm &= bm - 1;
-            let Some(svc) = acquire(i, &SLOTS[i].buffers, kind) else { continue };
-            // SAFETY: `executing` is held (see above).
+            me.leave(i);
+        });
+        for_each_bit((mask >> BUFFER_SHIFT) & 0xff, |i| {
+            let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { return };
+            // SAFETY: busy in the context (see above).
             if unsafe { &*svc }.filter.contains(op) {
-                SLOTS[i].open_pairs.fetch_add(1, Ordering::Relaxed);
+                me.open_pair(i);
                 token.buffered |= 1 << i;
             }
-            SLOTS[i].executing.fetch_sub(1, Ordering::Release);
-        }
+            me.leave(i);
+        });
         if token.is_delivered() {
             if token.correlation == 0 {
                 token.correlation = t.next_correlation_id();
@@ -404,21 +407,19 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
 #[inline(never)]
 fn exit_slow(mut token: CallToken, payload: Payload<'_>) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
-    // `try_with`: the exit must close its pairs even during thread teardown.
-    let _ = THREAD.try_with(|t| {
+    // The pairs were opened on this thread, so its slot exists (registered at the enter).
+    let Some(me) = thread_slot() else { return };
+    THREAD.with(|t| {
         t.current.set(token.previous);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
-        let mut cb = token.delivered;
-        while cb != 0 {
-            let i = cb.trailing_zeros() as usize;
-            cb &= cb - 1;
+        for_each_bit(u32::from(token.delivered), |i| {
             let slot = &SLOTS[i];
-            // SeqCst: makes `stop_context` wait for this callback too.
-            slot.executing.fetch_add(1, Ordering::SeqCst);
+            // Busy without the gate: `stop` waits for this callback too.
+            me.enter_unconditionally(i);
             let svc = slot.callbacks[kind.index()].load(Ordering::Acquire);
-            // SAFETY: our open pair keeps the context (and its services) alive; non-null since
-            // services are only removed by destroy, which waits for `open_pairs == 0`.
+            // SAFETY: our open pair keeps the context and its services alive (destroy waits for
+            // open pairs); non-null: services are removed only by destroy.
             let svc = unsafe { &*svc };
             let id = slot.id();
             let record = CallbackRecord {
@@ -434,16 +435,12 @@ fn exit_slow(mut token: CallToken, payload: Payload<'_>) {
                 payload: ptr,
             };
             call(t, i, svc, record, &mut token.user[i]);
-            slot.executing.fetch_sub(1, Ordering::Release);
-            // Release: our use of the service happens-before destroy's Acquire of 0.
-            slot.open_pairs.fetch_sub(1, Ordering::Release);
-        }
+            me.leave(i);
+            me.close_pair(i);
+        });
         if token.buffered != 0 {
             let end = timestamp_ns();
-            let mut bm = token.buffered;
-            while bm != 0 {
-                let i = bm.trailing_zeros() as usize;
-                bm &= bm - 1;
+            for_each_bit(u32::from(token.buffered), |i| {
                 let slot = &SLOTS[i];
                 let svc = slot.buffers[kind.index()].load(Ordering::Acquire);
                 // SAFETY: as for the callback service above.
@@ -459,30 +456,28 @@ fn exit_slow(mut token: CallToken, payload: Payload<'_>) {
                     end,
                     &payload,
                 ));
-                slot.open_pairs.fetch_sub(1, Ordering::Release);
-            }
+                me.close_pair(i);
+            });
         }
     });
 }
 
 #[inline(never)]
-fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32, correlation: Option<u64>) {
-    let _ = THREAD.try_with(|t| {
+fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+    let Some(me) = thread_slot() else { return };
+    THREAD.with(|t| {
         if t.in_callback.get() {
             return;
         }
-        let correlation = correlation.unwrap_or_else(|| match t.current.get() {
+        let correlation = match t.current.get() {
             0 => t.next_correlation_id(),
             c => c,
-        });
+        };
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
-        let mut cb = mask & 0xff;
-        while cb != 0 {
-            let i = cb.trailing_zeros() as usize;
-            cb &= cb - 1;
-            let Some(svc) = acquire(i, &SLOTS[i].callbacks, kind) else { continue };
-            // SAFETY: `executing` is held.
+        for_each_bit(mask & 0xff, |i| {
+            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { return };
+            // SAFETY: busy in the context.
             let svc = unsafe { &*svc };
             if svc.filter.contains(op) {
                 let id = SLOTS[i].id();
@@ -498,19 +493,20 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u
                 let mut user = UserData::default();
                 call(t, i, svc, record, &mut user);
             }
-            SLOTS[i].executing.fetch_sub(1, Ordering::Release);
-        }
+            me.leave(i);
+        });
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
             let now = timestamp_ns();
-            write_buffers(t, kind, op, correlation, now, now, &payload, bm);
+            write_buffers(me, t, kind, op, correlation, now, now, &payload, bm);
         }
     });
 }
 
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn write_buffers(
+    me: &ThreadSlot,
     t: &ThreadState,
     kind: Kind,
     op: u32,
@@ -518,14 +514,12 @@ fn write_buffers(
     start: u64,
     end: u64,
     payload: &Payload<'_>,
-    mut bm: u32,
+    bm: u32,
 ) {
     let thread_id = t.thread_id();
-    while bm != 0 {
-        let i = bm.trailing_zeros() as usize;
-        bm &= bm - 1;
-        let Some(svc) = acquire(i, &SLOTS[i].buffers, kind) else { continue };
-        // SAFETY: `executing` is held.
+    for_each_bit(bm, |i| {
+        let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { return };
+        // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if svc.filter.contains(op) {
             let id = SLOTS[i].id();
@@ -540,15 +534,16 @@ fn write_buffers(
                 payload,
             ));
         }
-        SLOTS[i].executing.fetch_sub(1, Ordering::Release);
-    }
+        me.leave(i);
+    });
 }
 
 #[inline(never)]
 fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
-    let _ = THREAD.try_with(|t| {
+    let Some(me) = thread_slot() else { return };
+    THREAD.with(|t| {
         if !t.in_callback.get() {
-            write_buffers(t, kind, op, correlation, start, end, &payload, bm & 0xff);
+            write_buffers(me, t, kind, op, correlation, start, end, &payload, bm & 0xff);
         }
     });
 }

@@ -8,18 +8,21 @@
 //! slot `i` has a started callback service for the kind; bit `16 + i` = a started buffer
 //! service). The control plane (create, configure, start, stop, destroy) takes the slot's mutex.
 //!
-//! Pairing and quiescence (the Level Zero tracer's guarantees):
-//! - a delivery of an enter first increments the slot's `executing`, then checks `active`
-//!   (both `SeqCst`); `stop` clears `active`, then waits for `executing` to drain. So after
-//!   `stop` returns no new enter is delivered, and no callback of the context is running (other
-//!   than the caller's own, when a callback stops its own context);
-//! - a delivered enter increments `open_pairs` and records the slot in the call's token; the
-//!   exit is delivered to every slot in the token, started or not, and then decrements
-//!   `open_pairs`. An enter not delivered (context stopped, or started only after it) has no
-//!   exit, even if the context is started before the exit;
-//! - `destroy` stops, then waits for `executing` and `open_pairs` to reach 0, so no callback of
-//!   the context runs after it returns and no exit is lost. It must not be called from inside a
-//!   callback (it returns `Busy`): the calling thread's own open pair would never close.
+//! Pairing and quiescence (the Level Zero tracer's guarantees), with the per-thread in-flight
+//! state of [`crate::inflight`] (no shared counter on the record path):
+//! - a delivery first marks the thread busy in the context, then checks `active`; `stop` clears
+//!   `active`, then waits until no thread is busy in it. So after `stop` returns no new enter is
+//!   delivered, and no callback of the context is running (other than the caller's own, when a
+//!   callback stops its own context);
+//! - a delivered enter opens a pair on the thread and records the slot in the call's token; the
+//!   exit is delivered to every slot in the token, started or not, and then closes the pair. An
+//!   enter not delivered (context stopped, or started only after it) has no exit, even if the
+//!   context is started before the exit;
+//! - `destroy` stops, then waits until no thread is busy in the context and no live thread holds
+//!   an open pair, so no callback of the context runs after it returns and no exit is lost. It
+//!   returns `Busy` inside a callback or inside a traced call of the context (the calling
+//!   thread's own pair would never close). A thread that exited with an open pair (its exit was
+//!   never emitted) is not waited for.
 
 #![allow(unsafe_code)] // services are owned through raw pointers in `AtomicPtr`s (see SAFETY notes)
 
@@ -63,8 +66,6 @@ pub(crate) struct Slot {
     /// The live handle of this slot (0 = free). Release on create, Acquire in `validate`.
     handle: AtomicU64,
     pub(crate) active: AtomicBool,
-    pub(crate) executing: AtomicU32,
-    pub(crate) open_pairs: AtomicU64,
     /// Owned `Box<CallbackService>` per kind (null = not configured).
     pub(crate) callbacks: [AtomicPtr<CallbackService>; KIND_COUNT],
     /// Owned `Box<BufferService>` per kind (null = not configured).
@@ -77,15 +78,13 @@ impl Slot {
             control: Mutex::new(Control { state: State::Free, generation: 0 }),
             handle: AtomicU64::new(0),
             active: AtomicBool::new(false),
-            executing: AtomicU32::new(0),
-            open_pairs: AtomicU64::new(0),
             callbacks: [const { AtomicPtr::new(ptr::null_mut()) }; KIND_COUNT],
             buffers: [const { AtomicPtr::new(ptr::null_mut()) }; KIND_COUNT],
         }
     }
 
-    /// The slot's context id as records carry it. Relaxed: only read while the caller holds
-    /// `executing` or an open pair, which keeps the handle from changing.
+    /// The slot's context id as records carry it. Relaxed: only read while the caller is busy
+    /// in the context or holds an open pair of it, which keeps the handle from changing.
     #[inline]
     pub(crate) fn id(&self) -> ContextId {
         ContextId { handle: self.handle.load(Ordering::Relaxed) }
@@ -121,6 +120,7 @@ pub(crate) fn validate(ctx: ContextId) -> Result<usize, ServiceError> {
 
 /// Creates a stopped context with no services.
 pub fn create_context() -> Result<ContextId, ServiceError> {
+    crate::inflight::init();
     for (i, slot) in SLOTS.iter().enumerate() {
         let mut c = slot.lock();
         if c.state == State::Free {
@@ -181,7 +181,7 @@ pub fn start_context(ctx: ContextId) -> Result<(), ServiceError> {
         return Ok(());
     }
     c.state = State::Active;
-    // SeqCst: the Dekker pair with the record path's `executing` increment (see module docs).
+    // SeqCst: one side of the handshake of `inflight` (the stopper's store of `false`).
     slot.active.store(true, Ordering::SeqCst);
     set_mask_bits(i, slot);
     Ok(())
@@ -204,26 +204,8 @@ pub fn stop_context(ctx: ContextId) -> Result<(), ServiceError> {
         }
     }
     // Waiting outside the lock: a callback of this context may itself call start/stop.
-    wait_until(|| slot.executing.load(Ordering::SeqCst) <= own_callbacks(i));
+    crate::inflight::quiesce(i, false);
     Ok(())
-}
-
-/// 1 when the calling thread is running a callback of slot `i` (it cannot wait for itself).
-fn own_callbacks(i: usize) -> u32 {
-    THREAD.with(|t| u32::from(t.callback_context.get() == i + 1))
-}
-
-#[cold]
-fn wait_until(mut done: impl FnMut() -> bool) {
-    let mut spins = 0u32;
-    while !done() {
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
 }
 
 /// Whether the context is started.
@@ -239,6 +221,10 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
         return Err(ServiceError::Busy);
     }
     let i = validate(ctx)?;
+    if crate::inflight::own_activity(i) {
+        // This thread is inside a traced call of the context: its own pair would never close.
+        return Err(ServiceError::Busy);
+    }
     let slot = &SLOTS[i];
     {
         let mut c = slot.lock();
@@ -249,7 +235,7 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
         slot.active.store(false, Ordering::SeqCst);
         clear_mask_bits(i);
     }
-    wait_until(|| slot.executing.load(Ordering::SeqCst) == 0 && slot.open_pairs.load(Ordering::Acquire) == 0);
+    crate::inflight::quiesce(i, true);
     crate::buffer::retire_context_buffers(ctx);
     let mut c = slot.lock();
     for k in 0..KIND_COUNT {
@@ -258,8 +244,9 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
             // SAFETY:
             // - `cb` came from `Box::into_raw` in `configure_callback_tracing_service`;
             // - the swap removed the only owner; no emitter can still hold it: `active` is
-            //   false, `executing` and `open_pairs` were 0 after that, and an emitter that
-            //   increments `executing` later sees `active == false` and does not load it.
+            //   false, `quiesce` saw no thread busy in the context and no open pair after
+            //   that, and an emitter that marks itself busy later sees `active == false` and
+            //   does not load it.
             drop(unsafe { Box::from_raw(cb) });
         }
         let bs = slot.buffers[k].swap(ptr::null_mut(), Ordering::AcqRel);

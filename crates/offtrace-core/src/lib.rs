@@ -13,6 +13,7 @@ mod callback;
 mod context;
 mod correlation;
 mod error;
+mod inflight;
 mod kind;
 mod marker;
 mod payload;
@@ -40,6 +41,7 @@ pub use correlation::{
     push_external_correlation_id,
 };
 pub use error::ServiceError;
+pub use inflight::asymmetric_fences;
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
     memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,

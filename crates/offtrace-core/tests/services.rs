@@ -632,3 +632,14 @@ fn destroy_inside_a_callback_is_refused() {
     destroy_context(ctx).unwrap();
     assert_eq!(*res.lock().unwrap(), Some(Err(ServiceError::Busy)));
 }
+
+#[test]
+fn reports_which_fences_it_uses() {
+    let _g = serial();
+    let c = create_context().unwrap();
+    destroy_context(c).unwrap();
+    eprintln!("asymmetric (membarrier) fences: {}", asymmetric_fences());
+    if std::env::var_os("OFFTRACE_NO_MEMBARRIER").is_some() {
+        assert!(!asymmetric_fences());
+    }
+}

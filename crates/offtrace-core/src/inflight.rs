@@ -1,0 +1,228 @@
+//! In-flight tracking: which threads are inside a context's callbacks, and which hold open
+//! enter/exit pairs — without a shared counter on the record path.
+//!
+//! Each thread that delivers anything owns a [`ThreadSlot`] (registered once, reused after the
+//! thread exits). Only the owner writes it: `busy` has bit `i` set while the thread is between
+//! the gate check of context slot `i` and the return of its callback (or buffer write); `open[i]`
+//! counts its pairs of context `i` whose enter was delivered and whose exit was not yet. So the
+//! record path does plain loads and stores on its own cache line: no read-modify-write, no line
+//! shared with other threads, no contention.
+//!
+//! Stopping is the other side of a Dekker handshake. The emitter stores its `busy` bit, then
+//! reads the context's `active` flag; the stopper clears `active`, then reads every thread's
+//! `busy`. Both sides need a full fence between their store and their load. The emitter's is
+//! a compiler fence when the process is registered for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`
+//! and the stopper's is that system call (an IPI that runs a full barrier on every running thread
+//! of the process: the asymmetric fence of liburcu and folly); otherwise both use
+//! `fence(SeqCst)`. Either way: after `stop` has seen every `busy` bit clear, no thread can still
+//! deliver an enter to the context, and every callback that started has returned.
+
+#![allow(unsafe_code)] // membarrier(2)
+
+use std::cell::Cell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, compiler_fence, fence};
+
+use crate::context::MAX_CONTEXTS;
+
+/// One thread's in-flight state (see the module docs). Leaked: slots live for the process and
+/// are reused by later threads.
+pub(crate) struct ThreadSlot {
+    busy: AtomicU32,
+    open: [AtomicU32; MAX_CONTEXTS],
+    alive: AtomicBool,
+}
+
+static THREADS: Mutex<Vec<&'static ThreadSlot>> = Mutex::new(Vec::new());
+
+/// Whether emitters may use a compiler fence (the stopper issues membarrier). Starts `false`
+/// (full fences on both sides); set once registration succeeded. A stale `false` read by an
+/// emitter only costs it a real fence.
+static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
+static REGISTERED: std::sync::Once = std::sync::Once::new();
+
+const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+fn membarrier(cmd: libc::c_long) -> libc::c_long {
+    // SAFETY: membarrier takes (cmd, flags, cpu_id) integers and touches no user memory.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) }
+}
+
+/// Registers the process for expedited membarrier, once (cold: at the first context).
+pub(crate) fn init() {
+    REGISTERED.call_once(|| {
+        if std::env::var_os("OFFTRACE_NO_MEMBARRIER").is_some() {
+            return;
+        }
+        let supported = membarrier(MEMBARRIER_CMD_QUERY);
+        let want = MEMBARRIER_CMD_PRIVATE_EXPEDITED | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+        if supported >= 0 && supported & want == want && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
+            // Release: nothing to publish beyond the flag; emitters read it Relaxed (see above).
+            ASYMMETRIC.store(true, Ordering::Release);
+        }
+    });
+}
+
+/// Whether the asymmetric (membarrier) fences are in use.
+pub fn asymmetric_fences() -> bool {
+    ASYMMETRIC.load(Ordering::Relaxed)
+}
+
+/// The emitter's fence between its `busy` store and its `active` load.
+#[inline(always)]
+fn light_fence() {
+    if ASYMMETRIC.load(Ordering::Relaxed) {
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// The stopper's fence between its `active` store and its `busy` loads.
+fn heavy_fence() {
+    if ASYMMETRIC.load(Ordering::Acquire) {
+        if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 {
+            return;
+        }
+        // Cannot fail once registered; if it did, emitters may be using compiler fences only,
+        // and nothing here could order them: never disable the fast path silently.
+        std::process::abort();
+    }
+    fence(Ordering::SeqCst);
+}
+
+struct SlotOwner(Cell<Option<&'static ThreadSlot>>);
+
+impl Drop for SlotOwner {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.get() {
+            // Release: the slot's last writes happen-before a reuser's Acquire.
+            s.alive.store(false, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static OWNER: SlotOwner = const { SlotOwner(Cell::new(None)) };
+}
+
+/// This thread's slot, registering it on first use. `None` during thread teardown.
+#[inline]
+pub(crate) fn thread_slot() -> Option<&'static ThreadSlot> {
+    OWNER.try_with(|o| match o.0.get() {
+        Some(s) => s,
+        None => register(o),
+    })
+    .ok()
+}
+
+#[cold]
+#[inline(never)]
+fn register(o: &SlotOwner) -> &'static ThreadSlot {
+    let mut all = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    // Acquire: pairs with the dead owner's Release in `SlotOwner::drop`.
+    let reusable = all.iter().copied().find(|s| {
+        !s.alive.load(Ordering::Acquire)
+            && s.busy.load(Ordering::Acquire) == 0
+            && s.open.iter().all(|n| n.load(Ordering::Acquire) == 0)
+    });
+    let slot = match reusable {
+        Some(s) => s,
+        None => {
+            let s: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot {
+                busy: AtomicU32::new(0),
+                open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
+                alive: AtomicBool::new(false),
+            }));
+            all.push(s);
+            s
+        }
+    };
+    slot.alive.store(true, Ordering::Relaxed);
+    o.0.set(Some(slot));
+    slot
+}
+
+impl ThreadSlot {
+    /// Marks this thread busy in context slot `i` and checks `active`. `true`: the caller may
+    /// deliver and must call [`Self::leave`]; `false`: not active, nothing to undo.
+    #[inline(always)]
+    pub(crate) fn enter_if_active(&self, i: usize, active: &AtomicBool) -> bool {
+        let b = self.busy.load(Ordering::Relaxed);
+        self.busy.store(b | (1 << i), Ordering::Relaxed);
+        light_fence();
+        // Relaxed: ordered against the stopper's store by the fence pair (module docs).
+        if active.load(Ordering::Relaxed) {
+            return true;
+        }
+        self.busy.store(b, Ordering::Release);
+        false
+    }
+
+    /// Marks this thread busy in context slot `i` without the gate (exit deliveries).
+    #[inline(always)]
+    pub(crate) fn enter_unconditionally(&self, i: usize) {
+        let b = self.busy.load(Ordering::Relaxed);
+        self.busy.store(b | (1 << i), Ordering::Relaxed);
+    }
+
+    /// Ends a busy section. Release: the callback's effects happen-before the stopper's Acquire.
+    #[inline(always)]
+    pub(crate) fn leave(&self, i: usize) {
+        let b = self.busy.load(Ordering::Relaxed);
+        self.busy.store(b & !(1 << i), Ordering::Release);
+    }
+
+    #[inline(always)]
+    pub(crate) fn open_pair(&self, i: usize) {
+        let n = self.open[i].load(Ordering::Relaxed);
+        self.open[i].store(n + 1, Ordering::Relaxed);
+    }
+
+    /// Release: the exit's use of the context happens-before destroy's Acquire of 0.
+    #[inline(always)]
+    pub(crate) fn close_pair(&self, i: usize) {
+        let n = self.open[i].load(Ordering::Relaxed);
+        self.open[i].store(n.saturating_sub(1), Ordering::Release);
+    }
+}
+
+/// After `active` was cleared: waits until no thread is busy in context slot `i` (the calling
+/// thread's own busy bit excepted: a callback may stop its own context), and, with
+/// `open_pairs`, until no live thread holds an open pair of it.
+pub(crate) fn quiesce(i: usize, open_pairs: bool) {
+    heavy_fence();
+    let me = OWNER.try_with(|o| o.0.get()).ok().flatten().map(|s| s as *const ThreadSlot);
+    let slots: Vec<&'static ThreadSlot> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for s in slots {
+        let own = me == Some(s as *const ThreadSlot);
+        let mut spins = 0u32;
+        loop {
+            // Acquire: pairs with `leave` / `close_pair`.
+            let busy = !own && s.busy.load(Ordering::Acquire) & (1 << i) != 0;
+            let open = open_pairs && s.alive.load(Ordering::Acquire) && s.open[i].load(Ordering::Acquire) != 0;
+            if !busy && !open {
+                break;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Whether the calling thread holds an open pair of context slot `i` or is busy in it.
+pub(crate) fn own_activity(i: usize) -> bool {
+    OWNER
+        .try_with(|o| {
+            o.0.get().is_some_and(|s| {
+                s.busy.load(Ordering::Relaxed) & (1 << i) != 0 || s.open[i].load(Ordering::Relaxed) != 0
+            })
+        })
+        .unwrap_or(false)
+}
