@@ -273,7 +273,8 @@ unsafe fn c_string(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char) ->
         // and user-data strings are string literals or live std::strings of the caller; we
         // read exactly as many bytes as the cached copy (+ NUL) and compare.
         let now = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len + 1) };
-        if now == &slot.bytes[..=len] {
+        // A byte loop: these strings are short, and a libc memcmp call costs more.
+        if now.iter().zip(&slot.bytes[..=len]).all(|(a, b)| a == b) {
             return Some(slot.id);
         }
     }

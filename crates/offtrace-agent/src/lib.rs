@@ -20,6 +20,7 @@
 //!
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 
+pub mod compact;
 pub mod config;
 pub mod decode;
 pub mod dispatcher;

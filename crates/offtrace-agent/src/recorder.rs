@@ -31,6 +31,7 @@ use offtrace_core::clock::{Clock, TickSource};
 use offtrace_core::ring::{self, Consumer, Producer};
 use offtrace_format::{Notification, Record, TraceHeader, TraceWriter};
 
+use crate::compact;
 use crate::config::Config;
 use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
 use crate::dispatcher::Dispatcher;
@@ -73,8 +74,15 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Ring words per configured record (`OFFTRACE_BUFFER_RECORDS`): a compact record is 10-20
+/// words, so this holds at least the configured number of typical records.
+const WORDS_PER_RECORD: usize = 16;
+
 struct RingEntry {
-    consumer: Consumer<Notification>,
+    consumer: Consumer<u64>,
+    /// Words of a record not yet complete (never used in practice: a record is pushed with one
+    /// Release store, so a snapshot never splits it).
+    partial: Vec<u64>,
     tid: u32,
     drops: Arc<AtomicU64>,
     reported_drops: u64,
@@ -104,8 +112,11 @@ impl std::fmt::Debug for Recorder {
 }
 
 struct Local {
-    producer: Producer<Notification>,
+    producer: Producer<u64>,
+    /// The notifying thread (re-read per record on the shared late ring).
     tid: u32,
+    /// The tid records of this ring default to.
+    ring_tid: u32,
     pushed: usize,
     wake_mask: usize,
     drops: Arc<AtomicU64>,
@@ -289,16 +300,25 @@ pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
 }
 
 #[inline(always)]
+fn gettid_cached(local: &Local) -> u32 {
+    local.tid
+}
+
+#[inline(always)]
 fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
-    let mut n = Notification { ts, tid: local.tid, ..Notification::default() };
     let ctx = Ctx { dispatcher: &rec.dispatcher, interner: &rec.interner };
+    // Decoded on the stack (hot in L1), then compacted into the ring: a Notification is 392
+    // bytes, its compact form ~100-150.
+    let mut n = Notification { ts, tid: gettid_cached(local), ..Notification::default() };
     // SAFETY: `raw` holds the arguments of the live callback that called us (trampolines
     // in lib.rs), for the stream `kind` describes.
     #[allow(unsafe_code)]
     unsafe {
         decode::decode(ctx, &mut local.caches, kind, stream, raw, &mut n);
     }
-    if local.producer.push(n) {
+    let mut words = [0u64; compact::MAX_WORDS];
+    let len = compact::encode(&n, local.ring_tid, &mut words);
+    if local.producer.push_slice(&words[..len]) {
         local.pushed = local.pushed.wrapping_add(1);
         if local.pushed & local.wake_mask == 0 {
             wake_writer(rec);
@@ -340,18 +360,19 @@ fn register_thread(rec: &Recorder) -> Option<Box<Local>> {
     let name = thread_name();
     let name = rec.interner.string(&name);
     rec.interner.push(Record::Thread { tid, name });
-    let (producer, consumer) = ring::ring::<Notification>(rec.config.ring_records);
+    let (producer, consumer) = ring::ring::<u64>(rec.config.ring_records.saturating_mul(WORDS_PER_RECORD));
     let drops = Arc::new(AtomicU64::new(0));
     let orphaned = Arc::new(AtomicBool::new(false));
-    let wake_mask = (producer.capacity() / 2).max(1) - 1;
+    let wake_mask = (producer.capacity() / WORDS_PER_RECORD / 2).next_power_of_two().max(1) - 1;
     rec.new_rings.lock().unwrap_or_else(|e| e.into_inner()).push(RingEntry {
         consumer,
+        partial: Vec::new(),
         tid,
         drops: drops.clone(),
         reported_drops: 0,
         orphaned: orphaned.clone(),
     });
-    Some(Box::new(Local { producer, tid, pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
+    Some(Box::new(Local { producer, tid, ring_tid: tid, pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
 }
 
 /// Latches the first write error (reported once on stderr).
@@ -390,7 +411,15 @@ impl WriterState {
         let mut err = None;
         let mut written = 0;
         for (r, &s) in self.rings.iter_mut().zip(&self.snaps) {
-            r.consumer.drain_to(s, |n| {
+            let tid = r.tid;
+            let partial = &mut r.partial;
+            r.consumer.drain_to(s, |w| {
+                partial.push(w);
+                if partial.len() < compact::record_len(partial[0]) {
+                    return;
+                }
+                let n = compact::decode(partial, tid);
+                partial.clear();
                 written += 1;
                 if err.is_none() && !failed {
                     err = sink.write_notification(&n).err();

@@ -101,6 +101,59 @@ impl<T: Copy + Send> Producer<T> {
         true
     }
 
+    /// Appends all of `items` or nothing (`false` when they do not fit). The consumer sees
+    /// them together: one Release store publishes the whole slice. Wait-free.
+    #[inline]
+    pub fn push_slice(&mut self, items: &[T]) -> bool {
+        let cap = self.shared.mask + 1;
+        let n = items.len();
+        if self.tail.wrapping_sub(self.cached_head) + n > cap {
+            // Acquire: as in `push`.
+            self.cached_head = self.shared.head.0.load(Ordering::Acquire);
+            if self.tail.wrapping_sub(self.cached_head) + n > cap {
+                return false;
+            }
+        }
+        for (i, &v) in items.iter().enumerate() {
+            let slot = &self.shared.slots[self.tail.wrapping_add(i) & self.shared.mask];
+            // SAFETY: as in `push`: these `n` slots are outside [head, tail) (checked above)
+            // and not visible to the consumer before the Release store below.
+            #[allow(unsafe_code)]
+            slot.with_mut(|p| unsafe { (*p).write(v) });
+        }
+        self.tail = self.tail.wrapping_add(n);
+        // Release: as in `push`, for all `n` slots at once.
+        self.shared.tail.0.store(self.tail, Ordering::Release);
+        true
+    }
+
+    /// Like [`Self::push`], but builds the record in place: the slot is set to `T::default()`
+    /// and `fill` completes it (no copy of a large record through the stack). `fill` is not
+    /// called when the ring is full.
+    #[inline]
+    pub fn push_with(&mut self, fill: impl FnOnce(&mut T)) -> bool
+    where
+        T: Default,
+    {
+        let cap = self.shared.mask + 1;
+        if self.tail.wrapping_sub(self.cached_head) >= cap {
+            // Acquire: as in `push`.
+            self.cached_head = self.shared.head.0.load(Ordering::Acquire);
+            if self.tail.wrapping_sub(self.cached_head) >= cap {
+                return false;
+            }
+        }
+        let slot = &self.shared.slots[self.tail & self.shared.mask];
+        // SAFETY: as in `push` (the slot is ours until the Release store below); the slot is
+        // initialised by `write` before the `&mut T` is formed.
+        #[allow(unsafe_code)]
+        slot.with_mut(|p| unsafe { fill((*p).write(T::default())) });
+        self.tail = self.tail.wrapping_add(1);
+        // Release: as in `push`.
+        self.shared.tail.0.store(self.tail, Ordering::Release);
+        true
+    }
+
     /// Records written and not yet known to be consumed (an upper bound; no shared access).
     #[inline]
     pub fn approx_len(&self) -> usize {
@@ -188,6 +241,30 @@ mod tests {
         assert_eq!(got, [0, 1, 2, 3]);
         assert!(p.push(4));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn push_slice_is_all_or_nothing() {
+        let (mut p, mut c) = ring::<u8>(4);
+        assert!(p.push_slice(&[1, 2, 3]));
+        assert!(!p.push_slice(&[4, 5]));
+        assert!(p.push_slice(&[4]));
+        let mut got = vec![];
+        c.drain(|v| got.push(v));
+        assert!(p.push_slice(&[5, 6, 7])); // wraps around the end
+        c.drain(|v| got.push(v));
+        assert_eq!(got, [1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn push_with_builds_in_place() {
+        let (mut p, mut c) = ring::<(u32, u64)>(2);
+        assert!(p.push_with(|v| v.1 = 7));
+        assert!(p.push_with(|v| *v = (1, 2)));
+        assert!(!p.push_with(|_| unreachable!("full")));
+        let mut got = vec![];
+        c.drain(|v| got.push(v));
+        assert_eq!(got, [(0, 7), (1, 2)]);
     }
 
     #[test]
@@ -300,6 +377,24 @@ mod loom_tests {
             let ok = t.join().expect("producer");
             c.drain(|v| got.push(v));
             assert_eq!(got, ok);
+        });
+    }
+
+    /// Multi-slot records: a snapshot never splits a `push_slice`.
+    #[test]
+    fn loom_push_slice_is_atomic() {
+        loom::model(|| {
+            let (mut p, mut c) = ring::<u32>(4);
+            let t = loom::thread::spawn(move || {
+                let a = p.push_slice(&[1, 1]);
+                let b = p.push_slice(&[2, 2, 2]);
+                (a, b)
+            });
+            let mut got = vec![];
+            let s = c.snapshot();
+            c.drain_to(s, |v| got.push(v));
+            assert!(matches!(got.as_slice(), [] | [1, 1] | [1, 1, 2, 2, 2] | [2, 2, 2]), "{got:?}");
+            let _ = t.join().expect("producer");
         });
     }
 }
