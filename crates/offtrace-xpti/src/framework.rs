@@ -117,10 +117,10 @@ impl Framework {
         // SAFETY: installs plain function pointers before any instance exists.
         unsafe { shim::ot_shim_set_hooks(hook_lookup_string, hook_register_string) };
         let f = Framework {
-            strings: InternTable::new(18, 1, u32::MAX),
-            objects: InternTable::new(18, 0, i32::MAX as u32),
-            streams: InternTable::new(10, 1, u32::MAX),
-            vendors: InternTable::new(8, 1, 256),
+            strings: InternTable::new(14, 1, u32::MAX),
+            objects: InternTable::new(14, 0, i32::MAX as u32),
+            streams: InternTable::new(8, 1, u32::MAX),
+            vendors: InternTable::new(6, 1, 256),
             keys: KeyTable::new(),
             slab: Slab::new().expect("offtrace-xpti: cannot reserve the instance region"),
             callbacks: CallbackRegistry::new(),

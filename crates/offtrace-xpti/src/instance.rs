@@ -296,7 +296,7 @@ pub struct KeyTable {
 impl KeyTable {
     /// An empty table.
     pub fn new() -> Self {
-        KeyTable { table: InternTable::new(16, 0, u32::MAX), generation: AtomicU32::new(0) }
+        KeyTable { table: InternTable::new(12, 0, u32::MAX), generation: AtomicU32::new(0) }
     }
 
     /// Forgets every key (instance numbering restarts), for `xptiReset`.

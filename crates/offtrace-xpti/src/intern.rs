@@ -1,13 +1,15 @@
 //! Insert-only intern tables with lock-free reads: the string table, the object table, the stream
 //! table and the vendor table all use one [`InternTable`].
 //!
-//! Layout: a fixed power-of-two array of bucket heads, each a singly linked list of immutable
-//! nodes that are published with a release store and never freed (they live in per-shard bump
-//! arenas for the life of the process, so pointers handed to C stay valid forever, also across
-//! `xptiReset`). Readers take no lock and never see a torn node; writers lock only the shard of
-//! their bucket, so concurrent inserts of different strings do not serialise (and cannot crash
-//! each other the way Intel's resizing table does, `xpti-abi.md` §10). There is no rehash: the
-//! head array is large and lazily paged (zeroed allocation), chains stay short.
+//! Layout: 64 shards, each an open-addressing array of tagged node pointers (linear probing, load
+//! factor ≤ 1/2). Nodes are immutable, published with a release store and never freed (they live
+//! in per-shard bump arenas for the life of the process, so pointers handed to C stay valid
+//! forever, also across `xptiReset`). Readers take no lock and never see a torn node; writers
+//! lock only their shard, so concurrent inserts of different strings rarely wait on each other.
+//! A shard grows by building a twice-as-large copy under its lock and publishing it with one
+//! pointer store; the old array is leaked rather than freed, because a reader may still be
+//! probing it. That is what Intel's phmap resize gets wrong under concurrent inserts
+//! (`xpti-abi.md` §10): here nothing a reader can reach is ever freed or rewritten.
 //!
 //! IDs are dense and sequential from `first_id`; [`IdVec`] maps an ID back to its node with two
 //! loads and no lock.
@@ -15,12 +17,12 @@
 use std::alloc::{Layout, alloc_zeroed};
 use std::ptr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::hash::table_hash;
 
 const SHARDS: usize = 64;
-const ARENA_CHUNK: usize = 64 * 1024;
+const ARENA_CHUNK: usize = 16 * 1024;
 
 /// A boxed slice of `n` null atomic pointers from a zeroed allocation: the OS pages it lazily, so
 /// large, sparsely used tables cost only the pages touched.
@@ -41,7 +43,6 @@ pub fn zeroed_ptr_slice<T>(n: usize) -> Box<[AtomicPtr<T>]> {
 #[repr(C)]
 #[derive(Debug)]
 pub struct Node {
-    next: *const Node,
     hash: u64,
     /// The dense ID.
     pub id: u32,
@@ -168,62 +169,129 @@ impl<T> Default for IdVec<T> {
     }
 }
 
+/// One shard's open-addressing slot array. Each slot is 0 or `tag << 48 | node address`
+/// (x86-64 user addresses fit in 48 bits), so a probe compares 16 hash bits before touching a
+/// node. Slots only ever go from 0 to a node; a full-enough table is replaced by a copy twice as
+/// large, and the old one is leaked (a lock-free reader may still be probing it).
+#[derive(Debug)]
+struct Slots {
+    mask: usize,
+    slots: Box<[AtomicU64]>,
+}
+
+impl Slots {
+    fn with_capacity(cap: usize) -> *mut Slots {
+        let slots = zeroed_u64_slice(cap);
+        Box::into_raw(Box::new(Slots { mask: cap - 1, slots }))
+    }
+}
+
+fn zeroed_u64_slice(n: usize) -> Box<[AtomicU64]> {
+    let layout = Layout::array::<AtomicU64>(n).expect("slot layout");
+    // SAFETY:
+    // - non-zero layout; zero bytes are valid `AtomicU64`s.
+    let p = unsafe { alloc_zeroed(layout) }.cast::<AtomicU64>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: allocated by the global allocator for exactly `n` initialised elements.
+    unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) }
+}
+
+const ADDR_MASK: u64 = (1 << 48) - 1;
+
+#[inline]
+fn tag_of(hash: u64) -> u64 {
+    // Bits 40..56 of the hash (the shard uses the top bits, the slot index the low bits); never 0
+    // so that an occupied slot is never 0.
+    ((hash >> 40) & 0xFFFF) | 1
+}
+
+#[derive(Debug)]
+struct Shard {
+    table: AtomicPtr<Slots>,
+    /// Held by inserters of this shard; also owns the shard's bump arena and its entry count.
+    insert: Mutex<(Arena, usize)>,
+}
+
 /// An insert-only intern table (see the module docs).
 #[derive(Debug)]
 pub struct InternTable {
-    heads: Box<[AtomicPtr<Node>]>,
-    mask: usize,
-    shards: Box<[Mutex<Arena>]>,
+    shards: Box<[Shard]>,
     ids: IdVec<Node>,
     next_id: AtomicU32,
     first_id: u32,
     max_id: u32,
+    initial_slots: usize,
 }
 
 impl InternTable {
-    /// A table with `1 << bucket_bits` buckets whose IDs start at `first_id` and stop below `max_id`.
-    pub fn new(bucket_bits: u32, first_id: u32, max_id: u32) -> Self {
-        let n = 1usize << bucket_bits;
+    /// A table sized for about `1 << size_bits` entries before its first resize, whose IDs start
+    /// at `first_id` and stop below `max_id`.
+    pub fn new(size_bits: u32, first_id: u32, max_id: u32) -> Self {
+        let initial_slots = ((1usize << size_bits) * 2 / SHARDS).max(16);
         InternTable {
-            heads: zeroed_ptr_slice(n),
-            mask: n - 1,
-            shards: (0..SHARDS).map(|_| Mutex::new(Arena::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Shard { table: AtomicPtr::new(Slots::with_capacity(initial_slots)), insert: Mutex::new((Arena::new(), 0)) })
+                .collect(),
             ids: IdVec::new(),
             next_id: AtomicU32::new(first_id),
             first_id,
             max_id,
+            initial_slots,
         }
     }
 
     #[inline]
-    fn find_in(&self, head: *const Node, hash: u64, bytes: &[u8]) -> Option<&'static Node> {
-        let mut cur = head;
-        while !cur.is_null() {
-            // SAFETY:
-            // - nodes are published with release stores after full initialisation, read here
-            //   after an acquire load of the head, and never freed.
-            let node: &'static Node = unsafe { &*cur };
-            if node.hash == hash && node.bytes() == bytes {
-                return Some(node);
+    fn shard(&self, hash: u64) -> &Shard {
+        &self.shards[(hash >> 58) as usize % SHARDS]
+    }
+
+    #[inline]
+    fn find_in(table: &Slots, hash: u64, bytes: &[u8]) -> Option<&'static Node> {
+        let tag = tag_of(hash);
+        let mut i = hash as usize & table.mask;
+        loop {
+            // Acquire: pairs with the release store publishing the node.
+            let v = table.slots[i].load(Ordering::Acquire);
+            if v == 0 {
+                return None;
             }
-            cur = node.next;
+            if v >> 48 == tag {
+                // SAFETY:
+                // - non-zero slots hold the address of a fully initialised, never-freed node.
+                let node: &'static Node = unsafe { &*((v & ADDR_MASK) as *const Node) };
+                if node.hash == hash && node.bytes() == bytes {
+                    return Some(node);
+                }
+            }
+            i = (i + 1) & table.mask;
         }
-        None
     }
 
     /// The entry for `bytes`, if interned. Lock-free.
     #[inline]
     pub fn lookup(&self, bytes: &[u8]) -> Option<&'static Node> {
         let hash = table_hash(bytes);
-        // Acquire: pairs with the release store in `intern` so the node's fields are visible.
-        let head = self.heads[hash as usize & self.mask].load(Ordering::Acquire);
-        self.find_in(head, hash, bytes)
+        // Acquire: pairs with the release store of a resized table.
+        let t = self.shard(hash).table.load(Ordering::Acquire);
+        // SAFETY: tables are never freed.
+        Self::find_in(unsafe { &*t }, hash, bytes)
     }
 
     /// Interns `bytes` (copied, NUL-terminated) and returns the entry and whether it is new.
     /// `None` when the ID space is exhausted.
     pub fn intern(&self, bytes: &[u8], tag: u8) -> Option<(&'static Node, bool)> {
         self.intern_with(bytes, tag, |_| ptr::null())
+    }
+
+    fn place(table: &Slots, hash: u64, node: *const Node) {
+        let mut i = hash as usize & table.mask;
+        while table.slots[i].load(Ordering::Relaxed) != 0 {
+            i = (i + 1) & table.mask;
+        }
+        // Release: publishes the node's contents to lock-free readers of this slot.
+        table.slots[i].store((tag_of(hash) << 48) | node as u64, Ordering::Release);
     }
 
     /// Like [`intern`](Self::intern); `make_extra` runs under the shard lock for a new entry
@@ -235,38 +303,61 @@ impl InternTable {
         make_extra: impl FnOnce(*const u8) -> *const std::ffi::c_void,
     ) -> Option<(&'static Node, bool)> {
         let hash = table_hash(bytes);
-        let bucket = hash as usize & self.mask;
-        let head = self.heads[bucket].load(Ordering::Acquire);
-        if let Some(n) = self.find_in(head, hash, bytes) {
+        let shard = self.shard(hash);
+        let t = shard.table.load(Ordering::Acquire);
+        // SAFETY: tables are never freed.
+        if let Some(n) = Self::find_in(unsafe { &*t }, hash, bytes) {
             return Some((n, false));
         }
-        let mut arena = self.shards[bucket % SHARDS].lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = shard.insert.lock().unwrap_or_else(|e| e.into_inner());
         // Re-check under the shard lock: another thread may have inserted the same bytes.
-        let head = self.heads[bucket].load(Ordering::Acquire);
-        if let Some(n) = self.find_in(head, hash, bytes) {
+        let t = shard.table.load(Ordering::Acquire);
+        // SAFETY: tables are never freed.
+        let mut table = unsafe { &*t };
+        if let Some(n) = Self::find_in(table, hash, bytes) {
             return Some((n, false));
         }
-        // Relaxed: the counter only hands out distinct IDs; publication is by the stores below.
+        // Relaxed: the counter only hands out distinct IDs (under some shard lock each, so no
+        // gaps); publication is by the release stores below.
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if id >= self.max_id {
+            self.next_id.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        let data = arena.alloc(bytes.len() + 1, 8);
+        let (arena, count) = &mut *guard;
+        // The node and its bytes in one allocation: one cache line for short strings.
+        let node_mem = arena.alloc(size_of::<Node>() + bytes.len() + 1, align_of::<Node>()).cast::<Node>();
         // SAFETY:
-        // - `data` has room for len + 1 bytes; the source is a valid slice; regions are disjoint.
+        // - `node_mem` is fresh arena memory for a Node followed by len + 1 bytes.
+        let data = unsafe { node_mem.cast::<u8>().add(size_of::<Node>()) };
+        // SAFETY: as above; the source is a valid slice; regions are disjoint.
         unsafe {
             ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
             *data.add(bytes.len()) = 0;
+            node_mem.write(Node { hash, id, tag, len: bytes.len(), data, extra: make_extra(data) });
         }
-        let node_mem = arena.alloc(size_of::<Node>(), align_of::<Node>()).cast::<Node>();
-        // SAFETY:
-        // - `node_mem` is fresh, aligned arena memory for one Node.
-        unsafe {
-            node_mem.write(Node { next: head, hash, id, tag, len: bytes.len(), data, extra: make_extra(data) });
+        *count += 1;
+        if *count * 2 > table.slots.len() {
+            // Grow: copy every slot into a table twice as large, then publish it. Readers still
+            // on the old table may miss entries added from now on; they then take this lock and
+            // find them in the new table.
+            let bigger = Slots::with_capacity(table.slots.len() * 2);
+            // SAFETY: just allocated.
+            let b = unsafe { &*bigger };
+            for v in table.slots.iter() {
+                let v = v.load(Ordering::Relaxed);
+                if v != 0 {
+                    // SAFETY: non-zero slots are published nodes.
+                    let h = unsafe { &*((v & ADDR_MASK) as *const Node) }.hash;
+                    Self::place(b, h, (v & ADDR_MASK) as *const Node);
+                }
+            }
+            // Release: the copied slots become visible with the table pointer.
+            shard.table.store(bigger, Ordering::Release);
+            table = b;
         }
-        // Release: publishes the node's contents to lock-free readers of the id map and bucket.
         self.ids.set(id, node_mem);
-        self.heads[bucket].store(node_mem, Ordering::Release);
+        Self::place(table, hash, node_mem);
         // SAFETY: just written, never freed.
         Some((unsafe { &*node_mem }, true))
     }
@@ -295,13 +386,15 @@ impl InternTable {
     /// already handed out remain readable. Not atomic with respect to concurrent inserts
     /// (`xptiReset` is a test-only function).
     pub fn clear(&self) {
-        let _guards: Vec<_> = self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let mut guards: Vec<_> = self.shards.iter().map(|s| s.insert.lock().unwrap_or_else(|e| e.into_inner())).collect();
         let end = self.next_id.load(Ordering::Relaxed).min(self.max_id);
         for id in self.first_id..end {
             self.ids.set(id, ptr::null_mut());
         }
-        for h in self.heads.iter() {
-            h.store(ptr::null_mut(), Ordering::Release);
+        for (s, g) in self.shards.iter().zip(guards.iter_mut()) {
+            // The old table is leaked: lock-free readers may still be probing it.
+            s.table.store(Slots::with_capacity(self.initial_slots), Ordering::Release);
+            g.1 = 0;
         }
         self.next_id.store(self.first_id, Ordering::Relaxed);
     }
