@@ -70,7 +70,8 @@ pub static FRAMEWORK_REFS: AtomicI64 = AtomicI64::new(0);
 pub fn fw() -> &'static Framework {
     match FW.get() {
         Some(f) => f,
-        None => build(),
+        // SAFETY: `build` returns a pointer into the `FW` static, initialised and never dropped.
+        None => unsafe { &*build() },
     }
 }
 
@@ -85,9 +86,11 @@ pub fn slab_if_built() -> Option<&'static Slab> {
     FW.get().map(|f| &f.slab)
 }
 
+/// Builds the framework. `extern "C"` so that it cannot unwind (a panic here aborts): callers
+/// on the hot paths then need no unwinding landing pad, and their fast path saves no registers.
 #[cold]
 #[inline(never)]
-fn build() -> &'static Framework {
+extern "C" fn build() -> *const Framework {
     let f = FW.get_or_init(Framework::new);
     // Subscribers load after the core is published: their constructors and xptiTraceInit may
     // call the dispatcher, which then finds `FW` set and never waits on this Once.
