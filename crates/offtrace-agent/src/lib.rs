@@ -117,6 +117,20 @@ fn ensure_started() -> Option<&'static recorder::Recorder> {
     if ok { recorder::get() } else { None }
 }
 
+/// The fallback end of the trace: the agent's ELF destructor. The dispatcher finalises the
+/// runtime's streams from the runtime's own destructors, which glibc runs before ours (the agent
+/// was loaded after the runtime), so when this runs every `xptiTraceFinish` that will ever come
+/// has come; if none did (a runtime that never finalises), this writes the end of the trace.
+/// The writer thread is still alive here: other threads run until the process's `_exit`.
+#[used]
+#[allow(unsafe_code)]
+#[unsafe(link_section = ".fini_array")]
+static FINISH_AT_UNLOAD: extern "C" fn() = at_unload;
+
+extern "C" fn at_unload() {
+    let _ = catch_unwind(recorder::finish);
+}
+
 extern "C" fn at_exit() {
     // The runtime finalises its streams from its own destructors, which run after this
     // handler: drain and close a chunk now (in case finish never comes), keep recording.

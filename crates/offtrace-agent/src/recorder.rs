@@ -97,6 +97,9 @@ pub struct Recorder {
     pub config: Config,
     new_rings: Mutex<Vec<RingEntry>>,
     writer: OnceLock<std::thread::Thread>,
+    /// The writer thread's tid (0 until it runs): `thread::current()` is unusable in ELF
+    /// destructors, so the "am I the writer" checks compare tids.
+    writer_tid: std::sync::atomic::AtomicU32,
     shutdown: AtomicBool,
     flush_requests: AtomicU64,
     flushes_done: (Mutex<u64>, Condvar),
@@ -232,6 +235,7 @@ pub fn start_with_sink(
         config,
         new_rings: Mutex::new(Vec::new()),
         writer: OnceLock::new(),
+        writer_tid: std::sync::atomic::AtomicU32::new(0),
         shutdown: AtomicBool::new(false),
         flush_requests: AtomicU64::new(0),
         flushes_done: (Mutex::new(0), Condvar::new()),
@@ -448,6 +452,8 @@ impl WriterState {
 }
 
 fn writer_main(rec: &'static Recorder, mut sink: Box<dyn TraceSink>) {
+    // Relaxed: only compared with the caller's own tid.
+    rec.writer_tid.store(gettid(), Ordering::Relaxed);
     let mut st = WriterState { rings: Vec::new(), snaps: Vec::new(), defs: Vec::new(), error: None, records: 0 };
     let mut last_flush = Instant::now();
     let mut last_sync = Instant::now();
@@ -510,7 +516,8 @@ pub fn finish() {
     // Release: pairs with the writer's Acquire; it runs a last cycle after seeing this.
     rec.shutdown.store(true, Ordering::Release);
     let Some(t) = rec.writer.get() else { return };
-    if std::thread::current().id() == t.id() {
+    // Relaxed: see `writer_tid`.
+    if rec.writer_tid.load(Ordering::Relaxed) == gettid() {
         return;
     }
     t.unpark();
@@ -529,7 +536,8 @@ pub fn flush_now() {
     }
     let Some(rec) = RECORDER.get() else { return };
     let Some(t) = rec.writer.get() else { return };
-    if std::thread::current().id() == t.id() {
+    // Relaxed: see `writer_tid`.
+    if rec.writer_tid.load(Ordering::Relaxed) == gettid() {
         return;
     }
     // Release: pairs with the writer's Acquire load of the request counter.

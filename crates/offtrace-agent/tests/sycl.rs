@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use offtrace_format::{Record, TraceReader, UserData};
@@ -41,13 +42,31 @@ fn shared() -> PathBuf {
     std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
 }
 
-/// The cdylib built next to this test binary (target/<profile>/libofftrace_agent.so).
+/// The agent cdylib, (re)built by `cargo build -p offtrace-agent --lib` into this test's target
+/// directory and profile: `cargo test` builds the crate as an rlib for the test harness and does
+/// not refresh `target/<profile>/libofftrace_agent.so` itself.
 fn agent() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let so = dir.join("libofftrace_agent.so");
-    assert!(so.exists(), "{} not built", so.display());
-    so
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test exe");
+            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+            let target_dir = profile_dir.parent().expect("target dir");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| option_env!("CARGO").unwrap_or("cargo").to_owned());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-q", "-p", "offtrace-agent", "--lib"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(workspace());
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("run cargo build");
+            assert!(st.success(), "cargo build -p offtrace-agent failed");
+            let so = profile_dir.join("libofftrace_agent.so");
+            assert!(so.exists(), "{} not built", so.display());
+            so
+        })
+        .clone()
 }
 
 fn tmpdir(name: &str) -> PathBuf {
