@@ -111,10 +111,10 @@ unsafe extern "C" fn finalize(_data: *mut c_void) {
         unsafe {
             if let Some(q) = api::<unsafe extern "C" fn(u32, u32, *mut *const c_char, *mut u64) -> Status>(
                 c"offtrace_query_callback_tracing_kind_operation_name",
-            ) {
-                if q(Kind::UrApi as u32, op, &mut name, std::ptr::null_mut()) == 0 && !name.is_null() {
-                    return CStr::from_ptr(name).to_string_lossy().into_owned();
-                }
+            ) && q(Kind::UrApi as u32, op, &mut name, std::ptr::null_mut()) == 0
+                && !name.is_null()
+            {
+                return CStr::from_ptr(name).to_string_lossy().into_owned();
             }
         }
         format!("ur#{op}")

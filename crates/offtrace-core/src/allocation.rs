@@ -128,8 +128,7 @@ mod tests {
         record_alloc(0x20_0000, 0x1000, MemoryType::Shared);
         record_alloc(0x30_0000, 0x2000, MemoryType::Host);
         let implicit = [ImplicitAllocation { base: 0x90_0000, size: 4096, memory_type: MemoryType::Unknown }];
-        let mut p = KernelDispatchPayload::default();
-        p.kernel_arg_count = 4;
+        let mut p = KernelDispatchPayload { kernel_arg_count: 4, ..Default::default() };
         p.kernel_args[..4].copy_from_slice(&[0x20_0010, 42, 0x30_1fff, 0x20_0000]);
         p.implicit_allocations = implicit.as_ptr();
         p.implicit_allocation_count = 1;

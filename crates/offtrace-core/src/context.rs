@@ -152,12 +152,12 @@ pub(crate) fn with_live_slot<R>(
 /// Sets slot `i`'s bits in the masks of every configured kind. Release: publishes nothing by
 /// itself (services are published by their `AtomicPtr`), but keeps the mask after them.
 pub(crate) fn set_mask_bits(i: usize, slot: &Slot) {
-    for k in 0..KIND_COUNT {
+    for (k, mask) in KIND_MASK.iter().enumerate() {
         if !slot.callbacks[k].load(Ordering::Relaxed).is_null() {
-            KIND_MASK[k].fetch_or(1 << i, Ordering::Release);
+            mask.fetch_or(1 << i, Ordering::Release);
         }
         if !slot.buffers[k].load(Ordering::Relaxed).is_null() {
-            KIND_MASK[k].fetch_or(1 << (i as u32 + BUFFER_SHIFT), Ordering::Release);
+            mask.fetch_or(1 << (i as u32 + BUFFER_SHIFT), Ordering::Release);
         }
     }
 }

@@ -31,14 +31,13 @@ pub fn mark(message: &CStr) {
 pub fn range_push(message: &CStr) -> i32 {
     let p = MarkerPayload { message: message.as_ptr(), range_id: 0 };
     let token = emit_enter(Kind::Marker, marker_op::RANGE, Payload::Marker(&p));
-    match RANGES.try_with(|r| {
-        let mut r = r.borrow_mut();
-        r.push(token);
-        r.len() as i32 - 1
-    }) {
-        Ok(d) => d,
-        Err(_) => -1,
-    }
+    RANGES
+        .try_with(|r| {
+            let mut r = r.borrow_mut();
+            r.push(token);
+            r.len() as i32 - 1
+        })
+        .unwrap_or(-1)
 }
 
 /// Closes the innermost range of this thread; returns the depth of the closed range, or -1

@@ -61,9 +61,12 @@ mod mock {
     }
 }
 
+/// ctx, correlation, kind, operation, phase, user data, external correlation.
+type Seen1 = (u64, u64, u32, u32, u32, u64, u64);
+
 #[derive(Default)]
 struct Seen {
-    records: Mutex<Vec<(u64, u64, u32, u32, u32, u64, u64)>>, // ctx, corr, kind, op, phase, user, tid
+    records: Mutex<Vec<Seen1>>,
 }
 
 unsafe extern "C" fn record_cb(r: CallbackRecord, user: *mut UserData, data: *mut c_void) {
