@@ -646,3 +646,31 @@ fn reports_which_fences_it_uses() {
         assert!(!asymmetric_fences());
     }
 }
+
+#[test]
+fn argument_iteration_covers_builtin_kinds() {
+    let _g = serial();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let ctx = create_context().unwrap();
+    let l2 = lines.clone();
+    configure_callback_tracing_closure(ctx, Kind::MemoryCopy, None, move |r, _| {
+        let mut v = l2.lock().unwrap();
+        // SAFETY: inside the callback; the payload is the MEMORY_COPY payload.
+        unsafe {
+            iterate_operation_args(r, 0, |a| {
+                v.push(format!("{} {}={}", a.type_name, a.name, a.value));
+                a.index < 2 // stop after the third
+            })
+        }
+        .unwrap();
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    let p = MemoryCopyPayload { queue: 0x30, dst: 0x1000, src: 0, size: 64 };
+    emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&p));
+    destroy_context(ctx).unwrap();
+    assert_eq!(
+        *lines.lock().unwrap(),
+        vec!["ur_queue_handle_t queue=0x30", "void* dst=0x1000", "const void* src=nullptr"]
+    );
+}
