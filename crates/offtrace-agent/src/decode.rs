@@ -16,7 +16,7 @@ use offtrace_format::{
     ArgBlock, EventInfo, MAX_ARGS, MAX_OUTS, MetadataSetId, Notification, OutValues, PayloadId, StrId, UserData,
 };
 use offtrace_xpti::abi::{
-    FunctionWithArgs, MemAllocData, OffloadAccessorData, OffloadAssociationData, OffloadBufferData, TraceEventData,
+    FunctionWithArgs, MemAllocData, MetadataMapImage, OffloadAccessorData, OffloadAssociationData, OffloadBufferData, TraceEventData,
     XPTI_RESULT_SUCCESS, event_flags, trace_type as tt,
 };
 use offtrace_xpti::ur::{self, ParamKind};
@@ -224,36 +224,43 @@ unsafe fn metadata_set(ctx: Ctx<'_>, caches: &mut ThreadCaches, e: &TraceEventDa
     if count == 0 {
         return MetadataSetId(0);
     }
-    let mut pairs = [(0u32, 0i32); MAX_METADATA];
+    // An order-independent hash of the (key id, object id) pairs (iteration order depends on
+    // the map's insertion history): a sum of mixed pairs. The hit path stores nothing.
     let mut node = map.before_begin_next;
     let mut n = 0;
+    let mut h = 0u64;
     while n < count && !node.is_null() {
         // SAFETY: nodes of a live libstdc++ unordered_map (xpti-abi.md §4.5); the list has
         // `element_count` nodes, and we stop at that count or at a null `next`.
         let nd = unsafe { &*node };
-        pairs[n] = (nd.key, nd.value);
+        h = h.wrapping_add(mix(0x51_7cc1_b727_220a, u64::from(nd.key) << 32 | u64::from(nd.value as u32)));
         node = nd.next;
         n += 1;
     }
-    let pairs = &mut pairs[..n];
-    // Canonical order (iteration order depends on insertion history); n is small.
-    for i in 1..pairs.len() {
-        let mut j = i;
-        while j > 0 && pairs[j - 1].0 > pairs[j].0 {
-            pairs.swap(j - 1, j);
-            j -= 1;
-        }
-    }
-    let mut h = n as u64;
-    for &(k, v) in pairs.iter() {
-        h = mix(h, u64::from(k) << 32 | u64::from(v as u32));
-    }
-    let slot = &mut caches.sets[(h >> 56) as usize % SET_SLOTS];
+    let h = mix(h, n as u64);
+    let slot = &caches.sets[(h >> 56) as usize % SET_SLOTS];
     if slot.hash == h && slot.len == n as u32 && slot.id.0 != 0 {
         return slot.id;
     }
-    let id = ctx.interner.metadata_set(pairs, ctx.dispatcher);
-    *slot = SetSlot { hash: h, len: n as u32, id };
+    // SAFETY: as above.
+    unsafe { metadata_set_miss(ctx, caches, map, n, h) }
+}
+
+#[cold]
+#[inline(never)]
+#[allow(unsafe_code)]
+unsafe fn metadata_set_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, map: &MetadataMapImage, n: usize, h: u64) -> MetadataSetId {
+    let mut pairs = Vec::with_capacity(n);
+    let mut node = map.before_begin_next;
+    while pairs.len() < n && !node.is_null() {
+        // SAFETY: see `metadata_set`.
+        let nd = unsafe { &*node };
+        pairs.push((nd.key, nd.value));
+        node = nd.next;
+    }
+    pairs.sort_unstable();
+    let id = ctx.interner.metadata_set(&pairs, ctx.dispatcher);
+    caches.sets[(h >> 56) as usize % SET_SLOTS] = SetSlot { hash: h, len: n as u32, id };
     id
 }
 
