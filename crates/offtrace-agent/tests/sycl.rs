@@ -290,3 +290,36 @@ fn sigkill_leaves_a_readable_trace() {
     assert!(ur > 20, "too few notifications survived the kill: {c:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `OFFTRACE_DEBUG_STREAMS=1` subscribes the debug streams (the runtime then sends there
+/// instead of `sycl`/`ur.call`); `OFFTRACE_UR_CALLS=0` leaves `ur.call` unsubscribed.
+#[test]
+fn stream_selection_knobs() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("knobs");
+    let script = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let per_stream = |env: &[(&str, &str)], name: &str| {
+        let out = dir.join(name);
+        let mut cmd = traced(&venv, &agent().display().to_string(), &out, &script);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().expect("run python");
+        assert!(o.status.success(), "W4 failed: {}", String::from_utf8_lossy(&o.stderr));
+        let t = read(&out);
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let mut m = BTreeMap::<String, u64>::new();
+        for ((s, _), n) in counts(&t.records) {
+            *m.entry(s).or_default() += n;
+        }
+        m
+    };
+    let debug = per_stream(&[("OFFTRACE_DEBUG_STREAMS", "1")], "debug.offtrace");
+    assert!(debug.get("sycl.debug").copied().unwrap_or(0) > 50, "{debug:?}");
+    assert!(debug.get("ur.call.debug").copied().unwrap_or(0) > 400, "{debug:?}");
+    assert!(!debug.contains_key("sycl") && !debug.contains_key("ur.call"), "{debug:?}");
+    let no_ur = per_stream(&[("OFFTRACE_UR_CALLS", "0")], "nour.offtrace");
+    assert!(no_ur.get("sycl").copied().unwrap_or(0) > 50, "{no_ur:?}");
+    assert!(!no_ur.keys().any(|s| s.starts_with("ur.")), "{no_ur:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
