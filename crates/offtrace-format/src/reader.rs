@@ -37,7 +37,26 @@ enum State {
     Failed,
 }
 
-/// Reads a trace. See the crate documentation for an example.
+/// Reads a trace, one record at a time.
+///
+/// ```no_run
+/// use offtrace_format::{ReadError, Record, TraceReader};
+///
+/// let mut reader = TraceReader::open("w4.offtrace")?;
+/// for item in reader.by_ref() {
+///     match item {
+///         Ok(Record::Notification(n)) => println!("{} ns on thread {}", n.ts, n.tid),
+///         Ok(_) => {}
+///         // Killed recording: every complete chunk was returned before this.
+///         Err(e @ ReadError::Truncated { .. }) => eprintln!("warning: {e}"),
+///         Err(e) => return Err(e.into()),
+///     }
+/// }
+/// if !reader.finished_cleanly() {
+///     eprintln!("warning: the recording did not finish");
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct TraceReader<R: Read> {
     src: R,

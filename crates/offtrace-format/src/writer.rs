@@ -27,6 +27,9 @@ use crate::record::{Notification, Record};
 pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
 
 /// Writes a trace. See the crate documentation for an example.
+///
+/// Dropping a writer without [`TraceWriter::finish`] loses the open chunk and leaves no end
+/// marker: the file then reads as truncated after the last closed chunk.
 #[derive(Debug)]
 pub struct TraceWriter<W: Write> {
     out: W,
