@@ -148,9 +148,11 @@ pub unsafe fn decode(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, 
     n.instance = raw.instance;
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        n.parent = event_info(ctx, caches, raw.parent);
-        n.event = event_info(ctx, caches, raw.event);
-        n.user_data = user_data(ctx, caches, kind, raw);
+        // Filled in place: returning these by value costs store-forwarding stalls (the callee
+        // writes fields, the caller copies them with wider loads).
+        event_info(ctx, caches, raw.parent, &mut n.parent);
+        event_info(ctx, caches, raw.event, &mut n.event);
+        user_data(ctx, caches, kind, raw, &mut n.user_data);
     }
     n.stash = stash(ctx, caches);
     n.universal_id = match ctx.dispatcher.get_universal_id {
@@ -162,9 +164,10 @@ pub unsafe fn decode(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, 
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn event_info(ctx: Ctx<'_>, caches: &mut ThreadCaches, ev: *const TraceEventData) -> Option<EventInfo> {
+unsafe fn event_info(ctx: Ctx<'_>, caches: &mut ThreadCaches, ev: *const TraceEventData, out: &mut Option<EventInfo>) {
     if ev.is_null() {
-        return None;
+        *out = None;
+        return;
     }
     // SAFETY: a non-null event of a live callback is a valid `trace_event_data_t`.
     let e = unsafe { &*ev };
@@ -176,16 +179,15 @@ unsafe fn event_info(ctx: Ctx<'_>, caches: &mut ThreadCaches, ev: *const TraceEv
     };
     // SAFETY: the event's embedded metadata map is valid while the event is.
     let metadata = unsafe { metadata_set(ctx, caches, e) };
-    Some(EventInfo {
-        uid: e.unique_id,
-        instance_id: e.instance_id,
-        event_type: e.event_type,
-        activity_type: e.activity_type,
-        source_id: e.source_id,
-        target_id: e.target_id,
-        payload,
-        metadata,
-    })
+    let o = out.insert(EventInfo::default());
+    o.uid = e.unique_id;
+    o.instance_id = e.instance_id;
+    o.event_type = e.event_type;
+    o.activity_type = e.activity_type;
+    o.source_id = e.source_id;
+    o.target_id = e.target_id;
+    o.payload = payload;
+    o.metadata = metadata;
 }
 
 #[allow(unsafe_code)]
@@ -323,17 +325,19 @@ unsafe fn string_or_pointer(ctx: Ctx<'_>, caches: &mut ThreadCaches, ud: *const 
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, raw: &Raw) -> UserData {
+unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, raw: &Raw, out: &mut UserData) {
     let ud = raw.user_data;
     if ud.is_null() {
-        return UserData::None;
+        *out = UserData::None;
+        return;
     }
     // SAFETY (every dereference below): per this module's contract, `ud` is what the runtime
     // passes for (stream, trace type), and the struct types match sycl-runtime.md §5.
     unsafe {
-        match (kind, raw.trace_type) {
+        *out = match (kind, raw.trace_type) {
             (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) => {
-                function_with_args(ctx, caches, &*ud.cast::<FunctionWithArgs>(), raw.trace_type == tt::FUNCTION_WITH_ARGS_END)
+                let f = &*ud.cast::<FunctionWithArgs>();
+                return function_with_args(ctx, caches, f, raw.trace_type == tt::FUNCTION_WITH_ARGS_END, out);
             }
             (StreamKind::Sycl, tt::SIGNAL) => UserData::Signal { ur_event: ud as u64 },
             (StreamKind::MemAlloc, tt::MEM_ALLOC_BEGIN..=tt::MEM_RELEASE_END) if raw.event.is_null() => {
@@ -377,7 +381,7 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
             }
             (StreamKind::Image | StreamKind::Buffer, _) => UserData::Pointer(ud as u64),
             _ => string_or_pointer(ctx, caches, ud),
-        }
+        };
     }
 }
 
@@ -424,7 +428,7 @@ unsafe fn load_out(addr: usize) -> u64 {
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &FunctionWithArgs, end: bool) -> UserData {
+unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &FunctionWithArgs, end: bool, out: &mut UserData) {
     let id = f.function_id;
     let name = match ctx.interner.ur_name(id) {
         Some(s) => s,
@@ -437,8 +441,14 @@ unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &Functi
     } else {
         None
     };
-    let mut args = ArgBlock::default();
-    let mut outs = OutValues::default();
+    *out = UserData::FunctionWithArgs {
+        function_id: id,
+        name,
+        result,
+        args: ArgBlock::default(),
+        outs: OutValues::default(),
+    };
+    let UserData::FunctionWithArgs { args, outs, .. } = out else { return };
     if let Some(func) = ur::function(id)
         && !f.args_data.is_null()
     {
@@ -463,7 +473,6 @@ unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &Functi
         }
         args.len = n as u8;
     }
-    UserData::FunctionWithArgs { function_id: id, name, result, args, outs }
 }
 
 #[inline]
