@@ -263,7 +263,16 @@ pub fn start_with_sink(
         rec.interner.push(Record::Info { key: k.to_owned(), value: v });
     }
     rec.interner.push(Record::ClockSync { ticks: s.ticks, monotonic_ns: s.monotonic_ns, realtime_ns: s.realtime_ns });
-    let spawned = std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || writer_main(rec, sink));
+    let spawned = std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || {
+        // A panic here is a bug; it must not leave `finish` waiting its full timeout.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(rec, sink))).is_err() {
+            eprintln!("offtrace: the writer thread failed; the trace is incomplete");
+            STATE.store(FINISHED, Ordering::Relaxed);
+            let (m, cv) = &rec.finished;
+            *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+    });
     match spawned {
         Ok(h) => {
             let _ = rec.writer.set(h.thread().clone());
@@ -273,9 +282,21 @@ pub fn start_with_sink(
             return None;
         }
     }
+    // A forked child has no writer thread: it stops recording (the parent's trace is not
+    // touched; the child's rings would only fill and drop).
+    // SAFETY: registering a plain extern "C" fn with no captured state.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::pthread_atfork(None, None, Some(stop_in_child));
+    }
     // Relaxed: the gate only; the recorder itself is published by the OnceLock.
     STATE.store(RECORDING, Ordering::Relaxed);
     Some(rec)
+}
+
+extern "C" fn stop_in_child() {
+    // Relaxed: the child is single-threaded right after fork.
+    STATE.store(FINISHED, Ordering::Relaxed);
 }
 
 /// Records one notification. The record path: see the module docs.
