@@ -16,9 +16,13 @@
 //! writes `Drops` deltas, a `ClockSync` about once a second, and closes a chunk at least every
 //! 100 ms so a SIGKILL leaves a readable trace.
 //!
-//! Finish: the last `xptiTraceFinish` (or an explicit call) stops recording, asks the writer for
-//! a last cycle, a final `ClockSync` and the `End` record, and waits at most 5 s. Notifications
-//! that arrive later (runtime threads outlive `main`) see the gate closed and return.
+//! Finish: the last `xptiTraceFinish` (`sycl`, or every initialised stream), else the agent's
+//! ELF destructor (which glibc runs after the runtime's), stops recording, asks the writer for a
+//! last cycle, a final `ClockSync` and the `End` record, and waits at most 5 s. An `atexit`
+//! handler only drains and closes a chunk (the runtime still notifies after it). Notifications
+//! that arrive later (runtime threads outlive `main`) see the gate closed and return; those of
+//! threads whose TLS is already destroyed (the main thread during `exit`) go through one shared,
+//! `try_lock`ed late ring. A forked child stops recording.
 
 use std::cell::RefCell;
 use std::fs::File;
