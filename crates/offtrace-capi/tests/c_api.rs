@@ -174,8 +174,10 @@ fn header_layouts_match_rust() {
     }
 }
 
+/// Compiled once: tests run in parallel and must not rewrite an executable another one runs.
 fn driver() -> PathBuf {
-    cc(&test_c("driver.c"), "driver", false)
+    static DRIVER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DRIVER.get_or_init(|| cc(&test_c("driver.c"), "driver", false)).clone()
 }
 
 #[test]

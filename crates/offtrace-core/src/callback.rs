@@ -210,33 +210,24 @@ where
     unsafe { configure(ctx, kind, operations, trampoline::<F>, data, Some(drop_box::<F>)) }
 }
 
-/// What [`emit_enter`] hands back: the contexts that saw the enter, the per-call user data of
-/// each, the correlation id. Pass it to [`emit_exit`] exactly once. Not `Clone`.
+/// What [`emit_enter`] hands back: which contexts saw the enter, the call's frame (per-call
+/// user data, previous correlation id, start time, kept in the thread's in-flight slot) and the
+/// correlation id. 16 bytes, so it travels in registers and the disabled path builds it for
+/// free. Pass it to [`emit_exit`] exactly once, on the same thread. Not `Clone`.
 #[derive(Debug)]
 #[must_use = "every delivered enter needs its exit: pass the token to emit_exit"]
 pub struct CallToken {
     delivered: u8,
     buffered: u8,
+    frame: u8,
     kind: u8,
     operation: u32,
     correlation: u64,
-    previous: u64,
-    start: u64,
-    user: [UserData; crate::context::MAX_CONTEXTS],
 }
 
 impl CallToken {
     /// The token of a call no context saw.
-    pub const NONE: CallToken = CallToken {
-        delivered: 0,
-        buffered: 0,
-        kind: 0,
-        operation: 0,
-        correlation: 0,
-        previous: 0,
-        start: 0,
-        user: [UserData { value: 0 }; crate::context::MAX_CONTEXTS],
-    };
+    pub const NONE: CallToken = CallToken { delivered: 0, buffered: 0, frame: 0, kind: 0, operation: 0, correlation: 0 };
 
     /// Whether any context saw the enter (and so will see the exit).
     #[inline]
@@ -269,11 +260,9 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
 
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).
 #[inline(always)]
-pub fn emit_exit(mut token: CallToken, payload: Payload<'_>) {
+pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
     if token.is_delivered() {
-        // By reference: moving the token into the call would copy it right after it was
-        // written (store-forwarding stalls, see `invoke`).
-        exit_slow(&mut token, payload);
+        exit_slow(token, payload);
     }
 }
 
@@ -420,9 +409,10 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
         if t.in_callback.get() {
             return CallToken::NONE;
         }
-        let mut token = CallToken::NONE;
-        token.kind = kind as u8;
-        token.operation = op;
+        let Some(f) = me.alloc_frame() else { return CallToken::NONE };
+        // SAFETY: this thread owns `me`; no other reference to frame `f` exists (just taken).
+        let frame = unsafe { me.frame(f) };
+        let mut token = CallToken { frame: f, kind: kind as u8, operation: op, ..CallToken::NONE };
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
         for_each_bit(mask & 0xff, |i| {
@@ -449,7 +439,8 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
                     phase: Phase::Enter as u32,
                     payload: ptr,
                 };
-                call(t, i, svc, &record, &mut token.user[i]);
+                frame.user[i] = UserData::default();
+                call(t, i, svc, &record, &mut frame.user[i]);
             }
             me.leave(i);
         });
@@ -462,26 +453,29 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
             }
             me.leave(i);
         });
-        if token.is_delivered() {
-            if token.correlation == 0 {
-                token.correlation = t.next_correlation_id();
-            }
-            if token.buffered != 0 {
-                token.start = timestamp_ns();
-            }
-            token.previous = t.current.replace(token.correlation);
+        if !token.is_delivered() {
+            me.free_frame(f);
+            return CallToken::NONE;
         }
+        if token.correlation == 0 {
+            token.correlation = t.next_correlation_id();
+        }
+        frame.start = if token.buffered != 0 { timestamp_ns() } else { 0 };
+        frame.previous = t.current.replace(token.correlation);
         token
     })
 }
 
 #[inline(never)]
-fn exit_slow(token: &mut CallToken, payload: Payload<'_>) {
+fn exit_slow(token: CallToken, payload: Payload<'_>) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
     // The pairs were opened on this thread, so its slot exists (registered at the enter).
     let Some(me) = thread_slot() else { return };
+    // SAFETY: this thread owns `me`, and frame `token.frame` was taken by this call's enter
+    // (tokens are not `Clone`, so no other exit uses it).
+    let frame = unsafe { me.frame(token.frame) };
     THREAD.with(|t| {
-        t.current.set(token.previous);
+        t.current.set(frame.previous);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
         for_each_bit(u32::from(token.delivered), |i| {
@@ -505,7 +499,7 @@ fn exit_slow(token: &mut CallToken, payload: Payload<'_>) {
                 phase: Phase::Exit as u32,
                 payload: ptr,
             };
-            call(t, i, svc, &record, &mut token.user[i]);
+            call(t, i, svc, &record, &mut frame.user[i]);
             me.leave(i);
             me.close_pair(i);
         });
@@ -523,7 +517,7 @@ fn exit_slow(token: &mut CallToken, payload: Payload<'_>) {
                     token.operation,
                     CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
                     thread_id,
-                    token.start,
+                    frame.start,
                     end,
                     &payload,
                 ));
@@ -531,6 +525,7 @@ fn exit_slow(token: &mut CallToken, payload: Payload<'_>) {
             });
         }
     });
+    me.free_frame(token.frame);
 }
 
 #[inline(never)]

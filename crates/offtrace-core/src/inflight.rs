@@ -19,10 +19,11 @@
 
 #![allow(unsafe_code)] // membarrier(2)
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
 
+use crate::callback::UserData;
 use crate::context::MAX_CONTEXTS;
 
 /// One thread's in-flight state (see the module docs). Leaked: slots live for the process and
@@ -31,7 +32,29 @@ pub(crate) struct ThreadSlot {
     busy: AtomicU32,
     open: [AtomicU32; MAX_CONTEXTS],
     alive: AtomicBool,
+    /// Bit `f` set = frame `f` holds an open call. Owner-only (Relaxed, no RMW needed).
+    used_frames: AtomicU64,
+    /// Per-call state kept between enter and exit, so the token stays 16 bytes (registers).
+    frames: [UnsafeCell<Frame>; MAX_FRAMES],
 }
+
+/// How many traced calls one thread may have open at once (nesting depth); deeper calls are
+/// not delivered (the enter returns an empty token, so pairing holds).
+pub const MAX_FRAMES: usize = 64;
+
+/// What a call keeps from its enter to its exit.
+#[derive(Clone, Copy)]
+pub(crate) struct Frame {
+    pub(crate) user: [UserData; MAX_CONTEXTS],
+    /// The thread's current correlation id before this call.
+    pub(crate) previous: u64,
+    /// Enter timestamp (buffer services only).
+    pub(crate) start: u64,
+}
+
+// SAFETY: `frames` is read and written only by the owning thread (the one whose `OWNER` holds
+// the slot); other threads read only the atomics.
+unsafe impl Sync for ThreadSlot {}
 
 static THREADS: Mutex<Vec<&'static ThreadSlot>> = Mutex::new(Vec::new());
 
@@ -128,6 +151,10 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
             && s.busy.load(Ordering::Acquire) == 0
             && s.open.iter().all(|n| n.load(Ordering::Acquire) == 0)
     });
+    if let Some(s) = reusable {
+        // The dead owner's calls can never exit: their frames are free.
+        s.used_frames.store(0, Ordering::Relaxed);
+    }
     let slot = match reusable {
         Some(s) => s,
         None => {
@@ -135,6 +162,10 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
                 busy: AtomicU32::new(0),
                 open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
                 alive: AtomicBool::new(false),
+                used_frames: AtomicU64::new(0),
+                frames: [const {
+                    UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 })
+                }; MAX_FRAMES],
             }));
             all.push(s);
             s
@@ -173,6 +204,37 @@ impl ThreadSlot {
     pub(crate) fn leave(&self, i: usize) {
         let b = self.busy.load(Ordering::Relaxed);
         self.busy.store(b & !(1 << i), Ordering::Release);
+    }
+
+    /// Takes a free frame (owner thread only).
+    #[inline(always)]
+    pub(crate) fn alloc_frame(&self) -> Option<u8> {
+        let used = self.used_frames.load(Ordering::Relaxed);
+        if used == u64::MAX {
+            return None;
+        }
+        let f = (!used).trailing_zeros();
+        self.used_frames.store(used | (1 << f), Ordering::Relaxed);
+        Some(f as u8)
+    }
+
+    /// Returns a frame (owner thread only).
+    #[inline(always)]
+    pub(crate) fn free_frame(&self, f: u8) {
+        let used = self.used_frames.load(Ordering::Relaxed);
+        self.used_frames.store(used & !(1u64 << (f as u32 % 64)), Ordering::Relaxed);
+    }
+
+    /// The frame `f`.
+    ///
+    /// # Safety
+    /// Only the owning thread may call this, and it must not hold another reference to the
+    /// same frame.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn frame(&self, f: u8) -> &mut Frame {
+        // SAFETY: owner-only access (the caller's contract), so no other reference exists.
+        unsafe { &mut *self.frames[usize::from(f) % MAX_FRAMES].get() }
     }
 
     #[inline(always)]
