@@ -13,6 +13,10 @@
 //! - `sycl_task_begin/{empty,agent}`: a `task_begin` with an event carrying 6 metadata items.
 //! - `ur_call_2threads/{empty,agent}`: the pair from 2 threads at once; time per pair per thread.
 //! - `clock/now`: the trace clock.
+//!
+//! The measuring threads are pinned (CPU 0; CPUs 2 and 3 for the 2-thread case) so that waking
+//! up after `flush_now` does not move them to a core with cold caches; the writer thread is not
+//! pinned. `NOTIFY_BENCH_NO_PIN=1` turns pinning off.
 #![allow(unsafe_code, missing_docs)]
 
 use std::ffi::{CString, c_char, c_void};
@@ -202,7 +206,23 @@ fn batched(iters: u64, mut run: impl FnMut(u64) -> Duration) -> Duration {
     total
 }
 
+/// Pins the calling thread to `cpu` (when the machine has it): a thread that blocks in
+/// `flush_now` between batches must not come back on another core with cold caches.
+fn pin(cpu: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 || std::env::var_os("NOTIFY_BENCH_NO_PIN").is_some() {
+        return;
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within it for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu % n, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 fn bench(c: &mut Criterion) {
+    pin(0);
     let Some(x) = setup() else { return };
     let x = Arc::new(x);
     unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
@@ -252,10 +272,11 @@ fn bench(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let barrier = Arc::new(Barrier::new(2));
                 let hs: Vec<_> = (0..2)
-                    .map(|_| {
+                    .map(|t| {
                         let x = x.clone();
                         let barrier = barrier.clone();
                         std::thread::spawn(move || {
+                            pin(2 + t);
                             unsafe { (x.stash)(c"queue_id".as_ptr(), 3) };
                             let mut call = MemcpyCall::new();
                             // warm the thread's ring and caches outside the timed part
