@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::buffer::BufferRecord;
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
-use crate::correlation::{THREAD, ThreadState};
+use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, thread_slot};
 use crate::kind::Kind;
@@ -262,7 +262,9 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
 #[inline(always)]
 pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
     if token.is_delivered() {
-        exit_slow(token, payload);
+        // Field by field: a 16-byte copy of the token, just written with narrow stores, would
+        // stall on store forwarding.
+        exit_slow(token.delivered, token.buffered, token.frame, token.kind, token.operation, token.correlation, payload);
     }
 }
 
@@ -329,7 +331,7 @@ fn call(t: &ThreadState, slot_index: usize, svc: &CallbackService, record: &Call
 /// # Safety
 /// As for calling `callback` with `data`.
 #[allow(clippy::too_many_arguments)]
-#[inline(never)]
+#[inline(always)]
 unsafe fn invoke(
     callback: CallbackFn,
     data: *mut c_void,
@@ -404,8 +406,9 @@ fn for_each_bit(mut bits: u32, mut f: impl FnMut(usize)) {
 
 #[inline(never)]
 fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
-    let Some(me) = thread_slot() else { return CallToken::NONE };
-    THREAD.with(|t| {
+    let t = thread_state();
+    let Some(me) = thread_slot(t) else { return CallToken::NONE };
+    {
         if t.in_callback.get() {
             return CallToken::NONE;
         }
@@ -463,18 +466,20 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
         frame.start = if token.buffered != 0 { timestamp_ns() } else { 0 };
         frame.previous = t.current.replace(token.correlation);
         token
-    })
+    }
 }
 
 #[inline(never)]
-fn exit_slow(token: CallToken, payload: Payload<'_>) {
+fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: u32, correlation: u64, payload: Payload<'_>) {
+    let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
     let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
     // The pairs were opened on this thread, so its slot exists (registered at the enter).
-    let Some(me) = thread_slot() else { return };
+    let t = thread_state();
+    let Some(me) = thread_slot(t) else { return };
     // SAFETY: this thread owns `me`, and frame `token.frame` was taken by this call's enter
     // (tokens are not `Clone`, so no other exit uses it).
     let frame = unsafe { me.frame(token.frame) };
-    THREAD.with(|t| {
+    {
         t.current.set(frame.previous);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
@@ -524,14 +529,15 @@ fn exit_slow(token: CallToken, payload: Payload<'_>) {
                 me.close_pair(i);
             });
         }
-    });
+    }
     me.free_frame(token.frame);
 }
 
 #[inline(never)]
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
-    let Some(me) = thread_slot() else { return };
-    THREAD.with(|t| {
+    let t = thread_state();
+    let Some(me) = thread_slot(t) else { return };
+    {
         if t.in_callback.get() {
             return;
         }
@@ -566,7 +572,7 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u
             let now = timestamp_ns();
             write_buffers(me, t, kind, op, correlation, now, now, &payload, bm);
         }
-    });
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -606,10 +612,11 @@ fn write_buffers(
 
 #[inline(never)]
 fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
-    let Some(me) = thread_slot() else { return };
-    THREAD.with(|t| {
+    let t = thread_state();
+    let Some(me) = thread_slot(t) else { return };
+    {
         if !t.in_callback.get() {
             write_buffers(me, t, kind, op, correlation, start, end, &payload, bm & 0xff);
         }
-    });
+    }
 }

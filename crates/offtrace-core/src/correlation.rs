@@ -12,6 +12,8 @@
 //! the matching `emit_exit`, so records of other kinds emitted inside the call (a kernel dispatch
 //! inside `urEnqueueKernelLaunch`) carry the id of the API call that caused them.
 
+#![allow(unsafe_code)] // `thread_state` hands out a reference to a destructor-free thread-local
+
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,6 +40,8 @@ pub(crate) struct ThreadState {
     pub(crate) current: Cell<u64>,
     /// Top of the external correlation stack per context slot: (context handle, value).
     external_top: [Cell<(u64, u64)>; MAX_CONTEXTS],
+    /// This thread's in-flight slot, once registered (see [`crate::inflight`]).
+    pub(crate) slot: Cell<Option<&'static crate::inflight::ThreadSlot>>,
 }
 
 thread_local! {
@@ -50,10 +54,21 @@ thread_local! {
             end_id: Cell::new(0),
             current: Cell::new(0),
             external_top: [const { Cell::new((0, 0)) }; MAX_CONTEXTS],
+            slot: Cell::new(None),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.
     static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
+}
+
+/// The calling thread's state, as a plain reference (one `%fs`-relative address, no accessor
+/// call per use).
+#[inline(always)]
+pub(crate) fn thread_state() -> &'static ThreadState {
+    // SAFETY: `THREAD` is const-initialised and has no destructor, so its storage is valid for
+    // the whole life of the calling thread; `ThreadState` is `!Sync`, so the reference cannot
+    // leave this thread.
+    THREAD.with(|t| unsafe { &*(t as *const ThreadState) })
 }
 
 impl ThreadState {

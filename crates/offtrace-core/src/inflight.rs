@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fen
 
 use crate::callback::UserData;
 use crate::context::MAX_CONTEXTS;
+use crate::correlation::ThreadState;
 
 /// One thread's in-flight state (see the module docs). Leaked: slots live for the process and
 /// are reused by later threads.
@@ -132,13 +133,25 @@ thread_local! {
 }
 
 /// This thread's slot, registering it on first use. `None` during thread teardown.
-#[inline]
-pub(crate) fn thread_slot() -> Option<&'static ThreadSlot> {
-    OWNER.try_with(|o| match o.0.get() {
-        Some(s) => s,
-        None => register(o),
-    })
-    .ok()
+#[inline(always)]
+pub(crate) fn thread_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
+    match t.slot.get() {
+        Some(s) => Some(s),
+        None => register_current(t),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn register_current(t: &ThreadState) -> Option<&'static ThreadSlot> {
+    let s = OWNER
+        .try_with(|o| match o.0.get() {
+            Some(s) => s,
+            None => register(o),
+        })
+        .ok()?;
+    t.slot.set(Some(s));
+    Some(s)
 }
 
 #[cold]
