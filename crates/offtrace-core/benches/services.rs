@@ -101,10 +101,10 @@ fn bench(c: &mut Criterion) {
     g.bench_function("disabled", |b| b.iter(|| traced_call(black_box(args))));
     with_callback_ctx(|| g.bench_function("callback_noop", |b| b.iter(|| traced_call(black_box(args)))));
     with_buffer_ctx(Kind::UrApi, || g.bench_function("buffer_record", |b| b.iter(|| traced_call(black_box(args)))));
-    with_buffer_ctx(Kind::KernelDispatch, || {
-        let p = KernelDispatchPayload::default();
+    with_buffer_ctx(Kind::MemoryCopy, || {
+        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
         g.bench_function("buffer_activity", |b| {
-            b.iter(|| emit_activity(Kind::KernelDispatch, 0, 7, 100, 200, Payload::KernelDispatch(black_box(&p))))
+            b.iter(|| emit_activity(Kind::MemoryCopy, 0, 7, 100, 200, Payload::MemoryCopy(black_box(&p))))
         })
     });
     g.bench_function("timestamp", |b| b.iter(timestamp_ns));
@@ -119,13 +119,13 @@ fn bench(c: &mut Criterion) {
         traced_call(black_box(&PAYLOAD));
     }
     fn activity(i: u64) {
-        let p = KernelDispatchPayload::default();
-        emit_activity(Kind::KernelDispatch, 0, i, 100, 200, Payload::KernelDispatch(black_box(&p)));
+        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: i };
+        emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&p)));
     }
     for n in [1usize, 2] {
         t.bench_function(format!("baseline_noop/{n}"), |b| b.iter_custom(|it| on_threads(n, it, noop)));
         with_callback_ctx(|| t.bench_function(format!("callback_noop/{n}"), |b| b.iter_custom(|it| on_threads(n, it, traced))));
-        with_buffer_ctx(Kind::KernelDispatch, || {
+        with_buffer_ctx(Kind::MemoryCopy, || {
             t.bench_function(format!("buffer_activity/{n}"), |b| b.iter_custom(|it| on_threads(n, it, activity)))
         });
     }
