@@ -187,8 +187,12 @@ fn hostname() -> String {
 /// the writer. Cold; called once. On failure tracing stays off (one line on stderr).
 #[cold]
 pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> Option<&'static Recorder> {
-    let file = match File::create(&config.output) {
-        Ok(f) => f,
+    let mut config = config;
+    let file = match claim_output(&config.output) {
+        Ok((f, path)) => {
+            config.output = path;
+            f
+        }
         Err(e) => {
             eprintln!("offtrace: cannot create {}: {e}; tracing off", config.output.display());
             return None;
@@ -221,6 +225,34 @@ pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> O
         }
     };
     start_with_sink(dispatcher, dispatcher_path, config, clock, Box::new(writer))
+}
+
+/// Opens the trace file and holds an exclusive `flock` on it for the process's lifetime.
+/// `%p` in the path becomes the pid. When another live process already holds the file (a child
+/// process that inherited `OFFTRACE_OUTPUT` and loaded the agent too), this process writes to
+/// `<path>.<pid>` instead of clobbering that trace.
+#[cold]
+fn claim_output(path: &std::path::Path) -> std::io::Result<(File, std::path::PathBuf)> {
+    use std::os::fd::AsRawFd;
+    let pid = std::process::id();
+    let path = std::path::PathBuf::from(path.to_string_lossy().replace("%p", &pid.to_string()));
+    let lock = |f: &File| {
+        // SAFETY: flock on a valid, owned file descriptor.
+        #[allow(unsafe_code)]
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        r == 0
+    };
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path)?;
+    if lock(&f) {
+        f.set_len(0)?;
+        return Ok((f, path));
+    }
+    let mut own = path.into_os_string();
+    own.push(format!(".{pid}"));
+    let own = std::path::PathBuf::from(own);
+    let f = File::create(&own)?;
+    lock(&f);
+    Ok((f, own))
 }
 
 /// [`start`] with any sink (tests, benchmarks).
@@ -263,6 +295,7 @@ pub fn start_with_sink(
         ("hostname", hostname()),
         ("clock", format!("{:?} {} ticks/s", rec.clock.source(), rec.clock.ticks_per_second())),
         ("ring_records", rec.config.ring_records.to_string()),
+        ("output", rec.config.output.display().to_string()),
     ] {
         rec.interner.push(Record::Info { key: k.to_owned(), value: v });
     }

@@ -323,3 +323,41 @@ fn stream_selection_knobs() {
     assert!(!no_ur.keys().any(|s| s.starts_with("ur.")), "{no_ur:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A child process that inherits `OFFTRACE_OUTPUT` and loads the agent too writes
+/// `<path>.<pid>` and leaves the parent's trace intact.
+#[test]
+fn child_process_does_not_clobber_the_trace() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("child");
+    let out = dir.join("parent.offtrace");
+    let script = dir.join("parent.py");
+    std::fs::write(
+        &script,
+        "import subprocess, sys, dpctl\n\
+         q = dpctl.SyclQueue()\n\
+         r = subprocess.run([sys.executable, '-c', 'import dpctl; dpctl.SyclQueue(); print(\"child\")'])\n\
+         q2 = dpctl.SyclQueue()\n\
+         sys.exit(r.returncode)\n",
+    )
+    .expect("script");
+    let o = traced(&venv, &agent().display().to_string(), &out, &script).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let parent = read(&out);
+    assert!(parent.error.is_none(), "{:?}", parent.error);
+    assert!(matches!(parent.records.last(), Some(Record::End { .. })));
+    let pid = parent.records.iter().find_map(|r| match r {
+        Record::Info { key, value } if key == "pid" => Some(value.clone()),
+        _ => None,
+    });
+    let children: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("parent.offtrace."))
+        .collect();
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_ne!(Some(children[0].trim_start_matches("parent.offtrace.").to_owned()), pid);
+    let child = read(&dir.join(&children[0]));
+    assert!(child.error.is_none() && !counts(&child.records).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
