@@ -7,10 +7,10 @@
 //! drift relative to CLOCK_MONOTONIC is bounded by the interval between points.
 //!
 //! Cost of [`Clock::now`] (measured by `cargo bench -p offtrace-agent --bench notify`, group
-//! `clock`): `rdtsc` ≈ 7-10 ns on the 2-vCPU EPYC VM (≈20 cycles on bare metal);
-//! `clock_gettime` through the vDSO ≈ 20-25 ns (far more when the VM clocksource is not
-//! vDSO-capable). [`Clock::detect`] is cold: it reads `/proc/cpuinfo` and sleeps ~20 ms to
-//! calibrate ticks per second.
+//! `clock`, 2026-11-21): `rdtsc` 14-26 ns on a 2-vCPU AMD EPYC VM and 17-23 ns on a 16-vCPU
+//! Intel Xeon VM (virtualised TSC; ~7 ns on bare metal); `clock_gettime(CLOCK_MONOTONIC)`
+//! through the vDSO 46-60 ns and 32-41 ns on the same VMs. [`Clock::detect`] is cold: it reads
+//! `/proc/cpuinfo` and sleeps ~20 ms to calibrate ticks per second.
 
 #![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
 
