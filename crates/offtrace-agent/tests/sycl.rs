@@ -391,3 +391,165 @@ fn tiny_ring_counts_every_drop() {
     assert!(matches!(t.records.last(), Some(Record::End { drops: d, .. }) if *d == drops));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What one notification says, in the terms both the agent's trace and xpti-dump's JSON can
+/// express: compared per thread, in callback order.
+#[derive(Debug, PartialEq, Default)]
+struct Obs {
+    stream: String,
+    tt: u16,
+    instance: u64,
+    event_uid: Option<u64>,
+    parent_uid: Option<u64>,
+    payload: Option<String>,
+    /// Metadata keys, with the value of unsigned-integer items.
+    md: BTreeMap<String, Option<u64>>,
+    stash: Option<(String, u64)>,
+    ur_name: Option<String>,
+    ur_result: Option<i64>,
+    ud_str: Option<String>,
+    signal: Option<u64>,
+}
+
+fn hex(v: &serde_json::Value) -> Option<u64> {
+    u64::from_str_radix(v.as_str()?.trim_start_matches("0x"), 16).ok()
+}
+
+fn dump_observations(path: &Path) -> BTreeMap<u64, Vec<Obs>> {
+    let text = std::fs::read_to_string(path).expect("dump");
+    let mut by_tid: BTreeMap<u64, Vec<Obs>> = BTreeMap::new();
+    for l in text.lines().filter(|l| l.starts_with("{\"k\":\"cb\"")) {
+        let r: serde_json::Value = serde_json::from_str(l).expect("json line");
+        let ev = &r["event"];
+        let mut o = Obs {
+            stream: r["stream"].as_str().unwrap_or_default().to_owned(),
+            tt: r["tt"].as_u64().unwrap_or(0) as u16,
+            instance: r["instance"].as_u64().unwrap_or(0),
+            event_uid: hex(&ev["uid"]),
+            parent_uid: hex(&r["parent"]["uid"]),
+            payload: ev["payload"]["name"].as_str().map(str::to_owned),
+            stash: r["stash"]["key"].as_str().map(|k| (k.to_owned(), r["stash"]["value"].as_u64().unwrap_or(0))),
+            ..Obs::default()
+        };
+        if let Some(md) = ev["md"].as_object() {
+            for (k, v) in md {
+                o.md.insert(k.clone(), if v["type"] == 3 { v["v"].as_u64() } else { None });
+            }
+        }
+        if let Some(f) = r.get("fwa") {
+            o.ur_name = f["function_name"].as_str().map(str::to_owned);
+            o.ur_result = if o.tt == 29 { f["ret_value"].as_i64() } else { None };
+        }
+        o.ud_str = r["ud_str"].as_str().map(str::to_owned);
+        if o.tt == 16 && o.stream == "sycl" {
+            o.signal = hex(&r["ud"]);
+        }
+        by_tid.entry(r["tid"].as_u64().unwrap_or(0)).or_default().push(o);
+    }
+    by_tid
+}
+
+fn trace_observations(records: &[Record]) -> BTreeMap<u64, Vec<Obs>> {
+    use offtrace_format::{ObjectId, PayloadId, StrId, ValueType};
+    let mut strings: BTreeMap<StrId, String> = BTreeMap::new();
+    let mut streams = BTreeMap::new();
+    let mut payloads: BTreeMap<PayloadId, StrId> = BTreeMap::new();
+    let mut objects: BTreeMap<ObjectId, (ValueType, Vec<u8>)> = BTreeMap::new();
+    let mut sets = BTreeMap::new();
+    let mut by_tid: BTreeMap<u64, Vec<Obs>> = BTreeMap::new();
+    let s = |strings: &BTreeMap<StrId, String>, id: StrId| strings.get(&id).cloned().expect("string defined before use");
+    for r in records {
+        match r {
+            Record::String { id, text } => {
+                strings.insert(*id, text.clone());
+            }
+            Record::Stream { id, name, .. } => {
+                streams.insert(*id, s(&strings, *name));
+            }
+            Record::Payload { id, name, .. } => {
+                payloads.insert(*id, *name);
+            }
+            Record::Object { id, value_type, bytes } => {
+                objects.insert(*id, (*value_type, bytes.clone()));
+            }
+            Record::MetadataSet { id, items } => {
+                sets.insert(*id, items.clone());
+            }
+            Record::Notification(n) => {
+                let mut o = Obs {
+                    stream: streams.get(&n.stream).cloned().expect("stream defined"),
+                    tt: n.trace_type,
+                    instance: n.instance,
+                    event_uid: n.event.map(|e| e.uid),
+                    parent_uid: n.parent.map(|e| e.uid),
+                    stash: n.stash.map(|(k, v)| (s(&strings, k), v)),
+                    ..Obs::default()
+                };
+                if let Some(e) = n.event {
+                    if e.payload.0 != 0 {
+                        let name = payloads.get(&e.payload).copied().expect("payload defined before use");
+                        o.payload = Some(s(&strings, name));
+                    }
+                    if e.metadata.0 != 0 {
+                        for (k, v) in sets.get(&e.metadata).expect("set defined before use") {
+                            let (t, b) = objects.get(v).expect("object defined before use");
+                            let val = (*t == ValueType::UnsignedInteger && b.len() == 8)
+                                .then(|| u64::from_le_bytes(b[..8].try_into().expect("8 bytes")));
+                            o.md.insert(s(&strings, *k), val);
+                        }
+                    }
+                }
+                match n.user_data {
+                    UserData::FunctionWithArgs { name, result, .. } => {
+                        o.ur_name = Some(s(&strings, name));
+                        o.ur_result = result.map(i64::from);
+                    }
+                    UserData::Str(id) => o.ud_str = Some(s(&strings, id)),
+                    UserData::Signal { ur_event } => o.signal = Some(ur_event),
+                    _ => {}
+                }
+                by_tid.entry(u64::from(n.tid)).or_default().push(o);
+            }
+            _ => {}
+        }
+    }
+    by_tid
+}
+
+/// Every notification, decoded, equals what the full-dump subscriber saw in the same process:
+/// same threads, same order, same payload names, metadata keys and integer values, stash,
+/// UR function names and results, user-data strings and signal handles.
+#[test]
+fn w4_decoded_fields_match_xpti_dump() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("fields");
+    let Some(dump) = build_dump(&venv, &dir) else {
+        eprintln!("xpti-dump not built: skipping");
+        return;
+    };
+    let out = dir.join("w4.offtrace");
+    let script = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let o = traced(&venv, &format!("{},{}", dump.display(), agent().display()), &out, &script)
+        .env("DUMP_FILE", dir.join("w4.jsonl"))
+        .env("DUMP_SKIP", "sycl.debug,ur.call.debug")
+        .output()
+        .expect("run python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = read(&out);
+    assert!(t.error.is_none(), "{:?}", t.error);
+    let ours = trace_observations(&t.records);
+    let theirs = dump_observations(&dir.join("w4.jsonl"));
+    let total: usize = theirs.values().map(Vec::len).sum();
+    assert!(total > 500, "only {total} notifications in the dump");
+    let with_md = theirs.values().flatten().filter(|o| !o.md.is_empty()).count();
+    assert!(with_md > 50, "only {with_md} notifications with metadata");
+    assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "threads differ");
+    for (tid, want) in &theirs {
+        let got = &ours[tid];
+        assert_eq!(got.len(), want.len(), "thread {tid}: notification count");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert_eq!(g, w, "thread {tid}, notification {i}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
