@@ -553,3 +553,48 @@ fn w4_decoded_fields_match_xpti_dump() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A process that never calls `xptiTraceFinish` still gets a complete trace: the agent's ELF
+/// destructor ends it at exit. Driven from Python `ctypes` against Intel's dispatcher, without
+/// the SYCL runtime (so nothing finalises the stream).
+#[test]
+fn trace_ends_at_exit_without_finish() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("nofinish");
+    let out = dir.join("nofinish.offtrace");
+    let script = dir.join("nofinish.py");
+    std::fs::write(
+        &script,
+        r#"import ctypes, os, sys
+x = ctypes.CDLL(os.environ["XPTI_FRAMEWORK_DISPATCHER"], mode=ctypes.RTLD_GLOBAL)
+a = ctypes.CDLL(sys.argv[1])
+x.xptiForceSetTraceEnabled(True)
+a.xptiTraceInit(0, 12, b"0.12", b"ur.call")
+sid = x.xptiRegisterStream(b"ur.call")
+class FWA(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("name", ctypes.c_char_p), ("args", ctypes.c_void_p),
+                ("ret", ctypes.c_void_p), ("ud", ctypes.c_void_p)]
+f = FWA(178, b"urAdapterGet", None, None, None)
+x.xptiNotifySubscribers.argtypes = [ctypes.c_uint8, ctypes.c_uint16, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p]
+for i in range(1, 101):
+    x.xptiNotifySubscribers(sid, 28, None, None, i, ctypes.byref(f))
+"#,
+    )
+    .expect("script");
+    let o = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .arg(agent())
+        .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
+        .env("OFFTRACE_OUTPUT", &out)
+        .env_remove("XPTI_SUBSCRIBERS")
+        .output()
+        .expect("run python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = read(&out);
+    assert!(t.error.is_none(), "{:?}", t.error);
+    assert!(matches!(t.records.last(), Some(Record::End { .. })), "no End record");
+    let c = counts(&t.records);
+    assert_eq!(c.get(&("ur.call".to_owned(), 28)), Some(&100), "{c:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
