@@ -73,6 +73,10 @@ const FINISHED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(IDLE);
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 
+/// Notifications lost because two exiting threads met at the late ring (reported as `Drops`
+/// with tid 0).
+static LATE_LOST: AtomicU64 = AtomicU64::new(0);
+
 const WAKE_INTERVAL: Duration = Duration::from_millis(20);
 const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
@@ -362,16 +366,11 @@ pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
 }
 
 #[inline(always)]
-fn gettid_cached(local: &Local) -> u32 {
-    local.tid
-}
-
-#[inline(always)]
 fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
     let ctx = Ctx { dispatcher: &rec.dispatcher, interner: &rec.interner };
     // Decoded on the stack (hot in L1), then compacted into the ring: a Notification is 392
     // bytes, its compact form ~100-150.
-    let mut n = Notification { ts, tid: gettid_cached(local), ..Notification::default() };
+    let mut n = Notification { ts, tid: local.tid, ..Notification::default() };
     // SAFETY: `raw` holds the arguments of the live callback that called us (trampolines
     // in lib.rs), for the stream `kind` describes.
     #[allow(unsafe_code)]
@@ -398,7 +397,11 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
 fn record_late(rec: &Recorder, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
     static LATE: Mutex<Option<Box<Local>>> = Mutex::new(None);
     // try_lock: never block (or self-deadlock) an exiting thread; contention here is a drop.
-    let Ok(mut guard) = LATE.try_lock() else { return };
+    let Ok(mut guard) = LATE.try_lock() else {
+        // Relaxed: a counter, reported by the writer.
+        LATE_LOST.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
     if guard.is_none() {
         *guard = register_thread(rec);
     }
@@ -500,6 +503,15 @@ impl WriterState {
             }
         }
         self.records += written;
+        // Relaxed: a counter (see `record_late`).
+        let lost = LATE_LOST.swap(0, Ordering::Relaxed);
+        if lost != 0 {
+            rec.total_drops.fetch_add(lost, Ordering::Relaxed);
+            if !failed {
+                let res = sink.write(&Record::Drops { tid: 0, count: lost });
+                note(&mut self.error, res);
+            }
+        }
         if let Some(e) = err {
             self.note(Err(e));
         }
