@@ -1,11 +1,12 @@
 //! The in-ring form of a [`Notification`]: a variable number of `u64` words, optional fields
-//! present only when non-zero.
+//! present only when non-zero, and fields equal to the ring's previous record omitted.
 //!
 //! A `Notification` is 392 bytes (its argument block alone holds 16 values); written into a
 //! ring slot it costs seven cache-line transfers per record between the application's core and
-//! the writer's. Encoded here a UR call takes ~15 words and a SYCL task notification ~12, so
-//! the ring moves 2-3x fewer lines. Encoding runs on the record path (a few ns, no branches
-//! that depend on data beyond "is this field zero"); decoding runs on the writer thread.
+//! the writer's. Encoded here a UR call with 8 arguments takes 20 words, or 15 when it repeats
+//! the previous record's event and stashed tuple (the usual case: one global event, a sticky
+//! stash); a SYCL task notification 8-15. Encoding runs on the record path; decoding on the
+//! writer thread, which keeps the same [`Delta`] state per ring as the producer.
 //!
 //! ```text
 //! word 0   trace_type:16 | stream:8 | len:8 (words, incl. this one) | flags:32
@@ -13,11 +14,12 @@
 //! word 2   instance
 //! [tid]          LATE_TID      (otherwise the ring's thread)
 //! [universal_id] UNIVERSAL
-//! [stash key:32 | 0, value]    STASH
-//! [parent event] PARENT        uid, instance_id, event_type:16|activity:16|payload:32,
+//! [stash key, value]           STASH, unless STASH_SAME
+//! [parent event] PARENT        unless P_SAME: uid, instance_id, event_type:16|activity:16|payload:32,
 //!                              [metadata] P_MD, [source, target] P_EDGE
-//! [event]        EVENT         the same, with E_MD, E_EDGE
-//! [user data]    kind in flags bits 24..28, see `encode_user_data`
+//! [event]        EVENT         the same, with E_SAME, E_MD, E_EDGE
+//! [user data]    kind in flags bits 24..28: Str 1 word; UR call: id|name, [result] HAS_RESULT,
+//!                nargs|nouts<<8|out indices<<16, args, outs; MemAlloc 4; buffer 7; ...
 //! ```
 
 use offtrace_format::{
@@ -37,6 +39,10 @@ const EVENT: u32 = 1 << 6;
 const E_MD: u32 = 1 << 7;
 const E_EDGE: u32 = 1 << 8;
 const HAS_RESULT: u32 = 1 << 9;
+/// The parent / event / stash equal the previous record's of this ring: no words.
+const P_SAME: u32 = 1 << 10;
+const E_SAME: u32 = 1 << 11;
+const STASH_SAME: u32 = 1 << 12;
 const UD_SHIFT: u32 = 24;
 
 const UD_NONE: u32 = 0;
@@ -81,10 +87,31 @@ fn event(w: &mut W<'_>, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
     }
 }
 
+/// What the previous record of a ring carried, for delta encoding: a UR call repeats the one
+/// global event and the sticky stashed tuple of its thread, a SYCL notification its graph
+/// parent. The producer updates it only for records that reached the ring ([`Delta::commit`]),
+/// the consumer for every record it decodes, so both sides agree.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delta {
+    parent: Option<EventInfo>,
+    event: Option<EventInfo>,
+    stash: Option<(StrId, u64)>,
+}
+
+impl Delta {
+    /// Records that `n` was pushed.
+    #[inline]
+    pub fn commit(&mut self, n: &Notification) {
+        self.parent = n.parent;
+        self.event = n.event;
+        self.stash = n.stash;
+    }
+}
+
 /// Encodes `n` into `out`; returns the number of words. `ring_tid` is the ring owner's tid: a
-/// different `n.tid` is stored in the record.
+/// different `n.tid` is stored in the record. Fields equal to `prev`'s are omitted.
 #[inline]
-pub fn encode(n: &Notification, ring_tid: u32, out: &mut [u64; MAX_WORDS]) -> usize {
+pub fn encode(n: &Notification, ring_tid: u32, prev: &Delta, out: &mut [u64; MAX_WORDS]) -> usize {
     let mut flags = 0u32;
     let mut w = W { out, n: 3 };
     if n.tid != ring_tid {
@@ -97,16 +124,28 @@ pub fn encode(n: &Notification, ring_tid: u32, out: &mut [u64; MAX_WORDS]) -> us
     }
     if let Some((k, v)) = n.stash {
         flags |= STASH;
-        w.put(u64::from(k.0));
-        w.put(v);
+        if prev.stash == n.stash {
+            flags |= STASH_SAME;
+        } else {
+            w.put(u64::from(k.0));
+            w.put(v);
+        }
     }
     if let Some(p) = &n.parent {
         flags |= PARENT;
-        event(&mut w, p, P_MD, P_EDGE, &mut flags);
+        if prev.parent.as_ref() == Some(p) {
+            flags |= P_SAME;
+        } else {
+            event(&mut w, p, P_MD, P_EDGE, &mut flags);
+        }
     }
     if let Some(e) = &n.event {
         flags |= EVENT;
-        event(&mut w, e, E_MD, E_EDGE, &mut flags);
+        if prev.event.as_ref() == Some(e) {
+            flags |= E_SAME;
+        } else {
+            event(&mut w, e, E_MD, E_EDGE, &mut flags);
+        }
     }
     let kind = match &n.user_data {
         UserData::None => UD_NONE,
@@ -217,8 +256,9 @@ fn read_event(r: &mut R<'_>, flags: u32, md: u32, edge: u32) -> EventInfo {
     }
 }
 
-/// Decodes one record (the words [`encode`] wrote). Never panics; missing words read as 0.
-pub fn decode(words: &[u64], ring_tid: u32) -> Notification {
+/// Decodes one record (the words [`encode`] wrote) and updates `prev`. Never panics; missing
+/// words read as 0.
+pub fn decode(words: &[u64], ring_tid: u32, prev: &mut Delta) -> Notification {
     let mut r = R { w: words, i: 0 };
     let w0 = r.get();
     let flags = (w0 >> 32) as u32;
@@ -237,14 +277,18 @@ pub fn decode(words: &[u64], ring_tid: u32) -> Notification {
         n.universal_id = r.get();
     }
     if flags & STASH != 0 {
-        let k = StrId(r.get() as u32);
-        n.stash = Some((k, r.get()));
+        n.stash = if flags & STASH_SAME != 0 {
+            prev.stash
+        } else {
+            let k = StrId(r.get() as u32);
+            Some((k, r.get()))
+        };
     }
     if flags & PARENT != 0 {
-        n.parent = Some(read_event(&mut r, flags, P_MD, P_EDGE));
+        n.parent = if flags & P_SAME != 0 { prev.parent } else { Some(read_event(&mut r, flags, P_MD, P_EDGE)) };
     }
     if flags & EVENT != 0 {
-        n.event = Some(read_event(&mut r, flags, E_MD, E_EDGE));
+        n.event = if flags & E_SAME != 0 { prev.event } else { Some(read_event(&mut r, flags, E_MD, E_EDGE)) };
     }
     n.user_data = match flags >> UD_SHIFT {
         UD_STR => UserData::Str(StrId(r.get() as u32)),
@@ -289,6 +333,7 @@ pub fn decode(words: &[u64], ring_tid: u32) -> Notification {
         UD_PTR => UserData::Pointer(r.get()),
         _ => UserData::None,
     };
+    prev.commit(&n);
     n
 }
 
@@ -350,10 +395,28 @@ mod tests {
             let n = Notification { ts, tid, stream, trace_type, instance, parent, event, user_data,
                                    stash: stash.map(|(k, v)| (StrId(k), v)), universal_id };
             let mut out = [0u64; MAX_WORDS];
-            let len = encode(&n, ring_tid, &mut out);
+            let len = encode(&n, ring_tid, &Delta::default(), &mut out);
             prop_assert!(len <= MAX_WORDS);
             prop_assert_eq!(record_len(out[0]), len);
-            prop_assert_eq!(decode(&out[..len], ring_tid), n);
+            prop_assert_eq!(decode(&out[..len], ring_tid, &mut Delta::default()), n);
+        }
+
+        /// A ring's sequence with repeated fields and dropped records (not committed, never
+        /// decoded) decodes to exactly the pushed records.
+        #[test]
+        fn delta_sequences(seq in prop::collection::vec((0u8..3, 0u8..3, 0u8..3, any::<bool>(), any::<u64>()), 1..40)) {
+            let ev = |k: u8| (k > 0).then(|| EventInfo { uid: u64::from(k), instance_id: 7, payload: PayloadId(u32::from(k)), ..EventInfo::default() });
+            let mut tx = Delta::default();
+            let mut rx = Delta::default();
+            for (p, e, st, dropped, ts) in seq {
+                let n = Notification { ts, tid: 1, parent: ev(p), event: ev(e),
+                                       stash: (st > 0).then_some((StrId(1), u64::from(st))), ..Notification::default() };
+                let mut out = [0u64; MAX_WORDS];
+                let len = encode(&n, 1, &tx, &mut out);
+                if dropped { continue; }
+                tx.commit(&n);
+                prop_assert_eq!(decode(&out[..len], 1, &mut rx), n);
+            }
         }
     }
 
@@ -374,7 +437,11 @@ mod tests {
             ..Notification::default()
         };
         let mut out = [0u64; MAX_WORDS];
-        assert_eq!(encode(&n, 5, &mut out), 20);
-        assert!(decode(&[], 0) == Notification::default());
+        let mut d = Delta::default();
+        assert_eq!(encode(&n, 5, &d, &mut out), 20);
+        d.commit(&n);
+        // The next UR call on this thread: same global event, same sticky stash.
+        assert_eq!(encode(&n, 5, &d, &mut out), 15);
+        assert!(decode(&[], 0, &mut Delta::default()) == Notification::default());
     }
 }

@@ -91,6 +91,8 @@ struct RingEntry {
     /// Words of a record not yet complete (never used in practice: a record is pushed with one
     /// Release store, so a snapshot never splits it).
     partial: Vec<u64>,
+    /// Delta-decoding state (mirrors the producer's).
+    delta: compact::Delta,
     tid: u32,
     drops: Arc<AtomicU64>,
     reported_drops: u64,
@@ -128,6 +130,8 @@ struct Local {
     tid: u32,
     /// The tid records of this ring default to.
     ring_tid: u32,
+    /// Delta-encoding state: what the last pushed record carried.
+    delta: compact::Delta,
     pushed: usize,
     wake_mask: usize,
     drops: Arc<AtomicU64>,
@@ -378,8 +382,9 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
         decode::decode(ctx, &mut local.caches, kind, stream, raw, &mut n);
     }
     let mut words = [0u64; compact::MAX_WORDS];
-    let len = compact::encode(&n, local.ring_tid, &mut words);
+    let len = compact::encode(&n, local.ring_tid, &local.delta, &mut words);
     if local.producer.push_slice(&words[..len]) {
+        local.delta.commit(&n);
         local.pushed = local.pushed.wrapping_add(1);
         if local.pushed & local.wake_mask == 0 {
             wake_writer(rec);
@@ -432,12 +437,13 @@ fn register_thread(rec: &Recorder) -> Option<Box<Local>> {
     rec.new_rings.lock().unwrap_or_else(|e| e.into_inner()).push(RingEntry {
         consumer,
         partial: Vec::new(),
+        delta: compact::Delta::default(),
         tid,
         drops: drops.clone(),
         reported_drops: 0,
         orphaned: orphaned.clone(),
     });
-    Some(Box::new(Local { producer, tid, ring_tid: tid, pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
+    Some(Box::new(Local { producer, tid, ring_tid: tid, delta: compact::Delta::default(), pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
 }
 
 /// Latches the first write error (reported once on stderr).
@@ -478,12 +484,13 @@ impl WriterState {
         for (r, &s) in self.rings.iter_mut().zip(&self.snaps) {
             let tid = r.tid;
             let partial = &mut r.partial;
+            let delta = &mut r.delta;
             r.consumer.drain_to(s, |w| {
                 partial.push(w);
                 if partial.len() < compact::record_len(partial[0]) {
                     return;
                 }
-                let n = compact::decode(partial, tid);
+                let n = compact::decode(partial, tid, delta);
                 partial.clear();
                 written += 1;
                 if err.is_none() && !failed {
