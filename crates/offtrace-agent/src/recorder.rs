@@ -252,7 +252,10 @@ fn claim_output(path: &std::path::Path) -> std::io::Result<(File, std::path::Pat
     };
     let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path)?;
     if lock(&f) {
-        f.set_len(0)?;
+        // Only regular files are truncated (the output may be /dev/null or a FIFO).
+        if f.metadata()?.is_file() {
+            f.set_len(0)?;
+        }
         return Ok((f, path));
     }
     let mut own = path.into_os_string();
