@@ -12,6 +12,34 @@
 //! cache line shared between threads: see [`crate::inflight`]), then the call.
 //! Numbers in `docs/overhead.md` (`## Tracing services`).
 //!
+//! ```
+//! use offtrace_core::*;
+//! use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+//!
+//! // A tool: one context, a callback service for SYNC waits.
+//! let waits = Arc::new(AtomicU64::new(0));
+//! let ctx = create_context()?;
+//! let w = waits.clone();
+//! configure_callback_tracing_closure(ctx, Kind::Sync, None, move |record, user| {
+//!     if record.phase == Phase::Enter as u32 {
+//!         user.value = timestamp_ns(); // travels to the exit
+//!     } else {
+//!         w.fetch_add(1, Ordering::Relaxed);
+//!     }
+//! })?;
+//! start_context(ctx)?;
+//!
+//! // A backend: wrap the traced call.
+//! let payload = SyncPayload { object: 0x1234, event_count: 1 };
+//! let token = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&payload));
+//! /* ... the runtime waits ... */
+//! emit_exit(token, Payload::Sync(&payload));
+//!
+//! destroy_context(ctx)?;
+//! assert_eq!(waits.load(Ordering::Relaxed), 1);
+//! # Ok::<(), ServiceError>(())
+//! ```
+//!
 //! Re-entrancy: while a thread runs a callback, emits on that thread deliver nothing (a tool
 //! that calls the runtime from its callback does not trace itself), and the returned token is
 //! empty so the exit is skipped too.
