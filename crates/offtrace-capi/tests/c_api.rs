@@ -276,3 +276,26 @@ fn example_rust_tool() {
         assert!(out.lines().any(|l| l.contains(f) && l.split_whitespace().nth(2) == Some("5")), "{f} x5 in:\n{out}");
     }
 }
+
+#[test]
+fn headers_compile_as_pedantic_c99_and_cpp17() {
+    let src = out_dir().join("headers.c");
+    std::fs::write(
+        &src,
+        "#include <offtrace/offtrace.h>\n#include <offtrace/offtrace_testing.h>\n\
+         int main(void) { offtrace_context_id_t c; return offtrace_create_context(&c) == OFFTRACE_STATUS_SUCCESS ? 0 : 1; }\n",
+    )
+    .unwrap();
+    for (compiler, std, lang) in [("cc", "-std=c99", "c"), ("c++", "-std=c++17", "c++")] {
+        let r = Command::new(compiler)
+            .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-x", lang])
+            .arg("-I")
+            .arg(manifest().join("include"))
+            .arg(&src)
+            .output();
+        match r {
+            Ok(r) => assert!(r.status.success(), "{compiler}: {}", String::from_utf8_lossy(&r.stderr)),
+            Err(e) => eprintln!("{compiler} not available: {e}"),
+        }
+    }
+}
