@@ -24,8 +24,10 @@ fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Per process: under nextest every test is its own process, and one must not rewrite an
+/// executable another runs.
 fn out_dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_api");
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c_api").join(std::process::id().to_string());
     std::fs::create_dir_all(&d).unwrap();
     d
 }
