@@ -46,8 +46,10 @@ pub struct Framework {
     pub subscribers: Mutex<Vec<Subscriber>>,
     /// Effective detail level per stream (low byte of the stream ID).
     pub detail: [AtomicU8; 256],
-    /// `xptiGetUniqueId` counter (next value).
-    pub unique_id: AtomicU64,
+    /// `xptiGetUniqueId` counter (next value), alone on its cache lines: it is the only
+    /// read-modify-write shared by all threads, and nothing read on other hot paths should share
+    /// its line.
+    pub unique_id: CachePadded<AtomicU64>,
     /// Default stream/event/trace types.
     pub default_stream: AtomicU8,
     /// See `default_stream`.
@@ -58,6 +60,18 @@ pub struct Framework {
     pub scope_notify: AtomicBool,
     framework_init_once: Once,
     framework_finish_once: Once,
+}
+
+/// Keeps a value on its own pair of cache lines (adjacent-line prefetch pairs lines).
+#[derive(Debug)]
+#[repr(align(128))]
+pub struct CachePadded<T>(pub T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 static FW: OnceLock<Framework> = OnceLock::new();
@@ -132,7 +146,7 @@ impl Framework {
             sticky_stash: env_nonempty("OFFTRACE_XPTI_STICKY_STASH"),
             subscribers: Mutex::new(Vec::new()),
             detail: std::array::from_fn(|_| AtomicU8::new(detail_level::NORMAL)),
-            unique_id: AtomicU64::new(1),
+            unique_id: CachePadded(AtomicU64::new(1)),
             default_stream: AtomicU8::new(1),
             default_event_type: AtomicU16::new(event_type::ALGORITHM),
             default_trace_type: AtomicU16::new(trace_type::FUNCTION_BEGIN),

@@ -106,6 +106,20 @@ impl Arena {
     }
 }
 
+thread_local! {
+    static THREAD_ARENA: std::cell::RefCell<Arena> = const { std::cell::RefCell::new(Arena::new()) };
+}
+static SHARED_ARENA: Mutex<Arena> = Mutex::new(Arena::new());
+
+/// Process-lifetime memory for one node: the calling thread's arena, or a shared one on a thread
+/// that is exiting.
+fn alloc_node(size: usize) -> *mut u8 {
+    let align = align_of::<Node>();
+    THREAD_ARENA
+        .try_with(|a| a.borrow_mut().alloc(size, align))
+        .unwrap_or_else(|_| SHARED_ARENA.lock().unwrap_or_else(|e| e.into_inner()).alloc(size, align))
+}
+
 /// Maps dense IDs to pointers with two dependent loads, growing without moving anything.
 #[derive(Debug)]
 pub struct IdVec<T> {
@@ -210,8 +224,8 @@ fn tag_of(hash: u64) -> u64 {
 #[derive(Debug)]
 struct Shard {
     table: AtomicPtr<Slots>,
-    /// Held by inserters of this shard; also owns the shard's bump arena and its entry count.
-    insert: Mutex<(Arena, usize)>,
+    /// Held by inserters of this shard; guards its entry count.
+    insert: Mutex<((), usize)>,
 }
 
 /// An insert-only intern table (see the module docs).
@@ -232,7 +246,7 @@ impl InternTable {
         let initial_slots = ((1usize << size_bits) * 2 / SHARDS).max(16);
         InternTable {
             shards: (0..SHARDS)
-                .map(|_| Shard { table: AtomicPtr::new(Slots::with_capacity(initial_slots)), insert: Mutex::new((Arena::new(), 0)) })
+                .map(|_| Shard { table: AtomicPtr::new(Slots::with_capacity(initial_slots)), insert: Mutex::new(((), 0)) })
                 .collect(),
             ids: IdVec::new(),
             next_id: AtomicU32::new(first_id),
@@ -324,9 +338,11 @@ impl InternTable {
             self.next_id.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        let (arena, count) = &mut *guard;
-        // The node and its bytes in one allocation: one cache line for short strings.
-        let node_mem = arena.alloc(size_of::<Node>() + bytes.len() + 1, align_of::<Node>()).cast::<Node>();
+        let count = &mut guard.1;
+        // The node and its bytes in one allocation (one cache line for short strings), from the
+        // inserting thread's arena: entries a thread registers in sequence sit in sequence, so
+        // lookups in the same order are prefetcher-friendly.
+        let node_mem = alloc_node(size_of::<Node>() + bytes.len() + 1).cast::<Node>();
         // SAFETY:
         // - `node_mem` is fresh arena memory for a Node followed by len + 1 bytes.
         let data = unsafe { node_mem.cast::<u8>().add(size_of::<Node>()) };
