@@ -2,27 +2,26 @@
 //! tool's callback in batches.
 //!
 //! Shape: each producing thread has its own single-producer ring per buffer (staging, from
-//! [`crate::ring`]); it publishes to the buffer's shared array in batches of up to
-//! [`STAGING_BATCH`] records (fewer when the watermark is smaller). So the record path is a ring
-//! push and a counter check: no lock, no shared cache line; the buffer's mutex is taken once per
-//! batch.
+//! [`crate::ring`]) holding up to `size` bytes of records. The record path is a ring push and a
+//! counter check: no lock, no cache line shared with another thread. When a thread has staged
+//! `watermark` bytes of records, *that thread* delivers them: it takes the buffer's delivery
+//! lock (so callbacks never run concurrently for one buffer), copies its own ring into a
+//! contiguous scratch array and calls the callback synchronously. Records never move through
+//! a shared array, so producers on different cores do not trade cache lines.
 //!
 //! Semantics:
-//! - `size` bounds the shared array (`size / size_of::<BufferRecord>()` records);
-//! - when a publish brings the array to `watermark` bytes' worth of records, the publishing
-//!   thread delivers: it swaps the array out and calls the callback *synchronously, on that
-//!   thread* (one delivery at a time per buffer; the callback never runs concurrently with
-//!   itself). Records still in other threads' staging rings (at most `batch - 1` per thread) wait
-//!   for their thread's next batch or a flush;
-//! - [`BufferPolicy::Lossless`] never drops: when the array is full, the producing thread delivers
-//!   synchronously (waiting for a delivery already in progress on another thread) before it
-//!   continues. The application thread pays for the tool's callback: choose a watermark that
-//!   delivers before the array fills;
-//! - [`BufferPolicy::Discard`] never blocks: when the array is full and another thread is
-//!   delivering, the record is dropped and counted; the next callback gets the count
-//!   (`drop_count`), and [`buffer_dropped_total`] sums them;
+//! - `size` bounds each producing thread's staging (`size / size_of::<BufferRecord>()`
+//!   records per thread): memory grows with the number of producing threads;
+//! - `watermark` is per thread: a thread delivers its staged records when it has `watermark`
+//!   bytes' worth. Records of a thread that stays below it wait for a flush;
+//! - [`BufferPolicy::Lossless`] never drops: at the watermark, or when its staging is full, the
+//!   producing thread delivers synchronously, waiting for a delivery in progress on another
+//!   thread. The application thread pays for the tool's callback;
+//! - [`BufferPolicy::Discard`] never blocks: when another thread is delivering, the producer
+//!   keeps staging; when its staging is full, the record is dropped and counted. The next
+//!   callback gets the count (`drop_count`); [`buffer_dropped_total`] sums them;
 //! - [`flush_buffer`] drains every thread's staging and delivers everything recorded before it
-//!   was called, in chunks of at most the buffer's capacity, before it returns.
+//!   was called (in chunks of at most `size` bytes) before it returns.
 
 #![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks
 
@@ -39,9 +38,6 @@ use crate::error::ServiceError;
 use crate::kind::Kind;
 use crate::payload::Payload;
 use crate::ring::{Consumer, Producer, ring};
-
-/// Largest number of records a thread stages before publishing them to the buffer.
-pub const STAGING_BATCH: usize = 64;
 
 /// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
 ///
@@ -151,24 +147,26 @@ pub type BufferCallbackFn = unsafe extern "C" fn(
     drop_count: u64,
 );
 
-struct Shared {
-    records: Vec<BufferRecord>,
+/// Held by whoever consumes staging rings: a delivering producer (its own ring) or a flush
+/// (every ring). So each ring has one consumer at a time, and callbacks never overlap.
+struct Delivery {
     /// The consumer end of every thread's staging ring: (ring key, consumer).
     rings: Vec<(u64, Consumer<BufferRecord>)>,
+    /// Reused contiguous copy handed to the callback.
+    scratch: Vec<BufferRecord>,
 }
 
 pub(crate) struct Buffer {
     id: BufferId,
     context: ContextId,
+    /// Records one thread may stage (`size / size_of::<BufferRecord>()`).
     capacity: usize,
+    /// Staged records at which a thread delivers.
     watermark: usize,
-    batch: usize,
     policy: BufferPolicy,
     callback: BufferCallbackFn,
     data: *mut c_void,
-    shared: Mutex<Shared>,
-    /// Held by the delivering thread; holds the array being delivered (swapped with `records`).
-    delivery: Mutex<Vec<BufferRecord>>,
+    delivery: Mutex<Delivery>,
     dropped: AtomicU64,
     dropped_total: AtomicU64,
     next_ring: AtomicU64,
@@ -177,11 +175,11 @@ pub(crate) struct Buffer {
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
 // callback may be called with it from any thread. Everything else is `Send + Sync`.
 unsafe impl Send for Buffer {}
-// SAFETY: as above; shared state is behind mutexes and atomics.
+// SAFETY: as above; shared state is behind a mutex and atomics.
 unsafe impl Sync for Buffer {}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Poisoning cannot leave the vectors inconsistent (pushes and swaps only).
+    // Poisoning cannot leave the vectors inconsistent (pushes, drains and clears only).
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -192,6 +190,8 @@ struct Staging {
     buffer: Arc<Buffer>,
     key: u64,
     producer: Producer<BufferRecord>,
+    /// Records pushed since this thread last delivered (an upper bound: a flush may have
+    /// consumed some).
     pending: usize,
 }
 
@@ -203,44 +203,33 @@ impl Buffer {
     #[cold]
     #[inline(never)]
     fn register_thread(self: &Arc<Self>) -> Staging {
-        let (producer, consumer) = ring(self.batch);
+        let (producer, consumer) = ring(self.capacity);
         let key = self.next_ring.fetch_add(1, Ordering::Relaxed);
-        lock(&self.shared).rings.push((key, consumer));
+        lock(&self.delivery).rings.push((key, consumer));
         Staging { buffer: self.clone(), key, producer, pending: 0 }
     }
 
-    /// Moves up to the array's free room from the ring `key` (whose producer is the calling
-    /// thread, so its length is exact) into the array. Returns (records left in the ring,
-    /// delivery wanted).
-    fn publish_own(&self, key: u64) -> (usize, bool) {
-        let mut s = lock(&self.shared);
-        let Shared { records, rings } = &mut *s;
-        let Some((_, cons)) = rings.iter_mut().find(|(k, _)| *k == key) else { return (0, false) };
-        let len = cons.len();
-        let head = cons.snapshot().wrapping_sub(len);
-        let n = len.min(self.capacity.saturating_sub(records.len()));
-        cons.drain_to(head.wrapping_add(n), |r| records.push(r));
-        let left = len - n;
-        (left, left > 0 || records.len() >= self.watermark)
-    }
-
-    /// Publishes the calling thread's staging; delivers at the watermark (see module docs).
+    /// Delivers the calling thread's staged records. `blocking = false` gives up (returns
+    /// `false`) when another delivery is in progress.
     #[cold]
     #[inline(never)]
-    fn publish(&self, st: &mut Staging) {
+    fn deliver_own(&self, st: &mut Staging, blocking: bool) -> bool {
+        let mut d = if blocking {
+            lock(&self.delivery)
+        } else {
+            match self.delivery.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return false,
+            }
+        };
         st.pending = 0;
-        loop {
-            let (left, deliver) = self.publish_own(st.key);
-            if deliver {
-                let delivered = self.deliver(self.policy == BufferPolicy::Lossless);
-                if left > 0 && !delivered {
-                    return; // discard: the array is full and another thread is delivering
-                }
-            }
-            if left == 0 {
-                return;
-            }
+        let Delivery { rings, scratch } = &mut *d;
+        if let Some((_, cons)) = rings.iter_mut().find(|(k, _)| *k == st.key) {
+            cons.drain(|r| scratch.push(r));
         }
+        self.call(scratch);
+        true
     }
 
     #[inline]
@@ -256,17 +245,18 @@ impl Buffer {
             };
             let st = &mut v[idx];
             if !st.producer.push(*record) {
-                self.publish(st);
+                // Full. Lossless waits for the delivery lock and empties the ring; discard
+                // tries once and drops the record if another thread is delivering.
+                self.deliver_own(st, self.policy == BufferPolicy::Lossless);
                 if !st.producer.push(*record) {
-                    // Only the discard policy gets here (lossless publish always makes room).
                     self.dropped.fetch_add(1, Ordering::Relaxed);
                     self.dropped_total.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
             }
             st.pending += 1;
-            if st.pending >= self.batch {
-                self.publish(st);
+            if st.pending >= self.watermark {
+                self.deliver_own(st, self.policy == BufferPolicy::Lossless);
             }
         });
         if staged.is_err() {
@@ -274,81 +264,45 @@ impl Buffer {
         }
     }
 
-    /// The thread is being torn down (no staging): write to the array under its lock.
+    /// The thread is being torn down (no staging): deliver the record on its own.
     #[cold]
     fn write_direct(&self, record: &BufferRecord) {
-        loop {
-            let full = {
-                let mut s = lock(&self.shared);
-                if s.records.len() < self.capacity {
-                    s.records.push(*record);
-                    return;
-                }
-                true
-            };
-            if full && !self.deliver(self.policy == BufferPolicy::Lossless) {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                self.dropped_total.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        }
+        let mut d = lock(&self.delivery);
+        d.scratch.push(*record);
+        let Delivery { scratch, .. } = &mut *d;
+        self.call(scratch);
     }
 
-    /// Swaps the array out and calls the callback. `blocking = false`: gives up (returns
-    /// `false`) when another thread is delivering.
-    fn deliver(&self, blocking: bool) -> bool {
-        let mut spare = if blocking {
-            lock(&self.delivery)
-        } else {
-            match self.delivery.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return false,
-            }
-        };
-        {
-            let mut s = lock(&self.shared);
-            std::mem::swap(&mut s.records, &mut *spare);
-            let room = self.capacity.saturating_sub(s.records.len());
-            s.records.reserve_exact(room);
-        }
-        self.call(&mut spare);
-        true
-    }
-
-    fn call(&self, spare: &mut Vec<BufferRecord>) {
-        // Relaxed: the count is read under the delivery lock, which orders deliveries.
+    /// Calls the callback with `records` (in chunks of at most the capacity) and the drops
+    /// counted since the last call, then clears `records`. The delivery lock is held.
+    fn call(&self, records: &mut Vec<BufferRecord>) {
+        // Relaxed: read under the delivery lock, which orders deliveries.
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
-        if spare.is_empty() && dropped == 0 {
+        if records.is_empty() && dropped == 0 {
             return;
         }
         let was = THREAD.try_with(|t| t.in_callback.replace(true)).unwrap_or(true);
-        for (n, chunk) in spare.chunks(self.capacity.max(1)).enumerate() {
+        for (n, chunk) in records.chunks(self.capacity.max(1)).enumerate() {
             let d = if n == 0 { dropped } else { 0 };
             // SAFETY: the tool promised at `create_buffer` that `callback` is callable with its
             // `data` from any thread; `chunk` is valid for the duration of the call.
             unsafe { (self.callback)(self.context, self.id, chunk.as_ptr(), chunk.len(), self.data, d) };
         }
-        if spare.is_empty() {
+        if records.is_empty() {
             // SAFETY: as above; a drop-count-only delivery passes no records.
             unsafe { (self.callback)(self.context, self.id, ptr::null(), 0, self.data, dropped) };
         }
         let _ = THREAD.try_with(|t| t.in_callback.set(was));
-        spare.clear();
+        records.clear();
     }
 
     fn flush(&self) {
-        let mut spare = lock(&self.delivery);
-        {
-            let mut s = lock(&self.shared);
-            let Shared { records, rings } = &mut *s;
-            for (_, cons) in rings.iter_mut() {
-                cons.drain(|r| records.push(r));
-            }
-            std::mem::swap(records, &mut *spare);
-            records.reserve_exact(self.capacity);
+        let mut d = lock(&self.delivery);
+        let Delivery { rings, scratch } = &mut *d;
+        for (_, cons) in rings.iter_mut() {
+            cons.drain(|r| scratch.push(r));
         }
-        self.call(&mut spare);
+        self.call(scratch);
     }
 }
 
@@ -398,12 +352,10 @@ pub unsafe fn create_buffer(
         context: ctx,
         capacity,
         watermark,
-        batch: watermark.min(STAGING_BATCH),
         policy,
         callback,
         data,
-        shared: Mutex::new(Shared { records: Vec::with_capacity(capacity), rings: Vec::new() }),
-        delivery: Mutex::new(Vec::with_capacity(capacity)),
+        delivery: Mutex::new(Delivery { rings: Vec::new(), scratch: Vec::with_capacity(capacity) }),
         dropped: AtomicU64::new(0),
         dropped_total: AtomicU64::new(0),
         next_ring: AtomicU64::new(1),
@@ -459,7 +411,7 @@ pub fn buffer_dropped_total(buffer: BufferId) -> Result<u64, ServiceError> {
     Ok(find(buffer)?.dropped_total.load(Ordering::Relaxed))
 }
 
-/// The buffer's capacity in records.
+/// The buffer's capacity in records (per producing thread).
 pub fn buffer_capacity(buffer: BufferId) -> Result<usize, ServiceError> {
     Ok(find(buffer)?.capacity)
 }

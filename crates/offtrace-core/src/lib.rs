@@ -25,7 +25,7 @@ pub use allocation::{
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
-    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, STAGING_BATCH, buffer_capacity, buffer_dropped_total,
+    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, buffer_capacity, buffer_dropped_total,
     configure_buffer_tracing_service, create_buffer, flush_buffer,
 };
 pub use callback::{
