@@ -598,3 +598,70 @@ for i in range(1, 101):
     assert_eq!(c.get(&("ur.call".to_owned(), 28)), Some(&100), "{c:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// 4 threads × 20,000 notifications through Intel's dispatcher (Python `ctypes` releases the
+/// GIL around foreign calls, so the threads notify concurrently): every notification that is
+/// not counted as a drop decodes exactly once, in its thread's order.
+#[test]
+fn threads_record_every_notification_once_in_order() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("threads");
+    let out = dir.join("threads.offtrace");
+    let script = dir.join("threads.py");
+    std::fs::write(
+        &script,
+        r#"import ctypes, os, sys, threading
+x = ctypes.CDLL(os.environ["XPTI_FRAMEWORK_DISPATCHER"], mode=ctypes.RTLD_GLOBAL)
+a = ctypes.CDLL(sys.argv[1])
+x.xptiForceSetTraceEnabled(True)
+a.xptiTraceInit(0, 12, b"0.12", b"ur.call")
+sid = x.xptiRegisterStream(b"ur.call")
+class FWA(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("name", ctypes.c_char_p), ("args", ctypes.c_void_p),
+                ("ret", ctypes.c_void_p), ("ud", ctypes.c_void_p)]
+notify = x.xptiNotifySubscribers
+notify.argtypes = [ctypes.c_uint8, ctypes.c_uint16, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_uint64, ctypes.c_void_p]
+def run(t):
+    f = FWA(178, b"urAdapterGet", None, None, None)
+    p = ctypes.byref(f)
+    for i in range(20000):
+        notify(sid, 28, None, None, (t << 32) | i, p)
+ts = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+a.xptiTraceFinish(b"ur.call")
+"#,
+    )
+    .expect("script");
+    let o = Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .arg(agent())
+        .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
+        .env("OFFTRACE_OUTPUT", &out)
+        .env("OFFTRACE_BUFFER_RECORDS", "65536")
+        .env_remove("XPTI_SUBSCRIBERS")
+        .output()
+        .expect("run python");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = read(&out);
+    assert!(t.error.is_none(), "{:?}", t.error);
+    let mut last: BTreeMap<u64, Option<u64>> = BTreeMap::new();
+    let mut per_thread: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut tids_of: BTreeMap<u64, u32> = BTreeMap::new();
+    for r in &t.records {
+        if let Record::Notification(n) = r {
+            let (th, i) = (n.instance >> 32, n.instance & 0xffff_ffff);
+            let prev = last.entry(th).or_default();
+            assert!(prev.is_none_or(|p| i > p), "thread {th}: {i} after {prev:?}");
+            *prev = Some(i);
+            *per_thread.entry(th).or_default() += 1;
+            assert_eq!(*tids_of.entry(th).or_insert(n.tid), n.tid, "one Python thread, one tid");
+        }
+    }
+    let drops: u64 = t.records.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum();
+    assert_eq!(per_thread.len(), 4);
+    assert_eq!(per_thread.values().sum::<u64>() + drops, 80_000, "{per_thread:?} + {drops} drops");
+    assert!(matches!(t.records.last(), Some(Record::End { .. })));
+    let _ = std::fs::remove_dir_all(&dir);
+}
