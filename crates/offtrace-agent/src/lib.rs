@@ -15,8 +15,11 @@
 //! reads its configuration (`config.rs`), opens the trace and starts the writer thread
 //! (`recorder.rs`); for each stream it wants it registers one trampoline per stream (the
 //! callback carries no stream id) for every named trace point type. Each notification is
-//! decoded (`decode.rs`) into a `Notification` and pushed to the calling thread's ring.
-//! The last `xptiTraceFinish` writes the end of the trace.
+//! decoded (`decode.rs`) into a `Notification`, compacted (`compact.rs`) and pushed to the
+//! calling thread's ring; definitions are interned process-wide (`interner.rs`). The last
+//! `xptiTraceFinish` (else the agent's ELF destructor at exit) writes the end of the trace.
+//! Environment knobs: `config.rs`. Reading a trace: `cargo run -p offtrace-agent --example
+//! otdump -- FILE`.
 //!
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 
