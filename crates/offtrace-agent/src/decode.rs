@@ -48,7 +48,7 @@ const MAX_STRING: usize = 4096;
 const PAYLOAD_SLOTS: usize = 256;
 const SET_SLOTS: usize = 256;
 const STR_SLOTS: usize = 64;
-/// Strings up to this length are cached with their bytes (verified on every hit).
+/// Non-static strings up to this length are cached with their bytes.
 const STR_INLINE: usize = 62;
 
 #[derive(Clone, Copy, Default)]
@@ -82,7 +82,11 @@ impl Default for StrSlot {
 pub struct ThreadCaches {
     payloads: Box<[PayloadSlot; PAYLOAD_SLOTS]>,
     sets: Box<[SetSlot; SET_SLOTS]>,
+    /// Static strings by address.
     strs: Box<[StrSlot; STR_SLOTS]>,
+    /// Other strings by content hash (`ptr` holds the hash), with their bytes.
+    heap_strs: Box<[StrSlot; STR_SLOTS]>,
+    static_ranges: safe_read::StaticRanges,
     scratch: Vec<u8>,
     scratch2: Vec<u8>,
 }
@@ -106,6 +110,8 @@ impl ThreadCaches {
             payloads: Box::new([PayloadSlot::default(); PAYLOAD_SLOTS]),
             sets: Box::new([SetSlot::default(); SET_SLOTS]),
             strs: Box::new([StrSlot::default(); STR_SLOTS]),
+            heap_strs: Box::new([StrSlot::default(); STR_SLOTS]),
+            static_ranges: safe_read::StaticRanges::default(),
             scratch: Vec::with_capacity(MAX_STRING),
             scratch2: Vec::with_capacity(MAX_STRING),
         }
@@ -266,8 +272,13 @@ unsafe fn metadata_set_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, map: &Metad
     id
 }
 
-/// A C string pointer → StrId, content-verified: pointers are reused for other strings
-/// (`queue.wait[<ptr>]` is formatted per call), so a hit compares the cached bytes.
+/// A C string pointer → StrId without ever dereferencing a pointer that may have been freed.
+///
+/// Strings in read-only file-backed mappings (the runtime's literals: node kinds,
+/// `usm::alignedAlloc`, the stashed `queue_id` key, ...) are cached by address: a hit is one
+/// compare. Other strings (`queue.wait[<ptr>]`, formatted per call into reused heap buffers)
+/// are copied with `process_vm_readv` (one syscall, never a fault) and looked up by content in
+/// a per-thread cache, so the steady state takes no lock and allocates nothing.
 #[allow(unsafe_code)]
 #[inline]
 unsafe fn c_string(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char) -> Option<StrId> {
@@ -277,15 +288,7 @@ unsafe fn c_string(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char) ->
     let addr = p as usize;
     let slot = &caches.strs[(mix(addr as u64, 0) >> 58) as usize % STR_SLOTS];
     if slot.ptr == addr && slot.id.0 != 0 {
-        let len = usize::from(slot.len);
-        // SAFETY: the pointer was a readable NUL-terminated string of `len` bytes when cached,
-        // and user-data strings are string literals or live std::strings of the caller; we
-        // read exactly as many bytes as the cached copy (+ NUL) and compare.
-        let now = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len + 1) };
-        // A byte loop: these strings are short, and a libc memcmp call costs more.
-        if now.iter().zip(&slot.bytes[..=len]).all(|(a, b)| a == b) {
-            return Some(slot.id);
-        }
+        return Some(slot.id);
     }
     c_string_miss(ctx, caches, addr)
 }
@@ -301,11 +304,27 @@ fn c_string_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, addr: usize) -> Option
     if s.iter().any(|&c| (c < 0x20 && !matches!(c, b'\n' | b'\t' | b'\r')) || c == 0x7f) {
         return None;
     }
+    if caches.static_ranges.contains(addr) {
+        let id = ctx.interner.string(s);
+        caches.strs[(mix(addr as u64, 0) >> 58) as usize % STR_SLOTS] = StrSlot { ptr: addr, len: 0, bytes: [0; STR_INLINE + 1], id };
+        return Some(id);
+    }
+    let mut h = s.len() as u64;
+    for chunk in s.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = mix(h, u64::from_le_bytes(w));
+    }
+    let i = (h >> 58) as usize % STR_SLOTS;
+    let slot = &caches.heap_strs[i];
+    if slot.id.0 != 0 && slot.ptr == h as usize && usize::from(slot.len) == s.len() && slot.bytes[..s.len()] == s[..] {
+        return Some(slot.id);
+    }
     let id = ctx.interner.string(s);
     if s.len() <= STR_INLINE {
-        let mut slot = StrSlot { ptr: addr, len: s.len() as u8, id, ..StrSlot::default() };
+        let mut slot = StrSlot { ptr: h as usize, len: s.len() as u8, id, ..StrSlot::default() };
         slot.bytes[..s.len()].copy_from_slice(s);
-        caches.strs[(mix(addr as u64, 0) >> 58) as usize % STR_SLOTS] = slot;
+        caches.heap_strs[i] = slot;
     }
     Some(id)
 }

@@ -91,3 +91,74 @@ mod tests {
         assert_eq!(read_u64(8), None);
     }
 }
+
+/// The process's mappings, to tell read-only, file-backed memory (`.rodata` / `.text` of loaded
+/// objects: it never changes and stays mapped until its object is unloaded, so a string there
+/// can be cached by address) from everything else. Parsed from `/proc/self/maps` (cold): again
+/// only when an address lies in no known mapping, and at most about once a second.
+#[derive(Debug, Default)]
+pub struct StaticRanges {
+    /// (start, end, read-only file-backed), sorted by start.
+    ranges: Vec<(usize, usize, bool)>,
+    loaded_at: Option<std::time::Instant>,
+}
+
+impl StaticRanges {
+    /// Whether `addr` lies in a read-only, file-backed mapping.
+    #[cold]
+    pub fn contains(&mut self, addr: usize) -> bool {
+        if let Some(is_static) = self.find(addr) {
+            return is_static;
+        }
+        if self.loaded_at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return false;
+        }
+        self.reload();
+        self.find(addr).unwrap_or(false)
+    }
+
+    fn find(&self, addr: usize) -> Option<bool> {
+        let i = self.ranges.partition_point(|&(start, _, _)| start <= addr);
+        let &(_, end, is_static) = self.ranges.get(i.checked_sub(1)?)?;
+        (addr < end).then_some(is_static)
+    }
+
+    fn reload(&mut self) {
+        self.loaded_at = Some(std::time::Instant::now());
+        self.ranges.clear();
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+        self.ranges.extend(maps.lines().filter_map(parse_mapping));
+        self.ranges.sort_unstable();
+    }
+}
+
+/// `start-end perms offset dev inode [path]` → (start, end, read-only with a file path).
+fn parse_mapping(line: &str) -> Option<(usize, usize, bool)> {
+    let mut f = line.split_whitespace();
+    let (range, perms) = (f.next()?, f.next()?);
+    let path = f.nth(3).unwrap_or("");
+    let is_static = perms.starts_with('r') && perms.as_bytes().get(1) != Some(&b'w') && path.starts_with('/');
+    let (a, b) = range.split_once('-')?;
+    Some((usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?, is_static))
+}
+
+#[cfg(test)]
+mod static_tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_static_heap_is_not() {
+        let mut r = StaticRanges::default();
+        assert!(r.contains(c"a string literal".as_ptr() as usize));
+        let heap = String::from("heap");
+        assert!(!r.contains(heap.as_ptr() as usize));
+        assert!(!r.contains(0x10));
+        let m = |l| parse_mapping(l).map(|x| x.2);
+        assert_eq!(m("7f00-7f10 r--p 00000000 08:01 123 /usr/lib/libsycl.so.9"), Some(true));
+        assert_eq!(m("7f00-7f10 r-xp 00000000 08:01 123 /usr/lib/libsycl.so.9"), Some(true));
+        assert_eq!(m("7f00-7f10 rw-p 00000000 08:01 123 /usr/lib/libsycl.so.9"), Some(false));
+        assert_eq!(m("7f00-7f10 r--p 00000000 00:00 0 [vvar]"), Some(false));
+        assert_eq!(m("7f00-7f10 rw-p 00000000 00:00 0"), Some(false));
+        assert_eq!(parse_mapping("7f00-7f10 r--p 00000000 08:01 123 /x").map(|x| (x.0, x.1)), Some((0x7f00, 0x7f10)));
+    }
+}
