@@ -449,7 +449,8 @@ unsafe fn load_out(addr: usize) -> u64 {
 #[inline]
 unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &FunctionWithArgs, end: bool, out: &mut UserData) {
     let id = f.function_id;
-    let name = match ctx.interner.ur_name(id) {
+    let verified = ctx.interner.ur_name(id, f.function_name);
+    let name = match verified {
         Some(s) => s,
         // SAFETY: the function name is a C string (checked defensively on a miss).
         None => unsafe { c_string(ctx, caches, f.function_name) }.unwrap_or_default(),
@@ -468,7 +469,8 @@ unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &Functi
         outs: OutValues::default(),
     };
     let UserData::FunctionWithArgs { args, outs, .. } = out else { return };
-    if let Some(func) = ur::function(id)
+    // Arguments only for a function whose name matched the generated table (see `ur_name`).
+    if let Some(func) = verified.and_then(|_| ur::function(id))
         && !f.args_data.is_null()
     {
         let params = f.args_data.cast::<*const u8>();
@@ -737,7 +739,16 @@ mod tests {
         assert_eq!((function_id, result), (f.id, Some(0)));
         assert_eq!(args.as_slice(), [0x1111, 1, 0x2000, 0x3000, 64, 0, 0, ph_event]);
         assert_eq!(outs.as_slice(), [(7, 0x5555_0000)]);
-        assert_eq!(Some(name), i.ur_name(f.id));
+        assert_eq!(Some(name), i.ur_name(f.id, c"urEnqueueUSMMemcpy".as_ptr()));
+        // An id whose runtime name differs from the table's: name kept, arguments not walked.
+        let mut other = fwa;
+        other.function_id = ur::function_by_name("urAdapterGet").expect("adapter").id;
+        let n = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&other as *const FunctionWithArgs).cast()));
+        let UserData::FunctionWithArgs { args, outs, name, .. } = n.user_data else { panic!() };
+        assert_eq!((args.len, outs.len), (0, 0));
+        let mut defs = Vec::new();
+        i.take_queue(&mut defs);
+        assert!(defs.iter().any(|r| matches!(r, Record::String { id, text } if *id == name && text == "urEnqueueUSMMemcpy")));
         // Begin: args but no result and no outputs.
         let begin = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
         let UserData::FunctionWithArgs { result, outs, args, .. } = begin.user_data else { panic!() };

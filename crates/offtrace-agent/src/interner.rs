@@ -19,6 +19,9 @@ use crate::dispatcher::Dispatcher;
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
+/// `ur_names` slot value: the runtime's name for this id is not the table's.
+const UR_MISMATCH: u32 = u32::MAX;
+
 /// Largest metadata value copied into the trace (bigger values are truncated).
 const MAX_OBJECT_BYTES: usize = 64 * 1024;
 
@@ -176,25 +179,36 @@ impl Interner {
         id
     }
 
-    /// The interned name of a UR function from the generated table; `None` for an id the table
-    /// does not know. Lock-free after the first call per function.
+    /// The interned name of a UR function from the generated table, if the runtime's
+    /// `function_name` for this id is the table's name: the first call per id compares them
+    /// (reading `name_ptr` defensively), so a runtime whose ids differ from the header the table
+    /// was generated from never gets its `args_data` walked with the wrong parameter list.
+    /// `None` for an unknown or mismatching id. Lock-free after the first call per function.
     #[inline]
-    pub fn ur_name(&self, function_id: u32) -> Option<StrId> {
+    pub fn ur_name(&self, function_id: u32, name_ptr: *const std::ffi::c_char) -> Option<StrId> {
         let slot = self.ur_names.get(function_id as usize)?;
         // Acquire: pairs with the Release store in `ur_name_slow`, so the definition queued by
         // the thread that interned the name happens-before our ring push (and thus before the
         // writer's snapshot of our ring and its later drain of the queue). Free on x86.
-        let v = slot.load(Ordering::Acquire);
-        if v != 0 {
-            return Some(StrId(v));
+        match slot.load(Ordering::Acquire) {
+            0 => self.ur_name_slow(function_id, name_ptr, slot),
+            UR_MISMATCH => None,
+            v => Some(StrId(v)),
         }
-        self.ur_name_slow(function_id, slot)
     }
 
     #[cold]
     #[inline(never)]
-    fn ur_name_slow(&self, function_id: u32, slot: &AtomicU32) -> Option<StrId> {
+    fn ur_name_slow(&self, function_id: u32, name_ptr: *const std::ffi::c_char, slot: &AtomicU32) -> Option<StrId> {
         let f = ur::function(function_id)?;
+        let mut runtime_name = Vec::new();
+        let same = crate::safe_read::read_c_string(name_ptr as usize, 256, &mut runtime_name)
+            && runtime_name == f.name.as_bytes();
+        if !same {
+            // Release: as below (nothing to publish; keeps one ordering for the slot).
+            slot.store(UR_MISMATCH, Ordering::Release);
+            return None;
+        }
         let id = self.string(f.name.as_bytes());
         // Release: publishes the queued definition to `ur_name`'s Acquire (racing threads
         // store the same value).
