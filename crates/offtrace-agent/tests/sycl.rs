@@ -665,3 +665,38 @@ a.xptiTraceFinish(b"ur.call")
     assert!(matches!(t.records.last(), Some(Record::End { .. })));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `OFFTRACE_DETAIL` is what the agent answers to the detail-level query, and the runtime
+/// attaches metadata accordingly (sycl-runtime.md §6).
+#[test]
+fn detail_level_controls_sycl_metadata() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("detail");
+    let script = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let keys = |detail: &str| {
+        let out = dir.join(format!("{detail}.offtrace"));
+        let o = traced(&venv, &agent().display().to_string(), &out, &script)
+            .env("OFFTRACE_DETAIL", detail)
+            .output()
+            .expect("run python");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let t = read(&out);
+        assert!(t.error.is_none(), "{:?}", t.error);
+        let info = t.records.iter().find_map(|r| match r {
+            Record::Info { key, value } if key == "detail" => Some(value.clone()),
+            _ => None,
+        });
+        assert_eq!(info.as_deref(), Some(detail));
+        let obs = trace_observations(&t.records);
+        obs.values()
+            .flatten()
+            .filter(|o| o.stream == "sycl")
+            .flat_map(|o| o.md.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let basic = keys("basic");
+    let verbose = keys("verbose");
+    assert!(basic.contains("kernel_name") && !basic.contains("sycl_device_name"), "{basic:?}");
+    assert!(verbose.contains("sycl_device_name") && verbose.contains("enqueue_kernel_data"), "{verbose:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
