@@ -1,6 +1,6 @@
 //! offtrace-core: the contract every backend and every tool speaks.
 //!
-//! Modules (one concept each): `clock` (the trace clock), `ring` (single-producer byte ring),
+//! Modules (one concept each): `clock` (the trace clock), `ring` (single-producer/single-consumer record ring),
 //! services (contexts, callback and buffer tracing) live in their own modules.
 
 pub mod clock;
