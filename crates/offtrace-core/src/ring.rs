@@ -127,33 +127,6 @@ impl<T: Copy + Send> Producer<T> {
         true
     }
 
-    /// Like [`Self::push`], but builds the record in place: the slot is set to `T::default()`
-    /// and `fill` completes it (no copy of a large record through the stack). `fill` is not
-    /// called when the ring is full.
-    #[inline]
-    pub fn push_with(&mut self, fill: impl FnOnce(&mut T)) -> bool
-    where
-        T: Default,
-    {
-        let cap = self.shared.mask + 1;
-        if self.tail.wrapping_sub(self.cached_head) >= cap {
-            // Acquire: as in `push`.
-            self.cached_head = self.shared.head.0.load(Ordering::Acquire);
-            if self.tail.wrapping_sub(self.cached_head) >= cap {
-                return false;
-            }
-        }
-        let slot = &self.shared.slots[self.tail & self.shared.mask];
-        // SAFETY: as in `push` (the slot is ours until the Release store below); the slot is
-        // initialised by `write` before the `&mut T` is formed.
-        #[allow(unsafe_code)]
-        slot.with_mut(|p| unsafe { fill((*p).write(T::default())) });
-        self.tail = self.tail.wrapping_add(1);
-        // Release: as in `push`.
-        self.shared.tail.0.store(self.tail, Ordering::Release);
-        true
-    }
-
     /// Records written and not yet known to be consumed (an upper bound; no shared access).
     #[inline]
     pub fn approx_len(&self) -> usize {
@@ -254,17 +227,6 @@ mod tests {
         assert!(p.push_slice(&[5, 6, 7])); // wraps around the end
         c.drain(|v| got.push(v));
         assert_eq!(got, [1, 2, 3, 4, 5, 6, 7]);
-    }
-
-    #[test]
-    fn push_with_builds_in_place() {
-        let (mut p, mut c) = ring::<(u32, u64)>(2);
-        assert!(p.push_with(|v| v.1 = 7));
-        assert!(p.push_with(|v| *v = (1, 2)));
-        assert!(!p.push_with(|_| unreachable!("full")));
-        let mut got = vec![];
-        c.drain(|v| got.push(v));
-        assert_eq!(got, [(0, 7), (1, 2)]);
     }
 
     #[test]
