@@ -331,12 +331,15 @@ offtrace_status_t offtrace_context_is_active(offtrace_context_id_t context_id, i
 offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_id_t context_id, offtrace_tracing_kind_t kind, const offtrace_tracing_operation_t* operations, size_t operations_count, offtrace_callback_tracing_cb_t callback, void* callback_args);
 
 /**
- * Creates a buffer of size bytes (size / sizeof(offtrace_buffer_tracing_record_t) records)
- * in the context. callback(context, buffer, records, count, data, drop_count) runs when the
- * fill reaches watermark bytes (on the producing thread), when full, and in
- * offtrace_flush_buffer. policy: OFFTRACE_BUFFER_POLICY_LOSSLESS (never drops; a
- * producing thread delivers synchronously when the buffer is full) or
- * OFFTRACE_BUFFER_POLICY_DISCARD (never blocks; drops and counts).
+ * Creates a buffer in the context. Each producing thread stages up to size bytes
+ * (size / sizeof(offtrace_buffer_tracing_record_t) records) and, when it has staged
+ * watermark bytes, delivers them itself: callback(context, buffer, records, count, data,
+ * drop_count) runs on that thread, never concurrently with another delivery of the buffer.
+ * offtrace_flush_buffer delivers every thread's staged records. policy:
+ * OFFTRACE_BUFFER_POLICY_LOSSLESS (never drops; a producing thread whose staging is full
+ * delivers synchronously, waiting for a delivery in progress) or
+ * OFFTRACE_BUFFER_POLICY_DISCARD (never blocks; drops and counts when staging is full and
+ * another thread is delivering).
  *
  * Safety:
  * buffer_id must be null or writable; callback must be callable from any thread with data
