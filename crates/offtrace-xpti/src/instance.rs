@@ -81,11 +81,11 @@ struct ThreadCache {
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        if !self.free.is_empty() {
-            if let Some(slab) = crate::framework::slab_if_built() {
-                let v = std::mem::take(&mut self.free);
-                slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
-            }
+        if !self.free.is_empty()
+            && let Some(slab) = crate::framework::slab_if_built()
+        {
+            let v = std::mem::take(&mut self.free);
+            slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
         }
     }
 }
@@ -120,7 +120,7 @@ impl Slab {
     pub fn is_live(&self, addr: usize) -> bool {
         let off = addr.wrapping_sub(self.base as usize);
         // Acquire: the committed size is published after mprotect succeeded.
-        if off >= self.committed.load(Ordering::Acquire) || off % SLOT != 0 {
+        if off >= self.committed.load(Ordering::Acquire) || !off.is_multiple_of(SLOT) {
             return false;
         }
         // SAFETY:

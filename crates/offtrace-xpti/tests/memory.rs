@@ -46,7 +46,7 @@ fn ten_million_make_release_cycles_keep_rss_flat() {
     warm(10_000_000, &mut inst);
     let after = rss_kib();
     // Line 64 is used by every 64th call: the per-key counter survives the releases.
-    assert_eq!(inst, (100_000 - 63).div_ceil(64) + 10_000_000 / 64, "per-key counter keeps counting");
+    assert_eq!(inst, (100_000u64 - 63).div_ceil(64) + 10_000_000 / 64, "per-key counter keeps counting");
     assert!(after <= before + 1024, "RSS grew from {before} KiB to {after} KiB over 10M make+release cycles");
 }
 

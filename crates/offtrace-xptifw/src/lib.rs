@@ -8,6 +8,22 @@
 //!
 //! Build: `cargo build -p offtrace-xptifw --release` gives `target/release/libxptifw.so` with
 //! SONAME `libxptifw.so.1`; runtimes and subscribers need a `libxptifw.so.1` link next to it.
+//!
+//! Tests (`cargo test -p offtrace-xptifw`; they find the cdylib next to the test binary and build
+//! it with cargo if it is missing; C/C++ sources in `tests/c/`, built with the system gcc/g++):
+//! - `exports::dlopen_resolves_all_50_names`, `exports::soname_and_nodelete`,
+//!   `exports::only_xpti_names_are_exported`;
+//! - `c_programs::cpp_conformance_suite_covers_every_export` (`conformance.cpp`: all 50 exports,
+//!   the four interfaces through their vtables, the metadata map read and grown inline with
+//!   libstdc++ and walked the C way), `strict_hash_mode_uses_string_ids`;
+//! - `c_programs::fuzz_every_export_with_null_and_garbage` (`fuzz.c`);
+//! - `c_programs::concurrent_new_string_registration_100_runs` (`mt_regstr.c`, 100 processes);
+//! - `c_programs::stress_register_notify_unregister` (`stress.c`: notifiers vs. register /
+//!   unregister past the inline list capacity vs. tracepoint create/delete + metadata + strings);
+//! - `c_programs::subscriber_loading_and_protocol` (`subscriber.c` + `sub_driver.c`: load order,
+//!   duplicate and bad paths, re-entrant registration from `xptiTraceInit`, detail-level query,
+//!   finish once, `XPTI_TRACE_ENABLE=0`);
+//! - `c_programs::shared_reference_behaviour_check` (the shared `behaviour_check.c`, when present).
 #![allow(unsafe_code)]
 #![allow(non_snake_case)]
 
