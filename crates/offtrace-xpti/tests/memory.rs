@@ -8,6 +8,9 @@ use std::ffi::c_char;
 use offtrace_xpti::abi::{Payload, payload_flags as pf};
 use offtrace_xpti::dispatch as d;
 
+/// The tests measure process RSS: they must not run at the same time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/statm").expect("statm");
     let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("rss field");
@@ -30,6 +33,7 @@ fn payload(name: &'static [u8], line: u32) -> Payload {
 
 #[test]
 fn ten_million_make_release_cycles_keep_rss_flat() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut inst = 0u64;
     let warm = |n: u64, inst: &mut u64| {
         for i in 0..n {
@@ -52,6 +56,7 @@ fn ten_million_make_release_cycles_keep_rss_flat() {
 
 #[test]
 fn unreleased_instances_cost_one_256_byte_slot() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut inst = 0u64;
     let n = 200_000u64;
     // Warm the key (one key for all) and the slab's first chunk.
@@ -69,8 +74,9 @@ fn unreleased_instances_cost_one_256_byte_slot() {
     }
     let after = rss_kib();
     let per_event = (after - before) as f64 * 1024.0 / n as f64;
-    // 256 B slot + 8 B for the pointer kept by this test; page rounding adds a little.
-    assert!(per_event <= 256.0 + 8.0 + 16.0, "{per_event:.1} B per unreleased event");
+    // 256 B slot + 8 B for the pointer kept by this test; the slab commits (and pre-faults) in
+    // 4 MiB steps, which adds up to 21 B per event over 200,000 events.
+    assert!(per_event <= 256.0 + 8.0 + 24.0, "{per_event:.1} B per unreleased event");
     println!("{per_event:.1} bytes per unreleased event (including 8 B of the test's own Vec)");
     for e in keep {
         // SAFETY: live events.
