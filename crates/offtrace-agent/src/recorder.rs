@@ -81,6 +81,7 @@ const WAKE_INTERVAL: Duration = Duration::from_millis(20);
 const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(5);
+const CALIBRATION_SPAN: Duration = Duration::from_millis(20);
 
 /// Ring words per configured record (`OFFTRACE_BUFFER_RECORDS`): a compact record is 10-20
 /// words, so this holds at least the configured number of typical records.
@@ -206,34 +207,45 @@ pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> O
             return None;
         }
     };
+    // The tick source is decided at once; the TSC rate is measured by the writer thread
+    // (`writer_main`), so the application's thread never waits for the 20 ms calibration.
+    let calibration = Clock::calibration_start();
     let clock = if std::env::var("OFFTRACE_CLOCK").is_ok_and(|v| v == "monotonic") {
         Clock::monotonic()
     } else {
-        Clock::detect()
+        Clock::detect_source()
     };
+    // The trace's start point: taken now, on the application's thread, so no record precedes it.
     let sync = clock.sync_point();
-    let mut header = match clock.source() {
-        TickSource::Tsc => {
-            TraceHeader::tsc(clock.ticks_per_second() as f64, sync.ticks, sync.monotonic_ns, sync.realtime_ns)
+    let output = config.output.clone();
+    let make: MakeSink = Box::new(move |clock: &Clock| {
+        let mut header = match clock.source() {
+            TickSource::Tsc => {
+                TraceHeader::tsc(clock.ticks_per_second() as f64, sync.ticks, sync.monotonic_ns, sync.realtime_ns)
+            }
+            TickSource::Monotonic => {
+                let mut h = TraceHeader::monotonic();
+                h.start_ticks = sync.ticks;
+                h.start_monotonic_ns = sync.monotonic_ns;
+                h.start_realtime_ns = sync.realtime_ns;
+                h
+            }
+        };
+        header.pid = std::process::id();
+        match TraceWriter::new(file, &header) {
+            Ok(w) => Some(Box::new(w) as Box<dyn TraceSink>),
+            Err(e) => {
+                eprintln!("offtrace: cannot write {}: {e}; tracing off", output.display());
+                None
+            }
         }
-        TickSource::Monotonic => {
-            let mut h = TraceHeader::monotonic();
-            h.start_ticks = sync.ticks;
-            h.start_monotonic_ns = sync.monotonic_ns;
-            h.start_realtime_ns = sync.realtime_ns;
-            h
-        }
-    };
-    header.pid = std::process::id();
-    let writer = match TraceWriter::new(file, &header) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("offtrace: cannot write {}: {e}; tracing off", config.output.display());
-            return None;
-        }
-    };
-    start_with_sink(dispatcher, dispatcher_path, config, clock, Box::new(writer))
+    });
+    start_inner(dispatcher, dispatcher_path, config, clock, Some(calibration), make)
 }
+
+/// Makes the sink on the writer thread, once the clock is calibrated (the TSC rate goes into the
+/// trace header); `None` turns tracing off.
+type MakeSink = Box<dyn FnOnce(&Clock) -> Option<Box<dyn TraceSink>> + Send>;
 
 /// Opens the trace file and holds an exclusive `flock` on it for the process's lifetime.
 /// `%p` in the path becomes the pid. When another live process already holds the file (a child
@@ -275,6 +287,18 @@ pub fn start_with_sink(
     clock: Clock,
     sink: Box<dyn TraceSink>,
 ) -> Option<&'static Recorder> {
+    start_inner(dispatcher, dispatcher_path, config, clock, None, Box::new(move |_: &Clock| Some(sink)))
+}
+
+#[cold]
+fn start_inner(
+    dispatcher: Dispatcher,
+    dispatcher_path: &str,
+    config: Config,
+    clock: Clock,
+    calibration: Option<(u64, u64)>,
+    make: MakeSink,
+) -> Option<&'static Recorder> {
     let rec = Recorder {
         clock,
         interner: Interner::new(),
@@ -304,7 +328,6 @@ pub fn start_with_sink(
         ("dispatcher", dispatcher_path.to_owned()),
         ("detail", rec.config.detail_name().to_owned()),
         ("hostname", hostname()),
-        ("clock", format!("{:?} {} ticks/s", rec.clock.source(), rec.clock.ticks_per_second())),
         ("ring_records", rec.config.ring_records.to_string()),
         ("output", rec.config.output.display().to_string()),
     ] {
@@ -313,7 +336,7 @@ pub fn start_with_sink(
     rec.interner.push(Record::ClockSync { ticks: s.ticks, monotonic_ns: s.monotonic_ns, realtime_ns: s.realtime_ns });
     let spawned = std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || {
         // A panic here is a bug; it must not leave `finish` waiting its full timeout.
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(rec, sink))).is_err() {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(rec, calibration, make))).is_err() {
             eprintln!("offtrace: the writer thread failed; the trace is incomplete");
             STATE.store(FINISHED, Ordering::Relaxed);
             let (m, cv) = &rec.finished;
@@ -531,9 +554,27 @@ impl WriterState {
     }
 }
 
-fn writer_main(rec: &'static Recorder, mut sink: Box<dyn TraceSink>) {
+fn writer_main(rec: &'static Recorder, calibration: Option<(u64, u64)>, make: MakeSink) {
     // Relaxed: only compared with the caller's own tid.
     rec.writer_tid.store(gettid(), Ordering::Relaxed);
+    // The TSC calibration (~20 ms since `start`), here rather than on the application's thread;
+    // producers meanwhile stamp raw ticks into their rings.
+    let clock = match calibration {
+        Some(t0) => rec.clock.calibrated_since(t0, CALIBRATION_SPAN),
+        None => rec.clock,
+    };
+    rec.interner.push(Record::Info {
+        key: "clock".to_owned(),
+        value: format!("{:?} {} ticks/s", clock.source(), clock.ticks_per_second()),
+    });
+    let Some(mut sink) = make(&clock) else {
+        // Relaxed: the gate (see `record`).
+        STATE.store(FINISHED, Ordering::Relaxed);
+        let (m, cv) = &rec.finished;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+        return;
+    };
     let mut st = WriterState { rings: Vec::new(), snaps: Vec::new(), defs: Vec::new(), error: None, records: 0 };
     let mut last_flush = Instant::now();
     let mut last_sync = Instant::now();

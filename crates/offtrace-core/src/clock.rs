@@ -10,7 +10,9 @@
 //! `clock`, 2026-11-21): `rdtsc` 14-26 ns on a 2-vCPU AMD EPYC VM and 17-23 ns on a 16-vCPU
 //! Intel Xeon VM (virtualised TSC; ~7 ns on bare metal); `clock_gettime(CLOCK_MONOTONIC)`
 //! through the vDSO 46-60 ns and 32-41 ns on the same VMs. [`Clock::detect`] is cold: it reads
-//! `/proc/cpuinfo` and sleeps ~20 ms to calibrate ticks per second.
+//! `/proc/cpuinfo` and sleeps ~20 ms to calibrate ticks per second; the recorder splits it in
+//! [`Clock::detect_source`] (instant, on the application's thread) and
+//! [`Clock::calibrated_since`] (the 20 ms wait, on its writer thread).
 
 #![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
 
@@ -100,23 +102,53 @@ impl Clock {
 
     /// Chooses the TSC when `/proc/cpuinfo` says it is invariant (and calibrates it over
     /// `~20 ms`), else CLOCK_MONOTONIC. `OFFTRACE_CLOCK=monotonic` is honoured by callers, not here.
+    /// Sleeps on the calling thread; a recorder that must not delay the application uses
+    /// [`Clock::detect_source`] there and [`Clock::calibrated_since`] on its own thread.
     #[cold]
     #[inline(never)]
     pub fn detect() -> Self {
+        let c = Self::detect_source();
+        let t0 = Self::paired_sample();
+        c.calibrated_since(t0, std::time::Duration::from_millis(20))
+    }
+
+    /// The tick source, decided at once from `/proc/cpuinfo` (no waiting): the TSC when it is
+    /// invariant, else CLOCK_MONOTONIC. A TSC clock returned here is not calibrated yet
+    /// ([`Clock::ticks_per_second`] is 0); [`Clock::now`] already works, so producers can stamp
+    /// records while another thread calibrates. Cold.
+    #[cold]
+    #[inline(never)]
+    pub fn detect_source() -> Self {
         if cfg!(target_arch = "x86_64")
             && std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| cpuinfo_has_invariant_tsc(&s))
         {
-            Self::calibrate_tsc(std::time::Duration::from_millis(20))
+            Self { source: TickSource::Tsc, ticks_per_second: 0 }
         } else {
             Self::monotonic()
         }
     }
 
-    /// Measures TSC ticks per second against CLOCK_MONOTONIC over `span`. Cold.
+    /// (TSC ticks, CLOCK_MONOTONIC ns) read as close together as possible: the start point of a
+    /// calibration by [`Clock::calibrated_since`]. Cold.
     #[cold]
-    pub fn calibrate_tsc(span: std::time::Duration) -> Self {
-        let (t0, m0) = Self::paired_sample();
-        std::thread::sleep(span);
+    pub fn calibration_start() -> (u64, u64) {
+        Self::paired_sample()
+    }
+
+    /// This clock with its TSC rate measured from `start` (a [`Clock::calibration_start`]) to
+    /// now, sleeping first until at least `span` has passed since `start`. A CLOCK_MONOTONIC
+    /// clock is returned as is, at once. Cold: run it on a thread that may wait.
+    #[cold]
+    pub fn calibrated_since(self, start: (u64, u64), span: std::time::Duration) -> Self {
+        if self.source != TickSource::Tsc {
+            return self;
+        }
+        let (t0, m0) = start;
+        let elapsed = monotonic_ns().saturating_sub(m0);
+        let want = span.as_nanos() as u64;
+        if elapsed < want {
+            std::thread::sleep(std::time::Duration::from_nanos(want - elapsed));
+        }
         let (t1, m1) = Self::paired_sample();
         let dt = t1.wrapping_sub(t0) as u128;
         let dm = m1.saturating_sub(m0).max(1) as u128;
@@ -125,6 +157,13 @@ impl Clock {
             return Self::monotonic();
         }
         Self { source: TickSource::Tsc, ticks_per_second: tps }
+    }
+
+    /// Measures TSC ticks per second against CLOCK_MONOTONIC over `span`. Cold.
+    #[cold]
+    pub fn calibrate_tsc(span: std::time::Duration) -> Self {
+        let t0 = Self::paired_sample();
+        Self { source: TickSource::Tsc, ticks_per_second: 0 }.calibrated_since(t0, span)
     }
 
     /// (tsc, monotonic ns) read as close together as possible: the pair with the narrowest
@@ -207,5 +246,24 @@ mod tests {
         let conv = c.ticks_to_monotonic(t, &s0);
         // within 2 ms over 30 ms (calibration over 20 ms on a noisy shared VM)
         assert!((conv as i64 - m as i64).abs() < 2_000_000, "conv {conv} mono {m} clock {c:?}");
+    }
+
+    #[test]
+    fn source_now_calibration_later() {
+        let t0 = Clock::calibration_start();
+        let c = Clock::detect_source();
+        let s0 = c.sync_point();
+        let started = std::time::Instant::now();
+        let c = c.calibrated_since(t0, std::time::Duration::from_millis(20));
+        assert!(started.elapsed() >= std::time::Duration::from_millis(15));
+        assert!(c.ticks_per_second() > 0);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let conv = c.ticks_to_monotonic(c.now(), &s0);
+        let m = monotonic_ns();
+        assert!((conv as i64 - m as i64).abs() < 2_000_000, "conv {conv} mono {m} clock {c:?}");
+        // Already past the span: no wait.
+        let started = std::time::Instant::now();
+        let _ = Clock::detect_source().calibrated_since(t0, std::time::Duration::from_millis(1));
+        assert!(started.elapsed() < std::time::Duration::from_millis(15));
     }
 }
