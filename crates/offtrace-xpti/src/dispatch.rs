@@ -269,7 +269,12 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
         p.flags &= !payload_flags::HASH_AVAILABLE;
     }
     let n = instance::normalize(p, f.strict_hash);
-    let spec = Spec { event_type: event_type::ALGORITHM, activity_type: activity_type::ACTIVE as u16, stack_trace: stack_trace_of(p) };
+    let spec = Spec {
+        event_type: event_type::ALGORITHM,
+        activity_type: activity_type::ACTIVE as u16,
+        stack_trace: stack_trace_of(p),
+        code_ptr: if f.strict_hash { p.code_ptr_va } else { ptr::null() },
+    };
     // SAFETY: strings valid (caller contract).
     let Some((obj, _, key)) = (unsafe { make_instance(&n, &spec) }) else { return INVALID_UID };
     let uid = obj as u64;
@@ -304,8 +309,14 @@ pub unsafe fn make_event(
     if !is_valid_payload(p) {
         return ptr::null_mut();
     }
-    let n = instance::normalize(p, fw().strict_hash);
-    let spec = Spec { event_type, activity_type: activity as u16, stack_trace: stack_trace_of(p) };
+    let strict = fw().strict_hash;
+    let n = instance::normalize(p, strict);
+    let spec = Spec {
+        event_type,
+        activity_type: activity as u16,
+        stack_trace: stack_trace_of(p),
+        code_ptr: if strict { p.code_ptr_va } else { ptr::null() },
+    };
     // SAFETY: strings valid (caller contract).
     match unsafe { make_instance(&n, &spec) } {
         Some((obj, inst, _)) => {
@@ -391,7 +402,12 @@ pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: 
         flags |= pf::CODE_POINTER_AVAILABLE;
     }
     let n = Normalized { name, file, line, column, flags };
-    let spec = Spec { event_type: event_type::ALGORITHM, activity_type: activity_type::ACTIVE as u16, stack_trace: ptr::null() };
+    let spec = Spec {
+        event_type: event_type::ALGORITHM,
+        activity_type: activity_type::ACTIVE as u16,
+        stack_trace: ptr::null(),
+        code_ptr: if fw().strict_hash { code_ptr.cast_const() } else { ptr::null() },
+    };
     // SAFETY: strings valid.
     match unsafe { make_instance(&n, &spec) } {
         Some((obj, _, _)) => obj.wrapping_add(layout::TRACEPOINT_IFACE).cast(),

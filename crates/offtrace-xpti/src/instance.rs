@@ -433,6 +433,9 @@ pub struct Spec {
     pub activity_type: u16,
     /// Stack trace pointer to store (already interned or null).
     pub stack_trace: *const c_char,
+    /// Code pointer to store: Intel's binary keeps it only in strict-hash mode (and drops it,
+    /// keeping the flag, by default).
+    pub code_ptr: *const c_void,
 }
 
 /// Builds a live instance for `n` in a fresh slot. Returns the object address (= uid64) and the
@@ -460,7 +463,7 @@ pub unsafe fn create(slab: &Slab, key: &'static KeyEntry, n: &Normalized, spec: 
         p.source_file = file;
         p.line_no = n.line;
         p.column_no = n.column;
-        p.code_ptr_va = ptr::null();
+        p.code_ptr_va = spec.code_ptr;
         p.internal = uid;
         p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
         p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
