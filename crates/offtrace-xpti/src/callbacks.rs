@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::abi::TracepointCallback;
 
 const TYPES: usize = 1 << 16;
-/// Callbacks stored inline per list; more chain to another list (rare: Intel tools register one
-/// or two per type).
-const INLINE: usize = 15;
+/// Callbacks stored inline per list; more chain to another list (rare: tools register one or two
+/// per type). 3 keeps a list at 72 bytes, so a stream's 65,536 lists are 4.5 MiB of lazily
+/// paged virtual memory.
+const INLINE: usize = 3;
 
 #[derive(Debug)]
 struct Entry {
@@ -35,8 +36,8 @@ impl Entry {
     const EMPTY: Entry = Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) };
 }
 
-/// The callbacks of one (stream, type): a fixed inline array (the header and the first three
-/// entries share a cache line), chained when full. Never freed.
+/// The callbacks of one (stream, type): a fixed inline array (the header and the first entries
+/// share a cache line), chained when full. All-zero bytes are a valid empty list. Never freed.
 #[derive(Debug)]
 #[repr(C)]
 pub struct CallbackList {
@@ -74,7 +75,11 @@ impl CallbackList {
         // The common case, one callback, without the loop: nothing is live across the call, so
         // the caller needs no callee-saved registers on this path.
         // Acquire: pairs with the release store of `len` in `register`.
-        if self.len.load(Ordering::Acquire) == 1 {
+        let n = self.len.load(Ordering::Acquire);
+        if n == 0 {
+            return;
+        }
+        if n == 1 {
             let e = &self.entries[0];
             // Relaxed: see `call_many`.
             if e.enabled.load(Ordering::Relaxed) {
@@ -178,13 +183,15 @@ pub enum Change {
     Failed,
 }
 
-/// All callbacks of the process: per stream a lazily paged array of 65,536 list pointers
-/// indexed by trace type (so notify is stream → type slot → list: three dependent loads).
+/// All callbacks of the process: per stream a lazily paged array of 65,536 inline lists indexed
+/// by trace type, so notify is stream table → list (address arithmetic) → length and first
+/// entries: two dependent loads before the call.
 #[derive(Debug)]
 pub struct CallbackRegistry {
-    types: [AtomicPtr<AtomicPtr<CallbackList>>; 256],
+    types: [AtomicPtr<CallbackList>; 256],
     meta: [StreamMeta; 256],
-    writer: Mutex<()>,
+    /// Writers' lock; guards the (stream, type) pairs that ever had a callback.
+    writer: Mutex<Vec<(u8, u16)>>,
 }
 
 impl Default for CallbackRegistry {
@@ -199,25 +206,20 @@ impl CallbackRegistry {
         CallbackRegistry {
             types: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             meta: std::array::from_fn(|_| StreamMeta::default()),
-            writer: Mutex::new(()),
+            writer: Mutex::new(Vec::new()),
         }
     }
 
-    #[inline]
-    fn slot(&self, stream: u8, trace_type: u16) -> Option<&AtomicPtr<CallbackList>> {
-        // Acquire: pairs with the release publication in `types_or_create`.
-        let t = self.types[stream as usize].load(Ordering::Acquire);
-        // SAFETY:
-        // - a published table has TYPES zero-initialised AtomicPtrs and is never freed; u16 < TYPES.
-        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize) }) }
-    }
-
-    /// The list of (stream, type), if one exists. Lock-free.
+    /// The list of (stream, type) if the stream has a table (an empty list when the type never
+    /// had a callback). Lock-free.
     #[inline]
     pub fn list(&self, stream: u8, trace_type: u16) -> Option<&CallbackList> {
-        let l = self.slot(stream, trace_type)?.load(Ordering::Acquire);
-        // SAFETY: published lists are never freed.
-        if l.is_null() { None } else { Some(unsafe { &*l }) }
+        // Acquire: pairs with the release publication in `table_or_create`.
+        let t = self.types[stream as usize].load(Ordering::Acquire);
+        // SAFETY:
+        // - a published table holds TYPES zero-initialised (= empty) lists and is never freed;
+        //   u16 < TYPES.
+        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize) }) }
     }
 
     /// `xptiCheckTraceEnabled` minus the global gate: the (stream, type) flag, or for type 0
@@ -232,15 +234,15 @@ impl CallbackRegistry {
         self.list(stream, trace_type).is_some_and(|l| l.flag.load(Ordering::Relaxed))
     }
 
-    fn types_or_create(&self, stream: u8) -> Option<()> {
+    fn table_or_create(&self, stream: u8) -> Option<()> {
         if !self.types[stream as usize].load(Ordering::Acquire).is_null() {
             return Some(());
         }
-        let layout = Layout::array::<AtomicPtr<CallbackList>>(TYPES).ok()?;
+        let layout = Layout::array::<CallbackList>(TYPES).ok()?;
         // SAFETY:
-        // - non-zero layout; zero bytes are valid null AtomicPtrs. Large zeroed allocations are
-        //   lazily paged by the OS, so untouched types cost no memory.
-        let t = unsafe { alloc_zeroed(layout) }.cast::<AtomicPtr<CallbackList>>();
+        // - non-zero layout; all-zero bytes are valid empty lists (zero atomics, null `next`).
+        //   Large zeroed allocations are lazily paged by the OS: untouched types cost no memory.
+        let t = unsafe { alloc_zeroed(layout) }.cast::<CallbackList>();
         if t.is_null() {
             return None;
         }
@@ -263,20 +265,15 @@ impl CallbackRegistry {
 
     /// `xptiRegisterCallback`.
     pub fn register(&self, stream: u8, trace_type: u16, cb: TracepointCallback) -> Change {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if self.types_or_create(stream).is_none() {
+        let mut used = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if self.table_or_create(stream).is_none() {
             return Change::Failed;
         }
         self.meta[stream as usize].ever.store(true, Ordering::Relaxed);
-        let Some(slot) = self.slot(stream, trace_type) else { return Change::Failed };
-        let mut lp = slot.load(Ordering::Acquire);
-        if lp.is_null() {
-            lp = CallbackList::new_leaked();
-            // Release: publishes the empty list.
-            slot.store(lp, Ordering::Release);
+        let Some(head) = self.list(stream, trace_type) else { return Change::Failed };
+        if !used.contains(&(stream, trace_type)) {
+            used.push((stream, trace_type));
         }
-        // SAFETY: published lists are never freed.
-        let head = unsafe { &*lp };
         let raw = cb as usize;
         if let Some(e) = head.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
             self.set_flag(stream, head, true);
@@ -332,9 +329,9 @@ impl CallbackRegistry {
     /// Disables every callback of `stream` and clears its flags (`xptiFinalize`,
     /// `xptiUnregisterStream`).
     pub fn disable_stream(&self, stream: u8) {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        for t in 0..TYPES {
-            let Some(l) = self.list(stream, t as u16) else { continue };
+        let used = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        for &(_, t) in used.iter().filter(|(s, _)| *s == stream) {
+            let Some(l) = self.list(stream, t) else { continue };
             for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
@@ -343,26 +340,21 @@ impl CallbackRegistry {
     }
 
     /// Drops every callback but keeps the flags (`xptiReset`, Intel-compatible: the check stays
-    /// true for types that had callbacks, and re-registering returns SUCCESS).
+    /// true for types that had callbacks, and re-registering returns SUCCESS). The lists are
+    /// emptied in place: a notify racing with the reset may still call a callback being removed
+    /// (`xptiReset` is a test-only function).
     pub fn clear_keep_flags(&self) {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        for st in 0..256usize {
-            for t in 0..TYPES {
-                let Some(slot) = self.slot(st as u8, t as u16) else { break };
-                let lp = slot.load(Ordering::Acquire);
-                if lp.is_null() {
-                    continue;
-                }
-                // SAFETY: published lists are never freed.
-                let old = unsafe { &*lp };
-                for e in old.entries() {
-                    e.enabled.store(false, Ordering::Relaxed);
-                }
-                let fresh = CallbackList::new_leaked();
-                // SAFETY: just allocated.
-                unsafe { &*fresh }.flag.store(old.flag.load(Ordering::Relaxed), Ordering::Relaxed);
-                // Release: publish the empty list; the old one stays allocated for racing readers.
-                slot.store(fresh, Ordering::Release);
+        let used = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        for &(s, t) in used.iter() {
+            let Some(l) = self.list(s, t) else { continue };
+            for e in l.entries() {
+                e.enabled.store(false, Ordering::Relaxed);
+            }
+            // The chained lists are dropped from the chain but stay allocated for racing readers.
+            l.next.store(ptr::null_mut(), Ordering::Release);
+            l.len.store(0, Ordering::Release);
+            for e in &l.entries {
+                e.cb.store(0, Ordering::Relaxed);
             }
         }
     }
