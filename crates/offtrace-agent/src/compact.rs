@@ -21,6 +21,11 @@
 //! [user data]    kind in flags bits 24..28: Str 1 word; UR call: id|name, [result] HAS_RESULT,
 //!                nargs|nouts<<8|out indices<<16, args, outs; MemAlloc 4; buffer 7; ...
 //! ```
+//!
+//! A `ur.call` function_with_args begin/end is encoded by `decode::encode_ur_call` straight from
+//! the callback's arguments into a ring reservation (no `Notification`); its exit omits the
+//! argument values when the ring's previous begin was the same call (`ARGS_OF_BEGIN`), and this
+//! module's [`decode`] puts them back.
 
 use offtrace_format::{
     ArgBlock, EventInfo, MAX_ARGS, MAX_OUTS, MetadataSetId, Notification, OutValues, PayloadId, StrId, UserData,
@@ -29,31 +34,83 @@ use offtrace_format::{
 /// The most words one record takes.
 pub const MAX_WORDS: usize = 64;
 
-const LATE_TID: u32 = 1 << 0;
-const UNIVERSAL: u32 = 1 << 1;
-const STASH: u32 = 1 << 2;
-const PARENT: u32 = 1 << 3;
-const P_MD: u32 = 1 << 4;
-const P_EDGE: u32 = 1 << 5;
-const EVENT: u32 = 1 << 6;
-const E_MD: u32 = 1 << 7;
-const E_EDGE: u32 = 1 << 8;
-const HAS_RESULT: u32 = 1 << 9;
+pub(crate) const LATE_TID: u32 = 1 << 0;
+pub(crate) const UNIVERSAL: u32 = 1 << 1;
+pub(crate) const STASH: u32 = 1 << 2;
+pub(crate) const PARENT: u32 = 1 << 3;
+pub(crate) const P_MD: u32 = 1 << 4;
+pub(crate) const P_EDGE: u32 = 1 << 5;
+pub(crate) const EVENT: u32 = 1 << 6;
+pub(crate) const E_MD: u32 = 1 << 7;
+pub(crate) const E_EDGE: u32 = 1 << 8;
+pub(crate) const HAS_RESULT: u32 = 1 << 9;
 /// The parent / event / stash equal the previous record's of this ring: no words.
-const P_SAME: u32 = 1 << 10;
-const E_SAME: u32 = 1 << 11;
-const STASH_SAME: u32 = 1 << 12;
-const UD_SHIFT: u32 = 24;
+pub(crate) const P_SAME: u32 = 1 << 10;
+pub(crate) const E_SAME: u32 = 1 << 11;
+pub(crate) const STASH_SAME: u32 = 1 << 12;
+/// A UR call's exit whose argument values are omitted: they are those of the ring's last
+/// `function_with_args_begin`, which has the same instance and function id (the inputs do not
+/// change during the call; the exit carries the result and the output pointees). The writer
+/// restores them, so the trace file still has the arguments at both begin and end.
+pub(crate) const ARGS_OF_BEGIN: u32 = 1 << 13;
+pub(crate) const UD_SHIFT: u32 = 24;
 
-const UD_NONE: u32 = 0;
-const UD_STR: u32 = 1;
-const UD_FWA: u32 = 2;
-const UD_MEM: u32 = 3;
-const UD_BUF: u32 = 4;
-const UD_ASSOC: u32 = 5;
-const UD_ACC: u32 = 6;
-const UD_SIGNAL: u32 = 7;
-const UD_PTR: u32 = 8;
+pub(crate) const UD_NONE: u32 = 0;
+pub(crate) const UD_STR: u32 = 1;
+pub(crate) const UD_FWA: u32 = 2;
+pub(crate) const UD_MEM: u32 = 3;
+pub(crate) const UD_BUF: u32 = 4;
+pub(crate) const UD_ASSOC: u32 = 5;
+pub(crate) const UD_ACC: u32 = 6;
+pub(crate) const UD_SIGNAL: u32 = 7;
+pub(crate) const UD_PTR: u32 = 8;
+
+/// Where encoded words go: a staging array, or a ring reservation (in place).
+pub trait Out {
+    fn set(&mut self, i: usize, w: u64);
+}
+
+impl Out for [u64; MAX_WORDS] {
+    #[inline(always)]
+    fn set(&mut self, i: usize, w: u64) {
+        if let Some(x) = self.get_mut(i) {
+            *x = w;
+        }
+    }
+}
+
+impl Out for offtrace_core::ring::Reservation<'_, u64> {
+    #[inline(always)]
+    fn set(&mut self, i: usize, w: u64) {
+        offtrace_core::ring::Reservation::set(self, i, w);
+    }
+}
+
+/// Writes `e` at `*i` (advancing it); sets `md`/`edge` in `flags` when those words are present.
+#[inline(always)]
+pub(crate) fn put_event<O: Out + ?Sized>(out: &mut O, i: &mut usize, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
+    out.set(*i, e.uid);
+    out.set(*i + 1, e.instance_id);
+    out.set(*i + 2, u64::from(e.event_type) | u64::from(e.activity_type) << 16 | u64::from(e.payload.0) << 32);
+    *i += 3;
+    if e.metadata.0 != 0 {
+        *flags |= md;
+        out.set(*i, u64::from(e.metadata.0));
+        *i += 1;
+    }
+    if e.source_id != 0 || e.target_id != 0 {
+        *flags |= edge;
+        out.set(*i, e.source_id);
+        out.set(*i + 1, e.target_id);
+        *i += 2;
+    }
+}
+
+/// Word 0 of a record.
+#[inline(always)]
+pub(crate) fn header(trace_type: u16, stream: u8, len: usize, flags: u32) -> u64 {
+    u64::from(trace_type) | u64::from(stream) << 16 | (len as u64) << 24 | u64::from(flags) << 32
+}
 
 struct W<'a> {
     out: &'a mut [u64; MAX_WORDS],
@@ -93,9 +150,13 @@ fn event(w: &mut W<'_>, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
 /// the consumer for every record it decodes, so both sides agree.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Delta {
-    parent: Option<EventInfo>,
-    event: Option<EventInfo>,
-    stash: Option<(StrId, u64)>,
+    pub(crate) parent: Option<EventInfo>,
+    pub(crate) event: Option<EventInfo>,
+    pub(crate) stash: Option<(StrId, u64)>,
+    /// Producer: (instance, function id) of the last function_with_args_begin pushed.
+    pub(crate) begin: Option<(u64, u32)>,
+    /// Consumer: the last function_with_args_begin decoded, with its arguments.
+    begin_args: Option<(u64, u32, ArgBlock)>,
 }
 
 impl Delta {
@@ -299,6 +360,17 @@ pub fn decode(words: &[u64], ring_tid: u32, prev: &mut Delta) -> Notification {
             let mut args = ArgBlock { len: (counts as u8).min(MAX_ARGS as u8), ..ArgBlock::default() };
             for v in args.values.iter_mut().take(usize::from(args.len)) {
                 *v = r.get();
+            }
+            let function_id = w as u32;
+            if flags & ARGS_OF_BEGIN != 0 {
+                if let Some((i, f, a)) = prev.begin_args
+                    && i == n.instance
+                    && f == function_id
+                {
+                    args = a;
+                }
+            } else if n.trace_type == offtrace_xpti::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
+                prev.begin_args = Some((n.instance, function_id, args));
             }
             let mut outs = OutValues { len: ((counts >> 8) as u8).min(MAX_OUTS as u8), ..OutValues::default() };
             for (i, v) in outs.values.iter_mut().take(usize::from(outs.len)).enumerate() {

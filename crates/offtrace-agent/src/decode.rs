@@ -21,6 +21,7 @@ use offtrace_xpti::abi::{
 };
 use offtrace_xpti::ur::{self, ParamKind};
 
+use crate::compact;
 use crate::dispatcher::Dispatcher;
 use crate::interner::Interner;
 use crate::safe_read;
@@ -160,7 +161,10 @@ pub unsafe fn decode(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, 
         event_info(ctx, caches, raw.event, &mut n.event);
         user_data(ctx, caches, kind, raw, &mut n.user_data);
     }
-    n.stash = stash(ctx, caches);
+    // The stashed tuple only on the SYCL streams: Intel's dispatcher never unstashes, so on
+    // `ur.call` it is a sticky leftover of the thread's last SYCL operation, not the call's
+    // context (sycl-runtime.md §7; docs/overhead.md).
+    n.stash = if kind == StreamKind::UrCall { None } else { stash(ctx, caches) };
     n.universal_id = match ctx.dispatcher.get_universal_id {
         // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
         Some(f) => unsafe { f() },
@@ -443,6 +447,185 @@ unsafe fn load_out(addr: usize) -> u64 {
         }
         u64::from_le_bytes(b)
     }
+}
+
+/// Bit `i` set: parameter `i` of the UR function with this id is an output pointer. Built once
+/// from the generated table (cold), then one load per UR exit.
+fn out_mask(function_id: u32) -> u32 {
+    static MASKS: std::sync::OnceLock<Box<[u32]>> = std::sync::OnceLock::new();
+    let masks = MASKS.get_or_init(|| {
+        (0..1024u32)
+            .map(|id| {
+                ur::function(id).map_or(0, |f| {
+                    f.params
+                        .iter()
+                        .take(MAX_ARGS)
+                        .enumerate()
+                        .filter(|(_, p)| p.kind == ParamKind::OutPointer)
+                        .fold(0u32, |m, (i, _)| m | 1 << i)
+                })
+            })
+            .collect()
+    });
+    masks.get(function_id as usize).copied().unwrap_or(0)
+}
+
+/// Encodes a `ur.call` `function_with_args_begin`/`_end` (~70% of all notifications) straight
+/// from the callback's arguments into `out` (a ring reservation of [`compact::MAX_WORDS`]
+/// words), in [`compact`]'s layout, without building a [`Notification`]; updates `delta` as if
+/// the record were pushed (the caller commits it); returns its length in words.
+///
+/// The same fields as [`decode`] + [`compact::encode`], except: no stashed tuple (see
+/// [`decode`]), and an exit whose begin was the ring's previous begin (same instance and
+/// function) carries only the result and the output pointees: the argument values are the
+/// begin's (`compact::ARGS_OF_BEGIN`; the writer restores them).
+///
+/// # Safety
+/// As [`decode`], with `raw` a function_with_args begin/end of a `ur.call` stream and a
+/// non-null `user_data`.
+#[allow(unsafe_code)]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    stream: u8,
+    raw: &Raw,
+    ts: u64,
+    tid: u32,
+    ring_tid: u32,
+    delta: &mut compact::Delta,
+    out: &mut O,
+) -> usize {
+    use compact::*;
+    let mut flags = 0u32;
+    let mut i = 3;
+    if tid != ring_tid {
+        flags |= LATE_TID;
+        out.set(i, u64::from(tid));
+        i += 1;
+    }
+    let universal = match ctx.dispatcher.get_universal_id {
+        // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
+        Some(f) => unsafe { f() },
+        None => 0,
+    };
+    if universal != 0 {
+        flags |= UNIVERSAL;
+        out.set(i, universal);
+        i += 1;
+    }
+    let mut parent = None;
+    let mut event = None;
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        event_info(ctx, caches, raw.parent, &mut parent);
+        event_info(ctx, caches, raw.event, &mut event);
+    }
+    if let Some(p) = &parent {
+        flags |= PARENT;
+        if delta.parent.as_ref() == Some(p) {
+            flags |= P_SAME;
+        } else {
+            put_event(out, &mut i, p, P_MD, P_EDGE, &mut flags);
+        }
+    }
+    if let Some(e) = &event {
+        flags |= EVENT;
+        if delta.event.as_ref() == Some(e) {
+            flags |= E_SAME;
+        } else {
+            put_event(out, &mut i, e, E_MD, E_EDGE, &mut flags);
+        }
+    }
+    // SAFETY: a function_with_args notification's user data is an `xpti::function_with_args_t`.
+    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
+    let id = f.function_id;
+    let verified = ctx.interner.ur_name(id, f.function_name);
+    let name = match verified {
+        Some(s) => s,
+        // SAFETY: the function name is a C string (checked defensively on a miss).
+        None => unsafe { c_string(ctx, caches, f.function_name) }.unwrap_or_default(),
+    };
+    out.set(i, u64::from(id) | u64::from(name.0) << 32);
+    i += 1;
+    let mut result = None;
+    if end && !f.ret_data.is_null() {
+        // SAFETY: at exit `ret_data` points to the call's `ur_result_t` (an i32 enum).
+        let r = unsafe { f.ret_data.cast::<i32>().read_unaligned() };
+        flags |= HAS_RESULT;
+        out.set(i, u64::from(r as u32));
+        i += 1;
+        result = Some(r);
+    }
+    let counts_at = i;
+    i += 1;
+    let mut nargs = 0usize;
+    let mut nouts = 0usize;
+    let mut idx = 0u64;
+    let mut walked = false;
+    // Arguments only for a function whose name matched the generated table (see `ur_name`).
+    if let Some(func) = verified.and_then(|_| ur::function(id))
+        && !f.args_data.is_null()
+    {
+        let params = f.args_data.cast::<*const u8>();
+        let n = func.params.len().min(MAX_ARGS);
+        let success = result == Some(XPTI_RESULT_SUCCESS);
+        walked = true;
+        if end && delta.begin == Some((raw.instance, id)) {
+            flags |= ARGS_OF_BEGIN;
+            if success {
+                let mut m = out_mask(id);
+                while m != 0 && nouts < MAX_OUTS {
+                    let a = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    if a >= n {
+                        break;
+                    }
+                    // SAFETY: as below; an output pointer parameter is a pointer variable.
+                    let ptr = unsafe { params.add(a).read() };
+                    let v = if ptr.is_null() { 0 } else { unsafe { ptr.cast::<u64>().read_unaligned() } };
+                    if v >= 4096 {
+                        // SAFETY: the call succeeded, so a non-null output pointer it was given
+                        // was written through: its first byte is mapped.
+                        out.set(i + nouts, unsafe { load_out(v as usize) });
+                        idx |= (a as u64) << (8 * nouts);
+                        nouts += 1;
+                    }
+                }
+            }
+        } else {
+            let outs_at = i + n;
+            for (a, p) in func.params[..n].iter().enumerate() {
+                // SAFETY: `args_data` is the function's `ur_*_params_t`: one pointer per
+                // parameter in this (generated) order; each points to the caller's argument
+                // variable of `p.size` bytes.
+                let ptr = unsafe { params.add(a).read() };
+                let v = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, p.size) } };
+                out.set(i + a, v);
+                if end && success && p.kind == ParamKind::OutPointer && v >= 4096 && nouts < MAX_OUTS {
+                    // SAFETY: as above.
+                    out.set(outs_at + nouts, unsafe { load_out(v as usize) });
+                    idx |= (a as u64) << (8 * nouts);
+                    nouts += 1;
+                }
+            }
+            nargs = n;
+        }
+    }
+    out.set(counts_at, nargs as u64 | (nouts as u64) << 8 | idx << 16);
+    let len = (i + nargs + nouts).min(MAX_WORDS);
+    out.set(0, header(raw.trace_type, stream, len, flags | UD_FWA << UD_SHIFT));
+    out.set(1, ts);
+    out.set(2, raw.instance);
+    delta.parent = parent;
+    delta.event = event;
+    delta.stash = None;
+    if !end {
+        delta.begin = walked.then_some((raw.instance, id));
+    }
+    len
 }
 
 #[allow(unsafe_code)]
@@ -753,6 +936,74 @@ mod tests {
         let begin = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
         let UserData::FunctionWithArgs { result, outs, args, .. } = begin.user_data else { panic!() };
         assert_eq!((result, outs.len, args.len), (None, 0, 8));
+    }
+
+    /// The in-place UR encoder, decoded by the writer's `compact::decode`, gives exactly what
+    /// `decode` + `compact::encode` give (no stash on `ur.call`); an exit right after its begin
+    /// omits the arguments in the ring and gets them back from the begin.
+    #[test]
+    fn in_place_ur_call_matches_generic_decode() {
+        let i = Interner::new();
+        let mut c = ThreadCaches::new();
+        let d = mock();
+        let ctx = Ctx { dispatcher: &d, interner: &i };
+        let f = ur::function_by_name("urEnqueueUSMMemcpy").expect("memcpy");
+        let vars: [u64; 7] = [0x1111, 1, 0x2000, 0x3000, 64, 0, 0];
+        let out_event: u64 = 0x5555_0000;
+        let ph_event: u64 = &out_event as *const u64 as u64;
+        let mut params: [*const c_void; 8] = [std::ptr::null(); 8];
+        for (k, v) in vars.iter().enumerate() {
+            params[k] = (v as *const u64).cast();
+        }
+        params[7] = (&ph_event as *const u64).cast();
+        let ok: i32 = 0;
+        let failed: i32 = 40;
+        let mut pl = payload(c"Unified Runtime call");
+        let ev = event(&mut pl, &mut []);
+        let fwa = |ret: *const i32| FunctionWithArgs {
+            function_id: f.id,
+            function_name: c"urEnqueueUSMMemcpy".as_ptr(),
+            args_data: params.as_ptr().cast_mut().cast(),
+            ret_data: ret.cast_mut().cast(),
+            user_data: std::ptr::null_mut(),
+        };
+        let begin = fwa(std::ptr::null());
+        let end_ok = fwa(&ok);
+        let end_failed = fwa(&failed);
+        let mut tx = compact::Delta::default();
+        let mut rx = compact::Delta::default();
+        let mut check = |tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
+            let mut r = raw(tt, &*ev, (ud as *const FunctionWithArgs).cast());
+            r.instance = instance;
+            let mut want = run(&i, &mut c, StreamKind::UrCall, r);
+            want.ts = 77;
+            want.tid = 5;
+            assert_eq!(want.stash, None);
+            let mut words = [0u64; compact::MAX_WORDS];
+            let len = unsafe { encode_ur_call(ctx, &mut c, 2, &r, 77, 5, 5, &mut tx, &mut words) };
+            assert_eq!(compact::record_len(words[0]), len);
+            let got = compact::decode(&words[..len], 5, &mut rx);
+            assert_eq!(got, want);
+            let args_in_ring = (words[0] >> 32) as u32 & compact::ARGS_OF_BEGIN == 0;
+            assert_eq!(args_in_ring, want_args_in_ring, "{got:?}");
+            len
+        };
+        // An exit with no begin before it: full arguments.
+        let full_end = check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 1, true);
+        let b = check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 2, true);
+        let e = check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 2, false);
+        // 3 + universal id (the mock's 42); the begin repeats the event and has 8 arguments;
+        // its exit: id|name, result, counts, *phEvent. The first record has the event (5 words
+        // with its edge ids) and all of these.
+        assert_eq!((b, e, full_end), (4 + 2 + 8, 4 + 4, 4 + 5 + 3 + 8 + 1));
+        // A failed call: result, no outputs, arguments from the begin.
+        check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 3, true);
+        check(tt::FUNCTION_WITH_ARGS_END, &end_failed, 3, false);
+        // Nested calls: the outer exit no longer follows its begin.
+        check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 4, true);
+        check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 5, true);
+        check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 5, false);
+        check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 4, true);
     }
 
     #[test]

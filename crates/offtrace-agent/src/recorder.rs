@@ -38,6 +38,7 @@ use offtrace_format::{Notification, Record, TraceHeader, TraceWriter};
 use crate::compact;
 use crate::config::Config;
 use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
+use offtrace_xpti::abi::trace_type as tt;
 use crate::dispatcher::Dispatcher;
 use crate::interner::Interner;
 
@@ -82,6 +83,9 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(5);
 const CALIBRATION_SPAN: Duration = Duration::from_millis(20);
+/// Words past the ring's tail whose cache line a push prefetches for writing (the next record's
+/// second line).
+const PREFETCH_AHEAD: usize = 16;
 
 /// Ring words per configured record (`OFFTRACE_BUFFER_RECORDS`): a compact record is 10-20
 /// words, so this holds at least the configured number of typical records.
@@ -398,6 +402,30 @@ pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
 #[inline(always)]
 fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
     let ctx = Ctx { dispatcher: &rec.dispatcher, interner: &rec.interner };
+    if kind == StreamKind::UrCall
+        && matches!(raw.trace_type, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
+        && !raw.user_data.is_null()
+    {
+        // The common case: encoded in place into the ring (no Notification, no staging copy).
+        let Some(mut r) = local.producer.reserve(compact::MAX_WORDS) else {
+            // Relaxed: a counter; the writer reads it only to report it.
+            local.drops.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // SAFETY: as below; a function_with_args notification of a `ur.call` stream with user
+        // data.
+        #[allow(unsafe_code)]
+        let len = unsafe {
+            decode::encode_ur_call(ctx, &mut local.caches, stream, raw, ts, local.tid, local.ring_tid, &mut local.delta, &mut r)
+        };
+        r.commit(len);
+        local.producer.prefetch_ahead(PREFETCH_AHEAD);
+        local.pushed = local.pushed.wrapping_add(1);
+        if local.pushed & local.wake_mask == 0 {
+            wake_writer(rec);
+        }
+        return;
+    }
     // Decoded on the stack (hot in L1), then compacted into the ring: a Notification is 392
     // bytes, its compact form ~100-150.
     let mut n = Notification { ts, tid: local.tid, ..Notification::default() };
