@@ -30,6 +30,7 @@ pub mod dispatcher;
 pub mod interner;
 pub mod recorder;
 pub mod safe_read;
+pub mod services_bridge;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -74,6 +75,7 @@ unsafe extern "C" fn trampoline<const S: usize>(
         let stream = SLOT_STREAM[S].load(Ordering::Relaxed);
         let raw = Raw { trace_type, parent, event, instance, user_data };
         recorder::record(STREAMS[S].1, stream, &raw);
+        services_bridge::on_notification(STREAMS[S].1, &raw);
     }));
 }
 
@@ -110,6 +112,7 @@ fn ensure_started() -> Option<&'static recorder::Recorder> {
         let Some(_) = recorder::start(located.dispatcher, &located.path, config().clone()) else {
             return false;
         };
+        services_bridge::init(located.dispatcher);
         // SAFETY: registering a plain extern "C" fn with no captured state.
         #[allow(unsafe_code)]
         unsafe {
@@ -131,6 +134,7 @@ fn ensure_started() -> Option<&'static recorder::Recorder> {
 static FINISH_AT_UNLOAD: extern "C" fn() = at_unload;
 
 extern "C" fn at_unload() {
+    let _ = catch_unwind(services_bridge::finish);
     let _ = catch_unwind(recorder::finish);
 }
 
@@ -213,6 +217,7 @@ pub unsafe extern "C" fn xptiTraceFinish(stream: *const c_char) {
             name == "sycl" || (!lc.0.is_empty() && lc.0.iter().all(|s| lc.1.contains(s)))
         };
         if last {
+            services_bridge::finish();
             recorder::finish();
         }
     });

@@ -1,0 +1,827 @@
+//! The SYCL/UR backend of the tracing services: XPTI notifications → service records.
+//!
+//! The trace path (`recorder.rs`) and this path are two independent consumers of the same
+//! notifications: the trampoline calls [`recorder::record`](crate::recorder::record), then
+//! [`on_notification`]. Rebuilding the recorder as one more services client is a later step.
+//!
+//! At the first `xptiTraceInit` the agent calls [`init`]: it registers the `UR_API` operation
+//! table (from `offtrace_xpti::ur`, with argument descriptors), loads the tools named in
+//! `OFFTRACE_TOOLS` (`offtrace record --tool`), and switches the bridge on if one loaded (or
+//! `OFFTRACE_SERVICES=1`, for in-process users). Mapping (details in `docs/services.md`):
+//!
+//! | notification | service record |
+//! |---|---|
+//! | `ur.call` begin / end | `UR_API` enter / exit: raw argument values, result at exit |
+//! | `urUSM{Host,Device,Shared}Alloc` end, `urUSMFree` begin | `MEMORY_ALLOC` alloc / free + live table |
+//! | `urEnqueueKernelLaunchWithArgsExp` end | `KERNEL_DISPATCH` (kernel name from the SYCL task) |
+//! | `urEnqueueUSMMemcpy`, `urEnqueueMemBuffer{Read,Write,Copy}` end | `MEMORY_COPY` |
+//! | `urEnqueueUSMFill`, `urEnqueueMemBufferFill` end | `MEMORY_FILL` |
+//! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
+//! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; `*Release` begin | `CODE_OBJECT` load / unload |
+//! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
+//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
+//! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
+//!
+//! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
+//! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
+//! `instance` (identical for begin and end, sycl-runtime.md §7), at most [`MAX_OPEN`] deep.
+//!
+//! Cost: with no tool loaded, [`on_notification`] is one relaxed load and a branch.
+
+#![allow(unsafe_code)] // reads the runtime's callback arguments (params structs, events)
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use offtrace_core::{
+    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Kind, KernelDispatchPayload, MAX_KERNEL_ARGS,
+    MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase, QueuePayload,
+    SyncPayload, TaskGraphPayload, code_object, emit_enter, emit_exit, emit_instant, emit_memory_alloc, emit_memory_free,
+    kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+};
+use offtrace_xpti::abi::{FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt};
+use offtrace_xpti::ur::{self, ParamKind};
+
+use crate::decode::{Raw, StreamKind};
+use crate::dispatcher::Dispatcher;
+
+/// Open calls (UR calls, tasks, waits) kept per thread; deeper ones are not paired.
+pub const MAX_OPEN: usize = 64;
+
+/// Whether any tool listens: the only thing the disabled path reads.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static DISPATCHER: OnceLock<Dispatcher> = OnceLock::new();
+
+/// `ur_function_t` values the bridge maps to other kinds.
+mod urf {
+    pub const ENQUEUE_MEM_BUFFER_READ: u32 = 20;
+    pub const ENQUEUE_MEM_BUFFER_WRITE: u32 = 21;
+    pub const ENQUEUE_MEM_BUFFER_COPY: u32 = 24;
+    pub const ENQUEUE_MEM_BUFFER_FILL: u32 = 26;
+    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER: u32 = 19;
+    pub const ENQUEUE_USM_FILL: u32 = 32;
+    pub const ENQUEUE_USM_MEMCPY: u32 = 33;
+    pub const KERNEL_CREATE: u32 = 48;
+    pub const KERNEL_RELEASE: u32 = 55;
+    pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
+    pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
+    pub const PROGRAM_CREATE_WITH_BINARY: u32 = 79;
+    pub const PROGRAM_BUILD: u32 = 80;
+    pub const PROGRAM_COMPILE: u32 = 81;
+    pub const PROGRAM_LINK: u32 = 82;
+    pub const PROGRAM_RELEASE: u32 = 84;
+    pub const PROGRAM_CREATE_WITH_NATIVE_HANDLE: u32 = 90;
+    pub const USM_HOST_ALLOC: u32 = 107;
+    pub const USM_DEVICE_ALLOC: u32 = 108;
+    pub const USM_SHARED_ALLOC: u32 = 109;
+    pub const USM_FREE: u32 = 110;
+    pub const PROGRAM_BUILD_EXP: u32 = 197;
+    pub const PROGRAM_COMPILE_EXP: u32 = 198;
+    pub const PROGRAM_LINK_EXP: u32 = 199;
+    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT: u32 = 246;
+    pub const ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP: u32 = 295;
+}
+
+/// How an argument of a UR parameter is formatted by argument iteration.
+fn arg_format(p: &ur::Param) -> ArgFormat {
+    match p.kind {
+        ParamKind::Enum => ArgFormat::Enum,
+        ParamKind::Value if p.c_type == "bool" => ArgFormat::Bool,
+        ParamKind::Value if p.c_type.starts_with("int") => ArgFormat::Signed,
+        ParamKind::Value if p.c_type.ends_with("_flags_t") => ArgFormat::Hex,
+        ParamKind::Value => ArgFormat::Unsigned,
+        ParamKind::Pointer if p.c_type == "const char *" => ArgFormat::CString,
+        ParamKind::Handle | ParamKind::Pointer | ParamKind::OutPointer => ArgFormat::Pointer,
+    }
+}
+
+/// The `UR_API` operation table, built once and leaked (it lives for the process).
+pub fn ur_operations() -> &'static [Operation] {
+    static OPS: OnceLock<&'static [Operation]> = OnceLock::new();
+    OPS.get_or_init(|| {
+        let ops: Vec<Operation> = ur::FUNCTIONS
+            .iter()
+            .map(|f| Operation {
+                id: f.id,
+                name: f.name,
+                args: Box::leak(
+                    f.params
+                        .iter()
+                        .map(|p| ArgDescriptor { name: p.name, type_name: p.c_type, size: p.size, format: arg_format(p) })
+                        .collect::<Vec<_>>()
+                        .into_boxed_slice(),
+                ),
+            })
+            .collect();
+        Box::leak(ops.into_boxed_slice())
+    })
+}
+
+/// Registers the `UR_API` operations, loads the tools and switches the bridge on when one
+/// loaded. Cold; called once from the first `xptiTraceInit`.
+#[cold]
+pub fn init(dispatcher: Dispatcher) {
+    let _ = DISPATCHER.set(dispatcher);
+    // AlreadyRegistered is fine: an embedder registered the same table first.
+    let _ = register_kind_operations(Kind::UrApi, ur_operations());
+    let forced = std::env::var("OFFTRACE_SERVICES").is_ok_and(|v| v.trim() == "1");
+    let loaded = match offtrace::tools::load_tools_from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("offtrace: {e}");
+            offtrace::tools::loaded_tools().len()
+        }
+    };
+    // Relaxed: a hint read by the trampoline; tools configured their contexts before this
+    // store, and delivery itself re-checks each context with SeqCst.
+    ACTIVE.store(forced || loaded > 0, Ordering::Relaxed);
+}
+
+/// Switches the bridge on or off (for embedders and tests that create contexts in-process).
+pub fn set_active(on: bool) {
+    ACTIVE.store(on, Ordering::Relaxed);
+}
+
+/// Finalises the loaded tools (before the end of the trace). Idempotent.
+#[cold]
+pub fn finish() {
+    offtrace::tools::finalize_tools();
+}
+
+/// Maps one notification to service records. Disabled path: one relaxed load.
+#[inline(always)]
+pub fn on_notification(kind: StreamKind, raw: &Raw) {
+    // Relaxed: see `init`.
+    if ACTIVE.load(Ordering::Relaxed) {
+        // SAFETY: `raw` holds the arguments of the live callback the trampoline is running.
+        unsafe { dispatch(kind, raw) }
+    }
+}
+
+#[inline(never)]
+unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
+    // SAFETY (all arms): forwarded from `on_notification`.
+    unsafe {
+        match (kind, raw.trace_type) {
+            (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) if !raw.user_data.is_null() => {
+                ur_call(raw, raw.trace_type == tt::FUNCTION_WITH_ARGS_END);
+            }
+            (StreamKind::Sycl, _) => sycl(raw),
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread state
+
+/// What an open entry pairs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenTag {
+    UrCall,
+    Task,
+    Wait,
+    Barrier,
+}
+
+struct OpenCalls {
+    len: usize,
+    entries: [Option<(OpenTag, u64, CallToken)>; MAX_OPEN],
+}
+
+/// Longest kernel name kept for a dispatch (NUL included).
+const NAME_CAP: usize = 256;
+
+/// The SYCL task (command group) open on this thread: its kernel name, for the dispatch the
+/// UR launch inside it reports.
+struct PendingTask {
+    instance: Cell<u64>,
+    name: RefCell<[u8; NAME_CAP]>,
+}
+
+thread_local! {
+    // Const-initialised, no destructor: usable on runtime threads that outlive `main`.
+    static OPEN: RefCell<OpenCalls> = const { RefCell::new(OpenCalls { len: 0, entries: [const { None }; MAX_OPEN] }) };
+    static TASK: PendingTask = const { PendingTask { instance: Cell::new(0), name: RefCell::new([0; NAME_CAP]) } };
+}
+
+fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
+    if !token.is_delivered() {
+        return;
+    }
+    let r = OPEN.try_with(|o| {
+        let mut o = o.borrow_mut();
+        if o.len < MAX_OPEN {
+            let i = o.len;
+            o.entries[i] = Some((tag, instance, token));
+            o.len += 1;
+            Ok(())
+        } else {
+            Err(token)
+        }
+    });
+    // Too deep (or the thread is exiting): close the call now so the pair stays intact.
+    if let Ok(Err(token)) = r {
+        emit_exit(token, Payload::None);
+    }
+}
+
+/// The token of the open entry (tag, instance), removed; normally the top.
+fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
+    OPEN.try_with(|o| {
+        let mut o = o.borrow_mut();
+        let n = o.len;
+        let i = (0..n).rev().find(|&i| matches!(o.entries[i], Some((t, id, _)) if t == tag && id == instance))?;
+        let e = o.entries[i].take();
+        for j in i..n - 1 {
+            o.entries[j] = o.entries[j + 1].take();
+        }
+        o.len -= 1;
+        e.map(|(_, _, t)| t)
+    })
+    .ok()
+    .flatten()
+}
+
+// ---------------------------------------------------------------------------------------------
+// UR calls
+
+/// Per `ur_function_t`: 0 = not checked, 1 = the runtime's name matches the table, 2 = not.
+static VERIFIED: [AtomicU8; ur::MAX_FUNCTION_ID as usize + 1] = [const { AtomicU8::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
+
+/// The table entry for this call, if the runtime's function name matches it (the params struct
+/// layout is only known for a matching function).
+///
+/// # Safety
+/// `f.function_name` is null or a NUL-terminated string valid during the callback.
+unsafe fn verified_function(f: &FunctionWithArgs) -> Option<&'static ur::Function> {
+    let func = ur::function(f.function_id)?;
+    let slot = &VERIFIED[f.function_id as usize];
+    // Relaxed: a cache of a pure function of (id, runtime); a race recomputes the same value.
+    match slot.load(Ordering::Relaxed) {
+        1 => Some(func),
+        2 => None,
+        _ => {
+            // SAFETY: forwarded from the contract.
+            let ok = !f.function_name.is_null() && unsafe { CStr::from_ptr(f.function_name) }.to_bytes() == func.name.as_bytes();
+            slot.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+            ok.then_some(func)
+        }
+    }
+}
+
+/// Loads `size` bytes (1/2/4/8) at `p`, zero-extended.
+///
+/// # Safety
+/// `p` points to a readable variable of at least `size` bytes.
+#[inline(always)]
+unsafe fn load_sized(p: *const u8, size: u8) -> u64 {
+    // SAFETY: forwarded.
+    unsafe {
+        match size {
+            1 => u64::from(*p),
+            2 => u64::from(p.cast::<u16>().read_unaligned()),
+            4 => u64::from(p.cast::<u32>().read_unaligned()),
+            _ => p.cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// Reads the u64 at an output pointer the call wrote (0 for null).
+///
+/// # Safety
+/// `p` is null or points at an 8-byte output variable written by a successful call.
+unsafe fn read_out(p: u64) -> u64 {
+    if p == 0 {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    unsafe { (p as *const u64).read_unaligned() }
+}
+
+/// # Safety
+/// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
+unsafe fn ur_call(raw: &Raw, end: bool) {
+    // SAFETY: contract.
+    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    // SAFETY: the runtime passes its function name as a C string.
+    let Some(func) = (unsafe { verified_function(f) }) else { return };
+    let mut p = ApiCallPayload::new(f.function_id, &[]);
+    if !f.args_data.is_null() {
+        let params = f.args_data.cast::<*const u8>();
+        let n = func.params.len().min(offtrace_core::MAX_ARGS);
+        for (i, d) in func.params[..n].iter().enumerate() {
+            // SAFETY: `args_data` is the function's `ur_*_params_t` (name verified): one pointer
+            // per parameter, in this order, to the caller's variable of `d.size` bytes.
+            let ptr = unsafe { params.add(i).read() };
+            p.args[i] = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, d.size) } };
+        }
+        p.arg_count = n as u32;
+    }
+    if !end {
+        let token = emit_enter(Kind::UrApi, f.function_id, Payload::ApiCall(&p));
+        push_open(OpenTag::UrCall, raw.instance, token);
+        // SAFETY: the arguments were just read from the live params struct.
+        unsafe { ur_begin_effects(&p) };
+        return;
+    }
+    let result = if f.ret_data.is_null() {
+        XPTI_RESULT_SUCCESS
+    } else {
+        // SAFETY: at end `ret_data` points to the call's `ur_result_t` (an i32 enum).
+        unsafe { f.ret_data.cast::<i32>().read_unaligned() }
+    };
+    p.result = result;
+    p.has_result = 1;
+    if result == 0 {
+        // SAFETY: the call succeeded: its output pointers were written, its input pointers
+        // are still the caller's live variables.
+        unsafe { ur_end_effects(&p) };
+    }
+    if let Some(token) = pop_open(OpenTag::UrCall, raw.instance) {
+        emit_exit(token, Payload::ApiCall(&p));
+    }
+}
+
+/// Effects at the start of a call (inside it: records take its correlation id).
+///
+/// # Safety
+/// `p` holds the arguments of the live call.
+unsafe fn ur_begin_effects(p: &ApiCallPayload) {
+    let a = &p.args;
+    match p.function_id {
+        urf::USM_FREE => emit_memory_free(a[1]),
+        urf::KERNEL_RELEASE if kind_enabled(Kind::CodeObject) => {
+            let co = CodeObjectPayload { handle: a[0], ..Default::default() };
+            emit_instant(Kind::CodeObject, code_object::KERNEL, Phase::Unload, Payload::CodeObject(&co));
+        }
+        urf::PROGRAM_RELEASE if kind_enabled(Kind::CodeObject) => {
+            let co = CodeObjectPayload { handle: a[0], program: a[0], ..Default::default() };
+            emit_instant(Kind::CodeObject, code_object::PROGRAM, Phase::Unload, Payload::CodeObject(&co));
+        }
+        _ => {}
+    }
+}
+
+/// Effects at the end of a successful call, before its exit.
+///
+/// # Safety
+/// `p` holds the arguments of the live call, which succeeded.
+unsafe fn ur_end_effects(p: &ApiCallPayload) {
+    let a = &p.args;
+    // SAFETY (each read_out / deref): output pointers of a successful call were written;
+    // input pointers are the caller's variables, live during the callback.
+    unsafe {
+        match p.function_id {
+            urf::USM_HOST_ALLOC => alloc(read_out(a[4]), a[3], MemoryType::Host, 0),
+            urf::USM_DEVICE_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Device, a[1]),
+            urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
+            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
+            urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
+                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[3], size: a[4] };
+                emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
+            }
+            // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
+            urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
+                let c = MemoryCopyPayload { queue: a[0], dst: a[5], src: a[1], size: a[4] };
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
+            }
+            urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
+                let c = MemoryCopyPayload { queue: a[0], dst: a[1], src: a[5], size: a[4] };
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
+            }
+            // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
+            urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
+                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[1], size: a[5] };
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
+            }
+            // (hQueue, pMem, patternSize, pPattern, size, ...)
+            urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
+                let f = MemoryFillPayload { queue: a[0], dst: a[1], pattern: pattern(a[3], a[2]), pattern_size: a[2], size: a[4] };
+                emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
+            }
+            // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
+            urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
+                let f = MemoryFillPayload { queue: a[0], dst: a[1], pattern: pattern(a[2], a[3]), pattern_size: a[3], size: a[5] };
+                emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
+            }
+            // (hQueue, numEventsInWaitList, ...)
+            urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT if kind_enabled(Kind::Sync) => {
+                let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
+                let s = SyncPayload { object: a[0], event_count: wait_count as u32 };
+                emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
+            }
+            _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
+            _ => {}
+        }
+    }
+}
+
+/// Up to 8 bytes of a fill pattern.
+///
+/// # Safety
+/// `ptr` is null or points at `size` readable bytes.
+unsafe fn pattern(ptr: u64, size: u64) -> u64 {
+    if ptr == 0 {
+        return 0;
+    }
+    let mut b = [0u8; 8];
+    let n = (size as usize).min(8);
+    // SAFETY: forwarded; at most `size` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, b.as_mut_ptr(), n) };
+    u64::from_le_bytes(b)
+}
+
+fn alloc(ptr: u64, size: u64, memory_type: MemoryType, device: u64) {
+    if ptr != 0 {
+        emit_memory_alloc(&MemoryAllocPayload { ptr, size, memory_type, device });
+    }
+}
+
+/// # Safety
+/// As [`ur_end_effects`].
+unsafe fn code_object_load(p: &ApiCallPayload) {
+    let a = &p.args;
+    // SAFETY: as the caller's.
+    let (op, co) = unsafe {
+        match p.function_id {
+            // (hContext, pIL, length, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_IL => {
+                let h = read_out(a[4]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, binary_size: a[2], ..Default::default() })
+            }
+            // (hContext, numDevices, phDevices, pLengths, ppBinaries, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_BINARY => {
+                let h = read_out(a[6]);
+                let len = if a[1] > 0 { read_out(a[3]) } else { 0 };
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, binary_size: len, ..Default::default() })
+            }
+            // (hNativeProgram, hContext, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE => {
+                let h = read_out(a[3]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, count, phPrograms, pOptions, phProgram)
+            urf::PROGRAM_LINK => {
+                let h = read_out(a[4]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, numDevices, phDevices, flags, count, phPrograms, pOptions, phProgram)
+            urf::PROGRAM_LINK_EXP => {
+                let h = read_out(a[7]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, hProgram, pOptions)
+            urf::PROGRAM_BUILD | urf::PROGRAM_COMPILE => (
+                code_object::PROGRAM_BUILD,
+                CodeObjectPayload { handle: a[1], program: a[1], name: a[2] as *const c_char, ..Default::default() },
+            ),
+            // (hProgram, numDevices, phDevices, flags, pOptions)
+            urf::PROGRAM_BUILD_EXP | urf::PROGRAM_COMPILE_EXP => (
+                code_object::PROGRAM_BUILD,
+                CodeObjectPayload { handle: a[0], program: a[0], name: a[4] as *const c_char, ..Default::default() },
+            ),
+            // (hProgram, pKernelName, phKernel)
+            urf::KERNEL_CREATE => (
+                code_object::KERNEL,
+                CodeObjectPayload { handle: read_out(a[2]), program: a[0], name: a[1] as *const c_char, binary_size: 0 },
+            ),
+            // (hNativeKernel, hContext, hProgram, pProperties, phKernel)
+            urf::KERNEL_CREATE_WITH_NATIVE_HANDLE => {
+                (code_object::KERNEL, CodeObjectPayload { handle: read_out(a[4]), program: a[2], ..Default::default() })
+            }
+            _ => return,
+        }
+    };
+    emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&co));
+}
+
+/// `ur_exp_kernel_arg_properties_t` (ur_api.h v0.12): 48 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelArgProperties {
+    stype: u32,
+    _pad: u32,
+    p_next: *const c_void,
+    arg_type: u32,
+    index: u32,
+    size: usize,
+    /// `ur_exp_kernel_arg_value_t`: `value` / `pointer` / `memObjTuple {hMem, flags}` / sampler.
+    value: [u64; 2],
+}
+
+/// `ur_exp_kernel_arg_type_t`.
+mod arg_type {
+    pub const VALUE: u32 = 0;
+    pub const POINTER: u32 = 1;
+    pub const MEM_OBJ: u32 = 2;
+    pub const LOCAL: u32 = 3;
+    pub const SAMPLER: u32 = 4;
+}
+
+/// The kernel argument values of a launch: pointers (USM) as is, values up to 8 bytes read
+/// through their pointer, memory objects and samplers as handles, local sizes as sizes.
+///
+/// # Safety
+/// `args` is null or points at `count` live `ur_exp_kernel_arg_properties_t`.
+unsafe fn kernel_args(args: u64, count: u64, out: &mut [u64; MAX_KERNEL_ARGS]) -> u32 {
+    if args == 0 {
+        return 0;
+    }
+    let mut n = 0u32;
+    for i in 0..(count as usize).min(MAX_KERNEL_ARGS) {
+        // SAFETY: forwarded: `count` entries.
+        let a = unsafe { (args as *const KernelArgProperties).add(i).read_unaligned() };
+        let idx = a.index as usize;
+        if idx >= MAX_KERNEL_ARGS {
+            continue;
+        }
+        out[idx] = match a.arg_type {
+            arg_type::POINTER | arg_type::MEM_OBJ | arg_type::SAMPLER => a.value[0],
+            arg_type::LOCAL => a.size as u64,
+            // SAFETY: a value argument points at `size` readable bytes.
+            arg_type::VALUE if a.value[0] != 0 && matches!(a.size, 1 | 2 | 4 | 8) => unsafe {
+                load_sized(a.value[0] as *const u8, a.size as u8)
+            },
+            _ => 0,
+        };
+        n = n.max(idx as u32 + 1);
+    }
+    n
+}
+
+/// `urEnqueueKernelLaunchWithArgsExp` (hQueue, hKernel, workDim, pGlobalWorkOffset,
+/// pGlobalWorkSize, pLocalWorkSize, numArgs, pArgs, launchPropList, numEventsInWaitList,
+/// phEventWaitList, phEvent).
+///
+/// # Safety
+/// As [`ur_end_effects`].
+unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
+    let mut k = KernelDispatchPayload { queue: a[0], kernel: a[1], work_dim: a[2] as u32, ..Default::default() };
+    let dims = (a[2] as usize).min(3);
+    for d in 0..dims {
+        // SAFETY: the size arrays, when given, have `workDim` entries (UR contract).
+        unsafe {
+            if a[4] != 0 {
+                k.global_size[d] = (a[4] as *const u64).add(d).read_unaligned();
+            }
+            if a[5] != 0 {
+                k.local_size[d] = (a[5] as *const u64).add(d).read_unaligned();
+            }
+        }
+    }
+    // SAFETY: `pArgs` has `numArgs` entries (UR contract).
+    k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
+    let _ = TASK.try_with(|t| {
+        let name = t.name.borrow();
+        if t.instance.get() != 0 && name[0] != 0 {
+            k.kernel_name = name.as_ptr().cast();
+        }
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SYCL notifications
+
+/// Metadata keys the bridge reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Key {
+    KernelName,
+    QueueHandle,
+    SyclDevice,
+    SyclContext,
+    IsInorder,
+    Other,
+}
+
+fn key_of(name: &[u8]) -> Key {
+    match name {
+        b"kernel_name" => Key::KernelName,
+        b"queue_handle" => Key::QueueHandle,
+        b"sycl_device" => Key::SyclDevice,
+        b"sycl_context" => Key::SyclContext,
+        b"is_inorder" => Key::IsInorder,
+        _ => Key::Other,
+    }
+}
+
+thread_local! {
+    /// Metadata key id → [`Key`], a small per-thread cache in front of `xptiLookupString`.
+    static KEYS: RefCell<[(u32, Key); 32]> = const { RefCell::new([(0, Key::Other); 32]) };
+}
+
+fn key(d: &Dispatcher, id: u32) -> Key {
+    let slot = (id as usize) % 32;
+    if let Ok(Some(k)) = KEYS.try_with(|c| {
+        let c = c.borrow();
+        (c[slot].0 == id && id != 0).then_some(c[slot].1)
+    }) {
+        return k;
+    }
+    // SAFETY: xptiLookupString returns null or a NUL-terminated string the dispatcher owns.
+    let p = unsafe { (d.lookup_string)(id) };
+    let k = if p.is_null() { Key::Other } else { key_of(unsafe { CStr::from_ptr(p) }.to_bytes()) };
+    let _ = KEYS.try_with(|c| c.borrow_mut()[slot] = (id, k));
+    k
+}
+
+/// Calls `f(key, object)` for each metadata item of `e` the bridge knows.
+///
+/// # Safety
+/// `e` is a live event of the current callback.
+unsafe fn for_metadata(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, &offtrace_xpti::abi::ObjectData)) {
+    let map = &e.reserved.metadata;
+    let mut node = map.before_begin_next;
+    let mut n = 0;
+    while n < map.element_count.min(64) && !node.is_null() {
+        // SAFETY: nodes of the event's live metadata map (xpti-abi.md §4.5), bounded by count.
+        let nd = unsafe { &*node };
+        let k = key(d, nd.key);
+        if k != Key::Other {
+            // SAFETY: the value is an object id of this map, owned by the dispatcher.
+            let o = unsafe { (d.lookup_object)(nd.value) };
+            f(k, &o);
+        }
+        node = nd.next;
+        n += 1;
+    }
+}
+
+/// An integer metadata value (little-endian, up to 8 bytes).
+fn object_u64(o: &offtrace_xpti::abi::ObjectData) -> u64 {
+    if o.data.is_null() || o.type_ == metadata_type::STRING {
+        return 0;
+    }
+    let mut b = [0u8; 8];
+    let n = o.size.min(8);
+    // SAFETY: the dispatcher's object holds `size` bytes at `data`.
+    unsafe { std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), b.as_mut_ptr(), n) };
+    u64::from_le_bytes(b)
+}
+
+/// The event's payload name (valid during the callback), or null.
+fn payload_name(e: &TraceEventData) -> *const c_char {
+    if e.flags & event_flags::PAYLOAD_AVAILABLE != 0 && !e.reserved.payload.is_null() {
+        // SAFETY: PayloadAvailable and non-null: the payload lives as long as the event.
+        unsafe { (*e.reserved.payload).name }
+    } else {
+        std::ptr::null()
+    }
+}
+
+/// # Safety
+/// `raw` holds the arguments of a live notification on the `sycl` stream.
+unsafe fn sycl(raw: &Raw) {
+    let Some(d) = DISPATCHER.get() else { return };
+    // SAFETY: a non-null event of a live callback is valid for the callback.
+    let ev = unsafe { raw.event.as_ref() };
+    match raw.trace_type {
+        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::SyclQueue) => {
+            let Some(e) = ev else { return };
+            let mut q = QueuePayload::default();
+            // SAFETY: `e` is live.
+            unsafe {
+                for_metadata(d, e, |k, o| match k {
+                    Key::QueueHandle => q.queue = object_u64(o),
+                    Key::SyclDevice => q.device = object_u64(o),
+                    Key::SyclContext => q.context = object_u64(o),
+                    Key::IsInorder => q.flags = object_u64(o),
+                    _ => {}
+                })
+            };
+            let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
+            emit_instant(Kind::SyclQueue, op, Phase::None, Payload::Queue(&q));
+        }
+        tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            let (op, g) = match raw.trace_type {
+                tt::NODE_CREATE => {
+                    (task_graph::NODE_CREATE, TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() })
+                }
+                tt::EDGE_CREATE => (
+                    task_graph::EDGE_CREATE,
+                    TaskGraphPayload { node: e.unique_id, source: e.source_id, target: e.target_id, name: payload_name(e), ur_event: 0 },
+                ),
+                _ => (
+                    task_graph::SIGNAL,
+                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ur_event: raw.user_data as u64, ..Default::default() },
+                ),
+            };
+            emit_instant(Kind::TaskGraph, op, Phase::None, Payload::TaskGraph(&g));
+        }
+        tt::TASK_BEGIN => {
+            if let Some(e) = ev {
+                // SAFETY: `e` is live.
+                unsafe { remember_task(d, e, raw.instance) };
+                if kind_enabled(Kind::TaskGraph) {
+                    let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
+                    let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
+                    push_open(OpenTag::Task, raw.instance, token);
+                }
+            }
+        }
+        tt::TASK_END => {
+            let _ = TASK.try_with(|t| {
+                if t.instance.get() == raw.instance {
+                    t.instance.set(0);
+                }
+            });
+            if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
+                let g = ev.map_or_else(TaskGraphPayload::default, |e| TaskGraphPayload {
+                    node: e.unique_id,
+                    name: payload_name(e),
+                    ..Default::default()
+                });
+                emit_exit(token, Payload::TaskGraph(&g));
+            }
+        }
+        tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
+            let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0 };
+            let (tag, op) = if raw.trace_type == tt::WAIT_BEGIN { (OpenTag::Wait, sync_op::WAIT) } else { (OpenTag::Barrier, sync_op::BARRIER) };
+            let token = emit_enter(Kind::Sync, op, Payload::Sync(&s));
+            push_open(tag, raw.instance, token);
+        }
+        tt::WAIT_END | tt::BARRIER_END => {
+            let tag = if raw.trace_type == tt::WAIT_END { OpenTag::Wait } else { OpenTag::Barrier };
+            if let Some(token) = pop_open(tag, raw.instance) {
+                let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0 };
+                emit_exit(token, Payload::Sync(&s));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keeps the kernel name of the task starting on this thread, for the dispatch inside it.
+///
+/// # Safety
+/// `e` is a live event of the current callback.
+unsafe fn remember_task(d: &Dispatcher, e: &TraceEventData, instance: u64) {
+    let _ = TASK.try_with(|t| {
+        let mut name = t.name.borrow_mut();
+        name[0] = 0;
+        // SAFETY: forwarded.
+        unsafe {
+            for_metadata(d, e, |k, o| {
+                if k == Key::KernelName && !o.data.is_null() && o.type_ == metadata_type::STRING {
+                    let n = o.size.min(NAME_CAP - 1);
+                    // SAFETY: the object holds `size` bytes at `data`.
+                    std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), name.as_mut_ptr(), n);
+                    name[n] = 0;
+                }
+            })
+        };
+        t.instance.set(instance);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_arg_properties_layout_matches_ur_api_h() {
+        assert_eq!(std::mem::size_of::<KernelArgProperties>(), 48);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, arg_type), 16);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, index), 20);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, size), 24);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, value), 32);
+    }
+
+    #[test]
+    fn ur_operations_are_sorted_with_descriptors() {
+        let ops = ur_operations();
+        assert!(ops.windows(2).all(|w| w[0].id < w[1].id));
+        let memcpy = ops.iter().find(|o| o.name == "urEnqueueUSMMemcpy").expect("memcpy");
+        let names: Vec<_> = memcpy.args.iter().map(|a| (a.name, a.format)).collect();
+        assert_eq!(names[..3], [("hQueue", ArgFormat::Pointer), ("blocking", ArgFormat::Bool), ("pDst", ArgFormat::Pointer)]);
+        let kc = ops.iter().find(|o| o.name == "urKernelCreate").expect("kernel create");
+        assert_eq!(kc.args[1].format, ArgFormat::CString);
+    }
+
+    #[test]
+    fn kernel_args_from_launch_properties() {
+        let value: u32 = 7;
+        let props = [
+            KernelArgProperties { stype: 0, _pad: 0, p_next: std::ptr::null(), arg_type: arg_type::POINTER, index: 0, size: 8, value: [0x1000, 0] },
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::VALUE,
+                index: 2,
+                size: 4,
+                value: [&value as *const u32 as u64, 0],
+            },
+            KernelArgProperties { stype: 0, _pad: 0, p_next: std::ptr::null(), arg_type: arg_type::POINTER, index: 99, size: 8, value: [1, 0] },
+        ];
+        let mut out = [0u64; MAX_KERNEL_ARGS];
+        // SAFETY: `props` has 3 live entries; the value argument points at `value`.
+        let n = unsafe { kernel_args(props.as_ptr() as u64, 3, &mut out) };
+        assert_eq!(n, 3);
+        assert_eq!(out[..3], [0x1000, 0, 7]);
+    }
+}
