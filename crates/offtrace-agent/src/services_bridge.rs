@@ -32,7 +32,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_void};
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{OnceLock, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use offtrace_core::{
@@ -64,6 +65,7 @@ mod urf {
     pub const ENQUEUE_USM_FILL: u32 = 32;
     pub const ENQUEUE_USM_MEMCPY: u32 = 33;
     pub const KERNEL_CREATE: u32 = 48;
+    pub const KERNEL_GET_INFO: u32 = 51;
     pub const KERNEL_RELEASE: u32 = 55;
     pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
     pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
@@ -413,10 +415,53 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 let s = SyncPayload { object: a[0], event_count: wait_count as u32 };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
             }
+            // (hProgram, pKernelName, phKernel)
+            urf::KERNEL_CREATE => {
+                remember_kernel_name(read_out(a[2]), a[1], NAME_CAP as u64);
+                if kind_enabled(Kind::CodeObject) {
+                    code_object_load(p);
+                }
+            }
+            // (hKernel, propName, propSize, pPropValue, pPropSizeRet)
+            urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => remember_kernel_name(a[0], a[3], a[2]),
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
         }
     }
+}
+
+/// `UR_KERNEL_INFO_FUNCTION_NAME`.
+const UR_KERNEL_INFO_FUNCTION_NAME: u64 = 0;
+
+/// Kernel handle → function name, from `urKernelCreate` and `urKernelGetInfo(FUNCTION_NAME)`
+/// (kernels made from native handles have no name until someone asks for it; dpctl does).
+/// Written once per kernel creation, read once per dispatch; never on the disabled path.
+static KERNEL_NAMES: RwLock<BTreeMap<u64, Box<[u8]>>> = RwLock::new(BTreeMap::new());
+
+/// # Safety
+/// `name` is null or points at a string of at most `cap` readable bytes (NUL-terminated or not).
+unsafe fn remember_kernel_name(kernel: u64, name: u64, cap: u64) {
+    if kernel == 0 || name == 0 {
+        return;
+    }
+    let cap = (cap as usize).min(NAME_CAP - 1);
+    // SAFETY: forwarded; strnlen reads at most `cap` bytes.
+    let len = unsafe { libc::strnlen(name as *const c_char, cap) };
+    // SAFETY: `len` bytes at `name` were just read by strnlen.
+    let bytes = unsafe { std::slice::from_raw_parts(name as *const u8, len) };
+    if !bytes.is_empty() {
+        KERNEL_NAMES.write().unwrap_or_else(|e| e.into_inner()).insert(kernel, bytes.into());
+    }
+}
+
+/// Copies the kernel's function name, NUL-terminated, into `out`; false if unknown.
+fn kernel_name(kernel: u64, out: &mut [u8; NAME_CAP]) -> bool {
+    let t = KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner());
+    let Some(n) = t.get(&kernel) else { return false };
+    let len = n.len().min(NAME_CAP - 1);
+    out[..len].copy_from_slice(&n[..len]);
+    out[len] = 0;
+    true
 }
 
 /// Up to 8 bytes of a fill pattern.
@@ -574,6 +619,14 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     }
     // SAFETY: `pArgs` has `numArgs` entries (UR contract).
     k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
+    // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
+    // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
+    let mut own = [0u8; NAME_CAP];
+    if kernel_name(a[1], &mut own) {
+        k.kernel_name = own.as_ptr().cast();
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        return;
+    }
     let _ = TASK.try_with(|t| {
         let name = t.name.borrow();
         if t.instance.get() != 0 && name[0] != 0 {
