@@ -112,36 +112,24 @@ pub(crate) fn header(trace_type: u16, stream: u8, len: usize, flags: u32) -> u64
     u64::from(trace_type) | u64::from(stream) << 16 | (len as u64) << 24 | u64::from(flags) << 32
 }
 
-struct W<'a> {
-    out: &'a mut [u64; MAX_WORDS],
+struct W<'a, O: Out + ?Sized> {
+    out: &'a mut O,
     n: usize,
 }
 
-impl W<'_> {
+impl<O: Out + ?Sized> W<'_, O> {
     #[inline(always)]
     fn put(&mut self, w: u64) {
         // The largest layout is 42 words (3 + tid + universal + 2 stash + 2 x 6 events + 23 for
-        // a UR call with 16 args and 4 outputs); the min only keeps indexing in bounds.
-        let i = self.n.min(MAX_WORDS - 1);
-        self.out[i] = w;
+        // a UR call with 16 args and 4 outputs); `Out::set` ignores indices out of range.
+        self.out.set(self.n, w);
         self.n += 1;
     }
 }
 
 #[inline(always)]
-fn event(w: &mut W<'_>, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
-    w.put(e.uid);
-    w.put(e.instance_id);
-    w.put(u64::from(e.event_type) | u64::from(e.activity_type) << 16 | u64::from(e.payload.0) << 32);
-    if e.metadata.0 != 0 {
-        *flags |= md;
-        w.put(u64::from(e.metadata.0));
-    }
-    if e.source_id != 0 || e.target_id != 0 {
-        *flags |= edge;
-        w.put(e.source_id);
-        w.put(e.target_id);
-    }
+fn event<O: Out + ?Sized>(w: &mut W<'_, O>, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
+    put_event(w.out, &mut w.n, e, md, edge, flags);
 }
 
 /// What the previous record of a ring carried, for delta encoding: a UR call repeats the one
@@ -172,7 +160,7 @@ impl Delta {
 /// Encodes `n` into `out`; returns the number of words. `ring_tid` is the ring owner's tid: a
 /// different `n.tid` is stored in the record. Fields equal to `prev`'s are omitted.
 #[inline]
-pub fn encode(n: &Notification, ring_tid: u32, prev: &Delta, out: &mut [u64; MAX_WORDS]) -> usize {
+pub fn encode<O: Out + ?Sized>(n: &Notification, ring_tid: u32, prev: &Delta, out: &mut O) -> usize {
     let mut flags = 0u32;
     let mut w = W { out, n: 3 };
     if n.tid != ring_tid {
@@ -274,9 +262,9 @@ pub fn encode(n: &Notification, ring_tid: u32, prev: &Delta, out: &mut [u64; MAX
     };
     flags |= kind << UD_SHIFT;
     let len = w.n.min(MAX_WORDS);
-    w.out[0] = u64::from(n.trace_type) | u64::from(n.stream) << 16 | (len as u64) << 24 | u64::from(flags) << 32;
-    w.out[1] = n.ts;
-    w.out[2] = n.instance;
+    w.out.set(0, header(n.trace_type, n.stream, len, flags));
+    w.out.set(1, n.ts);
+    w.out.set(2, n.instance);
     len
 }
 

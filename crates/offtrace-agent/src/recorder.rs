@@ -83,9 +83,6 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 const FINISH_TIMEOUT: Duration = Duration::from_secs(5);
 const CALIBRATION_SPAN: Duration = Duration::from_millis(20);
-/// Words past the ring's tail whose cache line a push prefetches for writing (the next record's
-/// second line).
-const PREFETCH_AHEAD: usize = 16;
 
 /// Ring words per configured record (`OFFTRACE_BUFFER_RECORDS`): a compact record is 10-20
 /// words, so this holds at least the configured number of typical records.
@@ -419,7 +416,6 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
             decode::encode_ur_call(ctx, &mut local.caches, stream, raw, ts, local.tid, local.ring_tid, &mut local.delta, &mut r)
         };
         r.commit(len);
-        local.producer.prefetch_ahead(PREFETCH_AHEAD);
         local.pushed = local.pushed.wrapping_add(1);
         if local.pushed & local.wake_mask == 0 {
             wake_writer(rec);
@@ -435,17 +431,18 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
     unsafe {
         decode::decode(ctx, &mut local.caches, kind, stream, raw, &mut n);
     }
-    let mut words = [0u64; compact::MAX_WORDS];
-    let len = compact::encode(&n, local.ring_tid, &local.delta, &mut words);
-    if local.producer.push_slice(&words[..len]) {
-        local.delta.commit(&n);
-        local.pushed = local.pushed.wrapping_add(1);
-        if local.pushed & local.wake_mask == 0 {
-            wake_writer(rec);
-        }
-    } else {
+    // Compacted in place into the ring.
+    let Some(mut r) = local.producer.reserve(compact::MAX_WORDS) else {
         // Relaxed: a counter; the writer reads it only to report it.
         local.drops.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let len = compact::encode(&n, local.ring_tid, &local.delta, &mut r);
+    r.commit(len);
+    local.delta.commit(&n);
+    local.pushed = local.pushed.wrapping_add(1);
+    if local.pushed & local.wake_mask == 0 {
+        wake_writer(rec);
     }
 }
 

@@ -145,26 +145,6 @@ impl<T: Copy + Send> Producer<T> {
         Some(Reservation { producer: self, max })
     }
 
-    /// Hints the CPU to fetch, for writing, the cache line `ahead` records past the tail (x86-64:
-    /// `prefetchw`), so that the ownership transfer of a line the consumer last read overlaps
-    /// the application's work instead of stalling the next push. No effect on correctness.
-    #[inline(always)]
-    pub fn prefetch_ahead(&self, ahead: usize) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        {
-            let i = self.tail.wrapping_add(ahead) & self.shared.mask;
-            let p = self.shared.slots.as_ptr().wrapping_add(i);
-            // SAFETY: `prefetchw` never faults and has no architectural effect (a NOP on CPUs
-            // without it); `p` points into the slot array.
-            #[allow(unsafe_code)]
-            unsafe {
-                std::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-            }
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        let _ = ahead;
-    }
-
     /// Records written and not yet known to be consumed (an upper bound; no shared access).
     #[inline]
     pub fn approx_len(&self) -> usize {
@@ -335,7 +315,6 @@ mod tests {
         assert!(p.reserve(5).is_some());
         c.drain(|v| got.push(v));
         assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
-        p.prefetch_ahead(3);
     }
 
     #[test]
