@@ -1,0 +1,286 @@
+//! The tracing services' SYCL/UR backend (`services_bridge.rs`) against Intel's real SYCL
+//! runtime (2026.2, OpenCL CPU device, from the project venv), with C tools loaded through
+//! `OFFTRACE_TOOLS` into W4 (`shared/workloads/sycl/w4_usm_multiqueue.py`).
+//!
+//! Needs the venv (`scripts/setup-sycl.sh`): `OFFTRACE_SYCL_VENV`, default `<workspace>/.venv`.
+//! Without it these tests fail with a message, unless `OFFTRACE_SKIP_SYCL=1`. The tools are
+//! compiled with `cc` against `offtrace-capi/include` only: their `offtrace_*` references bind
+//! at load time to the agent, which the loader makes `RTLD_GLOBAL` before it opens them.
+//!
+//! - `print_calls_prints_w4_ur_calls_with_decoded_arguments`: `examples/c/print_calls.c` prints
+//!   every UR call with its arguments; one `[UR_API]` block per `ur.call` begin in the trace
+//!   recorded by the same process; `urEnqueueUSMMemcpy` shows `hQueue`, `blocking`, `pDst`,
+//!   `pSrc`, `size = 65536`.
+//! - `w4_kernel_dispatches_list_their_usm_allocations`: `tests/c/services_check.c` subscribes
+//!   every kind; enter/exit pairs match per thread (LIFO, same correlation id); records inside
+//!   a UR call carry its correlation id; the two `axpy` dispatches list exactly their two
+//!   USM device allocations (y = argument 0, x = argument 1, 65536 bytes each), which the
+//!   tool saw reported by `urUSMDeviceAlloc`; allocation counts equal the trace's UR calls.
+//! - `discard_buffer_reports_every_ur_call_as_delivered_or_dropped`: `examples/c/discard_buffer.c`:
+//!   delivered + dropped = the trace's `ur.call` begin count, per-function counts equal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use offtrace_format::{Record, TraceReader, UserData};
+
+/// `function_with_args_begin`.
+const TT_FUNCTION_BEGIN: u16 = 28;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+fn venv() -> Option<PathBuf> {
+    let v = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
+    if v.join("bin/python").exists() && v.join("lib/libxptifw.so.1").exists() {
+        return Some(v);
+    }
+    if std::env::var("OFFTRACE_SKIP_SYCL").is_ok_and(|s| s == "1") {
+        eprintln!("skipping: no SYCL venv at {} (OFFTRACE_SKIP_SYCL=1)", v.display());
+        return None;
+    }
+    panic!(
+        "no SYCL venv at {} (python + lib/libxptifw.so.1): run scripts/setup-sycl.sh, set OFFTRACE_SYCL_VENV, \
+         or set OFFTRACE_SKIP_SYCL=1 to skip",
+        v.display()
+    );
+}
+
+fn shared() -> PathBuf {
+    std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
+}
+
+/// The agent cdylib, (re)built into this test's target directory and profile (`cargo test`
+/// builds the crate as an rlib for the harness and does not refresh the cdylib itself).
+fn agent() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test exe");
+            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+            let target_dir = profile_dir.parent().expect("target dir");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| option_env!("CARGO").unwrap_or("cargo").to_owned());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-q", "-p", "offtrace-agent", "--lib"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(workspace());
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("run cargo build");
+            assert!(st.success(), "cargo build -p offtrace-agent failed");
+            let so = profile_dir.join("libofftrace_agent.so");
+            assert!(so.exists(), "{} not built", so.display());
+            so
+        })
+        .clone()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("offtrace-services-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// Compiles a tool against the C API header only (strict warnings, as in the capi tests).
+fn tool(src: &Path, dir: &Path) -> PathBuf {
+    let so = dir.join(format!("lib{}.so", src.file_stem().and_then(|s| s.to_str()).expect("name")));
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC", "-I"])
+        .arg(workspace().join("crates/offtrace-capi/include"))
+        .arg(src)
+        .arg("-o")
+        .arg(&so)
+        .arg("-lpthread")
+        .output()
+        .expect("run cc");
+    assert!(out.status.success(), "cc {} failed:\n{}", src.display(), String::from_utf8_lossy(&out.stderr));
+    so
+}
+
+/// Runs W4 under the agent with `tool` loaded; returns (stdout + stderr, trace path).
+fn run_w4(venv: &Path, tool: &Path, dir: &Path) -> (String, PathBuf) {
+    let trace = dir.join("w4.offtrace");
+    let out = Command::new(venv.join("bin/python"))
+        .arg(shared().join("workloads/sycl/w4_usm_multiqueue.py"))
+        .env("LD_LIBRARY_PATH", venv.join("lib"))
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .env("XPTI_TRACE_ENABLE", "1")
+        .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
+        .env("XPTI_SUBSCRIBERS", agent())
+        .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
+        .env("OFFTRACE_TOOLS", tool)
+        .env("OFFTRACE_OUTPUT", &trace)
+        .current_dir(dir)
+        .output()
+        .expect("run W4");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "W4 failed:\n{text}");
+    assert!(text.contains("W4 [1. 3. 5. 7.]"), "W4 result missing:\n{text}");
+    (text, trace)
+}
+
+/// `ur.call` begin notifications in the trace, per function name.
+fn ur_begins(path: &Path) -> BTreeMap<String, u64> {
+    let reader = TraceReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut strings = BTreeMap::new();
+    let mut streams = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for r in reader {
+        match r.unwrap_or_else(|e| panic!("read {}: {e}", path.display())) {
+            Record::String { id, text } => {
+                strings.insert(id, text);
+            }
+            Record::Stream { id, name, .. } => {
+                streams.insert(id, strings.get(&name).cloned().unwrap_or_default());
+            }
+            Record::Notification(n) if n.trace_type == TT_FUNCTION_BEGIN => {
+                if !streams.get(&n.stream).is_some_and(|s| s.starts_with("ur.call")) {
+                    continue;
+                }
+                if let UserData::FunctionWithArgs { name, .. } = n.user_data {
+                    *out.entry(strings.get(&name).cloned().unwrap_or_default()).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let i = line.find(&format!("{key}=")).unwrap_or_else(|| panic!("no {key}= in {line:?}")) + key.len() + 1;
+    line[i..].split_whitespace().next().unwrap_or("")
+}
+
+#[test]
+fn print_calls_prints_w4_ur_calls_with_decoded_arguments() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("print-calls");
+    let so = tool(&workspace().join("examples/c/print_calls.c"), &dir);
+    let (out, trace) = run_w4(&venv, &so, &dir);
+    let begins: u64 = ur_begins(&trace).values().sum();
+    let blocks = out.lines().filter(|l| l.starts_with("[UR_API] ")).count() as u64;
+    assert!(begins > 200, "too few UR calls in the trace: {begins}");
+    assert_eq!(blocks, begins, "one printed UR call per ur.call begin in the trace");
+    // A memcpy block: header, then one line per argument with type, name and decoded value.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("[UR_API] urEnqueueUSMMemcpy -> 0 "))
+        .unwrap_or_else(|| panic!("no urEnqueueUSMMemcpy:\n{out}"));
+    let args = &lines[at + 1..at + 9];
+    let want = [
+        ("hQueue", "0x"),
+        ("blocking", ""),
+        ("pDst", "0x"),
+        ("pSrc", "0x"),
+        ("size", "65536"),
+        ("numEventsInWaitList", ""),
+        ("phEventWaitList", ""),
+        ("phEvent", "0x"),
+    ];
+    for (i, (line, (name, value))) in args.iter().zip(want).enumerate() {
+        let (lhs, rhs) = line.split_once(" = ").unwrap_or_else(|| panic!("argument line {line:?}"));
+        assert!(lhs.trim_start().starts_with(&format!("{i}:")) && lhs.trim_end().ends_with(name), "{line:?}");
+        assert!(rhs.starts_with(value), "{line:?}");
+    }
+    assert!(matches!(args[1].rsplit(" = ").next(), Some("true" | "false")), "blocking is a bool: {:?}", args[1]);
+    // Kernel dispatches, with the kernel's own name.
+    assert_eq!(out.matches("[KERNEL_DISPATCH] axpy").count(), 2, "{out}");
+}
+
+#[test]
+fn w4_kernel_dispatches_list_their_usm_allocations() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("check");
+    let so = tool(&workspace().join("crates/offtrace-agent/tests/c/services_check.c"), &dir);
+    let (out, trace) = run_w4(&venv, &so, &dir);
+    let begins = ur_begins(&trace);
+    let kinds: BTreeMap<&str, (u64, u64, u64, u64, u64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("kind "))
+        .map(|l| {
+            let n = |k: &str| field(l, k).parse::<u64>().expect("count");
+            (l.split_whitespace().next().unwrap_or(""), (n("enter"), n("exit"), n("instant"), n("load"), n("unload")))
+        })
+        .collect();
+    let k = |name: &str| *kinds.get(name).unwrap_or_else(|| panic!("no kind {name}:\n{out}"));
+    // Pairs: every enter has its exit, LIFO on its thread, same correlation id.
+    let summary = out.lines().find(|l| l.starts_with("unmatched_exit=")).unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(summary, "unmatched_exit=0 open_at_end=0 foreign_correlation=0", "{out}");
+    let ur_total: u64 = begins.values().sum();
+    assert_eq!(k("UR_API").0, ur_total, "UR_API enters = ur.call begins in the trace");
+    assert_eq!(k("UR_API").1, ur_total, "UR_API exits = ur.call begins in the trace");
+    assert!(k("TASK_GRAPH").0 > 0 && k("TASK_GRAPH").0 == k("TASK_GRAPH").1, "{:?}", k("TASK_GRAPH"));
+    assert!(k("SYNC").0 > 0 && k("SYNC").0 == k("SYNC").1, "{:?}", k("SYNC"));
+    assert_eq!(k("KERNEL_DISPATCH").2, begins["urEnqueueKernelLaunchWithArgsExp"]);
+    assert_eq!(k("MEMORY_COPY").2, begins["urEnqueueUSMMemcpy"]);
+    assert_eq!(k("MEMORY_FILL").2, begins["urEnqueueUSMFill"]);
+    let allocs = ["urUSMDeviceAlloc", "urUSMHostAlloc", "urUSMSharedAlloc"].iter().map(|f| begins.get(*f).copied().unwrap_or(0)).sum::<u64>();
+    assert_eq!(k("MEMORY_ALLOC").2, allocs + begins.get("urUSMFree").copied().unwrap_or(0), "alloc + free records");
+    assert!(k("SYCL_QUEUE").2 >= 4, "queue create/destroy: {:?}", k("SYCL_QUEUE"));
+    assert!(k("CODE_OBJECT").3 >= 2, "program + kernel loads: {:?}", k("CODE_OBJECT"));
+
+    // Allocations the tool saw reported (MEMORY_ALLOC, inside the UR alloc call).
+    let mut device_allocs = Vec::new();
+    for l in out.lines().filter(|l| l.starts_with("alloc ptr=")) {
+        let inside: u32 = field(l, "inside").parse().expect("inside");
+        let ty: u32 = field(l, "type").parse().expect("type");
+        // urUSMHostAlloc 107 → HOST 1, urUSMDeviceAlloc 108 → DEVICE 2, urUSMSharedAlloc 109 → SHARED 3.
+        assert_eq!(inside - 106, ty, "type matches the UR allocation function: {l}");
+        if ty == 2 {
+            device_allocs.push((field(l, "ptr").to_owned(), field(l, "size").parse::<u64>().expect("size")));
+        }
+    }
+    // The two axpy dispatches: arguments (y, x, a); y and x are dpnp arrays of 16384 float32
+    // on the queue's device: urUSMDeviceAlloc of 65536 bytes each.
+    let lines: Vec<&str> = out.lines().collect();
+    let dispatches: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
+    assert_eq!(dispatches.len(), 2, "{out}");
+    let mut bases = Vec::new();
+    for &i in &dispatches {
+        let d = lines[i];
+        assert_eq!(field(d, "name"), "axpy", "{d}");
+        assert_eq!(field(d, "corr"), field(d, "ur_corr"), "dispatch carries its UR launch's correlation id: {d}");
+        assert_eq!(field(d, "args"), "3", "{d}");
+        assert_eq!(field(d, "allocs"), "2", "{d}");
+        for (arg, l) in lines[i + 1..i + 3].iter().enumerate() {
+            assert_eq!(field(l, "arg"), arg.to_string(), "{l}");
+            assert_eq!(field(l, "size"), "65536", "{l}");
+            assert_eq!(field(l, "type"), "2", "device: {l}");
+            let base = field(l, "base").to_owned();
+            assert!(device_allocs.iter().any(|(p, s)| *p == base && *s == 65536), "{base} was not a urUSMDeviceAlloc of 65536: {out}");
+            bases.push(base);
+        }
+    }
+    bases.sort();
+    bases.dedup();
+    assert_eq!(bases.len(), 4, "four distinct arrays (y, x on q1; y2, x2 on q2): {bases:?}");
+    eprintln!("{}", lines.iter().filter(|l| l.starts_with("dispatch") || l.starts_with("  alloc")).copied().collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn discard_buffer_reports_every_ur_call_as_delivered_or_dropped() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("discard");
+    let so = tool(&workspace().join("examples/c/discard_buffer.c"), &dir);
+    let (out, trace) = run_w4(&venv, &so, &dir);
+    let begins = ur_begins(&trace);
+    let line = out.lines().find(|l| l.starts_with("discard_buffer: ")).unwrap_or_else(|| panic!("no report:\n{out}"));
+    let n = |k: &str| field(line, k).parse::<u64>().expect("count");
+    assert_eq!(n("delivered") + n("dropped"), begins.values().sum::<u64>(), "{line}");
+    assert_eq!(n("dropped"), n("dropped_total"), "{line}");
+    if n("dropped") == 0 {
+        // Every record was delivered: the per-function counts are the trace's.
+        for (name, count) in &begins {
+            let row = out.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()));
+            let got = row.and_then(|r| r.split_whitespace().nth(1)).and_then(|c| c.parse::<u64>().ok());
+            assert_eq!(got, Some(*count), "{name}:\n{out}");
+        }
+    }
+}
