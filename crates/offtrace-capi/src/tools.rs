@@ -10,7 +10,7 @@
 //! reverse load order; a tool may finalize itself early through `client_finalize(client_id)`.
 //!
 //! The agent calls [`load_tools_from_env`] at startup (`OFFTRACE_TOOLS`, paths separated by
-//! `:`; `offtrace record --tool LIB` sets it) and [`finalize_tools`] before it writes the end of
+//! `,` or `:`; `offtrace record --tool LIB` sets it) and [`finalize_tools`] before it writes the end of
 //! the trace. Before it opens a tool, the loader promotes the library that contains it (the
 //! agent, or `libofftrace.so`) to `RTLD_GLOBAL`, so a tool's `offtrace_*` references bind to
 //! the one copy of the services that the backends emit into, even when the tool is linked
@@ -147,13 +147,13 @@ fn finalize_one(handle: u32) {
     }
 }
 
-/// Loads every tool in `spec` (paths separated by `:`), in order. Returns how many initialised
+/// Loads every tool in `spec` (paths separated by `,` or `:`), in order. Returns how many initialised
 /// (a tool whose `offtrace_configure` returns NULL declines and is not counted). Stops at the
 /// first error; tools loaded before it stay loaded.
 pub fn load_tools(spec: &str) -> Result<usize, ToolError> {
     promote_self_to_global();
     let mut count = 0;
-    for path in spec.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+    for path in spec.split([',', ':']).map(str::trim).filter(|p| !p.is_empty()) {
         if load_one(path)? {
             count += 1;
         }
@@ -239,7 +239,7 @@ pub fn loaded_tools() -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Loads the tools in `paths` (`:`-separated; NULL = the `OFFTRACE_TOOLS` environment variable)
+/// Loads the tools in `paths` (`,`- or `:`-separated; NULL = the `OFFTRACE_TOOLS` environment variable)
 /// and initialises them. `OFFTRACE_STATUS_ERROR_TOOL_LOAD` when one cannot be loaded or fails
 /// to initialise (the reason goes to stderr).
 ///

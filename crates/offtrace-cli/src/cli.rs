@@ -57,6 +57,10 @@ pub struct RecordArgs {
     /// The agent library [default: $OFFTRACE_AGENT, else libofftrace_agent.so next to offtrace].
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
+    /// A tracing-services tool library to load into the program (repeatable; sets
+    /// OFFTRACE_TOOLS). See docs/services.md.
+    #[arg(long = "tool", value_name = "LIB")]
+    pub tools: Vec<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub program: Vec<OsString>,
@@ -114,6 +118,7 @@ pub struct RecordConfig {
     pub runtime: Option<PathBuf>,
     pub dispatcher: DispatcherChoice,
     pub agent: Option<PathBuf>,
+    pub tools: Vec<PathBuf>,
     pub program: Vec<OsString>,
 }
 
@@ -136,6 +141,7 @@ impl RecordArgs {
             runtime: self.runtime,
             dispatcher,
             agent: self.agent,
+            tools: self.tools,
             program: self.program,
         })
     }

@@ -146,9 +146,30 @@ fn prepend_path(var: &str, dir: &Path) -> OsString {
     v
 }
 
+/// `OFFTRACE_TOOLS` for `--tool` libraries: absolute paths, comma-separated (None: no tools).
+pub fn tools_env(tools: &[PathBuf]) -> anyhow::Result<Option<OsString>> {
+    let mut v = OsString::new();
+    for (i, t) in tools.iter().enumerate() {
+        if !t.is_file() {
+            bail!("--tool {}: no such file", t.display());
+        }
+        let abs = t.canonicalize().with_context(|| format!("--tool {}", t.display()))?;
+        let text = abs.to_str().with_context(|| format!("--tool {}: path is not UTF-8", abs.display()))?;
+        if text.contains(',') {
+            bail!("--tool {}: path contains ',', the OFFTRACE_TOOLS separator", abs.display());
+        }
+        if i > 0 {
+            v.push(",");
+        }
+        v.push(text);
+    }
+    Ok((!tools.is_empty()).then_some(v))
+}
+
 pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let Some(program) = cfg.program.first() else { bail!("no program given: offtrace record -- CMD [ARGS...]") };
     let program_path = find_program(program)?;
+    let tools = tools_env(&cfg.tools)?;
     let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
     let output_abs = check_writable(&output)?;
     let lib = find_runtime(cfg.runtime.as_deref())?;
@@ -168,6 +189,9 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DETAIL", cfg.detail)
         .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
+    if let Some(t) = tools {
+        cmd.env("OFFTRACE_TOOLS", t);
+    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),

@@ -322,3 +322,39 @@ fn record_missing_dispatcher() {
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("XPTI dispatcher not found: /nonexistent/libxptifw.so"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn record_missing_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.offtrace");
+    let o = record(&["--tool", "/nonexistent/libtool.so", "-o", out.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--tool /nonexistent/libtool.so: no such file"), "{}", text(&o.stderr));
+    assert!(!out.exists(), "no file left behind");
+}
+
+#[test]
+fn record_tools_set_offtrace_tools_absolute_comma_separated() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let (a, b) = (dir.path().join("liba.so"), dir.path().join("libb.so"));
+    std::fs::write(&a, b"").unwrap();
+    std::fs::write(&b, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let seen = dir.path().join("tools");
+    let script = format!("printf '%s' \"$OFFTRACE_TOOLS\" > {}", seen.display());
+    let o = offtrace()
+        .current_dir(dir.path())
+        .arg("record")
+        .args(["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--tool", "liba.so", "--tool", b.to_str().unwrap(), "--", "sh", "-c", &script])
+        .env_remove("OFFTRACE_SYCL_RUNTIME")
+        .env_remove("OFFTRACE_AGENT")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let want = format!("{},{}", a.canonicalize().unwrap().display(), b.canonicalize().unwrap().display());
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), want);
+}

@@ -480,7 +480,7 @@ int32_t offtrace_marker_range_push(const char* message);
 int32_t offtrace_marker_range_pop(void);
 
 /**
- * Loads the tools in paths (:-separated; NULL = the OFFTRACE_TOOLS environment variable)
+ * Loads the tools in paths (,- or :-separated; NULL = the OFFTRACE_TOOLS environment variable)
  * and initialises them. OFFTRACE_STATUS_ERROR_TOOL_LOAD when one cannot be loaded or fails
  * to initialise (the reason goes to stderr).
  *
