@@ -142,7 +142,8 @@ impl<T: Copy + Send> Producer<T> {
                 return None;
             }
         }
-        Some(Reservation { producer: self, max })
+        let (tail, mask, slots) = (self.tail, self.shared.mask, self.shared.slots.as_ptr());
+        Some(Reservation { producer: self, slots, tail, mask, max })
     }
 
     /// Records written and not yet known to be consumed (an upper bound; no shared access).
@@ -162,6 +163,11 @@ impl<T: Copy + Send> Producer<T> {
 #[derive(Debug)]
 pub struct Reservation<'a, T> {
     producer: &'a mut Producer<T>,
+    /// Copies of the slot array's address, the producer's tail and the mask, so that `set`
+    /// keeps them in registers (otherwise reloaded after every slot store, which could alias).
+    slots: *const UnsafeCell<MaybeUninit<T>>,
+    tail: usize,
+    mask: usize,
     max: usize,
 }
 
@@ -178,11 +184,11 @@ impl<T: Copy + Send> Reservation<'_, T> {
         if i >= self.max {
             return;
         }
-        let p = &*self.producer;
-        let idx = p.tail.wrapping_add(i) & p.shared.mask;
-        // SAFETY: `idx <= mask` and `slots.len() == mask + 1`.
+        let idx = self.tail.wrapping_add(i) & self.mask;
+        // SAFETY: `idx <= mask` and the slot array (kept alive by the borrowed producer's
+        // `Arc`) has `mask + 1` elements.
         #[allow(unsafe_code)]
-        let slot = unsafe { p.shared.slots.get_unchecked(idx) };
+        let slot = unsafe { &*self.slots.add(idx) };
         // SAFETY: as in `push`: slot `tail + i` (i < max) is outside [head, tail) (checked by
         // `reserve`) and not visible to the consumer before `commit`'s Release store; we are the
         // only producer (`reserve` borrows the `Producer` mutably).
