@@ -81,6 +81,7 @@ impl Default for StrSlot {
 
 /// Per-thread caches in front of the [`Interner`]. Allocated once per thread (cold).
 pub struct ThreadCaches {
+    last_payload: PayloadSlot,
     payloads: Box<[PayloadSlot; PAYLOAD_SLOTS]>,
     sets: Box<[SetSlot; SET_SLOTS]>,
     /// Static strings by address.
@@ -108,6 +109,7 @@ impl ThreadCaches {
     #[cold]
     pub fn new() -> Self {
         Self {
+            last_payload: PayloadSlot::default(),
             payloads: Box::new([PayloadSlot::default(); PAYLOAD_SLOTS]),
             sets: Box::new([SetSlot::default(); SET_SLOTS]),
             strs: Box::new([StrSlot::default(); STR_SLOTS]),
@@ -206,6 +208,23 @@ unsafe fn payload_id(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: &offtrace_xpti:
     // Pointer identity + line/column + uid.p2: the runtime's payload strings are interned by the
     // dispatcher (stable addresses), so a hit never needs to re-read them.
     let key = (p.name as usize, p.source_file as usize, p.line_no, p.column_no, p.uid.p2);
+    // The last payload seen on this thread first (the one UR event, a repeated SYCL operation):
+    // no hashing.
+    if caches.last_payload.key == key && caches.last_payload.id.0 != 0 {
+        return caches.last_payload.id;
+    }
+    let id = payload_id_slot(ctx, caches, p, key);
+    caches.last_payload = PayloadSlot { key, id };
+    id
+}
+
+#[inline]
+fn payload_id_slot(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    p: &offtrace_xpti::abi::Payload,
+    key: (usize, usize, u32, u32, u64),
+) -> PayloadId {
     let h = mix(mix(mix(key.0 as u64, key.1 as u64), u64::from(key.2) << 32 | u64::from(key.3)), key.4);
     let slot = &mut caches.payloads[(h >> 56) as usize % PAYLOAD_SLOTS];
     if slot.key == key && slot.id.0 != 0 {
