@@ -814,7 +814,8 @@ unsafe fn sycl(raw: &Raw) {
 /// `e` is a live event of the current callback.
 unsafe fn remember_task(d: &Dispatcher, e: &TraceEventData, instance: u64) {
     let _ = TASK.try_with(|t| {
-        let mut name = t.name.borrow_mut();
+        // Busy only if a tool's dispatch callback started a SYCL task from inside it.
+        let Ok(mut name) = t.name.try_borrow_mut() else { return };
         name[0] = 0;
         // SAFETY: forwarded.
         unsafe {

@@ -311,3 +311,28 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
     assert!(err.contains("truncated") || err.contains("did not finish") || err.contains("unfinished"), "a warning says the trace is incomplete: {err}");
 }
+
+#[test]
+fn record_with_tool_loads_print_calls_into_w4() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("tool");
+    let so = dir.join("libprint_calls.so");
+    let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC", "-I"])
+        .arg(workspace().join("crates/offtrace-capi/include"))
+        .arg(workspace().join("examples/c/print_calls.c"))
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc print_calls.c failed");
+    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let trace = dir.join("w4.offtrace");
+    let (code, stdout, stderr) =
+        record(&venv, &trace, &["--tool", so.to_str().expect("utf8")], &[w4.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("[UR_API] urEnqueueUSMMemcpy -> 0"), "{stdout}");
+    assert_eq!(stdout.matches("[KERNEL_DISPATCH] axpy").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("size: 65536 argIndex: 1 type: DEVICE").count(), 2, "{stdout}");
+    assert!(trace.exists(), "the trace is still written");
+}
