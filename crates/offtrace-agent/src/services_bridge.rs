@@ -310,7 +310,8 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
-    let mut p = ApiCallPayload::new(f.function_id, &[]);
+    // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
+    let mut p = ApiCallPayload { function_id: f.function_id, arg_count: 0, result: 0, has_result: 0, args: [0; offtrace_core::MAX_ARGS] };
     if !f.args_data.is_null() {
         let params = f.args_data.cast::<*const u8>();
         let n = func.params.len().min(offtrace_core::MAX_ARGS);
