@@ -857,6 +857,81 @@ mod tests {
         assert_eq!(kc.args[1].format, ArgFormat::CString);
     }
 
+    /// 70 nested UR calls on one thread, ended in reverse order except two swapped: every
+    /// delivered enter gets its exit (the services deliver at most 64 open calls per thread:
+    /// the 6 deeper ones are not delivered at all), and the effects of `urUSMDeviceAlloc` /
+    /// `urUSMFree` reach the allocation table.
+    #[test]
+    fn nested_calls_pair_beyond_the_stack_and_allocations_are_tracked() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU64;
+        let _ = register_kind_operations(Kind::UrApi, ur_operations());
+        let (enters, exits) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let ctx = offtrace_core::create_context().expect("context");
+        let (e, x) = (enters.clone(), exits.clone());
+        offtrace_core::configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _| {
+            let c = if r.phase == Phase::Enter as u32 { &e } else { &x };
+            c.fetch_add(1, Ordering::Relaxed);
+        })
+        .expect("configure");
+        offtrace_core::start_context(ctx).expect("start");
+
+        // urUSMDeviceAlloc(hContext, hDevice, pUSMDesc, pool, size, ppMem)
+        let alloc = ur::function_by_name("urUSMDeviceAlloc").expect("alloc");
+        let (h, size, mem) = (0x10u64, 4096u64, 0x7000_0000u64);
+        let pp_mem = &mem as *const u64 as u64;
+        let params: [*const c_void; 6] = [
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&size as *const u64).cast(),
+            (&pp_mem as *const u64).cast(),
+        ];
+        let ok: i32 = 0;
+        let fwa = FunctionWithArgs {
+            function_id: alloc.id,
+            function_name: c"urUSMDeviceAlloc".as_ptr(),
+            args_data: params.as_ptr().cast_mut().cast(),
+            ret_data: (&ok as *const i32).cast_mut().cast(),
+            user_data: std::ptr::null_mut(),
+        };
+        let raw = |trace_type, instance| Raw {
+            trace_type,
+            parent: std::ptr::null(),
+            event: std::ptr::null(),
+            instance,
+            user_data: (&fwa as *const FunctionWithArgs).cast(),
+        };
+        set_active(true);
+        for i in 1..=70 {
+            on_notification(StreamKind::UrCall, &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
+        }
+        let mut order: Vec<u64> = (1..=70).rev().collect();
+        order.swap(10, 11);
+        for i in order {
+            on_notification(StreamKind::UrCall, &raw(tt::FUNCTION_WITH_ARGS_END, i));
+        }
+        assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
+        // urUSMFree(hContext, pMem)
+        let free = ur::function_by_name("urUSMFree").expect("free");
+        let free_params: [*const c_void; 2] = [(&h as *const u64).cast(), (&mem as *const u64).cast()];
+        let ffree = FunctionWithArgs {
+            function_id: free.id,
+            function_name: c"urUSMFree".as_ptr(),
+            args_data: free_params.as_ptr().cast_mut().cast(),
+            ..fwa
+        };
+        let begin = Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
+        on_notification(StreamKind::UrCall, &begin);
+        on_notification(StreamKind::UrCall, &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
+        set_active(false);
+        offtrace_core::destroy_context(ctx).expect("destroy");
+        assert_eq!(offtrace_core::lookup_allocation(mem), None);
+        assert_eq!((enters.load(Ordering::Relaxed), exits.load(Ordering::Relaxed)), (65, 65));
+        assert_eq!(OPEN.with(|o| o.borrow().len), 0);
+    }
+
     #[test]
     fn kernel_args_from_launch_properties() {
         let value: u32 = 7;
