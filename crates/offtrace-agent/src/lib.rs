@@ -19,7 +19,8 @@
 //! calling thread's ring; definitions are interned process-wide (`interner.rs`). The last
 //! `xptiTraceFinish` (else the agent's ELF destructor at exit) writes the end of the trace.
 //! Environment knobs: `config.rs`. Reading a trace: `cargo run -p offtrace-agent --example
-//! otdump -- FILE`.
+//! otdump -- FILE`. Tracing-services tools (`OFFTRACE_TOOLS`) are loaded at the first
+//! `xptiTraceInit` and fed by `services_bridge.rs` from the same notifications.
 //!
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 

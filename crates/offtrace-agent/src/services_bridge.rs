@@ -24,7 +24,8 @@
 //!
 //! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
 //! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
-//! `instance` (identical for begin and end, sycl-runtime.md §7), at most [`MAX_OPEN`] deep.
+//! `instance` (identical for begin and end, sycl-runtime.md §7); the services themselves deliver
+//! at most 64 open calls per thread, and [`MAX_OPEN`] matches.
 //!
 //! Cost: with no tool loaded, [`on_notification`] is one relaxed load and a branch.
 
