@@ -21,6 +21,8 @@
 //! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
 //! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
 //! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
+//! | without UR calls: `mem_alloc_end` / `mem_release_begin` (USM) | `MEMORY_ALLOC` (HOST or UNKNOWN) |
+//! | without UR calls: sycl `task_end` of a kernel command group | `KERNEL_DISPATCH` (VERBOSE `arg<N>` values) |
 //!
 //! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
 //! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
@@ -48,6 +50,7 @@ use offtrace_xpti::ur::{self, ParamKind};
 
 use crate::decode::{Raw, StreamKind};
 use crate::dispatcher::Dispatcher;
+use crate::safe_read;
 
 /// Open calls (UR calls, tasks, waits) kept per thread; deeper ones are not paired.
 pub const MAX_OPEN: usize = 64;
@@ -55,6 +58,9 @@ pub const MAX_OPEN: usize = 64;
 /// Whether any tool listens: the only thing the disabled path reads.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static DISPATCHER: OnceLock<Dispatcher> = OnceLock::new();
+/// A `ur.call` notification arrived: UR calls drive allocations and dispatches. Until one does
+/// (no `UR_LAYER_TRACING`, or `OFFTRACE_UR_CALLS=0`) the SYCL streams stand in for them.
+static UR_SEEN: AtomicBool = AtomicBool::new(false);
 
 /// `ur_function_t` values the bridge maps to other kinds.
 mod urf {
@@ -172,6 +178,9 @@ unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
                 ur_call(raw, raw.trace_type == tt::FUNCTION_WITH_ARGS_END);
             }
             (StreamKind::Sycl, _) => sycl(raw),
+            (StreamKind::MemAlloc, tt::MEM_ALLOC_END | tt::MEM_RELEASE_BEGIN) if !UR_SEEN.load(Ordering::Relaxed) => {
+                usm_without_ur(raw);
+            }
             _ => {}
         }
     }
@@ -202,12 +211,23 @@ const NAME_CAP: usize = 256;
 struct PendingTask {
     instance: Cell<u64>,
     name: RefCell<[u8; NAME_CAP]>,
+    /// A UR launch inside this task reported the dispatch.
+    dispatched: Cell<bool>,
+    /// Without UR calls: the task's VERBOSE `arg<N>` values and global size.
+    args: RefCell<([u64; MAX_KERNEL_ARGS], u32, [u64; 3])>,
 }
 
 thread_local! {
     // Const-initialised, no destructor: usable on runtime threads that outlive `main`.
     static OPEN: RefCell<OpenCalls> = const { RefCell::new(OpenCalls { len: 0, entries: [const { None }; MAX_OPEN] }) };
-    static TASK: PendingTask = const { PendingTask { instance: Cell::new(0), name: RefCell::new([0; NAME_CAP]) } };
+    static TASK: PendingTask = const {
+        PendingTask {
+            instance: Cell::new(0),
+            name: RefCell::new([0; NAME_CAP]),
+            dispatched: Cell::new(false),
+            args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
+        }
+    };
 }
 
 fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
@@ -307,6 +327,11 @@ unsafe fn read_out(p: u64) -> u64 {
 /// # Safety
 /// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
 unsafe fn ur_call(raw: &Raw, end: bool) {
+    if !UR_SEEN.load(Ordering::Relaxed) {
+        // Relaxed: a one-way flag; a notification racing with the first store may still take
+        // the SYCL-only path once.
+        UR_SEEN.store(true, Ordering::Relaxed);
+    }
     // SAFETY: contract.
     let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
     // SAFETY: the runtime passes its function name as a C string.
@@ -623,6 +648,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
+    let _ = TASK.try_with(|t| t.dispatched.set(true));
     let mut own = [0u8; NAME_CAP];
     if kernel_name(a[1], &mut own) {
         k.kernel_name = own.as_ptr().cast();
@@ -645,6 +671,13 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Key {
     KernelName,
+    /// `arg<N>`: an `offload_kernel_arg_data_t` (VERBOSE).
+    Arg(u8),
+    /// `enqueue_kernel_data`: an `offload_kernel_enqueue_data_t` (VERBOSE).
+    EnqueueKernelData,
+    MemoryPtr,
+    MemorySize,
+    SyclDeviceName,
     QueueHandle,
     SyclDevice,
     SyclContext,
@@ -659,6 +692,13 @@ fn key_of(name: &[u8]) -> Key {
         b"sycl_device" => Key::SyclDevice,
         b"sycl_context" => Key::SyclContext,
         b"is_inorder" => Key::IsInorder,
+        b"enqueue_kernel_data" => Key::EnqueueKernelData,
+        b"memory_ptr" => Key::MemoryPtr,
+        b"memory_size" => Key::MemorySize,
+        b"sycl_device_name" => Key::SyclDeviceName,
+        [b'a', b'r', b'g', digits @ ..] if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) => {
+            Key::Arg(digits.iter().fold(0u8, |n, d| n * 10 + (d - b'0')))
+        }
         _ => Key::Other,
     }
 }
@@ -781,6 +821,9 @@ unsafe fn sycl(raw: &Raw) {
         tt::TASK_END => {
             let _ = TASK.try_with(|t| {
                 if t.instance.get() == raw.instance {
+                    if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
+                        dispatch_without_ur(t);
+                    }
                     t.instance.set(0);
                 }
             });
@@ -810,6 +853,72 @@ unsafe fn sycl(raw: &Raw) {
     }
 }
 
+/// The dispatch of a command group when no UR calls are traced: kernel name, VERBOSE `arg<N>`
+/// values and global size from the task's metadata; queue and kernel handles unknown (0).
+fn dispatch_without_ur(t: &PendingTask) {
+    let (Ok(name), Ok(args)) = (t.name.try_borrow(), t.args.try_borrow()) else { return };
+    let text = &name[..name.iter().position(|&c| c == 0).unwrap_or(0)];
+    // VERBOSE sends `enqueue_kernel_data` for kernels only; otherwise tell the runtime's own
+    // command-group names of non-kernel commands apart (sycl-runtime.md §5).
+    const NOT_KERNELS: [&[u8]; 7] = [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
+    let kernel = args.2 != [0; 3] || !NOT_KERNELS.iter().any(|p| text.starts_with(p));
+    if text.is_empty() || !kernel {
+        return;
+    }
+    let mut k = KernelDispatchPayload {
+        kernel_name: name.as_ptr().cast(),
+        kernel_arg_count: args.1,
+        kernel_args: args.0,
+        global_size: args.2,
+        work_dim: args.2.iter().rposition(|&g| g > 1).map_or(1, |i| i as u32 + 1),
+        ..Default::default()
+    };
+    if args.2 == [0; 3] {
+        k.work_dim = 0;
+    }
+    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+}
+
+/// USM allocations and frees when no UR calls are traced: `sycl.experimental.mem_alloc`
+/// `mem_alloc_end` / `mem_release_begin` with `memory_ptr`, `memory_size`, `sycl_device_name`.
+/// Host memory is recognised (`"Host"`, or user data `"malloc_host"`); device and shared
+/// memory cannot be told apart there and are reported as UNKNOWN.
+///
+/// # Safety
+/// `raw` holds the arguments of a live `sycl.experimental.mem_alloc` notification.
+unsafe fn usm_without_ur(raw: &Raw) {
+    let Some(d) = DISPATCHER.get() else { return };
+    // SAFETY: a non-null event of a live callback is valid for the callback.
+    let Some(e) = (unsafe { raw.event.as_ref() }) else { return };
+    let (mut ptr, mut size, mut host) = (0u64, 0u64, false);
+    // SAFETY: `e` is live.
+    unsafe {
+        for_metadata(d, e, |k, o| match k {
+            Key::MemoryPtr => ptr = object_u64(o),
+            Key::MemorySize => size = object_u64(o),
+            Key::SyclDeviceName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
+                // SAFETY: the object holds `size` bytes at `data`.
+                host = std::slice::from_raw_parts(o.data.cast::<u8>(), o.size) == b"Host";
+            }
+            _ => {}
+        })
+    };
+    if raw.trace_type == tt::MEM_RELEASE_BEGIN {
+        if ptr != 0 {
+            emit_memory_free(ptr);
+        }
+        return;
+    }
+    if !raw.user_data.is_null() {
+        let mut b = [0u8; 12];
+        // Defensive: the user data is a C string for USM notifications (sycl-runtime.md §5).
+        let n = safe_read::read_bytes(raw.user_data as usize, &mut b);
+        host |= n >= 12 && &b[..12] == b"malloc_host\0";
+    }
+    let memory_type = if host { MemoryType::Host } else { MemoryType::Unknown };
+    alloc(ptr, size, memory_type, 0);
+}
+
 /// Keeps the kernel name of the task starting on this thread, for the dispatch inside it.
 ///
 /// # Safety
@@ -818,18 +927,44 @@ unsafe fn remember_task(d: &Dispatcher, e: &TraceEventData, instance: u64) {
     let _ = TASK.try_with(|t| {
         // Busy only if a tool's dispatch callback started a SYCL task from inside it.
         let Ok(mut name) = t.name.try_borrow_mut() else { return };
+        let Ok(mut args) = t.args.try_borrow_mut() else { return };
         name[0] = 0;
+        *args = ([0; MAX_KERNEL_ARGS], 0, [0; 3]);
+        let ur_seen = UR_SEEN.load(Ordering::Relaxed);
         // SAFETY: forwarded.
         unsafe {
-            for_metadata(d, e, |k, o| {
-                if k == Key::KernelName && !o.data.is_null() && o.type_ == metadata_type::STRING {
+            for_metadata(d, e, |k, o| match k {
+                Key::KernelName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
                     let n = o.size.min(NAME_CAP - 1);
                     // SAFETY: the object holds `size` bytes at `data`.
                     std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), name.as_mut_ptr(), n);
                     name[n] = 0;
                 }
+                Key::Arg(i) if !ur_seen && usize::from(i) < MAX_KERNEL_ARGS && o.size >= 24 && !o.data.is_null() => {
+                    // offload_kernel_arg_data_t { int type; void* pointer; int size; int index }
+                    let mut b = [0u8; 24];
+                    // SAFETY: the object holds `size` ≥ 24 bytes at `data`.
+                    std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), b.as_mut_ptr(), 24);
+                    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+                    let (ty, ptr, size) = (b[0], word(8), u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])));
+                    // `pointer` points at the argument's value in the runtime's command group;
+                    // read it defensively (never a fault) for pointers (3) and small values.
+                    let v = if (ty == 3 || size <= 8) && ptr != 0 { safe_read::read_u64(ptr as usize).unwrap_or(0) } else { 0 };
+                    let v = if size > 0 && size < 8 { v & ((1u64 << (size * 8)) - 1) } else { v };
+                    args.0[usize::from(i)] = v;
+                    args.1 = args.1.max(u32::from(i) + 1);
+                }
+                Key::EnqueueKernelData if !ur_seen && o.size >= 24 && !o.data.is_null() => {
+                    // offload_kernel_enqueue_data_t { size_t global[3]; size_t local[3]; ... }
+                    for (j, g) in args.2.iter_mut().enumerate() {
+                        // SAFETY: the object holds ≥ 24 bytes at `data`.
+                        *g = o.data.cast::<u64>().add(j).read_unaligned();
+                    }
+                }
+                _ => {}
             })
         };
+        t.dispatched.set(false);
         t.instance.set(instance);
     });
 }

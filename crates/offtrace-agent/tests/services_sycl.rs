@@ -18,6 +18,9 @@
 //!   tool saw reported by `urUSMDeviceAlloc`; allocation counts equal the trace's UR calls.
 //! - `discard_buffer_reports_every_ur_call_as_delivered_or_dropped`: `examples/c/discard_buffer.c`:
 //!   delivered + dropped = the trace's `ur.call` begin count, per-function counts equal.
+//! - `without_ur_calls_verbose_sycl_metadata_gives_dispatches_and_allocations`: W4 without
+//!   `UR_LAYER_TRACING`, detail VERBOSE: allocations from `sycl.experimental.mem_alloc`, the two
+//!   kernel dispatches from the SYCL tasks with their `arg<N>` pointers matched to them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -104,15 +107,26 @@ fn tool(src: &Path, dir: &Path) -> PathBuf {
 
 /// Runs W4 under the agent with `tool` loaded; returns (stdout + stderr, trace path).
 fn run_w4(venv: &Path, tool: &Path, dir: &Path) -> (String, PathBuf) {
+    run_w4_with(venv, tool, dir, true, "normal")
+}
+
+/// [`run_w4`] with or without UR call tracing (`UR_ENABLE_LAYERS`) and a detail level.
+fn run_w4_with(venv: &Path, tool: &Path, dir: &Path, ur_calls: bool, detail: &str) -> (String, PathBuf) {
     let trace = dir.join("w4.offtrace");
-    let out = Command::new(venv.join("bin/python"))
+    let mut cmd = Command::new(venv.join("bin/python"));
+    if !ur_calls {
+        cmd.env_remove("UR_ENABLE_LAYERS");
+    } else {
+        cmd.env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING");
+    }
+    let out = cmd
         .arg(shared().join("workloads/sycl/w4_usm_multiqueue.py"))
         .env("LD_LIBRARY_PATH", venv.join("lib"))
         .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
         .env("XPTI_TRACE_ENABLE", "1")
         .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
         .env("XPTI_SUBSCRIBERS", agent())
-        .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
+        .env("OFFTRACE_DETAIL", detail)
         .env("OFFTRACE_TOOLS", tool)
         .env("OFFTRACE_OUTPUT", &trace)
         .current_dir(dir)
@@ -281,6 +295,32 @@ fn discard_buffer_reports_every_ur_call_as_delivered_or_dropped() {
             let row = out.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()));
             let got = row.and_then(|r| r.split_whitespace().nth(1)).and_then(|c| c.parse::<u64>().ok());
             assert_eq!(got, Some(*count), "{name}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn without_ur_calls_verbose_sycl_metadata_gives_dispatches_and_allocations() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("no-ur");
+    let so = tool(&workspace().join("crates/offtrace-agent/tests/c/services_check.c"), &dir);
+    let (out, trace) = run_w4_with(&venv, &so, &dir, false, "verbose");
+    assert!(ur_begins(&trace).is_empty(), "no UR calls without UR_LAYER_TRACING");
+    assert!(out.contains("kind UR_API enter=0 exit=0"), "{out}");
+    assert!(out.contains("unmatched_exit=0 open_at_end=0 foreign_correlation=0"), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let dispatches: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
+    // The SYCL task's kernel_name for dpctl's raw submit, and the VERBOSE arg<N> values.
+    assert_eq!(dispatches.len(), 2, "{out}");
+    for &i in &dispatches {
+        let d = lines[i];
+        assert_eq!(field(d, "name"), "DPCTLQueue_SubmitRange", "{d}");
+        assert_eq!((field(d, "args"), field(d, "allocs")), ("3", "2"), "{d}");
+        for (arg, l) in lines[i + 1..i + 3].iter().enumerate() {
+            assert_eq!(field(l, "arg"), arg.to_string(), "{l}");
+            assert_eq!(field(l, "size"), "65536", "{l}");
+            // sycl.experimental.mem_alloc does not tell device from shared memory.
+            assert_eq!(field(l, "type"), "0", "UNKNOWN: {l}");
         }
     }
 }
