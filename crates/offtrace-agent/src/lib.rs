@@ -15,7 +15,7 @@
 //! reads its configuration (`config.rs`), opens the trace and starts the writer thread
 //! (`recorder.rs`); for each stream it wants it registers one trampoline per stream (the
 //! callback carries no stream id) for every named trace point type. Each notification is
-//! decoded (`decode.rs`) into a `Notification`, compacted (`compact.rs`) and pushed to the
+//! decoded (`decode.rs`) and written in its compact form (`compact.rs`) in place into the
 //! calling thread's ring; definitions are interned process-wide (`interner.rs`). The last
 //! `xptiTraceFinish` (else the agent's ELF destructor at exit) writes the end of the trace.
 //! Environment knobs: `config.rs`. Reading a trace: `cargo run -p offtrace-agent --example

@@ -4,15 +4,25 @@
 //! Record path (an application thread, inside an XPTI callback): one relaxed load of the global
 //! state (the gate), one clock read, a thread-local `try_with` + `RefCell::try_borrow_mut` (the
 //! re-entrancy guard: a callback that re-enters through the dispatcher records nothing),
-//! decoding into a [`Notification`] on the stack, and a wait-free ring push. The first
+//! a wait-free ring reservation, the record written in place in its compact form, and one
+//! Release store that publishes it. A `ur.call` function_with_args begin/end (most of the
+//! traffic) is encoded straight from the callback's arguments (`decode::encode_ur_call`); other
+//! notifications are decoded into a [`Notification`] on the stack first. The first
 //! notification of a thread registers its ring (`#[cold]`: allocation, a mutex, a `Thread`
-//! definition). A full ring drops the record and counts it; the count reaches the trace as a
-//! `Drops` record. Thread exit marks the ring orphaned; the writer drains and frees it.
+//! definition). A full ring (fewer than `compact::MAX_WORDS` words free) drops the record and
+//! counts it; the count reaches the trace as a `Drops` record. Thread exit marks the ring
+//! orphaned; the writer drains and frees it.
+//!
+//! Start: `xptiTraceInit` on the application's thread only decides the tick source (the TSC when
+//! `/proc/cpuinfo` says it is invariant), takes the start point and spawns the writer; the
+//! writer measures the TSC rate (20 ms after the start point) before it writes the header, so
+//! the application never waits for the calibration.
 //!
 //! Writer (thread `offtrace-writer`): wakes every 20 ms, or when a producer has pushed half a
 //! ring since the last wake-up; per cycle it (1) adopts newly registered rings, (2) snapshots
 //! every ring's tail (Acquire), (3) drains the definitions queue, (4) drains each ring up to its
-//! snapshot — so every definition a notification refers to precedes it in the file — then
+//! snapshot — so every definition a notification refers to precedes it in the file, and a UR
+//! exit recorded without its arguments gets those of its begin back — then
 //! writes `Drops` deltas, a `ClockSync` about once a second, and closes a chunk at least every
 //! 100 ms so a SIGKILL leaves a readable trace.
 //!
