@@ -113,7 +113,6 @@ fn ensure_started() -> Option<&'static recorder::Recorder> {
         let Some(_) = recorder::start(located.dispatcher, &located.path, config().clone()) else {
             return false;
         };
-        services_bridge::init(located.dispatcher);
         // SAFETY: registering a plain extern "C" fn with no captured state.
         #[allow(unsafe_code)]
         unsafe {
@@ -174,6 +173,7 @@ pub unsafe extern "C" fn xptiTraceInit(major: u32, minor: u32, version: *const c
             unsafe { CStr::from_ptr(version) }.to_string_lossy().into_owned()
         };
         let Some(rec) = ensure_started() else { return };
+        services_bridge::init(rec.dispatcher);
         if name != "xpti.framework" && name != "ur.call.debug" {
             LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner()).0.push(name.clone());
         }

@@ -129,9 +129,20 @@ pub fn ur_operations() -> &'static [Operation] {
 }
 
 /// Registers the `UR_API` operations, loads the tools and switches the bridge on when one
-/// loaded. Cold; called once from the first `xptiTraceInit`.
-#[cold]
+/// loaded. Called from every `xptiTraceInit`; only the first call does anything, and a call
+/// made while it runs (a tool whose `initialize` uses the runtime) returns at once instead of
+/// waiting on itself.
 pub fn init(dispatcher: Dispatcher) {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    // Relaxed: only which caller wins matters; what it sets up is published by `ACTIVE`.
+    if !STARTED.swap(true, Ordering::Relaxed) {
+        init_once(dispatcher);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn init_once(dispatcher: Dispatcher) {
     let _ = DISPATCHER.set(dispatcher);
     // AlreadyRegistered is fine: an embedder registered the same table first.
     let _ = register_kind_operations(Kind::UrApi, ur_operations());
