@@ -13,7 +13,7 @@
 //! |---|---|
 //! | `ur.call` begin / end | `UR_API` enter / exit: raw argument values, result at exit |
 //! | `urUSM{Host,Device,Shared}Alloc` end, `urUSMFree` begin | `MEMORY_ALLOC` alloc / free + live table |
-//! | `urEnqueueKernelLaunchWithArgsExp` end | `KERNEL_DISPATCH` (kernel name from the SYCL task) |
+//! | `urEnqueueKernelLaunchWithArgsExp` end | `KERNEL_DISPATCH` (name from `urKernelCreate`/`urKernelGetInfo`, else the SYCL task) |
 //! | `urEnqueueUSMMemcpy`, `urEnqueueMemBuffer{Read,Write,Copy}` end | `MEMORY_COPY` |
 //! | `urEnqueueUSMFill`, `urEnqueueMemBufferFill` end | `MEMORY_FILL` |
 //! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
