@@ -574,6 +574,10 @@ pub unsafe fn notify_subscribers(
     XPTI_RESULT_SUCCESS
 }
 
+/// [`notify_subscribers`] on the first call of the process: builds the framework first.
+///
+/// # Safety
+/// As [`notify_subscribers`].
 #[cold]
 #[inline(never)]
 unsafe fn notify_subscribers_cold(
