@@ -65,6 +65,48 @@ pub struct Slab {
     committed: AtomicUsize,
     carved: Mutex<usize>,
     pool: Mutex<Vec<Vec<usize>>>,
+    /// A freshly constructed instance (C++ constructor), when its empty-map image has the
+    /// expected shape: new instances copy its vtable pointers and map image instead of calling
+    /// into the shim (see [`Prototype`]).
+    proto: Option<Prototype>,
+}
+
+/// Word indexes inside a 256-byte instance (see `shim::layout`).
+const MAP_WORD: usize = (layout::EVENT + 56) / 8;
+const MAP_WORDS: usize = 7;
+const SINGLE_BUCKET_OFFSET: usize = 48;
+
+/// The image of an instance straight out of its C++ constructor: four vtable pointers, an empty
+/// libstdc++ map (bucket pointer → its own single-bucket slot, count 1, no nodes, max load 1.0,
+/// next resize 0) and a null metadata iterator. Copying it (and re-pointing the self-referential
+/// bucket pointer at the new object) constructs an instance without a call into C++; the copy
+/// is used only if the prototype was verified to have exactly that shape.
+#[derive(Debug)]
+struct Prototype {
+    words: [u64; SLOT / 8],
+}
+
+impl Prototype {
+    fn build() -> Option<Prototype> {
+        #[repr(C, align(16))]
+        struct Buf([u64; SLOT / 8]);
+        let mut buf = Box::new(Buf([0; SLOT / 8]));
+        let obj = buf.0.as_mut_ptr().cast::<u8>();
+        // SAFETY:
+        // - `obj` is 256 writable, 16-aligned bytes; the shim constructs an instance there.
+        unsafe { shim::ot_instance_construct(obj.cast()) };
+        let w = buf.0;
+        let map = obj as u64 + (MAP_WORD * 8) as u64;
+        let empty_single_bucket = w[MAP_WORD] == map + SINGLE_BUCKET_OFFSET as u64
+            && w[MAP_WORD + 1] == 1
+            && w[MAP_WORD + 2] == 0
+            && w[MAP_WORD + 3] == 0
+            && w[MAP_WORD + 6] == 0;
+        // The prototype's map owns no memory: leaking the box (never destroyed) is harmless.
+        let words = w;
+        std::mem::forget(buf);
+        empty_single_bucket.then_some(Prototype { words })
+    }
 }
 
 // SAFETY: `base` is a fixed mapping; all mutation goes through atomics or mutexes.
@@ -112,7 +154,13 @@ impl Slab {
         if p == libc::MAP_FAILED {
             return None;
         }
-        Some(Slab { base: p.cast(), committed: AtomicUsize::new(0), carved: Mutex::new(0), pool: Mutex::new(Vec::new()) })
+        Some(Slab {
+            base: p.cast(),
+            committed: AtomicUsize::new(0),
+            carved: Mutex::new(0),
+            pool: Mutex::new(Vec::new()),
+            proto: Prototype::build(),
+        })
     }
 
     /// Whether `addr` is the start of a live instance.
@@ -447,9 +495,30 @@ pub unsafe fn create(slab: &Slab, key: &'static KeyEntry, n: &Normalized, spec: 
     // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
     let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
     let obj = slab.alloc()?;
-    // SAFETY:
-    // - `obj` is a free, committed, 256-byte slot suitably aligned; the shim constructs in place.
-    unsafe { shim::ot_instance_construct(obj.cast::<c_void>()) };
+    match &slab.proto {
+        Some(proto) => {
+            let w = obj.cast::<u64>();
+            // SAFETY:
+            // - `obj` is a free, committed, 256-byte, 8-aligned slot owned by this thread;
+            // - the words copied are the verified constructor image (vtable pointers, empty map,
+            //   iterator); the map's bucket pointer must point into this object's own slot.
+            unsafe {
+                for i in 0..4 {
+                    *w.add(i) = proto.words[i];
+                }
+                for i in MAP_WORD..MAP_WORD + MAP_WORDS {
+                    *w.add(i) = proto.words[i];
+                }
+                *w.add(MAP_WORD) = obj as u64 + (MAP_WORD * 8 + SINGLE_BUCKET_OFFSET) as u64;
+                *w.add(SLOT / 8 - 1) = proto.words[SLOT / 8 - 1];
+            }
+        }
+        // SAFETY:
+        // - `obj` is a free, committed, 256-byte slot suitably aligned; the shim constructs in place.
+        None => unsafe {
+            shim::ot_instance_construct(obj.cast::<c_void>());
+        },
+    }
     let uid = obj as u64;
     let payload = payload_of(obj);
     let (name, file) = (key.name, key.file);
@@ -502,9 +571,18 @@ pub fn delete(slab: &Slab, obj: *mut u8) -> bool {
     if cur.is_null() || k.compare_exchange(cur, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire).is_err() {
         return false;
     }
-    // SAFETY:
-    // - we own the dead object exclusively now; the shim runs its destructor (map nodes freed).
-    unsafe { shim::ot_instance_destroy(obj.cast()) };
+    let map = obj.wrapping_add(MAP_WORD * 8).cast::<u64>();
+    // SAFETY: `map` is inside the committed slot we now own exclusively.
+    let untouched = unsafe {
+        *map == map as u64 + SINGLE_BUCKET_OFFSET as u64 && *map.add(2) == 0 && *map.add(3) == 0
+    };
+    if !untouched {
+        // SAFETY:
+        // - we own the dead object exclusively now; the shim runs its destructor (map nodes and
+        //   heap buckets freed with libstdc++'s operator delete).
+        unsafe { shim::ot_instance_destroy(obj.cast()) };
+    }
+    // An empty map on its single inline bucket owns no memory: nothing to destroy.
     slab.free(obj);
     true
 }
