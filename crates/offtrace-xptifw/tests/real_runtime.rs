@@ -2,10 +2,10 @@
 //! must print the same lines as under Intel's dispatcher (`sycl-runtime.md` §10), up to
 //! addresses, thread IDs, timestamps, event statuses and correlation IDs, which vary between runs.
 //!
-//! Ignored by default: needs the 2026.2 SYCL venv (`$SYCL_VENV`, default `/work/main/.venv`) and
-//! the shared W4 workload (`$SYCL_WORKLOAD`, default
-//! `/work/shared/workloads/sycl/w4_usm_multiqueue.py`). Run with
-//! `cargo test -p offtrace-xptifw --test real_runtime -- --ignored --nocapture`.
+//! Needs the 2026.2 SYCL venv (`scripts/setup-sycl.sh`; `$OFFTRACE_SYCL_VENV`, default
+//! `<workspace>/.venv`) and the shared W4 workload (`$OFFTRACE_SHARED`, default
+//! `<workspace>/../shared`). Without them the test fails with a message saying so, unless
+//! `OFFTRACE_SKIP_SYCL=1`.
 
 mod common;
 
@@ -13,13 +13,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 fn venv() -> PathBuf {
-    std::env::var_os("SYCL_VENV").map_or_else(|| PathBuf::from("/work/main/.venv"), PathBuf::from)
+    std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from)
 }
 
 fn workload() -> PathBuf {
-    std::env::var_os("SYCL_WORKLOAD")
-        .map_or_else(|| PathBuf::from("/work/shared/workloads/sycl/w4_usm_multiqueue.py"), PathBuf::from)
+    std::env::var_os("OFFTRACE_SHARED")
+        .map_or_else(|| workspace().join("../shared"), PathBuf::from)
+        .join("workloads/sycl/w4_usm_multiqueue.py")
 }
 
 fn collector_output(dispatcher: &Path, sticky: bool) -> String {
@@ -89,12 +94,17 @@ fn difference(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>, ignore: &dyn
 }
 
 #[test]
-#[ignore = "needs the SYCL 2026.2 venv and the shared W4 workload"]
 fn intel_collector_prints_the_same_lines() {
-    if !venv().join("lib/libsycl_ur_trace_collector.so").exists() || !workload().exists() {
-        eprintln!("SYCL venv or workload missing; skipped");
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
         return;
     }
+    assert!(
+        venv().join("lib/libsycl_ur_trace_collector.so").exists() && workload().exists(),
+        "needs the SYCL venv at {} (run scripts/setup-sycl.sh) and the shared workload {} \
+         (set OFFTRACE_SHARED); OFFTRACE_SKIP_SYCL=1 skips this test",
+        venv().display(),
+        workload().display()
+    );
     let intel = multiset(&collector_output(&venv().join("lib/libxptifw.so"), false));
     let ours_sticky = multiset(&collector_output(&common::lib_dir().join("libxptifw.so"), true));
     let ours = multiset(&collector_output(&common::lib_dir().join("libxptifw.so"), false));
