@@ -50,10 +50,10 @@ pub struct RecordArgs {
     /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
     #[arg(long, value_name = "DIR")]
     pub runtime: Option<PathBuf>,
-    /// XPTI dispatcher: `intel` (the runtime's libxptifw), `offtrace` (offtrace's, next to this
-    /// executable) or a path.
-    #[arg(long, value_name = "offtrace|intel|PATH", default_value = "intel")]
-    pub dispatcher: String,
+    /// XPTI dispatcher: `offtrace` (offtrace's libxptifw.so, next to this executable), `intel`
+    /// (the runtime's own) or a path [default: offtrace when it is built, else intel].
+    #[arg(long, value_name = "offtrace|intel|PATH")]
+    pub dispatcher: Option<String>,
     /// The agent library [default: $OFFTRACE_AGENT, else libofftrace_agent.so next to offtrace].
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
@@ -104,6 +104,8 @@ pub struct ExportArgs {
 
 #[derive(Debug, Clone)]
 pub enum DispatcherChoice {
+    /// offtrace's when it is built next to the executable, else Intel's (with a note).
+    Default,
     Intel,
     Offtrace,
     Path(PathBuf),
@@ -124,10 +126,11 @@ pub struct RecordConfig {
 
 impl RecordArgs {
     pub fn into_config(self) -> anyhow::Result<RecordConfig> {
-        let dispatcher = match self.dispatcher.as_str() {
-            "intel" => DispatcherChoice::Intel,
-            "offtrace" => DispatcherChoice::Offtrace,
-            p => DispatcherChoice::Path(PathBuf::from(p)),
+        let dispatcher = match self.dispatcher.as_deref() {
+            None => DispatcherChoice::Default,
+            Some("intel") => DispatcherChoice::Intel,
+            Some("offtrace") => DispatcherChoice::Offtrace,
+            Some(p) => DispatcherChoice::Path(PathBuf::from(p)),
         };
         Ok(RecordConfig {
             output: self.output,

@@ -73,12 +73,25 @@ fn find_agent(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
 }
 
 fn find_dispatcher(choice: &DispatcherChoice, lib: &Path) -> anyhow::Result<PathBuf> {
+    let ours = || {
+        let d = exe_dir().unwrap_or_default();
+        let p = d.join(XPTIFW_LIB);
+        if p.exists() { p } else { d.join("libxptifw.so") }
+    };
     let path = match choice {
         DispatcherChoice::Intel => lib.join(XPTIFW_LIB),
-        DispatcherChoice::Offtrace => {
-            let d = exe_dir().unwrap_or_default();
-            let p = d.join(XPTIFW_LIB);
-            if p.exists() { p } else { d.join("libxptifw.so") }
+        DispatcherChoice::Offtrace => ours(),
+        DispatcherChoice::Default => {
+            let p = ours();
+            if p.is_file() {
+                p
+            } else {
+                eprintln!(
+                    "offtrace: note: offtrace's XPTI dispatcher is not built ({}); using the runtime's own (build it with `cargo build -p offtrace-xptifw`)",
+                    p.display()
+                );
+                lib.join(XPTIFW_LIB)
+            }
         }
         DispatcherChoice::Path(p) => p.clone(),
     };
