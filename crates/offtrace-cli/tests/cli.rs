@@ -202,7 +202,7 @@ fn record_returns_the_programs_status_and_signal() {
     let agent = dir.path().join("libagent.so");
     std::fs::write(&agent, b"").unwrap();
     let out = dir.path().join("t.offtrace");
-    let base = ["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--"];
+    let base = ["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o", out.to_str().unwrap(), "--"];
     let env_dump = dir.path().join("env");
     let script = format!("env > {}; exit 3", env_dump.display());
     let mut args = base.to_vec();
@@ -357,4 +357,30 @@ fn record_tools_set_offtrace_tools_absolute_comma_separated() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let want = format!("{},{}", a.canonicalize().unwrap().display(), b.canonicalize().unwrap().display());
     assert_eq!(std::fs::read_to_string(&seen).unwrap(), want);
+}
+
+/// Without `--dispatcher`, offtrace's own dispatcher is used when it is built next to the
+/// executable (as `cargo build --workspace` does), else the runtime's with a note.
+#[test]
+fn record_uses_offtraces_dispatcher_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let env_dump = dir.path().join("env");
+    let script = format!("env > {}", env_dump.display());
+    let o = record(&["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--", "sh", "-c", &script]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let env = std::fs::read_to_string(&env_dump).unwrap();
+    let line = env.lines().find(|l| l.starts_with("XPTI_FRAMEWORK_DISPATCHER=")).expect("dispatcher set");
+    let exe_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_offtrace")).parent().unwrap().to_path_buf();
+    let ours = ["libxptifw.so.1", "libxptifw.so"].iter().map(|n| exe_dir.join(n)).find(|p| p.exists());
+    match ours {
+        Some(p) => assert_eq!(line, format!("XPTI_FRAMEWORK_DISPATCHER={}", p.canonicalize().unwrap().display())),
+        None => {
+            assert!(line.ends_with("lib/libxptifw.so.1"), "{line}");
+            assert!(text(&o.stderr).contains("not built"), "{}", text(&o.stderr));
+        }
+    }
 }
