@@ -245,10 +245,7 @@ unsafe fn make_instance(n: &Normalized, spec: &Spec) -> Option<(*mut u8, u64, &'
     let f = fw();
     let intern = |s: &CStr| f.register_string(s).unwrap_or((0, ptr::null()));
     // SAFETY: caller contract on the strings.
-    let key = unsafe { f.keys.entry(n, f.strict_hash, &intern) }?;
-    // SAFETY: `key` belongs to `n`.
-    let (obj, inst) = unsafe { instance::create(&f.slab, key, n, spec) }?;
-    Some((obj, inst, key))
+    unsafe { instance::make(&f.slab, &f.keys, n, f.strict_hash, &intern, spec) }
 }
 
 /// #15 `xptiRegisterPayload`.
@@ -441,15 +438,13 @@ pub fn set_tracepoint_scope_data(tp: *mut c_void) -> XptiResult {
     if live(obj as u64).is_none() {
         return XPTI_RESULT_INVALIDARG;
     }
-    tls::set_scope(tp.cast());
-    tls::set_universal_id(obj as u64);
+    tls::set_scope(tp.cast(), obj as u64);
     XPTI_RESULT_SUCCESS
 }
 
 /// #39 `xptiUnsetTracepointScopeData`.
 pub fn unset_tracepoint_scope_data() {
-    tls::set_scope(ptr::null_mut());
-    tls::set_universal_id(0);
+    tls::set_scope(ptr::null_mut(), 0);
 }
 
 /// #40 `xptiRegisterTracepointScope`.

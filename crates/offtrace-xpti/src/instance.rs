@@ -27,7 +27,10 @@ use crate::intern::InternTable;
 use crate::shim::{self, layout};
 
 const SLOT: usize = layout::SIZE;
+/// Address space reserved for instances; smaller reservations are tried when the kernel or an
+/// address-space limit (`ulimit -v`, valgrind) refuses this one.
 const RESERVE: usize = 64 << 30;
+const RESERVE_MIN: usize = 256 << 20;
 const COMMIT_STEP: usize = 4 << 20;
 const BATCH: usize = 64;
 
@@ -62,6 +65,7 @@ unsafe impl Send for KeyEntry {}
 #[derive(Debug)]
 pub struct Slab {
     base: *mut u8,
+    reserved: usize,
     committed: AtomicUsize,
     carved: Mutex<usize>,
     pool: Mutex<Vec<Vec<usize>>>,
@@ -139,23 +143,31 @@ thread_local! {
 impl Slab {
     /// Reserves the address range (no memory is committed yet).
     pub fn new() -> Option<Self> {
-        // SAFETY:
-        // - an anonymous PROT_NONE reservation; no existing mapping is touched.
-        let p = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                RESERVE,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
+        let mut reserve = RESERVE;
+        let p = loop {
+            // SAFETY:
+            // - an anonymous PROT_NONE reservation; no existing mapping is touched.
+            let p = unsafe {
+                libc::mmap(
+                    ptr::null_mut(),
+                    reserve,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                break p;
+            }
+            if reserve <= RESERVE_MIN {
+                return None;
+            }
+            reserve /= 4;
         };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
         Some(Slab {
             base: p.cast(),
+            reserved: reserve,
             committed: AtomicUsize::new(0),
             carved: Mutex::new(0),
             pool: Mutex::new(Vec::new()),
@@ -183,7 +195,7 @@ impl Slab {
         let committed = self.committed.load(Ordering::Relaxed);
         if need > committed {
             let grow = COMMIT_STEP.max(need - committed);
-            if committed + grow > RESERVE {
+            if committed + grow > self.reserved {
                 return None;
             }
             // Map the step read-write over our own reservation and pre-fault it in one go: one
@@ -219,23 +231,19 @@ impl Slab {
         self.carve()
     }
 
-    /// A free slot (uninitialised memory of SLOT bytes).
+    /// A free slot (uninitialised memory of SLOT bytes) from the thread's free list `free`
+    /// (already borrowed by the caller), or from the global pool when the thread has none
+    /// (thread exit).
     #[inline]
-    pub fn alloc(&self) -> Option<*mut u8> {
-        let got = THREAD.try_with(|f| {
-            let mut f = f.borrow_mut();
-            if let Some(a) = f.free.pop() {
-                return Some(a);
+    fn alloc_in(&self, free: Option<&mut Vec<usize>>) -> Option<*mut u8> {
+        match free {
+            Some(free) => {
+                if let Some(a) = free.pop() {
+                    return Some(a as *mut u8);
+                }
+                self.alloc_refill(free)
             }
-            let mut batch = self.refill()?;
-            let a = batch.pop();
-            f.free = batch;
-            a
-        });
-        match got {
-            Ok(a) => a.map(|a| a as *mut u8),
-            // Thread-local storage already destroyed (thread exit): go to the global pool.
-            Err(_) => {
+            None => {
                 let mut batch = self.refill()?;
                 let a = batch.pop();
                 if !batch.is_empty() {
@@ -244,6 +252,15 @@ impl Slab {
                 a.map(|a| a as *mut u8)
             }
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_refill(&self, free: &mut Vec<usize>) -> Option<*mut u8> {
+        let mut batch = self.refill()?;
+        let a = batch.pop();
+        *free = batch;
+        a.map(|a| a as *mut u8)
     }
 
     /// Returns a slot to the free lists.
@@ -366,12 +383,15 @@ impl KeyTable {
         self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The entry for a normalized payload, creating it on first sight.
+    /// The entry for a normalized payload, creating it on first sight, through the thread's key
+    /// cache `cache` (already borrowed by the caller; `None` on an exiting thread).
     ///
     /// # Safety
     /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
-    pub unsafe fn entry(
+    #[inline]
+    unsafe fn entry_in(
         &self,
+        mut cache: Option<&mut Vec<CacheEntry>>,
         n: &Normalized,
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
@@ -381,17 +401,13 @@ impl KeyTable {
             ^ (n.file as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
             ^ (u64::from(n.line) | u64::from(n.column) << 32).wrapping_mul(0x1656_67B1_9E37_79F9);
         let slot = (h >> 40) as usize & (KEY_CACHE_SIZE - 1);
-        let hit = THREAD
-            .try_with(|c| {
-                let c = c.borrow();
-                [slot, slot ^ 1].into_iter().find_map(|i| {
-                    let e = c.keys.get(i)?;
-                    (e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation)
-                        .then_some(e.key)
-                })
+        let hit = cache.as_deref().and_then(|keys| {
+            [slot, slot ^ 1].into_iter().find_map(|i| {
+                let e = keys.get(i)?;
+                (e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation)
+                    .then_some(e.key)
             })
-            .ok()
-            .flatten();
+        });
         if let Some(k) = hit {
             // SAFETY: cached keys are never freed.
             let k = unsafe { &*k };
@@ -432,16 +448,15 @@ impl KeyTable {
             // SAFETY: `extra` of a key node is always a leaked KeyEntry.
             unsafe { &*node.extra.cast::<KeyEntry>() }
         };
-        let _ = THREAD.try_with(|c| {
-            let mut c = c.borrow_mut();
-            if c.keys.is_empty() {
-                c.keys = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE];
+        if let Some(keys) = cache.as_deref_mut() {
+            if keys.is_empty() {
+                *keys = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE];
             }
             let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
             // Two-way placement: fill the free way, else evict the partner of the last insert.
-            let way = if c.keys[slot].key.is_null() || c.keys[slot].generation != generation { slot } else { slot ^ 1 };
-            c.keys[way] = entry;
-        });
+            let way = if keys[slot].key.is_null() || keys[slot].generation != generation { slot } else { slot ^ 1 };
+            keys[way] = entry;
+        }
         Some(key)
     }
 }
@@ -486,15 +501,47 @@ pub struct Spec {
     pub code_ptr: *const c_void,
 }
 
-/// Builds a live instance for `n` in a fresh slot. Returns the object address (= uid64) and the
-/// instance number.
+/// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access for both the key
+/// cache and the free slot list. Returns the object address (= uid64), the instance number and
+/// the key.
 ///
 /// # Safety
-/// `key` must come from [`KeyTable::entry`] for `n`.
-pub unsafe fn create(slab: &Slab, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> Option<(*mut u8, u64)> {
+/// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
+#[inline]
+pub unsafe fn make(
+    slab: &Slab,
+    keys: &KeyTable,
+    n: &Normalized,
+    strict: bool,
+    string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
+    spec: &Spec,
+) -> Option<(*mut u8, u64, &'static KeyEntry)> {
+    let got = THREAD.try_with(|c| {
+        let mut c = c.borrow_mut();
+        let c = &mut *c;
+        // SAFETY: caller contract.
+        let key = unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id) }?;
+        Some((key, slab.alloc_in(Some(&mut c.free))?))
+    });
+    let (key, obj) = match got {
+        Ok(r) => r?,
+        // Thread-local storage already destroyed (thread exit).
+        // SAFETY: caller contract.
+        Err(_) => (unsafe { keys.entry_in(None, n, strict, string_id) }?, slab.alloc_in(None)?),
+    };
+    // SAFETY: `key` belongs to `n`; `obj` is a free slot of `slab`.
+    let (obj, inst) = unsafe { construct(slab, obj, key, n, spec) };
+    Some((obj, inst, key))
+}
+
+/// Constructs a live instance of `key` in the free slot `obj`.
+///
+/// # Safety
+/// `obj` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
+#[inline(always)]
+unsafe fn construct(slab: &Slab, obj: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> (*mut u8, u64) {
     // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
     let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
-    let obj = slab.alloc()?;
     match &slab.proto {
         Some(proto) => {
             let w = obj.cast::<u64>();
@@ -556,7 +603,7 @@ pub unsafe fn create(slab: &Slab, key: &'static KeyEntry, n: &Normalized, spec: 
         // Release: publishes the complete object to `is_live` readers (FindEvent & co).
         key_slot(obj).store((key as *const KeyEntry).cast_mut(), Ordering::Release);
     }
-    Some((obj, instance))
+    (obj, instance)
 }
 
 /// Deletes the live instance at `obj`. False when it is not live (already deleted, or foreign).
