@@ -314,9 +314,10 @@ mod tests {
         r.set(4, 99);
         r.commit(3);
         // Abandoned: nothing published.
-        let mut r = p.reserve(2).expect("room");
-        r.set(0, 42);
-        drop(r);
+        {
+            let mut r = p.reserve(2).expect("room");
+            r.set(0, 42);
+        }
         assert!(p.reserve(6).is_none());
         assert!(p.reserve(5).is_some());
         c.drain(|v| got.push(v));
