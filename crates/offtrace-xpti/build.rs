@@ -8,6 +8,8 @@ fn main() {
         .flag_if_supported("-std=c++17")
         .flag_if_supported("-fno-exceptions")
         .flag_if_supported("-fvisibility=hidden")
+        // The map fast path writes the libstdc++ map image through its own struct view.
+        .flag_if_supported("-fno-strict-aliasing")
         .opt_level(2)
         .compile("offtrace_xpti_shim");
 }

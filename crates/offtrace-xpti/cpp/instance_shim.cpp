@@ -138,6 +138,52 @@ static ot_register_string_fn g_register_string = nullptr;
 namespace {
 using MetadataMap = std::unordered_map<uint32_t, int32_t>;
 
+// The first insert into an empty map, without the bucket array: libstdc++ allocates 13 buckets
+// (plus the node) on a map's first insert, which is most of the cost of xptiAddMetadata on a
+// fresh event. A map may equally hold its elements in its single inline bucket (bucket count 1,
+// the state libstdc++ itself produces with a large max_load_factor); the next insert then grows
+// it as usual (the inline bucket is never freed). MapImage/NodeImage are the libstdc++
+// _Hashtable and _Hash_node images (GCC >= 5 ABI; std::hash<uint32_t> caches no hash code);
+// ot_map_fast_first_enable checks the state it produces through libstdc++'s own code (find,
+// iteration, operator[], erase, growth, destruction) before it is ever used on an event.
+struct MapImage {
+  void **buckets;
+  size_t bucket_count;
+  void *before_begin;
+  size_t element_count;
+  float max_load;
+  size_t next_resize;
+  void *single_bucket;
+};
+struct NodeImage {
+  NodeImage *next;
+  uint32_t key;
+  int32_t value;
+};
+static_assert(sizeof(MapImage) == sizeof(MetadataMap), "map image size");
+static_assert(sizeof(NodeImage) == sizeof(std::__detail::_Hash_node<std::pair<const uint32_t, int32_t>, false>),
+              "node image size");
+bool g_fast_first = false;
+
+// Inserts (key, value) into `map` if it is a pristine empty map (on its inline bucket, default
+// load factor); false, touching nothing, otherwise.
+bool first_insert_fast(void *map, uint32_t key, int32_t value) {
+  auto *m = static_cast<MapImage *>(map);
+  if (m->element_count != 0 || m->before_begin != nullptr || m->bucket_count != 1 ||
+      m->buckets != &m->single_bucket || m->max_load != 1.0f)
+    return false;
+  // The node comes from the global operator new, as std::allocator's would: libstdc++ (ours or
+  // a subscriber's inline code) frees it with the matching operator delete.
+  auto *n = static_cast<NodeImage *>(::operator new(sizeof(NodeImage)));
+  n->next = nullptr;
+  n->key = key;
+  n->value = value;
+  m->before_begin = n;
+  m->single_bucket = &m->before_begin;  // a bucket points at the node before its first node
+  m->element_count = 1;
+  return true;
+}
+
 struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpti_tracepoint_t {
   xpti::payload_t pl;
   xpti::trace_event_data_t ev;
@@ -194,6 +240,7 @@ struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpt
     if (!k || !g_register_string) return kInvalidArg;
     uint32_t id = g_register_string(k);
     if (id == 0xFFFFFFFFu) return kInvalidArg;
+    if (g_fast_first && first_insert_fast(&ev.reserved.metadata, id, value)) return kSuccess;
     auto r = ev.reserved.metadata.insert_or_assign(id, value);
     return r.second ? kSuccess : kDuplicate;
   }
@@ -245,6 +292,7 @@ void ot_instance_destroy(void *obj) { static_cast<Instance *>(static_cast<xpti_p
 // map = the address of trace_event_data_t::reserved.metadata. Returns 1 when the key existed
 // (the value is overwritten anyway, like Intel's dispatcher), 0 when inserted.
 int ot_map_insert_or_assign(void *map, uint32_t key, int32_t value) {
+  if (g_fast_first && first_insert_fast(map, key, value)) return 0;
   auto r = static_cast<MetadataMap *>(map)->insert_or_assign(key, value);
   return r.second ? 0 : 1;
 }
@@ -257,6 +305,54 @@ int ot_map_find(const void *map, uint32_t key, int32_t *value) {
   return 1;
 }
 void ot_map_clear(void *map) { static_cast<MetadataMap *>(map)->clear(); }
+
+// Checks first_insert_fast against libstdc++ on scratch maps and enables it if every check
+// passes. Returns 1 when enabled.
+int ot_map_fast_first_enable(void) {
+  alignas(MetadataMap) unsigned char buf[sizeof(MetadataMap)];
+  bool ok = true;
+  {
+    auto *m = new (buf) MetadataMap();
+    ok = first_insert_fast(m, 7, 70);
+    asm volatile("" ::: "memory");
+    if (ok) {
+      ok = m->size() == 1 && m->bucket_count() == 1 && m->count(7) == 1 && m->count(8) == 0;
+      auto it = m->find(7);
+      ok = ok && it != m->end() && it->second == 70;
+      size_t n = 0;
+      for (auto &kv : *m) ok = ok && ++n == 1 && kv.first == 7 && kv.second == 70;
+      ok = ok && n == 1;
+      (*m)[8] = 80;  // grows out of the inline bucket
+      auto a = m->find(7), b = m->find(8);
+      ok = ok && m->size() == 2 && m->bucket_count() > 1 && a != m->end() && a->second == 70 && b != m->end() &&
+           b->second == 80;
+      ok = ok && m->erase(7) == 1 && m->size() == 1 && m->count(7) == 0 && m->count(8) == 1;
+    }
+    m->~MetadataMap();
+  }
+  if (ok) {
+    auto *m = new (buf) MetadataMap();
+    ok = first_insert_fast(m, 1, 10);
+    asm volatile("" ::: "memory");
+    ok = ok && m->erase(1) == 1 && m->empty() && m->begin() == m->end();
+    (*m)[2] = 20;
+    auto it = m->find(2);
+    ok = ok && m->size() == 1 && it != m->end() && it->second == 20;
+    ok = ok && !m->insert_or_assign(2, 21).second && m->find(2)->second == 21;
+    m->~MetadataMap();
+  }
+  if (ok) {
+    auto *m = new (buf) MetadataMap();
+    ok = first_insert_fast(m, 3, 30);
+    asm volatile("" ::: "memory");
+    ok = ok && !first_insert_fast(m, 4, 40);  // not empty any more
+    m->clear();
+    ok = ok && m->empty() && m->find(3) == m->end();
+    m->~MetadataMap();
+  }
+  g_fast_first = ok;
+  return ok ? 1 : 0;
+}
 
 // Standalone map image for tests: construct/destroy in caller-provided 56 bytes.
 void ot_map_construct(void *mem) { new (mem) MetadataMap(); }

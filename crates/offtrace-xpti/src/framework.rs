@@ -133,6 +133,8 @@ impl Framework {
         assert!(shim::layout_matches(), "offtrace-xpti: C++ shim layout mismatch");
         // SAFETY: installs plain function pointers before any instance exists.
         unsafe { shim::ot_shim_set_hooks(hook_lookup_string, hook_register_string) };
+        // SAFETY: runs the shim's self-check on its own scratch maps, before any instance exists.
+        unsafe { shim::ot_map_fast_first_enable() };
         let f = Framework {
             strings: InternTable::new(14, 1, u32::MAX),
             objects: InternTable::new(14, 0, i32::MAX as u32),

@@ -21,6 +21,9 @@ unsafe extern "C" {
     pub fn ot_map_find(map: *const c_void, key: u32, value: *mut i32) -> c_int;
     pub fn ot_map_clear(map: *mut c_void);
     pub fn ot_map_construct(mem: *mut c_void);
+    /// Checks the map's allocation-light first insert against libstdc++ and enables it (1) or
+    /// leaves every insert to libstdc++ (0).
+    pub fn ot_map_fast_first_enable() -> c_int;
     pub fn ot_map_destroy(mem: *mut c_void);
 }
 
@@ -86,6 +89,37 @@ mod tests {
             let m = &*mem.as_ptr();
             assert_eq!(m.element_count, 2);
             assert_eq!(m.bucket_count, 13);
+            let mut seen = vec![];
+            let mut n: *mut MetadataNode = m.before_begin_next;
+            while !n.is_null() {
+                seen.push(((*n).key, (*n).value));
+                n = (*n).next;
+            }
+            assert_eq!(seen, vec![(9, 4), (7, 5)]);
+            ot_map_destroy(p);
+        }
+    }
+
+    #[test]
+    fn first_insert_stays_on_the_inline_bucket_and_grows_like_libstdcxx() {
+        // SAFETY: the self-check uses its own scratch maps.
+        assert_eq!(unsafe { ot_map_fast_first_enable() }, 1);
+        let mut mem = std::mem::MaybeUninit::<MetadataMapImage>::uninit();
+        let p = mem.as_mut_ptr().cast::<c_void>();
+        // SAFETY: 56 bytes, 8-aligned, constructed and destroyed by the shim.
+        unsafe {
+            ot_map_construct(p);
+            assert_eq!(ot_map_insert_or_assign(p, 7, -3), 0);
+            let m = &*mem.as_ptr();
+            assert_eq!((m.bucket_count, m.element_count), (1, 1));
+            assert_eq!(m.buckets as usize, p as usize + 48);
+            let mut v = 0;
+            assert_eq!(ot_map_find(p, 7, &mut v), 1);
+            assert_eq!(v, -3);
+            assert_eq!(ot_map_insert_or_assign(p, 7, 5), 1);
+            assert_eq!(ot_map_insert_or_assign(p, 9, 4), 0);
+            let m = &*mem.as_ptr();
+            assert_eq!((m.bucket_count, m.element_count), (13, 2));
             let mut seen = vec![];
             let mut n: *mut MetadataNode = m.before_begin_next;
             while !n.is_null() {
