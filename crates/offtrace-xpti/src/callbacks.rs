@@ -8,8 +8,9 @@
 //! one), so no reclamation scheme is needed. Writers (register, unregister, finalize, reset)
 //! serialise on one mutex; they are rare.
 //!
-//! Cost of a notify: two dependent loads to find the list, one load of the length (same cache
-//! line as the first entries), then one load and one indirect call per callback.
+//! Cost of a notify: two dependent loads to find the list, then with exactly one enabled callback
+//! one load of it (`single`) and the indirect call; otherwise the length (same cache line as the
+//! first entries), then one load and one indirect call per callback.
 
 use std::alloc::{Layout, alloc_zeroed};
 use std::ptr;
@@ -20,7 +21,7 @@ use crate::abi::TracepointCallback;
 
 const TYPES: usize = 1 << 16;
 /// Callbacks stored inline per list; more chain to another list (rare: tools register one or two
-/// per type). 3 keeps a list at 72 bytes, so a stream's 65,536 lists are 4.5 MiB of lazily
+/// per type). 3 keeps a list at 80 bytes, so a stream's 65,536 lists are 5 MiB of lazily
 /// paged virtual memory.
 const INLINE: usize = 3;
 
@@ -41,6 +42,9 @@ impl Entry {
 #[derive(Debug)]
 #[repr(C)]
 pub struct CallbackList {
+    /// The callback to call when the chain holds exactly one enabled callback, else 0 (kept by
+    /// the writers under their lock): notify's common case is one load and one indirect call.
+    single: AtomicUsize,
     len: AtomicUsize,
     /// The per-(stream, type) "check enabled" flag (only meaningful on the first list).
     flag: AtomicBool,
@@ -51,6 +55,7 @@ pub struct CallbackList {
 impl CallbackList {
     fn new_leaked() -> *mut CallbackList {
         Box::into_raw(Box::new(CallbackList {
+            single: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             flag: AtomicBool::new(false),
             next: AtomicPtr::new(ptr::null_mut()),
@@ -72,68 +77,33 @@ impl CallbackList {
         instance: u64,
         user_data: *const std::ffi::c_void,
     ) {
-        // The common case, one callback, without the loop: nothing is live across the call, so
-        // the caller needs no callee-saved registers on this path.
-        // Acquire: pairs with the release store of `len` in `register`.
-        let n = self.len.load(Ordering::Acquire);
-        if n == 0 {
+        // The common case, one enabled callback: one load, no loop, nothing live across the
+        // call (the caller saves no registers).
+        // Relaxed: `single` is a function pointer; the function needs no publication.
+        let single = self.single.load(Ordering::Relaxed);
+        if single != 0 {
+            // SAFETY: `single` was stored from a non-null `TracepointCallback`.
+            let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(single) };
+            // SAFETY: the caller guarantees the callback contract.
+            unsafe { f(trace_type, parent, event, instance, user_data) };
             return;
         }
-        if n == 1 {
-            let e = &self.entries[0];
-            // Relaxed: see `call_many`.
-            if e.enabled.load(Ordering::Relaxed) {
-                let raw = e.cb.load(Ordering::Relaxed);
-                // SAFETY: as in `call_many`.
-                let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
-                // SAFETY: the caller guarantees the callback contract.
-                unsafe { f(trace_type, parent, event, instance, user_data) };
-            }
-            return;
+        // Relaxed: only a shortcut for "no callback at all"; `call_many` re-reads it with acquire.
+        if self.len.load(Ordering::Relaxed) != 0 {
+            // SAFETY: same contract.
+            unsafe { call_many(self, trace_type, parent, event, instance, user_data) }
         }
-        // SAFETY: same contract.
-        unsafe { self.call_many(trace_type, parent, event, instance, user_data) }
     }
 
-    /// [`call_all`](Self::call_all) for any number of callbacks.
-    ///
-    /// # Safety
-    /// As [`call_all`](Self::call_all).
-    #[inline(never)]
-    unsafe fn call_many(
-        &self,
-        trace_type: u16,
-        parent: *mut crate::abi::TraceEventData,
-        event: *mut crate::abi::TraceEventData,
-        instance: u64,
-        user_data: *const std::ffi::c_void,
-    ) {
-        let mut list = self;
-        loop {
-            // Acquire: pairs with the release store of `len` in `register`, making `cb` visible.
-            let n = list.len.load(Ordering::Acquire).min(INLINE);
-            for e in &list.entries[..n] {
-                // Relaxed: the enabled flag carries no data; a racing (un)register may go either way.
-                if e.enabled.load(Ordering::Relaxed) {
-                    let raw = e.cb.load(Ordering::Relaxed);
-                    // SAFETY:
-                    // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
-                    let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
-                    // SAFETY: the caller guarantees the callback contract.
-                    unsafe { f(trace_type, parent, event, instance, user_data) };
-                }
-            }
-            if n < INLINE {
-                return;
-            }
-            // Acquire: pairs with the release store linking a new list.
-            let next = list.next.load(Ordering::Acquire);
-            if next.is_null() {
-                return;
-            }
-            // SAFETY: linked lists are never freed.
-            list = unsafe { &*next };
-        }
+    /// Recomputes `single` (writers only, under the writers' lock).
+    fn update_single(&self) {
+        let mut enabled = self.entries().filter(|e| e.enabled.load(Ordering::Relaxed));
+        let one = match (enabled.next(), enabled.next()) {
+            (Some(e), None) => e.cb.load(Ordering::Relaxed),
+            _ => 0,
+        };
+        // Relaxed: see `call_all`.
+        self.single.store(one, Ordering::Relaxed);
     }
 
     /// Every list of the chain.
@@ -156,6 +126,49 @@ impl CallbackList {
 
     fn any_enabled(&self) -> bool {
         self.entries().any(|e| e.enabled.load(Ordering::Relaxed))
+    }
+}
+
+
+/// [`CallbackList::call_all`] for any number of callbacks. `extern "C"`: it cannot unwind (the
+/// callbacks are `extern "C"` too), so notify's exported wrapper needs no landing pad.
+///
+/// # Safety
+/// As [`CallbackList::call_all`].
+#[inline(never)]
+unsafe extern "C" fn call_many(
+    head: &CallbackList,
+    trace_type: u16,
+    parent: *mut crate::abi::TraceEventData,
+    event: *mut crate::abi::TraceEventData,
+    instance: u64,
+    user_data: *const std::ffi::c_void,
+) {
+    let mut list = head;
+    loop {
+        // Acquire: pairs with the release store of `len` in `register`, making `cb` visible.
+        let n = list.len.load(Ordering::Acquire).min(INLINE);
+        for e in &list.entries[..n] {
+            // Relaxed: the enabled flag carries no data; a racing (un)register may go either way.
+            if e.enabled.load(Ordering::Relaxed) {
+                let raw = e.cb.load(Ordering::Relaxed);
+                // SAFETY:
+                // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
+                let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
+                // SAFETY: the caller guarantees the callback contract.
+                unsafe { f(trace_type, parent, event, instance, user_data) };
+            }
+        }
+        if n < INLINE {
+            return;
+        }
+        // Acquire: pairs with the release store linking a new list.
+        let next = list.next.load(Ordering::Acquire);
+        if next.is_null() {
+            return;
+        }
+        // SAFETY: linked lists are never freed.
+        list = unsafe { &*next };
     }
 }
 
@@ -277,7 +290,9 @@ impl CallbackRegistry {
         let raw = cb as usize;
         if let Some(e) = head.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
             self.set_flag(stream, head, true);
-            return if e.enabled.swap(true, Ordering::Relaxed) { Change::Duplicate } else { Change::Undeleted };
+            let was = e.enabled.swap(true, Ordering::Relaxed);
+            head.update_single();
+            return if was { Change::Duplicate } else { Change::Undeleted };
         }
         let mut last = head;
         while let Some(n) = {
@@ -300,6 +315,7 @@ impl CallbackRegistry {
         last.entries[n].enabled.store(true, Ordering::Relaxed);
         // Release: publishes the entry written above to notify's acquire load of `len`.
         last.len.store(n + 1, Ordering::Release);
+        head.update_single();
         self.set_flag(stream, head, true);
         Change::Done
     }
@@ -316,6 +332,7 @@ impl CallbackRegistry {
         if !e.enabled.swap(false, Ordering::Relaxed) {
             return Change::Duplicate;
         }
+        l.update_single();
         let any = l.any_enabled();
         self.set_flag(stream, l, any);
         Change::Done
@@ -335,6 +352,7 @@ impl CallbackRegistry {
             for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
+            l.update_single();
             self.set_flag(stream, l, false);
         }
     }
@@ -350,6 +368,7 @@ impl CallbackRegistry {
             for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
+            l.single.store(0, Ordering::Relaxed);
             // The chained lists are dropped from the chain but stay allocated for racing readers.
             l.next.store(ptr::null_mut(), Ordering::Release);
             l.len.store(0, Ordering::Release);

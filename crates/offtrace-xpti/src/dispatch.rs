@@ -149,8 +149,41 @@ pub fn unstash_tuple() {
 /// #10 `xptiGetUniqueId`.
 #[inline]
 pub fn get_unique_id() -> u64 {
-    // Relaxed: only uniqueness is needed.
+    match fw_if_built() {
+        // Relaxed: only uniqueness is needed.
+        Some(f) => f.unique_id.fetch_add(1, Ordering::Relaxed),
+        None => get_unique_id_cold(),
+    }
+}
+
+// The first call of a process builds the framework. These cold halves are `extern "C"` (they
+// cannot unwind) and tail-called, so the hot halves save no registers and need no landing pad.
+
+#[cold]
+#[inline(never)]
+extern "C" fn get_unique_id_cold() -> u64 {
+    // Relaxed: as in `get_unique_id`.
     fw().unique_id.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cold]
+#[inline(never)]
+extern "C" fn lookup_string_cold(id: u32) -> *const c_char {
+    fw().lookup_string(id)
+}
+
+#[cold]
+#[inline(never)]
+extern "C" fn trace_enabled_cold() -> bool {
+    // Relaxed: see notify.
+    fw().trace_enabled.load(Ordering::Relaxed)
+}
+
+#[cold]
+#[inline(never)]
+extern "C" fn check_trace_enabled_cold(stream: u8, trace_type: u16) -> bool {
+    fw();
+    check_trace_enabled(stream, trace_type)
 }
 
 // ------------------------------------------------------------------ 2.3 strings, objects, metadata
@@ -178,7 +211,10 @@ pub unsafe fn register_string(s: *const c_char, out: *mut *mut c_char) -> u32 {
 /// #12 `xptiLookupString`.
 #[inline]
 pub fn lookup_string(id: u32) -> *const c_char {
-    fw().lookup_string(id)
+    match fw_if_built() {
+        Some(f) => f.lookup_string(id),
+        None => lookup_string_cold(id),
+    }
 }
 
 /// #13 `xptiRegisterObject`.
@@ -573,9 +609,10 @@ pub unsafe fn notify_subscribers(
 ///
 /// # Safety
 /// As [`notify_subscribers`].
+/// `extern "C"`: cannot unwind, so the exported notify needs no landing pad.
 #[cold]
 #[inline(never)]
-unsafe fn notify_subscribers_cold(
+unsafe extern "C" fn notify_subscribers_cold(
     stream: u8,
     trace_type: u16,
     parent: *mut TraceEventData,
@@ -591,14 +628,17 @@ unsafe fn notify_subscribers_cold(
 /// #29 `xptiTraceEnabled`.
 #[inline]
 pub fn trace_enabled() -> bool {
-    // Relaxed: see notify.
-    fw().trace_enabled.load(Ordering::Relaxed)
+    match fw_if_built() {
+        // Relaxed: see notify.
+        Some(f) => f.trace_enabled.load(Ordering::Relaxed),
+        None => trace_enabled_cold(),
+    }
 }
 
 /// #30 `xptiCheckTraceEnabled`.
 #[inline]
 pub fn check_trace_enabled(stream: u8, trace_type: u16) -> bool {
-    let f = fw();
+    let Some(f) = fw_if_built() else { return check_trace_enabled_cold(stream, trace_type) };
     // Relaxed: see notify.
     f.trace_enabled.load(Ordering::Relaxed) && stream != 0 && f.callbacks.flag(stream, trace_type)
 }
