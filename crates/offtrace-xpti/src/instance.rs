@@ -122,7 +122,7 @@ unsafe impl Send for Slab {}
 /// the thread's first creation: KEY_CACHE_SIZE × 40 bytes).
 struct ThreadCache {
     free: Vec<usize>,
-    keys: Vec<CacheEntry>,
+    keys: Option<Box<KeyCache>>,
 }
 
 impl Drop for ThreadCache {
@@ -137,7 +137,7 @@ impl Drop for ThreadCache {
 }
 
 thread_local! {
-    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: Vec::new() }) };
+    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None }) };
 }
 
 impl Slab {
@@ -312,6 +312,35 @@ pub fn payload_of(obj: *mut u8) -> *mut Payload {
 /// Entries of the per-thread key cache (two-way: a key may sit in slot i or i ^ 1).
 const KEY_CACHE_SIZE: usize = 4096;
 
+/// The per-thread key cache (allocated on the thread's first creation).
+#[repr(transparent)]
+struct KeyCache([CacheEntry; KEY_CACHE_SIZE]);
+
+impl KeyCache {
+    /// An empty cache, built on the heap (160 KiB would not fit every thread's stack).
+    fn new_boxed() -> Box<KeyCache> {
+        let v: Box<[CacheEntry]> = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE].into_boxed_slice();
+        let a: Box<[CacheEntry; KEY_CACHE_SIZE]> = v.try_into().unwrap_or_else(|_| unreachable!());
+        // SAFETY: `KeyCache` is a `repr(transparent)` wrapper of the array.
+        unsafe { Box::from_raw(Box::into_raw(a).cast::<KeyCache>()) }
+    }
+}
+
+impl std::ops::Index<usize> for KeyCache {
+    type Output = CacheEntry;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &CacheEntry {
+        &self.0[i & (KEY_CACHE_SIZE - 1)]
+    }
+}
+
+impl std::ops::IndexMut<usize> for KeyCache {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut CacheEntry {
+        &mut self.0[i & (KEY_CACHE_SIZE - 1)]
+    }
+}
+
 #[derive(Clone, Copy)]
 struct CacheEntry {
     name: *const c_char,
@@ -384,39 +413,66 @@ impl KeyTable {
     }
 
     /// The entry for a normalized payload, creating it on first sight, through the thread's key
-    /// cache `cache` (already borrowed by the caller; `None` on an exiting thread).
+    /// cache `cache` (already borrowed by the caller; `None` on an exiting thread). The cache hit
+    /// is inlined into the caller; the rest is [`entry_miss`](Self::entry_miss).
     ///
     /// # Safety
     /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
-    #[inline]
+    #[inline(always)]
     unsafe fn entry_in(
         &self,
-        mut cache: Option<&mut Vec<CacheEntry>>,
+        cache: Option<&mut Option<Box<KeyCache>>>,
         n: &Normalized,
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
     ) -> Option<&'static KeyEntry> {
+        // Relaxed: see `clear`.
         let generation = self.generation.load(Ordering::Relaxed);
         let h = (n.name as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             ^ (n.file as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
             ^ (u64::from(n.line) | u64::from(n.column) << 32).wrapping_mul(0x1656_67B1_9E37_79F9);
         let slot = (h >> 40) as usize & (KEY_CACHE_SIZE - 1);
-        let hit = cache.as_deref().and_then(|keys| {
-            [slot, slot ^ 1].into_iter().find_map(|i| {
-                let e = keys.get(i)?;
-                (e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation)
-                    .then_some(e.key)
-            })
-        });
-        if let Some(k) = hit {
-            // SAFETY: cached keys are never freed.
-            let k = unsafe { &*k };
-            // The caller's strings may have changed since they were cached: compare contents.
-            // SAFETY: both sides are valid C strings (caller contract; owned copies).
-            if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
-                return Some(k);
+        if let Some(Some(keys)) = cache.as_deref() {
+            let hit = |e: &CacheEntry| {
+                e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation
+            };
+            let k = if hit(&keys[slot]) {
+                keys[slot].key
+            } else if hit(&keys[slot ^ 1]) {
+                keys[slot ^ 1].key
+            } else {
+                ptr::null()
+            };
+            if !k.is_null() {
+                // SAFETY: cached keys are never freed.
+                let k = unsafe { &*k };
+                // The caller's strings may have changed since they were cached: compare contents.
+                // SAFETY: both sides are valid C strings (caller contract; owned copies).
+                if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
+                    return Some(k);
+                }
             }
         }
+        // SAFETY: caller contract.
+        unsafe { self.entry_miss(cache, n, strict, string_id, generation, slot) }
+    }
+
+    /// [`entry_in`](Self::entry_in) past the thread's cache: the shared table, then the cache
+    /// entry for next time.
+    ///
+    /// # Safety
+    /// As [`entry_in`](Self::entry_in).
+    #[cold]
+    #[inline(never)]
+    unsafe fn entry_miss(
+        &self,
+        cache: Option<&mut Option<Box<KeyCache>>>,
+        n: &Normalized,
+        strict: bool,
+        string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
+        generation: u32,
+        slot: usize,
+    ) -> Option<&'static KeyEntry> {
         // SAFETY: caller contract.
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
         // SAFETY: caller contract.
@@ -448,10 +504,8 @@ impl KeyTable {
             // SAFETY: `extra` of a key node is always a leaked KeyEntry.
             unsafe { &*node.extra.cast::<KeyEntry>() }
         };
-        if let Some(keys) = cache.as_deref_mut() {
-            if keys.is_empty() {
-                *keys = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE];
-            }
+        if let Some(keys) = cache {
+            let keys = keys.get_or_insert_with(KeyCache::new_boxed);
             let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
             // Two-way placement: fill the free way, else evict the partner of the last insert.
             let way = if keys[slot].key.is_null() || keys[slot].generation != generation { slot } else { slot ^ 1 };
