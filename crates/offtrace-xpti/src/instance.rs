@@ -15,7 +15,7 @@
 //!   through a per-thread direct-mapped cache (pointer equality plus a string compare, which is
 //!   cheaper than FNV hashing) and behind it a lock-free intern table.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr;
 use std::sync::Mutex;
@@ -137,6 +137,10 @@ impl Drop for ThreadCache {
 }
 
 thread_local! {
+    /// The source file of the thread's last new key (default hashing mode): the caller's
+    /// pointer, the key's owned copy and its FNV-1a hash. Copies are never freed, so the memo
+    /// never dangles; the caller's string is compared with the copy before use.
+    static FILE_MEMO: Cell<(*const c_char, *const c_char, u32)> = const { Cell::new((ptr::null(), ptr::null(), 0)) };
     static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None }) };
 }
 
@@ -477,12 +481,23 @@ impl KeyTable {
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
         // SAFETY: caller contract.
         let file = (!n.file.is_null()).then(|| unsafe { CStr::from_ptr(n.file) });
+        // Default mode: new keys of a thread usually share the source file of its previous new
+        // key; the memo gives that file's hash and owned copy after one string compare.
+        let mut file_copy: *const c_char = ptr::null();
         let (fid, flid, strict_name, strict_file) = if strict {
             let (fi, fp) = name.map_or((0, ptr::null()), string_id);
             let (li, lp) = file.map_or((0, ptr::null()), string_id);
             (fi, li, fp, lp)
         } else {
-            (name.map_or(0, |s| fnv1a32(s.to_bytes())), file.map_or(0, |s| fnv1a32(s.to_bytes())), ptr::null(), ptr::null())
+            let memo = FILE_MEMO.try_with(Cell::get).unwrap_or((ptr::null(), ptr::null(), 0));
+            // SAFETY: `n.file` is a valid C string (caller contract), `memo.1` an owned copy.
+            let flid = if !n.file.is_null() && memo.0 == n.file && unsafe { cstr_eq(n.file, memo.1) } {
+                file_copy = memo.1;
+                memo.2
+            } else {
+                file.map_or(0, |s| fnv1a32(s.to_bytes()))
+            };
+            (name.map_or(0, |s| fnv1a32(s.to_bytes())), flid, ptr::null(), ptr::null())
         };
         let p1 = (u64::from(flid) << 32) | u64::from(fid);
         let p2 = (u64::from(n.column) << 32) | (n.line as i32 as i64 as u64);
@@ -490,20 +505,48 @@ impl KeyTable {
         kb[..8].copy_from_slice(&p1.to_le_bytes());
         kb[8..].copy_from_slice(&p2.to_le_bytes());
         let (node, _) = self.table.intern_with(&kb, 0, |_| {
-            let e = Box::new(KeyEntry {
-                function_id: fid as i32,
-                file_id: flid as i32,
-                name: if strict { strict_name } else { name.map_or(ptr::null(), leak_cstr) },
-                file: if strict { strict_file } else { file.map_or(ptr::null(), leak_cstr) },
-                counter: AtomicU64::new(0),
-            });
-            // Process-lifetime: instances and C callers may hold the name pointers forever.
-            Box::into_raw(e).cast_const().cast()
+            // The entry and its name copies in one piece of process-lifetime memory (instances
+            // and C callers may hold the name pointers forever).
+            let (nb, fb): (&[u8], &[u8]) = if strict {
+                (&[], &[])
+            } else if !file_copy.is_null() {
+                (name.map_or(&[], CStr::to_bytes_with_nul), &[])
+            } else {
+                (name.map_or(&[], CStr::to_bytes_with_nul), file.map_or(&[], CStr::to_bytes_with_nul))
+            };
+            let mem = crate::intern::alloc_static(size_of::<KeyEntry>() + nb.len() + fb.len(), align_of::<KeyEntry>());
+            // SAFETY:
+            // - `mem` is fresh, suitably aligned memory for a KeyEntry followed by both copies;
+            //   the sources are valid slices disjoint from it.
+            unsafe {
+                let np = mem.add(size_of::<KeyEntry>());
+                let fp = np.add(nb.len());
+                ptr::copy_nonoverlapping(nb.as_ptr(), np, nb.len());
+                ptr::copy_nonoverlapping(fb.as_ptr(), fp, fb.len());
+                let copy = |b: &[u8], p: *mut u8| if b.is_empty() { ptr::null() } else { p.cast_const().cast::<c_char>() };
+                mem.cast::<KeyEntry>().write(KeyEntry {
+                    function_id: fid as i32,
+                    file_id: flid as i32,
+                    name: if strict { strict_name } else { copy(nb, np) },
+                    file: if strict {
+                        strict_file
+                    } else if !file_copy.is_null() {
+                        file_copy
+                    } else {
+                        copy(fb, fp)
+                    },
+                    counter: AtomicU64::new(0),
+                });
+            }
+            mem.cast_const().cast()
         })?;
         let key: &'static KeyEntry = {
             // SAFETY: `extra` of a key node is always a leaked KeyEntry.
             unsafe { &*node.extra.cast::<KeyEntry>() }
         };
+        if !strict && !key.file.is_null() {
+            let _ = FILE_MEMO.try_with(|m| m.set((n.file, key.file, key.file_id as u32)));
+        }
         if let Some(keys) = cache {
             let keys = keys.get_or_insert_with(KeyCache::new_boxed);
             let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
@@ -537,9 +580,6 @@ unsafe fn cstr_eq(a: *const c_char, b: *const c_char) -> bool {
     unsafe { libc::strcmp(a, b) == 0 }
 }
 
-fn leak_cstr(s: &CStr) -> *const c_char {
-    Box::leak(s.to_owned().into_boxed_c_str()).as_ptr()
-}
 
 /// What the caller asks for a new instance.
 #[derive(Debug, Clone, Copy)]

@@ -90,9 +90,10 @@ impl Arena {
         let pad = (self.ptr as usize).wrapping_neg() & (align - 1);
         if self.ptr.is_null() || pad + size > self.left {
             let chunk = size.max(ARENA_CHUNK);
-            // Process-lifetime memory: intentionally leaked (pointers are handed to C).
-            let buf: &'static mut [u8] = Box::leak(vec![0u8; chunk + align].into_boxed_slice());
-            self.ptr = buf.as_mut_ptr();
+            // Process-lifetime memory: intentionally leaked (pointers are handed to C). Not
+            // zeroed: every user writes what it allocates before publishing it.
+            let buf: &'static mut [std::mem::MaybeUninit<u8>] = Box::leak(Box::new_uninit_slice(chunk + align));
+            self.ptr = buf.as_mut_ptr().cast::<u8>();
             self.left = buf.len();
             return self.alloc(size, align);
         }
@@ -114,7 +115,13 @@ static SHARED_ARENA: Mutex<Arena> = Mutex::new(Arena::new());
 /// Process-lifetime memory for one node: the calling thread's arena, or a shared one on a thread
 /// that is exiting.
 fn alloc_node(size: usize) -> *mut u8 {
-    let align = align_of::<Node>();
+    alloc_static(size, align_of::<Node>())
+}
+
+/// `size` bytes of uninitialised, never-freed memory aligned to `align` (a power of two): the
+/// calling thread's arena, or a shared one on a thread that is exiting. Must not be called while
+/// the calling thread is inside another `alloc_static`.
+pub(crate) fn alloc_static(size: usize, align: usize) -> *mut u8 {
     THREAD_ARENA
         .try_with(|a| a.borrow_mut().alloc(size, align))
         .unwrap_or_else(|_| SHARED_ARENA.lock().unwrap_or_else(|e| e.into_inner()).alloc(size, align))
