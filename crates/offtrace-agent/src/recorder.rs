@@ -15,8 +15,9 @@
 //!
 //! Start: `xptiTraceInit` on the application's thread only decides the tick source (the TSC when
 //! `/proc/cpuinfo` says it is invariant), takes the start point and spawns the writer; the
-//! writer measures the TSC rate (20 ms after the start point) before it writes the header, so
-//! the application never waits for the calibration.
+//! writer measures the TSC rate (20 ms after the start point, or at once when a finish or
+//! flush request comes earlier) before it writes the header, so the application never waits
+//! for the calibration.
 //!
 //! Writer (thread `offtrace-writer`): wakes every 20 ms, or when a producer has pushed half a
 //! ring since the last wake-up; per cycle it (1) adopts newly registered rings, (2) snapshots
@@ -594,8 +595,23 @@ fn writer_main(rec: &'static Recorder, calibration: Option<(u64, u64)>, make: Ma
     rec.writer_tid.store(gettid(), Ordering::Relaxed);
     // The TSC calibration (~20 ms since `start`), here rather than on the application's thread;
     // producers meanwhile stamp raw ticks into their rings.
+    // The wait is cut short by a finish or flush request (a program that ends within 20 ms must
+    // not wait for the calibration at exit): the rate is then measured over the time elapsed,
+    // less precise but only for a trace that short.
     let clock = match calibration {
-        Some(t0) => rec.clock.calibrated_since(t0, CALIBRATION_SPAN),
+        Some(t0) => {
+            let span = CALIBRATION_SPAN.as_nanos() as u64;
+            loop {
+                let elapsed = offtrace_core::clock::monotonic_ns().saturating_sub(t0.1);
+                // Acquire: pairs with the Release in `finish` / `flush_now` (only a wake-up
+                // condition here; the cycle below re-reads both).
+                if elapsed >= span || rec.shutdown.load(Ordering::Acquire) || rec.flush_requests.load(Ordering::Acquire) != 0 {
+                    break;
+                }
+                std::thread::park_timeout(Duration::from_nanos(span - elapsed));
+            }
+            rec.clock.calibrated_since(t0, Duration::ZERO)
+        }
         None => rec.clock,
     };
     rec.interner.push(Record::Info {
