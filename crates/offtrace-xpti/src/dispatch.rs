@@ -12,7 +12,7 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 
 use crate::abi::*;
-use crate::framework::{FRAMEWORK_REFS, fw, fw_if_built};
+use crate::framework::{FRAMEWORK_REFS, fw, fw_if_built, fw_if_enabled};
 use crate::instance::{self, Normalized, Spec, UNKNOWN_FILE, UNKNOWN_FUNCTION};
 use crate::shim::{self, layout};
 use crate::tls;
@@ -172,18 +172,17 @@ extern "C" fn lookup_string_cold(id: u32) -> *const c_char {
     fw().lookup_string(id)
 }
 
-#[cold]
 #[inline(never)]
-extern "C" fn trace_enabled_cold() -> bool {
-    // Relaxed: see notify.
-    fw().trace_enabled.load(Ordering::Relaxed)
+extern "C" fn trace_enabled_disabled() -> bool {
+    fw();
+    fw_if_enabled().is_some()
 }
 
-#[cold]
 #[inline(never)]
-extern "C" fn check_trace_enabled_cold(stream: u8, trace_type: u16) -> bool {
-    fw();
-    check_trace_enabled(stream, trace_type)
+extern "C" fn check_trace_enabled_disabled(stream: u8, trace_type: u16) -> bool {
+    // Relaxed: see notify.
+    let f = fw();
+    f.trace_enabled.load(Ordering::Relaxed) && stream != 0 && f.callbacks.flag(stream, trace_type)
 }
 
 // ------------------------------------------------------------------ 2.3 strings, objects, metadata
@@ -585,16 +584,14 @@ pub unsafe fn notify_subscribers(
     instance: u64,
     user_data: *const c_void,
 ) -> XptiResult {
-    // The first call may have to build the framework; keeping that call out of this function
-    // lets the hot path run without saving registers.
-    let Some(f) = fw_if_built() else {
+    // Tracing off, or the first call of the process (which may have to build the framework):
+    // a tail call, so the hot path saves no registers.
+    let f = match fw_if_built() {
+        // Relaxed: an on/off switch; no data is published through it.
+        Some(f) if f.trace_enabled.load(Ordering::Relaxed) => f,
         // SAFETY: same contract.
-        return unsafe { notify_subscribers_cold(stream, trace_type, parent, event, instance, user_data) };
+        _ => return unsafe { notify_subscribers_disabled(stream, trace_type, parent, event, instance, user_data) },
     };
-    // Relaxed: an on/off switch; no data is published through it.
-    if !f.trace_enabled.load(Ordering::Relaxed) {
-        return XPTI_RESULT_FALSE;
-    }
     if event.is_null() && (user_data.is_null() || !null_event_allowed(trace_type)) {
         return XPTI_RESULT_INVALIDARG;
     }
@@ -605,14 +602,14 @@ pub unsafe fn notify_subscribers(
     XPTI_RESULT_SUCCESS
 }
 
-/// [`notify_subscribers`] on the first call of the process: builds the framework first.
+/// [`notify_subscribers`] while tracing is not enabled: `FALSE`, after building the framework
+/// on the first call of the process (subscribers loaded then may enable tracing).
+/// `extern "C"`: cannot unwind, so the exported notify needs no landing pad.
 ///
 /// # Safety
 /// As [`notify_subscribers`].
-/// `extern "C"`: cannot unwind, so the exported notify needs no landing pad.
-#[cold]
 #[inline(never)]
-unsafe extern "C" fn notify_subscribers_cold(
+unsafe extern "C" fn notify_subscribers_disabled(
     stream: u8,
     trace_type: u16,
     parent: *mut TraceEventData,
@@ -620,27 +617,30 @@ unsafe extern "C" fn notify_subscribers_cold(
     instance: u64,
     user_data: *const c_void,
 ) -> XptiResult {
-    fw();
-    // SAFETY: same contract; the framework now exists, so this does not recurse again.
+    // Relaxed: see notify.
+    if fw_if_built().is_some() || !fw().trace_enabled.load(Ordering::Relaxed) {
+        return XPTI_RESULT_FALSE;
+    }
+    // SAFETY: same contract; tracing is now enabled, so this does not come back here.
     unsafe { notify_subscribers(stream, trace_type, parent, event, instance, user_data) }
 }
 
 /// #29 `xptiTraceEnabled`.
 #[inline]
 pub fn trace_enabled() -> bool {
-    match fw_if_built() {
-        // Relaxed: see notify.
-        Some(f) => f.trace_enabled.load(Ordering::Relaxed),
-        None => trace_enabled_cold(),
-    }
+    // Built and enabled; otherwise build it if needed (a tail call) and answer.
+    fw_if_enabled().is_some() || trace_enabled_disabled()
 }
 
 /// #30 `xptiCheckTraceEnabled`.
 #[inline]
 pub fn check_trace_enabled(stream: u8, trace_type: u16) -> bool {
-    let Some(f) = fw_if_built() else { return check_trace_enabled_cold(stream, trace_type) };
-    // Relaxed: see notify.
-    f.trace_enabled.load(Ordering::Relaxed) && stream != 0 && f.callbacks.flag(stream, trace_type)
+    let f = match fw_if_built() {
+        // Relaxed: see notify.
+        Some(f) if f.trace_enabled.load(Ordering::Relaxed) => f,
+        _ => return check_trace_enabled_disabled(stream, trace_type),
+    };
+    stream != 0 && f.callbacks.flag(stream, trace_type)
 }
 
 /// #31 `xptiReset`.
@@ -650,8 +650,7 @@ pub fn reset() {
 
 /// #32 `xptiForceSetTraceEnabled`.
 pub fn force_set_trace_enabled(on: bool) {
-    // Relaxed: see notify.
-    fw().trace_enabled.store(on, Ordering::Relaxed);
+    fw().set_trace_enabled(on);
 }
 
 /// #41 `xptiGetDefaultStreamID`.

@@ -6,7 +6,7 @@
 //! objects) lives in process-lifetime arenas or the instance slab and is never unmapped.
 
 use std::ffi::{CStr, c_char};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 use crate::abi::{detail_level, event_type, trace_type};
@@ -36,7 +36,8 @@ pub struct Framework {
     pub slab: Slab,
     /// Callbacks per (stream, type).
     pub callbacks: CallbackRegistry,
-    /// `xptiTraceEnabled`.
+    /// `xptiTraceEnabled`, read by notify and the checks next to the callback tables (one base
+    /// address for all their loads). Written only by `set_trace_enabled`, with `ENABLED_FW`.
     pub trace_enabled: AtomicBool,
     /// `XPTI_USE_STRICT_HASH` is set.
     pub strict_hash: bool,
@@ -87,6 +88,21 @@ pub fn fw() -> &'static Framework {
         // SAFETY: `build` returns a pointer into the `FW` static, initialised and never dropped.
         None => unsafe { &*build() },
     }
+}
+
+/// The framework while tracing is enabled (`xptiTraceEnabled` true), else null: one load answers
+/// `xptiTraceEnabled` ("built and enabled"). Only `set_trace_enabled` stores it, with a pointer to
+/// the built `FW`. (Notify and the checks read `Framework::trace_enabled` instead: their loads
+/// then all hang off the one `FW` address, one dependent load less before the callback.)
+static ENABLED_FW: AtomicPtr<Framework> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The framework if it is built and tracing is enabled (no side effects).
+#[inline(always)]
+pub fn fw_if_enabled() -> Option<&'static Framework> {
+    // Acquire: pairs with the release store in `set_trace_enabled`.
+    let p = ENABLED_FW.load(Ordering::Acquire);
+    // SAFETY: non-null values point at the `FW` static, initialised and never dropped.
+    if p.is_null() { None } else { Some(unsafe { &*p }) }
 }
 
 /// The framework if it was already built (no side effects).
@@ -160,7 +176,7 @@ impl Framework {
         f
     }
 
-    fn load_subscribers(&self) {
+    fn load_subscribers(&'static self) {
         let allowed = subscriber::trace_enable_allows(std::env::var("XPTI_TRACE_ENABLE").ok().as_deref());
         if !allowed {
             return;
@@ -170,9 +186,21 @@ impl Framework {
         let any = !subs.is_empty();
         *self.subscribers.lock().unwrap_or_else(|e| e.into_inner()) = subs;
         if any {
-            // Relaxed: a plain flag; callers re-read it per call.
-            self.trace_enabled.store(true, Ordering::Relaxed);
+            self.set_trace_enabled(true);
         }
+    }
+
+    /// `xptiForceSetTraceEnabled` (and subscriber loading): publishes this framework as the
+    /// enabled one, or withdraws it.
+    pub fn set_trace_enabled(&'static self, on: bool) {
+        // Writers serialise, so the flag and the pointer end in the same state.
+        static WRITER: Mutex<()> = Mutex::new(());
+        let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: an on/off switch read by notify and the checks; no data is published by it.
+        self.trace_enabled.store(on, Ordering::Relaxed);
+        let p = if on { (self as *const Framework).cast_mut() } else { std::ptr::null_mut() };
+        // Release: `xptiTraceEnabled` reads the pointer with acquire.
+        ENABLED_FW.store(p, Ordering::Release);
     }
 
     /// A snapshot of the subscribers (so that no lock is held while calling them).
