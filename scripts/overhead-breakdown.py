@@ -18,8 +18,9 @@ Configurations (environment on top of the SYCL runtime's own LD_LIBRARY_PATH / O
 
 So: xpti - plain and xpti+ur - xpti are the runtime's own instrumentation cost; agent - xpti+ur is
 what the agent adds to the fully instrumented runtime; record - agent is the CLI's share.
-CPU time (user + system of the process tree, from getrusage) is printed next to the wall time:
-it is less sensitive to other load on the machine. The rounds run the configurations in turn (a round = one run of each, in a rotated order), so
+The fastest run of each configuration and the median CPU time (user + system of the process
+tree, from getrusage) are printed next to the median wall time: both are less sensitive to other
+load on the machine. The rounds run the configurations in turn (a round = one run of each, in a rotated order), so
 all of them see the same machine state; the median discards outliers. Traces go to a temporary
 directory, rewritten every run (the file system cost is included).
 """
@@ -105,7 +106,10 @@ def main():
            "configs": {c: {"median_s": round(med[c], 4),
                            "q1_s": round(statistics.quantiles(times[c], n=4)[0], 4) if len(times[c]) > 1 else None,
                            "q3_s": round(statistics.quantiles(times[c], n=4)[2], 4) if len(times[c]) > 1 else None,
+                           "min_s": round(min(times[c]), 4),
                            "vs_plain_pct": round(100 * (med[c] / ref - 1), 2) if ref else None,
+                           "min_vs_plain_pct": round(100 * (min(times[c]) / min(times["plain"]) - 1), 2)
+                           if "plain" in times else None,
                            "cpu_median_s": round(statistics.median(cpu[c]), 4),
                            "cpu_vs_plain_pct": round(100 * (statistics.median(cpu[c]) / statistics.median(cpu["plain"]) - 1), 2)
                            if "plain" in cpu else None}
@@ -114,11 +118,12 @@ def main():
         print(json.dumps(res))
         return
     print(f"{res['program']}: {a.rounds} rounds, load average after {res['load_avg_after']:.2f}")
-    print(f"{'configuration':14} {'median s':>9} {'q1':>8} {'q3':>8} {'vs plain':>9} {'CPU s':>8} {'vs plain':>9}")
+    print(f"{'configuration':14} {'median s':>9} {'q1':>8} {'q3':>8} {'vs plain':>9} {'min s':>8} {'vs plain':>9}"
+          f" {'CPU s':>8} {'vs plain':>9}")
     for c, v in res["configs"].items():
-        pct = "" if v["vs_plain_pct"] is None else f"{v['vs_plain_pct']:+.1f}%"
-        cpct = "" if v["cpu_vs_plain_pct"] is None else f"{v['cpu_vs_plain_pct']:+.1f}%"
-        print(f"{c:14} {v['median_s']:9.4f} {v['q1_s'] or 0:8.4f} {v['q3_s'] or 0:8.4f} {pct:>9} {v['cpu_median_s']:8.4f} {cpct:>9}")
+        f = lambda x: "" if x is None else f"{x:+.1f}%"
+        print(f"{c:14} {v['median_s']:9.4f} {v['q1_s'] or 0:8.4f} {v['q3_s'] or 0:8.4f} {f(v['vs_plain_pct']):>9}"
+              f" {v['min_s']:8.4f} {f(v['min_vs_plain_pct']):>9} {v['cpu_median_s']:8.4f} {f(v['cpu_vs_plain_pct']):>9}")
 
 
 if __name__ == "__main__":
