@@ -276,8 +276,11 @@ fn stack_trace_of(p: &Payload) -> *const c_char {
 /// # Safety
 /// String pointers of `n` are null or valid C strings.
 #[inline]
-unsafe fn make_instance(n: &Normalized, spec: &Spec) -> Option<(*mut u8, u64, &'static instance::KeyEntry)> {
-    let f = fw();
+unsafe fn make_instance(
+    f: &'static crate::framework::Framework,
+    n: &Normalized,
+    spec: &Spec,
+) -> Option<(*mut u8, u64, &'static instance::KeyEntry)> {
     let intern = |s: &CStr| f.register_string(s).unwrap_or((0, ptr::null()));
     // SAFETY: caller contract on the strings.
     unsafe { instance::make(&f.slab, &f.keys, n, f.strict_hash, &intern, spec) }
@@ -308,7 +311,7 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
         code_ptr: if f.strict_hash { p.code_ptr_va } else { ptr::null() },
     };
     // SAFETY: strings valid (caller contract).
-    let Some((obj, _, key)) = (unsafe { make_instance(&n, &spec) }) else { return INVALID_UID };
+    let Some((obj, _, key)) = (unsafe { make_instance(f, &n, &spec) }) else { return INVALID_UID };
     let uid = obj as u64;
     p.internal = uid;
     p.flags = n.flags | payload_flags::PAYLOAD_REGISTERED;
@@ -341,7 +344,8 @@ pub unsafe fn make_event(
     if !is_valid_payload(p) {
         return ptr::null_mut();
     }
-    let strict = fw().strict_hash;
+    let f = fw();
+    let strict = f.strict_hash;
     let n = instance::normalize(p, strict);
     let spec = Spec {
         event_type,
@@ -350,7 +354,7 @@ pub unsafe fn make_event(
         code_ptr: if strict { p.code_ptr_va } else { ptr::null() },
     };
     // SAFETY: strings valid (caller contract).
-    match unsafe { make_instance(&n, &spec) } {
+    match unsafe { make_instance(f, &n, &spec) } {
         Some((obj, inst, _)) => {
             // SAFETY: valid out pointer.
             unsafe { *instance_out = inst };
@@ -434,20 +438,22 @@ pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: 
         flags |= pf::CODE_POINTER_AVAILABLE;
     }
     let n = Normalized { name, file, line, column, flags };
+    let f = fw();
     let spec = Spec {
         event_type: event_type::ALGORITHM,
         activity_type: activity_type::ACTIVE as u16,
         stack_trace: ptr::null(),
-        code_ptr: if fw().strict_hash { code_ptr.cast_const() } else { ptr::null() },
+        code_ptr: if f.strict_hash { code_ptr.cast_const() } else { ptr::null() },
     };
     // SAFETY: strings valid.
-    match unsafe { make_instance(&n, &spec) } {
+    match unsafe { make_instance(f, &n, &spec) } {
         Some((obj, _, _)) => obj.wrapping_add(layout::TRACEPOINT_IFACE).cast(),
         None => ptr::null_mut(),
     }
 }
 
 /// #36 `xptiDeleteTracepoint`.
+#[inline]
 pub fn delete_tracepoint(tp: *mut c_void) -> XptiResult {
     if tp.is_null() {
         return XPTI_RESULT_INVALIDARG;
@@ -465,6 +471,7 @@ pub fn get_tracepoint_scope_data() -> *const c_void {
 
 /// #38 `xptiSetTracepointScopeData`. Deviation: objects that are not live tracepoints of this
 /// dispatcher are refused with INVALIDARG (Intel calls `tp->uid64()` through the vtable).
+#[inline]
 pub fn set_tracepoint_scope_data(tp: *mut c_void) -> XptiResult {
     if tp.is_null() {
         return XPTI_RESULT_INVALIDARG;
@@ -478,6 +485,7 @@ pub fn set_tracepoint_scope_data(tp: *mut c_void) -> XptiResult {
 }
 
 /// #39 `xptiUnsetTracepointScopeData`.
+#[inline]
 pub fn unset_tracepoint_scope_data() {
     tls::set_scope(ptr::null_mut(), 0);
 }

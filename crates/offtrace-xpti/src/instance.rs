@@ -701,6 +701,7 @@ unsafe fn construct(slab: &Slab, obj: *mut u8, key: &'static KeyEntry, n: &Norma
 }
 
 /// Deletes the live instance at `obj`. False when it is not live (already deleted, or foreign).
+#[inline]
 pub fn delete(slab: &Slab, obj: *mut u8) -> bool {
     if !slab.is_live(obj as usize) {
         return false;
