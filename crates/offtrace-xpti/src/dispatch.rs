@@ -241,6 +241,7 @@ pub fn lookup_object(id: i32) -> ObjectData {
 ///
 /// # Safety
 /// `event` is null or a valid event whose map was built by libstdc++; `key` null or a C string.
+#[inline]
 pub unsafe fn add_metadata(event: *mut TraceEventData, key: *const c_char, value: i32) -> XptiResult {
     if event.is_null() || key.is_null() {
         return XPTI_RESULT_INVALIDARG;
@@ -399,6 +400,7 @@ pub fn query_payload_by_uid(uid: u64) -> *const Payload {
 ///
 /// # Safety
 /// `event` is null or a readable event.
+#[inline]
 pub unsafe fn release_event(event: *mut TraceEventData) {
     if event.is_null() {
         return;
