@@ -10,14 +10,18 @@ Configurations (environment on top of the SYCL runtime's own LD_LIBRARY_PATH / O
   xpti           XPTI_TRACE_ENABLE=1 + Intel's dispatcher, no subscriber
   xpti+ur        the same + UR_ENABLE_LAYERS=UR_LAYER_TRACING (the UR tracing layer, which
                  `offtrace record` enables for UR calls), still no subscriber
+  null-sub       a subscriber that registers like the agent (same streams, every named trace
+                 point type, detail level normal) with empty callbacks (scripts/null-subscriber.c,
+                 built here with cc), with the UR layer: the runtime's cost of being observed
   agent-no-ur    the agent subscribed (XPTI_SUBSCRIBERS), OFFTRACE_UR_CALLS=0, no UR layer
                  (what `offtrace record --no-ur-calls` sets)
   agent          the agent subscribed with UR calls and the UR layer (what `offtrace record`
                  sets), started directly
   record         `offtrace record -o FILE -- PROGRAM` (adds the CLI process)
 
-So: xpti - plain and xpti+ur - xpti are the runtime's own instrumentation cost; agent - xpti+ur is
-what the agent adds to the fully instrumented runtime; record - agent is the CLI's share.
+So: xpti - plain, xpti+ur - xpti and null-sub - xpti+ur are the runtime's own instrumentation
+cost; agent - null-sub is what the agent adds to the fully instrumented runtime; record - agent
+is the CLI's share.
 The fastest run of each configuration and the median CPU time (user + system of the process
 tree, from getrusage) are printed next to the median wall time: both are less sensitive to other
 load on the machine. The rounds run the configurations in turn (a round = one run of each, in a rotated order), so
@@ -36,7 +40,7 @@ import time
 
 here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-CONFIGS = ["plain", "xpti", "xpti+ur", "agent-no-ur", "agent", "record"]
+CONFIGS = ["plain", "xpti", "xpti+ur", "null-sub", "agent-no-ur", "agent", "record"]
 
 
 def main():
@@ -69,14 +73,22 @@ def main():
     tmp = tempfile.mkdtemp(prefix="offtrace-breakdown-")
     trace = os.path.join(tmp, "t.offtrace")
 
+    nullsub = None
+    if "null-sub" in configs:
+        nullsub = os.path.join(tmp, "libnullsub.so")
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", nullsub, os.path.join(here, "scripts", "null-subscriber.c"),
+                        "-L" + lib, "-l:libxptifw.so.1"], check=True)
+
     def command(c):
         env = dict(base)
         cmd = [py] + a.program
-        if c in ("xpti", "xpti+ur", "agent-no-ur", "agent"):
+        if c in ("xpti", "xpti+ur", "null-sub", "agent-no-ur", "agent"):
             env["XPTI_TRACE_ENABLE"] = "1"
             env["XPTI_FRAMEWORK_DISPATCHER"] = dispatcher
-        if c in ("xpti+ur", "agent"):
+        if c in ("xpti+ur", "null-sub", "agent"):
             env["UR_ENABLE_LAYERS"] = "UR_LAYER_TRACING"
+        if c == "null-sub":
+            env["XPTI_SUBSCRIBERS"] = nullsub
         if c in ("agent-no-ur", "agent"):
             env["XPTI_SUBSCRIBERS"] = agent
             env["OFFTRACE_OUTPUT"] = trace
