@@ -6,7 +6,7 @@
 //! | `OFFTRACE_DETAIL` | `basic` / `normal` / `verbose`: the answer to the detail-level query | `normal` |
 //! | `OFFTRACE_UR_CALLS` | `1` / `0`: subscribe `ur.call` | `1` |
 //! | `OFFTRACE_DEBUG_STREAMS` | `1`: also subscribe `sycl.debug` and `ur.call.debug` (the runtime then sends there *instead*) | `0` |
-//! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records: the ring holds 16 words (128 bytes) per record, rounded up to a power of two; a UR call ~14 words at entry and ~8 at exit, a SYCL notification ~10-15; a push needs 64 free words | `4096` (512 KiB per thread) |
+//! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records: the ring holds 16 words (128 bytes) per record, rounded up to a power of two; a UR call ~14 words at entry and ~8 at exit, a SYCL notification ~10-15; a push needs 64 free words, so the ring has at least 64 | `4096` (512 KiB per thread) |
 
 use std::path::PathBuf;
 

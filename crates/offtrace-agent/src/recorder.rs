@@ -492,7 +492,10 @@ fn register_thread(rec: &Recorder) -> Option<Box<Local>> {
     let name = thread_name();
     let name = rec.interner.string(&name);
     rec.interner.push(Record::Thread { tid, name });
-    let (producer, consumer) = ring::ring::<u64>(rec.config.ring_records.saturating_mul(WORDS_PER_RECORD));
+    // At least one reservation's worth: a push reserves `MAX_WORDS` words, so a smaller ring
+    // would drop everything.
+    let words = rec.config.ring_records.saturating_mul(WORDS_PER_RECORD).max(compact::MAX_WORDS);
+    let (producer, consumer) = ring::ring::<u64>(words);
     let drops = Arc::new(AtomicU64::new(0));
     let orphaned = Arc::new(AtomicBool::new(false));
     let wake_mask = (producer.capacity() / WORDS_PER_RECORD / 2).next_power_of_two().max(1) - 1;
