@@ -394,6 +394,7 @@ fn tiny_ring_counts_every_drop() {
     let drops: u64 = t.records.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum();
     let seen: u64 = dump_counts(&dir.join("tiny.jsonl")).values().sum();
     assert!(drops > 0, "a 64-word ring (the minimum) should overflow during W4");
+    assert!(notifications > 0, "a tiny ring still records");
     assert_eq!(notifications + drops, seen);
     assert!(matches!(t.records.last(), Some(Record::End { drops: d, .. }) if *d == drops));
     let _ = std::fs::remove_dir_all(&dir);
