@@ -638,8 +638,13 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     out.set(0, header(raw.trace_type, stream, len, flags | UD_FWA << UD_SHIFT));
     out.set(1, ts);
     out.set(2, raw.instance);
-    delta.parent = parent;
-    delta.event = event;
+    // Equal already when omitted as the same (the usual case: one global event, no parent).
+    if flags & P_SAME == 0 {
+        delta.parent = parent;
+    }
+    if flags & E_SAME == 0 {
+        delta.event = event;
+    }
     delta.stash = None;
     if !end {
         delta.begin = walked.then_some((raw.instance, id));
