@@ -468,25 +468,61 @@ unsafe fn load_out(addr: usize) -> u64 {
     }
 }
 
-/// Bit `i` set: parameter `i` of the UR function with this id is an output pointer. Built once
-/// from the generated table (cold), then one load per UR exit.
-fn out_mask(function_id: u32) -> u32 {
-    static MASKS: std::sync::OnceLock<Box<[u32]>> = std::sync::OnceLock::new();
-    let masks = MASKS.get_or_init(|| {
-        (0..1024u32)
+/// A UR function's parameters as the record path walks them, packed into one word (built once
+/// from the generated table, then one load per UR notification): bits `2i..2i+2` the width of
+/// parameter `i`'s argument variable as log2 of its bytes (1/2/4/8), bits 32-47 the output
+/// pointer parameters (bit `32 + i`), bits 48-55 the parameter count (at most `MAX_ARGS`), bit
+/// 63 set for a known id: 0 for an unknown one.
+fn arg_desc(function_id: u32) -> u64 {
+    const _: () = assert!(MAX_ARGS <= 16);
+    static DESCS: std::sync::OnceLock<Box<[u64]>> = std::sync::OnceLock::new();
+    let descs = DESCS.get_or_init(|| {
+        (0..=ur::MAX_FUNCTION_ID)
             .map(|id| {
                 ur::function(id).map_or(0, |f| {
-                    f.params
-                        .iter()
-                        .take(MAX_ARGS)
-                        .enumerate()
-                        .filter(|(_, p)| p.kind == ParamKind::OutPointer)
-                        .fold(0u32, |m, (i, _)| m | 1 << i)
+                    let params = &f.params[..f.params.len().min(MAX_ARGS)];
+                    params.iter().enumerate().fold(1 << 63 | (params.len() as u64) << 48, |d, (i, p)| {
+                        let width = u64::from(p.size.trailing_zeros().min(3));
+                        let out = u64::from(p.kind == ParamKind::OutPointer);
+                        d | width << (2 * i) | out << (32 + i)
+                    })
                 })
             })
             .collect()
     });
-    masks.get(function_id as usize).copied().unwrap_or(0)
+    descs.get(function_id as usize).copied().unwrap_or(0)
+}
+
+/// Loads the argument variable at `p`, `1 << width` bytes (see [`arg_desc`]), zero-extended.
+///
+/// # Safety
+/// `p` points to a readable argument variable of at least that many bytes.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn load_width(p: *const u8, width: u64) -> u64 {
+    // SAFETY: forwarded.
+    unsafe {
+        match width {
+            0 => u64::from(*p),
+            1 => u64::from(p.cast::<u16>().read_unaligned()),
+            2 => u64::from(p.cast::<u32>().read_unaligned()),
+            _ => p.cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// `a == b`, inlined (the derived `PartialEq`, out of line, became a `memcmp` call). The fields
+/// most likely to differ first.
+#[inline(always)]
+fn same_event(a: &EventInfo, b: &EventInfo) -> bool {
+    a.uid == b.uid
+        && a.instance_id == b.instance_id
+        && a.payload == b.payload
+        && a.metadata == b.metadata
+        && a.event_type == b.event_type
+        && a.activity_type == b.activity_type
+        && a.source_id == b.source_id
+        && a.target_id == b.target_id
 }
 
 /// Encodes a `ur.call` `function_with_args_begin`/`_end` (~70% of all notifications) straight
@@ -503,7 +539,7 @@ fn out_mask(function_id: u32) -> u32 {
 /// As [`decode`], with `raw` a function_with_args begin/end of a `ur.call` stream and a
 /// non-null `user_data`.
 #[allow(unsafe_code)]
-#[inline]
+#[inline(always)] // into `record_into`: the reservation's base, tail and mask stay in registers
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     ctx: Ctx<'_>,
@@ -543,7 +579,7 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     }
     if let Some(p) = &parent {
         flags |= PARENT;
-        if delta.parent.as_ref() == Some(p) {
+        if delta.parent.as_ref().is_some_and(|d| same_event(d, p)) {
             flags |= P_SAME;
         } else {
             put_event(out, &mut i, p, P_MD, P_EDGE, &mut flags);
@@ -551,7 +587,7 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     }
     if let Some(e) = &event {
         flags |= EVENT;
-        if delta.event.as_ref() == Some(e) {
+        if delta.event.as_ref().is_some_and(|d| same_event(d, e)) {
             flags |= E_SAME;
         } else {
             put_event(out, &mut i, e, E_MD, E_EDGE, &mut flags);
@@ -585,52 +621,43 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     let mut idx = 0u64;
     let mut walked = false;
     // Arguments only for a function whose name matched the generated table (see `ur_name`).
-    if let Some(func) = verified.and_then(|_| ur::function(id))
-        && !f.args_data.is_null()
-    {
+    let desc = if verified.is_some() { arg_desc(id) } else { 0 };
+    if desc != 0 && !f.args_data.is_null() {
         let params = f.args_data.cast::<*const u8>();
-        let n = func.params.len().min(MAX_ARGS);
-        let success = result == Some(XPTI_RESULT_SUCCESS);
+        let n = (desc >> 48) as u8 as usize;
         walked = true;
         if end && delta.begin == Some((raw.instance, id)) {
             flags |= ARGS_OF_BEGIN;
-            if success {
-                let mut m = out_mask(id);
-                while m != 0 && nouts < MAX_OUTS {
-                    let a = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    if a >= n {
-                        break;
-                    }
-                    // SAFETY: as below; an output pointer parameter is a pointer variable.
-                    let ptr = unsafe { params.add(a).read() };
-                    let v = if ptr.is_null() { 0 } else { unsafe { ptr.cast::<u64>().read_unaligned() } };
-                    if v >= 4096 {
-                        // SAFETY: the call succeeded, so a non-null output pointer it was given
-                        // was written through: its first byte is mapped.
-                        out.set(i + nouts, unsafe { load_out(v as usize) });
-                        idx |= (a as u64) << (8 * nouts);
-                        nouts += 1;
-                    }
-                }
-            }
         } else {
-            let outs_at = i + n;
-            for (a, p) in func.params[..n].iter().enumerate() {
+            for a in 0..n {
                 // SAFETY: `args_data` is the function's `ur_*_params_t`: one pointer per
                 // parameter in this (generated) order; each points to the caller's argument
-                // variable of `p.size` bytes.
+                // variable of the table's width.
                 let ptr = unsafe { params.add(a).read() };
-                let v = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, p.size) } };
+                let v = if ptr.is_null() { 0 } else { unsafe { load_width(ptr, (desc >> (2 * a)) & 3) } };
                 out.set(i + a, v);
-                if end && success && p.kind == ParamKind::OutPointer && v >= 4096 && nouts < MAX_OUTS {
-                    // SAFETY: as above.
+            }
+            nargs = n;
+        }
+        if end && result == Some(XPTI_RESULT_SUCCESS) {
+            // The output pointees, in parameter order (output parameters are pointer variables,
+            // all of them < n).
+            let outs_at = i + nargs;
+            let mut m = (desc >> 32) as u16;
+            while m != 0 && nouts < MAX_OUTS {
+                let a = m.trailing_zeros() as usize;
+                m &= m - 1;
+                // SAFETY: as above; an output pointer parameter is a pointer variable.
+                let ptr = unsafe { params.add(a).read() };
+                let v = if ptr.is_null() { 0 } else { unsafe { ptr.cast::<u64>().read_unaligned() } };
+                if v >= 4096 {
+                    // SAFETY: the call succeeded, so a non-null output pointer it was given was
+                    // written through: its first byte is mapped.
                     out.set(outs_at + nouts, unsafe { load_out(v as usize) });
                     idx |= (a as u64) << (8 * nouts);
                     nouts += 1;
                 }
             }
-            nargs = n;
         }
     }
     out.set(counts_at, nargs as u64 | (nouts as u64) << 8 | idx << 16);
@@ -638,8 +665,9 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     out.set(0, header(raw.trace_type, stream, len, flags | UD_FWA << UD_SHIFT));
     out.set(1, ts);
     out.set(2, raw.instance);
-    // Equal already when omitted as the same (the usual case: one global event, no parent).
-    if flags & P_SAME == 0 {
+    // Equal already when omitted as the same (the usual case: one global event), or both none
+    // (the usual case: no parent).
+    if flags & P_SAME == 0 && (parent.is_some() || delta.parent.is_some()) {
         delta.parent = parent;
     }
     if flags & E_SAME == 0 {

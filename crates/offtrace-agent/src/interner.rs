@@ -184,7 +184,7 @@ impl Interner {
     /// (reading `name_ptr` defensively), so a runtime whose ids differ from the header the table
     /// was generated from never gets its `args_data` walked with the wrong parameter list.
     /// `None` for an unknown or mismatching id. Lock-free after the first call per function.
-    #[inline]
+    #[inline(always)] // into the record path (else an out-of-line call per UR notification)
     pub fn ur_name(&self, function_id: u32, name_ptr: *const std::ffi::c_char) -> Option<StrId> {
         let slot = self.ur_names.get(function_id as usize)?;
         // Acquire: pairs with the Release store in `ur_name_slow`, so the definition queued by

@@ -2,8 +2,9 @@
 //! writer thread that turns them into a trace file.
 //!
 //! Record path (an application thread, inside an XPTI callback): one relaxed load of the global
-//! state (the gate), one clock read, a thread-local `try_with` + `RefCell::try_borrow_mut` (the
-//! re-entrancy guard: a callback that re-enters through the dispatcher records nothing),
+//! state (the gate), one clock read, one access to a const, destructor-free thread-local (the
+//! thread's `Local` pointer and a `busy` flag, the re-entrancy guard: a callback that re-enters
+//! through the dispatcher records nothing),
 //! a wait-free ring reservation, the record written in place in its compact form, and one
 //! Release store that publishes it. A `ur.call` function_with_args begin/end (most of the
 //! traffic) is encoded straight from the callback's arguments (`decode::encode_ur_call`); other
@@ -35,7 +36,7 @@
 //! threads whose TLS is already destroyed (the main thread during `exit`) go through one shared,
 //! `try_lock`ed late ring. A forked child stops recording.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -160,8 +161,53 @@ impl Drop for Local {
     }
 }
 
+/// The record path's thread-local state: const-initialised and without a destructor, so an
+/// access is a plain TLS address computation (one `__tls_get_addr` in the cdylib, no lazy-init
+/// or destructor-registration check). The thread's [`Local`] is owned by [`OWNER`], touched only
+/// on the cold paths (registration, thread exit).
+struct Tls {
+    /// The thread's `Local`: null before registration, [`DEAD`] once [`OWNER`] freed it.
+    local: Cell<*mut Local>,
+    /// Set while this thread is inside `record` (the re-entrancy guard: a callback that
+    /// re-enters through the dispatcher records nothing).
+    busy: Cell<bool>,
+}
+
+/// [`Tls::local`] after the thread's `Local` was freed (thread exit): record through the late ring.
+const DEAD: *mut Local = std::ptr::dangling_mut::<Local>();
+
+/// Owns the thread's `Local` (a `Box` leaked into [`Tls::local`]); its destructor marks the
+/// pointer [`DEAD`] first, then frees the `Local` (which tells the writer the ring is orphaned).
+struct Owner(Cell<*mut Local>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let p = self.0.replace(std::ptr::null_mut());
+        // `TLS` has no destructor: always accessible on this thread.
+        TLS.with(|t| t.local.set(DEAD));
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` in `local_cold` and is freed only here;
+            // `TLS.local` no longer points to it, and no `record` runs on this thread now (a
+            // thread-exit destructor is not inside a callback).
+            #[allow(unsafe_code)]
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
 thread_local! {
-    static LOCAL: RefCell<Option<Box<Local>>> = const { RefCell::new(None) };
+    static TLS: Tls = const { Tls { local: Cell::new(std::ptr::null_mut()), busy: Cell::new(false) } };
+    static OWNER: Owner = const { Owner(Cell::new(std::ptr::null_mut())) };
+}
+
+/// Clears [`Tls::busy`] when the record path leaves (also when unwinding).
+struct Busy<'a>(&'a Cell<bool>);
+
+impl Drop for Busy<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 /// The recorder, if recording started.
@@ -391,20 +437,55 @@ pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
     }
     let Some(rec) = RECORDER.get() else { return };
     let ts = rec.clock.now();
-    // `try_with` fails during/after thread-local destruction: glibc destroys the main thread's
-    // TLS at exit before the runtime's own teardown, which still makes UR calls.
-    let recorded = LOCAL.try_with(|cell| {
-        // A failed borrow means we are inside our own callback (re-entrancy): record nothing.
-        let Ok(mut guard) = cell.try_borrow_mut() else { return };
-        if guard.is_none() {
-            *guard = register_thread(rec);
-        }
-        let Some(local) = guard.as_mut() else { return };
-        record_into(rec, local, ts, kind, stream, raw);
-    });
-    if recorded.is_err() {
-        record_late(rec, ts, kind, stream, raw);
+    // The address only (inlined: a TLS offset); `TLS` has no destructor and lives as long as
+    // the thread.
+    let t: *const Tls = TLS.with(std::ptr::from_ref);
+    // SAFETY: see above; only this thread accesses its `TLS`.
+    #[allow(unsafe_code)]
+    let t = unsafe { &*t };
+    if t.busy.get() {
+        // Inside our own callback (re-entrancy): record nothing.
+        return;
     }
+    t.busy.set(true);
+    let _busy = Busy(&t.busy);
+    let mut p = t.local.get();
+    if p.is_null() || p == DEAD {
+        p = local_cold(rec, t);
+        if p.is_null() {
+            return;
+        }
+        if p == DEAD {
+            record_late(rec, ts, kind, stream, raw);
+            return;
+        }
+    }
+    // SAFETY: a live `Local` owned by this thread's `OWNER` (freed only by its destructor, which
+    // first resets `t.local`); `busy` excludes any other reference to it meanwhile.
+    #[allow(unsafe_code)]
+    let local = unsafe { &mut *p };
+    record_into(rec, local, ts, kind, stream, raw);
+}
+
+/// The thread's `Local` when [`Tls::local`] is not one yet: registered at the thread's first
+/// notification; [`DEAD`] after its thread-locals were destroyed (glibc destroys the main
+/// thread's TLS at exit before the runtime's own teardown, which still makes UR calls: those go
+/// to the shared late ring); null when nothing is to be recorded.
+#[cold]
+#[inline(never)]
+fn local_cold(rec: &Recorder, t: &Tls) -> *mut Local {
+    let p = t.local.get();
+    if !p.is_null() {
+        return p;
+    }
+    let registered = OWNER.try_with(|o| {
+        let Some(local) = register_thread(rec) else { return std::ptr::null_mut() };
+        let p = Box::into_raw(local);
+        o.0.set(p);
+        t.local.set(p);
+        p
+    });
+    registered.unwrap_or(DEAD)
 }
 
 #[inline(always)]
