@@ -79,6 +79,16 @@ impl Out for [u64; MAX_WORDS] {
     }
 }
 
+/// A ring reservation that does not wrap (`Reservation::contiguous`).
+impl Out for [std::mem::MaybeUninit<u64>; MAX_WORDS] {
+    #[inline(always)]
+    fn set(&mut self, i: usize, w: u64) {
+        if let Some(x) = self.get_mut(i) {
+            x.write(w);
+        }
+    }
+}
+
 impl Out for offtrace_core::ring::Reservation<'_, u64> {
     #[inline(always)]
     fn set(&mut self, i: usize, w: u64) {

@@ -501,11 +501,24 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
             local.drops.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        // SAFETY: as below; a function_with_args notification of a `ur.call` stream with user
-        // data.
-        #[allow(unsafe_code)]
-        let len = unsafe {
-            decode::encode_ur_call(ctx, &mut local.caches, stream, raw, ts, local.tid, local.ring_tid, &mut local.delta, &mut r)
+        let (caches, delta, tid, ring_tid) = (&mut local.caches, &mut local.delta, local.tid, local.ring_tid);
+        // Written as one array (plain stores) unless the reservation wraps around the end of the
+        // ring (once per lap).
+        let len = if let Some(words) =
+            r.contiguous().and_then(|s| <&mut [std::mem::MaybeUninit<u64>; compact::MAX_WORDS]>::try_from(s).ok())
+        {
+            // SAFETY: as below; a function_with_args notification of a `ur.call` stream with
+            // user data.
+            #[allow(unsafe_code)]
+            unsafe {
+                decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, words)
+            }
+        } else {
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            unsafe {
+                encode_ur_call_wrapping(ctx, caches, stream, raw, ts, tid, ring_tid, delta, &mut r)
+            }
         };
         r.commit(len);
         local.pushed = local.pushed.wrapping_add(1);
@@ -536,6 +549,29 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
     if local.pushed & local.wake_mask == 0 {
         wake_writer(rec);
     }
+}
+
+/// [`decode::encode_ur_call`] into a reservation that wraps around the end of the ring (once per
+/// lap: kept out of the record path's code).
+///
+/// # Safety
+/// As [`decode::encode_ur_call`].
+#[cold]
+#[inline(never)]
+#[allow(unsafe_code, clippy::too_many_arguments)]
+unsafe fn encode_ur_call_wrapping(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    stream: u8,
+    raw: &Raw,
+    ts: u64,
+    tid: u32,
+    ring_tid: u32,
+    delta: &mut compact::Delta,
+    r: &mut ring::Reservation<'_, u64>,
+) -> usize {
+    // SAFETY: forwarded.
+    unsafe { decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, r) }
 }
 
 /// Threads whose TLS is gone (exiting threads, the main thread during `exit`) share one

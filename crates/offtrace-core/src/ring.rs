@@ -178,6 +178,29 @@ impl<T: Copy + Send> Reservation<'_, T> {
         self.max
     }
 
+    /// The reserved slots as one slice of [`Self::max`] records, when they do not wrap around
+    /// the end of the slot array (all but one reservation position per lap): writing them
+    /// through it is plain stores, no index masking. Like [`Self::set`], nothing written is
+    /// visible before [`Self::commit`].
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn contiguous(&mut self) -> Option<&mut [MaybeUninit<T>]> {
+        let start = self.tail & self.mask;
+        if start + self.max > self.mask + 1 {
+            return None;
+        }
+        // SAFETY: slots `start..start + max` exist (checked above; `max <= capacity` since
+        // `reserve` succeeded) and, as in `set`, are outside [head, tail), invisible to the
+        // consumer before `commit`, and ours alone while `self` (which borrows the producer
+        // mutably) is borrowed mutably by the returned slice. `UnsafeCell<MaybeUninit<T>>` is
+        // `repr(transparent)` over `MaybeUninit<T>` (`sync::UnsafeCell` and
+        // `std::cell::UnsafeCell` both), and writing through a shared `UnsafeCell` is allowed.
+        #[allow(unsafe_code)]
+        unsafe {
+            Some(std::slice::from_raw_parts_mut(self.slots.add(start).cast_mut().cast::<MaybeUninit<T>>(), self.max))
+        }
+    }
+
     /// Writes record `i` (< [`Self::max`]; larger indices are ignored) of the reservation.
     #[inline(always)]
     pub fn set(&mut self, i: usize, value: T) {
@@ -322,6 +345,33 @@ mod tests {
         assert!(p.reserve(5).is_some());
         c.drain(|v| got.push(v));
         assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn contiguous_reservation_only_when_not_wrapping() {
+        let (mut p, mut c) = ring::<u32>(8);
+        let mut r = p.reserve(4).expect("room");
+        let s = r.contiguous().expect("slots 0..4");
+        assert_eq!(s.len(), 4);
+        s[0].write(1);
+        s[1].write(2);
+        r.commit(2);
+        let mut r = p.reserve(6).expect("room");
+        assert!(r.contiguous().is_some(), "slots 2..8");
+        drop(r);
+        assert!(p.push_slice(&[3, 4, 5]));
+        let mut got = vec![];
+        c.drain(|v| got.push(v));
+        // Tail at 5: 4 slots would wrap.
+        let mut r = p.reserve(4).expect("room");
+        assert!(r.contiguous().is_none());
+        r.set(3, 9);
+        r.set(0, 6);
+        r.set(1, 7);
+        r.set(2, 8);
+        r.commit(4);
+        c.drain(|v| got.push(v));
+        assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     }
 
     #[test]

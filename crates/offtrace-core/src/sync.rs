@@ -19,6 +19,7 @@ pub(crate) use loom::cell::UnsafeCell;
 
 #[cfg(not(loom))]
 #[derive(Debug)]
+#[repr(transparent)] // `Reservation::contiguous` views a run of slots as `[MaybeUninit<T>]`
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
