@@ -511,6 +511,36 @@ unsafe fn load_width(p: *const u8, width: u64) -> u64 {
     }
 }
 
+/// Whether [`event_info`] of `e` would be `d`, on its hit path only (the payload is the thread's
+/// last one, no metadata): no decoding, no stores. `false` means "decode it".
+///
+/// # Safety
+/// As [`event_info`], `e` non-null.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn event_unchanged(caches: &ThreadCaches, e: &TraceEventData, d: &EventInfo) -> bool {
+    let payload = if e.flags & event_flags::PAYLOAD_AVAILABLE != 0 && !e.reserved.payload.is_null() {
+        // SAFETY: as in `event_info`.
+        let p = unsafe { &*e.reserved.payload };
+        let key = (p.name as usize, p.source_file as usize, p.line_no, p.column_no, p.uid.p2);
+        if caches.last_payload.key != key || caches.last_payload.id.0 == 0 {
+            return false;
+        }
+        caches.last_payload.id
+    } else {
+        PayloadId(0)
+    };
+    e.unique_id == d.uid
+        && e.instance_id == d.instance_id
+        && payload == d.payload
+        && e.reserved.metadata.element_count == 0
+        && d.metadata.0 == 0
+        && e.event_type == d.event_type
+        && e.activity_type == d.activity_type
+        && e.source_id == d.source_id
+        && e.target_id == d.target_id
+}
+
 /// `a == b`, inlined (the derived `PartialEq`, out of line, became a `memcmp` call). The fields
 /// most likely to differ first.
 #[inline(always)]
@@ -575,7 +605,15 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         event_info(ctx, caches, raw.parent, &mut parent);
-        event_info(ctx, caches, raw.event, &mut event);
+    }
+    // The usual case: the event is the previous record's (the one global "Unified Runtime call"
+    // event), checked on the raw event without decoding it.
+    // SAFETY: forwarded from this function's contract.
+    let event_same =
+        !raw.event.is_null() && delta.event.as_ref().is_some_and(|d| unsafe { event_unchanged(caches, &*raw.event, d) });
+    if !event_same {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { event_info(ctx, caches, raw.event, &mut event) };
     }
     if let Some(p) = &parent {
         flags |= PARENT;
@@ -585,7 +623,9 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
             put_event(out, &mut i, p, P_MD, P_EDGE, &mut flags);
         }
     }
-    if let Some(e) = &event {
+    if event_same {
+        flags |= EVENT | E_SAME;
+    } else if let Some(e) = &event {
         flags |= EVENT;
         if delta.event.as_ref().is_some_and(|d| same_event(d, e)) {
             flags |= E_SAME;
@@ -1012,6 +1052,10 @@ mod tests {
         let failed: i32 = 40;
         let mut pl = payload(c"Unified Runtime call");
         let ev = event(&mut pl, &mut []);
+        // Another event with the same payload (the previous record's event is checked on the
+        // raw event: a different one must be written out).
+        let mut ev2 = event(&mut pl, &mut []);
+        ev2.instance_id += 1;
         let fwa = |ret: *const i32| FunctionWithArgs {
             function_id: f.id,
             function_name: c"urEnqueueUSMMemcpy".as_ptr(),
@@ -1024,8 +1068,8 @@ mod tests {
         let end_failed = fwa(&failed);
         let mut tx = compact::Delta::default();
         let mut rx = compact::Delta::default();
-        let mut check = |tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
-            let mut r = raw(tt, &*ev, (ud as *const FunctionWithArgs).cast());
+        let mut check_on = |ev: &TraceEventData, tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
+            let mut r = raw(tt, ev, (ud as *const FunctionWithArgs).cast());
             r.instance = instance;
             let mut want = run(&i, &mut c, StreamKind::UrCall, r);
             want.ts = 77;
@@ -1039,6 +1083,9 @@ mod tests {
             let args_in_ring = (words[0] >> 32) as u32 & compact::ARGS_OF_BEGIN == 0;
             assert_eq!(args_in_ring, want_args_in_ring, "{got:?}");
             len
+        };
+        let mut check = |tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
+            check_on(&ev, tt, ud, instance, want_args_in_ring)
         };
         // An exit with no begin before it: full arguments.
         let full_end = check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 1, true);
@@ -1056,6 +1103,11 @@ mod tests {
         check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 5, true);
         check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 5, false);
         check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 4, true);
+        // A different event, then back to the first: each written out.
+        let with_event = check_on(&ev2, tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 6, true);
+        let same = check_on(&ev2, tt::FUNCTION_WITH_ARGS_END, &end_ok, 6, false);
+        let back = check_on(&ev, tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 7, true);
+        assert_eq!((with_event, same, back), (b + 5, e, b + 5));
     }
 
     #[test]
