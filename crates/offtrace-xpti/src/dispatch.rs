@@ -172,12 +172,15 @@ extern "C" fn lookup_string_cold(id: u32) -> *const c_char {
     fw().lookup_string(id)
 }
 
+/// `xptiTraceEnabled` when the enabled pointer is null: builds the framework on the first call
+/// (loading subscribers may enable tracing), then answers.
 #[inline(never)]
 extern "C" fn trace_enabled_disabled() -> bool {
     fw();
     fw_if_enabled().is_some()
 }
 
+/// `xptiCheckTraceEnabled` when tracing is off or the framework not built yet (built here).
 #[inline(never)]
 extern "C" fn check_trace_enabled_disabled(stream: u8, trace_type: u16) -> bool {
     // Relaxed: see notify.
