@@ -418,19 +418,19 @@ mod tests {
         let r = CallbackRegistry::new();
         let single = |r: &CallbackRegistry| r.list(5, 7).expect("list").single.load(Ordering::Relaxed);
         assert_eq!(r.register(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_a as usize);
+        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
         assert_eq!(r.register(5, 7, cb_b), Change::Done);
         assert_eq!(single(&r), 0);
         assert_eq!(r.unregister(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_b as usize);
+        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
         assert_eq!(r.register(5, 7, cb_a), Change::Undeleted);
         assert_eq!(single(&r), 0);
         assert_eq!(r.unregister(5, 7, cb_b), Change::Done);
-        assert_eq!(single(&r), cb_a as usize);
+        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
         r.disable_stream(5);
         assert_eq!(single(&r), 0);
         assert_eq!(r.register(5, 7, cb_b), Change::Undeleted);
-        assert_eq!(single(&r), cb_b as usize);
+        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
         r.clear_keep_flags();
         assert_eq!(single(&r), 0);
     }
