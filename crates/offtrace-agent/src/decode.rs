@@ -602,9 +602,9 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     }
     let mut parent = None;
     let mut event = None;
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        event_info(ctx, caches, raw.parent, &mut parent);
+    if !raw.parent.is_null() {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { event_info(ctx, caches, raw.parent, &mut parent) };
     }
     // The usual case: the event is the previous record's (the one global "Unified Runtime call"
     // event), checked on the raw event without decoding it.
@@ -669,12 +669,17 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
         if end && delta.begin == Some((raw.instance, id)) {
             flags |= ARGS_OF_BEGIN;
         } else {
+            // `i` is at most 20 here and `n` at most 16, so this never shortens the walk; it
+            // lets the compiler drop the per-word bounds check of `set`.
+            let n = n.min(MAX_WORDS.saturating_sub(i));
+            let mut widths = desc;
             for a in 0..n {
                 // SAFETY: `args_data` is the function's `ur_*_params_t`: one pointer per
                 // parameter in this (generated) order; each points to the caller's argument
                 // variable of the table's width.
                 let ptr = unsafe { params.add(a).read() };
-                let v = if ptr.is_null() { 0 } else { unsafe { load_width(ptr, (desc >> (2 * a)) & 3) } };
+                let v = if ptr.is_null() { 0 } else { unsafe { load_width(ptr, widths & 3) } };
+                widths >>= 2;
                 out.set(i + a, v);
             }
             nargs = n;
