@@ -116,6 +116,20 @@ pub(crate) fn put_event<O: Out + ?Sized>(out: &mut O, i: &mut usize, e: &EventIn
     }
 }
 
+/// `a == b`, inlined (the derived `PartialEq`, out of line, became a `memcmp` call). The fields
+/// most likely to differ first.
+#[inline(always)]
+pub(crate) fn same_event(a: &EventInfo, b: &EventInfo) -> bool {
+    a.uid == b.uid
+        && a.instance_id == b.instance_id
+        && a.payload == b.payload
+        && a.metadata == b.metadata
+        && a.event_type == b.event_type
+        && a.activity_type == b.activity_type
+        && a.source_id == b.source_id
+        && a.target_id == b.target_id
+}
+
 /// Word 0 of a record.
 #[inline(always)]
 pub(crate) fn header(trace_type: u16, stream: u8, len: usize, flags: u32) -> u64 {
@@ -169,7 +183,7 @@ impl Delta {
 
 /// Encodes `n` into `out`; returns the number of words. `ring_tid` is the ring owner's tid: a
 /// different `n.tid` is stored in the record. Fields equal to `prev`'s are omitted.
-#[inline]
+#[inline(always)] // into the record path: the reservation stays in registers
 pub fn encode<O: Out + ?Sized>(n: &Notification, ring_tid: u32, prev: &Delta, out: &mut O) -> usize {
     let mut flags = 0u32;
     let mut w = W { out, n: 3 };
@@ -192,7 +206,7 @@ pub fn encode<O: Out + ?Sized>(n: &Notification, ring_tid: u32, prev: &Delta, ou
     }
     if let Some(p) = &n.parent {
         flags |= PARENT;
-        if prev.parent.as_ref() == Some(p) {
+        if prev.parent.as_ref().is_some_and(|d| same_event(d, p)) {
             flags |= P_SAME;
         } else {
             event(&mut w, p, P_MD, P_EDGE, &mut flags);
@@ -200,7 +214,7 @@ pub fn encode<O: Out + ?Sized>(n: &Notification, ring_tid: u32, prev: &Delta, ou
     }
     if let Some(e) = &n.event {
         flags |= EVENT;
-        if prev.event.as_ref() == Some(e) {
+        if prev.event.as_ref().is_some_and(|d| same_event(d, e)) {
             flags |= E_SAME;
         } else {
             event(&mut w, e, E_MD, E_EDGE, &mut flags);

@@ -150,7 +150,7 @@ pub struct Raw {
 /// `user_data` null or what the runtime passes for that stream and trace type
 /// (sycl-runtime.md §5); all valid for the duration of this call.
 #[allow(unsafe_code)]
-#[inline]
+#[inline(always)] // into the record path (`recorder::record_other`)
 pub unsafe fn decode(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, stream: u8, raw: &Raw, n: &mut Notification) {
     n.stream = stream;
     n.trace_type = raw.trace_type;
@@ -541,20 +541,6 @@ unsafe fn event_unchanged(caches: &ThreadCaches, e: &TraceEventData, d: &EventIn
         && e.target_id == d.target_id
 }
 
-/// `a == b`, inlined (the derived `PartialEq`, out of line, became a `memcmp` call). The fields
-/// most likely to differ first.
-#[inline(always)]
-fn same_event(a: &EventInfo, b: &EventInfo) -> bool {
-    a.uid == b.uid
-        && a.instance_id == b.instance_id
-        && a.payload == b.payload
-        && a.metadata == b.metadata
-        && a.event_type == b.event_type
-        && a.activity_type == b.activity_type
-        && a.source_id == b.source_id
-        && a.target_id == b.target_id
-}
-
 /// Encodes a `ur.call` `function_with_args_begin`/`_end` (~70% of all notifications) straight
 /// from the callback's arguments into `out` (a ring reservation of [`compact::MAX_WORDS`]
 /// words), in [`compact`]'s layout, without building a [`Notification`]; updates `delta` as if
@@ -617,7 +603,7 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     }
     if let Some(p) = &parent {
         flags |= PARENT;
-        if delta.parent.as_ref().is_some_and(|d| same_event(d, p)) {
+        if delta.parent.as_ref().is_some_and(|d| compact::same_event(d, p)) {
             flags |= P_SAME;
         } else {
             put_event(out, &mut i, p, P_MD, P_EDGE, &mut flags);
@@ -627,7 +613,7 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
         flags |= EVENT | E_SAME;
     } else if let Some(e) = &event {
         flags |= EVENT;
-        if delta.event.as_ref().is_some_and(|d| same_event(d, e)) {
+        if delta.event.as_ref().is_some_and(|d| compact::same_event(d, e)) {
             flags |= E_SAME;
         } else {
             put_event(out, &mut i, e, E_MD, E_EDGE, &mut flags);

@@ -429,8 +429,35 @@ extern "C" fn stop_in_child() {
 }
 
 /// Records one notification. The record path: see the module docs.
-#[inline]
+#[inline(always)]
 pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
+    // Two entry points, so that the common case's code (`kind` known) is not interleaved with
+    // the generic path's: a `ur.call` function_with_args begin/end, and everything else.
+    if is_ur_call_with_args(kind, raw) { record_ur_call(stream, raw) } else { record_other(kind, stream, raw) }
+}
+
+/// A `ur.call` function_with_args begin/end with user data: encoded in place
+/// (`decode::encode_ur_call`).
+#[inline(always)]
+fn is_ur_call_with_args(kind: StreamKind, raw: &Raw) -> bool {
+    kind == StreamKind::UrCall
+        && matches!(raw.trace_type, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
+        && !raw.user_data.is_null()
+}
+
+#[inline(never)]
+fn record_ur_call(stream: u8, raw: &Raw) {
+    record_impl(StreamKind::UrCall, stream, raw, Some(true));
+}
+
+#[inline(never)]
+fn record_other(kind: StreamKind, stream: u8, raw: &Raw) {
+    record_impl(kind, stream, raw, Some(false));
+}
+
+/// `ur`: whether this is [`is_ur_call_with_args`], when the caller knows.
+#[inline(always)]
+fn record_impl(kind: StreamKind, stream: u8, raw: &Raw, ur: Option<bool>) {
     // Relaxed: a gate; a stale value at start or finish records or skips one notification.
     if STATE.load(Ordering::Relaxed) != RECORDING {
         return;
@@ -464,7 +491,7 @@ pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
     // first resets `t.local`); `busy` excludes any other reference to it meanwhile.
     #[allow(unsafe_code)]
     let local = unsafe { &mut *p };
-    record_into(rec, local, ts, kind, stream, raw);
+    record_into(rec, local, ts, kind, stream, raw, ur);
 }
 
 /// The thread's `Local` when [`Tls::local`] is not one yet: registered at the thread's first
@@ -489,12 +516,9 @@ fn local_cold(rec: &Recorder, t: &Tls) -> *mut Local {
 }
 
 #[inline(always)]
-fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw) {
+fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, stream: u8, raw: &Raw, ur: Option<bool>) {
     let ctx = Ctx { dispatcher: &rec.dispatcher, interner: &rec.interner };
-    if kind == StreamKind::UrCall
-        && matches!(raw.trace_type, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
-        && !raw.user_data.is_null()
-    {
+    if ur.unwrap_or_else(|| is_ur_call_with_args(kind, raw)) {
         // The common case: encoded in place into the ring (no Notification, no staging copy).
         let Some(mut r) = local.producer.reserve(compact::MAX_WORDS) else {
             // Relaxed: a counter; the writer reads it only to report it.
@@ -591,7 +615,7 @@ fn record_late(rec: &Recorder, ts: u64, kind: StreamKind, stream: u8, raw: &Raw)
     }
     let Some(local) = guard.as_mut() else { return };
     local.tid = gettid();
-    record_into(rec, local, ts, kind, stream, raw);
+    record_into(rec, local, ts, kind, stream, raw, None);
 }
 
 #[cold]
