@@ -356,9 +356,10 @@ mod tests {
         s[0].write(1);
         s[1].write(2);
         r.commit(2);
-        let mut r = p.reserve(6).expect("room");
-        assert!(r.contiguous().is_some(), "slots 2..8");
-        drop(r);
+        {
+            let mut r = p.reserve(6).expect("room");
+            assert!(r.contiguous().is_some(), "slots 2..8");
+        }
         assert!(p.push_slice(&[3, 4, 5]));
         let mut got = vec![];
         c.drain(|v| got.push(v));
