@@ -238,11 +238,16 @@ fn payload_id_slot(
 #[cold]
 #[inline(never)]
 fn payload_miss(ctx: Ctx<'_>, a: &mut Vec<u8>, b: &mut Vec<u8>, p: &offtrace_xpti::abi::Payload) -> PayloadId {
-    if !safe_read::read_c_string(p.name as usize, MAX_STRING, a) {
-        a.clear();
-    }
-    if !safe_read::read_c_string(p.source_file as usize, MAX_STRING, b) {
-        b.clear();
+    // SAFETY: a payload's name and file are the dispatcher's copies (`xpti-abi.md` §6.2), owned by
+    // the event the runtime is notifying about, so they are live for the whole callback.
+    #[allow(unsafe_code)]
+    unsafe {
+        if !safe_read::read_c_string_trusted(p.name as usize, MAX_STRING, a) {
+            a.clear();
+        }
+        if !safe_read::read_c_string_trusted(p.source_file as usize, MAX_STRING, b) {
+            b.clear();
+        }
     }
     ctx.interner.payload(a, b, p.line_no, p.column_no)
 }
@@ -305,6 +310,19 @@ unsafe fn metadata_set_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, map: &Metad
 #[allow(unsafe_code)]
 #[inline]
 unsafe fn c_string(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char) -> Option<StrId> {
+    // SAFETY: `trusted = false`: the miss path reads with `process_vm_readv`.
+    unsafe { c_string_with(ctx, caches, p, false) }
+}
+
+/// [`c_string`], and when `trusted`, a miss reads the string with plain loads instead of a
+/// system call.
+///
+/// # Safety
+/// With `trusted`, `p` must be a C string the runtime's contract keeps readable for the whole
+/// callback (see [`safe_read::read_c_string_trusted`]).
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn c_string_with(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char, trusted: bool) -> Option<StrId> {
     if p.is_null() {
         return None;
     }
@@ -313,13 +331,26 @@ unsafe fn c_string(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: *const c_char) ->
     if slot.ptr == addr && slot.id.0 != 0 {
         return Some(slot.id);
     }
-    c_string_miss(ctx, caches, addr)
+    // SAFETY: forwarded from this function's contract.
+    unsafe { c_string_miss(ctx, caches, addr, trusted) }
 }
 
+/// # Safety
+/// As [`c_string_with`].
+#[allow(unsafe_code)]
 #[cold]
 #[inline(never)]
-fn c_string_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, addr: usize) -> Option<StrId> {
-    if !safe_read::read_c_string(addr, MAX_STRING, &mut caches.scratch) {
+unsafe fn c_string_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, addr: usize, trusted: bool) -> Option<StrId> {
+    // Trusted strings (documented by the runtime as live during the callback) are read with
+    // plain loads: `process_vm_readv` costs a system call and a page-table walk (≈ 1 µs), and
+    // the SYCL runtime formats `queue.wait[<ptr>]`-style strings afresh for every wait.
+    let read = if trusted {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { safe_read::read_c_string_trusted(addr, MAX_STRING, &mut caches.scratch) }
+    } else {
+        safe_read::read_c_string(addr, MAX_STRING, &mut caches.scratch)
+    };
+    if !read {
         return None;
     }
     let s = &caches.scratch;
@@ -354,12 +385,13 @@ fn c_string_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, addr: usize) -> Option
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn string_or_pointer(ctx: Ctx<'_>, caches: &mut ThreadCaches, ud: *const c_void) -> UserData {
+unsafe fn string_or_pointer(ctx: Ctx<'_>, caches: &mut ThreadCaches, ud: *const c_void, trusted: bool) -> UserData {
     if ud.is_null() {
         return UserData::None;
     }
-    // SAFETY: `c_string` only dereferences cached, verified pointers; misses read defensively.
-    match unsafe { c_string(ctx, caches, ud.cast()) } {
+    // SAFETY: untrusted misses read defensively (`process_vm_readv`); `trusted` is set by the
+    // caller only for the trace point types whose `user_data` the runtime documents as a C string.
+    match unsafe { c_string_with(ctx, caches, ud.cast(), trusted) } {
         Some(id) => UserData::Str(id),
         None => UserData::Pointer(ud as u64),
     }
@@ -422,7 +454,18 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
                 }
             }
             (StreamKind::Image | StreamKind::Buffer, _) => UserData::Pointer(ud as u64),
-            _ => string_or_pointer(ctx, caches, ud),
+            // The SYCL runtime documents these `user_data` as C strings (or NULL), valid during
+            // the callback (`sycl-runtime.md` §5): node kinds, `queue.wait[<ptr>]`,
+            // `usm::alignedAlloc`, `queue_create`, ...
+            (
+                StreamKind::Sycl,
+                tt::NODE_CREATE | tt::TASK_BEGIN | tt::TASK_END | tt::WAIT_BEGIN | tt::WAIT_END | tt::QUEUE_CREATE
+                | tt::QUEUE_DESTROY,
+            )
+            | (StreamKind::MemAlloc, tt::NODE_CREATE | tt::MEM_ALLOC_BEGIN..=tt::MEM_RELEASE_END) => {
+                string_or_pointer(ctx, caches, ud, true)
+            }
+            _ => string_or_pointer(ctx, caches, ud, false),
         };
     }
 }

@@ -65,6 +65,36 @@ pub fn read_c_string(addr: usize, max: usize, out: &mut Vec<u8>) -> bool {
     false
 }
 
+/// Reads a NUL-terminated string of at most `max` bytes at `addr` into `out` (cleared first)
+/// with plain loads: no system call. `false` for a null or implausible pointer, or when no NUL
+/// appears within `max` bytes.
+///
+/// # Safety
+/// `addr` must point to a string that stays readable during the call: one the runtime's
+/// documented contract guarantees valid for the duration of the callback (a payload's strings,
+/// the C-string `user_data` of the SYCL trace point types listed in `sycl-runtime.md` §5). Up to
+/// `max` bytes are read when no NUL comes first, so the string (or the readable memory after it)
+/// must extend that far or be terminated.
+#[allow(unsafe_code)]
+pub unsafe fn read_c_string_trusted(addr: usize, max: usize, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    // Null, the first page, and non-canonical addresses are never a valid string.
+    if addr < PAGE || addr >= (1usize << 47) {
+        return false;
+    }
+    let p = addr as *const u8;
+    for i in 0..max {
+        // SAFETY: the caller guarantees a readable, NUL-terminated string at `addr`; we stop at
+        // its NUL, so every byte read belongs to it.
+        let c = unsafe { p.add(i).read() };
+        if c == 0 {
+            return true;
+        }
+        out.push(c);
+    }
+    false
+}
+
 /// Reads a `T`-sized plain value; `None` if not fully readable.
 pub fn read_u64(addr: usize) -> Option<u64> {
     let mut b = [0u8; 8];
