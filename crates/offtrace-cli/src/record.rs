@@ -246,6 +246,28 @@ fn summarize(path: &Path, shown: &Path) {
             return;
         }
     };
+    // A cleanly finished trace keeps the agent's totals in its `End` record, in the last chunk:
+    // scanning the chunk framing and decoding only that chunk keeps this line cheap for large
+    // traces (the program has exited; the user is waiting). Anything else is read in full.
+    if let Ok(scan) = TraceReader::summary_scan(path)
+        && scan.finished_cleanly
+        && let Ok(Some(tail)) = TraceReader::open_at_last_chunk(path, &scan)
+    {
+        let end = tail.filter_map(Result::ok).find_map(|r| match r {
+            Record::End { drops, .. } => Some(drops),
+            _ => None,
+        });
+        if let Some(drops) = end {
+            eprintln!(
+                "offtrace: {} records, {} dropped, {} ({})",
+                format::count(scan.records),
+                format::count(drops),
+                shown.display(),
+                format::bytes(size)
+            );
+            return;
+        }
+    }
     let reader = match TraceReader::open(path) {
         Ok(r) => r,
         Err(e) => {

@@ -59,20 +59,20 @@ enum State {
 /// ```
 #[derive(Debug)]
 pub struct TraceReader<R: Read> {
-    src: R,
+    pub(crate) src: R,
     header: TraceHeader,
     state: State,
     /// File offset of the next unread byte.
-    offset: u64,
+    pub(crate) offset: u64,
     /// File offset of the current chunk's header.
-    chunk_offset: u64,
-    complete_chunks: u64,
+    pub(crate) chunk_offset: u64,
+    pub(crate) complete_chunks: u64,
     stored: Vec<u8>,
     raw: Vec<u8>,
     pos: usize,
     records_left: u32,
     record_in_chunk: u32,
-    records_read: u64,
+    pub(crate) records_read: u64,
     decoder: Decoder,
     sync_ticks: u64,
     sync_ns: u64,

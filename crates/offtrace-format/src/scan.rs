@@ -29,6 +29,9 @@ pub struct TraceScan {
     pub finished_cleanly: bool,
     /// Why the scan stopped early (`Truncated`, `CorruptChunk`, `TrailingData`), if it did.
     pub problem: Option<ReadError>,
+    /// File offset and record count of the last complete chunk (where a cleanly finished
+    /// trace keeps its `End` record): see [`TraceReader::open_at_last_chunk`].
+    pub last_chunk: Option<(u64, u32)>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -52,6 +55,7 @@ impl TraceReader<BufReader<File>> {
             raw_bytes: 0,
             finished_cleanly: false,
             problem: None,
+            last_chunk: None,
         };
         let mut offset = crate::header::FILE_HEADER_LEN as u64;
         loop {
@@ -94,11 +98,36 @@ impl TraceReader<BufReader<File>> {
                 return Ok(scan);
             }
             src.seek(SeekFrom::Start(payload_end)).map_err(|source| ReadError::Io { offset, source })?;
+            scan.last_chunk = Some((offset, h.record_count));
             offset = payload_end;
             scan.chunks += 1;
             scan.records += u64::from(h.record_count);
             scan.stored_bytes += u64::from(h.stored_len);
             scan.raw_bytes += u64::from(h.raw_len);
         }
+    }
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens a trace and positions the reader at the last complete chunk that `scan` (a
+    /// [`TraceReader::summary_scan`] of the same file) found, so that reading the tail of a large
+    /// trace — its `End` record with the agent's totals — does not decode every chunk.
+    ///
+    /// Chunks decode on their own (every delta state resets at a chunk start), so the records
+    /// read are exact, except that notification timestamps are converted with the header's start
+    /// calibration only (the `ClockSync` records of earlier chunks are skipped). The end marker
+    /// is checked against the scan's counts as usual. `None` when the scan found no chunk.
+    pub fn open_at_last_chunk(path: impl AsRef<Path>, scan: &TraceScan) -> Result<Option<Self>, ReadError> {
+        let Some((chunk_offset, chunk_records)) = scan.last_chunk else { return Ok(None) };
+        let mut reader = TraceReader::open(path.as_ref())?;
+        reader
+            .src
+            .seek(SeekFrom::Start(chunk_offset))
+            .map_err(|source| ReadError::Io { offset: chunk_offset, source })?;
+        reader.offset = chunk_offset;
+        reader.chunk_offset = chunk_offset;
+        reader.complete_chunks = scan.chunks.saturating_sub(1);
+        reader.records_read = scan.records.saturating_sub(u64::from(chunk_records));
+        Ok(Some(reader))
     }
 }

@@ -33,3 +33,31 @@ fn scan_agrees_with_a_full_read() {
         assert_eq!(scan.records, read, "cut at {cut}");
     }
 }
+
+/// Reading from the last chunk returns exactly the records of that chunk, ends cleanly against
+/// the end marker, and so gives the `End` totals without decoding the rest.
+#[test]
+fn open_at_last_chunk_reads_only_the_tail() {
+    use offtrace_format::{Record, TraceHeader, TraceReader, TraceWriter};
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("t.offtrace");
+    let mut w = TraceWriter::new(std::fs::File::create(&path).expect("create"), &TraceHeader::monotonic()).expect("writer");
+    for chunk in 0..5u32 {
+        for i in 0..10u32 {
+            w.write(&Record::Info { key: format!("k{chunk}"), value: i.to_string() }).expect("write");
+        }
+        w.flush_chunk().expect("flush");
+    }
+    w.write(&Record::Drops { tid: 7, count: 3 }).expect("drops");
+    w.write(&Record::End { records: 52, drops: 3 }).expect("end");
+    w.finish().expect("finish");
+
+    let scan = TraceReader::summary_scan(&path).expect("scan");
+    assert!(scan.finished_cleanly);
+    let (_, n) = scan.last_chunk.expect("a last chunk");
+    let reader = TraceReader::open_at_last_chunk(&path, &scan).expect("open").expect("some");
+    let tail: Vec<Record> = reader.collect::<Result<_, _>>().expect("the tail decodes and the end marker matches");
+    assert_eq!(tail.len(), n as usize);
+    assert_eq!(tail.last(), Some(&Record::End { records: 52, drops: 3 }));
+    assert!(tail.iter().all(|r| !matches!(r, Record::Info { key, .. } if key != "k4")), "only the last chunk: {tail:?}");
+}
