@@ -53,6 +53,11 @@ pub(crate) const STASH_SAME: u32 = 1 << 12;
 /// change during the call; the exit carries the result and the output pointees). The writer
 /// restores them, so the trace file still has the arguments at both begin and end.
 pub(crate) const ARGS_OF_BEGIN: u32 = 1 << 13;
+/// A UR call's exit that follows the same call's begin (same instance and function id, as for
+/// `ARGS_OF_BEGIN`): its universal id is the begin's (the SYCL operation that issued the call
+/// cannot change during it) and was not read again (`xptiGetUniversalId` is a call into the
+/// dispatcher). The writer restores it.
+pub(crate) const UNIVERSAL_OF_BEGIN: u32 = 1 << 14;
 pub(crate) const UD_SHIFT: u32 = 24;
 
 pub(crate) const UD_NONE: u32 = 0;
@@ -169,6 +174,8 @@ pub struct Delta {
     pub(crate) begin: Option<(u64, u32)>,
     /// Consumer: the last function_with_args_begin decoded, with its arguments.
     begin_args: Option<(u64, u32, ArgBlock)>,
+    /// Consumer: the last function_with_args_begin decoded, with its universal id.
+    begin_universal: Option<(u64, u32, u64)>,
 }
 
 impl Delta {
@@ -383,6 +390,15 @@ pub fn decode(words: &[u64], ring_tid: u32, prev: &mut Delta) -> Notification {
                 }
             } else if n.trace_type == offtrace_xpti::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
                 prev.begin_args = Some((n.instance, function_id, args));
+            }
+            if n.trace_type == offtrace_xpti::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
+                prev.begin_universal = Some((n.instance, function_id, n.universal_id));
+            } else if flags & UNIVERSAL_OF_BEGIN != 0
+                && let Some((i, f, u)) = prev.begin_universal
+                && i == n.instance
+                && f == function_id
+            {
+                n.universal_id = u;
             }
             let mut outs = OutValues { len: ((counts >> 8) as u8).min(MAX_OUTS as u8), ..OutValues::default() };
             for (i, v) in outs.values.iter_mut().take(usize::from(outs.len)).enumerate() {

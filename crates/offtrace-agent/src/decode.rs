@@ -619,15 +619,25 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
         out.set(i, u64::from(tid));
         i += 1;
     }
-    let universal = match ctx.dispatcher.get_universal_id {
-        // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
-        Some(f) => unsafe { f() },
-        None => 0,
-    };
-    if universal != 0 {
-        flags |= UNIVERSAL;
-        out.set(i, universal);
-        i += 1;
+    // SAFETY: a function_with_args notification's user data is an `xpti::function_with_args_t`.
+    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
+    let id = f.function_id;
+    // The exit of the call whose begin this ring pushed last: the universal id is the begin's.
+    let follows_begin = end && delta.begin == Some((raw.instance, id));
+    if follows_begin {
+        flags |= UNIVERSAL_OF_BEGIN;
+    } else {
+        let universal = match ctx.dispatcher.get_universal_id {
+            // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
+            Some(get) => unsafe { get() },
+            None => 0,
+        };
+        if universal != 0 {
+            flags |= UNIVERSAL;
+            out.set(i, universal);
+            i += 1;
+        }
     }
     let mut parent = None;
     let mut event = None;
@@ -662,10 +672,6 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
             put_event(out, &mut i, e, E_MD, E_EDGE, &mut flags);
         }
     }
-    // SAFETY: a function_with_args notification's user data is an `xpti::function_with_args_t`.
-    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
-    let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
-    let id = f.function_id;
     let verified = ctx.interner.ur_name(id, f.function_name);
     let name = match verified {
         Some(s) => s,
@@ -695,7 +701,7 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
         let params = f.args_data.cast::<*const u8>();
         let n = (desc >> 48) as u8 as usize;
         walked = true;
-        if end && delta.begin == Some((raw.instance, id)) {
+        if follows_begin {
             flags |= ARGS_OF_BEGIN;
         } else {
             // `i` is at most 20 here and `n` at most 16, so this never shortens the walk; it
@@ -1126,9 +1132,10 @@ mod tests {
         let b = check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 2, true);
         let e = check(tt::FUNCTION_WITH_ARGS_END, &end_ok, 2, false);
         // 3 + universal id (the mock's 42); the begin repeats the event and has 8 arguments;
-        // its exit: id|name, result, counts, *phEvent. The first record has the event (5 words
-        // with its edge ids) and all of these.
-        assert_eq!((b, e, full_end), (4 + 2 + 8, 4 + 4, 4 + 5 + 3 + 8 + 1));
+        // its exit: id|name, result, counts, *phEvent, and neither the universal id nor the
+        // arguments (both the begin's). The first record has the event (5 words with its edge
+        // ids) and all of these.
+        assert_eq!((b, e, full_end), (4 + 2 + 8, 3 + 4, 4 + 5 + 3 + 8 + 1));
         // A failed call: result, no outputs, arguments from the begin.
         check(tt::FUNCTION_WITH_ARGS_BEGIN, &begin, 3, true);
         check(tt::FUNCTION_WITH_ARGS_END, &end_failed, 3, false);

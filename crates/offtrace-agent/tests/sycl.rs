@@ -417,6 +417,8 @@ struct Obs {
     ur_result: Option<i64>,
     ud_str: Option<String>,
     signal: Option<u64>,
+    /// `xptiGetUniversalId()` in the callback, when non-zero.
+    universal: Option<u64>,
 }
 
 fn hex(v: &serde_json::Value) -> Option<u64> {
@@ -437,6 +439,7 @@ fn dump_observations(path: &Path) -> BTreeMap<u64, Vec<Obs>> {
             parent_uid: hex(&r["parent"]["uid"]),
             payload: ev["payload"]["name"].as_str().map(str::to_owned),
             stash: r["stash"]["key"].as_str().map(|k| (k.to_owned(), r["stash"]["value"].as_u64().unwrap_or(0))),
+            universal: hex(&r["universal_id"]),
             ..Obs::default()
         };
         // The agent records the stashed tuple on the SYCL streams only: on `ur.call` it is the
@@ -497,6 +500,7 @@ fn trace_observations(records: &[Record]) -> BTreeMap<u64, Vec<Obs>> {
                     event_uid: n.event.map(|e| e.uid),
                     parent_uid: n.parent.map(|e| e.uid),
                     stash: n.stash.map(|(k, v)| (s(&strings, k), v)),
+                    universal: (n.universal_id != 0).then_some(n.universal_id),
                     ..Obs::default()
                 };
                 if let Some(e) = n.event {
