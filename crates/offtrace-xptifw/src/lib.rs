@@ -27,9 +27,10 @@
 //! - `c_programs::subscriber_loading_and_protocol` (`subscriber.c` + `sub_driver.c`: load order,
 //!   duplicate and bad paths, re-entrant registration from `xptiTraceInit`, detail-level query,
 //!   finish once, `XPTI_TRACE_ENABLE=0`);
-//! - `c_programs::shared_reference_behaviour_check` (the shared `behaviour_check.c`, when present).
-//! - `real_runtime::intel_collector_prints_the_same_lines` (`#[ignore]`: needs the SYCL 2026.2
-//!   venv; W4 under Intel's `libsycl_ur_trace_collector.so` with both dispatchers).
+//! - `c_programs::shared_reference_behaviour_check` (the shared `behaviour_check.c`).
+//! - `real_runtime::intel_collector_prints_the_same_lines` (needs the SYCL 2026.2 venv of
+//!   `scripts/setup-sycl.sh`; W4 under Intel's `libsycl_ur_trace_collector.so` with both
+//!   dispatchers).
 #![allow(unsafe_code)]
 #![allow(non_snake_case)]
 
