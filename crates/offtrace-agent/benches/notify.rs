@@ -58,8 +58,10 @@ fn venv() -> PathBuf {
 
 unsafe fn sym<T: Copy>(h: *mut c_void, name: &str) -> T {
     let c = CString::new(name).expect("name");
+    // SAFETY: `h` is a live dlopen handle and `c` a NUL-terminated name.
     let p = unsafe { libc::dlsym(h, c.as_ptr()) };
     assert!(!p.is_null(), "{name} missing from the dispatcher");
+    // SAFETY: the caller names the symbol's real function-pointer type `T` (pointer-sized).
     unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) }
 }
 
@@ -77,8 +79,11 @@ fn setup() -> Option<Xpti> {
         std::env::remove_var("XPTI_SUBSCRIBERS");
     }
     let c = CString::new(lib.to_string_lossy().as_bytes()).expect("path");
+    // SAFETY: `c` is a NUL-terminated path; loading Intel's dispatcher runs only its constructors.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     assert!(!h.is_null(), "dlopen {}", lib.display());
+    // SAFETY: every symbol is resolved with its XPTI 2026.2 prototype (xpti-abi.md §2) and called
+    // with valid arguments; the events and objects made here live for the whole bench.
     unsafe {
         let force: ForceFn = sym(h, "xptiForceSetTraceEnabled");
         let reg_stream: RegisterStreamFn = sym(h, "xptiRegisterStream");
@@ -178,11 +183,13 @@ impl MemcpyCall {
             user_data: std::ptr::null_mut(),
         };
         let ev = x.ur_event as *mut TraceEventData;
+        // SAFETY: a live event of the dispatcher, and a user data that lives across the call.
         unsafe {
             (x.notify)(stream, tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null_mut(), ev, instance, (&begin as *const FunctionWithArgs).cast());
         }
         self.out_event = 0x5646_8400_0000 + instance;
         let end = FunctionWithArgs { ret_data: (&mut self.result as *mut i32).cast(), ..begin };
+        // SAFETY: as for the begin; `ret_data` points to `self.result`.
         unsafe {
             (x.notify)(stream, tt::FUNCTION_WITH_ARGS_END, std::ptr::null_mut(), ev, instance, (&end as *const FunctionWithArgs).cast());
         }
@@ -225,6 +232,7 @@ fn bench(c: &mut Criterion) {
     pin(0);
     let Some(x) = setup() else { return };
     let x = Arc::new(x);
+    // SAFETY: a static NUL-terminated key (the dispatcher stores the pointer).
     unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
 
     let mut g = c.benchmark_group("ur_call");
@@ -255,6 +263,7 @@ fn bench(c: &mut Criterion) {
                     let t0 = Instant::now();
                     for _ in 0..n {
                         inst += 1;
+                        // SAFETY: a live event of the dispatcher and a static C string.
                         unsafe {
                             (x.notify)(stream, tt::TASK_BEGIN, std::ptr::null_mut(), x.task_event as *mut _, black_box(inst), c"command_group_node".as_ptr().cast());
                         }
@@ -277,6 +286,7 @@ fn bench(c: &mut Criterion) {
                         let barrier = barrier.clone();
                         std::thread::spawn(move || {
                             pin(2 + t);
+                            // SAFETY: a static NUL-terminated key.
                             unsafe { (x.stash)(c"queue_id".as_ptr(), 3) };
                             let mut call = MemcpyCall::new();
                             // warm the thread's ring and caches outside the timed part

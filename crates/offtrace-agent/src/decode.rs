@@ -862,6 +862,7 @@ mod tests {
         ObjectData { size: b.len(), data: b.as_ptr().cast(), type_: [3u8, 1, 5][id as usize % 3] }
     }
     unsafe extern "C" fn stashed(key: *mut *mut c_char, value: *mut u64) -> XptiResult {
+        // SAFETY: the decoder passes pointers to two local out-variables.
         unsafe {
             *key = c"queue_id".as_ptr().cast_mut();
             *value = 7;
@@ -938,6 +939,7 @@ mod tests {
     fn run(i: &Interner, c: &mut ThreadCaches, kind: StreamKind, raw: Raw) -> Notification {
         let d = mock();
         let mut n = Notification::default();
+        // SAFETY: the tests build `raw` from live mock events and user data of the right types.
         unsafe { decode(Ctx { dispatcher: &d, interner: i }, c, kind, 2, &raw, &mut n) };
         n
     }
@@ -1116,6 +1118,7 @@ mod tests {
             want.tid = 5;
             assert_eq!(want.stash, None);
             let mut words = [0u64; compact::MAX_WORDS];
+            // SAFETY: `r` is a function_with_args notification with live mock data.
             let len = unsafe { encode_ur_call(ctx, &mut c, 2, &r, 77, 5, 5, &mut tx, &mut words) };
             assert_eq!(compact::record_len(words[0]), len);
             let got = compact::decode(&words[..len], 5, &mut rx);
