@@ -22,71 +22,21 @@
 //!   `UR_LAYER_TRACING`, detail VERBOSE: allocations from `sycl.experimental.mem_alloc`, the two
 //!   kernel dispatches from the SYCL tasks with their `arg<N>` pointers matched to them.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use offtrace_format::{Record, TraceReader, UserData};
 
 /// `function_with_args_begin`.
 const TT_FUNCTION_BEGIN: u16 = 28;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
-}
-
-fn venv() -> Option<PathBuf> {
-    let v = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
-    if v.join("bin/python").exists() && v.join("lib/libxptifw.so.1").exists() {
-        return Some(v);
-    }
-    if std::env::var("OFFTRACE_SKIP_SYCL").is_ok_and(|s| s == "1") {
-        eprintln!("skipping: no SYCL venv at {} (OFFTRACE_SKIP_SYCL=1)", v.display());
-        return None;
-    }
-    panic!(
-        "no SYCL venv at {} (python + lib/libxptifw.so.1): run scripts/setup-sycl.sh, set OFFTRACE_SYCL_VENV, \
-         or set OFFTRACE_SKIP_SYCL=1 to skip",
-        v.display()
-    );
-}
-
-fn shared() -> PathBuf {
-    std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
-}
-
-/// The agent cdylib, (re)built into this test's target directory and profile (`cargo test`
-/// builds the crate as an rlib for the harness and does not refresh the cdylib itself).
-fn agent() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test exe");
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
-            let target_dir = profile_dir.parent().expect("target dir");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| option_env!("CARGO").unwrap_or("cargo").to_owned());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "offtrace-agent", "--lib"])
-                .env("CARGO_TARGET_DIR", target_dir)
-                .current_dir(workspace());
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let st = cmd.status().expect("run cargo build");
-            assert!(st.success(), "cargo build -p offtrace-agent failed");
-            let so = profile_dir.join("libofftrace_agent.so");
-            assert!(so.exists(), "{} not built", so.display());
-            so
-        })
-        .clone()
-}
+use common::{agent, shared, venv, workspace};
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("offtrace-services-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    common::tmpdir("services", name)
 }
 
 /// Compiles a tool against the C API header only (strict warnings, as in the capi tests).
