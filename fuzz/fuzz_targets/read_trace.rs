@@ -1,5 +1,5 @@
 //! Arbitrary bytes as a whole trace file: the reader must return records or errors, never
-//! panic, never allocate without bound. Seeded from the v1 fixture (see `seed.sh`).
+//! panic, never allocate without bound. Seeded from the fixtures (see `seed.sh`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

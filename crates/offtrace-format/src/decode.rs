@@ -83,12 +83,24 @@ impl<'a> Cursor<'a> {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Decoder {
     threads: ThreadStates,
+    /// The file's format version: tags added later are errors in older files.
+    version: u16,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::for_version(crate::header::FORMAT_VERSION)
+    }
 }
 
 impl Decoder {
+    pub fn for_version(version: u16) -> Self {
+        Self { threads: ThreadStates::default(), version }
+    }
+
     pub fn reset(&mut self) {
         self.threads.reset();
     }
@@ -146,6 +158,10 @@ impl Decoder {
             }
             TAG_DROPS => Record::Drops { tid: c.u32("Drops tid")?, count: c.varint("Drops count")? },
             TAG_END => Record::End { records: c.varint("End records")?, drops: c.varint("End drops")? },
+            TAG_KERNEL_DISPATCH if self.version < 2 => {
+                return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
+            }
+            TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
             _ => return Err(DecodeError::UnknownTag { tag }),
         })
     }
@@ -278,6 +294,53 @@ impl Decoder {
         st.remember(&n);
         Ok(n)
     }
+}
+
+/// Smallest encoding of one allocation: base, size, arg_index (1 byte each at least), type byte.
+const MIN_ALLOCATION_BYTES: usize = 4;
+
+fn decode_kernel_dispatch(c: &mut Cursor<'_>) -> Result<KernelDispatch, DecodeError> {
+    let tid = c.u32("KernelDispatch tid")?;
+    let ts = c.varint("KernelDispatch ts")?;
+    let correlation = c.varint("KernelDispatch correlation")?;
+    let ur_instance = c.varint("KernelDispatch ur_instance")?;
+    let kernel = StrId(c.u32("KernelDispatch kernel")?);
+    let queue = c.varint("KernelDispatch queue")?;
+    let kernel_handle = c.varint("KernelDispatch kernel_handle")?;
+    let work_dim = c.u32("KernelDispatch work_dim")?;
+    let global_size = [c.varint("global_size[0]")?, c.varint("global_size[1]")?, c.varint("global_size[2]")?];
+    let local_size = [c.varint("local_size[0]")?, c.varint("local_size[1]")?, c.varint("local_size[2]")?];
+    let count = c.varint("KernelDispatch allocation count")?;
+    // Bound the allocation by the bytes left before reserving anything.
+    let remaining = c.remaining();
+    if count > (remaining / MIN_ALLOCATION_BYTES) as u64 {
+        return Err(DecodeError::LengthTooLarge { what: "KernelDispatch allocation count", len: count, remaining });
+    }
+    let mut allocations = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let base = c.varint("allocation base")?;
+        let size = c.varint("allocation size")?;
+        let z = unzigzag(c.varint("allocation arg_index")?);
+        let arg_index =
+            i32::try_from(z).map_err(|_| DecodeError::Invalid { what: "allocation arg_index (i32)", found: z as u64 })?;
+        let t = c.u8("allocation memory_type")?;
+        let memory_type =
+            MemoryType::from_u8(t).ok_or(DecodeError::Invalid { what: "allocation memory_type (0..=3)", found: t.into() })?;
+        allocations.push(KernelAllocation { base, size, arg_index, memory_type });
+    }
+    Ok(KernelDispatch {
+        tid,
+        ts,
+        correlation,
+        ur_instance,
+        kernel,
+        queue,
+        kernel_handle,
+        work_dim,
+        global_size,
+        local_size,
+        allocations,
+    })
 }
 
 fn get_event(c: &mut Cursor<'_>, _which: &'static str) -> Result<EventInfo, DecodeError> {

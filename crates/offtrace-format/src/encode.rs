@@ -6,7 +6,7 @@
 //! `Vec<u8>` that keeps its capacity, so encoding a notification does not allocate after
 //! warm-up (the first record of a new thread inserts into a map; after that, nothing).
 
-use crate::record::{EventInfo, Notification, Record, UserData};
+use crate::record::{EventInfo, KernelDispatch, Notification, Record, UserData};
 use crate::tag::*;
 use crate::thread_state::ThreadStates;
 use crate::varint::{put_delta, put_u64, zigzag};
@@ -76,6 +76,7 @@ impl Encoder {
                     put_u64(out, value.0.into());
                 }
             }
+            Record::KernelDispatch(d) => encode_kernel_dispatch(d, out),
             Record::Drops { tid, count } => {
                 out.push(TAG_DROPS);
                 put_u64(out, (*tid).into());
@@ -227,6 +228,31 @@ impl Encoder {
             UserData::Pointer(p) => put_u64(out, *p),
         }
         st.remember(n);
+    }
+}
+
+/// `ts` is raw ticks, stored whole: a dispatch is one record among the dozens of
+/// notifications of its launch, so a delta against thread state would save little and tie this
+/// record to the notification state machine.
+fn encode_kernel_dispatch(d: &KernelDispatch, out: &mut Vec<u8>) {
+    out.push(TAG_KERNEL_DISPATCH);
+    put_u64(out, d.tid.into());
+    put_u64(out, d.ts);
+    put_u64(out, d.correlation);
+    put_u64(out, d.ur_instance);
+    put_u64(out, d.kernel.0.into());
+    put_u64(out, d.queue);
+    put_u64(out, d.kernel_handle);
+    put_u64(out, d.work_dim.into());
+    for &v in d.global_size.iter().chain(&d.local_size) {
+        put_u64(out, v);
+    }
+    put_u64(out, d.allocations.len() as u64);
+    for a in &d.allocations {
+        put_u64(out, a.base);
+        put_u64(out, a.size);
+        put_u64(out, zigzag(a.arg_index.into()));
+        out.push(a.memory_type as u8);
     }
 }
 

@@ -15,6 +15,8 @@ pub enum DecodeError {
     OutOfRange { what: &'static str, found: u64, max: u64 },
     #[error("unknown record tag {tag:#04x}")]
     UnknownTag { tag: u8 },
+    #[error("record tag {tag:#04x} does not exist in format version {version} (added in version {since})")]
+    TagNotInVersion { tag: u8, version: u16, since: u16 },
     #[error("{what}: not valid UTF-8")]
     InvalidUtf8 { what: &'static str },
     #[error("{what}: length {len} exceeds the {remaining} bytes left in the chunk")]

@@ -135,7 +135,7 @@ impl<R: Read> TraceReader<R> {
             records_left: 0,
             record_in_chunk: 0,
             records_read: 0,
-            decoder: Decoder::default(),
+            decoder: Decoder::for_version(header.version),
             sync_ticks: header.start_ticks,
             sync_ns: header.start_monotonic_ns,
             ns_per_tick: 1e9 / header.ticks_per_second,
@@ -233,6 +233,7 @@ impl<R: Read> TraceReader<R> {
                 self.records_read += 1;
                 match &mut record {
                     Record::Notification(n) => n.ts = self.ticks_to_ns(n.ts),
+                    Record::KernelDispatch(d) => d.ts = self.ticks_to_ns(d.ts),
                     Record::ClockSync { ticks, monotonic_ns, .. } => {
                         self.sync_ticks = *ticks;
                         self.sync_ns = *monotonic_ns;

@@ -179,6 +179,79 @@ pub struct Notification {
     pub universal_id: u64,
 }
 
+/// What kind of memory an allocation a kernel uses is (Level Zero `ze_memory_type_t`
+/// semantics, as USM reports it). One byte on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(u8)]
+pub enum MemoryType {
+    /// Not a USM allocation the services knew, or its type could not be queried.
+    #[default]
+    Unknown = 0,
+    Host = 1,
+    Device = 2,
+    Shared = 3,
+}
+
+impl MemoryType {
+    /// The on-disk byte's meaning; `None` for bytes no version defines.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Self::Unknown),
+            1 => Some(Self::Host),
+            2 => Some(Self::Device),
+            3 => Some(Self::Shared),
+            _ => None,
+        }
+    }
+
+    /// Upper-case name as reports print it: `UNKNOWN`, `HOST`, `DEVICE`, `SHARED`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "UNKNOWN",
+            Self::Host => "HOST",
+            Self::Device => "DEVICE",
+            Self::Shared => "SHARED",
+        }
+    }
+}
+
+/// One allocation a kernel dispatch uses (a Level Zero kernel allocation property).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct KernelAllocation {
+    /// Base address of the allocation (not the argument's value, which may point inside it).
+    pub base: u64,
+    /// Size of the allocation in bytes.
+    pub size: u64,
+    /// The kernel argument that refers to it; `-1` for an implicit allocation (used by the
+    /// kernel without being passed as an argument, e.g. through indirect access).
+    pub arg_index: i32,
+    pub memory_type: MemoryType,
+}
+
+/// One kernel dispatch as the tracing services saw it (KERNEL_DISPATCH), with its allocation
+/// properties: every allocation the kernel uses, found by matching its arguments against the
+/// live USM allocation table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KernelDispatch {
+    pub tid: u32,
+    /// Raw clock ticks when written, like [`Notification::ts`]; the reader converts them to
+    /// CLOCK_MONOTONIC nanoseconds the same way.
+    pub ts: u64,
+    /// The services' internal correlation id of the API call that launched it.
+    pub correlation: u64,
+    /// The XPTI `instance` of the enclosing `ur.call` notification (urEnqueueKernelLaunch*),
+    /// 0 = none.
+    pub ur_instance: u64,
+    /// Kernel name (string definition id).
+    pub kernel: StrId,
+    pub queue: u64,
+    pub kernel_handle: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    pub allocations: Vec<KernelAllocation>,
+}
+
 /// One record of a trace.
 // Notifications are nearly every record: boxing the large variant would allocate per record.
 #[allow(clippy::large_enum_variant)]
@@ -203,6 +276,8 @@ pub enum Record {
     MetadataSet { id: MetadataSetId, items: Vec<(StrId, ObjectId)> },
     /// One notification.
     Notification(Notification),
+    /// A kernel dispatch with its allocation properties (format version 2 and later).
+    KernelDispatch(KernelDispatch),
     /// Records lost on a thread (buffer full), counted by the agent.
     Drops { tid: u32, count: u64 },
     /// The last record of a cleanly finished trace: totals as the agent counted them.

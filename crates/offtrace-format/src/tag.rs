@@ -15,6 +15,8 @@ pub(crate) const TAG_OBJECT: u8 = 0x07;
 pub(crate) const TAG_METADATA_SET: u8 = 0x08;
 pub(crate) const TAG_DROPS: u8 = 0x09;
 pub(crate) const TAG_END: u8 = 0x0a;
+/// Since format version 2.
+pub(crate) const TAG_KERNEL_DISPATCH: u8 = 0x0b;
 
 /// Notification tag: high bit set.
 pub(crate) const TAG_NOTIFICATION: u8 = 0x80;

@@ -86,7 +86,7 @@ fn bad_magic_and_version_are_named() {
     let (_, err, _) = read_all(&b);
     let err = err.expect("error");
     assert!(matches!(err, ReadError::UnsupportedVersion { found: 9, .. }), "{err:?}");
-    assert!(err.to_string().contains("reads versions [1]"), "{err}");
+    assert!(err.to_string().contains("reads versions [1, 2]"), "{err}");
 }
 
 #[test]
@@ -135,8 +135,8 @@ fn decoder_errors_name_the_record() {
     let err = err.expect("error");
     assert!(matches!(err, ReadError::Record { chunk: 0, record: 0, source: DecodeError::OutOfRange { .. }, .. }), "{err:?}");
     // Unknown tag.
-    let (_, err, _) = read_all(&framed(&[0x0b], 1));
-    assert!(matches!(err, Some(ReadError::Record { source: DecodeError::UnknownTag { tag: 0x0b }, .. })), "{err:?}");
+    let (_, err, _) = read_all(&framed(&[0x0c], 1));
+    assert!(matches!(err, Some(ReadError::Record { source: DecodeError::UnknownTag { tag: 0x0c }, .. })), "{err:?}");
     // A string longer than the chunk.
     let (_, err, _) = read_all(&framed(&[0x03, 0x01, 0xff, 0xff, 0x03, b'a'], 1));
     assert!(matches!(err, Some(ReadError::Record { source: DecodeError::LengthTooLarge { .. }, .. })), "{err:?}");
@@ -144,6 +144,75 @@ fn decoder_errors_name_the_record() {
     let (read, err, _) = read_all(&framed(&[0x0a, 0x00, 0x00, 0x0a], 1));
     assert_eq!(read.len(), 1);
     assert!(matches!(err, Some(ReadError::CorruptChunk { .. })), "{err:?}");
+}
+
+/// [`framed`] with the file header patched to format version 1 (crc recomputed).
+fn framed_v1(payload: &[u8], record_count: u32) -> Vec<u8> {
+    let mut b = framed(payload, record_count);
+    b[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let crc = crc32fast::hash(&b[..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// A KernelDispatch record with one allocation, as bytes: every field one byte, then the
+/// allocation (base, size, arg_index zigzag, memory_type). Returns the bytes and the index of
+/// the allocation count byte.
+fn kernel_dispatch_bytes() -> (Vec<u8>, usize) {
+    // tag tid ts corr inst kernel queue handle work_dim g0 g1 g2 l0 l1 l2 | count | alloc
+    let mut b = vec![0x0b, 7, 100, 3, 4, 1, 9, 8, 1, 64, 1, 1, 16, 1, 1];
+    let count_at = b.len();
+    b.extend_from_slice(&[1, 0x40, 0x20, 0x00, 2]);
+    (b, count_at)
+}
+
+#[test]
+fn kernel_dispatch_decodes_and_rejects_corruption() {
+    let (b, count_at) = kernel_dispatch_bytes();
+    let (read, err, _) = read_all(&framed(&b, 1));
+    assert!(matches!(err, Some(ReadError::Truncated { .. })), "{err:?}");
+    match read.as_slice() {
+        [Record::KernelDispatch(d)] => {
+            assert_eq!((d.tid, d.ts, d.correlation, d.ur_instance, d.kernel), (7, 100, 3, 4, StrId(1)));
+            assert_eq!((d.global_size, d.local_size), ([64, 1, 1], [16, 1, 1]));
+            assert_eq!(
+                d.allocations,
+                [KernelAllocation { base: 0x40, size: 0x20, arg_index: 0, memory_type: MemoryType::Device }]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let decode_error = |bytes: &[u8]| match read_all(&framed(bytes, 1)).1 {
+        Some(ReadError::Record { source, .. }) => source,
+        other => panic!("expected a record error, got {other:?}"),
+    };
+    // Allocation count: just at the bound the bytes left allow (one allocation, 4 bytes) but a
+    // second claimed; far above it; a count whose reservation would be huge.
+    for count in [2u8, 5, 0x7f] {
+        let mut c = b.clone();
+        c[count_at] = count;
+        assert!(matches!(decode_error(&c), DecodeError::LengthTooLarge { .. } | DecodeError::UnexpectedEnd { .. }));
+    }
+    let mut c = b[..count_at].to_vec();
+    c.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+    assert!(matches!(decode_error(&c), DecodeError::LengthTooLarge { .. }), "{:?}", decode_error(&c));
+    // Memory type 4 is not defined.
+    let mut c = b.clone();
+    *c.last_mut().unwrap() = 4;
+    assert!(matches!(decode_error(&c), DecodeError::Invalid { found: 4, .. }));
+    // arg_index outside i32 (zigzag of 2^31).
+    let mut c = b[..count_at + 3].to_vec();
+    c.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10, 2]);
+    assert!(matches!(decode_error(&c), DecodeError::Invalid { .. }));
+    // Every strict prefix is an error, never a panic.
+    for cut in 1..b.len() {
+        let _ = decode_error(&b[..cut]);
+    }
+    // The tag does not exist in version 1 files.
+    match read_all(&framed_v1(&b, 1)).1 {
+        Some(ReadError::Record { source: DecodeError::TagNotInVersion { tag: 0x0b, version: 1, since: 2 }, .. }) => {}
+        other => panic!("{other:?}"),
+    }
 }
 
 proptest! {
@@ -155,6 +224,18 @@ proptest! {
         count in 0u32..40,
     ) {
         let _ = read_all(&framed(&payload, count));
+    }
+
+    #[test]
+    fn garbage_after_a_kernel_dispatch_prefix_never_panics(
+        cut in 1usize..15,
+        tail in proptest::collection::vec(any::<u8>(), 0..80),
+    ) {
+        let (mut b, _) = kernel_dispatch_bytes();
+        b.truncate(cut);
+        b.extend_from_slice(&tail);
+        let _ = read_all(&framed(&b, 1));
+        let _ = read_all(&framed_v1(&b, 1));
     }
 
     #[test]

@@ -113,6 +113,21 @@ fn notification() -> impl Strategy<Value = Notification> {
         })
 }
 
+fn kernel_dispatch() -> impl Strategy<Value = KernelDispatch> {
+    let memory_type = (0u8..4).prop_map(|t| MemoryType::from_u8(t).unwrap_or_default());
+    let allocation = (u64_value(), u64_value(), prop_oneof![Just(-1i32), 0i32..12, any::<i32>()], memory_type)
+        .prop_map(|(base, size, arg_index, memory_type)| KernelAllocation { base, size, arg_index, memory_type });
+    (
+        (any::<u32>(), prop_oneof![1_000_000u64..1_000_100, any::<u64>()], u64_value(), u64_value(), str_id()),
+        (u64_value(), u64_value(), prop_oneof![1u32..=3, any::<u32>()]),
+        ([u64_value(), u64_value(), u64_value()], [u64_value(), u64_value(), u64_value()]),
+        proptest::collection::vec(allocation, 0..8),
+    )
+        .prop_map(|((tid, ts, correlation, ur_instance, kernel), (queue, kernel_handle, work_dim), (global_size, local_size), allocations)| {
+            KernelDispatch { tid, ts, correlation, ur_instance, kernel, queue, kernel_handle, work_dim, global_size, local_size, allocations }
+        })
+}
+
 fn record() -> impl Strategy<Value = Record> {
     let value_type = (0u8..6).prop_map(ValueType::from_u8);
     prop_oneof![
@@ -131,6 +146,7 @@ fn record() -> impl Strategy<Value = Record> {
             .prop_map(|(id, value_type, bytes)| Record::Object { id: ObjectId(id), value_type, bytes }),
         1 => (any::<u32>(), proptest::collection::vec((str_id(), any::<u32>().prop_map(ObjectId)), 0..6))
             .prop_map(|(id, items)| Record::MetadataSet { id: MetadataSetId(id), items }),
+        1 => kernel_dispatch().prop_map(Record::KernelDispatch),
         1 => (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Record::Drops { tid, count }),
         1 => (any::<u64>(), any::<u64>()).prop_map(|(records, drops)| Record::End { records, drops }),
     ]

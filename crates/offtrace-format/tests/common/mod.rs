@@ -240,6 +240,11 @@ pub fn expected_after_read(records: &[Record]) -> Vec<Record> {
                 n.ts = convert(n.ts, st, sn);
                 out.push(Record::Notification(n));
             }
+            Record::KernelDispatch(d) => {
+                let mut d = d.clone();
+                d.ts = convert(d.ts, st, sn);
+                out.push(Record::KernelDispatch(d));
+            }
             other => out.push(other.clone()),
         }
     }
