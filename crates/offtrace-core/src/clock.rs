@@ -78,7 +78,7 @@ pub fn realtime_ns() -> u64 {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     // SAFETY: `rdtsc` has no preconditions on x86-64 (it is never disabled in user mode on Linux
     // unless a process opts in with PR_SET_TSC, which the detection below does not guard against;
     // such a process would have no invariant TSC worth using anyway).
@@ -90,7 +90,7 @@ fn rdtsc() -> u64 {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     monotonic_ns()
 }
 

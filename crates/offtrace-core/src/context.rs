@@ -121,6 +121,7 @@ pub(crate) fn validate(ctx: ContextId) -> Result<usize, ServiceError> {
 /// Creates a stopped context with no services.
 pub fn create_context() -> Result<ContextId, ServiceError> {
     crate::inflight::init();
+    crate::timestamp::init();
     for (i, slot) in SLOTS.iter().enumerate() {
         let mut c = slot.lock();
         if c.state == State::Free {

@@ -52,4 +52,4 @@ pub use payload::{
     MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, SyncPayload,
     TaskGraphPayload,
 };
-pub use timestamp::timestamp_ns;
+pub use timestamp::{timestamp_ns, timestamps_from_tsc};
