@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use offtrace_format::{EventInfo, MetadataSetId, Notification, Record, UserData};
+use offtrace_format::{EventInfo, KernelDispatch, MetadataSetId, Notification, Record, UserData};
 use rustc_hash::FxHashMap;
 
 use crate::defs::Definitions;
 use crate::graph::TaskGraph;
+use crate::kernels::{KernelDispatches, OpenCommand};
 use crate::names::{self, StreamRole, profiling_info, tt};
 use crate::sink::*;
 use crate::summary::*;
@@ -147,6 +148,8 @@ pub struct SummaryBuilder {
     node_by_uid: FxHashMap<u64, u32>,
     node_by_instance: FxHashMap<u64, u32>,
     unresolved_edges: u64,
+
+    kernel_dispatches: KernelDispatches,
 }
 
 impl SummaryBuilder {
@@ -177,6 +180,7 @@ impl SummaryBuilder {
         }
         match record {
             Record::Notification(n) => self.notification(n, sink),
+            Record::KernelDispatch(d) => self.kernel_dispatch(d),
             Record::Drops { tid, count } => {
                 *self.drops_by_thread.entry(*tid).or_default() += count;
             }
@@ -202,6 +206,23 @@ impl SummaryBuilder {
             StreamRole::Buffer => self.buffer(n),
             StreamRole::Other => {}
         }
+    }
+
+    // ---- kernel dispatches (tracing services) ------------------------------------------
+
+    fn kernel_dispatch(&mut self, d: &KernelDispatch) {
+        let ur_call_open = d.ur_instance != 0 && self.ur_open.contains_key(&(d.tid, d.ur_instance));
+        let open: Vec<OpenCommand<'_>> = self
+            .open_commands
+            .get(&d.tid)
+            .into_iter()
+            .flatten()
+            .rev()
+            .filter_map(|i| {
+                self.task_open.get(i).map(|t| OpenCommand { instance: *i, begin_ns: t.ts, name: &t.name })
+            })
+            .collect();
+        self.kernel_dispatches.dispatch(d, self.defs.str(d.kernel), ur_call_open, &open);
     }
 
     // ---- ur.call -------------------------------------------------------------------------
@@ -240,6 +261,8 @@ impl SummaryBuilder {
                     agg.errors += 1;
                 }
                 let command_instance = self.open_commands.get(&n.tid).and_then(|v| v.last().copied());
+                let command = command_instance.and_then(|i| self.task_open.get(&i).map(|t| (i, t.name.as_str())));
+                self.kernel_dispatches.ur_call_ended(n.tid, n.instance, command);
                 let params = names::ur_params(&fname);
                 let args_s = args.as_slice();
                 let outs_s = outs.as_slice();
@@ -471,6 +494,7 @@ impl SummaryBuilder {
                 stack.remove(pos);
             }
         let dur = n.ts.saturating_sub(task.ts);
+        self.kernel_dispatches.command_closed(task.tid, n.instance, task.ts, n.ts, &task.name);
         let ci = match self.cmd_index.get(&task.name) {
             Some(&i) => i,
             None => {
@@ -815,6 +839,7 @@ impl SummaryBuilder {
             graph,
             threads,
             drops: DropStats { total: self.drops_by_thread.values().sum(), by_thread: self.drops_by_thread },
+            kernel_allocations: self.kernel_dispatches.finish(),
             notifications,
         }
     }

@@ -1,7 +1,8 @@
 #![forbid(unsafe_code)]
 //! Analysis of offtrace traces: a streaming model builder over [`offtrace_format::Record`]s that
 //! produces a [`Summary`] (UR calls, SYCL commands, memory, queues, task graph, threads, drops,
-//! notification counts) and tells a [`ModelSink`] about every call, command, node, edge,
+//! notification counts, kernel dispatches with their allocation properties linked to their SYCL
+//! commands) and tells a [`ModelSink`] about every call, command, node, edge,
 //! allocation, copy and device execution as soon as it is complete.
 //!
 //! ```
@@ -19,6 +20,7 @@
 mod builder;
 mod defs;
 mod graph;
+mod kernels;
 pub mod names;
 mod sink;
 mod summary;

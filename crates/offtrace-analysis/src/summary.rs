@@ -17,6 +17,9 @@ pub struct Summary {
     pub graph: GraphSummary,
     pub threads: Vec<ThreadStats>,
     pub drops: DropStats,
+    /// Kernel dispatches with their allocation properties.
+    #[serde(default)]
+    pub kernel_allocations: KernelAllocationSummary,
     /// stream name → XPTI trace type name → notifications.
     pub notifications: BTreeMap<String, BTreeMap<String, u64>>,
 }
@@ -161,4 +164,91 @@ pub struct DropStats {
     /// Sum of the `Drops` records.
     pub total: u64,
     pub by_thread: BTreeMap<u32, u64>,
+}
+
+/// Kernel dispatches with their allocation properties (`KernelDispatch` records, trace format
+/// version 2 and later; empty for older traces and for agents without the tracing services).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KernelAllocationSummary {
+    /// Of [`Self::dispatches`], those linked to a SYCL command.
+    pub linked: u64,
+    /// Per kernel name, most dispatches first.
+    pub kernels: Vec<KernelAllocationStats>,
+    /// Every dispatch, in trace order.
+    pub dispatches: Vec<KernelDispatchInfo>,
+}
+
+/// The allocations one kernel's dispatches used.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KernelAllocationStats {
+    /// The dispatch's kernel name; the linked command's name if the record named none.
+    pub kernel: String,
+    pub dispatches: u64,
+    /// Dispatches linked to a SYCL command.
+    pub linked: u64,
+    /// Distinct allocation sets: the whole list of (arg_index, size, memory_type) of a dispatch.
+    /// 1 means every dispatch used allocations of the same shape.
+    pub distinct_sets: u64,
+    /// Dispatches that used no allocation at all.
+    pub without_allocations: u64,
+    /// Largest sum of allocation sizes of one dispatch.
+    pub max_dispatch_bytes: u64,
+    /// Distinct (arg_index, size, memory_type), by argument (implicit ones last), then most
+    /// dispatches first.
+    pub allocations: Vec<AllocationUse>,
+    /// Index in [`KernelAllocationSummary::dispatches`] of this kernel's first dispatch.
+    pub first_dispatch: usize,
+}
+
+/// One distinct (arg_index, size, memory_type) of a kernel, and how often it was used.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationUse {
+    /// `-1`: implicit (used by the kernel without being passed as an argument).
+    pub arg_index: i32,
+    pub size: u64,
+    /// `UNKNOWN`, `HOST`, `DEVICE` or `SHARED`.
+    pub memory_type: String,
+    /// Dispatches that used it.
+    pub dispatches: u64,
+    /// Its base address in the first dispatch that used it.
+    pub first_base: u64,
+    /// Distinct base addresses over those dispatches (1 = always the same allocation).
+    pub distinct_bases: u64,
+}
+
+/// One kernel dispatch and the SYCL command it belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelDispatchInfo {
+    pub tid: u32,
+    /// CLOCK_MONOTONIC ns.
+    pub ts_ns: u64,
+    /// The tracing services' correlation id of the launching API call.
+    pub correlation: u64,
+    /// XPTI `instance` of the enclosing `urEnqueueKernelLaunch*` call (0 = none).
+    pub ur_instance: u64,
+    /// Kernel name as the record gave it (may be empty).
+    pub kernel: String,
+    pub queue: u64,
+    pub kernel_handle: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    /// The SYCL command (its instance) the dispatch belongs to; `None` = outside any command.
+    pub command_instance: Option<u64>,
+    pub command_name: Option<String>,
+    /// How it was linked: `ur_call` (the `ur.call` with instance `ur_instance` on this thread
+    /// ran inside the command), `task` (`ts` inside the command's task_begin..task_end on this
+    /// thread), or `none`.
+    pub link: String,
+    pub allocations: Vec<KernelAllocationInfo>,
+}
+
+/// One allocation of a dispatch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelAllocationInfo {
+    pub base: u64,
+    pub size: u64,
+    /// `-1`: implicit.
+    pub arg_index: i32,
+    pub memory_type: String,
 }

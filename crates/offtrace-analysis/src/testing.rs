@@ -103,6 +103,27 @@ impl TraceBuilder {
         }));
     }
 
+    /// A `KernelDispatch` record; `allocations` are (base, size, arg_index, memory type).
+    pub fn kernel_dispatch(&mut self, ts: u64, tid: u32, ur_instance: u64, kernel: &str, allocations: &[(u64, u64, i32, MemoryType)]) {
+        let kernel = self.str(kernel);
+        self.records.push(Record::KernelDispatch(KernelDispatch {
+            tid,
+            ts,
+            correlation: ts,
+            ur_instance,
+            kernel,
+            queue: 0x51,
+            kernel_handle: 0x61,
+            work_dim: 1,
+            global_size: [1024, 1, 1],
+            local_size: [64, 1, 1],
+            allocations: allocations
+                .iter()
+                .map(|&(base, size, arg_index, memory_type)| KernelAllocation { base, size, arg_index, memory_type })
+                .collect(),
+        }));
+    }
+
     /// A UR call: begin at `ts`, end at `ts + dur`.
     #[allow(clippy::too_many_arguments)]
     pub fn ur_call(&mut self, ts: u64, dur: u64, tid: u32, instance: u64, function_id: u32, name: &str, args: &[u64], outs: &[(u8, u64)]) {
@@ -133,6 +154,20 @@ pub const UR_CALL: u8 = 8;
 /// A small trace shaped like W4: two queues, USM device/host allocations, two kernels with a
 /// dependency, a memcpy, profiling info for the second kernel, a buffer, drops, an End record.
 pub fn w4_like() -> Vec<Record> {
+    w4(false)
+}
+
+/// [`w4_like`] with `KernelDispatch` records (format version 2): kernel A's written right after
+/// its launch call (linked through `ur_instance`), kernel B's after its command's task_end and
+/// without `ur_instance` (linked by time), and one `scale` dispatch on the worker thread outside
+/// any command. axpy: arg 0 65536 B DEVICE at 0x1000 both times; arg 1 4096 B HOST at 0x2000
+/// then 0x2800; an implicit 65536 B SHARED allocation in A only.
+pub fn w4_like_with_dispatches() -> Vec<Record> {
+    w4(true)
+}
+
+fn w4(dispatches: bool) -> Vec<Record> {
+    use MemoryType::{Device, Host, Shared};
     let mut b = TraceBuilder::new();
     b.info("pid", "4242");
     b.info("command", "python w4.py");
@@ -184,6 +219,9 @@ pub fn w4_like() -> Vec<Record> {
     // kernel A on queue 1
     b.notify(5_000, t, SYCL, 10, 30, Some(ka), cg);
     b.ur_call(5_100, 500, t, 31, 200, "urEnqueueKernelLaunch", &[0x51, 0x61, 1, 0, 0, 0, 0, 0, 0], &[(8, 0xE1)]);
+    if dispatches {
+        b.kernel_dispatch(5_300, t, 31, "axpy", &[(0x1000, 65536, 0, Device), (0x2000, 4096, 1, Host), (0x30000, 65536, -1, Shared)]);
+    }
     b.notify(5_700, t, SYCL, 16, 30, Some(ka), UserData::Signal { ur_event: 0xE1 });
     b.notify(6_000, t, SYCL, 11, 30, Some(ka), cg);
     // kernel B on queue 2 (profiling)
@@ -191,6 +229,9 @@ pub fn w4_like() -> Vec<Record> {
     b.ur_call(7_100, 300, t, 41, 200, "urEnqueueKernelLaunch", &[0x52, 0x61, 1, 0, 0, 0, 0, 0, 0], &[(8, 0xE2)]);
     b.notify(7_500, t, SYCL, 16, 40, Some(kb), UserData::Signal { ur_event: 0xE2 });
     b.notify(8_000, t, SYCL, 11, 40, Some(kb), cg);
+    if dispatches {
+        b.kernel_dispatch(7_200, t, 0, "axpy", &[(0x1000, 65536, 0, Device), (0x2800, 4096, 1, Host)]);
+    }
     // memcpy on queue 1 (no signal, like USM memcpy nodes)
     b.notify(9_000, t, SYCL, 10, 51, Some(mc), mud);
     b.ur_call(9_100, 1_000, t, 52, 94, "urEnqueueUSMMemcpy", &[0x51, 1, 0x1000, 0x2000, 65536, 0, 0, 0], &[(7, 0xE3)]);
@@ -206,6 +247,9 @@ pub fn w4_like() -> Vec<Record> {
     let wud = UserData::Str(b.str("queue.wait[0x1]"));
     b.notify(12_000, 101, SYCL, 22, 90, Some(qw), wud);
     b.notify(12_500, 101, SYCL, 23, 90, Some(qw), wud);
+    if dispatches {
+        b.kernel_dispatch(12_600, 101, 0, "scale", &[]);
+    }
     // release of the device allocation
     let free = b.event(0x8002, "free", &[("memory_ptr", Md::U(0x1000))]);
     let fud = UserData::Str(b.str("usm::free"));

@@ -276,3 +276,103 @@ fn truncated_trace_reports_what_was_read() {
     assert!(!s.trace.complete);
     assert!(s.trace.notifications > 0);
 }
+
+#[test]
+fn kernel_dispatches_link_to_their_commands() {
+    let s = summarize(&testing::w4_like_with_dispatches());
+    let k = &s.kernel_allocations;
+    assert_eq!(k.dispatches.len(), 3);
+    assert_eq!(k.linked, 2);
+    let links: Vec<(Option<u64>, &str, Option<&str>)> =
+        k.dispatches.iter().map(|d| (d.command_instance, d.link.as_str(), d.command_name.as_deref())).collect();
+    assert_eq!(
+        links,
+        [(Some(30), "ur_call", Some("axpy")), (Some(40), "task", Some("axpy")), (None, "none", None)]
+    );
+    let a = &k.dispatches[0];
+    assert_eq!((a.tid, a.ts_ns, a.ur_instance, a.kernel.as_str()), (100, 5_300, 31, "axpy"));
+    assert_eq!(a.allocations.len(), 3);
+    assert_eq!(a.allocations[2], KernelAllocationInfo { base: 0x30000, size: 65536, arg_index: -1, memory_type: "SHARED".into() });
+    // The rest of the summary is unchanged by the new records.
+    let plain = summarize(&testing::w4_like());
+    assert_eq!(serde_json::to_value(&plain.commands).unwrap(), serde_json::to_value(&s.commands).unwrap());
+    assert!(plain.kernel_allocations.dispatches.is_empty() && plain.kernel_allocations.kernels.is_empty());
+}
+
+#[test]
+fn kernel_allocations_aggregate_per_kernel() {
+    let s = summarize(&testing::w4_like_with_dispatches());
+    let k = &s.kernel_allocations.kernels;
+    assert_eq!(k.iter().map(|k| (k.kernel.as_str(), k.dispatches)).collect::<Vec<_>>(), [("axpy", 2), ("scale", 1)]);
+    let axpy = &k[0];
+    assert_eq!((axpy.linked, axpy.distinct_sets, axpy.without_allocations, axpy.first_dispatch), (2, 2, 0, 0));
+    assert_eq!(axpy.max_dispatch_bytes, 65536 + 4096 + 65536);
+    let uses: Vec<(i32, u64, &str, u64, u64, u64)> = axpy
+        .allocations
+        .iter()
+        .map(|u| (u.arg_index, u.size, u.memory_type.as_str(), u.dispatches, u.first_base, u.distinct_bases))
+        .collect();
+    assert_eq!(
+        uses,
+        [(0, 65536, "DEVICE", 2, 0x1000, 1), (1, 4096, "HOST", 2, 0x2000, 2), (-1, 65536, "SHARED", 1, 0x30000, 1)]
+    );
+    let scale = &k[1];
+    assert_eq!((scale.dispatches, scale.linked, scale.without_allocations, scale.distinct_sets), (1, 0, 1, 1));
+    assert!(scale.allocations.is_empty());
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["kernel_allocations"]["dispatches"][1]["allocations"][1]["base"], 0x2800);
+}
+
+/// Every way a dispatch record can sit relative to its command in the file.
+#[test]
+fn kernel_dispatch_link_routes() {
+    use offtrace_format::MemoryType::Device;
+    let alloc = [(0x1000, 256, 0, Device)];
+    let mut b = TraceBuilder::new();
+    b.stream(testing::SYCL, "sycl");
+    b.stream(testing::UR_CALL, "ur.call");
+    let k = b.event(0xA, "k", &[("kernel_name", Md::S("k"))]);
+    let outer = b.event(0xB, "outer", &[("kernel_name", Md::S("outer"))]);
+    // 1. Before its command's task_begin in the file (ts inside it): linked at task_end.
+    b.kernel_dispatch(1_050, 1, 0, "k", &alloc);
+    b.notify(1_000, 1, testing::SYCL, 10, 7, Some(k), UserData::None);
+    // 2. Inside the open launch call: linked through ur_instance.
+    let ur_begin = b.records.len();
+    b.ur_call(1_100, 100, 1, 55, 200, "urEnqueueKernelLaunch", &[], &[]);
+    let end = b.records.pop().unwrap();
+    b.kernel_dispatch(1_150, 1, 55, "k", &alloc);
+    b.records.push(end);
+    assert!(b.records.len() > ur_begin);
+    b.notify(1_500, 1, testing::SYCL, 11, 7, Some(k), UserData::None);
+    // 3. Nested commands: the innermost open one whose begin is not after the dispatch.
+    b.notify(2_000, 1, testing::SYCL, 10, 8, Some(outer), UserData::None);
+    b.notify(2_100, 1, testing::SYCL, 10, 9, Some(k), UserData::None);
+    b.kernel_dispatch(2_150, 1, 0, "k", &alloc);
+    b.kernel_dispatch(2_050, 1, 0, "k", &alloc); // before the inner begin: the outer command
+    b.notify(2_200, 1, testing::SYCL, 11, 9, Some(k), UserData::None);
+    b.notify(2_300, 1, testing::SYCL, 11, 8, Some(outer), UserData::None);
+    // 4. After task_end, with a ur_instance that matches no call: by time, via closed commands.
+    b.kernel_dispatch(2_120, 1, 999, "k", &alloc);
+    // 5. Another thread, no command: unlinked; the same ts on thread 1 after everything: none.
+    b.kernel_dispatch(1_150, 2, 0, "k", &alloc);
+    b.kernel_dispatch(9_000, 1, 0, "", &alloc);
+    let s = summarize(&b.records);
+    let got: Vec<(Option<u64>, &str)> =
+        s.kernel_allocations.dispatches.iter().map(|d| (d.command_instance, d.link.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (Some(7), "task"),
+            (Some(7), "ur_call"),
+            (Some(9), "task"),
+            (Some(8), "task"),
+            (Some(9), "task"),
+            (None, "none"),
+            (None, "none"),
+        ]
+    );
+    // A dispatch without a kernel name is counted under "<unnamed>".
+    assert!(s.kernel_allocations.kernels.iter().any(|k| k.kernel == "<unnamed>" && k.dispatches == 1));
+    assert_eq!(s.kernel_allocations.kernels[0].distinct_sets, 1);
+    assert_eq!(s.kernel_allocations.kernels[0].allocations[0].distinct_bases, 1);
+}
