@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
-use offtrace_analysis::{Summary, SummaryBuilder};
+use offtrace_analysis::{KernelAllocationSummary, Summary, SummaryBuilder};
 use offtrace_format::TraceReader;
 
 use crate::cli::{ReportConfig, ReportFormat};
@@ -199,6 +199,49 @@ fn sections(s: &Summary) -> Vec<Section> {
         ],
     ));
     v.push((
+        "kernel_allocations",
+        vec![
+            "kernel",
+            "dispatches",
+            "linked",
+            "distinct_sets",
+            "arg_index",
+            "size",
+            "memory_type",
+            "arg_dispatches",
+            "first_base",
+            "distinct_bases",
+        ],
+        s.kernel_allocations
+            .kernels
+            .iter()
+            .flat_map(|k| {
+                let head = [k.kernel.clone(), k.dispatches.to_string(), k.linked.to_string(), k.distinct_sets.to_string()];
+                let empty = k.allocations.is_empty().then(|| {
+                    let mut r = head.to_vec();
+                    r.extend(std::iter::repeat_n(String::new(), 6));
+                    r
+                });
+                k.allocations
+                    .iter()
+                    .map(move |a| {
+                        let mut r = head.to_vec();
+                        r.extend([
+                            a.arg_index.to_string(),
+                            a.size.to_string(),
+                            a.memory_type.clone(),
+                            a.dispatches.to_string(),
+                            format!("0x{:x}", a.first_base),
+                            a.distinct_bases.to_string(),
+                        ]);
+                        r
+                    })
+                    .chain(empty)
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    ));
+    v.push((
         "threads",
         vec!["tid", "name", "notifications", "drops"],
         s.threads
@@ -378,6 +421,8 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
         writeln!(out, "  {}", chain.join(" → "))?;
     }
 
+    write_kernel_allocations(out, &s.kernel_allocations)?;
+
     writeln!(out, "\nThreads: {}", s.threads.len())?;
     let mut tb = table(&["tid", "name", "notifications", "dropped"], 2);
     for th in &s.threads {
@@ -394,5 +439,74 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
         }
     }
     writeln!(out, "{tb}")?;
+    Ok(())
+}
+
+/// Kernels listed in the text report; the JSON lists them all.
+const MAX_KERNELS: usize = 40;
+/// Distinct (argument, size, type) lines per kernel in the text report.
+const MAX_ALLOCATION_LINES: usize = 16;
+
+/// Per kernel: how many dispatches, then one line per distinct (argument, size, memory type)
+/// with the dispatches that used it and where it lives: the base if it never moved, else how
+/// many bases and the first. Thousands of dispatches of a kernel that always uses the same
+/// buffers stay a handful of lines; the JSON report has every dispatch.
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
+}
+
+fn write_kernel_allocations(out: &mut dyn Write, k: &KernelAllocationSummary) -> anyhow::Result<()> {
+    if k.dispatches.is_empty() {
+        writeln!(out, "\nKernel allocations: none recorded (no kernel dispatch records in this trace)")?;
+        return Ok(());
+    }
+    let n = k.dispatches.len() as u64;
+    writeln!(
+        out,
+        "\nKernel allocations: {} of {}, {} linked to a SYCL command (every allocation a kernel used; implicit = not passed as an argument)",
+        plural(n, "dispatch", "dispatches"),
+        plural(k.kernels.len() as u64, "kernel", "kernels"),
+        count(k.linked)
+    )?;
+    for kernel in k.kernels.iter().take(MAX_KERNELS) {
+        let mut facts = vec![plural(kernel.dispatches, "dispatch", "dispatches")];
+        if kernel.linked < kernel.dispatches {
+            facts.push(format!("{} not linked to a SYCL command", count(kernel.dispatches - kernel.linked)));
+        }
+        if kernel.allocations.is_empty() {
+            facts.push("no allocations".into());
+        } else {
+            if kernel.distinct_sets > 1 {
+                facts.push(format!("{} different allocation sets", count(kernel.distinct_sets)));
+            }
+            facts.push(format!("up to {} per dispatch", bytes(kernel.max_dispatch_bytes)));
+        }
+        writeln!(out, "  {}: {}", shorten(&kernel.kernel, 80), facts.join(", "))?;
+        for a in kernel.allocations.iter().take(MAX_ALLOCATION_LINES) {
+            let arg = if a.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", a.arg_index) };
+            let size = if a.size < 1024 { format!("{} B", a.size) } else { format!("{} B ({})", a.size, bytes(a.size)) };
+            let uses = if a.dispatches == kernel.dispatches && kernel.dispatches > 1 {
+                format!("all {} dispatches", count(a.dispatches))
+            } else {
+                plural(a.dispatches, "dispatch", "dispatches")
+            };
+            let base = if a.distinct_bases <= 1 {
+                format!("base 0x{:x}", a.first_base)
+            } else {
+                format!("{} bases, first 0x{:x}", count(a.distinct_bases), a.first_base)
+            };
+            writeln!(out, "    {arg}: {size} {} ({uses}), {base}", a.memory_type)?;
+        }
+        if kernel.allocations.len() > MAX_ALLOCATION_LINES {
+            writeln!(
+                out,
+                "    … {} more (argument, size, type) combinations (--format json lists every dispatch)",
+                kernel.allocations.len() - MAX_ALLOCATION_LINES
+            )?;
+        }
+    }
+    if k.kernels.len() > MAX_KERNELS {
+        writeln!(out, "  … {} more kernels (--format json lists them all)", k.kernels.len() - MAX_KERNELS)?;
+    }
     Ok(())
 }

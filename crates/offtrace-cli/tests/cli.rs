@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use offtrace_analysis::testing::w4_like;
+use offtrace_analysis::testing::{w4_like, w4_like_with_dispatches};
 use offtrace_format::{Record, TraceHeader, TraceWriter};
 
 fn offtrace() -> Command {
@@ -105,6 +105,79 @@ fn report_on_truncated_trace_warns_and_reports() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["trace"]["complete"], false);
     assert!(v["trace"]["notifications"].as_u64().unwrap() > 20);
+}
+
+#[test]
+fn report_kernel_allocations_per_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("k.offtrace");
+    write_trace(&t, &w4_like_with_dispatches(), true);
+    let o = offtrace().arg("report").arg(&t).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    let section: Vec<&str> = s
+        .lines()
+        .skip_while(|l| !l.starts_with("Kernel allocations"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        section,
+        [
+            "Kernel allocations: 3 dispatches of 2 kernels, 2 linked to a SYCL command (every allocation a kernel used; implicit = not passed as an argument)",
+            "  axpy: 2 dispatches, 2 different allocation sets, up to 132.0 KiB per dispatch",
+            "    arg 0: 65536 B (64.0 KiB) DEVICE (all 2 dispatches), base 0x1000",
+            "    arg 1: 4096 B (4.00 KiB) HOST (all 2 dispatches), 2 bases, first 0x2000",
+            "    implicit: 65536 B (64.0 KiB) SHARED (1 dispatch), base 0x30000",
+            "  scale: 1 dispatch, 1 not linked to a SYCL command, no allocations",
+        ],
+        "{s}"
+    );
+
+    let o = offtrace().args(["report", "--format", "json"]).arg(&t).output().unwrap();
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let k = &v["kernel_allocations"];
+    assert_eq!(k["dispatches"].as_array().unwrap().len(), 3);
+    assert_eq!(k["dispatches"][0]["command_instance"], 30);
+    assert_eq!(k["dispatches"][0]["link"], "ur_call");
+    assert_eq!(k["dispatches"][0]["allocations"][2]["arg_index"], -1);
+    assert_eq!(k["dispatches"][1]["allocations"][1]["base"], 0x2800);
+    assert_eq!(k["dispatches"][2]["command_instance"], serde_json::Value::Null);
+    assert_eq!(k["kernels"][0]["allocations"][1]["distinct_bases"], 2);
+
+    let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    let csv: Vec<&str> = s.lines().skip_while(|l| *l != "# kernel_allocations").skip(1).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(
+        csv,
+        [
+            "kernel,dispatches,linked,distinct_sets,arg_index,size,memory_type,arg_dispatches,first_base,distinct_bases",
+            "axpy,2,2,2,0,65536,DEVICE,2,0x1000,1",
+            "axpy,2,2,2,1,4096,HOST,2,0x2000,2",
+            "axpy,2,2,2,-1,65536,SHARED,1,0x30000,1",
+            "scale,1,0,1,,,,,,",
+        ],
+        "{s}"
+    );
+}
+
+/// Version 1 traces (no KernelDispatch records) still report, with a one-line note; the v2
+/// fixture's dispatches show up.
+#[test]
+fn report_reads_the_format_fixtures() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../offtrace-format/tests/fixtures");
+    let o = offtrace().arg("report").arg(fixtures.join("v1.offtrace")).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    assert!(s.contains("Kernel allocations: none recorded"), "{s}");
+    assert!(s.contains("UR calls:"), "{s}");
+    let o = offtrace().arg("report").arg(fixtures.join("v2.offtrace")).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    assert!(s.contains("Kernel allocations: 3 dispatches of 2 kernels, 0 linked"), "{s}");
+    assert!(s.contains("  _ZTS10vector_add: 2 dispatches, 2 not linked to a SYCL command, 2 different allocation sets"), "{s}");
+    assert!(s.contains("    implicit: 65536 B (64.0 KiB) DEVICE (1 dispatch), base 0xff00000010000000"), "{s}");
 }
 
 #[test]
