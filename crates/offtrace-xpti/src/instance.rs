@@ -2,7 +2,7 @@
 //! `xptiRegisterTracepointScope` / `xptiRegisterPayload` call.
 //!
 //! * Memory: instances live in one reserved virtual region (PROT_NONE until committed and
-//!   pre-faulted in 4 MiB steps, never unmapped), carved into 256-byte slots. Freed slots go to a per-thread free list
+//!   populated in 4 MiB steps of huge pages where available (`region`), never unmapped), carved into 256-byte slots. Freed slots go to a per-thread free list
 //!   (batches of 64 move to and from a global pool), so create/delete on a thread costs no lock
 //!   and no `malloc`, and make+release cycles keep memory flat.
 //! * Identity: the uid64 is the slot address (like Intel's, which uses the heap address of the
@@ -31,7 +31,8 @@ const SLOT: usize = layout::SIZE;
 /// address-space limit (`ulimit -v`, valgrind) refuses this one.
 const RESERVE: usize = 64 << 30;
 const RESERVE_MIN: usize = 256 << 20;
-const COMMIT_STEP: usize = 4 << 20;
+/// Commit granularity: two huge pages (`region::commit`).
+const COMMIT_STEP: usize = 2 * crate::region::HUGE;
 const BATCH: usize = 64;
 
 /// Static names used when a payload has none (default hashing mode).
@@ -147,31 +148,10 @@ thread_local! {
 impl Slab {
     /// Reserves the address range (no memory is committed yet).
     pub fn new() -> Option<Self> {
-        let mut reserve = RESERVE;
-        let p = loop {
-            // SAFETY:
-            // - an anonymous PROT_NONE reservation; no existing mapping is touched.
-            let p = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    reserve,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if p != libc::MAP_FAILED {
-                break p;
-            }
-            if reserve <= RESERVE_MIN {
-                return None;
-            }
-            reserve /= 4;
-        };
+        let (base, reserved) = crate::region::reserve(RESERVE, RESERVE_MIN)?;
         Some(Slab {
-            base: p.cast(),
-            reserved: reserve,
+            base,
+            reserved,
             committed: AtomicUsize::new(0),
             carved: Mutex::new(0),
             pool: Mutex::new(Vec::new()),
@@ -202,22 +182,12 @@ impl Slab {
             if committed + grow > self.reserved {
                 return None;
             }
-            // Map the step read-write over our own reservation and pre-fault it in one go: one
-            // kernel call instead of a page fault per 16 new instances.
+            // Map the step read-write and populate it in one go (huge pages where the kernel has
+            // them): one kernel call instead of a page fault per 16 new instances.
             // SAFETY:
-            // - the range lies inside our PROT_NONE reservation (nobody else maps there), page
-            //   aligned (COMMIT_STEP multiples); MAP_FIXED replaces only our own pages.
-            let p = unsafe {
-                libc::mmap(
-                    self.base.add(committed).cast(),
-                    grow,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_POPULATE,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
+            // - the range lies inside our reservation, above everything committed so far (only
+            //   this function commits, under `carved`); COMMIT_STEP multiples keep it aligned.
+            if !unsafe { crate::region::commit(self.base.add(committed), grow) } {
                 return None;
             }
             // Release: `is_live` readers may now read the new pages.

@@ -3,8 +3,9 @@
 //!
 //! Layout: 64 shards, each an open-addressing array of tagged node pointers (linear probing, load
 //! factor ≤ 1/2). Nodes are immutable, published with a release store and never freed (they live
-//! in per-shard bump arenas for the life of the process, so pointers handed to C stay valid
-//! forever, also across `xptiReset`). Readers take no lock and never see a torn node; writers
+//! in per-thread bump arenas for the life of the process, so pointers handed to C stay valid
+//! forever, also across `xptiReset`; the arenas take 64 KiB pieces of one huge-page-backed
+//! region, see `region.rs`). Readers take no lock and never see a torn node; writers
 //! lock only their shard, so concurrent inserts of different strings rarely wait on each other.
 //! A shard grows by building a twice-as-large copy under its lock and publishing it with one
 //! pointer store; the old array is leaked rather than freed, because a reader may still be
@@ -22,7 +23,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::hash::table_hash;
 
 const SHARDS: usize = 64;
-const ARENA_CHUNK: usize = 16 * 1024;
+/// Size of the pieces the per-thread arenas take from `region::static_chunk`.
+const ARENA_CHUNK: usize = 64 * 1024;
 
 /// A boxed slice of `n` null atomic pointers from a zeroed allocation: the OS pages it lazily, so
 /// large, sparsely used tables cost only the pages touched.
@@ -89,12 +91,18 @@ impl Arena {
     fn alloc(&mut self, size: usize, align: usize) -> *mut u8 {
         let pad = (self.ptr as usize).wrapping_neg() & (align - 1);
         if self.ptr.is_null() || pad + size > self.left {
-            let chunk = size.max(ARENA_CHUNK);
-            // Process-lifetime memory: intentionally leaked (pointers are handed to C). Not
-            // zeroed: every user writes what it allocates before publishing it.
-            let buf: &'static mut [std::mem::MaybeUninit<u8>] = Box::leak(Box::new_uninit_slice(chunk + align));
-            self.ptr = buf.as_mut_ptr().cast::<u8>();
-            self.left = buf.len();
+            // Process-lifetime memory (pointers are handed to C), populated in huge-page steps
+            // by `region`; not zeroed again: every user writes what it allocates before
+            // publishing it. The global allocator (leaked) only if the region is exhausted.
+            let chunk = (size + align).next_multiple_of(ARENA_CHUNK);
+            let p = crate::region::static_chunk(chunk);
+            if p.is_null() {
+                let buf: &'static mut [std::mem::MaybeUninit<u8>] = Box::leak(Box::new_uninit_slice(chunk));
+                self.ptr = buf.as_mut_ptr().cast::<u8>();
+            } else {
+                self.ptr = p;
+            }
+            self.left = chunk;
             return self.alloc(size, align);
         }
         // SAFETY:

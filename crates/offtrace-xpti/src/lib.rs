@@ -19,6 +19,7 @@
 //! Layout of the implementation, one concept per module:
 //! - `framework`: the lazily built process-wide state and subscriber loading order;
 //! - `intern`: insert-only tables with lock-free reads (strings, objects, streams, vendors, keys);
+//! - `region`: reserved address ranges committed in huge-page steps (slab and arenas);
 //! - `instance`: tracepoint instances in a never-unmapped slab, uid64 validation, per-key counters;
 //! - `callbacks`: per-(stream, type) append-only callback lists, lock-free notify;
 //! - `subscriber`: `XPTI_SUBSCRIBERS` loading and the `xptiTraceInit`/`Finish` protocol;
@@ -41,6 +42,7 @@ mod framework;
 mod hash;
 mod instance;
 mod intern;
+mod region;
 mod shim;
 mod subscriber;
 mod tls;
