@@ -41,6 +41,26 @@ pub enum StreamKind {
     UrCall,
 }
 
+impl StreamKind {
+    /// The value carried in `XptiPayload::stream_class` (0 = unknown stream).
+    pub const fn class(self) -> u32 {
+        self as u32 + 1
+    }
+
+    /// The inverse of [`StreamKind::class`].
+    #[inline]
+    pub const fn from_class(c: u32) -> Option<StreamKind> {
+        Some(match c {
+            1 => StreamKind::Sycl,
+            2 => StreamKind::Buffer,
+            3 => StreamKind::Image,
+            4 => StreamKind::MemAlloc,
+            5 => StreamKind::UrCall,
+            _ => return None,
+        })
+    }
+}
+
 /// Metadata items read per event at most (events carry ~4-12).
 const MAX_METADATA: usize = 64;
 /// Longest C string read from user data or payloads.

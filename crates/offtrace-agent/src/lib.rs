@@ -32,6 +32,7 @@ pub mod interner;
 pub mod recorder;
 pub mod safe_read;
 pub mod services_bridge;
+pub mod trace_client;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -55,6 +56,10 @@ pub const STREAMS: [(&str, StreamKind); 7] = [
     ("ur.call.debug", StreamKind::UrCall),
 ];
 
+/// The names of [`STREAMS`] as C strings (`XptiPayload::stream`).
+pub const STREAM_NAMES: [&std::ffi::CStr; 7] =
+    [c"sycl", c"sycl.debug", c"sycl.experimental.buffer", c"sycl.experimental.image", c"sycl.experimental.mem_alloc", c"ur.call", c"ur.call.debug"];
+
 /// Dispatcher stream id per [`STREAMS`] slot (set at `xptiTraceInit`).
 static SLOT_STREAM: [AtomicU8; 7] = [const { AtomicU8::new(0) }; 7];
 
@@ -75,8 +80,9 @@ unsafe extern "C" fn trampoline<const S: usize>(
         // dispatcher (whose registration lock publishes it).
         let stream = SLOT_STREAM[S].load(Ordering::Relaxed);
         let raw = Raw { trace_type, parent, event, instance, user_data };
-        recorder::record(STREAMS[S].1, stream, &raw);
-        services_bridge::on_notification(STREAMS[S].1, &raw);
+        // One path: the notification goes to the tracing services (raw, as an `XPTI` record,
+        // and mapped to the typed kinds); the recorder is one of their clients (`trace_client`).
+        services_bridge::on_notification(STREAMS[S].1, stream, STREAM_NAMES[S], &raw);
     }));
 }
 

@@ -420,6 +420,13 @@ fn start_inner(
     }
     // Relaxed: the gate only; the recorder itself is published by the OnceLock.
     STATE.store(RECORDING, Ordering::Relaxed);
+    // The recorder is a client of the tracing services: notifications reach `record` through
+    // its `XPTI` callback (`trace_client`).
+    if let Err(e) = crate::trace_client::subscribe() {
+        eprintln!("offtrace: cannot subscribe the recorder to the tracing services: {e}; tracing off");
+        STATE.store(FINISHED, Ordering::Relaxed);
+        return None;
+    }
     Some(rec)
 }
 

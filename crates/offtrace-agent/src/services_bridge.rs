@@ -17,7 +17,7 @@
 //! | `urEnqueueUSMMemcpy`, `urEnqueueMemBuffer{Read,Write,Copy}` end | `MEMORY_COPY` |
 //! | `urEnqueueUSMFill`, `urEnqueueMemBufferFill` end | `MEMORY_FILL` |
 //! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
-//! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; `*Release` begin | `CODE_OBJECT` load / unload |
+//! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; last `*Release` end | `CODE_OBJECT` load / unload |
 //! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
 //! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
 //! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Kind, KernelDispatchPayload, MAX_KERNEL_ARGS,
     MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase, QueuePayload,
-    SyncPayload, TaskGraphPayload, code_object, emit_enter, emit_exit, emit_instant, emit_memory_alloc, emit_memory_free,
+    SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant, emit_memory_alloc, emit_memory_free,
     kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
 };
 use offtrace_xpti::abi::{FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt};
@@ -73,6 +73,7 @@ mod urf {
     pub const ENQUEUE_USM_MEMCPY: u32 = 33;
     pub const KERNEL_CREATE: u32 = 48;
     pub const KERNEL_GET_INFO: u32 = 51;
+    pub const KERNEL_RETAIN: u32 = 54;
     pub const KERNEL_RELEASE: u32 = 55;
     pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
     pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
@@ -80,6 +81,7 @@ mod urf {
     pub const PROGRAM_BUILD: u32 = 80;
     pub const PROGRAM_COMPILE: u32 = 81;
     pub const PROGRAM_LINK: u32 = 82;
+    pub const PROGRAM_RETAIN: u32 = 83;
     pub const PROGRAM_RELEASE: u32 = 84;
     pub const PROGRAM_CREATE_WITH_NATIVE_HANDLE: u32 = 90;
     pub const USM_HOST_ALLOC: u32 = 107;
@@ -155,8 +157,11 @@ fn init_once(dispatcher: Dispatcher) {
         }
     };
     // Relaxed: a hint read by the trampoline; tools configured their contexts before this
-    // store, and delivery itself re-checks each context with SeqCst.
-    ACTIVE.store(forced || loaded > 0, Ordering::Relaxed);
+    // store, and delivery itself re-checks each context with SeqCst. Never switched off here:
+    // the recorder may have switched it on (`trace_client`).
+    if forced || loaded > 0 {
+        ACTIVE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Switches the bridge on or off (for embedders and tests that create contexts in-process).
@@ -170,14 +175,35 @@ pub fn finish() {
     offtrace::tools::finalize_tools();
 }
 
-/// Maps one notification to service records. Disabled path: one relaxed load.
+/// Hands one notification to the services: as a raw `XPTI` record (when a context wants the
+/// kind: the recorder of `offtrace record` always does), then mapped to the typed kinds (when
+/// the bridge is on). Disabled path: two relaxed loads.
 #[inline(always)]
-pub fn on_notification(kind: StreamKind, raw: &Raw) {
+pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+    if kind_enabled(Kind::Xpti) {
+        emit_raw(kind, stream, stream_name, raw);
+    }
     // Relaxed: see `init`.
     if ACTIVE.load(Ordering::Relaxed) {
         // SAFETY: `raw` holds the arguments of the live callback the trampoline is running.
         unsafe { dispatch(kind, raw) }
     }
+}
+
+/// The `XPTI` record of a notification.
+#[inline(never)]
+fn emit_raw(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+    let p = XptiPayload {
+        stream: stream_name.as_ptr(),
+        stream_id: u64::from(stream),
+        parent: raw.parent as u64,
+        event: raw.event as u64,
+        instance: raw.instance,
+        user_data: raw.user_data as u64,
+        trace_type: u32::from(raw.trace_type),
+        stream_class: kind.class(),
+    };
+    emit_instant(Kind::Xpti, u32::from(raw.trace_type), Phase::None, Payload::Xpti(&p));
 }
 
 #[inline(never)]
@@ -239,6 +265,17 @@ thread_local! {
             args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
         }
     };
+}
+
+thread_local! {
+    /// The XPTI instance of the `ur.call` notification whose effects are being emitted (0 = none).
+    static UR_INSTANCE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The XPTI `instance` of the UR call whose end is being mapped on this thread (records
+/// emitted from its effects, e.g. `KERNEL_DISPATCH`, belong to it); 0 outside one.
+pub fn current_ur_instance() -> u64 {
+    UR_INSTANCE.try_with(Cell::get).unwrap_or(0)
 }
 
 fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
@@ -345,6 +382,12 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     }
     // SAFETY: contract.
     let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
+    // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
+    // be closed even when the context stopped in between).
+    if !kind_enabled(Kind::UrApi) && !has_effects(f.function_id) && (!end || no_open_calls()) {
+        return;
+    }
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
     // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
@@ -376,13 +419,58 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     p.result = result;
     p.has_result = 1;
     if result == 0 {
+        let _ = UR_INSTANCE.try_with(|c| c.set(raw.instance));
         // SAFETY: the call succeeded: its output pointers were written, its input pointers
         // are still the caller's live variables.
         unsafe { ur_end_effects(&p) };
+        let _ = UR_INSTANCE.try_with(|c| c.set(0));
     }
     if let Some(token) = pop_open(OpenTag::UrCall, raw.instance) {
         emit_exit(token, Payload::ApiCall(&p));
     }
+}
+
+/// Whether a call of `ur_function_t` `id` feeds other kinds than `UR_API`, the allocation table
+/// or the kernel names (the functions [`ur_begin_effects`], [`ur_end_effects`] and
+/// [`code_object_load`] match).
+const fn has_effects(id: u32) -> bool {
+    matches!(
+        id,
+        urf::USM_FREE
+            | urf::KERNEL_RETAIN
+            | urf::KERNEL_RELEASE
+            | urf::PROGRAM_RETAIN
+            | urf::PROGRAM_RELEASE
+            | urf::USM_HOST_ALLOC
+            | urf::USM_DEVICE_ALLOC
+            | urf::USM_SHARED_ALLOC
+            | urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP
+            | urf::ENQUEUE_USM_MEMCPY
+            | urf::ENQUEUE_MEM_BUFFER_READ
+            | urf::ENQUEUE_MEM_BUFFER_WRITE
+            | urf::ENQUEUE_MEM_BUFFER_COPY
+            | urf::ENQUEUE_USM_FILL
+            | urf::ENQUEUE_MEM_BUFFER_FILL
+            | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER
+            | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
+            | urf::KERNEL_CREATE
+            | urf::KERNEL_GET_INFO
+            | urf::KERNEL_CREATE_WITH_NATIVE_HANDLE
+            | urf::PROGRAM_CREATE_WITH_IL
+            | urf::PROGRAM_CREATE_WITH_BINARY
+            | urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE
+            | urf::PROGRAM_LINK
+            | urf::PROGRAM_LINK_EXP
+            | urf::PROGRAM_BUILD
+            | urf::PROGRAM_COMPILE
+            | urf::PROGRAM_BUILD_EXP
+            | urf::PROGRAM_COMPILE_EXP
+    )
+}
+
+/// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
+fn no_open_calls() -> bool {
+    OPEN.try_with(|o| o.try_borrow().is_ok_and(|o| o.len == 0)).unwrap_or(true)
 }
 
 /// Effects at the start of a call (inside it: records take its correlation id).
@@ -391,17 +479,8 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
 /// `p` holds the arguments of the live call.
 unsafe fn ur_begin_effects(p: &ApiCallPayload) {
     let a = &p.args;
-    match p.function_id {
-        urf::USM_FREE => emit_memory_free(a[1]),
-        urf::KERNEL_RELEASE if kind_enabled(Kind::CodeObject) => {
-            let co = CodeObjectPayload { handle: a[0], ..Default::default() };
-            emit_instant(Kind::CodeObject, code_object::KERNEL, Phase::Unload, Payload::CodeObject(&co));
-        }
-        urf::PROGRAM_RELEASE if kind_enabled(Kind::CodeObject) => {
-            let co = CodeObjectPayload { handle: a[0], program: a[0], ..Default::default() };
-            emit_instant(Kind::CodeObject, code_object::PROGRAM, Phase::Unload, Payload::CodeObject(&co));
-        }
-        _ => {}
+    if p.function_id == urf::USM_FREE {
+        emit_memory_free(a[1]);
     }
 }
 
@@ -462,6 +541,19 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             }
             // (hKernel, propName, propSize, pPropValue, pPropSizeRet)
             urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => remember_kernel_name(a[0], a[3], a[2]),
+            // (hKernel) / (hProgram): reference counts of the code objects whose load was reported
+            urf::KERNEL_RETAIN | urf::PROGRAM_RETAIN => code_objects::retain(a[0]),
+            urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => {
+                if code_objects::release(a[0]) && kind_enabled(Kind::CodeObject) {
+                    let co = if p.function_id == urf::KERNEL_RELEASE {
+                        CodeObjectPayload { handle: a[0], ..Default::default() }
+                    } else {
+                        CodeObjectPayload { handle: a[0], program: a[0], ..Default::default() }
+                    };
+                    let op = if p.function_id == urf::KERNEL_RELEASE { code_object::KERNEL } else { code_object::PROGRAM };
+                    emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&co));
+                }
+            }
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
         }
@@ -578,7 +670,85 @@ unsafe fn code_object_load(p: &ApiCallPayload) {
             _ => return,
         }
     };
+    if op != code_object::PROGRAM_BUILD {
+        code_objects::created(co.handle);
+    }
     emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&co));
+}
+
+/// Reference counts of the programs and kernels whose creation was reported as a LOAD, so that
+/// their UNLOAD is reported once, at the release that destroys them (UR objects start with one
+/// reference; `urKernelRetain`/`urProgramRetain` add one, `*Release` drops one). Objects made
+/// before a `CODE_OBJECT` service was configured are not tracked and get no UNLOAD.
+mod code_objects {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static COUNTS: Mutex<Option<HashMap<u64, u32>>> = Mutex::new(None);
+    /// Whether `COUNTS` may hold anything: retains and releases skip the lock until a load.
+    static ANY: AtomicBool = AtomicBool::new(false);
+
+    fn with<R>(f: impl FnOnce(&mut HashMap<u64, u32>) -> R) -> R {
+        let mut g = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+        f(g.get_or_insert_with(HashMap::new))
+    }
+
+    /// A program or kernel was created (one reference). A handle reused after its object died
+    /// starts again at one.
+    pub(super) fn created(handle: u64) {
+        if handle == 0 {
+            return;
+        }
+        // Relaxed: a hint; the map itself is under the mutex.
+        ANY.store(true, Ordering::Relaxed);
+        with(|m| m.insert(handle, 1));
+    }
+
+    pub(super) fn retain(handle: u64) {
+        if ANY.load(Ordering::Relaxed) {
+            with(|m| {
+                if let Some(n) = m.get_mut(&handle) {
+                    *n = n.saturating_add(1);
+                }
+            });
+        }
+    }
+
+    /// Drops one reference; `true` when this release destroyed a tracked object.
+    pub(super) fn release(handle: u64) -> bool {
+        if !ANY.load(Ordering::Relaxed) {
+            return false;
+        }
+        with(|m| match m.get_mut(&handle) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                m.remove(&handle);
+                true
+            }
+            None => false,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn unload_only_at_the_last_release() {
+            super::created(0xabc0);
+            super::retain(0xabc0);
+            super::retain(0xabc0);
+            assert!(!super::release(0xabc0));
+            assert!(!super::release(0xabc0));
+            assert!(super::release(0xabc0));
+            assert!(!super::release(0xabc0), "already destroyed");
+            assert!(!super::release(0xdef0), "never reported");
+            super::created(0xabc0); // the handle value reused by a new object
+            assert!(super::release(0xabc0));
+        }
+    }
 }
 
 /// `ur_exp_kernel_arg_properties_t` (ur_api.h v0.12): 48 bytes.
@@ -820,8 +990,10 @@ unsafe fn sycl(raw: &Raw) {
         }
         tt::TASK_BEGIN => {
             if let Some(e) = ev {
-                // SAFETY: `e` is live.
-                unsafe { remember_task(d, e, raw.instance) };
+                if kind_enabled(Kind::KernelDispatch) {
+                    // SAFETY: `e` is live.
+                    unsafe { remember_task(d, e, raw.instance) };
+                }
                 if kind_enabled(Kind::TaskGraph) {
                     let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
                     let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
@@ -1052,12 +1224,12 @@ mod tests {
         };
         set_active(true);
         for i in 1..=70 {
-            on_notification(StreamKind::UrCall, &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
         }
         let mut order: Vec<u64> = (1..=70).rev().collect();
         order.swap(10, 11);
         for i in order {
-            on_notification(StreamKind::UrCall, &raw(tt::FUNCTION_WITH_ARGS_END, i));
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i));
         }
         assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
         // urUSMFree(hContext, pMem)
@@ -1070,8 +1242,8 @@ mod tests {
             ..fwa
         };
         let begin = Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
-        on_notification(StreamKind::UrCall, &begin);
-        on_notification(StreamKind::UrCall, &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
+        on_notification(StreamKind::UrCall, 1, c"ur.call", &begin);
+        on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
         set_active(false);
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);

@@ -31,10 +31,14 @@ pub enum Kind {
     CodeObject = 9,
     /// User ranges and marks from the marker API.
     Marker = 10,
+    /// Every raw XPTI notification of the streams the backend subscribes (operation = the
+    /// trace point type): what the runtime said, before any interpretation. The recorder of
+    /// `offtrace record` is a client of this kind.
+    Xpti = 11,
 }
 
 /// Number of kind values including the unused 0; arrays indexed by kind have this length.
-pub const KIND_COUNT: usize = 11;
+pub const KIND_COUNT: usize = 12;
 
 impl Kind {
     pub const ALL: [Kind; KIND_COUNT - 1] = [
@@ -48,6 +52,7 @@ impl Kind {
         Kind::Sync,
         Kind::CodeObject,
         Kind::Marker,
+        Kind::Xpti,
     ];
 
     /// The kind with this C value, if any.
@@ -72,6 +77,7 @@ impl Kind {
             Kind::Sync => "SYNC",
             Kind::CodeObject => "CODE_OBJECT",
             Kind::Marker => "MARKER",
+            Kind::Xpti => "XPTI",
         }
     }
 
@@ -89,6 +95,7 @@ impl Kind {
             Kind::Sync => SYNC_OPS,
             Kind::CodeObject => CODE_OBJECT_OPS,
             Kind::Marker => MARKER_OPS,
+            Kind::Xpti => XPTI_OPS,
         }
     }
 
@@ -242,6 +249,15 @@ const CODE_OBJECT_ARGS: &[ArgDescriptor] = &[
     arg!("name", "const char*", 8, CString),
     arg!("binary_size", "size_t", 8, Unsigned),
 ];
+/// Fields of [`crate::payload::XptiPayload`]: the subscriber callback's arguments, plus the stream.
+const XPTI_ARGS: &[ArgDescriptor] = &[
+    arg!("stream", "const char*", 8, CString),
+    arg!("stream_id", "uint8_t", 8, Unsigned),
+    arg!("parent", "xpti::trace_event_data_t*", 8, Pointer),
+    arg!("event", "xpti::trace_event_data_t*", 8, Pointer),
+    arg!("instance", "uint64_t", 8, Unsigned),
+    arg!("user_data", "const void*", 8, Pointer),
+];
 const MARKER_ARGS: &[ArgDescriptor] = &[
     arg!("message", "const char*", 8, CString),
     arg!("range_id", "uint64_t", 8, Unsigned),
@@ -316,6 +332,24 @@ const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier");
 const CODE_OBJECT_OPS: &[Operation] =
     ops!(CODE_OBJECT_ARGS: 0 => "program", 1 => "program_build", 2 => "kernel");
 const MARKER_OPS: &[Operation] = ops!(MARKER_ARGS: 0 => "mark", 1 => "range");
+/// The named `trace_point_type_t` values of the XPTI headers (2026.2), with their header names.
+const XPTI_OPS: &[Operation] = ops!(XPTI_ARGS:
+    2 => "graph_create", 4 => "node_create", 6 => "edge_create", 8 => "region_begin", 9 => "region_end",
+    10 => "task_begin", 11 => "task_end", 12 => "barrier_begin", 13 => "barrier_end", 14 => "lock_begin",
+    15 => "lock_end", 16 => "signal", 18 => "transfer_begin", 19 => "transfer_end", 20 => "thread_begin",
+    21 => "thread_end", 22 => "wait_begin", 23 => "wait_end", 24 => "function_begin", 25 => "function_end",
+    26 => "metadata", 28 => "function_with_args_begin", 29 => "function_with_args_end",
+    32 => "mem_alloc_begin", 33 => "mem_alloc_end", 34 => "mem_release_begin", 35 => "mem_release_end",
+    36 => "offload_alloc_memory_object_construct", 37 => "offload_alloc_memory_object_destruct",
+    38 => "offload_alloc_memory_object_associate", 39 => "offload_alloc_memory_object_release",
+    40 => "offload_alloc_accessor", 42 => "queue_create", 43 => "queue_destroy", 126 => "diagnostics",
+);
+/// Operation ids of `XPTI`: the trace point type (`trace_point_type_t`); the named ones are in
+/// the kind's operation table.
+pub mod xpti_op {
+    pub const FUNCTION_WITH_ARGS_BEGIN: u32 = 28;
+    pub const FUNCTION_WITH_ARGS_END: u32 = 29;
+}
 
 #[cfg(test)]
 mod tests {

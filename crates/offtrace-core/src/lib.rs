@@ -44,12 +44,12 @@ pub use error::ServiceError;
 pub use inflight::asymmetric_fences;
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
-    memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+    memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, xpti_op,
 };
 pub use marker::{RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop, range_push as marker_range_push};
 pub use payload::{
     ApiCallPayload, CodeObjectPayload, ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload,
     MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, SyncPayload,
-    TaskGraphPayload,
+    TaskGraphPayload, XptiPayload,
 };
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

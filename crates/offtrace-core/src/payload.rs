@@ -198,6 +198,44 @@ pub struct MarkerPayload {
     pub range_id: u64,
 }
 
+/// `XPTI`: one raw notification, as the dispatcher passed it to the subscriber callback.
+/// The pointers are the runtime's, valid during the callback only.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct XptiPayload {
+    /// The stream's name (NUL-terminated), or null when the backend does not know it.
+    pub stream: *const c_char,
+    /// The dispatcher's stream id (8-bit).
+    pub stream_id: u64,
+    /// `xpti::trace_event_data_t*` of the parent, may be null.
+    pub parent: u64,
+    /// `xpti::trace_event_data_t*` of the event, may be null.
+    pub event: u64,
+    /// The notification's instance number (begin and end of one call share it).
+    pub instance: u64,
+    /// The type-specific user data (`function_with_args_t*`, `mem_alloc_data_t*`, ...), may be null.
+    pub user_data: u64,
+    /// The trace point type (= the record's operation).
+    pub trace_type: u32,
+    /// Backend-private classification of the stream (the agent's stream kind), 0 = none.
+    pub stream_class: u32,
+}
+
+impl Default for XptiPayload {
+    fn default() -> Self {
+        Self {
+            stream: std::ptr::null(),
+            stream_id: 0,
+            parent: 0,
+            event: 0,
+            instance: 0,
+            user_data: 0,
+            trace_type: 0,
+            stream_class: 0,
+        }
+    }
+}
+
 /// A payload the backend hands to the services, typed by kind. The services pass a pointer to
 /// the inner struct to callbacks; [`Payload::arg_values`] feeds argument iteration.
 #[derive(Debug, Clone, Copy)]
@@ -213,6 +251,7 @@ pub enum Payload<'a> {
     Sync(&'a SyncPayload),
     CodeObject(&'a CodeObjectPayload),
     Marker(&'a MarkerPayload),
+    Xpti(&'a XptiPayload),
 }
 
 impl Payload<'_> {
@@ -231,6 +270,7 @@ impl Payload<'_> {
             Payload::Sync(_) => Kind::Sync,
             Payload::CodeObject(_) => Kind::CodeObject,
             Payload::Marker(_) => Kind::Marker,
+            Payload::Xpti(_) => Kind::Xpti,
         })
     }
 
@@ -249,6 +289,7 @@ impl Payload<'_> {
             Payload::Sync(p) => (p as *const SyncPayload).cast(),
             Payload::CodeObject(p) => (p as *const CodeObjectPayload).cast(),
             Payload::Marker(p) => (p as *const MarkerPayload).cast(),
+            Payload::Xpti(p) => (p as *const XptiPayload).cast(),
         }
     }
 
@@ -277,6 +318,7 @@ impl Payload<'_> {
             Payload::Sync(p) => [p.object, u64::from(p.event_count), 0, 0, 0, 0],
             Payload::CodeObject(p) => [p.handle, p.program, p.name as u64, p.binary_size, 0, 0],
             Payload::Marker(p) => [p.message as u64, p.range_id, 0, 0, 0, 0],
+            Payload::Xpti(p) => [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data],
         }
     }
 }
@@ -372,6 +414,15 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
                 let p = &*payload.cast::<MarkerPayload>();
                 push(out, p.message as u64, &p.message);
                 push(out, p.range_id, &p.range_id);
+            }
+            Kind::Xpti => {
+                let p = &*payload.cast::<XptiPayload>();
+                push(out, p.stream as u64, &p.stream);
+                push(out, p.stream_id, &p.stream_id);
+                push(out, p.parent, &p.parent);
+                push(out, p.event, &p.event);
+                push(out, p.instance, &p.instance);
+                push(out, p.user_data, &p.user_data);
             }
         }
     }
