@@ -13,7 +13,9 @@ use offtrace_format::Record;
 use serde_json::{Value, json};
 
 use crate::source::{ProgressFn, RecordSource, for_each_record};
-use crate::timeline::{FirstPass, SliceAction, ThreadSlices, command_flow, device_flow, edge_flow, first_pass};
+use crate::timeline::{
+    FirstPass, SliceAction, ThreadSlices, command_allocations, command_flow, device_flow, edge_flow, first_pass,
+};
 use crate::{ExportError, ExportStats};
 
 /// Pseudo-thread ids of queue tracks and device tracks (above any kernel tid).
@@ -70,16 +72,21 @@ impl JsonOut<'_> {
 struct Emitter<'a, 'p> {
     j: JsonOut<'p>,
     first: &'a FirstPass,
+    /// Command instance → its kernel dispatches' allocations.
+    allocations: rustc_hash::FxHashMap<u64, Vec<String>>,
 }
 
 impl ModelSink for Emitter<'_, '_> {
     fn command(&mut self, c: &CommandEvent<'_>) {
         let tid = queue_tid(c.queue_id);
         let pid = self.j.pid;
+        let mut args = json!({"instance": c.instance, "kind": c.kind, "queue_id": c.queue_id, "bytes": c.memory_size});
+        if let Some(a) = self.allocations.get(&c.instance) {
+            args["kernel_allocations"] = json!(a);
+        }
         self.j.event(&json!({
             "ph": "X", "pid": pid, "tid": tid, "ts": us(c.begin_ns), "dur": us(c.end_ns - c.begin_ns),
-            "name": c.name, "cat": "command",
-            "args": {"instance": c.instance, "kind": c.kind, "queue_id": c.queue_id, "bytes": c.memory_size},
+            "name": c.name, "cat": "command", "args": args,
         }));
         self.j.flow("f", command_flow(c.instance), tid, c.begin_ns, "enqueue");
         if let Some(node) = c.node {
@@ -120,7 +127,8 @@ pub(crate) fn export(
     let mut out = BufWriter::with_capacity(256 << 10, file);
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")
         .map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
-    let mut em = Emitter { j: JsonOut { out, path, pid, events: 0, error: None }, first: &first };
+    let allocations = command_allocations(s);
+    let mut em = Emitter { j: JsonOut { out, path, pid, events: 0, error: None }, first: &first, allocations };
     let process = s.trace.info.get("command").cloned().unwrap_or_else(|| "traced program".to_owned());
     em.j.event(&json!({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": process}}));
     for t in &s.threads {

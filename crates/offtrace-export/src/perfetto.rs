@@ -13,10 +13,13 @@ use std::path::Path;
 
 use offtrace_analysis::{CommandEvent, DeviceEvent, MemoryEvent, ModelSink, SummaryBuilder};
 use offtrace_format::Record;
+use rustc_hash::FxHashMap;
 
 use crate::proto::{ProtoWriter, field as f};
 use crate::source::{ProgressFn, RecordSource, for_each_record};
-use crate::timeline::{FirstPass, SliceAction, ThreadSlices, command_flow, device_flow, edge_flow, first_pass};
+use crate::timeline::{
+    FirstPass, SliceAction, ThreadSlices, command_allocations, command_flow, device_flow, edge_flow, first_pass,
+};
 use crate::{ExportError, ExportStats};
 
 const SEQUENCE_ID: u64 = 1;
@@ -131,7 +134,17 @@ impl PacketWriter<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn slice_begin(&mut self, ts: u64, track: u64, name: &str, category: &str, flows: &[u64], terminating: &[u64], annotations: &[(&str, u64)]) {
+    fn slice_begin(
+        &mut self,
+        ts: u64,
+        track: u64,
+        name: &str,
+        category: &str,
+        flows: &[u64],
+        terminating: &[u64],
+        annotations: &[(&str, u64)],
+        text_annotations: &[(String, &str)],
+    ) {
         self.packet(Some(ts));
         self.proto.begin(f::PACKET_TRACK_EVENT);
         self.proto.uint(f::EVENT_TYPE, f::TYPE_SLICE_BEGIN);
@@ -148,6 +161,12 @@ impl PacketWriter<'_> {
             self.proto.begin(f::EVENT_DEBUG_ANNOTATIONS);
             self.proto.string(f::ANNOTATION_NAME, k);
             self.proto.uint(f::ANNOTATION_UINT, *v);
+            self.proto.end();
+        }
+        for (k, v) in text_annotations {
+            self.proto.begin(f::EVENT_DEBUG_ANNOTATIONS);
+            self.proto.string(f::ANNOTATION_NAME, k);
+            self.proto.string(f::ANNOTATION_STRING, v);
             self.proto.end();
         }
         self.proto.end();
@@ -178,6 +197,8 @@ impl PacketWriter<'_> {
 struct Emitter<'a, 'p> {
     w: PacketWriter<'p>,
     first: &'a FirstPass,
+    /// Command instance → its kernel dispatches' allocations.
+    allocations: FxHashMap<u64, Vec<String>>,
 }
 
 impl ModelSink for Emitter<'_, '_> {
@@ -196,14 +217,23 @@ impl ModelSink for Emitter<'_, '_> {
         if let Some(b) = c.memory_size {
             ann.push(("bytes", b));
         }
+        // One `kernel_allocations[i]` annotation per allocation the kernel used.
+        let texts: Vec<(String, &str)> = self
+            .allocations
+            .get(&c.instance)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| (format!("kernel_allocations[{i}]"), t.as_str()))
+            .collect();
         let track = queue_track(c.queue_id);
-        self.w.slice_begin(c.begin_ns, track, c.name, "command", &flows, &terminating, &ann);
+        self.w.slice_begin(c.begin_ns, track, c.name, "command", &flows, &terminating, &ann, &texts);
         self.w.slice_end(c.end_ns, track);
     }
 
     fn device(&mut self, d: &DeviceEvent<'_>) {
         let track = device_track(d.queue_id);
-        self.w.slice_begin(d.start_ns, track, d.name, "device", &[], &[device_flow(d.instance)], &[("instance", d.instance)]);
+        self.w.slice_begin(d.start_ns, track, d.name, "device", &[], &[device_flow(d.instance)], &[("instance", d.instance)], &[]);
         self.w.slice_end(d.end_ns, track);
     }
 
@@ -227,7 +257,8 @@ pub(crate) fn export(
         first: true,
         error: None,
     };
-    let mut em = Emitter { w, first: &first };
+    let allocations = command_allocations(&first.summary);
+    let mut em = Emitter { w, first: &first, allocations };
     let s = &first.summary;
     let pid: i64 = s.trace.info.get("pid").and_then(|p| p.parse().ok()).unwrap_or(0);
     let process = s.trace.info.get("command").cloned().unwrap_or_else(|| "traced program".to_owned());
@@ -281,7 +312,7 @@ pub(crate) fn export(
 fn emit_slice(w: &mut PacketWriter<'_>, a: SliceAction) {
     match a {
         SliceAction::Begin { tid, ts, name, category, flows } => {
-            w.slice_begin(ts, thread_track(tid), &name, category, &flows, &[], &[]);
+            w.slice_begin(ts, thread_track(tid), &name, category, &flows, &[], &[], &[]);
         }
         SliceAction::End { tid, ts } => w.slice_end(ts, thread_track(tid)),
     }

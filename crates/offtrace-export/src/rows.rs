@@ -270,7 +270,7 @@ pub(crate) fn write_tables(
     meta.push(("truncated".into(), outcome.truncated.is_some().to_string()));
     meta.push(("drops".into(), summary.drops.total.to_string()));
     meta.push(("clock".into(), "CLOCK_MONOTONIC ns".into()));
-    meta.push(("schema_version".into(), "1".into()));
+    meta.push(("schema_version".into(), "2".into()));
     for (k, v) in &meta {
         sink.put(Table::Meta, &[k.as_str().into(), v.as_str().into()]);
     }
@@ -282,6 +282,51 @@ pub(crate) fn write_tables(
     }
     for (tid, count) in &summary.drops.by_thread {
         sink.put(Table::Drops, &[Cell::Int(i64::from(*tid)), Cell::u(*count)]);
+    }
+    // Written at the end: a dispatch's link to its command may only be known after the records
+    // that follow it.
+    for (id, d) in summary.kernel_allocations.dispatches.iter().enumerate() {
+        let id = id as u64;
+        let bytes = d.allocations.iter().map(|a| a.size).fold(0u64, u64::saturating_add);
+        let [gx, gy, gz] = d.global_size;
+        let [lx, ly, lz] = d.local_size;
+        sink.put(
+            Table::KernelDispatches,
+            &[
+                Cell::u(id),
+                Cell::Int(i64::from(d.tid)),
+                Cell::u(d.ts_ns),
+                Cell::u(d.correlation),
+                Cell::opt(Some(d.ur_instance).filter(|&i| i != 0)),
+                d.kernel.as_str().into(),
+                Cell::u(d.queue),
+                Cell::u(d.kernel_handle),
+                Cell::Int(i64::from(d.work_dim)),
+                Cell::u(gx),
+                Cell::u(gy),
+                Cell::u(gz),
+                Cell::u(lx),
+                Cell::u(ly),
+                Cell::u(lz),
+                Cell::opt(d.command_instance),
+                d.command_name.as_deref().map_or(Cell::Null, Cell::from),
+                d.link.as_str().into(),
+                Cell::u(d.allocations.len() as u64),
+                Cell::u(bytes),
+            ],
+        );
+        for a in &d.allocations {
+            sink.put(
+                Table::KernelAllocations,
+                &[
+                    Cell::u(id),
+                    Cell::Int(i64::from(a.arg_index)),
+                    Cell::u(a.base),
+                    Cell::u(a.size),
+                    a.memory_type.as_str().into(),
+                ],
+            );
+        }
     }
     sink.check()?;
     Ok((ExportStats { records: outcome.records, items: sink.rows, truncated: outcome.truncated }, summary))

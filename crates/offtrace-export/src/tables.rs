@@ -106,6 +106,17 @@ tables! {
         "device" "TEXT"
     ] indices ["queue_id"];
     Drops "drops" ["tid" "INTEGER", "count" "INTEGER"] indices [];
+    KernelDispatches "kernel_dispatches" [
+        "dispatch_id" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "correlation" "INTEGER",
+        "ur_instance" "INTEGER", "kernel" "TEXT", "queue" "INTEGER", "kernel_handle" "INTEGER",
+        "work_dim" "INTEGER", "global_x" "INTEGER", "global_y" "INTEGER", "global_z" "INTEGER",
+        "local_x" "INTEGER", "local_y" "INTEGER", "local_z" "INTEGER", "command_instance" "INTEGER",
+        "command_name" "TEXT", "link" "TEXT", "allocations" "INTEGER", "allocation_bytes" "INTEGER"
+    ] indices ["dispatch_id", "kernel", "command_instance"];
+    KernelAllocations "kernel_allocations" [
+        "dispatch_id" "INTEGER", "arg_index" "INTEGER", "base" "INTEGER", "size" "INTEGER",
+        "memory_type" "TEXT"
+    ] indices ["dispatch_id", "base"];
 }
 
 #[cfg(test)]

@@ -22,6 +22,21 @@ pub(crate) fn edge_flow(edge: u32) -> u64 {
     (u64::from(edge) << 2) | 3
 }
 
+/// Per SYCL command (its instance), the allocations of the kernel dispatches linked to it, one
+/// text per allocation (`arg 0: 65536 B DEVICE @ 0x1000`), for the command's slice arguments.
+pub(crate) fn command_allocations(summary: &Summary) -> FxHashMap<u64, Vec<String>> {
+    let mut by_command: FxHashMap<u64, Vec<String>> = FxHashMap::default();
+    for d in &summary.kernel_allocations.dispatches {
+        let Some(instance) = d.command_instance else { continue };
+        let texts = by_command.entry(instance).or_default();
+        for a in &d.allocations {
+            let arg = if a.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", a.arg_index) };
+            texts.push(format!("{arg}: {} B {} @ 0x{:x}", a.size, a.memory_type, a.base));
+        }
+    }
+    by_command
+}
+
 /// What the first pass learned.
 #[derive(Debug, Default)]
 pub(crate) struct FirstPass {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use offtrace_analysis::testing::w4_like;
+use offtrace_analysis::testing::{w4_like, w4_like_with_dispatches};
 use offtrace_export::{ExportFormat, ExportOptions, Table, export_records};
 use offtrace_format::Record;
 
@@ -289,4 +289,101 @@ fn csv_one_file_per_table() {
     }
     let mut r = csv::Reader::from_path(out.join("ur_calls.csv")).unwrap();
     assert_eq!(r.records().count(), 6);
+}
+
+// ---- kernel dispatches with their allocation properties ---------------------------------
+
+#[test]
+fn sqlite_and_csv_kernel_dispatch_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.sqlite");
+    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Sqlite, &path)).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let rows: Vec<(i64, String, Option<i64>, Option<String>, String, i64, i64, Option<i64>)> = conn
+        .prepare(
+            "SELECT dispatch_id, kernel, command_instance, command_name, link, allocations, allocation_bytes, ur_instance \
+             FROM kernel_dispatches ORDER BY dispatch_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0, "axpy".into(), Some(30), Some("axpy".into()), "ur_call".into(), 3, 65536 + 4096 + 65536, Some(31)),
+            (1, "axpy".into(), Some(40), Some("axpy".into()), "task".into(), 2, 65536 + 4096, None),
+            (2, "scale".into(), None, None, "none".into(), 0, 0, None),
+        ]
+    );
+    // Each allocation with its command: the join a performance engineer would write.
+    let allocs: Vec<(i64, i64, i64, String, String)> = conn
+        .prepare(
+            "SELECT a.arg_index, a.base, a.size, a.memory_type, c.name FROM kernel_allocations a \
+             JOIN kernel_dispatches d USING (dispatch_id) JOIN sycl_commands c ON c.instance = d.command_instance \
+             ORDER BY d.dispatch_id, a.rowid",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(allocs.len(), 5);
+    assert_eq!(allocs[2], (-1, 0x30000, 65536, "SHARED".into(), "axpy".into()));
+    assert_eq!(allocs[4], (1, 0x2800, 4096, "HOST".into(), "axpy".into()));
+    let (g, l): (i64, i64) = conn.query_row("SELECT global_x, local_x FROM kernel_dispatches WHERE dispatch_id = 0", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!((g, l), (1024, 64));
+
+    let out = dir.path().join("csv");
+    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Csv, &out)).unwrap();
+    let mut r = csv::Reader::from_path(out.join("kernel_allocations.csv")).unwrap();
+    let rows: Vec<Vec<String>> = r.records().map(|row| row.unwrap().iter().map(str::to_owned).collect()).collect();
+    assert_eq!(rows.len(), 5);
+    assert_eq!(rows[0], ["0", "0", "4096", "65536", "DEVICE"]);
+    let mut r = csv::Reader::from_path(out.join("kernel_dispatches.csv")).unwrap();
+    assert_eq!(r.records().count(), 3);
+}
+
+#[test]
+fn timeline_exports_put_allocations_on_the_command_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.json");
+    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Chrome, &path)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let commands: Vec<&serde_json::Value> =
+        v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X" && e["cat"] == "command").collect();
+    let a = commands.iter().find(|e| e["args"]["instance"] == 30).unwrap();
+    assert_eq!(
+        a["args"]["kernel_allocations"],
+        serde_json::json!(["arg 0: 65536 B DEVICE @ 0x1000", "arg 1: 4096 B HOST @ 0x2000", "implicit: 65536 B SHARED @ 0x30000"])
+    );
+    let memcpy = commands.iter().find(|e| e["name"] == "memcpy").unwrap();
+    assert!(memcpy["args"].get("kernel_allocations").is_none());
+
+    let path = dir.path().join("k.pftrace");
+    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Perfetto, &path)).unwrap();
+    let mut annotations = Vec::new();
+    for (_, v) in decode(&std::fs::read(&path).unwrap()) {
+        let Val::Bytes(b) = v else { continue };
+        let Some(te) = get_msg(&decode(&b), 11) else { continue };
+        for (f, a) in &te {
+            if let (4, Val::Bytes(a)) = (*f, a) {
+                let a = decode(a);
+                if let (Some(name), Some(text)) = (get_str(&a, 10), get_str(&a, 6)) {
+                    annotations.push((get_str(&te, 23).unwrap(), name, text));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        annotations,
+        [
+            ("axpy".to_owned(), "kernel_allocations[0]".to_owned(), "arg 0: 65536 B DEVICE @ 0x1000".to_owned()),
+            ("axpy".into(), "kernel_allocations[1]".into(), "arg 1: 4096 B HOST @ 0x2000".into()),
+            ("axpy".into(), "kernel_allocations[2]".into(), "implicit: 65536 B SHARED @ 0x30000".into()),
+            ("axpy".into(), "kernel_allocations[0]".into(), "arg 0: 65536 B DEVICE @ 0x1000".into()),
+            ("axpy".into(), "kernel_allocations[1]".into(), "arg 1: 4096 B HOST @ 0x2800".into()),
+        ]
+    );
 }
