@@ -201,11 +201,12 @@ impl<T> Default for IdVec<T> {
 /// One shard's open-addressing slot array. Each slot is 0 or `tag << 48 | node address`
 /// (x86-64 user addresses fit in 48 bits), so a probe compares 16 hash bits before touching a
 /// node. Slots only ever go from 0 to a node; a full-enough table is replaced by a copy twice as
-/// large, and the old one is leaked (a lock-free reader may still be probing it).
+/// large, and the old one is leaked (a lock-free reader may still be probing it), so the slot
+/// memory is `'static`.
 #[derive(Debug)]
 struct Slots {
     mask: usize,
-    slots: Box<[AtomicU64]>,
+    slots: &'static [AtomicU64],
 }
 
 impl Slots {
@@ -215,7 +216,24 @@ impl Slots {
     }
 }
 
-fn zeroed_u64_slice(n: usize) -> Box<[AtomicU64]> {
+/// Tables from this size on come from the huge-page region (`region::static_chunk`): a probe of
+/// a large table is a random access, and with 4 KiB pages each one also misses the TLB (a
+/// two-dimensional page walk under a hypervisor).
+const REGION_TABLE_BYTES: usize = 64 * 1024;
+
+/// `n` zero slots, never freed.
+fn zeroed_u64_slice(n: usize) -> &'static [AtomicU64] {
+    let bytes = n * size_of::<AtomicU64>();
+    if bytes >= REGION_TABLE_BYTES {
+        let p = crate::region::static_chunk(bytes.next_multiple_of(4096)).cast::<AtomicU64>();
+        if !p.is_null() {
+            // SAFETY:
+            // - `p` is fresh, never-handed-out region memory: zero-filled by the kernel (nothing
+            //   has written it), 4096-aligned, at least `n` slots long, never freed; all-zero
+            //   bytes are valid `AtomicU64`s.
+            return unsafe { std::slice::from_raw_parts(p, n) };
+        }
+    }
     let layout = Layout::array::<AtomicU64>(n).expect("slot layout");
     // SAFETY:
     // - non-zero layout; zero bytes are valid `AtomicU64`s.
@@ -223,17 +241,25 @@ fn zeroed_u64_slice(n: usize) -> Box<[AtomicU64]> {
     if p.is_null() {
         std::alloc::handle_alloc_error(layout);
     }
-    // SAFETY: allocated by the global allocator for exactly `n` initialised elements.
-    unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) }
+    // SAFETY: allocated by the global allocator for exactly `n` initialised elements, never freed.
+    unsafe { std::slice::from_raw_parts(p, n) }
 }
 
 const ADDR_MASK: u64 = (1 << 48) - 1;
 
+/// Bits 40..56 of the hash (the shard uses the top bits): the probe filter, and the low 16 bits
+/// of the home slot index, so that a table of up to 2^16 slots grows without reading any node.
+/// (An occupied slot is never 0: the node address is not null.)
 #[inline]
 fn tag_of(hash: u64) -> u64 {
-    // Bits 40..56 of the hash (the shard uses the top bits, the slot index the low bits); never 0
-    // so that an occupied slot is never 0.
-    ((hash >> 40) & 0xFFFF) | 1
+    (hash >> 40) & 0xFFFF
+}
+
+/// The home slot of `hash` in a table with `mask`: the tag's bits, and low hash bits above them
+/// for tables larger than 2^16 slots.
+#[inline]
+fn home_of(hash: u64, mask: usize) -> usize {
+    (tag_of(hash) | hash << 16) as usize & mask
 }
 
 #[derive(Debug)]
@@ -279,7 +305,7 @@ impl InternTable {
     #[inline]
     fn find_in(table: &Slots, hash: u64, bytes: &[u8]) -> Option<&'static Node> {
         let tag = tag_of(hash);
-        let mut i = hash as usize & table.mask;
+        let mut i = home_of(hash, table.mask);
         loop {
             // Acquire: pairs with the release store publishing the node.
             let v = table.slots[i].load(Ordering::Acquire);
@@ -315,12 +341,17 @@ impl InternTable {
     }
 
     fn place(table: &Slots, hash: u64, node: *const Node) {
-        let mut i = hash as usize & table.mask;
+        Self::place_value(table, home_of(hash, table.mask), (tag_of(hash) << 48) | node as u64);
+    }
+
+    /// Stores the slot value `v` at the first free slot from `home`.
+    fn place_value(table: &Slots, home: usize, v: u64) {
+        let mut i = home;
         while table.slots[i].load(Ordering::Relaxed) != 0 {
             i = (i + 1) & table.mask;
         }
         // Release: publishes the node's contents to lock-free readers of this slot.
-        table.slots[i].store((tag_of(hash) << 48) | node as u64, Ordering::Release);
+        table.slots[i].store(v, Ordering::Release);
     }
 
     /// Like [`intern`](Self::intern); `make_extra` runs under the shard lock for a new entry
@@ -378,9 +409,15 @@ impl InternTable {
             for v in table.slots.iter() {
                 let v = v.load(Ordering::Relaxed);
                 if v != 0 {
-                    // SAFETY: non-zero slots are published nodes.
-                    let h = unsafe { &*((v & ADDR_MASK) as *const Node) }.hash;
-                    Self::place(b, h, (v & ADDR_MASK) as *const Node);
+                    let home = if b.mask <= 0xFFFF {
+                        // The tag holds every bit of the home index: no node access (which
+                        // would be a cache miss per entry).
+                        (v >> 48) as usize & b.mask
+                    } else {
+                        // SAFETY: non-zero slots are published nodes.
+                        home_of(unsafe { &*((v & ADDR_MASK) as *const Node) }.hash, b.mask)
+                    };
+                    Self::place_value(b, home, v);
                 }
             }
             // Release: the copied slots become visible with the table pointer.
@@ -449,6 +486,19 @@ mod tests {
         t.clear();
         assert!(t.by_id(1).is_none());
         assert_eq!(t.intern(b"beta", 0).expect("id").0.id, 1);
+    }
+
+    #[test]
+    fn the_tag_gives_the_home_slot_of_tables_up_to_2_16_slots() {
+        let mut h = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..10_000 {
+            h = h.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            for bits in [4, 10, 16] {
+                let mask = (1usize << bits) - 1;
+                let v = (tag_of(h) << 48) | 0x7f00_dead_beef;
+                assert_eq!((v >> 48) as usize & mask, home_of(h, mask));
+            }
+        }
     }
 
     #[test]

@@ -142,8 +142,9 @@ unsafe impl Send for Chunks {}
 static CHUNKS: std::sync::Mutex<Chunks> =
     std::sync::Mutex::new(Chunks { base: ptr::null_mut(), reserved: 0, carved: 0, committed: 0 });
 
-/// `size` bytes (a multiple of 4096) of populated, never-freed memory, 4096-aligned, for the
-/// per-thread arenas; null when the address space or memory is exhausted (the caller then uses
+/// `size` bytes (a multiple of 4096) of populated, never-freed memory, 4096-aligned and
+/// zero-filled (fresh anonymous memory, never handed out before), for the per-thread arenas and
+/// large intern tables; null when the address space or memory is exhausted (the caller then uses
 /// the global allocator). One short lock per chunk, not per allocation.
 pub fn static_chunk(size: usize) -> *mut u8 {
     let mut c = CHUNKS.lock().unwrap_or_else(|e| e.into_inner());
