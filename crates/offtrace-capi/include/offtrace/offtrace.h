@@ -56,7 +56,8 @@ enum {
     OFFTRACE_TRACING_KIND_SYNC = 8,
     OFFTRACE_TRACING_KIND_CODE_OBJECT = 9,
     OFFTRACE_TRACING_KIND_MARKER = 10,
-    OFFTRACE_TRACING_KIND_LAST = 11
+    OFFTRACE_TRACING_KIND_XPTI = 11,           /* raw XPTI notifications; operation = trace_point_type_t */
+    OFFTRACE_TRACING_KIND_LAST = 12
 };
 
 typedef uint32_t offtrace_tracing_operation_t;
@@ -83,7 +84,9 @@ enum {
     OFFTRACE_CODE_OBJECT_PROGRAM_BUILD = 1, /* LOAD */
     OFFTRACE_CODE_OBJECT_KERNEL = 2,        /* LOAD = create, UNLOAD = release */
     OFFTRACE_MARKER_MARK = 0,
-    OFFTRACE_MARKER_RANGE = 1               /* ENTER = push, EXIT = pop */
+    OFFTRACE_MARKER_RANGE = 1,              /* ENTER = push, EXIT = pop */
+    OFFTRACE_XPTI_FUNCTION_WITH_ARGS_BEGIN = 28, /* XPTI: any xpti::trace_point_type_t value */
+    OFFTRACE_XPTI_FUNCTION_WITH_ARGS_END = 29
 };
 
 typedef uint32_t offtrace_callback_phase_t;
@@ -209,6 +212,18 @@ typedef struct offtrace_callback_tracing_marker_data_t {
     const char* message; /* NULL at a range's EXIT */
     uint64_t range_id;   /* at EXIT: the range's correlation id */
 } offtrace_callback_tracing_marker_data_t;
+
+/* XPTI: one notification exactly as the dispatcher passed it to the subscriber (phase NONE). */
+typedef struct offtrace_callback_tracing_xpti_data_t {
+    const char* stream;   /* the stream's name, e.g. "ur.call"; may be NULL */
+    uint64_t stream_id;   /* the dispatcher's 8-bit stream id */
+    uint64_t parent;      /* xpti::trace_event_data_t*, may be 0 */
+    uint64_t event;       /* xpti::trace_event_data_t*, may be 0 */
+    uint64_t instance;    /* begin and end of one call share it */
+    uint64_t user_data;   /* trace-type-specific user data (function_with_args_t*, ...), may be 0 */
+    uint32_t trace_type;  /* = the record's operation */
+    uint32_t stream_class; /* backend-private */
+} offtrace_callback_tracing_xpti_data_t;
 
 /* One buffered record (104 bytes). data[]: UR_API: function id, result, args 0-3;
  * KERNEL_DISPATCH: queue, kernel, global x, y, z, work dim; MEMORY_COPY: queue, dst, src, size;

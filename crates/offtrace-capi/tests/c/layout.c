@@ -65,6 +65,9 @@ int main(void) {
     F(offtrace_callback_tracing_code_object_data_t, binary_size);
     S(offtrace_callback_tracing_marker_data_t);
     F(offtrace_callback_tracing_marker_data_t, range_id);
+    S(offtrace_callback_tracing_xpti_data_t);
+    F(offtrace_callback_tracing_xpti_data_t, instance);
+    F(offtrace_callback_tracing_xpti_data_t, trace_type);
     S(offtrace_client_id_t);
     F(offtrace_client_id_t, handle);
     S(offtrace_tool_configure_result_t);
