@@ -1,13 +1,16 @@
 //! The buffer tracing service: fixed-size records collected into a buffer and handed to the
 //! tool's callback in batches.
 //!
-//! Shape: each producing thread has its own single-producer ring per buffer (staging, from
-//! [`crate::ring`]) holding up to `size` bytes of records. The record path is a ring push and a
-//! counter check: no lock, no cache line shared with another thread. When a thread has staged
-//! `watermark` bytes of records, *that thread* delivers them: it takes the buffer's delivery
-//! lock (so callbacks never run concurrently for one buffer), copies its own ring into a
-//! contiguous scratch array and calls the callback synchronously. Records never move through
-//! a shared array, so producers on different cores do not trade cache lines.
+//! Shape: each producing thread has its own staging area per buffer holding up to `size` bytes
+//! of records: a linear array the thread appends to (no lock, no read-modify-write, no cache
+//! line shared with another thread; one `Release` store of its fill index per record). The
+//! thread finds its area through a per-context cache in its thread state (no lookup). When it
+//! has staged `watermark` bytes of records, *that thread* delivers them: it takes the buffer's
+//! delivery lock (so callbacks never run concurrently for one buffer), hands the callback a
+//! pointer into its own area (no copy), and rewinds the area. A flush (any thread, under the
+//! same lock) consumes every area from its read index up to its published fill index; only
+//! the producing thread rewinds its area, and only under the lock, so a consumer never reads a
+//! record being written.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (`size / size_of::<BufferRecord>()`
@@ -25,19 +28,19 @@
 
 #![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::callback::{CorrelationId, OperationFilter};
-use crate::context::{ContextId, KIND_MASK, BUFFER_SHIFT, validate, with_live_slot};
-use crate::correlation::THREAD;
+use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, validate, with_live_slot};
+use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
 use crate::payload::Payload;
-use crate::ring::{Consumer, Producer, ring};
 
 /// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
 ///
@@ -110,6 +113,65 @@ impl BufferRecord {
     }
 }
 
+impl BufferRecord {
+    /// Writes the record to `dst` as [`BufferRecord::new`] builds it, with 16-byte stores
+    /// straight into the staging area (no copy through the stack).
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) unsafe fn store(
+        dst: *mut BufferRecord,
+        context_id: ContextId,
+        kind: Kind,
+        operation: u32,
+        correlation_id: CorrelationId,
+        thread_id: u64,
+        start_timestamp: u64,
+        end_timestamp: u64,
+        payload: &Payload<'_>,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
+            let data = if payload.kind() == Some(kind) { payload.summary() } else { [0; 6] };
+            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
+            let d = dst.cast::<__m128i>();
+            // SAFETY:
+            // - SSE2 is part of the x86-64 baseline;
+            // - six unaligned 16-byte stores cover bytes 0..96 of `*dst` and the last 8 bytes are
+            //   one u64 store: all inside the record (104 bytes, layout as in `new`).
+            unsafe {
+                _mm_storeu_si128(d, _mm_set_epi64x(k, context_id.handle as i64));
+                _mm_storeu_si128(
+                    d.add(1),
+                    _mm_set_epi64x(correlation_id.external.value as i64, correlation_id.internal as i64),
+                );
+                _mm_storeu_si128(d.add(2), _mm_set_epi64x(start_timestamp as i64, thread_id as i64));
+                _mm_storeu_si128(d.add(3), _mm_set_epi64x(data[0] as i64, end_timestamp as i64));
+                _mm_storeu_si128(d.add(4), _mm_set_epi64x(data[2] as i64, data[1] as i64));
+                _mm_storeu_si128(d.add(5), _mm_set_epi64x(data[4] as i64, data[3] as i64));
+                dst.cast::<u64>().add(12).write_unaligned(data[5]);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            dst.write_unaligned(Self::new(
+                context_id,
+                kind,
+                operation,
+                correlation_id,
+                thread_id,
+                start_timestamp,
+                end_timestamp,
+                payload,
+            ))
+        };
+    }
+}
+
 /// `offtrace_buffer_policy_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -147,13 +209,52 @@ pub type BufferCallbackFn = unsafe extern "C" fn(
     drop_count: u64,
 );
 
-/// Held by whoever consumes staging rings: a delivering producer (its own ring) or a flush
-/// (every ring). So each ring has one consumer at a time, and callbacks never overlap.
+/// Held by whoever consumes staging areas: a delivering producer (its own area) or a flush
+/// (every area). So each area has one consumer at a time, and callbacks never overlap.
 struct Delivery {
-    /// The consumer end of every thread's staging ring: (ring key, consumer).
-    rings: Vec<(u64, Consumer<BufferRecord>)>,
-    /// Reused contiguous copy handed to the callback.
-    scratch: Vec<BufferRecord>,
+    /// Every producing thread's staging area (kept after the thread exits until it is empty).
+    areas: Vec<Arc<Area>>,
+}
+
+/// One producing thread's staging for one buffer (see the module docs).
+struct Area {
+    records: Box<[UnsafeCell<MaybeUninit<BufferRecord>>]>,
+    /// Records `[0, tail)` are written. Stored by the producer (Release, after the record);
+    /// loaded by consumers (Acquire).
+    tail: AtomicUsize,
+    /// Records `[0, head)` were delivered. Read and written under the delivery lock only
+    /// (Relaxed: the lock orders them).
+    head: AtomicUsize,
+}
+
+// SAFETY: a record is written only by the producing thread, at an index at or past `tail` that no
+// consumer reads (consumers read `[head, tail)` as published by the Release store of `tail`);
+// the producer rewinds `head` and `tail` only under the delivery lock, after every consumer
+// that read the records released it. `BufferRecord` is plain data.
+unsafe impl Sync for Area {}
+// SAFETY: as above.
+unsafe impl Send for Area {}
+
+impl Area {
+    fn new(capacity: usize) -> Self {
+        Self {
+            records: (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
+            tail: AtomicUsize::new(0),
+            head: AtomicUsize::new(0),
+        }
+    }
+
+    /// The records published and not yet delivered, as (pointer, count); marks them delivered.
+    /// The caller holds the delivery lock and passes them to the callback before releasing it.
+    fn take(&self) -> (*const BufferRecord, usize) {
+        // Acquire: pairs with the producer's Release in `Buffer::write`: the records below
+        // `tail` are written.
+        let tail = self.tail.load(Ordering::Acquire);
+        let head = self.head.load(Ordering::Relaxed);
+        self.head.store(tail, Ordering::Relaxed);
+        let n = tail.saturating_sub(head);
+        (self.records[head.min(self.records.len())..].as_ptr().cast(), n)
+    }
 }
 
 pub(crate) struct Buffer {
@@ -169,7 +270,6 @@ pub(crate) struct Buffer {
     delivery: Mutex<Delivery>,
     dropped: AtomicU64,
     dropped_total: AtomicU64,
-    next_ring: AtomicU64,
 }
 
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
@@ -186,35 +286,93 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
-struct Staging {
+/// The producing thread's end of an [`Area`].
+pub(crate) struct Staging {
     buffer: Arc<Buffer>,
-    key: u64,
-    producer: Producer<BufferRecord>,
-    /// Records pushed since this thread last delivered (an upper bound: a flush may have
+    area: Arc<Area>,
+    /// The producer's copy of `area.tail` (exact: only this thread moves it).
+    tail: usize,
+    /// Records staged since this thread last delivered (an upper bound: a flush may have
     /// consumed some).
     pending: usize,
 }
 
-thread_local! {
-    static STAGING: RefCell<Vec<Staging>> = const { RefCell::new(Vec::new()) };
+/// The thread's stagings (boxed: the per-context cache in the thread state points at them).
+/// Dropping it (thread teardown) clears that cache; later records of the thread go out through
+/// [`Buffer::write_direct`].
+#[allow(clippy::vec_box)] // the boxes are the point: their addresses stay put when the vector grows
+struct Stagings(RefCell<Vec<Box<Staging>>>);
+
+impl Drop for Stagings {
+    fn drop(&mut self) {
+        let t = thread_state();
+        for c in &t.staging_cache {
+            c.set((ptr::null(), ptr::null_mut()));
+        }
+    }
 }
+
+thread_local! {
+    static STAGING: Stagings = const { Stagings(RefCell::new(Vec::new())) };
+}
+
+/// Per context slot: the last (buffer, this thread's staging of it) written, so the record path
+/// skips the search. Lives in the thread state (see [`crate::correlation`]).
+pub(crate) type StagingCache = [Cell<(*const Buffer, *mut Staging)>; MAX_CONTEXTS];
 
 impl Buffer {
     #[cold]
     #[inline(never)]
-    fn register_thread(self: &Arc<Self>) -> Staging {
-        let (producer, consumer) = ring(self.capacity);
-        let key = self.next_ring.fetch_add(1, Ordering::Relaxed);
-        lock(&self.delivery).rings.push((key, consumer));
-        Staging { buffer: self.clone(), key, producer, pending: 0 }
+    fn register_thread(self: &Arc<Self>) -> Box<Staging> {
+        let area = Arc::new(Area::new(self.capacity));
+        lock(&self.delivery).areas.push(area.clone());
+        Box::new(Staging { buffer: self.clone(), area, tail: 0, pending: 0 })
     }
 
-    /// Delivers the calling thread's staged records. `blocking = false` gives up (returns
-    /// `false`) when another delivery is in progress.
+    /// The calling thread's staging of this buffer through the cache of context slot `slot`, or
+    /// `None` during thread teardown.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)] // the staging is the calling thread's own (see SAFETY below)
+    fn staging(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
+        let (b, st) = thread_state().staging_cache[slot % MAX_CONTEXTS].get();
+        if b == Arc::as_ptr(self) {
+            // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
+            // until `Stagings::drop` clears it; only this thread uses it, and no other reference
+            // to the staging is live: the record path does not re-enter (the buffer callback
+            // runs with the re-entrancy guard set) and the lookup below borrows only the vector.
+            return Some(unsafe { &mut *st });
+        }
+        self.staging_slow(slot)
+    }
+
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::mut_from_ref)] // as for `staging`
+    fn staging_slow(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
+        let st = STAGING
+            .try_with(|cell| {
+                let mut v = cell.0.borrow_mut();
+                let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
+                    Some(i) => i,
+                    None => {
+                        v.push(self.register_thread());
+                        v.len() - 1
+                    }
+                };
+                &mut *v[idx] as *mut Staging
+            })
+            .ok()?;
+        thread_state().staging_cache[slot % MAX_CONTEXTS].set((Arc::as_ptr(self), st));
+        // SAFETY: as in `staging`: boxed in this thread's `STAGING`, which outlives this use.
+        Some(unsafe { &mut *st })
+    }
+
+    /// Delivers the calling thread's staged records and rewinds its area. `blocking = false`
+    /// gives up (returns `false`) when another delivery is in progress.
     #[cold]
     #[inline(never)]
     fn deliver_own(&self, st: &mut Staging, blocking: bool) -> bool {
-        let mut d = if blocking {
+        let _d = if blocking {
             lock(&self.delivery)
         } else {
             match self.delivery.try_lock() {
@@ -224,85 +382,97 @@ impl Buffer {
             }
         };
         st.pending = 0;
-        let Delivery { rings, scratch } = &mut *d;
-        if let Some((_, cons)) = rings.iter_mut().find(|(k, _)| *k == st.key) {
-            cons.drain(|r| scratch.push(r));
-        }
-        self.call(scratch);
+        let (p, n) = st.area.take();
+        self.call(p, n);
+        // Rewind under the lock: every consumer has released the records (see `Area`).
+        st.area.head.store(0, Ordering::Relaxed);
+        st.area.tail.store(0, Ordering::Relaxed);
+        st.tail = 0;
         true
     }
 
-    #[inline]
-    fn write(self: &Arc<Self>, record: &BufferRecord) {
-        let staged = STAGING.try_with(|cell| {
-            let mut v = cell.borrow_mut();
-            let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
-                Some(i) => i,
-                None => {
-                    v.push(self.register_thread());
-                    v.len() - 1
-                }
-            };
-            let st = &mut v[idx];
-            if !st.producer.push(*record) {
-                // Full. Lossless waits for the delivery lock and empties the ring; discard
-                // tries once and drops the record if another thread is delivering.
-                self.deliver_own(st, self.policy == BufferPolicy::Lossless);
-                if !st.producer.push(*record) {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            }
-            st.pending += 1;
-            if st.pending >= self.watermark {
-                self.deliver_own(st, self.policy == BufferPolicy::Lossless);
-            }
-        });
-        if staged.is_err() {
-            self.write_direct(record);
+    /// Stages one record on the calling thread (context slot `slot`'s cache).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write(
+        self: &Arc<Self>,
+        slot: usize,
+        context_id: ContextId,
+        kind: Kind,
+        operation: u32,
+        correlation_id: CorrelationId,
+        thread_id: u64,
+        start: u64,
+        end: u64,
+        payload: &Payload<'_>,
+    ) {
+        let Some(st) = self.staging(slot) else {
+            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+            return self.write_direct(&r);
+        };
+        if st.tail >= self.capacity && !self.make_room(st) {
+            return;
         }
+        // SAFETY: `st.tail < capacity` (checked above), and records at or past the published
+        // tail are ours alone (see `Area`).
+        unsafe {
+            let dst = st.area.records.get_unchecked(st.tail).get().cast::<BufferRecord>();
+            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+        }
+        st.tail += 1;
+        // Release: publishes the record to a consumer's Acquire in `Area::take`.
+        st.area.tail.store(st.tail, Ordering::Release);
+        st.pending += 1;
+        if st.pending >= self.watermark {
+            self.deliver_own(st, self.policy == BufferPolicy::Lossless);
+        }
+    }
+
+    /// The thread's area is full. Lossless waits for the delivery lock and empties it; discard
+    /// tries once and drops (and counts) the record if another thread is delivering.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self, st: &mut Staging) -> bool {
+        if self.deliver_own(st, self.policy == BufferPolicy::Lossless) {
+            return true;
+        }
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.dropped_total.fetch_add(1, Ordering::Relaxed);
+        false
     }
 
     /// The thread is being torn down (no staging): deliver the record on its own.
     #[cold]
     fn write_direct(&self, record: &BufferRecord) {
-        let mut d = lock(&self.delivery);
-        d.scratch.push(*record);
-        let Delivery { scratch, .. } = &mut *d;
-        self.call(scratch);
+        let _d = lock(&self.delivery);
+        self.call(record, 1);
     }
 
-    /// Calls the callback with `records` (in chunks of at most the capacity) and the drops
-    /// counted since the last call, then clears `records`. The delivery lock is held.
-    fn call(&self, records: &mut Vec<BufferRecord>) {
+    /// Calls the callback with `records[0..n]` and the drops counted since the last call (a
+    /// drop-count-only call when `n == 0`). The delivery lock is held.
+    fn call(&self, records: *const BufferRecord, n: usize) {
         // Relaxed: read under the delivery lock, which orders deliveries.
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
-        if records.is_empty() && dropped == 0 {
+        if n == 0 && dropped == 0 {
             return;
         }
         let was = THREAD.try_with(|t| t.in_callback.replace(true)).unwrap_or(true);
-        for (n, chunk) in records.chunks(self.capacity.max(1)).enumerate() {
-            let d = if n == 0 { dropped } else { 0 };
-            // SAFETY: the tool promised at `create_buffer` that `callback` is callable with its
-            // `data` from any thread; `chunk` is valid for the duration of the call.
-            unsafe { (self.callback)(self.context, self.id, chunk.as_ptr(), chunk.len(), self.data, d) };
-        }
-        if records.is_empty() {
-            // SAFETY: as above; a drop-count-only delivery passes no records.
-            unsafe { (self.callback)(self.context, self.id, ptr::null(), 0, self.data, dropped) };
-        }
+        let records = if n == 0 { ptr::null() } else { records };
+        // SAFETY: the tool promised at `create_buffer` that `callback` is callable with its
+        // `data` from any thread; `records[0..n]` is valid (and not written) during the call.
+        unsafe { (self.callback)(self.context, self.id, records, n, self.data, dropped) };
         let _ = THREAD.try_with(|t| t.in_callback.set(was));
-        records.clear();
     }
 
     fn flush(&self) {
         let mut d = lock(&self.delivery);
-        let Delivery { rings, scratch } = &mut *d;
-        for (_, cons) in rings.iter_mut() {
-            cons.drain(|r| scratch.push(r));
+        for area in &d.areas {
+            let (p, n) = area.take();
+            self.call(p, n);
         }
-        self.call(scratch);
+        self.call(ptr::null(), 0); // drops counted with nothing left to deliver
+        // Areas of exited threads (no producer holds them) are empty now: forget them.
+        d.areas.retain(|a| Arc::strong_count(a) > 1);
     }
 }
 
@@ -313,9 +483,22 @@ pub(crate) struct BufferService {
 }
 
 impl BufferService {
-    #[inline]
-    pub(crate) fn write(&self, record: &BufferRecord) {
-        self.buffer.write(record);
+    /// Stages a record for context slot `context_id` (its cache entry) on the calling thread.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn write(
+        &self,
+        context_id: ContextId,
+        kind: Kind,
+        operation: u32,
+        correlation_id: CorrelationId,
+        thread_id: u64,
+        start: u64,
+        end: u64,
+        payload: &Payload<'_>,
+    ) {
+        let slot = (context_id.handle & 0xff) as usize;
+        self.buffer.write(slot.wrapping_sub(1), context_id, kind, operation, correlation_id, thread_id, start, end, payload);
     }
 }
 
@@ -355,10 +538,9 @@ pub unsafe fn create_buffer(
         policy,
         callback,
         data,
-        delivery: Mutex::new(Delivery { rings: Vec::new(), scratch: Vec::with_capacity(capacity) }),
+        delivery: Mutex::new(Delivery { areas: Vec::new() }),
         dropped: AtomicU64::new(0),
         dropped_total: AtomicU64::new(0),
-        next_ring: AtomicU64::new(1),
     });
     lock(&BUFFERS).push(buffer);
     Ok(id)

@@ -50,11 +50,10 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::buffer::BufferRecord;
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
-use crate::inflight::{ThreadSlot, thread_slot};
+use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
 use crate::payload::Payload;
 use crate::timestamp::timestamp_ns;
@@ -323,11 +322,10 @@ fn payload_ptr(kind: Kind, payload: &Payload<'_>) -> *const c_void {
     if payload.kind() == Some(kind) { payload.as_ptr() } else { ptr::null() }
 }
 
-/// Runs a tool callback with the re-entrancy guard and the own-context marker set.
+/// Runs a tool callback with the re-entrancy guard set.
 #[inline(always)]
-fn call(t: &ThreadState, slot_index: usize, svc: &CallbackService, record: &CallbackRecord, user: &mut UserData) {
+fn call(t: &ThreadState, svc: &CallbackService, record: &CallbackRecord, user: &mut UserData) {
     t.in_callback.set(true);
-    t.callback_context.set(slot_index + 1);
     // SAFETY: the tool promised at configuration that `callback` is callable with any record of
     // the kind and its `data`; `user` is a valid, exclusive slot of the token.
     unsafe {
@@ -345,7 +343,6 @@ fn call(t: &ThreadState, slot_index: usize, svc: &CallbackService, record: &Call
             record.payload,
         )
     };
-    t.callback_context.set(0);
     t.in_callback.set(false);
 }
 
@@ -471,7 +468,7 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
                     payload: ptr,
                 };
                 frame.user[i] = UserData::default();
-                call(t, i, svc, &record, &mut frame.user[i]);
+                call(t, svc, &record, &mut frame.user[i]);
             }
             me.leave(i);
         });
@@ -479,7 +476,10 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
             let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { return };
             // SAFETY: busy in the context (see above).
             if unsafe { &*svc }.filter.contains(op) {
-                me.open_pair(i);
+                // One pair per context, whether it has a callback, a buffer service or both.
+                if token.delivered & (1 << i) == 0 {
+                    me.open_pair(i);
+                }
                 token.buffered |= 1 << i;
             }
             me.leave(i);
@@ -500,80 +500,127 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
 #[inline(never)]
 fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: u32, correlation: u64, payload: Payload<'_>) {
     let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
-    let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
-    // The pairs were opened on this thread, so its slot exists (registered at the enter).
     let t = thread_state();
-    let Some(me) = thread_slot(t) else { return };
-    // SAFETY: this thread owns `me`, and frame `token.frame` was taken by this call's enter
-    // (tokens are not `Clone`, so no other exit uses it).
+    // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
+    match t.slot.get() {
+        Some(me) => exit_body::<false>(t, me, token, payload),
+        None => exit_dying(t, token, payload),
+    }
+}
+
+/// The exit of a call entered before the thread's teardown (see [`crate::inflight`]).
+#[cold]
+#[inline(never)]
+fn exit_dying(t: &ThreadState, token: CallToken, payload: Payload<'_>) {
+    if let Some(me) = t.dying_slot.get() {
+        exit_body::<true>(t, me, token, payload);
+    }
+}
+
+/// Delivers an exit from slot `me`. `GATED`: the thread is in teardown, so destroy does not wait
+/// for its pairs: each delivery passes the context's `exits` gate (the same handshake as
+/// `active`), and a context being destroyed gets nothing. Frames are touched only before the
+/// pairs close: the last close may make `me` reusable by another thread.
+#[inline(always)]
+fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
+    let pairs = u32::from(token.delivered | token.buffered);
+    let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
+    // SAFETY: this thread owns `me` (or owned it and still holds open pairs in it, which keeps
+    // it from being reused), and frame `token.frame` was taken by this call's enter (tokens are
+    // not `Clone`, so no other exit uses it).
     let frame = unsafe { me.frame(token.frame) };
-    {
-        t.current.set(frame.previous);
-        let ptr = payload_ptr(kind, &payload);
-        let thread_id = t.thread_id();
-        for_each_bit(u32::from(token.delivered), |i| {
-            let slot = &SLOTS[i];
+    t.current.set(frame.previous);
+    let ptr = payload_ptr(kind, &payload);
+    let thread_id = t.thread_id();
+    for_each_bit(u32::from(token.delivered), |i| {
+        let slot = &SLOTS[i];
+        if GATED {
+            if !me.enter_if_active(i, &slot.exits) {
+                return;
+            }
+        } else {
             // Busy without the gate: `stop` waits for this callback too.
             me.enter_unconditionally(i);
-            let svc = slot.callbacks[kind.index()].load(Ordering::Acquire);
-            // SAFETY: our open pair keeps the context and its services alive (destroy waits for
-            // open pairs); non-null: services are removed only by destroy.
+        }
+        let svc = slot.callbacks[kind.index()].load(Ordering::Acquire);
+        // SAFETY: our open pair keeps the context and its services alive (destroy waits for
+        // open pairs of live threads; a dying thread passed the `exits` gate above); non-null:
+        // services are removed only by destroy.
+        let svc = unsafe { &*svc };
+        let id = slot.id();
+        let record = CallbackRecord {
+            context_id: id,
+            thread_id,
+            correlation_id: CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
+            kind: kind as u32,
+            operation: token.operation,
+            phase: Phase::Exit as u32,
+            payload: ptr,
+        };
+        call(t, svc, &record, &mut frame.user[i]);
+        me.leave(i);
+    });
+    if token.buffered != 0 {
+        let end = timestamp_ns();
+        let start = frame.start;
+        for_each_bit(u32::from(token.buffered), |i| {
+            let slot = &SLOTS[i];
+            if GATED && !me.enter_if_active(i, &slot.exits) {
+                return;
+            }
+            let svc = slot.buffers[kind.index()].load(Ordering::Acquire);
+            // SAFETY: as for the callback service above.
             let svc = unsafe { &*svc };
             let id = slot.id();
-            let record = CallbackRecord {
-                context_id: id,
+            svc.write(
+                id,
+                kind,
+                token.operation,
+                CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
                 thread_id,
-                correlation_id: CorrelationId {
-                    internal: token.correlation,
-                    external: UserData { value: t.external(i, id) },
-                },
-                kind: kind as u32,
-                operation: token.operation,
-                phase: Phase::Exit as u32,
-                payload: ptr,
-            };
-            call(t, i, svc, &record, &mut frame.user[i]);
-            me.leave(i);
-            me.close_pair(i);
+                start,
+                end,
+                &payload,
+            );
+            if GATED {
+                me.leave(i);
+            }
         });
-        if token.buffered != 0 {
-            let end = timestamp_ns();
-            for_each_bit(u32::from(token.buffered), |i| {
-                let slot = &SLOTS[i];
-                let svc = slot.buffers[kind.index()].load(Ordering::Acquire);
-                // SAFETY: as for the callback service above.
-                let svc = unsafe { &*svc };
-                let id = slot.id();
-                svc.write(&BufferRecord::new(
-                    id,
-                    kind,
-                    token.operation,
-                    CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
-                    thread_id,
-                    frame.start,
-                    end,
-                    &payload,
-                ));
-                me.close_pair(i);
-            });
-        }
     }
     me.free_frame(token.frame);
+    for_each_bit(pairs, |i| me.close_pair(i));
 }
 
 #[inline(never)]
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
     let t = thread_state();
-    let Some(me) = thread_slot(t) else { return };
+    if t.in_callback.get() {
+        return;
+    }
+    match thread_slot(t) {
+        Some(me) => instant_body(t, me, kind, op, phase, &payload, mask),
+        None => instant_late(t, kind, op, phase, &payload, mask),
+    }
+}
+
+/// An instant from a thread in teardown: through the late slot (see [`crate::inflight`]).
+#[cold]
+#[inline(never)]
+fn instant_late(t: &ThreadState, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
+    if let Some(late) = take_late_slot(t) {
+        instant_body(t, late, kind, op, phase, payload, mask);
+        release_late_slot(t);
+    }
+}
+
+#[inline(always)]
+fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
     {
-        if t.in_callback.get() {
-            return;
-        }
         let correlation = match t.current.get() {
             0 => t.next_correlation_id(),
             c => c,
         };
-        let ptr = payload_ptr(kind, &payload);
+        let ptr = payload_ptr(kind, payload);
         let thread_id = t.thread_id();
         for_each_bit(mask & 0xff, |i| {
             let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { return };
@@ -591,14 +638,14 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u
                     payload: ptr,
                 };
                 let mut user = UserData::default();
-                call(t, i, svc, &record, &mut user);
+                call(t, svc, &record, &mut user);
             }
             me.leave(i);
         });
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
             let now = timestamp_ns();
-            write_buffers(me, t, kind, op, correlation, now, now, &payload, bm);
+            write_buffers(me, t, kind, op, correlation, now, now, payload, bm);
         }
     }
 }
@@ -623,7 +670,7 @@ fn write_buffers(
         let svc = unsafe { &*svc };
         if svc.filter.contains(op) {
             let id = SLOTS[i].id();
-            svc.write(&BufferRecord::new(
+            svc.write(
                 id,
                 kind,
                 op,
@@ -632,7 +679,7 @@ fn write_buffers(
                 start,
                 end,
                 payload,
-            ));
+            );
         }
         me.leave(i);
     });
@@ -641,10 +688,22 @@ fn write_buffers(
 #[inline(never)]
 fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
     let t = thread_state();
-    let Some(me) = thread_slot(t) else { return };
-    {
-        if !t.in_callback.get() {
-            write_buffers(me, t, kind, op, correlation, start, end, &payload, bm & 0xff);
-        }
+    if t.in_callback.get() {
+        return;
+    }
+    match thread_slot(t) {
+        Some(me) => write_buffers(me, t, kind, op, correlation, start, end, &payload, bm & 0xff),
+        None => activity_late(t, kind, op, correlation, start, end, &payload, bm & 0xff),
+    }
+}
+
+/// Activity from a thread in teardown: through the late slot (see [`crate::inflight`]).
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn activity_late(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &Payload<'_>, bm: u32) {
+    if let Some(late) = take_late_slot(t) {
+        write_buffers(late, t, kind, op, correlation, start, end, payload, bm);
+        release_late_slot(t);
     }
 }

@@ -21,8 +21,9 @@
 //! - `destroy` stops, then waits until no thread is busy in the context and no live thread holds
 //!   an open pair, so no callback of the context runs after it returns and no exit is lost. It
 //!   returns `Busy` inside a callback or inside a traced call of the context (the calling
-//!   thread's own pair would never close). A thread that exited with an open pair (its exit was
-//!   never emitted) is not waited for.
+//!   thread's own pair would never close). A thread in teardown (its thread-locals destroyed)
+//!   with an open pair is not waited for: it may never emit the exit. If it does, the exit is
+//!   delivered unless destroy has begun (the `exits` gate, the same handshake as `active`).
 
 #![allow(unsafe_code)] // services are owned through raw pointers in `AtomicPtr`s (see SAFETY notes)
 
@@ -66,6 +67,9 @@ pub(crate) struct Slot {
     /// The live handle of this slot (0 = free). Release on create, Acquire in `validate`.
     handle: AtomicU64,
     pub(crate) active: AtomicBool,
+    /// Cleared (SeqCst) when destroy begins: the gate of exits delivered by a thread in
+    /// teardown, whose open pairs destroy does not wait for (see [`crate::inflight`]).
+    pub(crate) exits: AtomicBool,
     /// Owned `Box<CallbackService>` per kind (null = not configured).
     pub(crate) callbacks: [AtomicPtr<CallbackService>; KIND_COUNT],
     /// Owned `Box<BufferService>` per kind (null = not configured).
@@ -78,6 +82,7 @@ impl Slot {
             control: Mutex::new(Control { state: State::Free, generation: 0 }),
             handle: AtomicU64::new(0),
             active: AtomicBool::new(false),
+            exits: AtomicBool::new(false),
             callbacks: [const { AtomicPtr::new(ptr::null_mut()) }; KIND_COUNT],
             buffers: [const { AtomicPtr::new(ptr::null_mut()) }; KIND_COUNT],
         }
@@ -128,6 +133,8 @@ pub fn create_context() -> Result<ContextId, ServiceError> {
             c.generation += 1;
             c.state = State::Stopped;
             let handle = (c.generation << 8) | (i as u64 + 1);
+            // Relaxed: published by the handle's Release below; no pair can exist before a start.
+            slot.exits.store(true, Ordering::Relaxed);
             // Release: the slot's reset state is visible to whoever validates the new handle.
             slot.handle.store(handle, Ordering::Release);
             return Ok(ContextId { handle });
@@ -234,6 +241,8 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
         }
         c.state = State::Destroying;
         slot.active.store(false, Ordering::SeqCst);
+        // SeqCst: the stopper's side of the handshake for exits from threads in teardown.
+        slot.exits.store(false, Ordering::SeqCst);
         clear_mask_bits(i);
     }
     crate::inflight::quiesce(i, true);

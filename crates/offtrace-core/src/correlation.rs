@@ -33,15 +33,21 @@ pub(crate) struct ThreadState {
     pub(crate) tid: Cell<u64>,
     /// Set while this thread runs a tool's callback: nested emits deliver nothing.
     pub(crate) in_callback: Cell<bool>,
-    /// Slot index + 1 of the context whose callback this thread runs (0 = none).
-    pub(crate) callback_context: Cell<usize>,
     next_id: Cell<u64>,
     end_id: Cell<u64>,
     pub(crate) current: Cell<u64>,
     /// Top of the external correlation stack per context slot: (context handle, value).
     external_top: [Cell<(u64, u64)>; MAX_CONTEXTS],
-    /// This thread's in-flight slot, once registered (see [`crate::inflight`]).
+    /// This thread's in-flight slot, once registered (see [`crate::inflight`]); `None` again
+    /// once the slot's owner was dropped (thread teardown).
     pub(crate) slot: Cell<Option<&'static crate::inflight::ThreadSlot>>,
+    /// The slot this thread owned until its teardown: only exits of calls entered before it
+    /// use it (its open pairs keep it from being reused until they close).
+    pub(crate) dying_slot: Cell<Option<&'static crate::inflight::ThreadSlot>>,
+    /// Set while this thread holds the process-wide late slot (see [`crate::inflight`]).
+    pub(crate) late_held: Cell<bool>,
+    /// This thread's buffer staging per context slot (see [`crate::buffer`]).
+    pub(crate) staging_cache: crate::buffer::StagingCache,
 }
 
 thread_local! {
@@ -49,12 +55,14 @@ thread_local! {
         ThreadState {
             tid: Cell::new(0),
             in_callback: Cell::new(false),
-            callback_context: Cell::new(0),
             next_id: Cell::new(0),
             end_id: Cell::new(0),
             current: Cell::new(0),
             external_top: [const { Cell::new((0, 0)) }; MAX_CONTEXTS],
             slot: Cell::new(None),
+            dying_slot: Cell::new(None),
+            late_held: Cell::new(false),
+            staging_cache: [const { Cell::new((std::ptr::null(), std::ptr::null_mut())) }; MAX_CONTEXTS],
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.

@@ -16,12 +16,24 @@
 //! of the process: the asymmetric fence of liburcu and folly); otherwise both use
 //! `fence(SeqCst)`. Either way: after `stop` has seen every `busy` bit clear, no thread can still
 //! deliver an enter to the context, and every callback that started has returned.
+//!
+//! Thread teardown. A thread's slot is owned by a thread-local with a destructor; runtimes keep
+//! emitting after it ran (glibc destroys the main thread's thread-locals at the start of
+//! `exit()`, before the static destructors that tear the SYCL runtime down). From then on:
+//! - enters are not delivered (`CallToken::NONE`): the thread has no slot for the frame;
+//! - instants and activity go through one process-wide *late* slot, taken with a try-lock; when
+//!   another thread holds it the emit is not delivered and counted ([`late_lost`]);
+//! - exits of calls entered before the teardown use the dying slot, which is not reusable while
+//!   those pairs are open; an exit touches the slot's frames only before it closes its pairs, so
+//!   a thread that reuses the slot afterwards never races it. Destroy does not wait for such
+//!   pairs (the thread may never exit the call); the exit is gated by the context's `exits` flag
+//!   with the same handshake as `active`, so it is delivered unless destroy has begun.
 
 #![allow(unsafe_code)] // membarrier(2)
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
 
 use crate::callback::UserData;
 use crate::context::MAX_CONTEXTS;
@@ -122,10 +134,73 @@ struct SlotOwner(Cell<Option<&'static ThreadSlot>>);
 impl Drop for SlotOwner {
     fn drop(&mut self) {
         if let Some(s) = self.0.get() {
+            // Later emits of this thread must not use the slot (another thread may reuse it once
+            // its pairs are closed): only exits of already open calls reach it, via `dying_slot`.
+            let t = crate::correlation::thread_state();
+            t.slot.set(None);
+            t.dying_slot.set(Some(s));
             // Release: the slot's last writes happen-before a reuser's Acquire.
             s.alive.store(false, Ordering::Release);
         }
     }
+}
+
+/// The late slot (see the module docs): registered in `THREADS` (so `quiesce` waits for its
+/// callbacks), always `alive` (never reused), used by one thread at a time under `LATE_LOCK`.
+static LATE: AtomicPtr<ThreadSlot> = AtomicPtr::new(std::ptr::null_mut());
+static LATE_LOCK: AtomicBool = AtomicBool::new(false);
+static LATE_LOST: AtomicU64 = AtomicU64::new(0);
+
+/// Instants and activity records of threads in teardown that were not delivered because another
+/// such thread held the late slot at that moment (since the process started).
+pub fn late_lost() -> u64 {
+    LATE_LOST.load(Ordering::Relaxed)
+}
+
+/// Takes the late slot for the calling thread (in teardown); `None` (counted in [`late_lost`])
+/// when another thread holds it. Release it with [`release_late_slot`].
+#[cold]
+#[inline(never)]
+pub(crate) fn take_late_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
+    // Acquire: the previous holder's slot writes (busy bits) happen-before ours.
+    if LATE_LOCK.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        LATE_LOST.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    let mut p = LATE.load(Ordering::Acquire);
+    if p.is_null() {
+        let mut all = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        let s = new_slot();
+        s.alive.store(true, Ordering::Relaxed);
+        all.push(s);
+        p = (s as *const ThreadSlot).cast_mut();
+        // Release: publishes the initialised slot to later holders' Acquire (they also hold
+        // LATE_LOCK, which orders it already).
+        LATE.store(p, Ordering::Release);
+    }
+    t.late_held.set(true);
+    // SAFETY: `p` came from `new_slot` (leaked, lives for the process).
+    Some(unsafe { &*p })
+}
+
+/// Gives the late slot back.
+#[cold]
+pub(crate) fn release_late_slot(t: &ThreadState) {
+    t.late_held.set(false);
+    // Release: our slot writes happen-before the next holder's Acquire.
+    LATE_LOCK.store(false, Ordering::Release);
+}
+
+fn new_slot() -> &'static ThreadSlot {
+    Box::leak(Box::new(ThreadSlot {
+        busy: AtomicU32::new(0),
+        open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
+        alive: AtomicBool::new(false),
+        used_frames: AtomicU64::new(0),
+        frames: [const {
+            UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 })
+        }; MAX_FRAMES],
+    }))
 }
 
 thread_local! {
@@ -165,21 +240,14 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
             && s.open.iter().all(|n| n.load(Ordering::Acquire) == 0)
     });
     if let Some(s) = reusable {
-        // The dead owner's calls can never exit: their frames are free.
+        // No open pair: every frame the dead owner took was freed before its last pair closed,
+        // except frames of enters it never finished (thread killed mid-enter): free them.
         s.used_frames.store(0, Ordering::Relaxed);
     }
     let slot = match reusable {
         Some(s) => s,
         None => {
-            let s: &'static ThreadSlot = Box::leak(Box::new(ThreadSlot {
-                busy: AtomicU32::new(0),
-                open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
-                alive: AtomicBool::new(false),
-                used_frames: AtomicU64::new(0),
-                frames: [const {
-                    UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 })
-                }; MAX_FRAMES],
-            }));
+            let s = new_slot();
             all.push(s);
             s
         }
@@ -270,9 +338,16 @@ impl ThreadSlot {
 pub(crate) fn quiesce(i: usize, open_pairs: bool) {
     heavy_fence();
     let me = OWNER.try_with(|o| o.0.get()).ok().flatten().map(|s| s as *const ThreadSlot);
+    // A callback run through the late slot may stop its own context too.
+    let late = if crate::correlation::thread_state().late_held.get() {
+        Some(LATE.load(Ordering::Relaxed).cast_const())
+    } else {
+        None
+    };
     let slots: Vec<&'static ThreadSlot> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for s in slots {
-        let own = me == Some(s as *const ThreadSlot);
+        let p = s as *const ThreadSlot;
+        let own = me == Some(p) || late == Some(p);
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with `leave` / `close_pair`.

@@ -41,7 +41,7 @@ pub use correlation::{
     push_external_correlation_id,
 };
 pub use error::ServiceError;
-pub use inflight::asymmetric_fences;
+pub use inflight::{asymmetric_fences, late_lost};
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
     memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, xpti_op,

@@ -21,7 +21,7 @@
 //! Cost (`cargo bench -p offtrace-core --bench services`, `services/timestamp`): see
 //! `docs/overhead.md` (`## Tracing services`).
 
-#![allow(unsafe_code)] // (no unsafe here; `clock::rdtsc` holds it)
+#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
