@@ -189,6 +189,31 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
     assert_eq!(k("MEMORY_ALLOC").2, allocs + begins.get("urUSMFree").copied().unwrap_or(0), "alloc + free records");
     assert!(k("SYCL_QUEUE").2 >= 4, "queue create/destroy: {:?}", k("SYCL_QUEUE"));
     assert!(k("CODE_OBJECT").3 >= 2, "program + kernel loads: {:?}", k("CODE_OBJECT"));
+    // Unloads only at the last release of an object whose load was reported.
+    assert!(k("CODE_OBJECT").4 <= k("CODE_OBJECT").3, "unloads <= loads: {:?}", k("CODE_OBJECT"));
+    // One path: the recorder is a client of the same `XPTI` records the tool sees, so the
+    // tool's raw notifications are exactly the trace's.
+    let notifications = TraceReader::open(&trace)
+        .expect("open trace")
+        .filter(|r| matches!(r, Ok(Record::Notification(_))))
+        .count() as u64;
+    assert_eq!(k("XPTI").2, notifications, "XPTI records seen by the tool = notifications in the trace");
+    // And the recorder wrote each dispatch with its allocation properties.
+    let dispatches: Vec<_> = TraceReader::open(&trace)
+        .expect("open trace")
+        .filter_map(|r| match r {
+            Ok(Record::KernelDispatch(d)) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dispatches.len() as u64, begins["urEnqueueKernelLaunchWithArgsExp"], "one KernelDispatch record per launch");
+    for d in &dispatches {
+        assert_ne!(d.ur_instance, 0, "linked to its UR call: {d:?}");
+        let mut args: Vec<(i32, u64)> = d.allocations.iter().map(|a| (a.arg_index, a.size)).collect();
+        args.sort_unstable();
+        assert_eq!(args, [(0, 65536), (1, 65536)], "axpy's y and x: {d:?}");
+        assert!(d.allocations.iter().all(|a| a.memory_type == offtrace_format::MemoryType::Device), "{d:?}");
+    }
 
     // Allocations the tool saw reported (MEMORY_ALLOC, inside the UR alloc call).
     let mut device_allocs = Vec::new();
