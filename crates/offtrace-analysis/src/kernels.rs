@@ -10,8 +10,10 @@
 //! 2. the innermost command open on its thread whose task_begin is not after the dispatch;
 //! 3. a recently closed command on its thread whose task_begin..task_end contains the dispatch
 //!    (the record may be written after the command's task_end);
-//! 4. a command that closes later on its thread and contains the dispatch (the record may
-//!    precede the command's notifications in the file).
+//! 4. when the record precedes its command's notifications in the file (the agent writes
+//!    dispatch records with the definitions, ahead of the thread's notification chunks): the
+//!    command the `ur.call` with instance `ur_instance` on its thread is made inside, when that
+//!    call ends; else the command that closes later on its thread and contains the dispatch.
 //!
 //! A dispatch none of these finds stays unlinked (e.g. a UR or OpenCL program without SYCL).
 //! The histories are bounded per thread, so memory grows only with the dispatches themselves,
@@ -35,6 +37,14 @@ const PENDING_PER_THREAD: usize = 1024;
 pub(crate) const LINK_UR_CALL: &str = "ur_call";
 pub(crate) const LINK_TASK: &str = "task";
 pub(crate) const LINK_NONE: &str = "none";
+
+/// Removes dispatch `index` from the by-call index (unless a later dispatch took its key).
+fn forget_pending_ur_call(by_ur_call: &mut FxHashMap<(u32, u64), usize>, d: &KernelDispatchInfo, index: usize) {
+    let key = (d.tid, d.ur_instance);
+    if by_ur_call.get(&key) == Some(&index) {
+        by_ur_call.remove(&key);
+    }
+}
 
 /// A command open on the dispatch's thread, innermost first.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +85,10 @@ pub(crate) struct KernelDispatches {
     dispatches: Vec<KernelDispatchInfo>,
     recent_ur_calls: FxHashMap<u32, VecDeque<EndedUrCall>>,
     recent_commands: FxHashMap<u32, VecDeque<ClosedCommand>>,
-    pending: FxHashMap<u32, Vec<usize>>,
+    /// Per thread, unlinked dispatches in trace order (at most [`PENDING_PER_THREAD`]).
+    pending: FxHashMap<u32, VecDeque<usize>>,
+    /// The pending dispatches by (tid, ur_instance), for the call's end.
+    pending_by_ur_call: FxHashMap<(u32, u64), usize>,
 }
 
 impl KernelDispatches {
@@ -88,10 +101,16 @@ impl KernelDispatches {
             Some((instance, name, how)) => (Some(instance), Some(name), how),
             None => {
                 let pending = self.pending.entry(d.tid).or_default();
-                if pending.len() == PENDING_PER_THREAD {
-                    pending.remove(0);
+                if pending.len() == PENDING_PER_THREAD
+                    && let Some(oldest) = pending.pop_front()
+                    && let Some(old) = self.dispatches.get(oldest)
+                {
+                    forget_pending_ur_call(&mut self.pending_by_ur_call, old, oldest);
                 }
-                pending.push(index);
+                pending.push_back(index);
+                if d.ur_instance != 0 {
+                    self.pending_by_ur_call.insert((d.tid, d.ur_instance), index);
+                }
                 (None, None, LINK_NONE)
             }
         };
@@ -148,6 +167,15 @@ impl KernelDispatches {
 
     /// A `ur.call` ended on `tid`, made inside `command` (instance, name), if any.
     pub fn ur_call_ended(&mut self, tid: u32, instance: u64, command: Option<(u64, &str)>) {
+        if let Some((command_instance, name)) = command
+            && let Some(i) = self.pending_by_ur_call.remove(&(tid, instance))
+            && let Some(d) = self.dispatches.get_mut(i)
+        {
+            d.command_instance = Some(command_instance);
+            d.command_name = Some(name.to_owned());
+            d.link = LINK_UR_CALL.to_owned();
+            // Leaves the pending list at the next command_closed on this thread.
+        }
         let calls = self.recent_ur_calls.entry(tid).or_default();
         if calls.len() == RECENT_UR_CALLS {
             calls.pop_front();
@@ -159,9 +187,14 @@ impl KernelDispatches {
     pub fn command_closed(&mut self, tid: u32, instance: u64, begin_ns: u64, end_ns: u64, name: &str) {
         if let Some(pending) = self.pending.get_mut(&tid) {
             let dispatches = &mut self.dispatches;
+            let by_ur_call = &mut self.pending_by_ur_call;
             pending.retain(|&i| {
                 let Some(d) = dispatches.get_mut(i) else { return false };
+                if d.command_instance.is_some() {
+                    return false;
+                }
                 if begin_ns <= d.ts_ns && d.ts_ns <= end_ns {
+                    forget_pending_ur_call(by_ur_call, d, i);
                     d.command_instance = Some(instance);
                     d.command_name = Some(name.to_owned());
                     d.link = LINK_TASK.to_owned();

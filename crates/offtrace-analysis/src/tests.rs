@@ -333,9 +333,13 @@ fn kernel_dispatch_link_routes() {
     b.stream(testing::UR_CALL, "ur.call");
     let k = b.event(0xA, "k", &[("kernel_name", Md::S("k"))]);
     let outer = b.event(0xB, "outer", &[("kernel_name", Md::S("outer"))]);
-    // 1. Before its command's task_begin in the file (ts inside it): linked at task_end.
+    // 1. Before its command's notifications in the file (as the agent writes them: with the
+    //    definitions, ahead of the thread's notification chunk): without ur_instance, linked at
+    //    task_end by time; with it, at the end of that call.
     b.kernel_dispatch(1_050, 1, 0, "k", &alloc);
+    b.kernel_dispatch(1_180, 1, 56, "k", &alloc);
     b.notify(1_000, 1, testing::SYCL, 10, 7, Some(k), UserData::None);
+    b.ur_call(1_170, 5, 1, 56, 200, "urEnqueueKernelLaunch", &[], &[]);
     // 2. Inside the open launch call: linked through ur_instance.
     let ur_begin = b.records.len();
     b.ur_call(1_100, 100, 1, 55, 200, "urEnqueueKernelLaunch", &[], &[]);
@@ -363,6 +367,7 @@ fn kernel_dispatch_link_routes() {
         got,
         [
             (Some(7), "task"),
+            (Some(7), "ur_call"),
             (Some(7), "ur_call"),
             (Some(9), "task"),
             (Some(8), "task"),
