@@ -160,6 +160,43 @@ fn record_report_and_export_the_bundled_example() {
     assert!(py.status.success(), "sqlite check: {}{}", String::from_utf8_lossy(&py.stdout), String::from_utf8_lossy(&py.stderr));
 }
 
+/// `offtrace record` writes each kernel dispatch with its allocation properties (its recorder is
+/// a tracing-services client), and `offtrace report` shows them per kernel: on W4 both `axpy`
+/// dispatches use their `y` (argument 0) and `x` (argument 1) arrays, 16384 `float32` of DEVICE
+/// USM each.
+#[test]
+fn w4_report_shows_kernel_allocation_properties() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w4-alloc");
+    let trace = dir.join("w4.offtrace");
+    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let rep = report_json(&trace);
+    let ka = &rep["kernel_allocations"];
+    let kernels = ka["kernels"].as_array().expect("kernels");
+    let axpy = kernels.iter().find(|k| k["kernel"] == "axpy").unwrap_or_else(|| panic!("no axpy: {ka}"));
+    assert_eq!(axpy["dispatches"], 2, "{axpy}");
+    assert_eq!(axpy["linked"], 2, "both linked to their SYCL command: {axpy}");
+    let allocs = axpy["allocations"].as_array().expect("allocations");
+    let mut seen: Vec<(i64, u64, String, u64)> = allocs
+        .iter()
+        .map(|a| {
+            (
+                a["arg_index"].as_i64().expect("arg"),
+                a["size"].as_u64().expect("size"),
+                a["memory_type"].as_str().expect("type").to_owned(),
+                a["dispatches"].as_u64().expect("dispatches"),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen, [(0, 65536, "DEVICE".to_owned(), 2), (1, 65536, "DEVICE".to_owned(), 2)], "{axpy}");
+    let text = Command::new(offtrace()).arg("report").arg(&trace).output().expect("run report");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Kernel allocations") && text.contains("axpy"), "{text}");
+}
+
 /// Both subscribers in one process see the same notifications: offtrace's counts per stream and
 /// trace type must equal the full-dump subscriber's exactly.
 fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(String, String), u64> {
