@@ -1,8 +1,8 @@
 //! The SYCL/UR backend of the tracing services: XPTI notifications → service records.
 //!
-//! The trace path (`recorder.rs`) and this path are two independent consumers of the same
-//! notifications: the trampoline calls [`recorder::record`](crate::recorder::record), then
-//! [`on_notification`]. Rebuilding the recorder as one more services client is a later step.
+//! Every notification goes through here, and only through here: [`on_notification`] emits it
+//! as a raw `XPTI` record (the recorder of `offtrace record` is a client of that kind, see
+//! `trace_client.rs`), then maps it to the typed kinds below.
 //!
 //! At the first `xptiTraceInit` the agent calls [`init`]: it registers the `UR_API` operation
 //! table (from `offtrace_xpti::ur`, with argument descriptors), loads the tools named in
@@ -29,7 +29,7 @@
 //! `instance` (identical for begin and end, sycl-runtime.md §7); the services themselves deliver
 //! at most 64 open calls per thread, and [`MAX_OPEN`] matches.
 //!
-//! Cost: with no tool loaded, [`on_notification`] is one relaxed load and a branch.
+//! Cost: with no context listening, [`on_notification`] is two relaxed loads and branches.
 
 #![allow(unsafe_code)] // reads the runtime's callback arguments (params structs, events)
 
