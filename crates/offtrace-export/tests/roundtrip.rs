@@ -293,13 +293,16 @@ fn csv_one_file_per_table() {
 
 // ---- kernel dispatches with their allocation properties ---------------------------------
 
+/// dispatch_id, kernel, command_instance, command_name, link, allocations, allocation_bytes, ur_instance
+type DispatchRow = (i64, String, Option<i64>, Option<String>, String, i64, i64, Option<i64>);
+
 #[test]
 fn sqlite_and_csv_kernel_dispatch_tables() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.sqlite");
     export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Sqlite, &path)).unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let rows: Vec<(i64, String, Option<i64>, Option<String>, String, i64, i64, Option<i64>)> = conn
+    let rows: Vec<DispatchRow> = conn
         .prepare(
             "SELECT dispatch_id, kernel, command_instance, command_name, link, allocations, allocation_bytes, ur_instance \
              FROM kernel_dispatches ORDER BY dispatch_id",
