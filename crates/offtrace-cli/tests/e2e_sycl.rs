@@ -245,8 +245,7 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
     let text = std::fs::read_to_string(&dump).expect("dump written");
     let exit = text
         .lines()
-        .filter(|l| l.starts_with("{\"k\":\"exit\""))
-        .last()
+        .rfind(|l| l.starts_with("{\"k\":\"exit\""))
         .expect("dump has an exit line");
     let exit: serde_json::Value = serde_json::from_str(exit).expect("exit line is JSON");
     let mut expected = BTreeMap::new();
