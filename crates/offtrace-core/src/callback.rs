@@ -420,13 +420,18 @@ fn acquire<S>(me: &ThreadSlot, i: usize, services: &[AtomicPtr<S>], kind: Kind) 
     Some(p)
 }
 
+/// The set bits of `mask`, lowest first, as indices (a plain loop: the body stays inline).
 #[inline(always)]
-fn for_each_bit(mut bits: u32, mut f: impl FnMut(usize)) {
-    while bits != 0 {
-        let i = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        f(i);
-    }
+fn bits(mask: u32) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        Some(i)
+    })
 }
 
 #[inline(never)]
@@ -443,8 +448,8 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
         let mut token = CallToken { frame: f, kind: kind as u8, operation: op, ..CallToken::NONE };
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
-        for_each_bit(mask & 0xff, |i| {
-            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { return };
+        for i in bits(mask & 0xff) {
+            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: the thread is busy in the context, so the service outlives this use
             // (destroy frees it only after no thread is busy in the context).
             let svc = unsafe { &*svc };
@@ -471,9 +476,9 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
                 call(t, svc, &record, &mut frame.user[i]);
             }
             me.leave(i);
-        });
-        for_each_bit((mask >> BUFFER_SHIFT) & 0xff, |i| {
-            let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { return };
+        }
+        for i in bits((mask >> BUFFER_SHIFT) & 0xff) {
+            let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { continue };
             // SAFETY: busy in the context (see above).
             if unsafe { &*svc }.filter.contains(op) {
                 // One pair per context, whether it has a callback, a buffer service or both.
@@ -483,7 +488,7 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
                 token.buffered |= 1 << i;
             }
             me.leave(i);
-        });
+        }
         if !token.is_delivered() {
             me.free_frame(f);
             return CallToken::NONE;
@@ -532,11 +537,11 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     t.current.set(frame.previous);
     let ptr = payload_ptr(kind, &payload);
     let thread_id = t.thread_id();
-    for_each_bit(u32::from(token.delivered), |i| {
+    for i in bits(u32::from(token.delivered)) {
         let slot = &SLOTS[i];
         if GATED {
             if !me.enter_if_active(i, &slot.exits) {
-                return;
+                continue;
             }
         } else {
             // Busy without the gate: `stop` waits for this callback too.
@@ -559,14 +564,14 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
         };
         call(t, svc, &record, &mut frame.user[i]);
         me.leave(i);
-    });
+    }
     if token.buffered != 0 {
         let end = timestamp_ns();
         let start = frame.start;
-        for_each_bit(u32::from(token.buffered), |i| {
+        for i in bits(u32::from(token.buffered)) {
             let slot = &SLOTS[i];
             if GATED && !me.enter_if_active(i, &slot.exits) {
-                return;
+                continue;
             }
             let svc = slot.buffers[kind.index()].load(Ordering::Acquire);
             // SAFETY: as for the callback service above.
@@ -585,10 +590,12 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             if GATED {
                 me.leave(i);
             }
-        });
+        }
     }
     me.free_frame(token.frame);
-    for_each_bit(pairs, |i| me.close_pair(i));
+    for i in bits(pairs) {
+        me.close_pair(i);
+    }
 }
 
 #[inline(never)]
@@ -622,8 +629,8 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
         };
         let ptr = payload_ptr(kind, payload);
         let thread_id = t.thread_id();
-        for_each_bit(mask & 0xff, |i| {
-            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { return };
+        for i in bits(mask & 0xff) {
+            let Some(svc) = acquire(me, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: busy in the context.
             let svc = unsafe { &*svc };
             if svc.filter.contains(op) {
@@ -641,7 +648,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
                 call(t, svc, &record, &mut user);
             }
             me.leave(i);
-        });
+        }
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
             let now = timestamp_ns();
@@ -664,8 +671,8 @@ fn write_buffers(
     bm: u32,
 ) {
     let thread_id = t.thread_id();
-    for_each_bit(bm, |i| {
-        let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { return };
+    for i in bits(bm) {
+        let Some(svc) = acquire(me, i, &SLOTS[i].buffers, kind) else { continue };
         // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if svc.filter.contains(op) {
@@ -682,7 +689,7 @@ fn write_buffers(
             );
         }
         me.leave(i);
-    });
+    }
 }
 
 #[inline(never)]

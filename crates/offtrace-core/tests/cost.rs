@@ -1,0 +1,58 @@
+//! Fixed-count loops of the services' record paths, for instruction counts under callgrind
+//! (`docs/overhead.md`, `## Tracing services`): run with N and 2N iterations and divide the
+//! difference by N. Ignored in normal runs.
+//!
+//! `COST_OP=callback|buffer_record|buffer_activity|timestamp COST_N=100000 valgrind --tool=callgrind
+//! target/release/deps/cost-* --ignored --exact instructions`
+
+#![allow(unsafe_code)]
+#![allow(clippy::unwrap_used)]
+
+use std::ffi::c_void;
+use std::hint::black_box;
+
+use offtrace_core::*;
+
+unsafe extern "C" fn noop_cb(r: CallbackRecord, u: *mut UserData, d: *mut c_void) {
+    black_box((r, u, d));
+}
+
+unsafe extern "C" fn noop_buffer(_c: ContextId, _b: BufferId, r: *const BufferRecord, n: usize, _d: *mut c_void, _x: u64) {
+    black_box((r, n));
+}
+
+#[test]
+#[ignore = "a measurement: run under callgrind"]
+fn instructions() {
+    let op = std::env::var("COST_OP").unwrap_or_default();
+    let n: u64 = std::env::var("COST_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let ctx = create_context().unwrap();
+    let rec = std::mem::size_of::<BufferRecord>();
+    // SAFETY: the no-op callbacks are sound for any record.
+    unsafe {
+        if op == "callback" {
+            configure_callback_tracing_service(ctx, Kind::UrApi, None, noop_cb, std::ptr::null_mut()).unwrap();
+        } else {
+            let buf = create_buffer(ctx, 4096 * rec, 2048 * rec, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
+            configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
+        }
+    }
+    start_context(ctx).unwrap();
+    let p = ApiCallPayload::new(97, &[0x1000]);
+    let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    for i in 0..n {
+        match op.as_str() {
+            "callback" | "buffer_record" => {
+                let t = emit_enter(Kind::UrApi, 97, Payload::ApiCall(black_box(&p)));
+                emit_exit(t, Payload::ApiCall(black_box(&p)));
+            }
+            "buffer_activity" => emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&m))),
+            "timestamp" => {
+                black_box(timestamp_ns());
+            }
+            _ => {}
+        }
+    }
+    destroy_context(ctx).unwrap();
+}
