@@ -445,7 +445,10 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
         let Some(f) = me.alloc_frame() else { return CallToken::NONE };
         // SAFETY: this thread owns `me`; no other reference to frame `f` exists (just taken).
         let frame = unsafe { me.frame(f) };
-        let mut token = CallToken { frame: f, kind: kind as u8, operation: op, ..CallToken::NONE };
+        // Locals, not the token: the token is returned through memory, and updating it there
+        // (a byte store to `delivered`, then a 16-byte load of the token for the record) stalled
+        // on store forwarding, ~3 ns per enter.
+        let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
         for i in bits(mask & 0xff) {
@@ -454,17 +457,17 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
             // (destroy frees it only after no thread is busy in the context).
             let svc = unsafe { &*svc };
             if svc.filter.contains(op) {
-                if token.correlation == 0 {
-                    token.correlation = t.next_correlation_id();
+                if correlation == 0 {
+                    correlation = t.next_correlation_id();
                 }
                 me.open_pair(i);
-                token.delivered |= 1 << i;
+                delivered |= 1 << i;
                 let id = SLOTS[i].id();
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
                     correlation_id: CorrelationId {
-                        internal: token.correlation,
+                        internal: correlation,
                         external: UserData { value: t.external(i, id) },
                     },
                     kind: kind as u32,
@@ -482,23 +485,23 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
             // SAFETY: busy in the context (see above).
             if unsafe { &*svc }.filter.contains(op) {
                 // One pair per context, whether it has a callback, a buffer service or both.
-                if token.delivered & (1 << i) == 0 {
+                if delivered & (1 << i) == 0 {
                     me.open_pair(i);
                 }
-                token.buffered |= 1 << i;
+                buffered |= 1 << i;
             }
             me.leave(i);
         }
-        if !token.is_delivered() {
+        if delivered | buffered == 0 {
             me.free_frame(f);
             return CallToken::NONE;
         }
-        if token.correlation == 0 {
-            token.correlation = t.next_correlation_id();
+        if correlation == 0 {
+            correlation = t.next_correlation_id();
         }
-        frame.start = if token.buffered != 0 { timestamp_ns() } else { 0 };
-        frame.previous = t.current.replace(token.correlation);
-        token
+        frame.start = if buffered != 0 { timestamp_ns() } else { 0 };
+        frame.previous = t.current.replace(correlation);
+        CallToken { delivered, buffered, frame: f, kind: kind as u8, operation: op, correlation }
     }
 }
 
