@@ -27,12 +27,13 @@
 //!   was called (in chunks of at most `size` bytes) before it returns.
 
 #![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks
+#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
 
-use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::callback::{CorrelationId, OperationFilter};
@@ -41,6 +42,7 @@ use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
 use crate::payload::Payload;
+use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 /// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
 ///
@@ -216,9 +218,10 @@ struct Delivery {
     areas: Vec<Arc<Area>>,
 }
 
-/// One producing thread's staging for one buffer (see the module docs).
-struct Area {
-    records: Box<[UnsafeCell<MaybeUninit<BufferRecord>>]>,
+/// One producing thread's staging for one buffer (see the module docs). Generic over the record
+/// so the loom model below checks the same code with small values.
+struct Area<T = BufferRecord> {
+    records: Box<[UnsafeCell<MaybeUninit<T>>]>,
     /// Records `[0, tail)` are written. Stored by the producer (Release, after the record);
     /// loaded by consumers (Acquire).
     tail: AtomicUsize,
@@ -230,12 +233,12 @@ struct Area {
 // SAFETY: a record is written only by the producing thread, at an index at or past `tail` that no
 // consumer reads (consumers read `[head, tail)` as published by the Release store of `tail`);
 // the producer rewinds `head` and `tail` only under the delivery lock, after every consumer
-// that read the records released it. `BufferRecord` is plain data.
-unsafe impl Sync for Area {}
+// that read the records released it. `T` is plain data (`Copy + Send`).
+unsafe impl<T: Copy + Send> Sync for Area<T> {}
 // SAFETY: as above.
-unsafe impl Send for Area {}
+unsafe impl<T: Copy + Send> Send for Area<T> {}
 
-impl Area {
+impl<T: Copy + Send> Area<T> {
     fn new(capacity: usize) -> Self {
         Self {
             records: (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
@@ -244,16 +247,45 @@ impl Area {
         }
     }
 
-    /// The records published and not yet delivered, as (pointer, count); marks them delivered.
-    /// The caller holds the delivery lock and passes them to the callback before releasing it.
-    fn take(&self) -> (*const BufferRecord, usize) {
-        // Acquire: pairs with the producer's Release in `Buffer::write`: the records below
-        // `tail` are written.
+    /// Producer: writes record `i` with `f` (given the record's address). `i` must be the
+    /// producer's `tail` and below the capacity: no consumer reads it until [`Self::publish`].
+    #[inline(always)]
+    fn write(&self, i: usize, f: impl FnOnce(*mut T)) {
+        // SAFETY (of the access): see the `Sync` impl; `i` is in bounds (checked by the caller
+        // against the capacity, which the slice has).
+        self.records[i].with_mut(|p| f(p.cast::<T>()));
+    }
+
+    /// Producer: records `[0, tail)` are written.
+    #[inline(always)]
+    fn publish(&self, tail: usize) {
+        // Release: publishes the records to a consumer's Acquire in `take`.
+        self.tail.store(tail, Ordering::Release);
+    }
+
+    /// Consumer, under the delivery lock: the published, undelivered records' index range;
+    /// marks them delivered. They stay readable until the lock is released.
+    fn take(&self) -> std::ops::Range<usize> {
+        // Acquire: pairs with the producer's Release in `publish`: the records below `tail`
+        // are written.
         let tail = self.tail.load(Ordering::Acquire);
         let head = self.head.load(Ordering::Relaxed);
         self.head.store(tail, Ordering::Relaxed);
-        let n = tail.saturating_sub(head);
-        (self.records[head.min(self.records.len())..].as_ptr().cast(), n)
+        head.min(tail)..tail
+    }
+
+    /// Producer, under the delivery lock, after a `take` by itself: back to empty.
+    fn rewind(&self) {
+        // Relaxed: consumers read these under the same lock.
+        self.head.store(0, Ordering::Relaxed);
+        self.tail.store(0, Ordering::Relaxed);
+    }
+
+    /// The records of `range` (from `take`) as a pointer to the first, for the callback: the
+    /// std facade's cell is `repr(transparent)`, so the slice is the records back to back (under
+    /// loom it is not; the loom model reads through `with` instead and never calls this).
+    fn ptr(&self, range: &std::ops::Range<usize>) -> *const T {
+        self.records[range.start.min(self.records.len())..].as_ptr().cast()
     }
 }
 
@@ -382,11 +414,10 @@ impl Buffer {
             }
         };
         st.pending = 0;
-        let (p, n) = st.area.take();
-        self.call(p, n);
+        let r = st.area.take();
+        self.call(st.area.ptr(&r), r.len());
         // Rewind under the lock: every consumer has released the records (see `Area`).
-        st.area.head.store(0, Ordering::Relaxed);
-        st.area.tail.store(0, Ordering::Relaxed);
+        st.area.rewind();
         st.tail = 0;
         true
     }
@@ -413,15 +444,13 @@ impl Buffer {
         if st.tail >= self.capacity && !self.make_room(st) {
             return;
         }
-        // SAFETY: `st.tail < capacity` (checked above), and records at or past the published
-        // tail are ours alone (see `Area`).
-        unsafe {
-            let dst = st.area.records.get_unchecked(st.tail).get().cast::<BufferRecord>();
-            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
-        }
+        st.area.write(st.tail, |dst| {
+            // SAFETY: `dst` is record `st.tail` of the area, below the capacity (checked above)
+            // and not yet published, so ours alone (see `Area`).
+            unsafe { BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload) }
+        });
         st.tail += 1;
-        // Release: publishes the record to a consumer's Acquire in `Area::take`.
-        st.area.tail.store(st.tail, Ordering::Release);
+        st.area.publish(st.tail);
         st.pending += 1;
         if st.pending >= self.watermark {
             self.deliver_own(st, self.policy == BufferPolicy::Lossless);
@@ -467,8 +496,8 @@ impl Buffer {
     fn flush(&self) {
         let mut d = lock(&self.delivery);
         for area in &d.areas {
-            let (p, n) = area.take();
-            self.call(p, n);
+            let r = area.take();
+            self.call(area.ptr(&r), r.len());
         }
         self.call(ptr::null(), 0); // drops counted with nothing left to deliver
         // Areas of exited threads (no producer holds them) are empty now: forget them.
@@ -608,5 +637,57 @@ pub(crate) fn retire_context_buffers(ctx: ContextId) {
     };
     for b in mine {
         b.flush();
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Area;
+    use loom::sync::{Arc, Mutex};
+
+    /// One producer staging 3 records in an area of 2 (so it delivers its own area once, under
+    /// the lock, and rewinds it) while a flush consumes concurrently: every record is read
+    /// exactly once, with the value written.
+    #[test]
+    fn loom_staging_area_delivers_each_record_once() {
+        loom::model(|| {
+            let area = Arc::new(Area::<u64>::new(2));
+            let lock = Arc::new(Mutex::new(Vec::<u64>::new()));
+            let read = |area: &Area<u64>, seen: &mut Vec<u64>| {
+                for i in area.take() {
+                    area.records[i].with(|p| {
+                        // SAFETY: `i` is in `[head, tail)` as published (see `Area`).
+                        seen.push(unsafe { (*p).assume_init() })
+                    });
+                }
+            };
+            let producer = {
+                let (area, lock) = (area.clone(), lock.clone());
+                loom::thread::spawn(move || {
+                    let mut tail = 0;
+                    for v in 1..=3u64 {
+                        if tail == 2 {
+                            let mut seen = lock.lock().unwrap();
+                            read(&area, &mut seen);
+                            area.rewind();
+                            tail = 0;
+                        }
+                        // SAFETY: writing a plain value to our own unpublished record.
+                        area.write(tail, |p| unsafe { p.write(v) });
+                        tail += 1;
+                        area.publish(tail);
+                    }
+                })
+            };
+            {
+                let mut seen = lock.lock().unwrap();
+                read(&area, &mut seen);
+            }
+            producer.join().unwrap();
+            let mut seen = lock.lock().unwrap();
+            read(&area, &mut seen);
+            seen.sort_unstable();
+            assert_eq!(*seen, vec![1, 2, 3]);
+        });
     }
 }
