@@ -181,7 +181,9 @@ pub fn finish() {
 #[inline(always)]
 pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
     if kind_enabled(Kind::Xpti) {
-        emit_raw(kind, stream, stream_name, raw);
+        // The fields one by one (registers): copying `raw` as a block reads it with 16-byte
+        // loads over its 8-byte stores, a store-forwarding stall per notification.
+        emit_raw(kind, stream, stream_name, raw.trace_type, raw.parent as u64, raw.event as u64, raw.instance, raw.user_data as u64);
     }
     // Relaxed: see `init`.
     if ACTIVE.load(Ordering::Relaxed) {
@@ -191,19 +193,31 @@ pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr,
 }
 
 /// The `XPTI` record of a notification.
-#[inline(never)]
-fn emit_raw(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+/// Inlined into the trampoline: its arguments stay in registers (as a call, two of them go
+/// through the stack and come back with one 16-byte load over two 8-byte stores: a stall).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn emit_raw(
+    kind: StreamKind,
+    stream: u8,
+    stream_name: &'static CStr,
+    trace_type: u16,
+    parent: u64,
+    event: u64,
+    instance: u64,
+    user_data: u64,
+) {
     let p = XptiPayload {
         stream: stream_name.as_ptr(),
         stream_id: u64::from(stream),
-        parent: raw.parent as u64,
-        event: raw.event as u64,
-        instance: raw.instance,
-        user_data: raw.user_data as u64,
-        trace_type: u32::from(raw.trace_type),
+        parent,
+        event,
+        instance,
+        user_data,
+        trace_type: u32::from(trace_type),
         stream_class: kind.class(),
     };
-    emit_instant(Kind::Xpti, u32::from(raw.trace_type), Phase::None, Payload::Xpti(&p));
+    emit_instant(Kind::Xpti, u32::from(trace_type), Phase::None, Payload::Xpti(&p));
 }
 
 #[inline(never)]
@@ -247,6 +261,10 @@ const NAME_CAP: usize = 256;
 /// UR launch inside it reports.
 struct PendingTask {
     instance: Cell<u64>,
+    /// The task's event (live until its `task_end`): its metadata is read only when needed.
+    event: Cell<*const TraceEventData>,
+    /// `name` and `args` hold the event's metadata.
+    resolved: Cell<bool>,
     name: RefCell<[u8; NAME_CAP]>,
     /// A UR launch inside this task reported the dispatch.
     dispatched: Cell<bool>,
@@ -260,6 +278,8 @@ thread_local! {
     static TASK: PendingTask = const {
         PendingTask {
             instance: Cell::new(0),
+            event: Cell::new(std::ptr::null()),
+            resolved: Cell::new(false),
             name: RefCell::new([0; NAME_CAP]),
             dispatched: Cell::new(false),
             args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
@@ -385,7 +405,7 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
     // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
     // be closed even when the context stopped in between).
-    if !kind_enabled(Kind::UrApi) && !has_effects(f.function_id) && (!end || no_open_calls()) {
+    if !kind_enabled(Kind::UrApi) && !effects_wanted(f.function_id) && (!end || no_open_calls()) {
         return;
     }
     // SAFETY: the runtime passes its function name as a C string.
@@ -430,42 +450,40 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     }
 }
 
-/// Whether a call of `ur_function_t` `id` feeds other kinds than `UR_API`, the allocation table
-/// or the kernel names (the functions [`ur_begin_effects`], [`ur_end_effects`] and
-/// [`code_object_load`] match).
-const fn has_effects(id: u32) -> bool {
-    matches!(
-        id,
-        urf::USM_FREE
-            | urf::KERNEL_RETAIN
-            | urf::KERNEL_RELEASE
-            | urf::PROGRAM_RETAIN
-            | urf::PROGRAM_RELEASE
-            | urf::USM_HOST_ALLOC
-            | urf::USM_DEVICE_ALLOC
-            | urf::USM_SHARED_ALLOC
-            | urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP
-            | urf::ENQUEUE_USM_MEMCPY
-            | urf::ENQUEUE_MEM_BUFFER_READ
-            | urf::ENQUEUE_MEM_BUFFER_WRITE
-            | urf::ENQUEUE_MEM_BUFFER_COPY
-            | urf::ENQUEUE_USM_FILL
-            | urf::ENQUEUE_MEM_BUFFER_FILL
-            | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER
-            | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
-            | urf::KERNEL_CREATE
-            | urf::KERNEL_GET_INFO
-            | urf::KERNEL_CREATE_WITH_NATIVE_HANDLE
-            | urf::PROGRAM_CREATE_WITH_IL
-            | urf::PROGRAM_CREATE_WITH_BINARY
-            | urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE
-            | urf::PROGRAM_LINK
-            | urf::PROGRAM_LINK_EXP
-            | urf::PROGRAM_BUILD
-            | urf::PROGRAM_COMPILE
-            | urf::PROGRAM_BUILD_EXP
-            | urf::PROGRAM_COMPILE_EXP
-    )
+/// Whether a call of `ur_function_t` `id` feeds a kind some context wants now, beyond `UR_API`
+/// (the functions [`ur_begin_effects`], [`ur_end_effects`] and [`code_object_load`] match).
+/// The allocation table and the kernel names serve `KERNEL_DISPATCH` (allocation properties,
+/// names) as well as `MEMORY_ALLOC` and `CODE_OBJECT`.
+#[inline]
+fn effects_wanted(id: u32) -> bool {
+    let dispatch = || kind_enabled(Kind::KernelDispatch);
+    match id {
+        urf::USM_FREE | urf::USM_HOST_ALLOC | urf::USM_DEVICE_ALLOC | urf::USM_SHARED_ALLOC => {
+            dispatch() || kind_enabled(Kind::MemoryAlloc)
+        }
+        urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => dispatch(),
+        urf::KERNEL_CREATE | urf::KERNEL_GET_INFO => dispatch() || kind_enabled(Kind::CodeObject),
+        urf::ENQUEUE_USM_MEMCPY | urf::ENQUEUE_MEM_BUFFER_READ | urf::ENQUEUE_MEM_BUFFER_WRITE | urf::ENQUEUE_MEM_BUFFER_COPY => {
+            kind_enabled(Kind::MemoryCopy)
+        }
+        urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
+        urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
+        urf::KERNEL_RETAIN
+        | urf::KERNEL_RELEASE
+        | urf::PROGRAM_RETAIN
+        | urf::PROGRAM_RELEASE
+        | urf::KERNEL_CREATE_WITH_NATIVE_HANDLE
+        | urf::PROGRAM_CREATE_WITH_IL
+        | urf::PROGRAM_CREATE_WITH_BINARY
+        | urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE
+        | urf::PROGRAM_LINK
+        | urf::PROGRAM_LINK_EXP
+        | urf::PROGRAM_BUILD
+        | urf::PROGRAM_COMPILE
+        | urf::PROGRAM_BUILD_EXP
+        | urf::PROGRAM_COMPILE_EXP => kind_enabled(Kind::CodeObject),
+        _ => false,
+    }
 }
 
 /// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
@@ -837,7 +855,11 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
         return;
     }
     let _ = TASK.try_with(|t| {
-        let name = t.name.borrow();
+        if t.instance.get() != 0 {
+            // SAFETY: the task is open on this thread (the launch is inside it).
+            unsafe { resolve_task(t) };
+        }
+        let Ok(name) = t.name.try_borrow() else { return };
         if t.instance.get() != 0 && name[0] != 0 {
             k.kernel_name = name.as_ptr().cast();
         }
@@ -991,8 +1013,7 @@ unsafe fn sycl(raw: &Raw) {
         tt::TASK_BEGIN => {
             if let Some(e) = ev {
                 if kind_enabled(Kind::KernelDispatch) {
-                    // SAFETY: `e` is live.
-                    unsafe { remember_task(d, e, raw.instance) };
+                    remember_task(e, raw.instance);
                 }
                 if kind_enabled(Kind::TaskGraph) {
                     let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
@@ -1005,9 +1026,12 @@ unsafe fn sycl(raw: &Raw) {
             let _ = TASK.try_with(|t| {
                 if t.instance.get() == raw.instance {
                     if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
+                        // SAFETY: the task's event is live until this notification returns.
+                        unsafe { resolve_task(t) };
                         dispatch_without_ur(t);
                     }
                     t.instance.set(0);
+                    t.event.set(std::ptr::null());
                 }
             });
             if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
@@ -1102,12 +1126,38 @@ unsafe fn usm_without_ur(raw: &Raw) {
     alloc(ptr, size, memory_type, 0);
 }
 
-/// Keeps the kernel name of the task starting on this thread, for the dispatch inside it.
+/// Notes the task starting on this thread, for the dispatch inside it: a few stores; its
+/// metadata (kernel name, VERBOSE arguments) is read by [`resolve_task`] only if a dispatch
+/// needs it (a kernel whose UR name is unknown, or no UR calls at all).
+fn remember_task(e: &TraceEventData, instance: u64) {
+    let _ = TASK.try_with(|t| {
+        t.event.set(e);
+        t.resolved.set(false);
+        t.dispatched.set(false);
+        t.instance.set(instance);
+    });
+}
+
+/// Reads the open task's metadata into `t.name` and `t.args`, once per task.
 ///
 /// # Safety
-/// `e` is a live event of the current callback.
-unsafe fn remember_task(d: &Dispatcher, e: &TraceEventData, instance: u64) {
-    let _ = TASK.try_with(|t| {
+/// `t.event` is null or the event of a task open on this thread (live until its `task_end`).
+unsafe fn resolve_task(t: &PendingTask) {
+    if t.resolved.get() {
+        return;
+    }
+    t.resolved.set(true);
+    let (Some(d), ev) = (DISPATCHER.get(), t.event.get()) else { return };
+    // SAFETY: contract.
+    let Some(e) = (unsafe { ev.as_ref() }) else { return };
+    // SAFETY: forwarded.
+    unsafe { read_task_metadata(t, d, e) };
+}
+
+/// # Safety
+/// `e` is a live event.
+unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData) {
+    {
         // Busy only if a tool's dispatch callback started a SYCL task from inside it.
         let Ok(mut name) = t.name.try_borrow_mut() else { return };
         let Ok(mut args) = t.args.try_borrow_mut() else { return };
@@ -1147,9 +1197,7 @@ unsafe fn remember_task(d: &Dispatcher, e: &TraceEventData, instance: u64) {
                 _ => {}
             })
         };
-        t.dispatched.set(false);
-        t.instance.set(instance);
-    });
+    }
 }
 
 #[cfg(test)]
