@@ -359,6 +359,7 @@ thread_local! {
 /// Per context slot: the last (buffer, this thread's staging of it) written, so the record path
 /// skips the search. Lives in the thread state (see [`crate::correlation`]).
 pub(crate) type StagingCache = [Cell<(*const Buffer, *mut Staging)>; MAX_CONTEXTS];
+const _: () = assert!(MAX_CONTEXTS.is_power_of_two()); // slot indices are masked, not checked
 
 impl Buffer {
     #[cold]
@@ -374,7 +375,7 @@ impl Buffer {
     #[inline(always)]
     #[allow(clippy::mut_from_ref)] // the staging is the calling thread's own (see SAFETY below)
     fn staging(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
-        let (b, st) = thread_state().staging_cache[slot % MAX_CONTEXTS].get();
+        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
         if b == Arc::as_ptr(self) {
             // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
             // until `Stagings::drop` clears it; only this thread uses it, and no other reference
@@ -402,7 +403,7 @@ impl Buffer {
                 &mut *v[idx] as *mut Staging
             })
             .ok()?;
-        thread_state().staging_cache[slot % MAX_CONTEXTS].set((Arc::as_ptr(self), st));
+        thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].set((Arc::as_ptr(self), st));
         // SAFETY: as in `staging`: boxed in this thread's `STAGING`, which outlives this use.
         Some(unsafe { &mut *st })
     }
@@ -522,11 +523,12 @@ pub(crate) struct BufferService {
 }
 
 impl BufferService {
-    /// Stages a record for context slot `context_id` (its cache entry) on the calling thread.
+    /// Stages a record of the context in slot `slot` (`context_id`) on the calling thread.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn write(
         &self,
+        slot: usize,
         context_id: ContextId,
         kind: Kind,
         operation: u32,
@@ -536,8 +538,7 @@ impl BufferService {
         end: u64,
         payload: &Payload<'_>,
     ) {
-        let slot = (context_id.handle & 0xff) as usize;
-        self.buffer.write(slot.wrapping_sub(1), context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+        self.buffer.write(slot, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
     }
 }
 

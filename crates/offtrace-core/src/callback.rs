@@ -581,6 +581,7 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             let svc = unsafe { &*svc };
             let id = slot.id();
             svc.write(
+                i,
                 id,
                 kind,
                 token.operation,
@@ -681,6 +682,7 @@ fn write_buffers(
         if svc.filter.contains(op) {
             let id = SLOTS[i].id();
             svc.write(
+                i,
                 id,
                 kind,
                 op,
