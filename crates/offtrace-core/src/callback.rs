@@ -507,21 +507,35 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
 
 #[inline(never)]
 fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: u32, correlation: u64, payload: Payload<'_>) {
-    let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
     let t = thread_state();
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) => exit_body::<false>(t, me, token, payload),
-        None => exit_dying(t, token, payload),
+        Some(me) => {
+            let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
+            exit_body::<false>(t, me, token, payload)
+        }
+        // Plain arguments, not the token: a token built for this cold call was spilled to the
+        // stack on every exit.
+        None => exit_dying(t, delivered, buffered, frame_index, kind, operation, correlation, payload),
     }
 }
 
 /// The exit of a call entered before the thread's teardown (see [`crate::inflight`]).
+#[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-fn exit_dying(t: &ThreadState, token: CallToken, payload: Payload<'_>) {
+fn exit_dying(
+    t: &ThreadState,
+    delivered: u8,
+    buffered: u8,
+    frame: u8,
+    kind: u8,
+    operation: u32,
+    correlation: u64,
+    payload: Payload<'_>,
+) {
     if let Some(me) = t.dying_slot.get() {
-        exit_body::<true>(t, me, token, payload);
+        exit_body::<true>(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
     }
 }
 
