@@ -120,8 +120,9 @@ pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
 /// back cold, 5–9 µs per 4 KiB); 4 KiB pages come from the guest's warm low-order free lists.
 const SLOW_NS_PER_4K: u128 = 2500;
 /// Commits made with 4 KiB pages after a slow huge-page commit before huge pages are tried again
-/// (doubled after each further slow try, up to 4096).
-const SKIP_AFTER_SLOW: u32 = 16;
+/// (doubled after each further slow try, up to 4096). Small: a single cold huge page among warm
+/// ones is common, and a retry that is slow again costs one step.
+const SKIP_AFTER_SLOW: u32 = 4;
 static SKIP_HUGE: AtomicU32 = AtomicU32::new(0);
 static BACKOFF: AtomicU32 = AtomicU32::new(SKIP_AFTER_SLOW / 2);
 
