@@ -7,6 +7,8 @@
 //! - `callback_noop`: one started context with a no-op callback;
 //! - `buffer_record`: one context with a lossless buffer, pair → one record (two timestamps);
 //! - `buffer_activity`: `emit_activity` with explicit timestamps (the record path alone);
+//! - `timestamp`: one `timestamp_ns()` (the TSC line: the contexts above calibrated it; plain
+//!   `clock_gettime` with `OFFTRACE_CLOCK=monotonic` or without an invariant TSC);
 //! - `threads/*`: the same op on 1 and 2 threads at once, wall time per op per thread, next to
 //!   the no-op baseline loop on 1 and 2 threads (the machine's own 2-thread factor).
 
