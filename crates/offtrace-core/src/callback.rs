@@ -434,10 +434,36 @@ fn bits(mask: u32) -> impl Iterator<Item = usize> {
     })
 }
 
+/// Frame index flag of a call entered through the late slot (a thread in teardown): the slot
+/// stays held by the thread until the call's exit.
+const LATE_FRAME: u8 = 0x80;
+
 #[inline(never)]
 fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
     let t = thread_state();
-    let Some(me) = thread_slot(t) else { return CallToken::NONE };
+    match thread_slot(t) {
+        Some(me) => enter_body(t, me, kind, op, payload, mask),
+        None => enter_late(t, kind, op, payload, mask),
+    }
+}
+
+/// The enter of a call on a thread in teardown: through the late slot, which the thread then
+/// holds until the call's exit (its frames and pairs live there; other teardown threads' emits
+/// are not delivered meanwhile and are counted in `late_lost`).
+#[cold]
+#[inline(never)]
+fn enter_late(t: &ThreadState, kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+    let Some(late) = take_late_slot(t) else { return CallToken::NONE };
+    let token = enter_body(t, late, kind, op, payload, mask);
+    if !token.is_delivered() {
+        release_late_slot(t);
+        return CallToken::NONE;
+    }
+    CallToken { frame: token.frame | LATE_FRAME, ..token }
+}
+
+#[inline(always)]
+fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
     {
         if t.in_callback.get() {
             return CallToken::NONE;
@@ -508,6 +534,9 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
 #[inline(never)]
 fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: u32, correlation: u64, payload: Payload<'_>) {
     let t = thread_state();
+    if frame_index & LATE_FRAME != 0 {
+        return exit_late(t, delivered, buffered, frame_index & !LATE_FRAME, kind, operation, correlation, payload);
+    }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
         Some(me) => {
@@ -518,6 +547,29 @@ fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: 
         // stack on every exit.
         None => exit_dying(t, delivered, buffered, frame_index, kind, operation, correlation, payload),
     }
+}
+
+/// The exit of a call entered through the late slot: the thread holds it since the enter.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn exit_late(
+    t: &ThreadState,
+    delivered: u8,
+    buffered: u8,
+    frame: u8,
+    kind: u8,
+    operation: u32,
+    correlation: u64,
+    payload: Payload<'_>,
+) {
+    // Re-entrant: the thread holds the slot already (depth >= 1), so this cannot fail.
+    let Some(late) = take_late_slot(t) else { return };
+    // The late slot is always alive (never reused): destroy waits for its open pairs like a
+    // live thread's, so the exit needs no gate.
+    exit_body::<false>(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+    release_late_slot(t); // this exit's take
+    release_late_slot(t); // the enter's
 }
 
 /// The exit of a call entered before the thread's teardown (see [`crate::inflight`]).

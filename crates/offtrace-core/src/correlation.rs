@@ -45,7 +45,8 @@ pub(crate) struct ThreadState {
     /// use it (its open pairs keep it from being reused until they close).
     pub(crate) dying_slot: Cell<Option<&'static crate::inflight::ThreadSlot>>,
     /// Set while this thread holds the process-wide late slot (see [`crate::inflight`]).
-    pub(crate) late_held: Cell<bool>,
+    /// How many times this thread holds the late slot (nested late calls and their instants).
+    pub(crate) late_depth: Cell<u32>,
     /// This thread's buffer staging per context slot (see [`crate::buffer`]).
     pub(crate) staging_cache: crate::buffer::StagingCache,
 }
@@ -61,7 +62,7 @@ thread_local! {
             external_top: [const { Cell::new((0, 0)) }; MAX_CONTEXTS],
             slot: Cell::new(None),
             dying_slot: Cell::new(None),
-            late_held: Cell::new(false),
+            late_depth: Cell::new(0),
             staging_cache: [const { Cell::new((std::ptr::null(), std::ptr::null_mut())) }; MAX_CONTEXTS],
         }
     };

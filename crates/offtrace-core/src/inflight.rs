@@ -20,9 +20,12 @@
 //! Thread teardown. A thread's slot is owned by a thread-local with a destructor; runtimes keep
 //! emitting after it ran (glibc destroys the main thread's thread-locals at the start of
 //! `exit()`, before the static destructors that tear the SYCL runtime down). From then on:
-//! - enters are not delivered (`CallToken::NONE`): the thread has no slot for the frame;
-//! - instants and activity go through one process-wide *late* slot, taken with a try-lock; when
-//!   another thread holds it the emit is not delivered and counted ([`late_lost`]);
+//! - instants, activity and enters go through one process-wide *late* slot, taken with a
+//!   try-lock; when another thread holds it the emit is not delivered and counted
+//!   ([`late_lost`]). A delivered enter keeps the slot held by its thread until its exit (its
+//!   frame and pairs live there; nested calls and instants re-enter it), so the thread's pairs
+//!   stay whole; the late slot is never reused, and destroy waits for its pairs like a live
+//!   thread's;
 //! - exits of calls entered before the teardown use the dying slot, which is not reusable while
 //!   those pairs are open; an exit touches the slot's frames only before it closes its pairs, so
 //!   a thread that reuses the slot afterwards never races it. Destroy does not wait for such
@@ -162,6 +165,13 @@ pub fn late_lost() -> u64 {
 #[cold]
 #[inline(never)]
 pub(crate) fn take_late_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
+    let depth = t.late_depth.get();
+    if depth > 0 {
+        // Already ours (an open late call, or a callback of one): re-entrant.
+        t.late_depth.set(depth + 1);
+        // SAFETY: set before the first holder got it; leaked, lives for the process.
+        return Some(unsafe { &*LATE.load(Ordering::Acquire) });
+    }
     // Acquire: the previous holder's slot writes (busy bits) happen-before ours.
     if LATE_LOCK.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         LATE_LOST.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +188,7 @@ pub(crate) fn take_late_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
         // LATE_LOCK, which orders it already).
         LATE.store(p, Ordering::Release);
     }
-    t.late_held.set(true);
+    t.late_depth.set(1);
     // SAFETY: `p` came from `new_slot` (leaked, lives for the process).
     Some(unsafe { &*p })
 }
@@ -186,9 +196,12 @@ pub(crate) fn take_late_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
 /// Gives the late slot back.
 #[cold]
 pub(crate) fn release_late_slot(t: &ThreadState) {
-    t.late_held.set(false);
-    // Release: our slot writes happen-before the next holder's Acquire.
-    LATE_LOCK.store(false, Ordering::Release);
+    let depth = t.late_depth.get().saturating_sub(1);
+    t.late_depth.set(depth);
+    if depth == 0 {
+        // Release: our slot writes happen-before the next holder's Acquire.
+        LATE_LOCK.store(false, Ordering::Release);
+    }
 }
 
 fn new_slot() -> &'static ThreadSlot {
@@ -339,7 +352,7 @@ pub(crate) fn quiesce(i: usize, open_pairs: bool) {
     heavy_fence();
     let me = OWNER.try_with(|o| o.0.get()).ok().flatten().map(|s| s as *const ThreadSlot);
     // A callback run through the late slot may stop its own context too.
-    let late = if crate::correlation::thread_state().late_held.get() {
+    let late = if crate::correlation::thread_state().late_depth.get() > 0 {
         Some(LATE.load(Ordering::Relaxed).cast_const())
     } else {
         None

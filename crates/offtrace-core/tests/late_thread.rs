@@ -1,7 +1,9 @@
 //! Emits from a thread whose thread-locals are being destroyed (the main thread inside `exit()`,
 //! a runtime thread whose own thread-local destructors report events): instants and activity
-//! still reach the services through the late slot, enters are not delivered, and exits of calls
-//! entered before the teardown are delivered without sharing the dying slot with a new thread.
+//! still reach the services through the late slot, so do calls entered during the teardown
+//! (the thread holds the late slot until their exits; nested calls and instants inside them
+//! re-enter it), and exits of calls entered before the teardown are delivered without sharing
+//! the dying slot with a new thread.
 
 #![allow(unsafe_code)]
 #![allow(clippy::unwrap_used)]
@@ -87,7 +89,7 @@ struct Late {
     open: Option<CallToken>,
     /// Called after the instants, before the exit (to hold the dying slot's pair open).
     pause: Option<Box<dyn FnOnce()>>,
-    /// Set when an enter emitted from the destructor was (wrongly) delivered.
+    /// Set when the enter emitted from the destructor was delivered (through the late slot).
     enter_delivered: &'static AtomicBool,
 }
 
@@ -102,6 +104,9 @@ impl Drop for Late {
         let p = api_payload();
         let t = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
         self.enter_delivered.store(t.is_delivered(), Ordering::SeqCst);
+        instant(); // inside the late call: the thread holds the late slot already
+        let nested = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
+        emit_exit(nested, Payload::ApiCall(&p));
         emit_exit(t, Payload::ApiCall(&p));
         if let Some(pause) = self.pause.take() {
             pause();
@@ -140,11 +145,11 @@ fn emits_from_thread_local_destructors_are_delivered() {
     let lost = late_lost();
     spawn_late(&ENTER_DELIVERED, None).join().unwrap();
     flush_buffer(buf).unwrap();
-    assert_eq!(INSTANTS.load(Ordering::SeqCst), 1 + 3, "instants before and during teardown");
+    assert_eq!(INSTANTS.load(Ordering::SeqCst), 1 + 3 + 1, "instants before and during teardown, one inside a late call");
     assert_eq!(ACTIVITY.load(Ordering::SeqCst), 1 + 1, "activity before and during teardown");
-    assert!(!ENTER_DELIVERED.load(Ordering::SeqCst), "an enter in teardown is not delivered");
-    assert_eq!(ENTERS.load(Ordering::SeqCst), 1);
-    assert_eq!(EXITS.load(Ordering::SeqCst), 1, "the exit of the call entered before the teardown");
+    assert!(ENTER_DELIVERED.load(Ordering::SeqCst), "an enter in teardown is delivered through the late slot");
+    assert_eq!(ENTERS.load(Ordering::SeqCst), 1 + 2, "before the teardown, and a nested pair during it");
+    assert_eq!(EXITS.load(Ordering::SeqCst), 1 + 2, "the exit of the call entered before the teardown, and the late pair's");
     assert_eq!(BAD_USER_DATA.load(Ordering::SeqCst), 0);
     assert_eq!(late_lost(), lost, "one late thread: no contention");
     destroy_context(ctx).unwrap();
@@ -200,10 +205,10 @@ fn a_dying_slot_with_an_open_call_is_not_reused() {
     for h in others {
         h.join().unwrap();
     }
-    assert_eq!(ENTERS.load(Ordering::SeqCst), 1 + 6);
-    assert_eq!(EXITS.load(Ordering::SeqCst), 1 + 6);
+    assert_eq!(ENTERS.load(Ordering::SeqCst), 1 + 2 + 6);
+    assert_eq!(EXITS.load(Ordering::SeqCst), 1 + 2 + 6);
     assert_eq!(BAD_USER_DATA.load(Ordering::SeqCst), 0, "every exit saw its own call's user data");
-    assert_eq!(INSTANTS.load(Ordering::SeqCst), 1 + 3);
+    assert_eq!(INSTANTS.load(Ordering::SeqCst), 1 + 3 + 1);
     destroy_context(ctx).unwrap();
 }
 
@@ -244,8 +249,9 @@ fn contended_late_slot_loses_and_counts() {
     let lost = late_lost();
     let before = INSTANTS.load(Ordering::SeqCst);
     spawn_late(&E2, None).join().unwrap();
-    // The second thread's 3 teardown instants and 1 teardown activity record found the slot taken.
-    assert_eq!(late_lost() - lost, 4);
+    // The second thread's 3 teardown instants, 1 activity record, and its late call (enter, the
+    // instant inside it, the nested enter) found the slot taken.
+    assert_eq!(late_lost() - lost, 7);
     assert_eq!(INSTANTS.load(Ordering::SeqCst) - before, 1, "only its instant from before the teardown");
     HOLD.store(false, Ordering::SeqCst);
     holder.join().unwrap();
