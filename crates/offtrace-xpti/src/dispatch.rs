@@ -599,11 +599,9 @@ pub unsafe fn notify_subscribers(
 ) -> XptiResult {
     // Tracing off, or the first call of the process (which may have to build the framework):
     // a tail call, so the hot path saves no registers.
-    let f = match fw_if_built() {
-        // Relaxed: an on/off switch; no data is published through it.
-        Some(f) if f.trace_enabled.load(Ordering::Relaxed) => f,
+    let Some(f) = fw_if_enabled() else {
         // SAFETY: same contract.
-        _ => return unsafe { notify_subscribers_disabled(stream, trace_type, parent, event, instance, user_data) },
+        return unsafe { notify_subscribers_disabled(stream, trace_type, parent, event, instance, user_data) };
     };
     if event.is_null() && (user_data.is_null() || !null_event_allowed(trace_type)) {
         return XPTI_RESULT_INVALIDARG;
@@ -648,11 +646,7 @@ pub fn trace_enabled() -> bool {
 /// #30 `xptiCheckTraceEnabled`.
 #[inline]
 pub fn check_trace_enabled(stream: u8, trace_type: u16) -> bool {
-    let f = match fw_if_built() {
-        // Relaxed: see notify.
-        Some(f) if f.trace_enabled.load(Ordering::Relaxed) => f,
-        _ => return check_trace_enabled_disabled(stream, trace_type),
-    };
+    let Some(f) = fw_if_enabled() else { return check_trace_enabled_disabled(stream, trace_type) };
     stream != 0 && f.callbacks.flag(stream, trace_type)
 }
 
