@@ -36,7 +36,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
 
 use crate::callback::UserData;
 use crate::context::MAX_CONTEXTS;
@@ -89,19 +89,40 @@ fn membarrier(cmd: libc::c_long) -> libc::c_long {
     unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) }
 }
 
-/// Registers the process for expedited membarrier, once (cold: at the first context).
+/// Registration state: not started, running on its background thread, finished (either way).
+const REG_IDLE: u8 = 0;
+const REG_RUNNING: u8 = 1;
+const REG_DONE: u8 = 2;
+static REG_STATE: AtomicU8 = AtomicU8::new(REG_IDLE);
+
+/// Registers the process for expedited membarrier, once (cold: at the first context), on a
+/// background thread: the registration waits for an RCU grace period in the kernel (9 ms
+/// measured on the development VM), which must not stall the application thread that created
+/// the first context (the runtime's, during its initialisation). Until it finishes, emitters use
+/// full fences (`ASYMMETRIC` is still false) and stoppers wait for it (see [`heavy_fence`]).
 pub(crate) fn init() {
     REGISTERED.call_once(|| {
         if std::env::var_os("OFFTRACE_NO_MEMBARRIER").is_some() {
+            REG_STATE.store(REG_DONE, Ordering::Release);
             return;
         }
-        let supported = membarrier(MEMBARRIER_CMD_QUERY);
-        let want = MEMBARRIER_CMD_PRIVATE_EXPEDITED | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
-        if supported >= 0 && supported & want == want && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
-            // Release: nothing to publish beyond the flag; emitters read it Relaxed (see above).
-            ASYMMETRIC.store(true, Ordering::Release);
+        REG_STATE.store(REG_RUNNING, Ordering::Release);
+        let spawned = std::thread::Builder::new().name("offtrace-membarrier".into()).spawn(register_membarrier);
+        if spawned.is_err() {
+            register_membarrier();
         }
     });
+}
+
+fn register_membarrier() {
+    let supported = membarrier(MEMBARRIER_CMD_QUERY);
+    let want = MEMBARRIER_CMD_PRIVATE_EXPEDITED | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+    if supported >= 0 && supported & want == want && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 {
+        // Release: nothing to publish beyond the flag; emitters read it Relaxed (see above).
+        ASYMMETRIC.store(true, Ordering::Release);
+    }
+    // Release: the flag's final value happens-before a stopper's Acquire of DONE.
+    REG_STATE.store(REG_DONE, Ordering::Release);
 }
 
 /// Whether the asymmetric (membarrier) fences are in use.
@@ -121,6 +142,13 @@ fn light_fence() {
 
 /// The stopper's fence between its `active` store and its `busy` loads.
 fn heavy_fence() {
+    // While the registration runs, an emitter may already read `ASYMMETRIC` true (and use a
+    // compiler fence) while this thread would still read false: wait for its final value. Once,
+    // a few milliseconds at most, and never on a record path.
+    // Acquire: pairs with `register_membarrier`'s Release of DONE.
+    while REG_STATE.load(Ordering::Acquire) == REG_RUNNING {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
     if ASYMMETRIC.load(Ordering::Acquire) {
         if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 {
             return;
