@@ -5,6 +5,8 @@
 //! - `baseline/noop_call`: a call to an opaque no-op function (what the user's callback costs);
 //! - `disabled`: no context wants the kind (one relaxed load per emit);
 //! - `callback_noop`: one started context with a no-op callback;
+//! - `instant_callback`: `emit_instant` outside any call (a fresh correlation id each) with one
+//!   started context and a no-op callback: the path every XPTI notification of the agent takes;
 //! - `buffer_record`: one context with a lossless buffer, pair → one record (two timestamps);
 //! - `buffer_activity`: `emit_activity` with explicit timestamps (the record path alone);
 //! - `timestamp`: one `timestamp_ns()` (the TSC line: the contexts above calibrated it; plain
@@ -51,9 +53,13 @@ static PAYLOAD: ApiCallPayload = ApiCallPayload {
 };
 
 fn with_callback_ctx<R>(f: impl FnOnce() -> R) -> R {
+    with_callback_kind_ctx(Kind::UrApi, f)
+}
+
+fn with_callback_kind_ctx<R>(kind: Kind, f: impl FnOnce() -> R) -> R {
     let ctx = create_context().unwrap();
     // SAFETY: `noop_cb` is sound for any record.
-    unsafe { configure_callback_tracing_service(ctx, Kind::UrApi, None, noop_cb, std::ptr::null_mut()).unwrap() };
+    unsafe { configure_callback_tracing_service(ctx, kind, None, noop_cb, std::ptr::null_mut()).unwrap() };
     start_context(ctx).unwrap();
     let r = f();
     destroy_context(ctx).unwrap();
@@ -102,6 +108,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("baseline/noop_call", |b| b.iter(|| noop_call(black_box(1))));
     g.bench_function("disabled", |b| b.iter(|| traced_call(black_box(args))));
     with_callback_ctx(|| g.bench_function("callback_noop", |b| b.iter(|| traced_call(black_box(args)))));
+    with_callback_kind_ctx(Kind::Xpti, || {
+        let p = XptiPayload::default();
+        g.bench_function("instant_callback", |b| {
+            b.iter(|| emit_instant(Kind::Xpti, black_box(3), Phase::None, Payload::Xpti(black_box(&p))))
+        })
+    });
     with_buffer_ctx(Kind::UrApi, || g.bench_function("buffer_record", |b| b.iter(|| traced_call(black_box(args)))));
     with_buffer_ctx(Kind::MemoryCopy, || {
         let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };

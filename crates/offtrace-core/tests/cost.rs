@@ -2,7 +2,7 @@
 //! (`docs/overhead.md`, `## Tracing services`): run with N and 2N iterations and divide the
 //! difference by N. Ignored in normal runs.
 //!
-//! `COST_OP=callback|buffer_record|buffer_activity|timestamp COST_N=100000 valgrind --tool=callgrind
+//! `COST_OP=callback|instant|buffer_record|buffer_activity|timestamp COST_N=100000 valgrind --tool=callgrind
 //! target/release/deps/cost-* --ignored --exact instructions`
 
 #![allow(unsafe_code)]
@@ -32,6 +32,8 @@ fn instructions() {
     unsafe {
         if op == "callback" {
             configure_callback_tracing_service(ctx, Kind::UrApi, None, noop_cb, std::ptr::null_mut()).unwrap();
+        } else if op == "instant" {
+            configure_callback_tracing_service(ctx, Kind::Xpti, None, noop_cb, std::ptr::null_mut()).unwrap();
         } else {
             let buf = create_buffer(ctx, 4096 * rec, 2048 * rec, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
@@ -41,12 +43,15 @@ fn instructions() {
     start_context(ctx).unwrap();
     let p = ApiCallPayload::new(97, &[0x1000]);
     let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let x = XptiPayload::default();
     for i in 0..n {
         match op.as_str() {
             "callback" | "buffer_record" => {
                 let t = emit_enter(Kind::UrApi, 97, Payload::ApiCall(black_box(&p)));
                 emit_exit(t, Payload::ApiCall(black_box(&p)));
             }
+            // Outside any call: a fresh correlation id per instant (an XPTI notification).
+            "instant" => emit_instant(Kind::Xpti, 3, Phase::None, Payload::Xpti(black_box(&x))),
             "buffer_activity" => emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&m))),
             "timestamp" => {
                 black_box(timestamp_ns());
