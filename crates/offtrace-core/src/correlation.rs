@@ -3,6 +3,9 @@
 //! Internal ids are unique per process: a thread takes a block of [`ID_BLOCK`] ids from one
 //! global counter (one `fetch_add` per block) and hands them out locally, so threads never
 //! contend on a shared line per call. Ids grow within a thread, not across threads; 0 = none.
+//! Blocks are aligned to [`ID_BLOCK`], so the thread keeps one cell (the next id) and knows its
+//! block is used up when that id is a multiple of [`ID_BLOCK`] (no second cell for the end: one
+//! load less per id, on the path of every instant outside a call).
 //!
 //! External ids are the tool's own: a per-thread, per-context stack
 //! ([`push_external_correlation_id`] / [`pop_external_correlation_id`]). Every record of a
@@ -20,11 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::context::{ContextId, MAX_CONTEXTS};
 use crate::error::ServiceError;
 
-/// Ids a thread takes from the global counter at once.
+/// Ids a thread takes from the global counter at once (a power of two: blocks are aligned).
 pub const ID_BLOCK: u64 = 4096;
+const _: () = assert!(ID_BLOCK.is_power_of_two());
 
-/// Next free block start. Starts at 1: id 0 means "none".
-static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+/// Next free block start, a multiple of [`ID_BLOCK`]. Starts at one block: id 0 means "none"
+/// (and a thread's `next_id` of 0 means "no block yet").
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(ID_BLOCK);
 
 /// The per-thread state the record path reads. `const`-initialised and without `Drop`, so an
 /// access is a plain TLS offset (no lazy-init check, no destructor registration) and works on
@@ -33,8 +38,8 @@ pub(crate) struct ThreadState {
     pub(crate) tid: Cell<u64>,
     /// Set while this thread runs a tool's callback: nested emits deliver nothing.
     pub(crate) in_callback: Cell<bool>,
+    /// The next id to hand out; a multiple of [`ID_BLOCK`] (0 included) = take a new block.
     next_id: Cell<u64>,
-    end_id: Cell<u64>,
     pub(crate) current: Cell<u64>,
     /// Top of the external correlation stack per context slot: (context handle, value).
     external_top: [Cell<(u64, u64)>; MAX_CONTEXTS],
@@ -57,7 +62,6 @@ thread_local! {
             tid: Cell::new(0),
             in_callback: Cell::new(false),
             next_id: Cell::new(0),
-            end_id: Cell::new(0),
             current: Cell::new(0),
             external_top: [const { Cell::new((0, 0)) }; MAX_CONTEXTS],
             slot: Cell::new(None),
@@ -85,7 +89,7 @@ impl ThreadState {
     #[inline]
     pub(crate) fn next_correlation_id(&self) -> u64 {
         let id = self.next_id.get();
-        if id < self.end_id.get() {
+        if id & (ID_BLOCK - 1) != 0 {
             self.next_id.set(id + 1);
             return id;
         }
@@ -97,8 +101,8 @@ impl ThreadState {
     fn refill(&self) -> u64 {
         // Relaxed: only uniqueness matters, which the RMW gives on its own.
         let start = NEXT_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
+        // `start` is a non-zero multiple of the block size: hand it out, keep the rest.
         self.next_id.set(start + 1);
-        self.end_id.set(start + ID_BLOCK);
         start
     }
 
@@ -210,6 +214,16 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n);
         assert!(all[0] > 0);
+    }
+
+    #[test]
+    fn ids_cross_block_boundaries() {
+        // On a fresh thread: more than two blocks, each id once, growing, none 0.
+        let ids = std::thread::spawn(|| (0..2 * ID_BLOCK + 3).map(|_| next_correlation_id()).collect::<Vec<_>>())
+            .join()
+            .expect("thread");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert!(ids[0] > 0 && ids[0] % ID_BLOCK == 0);
     }
 
     #[test]
