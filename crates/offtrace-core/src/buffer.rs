@@ -36,7 +36,7 @@ use std::ptr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::callback::{CorrelationId, OperationFilter};
+use crate::callback::{CorrelationId, OperationFilter, tagged_service};
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
@@ -600,11 +600,12 @@ pub fn configure_buffer_tracing_service(
         return Err(ServiceError::BufferNotFound);
     }
     let filter = OperationFilter::new(kind, operations)?;
+    let all = filter.all();
     let svc = Box::into_raw(Box::new(BufferService { buffer, filter }));
     let result = with_live_slot(ctx, |i, slot, active| {
         // AcqRel on success: Release publishes the service to the record path's Acquire load.
         slot.buffers[kind.index()]
-            .compare_exchange(ptr::null_mut(), svc, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(ptr::null_mut(), tagged_service(svc, all), Ordering::AcqRel, Ordering::Acquire)
             .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
         if active {
             KIND_MASK[kind.index()].fetch_or(1 << (i as u32 + BUFFER_SHIFT), Ordering::Release);

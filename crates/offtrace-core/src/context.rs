@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::buffer::BufferService;
-use crate::callback::CallbackService;
+use crate::callback::{CallbackService, untag_service};
 use crate::correlation::THREAD;
 use crate::error::ServiceError;
 use crate::kind::{KIND_COUNT, Kind};
@@ -70,9 +70,10 @@ pub(crate) struct Slot {
     /// Cleared (SeqCst) when destroy begins: the gate of exits delivered by a thread in
     /// teardown, whose open pairs destroy does not wait for (see [`crate::inflight`]).
     pub(crate) exits: AtomicBool,
-    /// Owned `Box<CallbackService>` per kind (null = not configured).
+    /// Owned `Box<CallbackService>` per kind (null = not configured), its low bit set when the
+    /// service wants every operation (`callback::untag_service`).
     pub(crate) callbacks: [AtomicPtr<CallbackService>; KIND_COUNT],
-    /// Owned `Box<BufferService>` per kind (null = not configured).
+    /// Owned `Box<BufferService>` per kind, tagged the same way.
     pub(crate) buffers: [AtomicPtr<BufferService>; KIND_COUNT],
 }
 
@@ -249,7 +250,8 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
     crate::buffer::retire_context_buffers(ctx);
     let mut c = slot.lock();
     for k in 0..KIND_COUNT {
-        let cb = slot.callbacks[k].swap(ptr::null_mut(), Ordering::AcqRel);
+        // Untagged: the slot stores the service pointer with its "all operations" bit.
+        let (cb, _) = untag_service(slot.callbacks[k].swap(ptr::null_mut(), Ordering::AcqRel));
         if !cb.is_null() {
             // SAFETY:
             // - `cb` came from `Box::into_raw` in `configure_callback_tracing_service`;
@@ -259,7 +261,7 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
             //   does not load it.
             drop(unsafe { Box::from_raw(cb) });
         }
-        let bs = slot.buffers[k].swap(ptr::null_mut(), Ordering::AcqRel);
+        let (bs, _) = untag_service(slot.buffers[k].swap(ptr::null_mut(), Ordering::AcqRel));
         if !bs.is_null() {
             // SAFETY: as above, for `configure_buffer_tracing_service`'s box.
             drop(unsafe { Box::from_raw(bs) });

@@ -488,6 +488,30 @@ fn activity_records_carry_explicit_timestamps() {
     destroy_context(ctx).unwrap();
 }
 
+/// A buffer service with an operation list records only those operations (its slot pointer
+/// carries no "all operations" bit), next to one without a list (which does).
+#[test]
+fn buffer_operation_filter() {
+    let _g = serial();
+    let b = Batches::default();
+    let ctx = create_context().unwrap();
+    // SAFETY: as in `buffered_ctx`.
+    let buf = unsafe {
+        create_buffer(ctx, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void).unwrap()
+    };
+    configure_buffer_tracing_service(ctx, Kind::UrApi, Some(&[mock::UR_QUEUE_FINISH]), buf).unwrap();
+    configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_USM_DEVICE_ALLOC, &[1, 2, 3], || {}); // filtered out
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    emit_activity(Kind::MemoryCopy, 5, 7, 100, 200, Payload::MemoryCopy(&p));
+    flush_buffer(buf).unwrap();
+    let ops: Vec<_> = b.records.lock().unwrap().iter().map(|r| (r.kind, r.operation)).collect();
+    assert_eq!(ops, vec![(Kind::UrApi as u32, mock::UR_QUEUE_FINISH), (Kind::MemoryCopy as u32, 5)]);
+    destroy_context(ctx).unwrap();
+}
+
 // ---------------------------------------------------------------- markers, args, allocations
 
 #[test]
