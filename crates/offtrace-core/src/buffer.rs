@@ -622,7 +622,7 @@ pub fn configure_buffer_tracing_service(
 /// Delivers every record written to the buffer before this call (all threads), then returns.
 /// Returns `Busy` from inside a callback (the delivery lock may be held by this thread).
 pub fn flush_buffer(buffer: BufferId) -> Result<(), ServiceError> {
-    if THREAD.with(|t| t.in_callback.get()) {
+    if crate::inflight::delivering(thread_state()) {
         return Err(ServiceError::Busy);
     }
     find(buffer)?.flush();

@@ -355,10 +355,10 @@ fn payload_ptr(kind: Kind, payload: &Payload<'_>) -> *const c_void {
     if payload.kind() == Some(kind) { payload.as_ptr() } else { ptr::null() }
 }
 
-/// Runs a tool callback with the re-entrancy guard set.
+/// Runs a tool callback. The re-entrancy guard is the thread's busy bit for the context, set
+/// around it by the caller (emits check the busy word first): no flag written per callback.
 #[inline(always)]
-fn call(t: &ThreadState, svc: &CallbackService, record: &CallbackRecord, user: &mut UserData) {
-    t.in_callback.set(true);
+fn call(svc: &CallbackService, record: &CallbackRecord, user: &mut UserData) {
     // SAFETY: the tool promised at configuration that `callback` is callable with any record of
     // the kind and its `data`; `user` is a valid, exclusive slot of the token.
     unsafe {
@@ -376,7 +376,6 @@ fn call(t: &ThreadState, svc: &CallbackService, record: &CallbackRecord, user: &
             record.payload,
         )
     };
-    t.in_callback.set(false);
 }
 
 /// Calls `callback` with the record passed by value (the C ABI copies it to the stack).
@@ -436,19 +435,19 @@ unsafe fn invoke(
     unsafe { callback(record, user, data) }
 }
 
-/// Marks the thread busy in slot `i` if the context is started and has a service for `kind`.
-/// Returns the service and whether it wants every operation (the caller must `leave(i)` after
-/// using it), or `None` (nothing held).
+/// Marks the thread busy in slot `i` if the context is started and has a service for `kind`
+/// (`busy`: the thread's busy word before). Returns the service and whether it wants every
+/// operation (the caller must `leave(busy)` after using it), or `None` (nothing held).
 #[inline(always)]
-fn acquire<S>(me: &ThreadSlot, i: usize, services: &[AtomicPtr<S>], kind: Kind) -> Option<(*mut S, bool)> {
+fn acquire<S>(me: &ThreadSlot, busy: u32, i: usize, services: &[AtomicPtr<S>], kind: Kind) -> Option<(*mut S, bool)> {
     let slot = &SLOTS[i];
-    if !me.enter_if_active(i, &slot.active) {
+    if !me.enter_if_active(busy, i, &slot.active) {
         return None;
     }
     // Acquire: pairs with the Release that installed the service.
     let (p, all) = untag_service(services[kind.index()].load(Ordering::Acquire));
     if p.is_null() {
-        me.leave(i);
+        me.leave(busy);
         return None;
     }
     Some((p, all))
@@ -499,7 +498,10 @@ fn enter_late(t: &ThreadState, kind: Kind, op: u32, payload: Payload<'_>, mask: 
 #[inline(always)]
 fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
     {
-        if t.in_callback.get() {
+        // Inside a buffer callback (`in_callback`) or a callback delivery (a busy bit): nested
+        // emits deliver nothing. Zero from here on: the sections below are balanced.
+        let busy = me.busy_word();
+        if t.in_callback.get() || busy != 0 {
             return CallToken::NONE;
         }
         let Some(f) = me.alloc_frame() else { return CallToken::NONE };
@@ -512,7 +514,7 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.thread_id();
         for i in bits(mask & 0xff) {
-            let Some((svc, all)) = acquire(me, i, &SLOTS[i].callbacks, kind) else { continue };
+            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: the thread is busy in the context, so the service outlives this use
             // (destroy frees it only after no thread is busy in the context).
             let svc = unsafe { &*svc };
@@ -536,12 +538,12 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                     payload: ptr,
                 };
                 frame.user[i] = UserData::default();
-                call(t, svc, &record, &mut frame.user[i]);
+                call(svc, &record, &mut frame.user[i]);
             }
-            me.leave(i);
+            me.leave(busy);
         }
         for i in bits((mask >> BUFFER_SHIFT) & 0xff) {
-            let Some((svc, all)) = acquire(me, i, &SLOTS[i].buffers, kind) else { continue };
+            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
             // SAFETY: busy in the context (see above).
             if wants(all, &unsafe { &*svc }.filter, op) {
                 // One pair per context, whether it has a callback, a buffer service or both.
@@ -550,7 +552,7 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                 }
                 buffered |= 1 << i;
             }
-            me.leave(i);
+            me.leave(busy);
         }
         if delivered | buffered == 0 {
             me.free_frame(f);
@@ -621,7 +623,11 @@ fn exit_dying(
     payload: Payload<'_>,
 ) {
     if let Some(me) = t.dying_slot.get() {
+        // The guard by flag here: `destroy_context` and `flush_buffer` from these callbacks
+        // must see it, and they do not look at a dying slot's busy word (it may be reused).
+        let was = t.in_callback.replace(true);
         exit_body::<true>(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+        t.in_callback.set(was);
     }
 }
 
@@ -640,15 +646,17 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     t.current.set(frame.previous);
     let ptr = payload_ptr(kind, &payload);
     let thread_id = t.thread_id();
+    // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
+    let busy = me.busy_word();
     for i in bits(u32::from(token.delivered)) {
         let slot = &SLOTS[i];
         if GATED {
-            if !me.enter_if_active(i, &slot.exits) {
+            if !me.enter_if_active(busy, i, &slot.exits) {
                 continue;
             }
         } else {
             // Busy without the gate: `stop` waits for this callback too.
-            me.enter_unconditionally(i);
+            me.enter_unconditionally(busy, i);
         }
         let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
         // SAFETY: our open pair keeps the context and its services alive (destroy waits for
@@ -665,15 +673,15 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             phase: Phase::Exit as u32,
             payload: ptr,
         };
-        call(t, svc, &record, &mut frame.user[i]);
-        me.leave(i);
+        call(svc, &record, &mut frame.user[i]);
+        me.leave(busy);
     }
     if token.buffered != 0 {
         let end = timestamp_ns();
         let start = frame.start;
         for i in bits(u32::from(token.buffered)) {
             let slot = &SLOTS[i];
-            if GATED && !me.enter_if_active(i, &slot.exits) {
+            if GATED && !me.enter_if_active(busy, i, &slot.exits) {
                 continue;
             }
             let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
@@ -692,7 +700,7 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
                 &payload,
             );
             if GATED {
-                me.leave(i);
+                me.leave(busy);
             }
         }
     }
@@ -727,6 +735,11 @@ fn instant_late(t: &ThreadState, kind: Kind, op: u32, phase: Phase, payload: &Pa
 #[inline(always)]
 fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
     {
+        // Inside a callback delivery: deliver nothing (see `enter_body`).
+        let busy = me.busy_word();
+        if busy != 0 {
+            return;
+        }
         let correlation = match t.current.get() {
             0 => t.next_correlation_id(),
             c => c,
@@ -734,7 +747,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
         let ptr = payload_ptr(kind, payload);
         let thread_id = t.thread_id();
         for i in bits(mask & 0xff) {
-            let Some((svc, all)) = acquire(me, i, &SLOTS[i].callbacks, kind) else { continue };
+            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: busy in the context.
             let svc = unsafe { &*svc };
             if wants(all, &svc.filter, op) {
@@ -749,14 +762,14 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
                     payload: ptr,
                 };
                 let mut user = UserData::default();
-                call(t, svc, &record, &mut user);
+                call(svc, &record, &mut user);
             }
-            me.leave(i);
+            me.leave(busy);
         }
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
             let now = timestamp_ns();
-            write_buffers(me, t, kind, op, correlation, now, now, payload, bm);
+            write_buffers(me, busy, t, kind, op, correlation, now, now, payload, bm);
         }
     }
 }
@@ -765,6 +778,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
 #[inline(always)]
 fn write_buffers(
     me: &ThreadSlot,
+    busy: u32,
     t: &ThreadState,
     kind: Kind,
     op: u32,
@@ -776,7 +790,7 @@ fn write_buffers(
 ) {
     let thread_id = t.thread_id();
     for i in bits(bm) {
-        let Some((svc, all)) = acquire(me, i, &SLOTS[i].buffers, kind) else { continue };
+        let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
         // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if wants(all, &svc.filter, op) {
@@ -793,7 +807,7 @@ fn write_buffers(
                 payload,
             );
         }
-        me.leave(i);
+        me.leave(busy);
     }
 }
 
@@ -804,8 +818,28 @@ fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, pa
         return;
     }
     match thread_slot(t) {
-        Some(me) => write_buffers(me, t, kind, op, correlation, start, end, &payload, bm & 0xff),
+        Some(me) => activity_body(me, t, kind, op, correlation, start, end, &payload, bm & 0xff),
         None => activity_late(t, kind, op, correlation, start, end, &payload, bm & 0xff),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn activity_body(
+    me: &ThreadSlot,
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &Payload<'_>,
+    bm: u32,
+) {
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy == 0 {
+        write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
     }
 }
 
@@ -815,7 +849,7 @@ fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, pa
 #[inline(never)]
 fn activity_late(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &Payload<'_>, bm: u32) {
     if let Some(late) = take_late_slot(t) {
-        write_buffers(late, t, kind, op, correlation, start, end, payload, bm);
+        activity_body(late, t, kind, op, correlation, start, end, payload, bm);
         release_late_slot(t);
     }
 }

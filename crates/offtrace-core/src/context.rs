@@ -33,7 +33,6 @@ use std::sync::Mutex;
 
 use crate::buffer::BufferService;
 use crate::callback::{CallbackService, untag_service};
-use crate::correlation::THREAD;
 use crate::error::ServiceError;
 use crate::kind::{KIND_COUNT, Kind};
 
@@ -226,7 +225,7 @@ pub fn context_is_active(ctx: ContextId) -> Result<bool, ServiceError> {
 /// Stops the context, waits until no callback of it runs and every delivered enter has had its
 /// exit, flushes its buffers, and frees the slot. Returns `Busy` inside any callback.
 pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
-    if THREAD.with(|t| t.in_callback.get()) {
+    if crate::inflight::delivering(crate::correlation::thread_state()) {
         return Err(ServiceError::Busy);
     }
     let i = validate(ctx)?;

@@ -36,7 +36,9 @@ static NEXT_BLOCK: AtomicU64 = AtomicU64::new(ID_BLOCK);
 /// runtime threads that outlive `main`.
 pub(crate) struct ThreadState {
     pub(crate) tid: Cell<u64>,
-    /// Set while this thread runs a tool's callback: nested emits deliver nothing.
+    /// Set while this thread runs a buffer callback or a callback of an exit in teardown:
+    /// nested emits deliver nothing. (Other callback deliveries are marked by the thread's busy
+    /// word in its slot instead: see [`crate::inflight::ThreadSlot::busy_word`].)
     pub(crate) in_callback: Cell<bool>,
     /// The next id to hand out; a multiple of [`ID_BLOCK`] (0 included) = take a new block.
     next_id: Cell<u64>,

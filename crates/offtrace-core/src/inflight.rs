@@ -299,33 +299,42 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
 }
 
 impl ThreadSlot {
-    /// Marks this thread busy in context slot `i` and checks `active`. `true`: the caller may
-    /// deliver and must call [`Self::leave`]; `false`: not active, nothing to undo.
+    /// This thread's busy word (owner only; Relaxed: only the owner writes it). Non-zero while
+    /// the thread delivers through this slot: emits use it as the re-entrancy guard of callback
+    /// deliveries (no flag written around each callback). Busy sections nest balanced (each
+    /// [`Self::leave`] restores the word its enter found), so the value read once before a
+    /// sequence of sections is the `before` of each of them: no load per section.
     #[inline(always)]
-    pub(crate) fn enter_if_active(&self, i: usize, active: &AtomicBool) -> bool {
-        let b = self.busy.load(Ordering::Relaxed);
-        self.busy.store(b | (1 << i), Ordering::Relaxed);
+    pub(crate) fn busy_word(&self) -> u32 {
+        self.busy.load(Ordering::Relaxed)
+    }
+
+    /// Marks this thread busy in context slot `i` (the word was `before`) and checks `active`.
+    /// `true`: the caller may deliver and must call [`Self::leave`]`(before)`; `false`: not
+    /// active, nothing to undo.
+    #[inline(always)]
+    pub(crate) fn enter_if_active(&self, before: u32, i: usize, active: &AtomicBool) -> bool {
+        self.busy.store(before | (1 << i), Ordering::Relaxed);
         light_fence();
         // Relaxed: ordered against the stopper's store by the fence pair (module docs).
         if active.load(Ordering::Relaxed) {
             return true;
         }
-        self.busy.store(b, Ordering::Release);
+        self.busy.store(before, Ordering::Release);
         false
     }
 
     /// Marks this thread busy in context slot `i` without the gate (exit deliveries).
     #[inline(always)]
-    pub(crate) fn enter_unconditionally(&self, i: usize) {
-        let b = self.busy.load(Ordering::Relaxed);
-        self.busy.store(b | (1 << i), Ordering::Relaxed);
+    pub(crate) fn enter_unconditionally(&self, before: u32, i: usize) {
+        self.busy.store(before | (1 << i), Ordering::Relaxed);
     }
 
-    /// Ends a busy section. Release: the callback's effects happen-before the stopper's Acquire.
+    /// Ends a busy section, restoring the word its enter found. Release: the callback's effects
+    /// happen-before the stopper's Acquire.
     #[inline(always)]
-    pub(crate) fn leave(&self, i: usize) {
-        let b = self.busy.load(Ordering::Relaxed);
-        self.busy.store(b & !(1 << i), Ordering::Release);
+    pub(crate) fn leave(&self, before: u32) {
+        self.busy.store(before, Ordering::Release);
     }
 
     /// Takes a free frame (owner thread only).
@@ -405,6 +414,21 @@ pub(crate) fn quiesce(i: usize, open_pairs: bool) {
             }
         }
     }
+}
+
+/// Whether the calling thread is inside a delivery: a buffer callback or a callback of an
+/// exit in teardown (`in_callback`), or a callback or buffer write through its own slot or the
+/// late slot (a busy bit).
+pub(crate) fn delivering(t: &ThreadState) -> bool {
+    let own = t.slot.get().is_some_and(|s| s.busy_word() != 0);
+    // The late slot counts only while this thread holds it (`late_depth`); its busy word is
+    // then this thread's.
+    let late = t.late_depth.get() > 0 && {
+        // SAFETY: set before the first holder got it (we hold it); leaked, lives for the process.
+        let l = unsafe { &*LATE.load(Ordering::Acquire) };
+        l.busy_word() != 0
+    };
+    t.in_callback.get() || own || late
 }
 
 /// Whether the calling thread holds an open pair of context slot `i` or is busy in it.

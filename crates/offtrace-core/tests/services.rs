@@ -698,3 +698,60 @@ fn argument_iteration_covers_builtin_kinds() {
         vec!["ur_queue_handle_t queue=0x30", "void* dst=0x1000", "const void* src=nullptr"]
     );
 }
+
+/// The re-entrancy guard of a callback delivery (the thread's busy word, no flag) covers every
+/// emit and refuses `destroy_context` / `flush_buffer` of *other* contexts too, from a call's
+/// callbacks and from an instant's.
+#[test]
+fn everything_nested_in_a_callback_is_guarded() {
+    let _g = serial();
+    let nested = Arc::new(AtomicUsize::new(0));
+    let other = create_context().unwrap();
+    let n = nested.clone();
+    configure_callback_tracing_closure(other, Kind::Sync, None, move |_r, _u| {
+        n.fetch_add(1, Ordering::Relaxed);
+    })
+    .unwrap();
+    let batches = Arc::new(AtomicUsize::new(0));
+    unsafe extern "C" fn count_batch(_c: ContextId, _b: BufferId, _r: *const BufferRecord, n: usize, d: *mut c_void, _x: u64) {
+        // SAFETY: `d` is the `AtomicUsize` of the test, alive until its context is destroyed.
+        unsafe { &*d.cast::<AtomicUsize>() }.fetch_add(n, Ordering::Relaxed);
+    }
+    let rec = std::mem::size_of::<BufferRecord>();
+    // SAFETY: `count_batch` is sound for any delivery with the test's counter.
+    let buf = unsafe {
+        create_buffer(other, 64 * rec, rec, BufferPolicy::Lossless, count_batch, Arc::as_ptr(&batches).cast_mut().cast())
+    }
+    .unwrap();
+    configure_buffer_tracing_service(other, Kind::MemoryCopy, None, buf).unwrap();
+    start_context(other).unwrap();
+
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let ctx = create_context().unwrap();
+    let r2 = results.clone();
+    let sync = SyncPayload { object: 1, event_count: 1 };
+    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let body = move |_r: &CallbackRecord, _u: &mut UserData| {
+        let t = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&sync));
+        assert!(!t.is_delivered());
+        emit_exit(t, Payload::Sync(&sync));
+        emit_instant(Kind::Sync, sync_op::WAIT, Phase::None, Payload::Sync(&sync));
+        emit_activity(Kind::MemoryCopy, 0, 1, 2, 3, Payload::MemoryCopy(&copy));
+        r2.lock().unwrap().push((destroy_context(other), flush_buffer(buf)));
+    };
+    configure_callback_tracing_closure(ctx, Kind::UrApi, None, body.clone()).unwrap();
+    configure_callback_tracing_closure(ctx, Kind::CodeObject, None, body).unwrap();
+    start_context(ctx).unwrap();
+    mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    emit_instant(Kind::CodeObject, 0, Phase::Load, Payload::None);
+    destroy_context(ctx).unwrap();
+    // Outside any callback: delivered, and destroy works.
+    emit_instant(Kind::Sync, sync_op::WAIT, Phase::None, Payload::Sync(&sync));
+    emit_activity(Kind::MemoryCopy, 0, 1, 2, 3, Payload::MemoryCopy(&copy));
+    destroy_context(other).unwrap();
+    assert_eq!(nested.load(Ordering::Relaxed), 1);
+    assert_eq!(batches.load(Ordering::Relaxed), 1);
+    let r = results.lock().unwrap();
+    assert_eq!(r.len(), 3);
+    assert!(r.iter().all(|x| *x == (Err(ServiceError::Busy), Err(ServiceError::Busy))));
+}
