@@ -45,20 +45,17 @@ use offtrace_xpti::abi::{TraceEventData, TracepointCallback, trace_type};
 use crate::config::Config;
 use crate::decode::{Raw, StreamKind};
 
-/// The streams the agent subscribes, each with its own trampoline.
-pub const STREAMS: [(&str, StreamKind); 7] = [
-    ("sycl", StreamKind::Sycl),
-    ("sycl.debug", StreamKind::Sycl),
-    ("sycl.experimental.buffer", StreamKind::Buffer),
-    ("sycl.experimental.image", StreamKind::Image),
-    ("sycl.experimental.mem_alloc", StreamKind::MemAlloc),
-    ("ur.call", StreamKind::UrCall),
-    ("ur.call.debug", StreamKind::UrCall),
+/// The streams the agent subscribes, each with its own trampoline (names as C strings: they
+/// travel in `XptiPayload::stream`).
+pub const STREAMS: [(&CStr, StreamKind); 7] = [
+    (c"sycl", StreamKind::Sycl),
+    (c"sycl.debug", StreamKind::Sycl),
+    (c"sycl.experimental.buffer", StreamKind::Buffer),
+    (c"sycl.experimental.image", StreamKind::Image),
+    (c"sycl.experimental.mem_alloc", StreamKind::MemAlloc),
+    (c"ur.call", StreamKind::UrCall),
+    (c"ur.call.debug", StreamKind::UrCall),
 ];
-
-/// The names of [`STREAMS`] as C strings (`XptiPayload::stream`).
-pub const STREAM_NAMES: [&std::ffi::CStr; 7] =
-    [c"sycl", c"sycl.debug", c"sycl.experimental.buffer", c"sycl.experimental.image", c"sycl.experimental.mem_alloc", c"ur.call", c"ur.call.debug"];
 
 /// Dispatcher stream id per [`STREAMS`] slot (set at `xptiTraceInit`).
 static SLOT_STREAM: [AtomicU8; 7] = [const { AtomicU8::new(0) }; 7];
@@ -82,7 +79,7 @@ unsafe extern "C" fn trampoline<const S: usize>(
         let raw = Raw { trace_type, parent, event, instance, user_data };
         // One path: the notification goes to the tracing services (raw, as an `XPTI` record,
         // and mapped to the typed kinds); the recorder is one of their clients (`trace_client`).
-        services_bridge::on_notification(STREAMS[S].1, stream, STREAM_NAMES[S], &raw);
+        services_bridge::on_notification(STREAMS[S].1, stream, STREAMS[S].0, &raw);
     }));
 }
 
@@ -151,7 +148,7 @@ extern "C" fn at_exit() {
 }
 
 fn wanted(name: &str, cfg: &Config) -> Option<usize> {
-    let slot = STREAMS.iter().position(|(n, _)| *n == name)?;
+    let slot = STREAMS.iter().position(|(n, _)| n.to_bytes() == name.as_bytes())?;
     match name {
         "sycl.debug" | "ur.call.debug" if !cfg.debug_streams => None,
         "ur.call" if !cfg.ur_calls => None,

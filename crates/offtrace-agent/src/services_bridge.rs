@@ -561,17 +561,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => remember_kernel_name(a[0], a[3], a[2]),
             // (hKernel) / (hProgram): reference counts of the code objects whose load was reported
             urf::KERNEL_RETAIN | urf::PROGRAM_RETAIN => code_objects::retain(a[0]),
-            urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => {
-                if code_objects::release(a[0]) && kind_enabled(Kind::CodeObject) {
-                    let co = if p.function_id == urf::KERNEL_RELEASE {
-                        CodeObjectPayload { handle: a[0], ..Default::default() }
-                    } else {
-                        CodeObjectPayload { handle: a[0], program: a[0], ..Default::default() }
-                    };
-                    let op = if p.function_id == urf::KERNEL_RELEASE { code_object::KERNEL } else { code_object::PROGRAM };
-                    emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&co));
-                }
-            }
+            urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => code_object_release(p.function_id, a[0]),
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
         }
@@ -692,6 +682,20 @@ unsafe fn code_object_load(p: &ApiCallPayload) {
         code_objects::created(co.handle);
     }
     emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&co));
+}
+
+/// A successful `urKernelRelease` / `urProgramRelease` of `handle`: UNLOAD if it dropped the
+/// last reference of an object whose load was reported.
+fn code_object_release(function_id: u32, handle: u64) {
+    if !code_objects::release(handle) || !kind_enabled(Kind::CodeObject) {
+        return;
+    }
+    let (op, co) = if function_id == urf::KERNEL_RELEASE {
+        (code_object::KERNEL, CodeObjectPayload { handle, ..Default::default() })
+    } else {
+        (code_object::PROGRAM, CodeObjectPayload { handle, program: handle, ..Default::default() })
+    };
+    emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&co));
 }
 
 /// Reference counts of the programs and kernels whose creation was reported as a LOAD, so that
