@@ -7,12 +7,13 @@
 //   xpti_tracepoint_t) are declared here exactly as in xpti_trace_framework.h (same virtual
 //   functions in the same order), so g++ emits Itanium vtables with the documented slot orders.
 //
-// One `Instance` object is one tracepoint instance. Rust owns its memory (a slab slot of
-// kInstanceSize bytes that is never returned to the OS), constructs it in place with
-// ot_instance_construct, fills the payload/event fields through the offsets checked by
-// ot_layout_check, and destroys it with ot_instance_destroy (which frees the map nodes, possibly
-// allocated by a subscriber's inline operator[], with the matching global operator delete).
-// Nothing here takes a lock; the Rust side serialises what needs serialising.
+// A tracepoint instance is two 128-byte cells that Rust owns (never returned to the OS): its
+// trace_event_data_t in the event region and, at a fixed distance (ot_shim_set_side_offset), a
+// `Side` object in the side region holding the four interface subobjects, the instance's own
+// payload_t copy and the metadata iterator. Rust writes the Side's vtable pointers and payload
+// before it hands out an interface pointer (instance.rs), so a Side reachable from C++ always
+// holds the instance's exact payload, and its methods find the event by adding the fixed offset
+// to `this`. Nothing here takes a lock; the Rust side serialises what needs serialising.
 
 #include <cstddef>
 #include <cstdint>
@@ -120,13 +121,6 @@ struct xpti_tracepoint_t {
   virtual xpti::payload_t *payload_ref() = 0;
 };
 
-// Per-key data shared by every instance of one (file, function, line, column) key; owned and
-// never freed by Rust (`KeyEntry` in instance.rs, repr(C), same first fields).
-struct ot_key_info {
-  int32_t function_id;
-  int32_t file_id;
-};
-
 // Callbacks into Rust, installed once by ot_shim_set_hooks before the first instance exists.
 typedef const char *(*ot_lookup_string_fn)(uint32_t id);
 typedef uint32_t (*ot_register_string_fn)(const char *s);
@@ -134,6 +128,8 @@ typedef uint32_t (*ot_register_string_fn)(const char *s);
 
 static ot_lookup_string_fn g_lookup_string = nullptr;
 static ot_register_string_fn g_register_string = nullptr;
+// Event address minus Side address (the same for every instance; set once before the first one).
+static intptr_t g_side_to_event = 0;
 
 namespace {
 using MetadataMap = std::unordered_map<uint32_t, int32_t>;
@@ -184,16 +180,17 @@ bool first_insert_fast(void *map, uint32_t key, int32_t value) {
   return true;
 }
 
-struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpti_tracepoint_t {
-  xpti::payload_t pl;
-  xpti::trace_event_data_t ev;
-  const ot_key_info *key;  // non-null while live (Rust stores it with release ordering)
-  MetadataMap::iterator iter;
+struct Side final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpti_tracepoint_t {
+  xpti::payload_t pl;  // the instance's exact payload (internal = uid64); Rust writes it
+  MetadataMap::iterator iter;  // null (== end()) in a fresh or recycled cell
+  uint64_t spare;
 
-  // pl and the plain fields of ev are left uninitialised on purpose: Rust writes every one of
-  // them right after construction (instance::create); only the map needs constructing.
-  Instance() : key(nullptr), iter() {}
-  ~Instance() override {}
+  Side() : iter(), spare(0) {}
+  ~Side() override {}
+
+  xpti::trace_event_data_t *ev() const {
+    return reinterpret_cast<xpti::trace_event_data_t *>(reinterpret_cast<intptr_t>(this) + g_side_to_event);
+  }
 
   // ---- xpti_payload_t
   const char *name() const override { return pl.name ? pl.name : "<unknown>"; }
@@ -201,9 +198,10 @@ struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpt
   uint32_t line_no() const override { return pl.line_no; }
   uint32_t column_no() const override { return pl.column_no; }
   uint64_t payload_flags() const override { return pl.flags; }
-  int32_t name_string_id() const override { return key ? key->function_id : 0; }
-  int32_t file_string_id() const override { return key ? key->file_id : 0; }
-  uint64_t uid64() const override { return reinterpret_cast<uint64_t>(static_cast<const xpti_payload_t *>(this)); }
+  // The key's function and file IDs, as stored in the payload's uid (xpti-abi.md 6.2).
+  int32_t name_string_id() const override { return static_cast<int32_t>(static_cast<uint32_t>(pl.uid.p2)); }
+  int32_t file_string_id() const override { return static_cast<int32_t>(static_cast<uint32_t>(pl.uid.p1 >> 32)); }
+  uint64_t uid64() const override { return reinterpret_cast<uint64_t>(ev()); }
   bool is_valid() const override {
     bool has_name = (pl.flags & kNameAvailable) && pl.name;
     bool has_file = (pl.flags & kSourceFileAvailable) && pl.source_file;
@@ -216,23 +214,23 @@ struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpt
   // ---- xpti_trace_event_t
   xpti_payload_t *payload() override { return static_cast<xpti_payload_t *>(this); }
   xpti_metadata_t *metadata() override { return static_cast<xpti_metadata_t *>(this); }
-  uint64_t instance() const override { return ev.instance_id; }
-  uint16_t event_type() const override { return ev.event_type; }
-  uint16_t activity_type() const override { return ev.activity_type; }
-  uint64_t source_uid64() const override { return ev.source_id; }
-  uint64_t target_uid64() const override { return ev.target_id; }
-  uint64_t event_flags() const override { return ev.flags; }
-  void set_activity_type(xpti::trace_activity_type_t type) override { ev.activity_type = (uint16_t)type; }
-  void set_event_type(uint16_t type) override { ev.event_type = type; }
-  xpti::trace_event_data_t *event_ref() override { return &ev; }
+  uint64_t instance() const override { return ev()->instance_id; }
+  uint16_t event_type() const override { return ev()->event_type; }
+  uint16_t activity_type() const override { return ev()->activity_type; }
+  uint64_t source_uid64() const override { return ev()->source_id; }
+  uint64_t target_uid64() const override { return ev()->target_id; }
+  uint64_t event_flags() const override { return ev()->flags; }
+  void set_activity_type(xpti::trace_activity_type_t type) override { ev()->activity_type = (uint16_t)type; }
+  void set_event_type(uint16_t type) override { ev()->event_type = type; }
+  xpti::trace_event_data_t *event_ref() override { return ev(); }
 
   // ---- xpti_metadata_t
   xpti::result_t first_item(char **k, xpti::object_id_t &value) override {
-    iter = ev.reserved.metadata.begin();
+    iter = ev()->reserved.metadata.begin();
     return item(k, value);
   }
   xpti::result_t next_item(char **k, xpti::object_id_t &value) override {
-    if (iter == ev.reserved.metadata.end()) return kFalse;
+    if (iter == ev()->reserved.metadata.end()) return kFalse;
     ++iter;
     return item(k, value);
   }
@@ -240,23 +238,23 @@ struct Instance final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpt
     if (!k || !g_register_string) return kInvalidArg;
     uint32_t id = g_register_string(k);
     if (id == 0xFFFFFFFFu) return kInvalidArg;
-    if (g_fast_first && first_insert_fast(&ev.reserved.metadata, id, value)) return kSuccess;
-    auto r = ev.reserved.metadata.insert_or_assign(id, value);
+    if (g_fast_first && first_insert_fast(&ev()->reserved.metadata, id, value)) return kSuccess;
+    auto r = ev()->reserved.metadata.insert_or_assign(id, value);
     return r.second ? kSuccess : kDuplicate;
   }
-  size_t count() override { return ev.reserved.metadata.size(); }
+  size_t count() override { return ev()->reserved.metadata.size(); }
 
   // ---- xpti_tracepoint_t
   xpti_trace_event_t *event() override { return static_cast<xpti_trace_event_t *>(this); }
 
   xpti::result_t item(char **k, xpti::object_id_t &value) {
-    if (iter == ev.reserved.metadata.end()) return kFalse;
+    if (iter == ev()->reserved.metadata.end()) return kFalse;
     if (k) *k = const_cast<char *>(g_lookup_string ? g_lookup_string(iter->first) : nullptr);
     value = iter->second;
     return kSuccess;
   }
 };
-static_assert(sizeof(Instance) == 256, "an instance fills one 256-byte slab slot");
+static_assert(sizeof(Side) == 128, "a side cell is 128 bytes, like an event");
 }  // namespace
 
 extern "C" {
@@ -265,29 +263,29 @@ void ot_shim_set_hooks(ot_lookup_string_fn lookup, ot_register_string_fn reg) {
   g_register_string = reg;
 }
 
-size_t ot_instance_size(void) { return sizeof(Instance); }
-size_t ot_instance_align(void) { return alignof(Instance); }
+void ot_shim_set_side_offset(intptr_t side_to_event) { g_side_to_event = side_to_event; }
+
+size_t ot_side_size(void) { return sizeof(Side); }
+size_t ot_side_align(void) { return alignof(Side); }
 
 // Writes the byte offsets Rust relies on: [payload_iface, event_iface, metadata_iface,
-// tracepoint_iface, payload_t, trace_event_data_t, key, iter].
-void ot_layout(size_t out[8]) {
-  alignas(Instance) static unsigned char buf[sizeof(Instance)];
-  Instance *i = new (buf) Instance();
+// tracepoint_iface, payload_t, iter].
+void ot_layout(size_t out[6]) {
+  alignas(Side) static unsigned char buf[sizeof(Side)];
+  Side *i = new (buf) Side();
   const char *base = reinterpret_cast<const char *>(i);
   out[0] = reinterpret_cast<const char *>(static_cast<xpti_payload_t *>(i)) - base;
   out[1] = reinterpret_cast<const char *>(static_cast<xpti_trace_event_t *>(i)) - base;
   out[2] = reinterpret_cast<const char *>(static_cast<xpti_metadata_t *>(i)) - base;
   out[3] = reinterpret_cast<const char *>(static_cast<xpti_tracepoint_t *>(i)) - base;
   out[4] = reinterpret_cast<const char *>(&i->pl) - base;
-  out[5] = reinterpret_cast<const char *>(&i->ev) - base;
-  out[6] = reinterpret_cast<const char *>(&i->key) - base;
-  out[7] = reinterpret_cast<const char *>(&i->iter) - base;
-  i->~Instance();
+  out[5] = reinterpret_cast<const char *>(&i->iter) - base;
+  i->~Side();
 }
 
-void *ot_instance_construct(void *mem) { return static_cast<xpti_payload_t *>(new (mem) Instance()); }
-
-void ot_instance_destroy(void *obj) { static_cast<Instance *>(static_cast<xpti_payload_t *>(obj))->~Instance(); }
+// Constructs a Side in `mem` (Rust copies its four vtable pointers into side cells). A Side owns
+// nothing: it is never destroyed.
+void ot_side_construct(void *mem) { new (mem) Side(); }
 
 // map = the address of trace_event_data_t::reserved.metadata. Returns 1 when the key existed
 // (the value is overwritten anyway, like Intel's dispatcher), 0 when inserted.
@@ -354,7 +352,9 @@ int ot_map_fast_first_enable(void) {
   return ok ? 1 : 0;
 }
 
-// Standalone map image for tests: construct/destroy in caller-provided 56 bytes.
+// A map image in caller-provided 56 bytes: an event's metadata (destroyed when a used map's
+// instance is deleted: frees nodes a subscriber's inline operator[] may have allocated) or a
+// test's scratch map.
 void ot_map_construct(void *mem) { new (mem) MetadataMap(); }
 void ot_map_destroy(void *mem) { static_cast<MetadataMap *>(mem)->~MetadataMap(); }
 }

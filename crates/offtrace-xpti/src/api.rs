@@ -231,12 +231,11 @@ impl Tracepoint {
         Tracepoint { tp: NonNull::new(p).unwrap_or_else(|| std::process::abort()) }
     }
 
-    fn obj(&self) -> *mut u8 {
-        (self.tp.as_ptr() as usize - crate::shim::layout::TRACEPOINT_IFACE) as *mut u8
-    }
-
     fn event_ptr(&self) -> *mut TraceEventData {
-        crate::instance::event_of(self.obj())
+        let f = crate::framework::fw();
+        let ev = f.slab.event_of_interface(self.tp.as_ptr() as usize, crate::shim::layout::TRACEPOINT_IFACE);
+        // A tracepoint's interface pointer always lies on a side cell of this slab.
+        crate::instance::event_of(ev.unwrap_or_else(|| std::process::abort()))
     }
 
     fn event(&self) -> &TraceEventData {

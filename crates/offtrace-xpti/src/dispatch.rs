@@ -313,6 +313,7 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
         activity_type: activity_type::ACTIVE as u16,
         stack_trace: stack_trace_of(p),
         code_ptr: if f.strict_hash { p.code_ptr_va } else { ptr::null() },
+        interfaces: false,
     };
     // SAFETY: strings valid (caller contract).
     let Some((obj, _, key)) = (unsafe { make_instance(f, &n, &spec) }) else { return INVALID_UID };
@@ -356,6 +357,7 @@ pub unsafe fn make_event(
         activity_type: activity as u16,
         stack_trace: stack_trace_of(p),
         code_ptr: if strict { p.code_ptr_va } else { ptr::null() },
+        interfaces: false,
     };
     // SAFETY: strings valid (caller contract).
     match unsafe { make_instance(f, &n, &spec) } {
@@ -380,7 +382,15 @@ pub fn find_event(uid: u64) -> *const TraceEventData {
     live(uid).map_or(ptr::null(), |o| instance::event_of(o).cast_const())
 }
 
-/// #22 `xptiQueryPayload`.
+/// The live instance `ev`'s own payload (materialised in its side cell).
+#[inline]
+fn own_payload(ev: *mut u8) -> *const Payload {
+    // SAFETY: `ev` was just found live; a concurrent delete is the caller's race (as in Intel's).
+    unsafe { fw().slab.side(ev) }.wrapping_add(layout::PAYLOAD).cast_const().cast()
+}
+
+/// #22 `xptiQueryPayload`. An event of this dispatcher gets its own payload materialised
+/// (`instance.rs`): `reserved.payload` points to it from then on.
 ///
 /// # Safety
 /// `event` is null or a valid event.
@@ -391,12 +401,18 @@ pub unsafe fn query_payload(event: *mut TraceEventData) -> *const Payload {
     // SAFETY: valid event (caller contract).
     let e = unsafe { &*event };
     let need = event_flags::UID_AVAILABLE | event_flags::PAYLOAD_AVAILABLE;
-    if e.flags & need == need { e.reserved.payload } else { ptr::null() }
+    if e.flags & need != need {
+        return ptr::null();
+    }
+    match live(event as u64) {
+        Some(ev) => own_payload(ev),
+        None => e.reserved.payload,
+    }
 }
 
 /// #23 `xptiQueryPayloadByUID`.
 pub fn query_payload_by_uid(uid: u64) -> *const Payload {
-    live(uid).map_or(ptr::null(), |o| instance::payload_of(o).cast_const())
+    live(uid).map_or(ptr::null(), own_payload)
 }
 
 /// #49 `xptiReleaseEvent`.
@@ -415,14 +431,21 @@ pub unsafe fn release_event(event: *mut TraceEventData) {
     }
 }
 
+/// The interface at `off` in the side cell of the live instance `ev` (materialised).
+#[inline]
+fn interface(ev: *mut u8, off: usize) -> *const c_void {
+    // SAFETY: as in `own_payload`.
+    unsafe { fw().slab.side(ev) }.wrapping_add(off).cast_const().cast()
+}
+
 /// #33 `xptiLookupPayload`.
 pub fn lookup_payload(uid: u64) -> *const c_void {
-    live(uid).map_or(ptr::null(), |o| o.wrapping_add(layout::PAYLOAD_IFACE).cast_const().cast())
+    live(uid).map_or(ptr::null(), |ev| interface(ev, layout::PAYLOAD_IFACE))
 }
 
 /// #34 `xptiLookupEvent`.
 pub fn lookup_event(uid: u64) -> *const c_void {
-    live(uid).map_or(ptr::null(), |o| o.wrapping_add(layout::EVENT_IFACE).cast_const().cast())
+    live(uid).map_or(ptr::null(), |ev| interface(ev, layout::EVENT_IFACE))
 }
 
 /// #35 `xptiCreateTracepoint` (and the body of #40).
@@ -449,10 +472,12 @@ pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: 
         activity_type: activity_type::ACTIVE as u16,
         stack_trace: ptr::null(),
         code_ptr: if f.strict_hash { code_ptr.cast_const() } else { ptr::null() },
+        interfaces: true,
     };
     // SAFETY: strings valid.
     match unsafe { make_instance(f, &n, &spec) } {
-        Some((obj, _, _)) => obj.wrapping_add(layout::TRACEPOINT_IFACE).cast(),
+        // The side cell was written by the creation (`Spec::interfaces`).
+        Some((ev, _, _)) => f.slab.side_of(ev).wrapping_add(layout::TRACEPOINT_IFACE).cast(),
         None => ptr::null_mut(),
     }
 }
@@ -464,8 +489,11 @@ pub fn delete_tracepoint(tp: *mut c_void) -> XptiResult {
         return XPTI_RESULT_INVALIDARG;
     }
     let Some(f) = fw_if_built() else { return XPTI_RESULT_INVALIDARG };
-    let obj = (tp as usize).wrapping_sub(layout::TRACEPOINT_IFACE) as *mut u8;
-    if instance::delete(&f.slab, obj) { XPTI_RESULT_SUCCESS } else { XPTI_RESULT_INVALIDARG }
+    match f.slab.event_of_interface(tp as usize, layout::TRACEPOINT_IFACE) {
+        // SAFETY: `event_of_interface` returns committed event cells only.
+        Some(ev) if unsafe { instance::delete_cell(&f.slab, ev) } => XPTI_RESULT_SUCCESS,
+        _ => XPTI_RESULT_INVALIDARG,
+    }
 }
 
 /// #37 `xptiGetTracepointScopeData`.
@@ -481,12 +509,14 @@ pub fn set_tracepoint_scope_data(tp: *mut c_void) -> XptiResult {
     if tp.is_null() {
         return XPTI_RESULT_INVALIDARG;
     }
-    let obj = (tp as usize).wrapping_sub(layout::TRACEPOINT_IFACE);
-    if live(obj as u64).is_none() {
-        return XPTI_RESULT_INVALIDARG;
+    let Some(f) = fw_if_built() else { return XPTI_RESULT_INVALIDARG };
+    match f.slab.live_of_interface(tp as usize, layout::TRACEPOINT_IFACE) {
+        Some(ev) => {
+            tls::set_scope(tp.cast(), ev as u64);
+            XPTI_RESULT_SUCCESS
+        }
+        None => XPTI_RESULT_INVALIDARG,
     }
-    tls::set_scope(tp.cast(), obj as u64);
-    XPTI_RESULT_SUCCESS
 }
 
 /// #39 `xptiUnsetTracepointScopeData`.

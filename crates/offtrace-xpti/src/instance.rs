@@ -1,19 +1,32 @@
-//! Tracepoint instances: one 256-byte object per `xptiMakeEvent` / `xptiCreateTracepoint` /
+//! Tracepoint instances: one per `xptiMakeEvent` / `xptiCreateTracepoint` /
 //! `xptiRegisterTracepointScope` / `xptiRegisterPayload` call.
 //!
-//! * Memory: instances live in one reserved virtual region (PROT_NONE until committed and
-//!   populated in 4 MiB steps of huge pages where available (`region`), never unmapped), carved into 256-byte slots. Freed slots go to a per-thread free list
-//!   (batches of 64 move to and from a global pool), so create/delete on a thread costs no lock
-//!   and no `malloc`, and make+release cycles keep memory flat.
-//! * Identity: the uid64 is the slot address (like Intel's, which uses the heap address of the
-//!   instance). Validating a uid64 from C needs no table: it must lie in the committed region, on
-//!   a slot boundary, and the slot's key pointer must be non-null (set with release ordering when
-//!   the instance is complete, cleared with a compare-exchange by the one deleter). This is the
-//!   "live uid64 registry", lock-free and without hashing.
+//! * Memory: an instance is two 128-byte cells with the same index i in two parallel reserved
+//!   regions (PROT_NONE until committed, never unmapped). The event cell (`trace_event_data_t`
+//!   at `events + i*128`) is committed and populated in 4 MiB steps of huge pages where available
+//!   (`region::commit`). The side cell (`events + span + i*128`: the four interface vtable
+//!   pointers, the instance's own `payload_t` copy, the metadata iterator) is committed without
+//!   population (`region::commit_lazy`) and costs RSS only when written: when an interface
+//!   pointer or the instance's own payload is handed out, or when the instance's payload differs
+//!   from its key's. An event that nobody looks up costs its 128-byte cell.
+//! * Shared payload: until then the event's `reserved.payload` points at the payload stored with
+//!   the key ([`KeyEntry::payload`]: the first instance's payload, `internal` = the first
+//!   instance's uid64), which equals the instance's own in every field but `internal`.
+//!   Materialising ([`Slab::side`]) copies it into the side cell with `internal` = uid64 and
+//!   swings `reserved.payload` there with a compare-exchange; concurrent materialisers write the
+//!   same bytes. Slots are recycled through a per-thread free list (batches of 64 move to and from
+//!   a global pool), so create/delete on a thread costs no lock and no `malloc`, and make+release
+//!   cycles keep memory flat.
+//! * Identity: the uid64 is the event cell's address (Intel's is the heap address of its
+//!   instance object). Validating a uid64 from C needs no table: it must lie in the committed
+//!   event region, on a cell boundary, and the event's `unique_id` must equal it (stored with
+//!   release ordering when the instance is complete, cleared with a compare-exchange by the one
+//!   deleter). This is the "live uid64 registry", lock-free and without hashing. An interface
+//!   pointer maps to its event by subtracting its offset in the side cell and `span`.
 //! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
-//!   never-freed [`KeyEntry`] holding the owned name/file copies and the instance counter, found
-//!   through a per-thread direct-mapped cache (pointer equality plus a string compare, which is
-//!   cheaper than FNV hashing) and behind it a lock-free intern table.
+//!   never-freed [`KeyEntry`] holding the owned name/file copies, the shared payload and the
+//!   instance counter, found through a per-thread direct-mapped cache (pointer equality plus a
+//!   string compare, which is cheaper than FNV hashing) and behind it a lock-free intern table.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, c_char, c_void};
@@ -21,17 +34,19 @@ use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::abi::{Payload, TraceEventData, event_flags, payload_flags as pf};
+use crate::abi::{LegacyUid, Payload, TraceEventData, event_flags, payload_flags as pf};
 use crate::hash::fnv1a32;
 use crate::intern::InternTable;
 use crate::shim::{self, layout};
 
-const SLOT: usize = layout::SIZE;
-/// Address space reserved for instances; smaller reservations are tried when the kernel or an
-/// address-space limit (`ulimit -v`, valgrind) refuses this one.
+/// Size of an event cell, and of a side cell.
+pub const CELL: usize = layout::SIDE;
+const _: () = assert!(size_of::<TraceEventData>() == CELL);
+/// Address space reserved for each of the two regions; smaller reservations are tried when the
+/// kernel or an address-space limit (`ulimit -v`, valgrind) refuses this one.
 const RESERVE: usize = 64 << 30;
-const RESERVE_MIN: usize = 256 << 20;
-/// Commit granularity: two huge pages (`region::commit`).
+const RESERVE_MIN: usize = 128 << 20;
+/// Commit granularity of the event region: two huge pages (`region::commit`).
 const COMMIT_STEP: usize = 2 * crate::region::HUGE;
 const BATCH: usize = 64;
 
@@ -40,9 +55,7 @@ pub const UNKNOWN_FUNCTION: &CStr = c"<unknown-function>";
 /// See [`UNKNOWN_FUNCTION`].
 pub const UNKNOWN_FILE: &CStr = c"<unknown-file>";
 
-/// Per-key data shared by all instances of one key. `repr(C)`: the C++ shim reads the first two
-/// fields (`ot_key_info`).
-#[repr(C)]
+/// Per-key data shared by all instances of one key.
 #[derive(Debug)]
 pub struct KeyEntry {
     /// FNV-1a hash of the name (default mode) or its string ID (strict mode).
@@ -55,6 +68,10 @@ pub struct KeyEntry {
     pub file: *const c_char,
     /// Instances created so far; survives deletion of instances.
     pub counter: AtomicU64,
+    /// The stored payload of the key's first instance (`internal` = that instance's uid64).
+    /// Events whose own payload would differ from it only in `internal` point here until their
+    /// payload is materialised. Immutable once the entry is published.
+    pub payload: Payload,
 }
 
 // SAFETY: immutable apart from the atomic counter; the pointers are to never-freed copies.
@@ -62,59 +79,53 @@ unsafe impl Sync for KeyEntry {}
 // SAFETY: as above.
 unsafe impl Send for KeyEntry {}
 
-/// The slab of instance slots.
+/// The instance cells: events at `events`, side cells at `events + span`, both `span` bytes.
 #[derive(Debug)]
 pub struct Slab {
-    base: *mut u8,
-    reserved: usize,
+    events: *mut u8,
+    /// `events + span`: the side cells.
+    sides: *mut u8,
+    span: usize,
+    /// Bytes committed in each region (the same in both).
     committed: AtomicUsize,
     carved: Mutex<usize>,
     pool: Mutex<Vec<Vec<usize>>>,
-    /// A freshly constructed instance (C++ constructor), when its empty-map image has the
-    /// expected shape: new instances copy its vtable pointers and map image instead of calling
-    /// into the shim (see [`Prototype`]).
-    proto: Option<Prototype>,
+    proto: Prototype,
 }
 
-/// Word indexes inside a 256-byte instance (see `shim::layout`).
-const MAP_WORD: usize = (layout::EVENT + 56) / 8;
+/// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
+const MAP_WORD: usize = 56 / 8;
 const MAP_WORDS: usize = 7;
 const SINGLE_BUCKET_OFFSET: usize = 48;
 
-/// The image of an instance straight out of its C++ constructor: four vtable pointers, an empty
-/// libstdc++ map (bucket pointer → its own single-bucket slot, count 1, no nodes, max load 1.0,
-/// next resize 0) and a null metadata iterator. Copying it (and re-pointing the self-referential
-/// bucket pointer at the new object) constructs an instance without a call into C++; the copy
-/// is used only if the prototype was verified to have exactly that shape.
+/// Images copied into new instances instead of calling into the shim: the side cell's four
+/// vtable pointers (from a Side constructed by the C++ compiler) and, when it has the expected
+/// shape, an empty libstdc++ map (bucket pointer → its own single-bucket slot, count 1, no nodes,
+/// max load 1.0, next resize 0; the self-referential bucket pointer is re-pointed at the copy).
 #[derive(Debug)]
 struct Prototype {
-    words: [u64; SLOT / 8],
+    vptrs: [u64; 4],
+    map: Option<[u64; MAP_WORDS]>,
 }
 
 impl Prototype {
-    fn build() -> Option<Prototype> {
-        #[repr(C, align(16))]
-        struct Buf([u64; SLOT / 8]);
-        let mut buf = Box::new(Buf([0; SLOT / 8]));
-        let obj = buf.0.as_mut_ptr().cast::<u8>();
+    fn build() -> Prototype {
+        let mut side = [0u64; CELL / 8];
         // SAFETY:
-        // - `obj` is 256 writable, 16-aligned bytes; the shim constructs an instance there.
-        unsafe { shim::ot_instance_construct(obj.cast()) };
-        let w = buf.0;
-        let map = obj as u64 + (MAP_WORD * 8) as u64;
-        let empty_single_bucket = w[MAP_WORD] == map + SINGLE_BUCKET_OFFSET as u64
-            && w[MAP_WORD + 1] == 1
-            && w[MAP_WORD + 2] == 0
-            && w[MAP_WORD + 3] == 0
-            && w[MAP_WORD + 6] == 0;
-        // The prototype's map owns no memory: leaking the box (never destroyed) is harmless.
-        let words = w;
-        std::mem::forget(buf);
-        empty_single_bucket.then_some(Prototype { words })
+        // - `side` is 128 writable, 8-aligned bytes (a Side needs 8); the shim constructs a Side
+        //   there. A Side owns nothing and is never destroyed.
+        unsafe { shim::ot_side_construct(side.as_mut_ptr().cast()) };
+        let mut map = [0u64; MAP_WORDS];
+        // SAFETY: 56 writable, 8-aligned bytes; the map is empty (owns no memory) and never used.
+        unsafe { shim::ot_map_construct(map.as_mut_ptr().cast()) };
+        let at = map.as_ptr() as u64;
+        let empty_single_bucket =
+            map[0] == at + SINGLE_BUCKET_OFFSET as u64 && map[1] == 1 && map[2] == 0 && map[3] == 0 && map[6] == 0;
+        Prototype { vptrs: [side[0], side[1], side[2], side[3]], map: empty_single_bucket.then_some(map) }
     }
 }
 
-// SAFETY: `base` is a fixed mapping; all mutation goes through atomics or mutexes.
+// SAFETY: `events` is a fixed mapping; all mutation goes through atomics or mutexes.
 unsafe impl Sync for Slab {}
 // SAFETY: as above.
 unsafe impl Send for Slab {}
@@ -146,12 +157,16 @@ thread_local! {
 }
 
 impl Slab {
-    /// Reserves the address range (no memory is committed yet).
+    /// Reserves the address ranges of both regions (no memory is committed yet).
     pub fn new() -> Option<Self> {
-        let (base, reserved) = crate::region::reserve(RESERVE, RESERVE_MIN)?;
+        let (events, reserved) = crate::region::reserve(2 * RESERVE, 2 * RESERVE_MIN)?;
+        let span = (reserved / 2) & !(crate::region::HUGE - 1);
+        // SAFETY: sets a plain integer in the shim before any side cell exists.
+        unsafe { shim::ot_shim_set_side_offset(-(span as isize)) };
         Some(Slab {
-            base,
-            reserved,
+            events,
+            sides: events.wrapping_add(span),
+            span,
             committed: AtomicUsize::new(0),
             carved: Mutex::new(0),
             pool: Mutex::new(Vec::new()),
@@ -159,43 +174,121 @@ impl Slab {
         })
     }
 
-    /// Whether `addr` is the start of a live instance.
+    /// Whether `addr` is the event of a live instance (its uid64).
     #[inline]
     pub fn is_live(&self, addr: usize) -> bool {
-        let off = addr.wrapping_sub(self.base as usize);
-        // Acquire: the committed size is published after mprotect succeeded.
-        if off >= self.committed.load(Ordering::Acquire) || !off.is_multiple_of(SLOT) {
+        let off = addr.wrapping_sub(self.events as usize);
+        // Acquire: the committed size is published after the mapping succeeded.
+        if off >= self.committed.load(Ordering::Acquire) || !off.is_multiple_of(CELL) {
             return false;
         }
         // SAFETY:
-        // - `addr` is a slot start inside committed (readable, never unmapped) memory.
-        !unsafe { key_slot(addr as *mut u8) }.load(Ordering::Acquire).is_null()
+        // - `addr` is a cell start inside committed (readable, never unmapped) memory.
+        unsafe { unique_id(addr as *mut u8) }.load(Ordering::Acquire) == addr as u64
+    }
+
+    /// The event of the side cell that the interface pointer `iface` (at offset `iface_off` in its
+    /// side cell) belongs to, if it lies on a committed side cell; liveness is not checked.
+    #[inline]
+    pub fn event_of_interface(&self, iface: usize, iface_off: usize) -> Option<*mut u8> {
+        let off = iface.wrapping_sub(iface_off).wrapping_sub(self.sides as usize);
+        // Acquire: as in `is_live`.
+        (off < self.committed.load(Ordering::Acquire) && off.is_multiple_of(CELL))
+            .then(|| self.events.wrapping_add(off))
+    }
+
+    /// [`event_of_interface`](Self::event_of_interface) of a live instance only.
+    #[inline]
+    pub fn live_of_interface(&self, iface: usize, iface_off: usize) -> Option<*mut u8> {
+        let ev = self.event_of_interface(iface, iface_off)?;
+        // SAFETY: `ev` is a committed event cell (checked above). Acquire: as in `is_live`.
+        (unsafe { unique_id(ev) }.load(Ordering::Acquire) == ev as u64).then_some(ev)
+    }
+
+    /// The side cell of the event `ev`, without materialising anything.
+    #[inline]
+    pub fn side_of(&self, ev: *mut u8) -> *mut u8 {
+        ev.wrapping_add(self.span)
+    }
+
+    /// The side cell of the live instance `ev`, materialised: vtable pointers written and the
+    /// instance's own payload (`internal` = uid64) in it, with `reserved.payload` pointing there.
+    /// Interface pointers and the instance's payload are handed out only through this.
+    ///
+    /// # Safety
+    /// `ev` is a live instance of this slab (`is_live`), not deleted concurrently.
+    #[inline]
+    pub unsafe fn side(&self, ev: *mut u8) -> *mut u8 {
+        let side = self.side_of(ev);
+        let own = side.wrapping_add(layout::PAYLOAD).cast::<Payload>();
+        // SAFETY: `ev` is a live event (caller contract); the field is 8-aligned.
+        let slot = unsafe { payload_slot(ev) };
+        // Acquire: a materialised pointer comes with the side cell written before it.
+        let cur = slot.load(Ordering::Acquire);
+        if cur != own {
+            // SAFETY: `cur` is the key's shared payload (only ever replaced by `own`), `side`
+            // a committed side cell of this live instance.
+            unsafe { self.materialise(ev, cur) };
+        }
+        side
+    }
+
+    /// The slow path of [`side`](Self::side): writes the side cell from the shared payload
+    /// `shared` and swings `reserved.payload` to it.
+    ///
+    /// # Safety
+    /// As [`side`](Self::side); `shared` is the event's current, shared payload.
+    #[cold]
+    #[inline(never)]
+    unsafe fn materialise(&self, ev: *mut u8, shared: *mut Payload) {
+        let side = self.side_of(ev);
+        let own = side.wrapping_add(layout::PAYLOAD).cast::<Payload>();
+        // SAFETY:
+        // - `side` is a committed, 8-aligned side cell of the live instance `ev`; `shared` a
+        //   never-freed, immutable key payload. Concurrent materialisers of the same instance
+        //   store the same words (relaxed atomic stores: no torn or conflicting values).
+        unsafe {
+            let mut p = shared.read();
+            p.internal = ev as u64;
+            store_words(side, &self.proto.vptrs);
+            store_words(own.cast(), &std::mem::transmute::<Payload, [u64; 10]>(p));
+        }
+        // SAFETY: as in `side`.
+        let slot = unsafe { payload_slot(ev) };
+        // Release: publishes the side cell written above. A failure means another thread
+        // materialised it first (the only other value the field takes).
+        let _ = slot.compare_exchange(shared, own, Ordering::Release, Ordering::Relaxed);
     }
 
     #[cold]
     fn carve(&self) -> Option<Vec<usize>> {
         let mut carved = self.carved.lock().unwrap_or_else(|e| e.into_inner());
-        let need = *carved + BATCH * SLOT;
+        let need = *carved + BATCH * CELL;
         let committed = self.committed.load(Ordering::Relaxed);
         if need > committed {
             let grow = COMMIT_STEP.max(need - committed);
-            if committed + grow > self.reserved {
+            if committed + grow > self.span {
                 return None;
             }
-            // Map the step read-write and populate it in one go (huge pages where the kernel has
-            // them): one kernel call instead of a page fault per 16 new instances.
+            // Events: mapped read-write and populated in one go (huge pages where the kernel has
+            // them): one kernel call instead of a page fault per 32 new instances. Side cells:
+            // mapped, paid per page on first write.
             // SAFETY:
-            // - the range lies inside our reservation, above everything committed so far (only
-            //   this function commits, under `carved`); COMMIT_STEP multiples keep it aligned.
-            if !unsafe { crate::region::commit(self.base.add(committed), grow) } {
+            // - both ranges lie inside our reservation, above everything committed so far (only
+            //   this function commits, under `carved`); COMMIT_STEP multiples keep them aligned.
+            let ok = unsafe {
+                crate::region::commit(self.events.add(committed), grow)
+                    && crate::region::commit_lazy(self.sides.add(committed), grow)
+            };
+            if !ok {
                 return None;
             }
             // Release: `is_live` readers may now read the new pages.
             self.committed.store(committed + grow, Ordering::Release);
         }
-        let start = self.base as usize + *carved;
+        let start = self.events as usize + *carved;
         *carved = need;
-        Some((0..BATCH).rev().map(|i| start + i * SLOT).collect())
+        Some((0..BATCH).rev().map(|i| start + i * CELL).collect())
     }
 
     fn refill(&self) -> Option<Vec<usize>> {
@@ -205,9 +298,9 @@ impl Slab {
         self.carve()
     }
 
-    /// A free slot (uninitialised memory of SLOT bytes) from the thread's free list `free`
-    /// (already borrowed by the caller), or from the global pool when the thread has none
-    /// (thread exit).
+    /// A free slot (the address of an event cell holding a dead instance or zeros) from the
+    /// thread's free list `free` (already borrowed by the caller), or from the global pool when
+    /// the thread has none (thread exit).
     #[inline]
     fn alloc_in(&self, free: Option<&mut Vec<usize>>) -> Option<*mut u8> {
         match free {
@@ -254,33 +347,49 @@ impl Slab {
         }
     }
 
-    /// Every carved slot address (for `xptiReset`).
+    /// Every carved event address (for `xptiReset`).
     pub fn carved_slots(&self) -> impl Iterator<Item = usize> + '_ {
-        let n = *self.carved.lock().unwrap_or_else(|e| e.into_inner()) / SLOT;
-        (0..n).map(move |i| self.base as usize + i * SLOT)
+        let n = *self.carved.lock().unwrap_or_else(|e| e.into_inner()) / CELL;
+        (0..n).map(move |i| self.events as usize + i * CELL)
     }
 }
 
-/// The key pointer field of an instance: non-null while the instance is live.
+/// Stores `words` at `dst` with relaxed atomic stores (plain moves on x86-64).
 ///
 /// # Safety
-/// `obj` must point into committed slab memory at a slot start.
-#[inline]
-pub unsafe fn key_slot<'a>(obj: *mut u8) -> &'a AtomicPtr<KeyEntry> {
-    // SAFETY: the caller guarantees `obj + KEY` is inside a committed slot; 8-aligned.
-    unsafe { &*obj.add(layout::KEY).cast::<AtomicPtr<KeyEntry>>() }
+/// `dst` is 8-aligned and valid for `words.len()` words.
+#[inline(always)]
+unsafe fn store_words(dst: *mut u8, words: &[u64]) {
+    for (i, w) in words.iter().enumerate() {
+        // SAFETY: caller contract.
+        unsafe { AtomicU64::from_ptr(dst.cast::<u64>().add(i)) }.store(*w, Ordering::Relaxed);
+    }
 }
 
-/// The event of an instance.
+/// The `unique_id` field of an event: its own address while the instance is live, 0 otherwise.
+///
+/// # Safety
+/// `ev` must point into committed event memory at a cell start.
 #[inline]
-pub fn event_of(obj: *mut u8) -> *mut TraceEventData {
-    obj.wrapping_add(layout::EVENT).cast()
+pub unsafe fn unique_id<'a>(ev: *mut u8) -> &'a AtomicU64 {
+    // SAFETY: the caller guarantees `ev` is a committed, 8-aligned event cell.
+    unsafe { AtomicU64::from_ptr(ev.cast::<u64>()) }
 }
 
-/// The stored payload of an instance.
+/// The `reserved.payload` field of an event.
+///
+/// # Safety
+/// `ev` must point into committed event memory at a cell start.
 #[inline]
-pub fn payload_of(obj: *mut u8) -> *mut Payload {
-    obj.wrapping_add(layout::PAYLOAD).cast()
+unsafe fn payload_slot<'a>(ev: *mut u8) -> &'a AtomicPtr<Payload> {
+    // SAFETY: the caller guarantees `ev` is a committed event cell; the field is 8-aligned.
+    unsafe { AtomicPtr::from_ptr(&raw mut (*ev.cast::<TraceEventData>()).reserved.payload) }
+}
+
+/// The event of an instance (the cell address is the event).
+#[inline]
+pub fn event_of(ev: *mut u8) -> *mut TraceEventData {
+    ev.cast()
 }
 
 /// Entries of the per-thread key cache (two-way: a key may sit in slot i or i ^ 1).
@@ -388,7 +497,8 @@ impl KeyTable {
 
     /// The entry for a normalized payload, creating it on first sight, through the thread's key
     /// cache `cache` (already borrowed by the caller; `None` on an exiting thread). The cache hit
-    /// is inlined into the caller; the rest is [`entry_miss`](Self::entry_miss).
+    /// is inlined into the caller; the rest is [`entry_miss`](Self::entry_miss). A new entry's
+    /// shared payload is that of the instance `first` (its uid64 and `spec`).
     ///
     /// # Safety
     /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
@@ -399,6 +509,7 @@ impl KeyTable {
         n: &Normalized,
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
+        first: (u64, &Spec),
     ) -> Option<&'static KeyEntry> {
         // Relaxed: see `clear`.
         let generation = self.generation.load(Ordering::Relaxed);
@@ -428,7 +539,7 @@ impl KeyTable {
             }
         }
         // SAFETY: caller contract.
-        unsafe { self.entry_miss(cache, n, strict, string_id, generation, slot) }
+        unsafe { self.entry_miss(cache, n, strict, string_id, generation, slot, first) }
     }
 
     /// [`entry_in`](Self::entry_in) past the thread's cache: the shared table, then the cache
@@ -446,6 +557,7 @@ impl KeyTable {
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
         generation: u32,
         slot: usize,
+        first: (u64, &Spec),
     ) -> Option<&'static KeyEntry> {
         // SAFETY: caller contract.
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
@@ -494,18 +606,22 @@ impl KeyTable {
                 ptr::copy_nonoverlapping(nb.as_ptr(), np, nb.len());
                 ptr::copy_nonoverlapping(fb.as_ptr(), fp, fb.len());
                 let copy = |b: &[u8], p: *mut u8| if b.is_empty() { ptr::null() } else { p.cast_const().cast::<c_char>() };
+                let name = if strict { strict_name } else { copy(nb, np) };
+                let file = if strict {
+                    strict_file
+                } else if !file_copy.is_null() {
+                    file_copy
+                } else {
+                    copy(fb, fp)
+                };
+                let (uid, spec) = first;
                 mem.cast::<KeyEntry>().write(KeyEntry {
                     function_id: fid as i32,
                     file_id: flid as i32,
-                    name: if strict { strict_name } else { copy(nb, np) },
-                    file: if strict {
-                        strict_file
-                    } else if !file_copy.is_null() {
-                        file_copy
-                    } else {
-                        copy(fb, fp)
-                    },
+                    name,
+                    file,
                     counter: AtomicU64::new(0),
+                    payload: stored_payload(name, file, fid as i32, flid as i32, n, spec, uid),
                 });
             }
             mem.cast_const().cast()
@@ -550,7 +666,6 @@ unsafe fn cstr_eq(a: *const c_char, b: *const c_char) -> bool {
     unsafe { libc::strcmp(a, b) == 0 }
 }
 
-
 /// What the caller asks for a new instance.
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
@@ -563,11 +678,43 @@ pub struct Spec {
     /// Code pointer to store: Intel's binary keeps it only in strict-hash mode (and drops it,
     /// keeping the flag, by default).
     pub code_ptr: *const c_void,
+    /// The caller hands out an interface pointer of the new instance (`xptiCreateTracepoint`):
+    /// its side cell is written at once.
+    pub interfaces: bool,
 }
 
-/// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access for both the key
-/// cache and the free slot list. Returns the object address (= uid64), the instance number and
-/// the key.
+/// The payload an instance stores (`xpti-abi.md` §6.2): the key's names and IDs, the caller's
+/// flags, line and column, `internal` = `uid`.
+#[inline(always)]
+fn stored_payload(
+    name: *const c_char,
+    file: *const c_char,
+    function_id: i32,
+    file_id: i32,
+    n: &Normalized,
+    spec: &Spec,
+    uid: u64,
+) -> Payload {
+    Payload {
+        name,
+        stack_trace: spec.stack_trace,
+        source_file: file,
+        line_no: n.line,
+        column_no: n.column,
+        code_ptr_va: spec.code_ptr,
+        internal: uid,
+        flags: n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE,
+        uid: LegacyUid {
+            p1: ((file_id as u32 as u64) << 32) | u64::from(n.line),
+            p2: u64::from(function_id as u32),
+            p3: 0,
+        },
+    }
+}
+
+/// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access
+/// for both the key cache and the free slot list. Returns the event address (= uid64), the
+/// instance number and the key.
 ///
 /// # Safety
 /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
@@ -583,74 +730,101 @@ pub unsafe fn make(
     let got = THREAD.try_with(|c| {
         let mut c = c.borrow_mut();
         let c = &mut *c;
+        // The slot first: a new key's shared payload records the first instance's uid64.
+        let ev = slab.alloc_in(Some(&mut c.free))?;
         // SAFETY: caller contract.
-        let key = unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id) }?;
-        Some((key, slab.alloc_in(Some(&mut c.free))?))
-    });
-    let (key, obj) = match got {
-        Ok(r) => r?,
-        // Thread-local storage already destroyed (thread exit).
-        // SAFETY: caller contract.
-        Err(_) => (unsafe { keys.entry_in(None, n, strict, string_id) }?, slab.alloc_in(None)?),
-    };
-    // SAFETY: `key` belongs to `n`; `obj` is a free slot of `slab`.
-    let (obj, inst) = unsafe { construct(slab, obj, key, n, spec) };
-    Some((obj, inst, key))
-}
-
-/// Constructs a live instance of `key` in the free slot `obj`.
-///
-/// # Safety
-/// `obj` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
-#[inline(always)]
-unsafe fn construct(slab: &Slab, obj: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> (*mut u8, u64) {
-    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
-    let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
-    match &slab.proto {
-        Some(proto) => {
-            let w = obj.cast::<u64>();
-            // SAFETY:
-            // - `obj` is a free, committed, 256-byte, 8-aligned slot owned by this thread;
-            // - the words copied are the verified constructor image (vtable pointers, empty map,
-            //   iterator); the map's bucket pointer must point into this object's own slot.
-            unsafe {
-                for i in 0..4 {
-                    *w.add(i) = proto.words[i];
-                }
-                for i in MAP_WORD..MAP_WORD + MAP_WORDS {
-                    *w.add(i) = proto.words[i];
-                }
-                *w.add(MAP_WORD) = obj as u64 + (MAP_WORD * 8 + SINGLE_BUCKET_OFFSET) as u64;
-                *w.add(SLOT / 8 - 1) = proto.words[SLOT / 8 - 1];
+        match unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec)) } {
+            Some(key) => Some((key, ev)),
+            None => {
+                c.free.push(ev as usize);
+                None
             }
         }
+    });
+    let (key, ev) = match got {
+        Ok(r) => r?,
+        // Thread-local storage already destroyed (thread exit).
+        Err(_) => {
+            let ev = slab.alloc_in(None)?;
+            // SAFETY: caller contract.
+            match unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec)) } {
+                Some(key) => (key, ev),
+                None => {
+                    slab.free(ev);
+                    return None;
+                }
+            }
+        }
+    };
+    // SAFETY: `key` belongs to `n`; `ev` is a free slot of `slab`.
+    let inst = unsafe { construct(slab, ev, key, n, spec) };
+    Some((ev, inst, key))
+}
+
+/// Constructs a live instance of `key` in the free slot `ev`; returns its instance number.
+///
+/// # Safety
+/// `ev` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
+#[inline(always)]
+unsafe fn construct(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> u64 {
+    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
+    let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
+    let w = ev.cast::<u64>();
+    match &slab.proto.map {
         // SAFETY:
-        // - `obj` is a free, committed, 256-byte slot suitably aligned; the shim constructs in place.
-        None => unsafe {
-            shim::ot_instance_construct(obj.cast::<c_void>());
+        // - `ev` is a free, committed, 128-byte, 8-aligned event cell owned by this thread;
+        // - the words copied are the verified empty-map image; its bucket pointer must point
+        //   into this map's own single-bucket slot.
+        Some(map) => unsafe {
+            for (i, v) in map.iter().enumerate() {
+                *w.add(MAP_WORD + i) = *v;
+            }
+            *w.add(MAP_WORD) = ev as u64 + (MAP_WORD * 8 + SINGLE_BUCKET_OFFSET) as u64;
         },
+        // SAFETY:
+        // - the map field of a free event cell owned by this thread; the shim constructs in place.
+        None => unsafe { shim::ot_map_construct(w.add(MAP_WORD).cast()) },
     }
-    let uid = obj as u64;
-    let payload = payload_of(obj);
-    let (name, file) = (key.name, key.file);
+    let uid = ev as u64;
+    let shared = &key.payload;
+    // The key's payload serves when the instance's own would differ only in `internal`: same
+    // flags, stack trace, code pointer and column (names, line and IDs come from the key; the
+    // column is part of the key except after a line of 0xFFFFFFFF).
+    let payload = if !spec.interfaces
+        && shared.flags == n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE
+        && shared.stack_trace == spec.stack_trace
+        && shared.code_ptr_va == spec.code_ptr
+        && shared.column_no == n.column
+    {
+        (shared as *const Payload).cast_mut()
+    } else {
+        let side = slab.side_of(ev);
+        // SAFETY:
+        // - the side cell of the slot owned by this thread, committed, 8-aligned; nobody reads
+        //   it before the release store of `unique_id` below publishes the instance.
+        // - field by field: a `write` of a whole `Payload` value goes through the stack.
+        unsafe {
+            store_words(side, &slab.proto.vptrs);
+            let own = side.add(layout::PAYLOAD).cast::<Payload>();
+            let p = &mut *own;
+            p.name = key.name;
+            p.stack_trace = spec.stack_trace;
+            p.source_file = key.file;
+            p.line_no = n.line;
+            p.column_no = n.column;
+            p.code_ptr_va = spec.code_ptr;
+            p.internal = uid;
+            p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
+            p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
+            p.uid.p2 = u64::from(key.function_id as u32);
+            p.uid.p3 = 0;
+            own
+        }
+    };
     // SAFETY:
-    // - `payload`/`event` point at the constructed object's embedded payload_t/trace_event_data_t
-    //   (offsets checked against the C++ compiler by `shim::layout_matches`).
+    // - `ev` is the slot's event cell (128 bytes, `TraceEventData`'s layout is checked in `abi`).
     unsafe {
-        let p = &mut *payload;
-        p.name = name;
-        p.stack_trace = spec.stack_trace;
-        p.source_file = file;
-        p.line_no = n.line;
-        p.column_no = n.column;
-        p.code_ptr_va = spec.code_ptr;
-        p.internal = uid;
-        p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
-        p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
-        p.uid.p2 = u64::from(key.function_id as u32);
-        p.uid.p3 = 0;
-        let e = &mut *event_of(obj);
-        e.unique_id = uid;
+        let e = &mut *event_of(ev);
         e.data_id = instance;
         e.instance_id = instance;
         e.event_type = spec.event_type;
@@ -664,37 +838,56 @@ unsafe fn construct(slab: &Slab, obj: *mut u8, key: &'static KeyEntry, n: &Norma
             | event_flags::EVENT_TYPE_AVAILABLE
             | event_flags::ACTIVITY_TYPE_AVAILABLE
             | event_flags::PAYLOAD_AVAILABLE;
-        // Release: publishes the complete object to `is_live` readers (FindEvent & co).
-        key_slot(obj).store((key as *const KeyEntry).cast_mut(), Ordering::Release);
+        // Release: publishes the complete instance to `is_live` readers (FindEvent & co).
+        unique_id(ev).store(uid, Ordering::Release);
     }
-    (obj, instance)
+    instance
 }
 
-/// Deletes the live instance at `obj`. False when it is not live (already deleted, or foreign).
+/// Deletes the live instance whose event is `ev`. False when it is not live (already deleted,
+/// or foreign).
 #[inline]
-pub fn delete(slab: &Slab, obj: *mut u8) -> bool {
-    if !slab.is_live(obj as usize) {
+pub fn delete(slab: &Slab, ev: *mut u8) -> bool {
+    let off = (ev as usize).wrapping_sub(slab.events as usize);
+    // Acquire: as in `is_live`.
+    if off >= slab.committed.load(Ordering::Acquire) || !off.is_multiple_of(CELL) {
         return false;
     }
-    // SAFETY: `is_live` established that `obj` is a slot start in committed memory.
-    let k = unsafe { key_slot(obj) };
-    let cur = k.load(Ordering::Acquire);
-    // AcqRel: exactly one deleter wins; it sees the creator's writes and publishes "dead".
-    if cur.is_null() || k.compare_exchange(cur, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+    // SAFETY: `ev` is a cell start in committed memory (checked above).
+    unsafe { delete_cell(slab, ev) }
+}
+
+/// [`delete`] of an event cell already known to lie in the committed region.
+///
+/// # Safety
+/// `ev` is a cell start in the committed event region of `slab`.
+#[inline]
+pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
+    // SAFETY: caller contract.
+    let id = unsafe { unique_id(ev) };
+    // AcqRel: exactly one deleter wins (the compare fails on a dead cell, whose id is 0); it sees
+    // the creator's writes and publishes "dead".
+    if id.compare_exchange(ev as u64, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return false;
     }
-    let map = obj.wrapping_add(MAP_WORD * 8).cast::<u64>();
-    // SAFETY: `map` is inside the committed slot we now own exclusively.
-    let untouched = unsafe {
-        *map == map as u64 + SINGLE_BUCKET_OFFSET as u64 && *map.add(2) == 0 && *map.add(3) == 0
-    };
+    let map = ev.wrapping_add(MAP_WORD * 8).cast::<u64>();
+    // SAFETY: `map` is inside the committed cell we now own exclusively.
+    let untouched = unsafe { *map == map as u64 + SINGLE_BUCKET_OFFSET as u64 && *map.add(2) == 0 && *map.add(3) == 0 };
     if !untouched {
         // SAFETY:
-        // - we own the dead object exclusively now; the shim runs its destructor (map nodes and
-        //   heap buckets freed with libstdc++'s operator delete).
-        unsafe { shim::ot_instance_destroy(obj.cast()) };
+        // - we own the dead event exclusively now; the shim destroys its map (nodes and heap
+        //   buckets freed with libstdc++'s operator delete).
+        unsafe { shim::ot_map_destroy(map.cast()) };
     }
     // An empty map on its single inline bucket owns no memory: nothing to destroy.
-    slab.free(obj);
+    let side = slab.side_of(ev);
+    // SAFETY: the event cell we own; a plain read of its payload pointer.
+    if unsafe { (*event_of(ev)).reserved.payload } == side.wrapping_add(layout::PAYLOAD).cast() {
+        // The side cell was handed out: its metadata iterator may point at a freed node. The
+        // next instance in this slot finds it null (== end()), as in a never-written cell.
+        // SAFETY: the committed side cell of the slot we own.
+        unsafe { *side.add(layout::ITER).cast::<u64>() = 0 };
+    }
+    slab.free(ev);
     true
 }

@@ -1,5 +1,6 @@
 //! Reserved address ranges committed in steps backed by transparent huge pages: the memory under
-//! the instance slab and the process-lifetime arenas (strings, objects, keys).
+//! the instance events and the process-lifetime arenas (strings, objects, keys); and ranges
+//! committed without population, paid page by page on first write (the instances' side cells).
 //!
 //! Cost: on the reference VM the kernel takes 1.3–2 µs to provide one fresh 4 KiB page (fault or
 //! `MAP_POPULATE`), which is 80 ns per 256-byte instance that `xptiMakeEvent` never frees, more
@@ -114,6 +115,34 @@ pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
     true
 }
 
+/// Makes `[at, at + len)` readable and writable without populating it, in 4 KiB pages
+/// (`MADV_NOHUGEPAGE`, so that a kernel with transparent huge pages "always" does not back a
+/// single write with 2 MiB): each page costs RSS only once something writes to it. For memory
+/// that most objects never touch (the instances' side cells). False when the kernel refuses.
+///
+/// # Safety
+/// As [`commit`].
+pub unsafe fn commit_lazy(at: *mut u8, len: usize) -> bool {
+    // SAFETY:
+    // - caller contract: the range is our own uncommitted PROT_NONE reservation.
+    let p = unsafe {
+        libc::mmap(
+            at.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: advice on the range just mapped; an error only means "not done".
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    true
+}
+
 /// A huge-page commit slower than this per 4 KiB (a 4 KiB-page commit costs 1.3–2 µs per page on
 /// the reference VM, a huge page 0.36 µs per 4 KiB) got huge pages the hypervisor had not backed
 /// (guests that report free memory to the host, e.g. virtio free page reporting, get such pages
@@ -150,7 +179,9 @@ static CHUNKS: std::sync::Mutex<Chunks> =
 pub fn static_chunk(size: usize) -> *mut u8 {
     let mut c = CHUNKS.lock().unwrap_or_else(|e| e.into_inner());
     if c.base.is_null() {
-        let Some((base, reserved)) = reserve(CHUNKS_RESERVE, CHUNKS_RESERVE_MIN) else { return ptr::null_mut() };
+        let Some((base, reserved)) = reserve(CHUNKS_RESERVE, CHUNKS_RESERVE_MIN) else {
+            return ptr::null_mut();
+        };
         c.base = base;
         c.reserved = reserved;
     }

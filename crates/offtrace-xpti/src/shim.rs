@@ -1,5 +1,5 @@
-//! FFI to the C++ shim (`cpp/instance_shim.cpp`): instance construction/destruction (vtables)
-//! and the libstdc++ metadata map.
+//! FFI to the C++ shim (`cpp/instance_shim.cpp`): the side cell's interface vtables and the
+//! libstdc++ metadata map.
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -11,11 +11,11 @@ pub type RegisterStringHook = unsafe extern "C" fn(*const c_char) -> u32;
 #[allow(dead_code)] // the map helpers are used by tests and kept for tools
 unsafe extern "C" {
     pub fn ot_shim_set_hooks(lookup: LookupStringHook, register: RegisterStringHook);
-    pub fn ot_instance_size() -> usize;
-    pub fn ot_instance_align() -> usize;
+    pub fn ot_shim_set_side_offset(side_to_event: isize);
+    pub fn ot_side_size() -> usize;
+    pub fn ot_side_align() -> usize;
     pub fn ot_layout(out: *mut usize);
-    pub fn ot_instance_construct(mem: *mut c_void) -> *mut c_void;
-    pub fn ot_instance_destroy(obj: *mut c_void);
+    pub fn ot_side_construct(mem: *mut c_void);
     pub fn ot_map_insert_or_assign(map: *mut c_void, key: u32, value: i32) -> c_int;
     pub fn ot_map_size(map: *const c_void) -> usize;
     pub fn ot_map_find(map: *const c_void, key: u32, value: *mut i32) -> c_int;
@@ -27,24 +27,24 @@ unsafe extern "C" {
     pub fn ot_map_destroy(mem: *mut c_void);
 }
 
-/// Byte offsets inside one instance object (checked against the C++ compiler's at start-up).
+/// Byte offsets inside one side cell (checked against the C++ compiler's at start-up). The
+/// event is a separate 128-byte cell (`instance.rs`).
 pub mod layout {
-    pub const SIZE: usize = 256;
+    /// Size of a side cell, equal to the size of an event cell.
+    pub const SIDE: usize = 128;
     pub const PAYLOAD_IFACE: usize = 0;
     pub const EVENT_IFACE: usize = 8;
     pub const METADATA_IFACE: usize = 16;
     pub const TRACEPOINT_IFACE: usize = 24;
     pub const PAYLOAD: usize = 32;
-    pub const EVENT: usize = 112;
-    pub const KEY: usize = 240;
-    pub const ITER: usize = 248;
+    pub const ITER: usize = 112;
 }
 
-/// Whether the C++ compiler laid the instance out as `layout` says.
+/// Whether the C++ compiler laid the side cell out as `layout` says.
 pub fn layout_matches() -> bool {
-    let mut out = [0usize; 8];
+    let mut out = [0usize; 6];
     // SAFETY:
-    // - `out` has the 8 slots the shim writes; the shim only uses its own static buffer.
+    // - `out` has the 6 slots the shim writes; the shim only uses its own static buffer.
     unsafe {
         ot_layout(out.as_mut_ptr());
         out == [
@@ -53,11 +53,9 @@ pub fn layout_matches() -> bool {
             layout::METADATA_IFACE,
             layout::TRACEPOINT_IFACE,
             layout::PAYLOAD,
-            layout::EVENT,
-            layout::KEY,
             layout::ITER,
-        ] && ot_instance_size() == layout::SIZE
-            && ot_instance_align() <= 16
+        ] && ot_side_size() == layout::SIDE
+            && ot_side_align() <= 16
     }
 }
 
