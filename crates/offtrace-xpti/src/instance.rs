@@ -804,7 +804,11 @@ unsafe fn construct(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normal
         //   it before the release store of `unique_id` below publishes the instance.
         // - field by field: a `write` of a whole `Payload` value goes through the stack.
         unsafe {
-            store_words(side, &slab.proto.vptrs);
+            // A recycled side cell usually holds them already (the vtable pointers are only ever
+            // written as the whole set, before the cell is published).
+            if *side.cast::<u64>() != slab.proto.vptrs[0] {
+                store_words(side, &slab.proto.vptrs);
+            }
             let own = side.add(layout::PAYLOAD).cast::<Payload>();
             let p = &mut *own;
             p.name = key.name;
