@@ -549,6 +549,7 @@ impl KeyTable {
     /// As [`entry_in`](Self::entry_in).
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // the hit path's state, passed on as is; a struct would cost the hot path
     unsafe fn entry_miss(
         &self,
         cache: Option<&mut Option<Box<KeyCache>>>,
