@@ -275,19 +275,20 @@ fn stack_trace_of(p: &Payload) -> *const c_char {
     fw().register_string(unsafe { CStr::from_ptr(p.stack_trace) }).map_or(ptr::null(), |(_, s)| s)
 }
 
-/// Creates an instance. Returns (object, instance number, key).
+/// Creates an instance. Returns (event, instance number, key). `INTERFACES`: see
+/// [`instance::make`].
 ///
 /// # Safety
 /// String pointers of `n` are null or valid C strings.
 #[inline]
-unsafe fn make_instance(
+unsafe fn make_instance<const INTERFACES: bool>(
     f: &'static crate::framework::Framework,
     n: &Normalized,
     spec: &Spec,
 ) -> Option<(*mut u8, u64, &'static instance::KeyEntry)> {
     let intern = |s: &CStr| f.register_string(s).unwrap_or((0, ptr::null()));
     // SAFETY: caller contract on the strings.
-    unsafe { instance::make(&f.slab, &f.keys, n, f.strict_hash, &intern, spec) }
+    unsafe { instance::make::<INTERFACES>(&f.slab, &f.keys, n, f.strict_hash, &intern, spec) }
 }
 
 /// #15 `xptiRegisterPayload`.
@@ -313,10 +314,9 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
         activity_type: activity_type::ACTIVE as u16,
         stack_trace: stack_trace_of(p),
         code_ptr: if f.strict_hash { p.code_ptr_va } else { ptr::null() },
-        interfaces: false,
     };
     // SAFETY: strings valid (caller contract).
-    let Some((obj, _, key)) = (unsafe { make_instance(f, &n, &spec) }) else { return INVALID_UID };
+    let Some((obj, _, key)) = (unsafe { make_instance::<false>(f, &n, &spec) }) else { return INVALID_UID };
     let uid = obj as u64;
     p.internal = uid;
     p.flags = n.flags | payload_flags::PAYLOAD_REGISTERED;
@@ -357,10 +357,9 @@ pub unsafe fn make_event(
         activity_type: activity as u16,
         stack_trace: stack_trace_of(p),
         code_ptr: if strict { p.code_ptr_va } else { ptr::null() },
-        interfaces: false,
     };
     // SAFETY: strings valid (caller contract).
-    match unsafe { make_instance(f, &n, &spec) } {
+    match unsafe { make_instance::<false>(f, &n, &spec) } {
         Some((obj, inst, _)) => {
             // SAFETY: valid out pointer.
             unsafe { *instance_out = inst };
@@ -472,11 +471,10 @@ pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: 
         activity_type: activity_type::ACTIVE as u16,
         stack_trace: ptr::null(),
         code_ptr: if f.strict_hash { code_ptr.cast_const() } else { ptr::null() },
-        interfaces: true,
     };
     // SAFETY: strings valid.
-    match unsafe { make_instance(f, &n, &spec) } {
-        // The side cell was written by the creation (`Spec::interfaces`).
+    match unsafe { make_instance::<true>(f, &n, &spec) } {
+        // The side cell was written by the creation (`make::<true>`).
         Some((ev, _, _)) => f.slab.side_of(ev).wrapping_add(layout::TRACEPOINT_IFACE).cast(),
         None => ptr::null_mut(),
     }

@@ -679,9 +679,6 @@ pub struct Spec {
     /// Code pointer to store: Intel's binary keeps it only in strict-hash mode (and drops it,
     /// keeping the flag, by default).
     pub code_ptr: *const c_void,
-    /// The caller hands out an interface pointer of the new instance (`xptiCreateTracepoint`):
-    /// its side cell is written at once.
-    pub interfaces: bool,
 }
 
 /// The payload an instance stores (`xpti-abi.md` §6.2): the key's names and IDs, the caller's
@@ -715,12 +712,14 @@ fn stored_payload(
 
 /// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access
 /// for both the key cache and the free slot list. Returns the event address (= uid64), the
-/// instance number and the key.
+/// instance number and the key. `INTERFACES`: the caller hands out an interface pointer of the
+/// new instance (`xptiCreateTracepoint`), so its side cell is written at once (a compile-time
+/// choice: the creation paths then carry no test for it).
 ///
 /// # Safety
 /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
 #[inline]
-pub unsafe fn make(
+pub unsafe fn make<const INTERFACES: bool>(
     slab: &Slab,
     keys: &KeyTable,
     n: &Normalized,
@@ -758,7 +757,7 @@ pub unsafe fn make(
         }
     };
     // SAFETY: `key` belongs to `n`; `ev` is a free slot of `slab`.
-    let inst = unsafe { construct(slab, ev, key, n, spec) };
+    let inst = unsafe { construct::<INTERFACES>(slab, ev, key, n, spec) };
     Some((ev, inst, key))
 }
 
@@ -767,7 +766,7 @@ pub unsafe fn make(
 /// # Safety
 /// `ev` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
 #[inline(always)]
-unsafe fn construct(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> u64 {
+unsafe fn construct<const INTERFACES: bool>(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> u64 {
     // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
     let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
     let w = ev.cast::<u64>();
@@ -791,7 +790,7 @@ unsafe fn construct(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normal
     // The key's payload serves when the instance's own would differ only in `internal`: same
     // flags, stack trace, code pointer and column (names, line and IDs come from the key; the
     // column is part of the key except after a line of 0xFFFFFFFF).
-    let payload = if !spec.interfaces
+    let payload = if !INTERFACES
         && shared.flags == n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE
         && shared.stack_trace == spec.stack_trace
         && shared.code_ptr_va == spec.code_ptr
@@ -885,13 +884,13 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         unsafe { shim::ot_map_destroy(map.cast()) };
     }
     // An empty map on its single inline bucket owns no memory: nothing to destroy.
-    let side = slab.side_of(ev);
+    let own = ev.wrapping_add(slab.span + layout::PAYLOAD);
     // SAFETY: the event cell we own; a plain read of its payload pointer.
-    if unsafe { (*event_of(ev)).reserved.payload } == side.wrapping_add(layout::PAYLOAD).cast() {
+    if unsafe { (*event_of(ev)).reserved.payload } == own.cast() {
         // The side cell was handed out: its metadata iterator may point at a freed node. The
         // next instance in this slot finds it null (== end()), as in a never-written cell.
         // SAFETY: the committed side cell of the slot we own.
-        unsafe { *side.add(layout::ITER).cast::<u64>() = 0 };
+        unsafe { *own.add(layout::ITER - layout::PAYLOAD).cast::<u64>() = 0 };
     }
     slab.free(ev);
     true
