@@ -32,7 +32,7 @@ pub struct Framework {
     pub vendors: InternTable,
     /// Per-key instance counters and owned names.
     pub keys: KeyTable,
-    /// Instance slots.
+    /// Instance cells (events and side cells).
     pub slab: Slab,
     /// Callbacks per (stream, type).
     pub callbacks: CallbackRegistry,

@@ -3,7 +3,7 @@
 //! committed without population, paid page by page on first write (the instances' side cells).
 //!
 //! Cost: on the reference VM the kernel takes 1.3–2 µs to provide one fresh 4 KiB page (fault or
-//! `MAP_POPULATE`), which is 80 ns per 256-byte instance that `xptiMakeEvent` never frees, more
+//! `MAP_POPULATE`), which is 40 ns per 128-byte event that `xptiMakeEvent` never frees, more
 //! than everything else `xptiMakeEvent` does. A 2 MiB huge page costs about 0.36 µs per 4 KiB.
 //! Commits are therefore 2 MiB-aligned multiples of 2 MiB, advised `MADV_HUGEPAGE` and populated
 //! at once (`MADV_POPULATE_WRITE`), so the kernel hands out huge pages where it has them and
