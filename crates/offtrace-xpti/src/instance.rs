@@ -110,11 +110,14 @@ struct Prototype {
 
 impl Prototype {
     fn build() -> Prototype {
-        let mut side = [0u64; CELL / 8];
+        #[repr(C, align(16))]
+        struct Buf([u64; CELL / 8]);
+        let mut side = Buf([0; CELL / 8]);
         // SAFETY:
-        // - `side` is 128 writable, 8-aligned bytes (a Side needs 8); the shim constructs a Side
-        //   there. A Side owns nothing and is never destroyed.
-        unsafe { shim::ot_side_construct(side.as_mut_ptr().cast()) };
+        // - `side` is 128 writable, 16-aligned bytes (`layout_matches` checks a Side needs at
+        //   most 16); the shim constructs a Side there. A Side owns nothing and is never destroyed.
+        unsafe { shim::ot_side_construct(side.0.as_mut_ptr().cast()) };
+        let side = side.0;
         let mut map = [0u64; MAP_WORDS];
         // SAFETY: 56 writable, 8-aligned bytes; the map is empty (owns no memory) and never used.
         unsafe { shim::ot_map_construct(map.as_mut_ptr().cast()) };
