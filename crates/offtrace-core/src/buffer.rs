@@ -41,7 +41,7 @@ use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, validate,
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
-use crate::payload::Payload;
+use crate::payload::{Payload, Summary};
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 /// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
@@ -74,9 +74,8 @@ impl BufferRecord {
         thread_id: u64,
         start_timestamp: u64,
         end_timestamp: u64,
-        payload: &Payload<'_>,
+        data: [u64; 6],
     ) -> Self {
-        let data = if payload.kind() == Some(kind) { payload.summary() } else { [0; 6] };
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_set_epi64x};
@@ -132,12 +131,11 @@ impl BufferRecord {
         thread_id: u64,
         start_timestamp: u64,
         end_timestamp: u64,
-        payload: &Payload<'_>,
+        data: [u64; 6],
     ) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
-            let data = if payload.kind() == Some(kind) { payload.summary() } else { [0; 6] };
             let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
             let d = dst.cast::<__m128i>();
             // SAFETY:
@@ -168,9 +166,30 @@ impl BufferRecord {
                 thread_id,
                 start_timestamp,
                 end_timestamp,
-                payload,
+                data,
             ))
         };
+    }
+}
+
+/// Where a record's `data` comes from: a [`Payload`] (its kind checked against the record's,
+/// its summary through a `match` on the variant), or a payload struct whose type the caller
+/// knows (`emit_activity`: no check, no `match`; `&()` for none).
+pub(crate) trait RecordData {
+    fn data(&self, kind: Kind) -> [u64; 6];
+}
+
+impl RecordData for Payload<'_> {
+    #[inline(always)]
+    fn data(&self, kind: Kind) -> [u64; 6] {
+        if self.kind() == Some(kind) { self.summary() } else { [0; 6] }
+    }
+}
+
+impl<S: Summary> RecordData for &S {
+    #[inline(always)]
+    fn data(&self, _kind: Kind) -> [u64; 6] {
+        (**self).summary()
     }
 }
 
@@ -263,6 +282,14 @@ impl<T: Copy + Send> Area<T> {
         unsafe { self.records.get_unchecked(i) }.with_mut(|p| p.cast::<T>())
     }
 
+    /// Producer: the address of record 0 (see [`Self::slot`]; the std facade's cell is
+    /// `repr(transparent)`, so record `i` is at `base().add(i)`).
+    fn base(&self) -> *mut T {
+        assert!(!self.records.is_empty(), "an area has room for at least one record");
+        // SAFETY: index 0 is in bounds (checked above).
+        unsafe { self.slot(0) }
+    }
+
     /// Producer: records `[0, tail)` are written.
     #[inline(always)]
     fn publish(&self, tail: usize) {
@@ -328,13 +355,17 @@ static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
 #[repr(align(128))]
 pub(crate) struct Staging {
-    buffer: Arc<Buffer>,
-    area: Arc<Area>,
-    /// The producer's copy of `area.tail` (exact: only this thread moves it).
+    /// The producer's copy of `area.tail` (exact: only this thread moves it). Also the count of
+    /// records staged since this thread last delivered (both go back to 0 only in
+    /// `deliver_own`; a flush may have consumed some meanwhile).
     tail: usize,
-    /// Records staged since this thread last delivered (an upper bound: a flush may have
-    /// consumed some).
-    pending: usize,
+    /// The buffer's watermark (a copy: the record path compares `tail` with it alone, without
+    /// loading the buffer; at most the capacity, so below it there is room).
+    limit: usize,
+    /// `area`'s first record (a copy: one dependent load less per record).
+    records: *mut BufferRecord,
+    area: Arc<Area>,
+    buffer: Arc<Buffer>,
 }
 
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
@@ -367,7 +398,8 @@ impl Buffer {
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
         let area = Arc::new(Area::new(self.capacity));
         lock(&self.delivery).areas.push(area.clone());
-        Box::new(Staging { buffer: self.clone(), area, tail: 0, pending: 0 })
+        let records = area.base();
+        Box::new(Staging { tail: 0, limit: self.watermark, records, area, buffer: self.clone() })
     }
 
     /// The calling thread's staging of this buffer through the cache of context slot `slot`, or
@@ -422,7 +454,6 @@ impl Buffer {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        st.pending = 0;
         let r = st.area.take();
         self.call(st.area.ptr(&r), r.len());
         // Rewind under the lock: every consumer has released the records (see `Area`).
@@ -434,7 +465,7 @@ impl Buffer {
     /// Stages one record on the calling thread (context slot `slot`'s cache).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn write(
+    fn write<D: RecordData>(
         self: &Arc<Self>,
         slot: usize,
         context_id: ContextId,
@@ -444,28 +475,43 @@ impl Buffer {
         thread_id: u64,
         start: u64,
         end: u64,
-        payload: &Payload<'_>,
+        payload: &D,
     ) {
         let Some(st) = self.staging(slot) else {
-            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
             return self.write_direct(&r);
         };
-        if st.tail >= self.capacity && !self.make_room(st) {
-            return;
-        }
+        // Below the watermark there is room (watermark <= capacity): one compare per record.
+        let i = if st.tail < st.limit {
+            st.tail
+        } else {
+            match self.past_watermark(st) {
+                Some(i) => i,
+                None => return,
+            }
+        };
         // SAFETY:
-        // - `st.tail` is the producer's tail and below the capacity (checked above);
+        // - `i` is the producer's tail, below the capacity (checked above or in
+        //   `past_watermark`); `records` is the area's first record;
         // - the record is not yet published, so ours alone (see `Area`).
         unsafe {
-            let dst = st.area.slot(st.tail);
-            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+            let dst = st.records.add(i);
+            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
         }
-        st.tail += 1;
-        st.area.publish(st.tail);
-        st.pending += 1;
-        if st.pending >= self.watermark {
+        st.tail = i + 1;
+        st.area.publish(i + 1);
+        if i + 1 >= st.limit {
             self.deliver_own(st, self.policy == BufferPolicy::Lossless);
         }
+    }
+
+    /// The thread's staging is at or past the watermark: a discard-policy delivery gave way to
+    /// another thread's. The index to write the record at, or `None`: the staging is full and
+    /// the record is dropped (counted).
+    #[cold]
+    #[inline(never)]
+    fn past_watermark(&self, st: &mut Staging) -> Option<usize> {
+        (st.tail < self.capacity || self.make_room(st)).then_some(st.tail)
     }
 
     /// The thread's area is full. Lossless waits for the delivery lock and empties it; discard
@@ -526,7 +572,7 @@ impl BufferService {
     /// Stages a record of the context in slot `slot` (`context_id`) on the calling thread.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn write(
+    pub(crate) fn write<D: RecordData>(
         &self,
         slot: usize,
         context_id: ContextId,
@@ -536,7 +582,7 @@ impl BufferService {
         thread_id: u64,
         start: u64,
         end: u64,
-        payload: &Payload<'_>,
+        payload: &D,
     ) {
         self.buffer.write(slot, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
     }

@@ -55,7 +55,8 @@ use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::payload::Payload;
+use crate::buffer::RecordData;
+use crate::payload::{Payload, Summary};
 use crate::timestamp::timestamp_ns;
 
 /// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
@@ -132,6 +133,15 @@ impl OperationFilter {
         self.all || self.bits.get(op as usize / 64).is_some_and(|w| (w >> (op % 64)) & 1 != 0)
     }
 
+    /// [`Self::contains`] for a filter with a list, out of line: inline, the compiler hoists
+    /// the list's word index and bit out of the delivery loops into every record's prologue
+    /// (two shifts and two stack slots), though the common filter passes everything.
+    #[cold]
+    #[inline(never)]
+    fn contains_listed(&self, op: u32) -> bool {
+        self.contains(op)
+    }
+
     /// Whether every operation passes (the common case: tools rarely list operations).
     pub(crate) fn all(&self) -> bool {
         self.all
@@ -161,7 +171,7 @@ pub(crate) fn untag_service<S>(p: *mut S) -> (*mut S, bool) {
 /// Whether service `svc` (untagged, live) wants operation `op`; `all` from [`untag_service`].
 #[inline(always)]
 fn wants(all: bool, filter: &OperationFilter, op: u32) -> bool {
-    all || filter.contains(op)
+    all || filter.contains_listed(op)
 }
 
 pub(crate) struct CallbackService {
@@ -345,7 +355,7 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed) >> BUFFER_SHIFT;
     if mask != 0 {
-        activity_slow(kind, op, correlation, start, end, payload, mask);
+        activity_typed(kind, op, correlation, start, end, payload, mask);
     }
 }
 
@@ -512,7 +522,7 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         // on store forwarding, ~3 ns per enter.
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
-        let thread_id = t.thread_id();
+        let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: the thread is busy in the context, so the service outlives this use
@@ -645,7 +655,7 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     let frame = unsafe { me.frame(token.frame) };
     t.current.set(frame.previous);
     let ptr = payload_ptr(kind, &payload);
-    let thread_id = t.thread_id();
+    let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
     for i in bits(u32::from(token.delivered)) {
@@ -745,7 +755,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
             c => c,
         };
         let ptr = payload_ptr(kind, payload);
-        let thread_id = t.thread_id();
+        let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: busy in the context.
@@ -776,7 +786,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn write_buffers(
+fn write_buffers<D: RecordData>(
     me: &ThreadSlot,
     busy: u32,
     t: &ThreadState,
@@ -785,10 +795,10 @@ fn write_buffers(
     correlation: u64,
     start: u64,
     end: u64,
-    payload: &Payload<'_>,
+    payload: &D,
     bm: u32,
 ) {
-    let thread_id = t.thread_id();
+    let thread_id = t.cached_thread_id();
     for i in bits(bm) {
         let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
         // SAFETY: busy in the context.
@@ -811,8 +821,54 @@ fn write_buffers(
     }
 }
 
+/// One activity slow path per payload struct, and [`emit_activity`]'s choice among them: call
+/// sites name the variant and the kind, so the `match` folds to one call, and that path reads
+/// the record's summary straight from the struct (no kind check, no `match` on the variant:
+/// two jump tables per record). Plain functions, not one generic: a generic would be
+/// instantiated in the caller's crate, and the statics it uses (slots, masks) would then be
+/// reached through the GOT from this crate's own record paths too.
+macro_rules! activity_paths {
+    ($($variant:ident($payload:ty) if $kind:ident => $path:ident;)*) => {
+        #[inline(always)]
+        fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
+            match payload {
+                $(Payload::$variant(p) if kind == Kind::$kind => $path(kind, op, correlation, start, end, p, bm),)*
+                // No payload, or one of another kind: the record's data is zeros.
+                _ => activity_none(kind, op, correlation, start, end, bm),
+            }
+        }
+
+        $(
+            #[inline(never)]
+            fn $path(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: u32) {
+                activity_slow(kind, op, correlation, start, end, payload, bm);
+            }
+        )*
+    };
+}
+
+activity_paths! {
+    ApiCall(crate::payload::ApiCallPayload) if UrApi => activity_api_call;
+    Queue(crate::payload::QueuePayload) if SyclQueue => activity_queue;
+    KernelDispatch(crate::payload::KernelDispatchPayload) if KernelDispatch => activity_kernel_dispatch;
+    MemoryCopy(crate::payload::MemoryCopyPayload) if MemoryCopy => activity_memory_copy;
+    MemoryFill(crate::payload::MemoryFillPayload) if MemoryFill => activity_memory_fill;
+    MemoryAlloc(crate::payload::MemoryAllocPayload) if MemoryAlloc => activity_memory_alloc;
+    TaskGraph(crate::payload::TaskGraphPayload) if TaskGraph => activity_task_graph;
+    Sync(crate::payload::SyncPayload) if Sync => activity_sync;
+    CodeObject(crate::payload::CodeObjectPayload) if CodeObject => activity_code_object;
+    Marker(crate::payload::MarkerPayload) if Marker => activity_marker;
+    Xpti(crate::payload::XptiPayload) if Xpti => activity_xpti;
+}
+
 #[inline(never)]
-fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
+fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: u32) {
+    activity_slow(kind, op, correlation, start, end, &(), bm);
+}
+
+/// The activity path for payload struct `S` (see [`activity_paths`]).
+#[inline(always)]
+fn activity_slow<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: u32) {
     let t = thread_state();
     if t.in_callback.get() {
         return;
@@ -825,7 +881,7 @@ fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, pa
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn activity_body(
+fn activity_body<D: RecordData>(
     me: &ThreadSlot,
     t: &ThreadState,
     kind: Kind,
@@ -833,7 +889,7 @@ fn activity_body(
     correlation: u64,
     start: u64,
     end: u64,
-    payload: &Payload<'_>,
+    payload: &D,
     bm: u32,
 ) {
     // Inside a callback delivery: deliver nothing (see `enter_body`).
@@ -847,7 +903,7 @@ fn activity_body(
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-fn activity_late(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &Payload<'_>, bm: u32) {
+fn activity_late<D: RecordData>(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &D, bm: u32) {
     if let Some(late) = take_late_slot(t) {
         activity_body(late, t, kind, op, correlation, start, end, payload, bm);
         release_late_slot(t);

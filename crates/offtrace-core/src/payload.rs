@@ -299,28 +299,61 @@ impl Payload<'_> {
     pub fn summary(&self) -> [u64; 6] {
         match *self {
             Payload::None => [0; 6],
-            Payload::ApiCall(p) => [
-                u64::from(p.function_id),
-                p.result as u64,
-                p.args[0],
-                p.args[1],
-                p.args[2],
-                p.args[3],
-            ],
-            Payload::Queue(p) => [p.queue, p.device, p.context, p.flags, 0, 0],
-            Payload::KernelDispatch(p) => {
-                [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
-            }
-            Payload::MemoryCopy(p) => [p.queue, p.dst, p.src, p.size, 0, 0],
-            Payload::MemoryFill(p) => [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0],
-            Payload::MemoryAlloc(p) => [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0],
-            Payload::TaskGraph(p) => [p.node, p.source, p.target, p.name as u64, p.ur_event, 0],
-            Payload::Sync(p) => [p.object, u64::from(p.event_count), 0, 0, 0, 0],
-            Payload::CodeObject(p) => [p.handle, p.program, p.name as u64, p.binary_size, 0, 0],
-            Payload::Marker(p) => [p.message as u64, p.range_id, 0, 0, 0, 0],
-            Payload::Xpti(p) => [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data],
+            Payload::ApiCall(p) => p.summary(),
+            Payload::Queue(p) => p.summary(),
+            Payload::KernelDispatch(p) => p.summary(),
+            Payload::MemoryCopy(p) => p.summary(),
+            Payload::MemoryFill(p) => p.summary(),
+            Payload::MemoryAlloc(p) => p.summary(),
+            Payload::TaskGraph(p) => p.summary(),
+            Payload::Sync(p) => p.summary(),
+            Payload::CodeObject(p) => p.summary(),
+            Payload::Marker(p) => p.summary(),
+            Payload::Xpti(p) => p.summary(),
         }
     }
+}
+
+/// A payload struct's [`Payload::summary`], per type: a record path that knows the payload's
+/// type at compile time (`emit_activity`, monomorphised per type) reads the fields directly,
+/// without matching on [`Payload`]. `()` is the summary of no payload (all zeros).
+pub(crate) trait Summary {
+    fn summary(&self) -> [u64; 6];
+}
+
+impl Summary for () {
+    #[inline(always)]
+    fn summary(&self) -> [u64; 6] {
+        [0; 6]
+    }
+}
+
+macro_rules! summary {
+    ($($t:ty => |$p:ident| $e:expr;)*) => {$(
+        impl Summary for $t {
+            #[inline(always)]
+            fn summary(&self) -> [u64; 6] {
+                let $p = self;
+                $e
+            }
+        }
+    )*};
+}
+
+summary! {
+    ApiCallPayload => |p| [u64::from(p.function_id), p.result as u64, p.args[0], p.args[1], p.args[2], p.args[3]];
+    QueuePayload => |p| [p.queue, p.device, p.context, p.flags, 0, 0];
+    KernelDispatchPayload => |p| {
+        [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
+    };
+    MemoryCopyPayload => |p| [p.queue, p.dst, p.src, p.size, 0, 0];
+    MemoryFillPayload => |p| [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0];
+    MemoryAllocPayload => |p| [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0];
+    TaskGraphPayload => |p| [p.node, p.source, p.target, p.name as u64, p.ur_event, 0];
+    SyncPayload => |p| [p.object, u64::from(p.event_count), 0, 0, 0, 0];
+    CodeObjectPayload => |p| [p.handle, p.program, p.name as u64, p.binary_size, 0, 0];
+    MarkerPayload => |p| [p.message as u64, p.range_id, 0, 0, 0, 0];
+    XptiPayload => |p| [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data];
 }
 
 /// Raw values of the arguments of one record, for argument iteration: `(value, address)` where
