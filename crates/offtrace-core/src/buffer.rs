@@ -402,42 +402,27 @@ impl Buffer {
         Box::new(Staging { tail: 0, limit: self.watermark, records, area, buffer: self.clone() })
     }
 
-    /// The calling thread's staging of this buffer through the cache of context slot `slot`, or
-    /// `None` during thread teardown.
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)] // the staging is the calling thread's own (see SAFETY below)
-    fn staging(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
-        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
-        if b == Arc::as_ptr(self) {
-            // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
-            // until `Stagings::drop` clears it; only this thread uses it, and no other reference
-            // to the staging is live: the record path does not re-enter (the buffer callback
-            // runs with the re-entrancy guard set) and the lookup below borrows only the vector.
-            return Some(unsafe { &mut *st });
-        }
-        self.staging_slow(slot)
-    }
-
+    /// Makes context slot `slot`'s cache entry hold this buffer and the calling thread's
+    /// staging of it (found, or made and registered); `false` during thread teardown (no
+    /// staging: the caller delivers the record on its own).
     #[cold]
     #[inline(never)]
-    #[allow(clippy::mut_from_ref)] // as for `staging`
-    fn staging_slow(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
-        let st = STAGING
-            .try_with(|cell| {
-                let mut v = cell.0.borrow_mut();
-                let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
-                    Some(i) => i,
-                    None => {
-                        v.push(self.register_thread());
-                        v.len() - 1
-                    }
-                };
-                &mut *v[idx] as *mut Staging
-            })
-            .ok()?;
+    fn cache_staging(self: &Arc<Self>, slot: usize) -> bool {
+        let Ok(st) = STAGING.try_with(|cell| {
+            let mut v = cell.0.borrow_mut();
+            let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
+                Some(i) => i,
+                None => {
+                    v.push(self.register_thread());
+                    v.len() - 1
+                }
+            };
+            &mut *v[idx] as *mut Staging
+        }) else {
+            return false;
+        };
         thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].set((Arc::as_ptr(self), st));
-        // SAFETY: as in `staging`: boxed in this thread's `STAGING`, which outlives this use.
-        Some(unsafe { &mut *st })
+        true
     }
 
     /// Delivers the calling thread's staged records and rewinds its area. `blocking = false`
@@ -477,10 +462,18 @@ impl Buffer {
         end: u64,
         payload: &D,
     ) {
-        let Some(st) = self.staging(slot) else {
+        // The calling thread's staging of this buffer, through the cache of context slot `slot`.
+        let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
+        if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
             let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
             return self.write_direct(&r);
-        };
+        }
+        // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
+        // until `Stagings::drop` clears it (and then this buffer is not in it); only this
+        // thread uses it, and no other reference to the staging is live: the record path does
+        // not re-enter (the buffer callback runs with the re-entrancy guard set) and
+        // `cache_staging` borrows only the vector.
+        let st = unsafe { &mut *cache.get().1 };
         // Below the watermark there is room (watermark <= capacity): one compare per record.
         let i = if st.tail < st.limit {
             st.tail

@@ -50,12 +50,12 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
+use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::buffer::RecordData;
+use crate::buffer::{BufferService, RecordData};
 use crate::payload::{Payload, Summary};
 use crate::timestamp::timestamp_ns;
 
@@ -804,21 +804,86 @@ fn write_buffers<D: RecordData>(
         // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if wants(all, &svc.filter, op) {
-            let id = SLOTS[i].id();
-            svc.write(
-                i,
-                id,
-                kind,
-                op,
-                CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
-                thread_id,
-                start,
-                end,
-                payload,
-            );
+            stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
         }
         me.leave(busy);
     }
+}
+
+/// [`write_buffers`] for one context, slot `i` (activity: the common case). The service's tag
+/// first, each branch with its own pointer: merged (as in `acquire`), LLVM untags both with
+/// arithmetic (`p - (p & 1)`); here the common case reads the service at constant offsets.
+/// (Not for the loop of `write_buffers`: inlined into `instant_slow`, it cost the callback
+/// path of an instant two instructions of register shuffling.)
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_buffer<D: RecordData>(
+    me: &ThreadSlot,
+    busy: u32,
+    t: &ThreadState,
+    i: usize,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+) {
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.buffers[kind.index()].load(Ordering::Acquire);
+    let thread_id = t.cached_thread_id();
+    if p.addr() & ALL_OPS != 0 {
+        // SAFETY: tagged, so non-null; busy in the context, so the service outlives this use
+        // (destroy frees it only after no thread is busy in the context).
+        let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
+        stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
+    } else if wants_listed(p, op) {
+        // SAFETY: non-null (checked by `wants_listed`); alive as above.
+        stage(unsafe { &*p }, t, thread_id, i, kind, op, correlation, start, end, payload);
+    }
+    me.leave(busy);
+}
+
+/// Whether the untagged service pointer `p` (a service with an operation list, or null) wants
+/// operation `op`. Out of line: the common service wants every operation.
+#[cold]
+#[inline(never)]
+fn wants_listed(p: *mut BufferService, op: u32) -> bool {
+    // SAFETY: the caller is busy in the context, so a non-null service is alive.
+    !p.is_null() && unsafe { &*p }.filter.contains(op)
+}
+
+/// Stages the record in `svc`'s buffer (context slot `i`, the caller busy in it).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn stage<D: RecordData>(
+    svc: &BufferService,
+    t: &ThreadState,
+    thread_id: u64,
+    i: usize,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+) {
+    let id = SLOTS[i].id();
+    svc.write(
+        i,
+        id,
+        kind,
+        op,
+        CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+        thread_id,
+        start,
+        end,
+        payload,
+    );
 }
 
 /// One activity slow path per payload struct, and [`emit_activity`]'s choice among them: call
@@ -832,7 +897,7 @@ macro_rules! activity_paths {
         #[inline(always)]
         fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
             match payload {
-                $(Payload::$variant(p) if kind == Kind::$kind => $path(kind, op, correlation, start, end, p, bm),)*
+                $(Payload::$variant(p) if kind == Kind::$kind => $path(op, correlation, start, end, p, bm),)*
                 // No payload, or one of another kind: the record's data is zeros.
                 _ => activity_none(kind, op, correlation, start, end, bm),
             }
@@ -840,8 +905,9 @@ macro_rules! activity_paths {
 
         $(
             #[inline(never)]
-            fn $path(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: u32) {
-                activity_slow(kind, op, correlation, start, end, payload, bm);
+            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: u32) {
+                // The kind is the payload's (a constant here): one argument less.
+                activity_slow(Kind::$kind, op, correlation, start, end, payload, bm);
             }
         )*
     };
@@ -874,8 +940,9 @@ fn activity_slow<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, 
         return;
     }
     match thread_slot(t) {
-        Some(me) => activity_body(me, t, kind, op, correlation, start, end, &payload, bm & 0xff),
-        None => activity_late(t, kind, op, correlation, start, end, &payload, bm & 0xff),
+        // `bm` has only the buffer bits of the slots (`KIND_MASK >> BUFFER_SHIFT`, < 1 << 8).
+        Some(me) => activity_body(me, t, kind, op, correlation, start, end, &payload, bm),
+        None => activity_late(t, kind, op, correlation, start, end, &payload, bm),
     }
 }
 
@@ -894,9 +961,35 @@ fn activity_body<D: RecordData>(
 ) {
     // Inside a callback delivery: deliver nothing (see `enter_body`).
     let busy = me.busy_word();
-    if busy == 0 {
-        write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
+    if busy != 0 {
+        return;
     }
+    if bm & (bm - 1) == 0 {
+        // One context (the common case): no loop, so nothing is kept for a next iteration.
+        let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1); // masked: no bounds check
+        write_buffer(me, busy, t, i, kind, op, correlation, start, end, payload);
+    } else {
+        activity_contexts(me, busy, t, kind, op, correlation, start, end, payload, bm & 0xff);
+    }
+}
+
+/// [`activity_body`] for several contexts: out of line, so the one-context path keeps its
+/// registers.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn activity_contexts<D: RecordData>(
+    me: &ThreadSlot,
+    busy: u32,
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+    bm: u32,
+) {
+    write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
 }
 
 /// Activity from a thread in teardown: through the late slot (see [`crate::inflight`]).
