@@ -47,6 +47,7 @@
 #![allow(unsafe_code)] // calls tools' `extern "C"` callbacks; services live behind raw pointers
 
 use std::ffi::c_void;
+use std::num::NonZeroU32;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -354,7 +355,7 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
 #[inline(always)]
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed) >> BUFFER_SHIFT;
-    if mask != 0 {
+    if let Some(mask) = NonZeroU32::new(mask) {
         activity_typed(kind, op, correlation, start, end, payload, mask);
     }
 }
@@ -895,7 +896,7 @@ fn stage<D: RecordData>(
 macro_rules! activity_paths {
     ($($variant:ident($payload:ty) if $kind:ident => $path:ident;)*) => {
         #[inline(always)]
-        fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
+        fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: NonZeroU32) {
             match payload {
                 $(Payload::$variant(p) if kind == Kind::$kind => $path(op, correlation, start, end, p, bm),)*
                 // No payload, or one of another kind: the record's data is zeros.
@@ -905,7 +906,7 @@ macro_rules! activity_paths {
 
         $(
             #[inline(never)]
-            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: u32) {
+            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
                 // The kind is the payload's (a constant here): one argument less.
                 activity_slow(Kind::$kind, op, correlation, start, end, payload, bm);
             }
@@ -928,13 +929,13 @@ activity_paths! {
 }
 
 #[inline(never)]
-fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: u32) {
+fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: NonZeroU32) {
     activity_slow(kind, op, correlation, start, end, &(), bm);
 }
 
 /// The activity path for payload struct `S` (see [`activity_paths`]).
 #[inline(always)]
-fn activity_slow<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: u32) {
+fn activity_slow<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: NonZeroU32) {
     let t = thread_state();
     if t.in_callback.get() {
         return;
@@ -957,19 +958,20 @@ fn activity_body<D: RecordData>(
     start: u64,
     end: u64,
     payload: &D,
-    bm: u32,
+    bm: NonZeroU32,
 ) {
     // Inside a callback delivery: deliver nothing (see `enter_body`).
     let busy = me.busy_word();
     if busy != 0 {
         return;
     }
-    if bm & (bm - 1) == 0 {
+    if bm.is_power_of_two() {
         // One context (the common case): no loop, so nothing is kept for a next iteration.
-        let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1); // masked: no bounds check
+        // Non-zero: one `tzcnt`; masked: no bounds check.
+        let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
         write_buffer(me, busy, t, i, kind, op, correlation, start, end, payload);
     } else {
-        activity_contexts(me, busy, t, kind, op, correlation, start, end, payload, bm & 0xff);
+        activity_contexts(me, busy, t, kind, op, correlation, start, end, payload, bm.get() & 0xff);
     }
 }
 
@@ -996,7 +998,16 @@ fn activity_contexts<D: RecordData>(
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-fn activity_late<D: RecordData>(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &D, bm: u32) {
+fn activity_late<D: RecordData>(
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+    bm: NonZeroU32,
+) {
     if let Some(late) = take_late_slot(t) {
         activity_body(late, t, kind, op, correlation, start, end, payload, bm);
         release_late_slot(t);
