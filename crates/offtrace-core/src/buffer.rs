@@ -174,7 +174,7 @@ impl BufferRecord {
 
 /// Where a record's `data` comes from: a [`Payload`] (its kind checked against the record's,
 /// its summary through a `match` on the variant), or a payload struct whose type the caller
-/// knows (`emit_activity`: no check, no `match`; `&()` for none).
+/// knows (`emit_activity`'s fast path: no check, no `match`), or the summary itself.
 pub(crate) trait RecordData {
     fn data(&self, kind: Kind) -> [u64; 6];
 }
@@ -183,6 +183,13 @@ impl RecordData for Payload<'_> {
     #[inline(always)]
     fn data(&self, kind: Kind) -> [u64; 6] {
         if self.kind() == Some(kind) { self.summary() } else { [0; 6] }
+    }
+}
+
+impl RecordData for [u64; 6] {
+    #[inline(always)]
+    fn data(&self, _kind: Kind) -> [u64; 6] {
+        *self
     }
 }
 
@@ -578,6 +585,47 @@ impl BufferService {
         payload: &D,
     ) {
         self.buffer.write(slot, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+    }
+
+    /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache
+    /// of context slot `slot`, and the record fits below the watermark (so no delivery follows
+    /// it). `false`, having written nothing, otherwise. Makes no calls (see
+    /// `callback::activity_fast`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn try_write<D: RecordData>(
+        &self,
+        slot: usize,
+        context_id: ContextId,
+        kind: Kind,
+        operation: u32,
+        correlation_id: CorrelationId,
+        thread_id: u64,
+        start: u64,
+        end: u64,
+        payload: &D,
+    ) -> bool {
+        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
+        if b != Arc::as_ptr(&self.buffer) {
+            return false;
+        }
+        // SAFETY: as in `Buffer::write`.
+        let st = unsafe { &mut *st };
+        let i = st.tail;
+        if i + 1 >= st.limit {
+            return false;
+        }
+        // SAFETY:
+        // - `i` is the producer's tail, below the watermark and so the capacity; `records` is
+        //   the area's first record;
+        // - the record is not yet published, so ours alone (see `Area`).
+        unsafe {
+            let dst = st.records.add(i);
+            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
+        }
+        st.tail = i + 1;
+        st.area.publish(i + 1);
+        true
     }
 }
 

@@ -887,12 +887,14 @@ fn stage<D: RecordData>(
     );
 }
 
-/// One activity slow path per payload struct, and [`emit_activity`]'s choice among them: call
-/// sites name the variant and the kind, so the `match` folds to one call, and that path reads
-/// the record's summary straight from the struct (no kind check, no `match` on the variant:
-/// two jump tables per record). Plain functions, not one generic: a generic would be
-/// instantiated in the caller's crate, and the statics it uses (slots, masks) would then be
-/// reached through the GOT from this crate's own record paths too.
+/// One activity path per payload struct, and [`emit_activity`]'s choice among them: call sites
+/// name the variant and the kind, so the `match` folds to one call, and that path's fast case
+/// ([`activity_fast`]) reads the record's summary straight from the struct with the kind a
+/// constant (no kind check, no `match` on the variant: two jump tables per record); every other
+/// case goes to the one [`activity_slow`] with the summary. Plain functions, not one generic: a
+/// generic would be instantiated in the caller's crate, and the statics it uses (slots, masks)
+/// would then be reached through the GOT from this crate's own record paths too (+3
+/// instructions per instant).
 macro_rules! activity_paths {
     ($($variant:ident($payload:ty) if $kind:ident => $path:ident;)*) => {
         #[inline(always)]
@@ -908,7 +910,9 @@ macro_rules! activity_paths {
             #[inline(never)]
             fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
                 // The kind is the payload's (a constant here): one argument less.
-                activity_slow(Kind::$kind, op, correlation, start, end, payload, bm);
+                if !activity_fast(Kind::$kind, op, correlation, start, end, payload, bm) {
+                    activity_slow(Kind::$kind, op, correlation, start, end, &payload.summary(), bm);
+                }
             }
         )*
     };
@@ -930,20 +934,74 @@ activity_paths! {
 
 #[inline(never)]
 fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: NonZeroU32) {
-    activity_slow(kind, op, correlation, start, end, &(), bm);
+    activity_slow(kind, op, correlation, start, end, &[0; 6], bm);
 }
 
-/// The activity path for payload struct `S` (see [`activity_paths`]).
+/// The common case of an activity record, as a leaf: a registered thread outside any delivery,
+/// one context, a service that wants every operation, this thread's staging of its buffer in
+/// the cache with room for the record below the watermark. `false`, having done nothing (a
+/// busy section entered is left again), when any of that does not hold: the caller then takes
+/// [`activity_slow`], from the start. Without calls, the path needs no callee-saved registers
+/// and no stack frame for its arguments: the prologue and spills were ~25 of its ~100
+/// instructions while the cold cases (registration, the staging search, a delivery, another
+/// context's loop) were calls in the same function.
 #[inline(always)]
-fn activity_slow<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: NonZeroU32) {
+fn activity_fast<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: NonZeroU32) -> bool {
+    let t = thread_state();
+    if t.in_callback.get() {
+        return true; // inside a buffer callback: deliver nothing
+    }
+    let Some(me) = t.slot.get() else { return false };
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy != 0 {
+        return true;
+    }
+    if !bm.is_power_of_two() {
+        return false;
+    }
+    // Non-zero: one `tzcnt`; masked: no bounds check (`bm` < 1 << 8).
+    let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return true;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.buffers[kind.index()].load(Ordering::Acquire);
+    // A tagged service wants every operation (and is non-null); anything else: the full path.
+    let done = p.addr() & ALL_OPS != 0 && {
+        // SAFETY: tagged, so non-null; busy in the context, so the service outlives this use
+        // (destroy frees it only after no thread is busy in the context).
+        let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
+        let id = slot.id();
+        svc.try_write(
+            i,
+            id,
+            kind,
+            op,
+            CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+            t.cached_thread_id(),
+            start,
+            end,
+            &payload,
+        )
+    };
+    me.leave(busy);
+    done
+}
+
+/// The activity path, every case (`data`: the record's summary of the payload). One function
+/// for all payload types: only the fast path is per type.
+#[inline(never)]
+fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, data: &[u64; 6], bm: NonZeroU32) {
     let t = thread_state();
     if t.in_callback.get() {
         return;
     }
     match thread_slot(t) {
         // `bm` has only the buffer bits of the slots (`KIND_MASK >> BUFFER_SHIFT`, < 1 << 8).
-        Some(me) => activity_body(me, t, kind, op, correlation, start, end, &payload, bm),
-        None => activity_late(t, kind, op, correlation, start, end, &payload, bm),
+        Some(me) => activity_body(me, t, kind, op, correlation, start, end, data, bm),
+        None => activity_late(t, kind, op, correlation, start, end, data, bm),
     }
 }
 

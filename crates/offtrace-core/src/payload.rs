@@ -316,16 +316,9 @@ impl Payload<'_> {
 
 /// A payload struct's [`Payload::summary`], per type: a record path that knows the payload's
 /// type at compile time (`emit_activity`, monomorphised per type) reads the fields directly,
-/// without matching on [`Payload`]. `()` is the summary of no payload (all zeros).
+/// without matching on [`Payload`].
 pub(crate) trait Summary {
     fn summary(&self) -> [u64; 6];
-}
-
-impl Summary for () {
-    #[inline(always)]
-    fn summary(&self) -> [u64; 6] {
-        [0; 6]
-    }
 }
 
 macro_rules! summary {
