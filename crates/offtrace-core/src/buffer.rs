@@ -41,7 +41,7 @@ use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, validate,
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
-use crate::payload::{Payload, Summary};
+use crate::payload::Payload;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 /// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
@@ -172,9 +172,111 @@ impl BufferRecord {
     }
 }
 
+/// The fields of a record known before its context is chosen (kind and operation, internal
+/// correlation id, timestamps, data), as 16-byte values. Activity's fast path builds it first
+/// and hands it to the full path when it gives up, so the arguments it comes from need not
+/// survive the fast path (kept for that fallback, they took six callee-saved registers).
+#[derive(Clone, Copy)]
+pub(crate) struct RecordTemplate {
+    /// Bytes 8..24 (kind, operation, internal id), 40..56 (start, end), 56..104 (data).
+    #[cfg(target_arch = "x86_64")]
+    chunks: [std::arch::x86_64::__m128i; 5],
+    /// The record, context, external id and thread still 0.
+    #[cfg(not(target_arch = "x86_64"))]
+    record: BufferRecord,
+}
+
+impl RecordTemplate {
+    #[inline(always)]
+    pub(crate) fn new(kind: Kind, operation: u32, internal: u64, start: u64, end: u64, data: [u64; 6]) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::_mm_set_epi64x;
+            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
+            // SAFETY: SSE2 is part of the x86-64 baseline.
+            let chunks = unsafe {
+                [
+                    _mm_set_epi64x(internal as i64, k),
+                    _mm_set_epi64x(end as i64, start as i64),
+                    _mm_set_epi64x(data[1] as i64, data[0] as i64),
+                    _mm_set_epi64x(data[3] as i64, data[2] as i64),
+                    _mm_set_epi64x(data[5] as i64, data[4] as i64),
+                ]
+            };
+            Self { chunks }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self {
+            record: BufferRecord::new(
+                ContextId::default(),
+                kind,
+                operation,
+                CorrelationId { internal, external: crate::callback::UserData::default() },
+                0,
+                start,
+                end,
+                data,
+            ),
+        }
+    }
+
+    /// The fields back: (kind, operation, internal correlation id, start, end, data).
+    #[inline(always)]
+    pub(crate) fn fields(&self) -> (u32, u32, u64, u64, u64, [u64; 6]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: five 16-byte vectors are ten u64s; every bit pattern is valid.
+            let w = unsafe { std::mem::transmute::<[std::arch::x86_64::__m128i; 5], [u64; 10]>(self.chunks) };
+            (w[0] as u32, (w[0] >> 32) as u32, w[1], w[2], w[3], [w[4], w[5], w[6], w[7], w[8], w[9]])
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let r = &self.record;
+            (r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.end_timestamp, r.data)
+        }
+    }
+
+    /// Writes the record to `dst` with its context, external correlation id and thread.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
+    #[inline(always)]
+    unsafe fn store(&self, dst: *mut BufferRecord, context_id: ContextId, external: u64, thread_id: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_storeu_si128};
+            let b = dst.cast::<u8>();
+            // SAFETY:
+            // - SSE2 is part of the x86-64 baseline;
+            // - the stores cover bytes 0..104 of `*dst`, each inside it (layout: context 0, kind
+            //   8, operation 12, correlation 16 and 24, thread 32, start 40, end 48, data 56;
+            //   checked by the layout test).
+            unsafe {
+                b.cast::<u64>().write_unaligned(context_id.handle);
+                _mm_storeu_si128(b.add(8).cast::<__m128i>(), self.chunks[0]);
+                b.add(24).cast::<u64>().write_unaligned(external);
+                b.add(32).cast::<u64>().write_unaligned(thread_id);
+                _mm_storeu_si128(b.add(40).cast::<__m128i>(), self.chunks[1]);
+                _mm_storeu_si128(b.add(56).cast::<__m128i>(), self.chunks[2]);
+                _mm_storeu_si128(b.add(72).cast::<__m128i>(), self.chunks[3]);
+                _mm_storeu_si128(b.add(88).cast::<__m128i>(), self.chunks[4]);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut r = self.record;
+            r.context_id = context_id;
+            r.correlation_id.external.value = external;
+            r.thread_id = thread_id;
+            // SAFETY: forwarded from the caller.
+            unsafe { dst.write_unaligned(r) };
+        }
+    }
+}
+
 /// Where a record's `data` comes from: a [`Payload`] (its kind checked against the record's,
-/// its summary through a `match` on the variant), or a payload struct whose type the caller
-/// knows (`emit_activity`'s fast path: no check, no `match`), or the summary itself.
+/// its summary through a `match` on the variant), or the summary itself (activity's full path:
+/// its callers took it from a payload of known type).
 pub(crate) trait RecordData {
     fn data(&self, kind: Kind) -> [u64; 6];
 }
@@ -190,13 +292,6 @@ impl RecordData for [u64; 6] {
     #[inline(always)]
     fn data(&self, _kind: Kind) -> [u64; 6] {
         *self
-    }
-}
-
-impl<S: Summary> RecordData for &S {
-    #[inline(always)]
-    fn data(&self, _kind: Kind) -> [u64; 6] {
-        (**self).summary()
     }
 }
 
@@ -591,19 +686,14 @@ impl BufferService {
     /// of context slot `slot`, and the record fits below the watermark (so no delivery follows
     /// it). `false`, having written nothing, otherwise. Makes no calls (see
     /// `callback::activity_fast`).
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn try_write<D: RecordData>(
+    pub(crate) fn try_write(
         &self,
         slot: usize,
         context_id: ContextId,
-        kind: Kind,
-        operation: u32,
-        correlation_id: CorrelationId,
+        external: u64,
         thread_id: u64,
-        start: u64,
-        end: u64,
-        payload: &D,
+        record: RecordTemplate,
     ) -> bool {
         let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
         if b != Arc::as_ptr(&self.buffer) {
@@ -619,10 +709,7 @@ impl BufferService {
         // - `i` is the producer's tail, below the watermark and so the capacity; `records` is
         //   the area's first record;
         // - the record is not yet published, so ours alone (see `Area`).
-        unsafe {
-            let dst = st.records.add(i);
-            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
-        }
+        unsafe { record.store(st.records.add(i), context_id, external, thread_id) };
         st.tail = i + 1;
         st.area.publish(i + 1);
         true

@@ -56,7 +56,7 @@ use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::buffer::{BufferService, RecordData};
+use crate::buffer::{BufferService, RecordData, RecordTemplate};
 use crate::payload::{Payload, Summary};
 use crate::timestamp::timestamp_ns;
 
@@ -909,9 +909,11 @@ macro_rules! activity_paths {
         $(
             #[inline(never)]
             fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
-                // The kind is the payload's (a constant here): one argument less.
-                if !activity_fast(Kind::$kind, op, correlation, start, end, payload, bm) {
-                    activity_slow(Kind::$kind, op, correlation, start, end, &payload.summary(), bm);
+                // The kind is the payload's (a constant here): one argument less. The record's
+                // fields first (see `RecordTemplate`), the slow path takes them from there.
+                let record = RecordTemplate::new(Kind::$kind, op, correlation, start, end, payload.summary());
+                if !activity_fast(Kind::$kind, record, bm) {
+                    activity_slow_template(&record, bm);
                 }
             }
         )*
@@ -941,12 +943,11 @@ fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm
 /// one context, a service that wants every operation, this thread's staging of its buffer in
 /// the cache with room for the record below the watermark. `false`, having done nothing (a
 /// busy section entered is left again), when any of that does not hold: the caller then takes
-/// [`activity_slow`], from the start. Without calls, the path needs no callee-saved registers
-/// and no stack frame for its arguments: the prologue and spills were ~25 of its ~100
-/// instructions while the cold cases (registration, the staging search, a delivery, another
-/// context's loop) were calls in the same function.
+/// the full path from the start. No calls: with the cold cases (registration, the staging
+/// search, a delivery, another context's loop) as calls in the same function, its prologue and
+/// spills were ~25 of its ~100 instructions.
 #[inline(always)]
-fn activity_fast<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &S, bm: NonZeroU32) -> bool {
+fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
     let t = thread_state();
     if t.in_callback.get() {
         return true; // inside a buffer callback: deliver nothing
@@ -974,20 +975,21 @@ fn activity_fast<S: Summary>(kind: Kind, op: u32, correlation: u64, start: u64, 
         // (destroy frees it only after no thread is busy in the context).
         let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
         let id = slot.id();
-        svc.try_write(
-            i,
-            id,
-            kind,
-            op,
-            CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
-            t.cached_thread_id(),
-            start,
-            end,
-            &payload,
-        )
+        svc.try_write(i, id, t.external(i, id), t.cached_thread_id(), record)
     };
     me.leave(busy);
     done
+}
+
+/// [`activity_slow`] with the record's fields from `record`. The fast path built the template
+/// first and hands it over (not the arguments it came from), so the arguments need not
+/// survive the fast path: its prologue saved six callee-saved registers for them.
+#[inline(never)]
+fn activity_slow_template(record: &RecordTemplate, bm: NonZeroU32) {
+    let (kind, op, correlation, start, end, data) = record.fields();
+    if let Some(kind) = Kind::from_u32(kind) {
+        activity_slow(kind, op, correlation, start, end, &data, bm);
+    }
 }
 
 /// The activity path, every case (`data`: the record's summary of the payload). One function
