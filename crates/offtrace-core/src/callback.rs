@@ -655,7 +655,6 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     // not `Clone`, so no other exit uses it).
     let frame = unsafe { me.frame(token.frame) };
     t.current.set(frame.previous);
-    let ptr = payload_ptr(kind, &payload);
     let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
@@ -682,7 +681,8 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             kind: kind as u32,
             operation: token.operation,
             phase: Phase::Exit as u32,
-            payload: ptr,
+            // Here, not before the loop: an exit with buffer records only skips the check.
+            payload: payload_ptr(kind, &payload),
         };
         call(svc, &record, &mut frame.user[i]);
         me.leave(busy);
