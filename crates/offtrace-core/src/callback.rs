@@ -51,12 +51,12 @@ use std::num::NonZeroU32;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+use crate::buffer::{BufferService, RecordData, RecordTemplate};
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::buffer::{BufferService, RecordData, RecordTemplate};
 use crate::payload::{Payload, Summary};
 use crate::timestamp::timestamp_ns;
 
