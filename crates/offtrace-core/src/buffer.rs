@@ -74,9 +74,8 @@ impl BufferRecord {
         thread_id: u64,
         start_timestamp: u64,
         end_timestamp: u64,
-        payload: &Payload<'_>,
+        data: [u64; 6],
     ) -> Self {
-        let data = if payload.kind() == Some(kind) { payload.summary() } else { [0; 6] };
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_set_epi64x};
@@ -132,12 +131,11 @@ impl BufferRecord {
         thread_id: u64,
         start_timestamp: u64,
         end_timestamp: u64,
-        payload: &Payload<'_>,
+        data: [u64; 6],
     ) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
-            let data = if payload.kind() == Some(kind) { payload.summary() } else { [0; 6] };
             let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
             let d = dst.cast::<__m128i>();
             // SAFETY:
@@ -168,9 +166,132 @@ impl BufferRecord {
                 thread_id,
                 start_timestamp,
                 end_timestamp,
-                payload,
+                data,
             ))
         };
+    }
+}
+
+/// The fields of a record known before its context is chosen (kind and operation, internal
+/// correlation id, timestamps, data), as 16-byte values. Activity's fast path builds it first
+/// and hands it to the full path when it gives up, so the arguments it comes from need not
+/// survive the fast path (kept for that fallback, they took six callee-saved registers).
+#[derive(Clone, Copy)]
+pub(crate) struct RecordTemplate {
+    /// Bytes 8..24 (kind, operation, internal id), 40..56 (start, end), 56..104 (data).
+    #[cfg(target_arch = "x86_64")]
+    chunks: [std::arch::x86_64::__m128i; 5],
+    /// The record, context, external id and thread still 0.
+    #[cfg(not(target_arch = "x86_64"))]
+    record: BufferRecord,
+}
+
+impl RecordTemplate {
+    #[inline(always)]
+    pub(crate) fn new(kind: Kind, operation: u32, internal: u64, start: u64, end: u64, data: [u64; 6]) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::_mm_set_epi64x;
+            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
+            // SAFETY: SSE2 is part of the x86-64 baseline.
+            let chunks = unsafe {
+                [
+                    _mm_set_epi64x(internal as i64, k),
+                    _mm_set_epi64x(end as i64, start as i64),
+                    _mm_set_epi64x(data[1] as i64, data[0] as i64),
+                    _mm_set_epi64x(data[3] as i64, data[2] as i64),
+                    _mm_set_epi64x(data[5] as i64, data[4] as i64),
+                ]
+            };
+            Self { chunks }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self {
+            record: BufferRecord::new(
+                ContextId::default(),
+                kind,
+                operation,
+                CorrelationId { internal, external: crate::callback::UserData::default() },
+                0,
+                start,
+                end,
+                data,
+            ),
+        }
+    }
+
+    /// The fields back: (kind, operation, internal correlation id, start, end, data).
+    #[inline(always)]
+    pub(crate) fn fields(&self) -> (u32, u32, u64, u64, u64, [u64; 6]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: five 16-byte vectors are ten u64s; every bit pattern is valid.
+            let w = unsafe { std::mem::transmute::<[std::arch::x86_64::__m128i; 5], [u64; 10]>(self.chunks) };
+            (w[0] as u32, (w[0] >> 32) as u32, w[1], w[2], w[3], [w[4], w[5], w[6], w[7], w[8], w[9]])
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let r = &self.record;
+            (r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.end_timestamp, r.data)
+        }
+    }
+
+    /// Writes the record to `dst` with its context, external correlation id and thread.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
+    #[inline(always)]
+    unsafe fn store(&self, dst: *mut BufferRecord, context_id: ContextId, external: u64, thread_id: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_storeu_si128};
+            let b = dst.cast::<u8>();
+            // SAFETY:
+            // - SSE2 is part of the x86-64 baseline;
+            // - the stores cover bytes 0..104 of `*dst`, each inside it (layout: context 0, kind
+            //   8, operation 12, correlation 16 and 24, thread 32, start 40, end 48, data 56;
+            //   checked by the layout test).
+            unsafe {
+                b.cast::<u64>().write_unaligned(context_id.handle);
+                _mm_storeu_si128(b.add(8).cast::<__m128i>(), self.chunks[0]);
+                b.add(24).cast::<u64>().write_unaligned(external);
+                b.add(32).cast::<u64>().write_unaligned(thread_id);
+                _mm_storeu_si128(b.add(40).cast::<__m128i>(), self.chunks[1]);
+                _mm_storeu_si128(b.add(56).cast::<__m128i>(), self.chunks[2]);
+                _mm_storeu_si128(b.add(72).cast::<__m128i>(), self.chunks[3]);
+                _mm_storeu_si128(b.add(88).cast::<__m128i>(), self.chunks[4]);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut r = self.record;
+            r.context_id = context_id;
+            r.correlation_id.external.value = external;
+            r.thread_id = thread_id;
+            // SAFETY: forwarded from the caller.
+            unsafe { dst.write_unaligned(r) };
+        }
+    }
+}
+
+/// Where a record's `data` comes from: a [`Payload`] (its kind checked against the record's,
+/// its summary through a `match` on the variant), or the summary itself (activity's full path:
+/// its callers took it from a payload of known type).
+pub(crate) trait RecordData {
+    fn data(&self, kind: Kind) -> [u64; 6];
+}
+
+impl RecordData for Payload<'_> {
+    #[inline(always)]
+    fn data(&self, kind: Kind) -> [u64; 6] {
+        if self.kind() == Some(kind) { self.summary() } else { [0; 6] }
+    }
+}
+
+impl RecordData for [u64; 6] {
+    #[inline(always)]
+    fn data(&self, _kind: Kind) -> [u64; 6] {
+        *self
     }
 }
 
@@ -263,6 +384,14 @@ impl<T: Copy + Send> Area<T> {
         unsafe { self.records.get_unchecked(i) }.with_mut(|p| p.cast::<T>())
     }
 
+    /// Producer: the address of record 0 (see [`Self::slot`]; the std facade's cell is
+    /// `repr(transparent)`, so record `i` is at `base().add(i)`).
+    fn base(&self) -> *mut T {
+        assert!(!self.records.is_empty(), "an area has room for at least one record");
+        // SAFETY: index 0 is in bounds (checked above).
+        unsafe { self.slot(0) }
+    }
+
     /// Producer: records `[0, tail)` are written.
     #[inline(always)]
     fn publish(&self, tail: usize) {
@@ -328,13 +457,17 @@ static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
 #[repr(align(128))]
 pub(crate) struct Staging {
-    buffer: Arc<Buffer>,
-    area: Arc<Area>,
-    /// The producer's copy of `area.tail` (exact: only this thread moves it).
+    /// The producer's copy of `area.tail` (exact: only this thread moves it). Also the count of
+    /// records staged since this thread last delivered (both go back to 0 only in
+    /// `deliver_own`; a flush may have consumed some meanwhile).
     tail: usize,
-    /// Records staged since this thread last delivered (an upper bound: a flush may have
-    /// consumed some).
-    pending: usize,
+    /// The buffer's watermark (a copy: the record path compares `tail` with it alone, without
+    /// loading the buffer; at most the capacity, so below it there is room).
+    limit: usize,
+    /// `area`'s first record (a copy: one dependent load less per record).
+    records: *mut BufferRecord,
+    area: Arc<Area>,
+    buffer: Arc<Buffer>,
 }
 
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
@@ -367,45 +500,31 @@ impl Buffer {
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
         let area = Arc::new(Area::new(self.capacity));
         lock(&self.delivery).areas.push(area.clone());
-        Box::new(Staging { buffer: self.clone(), area, tail: 0, pending: 0 })
+        let records = area.base();
+        Box::new(Staging { tail: 0, limit: self.watermark, records, area, buffer: self.clone() })
     }
 
-    /// The calling thread's staging of this buffer through the cache of context slot `slot`, or
-    /// `None` during thread teardown.
-    #[inline(always)]
-    #[allow(clippy::mut_from_ref)] // the staging is the calling thread's own (see SAFETY below)
-    fn staging(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
-        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
-        if b == Arc::as_ptr(self) {
-            // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
-            // until `Stagings::drop` clears it; only this thread uses it, and no other reference
-            // to the staging is live: the record path does not re-enter (the buffer callback
-            // runs with the re-entrancy guard set) and the lookup below borrows only the vector.
-            return Some(unsafe { &mut *st });
-        }
-        self.staging_slow(slot)
-    }
-
+    /// Makes context slot `slot`'s cache entry hold this buffer and the calling thread's
+    /// staging of it (found, or made and registered); `false` during thread teardown (no
+    /// staging: the caller delivers the record on its own).
     #[cold]
     #[inline(never)]
-    #[allow(clippy::mut_from_ref)] // as for `staging`
-    fn staging_slow(self: &Arc<Self>, slot: usize) -> Option<&mut Staging> {
-        let st = STAGING
-            .try_with(|cell| {
-                let mut v = cell.0.borrow_mut();
-                let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
-                    Some(i) => i,
-                    None => {
-                        v.push(self.register_thread());
-                        v.len() - 1
-                    }
-                };
-                &mut *v[idx] as *mut Staging
-            })
-            .ok()?;
+    fn cache_staging(self: &Arc<Self>, slot: usize) -> bool {
+        let Ok(st) = STAGING.try_with(|cell| {
+            let mut v = cell.0.borrow_mut();
+            let idx = match v.iter().position(|s| Arc::ptr_eq(&s.buffer, self)) {
+                Some(i) => i,
+                None => {
+                    v.push(self.register_thread());
+                    v.len() - 1
+                }
+            };
+            &mut *v[idx] as *mut Staging
+        }) else {
+            return false;
+        };
         thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].set((Arc::as_ptr(self), st));
-        // SAFETY: as in `staging`: boxed in this thread's `STAGING`, which outlives this use.
-        Some(unsafe { &mut *st })
+        true
     }
 
     /// Delivers the calling thread's staged records and rewinds its area. `blocking = false`
@@ -422,7 +541,6 @@ impl Buffer {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        st.pending = 0;
         let r = st.area.take();
         self.call(st.area.ptr(&r), r.len());
         // Rewind under the lock: every consumer has released the records (see `Area`).
@@ -434,7 +552,7 @@ impl Buffer {
     /// Stages one record on the calling thread (context slot `slot`'s cache).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn write(
+    fn write<D: RecordData>(
         self: &Arc<Self>,
         slot: usize,
         context_id: ContextId,
@@ -444,28 +562,51 @@ impl Buffer {
         thread_id: u64,
         start: u64,
         end: u64,
-        payload: &Payload<'_>,
+        payload: &D,
     ) {
-        let Some(st) = self.staging(slot) else {
-            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+        // The calling thread's staging of this buffer, through the cache of context slot `slot`.
+        let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
+        if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
+            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
             return self.write_direct(&r);
-        };
-        if st.tail >= self.capacity && !self.make_room(st) {
-            return;
         }
+        // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
+        // until `Stagings::drop` clears it (and then this buffer is not in it); only this
+        // thread uses it, and no other reference to the staging is live: the record path does
+        // not re-enter (the buffer callback runs with the re-entrancy guard set) and
+        // `cache_staging` borrows only the vector.
+        let st = unsafe { &mut *cache.get().1 };
+        // Below the watermark there is room (watermark <= capacity): one compare per record.
+        let i = if st.tail < st.limit {
+            st.tail
+        } else {
+            match self.past_watermark(st) {
+                Some(i) => i,
+                None => return,
+            }
+        };
         // SAFETY:
-        // - `st.tail` is the producer's tail and below the capacity (checked above);
+        // - `i` is the producer's tail, below the capacity (checked above or in
+        //   `past_watermark`); `records` is the area's first record;
         // - the record is not yet published, so ours alone (see `Area`).
         unsafe {
-            let dst = st.area.slot(st.tail);
-            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+            let dst = st.records.add(i);
+            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
         }
-        st.tail += 1;
-        st.area.publish(st.tail);
-        st.pending += 1;
-        if st.pending >= self.watermark {
+        st.tail = i + 1;
+        st.area.publish(i + 1);
+        if i + 1 >= st.limit {
             self.deliver_own(st, self.policy == BufferPolicy::Lossless);
         }
+    }
+
+    /// The thread's staging is at or past the watermark: a discard-policy delivery gave way to
+    /// another thread's. The index to write the record at, or `None`: the staging is full and
+    /// the record is dropped (counted).
+    #[cold]
+    #[inline(never)]
+    fn past_watermark(&self, st: &mut Staging) -> Option<usize> {
+        (st.tail < self.capacity || self.make_room(st)).then_some(st.tail)
     }
 
     /// The thread's area is full. Lossless waits for the delivery lock and empties it; discard
@@ -526,7 +667,7 @@ impl BufferService {
     /// Stages a record of the context in slot `slot` (`context_id`) on the calling thread.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(crate) fn write(
+    pub(crate) fn write<D: RecordData>(
         &self,
         slot: usize,
         context_id: ContextId,
@@ -536,9 +677,42 @@ impl BufferService {
         thread_id: u64,
         start: u64,
         end: u64,
-        payload: &Payload<'_>,
+        payload: &D,
     ) {
         self.buffer.write(slot, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+    }
+
+    /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache
+    /// of context slot `slot`, and the record fits below the watermark (so no delivery follows
+    /// it). `false`, having written nothing, otherwise. Makes no calls (see
+    /// `callback::activity_fast`).
+    #[inline(always)]
+    pub(crate) fn try_write(
+        &self,
+        slot: usize,
+        context_id: ContextId,
+        external: u64,
+        thread_id: u64,
+        record: RecordTemplate,
+    ) -> bool {
+        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
+        if b != Arc::as_ptr(&self.buffer) {
+            return false;
+        }
+        // SAFETY: as in `Buffer::write`.
+        let st = unsafe { &mut *st };
+        let i = st.tail;
+        if i + 1 >= st.limit {
+            return false;
+        }
+        // SAFETY:
+        // - `i` is the producer's tail, below the watermark and so the capacity; `records` is
+        //   the area's first record;
+        // - the record is not yet published, so ours alone (see `Area`).
+        unsafe { record.store(st.records.add(i), context_id, external, thread_id) };
+        st.tail = i + 1;
+        st.area.publish(i + 1);
+        true
     }
 }
 

@@ -47,15 +47,17 @@
 #![allow(unsafe_code)] // calls tools' `extern "C"` callbacks; services live behind raw pointers
 
 use std::ffi::c_void;
+use std::num::NonZeroU32;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, SLOTS, with_live_slot};
+use crate::buffer::{BufferService, RecordData, RecordTemplate};
+use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::payload::Payload;
+use crate::payload::{Payload, Summary};
 use crate::timestamp::timestamp_ns;
 
 /// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
@@ -132,6 +134,15 @@ impl OperationFilter {
         self.all || self.bits.get(op as usize / 64).is_some_and(|w| (w >> (op % 64)) & 1 != 0)
     }
 
+    /// [`Self::contains`] for a filter with a list, out of line: inline, the compiler hoists
+    /// the list's word index and bit out of the delivery loops into every record's prologue
+    /// (two shifts and two stack slots), though the common filter passes everything.
+    #[cold]
+    #[inline(never)]
+    fn contains_listed(&self, op: u32) -> bool {
+        self.contains(op)
+    }
+
     /// Whether every operation passes (the common case: tools rarely list operations).
     pub(crate) fn all(&self) -> bool {
         self.all
@@ -161,7 +172,7 @@ pub(crate) fn untag_service<S>(p: *mut S) -> (*mut S, bool) {
 /// Whether service `svc` (untagged, live) wants operation `op`; `all` from [`untag_service`].
 #[inline(always)]
 fn wants(all: bool, filter: &OperationFilter, op: u32) -> bool {
-    all || filter.contains(op)
+    all || filter.contains_listed(op)
 }
 
 pub(crate) struct CallbackService {
@@ -344,8 +355,8 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
 #[inline(always)]
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed) >> BUFFER_SHIFT;
-    if mask != 0 {
-        activity_slow(kind, op, correlation, start, end, payload, mask);
+    if let Some(mask) = NonZeroU32::new(mask) {
+        activity_typed(kind, op, correlation, start, end, payload, mask);
     }
 }
 
@@ -512,7 +523,7 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         // on store forwarding, ~3 ns per enter.
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
-        let thread_id = t.thread_id();
+        let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: the thread is busy in the context, so the service outlives this use
@@ -644,8 +655,7 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     // not `Clone`, so no other exit uses it).
     let frame = unsafe { me.frame(token.frame) };
     t.current.set(frame.previous);
-    let ptr = payload_ptr(kind, &payload);
-    let thread_id = t.thread_id();
+    let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
     for i in bits(u32::from(token.delivered)) {
@@ -671,7 +681,8 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             kind: kind as u32,
             operation: token.operation,
             phase: Phase::Exit as u32,
-            payload: ptr,
+            // Here, not before the loop: an exit with buffer records only skips the check.
+            payload: payload_ptr(kind, &payload),
         };
         call(svc, &record, &mut frame.user[i]);
         me.leave(busy);
@@ -745,7 +756,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
             c => c,
         };
         let ptr = payload_ptr(kind, payload);
-        let thread_id = t.thread_id();
+        let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
             // SAFETY: busy in the context.
@@ -776,7 +787,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn write_buffers(
+fn write_buffers<D: RecordData>(
     me: &ThreadSlot,
     busy: u32,
     t: &ThreadState,
@@ -785,47 +796,220 @@ fn write_buffers(
     correlation: u64,
     start: u64,
     end: u64,
-    payload: &Payload<'_>,
+    payload: &D,
     bm: u32,
 ) {
-    let thread_id = t.thread_id();
+    let thread_id = t.cached_thread_id();
     for i in bits(bm) {
         let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
         // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if wants(all, &svc.filter, op) {
-            let id = SLOTS[i].id();
-            svc.write(
-                i,
-                id,
-                kind,
-                op,
-                CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
-                thread_id,
-                start,
-                end,
-                payload,
-            );
+            stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
         }
         me.leave(busy);
     }
 }
 
+/// [`write_buffers`] for one context, slot `i` (activity: the common case). The service's tag
+/// first, each branch with its own pointer: merged (as in `acquire`), LLVM untags both with
+/// arithmetic (`p - (p & 1)`); here the common case reads the service at constant offsets.
+/// (Not for the loop of `write_buffers`: inlined into `instant_slow`, it cost the callback
+/// path of an instant two instructions of register shuffling.)
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_buffer<D: RecordData>(
+    me: &ThreadSlot,
+    busy: u32,
+    t: &ThreadState,
+    i: usize,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+) {
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.buffers[kind.index()].load(Ordering::Acquire);
+    let thread_id = t.cached_thread_id();
+    if p.addr() & ALL_OPS != 0 {
+        // SAFETY: tagged, so non-null; busy in the context, so the service outlives this use
+        // (destroy frees it only after no thread is busy in the context).
+        let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
+        stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
+    } else if wants_listed(p, op) {
+        // SAFETY: non-null (checked by `wants_listed`); alive as above.
+        stage(unsafe { &*p }, t, thread_id, i, kind, op, correlation, start, end, payload);
+    }
+    me.leave(busy);
+}
+
+/// Whether the untagged service pointer `p` (a service with an operation list, or null) wants
+/// operation `op`. Out of line: the common service wants every operation.
+#[cold]
 #[inline(never)]
-fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: u32) {
+fn wants_listed(p: *mut BufferService, op: u32) -> bool {
+    // SAFETY: the caller is busy in the context, so a non-null service is alive.
+    !p.is_null() && unsafe { &*p }.filter.contains(op)
+}
+
+/// Stages the record in `svc`'s buffer (context slot `i`, the caller busy in it).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn stage<D: RecordData>(
+    svc: &BufferService,
+    t: &ThreadState,
+    thread_id: u64,
+    i: usize,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+) {
+    let id = SLOTS[i].id();
+    svc.write(
+        i,
+        id,
+        kind,
+        op,
+        CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+        thread_id,
+        start,
+        end,
+        payload,
+    );
+}
+
+/// One activity path per payload struct, and [`emit_activity`]'s choice among them: call sites
+/// name the variant and the kind, so the `match` folds to one call, and that path's fast case
+/// ([`activity_fast`]) reads the record's summary straight from the struct with the kind a
+/// constant (no kind check, no `match` on the variant: two jump tables per record); every other
+/// case goes to the one [`activity_slow`] with the summary. Plain functions, not one generic: a
+/// generic would be instantiated in the caller's crate, and the statics it uses (slots, masks)
+/// would then be reached through the GOT from this crate's own record paths too (+3
+/// instructions per instant).
+macro_rules! activity_paths {
+    ($($variant:ident($payload:ty) if $kind:ident => $path:ident;)*) => {
+        #[inline(always)]
+        fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: NonZeroU32) {
+            match payload {
+                $(Payload::$variant(p) if kind == Kind::$kind => $path(op, correlation, start, end, p, bm),)*
+                // No payload, or one of another kind: the record's data is zeros.
+                _ => activity_none(kind, op, correlation, start, end, bm),
+            }
+        }
+
+        $(
+            #[inline(never)]
+            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
+                // The kind is the payload's (a constant here): one argument less. The record's
+                // fields first (see `RecordTemplate`), the slow path takes them from there.
+                let record = RecordTemplate::new(Kind::$kind, op, correlation, start, end, payload.summary());
+                if !activity_fast(Kind::$kind, record, bm) {
+                    activity_slow_template(&record, bm);
+                }
+            }
+        )*
+    };
+}
+
+activity_paths! {
+    ApiCall(crate::payload::ApiCallPayload) if UrApi => activity_api_call;
+    Queue(crate::payload::QueuePayload) if SyclQueue => activity_queue;
+    KernelDispatch(crate::payload::KernelDispatchPayload) if KernelDispatch => activity_kernel_dispatch;
+    MemoryCopy(crate::payload::MemoryCopyPayload) if MemoryCopy => activity_memory_copy;
+    MemoryFill(crate::payload::MemoryFillPayload) if MemoryFill => activity_memory_fill;
+    MemoryAlloc(crate::payload::MemoryAllocPayload) if MemoryAlloc => activity_memory_alloc;
+    TaskGraph(crate::payload::TaskGraphPayload) if TaskGraph => activity_task_graph;
+    Sync(crate::payload::SyncPayload) if Sync => activity_sync;
+    CodeObject(crate::payload::CodeObjectPayload) if CodeObject => activity_code_object;
+    Marker(crate::payload::MarkerPayload) if Marker => activity_marker;
+    Xpti(crate::payload::XptiPayload) if Xpti => activity_xpti;
+}
+
+#[inline(never)]
+fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: NonZeroU32) {
+    activity_slow(kind, op, correlation, start, end, &[0; 6], bm);
+}
+
+/// The common case of an activity record, as a leaf: a registered thread outside any delivery,
+/// one context, a service that wants every operation, this thread's staging of its buffer in
+/// the cache with room for the record below the watermark. `false`, having done nothing (a
+/// busy section entered is left again), when any of that does not hold: the caller then takes
+/// the full path from the start. No calls: with the cold cases (registration, the staging
+/// search, a delivery, another context's loop) as calls in the same function, its prologue and
+/// spills were ~25 of its ~100 instructions.
+#[inline(always)]
+fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
+    let t = thread_state();
+    if t.in_callback.get() {
+        return true; // inside a buffer callback: deliver nothing
+    }
+    let Some(me) = t.slot.get() else { return false };
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy != 0 {
+        return true;
+    }
+    if !bm.is_power_of_two() {
+        return false;
+    }
+    // Non-zero: one `tzcnt`; masked: no bounds check (`bm` < 1 << 8).
+    let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return true;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.buffers[kind.index()].load(Ordering::Acquire);
+    // A tagged service wants every operation (and is non-null); anything else: the full path.
+    let done = p.addr() & ALL_OPS != 0 && {
+        // SAFETY: tagged, so non-null; busy in the context, so the service outlives this use
+        // (destroy frees it only after no thread is busy in the context).
+        let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
+        let id = slot.id();
+        svc.try_write(i, id, t.external(i, id), t.cached_thread_id(), record)
+    };
+    me.leave(busy);
+    done
+}
+
+/// [`activity_slow`] with the record's fields from `record`. The fast path built the template
+/// first and hands it over (not the arguments it came from), so the arguments need not
+/// survive the fast path: its prologue saved six callee-saved registers for them.
+#[inline(never)]
+fn activity_slow_template(record: &RecordTemplate, bm: NonZeroU32) {
+    let (kind, op, correlation, start, end, data) = record.fields();
+    if let Some(kind) = Kind::from_u32(kind) {
+        activity_slow(kind, op, correlation, start, end, &data, bm);
+    }
+}
+
+/// The activity path, every case (`data`: the record's summary of the payload). One function
+/// for all payload types: only the fast path is per type.
+#[inline(never)]
+fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, data: &[u64; 6], bm: NonZeroU32) {
     let t = thread_state();
     if t.in_callback.get() {
         return;
     }
     match thread_slot(t) {
-        Some(me) => activity_body(me, t, kind, op, correlation, start, end, &payload, bm & 0xff),
-        None => activity_late(t, kind, op, correlation, start, end, &payload, bm & 0xff),
+        // `bm` has only the buffer bits of the slots (`KIND_MASK >> BUFFER_SHIFT`, < 1 << 8).
+        Some(me) => activity_body(me, t, kind, op, correlation, start, end, data, bm),
+        None => activity_late(t, kind, op, correlation, start, end, data, bm),
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn activity_body(
+fn activity_body<D: RecordData>(
     me: &ThreadSlot,
     t: &ThreadState,
     kind: Kind,
@@ -833,21 +1017,57 @@ fn activity_body(
     correlation: u64,
     start: u64,
     end: u64,
-    payload: &Payload<'_>,
-    bm: u32,
+    payload: &D,
+    bm: NonZeroU32,
 ) {
     // Inside a callback delivery: deliver nothing (see `enter_body`).
     let busy = me.busy_word();
-    if busy == 0 {
-        write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
+    if busy != 0 {
+        return;
     }
+    if bm.is_power_of_two() {
+        // One context (the common case): no loop, so nothing is kept for a next iteration.
+        // Non-zero: one `tzcnt`; masked: no bounds check.
+        let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+        write_buffer(me, busy, t, i, kind, op, correlation, start, end, payload);
+    } else {
+        activity_contexts(me, busy, t, kind, op, correlation, start, end, payload, bm.get() & 0xff);
+    }
+}
+
+/// [`activity_body`] for several contexts: out of line, so the one-context path keeps its
+/// registers.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn activity_contexts<D: RecordData>(
+    me: &ThreadSlot,
+    busy: u32,
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+    bm: u32,
+) {
+    write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
 }
 
 /// Activity from a thread in teardown: through the late slot (see [`crate::inflight`]).
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-fn activity_late(t: &ThreadState, kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: &Payload<'_>, bm: u32) {
+fn activity_late<D: RecordData>(
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &D,
+    bm: NonZeroU32,
+) {
     if let Some(late) = take_late_slot(t) {
         activity_body(late, t, kind, op, correlation, start, end, payload, bm);
         release_late_slot(t);

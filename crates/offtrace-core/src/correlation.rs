@@ -120,6 +120,16 @@ impl ThreadState {
         t
     }
 
+    /// The kernel thread id of a thread that has (or had) an in-flight slot or holds the late
+    /// slot: taking one caches the id (`inflight::register_current`, `take_late_slot`), so the
+    /// record paths read it without the check of [`Self::thread_id`].
+    #[inline(always)]
+    pub(crate) fn cached_thread_id(&self) -> u64 {
+        let t = self.tid.get();
+        debug_assert!(t != 0, "the thread id is cached when a thread takes a slot");
+        t
+    }
+
     /// The top of this thread's external stack for `ctx` (0 when empty or pushed for an older
     /// context in the same slot).
     #[inline]

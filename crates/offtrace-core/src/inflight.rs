@@ -193,6 +193,7 @@ pub fn late_lost() -> u64 {
 #[cold]
 #[inline(never)]
 pub(crate) fn take_late_slot(t: &ThreadState) -> Option<&'static ThreadSlot> {
+    t.thread_id(); // cached for the record paths (`ThreadState::cached_thread_id`)
     let depth = t.late_depth.get();
     if depth > 0 {
         // Already ours (an open late call, or a callback of one): re-entrant.
@@ -266,6 +267,7 @@ fn register_current(t: &ThreadState) -> Option<&'static ThreadSlot> {
             None => register(o),
         })
         .ok()?;
+    t.thread_id(); // cached for the record paths (`ThreadState::cached_thread_id`)
     t.slot.set(Some(s));
     Some(s)
 }

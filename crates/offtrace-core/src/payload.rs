@@ -258,21 +258,39 @@ impl Payload<'_> {
     /// The kind whose payload this is (`None` for [`Payload::None`]).
     #[inline]
     pub fn kind(&self) -> Option<Kind> {
-        Some(match self {
-            Payload::None => return None,
-            Payload::ApiCall(_) => Kind::UrApi,
-            Payload::Queue(_) => Kind::SyclQueue,
-            Payload::KernelDispatch(_) => Kind::KernelDispatch,
-            Payload::MemoryCopy(_) => Kind::MemoryCopy,
-            Payload::MemoryFill(_) => Kind::MemoryFill,
-            Payload::MemoryAlloc(_) => Kind::MemoryAlloc,
-            Payload::TaskGraph(_) => Kind::TaskGraph,
-            Payload::Sync(_) => Kind::Sync,
-            Payload::CodeObject(_) => Kind::CodeObject,
-            Payload::Marker(_) => Kind::Marker,
-            Payload::Xpti(_) => Kind::Xpti,
-        })
+        // The variant's position, then a table: LLVM folds the first `match` to the enum's tag
+        // (a `match` returning the kinds became a jump table on the exit path).
+        const KINDS: [Option<Kind>; 12] = [
+            None,
+            Some(Kind::UrApi),
+            Some(Kind::SyclQueue),
+            Some(Kind::KernelDispatch),
+            Some(Kind::MemoryCopy),
+            Some(Kind::MemoryFill),
+            Some(Kind::MemoryAlloc),
+            Some(Kind::TaskGraph),
+            Some(Kind::Sync),
+            Some(Kind::CodeObject),
+            Some(Kind::Marker),
+            Some(Kind::Xpti),
+        ];
+        let i = match self {
+            Payload::None => 0,
+            Payload::ApiCall(_) => 1,
+            Payload::Queue(_) => 2,
+            Payload::KernelDispatch(_) => 3,
+            Payload::MemoryCopy(_) => 4,
+            Payload::MemoryFill(_) => 5,
+            Payload::MemoryAlloc(_) => 6,
+            Payload::TaskGraph(_) => 7,
+            Payload::Sync(_) => 8,
+            Payload::CodeObject(_) => 9,
+            Payload::Marker(_) => 10,
+            Payload::Xpti(_) => 11,
+        };
+        KINDS[i]
     }
+
 
     /// The pointer C callbacks receive as `record.payload`.
     #[inline]
@@ -299,28 +317,54 @@ impl Payload<'_> {
     pub fn summary(&self) -> [u64; 6] {
         match *self {
             Payload::None => [0; 6],
-            Payload::ApiCall(p) => [
-                u64::from(p.function_id),
-                p.result as u64,
-                p.args[0],
-                p.args[1],
-                p.args[2],
-                p.args[3],
-            ],
-            Payload::Queue(p) => [p.queue, p.device, p.context, p.flags, 0, 0],
-            Payload::KernelDispatch(p) => {
-                [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
-            }
-            Payload::MemoryCopy(p) => [p.queue, p.dst, p.src, p.size, 0, 0],
-            Payload::MemoryFill(p) => [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0],
-            Payload::MemoryAlloc(p) => [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0],
-            Payload::TaskGraph(p) => [p.node, p.source, p.target, p.name as u64, p.ur_event, 0],
-            Payload::Sync(p) => [p.object, u64::from(p.event_count), 0, 0, 0, 0],
-            Payload::CodeObject(p) => [p.handle, p.program, p.name as u64, p.binary_size, 0, 0],
-            Payload::Marker(p) => [p.message as u64, p.range_id, 0, 0, 0, 0],
-            Payload::Xpti(p) => [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data],
+            Payload::ApiCall(p) => p.summary(),
+            Payload::Queue(p) => p.summary(),
+            Payload::KernelDispatch(p) => p.summary(),
+            Payload::MemoryCopy(p) => p.summary(),
+            Payload::MemoryFill(p) => p.summary(),
+            Payload::MemoryAlloc(p) => p.summary(),
+            Payload::TaskGraph(p) => p.summary(),
+            Payload::Sync(p) => p.summary(),
+            Payload::CodeObject(p) => p.summary(),
+            Payload::Marker(p) => p.summary(),
+            Payload::Xpti(p) => p.summary(),
         }
     }
+}
+
+/// A payload struct's [`Payload::summary`], per type: a record path that knows the payload's
+/// type at compile time (`emit_activity`, monomorphised per type) reads the fields directly,
+/// without matching on [`Payload`].
+pub(crate) trait Summary {
+    fn summary(&self) -> [u64; 6];
+}
+
+macro_rules! summary {
+    ($($t:ty => |$p:ident| $e:expr;)*) => {$(
+        impl Summary for $t {
+            #[inline(always)]
+            fn summary(&self) -> [u64; 6] {
+                let $p = self;
+                $e
+            }
+        }
+    )*};
+}
+
+summary! {
+    ApiCallPayload => |p| [u64::from(p.function_id), p.result as u64, p.args[0], p.args[1], p.args[2], p.args[3]];
+    QueuePayload => |p| [p.queue, p.device, p.context, p.flags, 0, 0];
+    KernelDispatchPayload => |p| {
+        [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
+    };
+    MemoryCopyPayload => |p| [p.queue, p.dst, p.src, p.size, 0, 0];
+    MemoryFillPayload => |p| [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0];
+    MemoryAllocPayload => |p| [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0];
+    TaskGraphPayload => |p| [p.node, p.source, p.target, p.name as u64, p.ur_event, 0];
+    SyncPayload => |p| [p.object, u64::from(p.event_count), 0, 0, 0, 0];
+    CodeObjectPayload => |p| [p.handle, p.program, p.name as u64, p.binary_size, 0, 0];
+    MarkerPayload => |p| [p.message as u64, p.range_id, 0, 0, 0, 0];
+    XptiPayload => |p| [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data];
 }
 
 /// Raw values of the arguments of one record, for argument iteration: `(value, address)` where
@@ -425,5 +469,48 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
                 push(out, p.user_data, &p.user_data);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Payload::kind`'s table is indexed by the variant's position: each variant maps to its
+    /// own kind, and `Summary` per type agrees with `Payload::summary`.
+    #[test]
+    fn kind_and_summary_of_every_variant() {
+        let api = ApiCallPayload::new(7, &[1, 2, 3, 4, 5]);
+        let queue = QueuePayload { queue: 1, device: 2, context: 3, flags: 4 };
+        let kernel = KernelDispatchPayload { queue: 1, kernel: 2, global_size: [3, 4, 5], work_dim: 3, ..Default::default() };
+        let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+        let fill = MemoryFillPayload { queue: 1, dst: 2, pattern: 3, pattern_size: 4, size: 5 };
+        let alloc = MemoryAllocPayload { ptr: 1, size: 2, memory_type: MemoryType::Device, device: 4 };
+        let graph = TaskGraphPayload { node: 1, source: 2, target: 3, ur_event: 5, ..Default::default() };
+        let sync = SyncPayload { object: 1, event_count: 2 };
+        let code = CodeObjectPayload { handle: 1, program: 2, binary_size: 4, ..Default::default() };
+        let marker = MarkerPayload { message: std::ptr::null(), range_id: 2 };
+        let xpti = XptiPayload { stream_id: 2, parent: 3, event: 4, instance: 5, user_data: 6, ..Default::default() };
+        let cases: [(Payload<'_>, Option<Kind>, [u64; 6]); 12] = [
+            (Payload::None, None, [0; 6]),
+            (Payload::ApiCall(&api), Some(Kind::UrApi), api.summary()),
+            (Payload::Queue(&queue), Some(Kind::SyclQueue), queue.summary()),
+            (Payload::KernelDispatch(&kernel), Some(Kind::KernelDispatch), kernel.summary()),
+            (Payload::MemoryCopy(&copy), Some(Kind::MemoryCopy), copy.summary()),
+            (Payload::MemoryFill(&fill), Some(Kind::MemoryFill), fill.summary()),
+            (Payload::MemoryAlloc(&alloc), Some(Kind::MemoryAlloc), alloc.summary()),
+            (Payload::TaskGraph(&graph), Some(Kind::TaskGraph), graph.summary()),
+            (Payload::Sync(&sync), Some(Kind::Sync), sync.summary()),
+            (Payload::CodeObject(&code), Some(Kind::CodeObject), code.summary()),
+            (Payload::Marker(&marker), Some(Kind::Marker), marker.summary()),
+            (Payload::Xpti(&xpti), Some(Kind::Xpti), xpti.summary()),
+        ];
+        for (p, kind, summary) in cases {
+            assert_eq!(p.kind(), kind, "{p:?}");
+            assert_eq!(p.summary(), summary, "{p:?}");
+        }
+        assert_eq!(api.summary(), [7, 0, 1, 2, 3, 4]);
+        assert_eq!(kernel.summary(), [1, 2, 3, 4, 5, 3]);
+        assert_eq!(alloc.summary(), [1, 2, 2, 4, 0, 0]);
     }
 }

@@ -512,6 +512,61 @@ fn buffer_operation_filter() {
     destroy_context(ctx).unwrap();
 }
 
+/// Activity records through each of `emit_activity`'s paths: one slow path per payload type
+/// (the summary read from the struct), a payload of another kind or none (zeros), one context
+/// with an operation list, and several contexts at once.
+#[test]
+fn activity_paths() {
+    let _g = serial();
+    let (a, b) = (Batches::default(), Batches::default());
+    let ctx_a = create_context().unwrap();
+    let ctx_b = create_context().unwrap();
+    // SAFETY: as in `buffered_ctx`.
+    let (buf_a, buf_b) = unsafe {
+        (
+            create_buffer(ctx_a, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &a as *const Batches as *mut c_void)
+                .unwrap(),
+            create_buffer(ctx_b, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void)
+                .unwrap(),
+        )
+    };
+    // Context a: copies and fills; context b: fills only, and only BUFFER_FILL.
+    configure_buffer_tracing_service(ctx_a, Kind::MemoryCopy, None, buf_a).unwrap();
+    configure_buffer_tracing_service(ctx_a, Kind::MemoryFill, None, buf_a).unwrap();
+    configure_buffer_tracing_service(ctx_b, Kind::MemoryFill, Some(&[memory_fill::BUFFER_FILL]), buf_b).unwrap();
+    start_context(ctx_a).unwrap();
+    start_context(ctx_b).unwrap();
+    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let fill = MemoryFillPayload { queue: 5, dst: 6, pattern: 7, pattern_size: 8, size: 9 };
+    // One context.
+    emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, 10, 100, 200, Payload::MemoryCopy(&copy));
+    // A payload of another kind, and none: zeros.
+    emit_activity(Kind::MemoryCopy, memory_copy::BUFFER_COPY, 11, 100, 200, Payload::MemoryFill(&fill));
+    emit_activity(Kind::MemoryCopy, memory_copy::BUFFER_READ, 12, 100, 200, Payload::None);
+    // Two contexts; b's list passes only BUFFER_FILL.
+    emit_activity(Kind::MemoryFill, memory_fill::USM_FILL, 13, 300, 400, Payload::MemoryFill(&fill));
+    emit_activity(Kind::MemoryFill, memory_fill::BUFFER_FILL, 14, 500, 600, Payload::MemoryFill(&fill));
+    flush_buffer(buf_a).unwrap();
+    flush_buffer(buf_b).unwrap();
+    let fields = |r: &BufferRecord| (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.data);
+    let got_a: Vec<_> = a.records.lock().unwrap().iter().map(fields).collect();
+    let got_b: Vec<_> = b.records.lock().unwrap().iter().map(fields).collect();
+    let (copy_k, fill_k) = (Kind::MemoryCopy as u32, Kind::MemoryFill as u32);
+    assert_eq!(
+        got_a,
+        vec![
+            (ctx_a, copy_k, memory_copy::USM_MEMCPY, 10, 100, [1, 2, 3, 4, 0, 0]),
+            (ctx_a, copy_k, memory_copy::BUFFER_COPY, 11, 100, [0; 6]),
+            (ctx_a, copy_k, memory_copy::BUFFER_READ, 12, 100, [0; 6]),
+            (ctx_a, fill_k, memory_fill::USM_FILL, 13, 300, [5, 6, 7, 8, 9, 0]),
+            (ctx_a, fill_k, memory_fill::BUFFER_FILL, 14, 500, [5, 6, 7, 8, 9, 0]),
+        ]
+    );
+    assert_eq!(got_b, vec![(ctx_b, fill_k, memory_fill::BUFFER_FILL, 14, 500, [5, 6, 7, 8, 9, 0])]);
+    destroy_context(ctx_a).unwrap();
+    destroy_context(ctx_b).unwrap();
+}
+
 // ---------------------------------------------------------------- markers, args, allocations
 
 #[test]
