@@ -79,7 +79,7 @@ pub fn read_c_string(addr: usize, max: usize, out: &mut Vec<u8>) -> bool {
 pub unsafe fn read_c_string_trusted(addr: usize, max: usize, out: &mut Vec<u8>) -> bool {
     out.clear();
     // Null, the first page, and non-canonical addresses are never a valid string.
-    if addr < PAGE || addr >= (1usize << 47) {
+    if !(PAGE..(1usize << 47)).contains(&addr) {
         return false;
     }
     let p = addr as *const u8;
