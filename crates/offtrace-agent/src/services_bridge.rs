@@ -220,13 +220,20 @@ fn emit_raw(
     emit_instant(Kind::Xpti, u32::from(trace_type), Phase::None, Payload::Xpti(&p));
 }
 
-#[inline(never)]
+/// Inlined into each trampoline, where `kind` is a constant: the `match` folds to the stream's
+/// arm, and a UR call that nothing wants (the recorder alone, say) returns after a few loads
+/// without a call (as an out-of-line function, its prologue and epilogue alone were 15
+/// instructions per notification, the `match` 11 more).
+#[inline(always)]
 unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
     // SAFETY (all arms): forwarded from `on_notification`.
     unsafe {
         match (kind, raw.trace_type) {
             (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) if !raw.user_data.is_null() => {
-                ur_call(raw, raw.trace_type == tt::FUNCTION_WITH_ARGS_END);
+                let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
+                if ur_call_wanted(raw, end) {
+                    ur_call(raw, end);
+                }
             }
             (StreamKind::Sycl, _) => sycl(raw),
             (StreamKind::MemAlloc, tt::MEM_ALLOC_END | tt::MEM_RELEASE_BEGIN) if !UR_SEEN.load(Ordering::Relaxed) => {
@@ -392,22 +399,31 @@ unsafe fn read_out(p: u64) -> u64 {
     unsafe { (p as *const u64).read_unaligned() }
 }
 
+/// Whether [`ur_call`] has anything to do for this call; notes that UR calls arrive.
+///
 /// # Safety
 /// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
-unsafe fn ur_call(raw: &Raw, end: bool) {
+#[inline(always)]
+unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
     if !UR_SEEN.load(Ordering::Relaxed) {
         // Relaxed: a one-way flag; a notification racing with the first store may still take
         // the SYCL-only path once.
         UR_SEEN.store(true, Ordering::Relaxed);
     }
     // SAFETY: contract.
-    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    let id = unsafe { (*raw.user_data.cast::<FunctionWithArgs>()).function_id };
     // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
     // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
     // be closed even when the context stopped in between).
-    if !kind_enabled(Kind::UrApi) && !effects_wanted(f.function_id) && (!end || no_open_calls()) {
-        return;
-    }
+    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls())
+}
+
+/// # Safety
+/// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
+#[inline(never)]
+unsafe fn ur_call(raw: &Raw, end: bool) {
+    // SAFETY: contract.
+    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
     // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
@@ -976,6 +992,7 @@ fn payload_name(e: &TraceEventData) -> *const c_char {
 
 /// # Safety
 /// `raw` holds the arguments of a live notification on the `sycl` stream.
+#[inline(never)]
 unsafe fn sycl(raw: &Raw) {
     let Some(d) = DISPATCHER.get() else { return };
     // SAFETY: a non-null event of a live callback is valid for the callback.
@@ -1097,6 +1114,7 @@ fn dispatch_without_ur(t: &PendingTask) {
 ///
 /// # Safety
 /// `raw` holds the arguments of a live `sycl.experimental.mem_alloc` notification.
+#[inline(never)]
 unsafe fn usm_without_ur(raw: &Raw) {
     let Some(d) = DISPATCHER.get() else { return };
     // SAFETY: a non-null event of a live callback is valid for the callback.

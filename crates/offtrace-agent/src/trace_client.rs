@@ -55,30 +55,12 @@ unsafe extern "C" fn on_xpti(record: CallbackRecord, _user: *mut UserData, _data
     if p.is_null() {
         return;
     }
-    // Field by field with 8-byte (volatile) loads: the payload was just written with 8-byte
-    // stores, and a wider load spanning two of them (what a block copy compiles to) stalls on
-    // store forwarding.
-    // SAFETY: `p` points at a live `XptiPayload` (see above); every field is plain data.
-    let (class, stream_id, trace_type, parent, event, instance, user_data) = unsafe {
-        (
-            (&raw const (*p).stream_class).read_volatile(),
-            (&raw const (*p).stream_id).read_volatile(),
-            (&raw const (*p).trace_type).read_volatile(),
-            (&raw const (*p).parent).read_volatile(),
-            (&raw const (*p).event).read_volatile(),
-            (&raw const (*p).instance).read_volatile(),
-            (&raw const (*p).user_data).read_volatile(),
-        )
-    };
+    // SAFETY: `p` points at a live `XptiPayload` (see above); the bridge's trace point types
+    // are 16-bit. Its fields are read where they were written (8-byte loads of 8-byte stores,
+    // no store-forwarding stall), not copied.
+    let (class, stream_id, raw) = unsafe { ((*p).stream_class, (*p).stream_id, Raw::in_xpti_payload(p)) };
     let Some(kind) = StreamKind::from_class(class) else { return };
-    let raw = Raw {
-        trace_type: trace_type as u16,
-        parent: parent as *const _,
-        event: event as *const _,
-        instance,
-        user_data: user_data as *const c_void,
-    };
-    let _ = catch_unwind(AssertUnwindSafe(|| recorder::record(kind, stream_id as u8, &raw)));
+    let _ = catch_unwind(AssertUnwindSafe(|| recorder::record(kind, stream_id as u8, raw)));
 }
 
 /// `KERNEL_DISPATCH` → a `KernelDispatch` record with the allocation properties.
