@@ -3,8 +3,8 @@
 //!
 //! Record path (an application thread, inside an XPTI callback): one relaxed load of the global
 //! state (the gate), one clock read, one access to a const, destructor-free thread-local (the
-//! thread's `Local` pointer and a `busy` flag, the re-entrancy guard: a callback that re-enters
-//! through the dispatcher records nothing),
+//! thread's `Local` pointer; no re-entrancy flag of its own: [`record`] is called only from the
+//! services' delivery (`trace_client`), whose guard already keeps a thread from re-entering it),
 //! a wait-free ring reservation, the record written in place in its compact form, and one
 //! Release store that publishes it. A `ur.call` function_with_args begin/end (most of the
 //! traffic) is encoded straight from the callback's arguments (`decode::encode_ur_call`); other
@@ -168,9 +168,6 @@ impl Drop for Local {
 struct Tls {
     /// The thread's `Local`: null before registration, [`DEAD`] once [`OWNER`] freed it.
     local: Cell<*mut Local>,
-    /// Set while this thread is inside `record` (the re-entrancy guard: a callback that
-    /// re-enters through the dispatcher records nothing).
-    busy: Cell<bool>,
 }
 
 /// [`Tls::local`] after the thread's `Local` was freed (thread exit): record through the late ring.
@@ -196,18 +193,8 @@ impl Drop for Owner {
 }
 
 thread_local! {
-    static TLS: Tls = const { Tls { local: Cell::new(std::ptr::null_mut()), busy: Cell::new(false) } };
+    static TLS: Tls = const { Tls { local: Cell::new(std::ptr::null_mut()) } };
     static OWNER: Owner = const { Owner(Cell::new(std::ptr::null_mut())) };
-}
-
-/// Clears [`Tls::busy`] when the record path leaves (also when unwinding).
-struct Busy<'a>(&'a Cell<bool>);
-
-impl Drop for Busy<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        self.0.set(false);
-    }
 }
 
 /// The recorder, if recording started.
@@ -418,8 +405,9 @@ fn start_inner(
     unsafe {
         libc::pthread_atfork(None, None, Some(stop_in_child));
     }
-    // Relaxed: the gate only; the recorder itself is published by the OnceLock.
-    STATE.store(RECORDING, Ordering::Relaxed);
+    // Release: publishes `RECORDER` (set above) to the record path, which reads it unchecked
+    // after its Acquire load of the gate.
+    STATE.store(RECORDING, Ordering::Release);
     // The recorder is a client of the tracing services: notifications reach `record` through
     // its `XPTI` callback (`trace_client`).
     if let Err(e) = crate::trace_client::subscribe() {
@@ -436,6 +424,11 @@ extern "C" fn stop_in_child() {
 }
 
 /// Records one notification. The record path: see the module docs.
+///
+/// Called only from the services' delivery of an `XPTI` record (`trace_client::on_xpti`): while
+/// it runs, the services deliver nothing else on this thread (their re-entrancy guard), so a
+/// notification the recorder causes itself is not recorded, and the thread's `Local` is never
+/// borrowed twice.
 #[inline(always)]
 pub fn record(kind: StreamKind, stream: u8, raw: &Raw) {
     // Two entry points, so that the common case's code (`kind` known) is not interleaved with
@@ -465,11 +458,15 @@ fn record_other(kind: StreamKind, stream: u8, raw: &Raw) {
 /// `ur`: whether this is [`is_ur_call_with_args`], when the caller knows.
 #[inline(always)]
 fn record_impl(kind: StreamKind, stream: u8, raw: &Raw, ur: Option<bool>) {
-    // Relaxed: a gate; a stale value at start or finish records or skips one notification.
-    if STATE.load(Ordering::Relaxed) != RECORDING {
+    // Acquire: pairs with the Release that set RECORDING, after `RECORDER` was set (a plain
+    // load on x86). A stale value at start or finish records or skips one notification.
+    if STATE.load(Ordering::Acquire) != RECORDING {
         return;
     }
-    let Some(rec) = RECORDER.get() else { return };
+    // SAFETY: RECORDING is stored only after `RECORDER` was set (`start_inner`), and a set
+    // `OnceLock` stays set; the Acquire above makes it visible. One load and branch less.
+    #[allow(unsafe_code)]
+    let rec = unsafe { RECORDER.get().unwrap_unchecked() };
     let ts = rec.clock.now();
     // The address only (inlined: a TLS offset); `TLS` has no destructor and lives as long as
     // the thread.
@@ -477,12 +474,6 @@ fn record_impl(kind: StreamKind, stream: u8, raw: &Raw, ur: Option<bool>) {
     // SAFETY: see above; only this thread accesses its `TLS`.
     #[allow(unsafe_code)]
     let t = unsafe { &*t };
-    if t.busy.get() {
-        // Inside our own callback (re-entrancy): record nothing.
-        return;
-    }
-    t.busy.set(true);
-    let _busy = Busy(&t.busy);
     let mut p = t.local.get();
     if p.is_null() || p == DEAD {
         p = local_cold(rec, t);
@@ -495,7 +486,8 @@ fn record_impl(kind: StreamKind, stream: u8, raw: &Raw, ur: Option<bool>) {
         }
     }
     // SAFETY: a live `Local` owned by this thread's `OWNER` (freed only by its destructor, which
-    // first resets `t.local`); `busy` excludes any other reference to it meanwhile.
+    // first resets `t.local`); the services' re-entrancy guard (see [`record`]) excludes any
+    // other reference to it meanwhile.
     #[allow(unsafe_code)]
     let local = unsafe { &mut *p };
     record_into(rec, local, ts, kind, stream, raw, ur);

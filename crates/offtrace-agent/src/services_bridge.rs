@@ -470,7 +470,7 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
 /// (the functions [`ur_begin_effects`], [`ur_end_effects`] and [`code_object_load`] match).
 /// The allocation table and the kernel names serve `KERNEL_DISPATCH` (allocation properties,
 /// names) as well as `MEMORY_ALLOC` and `CODE_OBJECT`.
-#[inline]
+#[inline(always)]
 fn effects_wanted(id: u32) -> bool {
     let dispatch = || kind_enabled(Kind::KernelDispatch);
     match id {
