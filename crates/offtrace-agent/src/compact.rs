@@ -73,6 +73,15 @@ pub(crate) const UD_PTR: u32 = 8;
 /// Where encoded words go: a staging array, or a ring reservation (in place).
 pub trait Out {
     fn set(&mut self, i: usize, w: u64);
+
+    /// Words `at..at + n` are `word(0)`, …, `word(n - 1)` (the same as `set` one by one; an
+    /// array checks the run's bounds once, not per word).
+    #[inline(always)]
+    fn set_run(&mut self, at: usize, n: usize, mut word: impl FnMut(usize) -> u64) {
+        for a in 0..n {
+            self.set(at + a, word(a));
+        }
+    }
 }
 
 impl Out for [u64; MAX_WORDS] {
@@ -90,6 +99,13 @@ impl Out for [std::mem::MaybeUninit<u64>; MAX_WORDS] {
     fn set(&mut self, i: usize, w: u64) {
         if let Some(x) = self.get_mut(i) {
             x.write(w);
+        }
+    }
+
+    #[inline(always)]
+    fn set_run(&mut self, at: usize, n: usize, mut word: impl FnMut(usize) -> u64) {
+        for (a, x) in self[at.min(MAX_WORDS)..at.saturating_add(n).min(MAX_WORDS)].iter_mut().enumerate() {
+            x.write(word(a));
         }
     }
 }

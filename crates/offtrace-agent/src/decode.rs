@@ -758,19 +758,18 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
         if follows_begin {
             flags |= ARGS_OF_BEGIN;
         } else {
-            // `i` is at most 20 here and `n` at most 16, so this never shortens the walk; it
-            // lets the compiler drop the per-word bounds check of `set`.
+            // `i` is at most 20 here and `n` at most 16, so this never shortens the walk.
             let n = n.min(MAX_WORDS.saturating_sub(i));
             let mut widths = desc;
-            for a in 0..n {
+            out.set_run(i, n, |a| {
                 // SAFETY: `args_data` is the function's `ur_*_params_t`: one pointer per
                 // parameter in this (generated) order; each points to the caller's argument
                 // variable of the table's width.
                 let ptr = unsafe { params.add(a).read() };
                 let v = if ptr.is_null() { 0 } else { unsafe { load_width(ptr, widths & 3) } };
                 widths >>= 2;
-                out.set(i + a, v);
-            }
+                v
+            });
             nargs = n;
         }
         if end && result == Some(XPTI_RESULT_SUCCESS) {
