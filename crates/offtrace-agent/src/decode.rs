@@ -571,23 +571,33 @@ unsafe fn load_out(addr: usize) -> u64 {
 /// pointer parameters (bit `32 + i`), bits 48-55 the parameter count (at most `MAX_ARGS`), bit
 /// 63 set for a known id: 0 for an unknown one.
 fn arg_desc(function_id: u32) -> u64 {
-    const _: () = assert!(MAX_ARGS <= 16);
-    static DESCS: std::sync::OnceLock<Box<[u64]>> = std::sync::OnceLock::new();
-    let descs = DESCS.get_or_init(|| {
-        (0..=ur::MAX_FUNCTION_ID)
-            .map(|id| {
-                ur::function(id).map_or(0, |f| {
-                    let params = &f.params[..f.params.len().min(MAX_ARGS)];
-                    params.iter().enumerate().fold(1 << 63 | (params.len() as u64) << 48, |d, (i, p)| {
-                        let width = u64::from(p.size.trailing_zeros().min(3));
-                        let out = u64::from(p.kind == ParamKind::OutPointer);
-                        d | width << (2 * i) | out << (32 + i)
-                    })
-                })
-            })
-            .collect()
-    });
-    descs.get(function_id as usize).copied().unwrap_or(0)
+    /// Built at compile time from the generated table: a plain indexed load on the record path
+    /// (a `OnceLock` cost a state check and two loads more per UR notification).
+    static DESCS: [u64; ur::MAX_FUNCTION_ID as usize + 1] = {
+        const _: () = assert!(MAX_ARGS <= 16);
+        let mut descs = [0u64; ur::MAX_FUNCTION_ID as usize + 1];
+        let mut k = 0;
+        while k < ur::FUNCTIONS.len() {
+            let f = &ur::FUNCTIONS[k];
+            let n = if f.params.len() < MAX_ARGS { f.params.len() } else { MAX_ARGS };
+            let mut d = 1 << 63 | (n as u64) << 48;
+            let mut i = 0;
+            while i < n {
+                let p = &f.params[i];
+                let tz = p.size.trailing_zeros();
+                let width = (if tz < 3 { tz } else { 3 }) as u64;
+                let out = matches!(p.kind, ParamKind::OutPointer) as u64;
+                d |= width << (2 * i) | out << (32 + i);
+                i += 1;
+            }
+            if (f.id as usize) < descs.len() {
+                descs[f.id as usize] = d;
+            }
+            k += 1;
+        }
+        descs
+    };
+    DESCS.get(function_id as usize).copied().unwrap_or(0)
 }
 
 /// Loads the argument variable at `p`, `1 << width` bytes (see [`arg_desc`]), zero-extended.
@@ -890,6 +900,21 @@ mod tests {
         LegacyUid, MetadataMapImage, MetadataNode, ObjectData, Payload, ReservedData, TracepointCallback, XptiResult,
     };
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn arg_descriptors_follow_the_ur_table() {
+        for id in 0..=ur::MAX_FUNCTION_ID + 1 {
+            let want = ur::function(id).map_or(0, |f| {
+                let params = &f.params[..f.params.len().min(MAX_ARGS)];
+                params.iter().enumerate().fold(1 << 63 | (params.len() as u64) << 48, |d, (i, p)| {
+                    let width = u64::from(p.size.trailing_zeros().min(3));
+                    let out = u64::from(p.kind == ParamKind::OutPointer);
+                    d | width << (2 * i) | out << (32 + i)
+                })
+            });
+            assert_eq!(arg_desc(id), want, "function {id}");
+        }
+    }
 
     static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
     static OBJ_BYTES: [&[u8]; 3] = [b"\x07\0\0\0\0\0\0\0", b"AMD EPYC", b"\x01"];

@@ -232,7 +232,9 @@ unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
             (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) if !raw.user_data.is_null() => {
                 let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
                 if ur_call_wanted(raw, end) {
-                    ur_call(raw, end);
+                    // The two fields it needs, in registers: as `&Raw`, every `ur.call`
+                    // trampoline stored the whole `Raw` to its stack first.
+                    ur_call(raw.user_data.cast(), raw.instance, end);
                 }
             }
             (StreamKind::Sycl, _) => sycl(raw),
@@ -419,11 +421,11 @@ unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
 }
 
 /// # Safety
-/// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
+/// `f` is the `function_with_args_t` of a live `ur.call` notification with this `instance`.
 #[inline(never)]
-unsafe fn ur_call(raw: &Raw, end: bool) {
+unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     // SAFETY: contract.
-    let f = unsafe { &*raw.user_data.cast::<FunctionWithArgs>() };
+    let f = unsafe { &*f };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
     // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
@@ -441,7 +443,7 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     }
     if !end {
         let token = emit_enter(Kind::UrApi, f.function_id, Payload::ApiCall(&p));
-        push_open(OpenTag::UrCall, raw.instance, token);
+        push_open(OpenTag::UrCall, instance, token);
         // SAFETY: the arguments were just read from the live params struct.
         unsafe { ur_begin_effects(&p) };
         return;
@@ -455,13 +457,13 @@ unsafe fn ur_call(raw: &Raw, end: bool) {
     p.result = result;
     p.has_result = 1;
     if result == 0 {
-        let _ = UR_INSTANCE.try_with(|c| c.set(raw.instance));
+        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
         // SAFETY: the call succeeded: its output pointers were written, its input pointers
         // are still the caller's live variables.
         unsafe { ur_end_effects(&p) };
         let _ = UR_INSTANCE.try_with(|c| c.set(0));
     }
-    if let Some(token) = pop_open(OpenTag::UrCall, raw.instance) {
+    if let Some(token) = pop_open(OpenTag::UrCall, instance) {
         emit_exit(token, Payload::ApiCall(&p));
     }
 }
