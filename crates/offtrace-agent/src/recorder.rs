@@ -526,24 +526,28 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
         };
         let (caches, delta, tid, ring_tid) = (&mut local.caches, &mut local.delta, local.tid, local.ring_tid);
         // Written as one array (plain stores) unless the reservation wraps around the end of the
-        // ring (once per lap).
-        let len = if let Some(words) =
+        // ring (once per lap): that case reserves again in a cold function, so the reservation
+        // here never has its address taken and stays in registers (passed as `&mut`, all its
+        // fields were stored to the stack on every record).
+        if let Some(words) =
             r.contiguous().and_then(|s| <&mut [std::mem::MaybeUninit<u64>; compact::MAX_WORDS]>::try_from(s).ok())
         {
-            // SAFETY: as below; a function_with_args notification of a `ur.call` stream with
-            // user data.
+            // SAFETY: a function_with_args notification of a `ur.call` stream with user data
+            // (`is_ur_call_with_args`), the arguments of the live callback.
             #[allow(unsafe_code)]
-            unsafe {
-                decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, words)
-            }
+            let len = unsafe { decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, words) };
+            r.commit(len);
         } else {
-            // SAFETY: as above.
+            // SAFETY: as above (`r` is abandoned: nothing was written to it).
             #[allow(unsafe_code)]
-            unsafe {
-                encode_ur_call_wrapping(ctx, caches, stream, raw, ts, tid, ring_tid, delta, &mut r)
+            let pushed =
+                unsafe { encode_ur_call_wrapping(ctx, &mut local.producer, caches, stream, raw, ts, tid, ring_tid, delta) };
+            if !pushed {
+                // Relaxed: as above (never happens: see `encode_ur_call_wrapping`).
+                local.drops.fetch_add(1, Ordering::Relaxed);
+                return;
             }
-        };
-        r.commit(len);
+        }
         local.pushed = local.pushed.wrapping_add(1);
         if local.pushed & local.wake_mask == 0 {
             wake_writer(rec);
@@ -575,7 +579,8 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
 }
 
 /// [`decode::encode_ur_call`] into a reservation that wraps around the end of the ring (once per
-/// lap: kept out of the record path's code).
+/// lap: kept out of the record path's code). Reserves again: the caller's reservation
+/// succeeded, and only this thread fills the ring, so this one does too (`false` if not).
 ///
 /// # Safety
 /// As [`decode::encode_ur_call`].
@@ -584,6 +589,7 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
 #[allow(unsafe_code, clippy::too_many_arguments)]
 unsafe fn encode_ur_call_wrapping(
     ctx: Ctx<'_>,
+    producer: &mut ring::Producer<u64>,
     caches: &mut ThreadCaches,
     stream: u8,
     raw: &Raw,
@@ -591,10 +597,12 @@ unsafe fn encode_ur_call_wrapping(
     tid: u32,
     ring_tid: u32,
     delta: &mut compact::Delta,
-    r: &mut ring::Reservation<'_, u64>,
-) -> usize {
+) -> bool {
+    let Some(mut r) = producer.reserve(compact::MAX_WORDS) else { return false };
     // SAFETY: forwarded.
-    unsafe { decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, r) }
+    let len = unsafe { decode::encode_ur_call(ctx, caches, stream, raw, ts, tid, ring_tid, delta, &mut r) };
+    r.commit(len);
+    true
 }
 
 /// Threads whose TLS is gone (exiting threads, the main thread during `exit`) share one
