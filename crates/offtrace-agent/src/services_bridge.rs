@@ -42,8 +42,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Kind, KernelDispatchPayload, MAX_KERNEL_ARGS,
     MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase, QueuePayload,
-    SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant, emit_memory_alloc, emit_memory_free,
-    kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+    SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant, emit_instant_with,
+    emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations,
+    sycl_queue, sync_op, task_graph,
 };
 use offtrace_xpti::abi::{FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt};
 use offtrace_xpti::ur::{self, ParamKind};
@@ -180,11 +181,9 @@ pub fn finish() {
 /// the bridge is on). Disabled path: two relaxed loads.
 #[inline(always)]
 pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
-    if kind_enabled(Kind::Xpti) {
-        // The fields one by one (registers): copying `raw` as a block reads it with 16-byte
-        // loads over its 8-byte stores, a store-forwarding stall per notification.
-        emit_raw(kind, stream, stream_name, raw.trace_type, raw.parent as u64, raw.event as u64, raw.instance, raw.user_data as u64);
-    }
+    // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
+    // over its 8-byte stores, a store-forwarding stall per notification.
+    emit_raw(kind, stream, stream_name, raw.trace_type, raw.parent as u64, raw.event as u64, raw.instance, raw.user_data as u64);
     // Relaxed: see `init`.
     if ACTIVE.load(Ordering::Relaxed) {
         // SAFETY: `raw` holds the arguments of the live callback the trampoline is running.
@@ -192,7 +191,8 @@ pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr,
     }
 }
 
-/// The `XPTI` record of a notification.
+/// The `XPTI` record of a notification; the payload is built only when a context wants the
+/// kind (`emit_instant_with`: one load of its mask for the test and the delivery).
 /// Inlined into the trampoline: its arguments stay in registers (as a call, two of them go
 /// through the stack and come back with one 16-byte load over two 8-byte stores: a stall).
 #[inline(always)]
@@ -207,7 +207,7 @@ fn emit_raw(
     instance: u64,
     user_data: u64,
 ) {
-    let p = XptiPayload {
+    let build = || XptiPayload {
         stream: stream_name.as_ptr(),
         stream_id: u64::from(stream),
         parent,
@@ -217,7 +217,7 @@ fn emit_raw(
         trace_type: u32::from(trace_type),
         stream_class: kind.class(),
     };
-    emit_instant(Kind::Xpti, u32::from(trace_type), Phase::None, Payload::Xpti(&p));
+    emit_instant_with(Kind::Xpti, u32::from(trace_type), Phase::None, build, |p| Payload::Xpti(p));
 }
 
 /// Inlined into each trampoline, where `kind` is a constant: the `match` folds to the stream's

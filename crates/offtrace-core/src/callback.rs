@@ -349,6 +349,22 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
     }
 }
 
+/// [`emit_instant`] with a payload that costs something to build (a struct filled from the
+/// backend's registers): `build` runs only when some context wants `kind`, and the kind's mask
+/// is loaded once for that test and the delivery (a separate [`kind_enabled`] test first loads
+/// it twice). `payload` wraps the built value, e.g. `Payload::Xpti`.
+#[inline(always)]
+pub fn emit_instant_with<T, F>(kind: Kind, op: u32, phase: Phase, build: impl FnOnce() -> T, payload: F)
+where
+    F: for<'a> FnOnce(&'a T) -> Payload<'a>,
+{
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
+    if mask != 0 {
+        let value = build();
+        instant_slow(kind, op, phase, payload(&value), mask);
+    }
+}
+
 /// Reports device activity to buffer services only (no callbacks): a record with explicit
 /// timestamps and the correlation id of the API call that caused it (kernel, copy and fill
 /// completions whose device timestamps arrive after the call returned).

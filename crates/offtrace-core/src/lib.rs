@@ -30,7 +30,7 @@ pub use buffer::{
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
-    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, kind_enabled,
+    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with, kind_enabled,
 };
 pub use context::{
     ContextId, MAX_CONTEXTS, configured_kinds, context_is_active, create_context, destroy_context, start_context,
