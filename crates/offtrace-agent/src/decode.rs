@@ -170,11 +170,11 @@ pub struct Raw {
 }
 
 impl Raw {
-    /// The `Raw` inside an `XptiPayload` (see the type's docs).
+    /// The `Raw` inside an `XptiPayload` (see the type's docs). Its `trace_type` is the low 16
+    /// bits of the payload's (what `as u16` gives; the bridge's are XPTI's 16-bit types).
     ///
     /// # Safety
-    /// `p` points at a live `XptiPayload` whose `trace_type` fits in 16 bits; the result is
-    /// valid as long as it.
+    /// `p` points at a live `XptiPayload`; the result is valid as long as it.
     #[allow(unsafe_code)]
     #[inline(always)]
     pub unsafe fn in_xpti_payload<'a>(p: *const offtrace_core::XptiPayload) -> &'a Raw {

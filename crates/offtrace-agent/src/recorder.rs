@@ -1,8 +1,8 @@
 //! The recorder: per-thread rings, the registry that hands them to the writer thread, and the
 //! writer thread that turns them into a trace file.
 //!
-//! Record path (an application thread, inside an XPTI callback): one relaxed load of the global
-//! state (the gate), one clock read, one access to a const, destructor-free thread-local (the
+//! Record path (an application thread, inside an XPTI callback): one load of the global state
+//! (the gate; Acquire, a plain load on x86), one clock read, one access to a const, destructor-free thread-local (the
 //! thread's `Local` pointer; no re-entrancy flag of its own: [`record`] is called only from the
 //! services' delivery (`trace_client`), whose guard already keeps a thread from re-entering it),
 //! a wait-free ring reservation, the record written in place in its compact form, and one

@@ -55,9 +55,8 @@ unsafe extern "C" fn on_xpti(record: CallbackRecord, _user: *mut UserData, _data
     if p.is_null() {
         return;
     }
-    // SAFETY: `p` points at a live `XptiPayload` (see above); the bridge's trace point types
-    // are 16-bit. Its fields are read where they were written (8-byte loads of 8-byte stores,
-    // no store-forwarding stall), not copied.
+    // SAFETY: `p` points at a live `XptiPayload` (see above). Its fields are read where they
+    // were written (8-byte loads of 8-byte stores, no store-forwarding stall), not copied.
     let (class, stream_id, raw) = unsafe { ((*p).stream_class, (*p).stream_id, Raw::in_xpti_payload(p)) };
     let Some(kind) = StreamKind::from_class(class) else { return };
     let _ = catch_unwind(AssertUnwindSafe(|| recorder::record(kind, stream_id as u8, raw)));
