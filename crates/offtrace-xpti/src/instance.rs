@@ -629,13 +629,16 @@ impl KeyTable {
                     copy(fb, fp)
                 };
                 let (uid, spec) = first;
+                let mut payload = std::mem::MaybeUninit::<Payload>::uninit();
+                write_stored_payload(payload.as_mut_ptr(), name, file, fid as i32, flid as i32, n, spec, uid);
                 mem.cast::<KeyEntry>().write(KeyEntry {
                     function_id: fid as i32,
                     file_id: flid as i32,
                     name,
                     file,
                     counter: AtomicU64::new(0),
-                    payload: stored_payload(name, file, fid as i32, flid as i32, n, spec, uid),
+                    // `write_stored_payload` writes every field.
+                    payload: payload.assume_init(),
                 });
             }
             mem.cast_const().cast()
@@ -694,10 +697,16 @@ pub struct Spec {
     pub code_ptr: *const c_void,
 }
 
-/// The payload an instance stores (`xpti-abi.md` §6.2): the key's names and IDs, the caller's
-/// flags, line and column, `internal` = `uid`.
+/// Writes the payload an instance stores (`xpti-abi.md` §6.2) to `dst`: the key's names and
+/// IDs, the caller's flags, line and column, `internal` = `uid`. Field by field: a `write` of a
+/// whole `Payload` value goes through the stack.
+///
+/// # Safety
+/// `dst` is valid for writes of a `Payload` and 8-aligned.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn stored_payload(
+unsafe fn write_stored_payload(
+    dst: *mut Payload,
     name: *const c_char,
     file: *const c_char,
     function_id: i32,
@@ -705,22 +714,18 @@ fn stored_payload(
     n: &Normalized,
     spec: &Spec,
     uid: u64,
-) -> Payload {
-    Payload {
-        name,
-        stack_trace: spec.stack_trace,
-        source_file: file,
-        line_no: n.line,
-        column_no: n.column,
-        code_ptr_va: spec.code_ptr,
-        internal: uid,
-        flags: n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE,
-        uid: LegacyUid {
-            p1: ((file_id as u32 as u64) << 32) | u64::from(n.line),
-            p2: u64::from(function_id as u32),
-            p3: 0,
-        },
-    }
+) {
+    // SAFETY: caller contract.
+    let p = unsafe { &mut *dst };
+    p.name = name;
+    p.stack_trace = spec.stack_trace;
+    p.source_file = file;
+    p.line_no = n.line;
+    p.column_no = n.column;
+    p.code_ptr_va = spec.code_ptr;
+    p.internal = uid;
+    p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
+    p.uid = LegacyUid { p1: ((file_id as u32 as u64) << 32) | u64::from(n.line), p2: u64::from(function_id as u32), p3: 0 };
 }
 
 /// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access
@@ -815,7 +820,6 @@ unsafe fn construct<const INTERFACES: bool>(slab: &Slab, ev: *mut u8, key: &'sta
         // SAFETY:
         // - the side cell of the slot owned by this thread, committed, 8-aligned; nobody reads
         //   it before the release store of `unique_id` below publishes the instance.
-        // - field by field: a `write` of a whole `Payload` value goes through the stack.
         unsafe {
             // A recycled side cell usually holds them already (the vtable pointers are only ever
             // written as the whole set, before the cell is published).
@@ -823,18 +827,7 @@ unsafe fn construct<const INTERFACES: bool>(slab: &Slab, ev: *mut u8, key: &'sta
                 store_words(side, &slab.proto.vptrs);
             }
             let own = side.add(layout::PAYLOAD).cast::<Payload>();
-            let p = &mut *own;
-            p.name = key.name;
-            p.stack_trace = spec.stack_trace;
-            p.source_file = key.file;
-            p.line_no = n.line;
-            p.column_no = n.column;
-            p.code_ptr_va = spec.code_ptr;
-            p.internal = uid;
-            p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
-            p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
-            p.uid.p2 = u64::from(key.function_id as u32);
-            p.uid.p3 = 0;
+            write_stored_payload(own, key.name, key.file, key.function_id, key.file_id, n, spec, uid);
             own
         }
     };

@@ -54,13 +54,12 @@ pub fn reserve(want: usize, min: usize) -> Option<(*mut u8, usize)> {
     }
 }
 
-/// Makes `[at, at + len)` readable and writable and populates it (huge pages where possible).
-/// False when the kernel refuses the mapping (out of memory).
+/// Maps fresh anonymous read-write memory over `[at, at + len)` (`MAP_FIXED`, plus `flags`).
+/// `None` when the kernel refuses.
 ///
 /// # Safety
-/// The range must lie inside a reservation from [`reserve`] that the caller owns and has not
-/// committed yet; `at` and `len` must be multiples of the page size.
-pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
+/// As [`commit`]: the range is the caller's own uncommitted part of a reservation.
+unsafe fn map_read_write(at: *mut u8, len: usize, flags: libc::c_int) -> Option<*mut libc::c_void> {
     // SAFETY:
     // - caller contract: the range is our own uncommitted PROT_NONE reservation, so MAP_FIXED
     //   replaces nothing anyone else uses.
@@ -69,14 +68,23 @@ pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
             at.cast(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | flags,
             -1,
             0,
         )
     };
-    if p == libc::MAP_FAILED {
-        return false;
-    }
+    (p != libc::MAP_FAILED).then_some(p)
+}
+
+/// Makes `[at, at + len)` readable and writable and populates it (huge pages where possible).
+/// False when the kernel refuses the mapping (out of memory).
+///
+/// # Safety
+/// The range must lie inside a reservation from [`reserve`] that the caller owns and has not
+/// committed yet; `at` and `len` must be multiples of the page size.
+pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
+    // SAFETY: caller contract (forwarded).
+    let Some(p) = (unsafe { map_read_write(at, len, 0) }) else { return false };
     // Relaxed: a heuristic shared by all commits; a stale value only changes one page size.
     let skip = SKIP_HUGE.load(Ordering::Relaxed);
     let huge = skip == 0;
@@ -123,21 +131,8 @@ pub unsafe fn commit(at: *mut u8, len: usize) -> bool {
 /// # Safety
 /// As [`commit`].
 pub unsafe fn commit_lazy(at: *mut u8, len: usize) -> bool {
-    // SAFETY:
-    // - caller contract: the range is our own uncommitted PROT_NONE reservation.
-    let p = unsafe {
-        libc::mmap(
-            at.cast(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return false;
-    }
+    // SAFETY: caller contract (forwarded).
+    let Some(p) = (unsafe { map_read_write(at, len, libc::MAP_NORESERVE) }) else { return false };
     // SAFETY: advice on the range just mapped; an error only means "not done".
     unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
     true
