@@ -320,11 +320,11 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
     let uid = obj as u64;
     p.internal = uid;
     p.flags = n.flags | payload_flags::PAYLOAD_REGISTERED;
-    p.uid.p1 = ((key.file_id as u32 as u64) << 32) | u64::from(n.line);
-    p.uid.p2 = u64::from(key.function_id as u32);
+    p.uid.p1 = ((key.file_id() as u32 as u64) << 32) | u64::from(n.line);
+    p.uid.p2 = u64::from(key.function_id() as u32);
     if f.strict_hash {
-        p.name = key.name;
-        p.source_file = key.file;
+        p.name = key.name();
+        p.source_file = key.file();
     }
     uid
 }

@@ -26,9 +26,12 @@
 //! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
 //!   never-freed [`KeyEntry`] holding the owned name/file copies, the shared payload and the
 //!   instance counter, found through a per-thread direct-mapped cache (pointer equality plus a
-//!   string compare, which is cheaper than FNV hashing) and behind it a lock-free intern table.
+//!   string compare, which is cheaper than FNV hashing) and behind it the lock-free
+//!   [`KeyMap`]. A new key costs one locked instruction (the compare-exchange that publishes its
+//!   entry; its creator takes instance 1 without touching the counter), and its entry is built
+//!   while the map's slot is still being loaded (usually a cache miss: the map is large).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr;
 use std::sync::Mutex;
@@ -36,7 +39,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::abi::{LegacyUid, Payload, TraceEventData, event_flags, payload_flags as pf};
 use crate::hash::fnv1a32;
-use crate::intern::InternTable;
+use crate::intern::Arena;
+use crate::key_map::{Fate, KeyMap, Keyed};
 use crate::shim::{self, layout};
 
 /// Size of an event cell, and of a side cell.
@@ -60,23 +64,60 @@ pub const UNKNOWN_FUNCTION: &CStr = c"<unknown-function>";
 /// See [`UNKNOWN_FUNCTION`].
 pub const UNKNOWN_FILE: &CStr = c"<unknown-file>";
 
-/// Per-key data shared by all instances of one key.
+/// Per-key data shared by all instances of one key: 88 bytes, followed in memory by the owned
+/// copies of the name and file (default mode). The key's names and IDs are those of the stored
+/// payload (`xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
 #[derive(Debug)]
 pub struct KeyEntry {
-    /// FNV-1a hash of the name (default mode) or its string ID (strict mode).
-    pub function_id: i32,
-    /// Same for the file.
-    pub file_id: i32,
-    /// Owned copy of the name (null in strict mode without a name).
-    pub name: *const c_char,
-    /// Owned copy of the file name.
-    pub file: *const c_char,
     /// Instances created so far; survives deletion of instances.
     pub counter: AtomicU64,
     /// The stored payload of the key's first instance (`internal` = that instance's uid64).
     /// Events whose own payload would differ from it only in `internal` point here until their
     /// payload is materialised. Immutable once the entry is published.
     pub payload: Payload,
+}
+
+impl KeyEntry {
+    /// FNV-1a hash of the name (default mode) or its string ID (strict mode).
+    #[inline]
+    pub fn function_id(&self) -> i32 {
+        self.payload.uid.p2 as u32 as i32
+    }
+
+    /// Same for the file.
+    #[inline]
+    pub fn file_id(&self) -> i32 {
+        (self.payload.uid.p1 >> 32) as u32 as i32
+    }
+
+    /// Owned copy of the name (the string table's in strict mode; null there without a name).
+    #[inline]
+    pub fn name(&self) -> *const c_char {
+        self.payload.name
+    }
+
+    /// Owned copy of the file name.
+    #[inline]
+    pub fn file(&self) -> *const c_char {
+        self.payload.source_file
+    }
+}
+
+/// The 128-bit key of `xpti-abi.md` §6.1: `p1 = file_id << 32 | function_id`,
+/// `p2 = column << 32 | line` with the line sign-extended (a line of `0xFFFFFFFF` hides the
+/// column).
+#[inline]
+fn key_of(function_id: u32, file_id: u32, line: u32, column: u32) -> [u64; 2] {
+    [(u64::from(file_id) << 32) | u64::from(function_id), (u64::from(column) << 32) | (line as i32 as i64 as u64)]
+}
+
+impl Keyed for KeyEntry {
+    /// The key, from the stored payload: its IDs are the key's, and its line and column those
+    /// of the first instance, which has the key.
+    #[inline]
+    fn key(&self) -> [u64; 2] {
+        key_of(self.function_id() as u32, self.file_id() as u32, self.payload.line_no, self.payload.column_no)
+    }
 }
 
 // SAFETY: immutable apart from the atomic counter; the pointers are to never-freed copies.
@@ -157,10 +198,6 @@ impl Drop for ThreadCache {
 }
 
 thread_local! {
-    /// The source file of the thread's last new key (default hashing mode): the caller's
-    /// pointer, the key's owned copy and its FNV-1a hash. Copies are never freed, so the memo
-    /// never dangles; the caller's string is compared with the copy before use.
-    static FILE_MEMO: Cell<(*const c_char, *const c_char, u32)> = const { Cell::new((ptr::null(), ptr::null(), 0)) };
     static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None }) };
 }
 
@@ -408,17 +445,34 @@ pub fn event_of(ev: *mut u8) -> *mut TraceEventData {
 /// Entries of the per-thread key cache (two-way: a key may sit in slot i or i ^ 1).
 const KEY_CACHE_SIZE: usize = 4096;
 
-/// The per-thread key cache (allocated on the thread's first creation).
-#[repr(transparent)]
-struct KeyCache([CacheEntry; KEY_CACHE_SIZE]);
+/// The per-thread state of key lookups (allocated on the thread's first creation): the key
+/// cache, the file memo and the arena that new key entries come from.
+struct KeyCache {
+    entries: [CacheEntry; KEY_CACHE_SIZE],
+    /// The source file of the thread's last new key (default hashing mode): the caller's
+    /// pointer, the key's owned copy and its FNV-1a hash. Copies are never freed, so the memo
+    /// never dangles; the caller's string is compared with the copy before use.
+    file_memo: (*const c_char, *const c_char, u32),
+    /// Key entries and their name copies: a candidate entry is built here before it is known to
+    /// be new, and given back when the key turns out to exist.
+    arena: Arena,
+}
 
 impl KeyCache {
     /// An empty cache, built on the heap (160 KiB would not fit every thread's stack).
     fn new_boxed() -> Box<KeyCache> {
-        let v: Box<[CacheEntry]> = vec![CacheEntry::EMPTY; KEY_CACHE_SIZE].into_boxed_slice();
-        let a: Box<[CacheEntry; KEY_CACHE_SIZE]> = v.try_into().unwrap_or_else(|_| unreachable!());
-        // SAFETY: `KeyCache` is a `repr(transparent)` wrapper of the array.
-        unsafe { Box::from_raw(Box::into_raw(a).cast::<KeyCache>()) }
+        let mut b = Box::<KeyCache>::new_uninit();
+        let p = b.as_mut_ptr();
+        // SAFETY:
+        // - every field of the uninitialised box is written exactly once before `assume_init`.
+        unsafe {
+            for i in 0..KEY_CACHE_SIZE {
+                (&raw mut (*p).entries[i]).write(CacheEntry::EMPTY);
+            }
+            (&raw mut (*p).file_memo).write((ptr::null(), ptr::null(), 0));
+            (&raw mut (*p).arena).write(Arena::new());
+            b.assume_init()
+        }
     }
 }
 
@@ -426,14 +480,14 @@ impl std::ops::Index<usize> for KeyCache {
     type Output = CacheEntry;
     #[inline(always)]
     fn index(&self, i: usize) -> &CacheEntry {
-        &self.0[i & (KEY_CACHE_SIZE - 1)]
+        &self.entries[i & (KEY_CACHE_SIZE - 1)]
     }
 }
 
 impl std::ops::IndexMut<usize> for KeyCache {
     #[inline(always)]
     fn index_mut(&mut self, i: usize) -> &mut CacheEntry {
-        &mut self.0[i & (KEY_CACHE_SIZE - 1)]
+        &mut self.entries[i & (KEY_CACHE_SIZE - 1)]
     }
 }
 
@@ -491,27 +545,29 @@ pub fn normalize(p: &Payload, strict: bool) -> Normalized {
 /// The per-key table.
 #[derive(Debug)]
 pub struct KeyTable {
-    table: InternTable,
+    map: KeyMap<KeyEntry>,
     generation: AtomicU32,
 }
 
 impl KeyTable {
-    /// An empty table.
+    /// An empty table (room for about 4096 keys before the first growth).
     pub fn new() -> Self {
-        KeyTable { table: InternTable::new(12, 0, u32::MAX), generation: AtomicU32::new(0) }
+        KeyTable { map: KeyMap::new(7), generation: AtomicU32::new(0) }
     }
 
     /// Forgets every key (instance numbering restarts), for `xptiReset`.
     pub fn clear(&self) {
-        self.table.clear();
+        self.map.clear();
         // Relaxed: per-thread caches compare it; a stale hit during a concurrent reset is benign.
         self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The entry for a normalized payload, creating it on first sight, through the thread's key
-    /// cache `cache` (already borrowed by the caller; `None` on an exiting thread). The cache hit
-    /// is inlined into the caller; the rest is [`entry_miss`](Self::entry_miss). A new entry's
-    /// shared payload is that of the instance `first` (its uid64 and `spec`).
+    /// cache `cache` (already borrowed by the caller; `None` on an exiting thread), and whether
+    /// this call created it (its first instance is then number 1, and the counter already says
+    /// so). The cache hit is inlined into the caller; the rest is
+    /// [`entry_miss`](Self::entry_miss). A new entry's shared payload is that of the instance
+    /// `first` (its uid64 and `spec`).
     ///
     /// # Safety
     /// `n.name`/`n.file`, where non-null, must be valid C strings. `string_id` interns a string.
@@ -523,7 +579,7 @@ impl KeyTable {
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
         first: (u64, &Spec),
-    ) -> Option<&'static KeyEntry> {
+    ) -> (&'static KeyEntry, bool) {
         // Relaxed: see `clear`.
         let generation = self.generation.load(Ordering::Relaxed);
         let h = (n.name as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -546,8 +602,8 @@ impl KeyTable {
                 let k = unsafe { &*k };
                 // The caller's strings may have changed since they were cached: compare contents.
                 // SAFETY: both sides are valid C strings (caller contract; owned copies).
-                if unsafe { cstr_eq(n.name, k.name) && cstr_eq(n.file, k.file) } {
-                    return Some(k);
+                if unsafe { cstr_eq(n.name, k.name()) && cstr_eq(n.file, k.file()) } {
+                    return (k, false);
                 }
             }
         }
@@ -555,7 +611,7 @@ impl KeyTable {
         unsafe { self.entry_miss(cache, n, strict, string_id, generation, slot, first) }
     }
 
-    /// [`entry_in`](Self::entry_in) past the thread's cache: the shared table, then the cache
+    /// [`entry_in`](Self::entry_in) past the thread's cache: the shared map, then the cache
     /// entry for next time.
     ///
     /// # Safety
@@ -572,7 +628,8 @@ impl KeyTable {
         generation: u32,
         slot: usize,
         first: (u64, &Spec),
-    ) -> Option<&'static KeyEntry> {
+    ) -> (&'static KeyEntry, bool) {
+        let mut keys: Option<&mut KeyCache> = cache.map(|c| &mut **c.get_or_insert_with(KeyCache::new_boxed));
         // SAFETY: caller contract.
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
         // SAFETY: caller contract.
@@ -585,7 +642,7 @@ impl KeyTable {
             let (li, lp) = file.map_or((0, ptr::null()), string_id);
             (fi, li, fp, lp)
         } else {
-            let memo = FILE_MEMO.try_with(Cell::get).unwrap_or((ptr::null(), ptr::null(), 0));
+            let memo = keys.as_ref().map_or((ptr::null(), ptr::null(), 0), |k| k.file_memo);
             // SAFETY: `n.file` is a valid C string (caller contract), `memo.1` an owned copy.
             let flid = if !n.file.is_null() && memo.0 == n.file && unsafe { cstr_eq(n.file, memo.1) } {
                 file_copy = memo.1;
@@ -595,22 +652,24 @@ impl KeyTable {
             };
             (name.map_or(0, |s| fnv1a32(s.to_bytes())), flid, ptr::null(), ptr::null())
         };
-        let p1 = (u64::from(flid) << 32) | u64::from(fid);
-        let p2 = (u64::from(n.column) << 32) | (n.line as i32 as i64 as u64);
-        let mut kb = [0u8; 16];
-        kb[..8].copy_from_slice(&p1.to_le_bytes());
-        kb[8..].copy_from_slice(&p2.to_le_bytes());
-        let (node, _) = self.table.intern_with(&kb, 0, |_| {
-            // The entry and its name copies in one piece of process-lifetime memory (instances
-            // and C callers may hold the name pointers forever).
-            let (nb, fb): (&[u8], &[u8]) = if strict {
-                (&[], &[])
-            } else if !file_copy.is_null() {
-                (name.map_or(&[], CStr::to_bytes_with_nul), &[])
-            } else {
-                (name.map_or(&[], CStr::to_bytes_with_nul), file.map_or(&[], CStr::to_bytes_with_nul))
+        // The entry and its name copies in one piece of process-lifetime memory (instances and C
+        // callers may hold the name pointers forever).
+        let (nb, fb): (&[u8], &[u8]) = if strict {
+            (&[], &[])
+        } else if !file_copy.is_null() {
+            (name.map_or(&[], CStr::to_bytes_with_nul), &[])
+        } else {
+            (name.map_or(&[], CStr::to_bytes_with_nul), file.map_or(&[], CStr::to_bytes_with_nul))
+        };
+        let size = size_of::<KeyEntry>() + nb.len() + fb.len();
+        let mut mem: *mut u8 = ptr::null_mut();
+        let (key, fate) = self.map.find_or_insert(key_of(fid, flid, n.line, n.column), || {
+            // The candidate, built while the map's slot load is outstanding: at the arena's
+            // bump pointer, given back below if the key exists.
+            mem = match keys.as_deref_mut() {
+                Some(k) => k.arena.alloc(size, align_of::<KeyEntry>()),
+                None => crate::intern::alloc_static(size, align_of::<KeyEntry>()),
             };
-            let mem = crate::intern::alloc_static(size_of::<KeyEntry>() + nb.len() + fb.len(), align_of::<KeyEntry>());
             // SAFETY:
             // - `mem` is fresh, suitably aligned memory for a KeyEntry followed by both copies;
             //   the sources are valid slices disjoint from it.
@@ -629,38 +688,30 @@ impl KeyTable {
                     copy(fb, fp)
                 };
                 let (uid, spec) = first;
-                let mut payload = std::mem::MaybeUninit::<Payload>::uninit();
-                write_stored_payload(payload.as_mut_ptr(), name, file, fid as i32, flid as i32, n, spec, uid);
-                mem.cast::<KeyEntry>().write(KeyEntry {
-                    function_id: fid as i32,
-                    file_id: flid as i32,
-                    name,
-                    file,
-                    counter: AtomicU64::new(0),
-                    // `write_stored_payload` writes every field.
-                    payload: payload.assume_init(),
-                });
+                let e = mem.cast::<KeyEntry>();
+                // The creator's instance is number 1: published with the entry.
+                (&raw mut (*e).counter).write(AtomicU64::new(1));
+                write_stored_payload(&raw mut (*e).payload, name, file, fid as i32, flid as i32, n, spec, uid);
             }
             mem.cast_const().cast()
-        })?;
-        let key: &'static KeyEntry = {
-            // SAFETY: `extra` of a key node is always a leaked KeyEntry.
-            unsafe { &*node.extra.cast::<KeyEntry>() }
-        };
-        if !strict && !key.file.is_null() {
-            let _ = FILE_MEMO.try_with(|m| m.set((n.file, key.file, key.file_id as u32)));
+        });
+        if fate == Fate::Unused
+            && let Some(k) = keys.as_deref_mut()
+        {
+            k.arena.give_back(mem, size);
         }
-        if let Some(keys) = cache {
-            let keys = keys.get_or_insert_with(KeyCache::new_boxed);
+        if let Some(keys) = keys {
+            if !strict && !key.file().is_null() {
+                keys.file_memo = (n.file, key.file(), key.file_id() as u32);
+            }
             let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
             // Two-way placement: fill the free way, else evict the partner of the last insert.
             let way = if keys[slot].key.is_null() || keys[slot].generation != generation { slot } else { slot ^ 1 };
             keys[way] = entry;
         }
-        Some(key)
+        (key, fate == Fate::Published)
     }
 }
-
 impl Default for KeyTable {
     fn default() -> Self {
         Self::new()
@@ -751,42 +802,40 @@ pub unsafe fn make<const INTERFACES: bool>(
         // The slot first: a new key's shared payload records the first instance's uid64.
         let ev = slab.alloc_in(Some(&mut c.free))?;
         // SAFETY: caller contract.
-        match unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec)) } {
-            Some(key) => Some((key, ev)),
-            None => {
-                c.free.push(ev as usize);
-                None
-            }
-        }
+        let (key, created) = unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec)) };
+        Some((key, created, ev))
     });
-    let (key, ev) = match got {
+    let (key, created, ev) = match got {
         Ok(r) => r?,
         // Thread-local storage already destroyed (thread exit).
         Err(_) => {
             let ev = slab.alloc_in(None)?;
             // SAFETY: caller contract.
-            match unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec)) } {
-                Some(key) => (key, ev),
-                None => {
-                    slab.free(ev);
-                    return None;
-                }
-            }
+            let (key, created) = unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec)) };
+            (key, created, ev)
         }
     };
     // SAFETY: `key` belongs to `n`; `ev` is a free slot of `slab`.
-    let inst = unsafe { construct::<INTERFACES>(slab, ev, key, n, spec) };
+    let inst = unsafe { construct::<INTERFACES>(slab, ev, key, created, n, spec) };
     Some((ev, inst, key))
 }
 
 /// Constructs a live instance of `key` in the free slot `ev`; returns its instance number.
+/// `created`: this thread created the key, whose counter already counts this instance (1).
 ///
 /// # Safety
 /// `ev` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
 #[inline(always)]
-unsafe fn construct<const INTERFACES: bool>(slab: &Slab, ev: *mut u8, key: &'static KeyEntry, n: &Normalized, spec: &Spec) -> u64 {
+unsafe fn construct<const INTERFACES: bool>(
+    slab: &Slab,
+    ev: *mut u8,
+    key: &'static KeyEntry,
+    created: bool,
+    n: &Normalized,
+    spec: &Spec,
+) -> u64 {
     // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
-    let instance = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
+    let instance = if created { 1 } else { key.counter.fetch_add(1, Ordering::Relaxed) + 1 };
     let w = ev.cast::<u64>();
     match &slab.proto.map {
         // SAFETY:
@@ -827,7 +876,7 @@ unsafe fn construct<const INTERFACES: bool>(slab: &Slab, ev: *mut u8, key: &'sta
                 store_words(side, &slab.proto.vptrs);
             }
             let own = side.add(layout::PAYLOAD).cast::<Payload>();
-            write_stored_payload(own, key.name, key.file, key.function_id, key.file_id, n, spec, uid);
+            write_stored_payload(own, key.name(), key.file(), key.function_id(), key.file_id(), n, spec, uid);
             own
         }
     };

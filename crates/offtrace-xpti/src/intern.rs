@@ -73,22 +73,24 @@ unsafe impl Send for Node {}
 // SAFETY: as above; shared access is read-only.
 unsafe impl Sync for Node {}
 
-/// A bump allocator over leaked chunks; used only under its shard's mutex.
+/// A bump allocator over leaked chunks, used by one thread at a time (a thread's own, or the
+/// shared one under its mutex).
 #[derive(Debug)]
-struct Arena {
+pub(crate) struct Arena {
     ptr: *mut u8,
     left: usize,
 }
 
-// SAFETY: the arena is only touched while its shard mutex is held.
+// SAFETY: an arena is owned by one thread or behind a mutex; it hands out never-freed memory.
 unsafe impl Send for Arena {}
 
 impl Arena {
-    const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Arena { ptr: ptr::null_mut(), left: 0 }
     }
 
-    fn alloc(&mut self, size: usize, align: usize) -> *mut u8 {
+    /// `size` bytes of uninitialised, never-freed memory aligned to `align` (a power of two).
+    pub(crate) fn alloc(&mut self, size: usize, align: usize) -> *mut u8 {
         let pad = (self.ptr as usize).wrapping_neg() & (align - 1);
         if self.ptr.is_null() || pad + size > self.left {
             // Process-lifetime memory (pointers are handed to C), populated in huge-page steps
@@ -112,6 +114,15 @@ impl Arena {
         self.ptr = unsafe { p.add(size) };
         self.left -= pad + size;
         p
+    }
+
+    /// Takes back the `size` bytes at `p` if they were the last allocation and nobody else can
+    /// reach them (the next allocation reuses them); otherwise they stay allocated.
+    pub(crate) fn give_back(&mut self, p: *mut u8, size: usize) {
+        if p.wrapping_add(size) == self.ptr {
+            self.ptr = p;
+            self.left += size;
+        }
     }
 }
 

@@ -18,7 +18,8 @@
 //!
 //! Layout of the implementation, one concept per module:
 //! - `framework`: the lazily built process-wide state and subscriber loading order;
-//! - `intern`: insert-only tables with lock-free reads (strings, objects, streams, vendors, keys);
+//! - `intern`: insert-only tables with lock-free reads (strings, objects, streams, vendors);
+//! - `key_map`: the tracepoint keys' map: lock-free find-or-insert, one locked instruction per new key;
 //! - `region`: reserved address ranges committed in huge-page steps (slab and arenas);
 //! - `instance`: tracepoint instances in a never-unmapped slab, uid64 validation, per-key counters;
 //! - `callbacks`: per-(stream, type) append-only callback lists, lock-free notify;
@@ -42,6 +43,7 @@ mod framework;
 mod hash;
 mod instance;
 mod intern;
+mod key_map;
 mod region;
 mod shim;
 mod subscriber;
