@@ -552,7 +552,7 @@ pub struct KeyTable {
 impl KeyTable {
     /// An empty table (room for about 4096 keys before the first growth).
     pub fn new() -> Self {
-        KeyTable { map: KeyMap::new(7), generation: AtomicU32::new(0) }
+        KeyTable { map: KeyMap::new(5), generation: AtomicU32::new(0) }
     }
 
     /// Forgets every key (instance numbering restarts), for `xptiReset`.

@@ -1,10 +1,14 @@
 //! The map from 128-bit tracepoint keys (`xpti-abi.md` §6.1) to their never-freed entries
 //! (`instance::KeyEntry`): find-or-insert without a lock, one locked instruction per new key.
 //!
-//! Layout: 64 shards, each an open-addressing array of slots (linear probing, grown at load
-//! 1/2). A slot is 0 or `tag << 48 | entry address`, with 16 bits of the hash as the tag, so a
-//! probe compares the tag before touching an entry. The entry itself holds its key (there is no
-//! separate node and no dense ID: nobody asks for keys by number).
+//! Layout: 256 shards, each an open-addressing array of slots (linear probing, grown at load
+//! 1/2). A slot is 0 or an entry address (8-aligned, below 2^47) with 20 bits of the hash in the
+//! bits the address leaves free (the tag), so a probe compares the tag before touching an entry.
+//! The tag's low bits are the home slot's, so a table of up to 2^20 slots grows without reading
+//! any entry; the others filter: with 256 shards a shard holds a 256th of the keys, and at a
+//! million keys 7 tag bits still tell entries apart (a false match is a cache miss on the
+//! entry). The entry itself holds its key (there is no separate node and no dense ID: nobody asks
+//! for keys by number).
 //!
 //! Insertion is a compare-exchange of the first empty slot on the probe path. Two threads
 //! inserting the same key meet on that slot: the loser reads the winner's entry there. Growth
@@ -27,28 +31,37 @@
 //! The entry's inserter learns that it created the key (`Fate::Published`): the key's instance
 //! counter can start at 1 for it without another locked instruction.
 //!
-//! Entry counts decide growth. They are sampled (one new key in 8, by hash bits the slot index
-//! does not use, adds 8): one locked add per 8 new keys instead of per key. A probe longer than
-//! `LONG_PROBE` also grows the table, so an unlucky count can never let it fill up.
+//! Entry counts decide growth. In tables of 2048 slots and more they are sampled (one new key in
+//! 8, by hash bits the slot index does not use, adds 8): one locked add per 8 new keys instead of
+//! per key. A probe longer than `LONG_PROBE` also grows the table, so an unlucky count can never
+//! let it fill up.
 
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-const SHARDS: usize = 64;
+const SHARDS: usize = 256;
 /// Set in a shard word while its table is being copied into a larger one.
 const RESIZING: u64 = 1 << 63;
 /// Low bits of a shard word: log2 of the table's slot count (tables are 64-byte aligned).
 const BITS_MASK: u64 = 63;
-const ADDR_MASK: u64 = (1 << 48) - 1;
+/// The table address in a shard word.
+const WORD_ADDR_MASK: u64 = ((1 << 48) - 1) & !BITS_MASK;
+/// The entry address in a slot: bits 3..47 (x86-64 user addresses are below 2^47; entries are
+/// 8-aligned). The tag is in the other bits.
+const ADDR_MASK: u64 = ((1 << 47) - 1) & !7;
+const TAG_BITS: u32 = 20;
 /// A probe this long grows the table whatever the count says (at load 1/2, linear probing's
 /// longest probe in a table of 2^16 slots is about 30).
 const LONG_PROBE: usize = 64;
-/// One new key in `1 << SAMPLE_BITS` adds `1 << SAMPLE_BITS` to its shard's count.
+/// In tables of `2^(SAMPLE_FROM_BITS + k)` slots, one new key in `2^k` (k ≤ `SAMPLE_BITS`) adds
+/// `2^k` to its shard's count: at least 128 samples below the growth threshold.
 const SAMPLE_BITS: u32 = 3;
-/// Tables from this size on come from the huge-page region (as in `intern.rs`).
-const REGION_TABLE_BYTES: usize = 64 * 1024;
+const SAMPLE_FROM_BITS: u32 = 8;
+/// Tables from this size on come from the huge-page region (each probe of a large table is a
+/// random access: fewer TLB misses, and the kernel zeroes the memory instead of `calloc`).
+const REGION_TABLE_BYTES: usize = 4096;
 
 /// What a [`KeyMap`] needs of its entries: the key they were inserted under.
 pub trait Keyed: Sync + 'static {
@@ -92,8 +105,8 @@ pub struct KeyMap<T: Keyed> {
 
 /// The hash of a key: one 64×64→128-bit multiply of the two halves, folded. The halves are
 /// already well mixed in their low words (FNV-1a values or string IDs, line numbers), and the
-/// multiply spreads every input bit over the middle and high bits that the shard (top 6 bits) and
-/// the tag (bits 40..56) use. Distinct keys may share a hash; the entry's key decides.
+/// multiply spreads every input bit over the middle and high bits that the shard (top 8 bits) and
+/// the tag (bits 36..56) use. Distinct keys may share a hash; the entry's key decides.
 #[inline]
 pub fn hash(key: [u64; 2]) -> u64 {
     let m = u128::from(key[0] ^ 0x243F_6A88_85A3_08D3).wrapping_mul(u128::from(key[1] ^ 0x1319_8A2E_0370_7344));
@@ -102,26 +115,40 @@ pub fn hash(key: [u64; 2]) -> u64 {
 
 #[inline]
 fn shard_of(hash: u64) -> usize {
-    (hash >> 58) as usize
+    (hash >> 56) as usize
 }
 
-/// Bits 40..56 of the hash: the probe filter, and the low 16 bits of the home slot, so that a
-/// table of up to 2^16 slots grows without reading any entry.
+/// Bits 36..56 of the hash: the probe filter, and the low 20 bits of the home slot.
 #[inline]
 fn tag_of(hash: u64) -> u64 {
-    (hash >> 40) & 0xFFFF
+    (hash >> 36) & ((1 << TAG_BITS) - 1)
 }
 
+/// The tag as it sits in a slot: its top 17 bits above the address, its low 3 below it.
+#[inline]
+fn slot_tag(tag: u64) -> u64 {
+    ((tag >> 3) << 47) | (tag & 7)
+}
+
+/// The tag of a slot value.
+#[inline]
+fn tag_in_slot(v: u64) -> u64 {
+    ((v >> 47) << 3) | (v & 7)
+}
+
+/// The home slot: the tag's bits, and low hash bits above them for tables above 2^20 slots.
 #[inline]
 fn home_of(hash: u64, mask: usize) -> usize {
-    (tag_of(hash) | hash << 16) as usize & mask
+    (tag_of(hash) | hash << TAG_BITS) as usize & mask
 }
 
-/// Whether a new key adds to its shard's sampled count: hash bits 32..35, which neither the tag,
-/// the shard nor (below 2^32 slots) the home index uses.
+/// log2 of the sampling step in a table of `2^bits` slots: whether a new key adds to its shard's
+/// count is decided by hash bits 32..35, which neither the tag, the shard nor (below 2^52 slots)
+/// the home index uses.
 #[inline]
-fn sampled(hash: u64) -> bool {
-    (hash >> 32) & ((1 << SAMPLE_BITS) - 1) == 0
+fn sample_step(hash: u64, bits: u32) -> Option<u32> {
+    let k = bits.saturating_sub(SAMPLE_FROM_BITS).min(SAMPLE_BITS);
+    ((hash >> 32) & ((1 << k) - 1) == 0).then_some(k)
 }
 
 /// A shard's table as read from its word.
@@ -134,7 +161,7 @@ struct Table {
 impl Table {
     #[inline]
     fn of(word: u64) -> Table {
-        Table { slots: (word & ADDR_MASK & !BITS_MASK) as *const AtomicU64, mask: (1usize << (word & BITS_MASK)) - 1 }
+        Table { slots: (word & WORD_ADDR_MASK) as *const AtomicU64, mask: (1usize << (word & BITS_MASK)) - 1 }
     }
 
     #[inline]
@@ -161,7 +188,7 @@ fn new_table(bits: u32) -> u64 {
             std::alloc::handle_alloc_error(layout);
         }
     }
-    debug_assert!(p as u64 & !ADDR_MASK == 0);
+    debug_assert!(p as u64 & !WORD_ADDR_MASK == 0);
     p as u64 | u64::from(bits)
 }
 
@@ -198,7 +225,7 @@ impl<T: Keyed> KeyMap<T> {
         let mut first = Table::of(word).slot(home).load(Ordering::SeqCst);
         let cand = make();
         debug_assert!(cand as u64 & !ADDR_MASK == 0 && !cand.is_null());
-        let value = (tag_of(h) << 48) | cand as u64;
+        let value = slot_tag(tag_of(h)) | cand as u64;
         let mut visible = false;
         loop {
             if word & RESIZING == 0 {
@@ -238,7 +265,7 @@ impl<T: Keyed> KeyMap<T> {
     /// from the home slot.
     #[inline]
     fn probe(table: Table, h: u64, key: [u64; 2], value: u64, first: u64) -> (Probe<T>, usize) {
-        let tag = tag_of(h);
+        let tag = slot_tag(tag_of(h));
         let mut i = home_of(h, table.mask);
         let mut v = first;
         let mut distance = 0;
@@ -250,7 +277,7 @@ impl<T: Keyed> KeyMap<T> {
                     Err(now) => v = now,
                 }
             }
-            if v >> 48 == tag {
+            if v & !ADDR_MASK == tag {
                 // SAFETY: non-zero slots hold the address of a published, never-freed entry.
                 let e: &'static T = unsafe { &*((v & ADDR_MASK) as *const T) };
                 if e.key() == key {
@@ -270,12 +297,12 @@ impl<T: Keyed> KeyMap<T> {
     /// growth when the table is half full or the probe was long.
     #[inline]
     fn inserted(&self, s: usize, h: u64, word: u64, distance: usize) {
-        let cap = 1usize << (word & BITS_MASK);
+        let bits = (word & BITS_MASK) as u32;
         let mut grow = distance >= LONG_PROBE;
-        if sampled(h) {
+        if let Some(k) = sample_step(h, bits) {
             // Relaxed: a size estimate; the table word's own ordering publishes the tables.
-            let n = self.shards[s].count.fetch_add(1 << SAMPLE_BITS, Ordering::Relaxed) + (1 << SAMPLE_BITS);
-            grow |= n * 2 > cap;
+            let n = self.shards[s].count.fetch_add(1 << k, Ordering::Relaxed) + (1 << k);
+            grow |= n * 2 > 1 << bits;
         }
         if grow {
             self.grow(s, word);
@@ -302,9 +329,9 @@ impl<T: Keyed> KeyMap<T> {
             if v == 0 {
                 continue;
             }
-            let mut j = if new.mask <= 0xFFFF {
+            let mut j = if new.mask < 1 << TAG_BITS {
                 // The tag holds every bit of the home index: no entry access (a cache miss each).
-                (v >> 48) as usize & new.mask
+                tag_in_slot(v) as usize & new.mask
             } else {
                 // SAFETY: non-zero slots hold published, never-freed entries.
                 home_of(hash(unsafe { &*((v & ADDR_MASK) as *const T) }.key()), new.mask)
@@ -406,13 +433,15 @@ mod tests {
     }
 
     #[test]
-    fn the_tag_gives_the_home_slot_of_tables_up_to_2_16_slots() {
+    fn the_tag_gives_the_home_slot_of_tables_up_to_2_20_slots() {
         for i in 0..10_000u64 {
             let h = hash([i, i.wrapping_mul(31)]);
-            for bits in [4, 10, 16] {
+            let v = slot_tag(tag_of(h)) | 0x7f00_dead_bee8;
+            assert_eq!(v & ADDR_MASK, 0x7f00_dead_bee8);
+            assert_eq!(tag_in_slot(v), tag_of(h));
+            for bits in [4, 10, 16, 20] {
                 let mask = (1usize << bits) - 1;
-                let v = (tag_of(h) << 48) | 0x7f00_dead_bee8;
-                assert_eq!((v >> 48) as usize & mask, home_of(h, mask));
+                assert_eq!(tag_in_slot(v) as usize & mask, home_of(h, mask));
             }
         }
     }
