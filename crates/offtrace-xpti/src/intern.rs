@@ -54,8 +54,6 @@ pub struct Node {
     pub len: usize,
     /// The bytes, followed by a NUL so that string tables can hand `data` out as a C string.
     pub data: *const u8,
-    /// Caller-defined data attached at insertion (the key table's `KeyEntry`).
-    pub extra: *const std::ffi::c_void,
 }
 
 impl Node {
@@ -345,11 +343,6 @@ impl InternTable {
         Self::find_in(unsafe { &*t }, hash, bytes)
     }
 
-    /// Interns `bytes` (copied, NUL-terminated) and returns the entry and whether it is new.
-    /// `None` when the ID space is exhausted.
-    pub fn intern(&self, bytes: &[u8], tag: u8) -> Option<(&'static Node, bool)> {
-        self.intern_with(bytes, tag, |_| ptr::null())
-    }
 
     fn place(table: &Slots, hash: u64, node: *const Node) {
         Self::place_value(table, home_of(hash, table.mask), (tag_of(hash) << 48) | node as u64);
@@ -365,14 +358,9 @@ impl InternTable {
         table.slots[i].store(v, Ordering::Release);
     }
 
-    /// Like [`intern`](Self::intern); `make_extra` runs under the shard lock for a new entry
-    /// (given the interned copy of the bytes) and its result is published with the node.
-    pub fn intern_with(
-        &self,
-        bytes: &[u8],
-        tag: u8,
-        make_extra: impl FnOnce(*const u8) -> *const std::ffi::c_void,
-    ) -> Option<(&'static Node, bool)> {
+    /// Interns `bytes` (copied, NUL-terminated) and returns the entry and whether it is new.
+    /// `None` when the ID space is exhausted.
+    pub fn intern(&self, bytes: &[u8], tag: u8) -> Option<(&'static Node, bool)> {
         let hash = table_hash(bytes);
         let shard = self.shard(hash);
         let t = shard.table.load(Ordering::Acquire);
@@ -407,7 +395,7 @@ impl InternTable {
         unsafe {
             ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
             *data.add(bytes.len()) = 0;
-            node_mem.write(Node { hash, id, tag, len: bytes.len(), data, extra: make_extra(data) });
+            node_mem.write(Node { hash, id, tag, len: bytes.len(), data });
         }
         *count += 1;
         if *count * 2 > table.slots.len() {
