@@ -88,22 +88,11 @@ impl Arena {
     }
 
     /// `size` bytes of uninitialised, never-freed memory aligned to `align` (a power of two).
+    #[inline]
     pub(crate) fn alloc(&mut self, size: usize, align: usize) -> *mut u8 {
         let pad = (self.ptr as usize).wrapping_neg() & (align - 1);
         if self.ptr.is_null() || pad + size > self.left {
-            // Process-lifetime memory (pointers are handed to C), populated in huge-page steps
-            // by `region`; not zeroed again: every user writes what it allocates before
-            // publishing it. The global allocator (leaked) only if the region is exhausted.
-            let chunk = (size + align).next_multiple_of(ARENA_CHUNK);
-            let p = crate::region::static_chunk(chunk);
-            if p.is_null() {
-                let buf: &'static mut [std::mem::MaybeUninit<u8>] = Box::leak(Box::new_uninit_slice(chunk));
-                self.ptr = buf.as_mut_ptr().cast::<u8>();
-            } else {
-                self.ptr = p;
-            }
-            self.left = chunk;
-            return self.alloc(size, align);
+            return self.alloc_in_new_chunk(size, align);
         }
         // SAFETY:
         // - `pad + size <= left`, so both offsets stay inside the current chunk.
@@ -112,6 +101,25 @@ impl Arena {
         self.ptr = unsafe { p.add(size) };
         self.left -= pad + size;
         p
+    }
+
+    /// [`alloc`](Self::alloc) when the current chunk is used up (the rest of it is left unused).
+    #[cold]
+    #[inline(never)]
+    fn alloc_in_new_chunk(&mut self, size: usize, align: usize) -> *mut u8 {
+        // Process-lifetime memory (pointers are handed to C), populated in huge-page steps by
+        // `region`; not zeroed again: every user writes what it allocates before publishing it.
+        // The global allocator (leaked) only if the region is exhausted.
+        let chunk = (size + align).next_multiple_of(ARENA_CHUNK);
+        let p = crate::region::static_chunk(chunk);
+        if p.is_null() {
+            let buf: &'static mut [std::mem::MaybeUninit<u8>] = Box::leak(Box::new_uninit_slice(chunk));
+            self.ptr = buf.as_mut_ptr().cast::<u8>();
+        } else {
+            self.ptr = p;
+        }
+        self.left = chunk;
+        self.alloc(size, align)
     }
 
     /// Takes back the `size` bytes at `p` if they were the last allocation and nobody else can
