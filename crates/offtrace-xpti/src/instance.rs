@@ -856,12 +856,14 @@ unsafe fn construct<const INTERFACES: bool>(
     let shared = &key.payload;
     // The key's payload serves when the instance's own would differ only in `internal`: same
     // flags, stack trace, code pointer and column (names, line and IDs come from the key; the
-    // column is part of the key except after a line of 0xFFFFFFFF).
+    // column is part of the key except after a line of 0xFFFFFFFF). The creator's always does:
+    // the key's payload was written from it.
     let payload = if !INTERFACES
-        && shared.flags == n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE
-        && shared.stack_trace == spec.stack_trace
-        && shared.code_ptr_va == spec.code_ptr
-        && shared.column_no == n.column
+        && (created
+            || shared.flags == n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE
+                && shared.stack_trace == spec.stack_trace
+                && shared.code_ptr_va == spec.code_ptr
+                && shared.column_no == n.column)
     {
         (shared as *const Payload).cast_mut()
     } else {
