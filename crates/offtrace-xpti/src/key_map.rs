@@ -460,6 +460,50 @@ mod tests {
         }
     }
 
+    /// The races of the module docs, made deterministic: `make` runs after the shard word and the
+    /// home slot were read, so growing the shard from inside it leaves the caller probing a
+    /// replaced table.
+    #[test]
+    fn results_from_a_table_replaced_meanwhile_are_redone_in_the_new_one() {
+        let m = KeyMap::<E>::new(3);
+        let grow_shard_of = |k: [u64; 2]| {
+            let s = shard_of(hash(k));
+            m.grow(s, m.words[s].load(Ordering::SeqCst));
+        };
+        // A new key inserted into the old table after the copy: validated against the new
+        // word, so inserted again there (the same entry) and published once.
+        let a = [1, 2];
+        let (e, fate) = m.find_or_insert(a, || {
+            grow_shard_of(a);
+            leak(a)
+        });
+        assert_eq!(fate, Fate::Published);
+        let (again, fate) = m.find_or_insert(a, || leak(a));
+        assert!(ptr::eq(e, again));
+        assert_eq!(fate, Fate::Unused);
+        // An existing key found in the old table: found again in the new one.
+        let (found, fate) = m.find_or_insert(a, || {
+            grow_shard_of(a);
+            leak(a)
+        });
+        assert!(ptr::eq(e, found));
+        assert_eq!(fate, Fate::Unused);
+        // Meanwhile another thread publishes the same key in the new table: the candidate that
+        // went into the old table is abandoned for that entry.
+        let b = [3, 4];
+        let mut other: *const E = ptr::null();
+        let (e, fate) = m.find_or_insert(b, || {
+            grow_shard_of(b);
+            let (o, f) = m.find_or_insert(b, || leak(b));
+            assert_eq!(f, Fate::Published);
+            other = o;
+            leak(b)
+        });
+        assert!(ptr::eq(e, other));
+        assert_eq!(fate, Fate::Abandoned);
+        assert_eq!(m.len(), 2);
+    }
+
     /// Threads insert overlapping key sets into a small map (many concurrent resizes): every key
     /// ends up with exactly one entry, every thread sees that entry, and exactly one thread
     /// publishes it.
