@@ -550,7 +550,7 @@ pub struct KeyTable {
 }
 
 impl KeyTable {
-    /// An empty table (room for about 4096 keys before the first growth).
+    /// An empty table (room for about 6000 keys before the first growth).
     pub fn new() -> Self {
         KeyTable { map: KeyMap::new(5), generation: AtomicU32::new(0) }
     }
@@ -695,6 +695,7 @@ impl KeyTable {
             }
             mem.cast_const().cast()
         });
+        // (On an exiting thread the candidate came from the shared arena and stays allocated.)
         if fate == Fate::Unused
             && let Some(k) = keys.as_deref_mut()
         {
@@ -712,6 +713,7 @@ impl KeyTable {
         (key, fate == Fate::Published)
     }
 }
+
 impl Default for KeyTable {
     fn default() -> Self {
         Self::new()

@@ -351,7 +351,6 @@ impl InternTable {
         Self::find_in(unsafe { &*t }, hash, bytes)
     }
 
-
     fn place(table: &Slots, hash: u64, node: *const Node) {
         Self::place_value(table, home_of(hash, table.mask), (tag_of(hash) << 48) | node as u64);
     }
