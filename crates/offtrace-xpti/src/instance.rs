@@ -632,14 +632,16 @@ impl KeyTable {
         let mut keys: Option<&mut KeyCache> = cache.map(|c| &mut **c.get_or_insert_with(KeyCache::new_boxed));
         // SAFETY: caller contract.
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
+        // Only measured where the memo below does not give the file (a `strlen` less).
         // SAFETY: caller contract.
-        let file = (!n.file.is_null()).then(|| unsafe { CStr::from_ptr(n.file) });
+        let file_of = || (!n.file.is_null()).then(|| unsafe { CStr::from_ptr(n.file) });
+        let mut file = None;
         // Default mode: new keys of a thread usually share the source file of its previous new
         // key; the memo gives that file's hash and owned copy after one string compare.
         let mut file_copy: *const c_char = ptr::null();
         let (fid, flid, strict_name, strict_file) = if strict {
             let (fi, fp) = name.map_or((0, ptr::null()), string_id);
-            let (li, lp) = file.map_or((0, ptr::null()), string_id);
+            let (li, lp) = file_of().map_or((0, ptr::null()), string_id);
             (fi, li, fp, lp)
         } else {
             let memo = keys.as_ref().map_or((ptr::null(), ptr::null(), 0), |k| k.file_memo);
@@ -648,6 +650,7 @@ impl KeyTable {
                 file_copy = memo.1;
                 memo.2
             } else {
+                file = file_of();
                 file.map_or(0, |s| fnv1a32(s.to_bytes()))
             };
             (name.map_or(0, |s| fnv1a32(s.to_bytes())), flid, ptr::null(), ptr::null())
@@ -677,7 +680,9 @@ impl KeyTable {
                 let np = mem.add(size_of::<KeyEntry>());
                 let fp = np.add(nb.len());
                 ptr::copy_nonoverlapping(nb.as_ptr(), np, nb.len());
-                ptr::copy_nonoverlapping(fb.as_ptr(), fp, fb.len());
+                if !fb.is_empty() {
+                    ptr::copy_nonoverlapping(fb.as_ptr(), fp, fb.len());
+                }
                 let copy = |b: &[u8], p: *mut u8| if b.is_empty() { ptr::null() } else { p.cast_const().cast::<c_char>() };
                 let name = if strict { strict_name } else { copy(nb, np) };
                 let file = if strict {
