@@ -24,6 +24,7 @@
 //! - `callbacks`: per-(stream, type) append-only callback lists, lock-free notify;
 //! - `subscriber`: `XPTI_SUBSCRIBERS` loading and the `xptiTraceInit`/`Finish` protocol;
 //! - `tls`: universal ID, stashed tuple, scope tracepoint;
+//! - `rodata`: the main program's read-only segments (strings there never change);
 //! - `shim` + `cpp/instance_shim.cpp`: the libstdc++ metadata map and the C++ interface vtables.
 //!
 //! Memory handed to C (interned strings, objects, events, payloads, interface objects) lives for
@@ -43,6 +44,7 @@ mod hash;
 mod instance;
 mod intern;
 mod region;
+mod rodata;
 mod shim;
 mod subscriber;
 mod tls;
