@@ -367,10 +367,31 @@ impl Slab {
         a.map(|a| a as *mut u8)
     }
 
-    /// Returns a slot to the free lists.
+    /// Returns a slot to the free lists: the thread's list while it has room (no call, no
+    /// reallocation: the tracepoint scope pair deletes on every traced call), else
+    /// [`free_slow`](Self::free_slow).
     #[inline]
     pub fn free(&self, slot: *mut u8) {
         let a = slot as usize;
+        let pushed = THREAD
+            .try_with(|f| match f.try_borrow_mut() {
+                Ok(mut f) if f.free.len() < f.free.capacity().min(2 * BATCH - 1) => {
+                    f.free.push(a);
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
+        if !pushed {
+            self.free_slow(a);
+        }
+    }
+
+    /// [`free`](Self::free) when the thread's list is full, has no capacity yet, or is gone
+    /// (thread exit): spills half of it to the global pool.
+    #[cold]
+    #[inline(never)]
+    fn free_slow(&self, a: usize) {
         let r = THREAD.try_with(|f| {
             let mut f = f.borrow_mut();
             f.free.push(a);
