@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::abi::{LegacyUid, Payload, TraceEventData, event_flags, payload_flags as pf};
 use crate::hash::fnv1a32;
-use crate::intern::InternTable;
+use crate::intern::{IdVec, InternTable};
 use crate::shim::{self, layout};
 
 /// Size of an event cell, and of a side cell.
@@ -71,14 +71,8 @@ pub struct KeyEntry {
     pub name: *const c_char,
     /// Owned copy of the file name.
     pub file: *const c_char,
-    /// Instance numbers handed out or reserved so far; survives deletion of instances.
+    /// Instances created so far; survives deletion of instances.
     pub counter: AtomicU64,
-    /// The thread that made the key ([`ThreadCache::token`]; 0: none). It takes the key's
-    /// instance numbers from `block` without a locked instruction.
-    owner: usize,
-    /// The owner's reserved numbers: `next << 7 | LISTED | remaining` (see [`take_instance`]).
-    /// Only the owner reads or writes it (relaxed atomics: plain moves).
-    block: AtomicU64,
     /// The stored payload of the key's first instance (`internal` = that instance's uid64).
     /// Events whose own payload would differ from it only in `internal` point here until their
     /// payload is materialised. Immutable once the entry is published.
@@ -102,6 +96,38 @@ pub struct Slab {
     carved: Mutex<usize>,
     pool: Mutex<Vec<Vec<usize>>>,
     proto: Prototype,
+    /// The [`Owner`] record of each thread that has made instances, by its index (from 1).
+    owners: IdVec<Owner>,
+    next_owner: AtomicU32,
+}
+
+/// What other threads share with a thread that makes instances (its *owner index* is stored in
+/// the `unused` field of every event it makes): the cells they deleted, for it to recycle.
+///
+/// Deleting one's own instance needs no locked instruction. Only the owner makes a cell live
+/// again, so the owner claims it with a plain load and store. Any other thread claims it with a
+/// compare-exchange and never recycles it while the owner lives: it marks the cell
+/// [`remote`]`(owner)` and queues it here, and the owner recycles it the next time it needs a
+/// slot, after a compare-exchange from that mark to 0. A deletion by another thread that races
+/// the owner's own deletion of the same instance (both succeed, as a double delete may) leaves
+/// the recycling to the owner alone: the owner's store of 0 overwrites the mark, and the queued
+/// entry no longer matches it. Once the owner has exited (`exited`), or for instances made on a
+/// thread without thread-local storage (index 0), the deleting thread recycles the cell itself:
+/// no owner can claim it any more.
+#[derive(Debug, Default)]
+struct Owner {
+    /// (the owner has exited, cells deleted by other threads).
+    queue: Mutex<(bool, Vec<usize>)>,
+}
+
+/// The liveness word of a cell claimed by a thread other than its owner, before it is marked.
+const CLAIMED: u64 = 3;
+
+/// The liveness word of a cell deleted by a thread other than its owner `owner`, queued for it
+/// to recycle. Never a cell address (those are 128-aligned) nor [`CLAIMED`].
+#[inline]
+fn remote(owner: u32) -> u64 {
+    u64::from(owner) << 32 | 1
 }
 
 /// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
@@ -145,35 +171,33 @@ unsafe impl Sync for Slab {}
 unsafe impl Send for Slab {}
 
 /// Per-thread state of the creation path: the free slot list, the key cache (allocated on
-/// the thread's first creation: KEY_CACHE_SIZE × 48 bytes) and the keys whose instance numbers
-/// the thread reserved a block of.
+/// the thread's first creation: KEY_CACHE_SIZE × 48 bytes) and the owner index.
 struct ThreadCache {
     free: Vec<usize>,
     keys: Option<Box<KeyCache>>,
-    owned: Vec<&'static KeyEntry>,
-}
-
-impl ThreadCache {
-    /// The thread's identity as a key owner: the address of its cache, non-null and distinct
-    /// among live threads. A later thread may get the same address; it then inherits the
-    /// blocks of its predecessor, which gave back or emptied them on exit.
-    #[inline(always)]
-    fn token(&self) -> usize {
-        self as *const ThreadCache as usize
-    }
+    /// The thread's owner index (0 until its first slot; see [`Owner`]).
+    owner: u32,
 }
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        let token = self.token();
-        for key in self.owned.drain(..) {
-            if key.owner == token {
-                give_back(key);
+        let Some(slab) = crate::framework::slab_if_built() else { return };
+        if self.owner != 0 {
+            // From now on other threads recycle the cells of this thread that they delete; the
+            // ones already queued are recycled here.
+            let cells = slab.owner(self.owner).map(|o| {
+                let mut q = o.queue.lock().unwrap_or_else(|e| e.into_inner());
+                q.0 = true;
+                std::mem::take(&mut q.1)
+            });
+            for ev in cells.into_iter().flatten() {
+                // SAFETY: queued cells are committed cells of this slab.
+                if unsafe { slab.claim_queued(ev as *mut u8, self.owner) } {
+                    self.free.push(ev);
+                }
             }
         }
-        if !self.free.is_empty()
-            && let Some(slab) = crate::framework::slab_if_built()
-        {
+        if !self.free.is_empty() {
             let v = std::mem::take(&mut self.free);
             slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
         }
@@ -185,7 +209,7 @@ thread_local! {
     /// pointer, the key's owned copy and its FNV-1a hash. Copies are never freed, so the memo
     /// never dangles; the caller's string is compared with the copy before use.
     static FILE_MEMO: Cell<(*const c_char, *const c_char, u32)> = const { Cell::new((ptr::null(), ptr::null(), 0)) };
-    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None, owned: Vec::new() }) };
+    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None, owner: 0 }) };
 }
 
 impl Slab {
@@ -203,6 +227,8 @@ impl Slab {
             carved: Mutex::new(0),
             pool: Mutex::new(Vec::new()),
             proto: Prototype::build(),
+            owners: IdVec::new(),
+            next_owner: AtomicU32::new(1),
         })
     }
 
@@ -339,13 +365,13 @@ impl Slab {
     /// thread's free list `free` (already borrowed by the caller), or from the global pool when
     /// the thread has none (thread exit).
     #[inline]
-    fn alloc_in(&self, free: Option<&mut Vec<usize>>) -> Option<*mut u8> {
-        match free {
-            Some(free) => {
-                if let Some(a) = free.pop() {
+    fn alloc_in(&self, cache: Option<&mut ThreadCache>) -> Option<*mut u8> {
+        match cache {
+            Some(c) => {
+                if let Some(a) = c.free.pop() {
                     return Some(a as *mut u8);
                 }
-                self.alloc_refill(free)
+                self.alloc_refill(c)
             }
             None => {
                 let mut batch = self.refill()?;
@@ -360,11 +386,63 @@ impl Slab {
 
     #[cold]
     #[inline(never)]
-    fn alloc_refill(&self, free: &mut Vec<usize>) -> Option<*mut u8> {
+    fn alloc_refill(&self, c: &mut ThreadCache) -> Option<*mut u8> {
+        if c.owner == 0 {
+            c.owner = self.register_owner();
+        } else if let Some(o) = self.owner(c.owner) {
+            // The cells other threads deleted come first.
+            let cells = std::mem::take(&mut o.queue.lock().unwrap_or_else(|e| e.into_inner()).1);
+            for ev in cells {
+                // SAFETY: queued cells are committed cells of this slab.
+                if unsafe { self.claim_queued(ev as *mut u8, c.owner) } {
+                    c.free.push(ev);
+                }
+            }
+            if let Some(a) = c.free.pop() {
+                return Some(a as *mut u8);
+            }
+        }
         let mut batch = self.refill()?;
         let a = batch.pop();
-        *free = batch;
+        c.free = batch;
         a.map(|a| a as *mut u8)
+    }
+
+    /// A new owner index with its [`Owner`] record (0 when the registry is full: the thread's
+    /// instances are then deleted the way other threads delete them).
+    #[cold]
+    fn register_owner(&self) -> u32 {
+        // Relaxed: the index only has to be unique; the record is published by `IdVec::set`.
+        let i = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        let o: &'static Owner = Box::leak(Box::default());
+        if i == 0 || !self.owners.set(i, (o as *const Owner).cast_mut()) {
+            return 0;
+        }
+        i
+    }
+
+    /// The record of owner index `i`.
+    fn owner(&self, i: u32) -> Option<&'static Owner> {
+        let p = self.owners.get(i);
+        // SAFETY: records are leaked boxes, never freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Takes back a cell queued for `owner`: if it still holds the mark of that deletion (see
+    /// [`Owner`]), recycles it and returns true.
+    ///
+    /// # Safety
+    /// `ev` is a committed cell of this slab; the caller is `owner` or acts for it after its exit.
+    unsafe fn claim_queued(&self, ev: *mut u8, owner: u32) -> bool {
+        // SAFETY: caller contract.
+        let id = unsafe { unique_id(ev) };
+        // Acquire: the deleted instance's writes happen before our reuse of the cell.
+        if id.compare_exchange(remote(owner), 0, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // SAFETY: the cell is ours alone now.
+        unsafe { recycle(self, ev) };
+        true
     }
 
     /// Returns a slot to the free lists: the thread's list while it has room (no call, no
@@ -388,20 +466,30 @@ impl Slab {
     }
 
     /// [`free`](Self::free) when the thread's list is full, has no capacity yet, or is gone
-    /// (thread exit): spills half of it to the global pool.
+    /// (thread exit, or borrowed).
     #[cold]
     #[inline(never)]
     fn free_slow(&self, a: usize) {
-        let r = THREAD.try_with(|f| {
-            let mut f = f.borrow_mut();
-            f.free.push(a);
-            if f.free.len() >= 2 * BATCH {
-                let spill = f.free.split_off(BATCH);
-                self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
+        let r = THREAD.try_with(|f| match f.try_borrow_mut() {
+            Ok(mut f) => {
+                self.spill(&mut f, a);
+                true
             }
+            Err(_) => false,
         });
-        if r.is_err() {
+        if r != Ok(true) {
             self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(vec![a]);
+        }
+    }
+
+    /// Pushes `a` to the thread's list `c` and spills half of a full list to the global pool.
+    #[cold]
+    #[inline(never)]
+    fn spill(&self, c: &mut ThreadCache, a: usize) {
+        c.free.push(a);
+        if c.free.len() >= 2 * BATCH {
+            let spill = c.free.split_off(BATCH);
+            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
         }
     }
 
@@ -582,7 +670,7 @@ impl KeyTable {
         n: &Normalized,
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
-        first: (u64, &Spec, usize),
+        first: (u64, &Spec),
     ) -> Option<&'static KeyEntry> {
         // Relaxed: see `clear`.
         let generation = self.generation.load(Ordering::Relaxed);
@@ -632,7 +720,7 @@ impl KeyTable {
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
         generation: u32,
         slot: usize,
-        first: (u64, &Spec, usize),
+        first: (u64, &Spec),
     ) -> Option<&'static KeyEntry> {
         // SAFETY: caller contract.
         let name = (!n.name.is_null()).then(|| unsafe { CStr::from_ptr(n.name) });
@@ -689,7 +777,7 @@ impl KeyTable {
                 } else {
                     copy(fb, fp)
                 };
-                let (uid, spec, owner) = first;
+                let (uid, spec) = first;
                 let mut payload = std::mem::MaybeUninit::<Payload>::uninit();
                 write_stored_payload(payload.as_mut_ptr(), name, file, fid as i32, flid as i32, n, spec, uid);
                 mem.cast::<KeyEntry>().write(KeyEntry {
@@ -697,11 +785,7 @@ impl KeyTable {
                     file_id: flid as i32,
                     name,
                     file,
-                    // The maker owns the key and has instance number 1 reserved (a block
-                    // of one); without an owner the first creation takes it from `counter`.
-                    counter: AtomicU64::new(u64::from(owner != 0)),
-                    owner,
-                    block: AtomicU64::new(if owner != 0 { 1 << BLOCK_SHIFT | 1 } else { 0 }),
+                    counter: AtomicU64::new(0),
                     // `write_stored_payload` writes every field.
                     payload: payload.assume_init(),
                 });
@@ -888,27 +972,25 @@ pub unsafe fn make<const INTERFACES: bool>(
     let got = THREAD.try_with(|c| {
         let mut c = c.borrow_mut();
         let c = &mut *c;
-        let token = c.token();
         // The slot first: a new key's shared payload records the first instance's uid64.
-        let ev = slab.alloc_in(Some(&mut c.free))?;
+        let ev = slab.alloc_in(Some(c))?;
         // SAFETY: caller contract.
-        match unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec, token)) } {
-            Some(key) => Some((key, ev, take_instance(key, token, &mut c.owned))),
+        match unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec)) } {
+            Some(key) => Some((key, ev, c.owner)),
             None => {
                 c.free.push(ev as usize);
                 None
             }
         }
     });
-    let (key, ev, inst) = match got {
+    let (key, ev, owner) = match got {
         Ok(r) => r?,
         // Thread-local storage already destroyed (thread exit).
         Err(_) => {
             let ev = slab.alloc_in(None)?;
             // SAFETY: caller contract.
-            match unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec, 0)) } {
-                // Relaxed: the counter only has to hand out distinct numbers per key.
-                Some(key) => (key, ev, key.counter.fetch_add(1, Ordering::Relaxed) + 1),
+            match unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec)) } {
+                Some(key) => (key, ev, 0),
                 None => {
                     slab.free(ev);
                     return None;
@@ -916,69 +998,15 @@ pub unsafe fn make<const INTERFACES: bool>(
             }
         }
     };
+    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
+    let inst = key.counter.fetch_add(1, Ordering::Relaxed) + 1;
     // SAFETY: `key` belongs to `n`; `ev` is a free slot of `slab`.
-    unsafe { construct::<INTERFACES>(slab, ev, key, n, spec, inst) };
+    unsafe { construct::<INTERFACES>(slab, ev, key, n, spec, inst, owner) };
     Some((ev, inst, key))
 }
 
-/// Instance numbers the owner of a key reserves at a time.
-const BLOCK: u64 = 32;
-/// Layout of [`KeyEntry::block`]: the next number from bit 7, the `LISTED` flag (the key is in
-/// its owner's [`ThreadCache::owned`]) and the count of numbers left below it.
-const BLOCK_SHIFT: u32 = 7;
-const LISTED: u64 = 1 << 6;
-const REMAINING: u64 = LISTED - 1;
-const _: () = assert!(BLOCK <= REMAINING + 1);
-
-/// The next instance number of `key` for the calling thread (`token`; `owned`: its
-/// [`ThreadCache::owned`]). The key's owner takes it from its reserved block: plain loads and
-/// stores, no locked instruction, which is the larger part of what a creation costs besides its
-/// stores (the tracepoint scope pair: 4.5 ns of 47 on a Xeon). Other threads take one number
-/// at a time from the counter. Numbers are unique per key and increase on each thread; on one
-/// thread they are 1, 2, 3… as in Intel's dispatcher, while threads that make instances of the
-/// same key at the same time may see them out of creation order (`docs/xpti-compatibility.md`).
-#[inline(always)]
-fn take_instance(key: &'static KeyEntry, token: usize, owned: &mut Vec<&'static KeyEntry>) -> u64 {
-    if key.owner == token {
-        // Relaxed: only the owner touches `block`.
-        let b = key.block.load(Ordering::Relaxed);
-        if b & REMAINING != 0 {
-            key.block.store(b + (1 << BLOCK_SHIFT) - 1, Ordering::Relaxed);
-            return b >> BLOCK_SHIFT;
-        }
-        return reserve_block(key, b, owned);
-    }
-    // Relaxed: the counter only has to hand out distinct numbers per key.
-    key.counter.fetch_add(1, Ordering::Relaxed) + 1
-}
-
-/// [`take_instance`] with the owner's block used up: reserves the next `BLOCK` numbers.
-#[cold]
-#[inline(never)]
-fn reserve_block(key: &'static KeyEntry, b: u64, owned: &mut Vec<&'static KeyEntry>) -> u64 {
-    // Relaxed: as in `take_instance`.
-    let first = key.counter.fetch_add(BLOCK, Ordering::Relaxed) + 1;
-    if b & LISTED == 0 {
-        owned.push(key);
-    }
-    key.block.store((first + 1) << BLOCK_SHIFT | LISTED | (BLOCK - 1), Ordering::Relaxed);
-    first
-}
-
-/// At its owner's exit: returns the key's unused reserved numbers to its counter if no other
-/// thread has taken numbers since (so a thread that follows goes on without a gap), and empties
-/// the block either way (a later thread may get the same token).
-fn give_back(key: &KeyEntry) {
-    // Relaxed: as in `take_instance`.
-    let b = key.block.load(Ordering::Relaxed);
-    let (next, left) = (b >> BLOCK_SHIFT, b & REMAINING);
-    if left != 0 {
-        let _ = key.counter.compare_exchange(next + left - 1, next - 1, Ordering::Relaxed, Ordering::Relaxed);
-    }
-    key.block.store(next << BLOCK_SHIFT, Ordering::Relaxed);
-}
-
-/// Constructs a live instance of `key` numbered `instance` in the free slot `ev`.
+/// Constructs a live instance of `key` numbered `instance` in the free slot `ev`, made by the
+/// thread with owner index `owner`.
 ///
 /// # Safety
 /// `ev` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
@@ -990,6 +1018,7 @@ unsafe fn construct<const INTERFACES: bool>(
     n: &Normalized,
     spec: &Spec,
     instance: u64,
+    owner: u32,
 ) {
     let w = ev.cast::<u64>();
     match &slab.proto.map {
@@ -1043,7 +1072,7 @@ unsafe fn construct<const INTERFACES: bool>(
         e.instance_id = instance;
         e.event_type = spec.event_type;
         e.activity_type = spec.activity_type;
-        e.unused = 0;
+        owner_of(ev).store(owner, Ordering::Relaxed);
         e.source_id = 0;
         e.target_id = 0;
         e.reserved.payload = payload;
@@ -1070,7 +1099,9 @@ pub fn delete(slab: &Slab, ev: *mut u8) -> bool {
     unsafe { delete_cell(slab, ev) }
 }
 
-/// [`delete`] of an event cell already known to lie in the committed region.
+/// [`delete`] of an event cell already known to lie in the committed region. The thread that
+/// made the instance claims the cell with plain accesses; others go through
+/// [`delete_remote`] (see [`Owner`]).
 ///
 /// # Safety
 /// `ev` is a cell start in the committed event region of `slab`.
@@ -1078,13 +1109,83 @@ pub fn delete(slab: &Slab, ev: *mut u8) -> bool {
 pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
     // SAFETY: caller contract.
     let id = unsafe { unique_id(ev) };
-    // AcqRel: exactly one deleter wins (the compare fails on a dead cell, whose id is 0); it sees
-    // the creator's writes and publishes "dead".
-    if id.compare_exchange(ev as u64, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    let own = THREAD.try_with(|c| {
+        let mut c = c.try_borrow_mut().ok()?;
+        if c.owner == 0 {
+            return None;
+        }
+        // Acquire: as in `is_live`; the owner index read next is the live instance's.
+        if id.load(Ordering::Acquire) != ev as u64 {
+            return Some(false);
+        }
+        // SAFETY: caller contract.
+        if unsafe { owner_of(ev) }.load(Ordering::Relaxed) != c.owner {
+            return None;
+        }
+        // Our instance: only this thread makes the cell live again, and other threads can only
+        // have moved the word from live to a mark since the load above (see `Owner`).
+        // Release: the instance's writes happen before a reader sees it dead.
+        id.store(0, Ordering::Release);
+        // SAFETY: the cell is ours: only this thread makes it live again.
+        unsafe { recycle(slab, ev) };
+        if c.free.len() < c.free.capacity().min(2 * BATCH - 1) {
+            c.free.push(ev as usize);
+        } else {
+            slab.spill(&mut c, ev as usize);
+        }
+        Some(true)
+    });
+    match own {
+        Ok(Some(deleted)) => deleted,
+        // SAFETY: caller contract.
+        _ => unsafe { delete_remote(slab, ev) },
+    }
+}
+
+/// [`delete_cell`] by a thread that is not the instance's owner (or cannot tell: thread exit).
+///
+/// # Safety
+/// As [`delete_cell`].
+#[cold]
+#[inline(never)]
+unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
+    // SAFETY: caller contract.
+    let id = unsafe { unique_id(ev) };
+    // AcqRel: exactly one non-owner deleter wins (the compare fails on a dead or marked cell); it
+    // sees the owner index written before the instance was published.
+    if id.compare_exchange(ev as u64, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return false;
     }
+    // SAFETY: caller contract.
+    let owner = unsafe { owner_of(ev) }.load(Ordering::Relaxed);
+    if let Some(o) = (owner != 0).then(|| slab.owner(owner)).flatten() {
+        let mut q = o.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.0 {
+            // The owner lives and recycles the cell. If its own deletion of this instance is
+            // under way, its store of 0 has overwritten CLAIMED or will overwrite the mark.
+            if id.compare_exchange(CLAIMED, remote(owner), Ordering::Release, Ordering::Relaxed).is_ok() {
+                q.1.push(ev as usize);
+            }
+            return true;
+        }
+    }
+    // No owner can claim the cell any more (it exited, or there was none): recycle it here.
+    // SAFETY: the cell is ours alone.
+    unsafe { recycle(slab, ev) };
+    // Release: as in `delete_cell`.
+    id.store(0, Ordering::Release);
+    slab.free(ev);
+    true
+}
+
+/// Makes a dead cell reusable: destroys its metadata map if it holds anything and clears the
+/// side cell's metadata iterator if the side cell was handed out.
+///
+/// # Safety
+/// `ev` is a committed event cell of `slab` that the caller alone owns (dead, claimed).
+unsafe fn recycle(slab: &Slab, ev: *mut u8) {
     let map = ev.wrapping_add(MAP_WORD * 8).cast::<u64>();
-    // SAFETY: `map` is inside the committed cell we now own exclusively.
+    // SAFETY: `map` is inside the committed cell we own exclusively.
     let untouched = unsafe { *map == map as u64 + SINGLE_BUCKET_OFFSET as u64 && *map.add(2) == 0 && *map.add(3) == 0 };
     if !untouched {
         // SAFETY:
@@ -1101,8 +1202,16 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         // SAFETY: the committed side cell of the slot we own.
         unsafe { *own.add(layout::ITER - layout::PAYLOAD).cast::<u64>() = 0 };
     }
-    slab.free(ev);
-    true
+}
+
+/// The `unused` field of an event, which holds the owner index of its instance.
+///
+/// # Safety
+/// `ev` must point into committed event memory at a cell start.
+#[inline]
+unsafe fn owner_of<'a>(ev: *mut u8) -> &'a AtomicU32 {
+    // SAFETY: the caller guarantees a committed event cell; the field is 4-aligned.
+    unsafe { AtomicU32::from_ptr(&raw mut (*ev.cast::<TraceEventData>()).unused) }
 }
 
 #[cfg(test)]
