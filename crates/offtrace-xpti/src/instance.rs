@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::abi::{LegacyUid, Payload, TraceEventData, event_flags, payload_flags as pf};
 use crate::hash::fnv1a32;
-use crate::intern::Arena;
+use crate::intern::{Arena, IdVec};
 use crate::key_map::{Fate, KeyMap, Keyed};
 use crate::shim::{self, layout};
 
@@ -137,6 +137,38 @@ pub struct Slab {
     carved: Mutex<usize>,
     pool: Mutex<Vec<Vec<usize>>>,
     proto: Prototype,
+    /// The [`Owner`] record of each thread that has made instances, by its index (from 1).
+    owners: IdVec<Owner>,
+    next_owner: AtomicU32,
+}
+
+/// What other threads share with a thread that makes instances (its *owner index* is stored in
+/// the `unused` field of every event it makes): the cells they deleted, for it to recycle.
+///
+/// Deleting one's own instance needs no locked instruction. Only the owner makes a cell live
+/// again, so the owner claims it with a plain load and store. Any other thread claims it with a
+/// compare-exchange and never recycles it while the owner lives: it marks the cell
+/// [`remote`]`(owner)` and queues it here, and the owner recycles it the next time it needs a
+/// slot, after a compare-exchange from that mark to 0. A deletion by another thread that races
+/// the owner's own deletion of the same instance (both succeed, as a double delete may) leaves
+/// the recycling to the owner alone: the owner's store of 0 overwrites the mark, and the queued
+/// entry no longer matches it. Once the owner has exited (`exited`), or for instances made on a
+/// thread without thread-local storage (index 0), the deleting thread recycles the cell itself:
+/// no owner can claim it any more.
+#[derive(Debug, Default)]
+struct Owner {
+    /// (the owner has exited, cells deleted by other threads).
+    queue: Mutex<(bool, Vec<usize>)>,
+}
+
+/// The liveness word of a cell claimed by a thread other than its owner, before it is marked.
+const CLAIMED: u64 = 3;
+
+/// The liveness word of a cell deleted by a thread other than its owner `owner`, queued for it
+/// to recycle. Never a cell address (those are 128-aligned) nor [`CLAIMED`].
+#[inline]
+fn remote(owner: u32) -> u64 {
+    u64::from(owner) << 32 | 1
 }
 
 /// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
@@ -179,18 +211,34 @@ unsafe impl Sync for Slab {}
 // SAFETY: as above.
 unsafe impl Send for Slab {}
 
-/// Per-thread state of the creation path: the free slot list and the key cache (allocated on
-/// the thread's first creation: KEY_CACHE_SIZE × 40 bytes).
+/// Per-thread state of the creation path: the free slot list, the key cache (allocated on
+/// the thread's first creation: KEY_CACHE_SIZE × 48 bytes) and the owner index.
 struct ThreadCache {
     free: Vec<usize>,
     keys: Option<Box<KeyCache>>,
+    /// The thread's owner index (0 until its first slot; see [`Owner`]).
+    owner: u32,
 }
 
 impl Drop for ThreadCache {
     fn drop(&mut self) {
-        if !self.free.is_empty()
-            && let Some(slab) = crate::framework::slab_if_built()
-        {
+        let Some(slab) = crate::framework::slab_if_built() else { return };
+        if self.owner != 0 {
+            // From now on other threads recycle the cells of this thread that they delete; the
+            // ones already queued are recycled here.
+            let cells = slab.owner(self.owner).map(|o| {
+                let mut q = o.queue.lock().unwrap_or_else(|e| e.into_inner());
+                q.0 = true;
+                std::mem::take(&mut q.1)
+            });
+            for ev in cells.into_iter().flatten() {
+                // SAFETY: queued cells are committed cells of this slab.
+                if unsafe { slab.claim_queued(ev as *mut u8, self.owner) } {
+                    self.free.push(ev);
+                }
+            }
+        }
+        if !self.free.is_empty() {
             let v = std::mem::take(&mut self.free);
             slab.pool.lock().unwrap_or_else(|e| e.into_inner()).push(v);
         }
@@ -198,7 +246,7 @@ impl Drop for ThreadCache {
 }
 
 thread_local! {
-    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None }) };
+    static THREAD: RefCell<ThreadCache> = const { RefCell::new(ThreadCache { free: Vec::new(), keys: None, owner: 0 }) };
 }
 
 impl Slab {
@@ -216,6 +264,8 @@ impl Slab {
             carved: Mutex::new(0),
             pool: Mutex::new(Vec::new()),
             proto: Prototype::build(),
+            owners: IdVec::new(),
+            next_owner: AtomicU32::new(1),
         })
     }
 
@@ -352,13 +402,13 @@ impl Slab {
     /// thread's free list `free` (already borrowed by the caller), or from the global pool when
     /// the thread has none (thread exit).
     #[inline]
-    fn alloc_in(&self, free: Option<&mut Vec<usize>>) -> Option<*mut u8> {
-        match free {
-            Some(free) => {
-                if let Some(a) = free.pop() {
+    fn alloc_in(&self, cache: Option<&mut ThreadCache>) -> Option<*mut u8> {
+        match cache {
+            Some(c) => {
+                if let Some(a) = c.free.pop() {
                     return Some(a as *mut u8);
                 }
-                self.alloc_refill(free)
+                self.alloc_refill(c)
             }
             None => {
                 let mut batch = self.refill()?;
@@ -373,27 +423,110 @@ impl Slab {
 
     #[cold]
     #[inline(never)]
-    fn alloc_refill(&self, free: &mut Vec<usize>) -> Option<*mut u8> {
+    fn alloc_refill(&self, c: &mut ThreadCache) -> Option<*mut u8> {
+        if c.owner == 0 {
+            c.owner = self.register_owner();
+        } else if let Some(o) = self.owner(c.owner) {
+            // The cells other threads deleted come first.
+            let cells = std::mem::take(&mut o.queue.lock().unwrap_or_else(|e| e.into_inner()).1);
+            for ev in cells {
+                // SAFETY: queued cells are committed cells of this slab.
+                if unsafe { self.claim_queued(ev as *mut u8, c.owner) } {
+                    c.free.push(ev);
+                }
+            }
+            if let Some(a) = c.free.pop() {
+                return Some(a as *mut u8);
+            }
+        }
         let mut batch = self.refill()?;
         let a = batch.pop();
-        *free = batch;
+        c.free = batch;
         a.map(|a| a as *mut u8)
     }
 
-    /// Returns a slot to the free lists.
+    /// A new owner index with its [`Owner`] record (0 when the registry is full: the thread's
+    /// instances are then deleted the way other threads delete them).
+    #[cold]
+    fn register_owner(&self) -> u32 {
+        // Relaxed: the index only has to be unique; the record is published by `IdVec::set`.
+        let i = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        let o: &'static Owner = Box::leak(Box::default());
+        if i == 0 || !self.owners.set(i, (o as *const Owner).cast_mut()) {
+            return 0;
+        }
+        i
+    }
+
+    /// The record of owner index `i`.
+    fn owner(&self, i: u32) -> Option<&'static Owner> {
+        let p = self.owners.get(i);
+        // SAFETY: records are leaked boxes, never freed.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Takes back a cell queued for `owner`: if it still holds the mark of that deletion (see
+    /// [`Owner`]), recycles it and returns true.
+    ///
+    /// # Safety
+    /// `ev` is a committed cell of this slab; the caller is `owner` or acts for it after its exit.
+    unsafe fn claim_queued(&self, ev: *mut u8, owner: u32) -> bool {
+        // SAFETY: caller contract.
+        let id = unsafe { unique_id(ev) };
+        // Acquire: the deleted instance's writes happen before our reuse of the cell.
+        if id.compare_exchange(remote(owner), 0, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        // SAFETY: the cell is ours alone now.
+        unsafe { recycle(self, ev) };
+        true
+    }
+
+    /// Returns a slot to the free lists: the thread's list while it has room (no call, no
+    /// reallocation: the tracepoint scope pair deletes on every traced call), else
+    /// [`free_slow`](Self::free_slow).
     #[inline]
     pub fn free(&self, slot: *mut u8) {
         let a = slot as usize;
-        let r = THREAD.try_with(|f| {
-            let mut f = f.borrow_mut();
-            f.free.push(a);
-            if f.free.len() >= 2 * BATCH {
-                let spill = f.free.split_off(BATCH);
-                self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
+        let pushed = THREAD
+            .try_with(|f| match f.try_borrow_mut() {
+                Ok(mut f) if f.free.len() < f.free.capacity().min(2 * BATCH - 1) => {
+                    f.free.push(a);
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
+        if !pushed {
+            self.free_slow(a);
+        }
+    }
+
+    /// [`free`](Self::free) when the thread's list is full, has no capacity yet, or is gone
+    /// (thread exit, or borrowed).
+    #[cold]
+    #[inline(never)]
+    fn free_slow(&self, a: usize) {
+        let r = THREAD.try_with(|f| match f.try_borrow_mut() {
+            Ok(mut f) => {
+                self.spill(&mut f, a);
+                true
             }
+            Err(_) => false,
         });
-        if r.is_err() {
+        if r != Ok(true) {
             self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(vec![a]);
+        }
+    }
+
+    /// Pushes `a` to the thread's list `c` and spills half of a full list to the global pool.
+    #[cold]
+    #[inline(never)]
+    fn spill(&self, c: &mut ThreadCache, a: usize) {
+        c.free.push(a);
+        if c.free.len() >= 2 * BATCH {
+            let spill = c.free.split_off(BATCH);
+            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(spill);
         }
     }
 
@@ -498,12 +631,47 @@ struct CacheEntry {
     line: u32,
     column: u32,
     generation: u32,
+    /// Lengths of the key's name and file copies, NUL included (0 for a null one), and
+    /// `immutable`: learnt on the entry's first hit (`learnt`), so that a new key pays nothing.
+    name_len: u32,
+    file_len: u32,
+    /// The caller's name and file lie in the main program's read-only segments
+    /// ([`crate::rodata`]): their contents cannot have changed, so a hit needs no comparison.
+    immutable: bool,
+    learnt: bool,
     key: *const KeyEntry,
 }
 
 impl CacheEntry {
-    const EMPTY: CacheEntry =
-        CacheEntry { name: ptr::null(), file: ptr::null(), line: 0, column: 0, generation: u32::MAX, key: ptr::null() };
+    const EMPTY: CacheEntry = CacheEntry {
+        name: ptr::null(),
+        file: ptr::null(),
+        line: 0,
+        column: 0,
+        generation: u32::MAX,
+        name_len: 0,
+        file_len: 0,
+        immutable: false,
+        learnt: false,
+        key: ptr::null(),
+    };
+
+    /// Fills in the lengths of the key's copies and whether the caller's strings are immutable.
+    /// The caller's strings equalled the key's copies when the entry was made (the key was
+    /// found or made from them; names whose FNV-1a hashes collide share the key anyway), and
+    /// immutable ones still do.
+    #[cold]
+    #[inline(never)]
+    fn learn(&mut self) {
+        // SAFETY: cached keys are never freed.
+        let k = unsafe { &*self.key };
+        // SAFETY: the key's copies are null or valid C strings, never freed.
+        let len = |s: *const c_char| if s.is_null() { 0 } else { (unsafe { libc::strlen(s) }) as u32 + 1 };
+        (self.name_len, self.file_len) = (len(k.name()), len(k.file()));
+        let fixed = |s: *const c_char, n: u32| s.is_null() || crate::rodata::immutable(s.cast(), n as usize);
+        self.immutable = fixed(self.name, self.name_len) && fixed(self.file, self.file_len);
+        self.learnt = true;
+    }
 }
 
 /// A payload reduced to what identifies its key.
@@ -574,7 +742,7 @@ impl KeyTable {
     #[inline(always)]
     unsafe fn entry_in(
         &self,
-        cache: Option<&mut Option<Box<KeyCache>>>,
+        mut cache: Option<&mut Option<Box<KeyCache>>>,
         n: &Normalized,
         strict: bool,
         string_id: &dyn Fn(&CStr) -> (u32, *const c_char),
@@ -586,23 +754,29 @@ impl KeyTable {
             ^ (n.file as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
             ^ (u64::from(n.line) | u64::from(n.column) << 32).wrapping_mul(0x1656_67B1_9E37_79F9);
         let slot = (h >> 40) as usize & (KEY_CACHE_SIZE - 1);
-        if let Some(Some(keys)) = cache.as_deref() {
+        if let Some(Some(keys)) = cache.as_deref_mut() {
             let hit = |e: &CacheEntry| {
                 e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation
             };
-            let k = if hit(&keys[slot]) {
-                keys[slot].key
+            let way = if hit(&keys[slot]) {
+                Some(slot)
             } else if hit(&keys[slot ^ 1]) {
-                keys[slot ^ 1].key
+                Some(slot ^ 1)
             } else {
-                ptr::null()
+                None
             };
-            if !k.is_null() {
+            if let Some(way) = way {
+                let e = &mut keys[way];
                 // SAFETY: cached keys are never freed.
-                let k = unsafe { &*k };
-                // The caller's strings may have changed since they were cached: compare contents.
-                // SAFETY: both sides are valid C strings (caller contract; owned copies).
-                if unsafe { cstr_eq(n.name, k.name()) && cstr_eq(n.file, k.file()) } {
+                let k = unsafe { &*e.key };
+                if !e.immutable && !e.learnt {
+                    e.learn();
+                }
+                // The caller's strings may have changed since they were cached: compare contents,
+                // unless they are immutable.
+                // SAFETY: both sides are valid C strings (caller contract; owned copies whose
+                // lengths the entry holds).
+                if e.immutable || unsafe { same_str(n.name, k.name(), e.name_len) && same_str(n.file, k.file(), e.file_len) } {
                     return (k, false);
                 }
             }
@@ -710,7 +884,7 @@ impl KeyTable {
             if !strict && !key.file().is_null() {
                 keys.file_memo = (n.file, key.file(), key.file_id() as u32);
             }
-            let entry = CacheEntry { name: n.name, file: n.file, line: n.line, column: n.column, generation, key };
+            let entry = CacheEntry { key, name: n.name, file: n.file, line: n.line, column: n.column, generation, ..CacheEntry::EMPTY };
             // Two-way placement: fill the free way, else evict the partner of the last insert.
             let way = if keys[slot].key.is_null() || keys[slot].generation != generation { slot } else { slot ^ 1 };
             keys[way] = entry;
@@ -739,6 +913,73 @@ unsafe fn cstr_eq(a: *const c_char, b: *const c_char) -> bool {
     }
     // SAFETY: both valid C strings (caller contract).
     unsafe { libc::strcmp(a, b) == 0 }
+}
+
+/// Whether the caller's string `s` equals the key's copy `ours`, `len` bytes long with its NUL
+/// (null equals only null). The creation paths run this on every hit of the thread's key cache,
+/// so it is inlined and reads 8 bytes per step; two `strcmp` calls through the PLT took a quarter
+/// of the tracepoint scope pair on a Xeon (11 of 43 ns).
+///
+/// # Safety
+/// `s` is null or a valid C string; `ours` is null or a valid C string of `len` bytes.
+#[inline(always)]
+unsafe fn same_str(s: *const c_char, ours: *const c_char, len: u32) -> bool {
+    if s == ours {
+        return true;
+    }
+    if s.is_null() || ours.is_null() {
+        return false;
+    }
+    let (s, ours, n) = (s.cast::<u8>(), ours.cast::<u8>(), len as usize);
+    if !cfg!(target_arch = "x86_64") || n < 8 || (s as usize & (PAGE - 1)) + n > PAGE {
+        // Short, or the caller's `n` bytes would cross a page boundary.
+        // SAFETY: both valid C strings (caller contract).
+        return unsafe { libc::strcmp(s.cast(), ours.cast()) == 0 };
+    }
+    // The strings are equal exactly when the caller's first `n` bytes equal ours (ours end with
+    // their only NUL). Those bytes lie in one page, which holds the caller's first byte, so
+    // reading them cannot fault even where the caller's string is shorter; the bytes read past
+    // its end then only make the comparison fail, as it must. The caller's words are read with
+    // `asm!` for that reason ([`word_in_page`]); ours are in bounds. The last word overlaps the
+    // previous one.
+    // SAFETY: `i + 8 <= n` for every word read of `ours`, which is valid for `n` bytes.
+    let ours_word = |i: usize| unsafe { ours.add(i).cast::<u64>().read_unaligned() };
+    let mut diff = 0;
+    let mut i = 0;
+    while i + 8 < n {
+        // SAFETY: `s + i .. s + i + 8` lies in the page of `s` (checked above).
+        diff |= unsafe { word_in_page(s.wrapping_add(i)) } ^ ours_word(i);
+        i += 8;
+    }
+    // SAFETY: as above.
+    diff |= unsafe { word_in_page(s.wrapping_add(n - 8)) } ^ ours_word(n - 8);
+    diff == 0
+}
+
+/// The 8 bytes at `p`, which need not belong to one object: a plain load outside the Rust
+/// memory model, so it may read past the end of a C string.
+///
+/// # Safety
+/// `p..p + 8` lies in a mapped, readable page.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn word_in_page(p: *const u8) -> u64 {
+    let v: u64;
+    // SAFETY: caller contract; the asm only reads.
+    unsafe {
+        std::arch::asm!("mov {v}, qword ptr [{p}]", p = in(reg) p, v = out(reg) v, options(pure, readonly, nostack, preserves_flags));
+    }
+    v
+}
+
+/// Not reached (`same_str` compares with `strcmp` on other architectures).
+///
+/// # Safety
+/// None needed.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+unsafe fn word_in_page(_: *const u8) -> u64 {
+    0
 }
 
 /// What the caller asks for a new instance.
@@ -807,28 +1048,31 @@ pub unsafe fn make<const INTERFACES: bool>(
         let mut c = c.borrow_mut();
         let c = &mut *c;
         // The slot first: a new key's shared payload records the first instance's uid64.
-        let ev = slab.alloc_in(Some(&mut c.free))?;
+        let ev = slab.alloc_in(Some(c))?;
         // SAFETY: caller contract.
         let (key, created) = unsafe { keys.entry_in(Some(&mut c.keys), n, strict, string_id, (ev as u64, spec)) };
-        Some((key, created, ev))
+        Some((key, created, ev, c.owner))
     });
-    let (key, created, ev) = match got {
+    let (key, created, ev, owner) = match got {
         Ok(r) => r?,
         // Thread-local storage already destroyed (thread exit).
         Err(_) => {
             let ev = slab.alloc_in(None)?;
             // SAFETY: caller contract.
             let (key, created) = unsafe { keys.entry_in(None, n, strict, string_id, (ev as u64, spec)) };
-            (key, created, ev)
+            (key, created, ev, 0)
         }
     };
+    // `created`: this thread created the key, whose counter already counts this instance (1).
+    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
+    let inst = if created { 1 } else { key.counter.fetch_add(1, Ordering::Relaxed) + 1 };
     // SAFETY: `key` belongs to `n`; `ev` is a free slot of `slab`.
-    let inst = unsafe { construct::<INTERFACES>(slab, ev, key, created, n, spec) };
+    unsafe { construct::<INTERFACES>(slab, ev, key, n, spec, inst, owner) };
     Some((ev, inst, key))
 }
 
-/// Constructs a live instance of `key` in the free slot `ev`; returns its instance number.
-/// `created`: this thread created the key, whose counter already counts this instance (1).
+/// Constructs a live instance of `key` numbered `instance` in the free slot `ev`, made by the
+/// thread with owner index `owner`.
 ///
 /// # Safety
 /// `ev` is a free slot of `slab` owned by the caller; `key` is the key entry of `n`.
@@ -837,12 +1081,11 @@ unsafe fn construct<const INTERFACES: bool>(
     slab: &Slab,
     ev: *mut u8,
     key: &'static KeyEntry,
-    created: bool,
     n: &Normalized,
     spec: &Spec,
-) -> u64 {
-    // Relaxed: the counter only has to hand out distinct, increasing numbers per key.
-    let instance = if created { 1 } else { key.counter.fetch_add(1, Ordering::Relaxed) + 1 };
+    instance: u64,
+    owner: u32,
+) {
     let w = ev.cast::<u64>();
     match &slab.proto.map {
         // SAFETY:
@@ -863,10 +1106,10 @@ unsafe fn construct<const INTERFACES: bool>(
     let shared = &key.payload;
     // The key's payload serves when the instance's own would differ only in `internal`: same
     // flags, stack trace, code pointer and column (names, line and IDs come from the key; the
-    // column is part of the key except after a line of 0xFFFFFFFF). The creator's always does:
-    // the key's payload was written from it.
+    // column is part of the key except after a line of 0xFFFFFFFF). The creator's (instance 1:
+    // only the creator gets it) always does: the key's payload was written from it.
     let payload = if !INTERFACES
-        && (created
+        && (instance == 1
             || shared.flags == n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE
                 && shared.stack_trace == spec.stack_trace
                 && shared.code_ptr_va == spec.code_ptr
@@ -897,7 +1140,7 @@ unsafe fn construct<const INTERFACES: bool>(
         e.instance_id = instance;
         e.event_type = spec.event_type;
         e.activity_type = spec.activity_type;
-        e.unused = 0;
+        owner_of(ev).store(owner, Ordering::Relaxed);
         e.source_id = 0;
         e.target_id = 0;
         e.reserved.payload = payload;
@@ -909,7 +1152,6 @@ unsafe fn construct<const INTERFACES: bool>(
         // Release: publishes the complete instance to `is_live` readers (FindEvent & co).
         unique_id(ev).store(uid, Ordering::Release);
     }
-    instance
 }
 
 /// Deletes the live instance whose event is `ev`. False when it is not live (already deleted,
@@ -925,7 +1167,9 @@ pub fn delete(slab: &Slab, ev: *mut u8) -> bool {
     unsafe { delete_cell(slab, ev) }
 }
 
-/// [`delete`] of an event cell already known to lie in the committed region.
+/// [`delete`] of an event cell already known to lie in the committed region. The thread that
+/// made the instance claims the cell with plain accesses; others go through
+/// [`delete_remote`] (see [`Owner`]).
 ///
 /// # Safety
 /// `ev` is a cell start in the committed event region of `slab`.
@@ -933,13 +1177,83 @@ pub fn delete(slab: &Slab, ev: *mut u8) -> bool {
 pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
     // SAFETY: caller contract.
     let id = unsafe { unique_id(ev) };
-    // AcqRel: exactly one deleter wins (the compare fails on a dead cell, whose id is 0); it sees
-    // the creator's writes and publishes "dead".
-    if id.compare_exchange(ev as u64, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    let own = THREAD.try_with(|c| {
+        let mut c = c.try_borrow_mut().ok()?;
+        if c.owner == 0 {
+            return None;
+        }
+        // Acquire: as in `is_live`; the owner index read next is the live instance's.
+        if id.load(Ordering::Acquire) != ev as u64 {
+            return Some(false);
+        }
+        // SAFETY: caller contract.
+        if unsafe { owner_of(ev) }.load(Ordering::Relaxed) != c.owner {
+            return None;
+        }
+        // Our instance: only this thread makes the cell live again, and other threads can only
+        // have moved the word from live to a mark since the load above (see `Owner`).
+        // Release: the instance's writes happen before a reader sees it dead.
+        id.store(0, Ordering::Release);
+        // SAFETY: the cell is ours: only this thread makes it live again.
+        unsafe { recycle(slab, ev) };
+        if c.free.len() < c.free.capacity().min(2 * BATCH - 1) {
+            c.free.push(ev as usize);
+        } else {
+            slab.spill(&mut c, ev as usize);
+        }
+        Some(true)
+    });
+    match own {
+        Ok(Some(deleted)) => deleted,
+        // SAFETY: caller contract.
+        _ => unsafe { delete_remote(slab, ev) },
+    }
+}
+
+/// [`delete_cell`] by a thread that is not the instance's owner (or cannot tell: thread exit).
+///
+/// # Safety
+/// As [`delete_cell`].
+#[cold]
+#[inline(never)]
+unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
+    // SAFETY: caller contract.
+    let id = unsafe { unique_id(ev) };
+    // AcqRel: exactly one non-owner deleter wins (the compare fails on a dead or marked cell); it
+    // sees the owner index written before the instance was published.
+    if id.compare_exchange(ev as u64, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return false;
     }
+    // SAFETY: caller contract.
+    let owner = unsafe { owner_of(ev) }.load(Ordering::Relaxed);
+    if let Some(o) = (owner != 0).then(|| slab.owner(owner)).flatten() {
+        let mut q = o.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.0 {
+            // The owner lives and recycles the cell. If its own deletion of this instance is
+            // under way, its store of 0 has overwritten CLAIMED or will overwrite the mark.
+            if id.compare_exchange(CLAIMED, remote(owner), Ordering::Release, Ordering::Relaxed).is_ok() {
+                q.1.push(ev as usize);
+            }
+            return true;
+        }
+    }
+    // No owner can claim the cell any more (it exited, or there was none): recycle it here.
+    // SAFETY: the cell is ours alone.
+    unsafe { recycle(slab, ev) };
+    // Release: as in `delete_cell`.
+    id.store(0, Ordering::Release);
+    slab.free(ev);
+    true
+}
+
+/// Makes a dead cell reusable: destroys its metadata map if it holds anything and clears the
+/// side cell's metadata iterator if the side cell was handed out.
+///
+/// # Safety
+/// `ev` is a committed event cell of `slab` that the caller alone owns (dead, claimed).
+unsafe fn recycle(slab: &Slab, ev: *mut u8) {
     let map = ev.wrapping_add(MAP_WORD * 8).cast::<u64>();
-    // SAFETY: `map` is inside the committed cell we now own exclusively.
+    // SAFETY: `map` is inside the committed cell we own exclusively.
     let untouched = unsafe { *map == map as u64 + SINGLE_BUCKET_OFFSET as u64 && *map.add(2) == 0 && *map.add(3) == 0 };
     if !untouched {
         // SAFETY:
@@ -956,6 +1270,70 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         // SAFETY: the committed side cell of the slot we own.
         unsafe { *own.add(layout::ITER - layout::PAYLOAD).cast::<u64>() = 0 };
     }
-    slab.free(ev);
-    true
+}
+
+/// The `unused` field of an event, which holds the owner index of its instance.
+///
+/// # Safety
+/// `ev` must point into committed event memory at a cell start.
+#[inline]
+unsafe fn owner_of<'a>(ev: *mut u8) -> &'a AtomicU32 {
+    // SAFETY: the caller guarantees a committed event cell; the field is 4-aligned.
+    unsafe { AtomicU32::from_ptr(&raw mut (*ev.cast::<TraceEventData>()).unused) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The caller's string ends on the last byte before an inaccessible page: comparing it with
+    /// a key copy of any length, equal or not, must not fault.
+    #[test]
+    fn same_str_at_page_ends_and_every_length() {
+        // SAFETY: a fresh private mapping of two pages; the second is made inaccessible.
+        let base = unsafe {
+            let p = libc::mmap(ptr::null_mut(), 2 * PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            assert_eq!(libc::mprotect(p.cast::<u8>().add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
+            p.cast::<u8>()
+        };
+        let text = b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let copy = |t: &[u8]| std::ffi::CString::new(t).expect("no NUL in the text");
+        for len in 0..text.len() {
+            for back in 0..24 {
+                // The caller's string `text[..len]` placed to end `back` bytes before the page end.
+                // SAFETY: `a..a + len + 1` lies in the first page.
+                let a = unsafe { base.add(PAGE - 1 - len - back) };
+                // SAFETY: as above.
+                unsafe {
+                    ptr::copy_nonoverlapping(text.as_ptr(), a, len);
+                    *a.add(len) = 0;
+                }
+                let a = a.cast::<c_char>().cast_const();
+                for other in 0..text.len() {
+                    // Key copies: the same text cut at `other`, and with one byte changed.
+                    let ours = copy(&text[..other]);
+                    let n = other as u32 + 1;
+                    // SAFETY: `a` a valid C string; `ours` one of `n` bytes.
+                    assert_eq!(unsafe { same_str(a, ours.as_ptr(), n) }, other == len, "len {len} back {back} other {other}");
+                    if other > 0 {
+                        let mut t = text[..other].to_vec();
+                        t[other / 2] ^= 0x20;
+                        let changed = copy(&t);
+                        // SAFETY: as above.
+                        assert!(!unsafe { same_str(a, changed.as_ptr(), n) }, "len {len} back {back} other {other}");
+                    }
+                }
+            }
+        }
+        // SAFETY: null and pointer-equal strings.
+        unsafe {
+            assert!(same_str(ptr::null(), ptr::null(), 0));
+            assert!(!same_str(ptr::null(), c"x".as_ptr(), 2));
+            assert!(!same_str(c"x".as_ptr(), ptr::null(), 0));
+            let x = c"pointer-equal".as_ptr();
+            assert!(same_str(x, x, 14));
+            libc::munmap(base.cast(), 2 * PAGE);
+        }
+    }
 }

@@ -25,6 +25,7 @@
 //! - `callbacks`: per-(stream, type) append-only callback lists, lock-free notify;
 //! - `subscriber`: `XPTI_SUBSCRIBERS` loading and the `xptiTraceInit`/`Finish` protocol;
 //! - `tls`: universal ID, stashed tuple, scope tracepoint;
+//! - `rodata`: the main program's read-only segments (strings there never change);
 //! - `shim` + `cpp/instance_shim.cpp`: the libstdc++ metadata map and the C++ interface vtables.
 //!
 //! Memory handed to C (interned strings, objects, events, payloads, interface objects) lives for
@@ -45,6 +46,7 @@ mod instance;
 mod intern;
 mod key_map;
 mod region;
+mod rodata;
 mod shim;
 mod subscriber;
 mod tls;
