@@ -230,3 +230,37 @@ fn racing_double_deletions_never_hand_out_a_cell_twice() {
         }
     }
 }
+
+#[test]
+fn a_key_handed_over_while_its_owner_counts_keeps_one_sequence() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const EACH: usize = 3_000;
+    // A fresh key per round (lines 1000..), made by the owner thread, which goes on making
+    // instances while the other thread starts on the same key: the hand-over happens while the
+    // owner is inside or next to its plain increments.
+    for round in 0..40u32 {
+        let line = 1000 + round;
+        let start = Arc::new(Barrier::new(2));
+        let s2 = start.clone();
+        let owner = std::thread::spawn(move || {
+            let mut mine = vec![make(b"handover\0", line).1];
+            s2.wait();
+            for _ in 0..EACH {
+                let (e, inst) = make(b"handover\0", line);
+                mine.push(inst);
+                release(e);
+            }
+            mine
+        });
+        start.wait();
+        let mut all: Vec<u64> = (0..EACH).map(|_| make(b"handover\0", line)).map(|(e, inst)| {
+            release(e);
+            inst
+        }).collect();
+        let theirs = owner.join().expect("owner thread");
+        assert!(theirs.windows(2).all(|w| w[0] < w[1]) && all.windows(2).all(|w| w[0] < w[1]), "increasing on each thread");
+        all.extend(theirs);
+        all.sort_unstable();
+        assert_eq!(all, (1..=(2 * EACH + 1) as u64).collect::<Vec<_>>(), "round {round}: one sequence 1..=N");
+    }
+}
