@@ -67,7 +67,7 @@ pub const UNKNOWN_FILE: &CStr = c"<unknown-file>";
 /// Alignment and size granule of a key entry with its name copies (see `entry_miss`).
 const KEY_ALIGN: usize = 64;
 
-/// Per-key data shared by all instances of one key: 88 bytes, followed in memory by the owned
+/// Per-key data shared by all instances of one key: 96 bytes, followed in memory by the owned
 /// copies of the name and file (default mode). The key's names and IDs are those of the stored
 /// payload (`xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
 #[derive(Debug)]
@@ -126,7 +126,10 @@ impl Keyed for KeyEntry {
     }
 }
 
-// SAFETY: immutable apart from the atomic counter; the pointers are to never-freed copies.
+// The sizes the docs give (`docs/xpti-compatibility.md`, "Memory").
+const _: () = assert!(size_of::<KeyEntry>() == 96 && size_of::<CacheEntry>() == 48);
+
+// SAFETY: immutable apart from its atomics; the pointers are to never-freed copies.
 unsafe impl Sync for KeyEntry {}
 // SAFETY: as above.
 unsafe impl Send for KeyEntry {}
@@ -608,7 +611,7 @@ struct KeyCache {
 }
 
 impl KeyCache {
-    /// An empty cache, built on the heap (160 KiB would not fit every thread's stack).
+    /// An empty cache, built on the heap (192 KiB would not fit every thread's stack).
     fn new_boxed() -> Box<KeyCache> {
         let mut b = Box::<KeyCache>::new_uninit();
         let p = b.as_mut_ptr();

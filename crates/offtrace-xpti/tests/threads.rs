@@ -49,7 +49,7 @@ fn rss_kib() -> u64 {
 }
 
 #[test]
-fn one_thread_numbers_each_key_1_2_3_across_blocks_threads_and_deletions() {
+fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Past several blocks, with every other instance released at once.
     for i in 1..=200u64 {
