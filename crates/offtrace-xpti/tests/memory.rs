@@ -9,28 +9,13 @@ use std::ffi::{CStr, c_char, c_void};
 use offtrace_xpti::abi::{Payload, TraceEventData, payload_flags as pf};
 use offtrace_xpti::dispatch as d;
 
+mod common;
+use common::{payload, rss_kib};
+
 /// The tests measure process RSS: they must not run at the same time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("rss field");
-    pages * 4
-}
 
-fn payload(name: &'static [u8], line: u32) -> Payload {
-    Payload {
-        name: name.as_ptr().cast::<c_char>(),
-        stack_trace: std::ptr::null(),
-        source_file: c"mem.rs".as_ptr(),
-        line_no: line,
-        column_no: 1,
-        code_ptr_va: std::ptr::null(),
-        internal: 0,
-        flags: pf::NAME_AVAILABLE | pf::SOURCE_FILE_AVAILABLE | pf::LINE_INFO_AVAILABLE,
-        uid: Default::default(),
-    }
-}
 
 #[test]
 fn ten_million_make_release_cycles_keep_rss_flat() {
@@ -38,7 +23,7 @@ fn ten_million_make_release_cycles_keep_rss_flat() {
     let mut inst = 0u64;
     let warm = |n: u64, inst: &mut u64| {
         for i in 0..n {
-            let mut p = payload(b"mem_kernel\0", (i % 64) as u32 + 1);
+            let mut p = payload(b"mem_kernel\0", c"mem.rs", (i % 64) as u32 + 1);
             // SAFETY: valid payload with static strings, valid out pointer.
             let e = unsafe { d::make_event(std::ptr::null(), &mut p, 2, 1, inst) };
             assert!(!e.is_null());
@@ -68,7 +53,7 @@ fn resident_vec(n: usize) -> Vec<usize> {
 /// Makes `n` unreleased events of `keys` keys (lines 1..=keys), storing them in `keep`.
 fn make_unreleased(keep: &mut [usize], name: &'static [u8], keys: u32, inst: &mut u64) {
     for (i, slot) in keep.iter_mut().enumerate() {
-        let mut p = payload(name, (i as u32 % keys) + 1);
+        let mut p = payload(name, c"mem.rs", (i as u32 % keys) + 1);
         // SAFETY: valid payload with static strings, valid out pointer.
         let e = unsafe { d::make_event(std::ptr::null(), &mut p, 2, 1, inst) };
         assert!(!e.is_null());
@@ -134,7 +119,7 @@ fn looking_up_unreleased_instances_is_exact_and_costs_the_side_cell_then() {
         assert_eq!(shared.internal, warm[i % 4] as u64);
         // SAFETY: names are never-freed copies.
         assert_eq!(unsafe { CStr::from_ptr(shared.name) }, c"looked_up_kernel");
-        assert_eq!(shared.flags, payload(b"x\0", 1).flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE);
+        assert_eq!(shared.flags, payload(b"x\0", c"mem.rs", 1).flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE);
     }
     let before = rss_kib();
     for &e in &keep {
@@ -184,11 +169,11 @@ fn payloads_that_differ_from_their_keys_get_their_own_at_creation() {
         // SAFETY: a live event.
         unsafe { &*e }
     };
-    let mut base = payload(b"differing_kernel\0", 5);
+    let mut base = payload(b"differing_kernel\0", c"mem.rs", 5);
     let first = make(&mut base, &mut inst);
     let shared = first.reserved.payload;
     // Same key, other flags: the instance stores its own flags, so it gets its own payload.
-    let mut with_column = payload(b"differing_kernel\0", 5);
+    let mut with_column = payload(b"differing_kernel\0", c"mem.rs", 5);
     with_column.flags |= pf::COLUMN_INFO_AVAILABLE;
     let e = make(&mut with_column, &mut inst);
     assert_eq!(inst, 2, "same key");
@@ -202,7 +187,7 @@ fn payloads_that_differ_from_their_keys_get_their_own_at_creation() {
     assert_eq!(d::query_payload_by_uid(e.unique_id), e.reserved.payload.cast_const(), "already materialised");
     // A line of 0xFFFFFFFF hides the column from the key (`xpti-abi.md` §6.1): same key, other
     // column, own payload with the caller's column.
-    let mut no_line = payload(b"differing_kernel\0", u32::MAX);
+    let mut no_line = payload(b"differing_kernel\0", c"mem.rs", u32::MAX);
     let a = make(&mut no_line, &mut inst);
     no_line.column_no = 9;
     let b = make(&mut no_line, &mut inst);

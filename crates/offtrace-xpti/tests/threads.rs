@@ -5,31 +5,21 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashSet;
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::sync::{Arc, Barrier, Mutex};
 
-use offtrace_xpti::abi::{Payload, TraceEventData, XPTI_RESULT_SUCCESS, payload_flags as pf};
+use offtrace_xpti::abi::{TraceEventData, XPTI_RESULT_SUCCESS};
 use offtrace_xpti::dispatch as d;
+
+mod common;
+use common::{payload, rss_kib};
 
 /// Tests that count RSS or numbering must not overlap.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn payload(name: &'static [u8], line: u32) -> Payload {
-    Payload {
-        name: name.as_ptr().cast::<c_char>(),
-        stack_trace: std::ptr::null(),
-        source_file: c"threads.rs".as_ptr(),
-        line_no: line,
-        column_no: 1,
-        code_ptr_va: std::ptr::null(),
-        internal: 0,
-        flags: pf::NAME_AVAILABLE | pf::SOURCE_FILE_AVAILABLE | pf::LINE_INFO_AVAILABLE,
-        uid: Default::default(),
-    }
-}
 
 fn make(name: &'static [u8], line: u32) -> (usize, u64) {
-    let mut p = payload(name, line);
+    let mut p = payload(name, c"threads.rs", line);
     let mut inst = 0;
     // SAFETY: valid payload with static strings, valid out pointer.
     let e = unsafe { d::make_event(std::ptr::null(), &mut p, 2, 1, &mut inst) };
@@ -42,11 +32,6 @@ fn release(e: usize) {
     unsafe { d::release_event(e as *mut TraceEventData) };
 }
 
-fn rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").expect("statm");
-    let pages: u64 = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).expect("rss field");
-    pages * 4
-}
 
 #[test]
 fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
