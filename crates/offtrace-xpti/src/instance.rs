@@ -16,20 +16,25 @@
 //!   swings `reserved.payload` there with a compare-exchange; concurrent materialisers write the
 //!   same bytes. Slots are recycled through a per-thread free list (batches of 64 move to and from
 //!   a global pool), so create/delete on a thread costs no lock and no `malloc`, and make+release
-//!   cycles keep memory flat.
+//!   cycles keep memory flat. The thread that made an instance (its *owner*, [`Owner`]) recycles
+//!   its cell: its own deletions take no locked instruction, other threads' are queued for it.
 //! * Identity: the uid64 is the event cell's address (Intel's is the heap address of its
 //!   instance object). Validating a uid64 from C needs no table: it must lie in the committed
 //!   event region, on a cell boundary, and the event's `unique_id` must equal it (stored with
-//!   release ordering when the instance is complete, cleared with a compare-exchange by the one
-//!   deleter). This is the "live uid64 registry", lock-free and without hashing. An interface
+//!   release ordering when the instance is complete, cleared by the one deleter: a plain store by
+//!   the owner, a compare-exchange by anyone else). This is the "live uid64 registry", lock-free
+//!   and without hashing. An interface
 //!   pointer maps to its event by subtracting its offset in the side cell and `span`.
 //! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
 //!   never-freed [`KeyEntry`] holding the owned name/file copies, the shared payload and the
 //!   instance counter, found through a per-thread direct-mapped cache (pointer equality plus a
-//!   string compare, which is cheaper than FNV hashing) and behind it the lock-free
+//!   string compare, which is cheaper than FNV hashing, and no compare at all for strings in the
+//!   main program's read-only segments: [`crate::rodata`]) and behind it the lock-free
 //!   [`KeyMap`]. A new key costs one locked instruction (the compare-exchange that publishes its
 //!   entry; its creator takes instance 1 without touching the counter), and its entry is built
-//!   while the map's slot is still being loaded (usually a cache miss: the map is large).
+//!   while the map's slot is still being loaded (usually a cache miss: the map is large). The
+//!   key's creator numbers its instances with plain accesses until another thread first needs a
+//!   number of that key ([`next_instance`]).
 
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_void};
