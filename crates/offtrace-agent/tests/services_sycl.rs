@@ -35,7 +35,7 @@ const TT_FUNCTION_BEGIN: u16 = 28;
 
 use common::{agent, shared, venv, workspace};
 
-fn tmpdir(name: &str) -> PathBuf {
+fn tmpdir(name: &str) -> common::TestDir {
     common::tmpdir("services", name)
 }
 

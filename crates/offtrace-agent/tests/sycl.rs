@@ -21,7 +21,7 @@ use offtrace_format::{Record, TraceReader, UserData};
 
 use common::{agent, shared, venv};
 
-fn tmpdir(name: &str) -> PathBuf {
+fn tmpdir(name: &str) -> common::TestDir {
     common::tmpdir("agent", name)
 }
 

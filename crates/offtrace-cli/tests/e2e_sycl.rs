@@ -48,11 +48,8 @@ fn example(name: &str) -> PathBuf {
     workspace().join("examples/sycl").join(name)
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("offtrace-e2e-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+fn tmpdir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("offtrace-e2e-{tag}-")).tempdir().expect("tmp dir")
 }
 
 /// Runs `offtrace record` with the project's runtime; returns (status code, stdout, stderr).
@@ -100,7 +97,7 @@ fn count(c: &BTreeMap<(String, String), u64>, stream: &str, tt: &str) -> u64 {
 fn record_report_and_export_the_bundled_example() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("example");
-    let trace = dir.join("pipeline.offtrace");
+    let trace = dir.path().join("pipeline.offtrace");
     let (code, stdout, stderr) =
         record(&venv, &trace, &[], &[example("usm_pipeline.py").to_str().expect("utf8"), "4"]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
@@ -123,10 +120,10 @@ fn record_report_and_export_the_bundled_example() {
 
     // Exports: Perfetto, Chrome JSON, SQLite, CSV, each checked by an independent reader.
     for (fmt, out) in [
-        ("perfetto", dir.join("t.pftrace")),
-        ("chrome", dir.join("t.json")),
-        ("sqlite", dir.join("t.sqlite")),
-        ("csv", dir.join("csv")),
+        ("perfetto", dir.path().join("t.pftrace")),
+        ("chrome", dir.path().join("t.json")),
+        ("sqlite", dir.path().join("t.sqlite")),
+        ("csv", dir.path().join("csv")),
     ] {
         let o = Command::new(offtrace())
             .arg("export")
@@ -139,7 +136,7 @@ fn record_report_and_export_the_bundled_example() {
         assert!(out.exists(), "export {fmt} wrote nothing");
     }
     let chrome: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("t.json")).expect("read chrome json"))
+        serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).expect("read chrome json"))
             .expect("the Chrome export is JSON");
     let events = chrome["traceEvents"].as_array().expect("traceEvents");
     assert!(events.len() > 200, "Chrome export holds the trace: {} events", events.len());
@@ -154,7 +151,7 @@ fn record_report_and_export_the_bundled_example() {
              for t in tables:\n    n = db.execute(f'select count(*) from \"{t}\"').fetchone()[0]\n    print(t, n)\n\
              assert db.execute('select count(*) from ur_calls').fetchone()[0] > 100\n",
         )
-        .arg(dir.join("t.sqlite"))
+        .arg(dir.path().join("t.sqlite"))
         .output()
         .expect("python3");
     assert!(py.status.success(), "sqlite check: {}{}", String::from_utf8_lossy(&py.stdout), String::from_utf8_lossy(&py.stderr));
@@ -168,7 +165,7 @@ fn record_report_and_export_the_bundled_example() {
 fn w4_report_shows_kernel_allocation_properties() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("w4-alloc");
-    let trace = dir.join("w4.offtrace");
+    let trace = dir.path().join("w4.offtrace");
     let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
     let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
@@ -221,8 +218,8 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
         }
     };
     let dir = tmpdir(&format!("cmp-{dispatcher}-{}", Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")));
-    let dump = dir.join("dump.jsonl");
-    let trace = dir.join("t.offtrace");
+    let dump = dir.path().join("dump.jsonl");
+    let trace = dir.path().join("t.offtrace");
     let agent = bin_dir().join("libofftrace_agent.so");
     let status = Command::new(venv.join("bin/python"))
         .args(program)
@@ -336,7 +333,7 @@ fn same_counts_under_intels_and_offtraces_dispatcher() {
 fn exit_status_is_the_programs() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("exit");
-    let (code, _, stderr) = record(&venv, &dir.join("t.offtrace"), &[], &["-c", "import sys; sys.exit(7)"]);
+    let (code, _, stderr) = record(&venv, &dir.path().join("t.offtrace"), &[], &["-c", "import sys; sys.exit(7)"]);
     assert_eq!(code, 7, "{stderr}");
 }
 
@@ -344,8 +341,8 @@ fn exit_status_is_the_programs() {
 fn sigkill_mid_run_leaves_a_readable_trace() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("kill");
-    let trace = dir.join("t.offtrace");
-    let pidfile = dir.join("pid");
+    let trace = dir.path().join("t.offtrace");
+    let pidfile = dir.path().join("pid");
     // A long run that writes its pid, so the test can kill the program itself (not the tool).
     let script = format!(
         "import os, runpy, sys\nopen({:?}, 'w').write(str(os.getpid()))\nsys.argv = ['usm_pipeline.py', '100000']\nrunpy.run_path({:?}, run_name='__main__')\n",
@@ -391,7 +388,7 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
 fn record_with_tool_loads_print_calls_into_w4() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("tool");
-    let so = dir.join("libprint_calls.so");
+    let so = dir.path().join("libprint_calls.so");
     let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-shared", "-fPIC", "-I"])
         .arg(workspace().join("crates/offtrace-capi/include"))
@@ -402,7 +399,7 @@ fn record_with_tool_loads_print_calls_into_w4() {
         .expect("run cc");
     assert!(st.success(), "cc print_calls.c failed");
     let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
-    let trace = dir.join("w4.offtrace");
+    let trace = dir.path().join("w4.offtrace");
     let (code, stdout, stderr) =
         record(&venv, &trace, &["--tool", so.to_str().expect("utf8")], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");

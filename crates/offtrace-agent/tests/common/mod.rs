@@ -60,10 +60,38 @@ pub fn agent() -> PathBuf {
         .clone()
 }
 
-/// A fresh temporary folder `offtrace-<tag>-<name>-<pid>`.
-pub fn tmpdir(tag: &str, name: &str) -> PathBuf {
+/// A fresh temporary folder `offtrace-<tag>-<name>-<pid>`, removed when the test is done with
+/// it ([`TestDir`]).
+pub fn tmpdir(tag: &str, name: &str) -> TestDir {
     let d = std::env::temp_dir().join(format!("offtrace-{tag}-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    TestDir(d)
+}
+
+/// A temporary folder, removed on drop unless the test is failing (then kept, and named on
+/// stderr, for a look at what the run left there).
+pub struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for inspection", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }

@@ -37,6 +37,18 @@ pub fn lib_dir() -> &'static Path {
         }
         let dir = std::env::temp_dir().join(format!("offtrace-xptifw-tests-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
+        // Removed when the test process exits (nextest runs each test in a process of its own).
+        extern "C" fn remove_lib_dir() {
+            if let Some(d) = DIR.get() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+        // SAFETY: registers a plain function; `atexit` only fails when out of memory, and then
+        // the folder stays, as before.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::atexit(remove_lib_dir)
+        };
         std::fs::copy(&built, dir.join("libxptifw.so")).expect("copy libxptifw.so");
         std::fs::copy(&built, dir.join("libxptifw.so.1")).expect("copy libxptifw.so.1");
         dir
