@@ -506,44 +506,38 @@ impl Slab {
         true
     }
 
-    /// Returns a slot to the free lists: the thread's list while it has room (no call, no
-    /// reallocation: the tracepoint scope pair deletes on every traced call), else
-    /// [`free_slow`](Self::free_slow).
+    /// Returns a slot to the free lists: the thread's list ([`push_free`](Self::push_free)), or
+    /// the global pool when the thread's state is gone (thread exit) or already borrowed.
     #[inline]
     pub fn free(&self, slot: *mut u8) {
         let a = slot as usize;
         let pushed = THREAD
             .try_with(|f| match f.try_borrow_mut() {
-                Ok(mut f) if f.free.len() < f.free.capacity().min(2 * BATCH - 1) => {
-                    f.free.push(a);
+                Ok(mut f) => {
+                    self.push_free(&mut f, a);
                     true
                 }
-                _ => false,
+                Err(_) => false,
             })
             .unwrap_or(false);
         if !pushed {
-            self.free_slow(a);
-        }
-    }
-
-    /// [`free`](Self::free) when the thread's list is full, has no capacity yet, or is gone
-    /// (thread exit, or borrowed).
-    #[cold]
-    #[inline(never)]
-    fn free_slow(&self, a: usize) {
-        let r = THREAD.try_with(|f| match f.try_borrow_mut() {
-            Ok(mut f) => {
-                self.spill(&mut f, a);
-                true
-            }
-            Err(_) => false,
-        });
-        if r != Ok(true) {
             self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(vec![a]);
         }
     }
 
-    /// Pushes `a` to the thread's list `c` and spills half of a full list to the global pool.
+    /// Pushes `a` to the thread's list `c`: inline while it has room (no call, no reallocation:
+    /// the tracepoint scope pair deletes on every traced call), else [`spill`](Self::spill).
+    #[inline(always)]
+    fn push_free(&self, c: &mut ThreadCache, a: usize) {
+        if c.free.len() < c.free.capacity().min(2 * BATCH - 1) {
+            c.free.push(a);
+        } else {
+            self.spill(c, a);
+        }
+    }
+
+    /// [`push_free`](Self::push_free) with a list that is full or has no capacity yet: spills half
+    /// of a full list to the global pool.
     #[cold]
     #[inline(never)]
     fn spill(&self, c: &mut ThreadCache, a: usize) {
@@ -1344,11 +1338,7 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         id.store(0, Ordering::Release);
         // SAFETY: the cell is ours: only this thread makes it live again.
         unsafe { recycle(slab, ev) };
-        if c.free.len() < c.free.capacity().min(2 * BATCH - 1) {
-            c.free.push(ev as usize);
-        } else {
-            slab.spill(&mut c, ev as usize);
-        }
+        slab.push_free(&mut c, ev as usize);
         Some(true)
     });
     match own {
