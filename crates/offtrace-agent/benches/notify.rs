@@ -98,7 +98,14 @@ fn bench(c: &mut Criterion) {
                         inst += 1;
                         // SAFETY: a live event of the dispatcher and a static C string.
                         unsafe {
-                            (x.notify)(stream, tt::TASK_BEGIN, std::ptr::null_mut(), x.task_event as *mut _, black_box(inst), c"command_group_node".as_ptr().cast());
+                            (x.notify)(
+                                stream,
+                                tt::TASK_BEGIN,
+                                std::ptr::null_mut(),
+                                x.task_event as *mut _,
+                                black_box(inst),
+                                c"command_group_node".as_ptr().cast(),
+                            );
                         }
                     }
                     t0.elapsed()

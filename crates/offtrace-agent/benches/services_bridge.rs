@@ -13,12 +13,15 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use offtrace_agent::decode::{Raw, StreamKind};
 use offtrace_agent::services_bridge;
-use offtrace_core::{Kind, configure_callback_tracing_closure, create_context, register_kind_operations, start_context};
+use offtrace_core::{
+    Kind, configure_callback_tracing_closure, create_context, register_kind_operations, start_context,
+};
 use offtrace_xpti::abi::{FunctionWithArgs, trace_type as tt};
 
 fn bench(c: &mut Criterion) {
     let f = offtrace_xpti::ur::function_by_name("urEnqueueUSMMemcpy").expect("memcpy");
-    let (queue, blocking, dst, src, size, nwait, wait_list, event) = (0x1111u64, 0u8, 0x2000u64, 0x3000u64, 64u64, 0u32, 0u64, 0u64);
+    let (queue, blocking, dst, src, size, nwait, wait_list, event) =
+        (0x1111u64, 0u8, 0x2000u64, 0x3000u64, 64u64, 0u32, 0u64, 0u64);
     let ph_event = &event as *const u64 as u64;
     let params: [*const c_void; 8] = [
         (&queue as *const u64).cast(),

@@ -23,10 +23,15 @@ fn main() {
             }
             Ok(Record::Notification(n)) => {
                 let f = match n.user_data {
-                    offtrace_format::UserData::FunctionWithArgs { name, .. } => strings.get(&name).cloned().unwrap_or_default(),
+                    offtrace_format::UserData::FunctionWithArgs { name, .. } => {
+                        strings.get(&name).cloned().unwrap_or_default()
+                    }
                     _ => String::new(),
                 };
-                println!("N tid={} s={} tt={} inst={} {f} {:?}", n.tid, n.stream, n.trace_type, n.instance, n.user_data);
+                println!(
+                    "N tid={} s={} tt={} inst={} {f} {:?}",
+                    n.tid, n.stream, n.trace_type, n.instance, n.user_data
+                );
             }
             Ok(r) => println!("{r:?}"),
             Err(e) => {

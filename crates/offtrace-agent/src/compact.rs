@@ -119,7 +119,14 @@ impl Out for offtrace_core::ring::Reservation<'_, u64> {
 
 /// Writes `e` at `*i` (advancing it); sets `md`/`edge` in `flags` when those words are present.
 #[inline(always)]
-pub(crate) fn put_event<O: Out + ?Sized>(out: &mut O, i: &mut usize, e: &EventInfo, md: u32, edge: u32, flags: &mut u32) {
+pub(crate) fn put_event<O: Out + ?Sized>(
+    out: &mut O,
+    i: &mut usize,
+    e: &EventInfo,
+    md: u32,
+    edge: u32,
+    flags: &mut u32,
+) {
     out.set(*i, e.uid);
     out.set(*i + 1, e.instance_id);
     out.set(*i + 2, u64::from(e.event_type) | u64::from(e.activity_type) << 16 | u64::from(e.payload.0) << 32);
@@ -422,7 +429,9 @@ pub fn decode(words: &[u64], ring_tid: u32, prev: &mut Delta) -> Notification {
             }
             UserData::FunctionWithArgs { function_id: w as u32, name: StrId((w >> 32) as u32), result, args, outs }
         }
-        UD_MEM => UserData::MemAlloc { mem_object: r.get(), alloc_pointer: r.get(), alloc_size: r.get(), guard_zone: r.get() },
+        UD_MEM => {
+            UserData::MemAlloc { mem_object: r.get(), alloc_pointer: r.get(), alloc_size: r.get(), guard_zone: r.get() }
+        }
         UD_BUF => {
             let user_object = r.get();
             let host_object = r.get();
@@ -460,7 +469,16 @@ mod tests {
 
     fn arb_event() -> impl Strategy<Value = Option<EventInfo>> {
         prop::option::of(
-            (any::<u64>(), any::<u64>(), any::<u16>(), any::<u16>(), any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>())
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u16>(),
+                any::<u16>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+            )
                 .prop_map(|(uid, instance_id, event_type, activity_type, s, t, p, m)| {
                     let (source_id, target_id) = if s % 3 == 0 { (0, 0) } else { (s, t) };
                     EventInfo {
@@ -481,7 +499,13 @@ mod tests {
         prop_oneof![
             Just(UserData::None),
             any::<u32>().prop_map(|s| UserData::Str(StrId(s))),
-            (any::<u32>(), any::<u32>(), prop::option::of(any::<i32>()), prop::collection::vec(any::<u64>(), 0..=MAX_ARGS), prop::collection::vec((any::<u8>(), any::<u64>()), 0..=MAX_OUTS))
+            (
+                any::<u32>(),
+                any::<u32>(),
+                prop::option::of(any::<i32>()),
+                prop::collection::vec(any::<u64>(), 0..=MAX_ARGS),
+                prop::collection::vec((any::<u8>(), any::<u64>()), 0..=MAX_OUTS)
+            )
                 .prop_map(|(function_id, name, result, a, o)| {
                     let mut args = ArgBlock { len: a.len() as u8, ..ArgBlock::default() };
                     args.values[..a.len()].copy_from_slice(&a);
@@ -489,14 +513,31 @@ mod tests {
                     outs.values[..o.len()].copy_from_slice(&o);
                     UserData::FunctionWithArgs { function_id, name: StrId(name), result, args, outs }
                 }),
-            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>())
-                .prop_map(|(a, b, c, d)| UserData::MemAlloc { mem_object: a, alloc_pointer: b, alloc_size: c, guard_zone: d }),
-            (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<[u64; 3]>()).prop_map(|(u, h, t, s, d, range)| {
-                UserData::OffloadBuffer { user_object: u, host_object: h, element_type: StrId(t), element_size: s, dim: d, range }
+            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(a, b, c, d)| UserData::MemAlloc {
+                mem_object: a,
+                alloc_pointer: b,
+                alloc_size: c,
+                guard_zone: d
             }),
+            (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<[u64; 3]>()).prop_map(
+                |(u, h, t, s, d, range)| {
+                    UserData::OffloadBuffer {
+                        user_object: u,
+                        host_object: h,
+                        element_type: StrId(t),
+                        element_size: s,
+                        dim: d,
+                        range,
+                    }
+                }
+            ),
             (any::<u64>(), any::<u64>()).prop_map(|(u, m)| UserData::Association { user_object: u, mem_object: m }),
-            (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>())
-                .prop_map(|(b, a, t, m)| UserData::Accessor { buffer: b, accessor: a, target: t, mode: m }),
+            (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(b, a, t, m)| UserData::Accessor {
+                buffer: b,
+                accessor: a,
+                target: t,
+                mode: m
+            }),
             any::<u64>().prop_map(|e| UserData::Signal { ur_event: e }),
             any::<u64>().prop_map(UserData::Pointer),
         ]
@@ -538,7 +579,14 @@ mod tests {
 
     #[test]
     fn typical_sizes() {
-        let ev = EventInfo { uid: 1, instance_id: 1, event_type: 2, activity_type: 1, payload: PayloadId(3), ..EventInfo::default() };
+        let ev = EventInfo {
+            uid: 1,
+            instance_id: 1,
+            event_type: 2,
+            activity_type: 1,
+            payload: PayloadId(3),
+            ..EventInfo::default()
+        };
         let mut args = ArgBlock { len: 8, ..ArgBlock::default() };
         args.values[0] = 1;
         let n = Notification {
@@ -549,7 +597,13 @@ mod tests {
             instance: 9,
             event: Some(ev),
             stash: Some((StrId(1), 2)),
-            user_data: UserData::FunctionWithArgs { function_id: 33, name: StrId(4), result: Some(0), args, outs: OutValues { len: 1, ..OutValues::default() } },
+            user_data: UserData::FunctionWithArgs {
+                function_id: 33,
+                name: StrId(4),
+                result: Some(0),
+                args,
+                outs: OutValues { len: 1, ..OutValues::default() },
+            },
             ..Notification::default()
         };
         let mut out = [0u64; MAX_WORDS];

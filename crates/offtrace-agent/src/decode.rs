@@ -16,8 +16,8 @@ use offtrace_format::{
     ArgBlock, EventInfo, MAX_ARGS, MAX_OUTS, MetadataSetId, Notification, OutValues, PayloadId, StrId, UserData,
 };
 use offtrace_xpti::abi::{
-    FunctionWithArgs, MemAllocData, MetadataMapImage, OffloadAccessorData, OffloadAssociationData, OffloadBufferData, TraceEventData,
-    XPTI_RESULT_SUCCESS, event_flags, trace_type as tt,
+    FunctionWithArgs, MemAllocData, MetadataMapImage, OffloadAccessorData, OffloadAssociationData, OffloadBufferData,
+    TraceEventData, XPTI_RESULT_SUCCESS, event_flags, trace_type as tt,
 };
 use offtrace_xpti::ur::{self, ParamKind};
 
@@ -178,8 +178,8 @@ impl Raw {
     #[allow(unsafe_code)]
     #[inline(always)]
     pub unsafe fn in_xpti_payload<'a>(p: *const offtrace_core::XptiPayload) -> &'a Raw {
-        use std::mem::offset_of;
         use offtrace_core::XptiPayload as X;
+        use std::mem::offset_of;
         const BASE: usize = offset_of!(X, parent);
         const _: () = assert!(
             cfg!(target_endian = "little")
@@ -205,7 +205,14 @@ impl Raw {
 /// (sycl-runtime.md §5); all valid for the duration of this call.
 #[allow(unsafe_code)]
 #[inline(always)] // into the record path (`recorder::record_other`)
-pub unsafe fn decode(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, stream: u8, raw: &Raw, n: &mut Notification) {
+pub unsafe fn decode(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    kind: StreamKind,
+    stream: u8,
+    raw: &Raw,
+    n: &mut Notification,
+) {
     n.stream = stream;
     n.trace_type = raw.trace_type;
     n.instance = raw.instance;
@@ -339,7 +346,13 @@ unsafe fn metadata_set(ctx: Ctx<'_>, caches: &mut ThreadCaches, e: &TraceEventDa
 #[cold]
 #[inline(never)]
 #[allow(unsafe_code)]
-unsafe fn metadata_set_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, map: &MetadataMapImage, n: usize, h: u64) -> MetadataSetId {
+unsafe fn metadata_set_miss(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    map: &MetadataMapImage,
+    n: usize,
+    h: u64,
+) -> MetadataSetId {
     let mut pairs = Vec::with_capacity(n);
     let mut node = map.before_begin_next;
     while pairs.len() < n && !node.is_null() {
@@ -414,7 +427,8 @@ unsafe fn c_string_miss(ctx: Ctx<'_>, caches: &mut ThreadCaches, addr: usize, tr
     }
     if caches.static_ranges.contains(addr) {
         let id = ctx.interner.string(s);
-        caches.strs[(mix(addr as u64, 0) >> 58) as usize % STR_SLOTS] = StrSlot { ptr: addr, len: 0, bytes: [0; STR_INLINE + 1], id };
+        caches.strs[(mix(addr as u64, 0) >> 58) as usize % STR_SLOTS] =
+            StrSlot { ptr: addr, len: 0, bytes: [0; STR_INLINE + 1], id };
         return Some(id);
     }
     let mut h = s.len() as u64;
@@ -496,7 +510,10 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
                 tt::OFFLOAD_ALLOC_MEMORY_OBJECT_ASSOCIATE | tt::OFFLOAD_ALLOC_MEMORY_OBJECT_RELEASE,
             ) => {
                 let a = &*ud.cast::<OffloadAssociationData>();
-                UserData::Association { user_object: a.user_object_handle as u64, mem_object: a.mem_object_handle as u64 }
+                UserData::Association {
+                    user_object: a.user_object_handle as u64,
+                    mem_object: a.mem_object_handle as u64,
+                }
             }
             (StreamKind::Buffer, tt::OFFLOAD_ALLOC_ACCESSOR) => {
                 let a = &*ud.cast::<OffloadAccessorData>();
@@ -513,7 +530,12 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
             // `usm::alignedAlloc`, `queue_create`, ...
             (
                 StreamKind::Sycl,
-                tt::NODE_CREATE | tt::TASK_BEGIN | tt::TASK_END | tt::WAIT_BEGIN | tt::WAIT_END | tt::QUEUE_CREATE
+                tt::NODE_CREATE
+                | tt::TASK_BEGIN
+                | tt::TASK_END
+                | tt::WAIT_BEGIN
+                | tt::WAIT_END
+                | tt::QUEUE_CREATE
                 | tt::QUEUE_DESTROY,
             )
             | (StreamKind::MemAlloc, tt::NODE_CREATE | tt::MEM_ALLOC_BEGIN..=tt::MEM_RELEASE_END) => {
@@ -712,8 +734,8 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
     // The usual case: the event is the previous record's (the one global "Unified Runtime call"
     // event), checked on the raw event without decoding it.
     // SAFETY: forwarded from this function's contract.
-    let event_same =
-        !raw.event.is_null() && delta.event.as_ref().is_some_and(|d| unsafe { event_unchanged(caches, &*raw.event, d) });
+    let event_same = !raw.event.is_null()
+        && delta.event.as_ref().is_some_and(|d| unsafe { event_unchanged(caches, &*raw.event, d) });
     if !event_same {
         // SAFETY: forwarded from this function's contract.
         unsafe { event_info(ctx, caches, raw.event, &mut event) };
@@ -825,7 +847,13 @@ pub unsafe fn encode_ur_call<O: compact::Out + ?Sized>(
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn function_with_args(ctx: Ctx<'_>, caches: &mut ThreadCaches, f: &FunctionWithArgs, end: bool, out: &mut UserData) {
+unsafe fn function_with_args(
+    ctx: Ctx<'_>,
+    caches: &mut ThreadCaches,
+    f: &FunctionWithArgs,
+    end: bool,
+    out: &mut UserData,
+) {
     let id = f.function_id;
     let verified = ctx.interner.ur_name(id, f.function_name);
     let name = match verified {
@@ -1035,7 +1063,10 @@ mod tests {
         let ev = event(&mut p, &mut nodes);
         let n = run(&i, &mut c, StreamKind::Sycl, raw(tt::TASK_BEGIN, &*ev, c"command_group_node".as_ptr().cast()));
         let e = n.event.expect("event");
-        assert_eq!((e.uid, e.instance_id, e.event_type, e.activity_type, e.source_id, e.target_id), (0xabc, 3, 2, 1, 5, 6));
+        assert_eq!(
+            (e.uid, e.instance_id, e.event_type, e.activity_type, e.source_id, e.target_id),
+            (0xabc, 3, 2, 1, 5, 6)
+        );
         assert!(e.payload.0 != 0 && e.metadata.0 != 0);
         assert!(n.parent.is_none());
         assert_eq!((n.instance, n.trace_type, n.universal_id), (9, tt::TASK_BEGIN, 42));
@@ -1060,7 +1091,9 @@ mod tests {
             .expect("set defined");
         let keys: Vec<_> = set.iter().map(|(k, _)| text(*k).unwrap_or_default()).collect();
         assert_eq!(keys, ["queue_id", "sycl_device_name", "is_inorder"]);
-        assert!(defs.iter().any(|r| matches!(r, Record::Payload { id, line: 586, column: 24, .. } if *id == e.payload)));
+        assert!(
+            defs.iter().any(|r| matches!(r, Record::Payload { id, line: 586, column: 24, .. } if *id == e.payload))
+        );
 
         // Same event again, and the same items in another order: cache hits, no lookups, no defs.
         let before = LOOKUPS.load(Ordering::Relaxed);
@@ -1127,7 +1160,12 @@ mod tests {
             ret_data: (&result as *const i32).cast_mut().cast(),
             user_data: std::ptr::null_mut(),
         };
-        let end = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
+        let end = run(
+            &i,
+            &mut c,
+            StreamKind::UrCall,
+            raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()),
+        );
         let UserData::FunctionWithArgs { function_id, name, result, args, outs } = end.user_data else {
             panic!("{:?}", end.user_data)
         };
@@ -1138,14 +1176,27 @@ mod tests {
         // An id whose runtime name differs from the table's: name kept, arguments not walked.
         let mut other = fwa;
         other.function_id = ur::function_by_name("urAdapterGet").expect("adapter").id;
-        let n = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&other as *const FunctionWithArgs).cast()));
+        let n = run(
+            &i,
+            &mut c,
+            StreamKind::UrCall,
+            raw(tt::FUNCTION_WITH_ARGS_END, std::ptr::null(), (&other as *const FunctionWithArgs).cast()),
+        );
         let UserData::FunctionWithArgs { args, outs, name, .. } = n.user_data else { panic!() };
         assert_eq!((args.len, outs.len), (0, 0));
         let mut defs = Vec::new();
         i.take_queue(&mut defs);
-        assert!(defs.iter().any(|r| matches!(r, Record::String { id, text } if *id == name && text == "urEnqueueUSMMemcpy")));
+        assert!(
+            defs.iter()
+                .any(|r| matches!(r, Record::String { id, text } if *id == name && text == "urEnqueueUSMMemcpy"))
+        );
         // Begin: args but no result and no outputs.
-        let begin = run(&i, &mut c, StreamKind::UrCall, raw(tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()));
+        let begin = run(
+            &i,
+            &mut c,
+            StreamKind::UrCall,
+            raw(tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null(), (&fwa as *const FunctionWithArgs).cast()),
+        );
         let UserData::FunctionWithArgs { result, outs, args, .. } = begin.user_data else { panic!() };
         assert_eq!((result, outs.len, args.len), (None, 0, 8));
     }
@@ -1188,23 +1239,24 @@ mod tests {
         let end_failed = fwa(&failed);
         let mut tx = compact::Delta::default();
         let mut rx = compact::Delta::default();
-        let mut check_on = |ev: &TraceEventData, tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
-            let mut r = raw(tt, ev, (ud as *const FunctionWithArgs).cast());
-            r.instance = instance;
-            let mut want = run(&i, &mut c, StreamKind::UrCall, r);
-            want.ts = 77;
-            want.tid = 5;
-            assert_eq!(want.stash, None);
-            let mut words = [0u64; compact::MAX_WORDS];
-            // SAFETY: `r` is a function_with_args notification with live mock data.
-            let len = unsafe { encode_ur_call(ctx, &mut c, 2, &r, 77, 5, 5, &mut tx, &mut words) };
-            assert_eq!(compact::record_len(words[0]), len);
-            let got = compact::decode(&words[..len], 5, &mut rx);
-            assert_eq!(got, want);
-            let args_in_ring = (words[0] >> 32) as u32 & compact::ARGS_OF_BEGIN == 0;
-            assert_eq!(args_in_ring, want_args_in_ring, "{got:?}");
-            len
-        };
+        let mut check_on =
+            |ev: &TraceEventData, tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
+                let mut r = raw(tt, ev, (ud as *const FunctionWithArgs).cast());
+                r.instance = instance;
+                let mut want = run(&i, &mut c, StreamKind::UrCall, r);
+                want.ts = 77;
+                want.tid = 5;
+                assert_eq!(want.stash, None);
+                let mut words = [0u64; compact::MAX_WORDS];
+                // SAFETY: `r` is a function_with_args notification with live mock data.
+                let len = unsafe { encode_ur_call(ctx, &mut c, 2, &r, 77, 5, 5, &mut tx, &mut words) };
+                assert_eq!(compact::record_len(words[0]), len);
+                let got = compact::decode(&words[..len], 5, &mut rx);
+                assert_eq!(got, want);
+                let args_in_ring = (words[0] >> 32) as u32 & compact::ARGS_OF_BEGIN == 0;
+                assert_eq!(args_in_ring, want_args_in_ring, "{got:?}");
+                len
+            };
         let mut check = |tt: u16, ud: &FunctionWithArgs, instance: u64, want_args_in_ring: bool| {
             check_on(&ev, tt, ud, instance, want_args_in_ring)
         };
@@ -1236,13 +1288,25 @@ mod tests {
     fn memory_and_buffer_user_data() {
         let i = Interner::new();
         let mut c = ThreadCaches::new();
-        let m = MemAllocData { mem_object_handle: 1, alloc_pointer: 2, alloc_size: 3, guard_zone_size: 0, reserved: std::ptr::null_mut() };
-        let n = run(&i, &mut c, StreamKind::MemAlloc, raw(tt::MEM_ALLOC_END, std::ptr::null(), (&m as *const MemAllocData).cast()));
+        let m = MemAllocData {
+            mem_object_handle: 1,
+            alloc_pointer: 2,
+            alloc_size: 3,
+            guard_zone_size: 0,
+            reserved: std::ptr::null_mut(),
+        };
+        let n = run(
+            &i,
+            &mut c,
+            StreamKind::MemAlloc,
+            raw(tt::MEM_ALLOC_END, std::ptr::null(), (&m as *const MemAllocData).cast()),
+        );
         assert_eq!(n.user_data, UserData::MemAlloc { mem_object: 1, alloc_pointer: 2, alloc_size: 3, guard_zone: 0 });
         // USM alloc notifications carry an event and a C string instead.
         let mut p = payload(c"alignedAlloc");
         let ev = event(&mut p, &mut []);
-        let n = run(&i, &mut c, StreamKind::MemAlloc, raw(tt::MEM_ALLOC_BEGIN, &*ev, c"usm::alignedAlloc".as_ptr().cast()));
+        let n =
+            run(&i, &mut c, StreamKind::MemAlloc, raw(tt::MEM_ALLOC_BEGIN, &*ev, c"usm::alignedAlloc".as_ptr().cast()));
         assert!(matches!(n.user_data, UserData::Str(_)));
         assert_eq!(n.event.map(|e| e.metadata.0), Some(0));
         let b = OffloadBufferData {
@@ -1253,12 +1317,22 @@ mod tests {
             dim: 1,
             range: [4096, 1, 1],
         };
-        let n = run(&i, &mut c, StreamKind::Buffer, raw(tt::OFFLOAD_ALLOC_MEMORY_OBJECT_CONSTRUCT, &*ev, (&b as *const OffloadBufferData).cast()));
+        let n = run(
+            &i,
+            &mut c,
+            StreamKind::Buffer,
+            raw(tt::OFFLOAD_ALLOC_MEMORY_OBJECT_CONSTRUCT, &*ev, (&b as *const OffloadBufferData).cast()),
+        );
         let UserData::OffloadBuffer { user_object, element_type, range, .. } = n.user_data else { panic!() };
         assert_eq!((user_object, range), (10, [4096, 1, 1]));
         assert!(element_type.0 != 0);
         let a = OffloadAccessorData { buffer_handle: 1, accessor_handle: 2, target: 2014, mode: 1024 };
-        let n = run(&i, &mut c, StreamKind::Buffer, raw(tt::OFFLOAD_ALLOC_ACCESSOR, &*ev, (&a as *const OffloadAccessorData).cast()));
+        let n = run(
+            &i,
+            &mut c,
+            StreamKind::Buffer,
+            raw(tt::OFFLOAD_ALLOC_ACCESSOR, &*ev, (&a as *const OffloadAccessorData).cast()),
+        );
         assert_eq!(n.user_data, UserData::Accessor { buffer: 1, accessor: 2, target: 2014, mode: 1024 });
         let s = run(&i, &mut c, StreamKind::Sycl, raw(tt::SIGNAL, &*ev, 0x7777 as *const c_void));
         assert_eq!(s.user_data, UserData::Signal { ur_event: 0x7777 });

@@ -69,10 +69,7 @@ impl std::fmt::Debug for Interner {
 
 impl Interner {
     pub fn new() -> Self {
-        Self {
-            tables: Mutex::default(),
-            ur_names: (0..=ur::MAX_FUNCTION_ID).map(|_| AtomicU32::new(0)).collect(),
-        }
+        Self { tables: Mutex::default(), ur_names: (0..=ur::MAX_FUNCTION_ID).map(|_| AtomicU32::new(0)).collect() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {

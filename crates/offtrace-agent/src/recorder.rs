@@ -50,9 +50,9 @@ use offtrace_format::{Notification, Record, TraceHeader, TraceWriter};
 use crate::compact;
 use crate::config::Config;
 use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
-use offtrace_xpti::abi::trace_type as tt;
 use crate::dispatcher::Dispatcher;
 use crate::interner::Interner;
+use offtrace_xpti::abi::trace_type as tt;
 
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
 pub trait TraceSink: Send {
@@ -540,8 +540,9 @@ fn record_into(rec: &Recorder, local: &mut Local, ts: u64, kind: StreamKind, str
         } else {
             // SAFETY: as above (`r` is abandoned: nothing was written to it).
             #[allow(unsafe_code)]
-            let pushed =
-                unsafe { encode_ur_call_wrapping(ctx, &mut local.producer, caches, stream, raw, ts, tid, ring_tid, delta) };
+            let pushed = unsafe {
+                encode_ur_call_wrapping(ctx, &mut local.producer, caches, stream, raw, ts, tid, ring_tid, delta)
+            };
             if !pushed {
                 // Relaxed: as above (never happens: see `encode_ur_call_wrapping`).
                 local.drops.fetch_add(1, Ordering::Relaxed);
@@ -656,7 +657,17 @@ fn register_thread(rec: &Recorder) -> Option<Box<Local>> {
         reported_drops: 0,
         orphaned: orphaned.clone(),
     });
-    Some(Box::new(Local { producer, tid, ring_tid: tid, delta: compact::Delta::default(), pushed: 0, wake_mask, drops, orphaned, caches: ThreadCaches::new() }))
+    Some(Box::new(Local {
+        producer,
+        tid,
+        ring_tid: tid,
+        delta: compact::Delta::default(),
+        pushed: 0,
+        wake_mask,
+        drops,
+        orphaned,
+        caches: ThreadCaches::new(),
+    }))
 }
 
 /// Latches the first write error (reported once on stderr).
@@ -756,7 +767,10 @@ fn writer_main(rec: &'static Recorder, calibration: Option<(u64, u64)>, make: Ma
                 let elapsed = offtrace_core::clock::monotonic_ns().saturating_sub(t0.1);
                 // Acquire: pairs with the Release in `finish` / `flush_now` (only a wake-up
                 // condition here; the cycle below re-reads both).
-                if elapsed >= span || rec.shutdown.load(Ordering::Acquire) || rec.flush_requests.load(Ordering::Acquire) != 0 {
+                if elapsed >= span
+                    || rec.shutdown.load(Ordering::Acquire)
+                    || rec.flush_requests.load(Ordering::Acquire) != 0
+                {
                     break;
                 }
                 std::thread::park_timeout(Duration::from_nanos(span - elapsed));

@@ -34,19 +34,21 @@
 #![allow(unsafe_code)] // reads the runtime's callback arguments (params structs, events)
 
 use std::cell::{Cell, RefCell};
-use std::ffi::{CStr, c_char, c_void};
 use std::collections::BTreeMap;
-use std::sync::{OnceLock, RwLock};
+use std::ffi::{CStr, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{OnceLock, RwLock};
 
 use offtrace_core::{
-    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Kind, KernelDispatchPayload, MAX_KERNEL_ARGS,
-    MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase, QueuePayload,
-    SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant, emit_instant_with,
-    emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations,
-    sycl_queue, sync_op, task_graph,
+    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, KernelDispatchPayload, Kind,
+    MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase,
+    QueuePayload, SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant,
+    emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill,
+    register_kind_operations, sycl_queue, sync_op, task_graph,
 };
-use offtrace_xpti::abi::{FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt};
+use offtrace_xpti::abi::{
+    FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
+};
 use offtrace_xpti::ur::{self, ParamKind};
 
 use crate::decode::{Raw, StreamKind};
@@ -121,7 +123,12 @@ pub fn ur_operations() -> &'static [Operation] {
                 args: Box::leak(
                     f.params
                         .iter()
-                        .map(|p| ArgDescriptor { name: p.name, type_name: p.c_type, size: p.size, format: arg_format(p) })
+                        .map(|p| ArgDescriptor {
+                            name: p.name,
+                            type_name: p.c_type,
+                            size: p.size,
+                            format: arg_format(p),
+                        })
                         .collect::<Vec<_>>()
                         .into_boxed_slice(),
                 ),
@@ -183,7 +190,16 @@ pub fn finish() {
 pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
     // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
     // over its 8-byte stores, a store-forwarding stall per notification.
-    emit_raw(kind, stream, stream_name, raw.trace_type, raw.parent as u64, raw.event as u64, raw.instance, raw.user_data as u64);
+    emit_raw(
+        kind,
+        stream,
+        stream_name,
+        raw.trace_type,
+        raw.parent as u64,
+        raw.event as u64,
+        raw.instance,
+        raw.user_data as u64,
+    );
     // Relaxed: see `init`.
     if ACTIVE.load(Ordering::Relaxed) {
         // SAFETY: `raw` holds the arguments of the live callback the trampoline is running.
@@ -229,7 +245,9 @@ unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
     // SAFETY (all arms): forwarded from `on_notification`.
     unsafe {
         match (kind, raw.trace_type) {
-            (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) if !raw.user_data.is_null() => {
+            (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
+                if !raw.user_data.is_null() =>
+            {
                 let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
                 if ur_call_wanted(raw, end) {
                     // The two fields it needs, in registers: as `&Raw`, every `ur.call`
@@ -349,7 +367,8 @@ fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
 // UR calls
 
 /// Per `ur_function_t`: 0 = not checked, 1 = the runtime's name matches the table, 2 = not.
-static VERIFIED: [AtomicU8; ur::MAX_FUNCTION_ID as usize + 1] = [const { AtomicU8::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
+static VERIFIED: [AtomicU8; ur::MAX_FUNCTION_ID as usize + 1] =
+    [const { AtomicU8::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
 
 /// The table entry for this call, if the runtime's function name matches it (the params struct
 /// layout is only known for a matching function).
@@ -365,7 +384,8 @@ unsafe fn verified_function(f: &FunctionWithArgs) -> Option<&'static ur::Functio
         2 => None,
         _ => {
             // SAFETY: forwarded from the contract.
-            let ok = !f.function_name.is_null() && unsafe { CStr::from_ptr(f.function_name) }.to_bytes() == func.name.as_bytes();
+            let ok = !f.function_name.is_null()
+                && unsafe { CStr::from_ptr(f.function_name) }.to_bytes() == func.name.as_bytes();
             slot.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
             ok.then_some(func)
         }
@@ -429,7 +449,13 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
     // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
-    let mut p = ApiCallPayload { function_id: f.function_id, arg_count: 0, result: 0, has_result: 0, args: [0; offtrace_core::MAX_ARGS] };
+    let mut p = ApiCallPayload {
+        function_id: f.function_id,
+        arg_count: 0,
+        result: 0,
+        has_result: 0,
+        args: [0; offtrace_core::MAX_ARGS],
+    };
     if !f.args_data.is_null() {
         let params = f.args_data.cast::<*const u8>();
         let n = func.params.len().min(offtrace_core::MAX_ARGS);
@@ -481,9 +507,10 @@ fn effects_wanted(id: u32) -> bool {
         }
         urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => dispatch(),
         urf::KERNEL_CREATE | urf::KERNEL_GET_INFO => dispatch() || kind_enabled(Kind::CodeObject),
-        urf::ENQUEUE_USM_MEMCPY | urf::ENQUEUE_MEM_BUFFER_READ | urf::ENQUEUE_MEM_BUFFER_WRITE | urf::ENQUEUE_MEM_BUFFER_COPY => {
-            kind_enabled(Kind::MemoryCopy)
-        }
+        urf::ENQUEUE_USM_MEMCPY
+        | urf::ENQUEUE_MEM_BUFFER_READ
+        | urf::ENQUEUE_MEM_BUFFER_WRITE
+        | urf::ENQUEUE_MEM_BUFFER_COPY => kind_enabled(Kind::MemoryCopy),
         urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
         urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
         urf::KERNEL_RETAIN
@@ -554,16 +581,30 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
             urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
-                let f = MemoryFillPayload { queue: a[0], dst: a[1], pattern: pattern(a[3], a[2]), pattern_size: a[2], size: a[4] };
+                let f = MemoryFillPayload {
+                    queue: a[0],
+                    dst: a[1],
+                    pattern: pattern(a[3], a[2]),
+                    pattern_size: a[2],
+                    size: a[4],
+                };
                 emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
             }
             // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
-                let f = MemoryFillPayload { queue: a[0], dst: a[1], pattern: pattern(a[2], a[3]), pattern_size: a[3], size: a[5] };
+                let f = MemoryFillPayload {
+                    queue: a[0],
+                    dst: a[1],
+                    pattern: pattern(a[2], a[3]),
+                    pattern_size: a[3],
+                    size: a[5],
+                };
                 emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
             }
             // (hQueue, numEventsInWaitList, ...)
-            urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT if kind_enabled(Kind::Sync) => {
+            urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
+                if kind_enabled(Kind::Sync) =>
+            {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
                 let s = SyncPayload { object: a[0], event_count: wait_count as u32 };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
@@ -576,7 +617,9 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 }
             }
             // (hKernel, propName, propSize, pPropValue, pPropSizeRet)
-            urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => remember_kernel_name(a[0], a[3], a[2]),
+            urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => {
+                remember_kernel_name(a[0], a[3], a[2])
+            }
             // (hKernel) / (hProgram): reference counts of the code objects whose load was reported
             urf::KERNEL_RETAIN | urf::PROGRAM_RETAIN => code_objects::retain(a[0]),
             urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => code_object_release(p.function_id, a[0]),
@@ -651,13 +694,19 @@ unsafe fn code_object_load(p: &ApiCallPayload) {
             // (hContext, pIL, length, pProperties, phProgram)
             urf::PROGRAM_CREATE_WITH_IL => {
                 let h = read_out(a[4]);
-                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, binary_size: a[2], ..Default::default() })
+                (
+                    code_object::PROGRAM,
+                    CodeObjectPayload { handle: h, program: h, binary_size: a[2], ..Default::default() },
+                )
             }
             // (hContext, numDevices, phDevices, pLengths, ppBinaries, pProperties, phProgram)
             urf::PROGRAM_CREATE_WITH_BINARY => {
                 let h = read_out(a[6]);
                 let len = if a[1] > 0 { read_out(a[3]) } else { 0 };
-                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, binary_size: len, ..Default::default() })
+                (
+                    code_object::PROGRAM,
+                    CodeObjectPayload { handle: h, program: h, binary_size: len, ..Default::default() },
+                )
             }
             // (hNativeProgram, hContext, pProperties, phProgram)
             urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE => {
@@ -687,7 +736,12 @@ unsafe fn code_object_load(p: &ApiCallPayload) {
             // (hProgram, pKernelName, phKernel)
             urf::KERNEL_CREATE => (
                 code_object::KERNEL,
-                CodeObjectPayload { handle: read_out(a[2]), program: a[0], name: a[1] as *const c_char, binary_size: 0 },
+                CodeObjectPayload {
+                    handle: read_out(a[2]),
+                    program: a[0],
+                    name: a[1] as *const c_char,
+                    binary_size: 0,
+                },
             ),
             // (hNativeKernel, hContext, hProgram, pProperties, phKernel)
             urf::KERNEL_CREATE_WITH_NATIVE_HANDLE => {
@@ -921,7 +975,9 @@ fn key_of(name: &[u8]) -> Key {
         b"memory_ptr" => Key::MemoryPtr,
         b"memory_size" => Key::MemorySize,
         b"sycl_device_name" => Key::SyclDeviceName,
-        [b'a', b'r', b'g', digits @ ..] if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) => {
+        [b'a', b'r', b'g', digits @ ..]
+            if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) =>
+        {
             Key::Arg(digits.iter().fold(0u8, |n, d| n * 10 + (d - b'0')))
         }
         _ => Key::Other,
@@ -1019,16 +1075,28 @@ unsafe fn sycl(raw: &Raw) {
         tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
             let (op, g) = match raw.trace_type {
-                tt::NODE_CREATE => {
-                    (task_graph::NODE_CREATE, TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() })
-                }
+                tt::NODE_CREATE => (
+                    task_graph::NODE_CREATE,
+                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() },
+                ),
                 tt::EDGE_CREATE => (
                     task_graph::EDGE_CREATE,
-                    TaskGraphPayload { node: e.unique_id, source: e.source_id, target: e.target_id, name: payload_name(e), ur_event: 0 },
+                    TaskGraphPayload {
+                        node: e.unique_id,
+                        source: e.source_id,
+                        target: e.target_id,
+                        name: payload_name(e),
+                        ur_event: 0,
+                    },
                 ),
                 _ => (
                     task_graph::SIGNAL,
-                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ur_event: raw.user_data as u64, ..Default::default() },
+                    TaskGraphPayload {
+                        node: e.unique_id,
+                        name: payload_name(e),
+                        ur_event: raw.user_data as u64,
+                        ..Default::default()
+                    },
                 ),
             };
             emit_instant(Kind::TaskGraph, op, Phase::None, Payload::TaskGraph(&g));
@@ -1068,7 +1136,11 @@ unsafe fn sycl(raw: &Raw) {
         }
         tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
             let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0 };
-            let (tag, op) = if raw.trace_type == tt::WAIT_BEGIN { (OpenTag::Wait, sync_op::WAIT) } else { (OpenTag::Barrier, sync_op::BARRIER) };
+            let (tag, op) = if raw.trace_type == tt::WAIT_BEGIN {
+                (OpenTag::Wait, sync_op::WAIT)
+            } else {
+                (OpenTag::Barrier, sync_op::BARRIER)
+            };
             let token = emit_enter(Kind::Sync, op, Payload::Sync(&s));
             push_open(tag, raw.instance, token);
         }
@@ -1090,7 +1162,8 @@ fn dispatch_without_ur(t: &PendingTask) {
     let text = &name[..name.iter().position(|&c| c == 0).unwrap_or(0)];
     // VERBOSE sends `enqueue_kernel_data` for kernels only; otherwise tell the runtime's own
     // command-group names of non-kernel commands apart (sycl-runtime.md §5).
-    const NOT_KERNELS: [&[u8]; 7] = [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
+    const NOT_KERNELS: [&[u8]; 7] =
+        [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
     let kernel = args.2 != [0; 3] || !NOT_KERNELS.iter().any(|p| text.starts_with(p));
     if text.is_empty() || !kernel {
         return;
@@ -1206,7 +1279,11 @@ unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData
                     let (ty, ptr, size) = (b[0], word(8), u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])));
                     // `pointer` points at the argument's value in the runtime's command group;
                     // read it defensively (never a fault) for pointers (3) and small values.
-                    let v = if (ty == 3 || size <= 8) && ptr != 0 { safe_read::read_u64(ptr as usize).unwrap_or(0) } else { 0 };
+                    let v = if (ty == 3 || size <= 8) && ptr != 0 {
+                        safe_read::read_u64(ptr as usize).unwrap_or(0)
+                    } else {
+                        0
+                    };
                     let v = if size > 0 && size < 8 { v & ((1u64 << (size * 8)) - 1) } else { v };
                     args.0[usize::from(i)] = v;
                     args.1 = args.1.max(u32::from(i) + 1);
@@ -1243,7 +1320,10 @@ mod tests {
         assert!(ops.windows(2).all(|w| w[0].id < w[1].id));
         let memcpy = ops.iter().find(|o| o.name == "urEnqueueUSMMemcpy").expect("memcpy");
         let names: Vec<_> = memcpy.args.iter().map(|a| (a.name, a.format)).collect();
-        assert_eq!(names[..3], [("hQueue", ArgFormat::Pointer), ("blocking", ArgFormat::Bool), ("pDst", ArgFormat::Pointer)]);
+        assert_eq!(
+            names[..3],
+            [("hQueue", ArgFormat::Pointer), ("blocking", ArgFormat::Bool), ("pDst", ArgFormat::Pointer)]
+        );
         let kc = ops.iter().find(|o| o.name == "urKernelCreate").expect("kernel create");
         assert_eq!(kc.args[1].format, ArgFormat::CString);
     }
@@ -1313,7 +1393,8 @@ mod tests {
             args_data: free_params.as_ptr().cast_mut().cast(),
             ..fwa
         };
-        let begin = Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
+        let begin =
+            Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
         on_notification(StreamKind::UrCall, 1, c"ur.call", &begin);
         on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
         set_active(false);
@@ -1327,7 +1408,15 @@ mod tests {
     fn kernel_args_from_launch_properties() {
         let value: u32 = 7;
         let props = [
-            KernelArgProperties { stype: 0, _pad: 0, p_next: std::ptr::null(), arg_type: arg_type::POINTER, index: 0, size: 8, value: [0x1000, 0] },
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::POINTER,
+                index: 0,
+                size: 8,
+                value: [0x1000, 0],
+            },
             KernelArgProperties {
                 stype: 0,
                 _pad: 0,
@@ -1337,7 +1426,15 @@ mod tests {
                 size: 4,
                 value: [&value as *const u32 as u64, 0],
             },
-            KernelArgProperties { stype: 0, _pad: 0, p_next: std::ptr::null(), arg_type: arg_type::POINTER, index: 99, size: 8, value: [1, 0] },
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::POINTER,
+                index: 99,
+                size: 8,
+                value: [1, 0],
+            },
         ];
         let mut out = [0u64; MAX_KERNEL_ARGS];
         // SAFETY: `props` has 3 live entries; the value argument points at `value`.

@@ -54,7 +54,14 @@ fn measured_batch(x: &Xpti, op: &str, call: &mut MemcpyCall, inst: &mut u64, n: 
                 *inst += 1;
                 // SAFETY: a live event of the dispatcher and a static C string.
                 unsafe {
-                    (x.notify)(stream, tt::TASK_BEGIN, std::ptr::null_mut(), x.task_event as *mut TraceEventData, black_box(*inst), c"command_group_node".as_ptr().cast());
+                    (x.notify)(
+                        stream,
+                        tt::TASK_BEGIN,
+                        std::ptr::null_mut(),
+                        x.task_event as *mut TraceEventData,
+                        black_box(*inst),
+                        c"command_group_node".as_ptr().cast(),
+                    );
                 }
             }
         }

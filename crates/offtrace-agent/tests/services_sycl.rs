@@ -87,10 +87,7 @@ fn run_w4_with(venv: &Path, tool: &Path, dir: &Path, ur_calls: bool, detail: &st
     assert!(out.status.success(), "W4 failed:\n{text}");
     // The tool prints from the runtime's threads too, so its output may land between the pieces
     // of the program's `print` (each piece is one write with PYTHONUNBUFFERED): look for them.
-    assert!(
-        ["W4", "[1. 3. 5. 7.]", "[0. 3. 6. 9.]"].iter().all(|p| text.contains(p)),
-        "W4 result missing:\n{text}"
-    );
+    assert!(["W4", "[1. 3. 5. 7.]", "[0. 3. 6. 9.]"].iter().all(|p| text.contains(p)), "W4 result missing:\n{text}");
     (text, trace)
 }
 
@@ -191,7 +188,10 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
     assert_eq!(k("KERNEL_DISPATCH").2, begins["urEnqueueKernelLaunchWithArgsExp"]);
     assert_eq!(k("MEMORY_COPY").2, begins["urEnqueueUSMMemcpy"]);
     assert_eq!(k("MEMORY_FILL").2, begins["urEnqueueUSMFill"]);
-    let allocs = ["urUSMDeviceAlloc", "urUSMHostAlloc", "urUSMSharedAlloc"].iter().map(|f| begins.get(*f).copied().unwrap_or(0)).sum::<u64>();
+    let allocs = ["urUSMDeviceAlloc", "urUSMHostAlloc", "urUSMSharedAlloc"]
+        .iter()
+        .map(|f| begins.get(*f).copied().unwrap_or(0))
+        .sum::<u64>();
     assert_eq!(k("MEMORY_ALLOC").2, allocs + begins.get("urUSMFree").copied().unwrap_or(0), "alloc + free records");
     assert!(k("SYCL_QUEUE").2 >= 4, "queue create/destroy: {:?}", k("SYCL_QUEUE"));
     assert!(k("CODE_OBJECT").3 >= 2, "program + kernel loads: {:?}", k("CODE_OBJECT"));
@@ -199,10 +199,9 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
     assert!(k("CODE_OBJECT").4 <= k("CODE_OBJECT").3, "unloads <= loads: {:?}", k("CODE_OBJECT"));
     // One path: the recorder is a client of the same `XPTI` records the tool sees, so the
     // tool's raw notifications are exactly the trace's.
-    let notifications = TraceReader::open(&trace)
-        .expect("open trace")
-        .filter(|r| matches!(r, Ok(Record::Notification(_))))
-        .count() as u64;
+    let notifications =
+        TraceReader::open(&trace).expect("open trace").filter(|r| matches!(r, Ok(Record::Notification(_)))).count()
+            as u64;
     assert_eq!(k("XPTI").2, notifications, "XPTI records seen by the tool = notifications in the trace");
     // And the recorder wrote each dispatch with its allocation properties.
     let dispatches: Vec<_> = TraceReader::open(&trace)
@@ -212,7 +211,11 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
             _ => None,
         })
         .collect();
-    assert_eq!(dispatches.len() as u64, begins["urEnqueueKernelLaunchWithArgsExp"], "one KernelDispatch record per launch");
+    assert_eq!(
+        dispatches.len() as u64,
+        begins["urEnqueueKernelLaunchWithArgsExp"],
+        "one KernelDispatch record per launch"
+    );
     for d in &dispatches {
         assert_ne!(d.ur_instance, 0, "linked to its UR call: {d:?}");
         let mut args: Vec<(i32, u64)> = d.allocations.iter().map(|a| (a.arg_index, a.size)).collect();
@@ -235,7 +238,8 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
     // The two axpy dispatches: arguments (y, x, a); y and x are dpnp arrays of 16384 float32
     // on the queue's device: urUSMDeviceAlloc of 65536 bytes each.
     let lines: Vec<&str> = out.lines().collect();
-    let dispatches: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
+    let dispatches: Vec<usize> =
+        lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
     assert_eq!(dispatches.len(), 2, "{out}");
     let mut bases = Vec::new();
     for &i in &dispatches {
@@ -249,14 +253,25 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
             assert_eq!(field(l, "size"), "65536", "{l}");
             assert_eq!(field(l, "type"), "2", "device: {l}");
             let base = field(l, "base").to_owned();
-            assert!(device_allocs.iter().any(|(p, s)| *p == base && *s == 65536), "{base} was not a urUSMDeviceAlloc of 65536: {out}");
+            assert!(
+                device_allocs.iter().any(|(p, s)| *p == base && *s == 65536),
+                "{base} was not a urUSMDeviceAlloc of 65536: {out}"
+            );
             bases.push(base);
         }
     }
     bases.sort();
     bases.dedup();
     assert_eq!(bases.len(), 4, "four distinct arrays (y, x on q1; y2, x2 on q2): {bases:?}");
-    eprintln!("{}", lines.iter().filter(|l| l.starts_with("dispatch") || l.starts_with("  alloc")).copied().collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        lines
+            .iter()
+            .filter(|l| l.starts_with("dispatch") || l.starts_with("  alloc"))
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[test]
@@ -290,7 +305,8 @@ fn without_ur_calls_verbose_sycl_metadata_gives_dispatches_and_allocations() {
     assert!(out.contains("kind UR_API enter=0 exit=0"), "{out}");
     assert!(out.contains("unmatched_exit=0 open_at_end=0 foreign_correlation=0"), "{out}");
     let lines: Vec<&str> = out.lines().collect();
-    let dispatches: Vec<usize> = lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
+    let dispatches: Vec<usize> =
+        lines.iter().enumerate().filter(|(_, l)| l.starts_with("dispatch ")).map(|(i, _)| i).collect();
     // The SYCL task's kernel_name for dpctl's raw submit, and the VERBOSE arg<N> values.
     assert_eq!(dispatches.len(), 2, "{out}");
     for &i in &dispatches {

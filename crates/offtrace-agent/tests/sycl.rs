@@ -423,7 +423,8 @@ fn trace_observations(records: &[Record]) -> BTreeMap<u64, Vec<Obs>> {
     let mut objects: BTreeMap<ObjectId, (ValueType, Vec<u8>)> = BTreeMap::new();
     let mut sets = BTreeMap::new();
     let mut by_tid: BTreeMap<u64, Vec<Obs>> = BTreeMap::new();
-    let s = |strings: &BTreeMap<StrId, String>, id: StrId| strings.get(&id).cloned().expect("string defined before use");
+    let s =
+        |strings: &BTreeMap<StrId, String>, id: StrId| strings.get(&id).cloned().expect("string defined before use");
     for r in records {
         match r {
             Record::String { id, text } => {

@@ -218,9 +218,7 @@ impl SummaryBuilder {
             .into_iter()
             .flatten()
             .rev()
-            .filter_map(|i| {
-                self.task_open.get(i).map(|t| OpenCommand { instance: *i, begin_ns: t.ts, name: &t.name })
-            })
+            .filter_map(|i| self.task_open.get(i).map(|t| OpenCommand { instance: *i, begin_ns: t.ts, name: &t.name }))
             .collect();
         self.kernel_dispatches.dispatch(d, self.defs.str(d.kernel), ur_call_open, &open);
     }
@@ -236,9 +234,10 @@ impl SummaryBuilder {
                 self.ur_open.insert((n.tid, n.instance), OpenUrCall { ts: n.ts });
                 if let Some(kind) = names::ur_params(self.defs.str(name)).usm_kind
                     && let Some(inst) = self.alloc_open_by_tid.get(&n.tid)
-                        && let Some(a) = self.alloc_open.get_mut(inst) {
-                            a.ur_kind = Some(kind);
-                        }
+                    && let Some(a) = self.alloc_open.get_mut(inst)
+                {
+                    a.ur_kind = Some(kind);
+                }
             }
             tt::FUNCTION_WITH_ARGS_END | tt::FUNCTION_END => {
                 let Some(open) = self.ur_open.remove(&(n.tid, n.instance)) else {
@@ -426,7 +425,11 @@ impl SummaryBuilder {
                 // node_create of the same command (same instance) always does.
                 let kind = match n.user_data {
                     UserData::Str(s) => self.defs.str(s).to_owned(),
-                    _ => self.node_by_instance.get(&n.instance).map(|&nd| self.graph.kind(nd).to_owned()).unwrap_or_default(),
+                    _ => self
+                        .node_by_instance
+                        .get(&n.instance)
+                        .map(|&nd| self.graph.kind(nd).to_owned())
+                        .unwrap_or_default(),
                 };
                 let task = OpenTask {
                     ts: n.ts,
@@ -443,9 +446,10 @@ impl SummaryBuilder {
             tt::SIGNAL => {
                 if let UserData::Signal { ur_event } | UserData::Pointer(ur_event) = n.user_data
                     && ur_event != 0
-                        && let Some(t) = self.task_open.get_mut(&n.instance) {
-                            t.ur_event = Some(ur_event);
-                        }
+                    && let Some(t) = self.task_open.get_mut(&n.instance)
+                {
+                    t.ur_event = Some(ur_event);
+                }
             }
             tt::TASK_END => self.task_end(n, sink),
             tt::QUEUE_CREATE | tt::QUEUE_DESTROY => {
@@ -490,9 +494,10 @@ impl SummaryBuilder {
             return;
         };
         if let Some(stack) = self.open_commands.get_mut(&task.tid)
-            && let Some(pos) = stack.iter().rposition(|&i| i == n.instance) {
-                stack.remove(pos);
-            }
+            && let Some(pos) = stack.iter().rposition(|&i| i == n.instance)
+        {
+            stack.remove(pos);
+        }
         let dur = n.ts.saturating_sub(task.ts);
         self.kernel_dispatches.command_closed(task.tid, n.instance, task.ts, n.ts, &task.name);
         let ci = match self.cmd_index.get(&task.name) {
@@ -623,10 +628,11 @@ impl SummaryBuilder {
                     self.live_bytes += bytes;
                     self.peak_live = self.peak_live.max(self.live_bytes);
                 }
-                let k = self
-                    .alloc_kinds
-                    .entry((kind.to_owned(), device.clone()))
-                    .or_insert_with(|| AllocKindStats { kind: kind.to_owned(), device: device.clone(), ..Default::default() });
+                let k = self.alloc_kinds.entry((kind.to_owned(), device.clone())).or_insert_with(|| AllocKindStats {
+                    kind: kind.to_owned(),
+                    device: device.clone(),
+                    ..Default::default()
+                });
                 k.count += 1;
                 k.bytes += bytes;
                 k.max_bytes = k.max_bytes.max(bytes);
@@ -683,7 +689,8 @@ impl SummaryBuilder {
                 if let UserData::OffloadBuffer { element_size, dim, range, .. } = n.user_data {
                     let dims = (dim as usize).clamp(1, 3);
                     let elems = range[..dims].iter().map(|&r| r.max(1)).fold(1u64, u64::saturating_mul);
-                    self.buffers.bytes = self.buffers.bytes.saturating_add(elems.saturating_mul(u64::from(element_size)));
+                    self.buffers.bytes =
+                        self.buffers.bytes.saturating_add(elems.saturating_mul(u64::from(element_size)));
                 }
             }
             tt::MEMORY_OBJECT_DESTRUCT => self.buffers.destructed += 1,
@@ -810,7 +817,8 @@ impl SummaryBuilder {
                 .or_default() += c;
         }
 
-        let unclosed = (self.ur_open.len() + self.task_open.len() + self.alloc_open.len() + self.release_open.len()) as u64;
+        let unclosed =
+            (self.ur_open.len() + self.task_open.len() + self.alloc_open.len() + self.release_open.len()) as u64;
         Summary {
             trace: TraceFacts {
                 info: self.defs.info().iter().cloned().collect(),

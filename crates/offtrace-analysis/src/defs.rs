@@ -64,11 +64,7 @@ impl std::fmt::Display for Value<'_> {
 
 fn parse_u64(s: &str) -> Option<u64> {
     let s = s.trim();
-    if let Some(h) = s.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).ok()
-    } else {
-        s.parse().ok()
-    }
+    if let Some(h) = s.strip_prefix("0x") { u64::from_str_radix(h, 16).ok() } else { s.parse().ok() }
 }
 
 fn le_u64(bytes: &[u8]) -> u64 {
@@ -173,11 +169,7 @@ impl Definitions {
 
     /// The (key, value) items of a metadata set.
     pub fn metadata(&self, id: MetadataSetId) -> impl Iterator<Item = (&str, Value<'_>)> + '_ {
-        self.metadata
-            .get(&id)
-            .into_iter()
-            .flatten()
-            .filter_map(move |(k, o)| Some((self.str(*k), self.object(*o)?)))
+        self.metadata.get(&id).into_iter().flatten().filter_map(move |(k, o)| Some((self.str(*k), self.object(*o)?)))
     }
 
     /// One metadata value by key.

@@ -24,7 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 use offtrace_format::KernelDispatch;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::summary::{AllocationUse, KernelAllocationInfo, KernelAllocationStats, KernelAllocationSummary, KernelDispatchInfo};
+use crate::summary::{
+    AllocationUse, KernelAllocationInfo, KernelAllocationStats, KernelAllocationSummary, KernelDispatchInfo,
+};
 
 /// Ended UR calls remembered per thread, for dispatch records written after their call's end.
 const RECENT_UR_CALLS: usize = 32;
@@ -141,14 +143,21 @@ impl KernelDispatches {
         });
     }
 
-    fn find_link(&self, d: &KernelDispatch, ur_call_open: bool, open: &[OpenCommand<'_>]) -> Option<(u64, String, &'static str)> {
+    fn find_link(
+        &self,
+        d: &KernelDispatch,
+        ur_call_open: bool,
+        open: &[OpenCommand<'_>],
+    ) -> Option<(u64, String, &'static str)> {
         if d.ur_instance != 0 {
             if ur_call_open {
                 if let Some(c) = open.first() {
                     return Some((c.instance, c.name.to_owned(), LINK_UR_CALL));
                 }
-            } else if let Some(EndedUrCall { command: Some((instance, name)), .. }) =
-                self.recent_ur_calls.get(&d.tid).and_then(|calls| calls.iter().rev().find(|c| c.instance == d.ur_instance))
+            } else if let Some(EndedUrCall { command: Some((instance, name)), .. }) = self
+                .recent_ur_calls
+                .get(&d.tid)
+                .and_then(|calls| calls.iter().rev().find(|c| c.instance == d.ur_instance))
             {
                 return Some((*instance, name.clone(), LINK_UR_CALL));
             }

@@ -143,8 +143,12 @@ pub fn ur_params(name: &str) -> UrParams {
         "urEnqueueMemBufferWrite" => p(Some(4), Some(8), Some("buffer_write")),
         "urEnqueueMemBufferCopy" => p(Some(5), Some(8), Some("buffer_copy")),
         "urEnqueueMemBufferFill" => p(Some(5), Some(8), Some("buffer_fill")),
-        "urUSMDeviceAlloc" => UrParams { size: Some(4), pp_mem: Some(5), usm_kind: Some("device"), ..Default::default() },
-        "urUSMSharedAlloc" => UrParams { size: Some(4), pp_mem: Some(5), usm_kind: Some("shared"), ..Default::default() },
+        "urUSMDeviceAlloc" => {
+            UrParams { size: Some(4), pp_mem: Some(5), usm_kind: Some("device"), ..Default::default() }
+        }
+        "urUSMSharedAlloc" => {
+            UrParams { size: Some(4), pp_mem: Some(5), usm_kind: Some("shared"), ..Default::default() }
+        }
         "urUSMHostAlloc" => UrParams { size: Some(3), pp_mem: Some(4), usm_kind: Some("host"), ..Default::default() },
         _ => UrParams::default(),
     }
@@ -160,9 +164,10 @@ pub fn is_enqueue(name: &str) -> bool {
 pub fn base_name(name: &str) -> &str {
     if name.ends_with(']')
         && let Some(i) = name.rfind('[')
-            && i > 0 {
-                return name[..i].trim_end();
-            }
+        && i > 0
+    {
+        return name[..i].trim_end();
+    }
     name
 }
 

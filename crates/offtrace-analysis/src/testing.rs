@@ -87,7 +87,16 @@ impl TraceBuilder {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub fn notify(&mut self, ts: u64, tid: u32, stream: u8, trace_type: u16, instance: u64, event: Option<EventInfo>, user_data: UserData) {
+    pub fn notify(
+        &mut self,
+        ts: u64,
+        tid: u32,
+        stream: u8,
+        trace_type: u16,
+        instance: u64,
+        event: Option<EventInfo>,
+        user_data: UserData,
+    ) {
         let stash = Some((self.str("queue_id"), 0));
         self.records.push(Record::Notification(Notification {
             ts,
@@ -104,7 +113,14 @@ impl TraceBuilder {
     }
 
     /// A `KernelDispatch` record; `allocations` are (base, size, arg_index, memory type).
-    pub fn kernel_dispatch(&mut self, ts: u64, tid: u32, ur_instance: u64, kernel: &str, allocations: &[(u64, u64, i32, MemoryType)]) {
+    pub fn kernel_dispatch(
+        &mut self,
+        ts: u64,
+        tid: u32,
+        ur_instance: u64,
+        kernel: &str,
+        allocations: &[(u64, u64, i32, MemoryType)],
+    ) {
         let kernel = self.str(kernel);
         self.records.push(Record::KernelDispatch(KernelDispatch {
             tid,
@@ -126,7 +142,17 @@ impl TraceBuilder {
 
     /// A UR call: begin at `ts`, end at `ts + dur`.
     #[allow(clippy::too_many_arguments)]
-    pub fn ur_call(&mut self, ts: u64, dur: u64, tid: u32, instance: u64, function_id: u32, name: &str, args: &[u64], outs: &[(u8, u64)]) {
+    pub fn ur_call(
+        &mut self,
+        ts: u64,
+        dur: u64,
+        tid: u32,
+        instance: u64,
+        function_id: u32,
+        name: &str,
+        args: &[u64],
+        outs: &[(u8, u64)],
+    ) {
         let name = self.str(name);
         let mut a = ArgBlock::default();
         for (i, v) in args.iter().enumerate().take(MAX_ARGS) {
@@ -183,7 +209,11 @@ fn w4(dispatches: bool) -> Vec<Record> {
     // queues
     for (q, inorder) in [(1u64, 1u64), (2, 0)] {
         let name = format!("queue[{q}]");
-        let ev = b.event(0x7000 + q, &name, &[("queue_id", Md::U(q)), ("is_inorder", Md::U(inorder)), ("sycl_device_name", Md::S("CPU X"))]);
+        let ev = b.event(
+            0x7000 + q,
+            &name,
+            &[("queue_id", Md::U(q)), ("is_inorder", Md::U(inorder)), ("sycl_device_name", Md::S("CPU X"))],
+        );
         let ud = UserData::Str(b.str("queue_create"));
         b.notify(2_000 + q, t, SYCL, 42, 100 + q, Some(ev), ud);
     }
@@ -193,9 +223,17 @@ fn w4(dispatches: bool) -> Vec<Record> {
     b.notify(3_000, t, MEM_ALLOC, 4, 20, Some(alloc), ud);
     b.notify(3_100, t, MEM_ALLOC, 32, 21, Some(alloc), ud);
     b.ur_call(3_200, 100, t, 22, 18, "urUSMDeviceAlloc", &[1, 2, 0, 0, 65536, 0x55], &[(5, 0x1000)]);
-    let alloc_end = b.event(0x8000, "alignedAlloc", &[("memory_size", Md::U(65536)), ("sycl_device_name", Md::S("CPU X")), ("memory_ptr", Md::U(0x1000))]);
+    let alloc_end = b.event(
+        0x8000,
+        "alignedAlloc",
+        &[("memory_size", Md::U(65536)), ("sycl_device_name", Md::S("CPU X")), ("memory_ptr", Md::U(0x1000))],
+    );
     b.notify(3_400, t, MEM_ALLOC, 33, 21, Some(alloc_end), ud);
-    let host = b.event(0x8001, "alignedAllocHost", &[("memory_size", Md::U(4096)), ("sycl_device_name", Md::S("Host")), ("memory_ptr", Md::U(0x2000))]);
+    let host = b.event(
+        0x8001,
+        "alignedAllocHost",
+        &[("memory_size", Md::U(4096)), ("sycl_device_name", Md::S("Host")), ("memory_ptr", Md::U(0x2000))],
+    );
     let hud = UserData::Str(b.str("malloc_host"));
     b.notify(3_500, t, MEM_ALLOC, 32, 23, Some(host), hud);
     b.notify(3_600, t, MEM_ALLOC, 33, 23, Some(host), hud);
@@ -220,7 +258,13 @@ fn w4(dispatches: bool) -> Vec<Record> {
     b.notify(5_000, t, SYCL, 10, 30, Some(ka), cg);
     b.ur_call(5_100, 500, t, 31, 200, "urEnqueueKernelLaunch", &[0x51, 0x61, 1, 0, 0, 0, 0, 0, 0], &[(8, 0xE1)]);
     if dispatches {
-        b.kernel_dispatch(5_300, t, 31, "axpy", &[(0x1000, 65536, 0, Device), (0x2000, 4096, 1, Host), (0x30000, 65536, -1, Shared)]);
+        b.kernel_dispatch(
+            5_300,
+            t,
+            31,
+            "axpy",
+            &[(0x1000, 65536, 0, Device), (0x2000, 4096, 1, Host), (0x30000, 65536, -1, Shared)],
+        );
     }
     b.notify(5_700, t, SYCL, 16, 30, Some(ka), UserData::Signal { ur_event: 0xE1 });
     b.notify(6_000, t, SYCL, 11, 30, Some(ka), cg);
@@ -240,7 +284,14 @@ fn w4(dispatches: bool) -> Vec<Record> {
     b.ur_call(11_000, 50, t, 70, 77, "urEventGetProfilingInfo", &[0xE2, 2, 8, 0x7ff0, 0], &[(3, 7_600)]);
     b.ur_call(11_100, 50, t, 71, 77, "urEventGetProfilingInfo", &[0xE2, 3, 8, 0x7ff0, 0], &[(3, 9_600)]);
     // a buffer, a wait on the worker thread
-    let bufud = UserData::OffloadBuffer { user_object: 0x90, host_object: 0x91, element_type: b.str("f"), element_size: 4, dim: 1, range: [256, 0, 0] };
+    let bufud = UserData::OffloadBuffer {
+        user_object: 0x90,
+        host_object: 0x91,
+        element_type: b.str("f"),
+        element_size: 4,
+        dim: 1,
+        range: [256, 0, 0],
+    };
     let bev = b.event(0x9000, "merge_sorted", &[]);
     b.notify(11_500, t, BUFFER, 36, 80, Some(bev), bufud);
     let qw = b.event(0x7001, "queue[1]", &[("queue_id", Md::U(1))]);

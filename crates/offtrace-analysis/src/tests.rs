@@ -151,11 +151,19 @@ fn usm_shared_and_unknown_kinds() {
     b.stream(6, "sycl.experimental.mem_alloc");
     b.stream(8, "ur.call");
     let ud = UserData::Str(b.str("usm::alignedAlloc"));
-    let e = b.event(1, "alignedAlloc", &[("memory_size", Md::U(10)), ("memory_ptr", Md::U(0x10)), ("sycl_device_name", Md::S("D"))]);
+    let e = b.event(
+        1,
+        "alignedAlloc",
+        &[("memory_size", Md::U(10)), ("memory_ptr", Md::U(0x10)), ("sycl_device_name", Md::S("D"))],
+    );
     b.notify(1, 1, 6, 32, 1, Some(e), ud);
     b.ur_call(2, 1, 1, 2, 19, "urUSMSharedAlloc", &[0, 0, 0, 0, 10], &[]);
     b.notify(4, 1, 6, 33, 1, Some(e), ud);
-    let e2 = b.event(2, "alignedAlloc", &[("memory_size", Md::U(5)), ("memory_ptr", Md::U(0x20)), ("sycl_device_name", Md::S("D"))]);
+    let e2 = b.event(
+        2,
+        "alignedAlloc",
+        &[("memory_size", Md::U(5)), ("memory_ptr", Md::U(0x20)), ("sycl_device_name", Md::S("D"))],
+    );
     b.notify(5, 1, 6, 32, 3, Some(e2), ud);
     b.notify(6, 1, 6, 33, 3, Some(e2), ud);
     // buffer memory through mem_alloc_data_t
@@ -285,14 +293,14 @@ fn kernel_dispatches_link_to_their_commands() {
     assert_eq!(k.linked, 2);
     let links: Vec<(Option<u64>, &str, Option<&str>)> =
         k.dispatches.iter().map(|d| (d.command_instance, d.link.as_str(), d.command_name.as_deref())).collect();
-    assert_eq!(
-        links,
-        [(Some(30), "ur_call", Some("axpy")), (Some(40), "task", Some("axpy")), (None, "none", None)]
-    );
+    assert_eq!(links, [(Some(30), "ur_call", Some("axpy")), (Some(40), "task", Some("axpy")), (None, "none", None)]);
     let a = &k.dispatches[0];
     assert_eq!((a.tid, a.ts_ns, a.ur_instance, a.kernel.as_str()), (100, 5_300, 31, "axpy"));
     assert_eq!(a.allocations.len(), 3);
-    assert_eq!(a.allocations[2], KernelAllocationInfo { base: 0x30000, size: 65536, arg_index: -1, memory_type: "SHARED".into() });
+    assert_eq!(
+        a.allocations[2],
+        KernelAllocationInfo { base: 0x30000, size: 65536, arg_index: -1, memory_type: "SHARED".into() }
+    );
     // The rest of the summary is unchanged by the new records.
     let plain = summarize(&testing::w4_like());
     assert_eq!(serde_json::to_value(&plain.commands).unwrap(), serde_json::to_value(&s.commands).unwrap());

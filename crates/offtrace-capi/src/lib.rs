@@ -31,8 +31,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 use offtrace_core::{
-    AllocationProperties, BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, CallbackFn, CallbackRecord, ContextId,
-    Kind, ServiceError, UserData,
+    AllocationProperties, BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, CallbackFn, CallbackRecord,
+    ContextId, Kind, ServiceError, UserData,
 };
 
 pub mod testing;
@@ -113,7 +113,10 @@ pub(crate) fn arena_cstr(s: &'static str) -> &'static CStr {
 
 /// # Safety
 /// `ops` must be null or point at `count` readable operation ids.
-unsafe fn ops_slice<'a>(ops: *const offtrace_tracing_operation_t, count: usize) -> Result<Option<&'a [u32]>, ServiceError> {
+unsafe fn ops_slice<'a>(
+    ops: *const offtrace_tracing_operation_t,
+    count: usize,
+) -> Result<Option<&'a [u32]>, ServiceError> {
     if count == 0 {
         return Ok(None);
     }
@@ -209,7 +212,10 @@ pub extern "C" fn offtrace_destroy_context(context_id: offtrace_context_id_t) ->
 /// # Safety
 /// `status` must be null or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn offtrace_context_is_active(context_id: offtrace_context_id_t, status: *mut c_int) -> offtrace_status_t {
+pub unsafe extern "C" fn offtrace_context_is_active(
+    context_id: offtrace_context_id_t,
+    status: *mut c_int,
+) -> offtrace_status_t {
     guard(|| {
         nonnull(status)?;
         let a = offtrace_core::context_is_active(context_id)?;
@@ -313,7 +319,10 @@ pub extern "C" fn offtrace_flush_buffer(buffer_id: offtrace_buffer_id_t) -> offt
 /// # Safety
 /// `count` must be null or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn offtrace_buffer_get_dropped_count(buffer_id: offtrace_buffer_id_t, count: *mut u64) -> offtrace_status_t {
+pub unsafe extern "C" fn offtrace_buffer_get_dropped_count(
+    buffer_id: offtrace_buffer_id_t,
+    count: *mut u64,
+) -> offtrace_status_t {
     guard(|| {
         nonnull(count)?;
         let n = offtrace_core::buffer_dropped_total(buffer_id)?;

@@ -5,7 +5,7 @@
 use std::ffi::{CStr, c_char};
 
 use offtrace_core::{
-    ApiCallPayload, ArgDescriptor, ArgFormat, CodeObjectPayload, Kind, KernelDispatchPayload, MAX_KERNEL_ARGS,
+    ApiCallPayload, ArgDescriptor, ArgFormat, CodeObjectPayload, KernelDispatchPayload, Kind, MAX_KERNEL_ARGS,
     MemoryAllocPayload, MemoryType, Operation, Payload, Phase,
 };
 
@@ -72,7 +72,12 @@ pub extern "C" fn offtrace_testing_register_mock_ur_table() -> offtrace_status_t
 /// `args` must be null or hold `arg_count` values; pointer arguments the tool may dereference
 /// must be valid.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn offtrace_testing_emit_ur_call(function_id: u32, args: *const u64, arg_count: u32, result: i32) -> u64 {
+pub unsafe extern "C" fn offtrace_testing_emit_ur_call(
+    function_id: u32,
+    args: *const u64,
+    arg_count: u32,
+    result: i32,
+) -> u64 {
     std::panic::catch_unwind(|| {
         let a = if args.is_null() || arg_count == 0 {
             &[][..]
@@ -144,7 +149,12 @@ pub unsafe extern "C" fn offtrace_testing_emit_kernel_dispatch(
         }
         p.global_size = [64, 1, 1];
         p.local_size = [16, 1, 1];
-        offtrace_core::emit_instant(Kind::KernelDispatch, offtrace_core::kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&p));
+        offtrace_core::emit_instant(
+            Kind::KernelDispatch,
+            offtrace_core::kernel_dispatch::LAUNCH,
+            Phase::None,
+            Payload::KernelDispatch(&p),
+        );
         Ok(())
     })
 }
@@ -155,7 +165,12 @@ pub unsafe extern "C" fn offtrace_testing_emit_kernel_dispatch(
 /// # Safety
 /// `name` must be null or NUL-terminated.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn offtrace_testing_emit_code_object(operation: u32, load: i32, handle: u64, name: *const c_char) -> offtrace_status_t {
+pub unsafe extern "C" fn offtrace_testing_emit_code_object(
+    operation: u32,
+    load: i32,
+    handle: u64,
+    name: *const c_char,
+) -> offtrace_status_t {
     guard(|| {
         if !name.is_null() {
             // SAFETY: NUL-terminated per the contract (validated by reading it once).

@@ -19,7 +19,9 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::Mutex;
 
-use crate::{OFFTRACE_STATUS_ERROR_INTERNAL, OFFTRACE_STATUS_ERROR_TOOL_LOAD, OFFTRACE_STATUS_SUCCESS, offtrace_status_t};
+use crate::{
+    OFFTRACE_STATUS_ERROR_INTERNAL, OFFTRACE_STATUS_ERROR_TOOL_LOAD, OFFTRACE_STATUS_SUCCESS, offtrace_status_t,
+};
 
 /// `offtrace_client_id_t`: the tool's identity; the tool may set `name` in `offtrace_configure`.
 #[derive(Debug, Clone, Copy)]
@@ -30,7 +32,8 @@ pub struct offtrace_client_id_t {
 }
 
 pub type offtrace_client_finalize_t = unsafe extern "C" fn(client_id: offtrace_client_id_t);
-pub type offtrace_tool_initialize_t = unsafe extern "C" fn(finalize: offtrace_client_finalize_t, tool_data: *mut c_void) -> c_int;
+pub type offtrace_tool_initialize_t =
+    unsafe extern "C" fn(finalize: offtrace_client_finalize_t, tool_data: *mut c_void) -> c_int;
 pub type offtrace_tool_finalize_t = unsafe extern "C" fn(tool_data: *mut c_void);
 
 /// `offtrace_tool_configure_result_t`: what `offtrace_configure` returns (static storage in the

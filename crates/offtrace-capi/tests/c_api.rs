@@ -131,15 +131,24 @@ fn header_layouts_match_rust() {
         ("offtrace_implicit_allocation_t", size_of::<ImplicitAllocation>()),
         ("offtrace_implicit_allocation_t.type", offset_of!(ImplicitAllocation, memory_type)),
         ("offtrace_callback_tracing_kernel_dispatch_data_t", size_of::<KernelDispatchPayload>()),
-        ("offtrace_callback_tracing_kernel_dispatch_data_t.kernel_name", offset_of!(KernelDispatchPayload, kernel_name)),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.kernel_name",
+            offset_of!(KernelDispatchPayload, kernel_name),
+        ),
         ("offtrace_callback_tracing_kernel_dispatch_data_t.work_dim", offset_of!(KernelDispatchPayload, work_dim)),
         (
             "offtrace_callback_tracing_kernel_dispatch_data_t.kernel_arg_count",
             offset_of!(KernelDispatchPayload, kernel_arg_count),
         ),
-        ("offtrace_callback_tracing_kernel_dispatch_data_t.global_size", offset_of!(KernelDispatchPayload, global_size)),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.global_size",
+            offset_of!(KernelDispatchPayload, global_size),
+        ),
         ("offtrace_callback_tracing_kernel_dispatch_data_t.local_size", offset_of!(KernelDispatchPayload, local_size)),
-        ("offtrace_callback_tracing_kernel_dispatch_data_t.kernel_args", offset_of!(KernelDispatchPayload, kernel_args)),
+        (
+            "offtrace_callback_tracing_kernel_dispatch_data_t.kernel_args",
+            offset_of!(KernelDispatchPayload, kernel_args),
+        ),
         (
             "offtrace_callback_tracing_kernel_dispatch_data_t.implicit_allocations",
             offset_of!(KernelDispatchPayload, implicit_allocations),

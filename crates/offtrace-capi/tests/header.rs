@@ -115,10 +115,8 @@ fn render(fns: &[Function]) -> String {
 
 fn check(header: &str, sources: &[&str]) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let fns: Vec<Function> = sources
-        .iter()
-        .flat_map(|f| parse(&std::fs::read_to_string(root.join("src").join(f)).unwrap()))
-        .collect();
+    let fns: Vec<Function> =
+        sources.iter().flat_map(|f| parse(&std::fs::read_to_string(root.join("src").join(f)).unwrap())).collect();
     assert!(!fns.is_empty());
     let path = root.join("include/offtrace").join(header);
     let text = std::fs::read_to_string(&path).unwrap();

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "offtrace", version, about = "Trace and profile accelerator runtimes (SYCL / Unified Runtime via XPTI)")]
+#[command(
+    name = "offtrace",
+    version,
+    about = "Trace and profile accelerator runtimes (SYCL / Unified Runtime via XPTI)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

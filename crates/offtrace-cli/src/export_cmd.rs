@@ -19,7 +19,10 @@ pub fn run(cfg: &ExportConfig) -> anyhow::Result<u8> {
     offtrace_format::TraceReader::open(&cfg.file).with_context(|| format!("cannot read {}", cfg.file.display()))?;
     let bar = (std::io::stderr().is_terminal() && size >= PROGRESS_MIN_BYTES).then(|| {
         let b = ProgressBar::new_spinner();
-        b.set_style(ProgressStyle::with_template("{spinner} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
         b
     });
     let passes = if matches!(cfg.format, ExportFormat::Perfetto | ExportFormat::Chrome) { 2 } else { 1 };
@@ -45,7 +48,8 @@ pub fn run(cfg: &ExportConfig) -> anyhow::Result<u8> {
         }
     };
     let mut source = FileSource(cfg.file.clone());
-    let result = offtrace_export::export(&mut source, &ExportOptions::new(cfg.format, &cfg.output), Some(&mut on_progress));
+    let result =
+        offtrace_export::export(&mut source, &ExportOptions::new(cfg.format, &cfg.output), Some(&mut on_progress));
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

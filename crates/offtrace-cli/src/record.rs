@@ -22,9 +22,7 @@ fn exe_dir() -> Option<PathBuf> {
 
 /// The lib directory of a runtime given as a venv or a lib directory, if it holds the runtime.
 fn runtime_lib(dir: &Path) -> Option<PathBuf> {
-    [dir.join("lib"), dir.to_path_buf()]
-        .into_iter()
-        .find(|d| d.join(SYCL_LIB).exists() && d.join(XPTIFW_LIB).exists())
+    [dir.join("lib"), dir.to_path_buf()].into_iter().find(|d| d.join(SYCL_LIB).exists() && d.join(XPTIFW_LIB).exists())
 }
 
 pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -39,7 +37,10 @@ pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("OFFTRACE_SYCL_RUNTIME") {
         let dir = PathBuf::from(dir);
         return runtime_lib(&dir).with_context(|| {
-            format!("no SYCL runtime in {} (from OFFTRACE_SYCL_RUNTIME): pass --runtime DIR or run scripts/setup-sycl.sh", dir.display())
+            format!(
+                "no SYCL runtime in {} (from OFFTRACE_SYCL_RUNTIME): pass --runtime DIR or run scripts/setup-sycl.sh",
+                dir.display()
+            )
         });
     }
     let mut candidates = Vec::new();
@@ -110,7 +111,8 @@ pub(crate) fn find_program(program: &OsStr) -> anyhow::Result<PathBuf> {
     let found = if p.components().count() > 1 {
         p.is_file().then(|| p.to_path_buf())
     } else {
-        std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| is_executable(c)))
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| is_executable(c)))
     };
     found.with_context(|| format!("program not found: {}", p.display()))
 }
@@ -122,8 +124,10 @@ fn is_executable(p: &Path) -> bool {
 
 /// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet.
 fn default_output(program: &OsStr) -> PathBuf {
-    let stem = Path::new(program).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
-    let stem: String = stem.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+    let stem =
+        Path::new(program).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let stem: String =
+        stem.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
     (1u32..)
         .map(|n| PathBuf::from(format!("offtrace-{stem}-{n}.offtrace")))
         .find(|p| !p.exists())

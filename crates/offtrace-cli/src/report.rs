@@ -70,19 +70,15 @@ type Section = (&'static str, Vec<&'static str>, Vec<Vec<String>>);
 /// Every table of the report, as raw values (for CSV; the text report formats its own).
 fn sections(s: &Summary) -> Vec<Section> {
     let mut v: Vec<Section> = Vec::new();
-    v.push((
-        "trace",
-        vec!["key", "value"],
-        {
-            let mut rows: Vec<Vec<String>> = s.trace.info.iter().map(|(k, val)| vec![k.clone(), val.clone()]).collect();
-            rows.push(vec!["records".into(), s.trace.records.to_string()]);
-            rows.push(vec!["notifications".into(), s.trace.notifications.to_string()]);
-            rows.push(vec!["wall_ns".into(), s.trace.wall_ns.to_string()]);
-            rows.push(vec!["complete".into(), s.trace.complete.to_string()]);
-            rows.push(vec!["drops".into(), s.drops.total.to_string()]);
-            rows
-        },
-    ));
+    v.push(("trace", vec!["key", "value"], {
+        let mut rows: Vec<Vec<String>> = s.trace.info.iter().map(|(k, val)| vec![k.clone(), val.clone()]).collect();
+        rows.push(vec!["records".into(), s.trace.records.to_string()]);
+        rows.push(vec!["notifications".into(), s.trace.notifications.to_string()]);
+        rows.push(vec!["wall_ns".into(), s.trace.wall_ns.to_string()]);
+        rows.push(vec!["complete".into(), s.trace.complete.to_string()]);
+        rows.push(vec!["drops".into(), s.drops.total.to_string()]);
+        rows
+    }));
     v.push((
         "ur_calls",
         vec!["function", "function_id", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "wall_share", "errors"],
@@ -105,7 +101,18 @@ fn sections(s: &Summary) -> Vec<Section> {
     ));
     v.push((
         "sycl_commands",
-        vec!["command", "kind", "count", "host_total_ns", "host_mean_ns", "host_max_ns", "device_count", "device_total_ns", "device_mean_ns", "queues"],
+        vec![
+            "command",
+            "kind",
+            "count",
+            "host_total_ns",
+            "host_mean_ns",
+            "host_max_ns",
+            "device_count",
+            "device_total_ns",
+            "device_mean_ns",
+            "queues",
+        ],
         s.commands
             .iter()
             .map(|c| {
@@ -130,7 +137,15 @@ fn sections(s: &Summary) -> Vec<Section> {
         s.memory
             .allocations
             .iter()
-            .map(|a| vec![a.kind.clone(), a.device.clone(), a.count.to_string(), a.bytes.to_string(), a.max_bytes.to_string()])
+            .map(|a| {
+                vec![
+                    a.kind.clone(),
+                    a.device.clone(),
+                    a.count.to_string(),
+                    a.bytes.to_string(),
+                    a.max_bytes.to_string(),
+                ]
+            })
             .collect(),
     ));
     let m = &s.memory;
@@ -216,7 +231,8 @@ fn sections(s: &Summary) -> Vec<Section> {
             .kernels
             .iter()
             .flat_map(|k| {
-                let head = [k.kernel.clone(), k.dispatches.to_string(), k.linked.to_string(), k.distinct_sets.to_string()];
+                let head =
+                    [k.kernel.clone(), k.dispatches.to_string(), k.linked.to_string(), k.distinct_sets.to_string()];
                 let empty = k.allocations.is_empty().then(|| {
                     let mut r = head.to_vec();
                     r.extend(std::iter::repeat_n(String::new(), 6));
@@ -322,7 +338,8 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
         s.commands.len()
     )?;
     if !s.commands.is_empty() {
-        let mut tb = table(&["command", "kind", "count", "host total", "host mean", "device total", "device mean", "queues"], 2);
+        let mut tb =
+            table(&["command", "kind", "count", "host total", "host mean", "device total", "device mean", "queues"], 2);
         for c in &s.commands {
             tb.add_row(vec![
                 shorten(&c.name, 60),
@@ -331,7 +348,9 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
                 duration(c.host_total_ns),
                 duration(c.host_mean_ns),
                 match c.device_total_ns {
-                    Some(t) if c.device_count < c.count => format!("{} ({} of {})", duration(t), c.device_count, c.count),
+                    Some(t) if c.device_count < c.count => {
+                        format!("{} ({} of {})", duration(t), c.device_count, c.count)
+                    }
                     other => opt_dur(other),
                 },
                 opt_dur(c.device_mean_ns),
@@ -484,7 +503,8 @@ fn write_kernel_allocations(out: &mut dyn Write, k: &KernelAllocationSummary) ->
         writeln!(out, "  {}: {}", shorten(&kernel.kernel, 80), facts.join(", "))?;
         for a in kernel.allocations.iter().take(MAX_ALLOCATION_LINES) {
             let arg = if a.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", a.arg_index) };
-            let size = if a.size < 1024 { format!("{} B", a.size) } else { format!("{} B ({})", a.size, bytes(a.size)) };
+            let size =
+                if a.size < 1024 { format!("{} B", a.size) } else { format!("{} B ({})", a.size, bytes(a.size)) };
             let uses = if a.dispatches == kernel.dispatches && kernel.dispatches > 1 {
                 format!("all {} dispatches", count(a.dispatches))
             } else {

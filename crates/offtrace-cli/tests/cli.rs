@@ -87,7 +87,9 @@ fn report_json_and_csv() {
     let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
     ok(&o);
     let s = text(&o.stdout);
-    for section in ["# ur_calls", "# sycl_commands", "# memory_ops", "# queues", "# task_graph", "# threads", "# notifications"] {
+    for section in
+        ["# ur_calls", "# sycl_commands", "# memory_ops", "# queues", "# task_graph", "# threads", "# notifications"]
+    {
         assert!(s.contains(section), "{section} in {s}");
     }
     assert!(s.contains("urEnqueueUSMMemcpy,94,1,1000"), "{s}");
@@ -115,11 +117,8 @@ fn report_kernel_allocations_per_kernel() {
     let o = offtrace().arg("report").arg(&t).output().unwrap();
     ok(&o);
     let s = text(&o.stdout);
-    let section: Vec<&str> = s
-        .lines()
-        .skip_while(|l| !l.starts_with("Kernel allocations"))
-        .take_while(|l| !l.is_empty())
-        .collect();
+    let section: Vec<&str> =
+        s.lines().skip_while(|l| !l.starts_with("Kernel allocations")).take_while(|l| !l.is_empty()).collect();
     assert_eq!(
         section,
         [
@@ -148,7 +147,8 @@ fn report_kernel_allocations_per_kernel() {
     let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
     ok(&o);
     let s = text(&o.stdout);
-    let csv: Vec<&str> = s.lines().skip_while(|l| *l != "# kernel_allocations").skip(1).take_while(|l| !l.is_empty()).collect();
+    let csv: Vec<&str> =
+        s.lines().skip_while(|l| *l != "# kernel_allocations").skip(1).take_while(|l| !l.is_empty()).collect();
     assert_eq!(
         csv,
         [
@@ -176,7 +176,10 @@ fn report_reads_the_format_fixtures() {
     ok(&o);
     let s = text(&o.stdout);
     assert!(s.contains("Kernel allocations: 3 dispatches of 2 kernels, 0 linked"), "{s}");
-    assert!(s.contains("  _ZTS10vector_add: 2 dispatches, 2 not linked to a SYCL command, 2 different allocation sets"), "{s}");
+    assert!(
+        s.contains("  _ZTS10vector_add: 2 dispatches, 2 not linked to a SYCL command, 2 different allocation sets"),
+        "{s}"
+    );
     assert!(s.contains("    implicit: 65536 B (64.0 KiB) DEVICE (1 dispatch), base 0xff00000010000000"), "{s}");
 }
 
@@ -230,7 +233,13 @@ fn fake_runtime(dir: &Path) -> PathBuf {
 }
 
 fn record(args: &[&str]) -> Output {
-    offtrace().arg("record").args(args).env_remove("OFFTRACE_SYCL_RUNTIME").env_remove("OFFTRACE_AGENT").output().unwrap()
+    offtrace()
+        .arg("record")
+        .args(args)
+        .env_remove("OFFTRACE_SYCL_RUNTIME")
+        .env_remove("OFFTRACE_AGENT")
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -255,7 +264,11 @@ fn record_missing_runtime() {
 fn record_unwritable_output() {
     let o = record(&["-o", "/nonexistent-dir/sub/t.offtrace", "--", "true"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o.stderr).contains("cannot write the trace to /nonexistent-dir/sub/t.offtrace"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("cannot write the trace to /nonexistent-dir/sub/t.offtrace"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -263,7 +276,16 @@ fn record_missing_agent() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
     let out = dir.path().join("t.offtrace");
-    let o = record(&["--runtime", rt.to_str().unwrap(), "--agent", "/nonexistent/libagent.so", "-o", out.to_str().unwrap(), "--", "true"]);
+    let o = record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        "/nonexistent/libagent.so",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("agent not found: /nonexistent/libagent.so"), "{}", text(&o.stderr));
 }
@@ -275,7 +297,17 @@ fn record_returns_the_programs_status_and_signal() {
     let agent = dir.path().join("libagent.so");
     std::fs::write(&agent, b"").unwrap();
     let out = dir.path().join("t.offtrace");
-    let base = ["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o", out.to_str().unwrap(), "--"];
+    let base = [
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "--dispatcher",
+        "intel",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+    ];
     let env_dump = dir.path().join("env");
     let script = format!("env > {}; exit 3", env_dump.display());
     let mut args = base.to_vec();
@@ -298,7 +330,10 @@ fn record_returns_the_programs_status_and_signal() {
         assert!(env.contains(needle), "{needle} in env:\n{env}");
     }
     assert!(env.contains(&format!("XPTI_SUBSCRIBERS={}", agent.display())));
-    assert!(env.contains(&format!("XPTI_FRAMEWORK_DISPATCHER={}", rt.join("lib/libxptifw.so.1").canonicalize().unwrap().display())));
+    assert!(env.contains(&format!(
+        "XPTI_FRAMEWORK_DISPATCHER={}",
+        rt.join("lib/libxptifw.so.1").canonicalize().unwrap().display()
+    )));
     assert!(env.contains(&format!("OFFTRACE_OUTPUT={}", out.display())) || env.contains("OFFTRACE_OUTPUT=/"));
     assert!(env.lines().any(|l| l.starts_with("LD_LIBRARY_PATH=") && l.contains("venv/lib")));
 
@@ -306,8 +341,19 @@ fn record_returns_the_programs_status_and_signal() {
     args.extend(["--no-ur-calls", "--detail", "verbose"]);
     let _ = args;
     let args2 = [
-        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(),
-        "--no-ur-calls", "--detail", "verbose", "--", "sh", "-c", &format!("env > {}", env_dump.display()),
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--no-ur-calls",
+        "--detail",
+        "verbose",
+        "--",
+        "sh",
+        "-c",
+        &format!("env > {}", env_dump.display()),
     ];
     let o = record(&args2);
     assert_eq!(o.status.code(), Some(0));
@@ -332,7 +378,15 @@ fn record_forwards_sigterm_and_survives_it() {
     let script = format!("trap 'echo term > {}; exit 42' TERM; while true; do sleep 0.05; done", marker.display());
     let mut child = offtrace()
         .arg("record")
-        .args(["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--"])
+        .args([
+            "--runtime",
+            rt.to_str().unwrap(),
+            "--agent",
+            agent.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
         .args(["sh", "-c", &script])
         .spawn()
         .unwrap();
@@ -354,8 +408,16 @@ fn record_summary_line_on_a_written_trace() {
     write_trace(&src, &w4_like(), true);
     let out = dir.path().join("t.offtrace");
     let o = record(&[
-        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--",
-        "sh", "-c", &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
     ]);
     ok(&o);
     let e = text(&o.stderr);
@@ -389,8 +451,16 @@ fn record_missing_dispatcher() {
     std::fs::write(&agent, b"").unwrap();
     let out = dir.path().join("t.offtrace");
     let o = record(&[
-        "--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--dispatcher", "/nonexistent/libxptifw.so",
-        "-o", out.to_str().unwrap(), "--", "true",
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "--dispatcher",
+        "/nonexistent/libxptifw.so",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("XPTI dispatcher not found: /nonexistent/libxptifw.so"), "{}", text(&o.stderr));
@@ -443,7 +513,18 @@ fn record_uses_offtraces_dispatcher_by_default() {
     let out = dir.path().join("t.offtrace");
     let env_dump = dir.path().join("env");
     let script = format!("env > {}", env_dump.display());
-    let o = record(&["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "-o", out.to_str().unwrap(), "--", "sh", "-c", &script]);
+    let o = record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let env = std::fs::read_to_string(&env_dump).unwrap();
     let line = env.lines().find(|l| l.starts_with("XPTI_FRAMEWORK_DISPATCHER=")).expect("dispatcher set");

@@ -27,9 +27,7 @@ fn venv() -> Option<PathBuf> {
     if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
         return None;
     }
-    let v = std::env::var_os("OFFTRACE_SYCL_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".venv"));
+    let v = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
     assert!(
         v.join("lib/libsycl.so.9").exists() && v.join("bin/python").exists(),
         "no SYCL runtime in {}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV, or OFFTRACE_SKIP_SYCL=1 to skip)",
@@ -39,9 +37,7 @@ fn venv() -> Option<PathBuf> {
 }
 
 fn shared() -> PathBuf {
-    std::env::var_os("OFFTRACE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("../shared"))
+    std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
 }
 
 fn example(name: &str) -> PathBuf {
@@ -66,11 +62,8 @@ fn record(venv: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, St
 }
 
 fn report_json(trace: &Path) -> serde_json::Value {
-    let o = Command::new(offtrace())
-        .args(["report", "--format", "json"])
-        .arg(trace)
-        .output()
-        .expect("run offtrace report");
+    let o =
+        Command::new(offtrace()).args(["report", "--format", "json"]).arg(trace).output().expect("run offtrace report");
     assert!(o.status.success(), "report failed: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).expect("report --format json is JSON")
 }
@@ -98,8 +91,7 @@ fn record_report_and_export_the_bundled_example() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("example");
     let trace = dir.path().join("pipeline.offtrace");
-    let (code, stdout, stderr) =
-        record(&venv, &trace, &[], &[example("usm_pipeline.py").to_str().expect("utf8"), "4"]);
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("usm_pipeline.py").to_str().expect("utf8"), "4"]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("ok=True"), "the program's own output passes through: {stdout}");
     assert!(stderr.contains("records") && stderr.contains("dropped"), "summary line: {stderr}");
@@ -154,7 +146,12 @@ fn record_report_and_export_the_bundled_example() {
         .arg(dir.path().join("t.sqlite"))
         .output()
         .expect("python3");
-    assert!(py.status.success(), "sqlite check: {}{}", String::from_utf8_lossy(&py.stdout), String::from_utf8_lossy(&py.stderr));
+    assert!(
+        py.status.success(),
+        "sqlite check: {}{}",
+        String::from_utf8_lossy(&py.stdout),
+        String::from_utf8_lossy(&py.stderr)
+    );
 }
 
 /// `offtrace record` writes each kernel dispatch with its allocation properties (its recorder is
@@ -217,7 +214,10 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
             if p.exists() { p } else { bin_dir().join("libxptifw.so") }
         }
     };
-    let dir = tmpdir(&format!("cmp-{dispatcher}-{}", Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")));
+    let dir = tmpdir(&format!(
+        "cmp-{dispatcher}-{}",
+        Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")
+    ));
     let dump = dir.path().join("dump.jsonl");
     let trace = dir.path().join("t.offtrace");
     let agent = bin_dir().join("libofftrace_agent.so");
@@ -240,10 +240,7 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
     assert!(status.success(), "{program:?} failed under both subscribers: {status}");
 
     let text = std::fs::read_to_string(&dump).expect("dump written");
-    let exit = text
-        .lines()
-        .rfind(|l| l.starts_with("{\"k\":\"exit\""))
-        .expect("dump has an exit line");
+    let exit = text.lines().rfind(|l| l.starts_with("{\"k\":\"exit\"")).expect("dump has an exit line");
     let exit: serde_json::Value = serde_json::from_str(exit).expect("exit line is JSON");
     let mut expected = BTreeMap::new();
     for (stream, types) in exit["counts"].as_object().expect("counts") {
@@ -264,17 +261,41 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
 
 fn offtrace_trace_type_name(tt: u16) -> String {
     const NAMES: &[(u16, &str)] = &[
-        (0, "unknown_type"), (2, "graph_create"), (4, "node_create"), (6, "edge_create"),
-        (8, "region_begin"), (9, "region_end"), (10, "task_begin"), (11, "task_end"),
-        (12, "barrier_begin"), (13, "barrier_end"), (14, "lock_begin"), (15, "lock_end"),
-        (16, "signal"), (18, "transfer_begin"), (19, "transfer_end"), (20, "thread_begin"),
-        (21, "thread_end"), (22, "wait_begin"), (23, "wait_end"), (24, "function_begin"),
-        (25, "function_end"), (26, "metadata"), (28, "function_with_args_begin"),
-        (29, "function_with_args_end"), (32, "mem_alloc_begin"), (33, "mem_alloc_end"),
-        (34, "mem_release_begin"), (35, "mem_release_end"),
-        (36, "offload_alloc_memory_object_construct"), (37, "offload_alloc_memory_object_destruct"),
-        (38, "offload_alloc_memory_object_associate"), (39, "offload_alloc_memory_object_release"),
-        (40, "offload_alloc_accessor"), (42, "queue_create"), (43, "queue_destroy"),
+        (0, "unknown_type"),
+        (2, "graph_create"),
+        (4, "node_create"),
+        (6, "edge_create"),
+        (8, "region_begin"),
+        (9, "region_end"),
+        (10, "task_begin"),
+        (11, "task_end"),
+        (12, "barrier_begin"),
+        (13, "barrier_end"),
+        (14, "lock_begin"),
+        (15, "lock_end"),
+        (16, "signal"),
+        (18, "transfer_begin"),
+        (19, "transfer_end"),
+        (20, "thread_begin"),
+        (21, "thread_end"),
+        (22, "wait_begin"),
+        (23, "wait_end"),
+        (24, "function_begin"),
+        (25, "function_end"),
+        (26, "metadata"),
+        (28, "function_with_args_begin"),
+        (29, "function_with_args_end"),
+        (32, "mem_alloc_begin"),
+        (33, "mem_alloc_end"),
+        (34, "mem_release_begin"),
+        (35, "mem_release_end"),
+        (36, "offload_alloc_memory_object_construct"),
+        (37, "offload_alloc_memory_object_destruct"),
+        (38, "offload_alloc_memory_object_associate"),
+        (39, "offload_alloc_memory_object_release"),
+        (40, "offload_alloc_accessor"),
+        (42, "queue_create"),
+        (43, "queue_destroy"),
         (126, "diagnostics"),
     ];
     NAMES.iter().find(|(v, _)| *v == tt).map(|(_, n)| n.to_string()).unwrap_or(format!("type_{tt}"))
@@ -318,8 +339,7 @@ fn same_counts_under_intels_and_offtraces_dispatcher() {
     let keys: std::collections::BTreeSet<_> = intel.keys().chain(ours.keys()).cloned().collect();
     for k in keys {
         let (a, b) = (intel.get(&k).copied().unwrap_or(0), ours.get(&k).copied().unwrap_or(0));
-        let timing_dependent = matches!(k.1.as_str(), "wait_begin" | "wait_end" | "edge_create")
-            || k.0 == "ur.call";
+        let timing_dependent = matches!(k.1.as_str(), "wait_begin" | "wait_end" | "edge_create") || k.0 == "ur.call";
         if timing_dependent {
             let margin = (a.max(b) / 10).max(3);
             assert!(a.abs_diff(b) <= margin, "{k:?}: intel {a}, offtrace {b} (margin {margin})");
@@ -381,7 +401,10 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     let c = notification_counts(&rep);
     assert!(count(&c, "ur.call", "function_with_args_begin") > 100, "{c:?}");
     let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
-    assert!(err.contains("truncated") || err.contains("did not finish") || err.contains("unfinished"), "a warning says the trace is incomplete: {err}");
+    assert!(
+        err.contains("truncated") || err.contains("did not finish") || err.contains("unfinished"),
+        "a warning says the trace is incomplete: {err}"
+    );
 }
 
 #[test]

@@ -28,7 +28,14 @@ unsafe extern "C" fn noop_cb(r: CallbackRecord, u: *mut UserData, d: *mut c_void
     black_box((r, u, d));
 }
 
-unsafe extern "C" fn noop_buffer(_c: ContextId, _b: BufferId, r: *const BufferRecord, n: usize, _d: *mut c_void, _x: u64) {
+unsafe extern "C" fn noop_buffer(
+    _c: ContextId,
+    _b: BufferId,
+    r: *const BufferRecord,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
     black_box((r, n));
 }
 
@@ -138,7 +145,9 @@ fn bench(c: &mut Criterion) {
     }
     for n in [1usize, 2] {
         t.bench_function(format!("baseline_noop/{n}"), |b| b.iter_custom(|it| on_threads(n, it, noop)));
-        with_callback_ctx(|| t.bench_function(format!("callback_noop/{n}"), |b| b.iter_custom(|it| on_threads(n, it, traced))));
+        with_callback_ctx(|| {
+            t.bench_function(format!("callback_noop/{n}"), |b| b.iter_custom(|it| on_threads(n, it, traced)))
+        });
         with_buffer_ctx(Kind::MemoryCopy, || {
             t.bench_function(format!("buffer_activity/{n}"), |b| b.iter_custom(|it| on_threads(n, it, activity)))
         });

@@ -94,9 +94,8 @@ pub unsafe fn kernel_allocation_properties(p: &KernelDispatchPayload) -> Vec<All
     }
     if !p.implicit_allocations.is_null() {
         // SAFETY: the caller guarantees `implicit_allocation_count` readable entries.
-        let implicit = unsafe {
-            std::slice::from_raw_parts(p.implicit_allocations, p.implicit_allocation_count as usize)
-        };
+        let implicit =
+            unsafe { std::slice::from_raw_parts(p.implicit_allocations, p.implicit_allocation_count as usize) };
         out.extend(implicit.iter().map(|a| AllocationProperties {
             base: a.base,
             size: a.size,

@@ -106,7 +106,6 @@ pub unsafe fn iterate_operation_args(
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

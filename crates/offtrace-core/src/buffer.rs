@@ -567,7 +567,16 @@ impl Buffer {
         // The calling thread's staging of this buffer, through the cache of context slot `slot`.
         let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
         if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
-            let r = BufferRecord::new(context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
+            let r = BufferRecord::new(
+                context_id,
+                kind,
+                operation,
+                correlation_id,
+                thread_id,
+                start,
+                end,
+                payload.data(kind),
+            );
             return self.write_direct(&r);
         }
         // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
@@ -591,7 +600,17 @@ impl Buffer {
         // - the record is not yet published, so ours alone (see `Area`).
         unsafe {
             let dst = st.records.add(i);
-            BufferRecord::store(dst, context_id, kind, operation, correlation_id, thread_id, start, end, payload.data(kind));
+            BufferRecord::store(
+                dst,
+                context_id,
+                kind,
+                operation,
+                correlation_id,
+                thread_id,
+                start,
+                end,
+                payload.data(kind),
+            );
         }
         st.tail = i + 1;
         st.area.publish(i + 1);

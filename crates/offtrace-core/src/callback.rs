@@ -103,7 +103,8 @@ pub struct CallbackRecord {
 }
 
 /// `offtrace_callback_tracing_cb_t`.
-pub type CallbackFn = unsafe extern "C" fn(record: CallbackRecord, user_data: *mut UserData, callback_data: *mut c_void);
+pub type CallbackFn =
+    unsafe extern "C" fn(record: CallbackRecord, user_data: *mut UserData, callback_data: *mut c_void);
 
 /// Which operations of a kind a service wants.
 #[derive(Debug)]
@@ -298,7 +299,8 @@ pub struct CallToken {
 
 impl CallToken {
     /// The token of a call no context saw.
-    pub const NONE: CallToken = CallToken { delivered: 0, buffered: 0, frame: 0, kind: 0, operation: 0, correlation: 0 };
+    pub const NONE: CallToken =
+        CallToken { delivered: 0, buffered: 0, frame: 0, kind: 0, operation: 0, correlation: 0 };
 
     /// Whether any context saw the enter (and so will see the exit).
     #[inline]
@@ -335,7 +337,15 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
     if token.is_delivered() {
         // Field by field: a 16-byte copy of the token, just written with narrow stores, would
         // stall on store forwarding.
-        exit_slow(token.delivered, token.buffered, token.frame, token.kind, token.operation, token.correlation, payload);
+        exit_slow(
+            token.delivered,
+            token.buffered,
+            token.frame,
+            token.kind,
+            token.operation,
+            token.correlation,
+            payload,
+        );
     }
 }
 
@@ -595,7 +605,15 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
 }
 
 #[inline(never)]
-fn exit_slow(delivered: u8, buffered: u8, frame_index: u8, kind: u8, operation: u32, correlation: u64, payload: Payload<'_>) {
+fn exit_slow(
+    delivered: u8,
+    buffered: u8,
+    frame_index: u8,
+    kind: u8,
+    operation: u32,
+    correlation: u64,
+    payload: Payload<'_>,
+) {
     let t = thread_state();
     if frame_index & LATE_FRAME != 0 {
         return exit_late(t, delivered, buffered, frame_index & !LATE_FRAME, kind, operation, correlation, payload);
@@ -693,7 +711,10 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
         let record = CallbackRecord {
             context_id: id,
             thread_id,
-            correlation_id: CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
+            correlation_id: CorrelationId {
+                internal: token.correlation,
+                external: UserData { value: t.external(i, id) },
+            },
             kind: kind as u32,
             operation: token.operation,
             phase: Phase::Exit as u32,
@@ -782,7 +803,10 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
-                    correlation_id: CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+                    correlation_id: CorrelationId {
+                        internal: correlation,
+                        external: UserData { value: t.external(i, id) },
+                    },
                     kind: kind as u32,
                     operation: op,
                     phase: phase as u32,

@@ -28,8 +28,8 @@
 #![allow(unsafe_code)] // services are owned through raw pointers in `AtomicPtr`s (see SAFETY notes)
 
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::buffer::BufferService;
 use crate::callback::{CallbackService, untag_service};
@@ -116,11 +116,7 @@ fn slot_of(handle: u64) -> Option<usize> {
 pub(crate) fn validate(ctx: ContextId) -> Result<usize, ServiceError> {
     let i = slot_of(ctx.handle).ok_or(ServiceError::ContextInvalid)?;
     // Acquire: pairs with the Release in `create_context`.
-    if SLOTS[i].handle.load(Ordering::Acquire) == ctx.handle {
-        Ok(i)
-    } else {
-        Err(ServiceError::ContextInvalid)
-    }
+    if SLOTS[i].handle.load(Ordering::Acquire) == ctx.handle { Ok(i) } else { Err(ServiceError::ContextInvalid) }
 }
 
 /// Creates a stopped context with no services.

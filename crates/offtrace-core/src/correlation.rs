@@ -216,9 +216,8 @@ mod tests {
     #[test]
     fn ids_are_unique_across_threads() {
         let mut all: Vec<u64> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| (0..10_000).map(|_| next_correlation_id()).collect::<Vec<_>>()))
-                .collect();
+            let hs: Vec<_> =
+                (0..4).map(|_| s.spawn(|| (0..10_000).map(|_| next_correlation_id()).collect::<Vec<_>>())).collect();
             hs.into_iter().flat_map(|h| h.join().expect("thread")).collect()
         });
         let n = all.len();

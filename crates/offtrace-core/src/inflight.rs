@@ -239,9 +239,8 @@ fn new_slot() -> &'static ThreadSlot {
         open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
         alive: AtomicBool::new(false),
         used_frames: AtomicU64::new(0),
-        frames: [const {
-            UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 })
-        }; MAX_FRAMES],
+        frames: [const { UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 }) };
+            MAX_FRAMES],
     }))
 }
 

@@ -239,10 +239,8 @@ const GRAPH_ARGS: &[ArgDescriptor] = &[
     arg!("name", "const char*", 8, CString),
     arg!("ur_event", "ur_event_handle_t", 8, Pointer),
 ];
-const SYNC_ARGS: &[ArgDescriptor] = &[
-    arg!("object", "void*", 8, Pointer),
-    arg!("event_count", "uint32_t", 4, Unsigned),
-];
+const SYNC_ARGS: &[ArgDescriptor] =
+    &[arg!("object", "void*", 8, Pointer), arg!("event_count", "uint32_t", 4, Unsigned)];
 const CODE_OBJECT_ARGS: &[ArgDescriptor] = &[
     arg!("handle", "void*", 8, Pointer),
     arg!("program", "ur_program_handle_t", 8, Pointer),
@@ -258,10 +256,8 @@ const XPTI_ARGS: &[ArgDescriptor] = &[
     arg!("instance", "uint64_t", 8, Unsigned),
     arg!("user_data", "const void*", 8, Pointer),
 ];
-const MARKER_ARGS: &[ArgDescriptor] = &[
-    arg!("message", "const char*", 8, CString),
-    arg!("range_id", "uint64_t", 8, Unsigned),
-];
+const MARKER_ARGS: &[ArgDescriptor] =
+    &[arg!("message", "const char*", 8, CString), arg!("range_id", "uint64_t", 8, Unsigned)];
 
 macro_rules! ops {
     ($args:ident: $($id:literal => $name:literal),* $(,)?) => {
@@ -329,8 +325,7 @@ const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free
 const TASK_GRAPH_OPS: &[Operation] =
     ops!(GRAPH_ARGS: 0 => "node_create", 1 => "edge_create", 2 => "task", 3 => "signal");
 const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier");
-const CODE_OBJECT_OPS: &[Operation] =
-    ops!(CODE_OBJECT_ARGS: 0 => "program", 1 => "program_build", 2 => "kernel");
+const CODE_OBJECT_OPS: &[Operation] = ops!(CODE_OBJECT_ARGS: 0 => "program", 1 => "program_build", 2 => "kernel");
 const MARKER_OPS: &[Operation] = ops!(MARKER_ARGS: 0 => "mark", 1 => "range");
 /// The named `trace_point_type_t` values of the XPTI headers (2026.2), with their header names.
 const XPTI_OPS: &[Operation] = ops!(XPTI_ARGS:

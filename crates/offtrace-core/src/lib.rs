@@ -3,13 +3,11 @@
 //! Modules (one concept each): `clock` (the trace clock), `ring` (single-producer/single-consumer record ring),
 //! services (contexts, callback and buffer tracing) live in their own modules.
 
-pub mod clock;
-pub mod ring;
-mod sync;
 mod allocation;
 mod args;
 mod buffer;
 mod callback;
+pub mod clock;
 mod context;
 mod correlation;
 mod error;
@@ -17,11 +15,13 @@ mod inflight;
 mod kind;
 mod marker;
 mod payload;
+pub mod ring;
+mod sync;
 mod timestamp;
 
 pub use allocation::{
-    AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties, live_count as live_allocation_count,
-    lookup as lookup_allocation, record_alloc, record_free,
+    AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties,
+    live_count as live_allocation_count, lookup as lookup_allocation, record_alloc, record_free,
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
@@ -30,7 +30,8 @@ pub use buffer::{
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
-    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with, kind_enabled,
+    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with,
+    kind_enabled,
 };
 pub use context::{
     ContextId, MAX_CONTEXTS, configured_kinds, context_is_active, create_context, destroy_context, start_context,
@@ -46,10 +47,13 @@ pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
     memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, xpti_op,
 };
-pub use marker::{RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop, range_push as marker_range_push};
+pub use marker::{
+    RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop,
+    range_push as marker_range_push,
+};
 pub use payload::{
-    ApiCallPayload, CodeObjectPayload, ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload,
-    MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, SyncPayload,
-    TaskGraphPayload, XptiPayload,
+    ApiCallPayload, CodeObjectPayload, ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS,
+    MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload,
+    SyncPayload, TaskGraphPayload, XptiPayload,
 };
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

@@ -291,7 +291,6 @@ impl Payload<'_> {
         KINDS[i]
     }
 
-
     /// The pointer C callbacks receive as `record.payload`.
     #[inline]
     pub fn as_ptr(&self) -> *const c_void {
@@ -482,7 +481,8 @@ mod tests {
     fn kind_and_summary_of_every_variant() {
         let api = ApiCallPayload::new(7, &[1, 2, 3, 4, 5]);
         let queue = QueuePayload { queue: 1, device: 2, context: 3, flags: 4 };
-        let kernel = KernelDispatchPayload { queue: 1, kernel: 2, global_size: [3, 4, 5], work_dim: 3, ..Default::default() };
+        let kernel =
+            KernelDispatchPayload { queue: 1, kernel: 2, global_size: [3, 4, 5], work_dim: 3, ..Default::default() };
         let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
         let fill = MemoryFillPayload { queue: 1, dst: 2, pattern: 3, pattern_size: 4, size: 5 };
         let alloc = MemoryAllocPayload { ptr: 1, size: 2, memory_type: MemoryType::Device, device: 4 };

@@ -70,10 +70,7 @@ pub fn ring<T: Copy + Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         slots,
         mask: cap - 1,
     });
-    (
-        Producer { shared: shared.clone(), tail: 0, cached_head: 0 },
-        Consumer { shared, head: 0 },
-    )
+    (Producer { shared: shared.clone(), tail: 0, cached_head: 0 }, Consumer { shared, head: 0 })
 }
 
 impl<T: Copy + Send> Producer<T> {

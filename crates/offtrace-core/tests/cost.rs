@@ -17,7 +17,14 @@ unsafe extern "C" fn noop_cb(r: CallbackRecord, u: *mut UserData, d: *mut c_void
     black_box((r, u, d));
 }
 
-unsafe extern "C" fn noop_buffer(_c: ContextId, _b: BufferId, r: *const BufferRecord, n: usize, _d: *mut c_void, _x: u64) {
+unsafe extern "C" fn noop_buffer(
+    _c: ContextId,
+    _b: BufferId,
+    r: *const BufferRecord,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
     black_box((r, n));
 }
 
@@ -35,7 +42,9 @@ fn instructions() {
         } else if op == "instant" {
             configure_callback_tracing_service(ctx, Kind::Xpti, None, noop_cb, std::ptr::null_mut()).unwrap();
         } else {
-            let buf = create_buffer(ctx, 4096 * rec, 2048 * rec, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            let buf =
+                create_buffer(ctx, 4096 * rec, 2048 * rec, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut())
+                    .unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
             configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
         }

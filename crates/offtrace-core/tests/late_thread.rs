@@ -63,7 +63,9 @@ fn context() -> (ContextId, BufferId) {
     }
     let rec = std::mem::size_of::<BufferRecord>();
     // SAFETY: as above.
-    let buf = unsafe { create_buffer(ctx, 64 * rec, 64 * rec, BufferPolicy::Lossless, buf_cb, std::ptr::null_mut()).unwrap() };
+    let buf = unsafe {
+        create_buffer(ctx, 64 * rec, 64 * rec, BufferPolicy::Lossless, buf_cb, std::ptr::null_mut()).unwrap()
+    };
     configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
     start_context(ctx).unwrap();
     (ctx, buf)
@@ -123,7 +125,10 @@ thread_local! {
 
 /// Runs a thread that registers `Late` first, then uses the services (so their thread-locals
 /// are destroyed before `Late`), opens one call and exits inside it.
-fn spawn_late(enter_delivered: &'static AtomicBool, pause: Option<Box<dyn FnOnce() + Send>>) -> std::thread::JoinHandle<()> {
+fn spawn_late(
+    enter_delivered: &'static AtomicBool,
+    pause: Option<Box<dyn FnOnce() + Send>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         LATE.with(|l| drop(l.borrow())); // registers its destructor before the services' ones
         instant(); // the services' thread-locals: registered now
@@ -145,11 +150,19 @@ fn emits_from_thread_local_destructors_are_delivered() {
     let lost = late_lost();
     spawn_late(&ENTER_DELIVERED, None).join().unwrap();
     flush_buffer(buf).unwrap();
-    assert_eq!(INSTANTS.load(Ordering::SeqCst), 1 + 3 + 1, "instants before and during teardown, one inside a late call");
+    assert_eq!(
+        INSTANTS.load(Ordering::SeqCst),
+        1 + 3 + 1,
+        "instants before and during teardown, one inside a late call"
+    );
     assert_eq!(ACTIVITY.load(Ordering::SeqCst), 1 + 1, "activity before and during teardown");
     assert!(ENTER_DELIVERED.load(Ordering::SeqCst), "an enter in teardown is delivered through the late slot");
     assert_eq!(ENTERS.load(Ordering::SeqCst), 1 + 2, "before the teardown, and a nested pair during it");
-    assert_eq!(EXITS.load(Ordering::SeqCst), 1 + 2, "the exit of the call entered before the teardown, and the late pair's");
+    assert_eq!(
+        EXITS.load(Ordering::SeqCst),
+        1 + 2,
+        "the exit of the call entered before the teardown, and the late pair's"
+    );
     assert_eq!(BAD_USER_DATA.load(Ordering::SeqCst), 0);
     assert_eq!(late_lost(), lost, "one late thread: no contention");
     destroy_context(ctx).unwrap();
@@ -231,7 +244,16 @@ fn contended_late_slot_loses_and_counts() {
         }
     }
     // SAFETY: `holding_cb` is sound for any record.
-    unsafe { configure_callback_tracing_service(ctx2, Kind::CodeObject, Some(&[code_object::KERNEL]), holding_cb, std::ptr::null_mut()).unwrap() };
+    unsafe {
+        configure_callback_tracing_service(
+            ctx2,
+            Kind::CodeObject,
+            Some(&[code_object::KERNEL]),
+            holding_cb,
+            std::ptr::null_mut(),
+        )
+        .unwrap()
+    };
     start_context(ctx2).unwrap();
     HOLD.store(true, Ordering::SeqCst);
     static E1: AtomicBool = AtomicBool::new(false);

@@ -339,9 +339,17 @@ struct Batches {
     slow: AtomicBool,
 }
 
-unsafe extern "C" fn batch_cb(_c: ContextId, _b: BufferId, recs: *const BufferRecord, n: usize, data: *mut c_void, drops: u64) {
+unsafe extern "C" fn batch_cb(
+    _c: ContextId,
+    _b: BufferId,
+    recs: *const BufferRecord,
+    n: usize,
+    data: *mut c_void,
+    drops: u64,
+) {
     // SAFETY: tests pass `Batches` outliving the context; `recs[..n]` is valid during the call.
-    let (b, recs) = unsafe { (&*data.cast::<Batches>(), if n == 0 { &[][..] } else { std::slice::from_raw_parts(recs, n) }) };
+    let (b, recs) =
+        unsafe { (&*data.cast::<Batches>(), if n == 0 { &[][..] } else { std::slice::from_raw_parts(recs, n) }) };
     b.sizes.lock().unwrap().push(n);
     b.records.lock().unwrap().extend_from_slice(recs);
     b.drops.fetch_add(drops, Ordering::SeqCst);
@@ -356,7 +364,8 @@ fn buffered_ctx(b: &Batches, records: usize, watermark: usize, policy: BufferPol
     let ctx = create_context().unwrap();
     // SAFETY: `batch_cb` is sound with a `Batches` that outlives the context.
     let buf = unsafe {
-        create_buffer(ctx, records * REC, watermark * REC, policy, batch_cb, b as *const Batches as *mut c_void).unwrap()
+        create_buffer(ctx, records * REC, watermark * REC, policy, batch_cb, b as *const Batches as *mut c_void)
+            .unwrap()
     };
     configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
     start_context(ctx).unwrap();
@@ -378,8 +387,14 @@ fn buffer_arguments_are_checked() {
     let data = &b as *const Batches as *mut c_void;
     // SAFETY: as in `buffered_ctx`.
     unsafe {
-        assert_eq!(create_buffer(ctx, REC - 1, 0, BufferPolicy::Lossless, batch_cb, data), Err(ServiceError::InvalidArgument));
-        assert_eq!(create_buffer(ctx, REC, 2 * REC, BufferPolicy::Lossless, batch_cb, data), Err(ServiceError::InvalidArgument));
+        assert_eq!(
+            create_buffer(ctx, REC - 1, 0, BufferPolicy::Lossless, batch_cb, data),
+            Err(ServiceError::InvalidArgument)
+        );
+        assert_eq!(
+            create_buffer(ctx, REC, 2 * REC, BufferPolicy::Lossless, batch_cb, data),
+            Err(ServiceError::InvalidArgument)
+        );
         assert_eq!(
             create_buffer(ContextId { handle: 3 }, REC, 0, BufferPolicy::Lossless, batch_cb, data),
             Err(ServiceError::ContextInvalid)
@@ -387,8 +402,14 @@ fn buffer_arguments_are_checked() {
         let buf = create_buffer(ctx, 4 * REC, REC, BufferPolicy::Lossless, batch_cb, data).unwrap();
         assert_eq!(buffer_capacity(buf), Ok(4));
         configure_buffer_tracing_service(ctx, Kind::Marker, None, buf).unwrap();
-        assert_eq!(configure_buffer_tracing_service(ctx, Kind::Marker, None, buf), Err(ServiceError::ServiceAlreadyConfigured));
-        assert_eq!(configure_buffer_tracing_service(ctx, Kind::Sync, None, BufferId { handle: 0 }), Err(ServiceError::BufferNotFound));
+        assert_eq!(
+            configure_buffer_tracing_service(ctx, Kind::Marker, None, buf),
+            Err(ServiceError::ServiceAlreadyConfigured)
+        );
+        assert_eq!(
+            configure_buffer_tracing_service(ctx, Kind::Sync, None, BufferId { handle: 0 }),
+            Err(ServiceError::BufferNotFound)
+        );
     }
     destroy_context(ctx).unwrap();
 }
@@ -412,7 +433,9 @@ fn watermark_triggers_delivery_and_flush_delivers_the_rest() {
     flush_buffer(buf).unwrap();
     assert_eq!(b.sizes.lock().unwrap().len(), 2, "an empty flush calls nothing");
     let recs = b.records.lock().unwrap();
-    assert!(recs.iter().all(|r| r.kind == Kind::UrApi as u32 && r.end_timestamp >= r.start_timestamp && r.data[0] == 3));
+    assert!(
+        recs.iter().all(|r| r.kind == Kind::UrApi as u32 && r.end_timestamp >= r.start_timestamp && r.data[0] == 3)
+    );
     drop(recs);
     destroy_context(ctx).unwrap();
     assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound), "destroy retires the context's buffers");
@@ -475,7 +498,8 @@ fn activity_records_carry_explicit_timestamps() {
     let ctx = create_context().unwrap();
     // SAFETY: as in `buffered_ctx`.
     let buf = unsafe {
-        create_buffer(ctx, 8 * REC, 8 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void).unwrap()
+        create_buffer(ctx, 8 * REC, 8 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void)
+            .unwrap()
     };
     configure_buffer_tracing_service(ctx, Kind::KernelDispatch, None, buf).unwrap();
     start_context(ctx).unwrap();
@@ -497,7 +521,8 @@ fn buffer_operation_filter() {
     let ctx = create_context().unwrap();
     // SAFETY: as in `buffered_ctx`.
     let buf = unsafe {
-        create_buffer(ctx, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void).unwrap()
+        create_buffer(ctx, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void)
+            .unwrap()
     };
     configure_buffer_tracing_service(ctx, Kind::UrApi, Some(&[mock::UR_QUEUE_FINISH]), buf).unwrap();
     configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
@@ -524,10 +549,24 @@ fn activity_paths() {
     // SAFETY: as in `buffered_ctx`.
     let (buf_a, buf_b) = unsafe {
         (
-            create_buffer(ctx_a, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &a as *const Batches as *mut c_void)
-                .unwrap(),
-            create_buffer(ctx_b, 16 * REC, 16 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void)
-                .unwrap(),
+            create_buffer(
+                ctx_a,
+                16 * REC,
+                16 * REC,
+                BufferPolicy::Lossless,
+                batch_cb,
+                &a as *const Batches as *mut c_void,
+            )
+            .unwrap(),
+            create_buffer(
+                ctx_b,
+                16 * REC,
+                16 * REC,
+                BufferPolicy::Lossless,
+                batch_cb,
+                &b as *const Batches as *mut c_void,
+            )
+            .unwrap(),
         )
     };
     // Context a: copies and fills; context b: fills only, and only BUFFER_FILL.
@@ -548,7 +587,8 @@ fn activity_paths() {
     emit_activity(Kind::MemoryFill, memory_fill::BUFFER_FILL, 14, 500, 600, Payload::MemoryFill(&fill));
     flush_buffer(buf_a).unwrap();
     flush_buffer(buf_b).unwrap();
-    let fields = |r: &BufferRecord| (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.data);
+    let fields =
+        |r: &BufferRecord| (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.data);
     let got_a: Vec<_> = a.records.lock().unwrap().iter().map(fields).collect();
     let got_b: Vec<_> = b.records.lock().unwrap().iter().map(fields).collect();
     let (copy_k, fill_k) = (Kind::MemoryCopy as u32, Kind::MemoryFill as u32);
@@ -768,14 +808,28 @@ fn everything_nested_in_a_callback_is_guarded() {
     })
     .unwrap();
     let batches = Arc::new(AtomicUsize::new(0));
-    unsafe extern "C" fn count_batch(_c: ContextId, _b: BufferId, _r: *const BufferRecord, n: usize, d: *mut c_void, _x: u64) {
+    unsafe extern "C" fn count_batch(
+        _c: ContextId,
+        _b: BufferId,
+        _r: *const BufferRecord,
+        n: usize,
+        d: *mut c_void,
+        _x: u64,
+    ) {
         // SAFETY: `d` is the `AtomicUsize` of the test, alive until its context is destroyed.
         unsafe { &*d.cast::<AtomicUsize>() }.fetch_add(n, Ordering::Relaxed);
     }
     let rec = std::mem::size_of::<BufferRecord>();
     // SAFETY: `count_batch` is sound for any delivery with the test's counter.
     let buf = unsafe {
-        create_buffer(other, 64 * rec, rec, BufferPolicy::Lossless, count_batch, Arc::as_ptr(&batches).cast_mut().cast())
+        create_buffer(
+            other,
+            64 * rec,
+            rec,
+            BufferPolicy::Lossless,
+            count_batch,
+            Arc::as_ptr(&batches).cast_mut().cast(),
+        )
     }
     .unwrap();
     configure_buffer_tracing_service(other, Kind::MemoryCopy, None, buf).unwrap();

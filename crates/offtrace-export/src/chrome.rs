@@ -48,7 +48,10 @@ impl JsonOut<'_> {
             .out
             .write_all(sep)
             .map_err(|source| ExportError::Write { path: self.path.to_owned(), source })
-            .and_then(|()| serde_json::to_writer(&mut self.out, v).map_err(|source| ExportError::Json { path: self.path.to_owned(), source }));
+            .and_then(|()| {
+                serde_json::to_writer(&mut self.out, v)
+                    .map_err(|source| ExportError::Json { path: self.path.to_owned(), source })
+            });
         match r {
             Ok(()) => self.events += 1,
             Err(e) => self.error = Some(e),
@@ -157,12 +160,16 @@ pub(crate) fn export(
     let j = &mut em.j;
     slices.close_all(&mut |a| emit_slice(j, a));
     em.j.check()?;
-    let mut other = json!({"records": outcome.records, "truncated": outcome.truncated.is_some(), "clock": "CLOCK_MONOTONIC"});
+    let mut other =
+        json!({"records": outcome.records, "truncated": outcome.truncated.is_some(), "clock": "CLOCK_MONOTONIC"});
     for (k, v) in &s.trace.info {
         other[k] = json!(v);
     }
     let tail = format!("\n],\"otherData\":{other}}}\n");
-    em.j.out.write_all(tail.as_bytes()).and_then(|()| em.j.out.flush()).map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
+    em.j.out
+        .write_all(tail.as_bytes())
+        .and_then(|()| em.j.out.flush())
+        .map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
     Ok(ExportStats { records: outcome.records, items: em.j.events, truncated: outcome.truncated })
 }
 

@@ -82,6 +82,9 @@ pub fn export(
 }
 
 /// Exports one format, for callers holding records in memory.
-pub fn export_records(records: &[offtrace_format::Record], options: &ExportOptions) -> Result<ExportStats, ExportError> {
+pub fn export_records(
+    records: &[offtrace_format::Record],
+    options: &ExportOptions,
+) -> Result<ExportStats, ExportError> {
     export(&mut MemorySource(records), options, None)
 }

@@ -69,9 +69,10 @@ impl PacketWriter<'_> {
 
     fn flush(&mut self) {
         if self.error.is_none()
-            && let Err(e) = self.out.write_all(&self.proto.buf) {
-                self.error = Some(e);
-            }
+            && let Err(e) = self.out.write_all(&self.proto.buf)
+        {
+            self.error = Some(e);
+        }
         self.proto.buf.clear();
     }
 
@@ -233,7 +234,16 @@ impl ModelSink for Emitter<'_, '_> {
 
     fn device(&mut self, d: &DeviceEvent<'_>) {
         let track = device_track(d.queue_id);
-        self.w.slice_begin(d.start_ns, track, d.name, "device", &[], &[device_flow(d.instance)], &[("instance", d.instance)], &[]);
+        self.w.slice_begin(
+            d.start_ns,
+            track,
+            d.name,
+            "device",
+            &[],
+            &[device_flow(d.instance)],
+            &[("instance", d.instance)],
+            &[],
+        );
         self.w.slice_end(d.end_ns, track);
     }
 
@@ -280,7 +290,11 @@ pub(crate) fn export(
                     Some(false) => "out-of-order",
                     None => "?",
                 };
-                if st.device.is_empty() { format!("queue {id} ({order})") } else { format!("queue {id} ({order}, {})", st.device) }
+                if st.device.is_empty() {
+                    format!("queue {id} ({order})")
+                } else {
+                    format!("queue {id} ({order}, {})", st.device)
+                }
             }
             (Some(id), None) => format!("queue {id}"),
             (None, _) => "commands (no queue)".to_owned(),

@@ -1,7 +1,9 @@
 //! Turns records into table rows (shared by the SQLite and CSV exports), in one pass.
 
-use offtrace_analysis::{names, Definitions, ModelSink, Summary, SummaryBuilder};
-use offtrace_analysis::{CommandEvent, DeviceEvent, EdgeEvent, MemOpEvent, MemoryEvent, NodeEvent, QueueEvent, UrCallEvent};
+use offtrace_analysis::{
+    CommandEvent, DeviceEvent, EdgeEvent, MemOpEvent, MemoryEvent, NodeEvent, QueueEvent, UrCallEvent,
+};
+use offtrace_analysis::{Definitions, ModelSink, Summary, SummaryBuilder, names};
 use offtrace_format::{Record, UserData};
 
 use crate::source::{ProgressFn, RecordSource, for_each_record};
@@ -188,7 +190,9 @@ pub(crate) fn user_data_text(defs: &Definitions, ud: &UserData) -> (&'static str
         ),
         UserData::MemAlloc { mem_object, alloc_pointer, alloc_size, guard_zone } => (
             "mem_alloc",
-            Some(format!("mem_object=0x{mem_object:x} pointer=0x{alloc_pointer:x} size={alloc_size} guard_zone={guard_zone}")),
+            Some(format!(
+                "mem_object=0x{mem_object:x} pointer=0x{alloc_pointer:x} size={alloc_size} guard_zone={guard_zone}"
+            )),
         ),
         UserData::OffloadBuffer { user_object, host_object, element_type, element_size, dim, range } => (
             "offload_buffer",
@@ -200,10 +204,9 @@ pub(crate) fn user_data_text(defs: &Definitions, ud: &UserData) -> (&'static str
         UserData::Association { user_object, mem_object } => {
             ("association", Some(format!("user_object=0x{user_object:x} mem_object=0x{mem_object:x}")))
         }
-        UserData::Accessor { buffer, accessor, target, mode } => (
-            "accessor",
-            Some(format!("buffer=0x{buffer:x} accessor=0x{accessor:x} target={target} mode={mode}")),
-        ),
+        UserData::Accessor { buffer, accessor, target, mode } => {
+            ("accessor", Some(format!("buffer=0x{buffer:x} accessor=0x{accessor:x} target={target} mode={mode}")))
+        }
         UserData::Signal { ur_event } => ("signal", Some(format!("ur_event=0x{ur_event:x}"))),
         UserData::Pointer(p) => ("pointer", Some(format!("0x{p:x}"))),
     }
@@ -223,7 +226,9 @@ pub(crate) fn write_tables(
         sink.check()?;
         let defs = builder.definitions();
         match record {
-            Record::String { id, text } => sink.put(Table::Strings, &[Cell::Int(i64::from(id.0)), text.as_str().into()]),
+            Record::String { id, text } => {
+                sink.put(Table::Strings, &[Cell::Int(i64::from(id.0)), text.as_str().into()])
+            }
             Record::MetadataSet { id, .. } => {
                 for (k, v) in defs.metadata(*id) {
                     sink.put(Table::Metadata, &[Cell::Int(i64::from(id.0)), k.into(), v.to_string().into()]);
@@ -260,7 +265,8 @@ pub(crate) fn write_tables(
         sink.check()
     })?;
     let summary = builder.finish();
-    let mut meta: Vec<(String, String)> = summary.trace.info.iter().map(|(k, v)| (format!("info.{k}"), v.clone())).collect();
+    let mut meta: Vec<(String, String)> =
+        summary.trace.info.iter().map(|(k, v)| (format!("info.{k}"), v.clone())).collect();
     meta.push(("records".into(), summary.trace.records.to_string()));
     meta.push(("notifications".into(), summary.trace.notifications.to_string()));
     meta.push(("first_ts_ns".into(), summary.trace.first_ts_ns.map(|v| v.to_string()).unwrap_or_default()));

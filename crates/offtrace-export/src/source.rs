@@ -60,9 +60,10 @@ pub(crate) fn for_each_record(
                 f(&record)?;
                 out.records += 1;
                 if out.records % PROGRESS_EVERY == 0
-                    && let Some(p) = progress.as_mut() {
-                        p(pass, out.records);
-                    }
+                    && let Some(p) = progress.as_mut()
+                {
+                    p(pass, out.records);
+                }
             }
             Err(e) if e.is_truncated() => {
                 out.truncated = Some(e.to_string());

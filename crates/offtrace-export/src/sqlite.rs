@@ -32,7 +32,8 @@ impl TableWriter for SqliteWriter<'_> {
             self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
         }
         let sql = &self.inserts[Table::ALL.iter().position(|t| *t == table).unwrap_or(0)];
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| ExportError::Sqlite { path: self.path.to_owned(), source: e })?;
+        let mut stmt =
+            self.conn.prepare_cached(sql).map_err(|e| ExportError::Sqlite { path: self.path.to_owned(), source: e })?;
         let params = cells.iter().map(|c| match c {
             Cell::Null => Value::Null,
             Cell::Int(i) => Value::Integer(*i),
@@ -78,9 +79,7 @@ pub(crate) fn export(
     }
     for t in Table::ALL {
         for c in t.indices() {
-            w.conn
-                .execute_batch(&format!("CREATE INDEX {0}_{1} ON {0} (\"{1}\");", t.name(), c))
-                .map_err(err)?;
+            w.conn.execute_batch(&format!("CREATE INDEX {0}_{1} ON {0} (\"{1}\");", t.name(), c)).map_err(err)?;
         }
     }
     w.conn.close().map_err(|(_, e)| err(e))?;

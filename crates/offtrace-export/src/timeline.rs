@@ -126,9 +126,10 @@ impl ThreadSlices {
                     let fname = defs.str(*name).to_owned();
                     if names::is_enqueue(&fname)
                         && let Some(cmd) = self.open_commands.get(&n.tid).and_then(|v| v.last())
-                            && device_instances.contains(cmd) {
-                                flows.push(device_flow(*cmd));
-                            }
+                        && device_instances.contains(cmd)
+                    {
+                        flows.push(device_flow(*cmd));
+                    }
                     (fname, "ur")
                 }
                 _ => {
@@ -144,9 +145,14 @@ impl ThreadSlices {
                                 .unwrap_or_else(|| names::base_name(payload));
                             (name.to_owned(), "sycl")
                         }
-                        names::tt::WAIT_BEGIN => (format!("wait {}", names::base_name(payload)).trim_end().to_owned(), "sycl"),
+                        names::tt::WAIT_BEGIN => {
+                            (format!("wait {}", names::base_name(payload)).trim_end().to_owned(), "sycl")
+                        }
                         _ if payload.is_empty() => (names::trace_type_name(n.trace_type).into_owned(), "sycl"),
-                        _ => (payload.to_owned(), if matches!(role, names::StreamRole::MemAlloc) { "memory" } else { "sycl" }),
+                        _ => (
+                            payload.to_owned(),
+                            if matches!(role, names::StreamRole::MemAlloc) { "memory" } else { "sycl" },
+                        ),
                     }
                 }
             };
@@ -155,9 +161,10 @@ impl ThreadSlices {
         } else if names::is_end(n.trace_type) {
             if n.trace_type == names::tt::TASK_END
                 && let Some(v) = self.open_commands.get_mut(&n.tid)
-                    && let Some(p) = v.iter().rposition(|&i| i == n.instance) {
-                        v.truncate(p);
-                    }
+                && let Some(p) = v.iter().rposition(|&i| i == n.instance)
+            {
+                v.truncate(p);
+            }
             let Some(stack) = self.stacks.get_mut(&n.tid) else { return };
             let Some(pos) = stack.iter().rposition(|&i| i == n.instance) else { return };
             for _ in pos..stack.len() {
@@ -185,8 +192,8 @@ impl ThreadSlices {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use offtrace_analysis::testing::TraceBuilder;
     use offtrace_analysis::Definitions;
+    use offtrace_analysis::testing::TraceBuilder;
     use offtrace_format::Record;
 
     fn run(records: &[Record]) -> Vec<String> {
@@ -218,7 +225,11 @@ mod tests {
         let (defs, notes): (Vec<Record>, Vec<Record>) =
             b.records.into_iter().partition(|r| !matches!(r, Record::Notification(_)));
         let pick = |inst: u64, tt: u16| {
-            notes.iter().find(|r| matches!(r, Record::Notification(n) if n.instance == inst && n.trace_type == tt)).cloned().unwrap()
+            notes
+                .iter()
+                .find(|r| matches!(r, Record::Notification(n) if n.instance == inst && n.trace_type == tt))
+                .cloned()
+                .unwrap()
         };
         // outer begin, inner begin, outer end (the inner end was lost), a stray end
         let mut records = defs;

@@ -172,7 +172,10 @@ fn perfetto_decodes_with_balanced_slices_and_flows() {
     let thread_names = &names_by_track[&((1u64 << 32) | 100)];
     assert!(thread_names.contains(&"axpy".to_owned()));
     assert!(thread_names.contains(&"urEnqueueKernelLaunch".to_owned()));
-    assert!(thread_names.contains(&"wait queue".to_owned()) || names_by_track[&((1u64 << 32) | 101)].contains(&"wait queue".to_owned()));
+    assert!(
+        thread_names.contains(&"wait queue".to_owned())
+            || names_by_track[&((1u64 << 32) | 101)].contains(&"wait queue".to_owned())
+    );
     let q1 = &names_by_track[&((2u64 << 32) | 1)];
     assert_eq!(q1, &vec!["axpy".to_owned(), "memcpy".to_owned()]);
     let dev2 = &names_by_track[&((3u64 << 32) | 2)];
@@ -189,10 +192,7 @@ fn perfetto_decodes_with_balanced_slices_and_flows() {
 fn perfetto_truncated_trace_still_balances() {
     let mut recs = w4_like();
     // cut inside the first kernel's task (after its task_begin and the UR begin)
-    let cut = recs
-        .iter()
-        .position(|r| matches!(r, Record::Notification(n) if n.trace_type == 16))
-        .unwrap();
+    let cut = recs.iter().position(|r| matches!(r, Record::Notification(n) if n.trace_type == 16)).unwrap();
     recs.truncate(cut);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.pftrace");
@@ -270,7 +270,8 @@ fn sqlite_every_table_selects() {
     assert_eq!((src.as_str(), dst.as_str()), ("axpy", "memcpy"));
     let pid: String = conn.query_row("SELECT value FROM meta WHERE key = 'info.pid'", [], |r| r.get(0)).unwrap();
     assert_eq!(pid, "4242");
-    let n_idx: i64 = conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'", [], |r| r.get(0)).unwrap();
+    let n_idx: i64 =
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'", [], |r| r.get(0)).unwrap();
     assert!(n_idx >= 10);
 }
 
@@ -335,7 +336,11 @@ fn sqlite_and_csv_kernel_dispatch_tables() {
     assert_eq!(allocs.len(), 5);
     assert_eq!(allocs[2], (-1, 0x30000, 65536, "SHARED".into(), "axpy".into()));
     assert_eq!(allocs[4], (1, 0x2800, 4096, "HOST".into(), "axpy".into()));
-    let (g, l): (i64, i64) = conn.query_row("SELECT global_x, local_x FROM kernel_dispatches WHERE dispatch_id = 0", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    let (g, l): (i64, i64) = conn
+        .query_row("SELECT global_x, local_x FROM kernel_dispatches WHERE dispatch_id = 0", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
     assert_eq!((g, l), (1024, 64));
 
     let out = dir.path().join("csv");
@@ -359,7 +364,11 @@ fn timeline_exports_put_allocations_on_the_command_slice() {
     let a = commands.iter().find(|e| e["args"]["instance"] == 30).unwrap();
     assert_eq!(
         a["args"]["kernel_allocations"],
-        serde_json::json!(["arg 0: 65536 B DEVICE @ 0x1000", "arg 1: 4096 B HOST @ 0x2000", "implicit: 65536 B SHARED @ 0x30000"])
+        serde_json::json!([
+            "arg 0: 65536 B DEVICE @ 0x1000",
+            "arg 1: 4096 B HOST @ 0x2000",
+            "implicit: 65536 B SHARED @ 0x30000"
+        ])
     );
     let memcpy = commands.iter().find(|e| e["name"] == "memcpy").unwrap();
     assert!(memcpy["args"].get("kernel_allocations").is_none());

@@ -193,7 +193,8 @@ impl Decoder {
         let trace_type = c.u16("notification trace_type")?;
         let instance = apply_delta(st.instance, c.varint("notification instance delta")?);
         let parent = if tag & TAG_SAME_PARENT != 0 {
-            st.parent.ok_or(DecodeError::Invalid { what: "same-parent flag with no previous parent", found: tag.into() })?
+            st.parent
+                .ok_or(DecodeError::Invalid { what: "same-parent flag with no previous parent", found: tag.into() })?
                 .into()
         } else if presence & P_PARENT != 0 {
             Some(get_event(c, "parent")?)
@@ -201,18 +202,16 @@ impl Decoder {
             None
         };
         let event = if tag & TAG_SAME_EVENT != 0 {
-            st.event.ok_or(DecodeError::Invalid { what: "same-event flag with no previous event", found: tag.into() })?
+            st.event
+                .ok_or(DecodeError::Invalid { what: "same-event flag with no previous event", found: tag.into() })?
                 .into()
         } else if presence & P_EVENT != 0 {
             Some(get_event(c, "event")?)
         } else {
             None
         };
-        let stash = if presence & P_STASH != 0 {
-            Some((StrId(c.u32("stash key")?), c.varint("stash value")?))
-        } else {
-            None
-        };
+        let stash =
+            if presence & P_STASH != 0 { Some((StrId(c.u32("stash key")?), c.varint("stash value")?)) } else { None };
         let universal_id = if presence & P_UNIVERSAL_ID != 0 {
             let v = apply_delta(st.universal_id, c.varint("universal_id delta")?);
             if v == 0 {
@@ -233,7 +232,10 @@ impl Decoder {
                 };
                 let result = if presence & P_RESULT != 0 {
                     let z = unzigzag(c.varint("function result")?);
-                    Some(i32::try_from(z).map_err(|_| DecodeError::Invalid { what: "function result (i32)", found: z as u64 })?)
+                    Some(
+                        i32::try_from(z)
+                            .map_err(|_| DecodeError::Invalid { what: "function result (i32)", found: z as u64 })?,
+                    )
                 } else {
                     None
                 };
@@ -242,7 +244,11 @@ impl Decoder {
                 } else {
                     let len = c.u8("argument count")?;
                     if usize::from(len) > MAX_ARGS {
-                        return Err(DecodeError::OutOfRange { what: "argument count", found: len.into(), max: MAX_ARGS as u64 });
+                        return Err(DecodeError::OutOfRange {
+                            what: "argument count",
+                            found: len.into(),
+                            max: MAX_ARGS as u64,
+                        });
                     }
                     let mut a = ArgBlock { len, ..ArgBlock::default() };
                     for v in a.values.iter_mut().take(usize::from(len)) {
@@ -254,7 +260,11 @@ impl Decoder {
                 if presence & P_OUTS != 0 {
                     let len = c.u8("output value count")?;
                     if len == 0 || usize::from(len) > MAX_OUTS {
-                        return Err(DecodeError::OutOfRange { what: "output value count (1..=4)", found: len.into(), max: MAX_OUTS as u64 });
+                        return Err(DecodeError::OutOfRange {
+                            what: "output value count (1..=4)",
+                            found: len.into(),
+                            max: MAX_OUTS as u64,
+                        });
                     }
                     outs.len = len;
                     for v in outs.values.iter_mut().take(usize::from(len)) {
@@ -277,10 +287,9 @@ impl Decoder {
                 dim: c.u32("dim")?,
                 range: [c.varint("range[0]")?, c.varint("range[1]")?, c.varint("range[2]")?],
             },
-            KIND_ASSOCIATION => UserData::Association {
-                user_object: c.varint("user_object")?,
-                mem_object: c.varint("mem_object")?,
-            },
+            KIND_ASSOCIATION => {
+                UserData::Association { user_object: c.varint("user_object")?, mem_object: c.varint("mem_object")? }
+            }
             KIND_ACCESSOR => UserData::Accessor {
                 buffer: c.varint("accessor buffer")?,
                 accessor: c.varint("accessor")?,
@@ -321,11 +330,11 @@ fn decode_kernel_dispatch(c: &mut Cursor<'_>) -> Result<KernelDispatch, DecodeEr
         let base = c.varint("allocation base")?;
         let size = c.varint("allocation size")?;
         let z = unzigzag(c.varint("allocation arg_index")?);
-        let arg_index =
-            i32::try_from(z).map_err(|_| DecodeError::Invalid { what: "allocation arg_index (i32)", found: z as u64 })?;
+        let arg_index = i32::try_from(z)
+            .map_err(|_| DecodeError::Invalid { what: "allocation arg_index (i32)", found: z as u64 })?;
         let t = c.u8("allocation memory_type")?;
-        let memory_type =
-            MemoryType::from_u8(t).ok_or(DecodeError::Invalid { what: "allocation memory_type (0..=3)", found: t.into() })?;
+        let memory_type = MemoryType::from_u8(t)
+            .ok_or(DecodeError::Invalid { what: "allocation memory_type (0..=3)", found: t.into() })?;
         allocations.push(KernelAllocation { base, size, arg_index, memory_type });
     }
     Ok(KernelDispatch {
@@ -399,7 +408,13 @@ mod tests {
         Notification {
             ts: 10,
             tid: 1,
-            user_data: UserData::FunctionWithArgs { function_id: 1, name: StrId(2), result: Some(i32::MIN), args, outs },
+            user_data: UserData::FunctionWithArgs {
+                function_id: 1,
+                name: StrId(2),
+                result: Some(i32::MIN),
+                args,
+                outs,
+            },
             ..Notification::default()
         }
     }

@@ -57,13 +57,17 @@ pub enum ReadError {
     )]
     Truncated { complete_chunks: u64, offset: u64, partial_bytes: u64, expected: String },
 
-    #[error("corrupt trace: chunk {chunk} at byte {offset}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    #[error(
+        "corrupt trace: chunk {chunk} at byte {offset}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+    )]
     Checksum { chunk: u64, offset: u64, stored: u32, computed: u32 },
 
     #[error("corrupt trace: chunk {chunk} at byte {offset}: {problem}")]
     CorruptChunk { chunk: u64, offset: u64, problem: String },
 
-    #[error("corrupt trace: chunk {chunk} at byte {offset}, record {record} (byte {position} of the decompressed chunk): {source}")]
+    #[error(
+        "corrupt trace: chunk {chunk} at byte {offset}, record {record} (byte {position} of the decompressed chunk): {source}"
+    )]
     Record { chunk: u64, offset: u64, record: u32, position: usize, source: DecodeError },
 
     #[error("corrupt trace: {len} unexpected bytes after the end marker at byte {offset}")]

@@ -65,6 +65,6 @@ pub use header::{
     CHUNK_HEADER_LEN, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, SUPPORTED_VERSIONS, TraceHeader,
 };
 pub use reader::TraceReader;
-pub use scan::TraceScan;
 pub use record::*;
+pub use scan::TraceScan;
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

@@ -207,8 +207,7 @@ impl<R: Read> TraceReader<R> {
                 return Some(self.decode_one());
             }
             if self.pos < self.raw.len() {
-                let problem =
-                    format!("{} bytes follow the chunk's last record", self.raw.len() - self.pos);
+                let problem = format!("{} bytes follow the chunk's last record", self.raw.len() - self.pos);
                 return self.fail(ReadError::CorruptChunk {
                     chunk: self.complete_chunks.saturating_sub(1),
                     offset: self.chunk_offset,
@@ -282,7 +281,9 @@ impl<R: Read> TraceReader<R> {
             return self.read_end_marker(&hb, offset).map(|()| false);
         }
         if magic != CHUNK_MAGIC {
-            return Err(corrupt(format!("expected a chunk header (\"OTCK\") or the end marker (\"OTEN\"), found {magic:02x?}")));
+            return Err(corrupt(format!(
+                "expected a chunk header (\"OTCK\") or the end marker (\"OTEN\"), found {magic:02x?}"
+            )));
         }
         let h = ChunkHeader::from_bytes(&hb);
         if h.flags & !CHUNK_FLAG_LZ4 != 0 || hb[5..8] != [0, 0, 0] {

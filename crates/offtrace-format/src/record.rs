@@ -130,13 +130,7 @@ pub enum UserData {
     /// A C string (node kinds such as `command_group_node`, `queue.wait[...]`, `usm::free`).
     Str(StrId),
     /// `function_with_args_t` (UR calls): function id and name, `ur_result_t` at exit.
-    FunctionWithArgs {
-        function_id: u32,
-        name: StrId,
-        result: Option<i32>,
-        args: ArgBlock,
-        outs: OutValues,
-    },
+    FunctionWithArgs { function_id: u32, name: StrId, result: Option<i32>, args: ArgBlock, outs: OutValues },
     /// `mem_alloc_data_t`.
     MemAlloc { mem_object: u64, alloc_pointer: u64, alloc_size: u64, guard_zone: u64 },
     /// `offload_buffer_data_t`.

@@ -76,9 +76,15 @@ impl TraceReader<BufReader<File>> {
             if magic == END_MAGIC {
                 let end = offset + CHUNK_HEADER_LEN as u64;
                 scan.problem = match EndMarker::from_bytes(&hb) {
-                    Err(_) => Some(ReadError::CorruptChunk { chunk, offset, problem: "end marker checksum mismatch".into() }),
+                    Err(_) => {
+                        Some(ReadError::CorruptChunk { chunk, offset, problem: "end marker checksum mismatch".into() })
+                    }
                     Ok(m) if m.chunk_count != scan.chunks || m.record_count != scan.records => {
-                        Some(ReadError::CorruptChunk { chunk, offset, problem: "end marker counts do not match the chunks".into() })
+                        Some(ReadError::CorruptChunk {
+                            chunk,
+                            offset,
+                            problem: "end marker counts do not match the chunks".into(),
+                        })
                     }
                     Ok(_) if file_bytes > end => Some(ReadError::TrailingData { offset: end, len: file_bytes - end }),
                     Ok(_) => None,

@@ -35,14 +35,17 @@ fn v1_fixture_records() -> Vec<Record> {
     let t = START_TICKS + 10_000_000;
     records.extend([
         n(t, UserData::MemAlloc { mem_object: 1, alloc_pointer: 0x7f00_0000_1000, alloc_size: 4096, guard_zone: 0 }),
-        n(t + 1, UserData::OffloadBuffer {
-            user_object: 0x10,
-            host_object: 0x20,
-            element_type: StrId(5),
-            element_size: 4,
-            dim: 2,
-            range: [16, 32, 1],
-        }),
+        n(
+            t + 1,
+            UserData::OffloadBuffer {
+                user_object: 0x10,
+                host_object: 0x20,
+                element_type: StrId(5),
+                element_size: 4,
+                dim: 2,
+                range: [16, 32, 1],
+            },
+        ),
         n(t + 2, UserData::Association { user_object: 0x10, mem_object: 0x30 }),
         n(t + 3, UserData::Accessor { buffer: 0x10, accessor: 0x40, target: 2014, mode: 1024 }),
         n(t + 4, UserData::Pointer(0x7ffd_0000_0010)),
@@ -50,7 +53,11 @@ fn v1_fixture_records() -> Vec<Record> {
         Record::Object { id: ObjectId(50), value_type: ValueType::Floating, bytes: 1.5f64.to_le_bytes().to_vec() },
         Record::Object { id: ObjectId(51), value_type: ValueType::Boolean, bytes: vec![1] },
         Record::Object { id: ObjectId(52), value_type: ValueType::Binary, bytes: vec![0, 255, 7] },
-        Record::Object { id: ObjectId(53), value_type: ValueType::SignedInteger, bytes: (-5i64).to_le_bytes().to_vec() },
+        Record::Object {
+            id: ObjectId(53),
+            value_type: ValueType::SignedInteger,
+            bytes: (-5i64).to_le_bytes().to_vec(),
+        },
         Record::Info { key: "unicode".into(), value: "µs → ✓".into() },
         Record::Drops { tid: 77, count: 3 },
     ]);
@@ -114,7 +121,10 @@ fn v2_fixture_records() -> Vec<Record> {
             work_dim: u32::MAX,
             global_size: [u64::MAX; 3],
             local_size: [u64::MAX; 3],
-            allocations: vec![alloc(u64::MAX, u64::MAX, i32::MIN, MemoryType::Shared), alloc(0, 0, i32::MAX, MemoryType::Host)],
+            allocations: vec![
+                alloc(u64::MAX, u64::MAX, i32::MIN, MemoryType::Shared),
+                alloc(0, 0, i32::MAX, MemoryType::Host),
+            ],
         }),
     ]);
     let Record::End { drops, .. } = end else { unreachable!("checked above") };

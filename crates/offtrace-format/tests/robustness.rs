@@ -133,7 +133,10 @@ fn decoder_errors_name_the_record() {
     let payload = [0x82, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x05, 0x01, 17];
     let (_, err, _) = read_all(&framed(&payload, 1));
     let err = err.expect("error");
-    assert!(matches!(err, ReadError::Record { chunk: 0, record: 0, source: DecodeError::OutOfRange { .. }, .. }), "{err:?}");
+    assert!(
+        matches!(err, ReadError::Record { chunk: 0, record: 0, source: DecodeError::OutOfRange { .. }, .. }),
+        "{err:?}"
+    );
     // Unknown tag.
     let (_, err, _) = read_all(&framed(&[0x0c], 1));
     assert!(matches!(err, Some(ReadError::Record { source: DecodeError::UnknownTag { tag: 0x0c }, .. })), "{err:?}");
@@ -210,7 +213,9 @@ fn kernel_dispatch_decodes_and_rejects_corruption() {
     }
     // The tag does not exist in version 1 files.
     match read_all(&framed_v1(&b, 1)).1 {
-        Some(ReadError::Record { source: DecodeError::TagNotInVersion { tag: 0x0b, version: 1, since: 2 }, .. }) => {}
+        Some(ReadError::Record {
+            source: DecodeError::TagNotInVersion { tag: 0x0b, version: 1, since: 2 }, ..
+        }) => {}
         other => panic!("{other:?}"),
     }
 }

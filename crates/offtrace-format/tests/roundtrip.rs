@@ -19,16 +19,7 @@ fn event_info() -> impl Strategy<Value = EventInfo> {
     prop_oneof![
         Just(EventInfo { uid: 7, instance_id: 1, event_type: 1, activity_type: 1, ..EventInfo::default() }),
         Just(EventInfo::default()),
-        (
-            u64_value(),
-            u64_value(),
-            any::<u16>(),
-            any::<u16>(),
-            u64_value(),
-            u64_value(),
-            any::<u32>(),
-            any::<u32>()
-        )
+        (u64_value(), u64_value(), any::<u16>(), any::<u16>(), u64_value(), u64_value(), any::<u32>(), any::<u32>())
             .prop_map(|(uid, instance_id, event_type, activity_type, source_id, target_id, p, m)| EventInfo {
                 uid,
                 instance_id,
@@ -70,7 +61,13 @@ fn user_data() -> impl Strategy<Value = UserData> {
         Just(UserData::None),
         str_id().prop_map(UserData::Str),
         (prop_oneof![Just(3u32), any::<u32>()], str_id(), any::<Option<i32>>(), arg_block(), out_values()).prop_map(
-            |(function_id, name, result, args, outs)| UserData::FunctionWithArgs { function_id, name, result, args, outs }
+            |(function_id, name, result, args, outs)| UserData::FunctionWithArgs {
+                function_id,
+                name,
+                result,
+                args,
+                outs
+            }
         ),
         (u64_value(), u64_value(), u64_value(), u64_value()).prop_map(|(a, b, c, d)| UserData::MemAlloc {
             mem_object: a,
@@ -87,7 +84,8 @@ fn user_data() -> impl Strategy<Value = UserData> {
                 dim,
                 range
             }),
-        (u64_value(), u64_value()).prop_map(|(user_object, mem_object)| UserData::Association { user_object, mem_object }),
+        (u64_value(), u64_value())
+            .prop_map(|(user_object, mem_object)| UserData::Association { user_object, mem_object }),
         (u64_value(), u64_value(), any::<u32>(), any::<u32>())
             .prop_map(|(buffer, accessor, target, mode)| UserData::Accessor { buffer, accessor, target, mode }),
         u64_value().prop_map(|ur_event| UserData::Signal { ur_event }),
@@ -123,9 +121,28 @@ fn kernel_dispatch() -> impl Strategy<Value = KernelDispatch> {
         ([u64_value(), u64_value(), u64_value()], [u64_value(), u64_value(), u64_value()]),
         proptest::collection::vec(allocation, 0..8),
     )
-        .prop_map(|((tid, ts, correlation, ur_instance, kernel), (queue, kernel_handle, work_dim), (global_size, local_size), allocations)| {
-            KernelDispatch { tid, ts, correlation, ur_instance, kernel, queue, kernel_handle, work_dim, global_size, local_size, allocations }
-        })
+        .prop_map(
+            |(
+                (tid, ts, correlation, ur_instance, kernel),
+                (queue, kernel_handle, work_dim),
+                (global_size, local_size),
+                allocations,
+            )| {
+                KernelDispatch {
+                    tid,
+                    ts,
+                    correlation,
+                    ur_instance,
+                    kernel,
+                    queue,
+                    kernel_handle,
+                    work_dim,
+                    global_size,
+                    local_size,
+                    allocations,
+                }
+            },
+        )
 }
 
 fn record() -> impl Strategy<Value = Record> {

@@ -41,7 +41,8 @@ fn open_at_last_chunk_reads_only_the_tail() {
     use offtrace_format::{Record, TraceHeader, TraceReader, TraceWriter};
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("t.offtrace");
-    let mut w = TraceWriter::new(std::fs::File::create(&path).expect("create"), &TraceHeader::monotonic()).expect("writer");
+    let mut w =
+        TraceWriter::new(std::fs::File::create(&path).expect("create"), &TraceHeader::monotonic()).expect("writer");
     for chunk in 0..5u32 {
         for i in 0..10u32 {
             w.write(&Record::Info { key: format!("k{chunk}"), value: i.to_string() }).expect("write");
@@ -59,5 +60,8 @@ fn open_at_last_chunk_reads_only_the_tail() {
     let tail: Vec<Record> = reader.collect::<Result<_, _>>().expect("the tail decodes and the end marker matches");
     assert_eq!(tail.len(), n as usize);
     assert_eq!(tail.last(), Some(&Record::End { records: 52, drops: 3 }));
-    assert!(tail.iter().all(|r| !matches!(r, Record::Info { key, .. } if key != "k4")), "only the last chunk: {tail:?}");
+    assert!(
+        tail.iter().all(|r| !matches!(r, Record::Info { key, .. } if key != "k4")),
+        "only the last chunk: {tail:?}"
+    );
 }

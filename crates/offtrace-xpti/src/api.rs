@@ -20,8 +20,8 @@
 use std::ffi::{CStr, CString, c_char};
 use std::ptr::NonNull;
 
-pub use crate::abi::{TracepointCallback, trace_type};
 use crate::abi::{self, MetadataNode, TraceEventData};
+pub use crate::abi::{TracepointCallback, trace_type};
 use crate::dispatch as d;
 
 /// Errors of the XPTI API, one per XPTI error result.
@@ -207,7 +207,13 @@ pub fn register_callback(stream: StreamId, trace_type: u16, cb: TracepointCallba
 }
 
 /// Notifies the subscribers of (stream, type) about `event` (with an optional parent).
-pub fn notify(stream: StreamId, trace_type: u16, parent: Option<&Tracepoint>, event: Option<&Tracepoint>, instance: u64) -> Result<(), XptiError> {
+pub fn notify(
+    stream: StreamId,
+    trace_type: u16,
+    parent: Option<&Tracepoint>,
+    event: Option<&Tracepoint>,
+    instance: u64,
+) -> Result<(), XptiError> {
     let p = parent.map_or(std::ptr::null_mut(), |t| t.event_ptr());
     let e = event.map_or(std::ptr::null_mut(), |t| t.event_ptr());
     // SAFETY: the events are live (borrowed tracepoints); no user data.

@@ -129,7 +129,6 @@ impl CallbackList {
     }
 }
 
-
 /// [`CallbackList::call_all`] for any number of callbacks. `extern "C"`: it cannot unwind (the
 /// callbacks are `extern "C"` too), so notify's exported wrapper needs no landing pad.
 ///
@@ -385,10 +384,22 @@ mod tests {
     use std::sync::atomic::AtomicU32;
 
     static HITS: AtomicU32 = AtomicU32::new(0);
-    unsafe extern "C" fn cb_a(_: u16, _: *mut crate::abi::TraceEventData, _: *mut crate::abi::TraceEventData, _: u64, _: *const std::ffi::c_void) {
+    unsafe extern "C" fn cb_a(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
         HITS.fetch_add(1, Ordering::Relaxed);
     }
-    unsafe extern "C" fn cb_b(_: u16, _: *mut crate::abi::TraceEventData, _: *mut crate::abi::TraceEventData, _: u64, _: *const std::ffi::c_void) {
+    unsafe extern "C" fn cb_b(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
         HITS.fetch_add(100, Ordering::Relaxed);
     }
 

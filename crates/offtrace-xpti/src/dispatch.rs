@@ -452,7 +452,13 @@ pub fn lookup_event(uid: u64) -> *const c_void {
 /// # Safety
 /// `func`/`file` are null or valid C strings; `code_ptr` is never dereferenced.
 #[inline]
-pub unsafe fn create_tracepoint(func: *const c_char, file: *const c_char, line: u32, column: u32, code_ptr: *mut c_void) -> *mut c_void {
+pub unsafe fn create_tracepoint(
+    func: *const c_char,
+    file: *const c_char,
+    line: u32,
+    column: u32,
+    code_ptr: *mut c_void,
+) -> *mut c_void {
     use payload_flags as pf;
     // SAFETY: caller contract.
     let usable = |s: *const c_char| !s.is_null() && unsafe { *s } != 0;
@@ -528,7 +534,13 @@ pub fn unset_tracepoint_scope_data() {
 /// # Safety
 /// As [`create_tracepoint`].
 #[inline]
-pub unsafe fn register_tracepoint_scope(func: *const c_char, file: *const c_char, line: u32, column: u32, code_ptr: *mut c_void) -> *const c_void {
+pub unsafe fn register_tracepoint_scope(
+    func: *const c_char,
+    file: *const c_char,
+    line: u32,
+    column: u32,
+    code_ptr: *mut c_void,
+) -> *const c_void {
     // SAFETY: same contract.
     unsafe { create_tracepoint(func, file, line, column, code_ptr) }.cast_const()
 }

@@ -774,7 +774,11 @@ impl KeyTable {
         let slot = (h >> 40) as usize & (KEY_CACHE_SIZE - 1);
         if let Some(Some(keys)) = cache.as_deref_mut() {
             let hit = |e: &CacheEntry| {
-                e.name == n.name && e.file == n.file && e.line == n.line && e.column == n.column && e.generation == generation
+                e.name == n.name
+                    && e.file == n.file
+                    && e.line == n.line
+                    && e.column == n.column
+                    && e.generation == generation
             };
             let way = if hit(&keys[slot]) {
                 Some(slot)
@@ -794,7 +798,9 @@ impl KeyTable {
                 // unless they are immutable.
                 // SAFETY: both sides are valid C strings (caller contract; owned copies whose
                 // lengths the entry holds).
-                if e.immutable || unsafe { same_str(n.name, k.name(), e.name_len) && same_str(n.file, k.file(), e.file_len) } {
+                if e.immutable
+                    || unsafe { same_str(n.name, k.name(), e.name_len) && same_str(n.file, k.file(), e.file_len) }
+                {
                     return (k, false);
                 }
             }
@@ -879,7 +885,8 @@ impl KeyTable {
                 if !fb.is_empty() {
                     ptr::copy_nonoverlapping(fb.as_ptr(), fp, fb.len());
                 }
-                let copy = |b: &[u8], p: *mut u8| if b.is_empty() { ptr::null() } else { p.cast_const().cast::<c_char>() };
+                let copy =
+                    |b: &[u8], p: *mut u8| if b.is_empty() { ptr::null() } else { p.cast_const().cast::<c_char>() };
                 let name = if strict { strict_name } else { copy(nb, np) };
                 let file = if strict {
                     strict_file
@@ -907,7 +914,15 @@ impl KeyTable {
             if !strict && !key.file().is_null() {
                 keys.file_memo = (n.file, key.file(), key.file_id() as u32);
             }
-            let entry = CacheEntry { key, name: n.name, file: n.file, line: n.line, column: n.column, generation, ..CacheEntry::EMPTY };
+            let entry = CacheEntry {
+                key,
+                name: n.name,
+                file: n.file,
+                line: n.line,
+                column: n.column,
+                generation,
+                ..CacheEntry::EMPTY
+            };
             // Two-way placement: fill the free way, else evict the partner of the last insert.
             let way = if keys[slot].key.is_null() || keys[slot].generation != generation { slot } else { slot ^ 1 };
             keys[way] = entry;
@@ -1047,7 +1062,8 @@ unsafe fn write_stored_payload(
     p.code_ptr_va = spec.code_ptr;
     p.internal = uid;
     p.flags = n.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE;
-    p.uid = LegacyUid { p1: ((file_id as u32 as u64) << 32) | u64::from(n.line), p2: u64::from(function_id as u32), p3: 0 };
+    p.uid =
+        LegacyUid { p1: ((file_id as u32 as u64) << 32) | u64::from(n.line), p2: u64::from(function_id as u32), p3: 0 };
 }
 
 /// The key entry for `n` and a live instance of it in a fresh slot, with one thread-local access
@@ -1430,7 +1446,14 @@ mod tests {
     fn same_str_at_page_ends_and_every_length() {
         // SAFETY: a fresh private mapping of two pages; the second is made inaccessible.
         let base = unsafe {
-            let p = libc::mmap(ptr::null_mut(), 2 * PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            let p = libc::mmap(
+                ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
             assert_ne!(p, libc::MAP_FAILED);
             assert_eq!(libc::mprotect(p.cast::<u8>().add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
             p.cast::<u8>()
@@ -1453,7 +1476,11 @@ mod tests {
                     let ours = copy(&text[..other]);
                     let n = other as u32 + 1;
                     // SAFETY: `a` a valid C string; `ours` one of `n` bytes.
-                    assert_eq!(unsafe { same_str(a, ours.as_ptr(), n) }, other == len, "len {len} back {back} other {other}");
+                    assert_eq!(
+                        unsafe { same_str(a, ours.as_ptr(), n) },
+                        other == len,
+                        "len {len} back {back} other {other}"
+                    );
                     if other > 0 {
                         let mut t = text[..other].to_vec();
                         t[other / 2] ^= 0x20;

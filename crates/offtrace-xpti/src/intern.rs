@@ -304,7 +304,10 @@ impl InternTable {
         let initial_slots = ((1usize << size_bits) * 2 / SHARDS).max(16);
         InternTable {
             shards: (0..SHARDS)
-                .map(|_| Shard { table: AtomicPtr::new(Slots::with_capacity(initial_slots)), insert: Mutex::new(((), 0)) })
+                .map(|_| Shard {
+                    table: AtomicPtr::new(Slots::with_capacity(initial_slots)),
+                    insert: Mutex::new(((), 0)),
+                })
                 .collect(),
             ids: IdVec::new(),
             next_id: AtomicU32::new(first_id),
@@ -460,7 +463,8 @@ impl InternTable {
     /// already handed out remain readable. Not atomic with respect to concurrent inserts
     /// (`xptiReset` is a test-only function).
     pub fn clear(&self) {
-        let mut guards: Vec<_> = self.shards.iter().map(|s| s.insert.lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let mut guards: Vec<_> =
+            self.shards.iter().map(|s| s.insert.lock().unwrap_or_else(|e| e.into_inner())).collect();
         let end = self.next_id.load(Ordering::Relaxed).min(self.max_id);
         for id in self.first_id..end {
             self.ids.set(id, ptr::null_mut());
@@ -514,13 +518,21 @@ mod tests {
             .map(|k| {
                 let t = t.clone();
                 std::thread::spawn(move || {
-                    (0..2000).map(|i| t.intern(format!("s{}", (i * 7 + k) % 3000).as_bytes(), 0).expect("id").0.id).count()
+                    (0..2000)
+                        .map(|i| t.intern(format!("s{}", (i * 7 + k) % 3000).as_bytes(), 0).expect("id").0.id)
+                        .count()
                 })
             })
             .collect();
         for h in hs {
             h.join().expect("thread");
         }
-        assert_eq!(t.len(), (0..4).flat_map(|k| (0..2000).map(move |i| (i * 7 + k) % 3000)).collect::<std::collections::HashSet<_>>().len());
+        assert_eq!(
+            t.len(),
+            (0..4)
+                .flat_map(|k| (0..2000).map(move |i| (i * 7 + k) % 3000))
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        );
     }
 }

@@ -9,7 +9,13 @@ use offtrace_xpti::api::{self, MetadataValue, Tracepoint, XptiError, trace_type}
 static SEEN: AtomicU64 = AtomicU64::new(0);
 static LAST_INSTANCE: AtomicU64 = AtomicU64::new(0);
 
-unsafe extern "C" fn on_task(_: u16, _: *mut TraceEventData, e: *mut TraceEventData, instance: u64, _: *const std::ffi::c_void) {
+unsafe extern "C" fn on_task(
+    _: u16,
+    _: *mut TraceEventData,
+    e: *mut TraceEventData,
+    instance: u64,
+    _: *const std::ffi::c_void,
+) {
     if !e.is_null() {
         SEEN.fetch_add(1, Ordering::Relaxed);
         LAST_INSTANCE.store(instance, Ordering::Relaxed);

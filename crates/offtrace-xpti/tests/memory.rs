@@ -15,8 +15,6 @@ use common::{payload, rss_kib};
 /// The tests measure process RSS: they must not run at the same time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-
-
 #[test]
 fn ten_million_make_release_cycles_keep_rss_flat() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

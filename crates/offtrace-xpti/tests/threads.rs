@@ -17,7 +17,6 @@ use common::{payload, rss_kib};
 /// Tests that count RSS or numbering must not overlap.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-
 fn make(name: &'static [u8], line: u32) -> (usize, u64) {
     let mut p = payload(name, c"threads.rs", line);
     let mut inst = 0;
@@ -31,7 +30,6 @@ fn release(e: usize) {
     // SAFETY: `e` is an event of this dispatcher (live or not: release checks).
     unsafe { d::release_event(e as *mut TraceEventData) };
 }
-
 
 #[test]
 fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
@@ -65,7 +63,9 @@ fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
     // The scope tracepoints share the counter of their key.
     for i in 1..=70u64 {
         // SAFETY: static strings.
-        let tp = unsafe { d::create_tracepoint(c"numbering_c".as_ptr(), c"threads.rs".as_ptr(), 9, 1, std::ptr::null_mut()) };
+        let tp = unsafe {
+            d::create_tracepoint(c"numbering_c".as_ptr(), c"threads.rs".as_ptr(), 9, 1, std::ptr::null_mut())
+        };
         assert!(!tp.is_null());
         // SAFETY: a tracepoint interface of this dispatcher (xpti-abi.md §7: slot 6 is instance()).
         let inst = unsafe { vcall_u64(tp, 6) };
@@ -144,7 +144,10 @@ fn making_on_one_thread_and_releasing_on_another_keeps_memory_flat() {
     let before = rss_kib();
     run(3_000_000);
     let after = rss_kib();
-    assert!(after <= before + 2048, "RSS grew from {before} KiB to {after} KiB: cells released on another thread are not reused");
+    assert!(
+        after <= before + 2048,
+        "RSS grew from {before} KiB to {after} KiB: cells released on another thread are not reused"
+    );
 }
 
 #[test]
@@ -170,7 +173,13 @@ fn racing_double_deletions_never_hand_out_a_cell_twice() {
                         for i in 0..PER_ROUND {
                             // SAFETY: static strings.
                             let tp = unsafe {
-                                d::create_tracepoint(c"race".as_ptr(), c"threads.rs".as_ptr(), i as u32 + 1, 1, std::ptr::null_mut())
+                                d::create_tracepoint(
+                                    c"race".as_ptr(),
+                                    c"threads.rs".as_ptr(),
+                                    i as u32 + 1,
+                                    1,
+                                    std::ptr::null_mut(),
+                                )
                             };
                             v.push(tp as usize);
                         }
@@ -238,12 +247,18 @@ fn a_key_handed_over_while_its_owner_counts_keeps_one_sequence() {
             mine
         });
         start.wait();
-        let mut all: Vec<u64> = (0..EACH).map(|_| make(b"handover\0", line)).map(|(e, inst)| {
-            release(e);
-            inst
-        }).collect();
+        let mut all: Vec<u64> = (0..EACH)
+            .map(|_| make(b"handover\0", line))
+            .map(|(e, inst)| {
+                release(e);
+                inst
+            })
+            .collect();
         let theirs = owner.join().expect("owner thread");
-        assert!(theirs.windows(2).all(|w| w[0] < w[1]) && all.windows(2).all(|w| w[0] < w[1]), "increasing on each thread");
+        assert!(
+            theirs.windows(2).all(|w| w[0] < w[1]) && all.windows(2).all(|w| w[0] < w[1]),
+            "increasing on each thread"
+        );
         all.extend(theirs);
         all.sort_unstable();
         assert_eq!(all, (1..=(2 * EACH + 1) as u64).collect::<Vec<_>>(), "round {round}: one sequence 1..=N");

@@ -67,7 +67,11 @@ fn subscriber_loading_and_protocol() {
     let log = common::lib_dir().join("subscriber.log");
     let _ = std::fs::remove_file(&log);
     let subs = format!("/nonexistent/libnope.so,{},{}", sub.display(), sub.display());
-    let o = run(&drv, &[], &[("XPTI_SUBSCRIBERS", &subs), ("XPTIFW_TEST_LOG", &log.to_string_lossy()), ("XPTIFW_TEST_DETAIL", "1")]);
+    let o = run(
+        &drv,
+        &[],
+        &[("XPTI_SUBSCRIBERS", &subs), ("XPTIFW_TEST_LOG", &log.to_string_lossy()), ("XPTIFW_TEST_DETAIL", "1")],
+    );
     assert_ok("subscriber driver", &o);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("trace_enabled=1"), "{out}");
@@ -95,7 +99,11 @@ fn subscriber_loading_and_protocol() {
     );
 
     let _ = std::fs::remove_file(&log);
-    let o = run(&drv, &[], &[("XPTI_SUBSCRIBERS", &subs), ("XPTIFW_TEST_LOG", &log.to_string_lossy()), ("XPTI_TRACE_ENABLE", "0")]);
+    let o = run(
+        &drv,
+        &[],
+        &[("XPTI_SUBSCRIBERS", &subs), ("XPTIFW_TEST_LOG", &log.to_string_lossy()), ("XPTI_TRACE_ENABLE", "0")],
+    );
     assert_ok("subscriber driver, XPTI_TRACE_ENABLE=0", &o);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("trace_enabled=0") && out.contains("detail=0") && out.contains("notify=1"), "{out}");

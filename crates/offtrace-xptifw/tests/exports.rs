@@ -8,20 +8,56 @@ mod common;
 use std::ffi::CString;
 
 const NAMES: [&str; 50] = [
-    "xptiFrameworkInitialize", "xptiFrameworkFinalize", "xptiInitialize", "xptiFinalize",
-    "xptiGetUniversalId", "xptiSetUniversalId", "xptiGetStashedTuple", "xptiStashTuple",
-    "xptiUnstashTuple", "xptiGetUniqueId", "xptiRegisterString", "xptiLookupString",
-    "xptiRegisterObject", "xptiLookupObject", "xptiRegisterPayload", "xptiRegisterStream",
-    "xptiUnregisterStream", "xptiRegisterUserDefinedTracePoint", "xptiRegisterUserDefinedEventType",
-    "xptiMakeEvent", "xptiFindEvent", "xptiQueryPayload", "xptiQueryPayloadByUID",
-    "xptiRegisterCallback", "xptiUnregisterCallback", "xptiNotifySubscribers", "xptiAddMetadata",
-    "xptiQueryMetadata", "xptiTraceEnabled", "xptiCheckTraceEnabled", "xptiReset",
-    "xptiForceSetTraceEnabled", "xptiLookupPayload", "xptiLookupEvent", "xptiCreateTracepoint",
-    "xptiDeleteTracepoint", "xptiGetTracepointScopeData", "xptiSetTracepointScopeData",
-    "xptiUnsetTracepointScopeData", "xptiRegisterTracepointScope", "xptiGetDefaultStreamID",
-    "xptiSetDefaultStreamID", "xptiGetDefaultEventType", "xptiSetDefaultEventType",
-    "xptiGetDefaultTraceType", "xptiSetDefaultTraceType", "xptiEnableTracepointScopeNotification",
-    "xptiCheckTracepointScopeNotification", "xptiReleaseEvent", "xptiGetEffectiveStreamDetailLevel",
+    "xptiFrameworkInitialize",
+    "xptiFrameworkFinalize",
+    "xptiInitialize",
+    "xptiFinalize",
+    "xptiGetUniversalId",
+    "xptiSetUniversalId",
+    "xptiGetStashedTuple",
+    "xptiStashTuple",
+    "xptiUnstashTuple",
+    "xptiGetUniqueId",
+    "xptiRegisterString",
+    "xptiLookupString",
+    "xptiRegisterObject",
+    "xptiLookupObject",
+    "xptiRegisterPayload",
+    "xptiRegisterStream",
+    "xptiUnregisterStream",
+    "xptiRegisterUserDefinedTracePoint",
+    "xptiRegisterUserDefinedEventType",
+    "xptiMakeEvent",
+    "xptiFindEvent",
+    "xptiQueryPayload",
+    "xptiQueryPayloadByUID",
+    "xptiRegisterCallback",
+    "xptiUnregisterCallback",
+    "xptiNotifySubscribers",
+    "xptiAddMetadata",
+    "xptiQueryMetadata",
+    "xptiTraceEnabled",
+    "xptiCheckTraceEnabled",
+    "xptiReset",
+    "xptiForceSetTraceEnabled",
+    "xptiLookupPayload",
+    "xptiLookupEvent",
+    "xptiCreateTracepoint",
+    "xptiDeleteTracepoint",
+    "xptiGetTracepointScopeData",
+    "xptiSetTracepointScopeData",
+    "xptiUnsetTracepointScopeData",
+    "xptiRegisterTracepointScope",
+    "xptiGetDefaultStreamID",
+    "xptiSetDefaultStreamID",
+    "xptiGetDefaultEventType",
+    "xptiSetDefaultEventType",
+    "xptiGetDefaultTraceType",
+    "xptiSetDefaultTraceType",
+    "xptiEnableTracepointScopeNotification",
+    "xptiCheckTracepointScopeNotification",
+    "xptiReleaseEvent",
+    "xptiGetEffectiveStreamDetailLevel",
 ];
 
 #[test]
@@ -46,7 +82,8 @@ fn dlopen_resolves_all_50_names() {
 
 #[test]
 fn soname_and_nodelete() {
-    let Ok(o) = std::process::Command::new("readelf").arg("-d").arg(common::lib_dir().join("libxptifw.so")).output() else {
+    let Ok(o) = std::process::Command::new("readelf").arg("-d").arg(common::lib_dir().join("libxptifw.so")).output()
+    else {
         eprintln!("readelf not available; skipped");
         return;
     };
@@ -57,12 +94,17 @@ fn soname_and_nodelete() {
 
 #[test]
 fn only_xpti_names_are_exported() {
-    let Ok(o) = std::process::Command::new("nm").args(["-D", "--defined-only"]).arg(common::lib_dir().join("libxptifw.so")).output() else {
+    let Ok(o) = std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(common::lib_dir().join("libxptifw.so"))
+        .output()
+    else {
         eprintln!("nm not available; skipped");
         return;
     };
     let text = String::from_utf8_lossy(&o.stdout);
-    let funcs: Vec<&str> = text.lines().filter(|l| l.contains(" T ")).filter_map(|l| l.split_whitespace().last()).collect();
+    let funcs: Vec<&str> =
+        text.lines().filter(|l| l.contains(" T ")).filter_map(|l| l.split_whitespace().last()).collect();
     assert_eq!(funcs.len(), 50, "{funcs:?}");
     assert!(funcs.iter().all(|f| f.starts_with("xpti")), "{funcs:?}");
 }

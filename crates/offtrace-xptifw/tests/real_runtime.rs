@@ -46,7 +46,12 @@ fn collector_output(dispatcher: &Path, sticky: bool) -> String {
         cmd.env("OFFTRACE_XPTI_STICKY_STASH", "1");
     }
     let o = cmd.output().expect("run the workload");
-    assert!(o.status.success(), "workload failed under {}: {}", dispatcher.display(), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "workload failed under {}: {}",
+        dispatcher.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 
@@ -71,7 +76,10 @@ fn normalise(line: &str) -> String {
             out.push(c);
         }
     }
-    let out = out.replace("UR_EVENT_STATUS_RUNNING", "STATUS").replace("UR_EVENT_STATUS_SUBMITTED", "STATUS").replace("UR_EVENT_STATUS_COMPLETE", "STATUS");
+    let out = out
+        .replace("UR_EVENT_STATUS_RUNNING", "STATUS")
+        .replace("UR_EVENT_STATUS_SUBMITTED", "STATUS")
+        .replace("UR_EVENT_STATUS_COMPLETE", "STATUS");
     match (out.find("instanceID="), out.find("TID ")) {
         (Some(i), _) => format!("{}instanceID=N)", &out[..i]),
         (None, Some(i)) => format!("{}TID N:{}", &out[..i], out[i..].split_once(':').map_or("", |(_, r)| r)),

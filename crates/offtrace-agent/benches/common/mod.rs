@@ -8,7 +8,9 @@
 use std::ffi::{CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 
-use offtrace_xpti::abi::{FunctionWithArgs, Payload, TraceEventData, TracepointCallback, payload_flags, trace_type as tt};
+use offtrace_xpti::abi::{
+    FunctionWithArgs, Payload, TraceEventData, TracepointCallback, payload_flags, trace_type as tt,
+};
 
 pub type NotifyFn = unsafe extern "C" fn(u8, u16, *mut TraceEventData, *mut TraceEventData, u64, *const c_void) -> i32;
 pub type MakeEventFn = unsafe extern "C" fn(*const c_char, *mut Payload, u16, i32, *mut u64) -> *mut TraceEventData;
@@ -149,7 +151,13 @@ pub struct MemcpyCall {
 impl MemcpyCall {
     pub fn new() -> Box<Self> {
         let function_id = offtrace_xpti::ur::function_by_name("urEnqueueUSMMemcpy").map_or(33, |f| f.id);
-        let mut c = Box::new(Self { vars: [0x5646_8300_0000, 1, 0x7f00_1000, 0x7f00_2000, 4096, 0, 0, 0], function_id, out_event: 0, params: [std::ptr::null(); 8], result: 0 });
+        let mut c = Box::new(Self {
+            vars: [0x5646_8300_0000, 1, 0x7f00_1000, 0x7f00_2000, 4096, 0, 0, 0],
+            function_id,
+            out_event: 0,
+            params: [std::ptr::null(); 8],
+            result: 0,
+        });
         c.vars[7] = &c.out_event as *const u64 as u64;
         for i in 0..8 {
             c.params[i] = (&c.vars[i] as *const u64).cast();
@@ -170,14 +178,27 @@ impl MemcpyCall {
         let ev = x.ur_event as *mut TraceEventData;
         // SAFETY: a live event of the dispatcher, and a user data that lives across the call.
         unsafe {
-            (x.notify)(stream, tt::FUNCTION_WITH_ARGS_BEGIN, std::ptr::null_mut(), ev, instance, (&begin as *const FunctionWithArgs).cast());
+            (x.notify)(
+                stream,
+                tt::FUNCTION_WITH_ARGS_BEGIN,
+                std::ptr::null_mut(),
+                ev,
+                instance,
+                (&begin as *const FunctionWithArgs).cast(),
+            );
         }
         self.out_event = 0x5646_8400_0000 + instance;
         let end = FunctionWithArgs { ret_data: (&mut self.result as *mut i32).cast(), ..begin };
         // SAFETY: as for the begin; `ret_data` points to `self.result`.
         unsafe {
-            (x.notify)(stream, tt::FUNCTION_WITH_ARGS_END, std::ptr::null_mut(), ev, instance, (&end as *const FunctionWithArgs).cast());
+            (x.notify)(
+                stream,
+                tt::FUNCTION_WITH_ARGS_END,
+                std::ptr::null_mut(),
+                ev,
+                instance,
+                (&end as *const FunctionWithArgs).cast(),
+            );
         }
     }
 }
-

@@ -61,11 +61,32 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
     let s = |id: u32| StrId(id);
     out.push(Record::Info { key: "pid".into(), value: "4242".into() });
     out.push(Record::Info { key: "command".into(), value: "python w4.py".into() });
-    out.push(Record::ClockSync { ticks: START_TICKS, monotonic_ns: START_MONOTONIC_NS, realtime_ns: 1_763_000_000_000_000_000 });
+    out.push(Record::ClockSync {
+        ticks: START_TICKS,
+        monotonic_ns: START_MONOTONIC_NS,
+        realtime_ns: 1_763_000_000_000_000_000,
+    });
     let names = [
-        "ur.call", "sycl", "1.0", "urKernelSetArgPointer", "urKernelSetArgValue", "urEnqueueKernelLaunch",
-        "urEventRelease", "urEnqueueUSMMemcpy", "urEventWait", "urQueueFinish", "command_group_node",
-        "queue.wait", "vector_add", "matmul", "reduce", "w4.py", "sycl_device", "kernel_name", "queue_id", "main",
+        "ur.call",
+        "sycl",
+        "1.0",
+        "urKernelSetArgPointer",
+        "urKernelSetArgValue",
+        "urEnqueueKernelLaunch",
+        "urEventRelease",
+        "urEnqueueUSMMemcpy",
+        "urEventWait",
+        "urQueueFinish",
+        "command_group_node",
+        "queue.wait",
+        "vector_add",
+        "matmul",
+        "reduce",
+        "w4.py",
+        "sycl_device",
+        "kernel_name",
+        "queue_id",
+        "main",
     ];
     for (i, t) in names.iter().enumerate() {
         out.push(Record::String { id: s(i as u32 + 1), text: (*t).into() });
@@ -79,8 +100,15 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
     for k in 0..3u32 {
         out.push(Record::Payload { id: PayloadId(k + 1), name: s(13 + k), file: s(16), line: 40 + k * 7, column: 9 });
         out.push(Record::Object { id: ObjectId(k + 1), value_type: ValueType::String, bytes: b"cpu".to_vec() });
-        out.push(Record::Object { id: ObjectId(k + 11), value_type: ValueType::UnsignedInteger, bytes: (k as u64).to_le_bytes().to_vec() });
-        out.push(Record::MetadataSet { id: MetadataSetId(k + 1), items: vec![(s(17), ObjectId(k + 1)), (s(19), ObjectId(k + 11))] });
+        out.push(Record::Object {
+            id: ObjectId(k + 11),
+            value_type: ValueType::UnsignedInteger,
+            bytes: (k as u64).to_le_bytes().to_vec(),
+        });
+        out.push(Record::MetadataSet {
+            id: MetadataSetId(k + 1),
+            items: vec![(s(17), ObjectId(k + 1)), (s(19), ObjectId(k + 11))],
+        });
     }
     let set_arg_ptr = UrFn { id: 35, name: s(4) };
     let set_arg_val = UrFn { id: 34, name: s(5) };
@@ -188,20 +216,46 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
         ticks += 2_000 + rng.below(5_000);
         if i % 8 == 7 {
             ur_event += 0x80;
-            call(&mut out, &mut ticks, &memcpy, &[queue, 0, usm[2], sp - 0x1000, 4096, 0, 0, sp + 0x40], &[(7, ur_event)], 20_000 + rng.below(30_000));
-            let wait = EventInfo { uid: 0x5151_0000 + i as u64, instance_id: 1, event_type: 8, activity_type: 2, ..EventInfo::default() };
-            let w = |ticks, trace_type| Record::Notification(Notification {
-                ts: ticks, tid: main_tid, stream: SYCL_STREAM, trace_type, instance: correlation.get(),
-                event: Some(wait), user_data: UserData::Str(s(12)), ..Notification::default()
-            });
+            call(
+                &mut out,
+                &mut ticks,
+                &memcpy,
+                &[queue, 0, usm[2], sp - 0x1000, 4096, 0, 0, sp + 0x40],
+                &[(7, ur_event)],
+                20_000 + rng.below(30_000),
+            );
+            let wait = EventInfo {
+                uid: 0x5151_0000 + i as u64,
+                instance_id: 1,
+                event_type: 8,
+                activity_type: 2,
+                ..EventInfo::default()
+            };
+            let w = |ticks, trace_type| {
+                Record::Notification(Notification {
+                    ts: ticks,
+                    tid: main_tid,
+                    stream: SYCL_STREAM,
+                    trace_type,
+                    instance: correlation.get(),
+                    event: Some(wait),
+                    user_data: UserData::Str(s(12)),
+                    ..Notification::default()
+                })
+            };
             out.push(w(ticks, WAIT_BEGIN));
             call(&mut out, &mut ticks, &ev_wait, &[1, sp + 0x48], &[], 30_000 + rng.below(100_000));
             call(&mut out, &mut ticks, &q_finish, &[queue], &[], 5_000 + rng.below(5_000));
             out.push(w(ticks, WAIT_END));
             // Host-side completion on a runtime worker thread.
             out.push(Record::Notification(Notification {
-                ts: ticks + 10, tid: worker_tid, stream: SYCL_STREAM, trace_type: SIGNAL,
-                instance: correlation.get(), user_data: UserData::Signal { ur_event }, ..Notification::default()
+                ts: ticks + 10,
+                tid: worker_tid,
+                stream: SYCL_STREAM,
+                trace_type: SIGNAL,
+                instance: correlation.get(),
+                user_data: UserData::Signal { ur_event },
+                ..Notification::default()
             }));
         }
         if i % 1000 == 999 {
