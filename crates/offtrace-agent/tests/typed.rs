@@ -22,6 +22,8 @@ use offtrace_format::{
 use common::{agent, tmpdir, venv};
 
 const BEGIN: u16 = 28;
+/// A UR call of the raw layer: begin ts, end ts, function, arguments.
+type RawCall = (u64, u64, String, Vec<u64>);
 const END: u16 = 29;
 
 fn run(venv: &Path, out: &Path, script: &Path, args: &[&str]) -> String {
@@ -134,7 +136,7 @@ fn threads_queues_typed_records_are_linked_and_complete() {
     ];
     // The raw layer's UR calls, per thread, as (begin ts, end ts, function, args): the call that
     // enqueued a record, by time on its thread, independently of the typed correlation.
-    let mut raw_calls: HashMap<u32, Vec<(u64, u64, String, Vec<u64>)>> = HashMap::new();
+    let mut raw_calls: HashMap<u32, Vec<RawCall>> = HashMap::new();
     let mut open: HashMap<(u32, u64), (u64, String, Vec<u64>)> = HashMap::new();
     for n in t.notifications() {
         if let UserData::FunctionWithArgs { name, args, .. } = &n.user_data {
