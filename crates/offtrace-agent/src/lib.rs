@@ -29,6 +29,7 @@ pub mod config;
 pub mod decode;
 pub mod dispatcher;
 pub mod interner;
+pub mod metrics;
 pub mod raw_layer;
 pub mod recorder;
 pub mod safe_read;

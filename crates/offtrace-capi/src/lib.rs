@@ -35,6 +35,7 @@ use offtrace_core::{
     ContextId, Kind, ServiceError, UserData,
 };
 
+pub mod metrics;
 pub mod testing;
 pub mod tools;
 mod xpti_payload;

@@ -218,11 +218,15 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         cmd.env("UR_ENABLE_LAYERS", layers);
     }
 
+    crate::metrics_cmd::record_env(&mut cmd, &cfg.metrics)?;
+
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
+    let counters = crate::metrics_cmd::after_spawn(&cfg.metrics, child.id());
     let status = child.wait().context("waiting for the program")?;
     signals::set_child(0);
+    counters.print();
 
     let code = {
         use std::os::unix::process::ExitStatusExt;

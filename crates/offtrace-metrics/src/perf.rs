@@ -234,6 +234,33 @@ pub fn record_env(target_fds: &[RawFd]) -> String {
     SOFTWARE_EVENTS.iter().zip(target_fds).map(|((n, _, _), fd)| format!("{n}={fd}")).collect::<Vec<_>>().join(",")
 }
 
+/// Duplicates a child's descriptors `fds` into this process (`pidfd_open` + `pidfd_getfd`,
+/// Linux 5.6+; needs ptrace access to the child, which a parent of the same user has). With the
+/// descriptors [`open_for_exec`] placed in the child, the parent reads the very same counters
+/// after the child exited: whole-run totals. `None` where a descriptor could not be taken.
+pub fn take_from_child(pid: u32, fds: &[RawFd]) -> Vec<Option<Counter>> {
+    // SAFETY: pidfd_open with a pid and no flags; returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if pidfd < 0 {
+        return fds.iter().map(|_| None).collect();
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    fds.iter()
+        .map(|&fd| {
+            // SAFETY: pidfd_getfd on a live pidfd, a descriptor number and no flags; returns a
+            // new descriptor (close-on-exec) or -1.
+            let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+            if got < 0 {
+                return None;
+            }
+            // SAFETY: a fresh descriptor owned by nobody else.
+            let owned = unsafe { OwnedFd::from_raw_fd(got as RawFd) };
+            Some(Counter { fds: vec![owned] })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -283,6 +283,28 @@ impl Metrics {
         Ok(out)
     }
 
+    /// Bytes [`Self::streamer_read_data`] would return for `max_reports` now (the size query of
+    /// `zetMetricTracerReadData`).
+    pub fn streamer_available_bytes(&self, s: StreamerHandle, max_reports: u32) -> Result<usize, MetricsError> {
+        let shared = {
+            let st = lock(&self.state);
+            Arc::clone(&st.streamers.get(&s.0).ok_or(MetricsError::InvalidNullHandle)?.shared)
+        };
+        let b = lock(&shared.buffer);
+        Ok((b.raw.len() / shared.report_len).min(max_reports as usize) * shared.report_len)
+    }
+
+    /// Bytes of one raw report of a streamer's group.
+    pub fn streamer_report_bytes(&self, s: StreamerHandle) -> Result<usize, MetricsError> {
+        let st = lock(&self.state);
+        Ok(st.streamers.get(&s.0).ok_or(MetricsError::InvalidNullHandle)?.shared.report_len)
+    }
+
+    /// Bytes of one raw report of group `g`.
+    pub fn report_bytes(&self, g: GroupHandle) -> Result<usize, MetricsError> {
+        Ok(RawReport::encoded_len(self.group(g)?.slots))
+    }
+
     /// Waits until the streamer's notification (every N reports) or `timeout`: `NOT_READY` on
     /// timeout (as `zeEventHostSynchronize` on the notification event).
     pub fn streamer_wait(&self, s: StreamerHandle, timeout: Duration) -> Result<(), MetricsError> {
