@@ -79,7 +79,9 @@ unsafe extern "C" fn trampoline<const S: usize>(
         let raw = Raw { trace_type, parent, event, instance, user_data };
         // One path: the notification goes to the tracing services (raw, as an `XPTI` record,
         // and mapped to the typed kinds); the recorder is one of their clients (`trace_client`).
-        services_bridge::on_notification(STREAMS[S].1, stream, STREAMS[S].0, &raw);
+        // SAFETY: the dispatcher calls this trampoline as the subscriber callback of stream
+        // `S`: the arguments are the live notification's, valid during the call.
+        unsafe { services_bridge::on_notification(STREAMS[S].1, stream, STREAMS[S].0, &raw) };
     }));
 }
 

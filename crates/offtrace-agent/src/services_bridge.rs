@@ -190,8 +190,16 @@ pub fn finish() {
 /// Hands one notification to the services: as a raw `XPTI` record (when a context wants the
 /// kind: the recorder of `offtrace record` always does), then mapped to the typed kinds (when
 /// the bridge is on). Disabled path: two relaxed loads.
+///
+/// # Safety
+///
+/// `raw` holds the arguments of a live XPTI callback of a stream of `kind`, valid for the
+/// duration of the call: `parent` and `event` null or valid `trace_event_data_t`s, `user_data`
+/// null or what the runtime passes for that stream and trace type (a `function_with_args_t` for
+/// `ur.call` function_with_args notifications, whose `args_data` is the function's params
+/// struct). The bridge reads through these pointers (arguments, outputs, metadata).
 #[inline(always)]
-pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+pub unsafe fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
     // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
     // over its 8-byte stores, a store-forwarding stall per notification.
     emit_raw(
@@ -1586,12 +1594,14 @@ mod tests {
         };
         set_active(true);
         for i in 1..=70 {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i)) };
         }
         let mut order: Vec<u64> = (1..=70).rev().collect();
         order.swap(10, 11);
         for i in order {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i)) };
         }
         assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
         // urUSMFree(hContext, pMem)
@@ -1605,8 +1615,12 @@ mod tests {
         };
         let begin =
             Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &begin);
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &begin) };
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe {
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin })
+        };
         set_active(false);
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);
