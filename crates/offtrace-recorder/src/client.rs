@@ -20,6 +20,9 @@ use offtrace_core::{
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
+
+/// Words of an API call entry: the head, start, external, result, and the arguments.
+const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
 use crate::recorder::{Inner, Local, with_local};
 
 /// Subscribes the recorder to the services: a started context with a callback service for every
@@ -95,13 +98,15 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
     });
 }
 
-fn head(words: &mut [u64; MAX_ENTRY_WORDS], record: &CallbackRecord, ts: u64) {
+fn head(words: &mut [u64], record: &CallbackRecord, ts: u64) {
     words[1] = ts;
     words[2] = record.correlation_id.internal;
 }
 
 fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, start: u64, p: &ApiCallPayload) {
-    let mut w = [0u64; MAX_ENTRY_WORDS];
+    // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
+    // than the rest of the entry.
+    let mut w = [0u64; API_WORDS];
     head(&mut w, record, timestamp_ns());
     w[3] = start;
     w[4] = record.correlation_id.external.value;
