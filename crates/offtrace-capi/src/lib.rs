@@ -36,6 +36,7 @@ use offtrace_core::{
 };
 
 pub mod metrics;
+pub mod sysman;
 pub mod testing;
 pub mod tools;
 mod xpti_payload;

@@ -95,7 +95,7 @@ fn guard(f: impl FnOnce() -> Result<(), MetricsError>) -> offtrace_metric_result
     }
 }
 
-fn copy_str(dst: &mut [c_char], s: &str) {
+pub(crate) fn copy_str(dst: &mut [c_char], s: &str) {
     let n = s.len().min(dst.len() - 1);
     for (d, b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
         *d = *b as c_char;

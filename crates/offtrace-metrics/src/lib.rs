@@ -32,6 +32,7 @@ pub mod perf;
 pub mod procfs;
 pub mod session;
 pub mod sysfs;
+pub mod sysman;
 
 pub use catalog::{Backend, Catalog, Group};
 pub use counters::{Sampler, SamplerStats, counter_id};
@@ -44,3 +45,4 @@ pub use session::{
     GroupHandle, Metrics, QueryHandle, QueryPoolHandle, StreamerDesc, StreamerHandle, StreamerStats, monotonic_ns,
     thread_cpu_ns,
 };
+pub use sysman::Sysman;

@@ -290,6 +290,19 @@ pub fn discover() -> Vec<Gpu> {
     gpus
 }
 
+/// `(total, free, used)` device memory in bytes.
+pub fn memory_info(gpu: &Gpu) -> Option<(u64, u64, u64)> {
+    let a = api()?;
+    let mut m = Memory::default();
+    // SAFETY: the device handle NVML gave; out-pointer to a live `nvmlMemory_t`.
+    (unsafe { (a.memory?)(gpu.handle as Device, &mut m) } == SUCCESS).then_some((m.total, m.free, m.used))
+}
+
+/// The raw NVML device handle (for [`XidEvent::gpu_handle`] matching).
+pub fn handle_of(gpu: &Gpu) -> usize {
+    gpu.handle
+}
+
 /// Reads every query of `gpu` into `out`.
 pub fn read(gpu: &Gpu, out: &mut [u64]) -> Result<(), MetricsError> {
     for (o, q) in out.iter_mut().zip(&gpu.queries) {

@@ -168,13 +168,21 @@ fn perf_software_groups_measure_real_work() {
     m.query_pool_destroy(pool).expect("pool");
 
     m.activate(0, &[sw]).expect("sw");
-    let desc = StreamerDesc { sampling_period: Duration::from_millis(5), ..Default::default() };
+    let desc =
+        StreamerDesc { sampling_period: Duration::from_millis(5), notify_every_n_reports: 5, ..Default::default() };
     let s = m.streamer_open(0, sw, desc, None).expect("streamer");
     let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_millis(60) {
+    while t.elapsed() < Duration::from_millis(30) {
         x = std::hint::black_box(x.wrapping_add(1));
     }
+    // Under load the sampling thread may lag: wait for its 5th report rather than a fixed time.
+    m.streamer_wait(s, Duration::from_secs(20)).expect("5 reports");
+    let raw = m.streamer_read_data(s, u32::MAX).expect("read");
     let stats = m.streamer_close(s).expect("close");
     assert!(stats.reports >= 5, "{stats:?}");
+    let values = m.calculate(sw, &raw).expect("calc");
+    let task: Vec<u64> = values.iter().map(|v| if let TypedValue::U64(t) = v[0] { t } else { 0 }).collect();
+    assert!(task.windows(2).all(|w| w[0] <= w[1]), "task clock since the open never decreases: {task:?}");
+    assert!(*task.last().expect("reports") > 0, "the process ran: {task:?}");
     m.activate(0, &[]).expect("off");
 }

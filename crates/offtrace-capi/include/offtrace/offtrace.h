@@ -419,6 +419,39 @@ typedef struct offtrace_metric_typed_value_t {
     uint64_t value;
 } offtrace_metric_typed_value_t;
 
+/* ------------------------------------------------------------------ sysman (zes-shaped) */
+
+typedef struct offtrace_sysman_energy_counter_t {
+    uint64_t energy_uj;
+    uint64_t timestamp_us; /* CLOCK_MONOTONIC */
+} offtrace_sysman_energy_counter_t;
+
+typedef struct offtrace_sysman_freq_state_t {
+    double actual_mhz;
+    uint64_t throttle_reasons; /* GPUs: NVML clock event reason bits */
+} offtrace_sysman_freq_state_t;
+
+typedef struct offtrace_sysman_mem_state_t {
+    uint64_t size;
+    uint64_t free;
+} offtrace_sysman_mem_state_t;
+
+typedef struct offtrace_sysman_pci_stats_t {
+    uint64_t tx_kbs;
+    uint64_t rx_kbs;
+} offtrace_sysman_pci_stats_t;
+
+typedef struct offtrace_sysman_ras_state_t {
+    uint64_t corrected;
+    uint64_t uncorrected;
+} offtrace_sysman_ras_state_t;
+
+typedef struct offtrace_sysman_event_t {
+    uint32_t device;
+    uint32_t reserved;
+    uint64_t xid; /* the XID critical error's code */
+} offtrace_sysman_event_t;
+
 /* ------------------------------------------------------------------ functions */
 
 /* BEGIN GENERATED FUNCTIONS */
@@ -790,6 +823,87 @@ offtrace_metric_result_t offtrace_metric_query_get_data(offtrace_metric_query_ha
  * raw readable for size bytes; count writable; values null or writable for *count.
  */
 offtrace_metric_result_t offtrace_metric_group_calculate_metric_values(offtrace_metric_group_handle_t group, size_t size, const uint8_t* raw, uint32_t* count, offtrace_metric_typed_value_t* values);
+
+/**
+ * zesDeviceGet: *count == 0 (or devices null) → the number of devices.
+ *
+ * Safety:
+ * count writable; devices null or writable for *count ids.
+ */
+offtrace_metric_result_t offtrace_sysman_device_get(uint32_t* count, offtrace_metric_device_t* devices);
+
+/**
+ * zesDeviceGetProperties.
+ *
+ * Safety:
+ * props writable.
+ */
+offtrace_metric_result_t offtrace_sysman_device_get_properties(offtrace_metric_device_t device, offtrace_metric_device_properties_t* props);
+
+/**
+ * zesPowerGetEnergyCounter.
+ *
+ * Safety:
+ * energy writable.
+ */
+offtrace_metric_result_t offtrace_sysman_power_get_energy_counter(offtrace_metric_device_t device, offtrace_sysman_energy_counter_t* energy);
+
+/**
+ * zesPowerGetLimits: the sustained (enforced) limit in mW.
+ *
+ * Safety:
+ * sustained_mw writable.
+ */
+offtrace_metric_result_t offtrace_sysman_power_get_limit(offtrace_metric_device_t device, uint64_t* sustained_mw);
+
+/**
+ * zesFrequencyGetState.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_frequency_get_state(offtrace_metric_device_t device, offtrace_sysman_freq_state_t* state);
+
+/**
+ * zesTemperatureGetState in degrees Celsius.
+ *
+ * Safety:
+ * celsius writable.
+ */
+offtrace_metric_result_t offtrace_sysman_temperature_get_state(offtrace_metric_device_t device, double* celsius);
+
+/**
+ * zesMemoryGetState.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_memory_get_state(offtrace_metric_device_t device, offtrace_sysman_mem_state_t* state);
+
+/**
+ * zesPciGetStats: throughput in KB/s.
+ *
+ * Safety:
+ * stats writable.
+ */
+offtrace_metric_result_t offtrace_sysman_pci_get_stats(offtrace_metric_device_t device, offtrace_sysman_pci_stats_t* stats);
+
+/**
+ * zesRasGetState: ECC errors since boot.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_ras_get_state(offtrace_metric_device_t device, offtrace_sysman_ras_state_t* state);
+
+/**
+ * zesDriverEventListen: waits at most timeout_ms for an XID critical error on any GPU;
+ * OFFTRACE_METRIC_RESULT_NOT_READY on timeout.
+ *
+ * Safety:
+ * event writable.
+ */
+offtrace_metric_result_t offtrace_sysman_event_wait(uint32_t timeout_ms, offtrace_sysman_event_t* event);
 
 /* END GENERATED FUNCTIONS */
 

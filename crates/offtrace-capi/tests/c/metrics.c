@@ -143,6 +143,33 @@ int main(void) {
     CHECK(offtrace_metric_group_activate(0, 0, NULL) == 0, "deactivate");
     free(raw);
     free(v);
+
+    /* sysman: the CPU answers memory from /proc, has no PCI/RAS; GPUs answer through NVML. */
+    uint32_t nsd = 0;
+    CHECK(offtrace_sysman_device_get(&nsd, NULL) == 0 && nsd >= 1, "sysman devices");
+    offtrace_sysman_mem_state_t ms;
+    CHECK(offtrace_sysman_memory_get_state(0, &ms) == 0 && ms.size > 0 && ms.free <= ms.size, "cpu memory");
+    offtrace_sysman_pci_stats_t ps;
+    CHECK(offtrace_sysman_pci_get_stats(0, &ps) == OFFTRACE_METRIC_RESULT_ERROR_UNSUPPORTED_FEATURE, "cpu pci");
+    CHECK(offtrace_sysman_memory_get_state(0, NULL) == OFFTRACE_METRIC_RESULT_ERROR_INVALID_NULL_POINTER, "null");
+    printf("ok sysman cpu: memory %llu of %llu bytes free\n", (unsigned long long)ms.free,
+           (unsigned long long)ms.size);
+    for (uint32_t dev = 1; dev < nsd; dev++) {
+        offtrace_sysman_energy_counter_t e;
+        offtrace_sysman_freq_state_t f;
+        double t = 0;
+        CHECK(offtrace_sysman_memory_get_state(dev, &ms) == 0 && ms.size > 0, "gpu memory");
+        CHECK(offtrace_sysman_power_get_energy_counter(dev, &e) == 0, "gpu energy");
+        CHECK(offtrace_sysman_frequency_get_state(dev, &f) == 0 && f.actual_mhz > 0, "gpu frequency");
+        CHECK(offtrace_sysman_temperature_get_state(dev, &t) == 0 && t > 5 && t < 120, "gpu temperature");
+        offtrace_sysman_event_t ev;
+        offtrace_metric_result_t w = offtrace_sysman_event_wait(50, &ev);
+        CHECK(w == OFFTRACE_METRIC_RESULT_NOT_READY || w == OFFTRACE_METRIC_RESULT_ERROR_UNSUPPORTED_FEATURE,
+              "event wait %x", w);
+        printf("ok sysman gpu %u: %llu MiB, %.0f MHz, %.0f C, %llu uJ, event wait %s\n", dev,
+               (unsigned long long)(ms.size >> 20), f.actual_mhz, t, (unsigned long long)e.energy_uj,
+               w == OFFTRACE_METRIC_RESULT_NOT_READY ? "NOT_READY" : "unsupported");
+    }
     printf("all ok\n");
     return 0;
 }
