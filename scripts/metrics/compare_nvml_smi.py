@@ -24,18 +24,25 @@ for r in csv.DictReader(open(mon_path)):
     mon.setdefault(int(r["ts_ns"]), {})[r["metric"]] = float(r["value"])
 mon_ts = sorted(mon)
 
-pairs = {  # smi column -> (offtrace metric, scale to smi units)
-    "power.draw [W]": ("power", 1.0),
-    "clocks.current.sm [MHz]": ("sm_clock", 1.0),
-    "clocks.current.memory [MHz]": ("memory_clock", 1.0),
+want = {  # smi column (without its unit) -> (offtrace metric, scale to smi units)
+    "power.draw": ("power", 1.0),
+    "power.draw.average": ("power", 1.0),
+    "power.draw.instant": ("power", 1.0),
+    "clocks.current.sm": ("sm_clock", 1.0),
+    "clocks.sm": ("sm_clock", 1.0),
+    "clocks.current.memory": ("memory_clock", 1.0),
+    "clocks.mem": ("memory_clock", 1.0),
     "temperature.gpu": ("temperature", 1.0),
-    "utilization.gpu [%]": ("utilization", 1.0),
-    "utilization.memory [%]": ("memory_utilization", 1.0),
-    "memory.used [MiB]": ("memory_used", 1.0 / (1 << 20)),
+    "utilization.gpu": ("utilization", 1.0),
+    "utilization.memory": ("memory_utilization", 1.0),
+    "memory.used": ("memory_used", 1.0 / (1 << 20)),
 }
 rows = list(csv.reader(open(smi_path)))
 head = [h.strip() for h in rows[0]]
+pairs = {h: want[h.split(" [")[0]] for h in head if h.split(" [")[0] in want}
 diffs = {k: [] for k in pairs}
+steady = {k: [] for k in pairs}
+bounds = [t for _, a, b in phases for t in (a, b)]
 import bisect
 period = 200_000_000
 for r in rows[1:]:
@@ -52,19 +59,25 @@ for r in rows[1:]:
     for col, (metric, scale) in pairs.items():
         if col in d and metric in m:
             try:
-                diffs[col].append((float(d[col]), m[metric] * scale))
+                pair = (float(d[col]), m[metric] * scale)
             except ValueError:
-                pass
-print(f"{'metric':30} {'pairs':>5} {'smi mean':>10} {'offtrace mean':>13} {'mean |diff|':>11} {'rel':>7}")
-for col, v in diffs.items():
-    if not v:
-        print(f"{col:30} {0:>5}")
-        continue
-    s = sum(a for a, _ in v) / len(v)
-    o = sum(b for _, b in v) / len(v)
-    md = sum(abs(a - b) for a, b in v) / len(v)
-    rel = md / s * 100 if s else 0.0
-    print(f"{col:30} {len(v):>5} {s:>10.1f} {o:>13.1f} {md:>11.2f} {rel:>6.2f}%")
+                continue
+            diffs[col].append(pair)
+            # Steady: both samples at least 500 ms from a phase boundary (values move fast there).
+            if all(abs(t - b) > 500_000_000 and abs(mon_ts[best] - b) > 500_000_000 for b in bounds):
+                steady[col].append(pair)
+for title, table in (("all pairs", diffs), ("steady pairs (>= 500 ms from a phase change)", steady)):
+    print(title)
+    print(f"{'metric':30} {'pairs':>5} {'smi mean':>10} {'offtrace mean':>13} {'mean |diff|':>11} {'rel':>7}")
+    for col, v in table.items():
+        if not v:
+            print(f"{col:30} {0:>5}")
+            continue
+        s = sum(a for a, _ in v) / len(v)
+        o = sum(b for _, b in v) / len(v)
+        md = sum(abs(a - b) for a, b in v) / len(v)
+        rel = md / s * 100 if s else 0.0
+        print(f"{col:30} {len(v):>5} {s:>10.1f} {o:>13.1f} {md:>11.2f} {rel:>6.2f}%")
 for name, t0, t1 in phases:
     sel = [mon[t] for t in mon_ts if t0 <= t <= t1]
     if sel:

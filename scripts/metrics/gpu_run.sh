@@ -6,10 +6,12 @@ cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
 ./offtrace metrics list --format json > "$OUT/list.json"; ./offtrace metrics list | tee "$OUT/list.txt"
-for t in ./tests/*; do "$t" --test-threads=1 2>&1 | tail -4; done | tee "$OUT/tests.txt"
+for t in ./tests/*; do "$t" --test-threads=1 --nocapture 2>&1 | grep -E 'sysman gpu|test result|FAIL|panicked'; done | tee "$OUT/tests.txt"
+cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -I include metrics.c -o metrics_c -L . -lofftrace -Wl,-rpath,"$PWD" \
+  && ./metrics_c | tee "$OUT/c_api.txt"
 ./offtrace monitor --interval 200ms --format csv > "$OUT/monitor.csv" 2>"$OUT/monitor.err" &
 MON=$!
-nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu,utilization.memory,memory.used \
+nvidia-smi --query-gpu=timestamp,power.draw,power.draw.average,power.draw.instant,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu,utilization.memory,memory.used \
   --format=csv,nounits -lms 200 > "$OUT/smi.csv" &
 SMI=$!
 sleep 1

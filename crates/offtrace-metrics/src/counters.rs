@@ -50,12 +50,13 @@ fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[Type
             TypedValue::U64(x) => x,
             TypedValue::F64(x) => x.to_bits(),
         };
+        // A sample names its counter by id (the definition carries name and unit).
         let p = CounterPayload {
             counter: counter_id(group, i),
             device: u64::from(info.device),
             value: bits,
-            name: d.names[i].as_ptr(),
-            unit: d.units[i].as_ptr(),
+            name: std::ptr::null(),
+            unit: std::ptr::null(),
         };
         emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
     }

@@ -253,25 +253,30 @@ impl RawReport {
 
 /// Calculates one report into one typed value per metric (the group's order).
 pub fn calculate(metrics: &[MetricInfo], r: &RawReport) -> Vec<TypedValue> {
+    let mut out = Vec::with_capacity(metrics.len());
+    calculate_into(metrics, r, &mut out);
+    out
+}
+
+/// [`calculate`] into a reused vector (cleared first).
+pub fn calculate_into(metrics: &[MetricInfo], r: &RawReport, out: &mut Vec<TypedValue>) {
     let interval = r.ts_ns.saturating_sub(r.prev_ts_ns);
-    metrics
-        .iter()
-        .map(|m| {
-            let at = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0);
-            let delta = |i: usize| at(&r.now, i).wrapping_sub(at(&r.prev, i)) as i64 as f64;
-            match m.calc {
-                Calc::Total(i) => TypedValue::U64(at(&r.now, i).saturating_sub(at(&r.base, i))),
-                Calc::TotalScaled(i, s) => TypedValue::F64(at(&r.now, i).saturating_sub(at(&r.base, i)) as f64 * s),
-                Calc::Gauge(i) => TypedValue::U64(at(&r.now, i)),
-                Calc::GaugeScaled(i, s) => TypedValue::F64(at(&r.now, i) as f64 * s),
-                Calc::Rate(i, s) => TypedValue::F64(if interval == 0 { 0.0 } else { delta(i) / interval as f64 * s }),
-                Calc::Ratio(a, b, s) => {
-                    let d = delta(b);
-                    TypedValue::F64(if d == 0.0 { 0.0 } else { delta(a) / d * s })
-                }
+    out.clear();
+    out.extend(metrics.iter().map(|m| {
+        let at = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0);
+        let delta = |i: usize| at(&r.now, i).wrapping_sub(at(&r.prev, i)) as i64 as f64;
+        match m.calc {
+            Calc::Total(i) => TypedValue::U64(at(&r.now, i).saturating_sub(at(&r.base, i))),
+            Calc::TotalScaled(i, s) => TypedValue::F64(at(&r.now, i).saturating_sub(at(&r.base, i)) as f64 * s),
+            Calc::Gauge(i) => TypedValue::U64(at(&r.now, i)),
+            Calc::GaugeScaled(i, s) => TypedValue::F64(at(&r.now, i) as f64 * s),
+            Calc::Rate(i, s) => TypedValue::F64(if interval == 0 { 0.0 } else { delta(i) / interval as f64 * s }),
+            Calc::Ratio(a, b, s) => {
+                let d = delta(b);
+                TypedValue::F64(if d == 0.0 { 0.0 } else { delta(a) / d * s })
             }
-        })
-        .collect()
+        }
+    }));
 }
 
 #[cfg(test)]

@@ -30,6 +30,20 @@ struct Memory {
     used: c_ulonglong,
 }
 
+/// `nvmlMemory_v2_t`: `used` excludes the driver's reserved memory (what nvidia-smi shows).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct MemoryV2 {
+    version: c_uint,
+    total: c_ulonglong,
+    reserved: c_ulonglong,
+    free: c_ulonglong,
+    used: c_ulonglong,
+}
+
+/// `nvmlMemory_v2` = `NVML_STRUCT_VERSION(Memory, 2)`: the struct's size | 2 << 24.
+const MEMORY_V2: c_uint = std::mem::size_of::<MemoryV2>() as c_uint | (2 << 24);
+
 /// `nvmlEventData_t`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -53,6 +67,7 @@ struct Api {
     temperature: Option<unsafe extern "C" fn(Device, c_int, *mut c_uint) -> Ret>,
     utilization: Option<unsafe extern "C" fn(Device, *mut Utilization) -> Ret>,
     memory: Option<unsafe extern "C" fn(Device, *mut Memory) -> Ret>,
+    memory_v2: Option<unsafe extern "C" fn(Device, *mut MemoryV2) -> Ret>,
     pcie: Option<unsafe extern "C" fn(Device, c_int, *mut c_uint) -> Ret>,
     throttle: Option<unsafe extern "C" fn(Device, *mut c_ulonglong) -> Ret>,
     ecc: Option<unsafe extern "C" fn(Device, c_int, c_int, *mut c_ulonglong) -> Ret>,
@@ -103,6 +118,7 @@ fn load() -> Option<Api> {
         temperature: sym(lib, c"nvmlDeviceGetTemperature"),
         utilization: sym(lib, c"nvmlDeviceGetUtilizationRates"),
         memory: sym(lib, c"nvmlDeviceGetMemoryInfo"),
+        memory_v2: sym(lib, c"nvmlDeviceGetMemoryInfo_v2"),
         pcie: sym(lib, c"nvmlDeviceGetPcieThroughput"),
         throttle: sym(lib, c"nvmlDeviceGetCurrentClocksEventReasons")
             .or_else(|| sym(lib, c"nvmlDeviceGetCurrentClocksThrottleReasons")),
@@ -180,10 +196,13 @@ pub fn query(gpu: &Gpu, q: Query) -> Option<u64> {
                 let rc = (a.utilization?)(d, &mut ut);
                 (rc, u64::from(if q == Query::GpuUtilPct { ut.gpu } else { ut.memory }))
             }
-            Query::MemUsedBytes => {
-                let mut m = Memory::default();
-                ((a.memory?)(d, &mut m), m.used)
-            }
+            Query::MemUsedBytes => match memory_v2(a, d) {
+                Some(m) => (SUCCESS, m.used),
+                None => {
+                    let mut m = Memory::default();
+                    ((a.memory?)(d, &mut m), m.used)
+                }
+            },
             Query::PcieTxKbs => ((a.pcie?)(d, 0, &mut u), u64::from(u)), // NVML_PCIE_UTIL_TX_BYTES
             Query::PcieRxKbs => ((a.pcie?)(d, 1, &mut u), u64::from(u)), // NVML_PCIE_UTIL_RX_BYTES
             Query::ThrottleReasons => ((a.throttle?)(d, &mut ull), ull),
@@ -210,7 +229,14 @@ fn metric_of(q: Query, slot: usize) -> MetricInfo {
         Query::MemUtilPct => {
             ("memory_utilization", "time memory was read or written", "memory", "%", Ratio, Calc::Gauge(slot))
         }
-        Query::MemUsedBytes => ("memory_used", "device memory in use", "memory", "bytes", Raw, Calc::Gauge(slot)),
+        Query::MemUsedBytes => (
+            "memory_used",
+            "device memory in use (without the driver's reserve)",
+            "memory",
+            "bytes",
+            Raw,
+            Calc::Gauge(slot),
+        ),
         Query::PcieTxKbs => {
             ("pcie_tx", "PCIe transmit throughput (20 ms window)", "pcie", "KB/s", Throughput, Calc::Gauge(slot))
         }
@@ -290,9 +316,21 @@ pub fn discover() -> Vec<Gpu> {
     gpus
 }
 
-/// `(total, free, used)` device memory in bytes.
+/// `nvmlDeviceGetMemoryInfo_v2` where the driver has it.
+fn memory_v2(a: &Api, d: Device) -> Option<MemoryV2> {
+    let mut m = MemoryV2 { version: MEMORY_V2, ..MemoryV2::default() };
+    // SAFETY: the device handle NVML gave; out-pointer to a live `nvmlMemory_v2_t` whose
+    // version field names its layout.
+    (unsafe { (a.memory_v2?)(d, &mut m) } == SUCCESS).then_some(m)
+}
+
+/// `(total, free, used)` device memory in bytes (`used` without the driver's reserve where
+/// NVML has the v2 query).
 pub fn memory_info(gpu: &Gpu) -> Option<(u64, u64, u64)> {
     let a = api()?;
+    if let Some(m) = memory_v2(a, gpu.handle as Device) {
+        return Some((m.total, m.free, m.used));
+    }
     let mut m = Memory::default();
     // SAFETY: the device handle NVML gave; out-pointer to a live `nvmlMemory_t`.
     (unsafe { (a.memory?)(gpu.handle as Device, &mut m) } == SUCCESS).then_some((m.total, m.free, m.used))

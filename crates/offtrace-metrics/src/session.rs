@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::{Catalog, Collector};
 use crate::error::MetricsError;
-use crate::model::{GroupInfo, RawReport, SamplingTypes, TypedValue, calculate};
+use crate::model::{GroupInfo, RawReport, SamplingTypes, TypedValue, calculate, calculate_into};
 
 /// A group: its index in the catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -468,6 +468,8 @@ fn sample_loop(
     let mut prev = base.clone();
     let mut prev_ts = base_ts;
     let mut now = vec![0u64; base.len()];
+    let mut base_v = base;
+    let mut values = Vec::with_capacity(info.metrics.len());
     let mut encoded = Vec::with_capacity(sh.report_len);
     let mut k: u32 = 1;
     loop {
@@ -495,10 +497,17 @@ fn sample_loop(
             return;
         }
         let ts = monotonic_ns();
-        let report =
-            RawReport { ts_ns: ts, prev_ts_ns: prev_ts, now: now.clone(), prev: prev.clone(), base: base.clone() };
+        // The report owns its vectors for the callback; they are handed back after it (no
+        // allocation per sample).
+        let mut report = RawReport {
+            ts_ns: ts,
+            prev_ts_ns: prev_ts,
+            now: std::mem::take(&mut now),
+            prev: std::mem::take(&mut prev),
+            base: std::mem::take(&mut base_v),
+        };
         if let Some(cb) = callback.as_mut() {
-            let values = calculate(&info.metrics, &report);
+            calculate_into(&info.metrics, &report, &mut values);
             cb(&info, &report, &values);
         }
         if desc.keep_raw {
@@ -517,7 +526,9 @@ fn sample_loop(
                 sh.data.notify_all();
             }
         }
-        std::mem::swap(&mut prev, &mut now);
+        now = std::mem::take(&mut report.prev);
+        prev = std::mem::take(&mut report.now);
+        base_v = std::mem::take(&mut report.base);
         prev_ts = ts;
         // Relaxed: statistics, read after join or as a snapshot.
         sh.reports.fetch_add(1, Ordering::Relaxed);
