@@ -9,11 +9,35 @@
 use std::ffi::CString;
 use std::time::Duration;
 
-use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_instant};
+use offtrace_core::{
+    CounterPayload, CounterValueType, DevicePayload, DeviceType, Kind, Payload, Phase, counter_op, device_op,
+    emit_instant,
+};
 
 use crate::error::MetricsError;
 use crate::model::{GroupInfo, RawReport, TypedValue};
 use crate::session::{GroupHandle, Metrics, StreamerDesc, StreamerHandle, StreamerStats};
+
+/// The trace's device handle of metric device `id` (a `DEVICE` record names it; counters carry
+/// it): a fixed high tag and the id, so it never collides with a runtime's device handles.
+pub fn device_handle(id: u32) -> u64 {
+    0x4d45_4400_0000_0000 | u64::from(id)
+}
+
+/// Emits a `DEVICE` record for each metric device (name, CPU/GPU), so tools name the counters'
+/// devices.
+fn define_devices(metrics: &Metrics, ids: &[u32]) {
+    for d in metrics.catalog().devices.iter().filter(|d| ids.contains(&d.id)) {
+        let name = CString::new(d.name.replace('\0', "")).unwrap_or_default();
+        let p = DevicePayload {
+            handle: device_handle(d.id),
+            parent: 0,
+            name: name.as_ptr(),
+            device_type: if d.kind == crate::DeviceKind::Gpu { DeviceType::Gpu } else { DeviceType::Cpu },
+        };
+        emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
+    }
+}
 
 /// Counter ids: a fixed high tag, the group index and the metric index.
 pub fn counter_id(group: usize, metric: usize) -> u64 {
@@ -35,7 +59,7 @@ fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[Type
             };
             let p = CounterPayload {
                 counter: counter_id(group, i),
-                device: u64::from(info.device),
+                device: device_handle(info.device),
                 value: vt as u64,
                 name: d.names[i].as_ptr(),
                 unit: d.units[i].as_ptr(),
@@ -53,7 +77,7 @@ fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[Type
         // A sample names its counter by id (the definition carries name and unit).
         let p = CounterPayload {
             counter: counter_id(group, i),
-            device: u64::from(info.device),
+            device: device_handle(info.device),
             value: bits,
             name: std::ptr::null(),
             unit: std::ptr::null(),
@@ -99,6 +123,7 @@ impl Sampler {
                 handles.iter().copied().filter(|g| metrics.catalog().groups[g.0].info.device == *d).collect();
             metrics.activate(*d, &on)?;
         }
+        define_devices(metrics, &devices);
         let mut s = Sampler { metrics, streamers: Vec::new() };
         for g in handles {
             let info = metrics.catalog().groups[g.0].info.clone();
