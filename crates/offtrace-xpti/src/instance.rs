@@ -25,7 +25,7 @@
 //!   the owner, a compare-exchange by anyone else). This is the "live uid64 registry", lock-free
 //!   and without hashing. An interface
 //!   pointer maps to its event by subtracting its offset in the side cell and `span`.
-//! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
+//! * Keys: every payload reduces to a 128-bit key (`docs/reference/xpti-abi.md` §6.1). Each key has one
 //!   never-freed [`KeyEntry`] holding the owned name/file copies, the shared payload and the
 //!   instance counter, found through a per-thread direct-mapped cache (pointer equality plus a
 //!   string compare, which is cheaper than FNV hashing, and no compare at all for strings in the
@@ -74,7 +74,7 @@ const KEY_ALIGN: usize = 64;
 
 /// Per-key data shared by all instances of one key: 96 bytes, followed in memory by the owned
 /// copies of the name and file (default mode). The key's names and IDs are those of the stored
-/// payload (`xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
+/// payload (`docs/reference/xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
 #[derive(Debug)]
 pub struct KeyEntry {
     /// Instances created so far; survives deletion of instances.
@@ -114,7 +114,7 @@ impl KeyEntry {
     }
 }
 
-/// The 128-bit key of `xpti-abi.md` §6.1: `p1 = file_id << 32 | function_id`,
+/// The 128-bit key of `docs/reference/xpti-abi.md` §6.1: `p1 = file_id << 32 | function_id`,
 /// `p2 = column << 32 | line` with the line sign-extended (a line of `0xFFFFFFFF` hides the
 /// column).
 #[inline]
@@ -187,7 +187,7 @@ fn remote(owner: u32) -> u64 {
     u64::from(owner) << 32 | 1
 }
 
-/// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
+/// Word index of the metadata map inside an event (see `docs/reference/xpti-abi.md` §4.5).
 const MAP_WORD: usize = 56 / 8;
 const MAP_WORDS: usize = 7;
 const SINGLE_BUCKET_OFFSET: usize = 48;
@@ -1034,7 +1034,7 @@ pub struct Spec {
     pub code_ptr: *const c_void,
 }
 
-/// Writes the payload an instance stores (`xpti-abi.md` §6.2) to `dst`: the key's names and
+/// Writes the payload an instance stores (`docs/reference/xpti-abi.md` §6.2) to `dst`: the key's names and
 /// IDs, the caller's flags, line and column, `internal` = `uid`. Field by field: a `write` of a
 /// whole `Payload` value goes through the stack.
 ///
