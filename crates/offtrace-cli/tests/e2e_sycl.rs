@@ -394,10 +394,19 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     let start = Instant::now();
     while !pidfile.exists() || std::fs::read_to_string(&pidfile).map(|s| s.is_empty()).unwrap_or(true) {
         assert!(start.elapsed() < Duration::from_secs(60), "program never started");
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval: the condition decides
     }
-    // Let it trace for a while (chunks are closed every ~100 ms), then SIGKILL the program.
-    std::thread::sleep(Duration::from_millis(2500));
+    // SIGKILL the program once the chunks on disk (closed every ~100 ms) hold more than 100 UR
+    // calls: the condition is read from the trace, not guessed from a delay.
+    let ur_begins = || {
+        let o = Command::new(offtrace()).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+        serde_json::from_slice(&o.stdout)
+            .map_or(0, |rep| count(&notification_counts(&rep), "ur.call", "function_with_args_begin"))
+    };
+    while !trace.exists() || ur_begins() <= 100 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the trace never held 100 UR calls");
+        std::thread::sleep(Duration::from_millis(50)); // poll interval: the condition decides
+    }
     let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid number");
     let rc = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill");
     assert!(rc.success());
