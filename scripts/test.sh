@@ -1,51 +1,49 @@
 #!/usr/bin/env bash
-# The test command, in two tiers; prints the wall time of each.
+# The test command. Prints the wall time of each part.
 #
-#   tier 1  needs no network and no runtime: scripts/test-tier1.sh (formatting, clippy with
-#           -D warnings, unit tests, loom models, doc tests, a short run of each fuzz target).
-#   tier 2  against the real runtimes: installs what is missing (system packages through
-#           scripts/setup-system.sh, Intel's SYCL runtime from PyPI into the venv through
-#           scripts/setup-sycl.sh), builds the workspace and the reference subscriber, and runs
-#           every integration test (each crate's tests/).
+#   setup   (network) what the tiers need and the machine lacks: system packages through
+#           scripts/setup-system.sh (apt-get), rustfmt and clippy (rustup), cargo-nextest, and the
+#           crates (cargo fetch).
+#   tier 1  no network, no runtime: scripts/test-tier1.sh (formatting, clippy with -D warnings,
+#           every test that needs no runtime, doc tests, loom models, miri where installed, a short
+#           run of each fuzz target). Cargo runs offline.
+#   tier 2  the real runtimes: Intel's SYCL runtime from PyPI into the venv (scripts/setup-sycl.sh;
+#           skipped when present), the reference subscriber (tools/xpti-dump), the workspace build
+#           and benchmarks, then every test that needs a runtime (nextest profile `tier2`,
+#           .config/nextest.toml).
 #
-# usage: scripts/test.sh [--tier 1|2] [extra nextest/test args for tier 2]
+# usage: scripts/test.sh [--tier 1|2] [extra nextest args for tier 2]
 #
-# Environment: OFFTRACE_SYCL_VENV (default <repo>/.venv): the SYCL venv to use or create; point it
-# at an existing one to reuse it. The crates are fetched (network) before tier 1, so tier 1 itself
-# runs offline.
+# Environment: OFFTRACE_SYCL_VENV (default <repo>/.venv): the SYCL venv to use, created when
+# missing; point it at an existing one to reuse it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 export OFFTRACE_SYCL_VENV=${OFFTRACE_SYCL_VENV:-$here/.venv}
 tiers="1 2"
 if [ "${1:-}" = --tier ]; then tiers=$2; shift 2; fi
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
-have_nextest() { cargo nextest --version >/dev/null 2>&1; }
+setup() {
+  scripts/setup-system.sh
+  command -v cargo >/dev/null || { echo "test.sh: no cargo: install Rust with rustup (README.md)" >&2; exit 1; }
+  if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    rustup component add rustfmt clippy
+  fi
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "test.sh: installing cargo-nextest (prebuilt, from get.nexte.st)"
+    curl -LsSf https://get.nexte.st/latest/linux | tar zxf - -C "${CARGO_HOME:-$HOME/.cargo}/bin" ||
+      cargo install cargo-nextest --locked
+  fi
+  cargo fetch --locked
+  cargo fetch --locked --manifest-path fuzz/Cargo.toml
+}
 
 tier1() {
-  if [ -x scripts/test-tier1.sh ]; then
-    scripts/test-tier1.sh
-    return
-  fi
-  # Until scripts/test-tier1.sh exists: formatting, unit and doc tests, loom, offline.
-  echo "== tier 1: formatting"
-  cargo fmt --all --check
-  echo "== tier 1: unit tests"
-  if have_nextest; then
-    cargo nextest run --offline --locked --workspace --lib --bins --no-fail-fast
-  else
-    cargo test --offline --locked --workspace --lib --bins --no-fail-fast
-  fi
-  echo "== tier 1: doc tests"
-  cargo test --offline --locked --workspace --doc
-  echo "== tier 1: loom models"
-  CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
-    cargo test --offline --locked --release -p offtrace-core --lib -- loom
+  CARGO_NET_OFFLINE=true scripts/test-tier1.sh
 }
 
 tier2() {
-  echo "== tier 2: system packages"
-  scripts/setup-system.sh
   echo "== tier 2: SYCL runtime ($OFFTRACE_SYCL_VENV)"
   scripts/setup-sycl.sh --venv "$OFFTRACE_SYCL_VENV"
   echo "== tier 2: the reference subscriber (tools/xpti-dump)"
@@ -54,26 +52,25 @@ tier2() {
   echo "== tier 2: build"
   cargo build --locked --workspace --all-targets
   cargo bench --locked --workspace --no-run
-  echo "== tier 2: integration tests against the real runtimes"
-  # Only the tests/ of each crate: unit tests ran in tier 1. OFFTRACE_SKIP_SYCL must not hide a
-  # missing runtime here.
+  echo "== tier 2: the tests that need a runtime"
+  # A missing runtime must fail here, not be skipped.
   unset OFFTRACE_SKIP_SYCL
-  if have_nextest; then
-    cargo nextest run --locked --workspace --no-fail-fast -E 'kind(test)' "$@"
-  else
-    cargo test --locked --workspace --no-fail-fast --tests "$@"
-  fi
+  cargo nextest run --locked --workspace --profile tier2 --no-fail-fast "$@"
 }
 
-if [[ " $tiers " == *" 1 "* ]]; then
-  echo "== fetching crates"
-  cargo fetch --locked
-fi
-declare -A took
+report=()
+timed() { # timed NAME COMMAND...
+  local t0=$SECONDS
+  "${@:2}"
+  local s=$((SECONDS - t0))
+  report+=("$(printf '%-7s %dm%02ds' "$1" $((s / 60)) $((s % 60)))")
+  echo "== $1 passed in $((s / 60))m$(printf '%02d' $((s % 60)))s"
+}
+
+echo "== setup"
+timed setup setup
 for t in $tiers; do
-  start=$(date +%s)
-  "tier$t" "$@"
-  took[$t]=$(($(date +%s) - start))
-  printf '== tier %s passed in %dm%02ds\n' "$t" $((took[$t] / 60)) $((took[$t] % 60))
+  timed "tier $t" "tier$t" "$@"
 done
-for t in $tiers; do printf 'tier %s: %dm%02ds\n' "$t" $((took[$t] / 60)) $((took[$t] % 60)); done
+echo "== all passed"
+printf '   %s\n' "${report[@]}"
