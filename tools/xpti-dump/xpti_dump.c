@@ -21,7 +21,9 @@
  *   cb      {seq, t, tid, stream, sid, tt, instance, parent, event, ud, [fwa], [ud_str], [stash],
  *            [universal_id]}; parent/event: null or {uid, instance_id, event_type, activity_type,
  *            flags, payload: null or {name, source_file, line, col}, md: {key: {type, size, v}}}
- *            fwa (ur.call* 28/29): {function_id, function_name, [ret_value] at the end}
+ *            fwa (ur.call* 28/29): {function_id, function_name, [ret_value] at the end};
+ *            mem (mem_alloc 32-35 without an event): {mem_object, pointer, size, guard_zone};
+ *            ud_str: other user data that reads as printable UTF-8
  *   finish  {stream}
  *   exit    {seq, counts: {stream: {tt: n}}} from the library destructor
  * Pointers and ids are "0x..." strings; integers that fit are JSON numbers.
@@ -78,7 +80,8 @@ extern int32_t xptiGetStashedTuple(char **, uint64_t *);
 extern uint64_t xptiGetUniversalId(void);
 
 enum { VT_BINARY, VT_STRING, VT_SIGNED, VT_UNSIGNED, VT_FLOAT, VT_BOOL };  /* metadata value types */
-enum { TT_FUNCTION_WITH_ARGS_BEGIN = 28, TT_FUNCTION_WITH_ARGS_END = 29 };
+enum { TT_FUNCTION_WITH_ARGS_BEGIN = 28, TT_FUNCTION_WITH_ARGS_END = 29, TT_MEM_ALLOC_BEGIN = 32, TT_MEM_RELEASE_END = 35,
+       TT_SIGNAL = 16 };
 
 /* ---- state --------------------------------------------------------------------------------------- */
 
@@ -105,8 +108,28 @@ static size_t peek(const void *p, void *dst, size_t n) {
   return peek(p, dst, to_page);
 }
 
+/* Whether buf[0..n) is well-formed UTF-8 (no overlong forms, no surrogates). */
+static bool utf8(const char *buf, size_t n) {
+  const unsigned char *p = (const unsigned char *)buf, *end = p + n;
+  while (p < end) {
+    unsigned c = *p++;
+    int more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+    if (more < 0 || end - p < more) return false;
+    unsigned cp = more == 0 ? c : more == 1 ? c & 0x1f : more == 2 ? c & 0x0f : c & 0x07;
+    for (int k = 0; k < more; k++) {
+      if ((p[k] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (p[k] & 0x3f);
+    }
+    p += more;
+    if ((more == 1 && cp < 0x80) || (more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+  }
+  return true;
+}
+
 /* Reads a NUL-terminated string of at most cap-1 bytes into buf; -1 when it is unreadable, not
- * terminated within cap, or holds a control character other than \t \n \r. */
+ * terminated within cap, holds a control character other than \t \n \r, or is not UTF-8. */
 static long peek_text(const char *p, char *buf, size_t cap) {
   size_t len = 0;
   while (len + 1 < cap) {
@@ -116,7 +139,7 @@ static long peek_text(const char *p, char *buf, size_t cap) {
     if (!got) return -1;
     for (size_t i = 0; i < got; i++) {
       unsigned char c = (unsigned char)buf[len + i];
-      if (c == 0) return (long)(len + i);
+      if (c == 0) return utf8(buf, len + i) ? (long)(len + i) : -1;
       if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) return -1;
     }
     len += got;
@@ -214,7 +237,7 @@ static void put_event(const char *tag, struct event *ep) {
   fputc('}', out);
 }
 
-static void put_user_data(const char *stream, uint16_t tt, const void *ud) {
+static void put_user_data(const char *stream, uint16_t tt, bool has_event, const void *ud) {
   fprintf(out, ",\"ud\":\"0x%llx\"", (unsigned long long)(uintptr_t)ud);
   if (!ud) return;
   bool ur = strncmp(stream, "ur.call", 7) == 0;
@@ -229,9 +252,19 @@ static void put_user_data(const char *stream, uint16_t tt, const void *ud) {
     fputc('}', out);
     return;
   }
-  /* The buffer and image streams pass structs, never text. Elsewhere user data that reads as
-   * printable text is reported as a string. */
+  /* The buffer and image streams pass structs, never text. */
   if (strstr(stream, "buffer") || strstr(stream, "image")) return;
+  /* Memory notifications without an event carry a mem_alloc_data_t; with one, a C string. */
+  if (strstr(stream, "mem_alloc") && tt >= TT_MEM_ALLOC_BEGIN && tt <= TT_MEM_RELEASE_END && !has_event) {
+    uint64_t m[4]; /* mem_object_handle, alloc_pointer, alloc_size, guard_zone_size */
+    if (peek(ud, m, sizeof m) == sizeof m)
+      fprintf(out, ",\"mem\":{\"mem_object\":\"0x%llx\",\"pointer\":\"0x%llx\",\"size\":%llu,\"guard_zone\":%llu}",
+              (unsigned long long)m[0], (unsigned long long)m[1], (unsigned long long)m[2], (unsigned long long)m[3]);
+    return;
+  }
+  /* A SYCL signal carries the command's UR event handle: an opaque pointer, never text. */
+  if ((!strcmp(stream, "sycl") || !strcmp(stream, "sycl.debug")) && tt == TT_SIGNAL) return;
+  /* Elsewhere user data that reads as printable UTF-8 text is reported as a string. */
   static char buf[4096];
   if (peek_text(ud, buf, sizeof buf) >= 0) {
     fputs(",\"ud_str\":", out);
@@ -264,7 +297,7 @@ static void on_notification(int slot, uint16_t tt, struct event *parent, struct 
     fprintf(out, ",\"sid\":%u,\"tt\":%u,\"instance\":%llu", streams[slot].sid, tt, (unsigned long long)instance);
     put_event("parent", parent);
     put_event("event", ev);
-    put_user_data(streams[slot].name, tt, ud);
+    put_user_data(streams[slot].name, tt, ev != NULL, ud);
     if (stashed) {
       fputs(",\"stash\":{\"key\":", out);
       put_text_or_null(stash_key);

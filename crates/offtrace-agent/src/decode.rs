@@ -158,7 +158,7 @@ pub struct Ctx<'a> {
 /// Laid out like the tail of the services' `XptiPayload` (from its `parent` on; its `u32`
 /// trace point type starts with this `u16`, little-endian), so the recorder reads the payload
 /// the bridge built in place as a `Raw` (`trace_client::on_xpti`) instead of copying it field
-/// by field (16 instructions per notification).
+/// by field on every notification.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct Raw {

@@ -6,10 +6,9 @@
 //! at start, about once a second, and at finish; the reader interpolates between them, so TSC
 //! drift relative to CLOCK_MONOTONIC is bounded by the interval between points.
 //!
-//! Cost of [`Clock::now`] (measured by `cargo bench -p offtrace-agent --bench notify`, group
-//! `clock`, 2026-11-21): `rdtsc` 14-26 ns on a 2-vCPU AMD EPYC VM and 17-23 ns on a 16-vCPU
-//! Intel Xeon VM (virtualised TSC; ~7 ns on bare metal); `clock_gettime(CLOCK_MONOTONIC)`
-//! through the vDSO 46-60 ns and 32-41 ns on the same VMs. [`Clock::detect`] is cold: it reads
+//! Why the TSC: `rdtsc` costs about half of `clock_gettime(CLOCK_MONOTONIC)` through the vDSO,
+//! on bare metal and in VMs with a virtualised TSC alike (`cargo bench -p offtrace-agent --bench
+//! notify`, group `clock`, compares the two on the machine at hand). [`Clock::detect`] is cold: it reads
 //! `/proc/cpuinfo` and sleeps ~20 ms to calibrate ticks per second; the recorder splits it in
 //! [`Clock::detect_source`] (instant, on the application's thread) and
 //! [`Clock::calibrated_since`] (the 20 ms wait, on its writer thread).
