@@ -26,7 +26,7 @@
  *            ud_str: other user data that reads as printable UTF-8
  *   finish  {stream}
  *   exit    {seq, counts: {stream: {tt: n}}} from the library destructor
- * Pointers and ids are "0x..." strings; integers that fit are JSON numbers.
+ * Pointers and ids are "0x..." strings (a null pointer is null); integers that fit are JSON numbers.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -238,8 +238,11 @@ static void put_event(const char *tag, struct event *ep) {
 }
 
 static void put_user_data(const char *stream, uint16_t tt, bool has_event, const void *ud) {
+  if (!ud) {
+    fputs(",\"ud\":null", out);
+    return;
+  }
   fprintf(out, ",\"ud\":\"0x%llx\"", (unsigned long long)(uintptr_t)ud);
-  if (!ud) return;
   bool ur = strncmp(stream, "ur.call", 7) == 0;
   if (ur && (tt == TT_FUNCTION_WITH_ARGS_BEGIN || tt == TT_FUNCTION_WITH_ARGS_END)) {
     struct function_with_args f;

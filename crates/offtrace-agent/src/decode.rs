@@ -146,6 +146,18 @@ fn mix(h: u64, v: u64) -> u64 {
     (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
 }
 
+/// One (key id, object id) pair's share of a metadata set's order-independent hash (a sum).
+/// It must not be linear in the pair: with `mix`, the sum was `K × Σ (C ^ pair)` up to the
+/// rotation, so two sets whose small object ids differ by offsets that cancel in the sum (the
+/// same keys, other values: one memcpy node's against the next one's) hashed equal, and the
+/// second event was recorded with the first one's metadata. The shift after the multiply
+/// breaks that.
+#[inline(always)]
+fn pair_hash(pair: u64) -> u64 {
+    let m = (pair ^ 0x51_7cc1_b727_220a).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (m ^ (m >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
 /// The decoding context: the dispatcher to query and the tables to intern into.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx<'a> {
@@ -330,7 +342,7 @@ unsafe fn metadata_set(ctx: Ctx<'_>, caches: &mut ThreadCaches, e: &TraceEventDa
         // SAFETY: nodes of a live libstdc++ unordered_map (docs/reference/xpti-abi.md §4.5); the list has
         // `element_count` nodes, and we stop at that count or at a null `next`.
         let nd = unsafe { &*node };
-        h = h.wrapping_add(mix(0x51_7cc1_b727_220a, u64::from(nd.key) << 32 | u64::from(nd.value as u32)));
+        h = h.wrapping_add(pair_hash(u64::from(nd.key) << 32 | u64::from(nd.value as u32)));
         node = nd.next;
         n += 1;
     }

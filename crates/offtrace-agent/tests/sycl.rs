@@ -462,18 +462,16 @@ fn trace_observations(records: &[Record]) -> BTreeMap<u64, Vec<Obs>> {
     by_tid
 }
 
-/// Every notification, decoded, equals what the full-dump subscriber saw in the same process:
-/// same threads, same order, same payload names, metadata keys and integer values, stash (SYCL
-/// streams), UR function names and results, user-data strings and signal handles.
-#[test]
-fn w4_decoded_fields_match_xpti_dump() {
+/// Every notification of `script`, decoded, equals what the full-dump subscriber saw in the same
+/// process: same threads, same order, same payload names, metadata keys and integer values, stash
+/// (SYCL streams), UR function names and results, user-data strings and signal handles.
+fn decoded_fields_match_xpti_dump(script: &str, min_notifications: usize, min_with_metadata: usize) {
     let Some(venv) = venv() else { return };
-    let dir = tmpdir("fields");
+    let dir = tmpdir(&format!("fields-{}", script.trim_end_matches(".py")));
     let dump = xpti_dump(&venv);
-    let out = dir.join("w4.offtrace");
-    let script = workload("w4_usm_multiqueue.py");
-    let o = traced(&venv, &format!("{},{}", dump.display(), agent().display()), &out, &script)
-        .env("DUMP_FILE", dir.join("w4.jsonl"))
+    let out = dir.join("t.offtrace");
+    let o = traced(&venv, &format!("{},{}", dump.display(), agent().display()), &out, &workload(script))
+        .env("DUMP_FILE", dir.join("dump.jsonl"))
         .env("DUMP_SKIP", "sycl.debug,ur.call.debug")
         .output()
         .expect("run python");
@@ -481,11 +479,11 @@ fn w4_decoded_fields_match_xpti_dump() {
     let t = read(&out);
     assert!(t.error.is_none(), "{:?}", t.error);
     let ours = trace_observations(&t.records);
-    let theirs = dump_observations(&dir.join("w4.jsonl"));
+    let theirs = dump_observations(&dir.join("dump.jsonl"));
     let total: usize = theirs.values().map(Vec::len).sum();
-    assert!(total > 500, "only {total} notifications in the dump");
+    assert!(total > min_notifications, "only {total} notifications in the dump");
     let with_md = theirs.values().flatten().filter(|o| !o.md.is_empty()).count();
-    assert!(with_md > 50, "only {with_md} notifications with metadata");
+    assert!(with_md > min_with_metadata, "only {with_md} notifications with metadata");
     assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "threads differ");
     for (tid, want) in &theirs {
         let got = &ours[tid];
@@ -494,7 +492,18 @@ fn w4_decoded_fields_match_xpti_dump() {
             assert_eq!(g, w, "thread {tid}, notification {i}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn w4_decoded_fields_match_xpti_dump() {
+    decoded_fields_match_xpti_dump("w4_usm_multiqueue.py", 500, 50);
+}
+
+/// Four submitting threads, nine queues: per-thread caches and metadata of many similar
+/// commands (the same keys, other values) on several threads at once.
+#[test]
+fn threads_queues_decoded_fields_match_xpti_dump() {
+    decoded_fields_match_xpti_dump("threads_queues.py", 3000, 500);
 }
 
 /// A process that never calls `xptiTraceFinish` still gets a complete trace: the agent's ELF
