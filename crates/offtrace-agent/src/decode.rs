@@ -238,7 +238,7 @@ pub unsafe fn decode(
     }
     // The stashed tuple only on the SYCL streams: Intel's dispatcher never unstashes, so on
     // `ur.call` it is a sticky leftover of the thread's last SYCL operation, not the call's
-    // context (docs/reference/sycl-runtime.md §7; docs/overhead.md).
+    // context (docs/reference/sycl-runtime.md §7).
     n.stash = if kind == StreamKind::UrCall { None } else { stash(ctx, caches) };
     n.universal_id = match ctx.dispatcher.get_universal_id {
         // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
