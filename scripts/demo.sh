@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # offtrace's main job on a bundled example, from a fresh clone:
+#   0. installs the system packages it needs when missing (scripts/setup-system.sh, apt-get),
 #   1. installs Intel's SYCL runtime into .venv, or $OFFTRACE_SYCL_VENV (scripts/setup-sycl.sh;
 #      skipped when present),
 #   2. builds offtrace (release),
@@ -10,6 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
+scripts/setup-system.sh
 scripts/setup-sycl.sh --venv "$venv" --no-dpnp
 echo "demo: building offtrace (release)"
 cargo build --release --locked -p offtrace-cli -p offtrace-agent -p offtrace-xptifw
