@@ -26,7 +26,7 @@
 //!
 //! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
 //! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
-//! `instance` (identical for begin and end, sycl-runtime.md §7); the services themselves deliver
+//! `instance` (identical for begin and end, docs/reference/sycl-runtime.md §7); the services themselves deliver
 //! at most 64 open calls per thread, and [`MAX_OPEN`] matches.
 //!
 //! Cost: with no context listening, [`on_notification`] is two relaxed loads and branches.
@@ -610,9 +610,9 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 remember_launch(p, Launch::Barrier(s));
             }
             // (hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1]),
-            // (hNativeQueue, hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2]),
+            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
+            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
             // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
             urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
@@ -685,17 +685,37 @@ fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
     KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner()).get(&kernel).cloned()
 }
 
-/// UR queue → its device, from `urQueueCreate*` (device activity names its device).
-static QUEUE_DEVICES: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+/// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
+/// its device; only launches on a profiling queue wait for their device times).
+static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
 
-fn remember_queue_device(queue: u64, device: u64) {
+fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     if queue != 0 {
-        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, device);
+        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, (device, profiling));
     }
 }
 
 fn queue_device(queue: u64) -> u64 {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or(0)
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+}
+
+fn queue_profiles(queue: u64) -> bool {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+}
+
+/// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
+/// padding, `pNext`), the properties pointer of `urQueueCreate` (null = no flags).
+///
+/// # Safety
+/// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
+unsafe fn queue_profiling(props: u64) -> bool {
+    const PROFILING_ENABLE: u32 = 1 << 1;
+    if props == 0 {
+        return false;
+    }
+    // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
+    let flags = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    flags & PROFILING_ENABLE != 0
 }
 
 fn device_activity_wanted() -> bool {
@@ -759,8 +779,12 @@ const MAX_PENDING: usize = 1 << 16;
 const PROFILING_START: u64 = 2;
 const PROFILING_END: u64 = 3;
 
-/// Notes the event a successful enqueue returned (`phEvent`), with what it launched.
+/// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
+/// launched (other queues have no device times to wait for: nothing is kept for them).
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
+    if !queue_profiles(p.args[0]) {
+        return;
+    }
     let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
         return;
     };
@@ -779,6 +803,9 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
 }
 
 fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
+    if !queue_profiles(a[0]) {
+        return;
+    }
     let mut k = *k;
     k.implicit_allocations = std::ptr::null();
     k.implicit_allocation_count = 0;
@@ -1202,7 +1229,7 @@ unsafe fn for_metadata(
     let mut node = map.before_begin_next;
     let mut n = 0;
     while n < map.element_count.min(64) && !node.is_null() {
-        // SAFETY: nodes of the event's live metadata map (xpti-abi.md §4.5), bounded by count.
+        // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
         let nd = unsafe { &*node };
         let k = key(d, nd.key);
         if k != Key::Other {
@@ -1350,7 +1377,7 @@ fn dispatch_without_ur(t: &PendingTask) {
     let (Ok(name), Ok(args)) = (t.name.try_borrow(), t.args.try_borrow()) else { return };
     let text = &name[..name.iter().position(|&c| c == 0).unwrap_or(0)];
     // VERBOSE sends `enqueue_kernel_data` for kernels only; otherwise tell the runtime's own
-    // command-group names of non-kernel commands apart (sycl-runtime.md §5).
+    // command-group names of non-kernel commands apart (docs/reference/sycl-runtime.md §5).
     const NOT_KERNELS: [&[u8]; 7] =
         [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
     let kernel = args.2 != [0; 3] || !NOT_KERNELS.iter().any(|p| text.starts_with(p));
@@ -1404,7 +1431,7 @@ unsafe fn usm_without_ur(raw: &Raw) {
     }
     if !raw.user_data.is_null() {
         let mut b = [0u8; 12];
-        // Defensive: the user data is a C string for USM notifications (sycl-runtime.md §5).
+        // Defensive: the user data is a C string for USM notifications (docs/reference/sycl-runtime.md §5).
         let n = safe_read::read_bytes(raw.user_data as usize, &mut b);
         host |= n >= 12 && &b[..12] == b"malloc_host\0";
     }
