@@ -12,14 +12,16 @@
 //! one load of it (`single`) and the indirect call; otherwise the length (same cache line as the
 //! first entries), then one load and one indirect call per callback.
 
-use std::alloc::{Layout, alloc_zeroed};
+use std::alloc::Layout;
 use std::ptr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Mutex, Ordering};
 
 use crate::abi::TracepointCallback;
 
-const TYPES: usize = 1 << 16;
+/// Trace types per stream: every `u16`. Under loom 4 (the models use types below 4; a table of
+/// loom atomics is built in place, not zeroed).
+const TYPES: usize = if cfg!(loom) { 4 } else { 1 << 16 };
 /// Callbacks stored inline per list; more chain to another list (rare: tools register one or two
 /// per type). 3 keeps a list at 80 bytes, so a stream's 65,536 lists are 5 MiB of lazily
 /// paged virtual memory.
@@ -32,9 +34,9 @@ struct Entry {
 }
 
 impl Entry {
-    // A template for array initialisation only (each use is a fresh value).
-    #[allow(clippy::declare_interior_mutable_const)]
-    const EMPTY: Entry = Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) };
+    fn new() -> Entry {
+        Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) }
+    }
 }
 
 /// The callbacks of one (stream, type): a fixed inline array (the header and the first entries
@@ -53,14 +55,18 @@ pub struct CallbackList {
 }
 
 impl CallbackList {
-    fn new_leaked() -> *mut CallbackList {
-        Box::into_raw(Box::new(CallbackList {
+    fn new() -> CallbackList {
+        CallbackList {
             single: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             flag: AtomicBool::new(false),
             next: AtomicPtr::new(ptr::null_mut()),
-            entries: [Entry::EMPTY; INLINE],
-        }))
+            entries: std::array::from_fn(|_| Entry::new()),
+        }
+    }
+
+    fn new_leaked() -> *mut CallbackList {
+        Box::into_raw(Box::new(CallbackList::new()))
     }
 
     /// Calls every enabled callback in registration order.
@@ -127,6 +133,33 @@ impl CallbackList {
     fn any_enabled(&self) -> bool {
         self.entries().any(|e| e.enabled.load(Ordering::Relaxed))
     }
+}
+
+/// A never-freed table of `TYPES` empty lists.
+#[cfg(not(loom))]
+fn new_table() -> Option<*mut CallbackList> {
+    let layout = Layout::array::<CallbackList>(TYPES).ok()?;
+    // SAFETY:
+    // - non-zero layout; all-zero bytes are valid empty lists (zero atomics, null `next`).
+    //   Large zeroed allocations are lazily paged by the OS: untouched types cost no memory.
+    let t = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<CallbackList>();
+    (!t.is_null()).then_some(t)
+}
+
+/// [`new_table`] under loom: loom's atomics are not plain words, so the lists are built in place.
+#[cfg(loom)]
+fn new_table() -> Option<*mut CallbackList> {
+    let layout = Layout::array::<CallbackList>(TYPES).ok()?;
+    // SAFETY: non-zero layout; leaked like the real tables.
+    let t = unsafe { std::alloc::alloc(layout) }.cast::<CallbackList>();
+    if t.is_null() {
+        return None;
+    }
+    for i in 0..TYPES {
+        // SAFETY: `i < TYPES` lists were allocated above.
+        unsafe { t.add(i).write(CallbackList::new()) };
+    }
+    Some(t)
 }
 
 /// [`CallbackList::call_all`] for any number of callbacks. `extern "C"`: it cannot unwind (the
@@ -229,9 +262,9 @@ impl CallbackRegistry {
         // Acquire: pairs with the release publication in `table_or_create`.
         let t = self.types[stream as usize].load(Ordering::Acquire);
         // SAFETY:
-        // - a published table holds TYPES zero-initialised (= empty) lists and is never freed;
-        //   u16 < TYPES.
-        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize) }) }
+        // - a published table holds TYPES empty lists and is never freed; the index is masked
+        //   below TYPES (a no-op for a u16 unless under loom).
+        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize & (TYPES - 1)) }) }
     }
 
     /// `xptiCheckTraceEnabled` minus the global gate: the (stream, type) flag, or for type 0
@@ -250,14 +283,7 @@ impl CallbackRegistry {
         if !self.types[stream as usize].load(Ordering::Acquire).is_null() {
             return Some(());
         }
-        let layout = Layout::array::<CallbackList>(TYPES).ok()?;
-        // SAFETY:
-        // - non-zero layout; all-zero bytes are valid empty lists (zero atomics, null `next`).
-        //   Large zeroed allocations are lazily paged by the OS: untouched types cost no memory.
-        let t = unsafe { alloc_zeroed(layout) }.cast::<CallbackList>();
-        if t.is_null() {
-            return None;
-        }
+        let t = new_table()?;
         // Release: publishes the zeroed table (we hold the writer lock: no competing creator).
         self.types[stream as usize].store(t, Ordering::Release);
         Some(())
@@ -378,7 +404,7 @@ impl CallbackRegistry {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
@@ -444,5 +470,129 @@ mod tests {
         assert_eq!(single(&r), cb_b as TracepointCallback as usize);
         r.clear_keep_flags();
         assert_eq!(single(&r), 0);
+    }
+}
+
+/// Register, unregister and notify racing, under loom, through the shipped `register`,
+/// `unregister`, `list` and `call_all`: a notify calls each callback at most once, never one
+/// that is half-registered (a null or stale function would crash the model), and every
+/// callback registered before it started.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        // Calls of `cb_a` and `cb_b` in the current notify (loom runs a model's threads on the
+        // test's OS thread, one iteration at a time; these are not part of the model).
+        static CALLS: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    }
+
+    unsafe extern "C" fn cb_a(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        CALLS.with(|c| c.set((c.get().0 + 1, c.get().1)));
+    }
+    unsafe extern "C" fn cb_b(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        CALLS.with(|c| c.set((c.get().0, c.get().1 + 1)));
+    }
+
+    /// The callbacks as function pointers, taken once: Rust does not promise that two casts
+    /// of one function in different places give the same address (they did not here), and the
+    /// registry identifies a callback by its address, as C callers' pointers do.
+    #[derive(Clone, Copy)]
+    struct Callbacks {
+        a: TracepointCallback,
+        b: TracepointCallback,
+        x: TracepointCallback,
+        y: TracepointCallback,
+    }
+
+    fn callbacks() -> Callbacks {
+        Callbacks { a: cb_a, b: cb_b, x: cb_x, y: cb_y }
+    }
+
+    /// One notify of (1, 2): the calls of each callback it made.
+    fn notify(r: &CallbackRegistry) -> (u32, u32) {
+        CALLS.with(|c| c.set((0, 0)));
+        if let Some(l) = r.list(1, 2) {
+            // SAFETY: the callbacks ignore their arguments.
+            unsafe { l.call_all(2, ptr::null_mut(), ptr::null_mut(), 0, ptr::null()) };
+        }
+        CALLS.with(Cell::get)
+    }
+
+    /// The first registration of a stream (its table is created) racing a notify.
+    #[test]
+    fn loom_notify_racing_the_first_register_calls_it_once_or_not_at_all() {
+        let cbs = callbacks();
+        loom::model(move || {
+            let r = loom::sync::Arc::new(CallbackRegistry::new());
+            let t = {
+                let r = r.clone();
+                loom::thread::spawn(move || assert_eq!(r.register(1, 2, cbs.a), Change::Done))
+            };
+            let (a, b) = notify(&r);
+            assert!(a <= 1 && b == 0, "{a} {b}");
+            t.join().expect("register");
+            assert_eq!(notify(&r), (1, 0));
+        });
+    }
+
+    /// A registration that chains a second list (the list holds `INLINE` callbacks) racing a
+    /// notify, and an unregistration racing it: the callbacks registered before are each called
+    /// once, the racing ones at most once.
+    #[test]
+    fn loom_notify_racing_a_chained_register_and_an_unregister() {
+        let cbs = callbacks();
+        loom::model(move || {
+            let r = loom::sync::Arc::new(CallbackRegistry::new());
+            assert_eq!(r.register(1, 2, cbs.a), Change::Done);
+            // Two more entries fill the inline list; they are unregistered (disabled) at once.
+            for cb in [cbs.x, cbs.y] {
+                assert_eq!(r.register(1, 2, cb), Change::Done);
+                assert_eq!(r.unregister(1, 2, cb), Change::Done);
+            }
+            let t = {
+                let r = r.clone();
+                loom::thread::spawn(move || {
+                    assert_eq!(r.register(1, 2, cbs.b), Change::Done);
+                    assert_eq!(r.unregister(1, 2, cbs.a), Change::Done);
+                })
+            };
+            let (a, b) = notify(&r);
+            assert!(a <= 1 && b <= 1, "{a} {b}");
+            t.join().expect("register");
+            assert_eq!(notify(&r), (0, 1));
+        });
+    }
+
+    unsafe extern "C" fn cb_x(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        panic!("a disabled callback was called");
+    }
+    unsafe extern "C" fn cb_y(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        panic!("a disabled callback was called (y)");
     }
 }
