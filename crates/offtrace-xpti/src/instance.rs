@@ -476,7 +476,8 @@ impl Slab {
         // Relaxed: the index only has to be unique; the record is published by `IdVec::set`.
         let i = self.next_owner.fetch_add(1, Ordering::Relaxed);
         let o: &'static Owner = Box::leak(Box::default());
-        if i == 0 || !self.owners.set(i, (o as *const Owner).cast_mut()) {
+        // SAFETY: a leaked box: valid for the rest of the process.
+        if i == 0 || !unsafe { self.owners.set(i, (o as *const Owner).cast_mut()) } {
             return 0;
         }
         i
@@ -508,8 +509,12 @@ impl Slab {
 
     /// Returns a slot to the free lists: the thread's list ([`push_free`](Self::push_free)), or
     /// the global pool when the thread's state is gone (thread exit) or already borrowed.
+    ///
+    /// # Safety
+    /// `slot` is a committed event cell of this slab, dead and recycled, that the caller owns
+    /// and no free list holds: the next allocation hands it out and writes it.
     #[inline]
-    pub fn free(&self, slot: *mut u8) {
+    pub unsafe fn free(&self, slot: *mut u8) {
         let a = slot as usize;
         let pushed = THREAD
             .try_with(|f| match f.try_borrow_mut() {
@@ -871,7 +876,8 @@ impl KeyTable {
         // keys, that sharing took the tracepoint scope pair from 67 to 95 ns per thread (Xeon).
         let size = (size_of::<KeyEntry>() + nb.len() + fb.len()).next_multiple_of(KEY_ALIGN);
         let mut mem: *mut u8 = ptr::null_mut();
-        let (key, fate) = self.map.find_or_insert(key_of(fid, flid, n.line, n.column), || {
+        let key_value = key_of(fid, flid, n.line, n.column);
+        let make = || {
             // The candidate, built while the map's slot load is outstanding: at the arena's
             // bump pointer, given back below if the key exists.
             mem = match keys.as_deref_mut() {
@@ -906,12 +912,18 @@ impl KeyTable {
                 write_stored_payload(&raw mut (*e).payload, name, file, fid as i32, flid as i32, n, spec, uid);
             }
             mem.cast_const().cast()
-        });
+        };
+        // SAFETY (the map's contract): `make` returns a fully initialised entry for this key in
+        // arena or static memory that is never freed; the arena takes it back below only when
+        // it was never visible (`Fate::Unused`).
+        let (key, fate) = unsafe { self.map.find_or_insert(key_value, make) };
         // (On an exiting thread the candidate came from the shared arena and stays allocated.)
         if fate == Fate::Unused
             && let Some(k) = keys.as_deref_mut()
         {
-            k.arena.give_back(mem, size);
+            // SAFETY: `mem` is the arena's last allocation (`size` bytes, made above) and was
+            // never visible to another thread.
+            unsafe { k.arena.give_back(mem, size) };
         }
         if let Some(keys) = keys {
             if !strict && !key.file().is_null() {
@@ -1399,7 +1411,8 @@ unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
     unsafe { recycle(slab, ev) };
     // Release: as in `delete_cell`.
     id.store(0, Ordering::Release);
-    slab.free(ev);
+    // SAFETY: the dead, recycled cell we claimed above (the compare-exchange from live).
+    unsafe { slab.free(ev) };
     true
 }
 

@@ -249,10 +249,15 @@ impl<T: Keyed> KeyMap<T> {
 
     /// The entry for `key`, or the candidate that `make` builds, inserted. `make` runs once,
     /// after the load of the key's first slot has been issued, so that building the candidate
-    /// overlaps that (usually missing) load. It returns a fully initialised entry for `key` that
-    /// stays valid forever once published; [`Fate`] says whether it was.
+    /// overlaps that (usually missing) load. [`Fate`] says whether the candidate was published.
+    ///
+    /// # Safety
+    /// `make` returns a pointer to a fully initialised `T` whose key is `key`, 8-aligned, that
+    /// stays valid (never freed or written) for the rest of the process once published, and
+    /// that, when not published, nobody else uses unless [`Fate::Abandoned`] says it was
+    /// briefly visible: the map dereferences it and hands it out as `&'static T`.
     #[inline]
-    pub fn find_or_insert(&self, key: [u64; 2], make: impl FnOnce() -> *const T) -> (&'static T, Fate) {
+    pub unsafe fn find_or_insert(&self, key: [u64; 2], make: impl FnOnce() -> *const T) -> (&'static T, Fate) {
         let h = hash(key);
         let s = shard_of(h);
         // SeqCst (here and for every load of a shard word or slot): see the module docs.
@@ -279,7 +284,8 @@ impl<T: Keyed> KeyMap<T> {
                     Probe::Inserted if valid => {
                         self.inserted(s, h, word, distance);
                         return (
-                            // SAFETY: the candidate is initialised and now published forever.
+                            // SAFETY: the candidate is initialised and now published forever
+                            // (the caller's contract).
                             unsafe { &*cand },
                             Fate::Published,
                         );
@@ -449,6 +455,12 @@ mod tests {
         Box::leak(Box::new(E { key, uses: AtomicU32::new(0) }))
     }
 
+    /// `find_or_insert` with a candidate from `make` (which leaks a fresh entry for the key).
+    fn find_or_insert(m: &KeyMap<E>, key: [u64; 2], make: impl FnOnce() -> *const E) -> (&'static E, Fate) {
+        // SAFETY: every `make` of these tests returns `leak(key)`: initialised, never freed.
+        unsafe { m.find_or_insert(key, make) }
+    }
+
     #[test]
     fn finds_what_it_inserted_and_grows() {
         let m = KeyMap::<E>::new(1);
@@ -456,13 +468,13 @@ mod tests {
         let keys: Vec<[u64; 2]> = (0..20_000u64).map(|i| [i % 7 * 0x1_0000_0001, i / 7]).collect();
         let mut entries = Vec::new();
         for &k in &keys {
-            let (e, fate) = m.find_or_insert(k, || leak(k));
+            let (e, fate) = find_or_insert(&m, k, || leak(k));
             assert_eq!(fate, Fate::Published);
             assert_eq!(e.key, k);
             entries.push(e as *const E);
         }
         for (&k, &e) in keys.iter().zip(&entries) {
-            let (f, fate) = m.find_or_insert(k, || leak(k));
+            let (f, fate) = find_or_insert(&m, k, || leak(k));
             assert_eq!(fate, Fate::Unused);
             assert!(ptr::eq(f, e));
         }
@@ -470,7 +482,7 @@ mod tests {
         assert!(m.capacity() > cap0 && m.capacity() <= keys.len() * 8, "capacity {}", m.capacity());
         m.clear();
         assert_eq!(m.len(), 0);
-        let (e, fate) = m.find_or_insert(keys[5], || leak(keys[5]));
+        let (e, fate) = find_or_insert(&m, keys[5], || leak(keys[5]));
         assert_eq!(fate, Fate::Published);
         assert!(!ptr::eq(e, entries[5]));
     }
@@ -502,16 +514,16 @@ mod tests {
         // A new key inserted into the old table after the copy: validated against the new
         // word, so inserted again there (the same entry) and published once.
         let a = [1, 2];
-        let (e, fate) = m.find_or_insert(a, || {
+        let (e, fate) = find_or_insert(&m, a, || {
             grow_shard_of(a);
             leak(a)
         });
         assert_eq!(fate, Fate::Published);
-        let (again, fate) = m.find_or_insert(a, || leak(a));
+        let (again, fate) = find_or_insert(&m, a, || leak(a));
         assert!(ptr::eq(e, again));
         assert_eq!(fate, Fate::Unused);
         // An existing key found in the old table: found again in the new one.
-        let (found, fate) = m.find_or_insert(a, || {
+        let (found, fate) = find_or_insert(&m, a, || {
             grow_shard_of(a);
             leak(a)
         });
@@ -521,9 +533,9 @@ mod tests {
         // went into the old table is abandoned for that entry.
         let b = [3, 4];
         let mut other: *const E = ptr::null();
-        let (e, fate) = m.find_or_insert(b, || {
+        let (e, fate) = find_or_insert(&m, b, || {
             grow_shard_of(b);
-            let (o, f) = m.find_or_insert(b, || leak(b));
+            let (o, f) = find_or_insert(&m, b, || leak(b));
             assert_eq!(f, Fate::Published);
             other = o;
             leak(b)
@@ -552,7 +564,7 @@ mod tests {
                             // Each thread walks the keys from its own offset.
                             let i = (i + t * n / threads) % n;
                             let k = [(round << 40) | (i % 97), i];
-                            let (e, fate) = m.find_or_insert(k, || leak(k));
+                            let (e, fate) = find_or_insert(&m, k, || leak(k));
                             assert_eq!(e.key, k);
                             e.uses.fetch_add(1, Ordering::Relaxed);
                             if fate == Fate::Published {
@@ -608,6 +620,12 @@ mod loom_tests {
         Box::leak(Box::new(E { key }))
     }
 
+    /// `find_or_insert` with a freshly leaked candidate.
+    fn find_or_insert(m: &KeyMap<E>, key: [u64; 2]) -> (&'static E, Fate) {
+        // SAFETY: `leak(key)` is initialised and never freed.
+        unsafe { m.find_or_insert(key, || leak(key)) }
+    }
+
     /// Nine keys of one shard: six to fill it, three to race.
     fn keys_of_one_shard() -> ([[u64; 2]; 6], [[u64; 2]; 3]) {
         let shard = shard_of(hash([1, 1]));
@@ -624,7 +642,7 @@ mod loom_tests {
     fn map_with(keys: [[u64; 2]; 6]) -> Arc<KeyMap<E>> {
         let m = Arc::new(KeyMap::<E>::new(3));
         for k in keys {
-            assert_eq!(m.find_or_insert(k, || leak(k)).1, Fate::Published);
+            assert_eq!(find_or_insert(&m, k).1, Fate::Published);
         }
         assert_eq!(m.capacity(), 256 * 8, "not grown yet");
         m
@@ -640,15 +658,15 @@ mod loom_tests {
             let t = {
                 let m = m.clone();
                 loom::thread::spawn(move || {
-                    let (e, fate) = m.find_or_insert(k1, || leak(k1));
+                    let (e, fate) = find_or_insert(&m, k1);
                     (addr(e), fate)
                 })
             };
-            let (e2, f2) = m.find_or_insert(k2, || leak(k2));
+            let (e2, f2) = find_or_insert(&m, k2);
             let (e1, f1) = t.join().expect("inserter");
             assert_eq!((f1, f2), (Fate::Published, Fate::Published));
             for (k, e) in [(k1, e1), (k2, addr(e2))] {
-                let (found, fate) = m.find_or_insert(k, || leak(k));
+                let (found, fate) = find_or_insert(&m, k);
                 assert_eq!(fate, Fate::Unused, "key {k:?} was lost and inserted again");
                 assert_eq!(addr(found), e);
             }
@@ -665,17 +683,17 @@ mod loom_tests {
             let spawn = |k: [u64; 2]| {
                 let m = m.clone();
                 loom::thread::spawn(move || {
-                    let (e, fate) = m.find_or_insert(k, || leak(k));
+                    let (e, fate) = find_or_insert(&m, k);
                     (addr(e), fate)
                 })
             };
             let (grower, other) = (spawn(k2), spawn(k1));
-            let (e1, f1) = m.find_or_insert(k1, || leak(k1));
+            let (e1, f1) = find_or_insert(&m, k1);
             let (e2, f2) = other.join().expect("inserter");
             grower.join().expect("grower");
             assert_eq!(addr(e1), e2, "two entries for one key");
             assert_eq!([f1, f2].iter().filter(|&&f| f == Fate::Published).count(), 1, "{f1:?} {f2:?}");
-            let (found, fate) = m.find_or_insert(k1, || leak(k1));
+            let (found, fate) = find_or_insert(&m, k1);
             assert_eq!((addr(found), fate), (e2, Fate::Unused));
         });
     }
