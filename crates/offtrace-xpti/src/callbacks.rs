@@ -29,13 +29,15 @@ const INLINE: usize = 3;
 
 #[derive(Debug)]
 struct Entry {
-    cb: AtomicUsize,
+    /// The callback, as a pointer (not an integer: a function pointer rebuilt from an integer
+    /// has no provenance, and calling it is undefined behaviour; miri reports it).
+    cb: AtomicPtr<()>,
     enabled: AtomicBool,
 }
 
 impl Entry {
     fn new() -> Entry {
-        Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) }
+        Entry { cb: AtomicPtr::new(ptr::null_mut()), enabled: AtomicBool::new(false) }
     }
 }
 
@@ -46,7 +48,7 @@ impl Entry {
 pub struct CallbackList {
     /// The callback to call when the chain holds exactly one enabled callback, else 0 (kept by
     /// the writers under their lock): notify's common case is one load and one indirect call.
-    single: AtomicUsize,
+    single: AtomicPtr<()>,
     len: AtomicUsize,
     /// The per-(stream, type) "check enabled" flag (only meaningful on the first list).
     flag: AtomicBool,
@@ -57,7 +59,7 @@ pub struct CallbackList {
 impl CallbackList {
     fn new() -> CallbackList {
         CallbackList {
-            single: AtomicUsize::new(0),
+            single: AtomicPtr::new(ptr::null_mut()),
             len: AtomicUsize::new(0),
             flag: AtomicBool::new(false),
             next: AtomicPtr::new(ptr::null_mut()),
@@ -87,9 +89,9 @@ impl CallbackList {
         // call (the caller saves no registers).
         // Relaxed: `single` is a function pointer; the function needs no publication.
         let single = self.single.load(Ordering::Relaxed);
-        if single != 0 {
-            // SAFETY: `single` was stored from a non-null `TracepointCallback`.
-            let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(single) };
+        if !single.is_null() {
+            // SAFETY: `single` was stored from a `TracepointCallback` (`as_ptr`).
+            let f: TracepointCallback = unsafe { std::mem::transmute::<*mut (), TracepointCallback>(single) };
             // SAFETY: the caller guarantees the callback contract.
             unsafe { f(trace_type, parent, event, instance, user_data) };
             return;
@@ -106,7 +108,7 @@ impl CallbackList {
         let mut enabled = self.entries().filter(|e| e.enabled.load(Ordering::Relaxed));
         let one = match (enabled.next(), enabled.next()) {
             (Some(e), None) => e.cb.load(Ordering::Relaxed),
-            _ => 0,
+            _ => ptr::null_mut(),
         };
         // Relaxed: see `call_all`.
         self.single.store(one, Ordering::Relaxed);
@@ -133,6 +135,11 @@ impl CallbackList {
     fn any_enabled(&self) -> bool {
         self.entries().any(|e| e.enabled.load(Ordering::Relaxed))
     }
+}
+
+/// A callback as the pointer the lists store (its provenance kept for the call).
+fn as_ptr(cb: TracepointCallback) -> *mut () {
+    cb as *mut ()
 }
 
 /// A never-freed table of `TYPES` empty lists.
@@ -185,8 +192,8 @@ unsafe extern "C" fn call_many(
             if e.enabled.load(Ordering::Relaxed) {
                 let raw = e.cb.load(Ordering::Relaxed);
                 // SAFETY:
-                // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
-                let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
+                // - `raw` was stored from a `TracepointCallback` (`as_ptr`) before `len` was released.
+                let f: TracepointCallback = unsafe { std::mem::transmute::<*mut (), TracepointCallback>(raw) };
                 // SAFETY: the caller guarantees the callback contract.
                 unsafe { f(trace_type, parent, event, instance, user_data) };
             }
@@ -312,7 +319,7 @@ impl CallbackRegistry {
         if !used.contains(&(stream, trace_type)) {
             used.push((stream, trace_type));
         }
-        let raw = cb as usize;
+        let raw = as_ptr(cb);
         if let Some(e) = head.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
             self.set_flag(stream, head, true);
             let was = e.enabled.swap(true, Ordering::Relaxed);
@@ -350,7 +357,7 @@ impl CallbackRegistry {
     pub fn unregister(&self, stream: u8, trace_type: u16, cb: TracepointCallback) -> Change {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let Some(l) = self.list(stream, trace_type) else { return Change::NotFound };
-        let raw = cb as usize;
+        let raw = as_ptr(cb);
         let Some(e) = l.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) else {
             return Change::NotFound;
         };
@@ -393,12 +400,12 @@ impl CallbackRegistry {
             for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
-            l.single.store(0, Ordering::Relaxed);
+            l.single.store(ptr::null_mut(), Ordering::Relaxed);
             // The chained lists are dropped from the chain but stay allocated for racing readers.
             l.next.store(ptr::null_mut(), Ordering::Release);
             l.len.store(0, Ordering::Release);
             for e in &l.entries {
-                e.cb.store(0, Ordering::Relaxed);
+                e.cb.store(ptr::null_mut(), Ordering::Relaxed);
             }
         }
     }
@@ -431,6 +438,9 @@ mod tests {
 
     #[test]
     fn register_unregister_states() {
+        // Each function cast once: the registry identifies callbacks by address, and Rust
+        // does not promise one address per function (miri gives each cast its own).
+        let (cb_a, cb_b): (TracepointCallback, TracepointCallback) = (cb_a, cb_b);
         let r = CallbackRegistry::new();
         assert_eq!(r.register(3, 10, cb_a), Change::Done);
         assert_eq!(r.register(3, 10, cb_a), Change::Duplicate);
@@ -452,24 +462,26 @@ mod tests {
 
     #[test]
     fn single_is_the_only_enabled_callback() {
+        // As above: each function cast once.
+        let (cb_a, cb_b): (TracepointCallback, TracepointCallback) = (cb_a, cb_b);
         let r = CallbackRegistry::new();
         let single = |r: &CallbackRegistry| r.list(5, 7).expect("list").single.load(Ordering::Relaxed);
         assert_eq!(r.register(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_a));
         assert_eq!(r.register(5, 7, cb_b), Change::Done);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.unregister(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_b));
         assert_eq!(r.register(5, 7, cb_a), Change::Undeleted);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.unregister(5, 7, cb_b), Change::Done);
-        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_a));
         r.disable_stream(5);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.register(5, 7, cb_b), Change::Undeleted);
-        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_b));
         r.clear_keep_flags();
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
     }
 }
 
