@@ -52,6 +52,9 @@ unit_tests() {
     echo "cargo-nextest is required (cargo install cargo-nextest --locked): the runtime tests are excluded by its tier1 profile" >&2
     return 1
   fi
+  # The C API tests link the cdylibs (libofftrace.so) from target/debug: build every crate's
+  # library and binary first (nextest builds only the test binaries).
+  cargo build --locked --workspace
   cargo nextest run --locked --workspace --profile tier1 --no-fail-fast
 }
 
