@@ -814,10 +814,9 @@ pub fn configure_buffer_tracing_service(
     let all = filter.all();
     let svc = Box::into_raw(Box::new(BufferService { buffer, filter }));
     let result = with_live_slot(ctx, |i, slot, active| {
-        // AcqRel on success: Release publishes the service to the record path's Acquire load.
-        slot.buffers[kind.index()]
-            .compare_exchange(ptr::null_mut(), tagged_service(svc, all), Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
+        if !crate::callback::install_service(&slot.buffers[kind.index()], tagged_service(svc, all)) {
+            return Err(ServiceError::ServiceAlreadyConfigured);
+        }
         if active {
             KIND_MASK[kind.index()].fetch_or(1 << (i as u32 + BUFFER_SHIFT), Ordering::Release);
         }

@@ -146,7 +146,7 @@ fn light_fence() {
 }
 
 /// The stopper's fence between its `active` store and its `busy` loads.
-fn heavy_fence() {
+pub(crate) fn heavy_fence() {
     // While the registration runs, an emitter may already read `ASYMMETRIC` true (and use a
     // compiler fence) while this thread would still read false: wait for its final value. Once,
     // a few milliseconds at most, and never on a record path.
@@ -298,7 +298,7 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
 }
 
 impl ThreadSlot {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ThreadSlot {
             busy: AtomicU32::new(0),
             open: std::array::from_fn(|_| AtomicU32::new(0)),
@@ -416,7 +416,7 @@ impl ThreadSlot {
     /// The stopper's wait on one slot, after its `active` store and [`heavy_fence`]: until the
     /// slot's thread is not busy in context slot `i` (unless `own`: the caller's own slot) and,
     /// with `open_pairs`, holds no open pair of it while alive.
-    fn wait_idle(&self, i: usize, own: bool, open_pairs: bool) {
+    pub(crate) fn wait_idle(&self, i: usize, own: bool, open_pairs: bool) {
         let mut spins = 0u32;
         loop {
             // Acquire: pairs with `leave` / `close_pair`.
