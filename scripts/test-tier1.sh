@@ -8,7 +8,7 @@
 # usage: scripts/test-tier1.sh            (every step)
 #        scripts/test-tier1.sh loom miri  (only the named steps: fmt clippy test doc loom miri fuzz)
 #
-# Knobs: LOOM_MAX_PREEMPTIONS (default 2), OFFTRACE_FUZZ_ITERATIONS (mutated inputs per target on
+# Knobs: LOOM_MAX_PREEMPTIONS (default 3), OFFTRACE_FUZZ_ITERATIONS (mutated inputs per target on
 # stable, default 50,000), OFFTRACE_FUZZ_SECONDS (libFuzzer seconds per target where cargo-fuzz
 # is installed, default 20; 0 skips it), OFFTRACE_MIRI=0 skips miri.
 set -euo pipefail
@@ -63,9 +63,9 @@ doc_tests() {
 }
 
 loom() {
-  # Release: loom explores thousands of interleavings per model. Bounded preemptions keep the
-  # models to minutes; every model also runs with its own bound in CI-length runs.
-  LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} RUSTFLAGS="--cfg loom" \
+  # Release: loom explores thousands of interleavings per model. Three preemptions keep all the
+  # models under a minute on 2 cores; a larger LOOM_MAX_PREEMPTIONS searches longer.
+  LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} RUSTFLAGS="--cfg loom" \
     cargo test --locked --release "${loom_crates[@]}" --lib --target-dir "$loom_target" -- loom_
 }
 
