@@ -187,6 +187,11 @@ fn remote(owner: u32) -> u64 {
     u64::from(owner) << 32 | 1
 }
 
+/// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
+const MAP_WORD: usize = 56 / 8;
+const MAP_WORDS: usize = 7;
+const SINGLE_BUCKET_OFFSET: usize = 48;
+
 /// The liveness word's transitions (see [`Owner`]): live (the cell's address) → 0 by the owner,
 /// live → [`CLAIMED`] → [`remote`]`(owner)` → 0 by another thread and then the owner, or live →
 /// `CLAIMED` → 0 by another thread alone. Generic over the word so that the loom model below
@@ -274,11 +279,6 @@ fn reclaim_marked(id: &impl LiveWord, owner: u32) -> bool {
 fn kill_claimed(id: &impl LiveWord) {
     id.store(0, Ordering::Release);
 }
-
-/// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
-const MAP_WORD: usize = 56 / 8;
-const MAP_WORDS: usize = 7;
-const SINGLE_BUCKET_OFFSET: usize = 48;
 
 /// Images copied into new instances instead of calling into the shim: the side cell's four
 /// vtable pointers (from a Side constructed by the C++ compiler) and, when it has the expected
