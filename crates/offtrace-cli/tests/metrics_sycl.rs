@@ -99,3 +99,21 @@ fn record_metrics_puts_counters_into_the_trace() {
         assert!(last > 0 && last <= whole, "trace's last task clock {last} within the whole run's {whole}");
     }
 }
+
+#[test]
+fn monitor_prints_each_refresh_of_the_telemetry() {
+    let o = offtrace()
+        .args(["monitor", "--group", "proc.process", "--interval", "20ms", "--count", "3", "--format", "csv"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("ts_ns,device,group,metric,value,unit"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 3 refreshes of proc.system (telemetry) and proc.process; every row has 6 fields and a number.
+    let rss: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "proc.process" && r[3] == "rss").collect();
+    assert_eq!(rss.len(), 3, "{out}");
+    assert!(rows.iter().any(|r| r[2] == "proc.system"), "{out}");
+    assert!(rows.iter().all(|r| r.len() == 6 && r[4].parse::<f64>().is_ok()), "{out}");
+}

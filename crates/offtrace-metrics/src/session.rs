@@ -468,6 +468,9 @@ fn sample_loop(
     let mut prev = base.clone();
     let mut prev_ts = base_ts;
     let mut now = vec![0u64; base.len()];
+    let mut prev2 = base.clone();
+    let mut prev2_ts = base_ts;
+    let mut has_prev2 = false;
     let mut base_v = base;
     let mut values = Vec::with_capacity(info.metrics.len());
     let mut encoded = Vec::with_capacity(sh.report_len);
@@ -497,6 +500,13 @@ fn sample_loop(
             return;
         }
         let ts = monotonic_ns();
+        // The final report at close may come right after the last periodic one: its rates would
+        // be over a sliver of time. It then spans both intervals (from the previous report's
+        // start), so its rates are over at least one period.
+        if stop && ts.saturating_sub(prev_ts) < desc.sampling_period.as_nanos() as u64 / 2 && has_prev2 {
+            prev.copy_from_slice(&prev2);
+            prev_ts = prev2_ts;
+        }
         // The report owns its vectors for the callback; they are handed back after it (no
         // allocation per sample).
         let mut report = RawReport {
@@ -526,6 +536,9 @@ fn sample_loop(
                 sh.data.notify_all();
             }
         }
+        prev2.copy_from_slice(&report.prev);
+        prev2_ts = report.prev_ts_ns;
+        has_prev2 = true;
         now = std::mem::take(&mut report.prev);
         prev = std::mem::take(&mut report.now);
         base_v = std::mem::take(&mut report.base);
