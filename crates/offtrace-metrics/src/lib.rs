@@ -35,7 +35,7 @@ pub mod sysfs;
 pub mod sysman;
 
 pub use catalog::{Backend, Catalog, Group};
-pub use counters::{Sampler, SamplerStats, counter_id};
+pub use counters::{Sampler, SamplerStats, counter_id, device_handle};
 pub use error::MetricsError;
 pub use model::{
     Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, RawReport, SamplingTypes, TypedValue, ValueType,
