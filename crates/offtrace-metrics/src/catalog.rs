@@ -67,6 +67,7 @@ pub struct Group {
 pub struct Collector {
     backend: Backend,
     perf: Vec<Counter>,
+    proc: Option<procfs::OpenFiles>,
 }
 
 impl Collector {
@@ -79,8 +80,15 @@ impl Collector {
                 }
                 Ok(())
             }
-            Backend::ProcProcess => procfs::read_process(Path::new("/proc"), None, out),
-            Backend::ProcSystem => procfs::read_system(Path::new("/proc"), out),
+            Backend::ProcProcess | Backend::ProcSystem => {
+                let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
+                let t = files.read()?;
+                if matches!(self.backend, Backend::ProcProcess) {
+                    procfs::parse_process(t[0], t[1], out)
+                } else {
+                    procfs::parse_system(t[0], t[1], out)
+                }
+            }
             Backend::Sys(plan) => sysfs::read(plan, out),
             Backend::Nvml(gpu) => crate::nvml::read(gpu, out),
             Backend::Function(f) => f(out),
@@ -97,7 +105,12 @@ impl Group {
             Backend::PerfHardware => perf::open_counters(&perf::HARDWARE_EVENTS, Scope::Process)?,
             _ => Vec::new(),
         };
-        Ok(Collector { backend: self.backend.clone(), perf })
+        let proc = match &self.backend {
+            Backend::ProcProcess => Some(procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()])?),
+            Backend::ProcSystem => Some(procfs::OpenFiles::open(&["/proc/stat".into(), "/proc/meminfo".into()])?),
+            _ => None,
+        };
+        Ok(Collector { backend: self.backend.clone(), perf, proc })
     }
 }
 

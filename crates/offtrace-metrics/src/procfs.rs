@@ -30,16 +30,24 @@ pub const PROCESS_SLOTS: usize = 5;
 pub fn read_process(root: &Path, pid: Option<u32>, out: &mut [u64]) -> Result<(), MetricsError> {
     let dir: PathBuf = root.join(pid.map_or_else(|| "self".to_owned(), |p| p.to_string()));
     let stat = std::fs::read_to_string(dir.join("stat")).map_err(|_| MetricsError::DeviceLost)?;
+    let io = std::fs::read_to_string(dir.join("io")).unwrap_or_default();
+    parse_process(&stat, &io, out)
+}
+
+/// [`read_process`] from the texts of `stat` and `io`.
+pub fn parse_process(stat: &str, io: &str, out: &mut [u64]) -> Result<(), MetricsError> {
     // Fields after the command name (which may hold spaces and parentheses): from the last ')'.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or(MetricsError::Unknown)?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state): field n is f[n - 3].
-    let field = |n: usize| f.get(n - 3).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    // rest's first field is field 3 (state): field n is the (n - 3)th.
+    let mut f = [0u64; 22];
+    for (i, w) in rest.split_whitespace().take(22).enumerate() {
+        f[i] = w.parse().unwrap_or(0);
+    }
+    let field = |n: usize| f[n - 3];
     let ticks = field(14) + field(15);
     out[0] = ticks * 1_000_000_000 / clock_ticks();
     out[1] = field(24) * page_size();
     out[2] = field(20);
-    let io = std::fs::read_to_string(dir.join("io")).unwrap_or_default();
     let key = |k: &str| {
         io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0)
     };
@@ -48,20 +56,65 @@ pub fn read_process(root: &Path, pid: Option<u32>, out: &mut [u64]) -> Result<()
     Ok(())
 }
 
+/// `/proc` files kept open and re-read from offset 0 (the kernel regenerates their text), so a
+/// sample costs one `pread` per file instead of open + read + close.
+#[derive(Debug)]
+pub struct OpenFiles {
+    files: Vec<Option<std::fs::File>>,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl OpenFiles {
+    /// Opens `paths` (a missing one reads as empty text).
+    pub fn open(paths: &[PathBuf]) -> Result<Self, MetricsError> {
+        let files: Vec<Option<std::fs::File>> = paths.iter().map(|p| std::fs::File::open(p).ok()).collect();
+        if files.first().is_none_or(Option::is_none) {
+            return Err(MetricsError::UnsupportedFeature);
+        }
+        Ok(Self { bufs: vec![Vec::with_capacity(4096); files.len()], files })
+    }
+
+    /// Re-reads every file; their texts in order.
+    pub fn read(&mut self) -> Result<Vec<&str>, MetricsError> {
+        use std::os::unix::fs::FileExt;
+        for (f, b) in self.files.iter().zip(self.bufs.iter_mut()) {
+            b.clear();
+            let Some(f) = f else { continue };
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = f.read_at(&mut chunk, b.len() as u64).map_err(|_| MetricsError::DeviceLost)?;
+                if n == 0 {
+                    break;
+                }
+                b.extend_from_slice(&chunk[..n]);
+            }
+        }
+        Ok(self.bufs.iter().map(|b| std::str::from_utf8(b).unwrap_or("")).collect())
+    }
+}
+
 /// Raw slots of `proc.system`.
 pub const SYSTEM_SLOTS: usize = 5;
 
 /// `[busy_ticks, total_ticks, mem_used_bytes, mem_available_bytes, context_switches]`.
 pub fn read_system(root: &Path, out: &mut [u64]) -> Result<(), MetricsError> {
     let stat = std::fs::read_to_string(root.join("stat")).map_err(|_| MetricsError::DeviceLost)?;
+    let mem = std::fs::read_to_string(root.join("meminfo")).map_err(|_| MetricsError::DeviceLost)?;
+    parse_system(&stat, &mem, out)
+}
+
+/// [`read_system`] from the texts of `stat` and `meminfo`.
+pub fn parse_system(stat: &str, mem: &str, out: &mut [u64]) -> Result<(), MetricsError> {
     let cpu = stat.lines().find(|l| l.starts_with("cpu ")).ok_or(MetricsError::Unknown)?;
-    let v: Vec<u64> = cpu.split_whitespace().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let mut v = [0u64; 8];
+    for (i, w) in cpu.split_whitespace().skip(1).take(8).enumerate() {
+        v[i] = w.parse().unwrap_or(0);
+    }
     // user nice system idle iowait irq softirq steal (guest time is inside user already).
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    let total: u64 = v.iter().sum();
+    let idle = v[3] + v[4];
     out[0] = total - idle.min(total);
     out[1] = total;
-    let mem = std::fs::read_to_string(root.join("meminfo")).map_err(|_| MetricsError::DeviceLost)?;
     let kib = |k: &str| {
         mem.lines()
             .find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.split_whitespace().next()?.parse::<u64>().ok())
@@ -104,6 +157,21 @@ mod tests {
         let mut out = [0u64; SYSTEM_SLOTS];
         read_system(d.path(), &mut out).expect("read");
         assert_eq!(out, [15, 100, 600 * 1024, 400 * 1024, 777]);
+    }
+
+    #[test]
+    fn open_files_read_the_same_as_fresh_reads() {
+        let mut f = OpenFiles::open(&[PathBuf::from("/proc/self/stat"), PathBuf::from("/proc/self/io")]).expect("open");
+        let mut a = [0u64; PROCESS_SLOTS];
+        {
+            let t = f.read().expect("read");
+            parse_process(t[0], t[1], &mut a).expect("parse");
+        }
+        let t = f.read().expect("re-read");
+        let mut b = [0u64; PROCESS_SLOTS];
+        parse_process(t[0], t[1], &mut b).expect("parse");
+        assert!(a[2] >= 1 && b[2] >= 1 && b[1] > 0, "{a:?} {b:?}");
+        assert!(b[0] >= a[0] && b[3] >= a[3], "counters move forward: {a:?} {b:?}");
     }
 
     #[test]
