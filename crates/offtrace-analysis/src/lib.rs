@@ -22,6 +22,7 @@ mod defs;
 mod graph;
 mod kernels;
 pub mod names;
+pub mod naming;
 mod sink;
 mod summary;
 #[doc(hidden)]

@@ -19,6 +19,7 @@
 mod chrome;
 mod csv_out;
 mod error;
+mod lanes;
 mod perfetto;
 mod proto;
 mod rows;

@@ -4,8 +4,8 @@
 //!
 //! Field numbers of the Perfetto protos used by the export, as documented constants. Checked
 //! against `protos/perfetto/trace/trace_packet.proto`, `track_event/track_event.proto`,
-//! `track_event/track_descriptor.proto`, `process_descriptor.proto`, `thread_descriptor.proto`
-//! and `counter_descriptor.proto`.
+//! `track_event/track_descriptor.proto`, `process_descriptor.proto`, `thread_descriptor.proto`,
+//! `counter_descriptor.proto`, `clock_snapshot.proto` and `common/builtin_clock.proto`.
 
 #[allow(dead_code)] // the full documented set, not all used
 pub(crate) mod field {
@@ -22,6 +22,22 @@ pub(crate) mod field {
     pub const PACKET_SEQUENCE_FLAGS: u32 = 13;
     /// `TracePacket.track_descriptor` (TrackDescriptor).
     pub const PACKET_TRACK_DESCRIPTOR: u32 = 60;
+    /// `TracePacket.clock_snapshot` (ClockSnapshot).
+    pub const PACKET_CLOCK_SNAPSHOT: u32 = 6;
+    /// `TracePacket.timestamp_clock_id` (uint32): the clock of `timestamp` (BOOTTIME if unset).
+    pub const PACKET_TIMESTAMP_CLOCK_ID: u32 = 58;
+
+    /// `ClockSnapshot.clocks` (repeated Clock).
+    pub const SNAPSHOT_CLOCKS: u32 = 1;
+    /// `ClockSnapshot.primary_trace_clock` (BuiltinClock).
+    pub const SNAPSHOT_PRIMARY_TRACE_CLOCK: u32 = 2;
+    /// `ClockSnapshot.Clock.clock_id` (uint32).
+    pub const CLOCK_ID: u32 = 1;
+    /// `ClockSnapshot.Clock.timestamp` (uint64).
+    pub const CLOCK_TIMESTAMP: u32 = 2;
+    /// `BuiltinClock` values (`protos/perfetto/common/builtin_clock.proto`).
+    pub const BUILTIN_CLOCK_REALTIME: u64 = 1;
+    pub const BUILTIN_CLOCK_MONOTONIC: u64 = 3;
 
     /// `TrackDescriptor.uuid` (uint64).
     pub const TRACK_UUID: u32 = 1;
