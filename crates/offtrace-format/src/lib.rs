@@ -60,6 +60,7 @@ mod scan;
 mod tag;
 mod thread_state;
 mod timebase;
+mod typed;
 mod varint;
 mod writer;
 

@@ -45,13 +45,14 @@ impl Timebase {
     /// must come in file order.
     pub fn convert(&mut self, record: &mut Record) {
         match record {
-            Record::Notification(n) => n.ts = self.ticks_to_ns(n.ts),
-            Record::KernelDispatch(d) => d.ts = self.ticks_to_ns(d.ts),
             Record::ClockSync { ticks, monotonic_ns, .. } => {
                 self.sync_ticks = *ticks;
                 self.sync_ns = *monotonic_ns;
             }
-            _ => {}
+            other => {
+                let tb = *self;
+                other.map_host_times(|t| tb.ticks_to_ns(t));
+            }
         }
     }
 
