@@ -97,6 +97,14 @@ pub(crate) mod field {
     pub const ANNOTATION_UINT: u32 = 3;
     /// `DebugAnnotation.string_value` (string).
     pub const ANNOTATION_STRING: u32 = 6;
+    /// `DebugAnnotation.bool_value` (bool).
+    pub const ANNOTATION_BOOL: u32 = 2;
+    /// `DebugAnnotation.int_value` (int64).
+    pub const ANNOTATION_INT: u32 = 4;
+    /// `DebugAnnotation.pointer_value` (uint64, shown in hex).
+    pub const ANNOTATION_POINTER: u32 = 7;
+    /// `TrackEvent.double_counter_value` (double).
+    pub const EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
 }
 
 const WIRE_VARINT: u32 = 0;
@@ -135,6 +143,10 @@ impl ProtoWriter {
     /// int32/int64 fields: two's complement as a 64-bit varint.
     pub fn int(&mut self, field: u32, v: i64) {
         self.uint(field, v as u64);
+    }
+
+    pub fn double(&mut self, field: u32, v: f64) {
+        self.fixed64(field, v.to_bits());
     }
 
     pub fn fixed64(&mut self, field: u32, v: u64) {
