@@ -510,7 +510,7 @@ pub fn sycl_like<S: RecordSink>(b: &mut TypedBuilder<S>, threads: u32, records: 
             corr += 1;
         }
         let launch = corr;
-        let timed = i % 2 == 0;
+        let timed = i.is_multiple_of(2);
         b.node(tid, ts, node, k, queue);
         if prev_node[t as usize] != 0 {
             b.edge(tid, ts + 1, prev_node[t as usize], node);

@@ -66,11 +66,9 @@ impl Gen {
     /// A `ur.call` begin/end pair of `dur` ns at the current time.
     fn ur(&mut self, fid: usize, args: &[u64], outs: &[(u8, u64)], dur: u64) -> Result<(), WriteError> {
         self.instance += 1;
-        let mut a = ArgBlock::default();
-        a.len = args.len() as u8;
+        let mut a = ArgBlock { len: args.len() as u8, ..ArgBlock::default() };
         a.values[..args.len()].copy_from_slice(args);
-        let mut o = OutValues::default();
-        o.len = outs.len() as u8;
+        let mut o = OutValues { len: outs.len() as u8, ..OutValues::default() };
         o.values[..outs.len()].copy_from_slice(outs);
         let name = self.fids[fid];
         let function_id = fid as u32 + 1;
@@ -229,7 +227,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         g.instance += 1;
         iteration += 1;
-        if iteration % 4096 == 0 {
+        if iteration.is_multiple_of(4096) {
             g.w.flush_chunk()?;
         }
     }
