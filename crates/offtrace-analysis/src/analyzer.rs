@@ -6,9 +6,14 @@
 //! here). The raw notification layer, when recorded, is only counted (`notifications`).
 //!
 //! Memory is bounded by what the program had at once, not by the number of records: distinct
-//! names, operations, queues, threads, live allocations, device work whose enqueuing call or
-//! completion has not arrived yet (capped: [`PENDING_MAX`]), and the task-graph nodes that may
-//! still gain an edge (capped: [`GRAPH_NODES_MAX`], oldest forgotten first).
+//! names, operations, queues, threads, live allocations, device work whose enqueuing call
+//! (per thread, [`AWAITING_CALL_MAX`]) or completion ([`PENDING_MAX`]) has not arrived yet,
+//! and the task-graph nodes that may still gain an edge ([`GRAPH_NODES_MAX`]); the capped ones
+//! forget their oldest entries first. A completion that arrives after its work was forgotten is
+//! counted as work of its own.
+//!
+//! Cost: a few small-map lookups per record; device work finds its call without hashing (the
+//! call's record follows its work's on the same thread: a short per-thread list).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -21,10 +26,12 @@ use crate::names;
 use crate::naming::display_name;
 use crate::report::*;
 
-/// Device work waiting for its enqueuing call or its completion, remembered at most.
-pub const PENDING_MAX: usize = 1 << 20;
+/// Device work waiting for its completion, remembered at most.
+pub const PENDING_MAX: usize = 1 << 18;
+/// Device work waiting for its call's record, per thread, at most (calls nest a few deep).
+pub const AWAITING_CALL_MAX: usize = 64;
 /// Task-graph nodes remembered for the longest chain, at most.
-pub const GRAPH_NODES_MAX: usize = 1 << 20;
+pub const GRAPH_NODES_MAX: usize = 1 << 18;
 
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
@@ -73,6 +80,9 @@ struct QueueAcc {
 
 #[derive(Debug, Default)]
 struct ThreadAcc {
+    /// Device work enqueued inside a call whose record (written at the call's exit) has not
+    /// come yet: (correlation, activity group), oldest first.
+    awaiting_call: Vec<(u64, u32)>,
     name: StrId,
     api_calls: u64,
     api_ns: u64,
@@ -132,14 +142,10 @@ pub struct Analyzer {
     kinds: FxHashMap<u32, StrId>,
     ops: FxHashMap<(u32, u32), StrId>,
     devices: FxHashMap<u64, StrId>,
-    threads: BTreeMap<u32, ThreadAcc>,
+    threads: FxHashMap<u32, ThreadAcc>,
     api: FxHashMap<(u32, u32), ApiAcc>,
     activity: Vec<ActivityAcc>,
     activity_index: FxHashMap<(u32, ActivityName), usize>,
-    /// Device work enqueued inside a call whose record (written at its exit) has not come yet:
-    /// correlation → activity groups.
-    awaiting_call: FxHashMap<u64, Vec<usize>>,
-    awaiting_order: VecDeque<u64>,
     /// Device work enqueued without device times: (kind, correlation) → its group, so that the
     /// completion record adds its device time to the same group instead of counting it again.
     awaiting_completion: FxHashMap<(u32, u64), usize>,
@@ -340,12 +346,19 @@ impl Analyzer {
         let t = self.threads.entry(a.tid).or_default();
         t.api_calls += 1;
         t.api_ns += ns;
-        if let Some(groups) = self.awaiting_call.remove(&a.correlation) {
-            acc.device_activities += groups.len() as u64;
-            t.device_activities += groups.len() as u64;
-            for g in groups {
-                self.activity[g].host.add(ns);
-            }
+        if !t.awaiting_call.is_empty() {
+            let before = t.awaiting_call.len();
+            let activity = &mut self.activity;
+            t.awaiting_call.retain(|&(corr, g)| {
+                if corr != a.correlation {
+                    return true;
+                }
+                activity[g as usize].host.add(ns);
+                false
+            });
+            let found = (before - t.awaiting_call.len()) as u64;
+            acc.device_activities += found;
+            t.device_activities += found;
         }
     }
 
@@ -394,13 +407,11 @@ impl Analyzer {
         }
         if !counted {
             if a.correlation != 0 && a.phase != phase::COMPLETE {
-                self.awaiting_call.entry(a.correlation).or_default().push(group);
-                self.awaiting_order.push_back(a.correlation);
-                if self.awaiting_order.len() > PENDING_MAX
-                    && let Some(old) = self.awaiting_order.pop_front()
-                {
-                    self.awaiting_call.remove(&old);
+                let waiting = &mut self.threads.entry(a.tid).or_default().awaiting_call;
+                if waiting.len() >= AWAITING_CALL_MAX {
+                    waiting.remove(0);
                 }
+                waiting.push((a.correlation, group as u32));
                 if !known {
                     self.awaiting_completion.insert(key, group);
                     self.completion_order.push_back(key);
@@ -649,9 +660,10 @@ impl Analyzer {
             longest_chain,
         };
 
-        let threads = self
-            .threads
-            .iter()
+        let mut threads: Vec<(&u32, &ThreadAcc)> = self.threads.iter().collect();
+        threads.sort_unstable_by_key(|(tid, _)| **tid);
+        let threads = threads
+            .into_iter()
             .map(|(&tid, t)| ThreadStats {
                 tid,
                 name: self.str(t.name).to_owned(),

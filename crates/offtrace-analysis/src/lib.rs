@@ -25,7 +25,7 @@ pub mod testing;
 
 use std::path::Path;
 
-pub use analyzer::{Analyzer, GRAPH_NODES_MAX, PENDING_MAX};
+pub use analyzer::{AWAITING_CALL_MAX, Analyzer, GRAPH_NODES_MAX, PENDING_MAX};
 use offtrace_format::{ReadError, ReadOptions, ReadWarning, TraceRecords};
 pub use report::*;
 

@@ -58,6 +58,13 @@ pub struct WriterSink<W: Write> {
     pub records: u64,
 }
 
+impl<W: Write> WriterSink<W> {
+    /// Writes the last record (the `End` record).
+    pub fn put_end(&mut self, record: Record) {
+        self.put(record);
+    }
+}
+
 impl<W: Write> RecordSink for WriterSink<W> {
     fn put(&mut self, record: Record) {
         self.records += 1;

@@ -110,90 +110,126 @@ enum Work {
 }
 
 enum Decoded {
-    Records(Vec<Record>, Option<ReadWarning>),
+    /// A batch of a chunk's records, a problem met in it, and whether it is the chunk's last.
+    Records(Vec<Record>, Option<ReadWarning>, bool),
     Skipped(ReadWarning),
     End(FramingEnd),
 }
 
-/// Decompresses and decodes one verified chunk into `out`. Records before a malformed one are
-/// kept; the problem comes back as a warning.
-fn decode_chunk(
-    chunk: &FramedChunk,
-    decoder: &mut Decoder,
-    raw: &mut Vec<u8>,
-    out: &mut Vec<Record>,
-) -> Option<ReadWarning> {
+/// Records per batch: a chunk is handed over in batches of at most this many records, so
+/// memory does not grow with the chunk size (a record is a few hundred bytes in memory).
+const BATCH_RECORDS: usize = 8192;
+
+/// The decompressed payload of a verified chunk (`raw` is scratch space), or why it has none.
+fn payload<'a>(chunk: &'a FramedChunk, raw: &'a mut Vec<u8>) -> Result<&'a [u8], ReadWarning> {
     let h = &chunk.header;
-    let corrupt = |problem: String| ReadError::CorruptChunk { chunk: chunk.index, offset: chunk.offset, problem };
-    let bytes: &[u8] = if h.flags & CHUNK_FLAG_LZ4 != 0 {
-        raw.clear();
-        raw.resize(h.raw_len as usize, 0);
-        match lz4_flex::block::decompress_into(&chunk.stored, raw) {
-            Ok(n) if n == raw.len() => raw,
-            Ok(n) => {
-                return Some(ReadWarning {
-                    error: corrupt(format!("decompressed to {n} bytes, header says {}", h.raw_len)),
-                    action: format!("skipped the chunk's {} records", h.record_count),
-                });
-            }
-            Err(e) => {
-                return Some(ReadWarning {
-                    error: corrupt(format!("LZ4 decompression failed: {e}")),
-                    action: format!("skipped the chunk's {} records", h.record_count),
-                });
-            }
-        }
-    } else {
-        &chunk.stored
+    if h.flags & CHUNK_FLAG_LZ4 == 0 {
+        return Ok(&chunk.stored);
+    }
+    let corrupt = |problem: String| ReadWarning {
+        error: ReadError::CorruptChunk { chunk: chunk.index, offset: chunk.offset, problem },
+        action: format!("skipped the chunk's {} records", h.record_count),
     };
-    decoder.reset();
-    let mut pos = 0usize;
-    out.reserve(h.record_count as usize);
-    for i in 0..h.record_count {
-        let mut c = Cursor::new(bytes.get(pos..).unwrap_or(&[]));
+    raw.clear();
+    raw.resize(h.raw_len as usize, 0);
+    match lz4_flex::block::decompress_into(&chunk.stored, raw) {
+        Ok(n) if n == raw.len() => Ok(raw),
+        Ok(n) => Err(corrupt(format!("decompressed to {n} bytes, header says {}", h.raw_len))),
+        Err(e) => Err(corrupt(format!("LZ4 decompression failed: {e}"))),
+    }
+}
+
+/// Where the decoding of one chunk stands.
+struct ChunkCursor {
+    pos: usize,
+    next: u32,
+}
+
+/// Decodes up to `max` more records of a chunk into `out`. Records before a malformed one are
+/// kept; the problem comes back as a warning and ends the chunk. Returns (warning, last part).
+fn decode_part(
+    chunk: &FramedChunk,
+    bytes: &[u8],
+    decoder: &mut Decoder,
+    at: &mut ChunkCursor,
+    out: &mut Vec<Record>,
+    max: usize,
+) -> (Option<ReadWarning>, bool) {
+    let count = chunk.header.record_count;
+    let end = count.min(at.next.saturating_add(u32::try_from(max).unwrap_or(u32::MAX)));
+    out.reserve((end - at.next) as usize);
+    while at.next < end {
+        let mut c = Cursor::new(bytes.get(at.pos..).unwrap_or(&[]));
         match decoder.decode(&mut c) {
             Ok(r) => {
-                pos += c.pos();
+                at.pos += c.pos();
+                at.next += 1;
                 out.push(r);
             }
             Err(source) => {
-                return Some(ReadWarning {
+                let i = at.next;
+                at.next = count;
+                let warning = ReadWarning {
                     error: ReadError::Record {
                         chunk: chunk.index,
                         offset: chunk.offset,
                         record: i,
-                        position: pos + c.pos(),
+                        position: at.pos + c.pos(),
                         source,
                     },
-                    action: format!("kept the chunk's first {i} records, skipped its other {}", h.record_count - i),
-                });
+                    action: format!("kept the chunk's first {i} records, skipped its other {}", count - i),
+                };
+                return (Some(warning), true);
             }
         }
     }
-    (pos < bytes.len()).then(|| ReadWarning {
-        error: corrupt(format!("{} bytes follow the chunk's last record", bytes.len() - pos)),
+    if at.next < count {
+        return (None, false);
+    }
+    let trailing = (at.pos < bytes.len()).then(|| ReadWarning {
+        error: ReadError::CorruptChunk {
+            chunk: chunk.index,
+            offset: chunk.offset,
+            problem: format!("{} bytes follow the chunk's last record", bytes.len() - at.pos),
+        },
         action: "kept the chunk's records".to_owned(),
-    })
+    });
+    (trailing, true)
+}
+
+/// Decodes a whole chunk, sending each batch to `send` (which returns `false` to stop).
+fn decode_chunk(
+    chunk: &FramedChunk,
+    decoder: &mut Decoder,
+    raw: &mut Vec<u8>,
+    pool: &Pool,
+    max: usize,
+    mut send: impl FnMut(Decoded) -> bool,
+) {
+    let bytes = match payload(chunk, raw) {
+        Ok(b) => b,
+        Err(w) => {
+            send(Decoded::Records(Vec::new(), Some(w), true));
+            return;
+        }
+    };
+    decoder.reset();
+    let mut at = ChunkCursor { pos: 0, next: 0 };
+    loop {
+        let mut out = take_vec(pool);
+        let (warning, last) = decode_part(chunk, bytes, decoder, &mut at, &mut out, max);
+        if !send(Decoded::Records(out, warning, last)) || last {
+            return;
+        }
+    }
 }
 
 fn take_vec(pool: &Pool) -> Vec<Record> {
     pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default()
 }
 
-fn decode_work(work: Work, decoder: &mut Decoder, raw: &mut Vec<u8>, pool: &Pool) -> Decoded {
-    match work {
-        Work::Chunk(c) => {
-            let mut out = take_vec(pool);
-            let warning = decode_chunk(&c, decoder, raw, &mut out);
-            Decoded::Records(out, warning)
-        }
-        Work::Skipped(w) => Decoded::Skipped(w),
-        Work::End(e) => Decoded::End(e),
-    }
-}
-
 enum Pipeline {
-    Inline { scanner: ChunkScanner, decoder: Decoder, raw: Vec<u8> },
+    Inline { scanner: ChunkScanner, decoder: Decoder, raw: Vec<u8>, ready: VecDeque<Decoded> },
     Threads { from_workers: Vec<Receiver<Decoded>>, next: usize, threads: Vec<JoinHandle<()>> },
 }
 
@@ -214,8 +250,8 @@ impl std::fmt::Debug for TraceRecords {
     }
 }
 
-/// Decoded chunks kept for reuse.
-const POOL_MAX: usize = 16;
+/// Batches kept for reuse.
+const POOL_MAX: usize = 4;
 
 impl TraceRecords {
     /// Opens a trace file and reads its header. An empty file is [`ReadError::Empty`], a file
@@ -233,7 +269,12 @@ impl TraceRecords {
         let scanner = ChunkScanner::new(reader.into_inner(), file_len, FILE_HEADER_LEN as u64);
         let pool: Pool = Arc::default();
         let pipeline = if options.decode_threads == 0 {
-            Pipeline::Inline { scanner, decoder: Decoder::for_version(header.version), raw: Vec::new() }
+            Pipeline::Inline {
+                scanner,
+                decoder: Decoder::for_version(header.version),
+                raw: Vec::new(),
+                ready: VecDeque::new(),
+            }
         } else {
             Self::start_threads(scanner, header.version, options.decode_threads, &pool)
         };
@@ -254,7 +295,7 @@ impl TraceRecords {
         let mut threads = Vec::with_capacity(n + 1);
         for i in 0..n {
             let (tx, rx) = sync_channel::<Work>(2);
-            let (dtx, drx) = sync_channel::<Decoded>(2);
+            let (dtx, drx) = sync_channel::<Decoded>(1);
             to_workers.push(tx);
             from_workers.push(drx);
             let pool = Arc::clone(pool);
@@ -263,7 +304,19 @@ impl TraceRecords {
                 let mut raw = Vec::new();
                 // Ends when the I/O thread is done (its sender dropped) or the reader is dropped.
                 while let Ok(work) = rx.recv() {
-                    if dtx.send(decode_work(work, &mut decoder, &mut raw, &pool)).is_err() {
+                    let sent = match work {
+                        Work::Chunk(c) => {
+                            let mut ok = true;
+                            decode_chunk(&c, &mut decoder, &mut raw, &pool, BATCH_RECORDS, |d| {
+                                ok = dtx.send(d).is_ok();
+                                ok
+                            });
+                            ok
+                        }
+                        Work::Skipped(w) => dtx.send(Decoded::Skipped(w)).is_ok(),
+                        Work::End(e) => dtx.send(Decoded::End(e)).is_ok(),
+                    };
+                    if !sent {
                         break;
                     }
                 }
@@ -274,7 +327,12 @@ impl TraceRecords {
         }
         if threads.len() < n {
             // Could not start the threads: decode on the caller's thread instead.
-            return Pipeline::Inline { scanner, decoder: Decoder::for_version(version), raw: Vec::new() };
+            return Pipeline::Inline {
+                scanner,
+                decoder: Decoder::for_version(version),
+                raw: Vec::new(),
+                ready: VecDeque::new(),
+            };
         }
         let io = std::thread::Builder::new().name("offtrace-read".into()).spawn(move || {
             for (seq, item) in scanner.enumerate() {
@@ -334,20 +392,33 @@ impl TraceRecords {
 
     fn next_decoded(&mut self) -> Decoded {
         match &mut self.pipeline {
-            Pipeline::Inline { scanner, decoder, raw } => {
-                let work = match scanner.next() {
-                    Some(Framing::Chunk(c)) => Work::Chunk(c),
-                    Some(Framing::Skipped(w)) => Work::Skipped(w),
-                    Some(Framing::End(e)) => Work::End(e),
-                    None => Work::End(FramingEnd::default()),
-                };
-                decode_work(work, decoder, raw, &self.pool)
+            Pipeline::Inline { scanner, decoder, raw, ready } => {
+                if let Some(d) = ready.pop_front() {
+                    return d;
+                }
+                match scanner.next() {
+                    Some(Framing::Chunk(c)) => {
+                        decode_chunk(&c, decoder, raw, &self.pool, BATCH_RECORDS, |d| {
+                            ready.push_back(d);
+                            true
+                        });
+                        ready.pop_front().unwrap_or(Decoded::End(FramingEnd::default()))
+                    }
+                    Some(Framing::Skipped(w)) => Decoded::Skipped(w),
+                    Some(Framing::End(e)) => Decoded::End(e),
+                    None => Decoded::End(FramingEnd::default()),
+                }
             }
             Pipeline::Threads { from_workers, next, .. } => {
                 let i = *next % from_workers.len().max(1);
-                *next = next.wrapping_add(1);
                 match from_workers.get(i).map(Receiver::recv) {
-                    Some(Ok(d)) => d,
+                    Some(Ok(d)) => {
+                        // A chunk's batches all come from one worker; then the next worker.
+                        if !matches!(d, Decoded::Records(_, _, false)) {
+                            *next = next.wrapping_add(1);
+                        }
+                        d
+                    }
                     _ => Decoded::End(FramingEnd {
                         end_marker: false,
                         problem: Some(ReadError::Io {
@@ -370,8 +441,10 @@ impl TraceRecords {
             return None;
         }
         match self.next_decoded() {
-            Decoded::Records(mut records, warning) => {
-                self.outcome.chunks += 1;
+            Decoded::Records(mut records, warning, last) => {
+                if last {
+                    self.outcome.chunks += 1;
+                }
                 self.outcome.records += records.len() as u64;
                 let convert = !self.timebase.is_identity();
                 for r in &mut records {

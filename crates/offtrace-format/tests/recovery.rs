@@ -176,3 +176,18 @@ fn dropping_the_reader_midway_stops_its_threads() {
         drop(r);
     }
 }
+
+#[test]
+fn chunks_larger_than_a_batch_come_out_whole_and_in_order() {
+    let records = synthetic_sycl_trace(3000, 11);
+    let bytes = write_trace(&tsc_header(), &records, 8 << 20, usize::MAX);
+    let expected = expected_after_read(&records);
+    assert!(expected.len() > 3 * 8192, "{} records", expected.len());
+    for threads in [0, 1, 2] {
+        let r = read(&bytes, threads);
+        assert_eq!(r.records.len(), expected.len(), "{threads} threads");
+        assert!(r.records == expected, "{threads} threads: records differ");
+        assert!(r.outcome.finished_cleanly());
+        assert!(r.outcome.chunks < 4, "{} chunks", r.outcome.chunks);
+    }
+}
