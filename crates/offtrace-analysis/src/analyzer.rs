@@ -27,11 +27,11 @@ use crate::naming::display_name;
 use crate::report::*;
 
 /// Device work waiting for its completion, remembered at most.
-pub const PENDING_MAX: usize = 1 << 18;
+pub const PENDING_MAX: usize = 1 << 16;
 /// Device work waiting for its call's record, per thread, at most (calls nest a few deep).
 pub const AWAITING_CALL_MAX: usize = 64;
 /// Task-graph nodes remembered for the longest chain, at most.
-pub const GRAPH_NODES_MAX: usize = 1 << 18;
+pub const GRAPH_NODES_MAX: usize = 1 << 16;
 
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;

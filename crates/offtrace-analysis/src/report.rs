@@ -190,7 +190,8 @@ pub struct TaskGraphReport {
     pub nodes: u64,
     pub edges: u64,
     pub signals: u64,
-    /// Edges from or to a node the trace never defined.
+    /// Edges from or to a node the trace never defined, or one older than the last
+    /// `GRAPH_NODES_MAX` nodes (forgotten to bound memory).
     pub unresolved_edges: u64,
     /// The longest dependency chain over real commands (nodes submitted to a queue; virtual
     /// nodes do not count): its length in commands, and the commands on it in order.
