@@ -38,6 +38,7 @@ const MEMORY_FREE: u32 = 1;
 /// `TASK_GRAPH` operations.
 const GRAPH_NODE_CREATE: u32 = 0;
 const GRAPH_EDGE_CREATE: u32 = 1;
+const GRAPH_TASK: u32 = 2;
 const GRAPH_SIGNAL: u32 = 3;
 /// `MARKER` operations.
 const MARKER_RANGE: u32 = 1;
@@ -163,6 +164,9 @@ pub struct Analyzer {
     fills: FillStats,
     nodes: FxHashMap<u64, NodeAcc>,
     node_order: VecDeque<u64>,
+    /// Event (signalled by a command) → the command's node, for nodes that stand for an event.
+    signalled: FxHashMap<u64, u64>,
+    signal_order: VecDeque<u64>,
     graph_nodes: u64,
     graph_edges: u64,
     graph_signals: u64,
@@ -495,8 +499,20 @@ impl Analyzer {
         match t.op {
             GRAPH_NODE_CREATE => {
                 self.graph_nodes += 1;
+                // A node submitted to a queue is a real command; one without a queue is so far
+                // virtual (until its task runs, below).
                 let real = t.queue != 0;
-                let node = NodeAcc { len: u32::from(real), real, pred: 0, name: t.name };
+                let mut node = NodeAcc { len: u32::from(real), real, pred: 0, name: t.name };
+                // A node that stands for an event (a dependency on earlier work) continues the
+                // chain of the command that signalled that event.
+                if t.event != 0
+                    && let Some(&cmd) = self.signalled.get(&t.event)
+                    && let Some(c) = self.nodes.get(&cmd)
+                    && c.len + node.len > node.len
+                {
+                    node.len += c.len;
+                    node.pred = cmd;
+                }
                 if self.nodes.insert(t.node, node).is_none() {
                     self.node_order.push_back(t.node);
                     if self.node_order.len() > GRAPH_NODES_MAX
@@ -522,7 +538,27 @@ impl Analyzer {
                     n.pred = t.source;
                 }
             }
-            GRAPH_SIGNAL => self.graph_signals += 1,
+            // A node whose command runs as a task is a real command, whatever its creation said.
+            // Its task begins when it is submitted, before later nodes depend on it.
+            GRAPH_TASK if t.phase == phase::ENTER => {
+                if let Some(n) = self.nodes.get_mut(&t.node)
+                    && !n.real
+                {
+                    n.real = true;
+                    n.len += 1;
+                }
+            }
+            GRAPH_SIGNAL => {
+                self.graph_signals += 1;
+                if t.event != 0 && self.signalled.insert(t.event, t.node).is_none() {
+                    self.signal_order.push_back(t.event);
+                    if self.signal_order.len() > GRAPH_NODES_MAX
+                        && let Some(old) = self.signal_order.pop_front()
+                    {
+                        self.signalled.remove(&old);
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -193,8 +193,9 @@ pub struct TaskGraphReport {
     /// Edges from or to a node the trace never defined, or one older than the last
     /// `GRAPH_NODES_MAX` nodes (forgotten to bound memory).
     pub unresolved_edges: u64,
-    /// The longest dependency chain over real commands (nodes submitted to a queue; virtual
-    /// nodes do not count): its length in commands, and the commands on it in order.
+    /// The longest dependency chain over real commands (nodes submitted to a queue or run as a
+    /// task; virtual nodes do not count): its length in commands, and the commands on it in
+    /// order.
     pub longest_chain_len: u64,
     pub longest_chain: Vec<String>,
 }

@@ -128,8 +128,31 @@ fn a_chain_counts_real_commands_only() {
     b.edge(1, 5, 11, 12);
     b.edge(1, 5, 12, 13);
     b.edge(1, 5, 99, 13);
+    // A node created without a queue whose command then runs as a task is real too.
+    b.node(1, 6, 14, "d", 0);
+    b.out.push(Record::TaskGraph(TaskGraphRecord {
+        op: 2,
+        phase: phase::ENTER,
+        tid: 1,
+        ts: 7,
+        node: 14,
+        ..Default::default()
+    }));
+    b.edge(1, 8, 13, 14);
+    // d signals event 0xe; a virtual node standing for that event leads to e.
+    b.out.push(Record::TaskGraph(TaskGraphRecord { op: 3, tid: 1, ts: 9, node: 14, event: 0xe, ..Default::default() }));
+    b.out.push(Record::TaskGraph(TaskGraphRecord {
+        op: 0,
+        tid: 1,
+        ts: 10,
+        node: 15,
+        event: 0xe,
+        ..Default::default()
+    }));
+    b.node(1, 11, 16, "e", 0x5000);
+    b.edge(1, 12, 15, 16);
     let r = analyze(&b.out);
-    assert_eq!(r.task_graph.longest_chain_len, 3);
-    assert_eq!(r.task_graph.longest_chain, vec!["a", "b", "c"]);
+    assert_eq!(r.task_graph.longest_chain_len, 5);
+    assert_eq!(r.task_graph.longest_chain, vec!["a", "b", "c", "d", "e"]);
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }

@@ -18,8 +18,9 @@ use crate::source::{RecordSource, read_records};
 use crate::timeline::{Slice, Timeline, TimelineOut, TrackKind};
 use crate::{ExportError, ExportStats};
 
-/// Pseudo process ids of devices (queue tracks), above any real pid.
-const DEVICE_PID_BASE: i64 = 1 << 32;
+/// Pseudo process ids of devices (queue tracks) and thread ids of queues: above any real pid
+/// (at most 2^22 on Linux), below 2^31 (viewers read them as 32-bit integers).
+const DEVICE_PID_BASE: i64 = 0x7000_0000;
 
 fn us(out: &mut String, ns: u64) {
     let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
@@ -192,7 +193,7 @@ pub(crate) fn export(source: &mut dyn RecordSource, path: &Path) -> Result<Expor
         tracks: FxHashMap::default(),
         pid: 0,
         next_device_pid: DEVICE_PID_BASE,
-        next_tid: 1 << 32,
+        next_tid: 0x7100_0000,
         error: None,
     };
     w.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_MONOTONIC\"},\"traceEvents\":[");

@@ -23,9 +23,10 @@ use crate::lanes::{LaneMode, Lanes};
 /// Work remembered while waiting for its call or completion, at most (per map).
 pub(crate) const PENDING_MAX: usize = 1 << 16;
 
-/// `MEMORY_ALLOC` free, `MARKER` range, `SYNC` (as the services number them).
+/// `MEMORY_ALLOC` free, `MARKER` range, the `SYNC` kind (as the services number them).
 const MEMORY_FREE: u32 = 1;
 const MARKER_RANGE: u32 = 1;
+const SYNC_KIND: u32 = 8;
 
 pub(crate) const PROCESS_TRACK: u64 = 1;
 const LIVE_BYTES_TRACK: u64 = 2;
@@ -348,7 +349,7 @@ impl Timeline {
                 }
                 phase::EXIT => {
                     if let Some(start) = self.open_waits.remove(&(s.tid, s.correlation)) {
-                        let name = format!("wait ({})", self.defs.op(8, s.op));
+                        let name = self.defs.op(SYNC_KIND, s.op).into_owned();
                         self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", None, &[]);
                     }
                 }
@@ -480,7 +481,8 @@ impl Timeline {
             self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), flow_in);
         } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
             // Waited too long for a completion: drawn as enqueued.
-            self.device_slice(out, kind, &old, corr, None, None);
+            let flow_in = self.flows_started.remove(&corr).map(|()| corr);
+            self.device_slice(out, kind, &old, corr, None, flow_in);
         }
     }
 
@@ -529,7 +531,8 @@ impl Timeline {
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
         for ((kind, corr), w) in self.pending.drain() {
-            self.device_slice(out, kind, &w, corr, None, None);
+            let flow_in = self.flows_started.remove(&corr).map(|()| corr);
+            self.device_slice(out, kind, &w, corr, None, flow_in);
         }
     }
 }
