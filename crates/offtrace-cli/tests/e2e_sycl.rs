@@ -119,7 +119,12 @@ fn sql(db: &Path, script: &str) -> String {
         .arg(db)
         .output()
         .expect("python3");
-    assert!(py.status.success(), "sqlite check: {}{}", String::from_utf8_lossy(&py.stdout), String::from_utf8_lossy(&py.stderr));
+    assert!(
+        py.status.success(),
+        "sqlite check: {}{}",
+        String::from_utf8_lossy(&py.stdout),
+        String::from_utf8_lossy(&py.stderr)
+    );
     String::from_utf8_lossy(&py.stdout).into_owned()
 }
 
@@ -139,7 +144,17 @@ fn record_report_and_export_a_multithreaded_program() {
 
     let rep = report_json(&trace);
     assert_eq!(rep["trace"]["complete"], true, "{}", rep["trace"]);
-    for key in ["api_calls", "device_activity", "memory", "queues", "task_graph", "threads", "counters", "drops", "notifications"] {
+    for key in [
+        "api_calls",
+        "device_activity",
+        "memory",
+        "queues",
+        "task_graph",
+        "threads",
+        "counters",
+        "drops",
+        "notifications",
+    ] {
         assert!(rep.get(key).is_some(), "report has no {key}");
     }
     let c = notification_counts(&rep);
@@ -170,7 +185,13 @@ fn record_report_and_export_a_multithreaded_program() {
         ("sqlite", dir.path().join("t.sqlite")),
         ("csv", dir.path().join("csv")),
     ] {
-        let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", fmt, "-o"]).arg(&out).output().expect("run export");
+        let o = Command::new(offtrace())
+            .arg("export")
+            .arg(&trace)
+            .args(["--format", fmt, "-o"])
+            .arg(&out)
+            .output()
+            .expect("run export");
         assert!(o.status.success(), "export {fmt}: {}", String::from_utf8_lossy(&o.stderr));
         assert!(out.exists(), "export {fmt} wrote nothing");
     }
@@ -182,7 +203,8 @@ fn record_report_and_export_a_multithreaded_program() {
     let flows: usize = d.slices.iter().chain(&d.instants).map(|s| s.terminating.len()).sum();
     assert!(flows as u64 >= launches, "flows from the launches to their kernels: {flows}");
     let chrome: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).expect("read chrome json")).expect("the Chrome export is JSON");
+        serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).expect("read chrome json"))
+            .expect("the Chrome export is JSON");
     assert!(chrome["traceEvents"].as_array().expect("traceEvents").len() > 200);
     let out = sql(
         &dir.path().join("t.sqlite"),
@@ -211,7 +233,13 @@ fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     let db = dir.path().join("w4.sqlite");
-    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output().expect("export");
+    let o = Command::new(offtrace())
+        .arg("export")
+        .arg(&trace)
+        .args(["--format", "sqlite", "-o"])
+        .arg(&db)
+        .output()
+        .expect("export");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = sql(
         &db,

@@ -55,9 +55,12 @@ pub struct ReadOptions {
 }
 
 impl Default for ReadOptions {
-    /// One decode thread per available core.
+    /// One decode thread per available core (at most 8), or `OFFTRACE_READ_THREADS` when set
+    /// (read once, here).
     fn default() -> Self {
-        Self { decode_threads: std::thread::available_parallelism().map_or(1, |n| n.get()).min(8) }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let decode_threads = std::env::var("OFFTRACE_READ_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(cores);
+        Self { decode_threads }
     }
 }
 
@@ -224,8 +227,12 @@ fn decode_chunk(
     }
 }
 
+/// A batch from the pool, emptied here (dropping a batch's records is work the decode threads
+/// take off the caller's thread).
 fn take_vec(pool: &Pool) -> Vec<Record> {
-    pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default()
+    let mut v = pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
+    v.clear();
+    v
 }
 
 enum Pipeline {
@@ -380,9 +387,9 @@ impl TraceRecords {
         std::mem::take(&mut self.outcome)
     }
 
-    /// Hands a batch's `Vec` back for reuse (optional; saves an allocation per chunk).
-    pub fn recycle(&self, mut records: Vec<Record>) {
-        records.clear();
+    /// Hands a batch's `Vec` back for reuse (optional; saves an allocation and the dropping of
+    /// its records on this thread).
+    pub fn recycle(&self, records: Vec<Record>) {
         if let Ok(mut p) = self.pool.lock()
             && p.len() < POOL_MAX
         {
