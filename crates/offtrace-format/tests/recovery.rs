@@ -191,3 +191,50 @@ fn chunks_larger_than_a_batch_come_out_whole_and_in_order() {
         assert!(r.outcome.chunks < 4, "{} chunks", r.outcome.chunks);
     }
 }
+
+/// Whether `part` is `whole` with some elements left out (order kept).
+fn is_subsequence(part: &[Record], whole: &[Record]) -> bool {
+    let mut it = whole.iter();
+    part.iter().all(|p| it.any(|w| w == p))
+}
+
+#[test]
+fn random_damage_never_panics_and_keeps_only_whole_chunks_in_order() {
+    let (records, bytes, _) = trace();
+    let expected = expected_after_read(&records);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    for round in 0..200 {
+        let mut b = bytes.clone();
+        for _ in 0..1 + rnd(4) {
+            match rnd(4) {
+                0 => {
+                    let at = FILE_HEADER_LEN + rnd(b.len() - FILE_HEADER_LEN);
+                    b[at] ^= 1 << rnd(8);
+                }
+                1 => {
+                    let at = FILE_HEADER_LEN + rnd(b.len() - FILE_HEADER_LEN);
+                    let junk: Vec<u8> = (0..1 + rnd(300)).map(|_| rnd(256) as u8).collect();
+                    b.splice(at..at, junk);
+                }
+                2 => {
+                    let at = FILE_HEADER_LEN + rnd(b.len() - FILE_HEADER_LEN);
+                    let end = (at + 1 + rnd(500)).min(b.len());
+                    b.drain(at..end);
+                }
+                _ => {
+                    let keep = FILE_HEADER_LEN + rnd(b.len() - FILE_HEADER_LEN);
+                    b.truncate(keep);
+                }
+            }
+        }
+        let threads = round % 3;
+        let r = read(&b, threads);
+        assert!(is_subsequence(&r.records, &expected), "round {round}: records that were never written");
+    }
+}
