@@ -88,7 +88,7 @@ fn count(c: &BTreeMap<(String, String), u64>, stream: &str, tt: &str) -> u64 {
 
 /// Independent readers of the exports (the export crate's test decoder of `.pftrace`).
 #[path = "../../offtrace-export/tests/common/mod.rs"]
-mod pf;
+mod pftrace;
 
 fn api_calls(rep: &serde_json::Value, kind: &str, op_prefix: &str) -> u64 {
     rep["api_calls"]
@@ -195,7 +195,7 @@ fn record_report_and_export_a_multithreaded_program() {
         assert!(o.status.success(), "export {fmt}: {}", String::from_utf8_lossy(&o.stderr));
         assert!(out.exists(), "export {fmt} wrote nothing");
     }
-    let d = pf::decode_pftrace(&std::fs::read(dir.path().join("t.pftrace")).expect("read pftrace"));
+    let d = pftrace::decode_pftrace(&std::fs::read(dir.path().join("t.pftrace")).expect("read pftrace"));
     assert!(d.problems.is_empty(), "overlapping or unbalanced slices: {:?}", d.problems);
     assert_eq!(d.packets_without_clock, 0);
     let queue_tracks = d.tracks.values().filter(|t| t.name.starts_with("queue ")).count();
