@@ -158,6 +158,14 @@ impl<W: Write> TimelineOut for JsonOut<W> {
             }
             self.arg(k, *v);
         }
+        for (i, (k, v)) in s.texts.iter().enumerate() {
+            if i > 0 || !s.args.is_empty() {
+                self.buf.push(',');
+            }
+            json_string(k, &mut self.buf);
+            self.buf.push(':');
+            json_string(v, &mut self.buf);
+        }
         self.buf.push_str("}}");
         if let Some(id) = s.flow_out {
             self.flow("s", id, s.start, pid, tid);

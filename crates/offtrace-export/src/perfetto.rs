@@ -144,6 +144,12 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
         for (k, v) in s.args {
             self.annotation(k, *v);
         }
+        for (k, v) in s.texts {
+            self.proto.begin(f::EVENT_DEBUG_ANNOTATIONS);
+            self.proto.string(f::ANNOTATION_NAME, k);
+            self.proto.string(f::ANNOTATION_STRING, v);
+            self.proto.end();
+        }
         self.proto.end();
         self.finish_packet();
         if !s.instant {

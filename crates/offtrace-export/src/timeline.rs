@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use offtrace_format::{Activity, ApiCall, CopyDirection, Record, StrId, phase};
+use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::defs::{ArgValue, Defs};
@@ -22,6 +22,8 @@ use crate::lanes::{LaneMode, Lanes};
 
 /// Work remembered while waiting for its call or completion, at most (per map).
 pub(crate) const PENDING_MAX: usize = 1 << 16;
+/// Device work with device times waiting for its call's record, per thread, at most.
+const AWAITING_CALL_MAX: usize = 64;
 
 /// `MEMORY_ALLOC` free, `MARKER` range, the `SYNC` kind (as the services number them).
 const MEMORY_FREE: u32 = 1;
@@ -66,6 +68,9 @@ pub(crate) struct Slice<'a> {
     pub args: &'a [(&'a str, ArgValue)],
     /// A zero-length event: an instant, not a slice.
     pub instant: bool,
+    /// Text arguments (a kernel's allocation properties: `allocations[0]` =
+    /// `arg 0: 65536 B DEVICE @ 0x1000`).
+    pub texts: &'a [(String, String)],
 }
 
 /// Where the timeline goes.
@@ -83,7 +88,7 @@ enum TrackKey {
 }
 
 /// Device work waiting for its completion.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PendingWork {
     queue: u64,
     device: u64,
@@ -92,6 +97,23 @@ struct PendingWork {
     ts: u64,
     bytes: u64,
     direction: CopyDirection,
+    /// A kernel's allocation properties.
+    allocations: Vec<KernelAllocation>,
+}
+
+impl PendingWork {
+    fn of(a: &Activity) -> Self {
+        Self {
+            queue: a.queue,
+            device: a.device,
+            name: a.name,
+            op: a.op,
+            ts: a.ts,
+            bytes: a.bytes,
+            direction: a.direction,
+            allocations: a.allocations.clone(),
+        }
+    }
 }
 
 /// A bounded map: oldest entries leave first.
@@ -159,6 +181,9 @@ pub(crate) struct Timeline {
     flows_started: Bounded<u64, ()>,
     /// Device work without device times yet: (kind, correlation) → what to draw.
     pending: Bounded<(u32, u64), PendingWork>,
+    /// Device work with its device times whose call has not come yet, per thread: drawn when
+    /// the call comes (so the flow has both ends), or at the end.
+    awaiting_call: FxHashMap<u32, Vec<(u32, u64, PendingWork, (u64, u64))>>,
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
@@ -184,6 +209,7 @@ impl Timeline {
             flow_targets: Bounded::default(),
             flows_started: Bounded::default(),
             pending: Bounded::default(),
+            awaiting_call: FxHashMap::default(),
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
             counters: FxHashMap::default(),
@@ -396,7 +422,18 @@ impl Timeline {
     ) {
         let base = self.thread_track(out, tid);
         let track = self.lane(out, TrackKey::Thread(tid), base, start, end);
-        out.slice(&Slice { track, start, end, name, category, flow_out, flow_in: None, args, instant: false });
+        out.slice(&Slice {
+            track,
+            start,
+            end,
+            name,
+            category,
+            flow_out,
+            flow_in: None,
+            args,
+            instant: false,
+            texts: &[],
+        });
         self.items += 1;
     }
 
@@ -413,13 +450,27 @@ impl Timeline {
             flow_in: None,
             args: &[],
             instant: true,
+            texts: &[],
         });
         self.items += 1;
     }
 
     fn api_call(&mut self, a: &ApiCall, out: &mut dyn TimelineOut) {
-        let flow_out =
-            (a.correlation != 0 && self.flow_targets.remove(&a.correlation).is_some()).then_some(a.correlation);
+        let mut ready = Vec::new();
+        if let Some(waiting) = self.awaiting_call.get_mut(&a.tid)
+            && a.correlation != 0
+        {
+            let mut i = 0;
+            while i < waiting.len() {
+                if waiting[i].1 == a.correlation {
+                    ready.push(waiting.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let targeted = self.flow_targets.remove(&a.correlation).is_some();
+        let flow_out = (a.correlation != 0 && (targeted || !ready.is_empty())).then_some(a.correlation);
         if let Some(c) = flow_out {
             self.flows_started.insert(c, ());
         }
@@ -436,6 +487,9 @@ impl Timeline {
         self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, flow_out, &refs);
         drop(refs);
         self.args = args;
+        for (kind, corr, work, times) in ready {
+            self.device_slice(out, kind, &work, corr, Some(times), Some(corr));
+        }
     }
 
     fn work_name(&self, kind: u32, op: u32, name: StrId) -> String {
@@ -448,15 +502,7 @@ impl Timeline {
         if a.phase == phase::COMPLETE {
             let work = match self.pending.remove(&key) {
                 Some(w) => w,
-                None => PendingWork {
-                    queue: a.queue,
-                    device: a.device,
-                    name: a.name,
-                    op: a.op,
-                    ts: a.ts,
-                    bytes: a.bytes,
-                    direction: a.direction,
-                },
+                None => PendingWork::of(a),
             };
             if known {
                 let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
@@ -464,21 +510,25 @@ impl Timeline {
             }
             return;
         }
-        if a.correlation != 0 {
+        if a.correlation != 0 && !known {
             self.flow_targets.insert(a.correlation, ());
         }
-        let work = PendingWork {
-            queue: a.queue,
-            device: a.device,
-            name: a.name,
-            op: a.op,
-            ts: a.ts,
-            bytes: a.bytes,
-            direction: a.direction,
-        };
-        if known {
-            let flow_in = (a.correlation != 0).then_some(a.correlation);
-            self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), flow_in);
+        let work = PendingWork::of(a);
+        if known && a.correlation != 0 {
+            // Drawn when its call comes (with the flow from it), or at the end without.
+            let waiting = self.awaiting_call.entry(a.tid).or_default();
+            if waiting.len() >= AWAITING_CALL_MAX {
+                let (kind, corr, old, times) = waiting.remove(0);
+                self.device_slice(out, kind, &old, corr, Some(times), None);
+            }
+            self.awaiting_call.entry(a.tid).or_default().push((
+                a.kind,
+                a.correlation,
+                work,
+                (a.device_start, a.device_end),
+            ));
+        } else if known {
+            self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), None);
         } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
             // Waited too long for a completion: drawn as enqueued.
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
@@ -514,6 +564,18 @@ impl Timeline {
         if w.direction != CopyDirection::Unknown {
             args.push(("direction", ArgValue::Text(w.direction.name())));
         }
+        let texts: Vec<(String, String)> = w
+            .allocations
+            .iter()
+            .enumerate()
+            .map(|(i, al)| {
+                let arg = if al.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", al.arg_index) };
+                (
+                    format!("allocations[{i}]"),
+                    format!("{arg}: {} B {} @ {:#x}", al.size, al.memory_type.name(), al.base),
+                )
+            })
+            .collect();
         out.slice(&Slice {
             track,
             start,
@@ -524,12 +586,20 @@ impl Timeline {
             flow_in,
             args: &args,
             instant,
+            texts: &texts,
         });
         self.items += 1;
     }
 
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
+        let mut tids: Vec<u32> = self.awaiting_call.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            for (kind, corr, work, times) in self.awaiting_call.remove(&tid).unwrap_or_default() {
+                self.device_slice(out, kind, &work, corr, Some(times), None);
+            }
+        }
         for ((kind, corr), w) in self.pending.drain() {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);

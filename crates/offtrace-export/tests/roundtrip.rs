@@ -31,6 +31,34 @@ fn trace() -> Vec<Record> {
         b.kernel(7, t + 500 + i, c, 0x6000, 0xd2, "ooo_kernel", Some((t + 1000 + i * 10, t + 1100 + i * 10)));
         b.api_call(kind::UR_API, ur::ENQUEUE_KERNEL_LAUNCH, 7, t + 400 + i * 20, t + 410 + i * 20, c, &[0x6000], 0);
     }
+    let name = b.str("alloc_kernel");
+    b.out.push(Record::Activity(offtrace_format::Activity {
+        kind: kind::KERNEL_DISPATCH,
+        tid: 7,
+        ts: t + 3000,
+        correlation: 900_300,
+        queue: 0x6000,
+        device: 0xd2,
+        name,
+        work_dim: 1,
+        device_start: t + 3100,
+        device_end: t + 3200,
+        allocations: vec![
+            offtrace_format::KernelAllocation {
+                base: 0x1000,
+                size: 65536,
+                arg_index: 0,
+                memory_type: offtrace_format::MemoryType::Device,
+            },
+            offtrace_format::KernelAllocation {
+                base: 0x9000,
+                size: 64,
+                arg_index: -1,
+                memory_type: offtrace_format::MemoryType::Shared,
+            },
+        ],
+        ..Default::default()
+    }));
     b.kind(77, "FOO_API");
     b.op(77, 1, "fooLaunch", &[("stream", "foo_stream_t", 3), ("count", "int", 1)]);
     b.api_call(77, 1, 7, t + 2000, t + 2100, 900_200, &[0xabc, u64::MAX], 0);
@@ -143,6 +171,9 @@ fn perfetto_states_its_clock_rebuilds_every_slice_and_flows_from_calls_to_device
         assert!(thread_of(&d, call.track).is_some());
         assert!(queue_of(&d, dev.track).is_some());
     }
+    // A kernel's allocation properties are its slice's arguments.
+    let k = d.slices.iter().find(|s| s.name == "alloc_kernel").unwrap();
+    assert!(k.annotations.iter().any(|a| a == "allocations[1]"), "{:?}", k.annotations);
     // Counters: live bytes and the power counter.
     let counter_tracks: Vec<&common::Track> = d.tracks.values().filter(|t| t.counter).collect();
     assert!(counter_tracks.iter().any(|t| t.name.contains("live allocated bytes")));
@@ -201,6 +232,9 @@ fn chrome_json_has_the_same_slices_without_overlap_and_matched_flows() {
         assert!(flows_s.contains(&f), "flow {f} ends without a start");
     }
     assert_eq!(v["otherData"]["clock"], "CLOCK_MONOTONIC");
+    let k = events.iter().find(|e| e["name"] == "alloc_kernel").unwrap();
+    assert_eq!(k["args"]["allocations[0]"], "arg 0: 65536 B DEVICE @ 0x1000");
+    assert_eq!(k["args"]["allocations[1]"], "implicit: 64 B SHARED @ 0x9000");
 }
 
 #[test]
@@ -220,7 +254,8 @@ fn sqlite_tables_join_by_ids_and_the_views_answer() {
     let work = records.iter().filter(|r| matches!(r, Record::Activity(a) if a.phase == phase::NONE)).count() as i64;
     assert_eq!(one("SELECT COUNT(*) FROM device_activity"), work, "completions merge into their work's row");
     assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE queue = 0"), 0);
-    assert_eq!(one("SELECT COUNT(*) FROM device_activity a JOIN api_calls c USING (correlation)"), work);
+    // Every device work joins its call, except `alloc_kernel`, which was given none.
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity a JOIN api_calls c USING (correlation)"), work - 1);
     assert_eq!(
         one(
             "SELECT COUNT(*) FROM device_activity_named WHERE kind_name = 'MEMORY_COPY' AND direction NOT IN ('HOST_TO_DEVICE', 'DEVICE_TO_HOST')"
