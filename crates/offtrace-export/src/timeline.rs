@@ -116,6 +116,9 @@ impl PendingWork {
     }
 }
 
+/// Device work with device times waiting for its call: kind, correlation, what to draw, times.
+type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
+
 /// A bounded map: oldest entries leave first.
 #[derive(Debug)]
 struct Bounded<K, V> {
@@ -183,7 +186,7 @@ pub(crate) struct Timeline {
     pending: Bounded<(u32, u64), PendingWork>,
     /// Device work with its device times whose call has not come yet, per thread: drawn when
     /// the call comes (so the flow has both ends), or at the end.
-    awaiting_call: FxHashMap<u32, Vec<(u32, u64, PendingWork, (u64, u64))>>,
+    awaiting_call: FxHashMap<u32, Vec<AwaitingCall>>,
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
