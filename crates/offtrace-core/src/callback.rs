@@ -972,6 +972,7 @@ activity_paths! {
     CodeObject(crate::payload::CodeObjectPayload) if CodeObject => activity_code_object;
     Marker(crate::payload::MarkerPayload) if Marker => activity_marker;
     Xpti(crate::payload::XptiPayload) if Xpti => activity_xpti;
+    OpenclApi(crate::payload::ApiCallPayload) if OpenclApi => activity_opencl_api;
 }
 
 #[inline(never)]

@@ -35,10 +35,13 @@ pub enum Kind {
     /// trace point type): what the runtime said, before any interpretation. The recorder of
     /// `offtrace record` is a client of this kind.
     Xpti = 11,
+    /// Every OpenCL function (ICD dispatch table + extensions); operation = the OpenCL backend's
+    /// function id (its dispatch slot).
+    OpenclApi = 12,
 }
 
 /// Number of kind values including the unused 0; arrays indexed by kind have this length.
-pub const KIND_COUNT: usize = 12;
+pub const KIND_COUNT: usize = 13;
 
 impl Kind {
     pub const ALL: [Kind; KIND_COUNT - 1] = [
@@ -53,6 +56,7 @@ impl Kind {
         Kind::CodeObject,
         Kind::Marker,
         Kind::Xpti,
+        Kind::OpenclApi,
     ];
 
     /// The kind with this C value, if any.
@@ -78,6 +82,7 @@ impl Kind {
             Kind::CodeObject => "CODE_OBJECT",
             Kind::Marker => "MARKER",
             Kind::Xpti => "XPTI",
+            Kind::OpenclApi => "OPENCL_API",
         }
     }
 
@@ -85,7 +90,7 @@ impl Kind {
     /// registered its table yet.
     pub fn operations(self) -> &'static [Operation] {
         match self {
-            Kind::UrApi => REGISTERED[self.index()].get().copied().unwrap_or(&[]),
+            Kind::UrApi | Kind::OpenclApi => REGISTERED[self.index()].get().copied().unwrap_or(&[]),
             Kind::SyclQueue => SYCL_QUEUE_OPS,
             Kind::KernelDispatch => KERNEL_DISPATCH_OPS,
             Kind::MemoryCopy => MEMORY_COPY_OPS,
@@ -107,7 +112,7 @@ impl Kind {
 
     /// Whether this kind's operations are API functions whose payload is [`ApiCallPayload`].
     pub fn is_api(self) -> bool {
-        matches!(self, Kind::UrApi)
+        matches!(self, Kind::UrApi | Kind::OpenclApi)
     }
 
     /// Largest operation id + 1 (sizes the per-service operation filter).

@@ -252,6 +252,7 @@ pub enum Payload<'a> {
     CodeObject(&'a CodeObjectPayload),
     Marker(&'a MarkerPayload),
     Xpti(&'a XptiPayload),
+    OpenclApi(&'a ApiCallPayload),
 }
 
 impl Payload<'_> {
@@ -260,7 +261,7 @@ impl Payload<'_> {
     pub fn kind(&self) -> Option<Kind> {
         // The variant's position, then a table: LLVM folds the first `match` to the enum's tag
         // (a `match` returning the kinds became a jump table on the exit path).
-        const KINDS: [Option<Kind>; 12] = [
+        const KINDS: [Option<Kind>; 13] = [
             None,
             Some(Kind::UrApi),
             Some(Kind::SyclQueue),
@@ -273,6 +274,7 @@ impl Payload<'_> {
             Some(Kind::CodeObject),
             Some(Kind::Marker),
             Some(Kind::Xpti),
+            Some(Kind::OpenclApi),
         ];
         let i = match self {
             Payload::None => 0,
@@ -287,6 +289,7 @@ impl Payload<'_> {
             Payload::CodeObject(_) => 9,
             Payload::Marker(_) => 10,
             Payload::Xpti(_) => 11,
+            Payload::OpenclApi(_) => 12,
         };
         KINDS[i]
     }
@@ -307,6 +310,7 @@ impl Payload<'_> {
             Payload::CodeObject(p) => (p as *const CodeObjectPayload).cast(),
             Payload::Marker(p) => (p as *const MarkerPayload).cast(),
             Payload::Xpti(p) => (p as *const XptiPayload).cast(),
+            Payload::OpenclApi(p) => (p as *const ApiCallPayload).cast(),
         }
     }
 
@@ -327,6 +331,7 @@ impl Payload<'_> {
             Payload::CodeObject(p) => p.summary(),
             Payload::Marker(p) => p.summary(),
             Payload::Xpti(p) => p.summary(),
+            Payload::OpenclApi(p) => p.summary(),
         }
     }
 }
@@ -385,7 +390,7 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
     // and each kind has exactly one payload struct (see `Payload`).
     unsafe {
         match kind {
-            Kind::UrApi => {
+            Kind::UrApi | Kind::OpenclApi => {
                 let p = &*payload.cast::<ApiCallPayload>();
                 for i in 0..(p.arg_count as usize).min(MAX_ARGS) {
                     push(out, p.args[i], &p.args[i]);
