@@ -299,7 +299,7 @@ w(f"//! {len(slots)} dispatch slots ({sum(1 for t, _ in slots if t == 'void*')} 
   f"{len(ext)} extension functions; {len(functions)} operations.")
 w("")
 w("#![allow(non_snake_case, non_upper_case_globals, non_camel_case_types, clippy::missing_safety_doc, clippy::too_many_arguments)]")
-w("#![allow(clippy::unnecessary_cast, clippy::useless_conversion, unused_unsafe)]")
+w("#![allow(clippy::unnecessary_cast, clippy::useless_conversion, unused_unsafe, clippy::let_unit_value)]")
 w("")
 w("use std::ffi::c_void;")
 w("use std::ptr;")
@@ -406,7 +406,7 @@ for fid, name, sig, slot in functions:
     if name not in FALLBACK:
         if has_err:
             w(f"        crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);")
-        w(f"        return {ret_default(sig)};")
+        w(f"        return{(' ' + ret_default(sig)) if sig['rust_ret'] else ''};")
         w("    };")
     w(f"    let mut call = ApiCall::enter(op::{name}, &[{arg_vals}]);")
     call_args = [a["name"] + (" as _" if a["name"] == "errcode_ret" else "") for a in args]

@@ -5,14 +5,8 @@
 //!
 //! 149 dispatch slots (16 Windows-only, untraced), 69 extension functions; 202 operations.
 
-#![allow(
-    non_snake_case,
-    non_upper_case_globals,
-    non_camel_case_types,
-    clippy::missing_safety_doc,
-    clippy::too_many_arguments
-)]
-#![allow(clippy::unnecessary_cast, clippy::useless_conversion, unused_unsafe)]
+#![allow(non_snake_case, non_upper_case_globals, non_camel_case_types, clippy::missing_safety_doc, clippy::too_many_arguments)]
+#![allow(clippy::unnecessary_cast, clippy::useless_conversion, unused_unsafe, clippy::let_unit_value)]
 
 use std::ffi::c_void;
 use std::ptr;
@@ -240,2080 +234,208 @@ pub const DISPATCH_SLOTS: usize = 149;
 
 /// Every function, sorted by id, with its parameters (name, C type, width, format).
 pub static OPERATIONS: &[Operation] = &[
-    Operation {
-        id: 0,
-        name: "clGetPlatformIDs",
-        args: &[
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("platforms", "cl_platform_id*", 8, Pointer),
-            arg!("num_platforms", "cl_uint*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 1,
-        name: "clGetPlatformInfo",
-        args: &[
-            arg!("platform", "cl_platform_id", 8, Pointer),
-            arg!("param_name", "cl_platform_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 2,
-        name: "clGetDeviceIDs",
-        args: &[
-            arg!("platform", "cl_platform_id", 8, Pointer),
-            arg!("device_type", "cl_device_type", 8, Hex),
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("devices", "cl_device_id*", 8, Pointer),
-            arg!("num_devices", "cl_uint*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 3,
-        name: "clGetDeviceInfo",
-        args: &[
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("param_name", "cl_device_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 4,
-        name: "clCreateContext",
-        args: &[
-            arg!("properties", "const cl_context_properties*", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("devices", "const cl_device_id*", 8, Pointer),
-            arg!(
-                "pfn_notify",
-                "void (*)(const char * errinfo, const void * private_info, size_t cb, void * user_data)",
-                8,
-                Pointer
-            ),
-            arg!("user_data", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 5,
-        name: "clCreateContextFromType",
-        args: &[
-            arg!("properties", "const cl_context_properties*", 8, Pointer),
-            arg!("device_type", "cl_device_type", 8, Hex),
-            arg!(
-                "pfn_notify",
-                "void (*)(const char * errinfo, const void * private_info, size_t cb, void * user_data)",
-                8,
-                Pointer
-            ),
-            arg!("user_data", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 0, name: "clGetPlatformIDs", args: &[arg!("num_entries", "cl_uint", 4, Unsigned), arg!("platforms", "cl_platform_id*", 8, Pointer), arg!("num_platforms", "cl_uint*", 8, Pointer)] },
+    Operation { id: 1, name: "clGetPlatformInfo", args: &[arg!("platform", "cl_platform_id", 8, Pointer), arg!("param_name", "cl_platform_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 2, name: "clGetDeviceIDs", args: &[arg!("platform", "cl_platform_id", 8, Pointer), arg!("device_type", "cl_device_type", 8, Hex), arg!("num_entries", "cl_uint", 4, Unsigned), arg!("devices", "cl_device_id*", 8, Pointer), arg!("num_devices", "cl_uint*", 8, Pointer)] },
+    Operation { id: 3, name: "clGetDeviceInfo", args: &[arg!("device", "cl_device_id", 8, Pointer), arg!("param_name", "cl_device_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 4, name: "clCreateContext", args: &[arg!("properties", "const cl_context_properties*", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("devices", "const cl_device_id*", 8, Pointer), arg!("pfn_notify", "void (*)(const char * errinfo, const void * private_info, size_t cb, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 5, name: "clCreateContextFromType", args: &[arg!("properties", "const cl_context_properties*", 8, Pointer), arg!("device_type", "cl_device_type", 8, Hex), arg!("pfn_notify", "void (*)(const char * errinfo, const void * private_info, size_t cb, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 6, name: "clRetainContext", args: &[arg!("context", "cl_context", 8, Pointer)] },
     Operation { id: 7, name: "clReleaseContext", args: &[arg!("context", "cl_context", 8, Pointer)] },
-    Operation {
-        id: 8,
-        name: "clGetContextInfo",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("param_name", "cl_context_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 9,
-        name: "clCreateCommandQueue",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("properties", "cl_command_queue_properties", 8, Hex),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 8, name: "clGetContextInfo", args: &[arg!("context", "cl_context", 8, Pointer), arg!("param_name", "cl_context_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 9, name: "clCreateCommandQueue", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("properties", "cl_command_queue_properties", 8, Hex), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 10, name: "clRetainCommandQueue", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer)] },
     Operation { id: 11, name: "clReleaseCommandQueue", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer)] },
-    Operation {
-        id: 12,
-        name: "clGetCommandQueueInfo",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("param_name", "cl_command_queue_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 13,
-        name: "clSetCommandQueueProperty",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("properties", "cl_command_queue_properties", 8, Hex),
-            arg!("enable", "cl_bool", 4, Bool),
-            arg!("old_properties", "cl_command_queue_properties*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 14,
-        name: "clCreateBuffer",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 15,
-        name: "clCreateImage2D",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("image_width", "size_t", 8, Unsigned),
-            arg!("image_height", "size_t", 8, Unsigned),
-            arg!("image_row_pitch", "size_t", 8, Unsigned),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 16,
-        name: "clCreateImage3D",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("image_width", "size_t", 8, Unsigned),
-            arg!("image_height", "size_t", 8, Unsigned),
-            arg!("image_depth", "size_t", 8, Unsigned),
-            arg!("image_row_pitch", "size_t", 8, Unsigned),
-            arg!("image_slice_pitch", "size_t", 8, Unsigned),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 12, name: "clGetCommandQueueInfo", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("param_name", "cl_command_queue_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 13, name: "clSetCommandQueueProperty", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("properties", "cl_command_queue_properties", 8, Hex), arg!("enable", "cl_bool", 4, Bool), arg!("old_properties", "cl_command_queue_properties*", 8, Pointer)] },
+    Operation { id: 14, name: "clCreateBuffer", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("size", "size_t", 8, Unsigned), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 15, name: "clCreateImage2D", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("image_width", "size_t", 8, Unsigned), arg!("image_height", "size_t", 8, Unsigned), arg!("image_row_pitch", "size_t", 8, Unsigned), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 16, name: "clCreateImage3D", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("image_width", "size_t", 8, Unsigned), arg!("image_height", "size_t", 8, Unsigned), arg!("image_depth", "size_t", 8, Unsigned), arg!("image_row_pitch", "size_t", 8, Unsigned), arg!("image_slice_pitch", "size_t", 8, Unsigned), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 17, name: "clRetainMemObject", args: &[arg!("memobj", "cl_mem", 8, Pointer)] },
     Operation { id: 18, name: "clReleaseMemObject", args: &[arg!("memobj", "cl_mem", 8, Pointer)] },
-    Operation {
-        id: 19,
-        name: "clGetSupportedImageFormats",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_type", "cl_mem_object_type", 4, Enum),
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("image_formats", "cl_image_format*", 8, Pointer),
-            arg!("num_image_formats", "cl_uint*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 20,
-        name: "clGetMemObjectInfo",
-        args: &[
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("param_name", "cl_mem_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 21,
-        name: "clGetImageInfo",
-        args: &[
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("param_name", "cl_image_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 22,
-        name: "clCreateSampler",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("normalized_coords", "cl_bool", 4, Bool),
-            arg!("addressing_mode", "cl_addressing_mode", 4, Enum),
-            arg!("filter_mode", "cl_filter_mode", 4, Enum),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 19, name: "clGetSupportedImageFormats", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_type", "cl_mem_object_type", 4, Enum), arg!("num_entries", "cl_uint", 4, Unsigned), arg!("image_formats", "cl_image_format*", 8, Pointer), arg!("num_image_formats", "cl_uint*", 8, Pointer)] },
+    Operation { id: 20, name: "clGetMemObjectInfo", args: &[arg!("memobj", "cl_mem", 8, Pointer), arg!("param_name", "cl_mem_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 21, name: "clGetImageInfo", args: &[arg!("image", "cl_mem", 8, Pointer), arg!("param_name", "cl_image_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 22, name: "clCreateSampler", args: &[arg!("context", "cl_context", 8, Pointer), arg!("normalized_coords", "cl_bool", 4, Bool), arg!("addressing_mode", "cl_addressing_mode", 4, Enum), arg!("filter_mode", "cl_filter_mode", 4, Enum), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 23, name: "clRetainSampler", args: &[arg!("sampler", "cl_sampler", 8, Pointer)] },
     Operation { id: 24, name: "clReleaseSampler", args: &[arg!("sampler", "cl_sampler", 8, Pointer)] },
-    Operation {
-        id: 25,
-        name: "clGetSamplerInfo",
-        args: &[
-            arg!("sampler", "cl_sampler", 8, Pointer),
-            arg!("param_name", "cl_sampler_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 26,
-        name: "clCreateProgramWithSource",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("count", "cl_uint", 4, Unsigned),
-            arg!("strings", "const char**", 8, Pointer),
-            arg!("lengths", "const size_t*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 27,
-        name: "clCreateProgramWithBinary",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("device_list", "const cl_device_id*", 8, Pointer),
-            arg!("lengths", "const size_t*", 8, Pointer),
-            arg!("binaries", "const unsigned char**", 8, Pointer),
-            arg!("binary_status", "cl_int*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 25, name: "clGetSamplerInfo", args: &[arg!("sampler", "cl_sampler", 8, Pointer), arg!("param_name", "cl_sampler_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 26, name: "clCreateProgramWithSource", args: &[arg!("context", "cl_context", 8, Pointer), arg!("count", "cl_uint", 4, Unsigned), arg!("strings", "const char**", 8, Pointer), arg!("lengths", "const size_t*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 27, name: "clCreateProgramWithBinary", args: &[arg!("context", "cl_context", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("device_list", "const cl_device_id*", 8, Pointer), arg!("lengths", "const size_t*", 8, Pointer), arg!("binaries", "const unsigned char**", 8, Pointer), arg!("binary_status", "cl_int*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 28, name: "clRetainProgram", args: &[arg!("program", "cl_program", 8, Pointer)] },
     Operation { id: 29, name: "clReleaseProgram", args: &[arg!("program", "cl_program", 8, Pointer)] },
-    Operation {
-        id: 30,
-        name: "clBuildProgram",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("device_list", "const cl_device_id*", 8, Pointer),
-            arg!("options", "const char*", 8, CString),
-            arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
+    Operation { id: 30, name: "clBuildProgram", args: &[arg!("program", "cl_program", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("device_list", "const cl_device_id*", 8, Pointer), arg!("options", "const char*", 8, CString), arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
     Operation { id: 31, name: "clUnloadCompiler", args: &[] },
-    Operation {
-        id: 32,
-        name: "clGetProgramInfo",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("param_name", "cl_program_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 33,
-        name: "clGetProgramBuildInfo",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("param_name", "cl_program_build_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 34,
-        name: "clCreateKernel",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("kernel_name", "const char*", 8, CString),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 35,
-        name: "clCreateKernelsInProgram",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("num_kernels", "cl_uint", 4, Unsigned),
-            arg!("kernels", "cl_kernel*", 8, Pointer),
-            arg!("num_kernels_ret", "cl_uint*", 8, Pointer),
-        ],
-    },
+    Operation { id: 32, name: "clGetProgramInfo", args: &[arg!("program", "cl_program", 8, Pointer), arg!("param_name", "cl_program_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 33, name: "clGetProgramBuildInfo", args: &[arg!("program", "cl_program", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("param_name", "cl_program_build_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 34, name: "clCreateKernel", args: &[arg!("program", "cl_program", 8, Pointer), arg!("kernel_name", "const char*", 8, CString), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 35, name: "clCreateKernelsInProgram", args: &[arg!("program", "cl_program", 8, Pointer), arg!("num_kernels", "cl_uint", 4, Unsigned), arg!("kernels", "cl_kernel*", 8, Pointer), arg!("num_kernels_ret", "cl_uint*", 8, Pointer)] },
     Operation { id: 36, name: "clRetainKernel", args: &[arg!("kernel", "cl_kernel", 8, Pointer)] },
     Operation { id: 37, name: "clReleaseKernel", args: &[arg!("kernel", "cl_kernel", 8, Pointer)] },
-    Operation {
-        id: 38,
-        name: "clSetKernelArg",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("arg_index", "cl_uint", 4, Unsigned),
-            arg!("arg_size", "size_t", 8, Unsigned),
-            arg!("arg_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 39,
-        name: "clGetKernelInfo",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("param_name", "cl_kernel_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 40,
-        name: "clGetKernelWorkGroupInfo",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("param_name", "cl_kernel_work_group_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 41,
-        name: "clWaitForEvents",
-        args: &[arg!("num_events", "cl_uint", 4, Unsigned), arg!("event_list", "const cl_event*", 8, Pointer)],
-    },
-    Operation {
-        id: 42,
-        name: "clGetEventInfo",
-        args: &[
-            arg!("event", "cl_event", 8, Pointer),
-            arg!("param_name", "cl_event_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
+    Operation { id: 38, name: "clSetKernelArg", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("arg_index", "cl_uint", 4, Unsigned), arg!("arg_size", "size_t", 8, Unsigned), arg!("arg_value", "const void*", 8, Pointer)] },
+    Operation { id: 39, name: "clGetKernelInfo", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("param_name", "cl_kernel_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 40, name: "clGetKernelWorkGroupInfo", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("param_name", "cl_kernel_work_group_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 41, name: "clWaitForEvents", args: &[arg!("num_events", "cl_uint", 4, Unsigned), arg!("event_list", "const cl_event*", 8, Pointer)] },
+    Operation { id: 42, name: "clGetEventInfo", args: &[arg!("event", "cl_event", 8, Pointer), arg!("param_name", "cl_event_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
     Operation { id: 43, name: "clRetainEvent", args: &[arg!("event", "cl_event", 8, Pointer)] },
     Operation { id: 44, name: "clReleaseEvent", args: &[arg!("event", "cl_event", 8, Pointer)] },
-    Operation {
-        id: 45,
-        name: "clGetEventProfilingInfo",
-        args: &[
-            arg!("event", "cl_event", 8, Pointer),
-            arg!("param_name", "cl_profiling_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
+    Operation { id: 45, name: "clGetEventProfilingInfo", args: &[arg!("event", "cl_event", 8, Pointer), arg!("param_name", "cl_profiling_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
     Operation { id: 46, name: "clFlush", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer)] },
     Operation { id: 47, name: "clFinish", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer)] },
-    Operation {
-        id: 48,
-        name: "clEnqueueReadBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("blocking_read", "cl_bool", 4, Bool),
-            arg!("offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 49,
-        name: "clEnqueueWriteBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("blocking_write", "cl_bool", 4, Bool),
-            arg!("offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 50,
-        name: "clEnqueueCopyBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_offset", "size_t", 8, Unsigned),
-            arg!("dst_offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 51,
-        name: "clEnqueueReadImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("blocking_read", "cl_bool", 4, Bool),
-            arg!("origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("row_pitch", "size_t", 8, Unsigned),
-            arg!("slice_pitch", "size_t", 8, Unsigned),
-            arg!("ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 52,
-        name: "clEnqueueWriteImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("blocking_write", "cl_bool", 4, Bool),
-            arg!("origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("input_row_pitch", "size_t", 8, Unsigned),
-            arg!("input_slice_pitch", "size_t", 8, Unsigned),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 53,
-        name: "clEnqueueCopyImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_image", "cl_mem", 8, Pointer),
-            arg!("dst_image", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 54,
-        name: "clEnqueueCopyImageToBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_image", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("dst_offset", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 55,
-        name: "clEnqueueCopyBufferToImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_image", "cl_mem", 8, Pointer),
-            arg!("src_offset", "size_t", 8, Unsigned),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 56,
-        name: "clEnqueueMapBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("blocking_map", "cl_bool", 4, Bool),
-            arg!("map_flags", "cl_map_flags", 8, Hex),
-            arg!("offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 57,
-        name: "clEnqueueMapImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("blocking_map", "cl_bool", 4, Bool),
-            arg!("map_flags", "cl_map_flags", 8, Hex),
-            arg!("origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("image_row_pitch", "size_t*", 8, Pointer),
-            arg!("image_slice_pitch", "size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 58,
-        name: "clEnqueueUnmapMemObject",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("mapped_ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 59,
-        name: "clEnqueueNDRangeKernel",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("work_dim", "cl_uint", 4, Unsigned),
-            arg!("global_work_offset", "const size_t*", 8, Pointer),
-            arg!("global_work_size", "const size_t*", 8, Pointer),
-            arg!("local_work_size", "const size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 60,
-        name: "clEnqueueTask",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 61,
-        name: "clEnqueueNativeKernel",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("user_func", "void (*)(void *)", 8, Pointer),
-            arg!("args", "void*", 8, Pointer),
-            arg!("cb_args", "size_t", 8, Unsigned),
-            arg!("num_mem_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_list", "const cl_mem*", 8, Pointer),
-            arg!("args_mem_loc", "const void**", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 62,
-        name: "clEnqueueMarker",
-        args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)],
-    },
-    Operation {
-        id: 63,
-        name: "clEnqueueWaitForEvents",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_events", "cl_uint", 4, Unsigned),
-            arg!("event_list", "const cl_event*", 8, Pointer),
-        ],
-    },
+    Operation { id: 48, name: "clEnqueueReadBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("blocking_read", "cl_bool", 4, Bool), arg!("offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 49, name: "clEnqueueWriteBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("blocking_write", "cl_bool", 4, Bool), arg!("offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("ptr", "const void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 50, name: "clEnqueueCopyBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_offset", "size_t", 8, Unsigned), arg!("dst_offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 51, name: "clEnqueueReadImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("image", "cl_mem", 8, Pointer), arg!("blocking_read", "cl_bool", 4, Bool), arg!("origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("row_pitch", "size_t", 8, Unsigned), arg!("slice_pitch", "size_t", 8, Unsigned), arg!("ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 52, name: "clEnqueueWriteImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("image", "cl_mem", 8, Pointer), arg!("blocking_write", "cl_bool", 4, Bool), arg!("origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("input_row_pitch", "size_t", 8, Unsigned), arg!("input_slice_pitch", "size_t", 8, Unsigned), arg!("ptr", "const void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 53, name: "clEnqueueCopyImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_image", "cl_mem", 8, Pointer), arg!("dst_image", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 54, name: "clEnqueueCopyImageToBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_image", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("dst_offset", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 55, name: "clEnqueueCopyBufferToImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_image", "cl_mem", 8, Pointer), arg!("src_offset", "size_t", 8, Unsigned), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 56, name: "clEnqueueMapBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("blocking_map", "cl_bool", 4, Bool), arg!("map_flags", "cl_map_flags", 8, Hex), arg!("offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 57, name: "clEnqueueMapImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("image", "cl_mem", 8, Pointer), arg!("blocking_map", "cl_bool", 4, Bool), arg!("map_flags", "cl_map_flags", 8, Hex), arg!("origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("image_row_pitch", "size_t*", 8, Pointer), arg!("image_slice_pitch", "size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 58, name: "clEnqueueUnmapMemObject", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("memobj", "cl_mem", 8, Pointer), arg!("mapped_ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 59, name: "clEnqueueNDRangeKernel", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("kernel", "cl_kernel", 8, Pointer), arg!("work_dim", "cl_uint", 4, Unsigned), arg!("global_work_offset", "const size_t*", 8, Pointer), arg!("global_work_size", "const size_t*", 8, Pointer), arg!("local_work_size", "const size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 60, name: "clEnqueueTask", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("kernel", "cl_kernel", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 61, name: "clEnqueueNativeKernel", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("user_func", "void (*)(void *)", 8, Pointer), arg!("args", "void*", 8, Pointer), arg!("cb_args", "size_t", 8, Unsigned), arg!("num_mem_objects", "cl_uint", 4, Unsigned), arg!("mem_list", "const cl_mem*", 8, Pointer), arg!("args_mem_loc", "const void**", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 62, name: "clEnqueueMarker", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 63, name: "clEnqueueWaitForEvents", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_events", "cl_uint", 4, Unsigned), arg!("event_list", "const cl_event*", 8, Pointer)] },
     Operation { id: 64, name: "clEnqueueBarrier", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer)] },
     Operation { id: 65, name: "clGetExtensionFunctionAddress", args: &[arg!("func_name", "const char*", 8, CString)] },
-    Operation {
-        id: 66,
-        name: "clCreateFromGLBuffer",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("bufobj", "cl_GLuint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 67,
-        name: "clCreateFromGLTexture2D",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("target", "cl_GLenum", 4, Unsigned),
-            arg!("miplevel", "cl_GLint", 4, Signed),
-            arg!("texture", "cl_GLuint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 68,
-        name: "clCreateFromGLTexture3D",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("target", "cl_GLenum", 4, Unsigned),
-            arg!("miplevel", "cl_GLint", 4, Signed),
-            arg!("texture", "cl_GLuint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 69,
-        name: "clCreateFromGLRenderbuffer",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("renderbuffer", "cl_GLuint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 70,
-        name: "clGetGLObjectInfo",
-        args: &[
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("gl_object_type", "cl_gl_object_type*", 8, Pointer),
-            arg!("gl_object_name", "cl_GLuint*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 71,
-        name: "clGetGLTextureInfo",
-        args: &[
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("param_name", "cl_gl_texture_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 72,
-        name: "clEnqueueAcquireGLObjects",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 73,
-        name: "clEnqueueReleaseGLObjects",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 74,
-        name: "clGetGLContextInfoKHR",
-        args: &[
-            arg!("properties", "const cl_context_properties*", 8, Pointer),
-            arg!("param_name", "cl_gl_context_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 81,
-        name: "clSetEventCallback",
-        args: &[
-            arg!("event", "cl_event", 8, Pointer),
-            arg!("command_exec_callback_type", "cl_int", 4, Signed),
-            arg!("pfn_notify", "void (*)(cl_event event, cl_int event_command_status, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 82,
-        name: "clCreateSubBuffer",
-        args: &[
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("buffer_create_type", "cl_buffer_create_type", 4, Enum),
-            arg!("buffer_create_info", "const void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 83,
-        name: "clSetMemObjectDestructorCallback",
-        args: &[
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_mem memobj, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 84,
-        name: "clCreateUserEvent",
-        args: &[arg!("context", "cl_context", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)],
-    },
-    Operation {
-        id: 85,
-        name: "clSetUserEventStatus",
-        args: &[arg!("event", "cl_event", 8, Pointer), arg!("execution_status", "cl_int", 4, Signed)],
-    },
-    Operation {
-        id: 86,
-        name: "clEnqueueReadBufferRect",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("blocking_read", "cl_bool", 4, Bool),
-            arg!("buffer_origin", "const size_t*", 8, Pointer),
-            arg!("host_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("buffer_row_pitch", "size_t", 8, Unsigned),
-            arg!("buffer_slice_pitch", "size_t", 8, Unsigned),
-            arg!("host_row_pitch", "size_t", 8, Unsigned),
-            arg!("host_slice_pitch", "size_t", 8, Unsigned),
-            arg!("ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 87,
-        name: "clEnqueueWriteBufferRect",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("blocking_write", "cl_bool", 4, Bool),
-            arg!("buffer_origin", "const size_t*", 8, Pointer),
-            arg!("host_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("buffer_row_pitch", "size_t", 8, Unsigned),
-            arg!("buffer_slice_pitch", "size_t", 8, Unsigned),
-            arg!("host_row_pitch", "size_t", 8, Unsigned),
-            arg!("host_slice_pitch", "size_t", 8, Unsigned),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 88,
-        name: "clEnqueueCopyBufferRect",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("src_row_pitch", "size_t", 8, Unsigned),
-            arg!("src_slice_pitch", "size_t", 8, Unsigned),
-            arg!("dst_row_pitch", "size_t", 8, Unsigned),
-            arg!("dst_slice_pitch", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 89,
-        name: "clCreateSubDevicesEXT",
-        args: &[
-            arg!("in_device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_device_partition_property_ext*", 8, Pointer),
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("out_devices", "cl_device_id*", 8, Pointer),
-            arg!("num_devices", "cl_uint*", 8, Pointer),
-        ],
-    },
+    Operation { id: 66, name: "clCreateFromGLBuffer", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("bufobj", "cl_GLuint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 67, name: "clCreateFromGLTexture2D", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("target", "cl_GLenum", 4, Unsigned), arg!("miplevel", "cl_GLint", 4, Signed), arg!("texture", "cl_GLuint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 68, name: "clCreateFromGLTexture3D", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("target", "cl_GLenum", 4, Unsigned), arg!("miplevel", "cl_GLint", 4, Signed), arg!("texture", "cl_GLuint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 69, name: "clCreateFromGLRenderbuffer", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("renderbuffer", "cl_GLuint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 70, name: "clGetGLObjectInfo", args: &[arg!("memobj", "cl_mem", 8, Pointer), arg!("gl_object_type", "cl_gl_object_type*", 8, Pointer), arg!("gl_object_name", "cl_GLuint*", 8, Pointer)] },
+    Operation { id: 71, name: "clGetGLTextureInfo", args: &[arg!("memobj", "cl_mem", 8, Pointer), arg!("param_name", "cl_gl_texture_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 72, name: "clEnqueueAcquireGLObjects", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 73, name: "clEnqueueReleaseGLObjects", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 74, name: "clGetGLContextInfoKHR", args: &[arg!("properties", "const cl_context_properties*", 8, Pointer), arg!("param_name", "cl_gl_context_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 81, name: "clSetEventCallback", args: &[arg!("event", "cl_event", 8, Pointer), arg!("command_exec_callback_type", "cl_int", 4, Signed), arg!("pfn_notify", "void (*)(cl_event event, cl_int event_command_status, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 82, name: "clCreateSubBuffer", args: &[arg!("buffer", "cl_mem", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("buffer_create_type", "cl_buffer_create_type", 4, Enum), arg!("buffer_create_info", "const void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 83, name: "clSetMemObjectDestructorCallback", args: &[arg!("memobj", "cl_mem", 8, Pointer), arg!("pfn_notify", "void (*)(cl_mem memobj, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 84, name: "clCreateUserEvent", args: &[arg!("context", "cl_context", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 85, name: "clSetUserEventStatus", args: &[arg!("event", "cl_event", 8, Pointer), arg!("execution_status", "cl_int", 4, Signed)] },
+    Operation { id: 86, name: "clEnqueueReadBufferRect", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("blocking_read", "cl_bool", 4, Bool), arg!("buffer_origin", "const size_t*", 8, Pointer), arg!("host_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("buffer_row_pitch", "size_t", 8, Unsigned), arg!("buffer_slice_pitch", "size_t", 8, Unsigned), arg!("host_row_pitch", "size_t", 8, Unsigned), arg!("host_slice_pitch", "size_t", 8, Unsigned), arg!("ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 87, name: "clEnqueueWriteBufferRect", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("blocking_write", "cl_bool", 4, Bool), arg!("buffer_origin", "const size_t*", 8, Pointer), arg!("host_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("buffer_row_pitch", "size_t", 8, Unsigned), arg!("buffer_slice_pitch", "size_t", 8, Unsigned), arg!("host_row_pitch", "size_t", 8, Unsigned), arg!("host_slice_pitch", "size_t", 8, Unsigned), arg!("ptr", "const void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 88, name: "clEnqueueCopyBufferRect", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("src_row_pitch", "size_t", 8, Unsigned), arg!("src_slice_pitch", "size_t", 8, Unsigned), arg!("dst_row_pitch", "size_t", 8, Unsigned), arg!("dst_slice_pitch", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 89, name: "clCreateSubDevicesEXT", args: &[arg!("in_device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_device_partition_property_ext*", 8, Pointer), arg!("num_entries", "cl_uint", 4, Unsigned), arg!("out_devices", "cl_device_id*", 8, Pointer), arg!("num_devices", "cl_uint*", 8, Pointer)] },
     Operation { id: 90, name: "clRetainDeviceEXT", args: &[arg!("device", "cl_device_id", 8, Pointer)] },
     Operation { id: 91, name: "clReleaseDeviceEXT", args: &[arg!("device", "cl_device_id", 8, Pointer)] },
-    Operation {
-        id: 92,
-        name: "clCreateEventFromGLsyncKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("sync", "cl_GLsync", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 93,
-        name: "clCreateSubDevices",
-        args: &[
-            arg!("in_device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_device_partition_property*", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("out_devices", "cl_device_id*", 8, Pointer),
-            arg!("num_devices_ret", "cl_uint*", 8, Pointer),
-        ],
-    },
+    Operation { id: 92, name: "clCreateEventFromGLsyncKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("sync", "cl_GLsync", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 93, name: "clCreateSubDevices", args: &[arg!("in_device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_device_partition_property*", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("out_devices", "cl_device_id*", 8, Pointer), arg!("num_devices_ret", "cl_uint*", 8, Pointer)] },
     Operation { id: 94, name: "clRetainDevice", args: &[arg!("device", "cl_device_id", 8, Pointer)] },
     Operation { id: 95, name: "clReleaseDevice", args: &[arg!("device", "cl_device_id", 8, Pointer)] },
-    Operation {
-        id: 96,
-        name: "clCreateImage",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("image_desc", "const cl_image_desc*", 8, Pointer),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 97,
-        name: "clCreateProgramWithBuiltInKernels",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("device_list", "const cl_device_id*", 8, Pointer),
-            arg!("kernel_names", "const char*", 8, CString),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 98,
-        name: "clCompileProgram",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("device_list", "const cl_device_id*", 8, Pointer),
-            arg!("options", "const char*", 8, CString),
-            arg!("num_input_headers", "cl_uint", 4, Unsigned),
-            arg!("input_headers", "const cl_program*", 8, Pointer),
-            arg!("header_include_names", "const char**", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 99,
-        name: "clLinkProgram",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("num_devices", "cl_uint", 4, Unsigned),
-            arg!("device_list", "const cl_device_id*", 8, Pointer),
-            arg!("options", "const char*", 8, CString),
-            arg!("num_input_programs", "cl_uint", 4, Unsigned),
-            arg!("input_programs", "const cl_program*", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 96, name: "clCreateImage", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("image_desc", "const cl_image_desc*", 8, Pointer), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 97, name: "clCreateProgramWithBuiltInKernels", args: &[arg!("context", "cl_context", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("device_list", "const cl_device_id*", 8, Pointer), arg!("kernel_names", "const char*", 8, CString), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 98, name: "clCompileProgram", args: &[arg!("program", "cl_program", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("device_list", "const cl_device_id*", 8, Pointer), arg!("options", "const char*", 8, CString), arg!("num_input_headers", "cl_uint", 4, Unsigned), arg!("input_headers", "const cl_program*", 8, Pointer), arg!("header_include_names", "const char**", 8, Pointer), arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 99, name: "clLinkProgram", args: &[arg!("context", "cl_context", 8, Pointer), arg!("num_devices", "cl_uint", 4, Unsigned), arg!("device_list", "const cl_device_id*", 8, Pointer), arg!("options", "const char*", 8, CString), arg!("num_input_programs", "cl_uint", 4, Unsigned), arg!("input_programs", "const cl_program*", 8, Pointer), arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 100, name: "clUnloadPlatformCompiler", args: &[arg!("platform", "cl_platform_id", 8, Pointer)] },
-    Operation {
-        id: 101,
-        name: "clGetKernelArgInfo",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("arg_indx", "cl_uint", 4, Unsigned),
-            arg!("param_name", "cl_kernel_arg_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 102,
-        name: "clEnqueueFillBuffer",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("pattern", "const void*", 8, Pointer),
-            arg!("pattern_size", "size_t", 8, Unsigned),
-            arg!("offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 103,
-        name: "clEnqueueFillImage",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("fill_color", "const void*", 8, Pointer),
-            arg!("origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 104,
-        name: "clEnqueueMigrateMemObjects",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_mem_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("flags", "cl_mem_migration_flags", 8, Hex),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 105,
-        name: "clEnqueueMarkerWithWaitList",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 106,
-        name: "clEnqueueBarrierWithWaitList",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 107,
-        name: "clGetExtensionFunctionAddressForPlatform",
-        args: &[arg!("platform", "cl_platform_id", 8, Pointer), arg!("func_name", "const char*", 8, CString)],
-    },
-    Operation {
-        id: 108,
-        name: "clCreateFromGLTexture",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("target", "cl_GLenum", 4, Unsigned),
-            arg!("miplevel", "cl_GLint", 4, Signed),
-            arg!("texture", "cl_GLuint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 119,
-        name: "clCreateFromEGLImageKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("egldisplay", "CLeglDisplayKHR", 8, Pointer),
-            arg!("eglimage", "CLeglImageKHR", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("properties", "const cl_egl_image_properties_khr*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 120,
-        name: "clEnqueueAcquireEGLObjectsKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 121,
-        name: "clEnqueueReleaseEGLObjectsKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 122,
-        name: "clCreateEventFromEGLSyncKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("sync", "CLeglSyncKHR", 8, Pointer),
-            arg!("display", "CLeglDisplayKHR", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 123,
-        name: "clCreateCommandQueueWithProperties",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_queue_properties*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 124,
-        name: "clCreatePipe",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("pipe_packet_size", "cl_uint", 4, Unsigned),
-            arg!("pipe_max_packets", "cl_uint", 4, Unsigned),
-            arg!("properties", "const cl_pipe_properties*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 125,
-        name: "clGetPipeInfo",
-        args: &[
-            arg!("pipe", "cl_mem", 8, Pointer),
-            arg!("param_name", "cl_pipe_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 126,
-        name: "clSVMAlloc",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_svm_mem_flags", 8, Hex),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("alignment", "cl_uint", 4, Unsigned),
-        ],
-    },
-    Operation {
-        id: 127,
-        name: "clSVMFree",
-        args: &[arg!("context", "cl_context", 8, Pointer), arg!("svm_pointer", "void*", 8, Pointer)],
-    },
-    Operation {
-        id: 128,
-        name: "clEnqueueSVMFree",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_svm_pointers", "cl_uint", 4, Unsigned),
-            arg!("svm_pointers", "void**", 8, Pointer),
-            arg!(
-                "pfn_free_func",
-                "void (*)(cl_command_queue queue, cl_uint num_svm_pointers, void * svm_pointers[], void * user_data)",
-                8,
-                Pointer
-            ),
-            arg!("user_data", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 129,
-        name: "clEnqueueSVMMemcpy",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("blocking_copy", "cl_bool", 4, Bool),
-            arg!("dst_ptr", "void*", 8, Pointer),
-            arg!("src_ptr", "const void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 130,
-        name: "clEnqueueSVMMemFill",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("pattern", "const void*", 8, Pointer),
-            arg!("pattern_size", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 131,
-        name: "clEnqueueSVMMap",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("blocking_map", "cl_bool", 4, Bool),
-            arg!("flags", "cl_map_flags", 8, Hex),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 132,
-        name: "clEnqueueSVMUnmap",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 133,
-        name: "clCreateSamplerWithProperties",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("sampler_properties", "const cl_sampler_properties*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 134,
-        name: "clSetKernelArgSVMPointer",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("arg_index", "cl_uint", 4, Unsigned),
-            arg!("arg_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 135,
-        name: "clSetKernelExecInfo",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("param_name", "cl_kernel_exec_info", 4, Enum),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 136,
-        name: "clGetKernelSubGroupInfoKHR",
-        args: &[
-            arg!("in_kernel", "cl_kernel", 8, Pointer),
-            arg!("in_device", "cl_device_id", 8, Pointer),
-            arg!("param_name", "cl_kernel_sub_group_info", 4, Enum),
-            arg!("input_value_size", "size_t", 8, Unsigned),
-            arg!("input_value", "const void*", 8, Pointer),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 137,
-        name: "clCloneKernel",
-        args: &[arg!("source_kernel", "cl_kernel", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)],
-    },
-    Operation {
-        id: 138,
-        name: "clCreateProgramWithIL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("il", "const void*", 8, Pointer),
-            arg!("length", "size_t", 8, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 139,
-        name: "clEnqueueSVMMigrateMem",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_svm_pointers", "cl_uint", 4, Unsigned),
-            arg!("svm_pointers", "const void**", 8, Pointer),
-            arg!("sizes", "const size_t*", 8, Pointer),
-            arg!("flags", "cl_mem_migration_flags", 8, Hex),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 140,
-        name: "clGetDeviceAndHostTimer",
-        args: &[
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("device_timestamp", "cl_ulong*", 8, Pointer),
-            arg!("host_timestamp", "cl_ulong*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 141,
-        name: "clGetHostTimer",
-        args: &[arg!("device", "cl_device_id", 8, Pointer), arg!("host_timestamp", "cl_ulong*", 8, Pointer)],
-    },
-    Operation {
-        id: 142,
-        name: "clGetKernelSubGroupInfo",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("param_name", "cl_kernel_sub_group_info", 4, Enum),
-            arg!("input_value_size", "size_t", 8, Unsigned),
-            arg!("input_value", "const void*", 8, Pointer),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 143,
-        name: "clSetDefaultDeviceCommandQueue",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 144,
-        name: "clSetProgramReleaseCallback",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 145,
-        name: "clSetProgramSpecializationConstant",
-        args: &[
-            arg!("program", "cl_program", 8, Pointer),
-            arg!("spec_id", "cl_uint", 4, Unsigned),
-            arg!("spec_size", "size_t", 8, Unsigned),
-            arg!("spec_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 146,
-        name: "clCreateBufferWithProperties",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("properties", "const cl_mem_properties*", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 147,
-        name: "clCreateImageWithProperties",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("properties", "const cl_mem_properties*", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("image_desc", "const cl_image_desc*", 8, Pointer),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 148,
-        name: "clSetContextDestructorCallback",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_context context, void* user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 149,
-        name: "clCreateCommandBufferKHR",
-        args: &[
-            arg!("num_queues", "cl_uint", 4, Unsigned),
-            arg!("queues", "const cl_command_queue*", 8, Pointer),
-            arg!("properties", "const cl_command_buffer_properties_khr*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 150,
-        name: "clFinalizeCommandBufferKHR",
-        args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)],
-    },
-    Operation {
-        id: 151,
-        name: "clRetainCommandBufferKHR",
-        args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)],
-    },
-    Operation {
-        id: 152,
-        name: "clReleaseCommandBufferKHR",
-        args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)],
-    },
-    Operation {
-        id: 153,
-        name: "clEnqueueCommandBufferKHR",
-        args: &[
-            arg!("num_queues", "cl_uint", 4, Unsigned),
-            arg!("queues", "cl_command_queue*", 8, Pointer),
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 154,
-        name: "clCommandBarrierWithWaitListKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 155,
-        name: "clCommandCopyBufferKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_offset", "size_t", 8, Unsigned),
-            arg!("dst_offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 156,
-        name: "clCommandCopyBufferRectKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("src_row_pitch", "size_t", 8, Unsigned),
-            arg!("src_slice_pitch", "size_t", 8, Unsigned),
-            arg!("dst_row_pitch", "size_t", 8, Unsigned),
-            arg!("dst_slice_pitch", "size_t", 8, Unsigned),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 157,
-        name: "clCommandCopyBufferToImageKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_buffer", "cl_mem", 8, Pointer),
-            arg!("dst_image", "cl_mem", 8, Pointer),
-            arg!("src_offset", "size_t", 8, Unsigned),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 158,
-        name: "clCommandCopyImageKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_image", "cl_mem", 8, Pointer),
-            arg!("dst_image", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("dst_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 159,
-        name: "clCommandCopyImageToBufferKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_image", "cl_mem", 8, Pointer),
-            arg!("dst_buffer", "cl_mem", 8, Pointer),
-            arg!("src_origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("dst_offset", "size_t", 8, Unsigned),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 160,
-        name: "clCommandFillBufferKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("buffer", "cl_mem", 8, Pointer),
-            arg!("pattern", "const void*", 8, Pointer),
-            arg!("pattern_size", "size_t", 8, Unsigned),
-            arg!("offset", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 161,
-        name: "clCommandFillImageKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("image", "cl_mem", 8, Pointer),
-            arg!("fill_color", "const void*", 8, Pointer),
-            arg!("origin", "const size_t*", 8, Pointer),
-            arg!("region", "const size_t*", 8, Pointer),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 162,
-        name: "clCommandNDRangeKernelKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("properties", "const cl_ndrange_kernel_command_properties_khr*", 8, Pointer),
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("work_dim", "cl_uint", 4, Unsigned),
-            arg!("global_work_offset", "const size_t*", 8, Pointer),
-            arg!("global_work_size", "const size_t*", 8, Pointer),
-            arg!("local_work_size", "const size_t*", 8, Pointer),
-            arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer),
-            arg!("sync_point", "cl_sync_point_khr*", 8, Pointer),
-            arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 163,
-        name: "clGetCommandBufferInfoKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("param_name", "cl_command_buffer_info_khr", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 164,
-        name: "clUpdateMutableCommandsKHR",
-        args: &[
-            arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer),
-            arg!("mutable_config", "const cl_mutable_base_config_khr*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 165,
-        name: "clGetMutableCommandInfoKHR",
-        args: &[
-            arg!("command", "cl_mutable_command_khr", 8, Pointer),
-            arg!("param_name", "cl_mutable_command_info_khr", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 166,
-        name: "clSetMemObjectDestructorAPPLE",
-        args: &[
-            arg!("memobj", "cl_mem", 8, Pointer),
-            arg!("pfn_notify", "void (*)(cl_mem memobj, void * user_data)", 8, Pointer),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 167,
-        name: "clLogMessagesToSystemLogAPPLE",
-        args: &[
-            arg!("errstr", "const char*", 8, CString),
-            arg!("private_info", "const void*", 8, Pointer),
-            arg!("cb", "size_t", 8, Unsigned),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 168,
-        name: "clLogMessagesToStdoutAPPLE",
-        args: &[
-            arg!("errstr", "const char*", 8, CString),
-            arg!("private_info", "const void*", 8, Pointer),
-            arg!("cb", "size_t", 8, Unsigned),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 169,
-        name: "clLogMessagesToStderrAPPLE",
-        args: &[
-            arg!("errstr", "const char*", 8, CString),
-            arg!("private_info", "const void*", 8, Pointer),
-            arg!("cb", "size_t", 8, Unsigned),
-            arg!("user_data", "void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 170,
-        name: "clIcdGetPlatformIDsKHR",
-        args: &[
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("platforms", "cl_platform_id*", 8, Pointer),
-            arg!("num_platforms", "cl_uint*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 171,
-        name: "clCreateProgramWithILKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("il", "const void*", 8, Pointer),
-            arg!("length", "size_t", 8, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
+    Operation { id: 101, name: "clGetKernelArgInfo", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("arg_indx", "cl_uint", 4, Unsigned), arg!("param_name", "cl_kernel_arg_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 102, name: "clEnqueueFillBuffer", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("pattern", "const void*", 8, Pointer), arg!("pattern_size", "size_t", 8, Unsigned), arg!("offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 103, name: "clEnqueueFillImage", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("image", "cl_mem", 8, Pointer), arg!("fill_color", "const void*", 8, Pointer), arg!("origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 104, name: "clEnqueueMigrateMemObjects", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_mem_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("flags", "cl_mem_migration_flags", 8, Hex), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 105, name: "clEnqueueMarkerWithWaitList", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 106, name: "clEnqueueBarrierWithWaitList", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 107, name: "clGetExtensionFunctionAddressForPlatform", args: &[arg!("platform", "cl_platform_id", 8, Pointer), arg!("func_name", "const char*", 8, CString)] },
+    Operation { id: 108, name: "clCreateFromGLTexture", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("target", "cl_GLenum", 4, Unsigned), arg!("miplevel", "cl_GLint", 4, Signed), arg!("texture", "cl_GLuint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 119, name: "clCreateFromEGLImageKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("egldisplay", "CLeglDisplayKHR", 8, Pointer), arg!("eglimage", "CLeglImageKHR", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("properties", "const cl_egl_image_properties_khr*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 120, name: "clEnqueueAcquireEGLObjectsKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 121, name: "clEnqueueReleaseEGLObjectsKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 122, name: "clCreateEventFromEGLSyncKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("sync", "CLeglSyncKHR", 8, Pointer), arg!("display", "CLeglDisplayKHR", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 123, name: "clCreateCommandQueueWithProperties", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_queue_properties*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 124, name: "clCreatePipe", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("pipe_packet_size", "cl_uint", 4, Unsigned), arg!("pipe_max_packets", "cl_uint", 4, Unsigned), arg!("properties", "const cl_pipe_properties*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 125, name: "clGetPipeInfo", args: &[arg!("pipe", "cl_mem", 8, Pointer), arg!("param_name", "cl_pipe_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 126, name: "clSVMAlloc", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_svm_mem_flags", 8, Hex), arg!("size", "size_t", 8, Unsigned), arg!("alignment", "cl_uint", 4, Unsigned)] },
+    Operation { id: 127, name: "clSVMFree", args: &[arg!("context", "cl_context", 8, Pointer), arg!("svm_pointer", "void*", 8, Pointer)] },
+    Operation { id: 128, name: "clEnqueueSVMFree", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_svm_pointers", "cl_uint", 4, Unsigned), arg!("svm_pointers", "void**", 8, Pointer), arg!("pfn_free_func", "void (*)(cl_command_queue queue, cl_uint num_svm_pointers, void * svm_pointers[], void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 129, name: "clEnqueueSVMMemcpy", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("blocking_copy", "cl_bool", 4, Bool), arg!("dst_ptr", "void*", 8, Pointer), arg!("src_ptr", "const void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 130, name: "clEnqueueSVMMemFill", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("svm_ptr", "void*", 8, Pointer), arg!("pattern", "const void*", 8, Pointer), arg!("pattern_size", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 131, name: "clEnqueueSVMMap", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("blocking_map", "cl_bool", 4, Bool), arg!("flags", "cl_map_flags", 8, Hex), arg!("svm_ptr", "void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 132, name: "clEnqueueSVMUnmap", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("svm_ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 133, name: "clCreateSamplerWithProperties", args: &[arg!("context", "cl_context", 8, Pointer), arg!("sampler_properties", "const cl_sampler_properties*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 134, name: "clSetKernelArgSVMPointer", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("arg_index", "cl_uint", 4, Unsigned), arg!("arg_value", "const void*", 8, Pointer)] },
+    Operation { id: 135, name: "clSetKernelExecInfo", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("param_name", "cl_kernel_exec_info", 4, Enum), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "const void*", 8, Pointer)] },
+    Operation { id: 136, name: "clGetKernelSubGroupInfoKHR", args: &[arg!("in_kernel", "cl_kernel", 8, Pointer), arg!("in_device", "cl_device_id", 8, Pointer), arg!("param_name", "cl_kernel_sub_group_info", 4, Enum), arg!("input_value_size", "size_t", 8, Unsigned), arg!("input_value", "const void*", 8, Pointer), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 137, name: "clCloneKernel", args: &[arg!("source_kernel", "cl_kernel", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 138, name: "clCreateProgramWithIL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("il", "const void*", 8, Pointer), arg!("length", "size_t", 8, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 139, name: "clEnqueueSVMMigrateMem", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_svm_pointers", "cl_uint", 4, Unsigned), arg!("svm_pointers", "const void**", 8, Pointer), arg!("sizes", "const size_t*", 8, Pointer), arg!("flags", "cl_mem_migration_flags", 8, Hex), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 140, name: "clGetDeviceAndHostTimer", args: &[arg!("device", "cl_device_id", 8, Pointer), arg!("device_timestamp", "cl_ulong*", 8, Pointer), arg!("host_timestamp", "cl_ulong*", 8, Pointer)] },
+    Operation { id: 141, name: "clGetHostTimer", args: &[arg!("device", "cl_device_id", 8, Pointer), arg!("host_timestamp", "cl_ulong*", 8, Pointer)] },
+    Operation { id: 142, name: "clGetKernelSubGroupInfo", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("param_name", "cl_kernel_sub_group_info", 4, Enum), arg!("input_value_size", "size_t", 8, Unsigned), arg!("input_value", "const void*", 8, Pointer), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 143, name: "clSetDefaultDeviceCommandQueue", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer)] },
+    Operation { id: 144, name: "clSetProgramReleaseCallback", args: &[arg!("program", "cl_program", 8, Pointer), arg!("pfn_notify", "void (*)(cl_program program, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 145, name: "clSetProgramSpecializationConstant", args: &[arg!("program", "cl_program", 8, Pointer), arg!("spec_id", "cl_uint", 4, Unsigned), arg!("spec_size", "size_t", 8, Unsigned), arg!("spec_value", "const void*", 8, Pointer)] },
+    Operation { id: 146, name: "clCreateBufferWithProperties", args: &[arg!("context", "cl_context", 8, Pointer), arg!("properties", "const cl_mem_properties*", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("size", "size_t", 8, Unsigned), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 147, name: "clCreateImageWithProperties", args: &[arg!("context", "cl_context", 8, Pointer), arg!("properties", "const cl_mem_properties*", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("image_desc", "const cl_image_desc*", 8, Pointer), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 148, name: "clSetContextDestructorCallback", args: &[arg!("context", "cl_context", 8, Pointer), arg!("pfn_notify", "void (*)(cl_context context, void* user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 149, name: "clCreateCommandBufferKHR", args: &[arg!("num_queues", "cl_uint", 4, Unsigned), arg!("queues", "const cl_command_queue*", 8, Pointer), arg!("properties", "const cl_command_buffer_properties_khr*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 150, name: "clFinalizeCommandBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)] },
+    Operation { id: 151, name: "clRetainCommandBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)] },
+    Operation { id: 152, name: "clReleaseCommandBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer)] },
+    Operation { id: 153, name: "clEnqueueCommandBufferKHR", args: &[arg!("num_queues", "cl_uint", 4, Unsigned), arg!("queues", "cl_command_queue*", 8, Pointer), arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 154, name: "clCommandBarrierWithWaitListKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 155, name: "clCommandCopyBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_offset", "size_t", 8, Unsigned), arg!("dst_offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 156, name: "clCommandCopyBufferRectKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("src_row_pitch", "size_t", 8, Unsigned), arg!("src_slice_pitch", "size_t", 8, Unsigned), arg!("dst_row_pitch", "size_t", 8, Unsigned), arg!("dst_slice_pitch", "size_t", 8, Unsigned), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 157, name: "clCommandCopyBufferToImageKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_buffer", "cl_mem", 8, Pointer), arg!("dst_image", "cl_mem", 8, Pointer), arg!("src_offset", "size_t", 8, Unsigned), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 158, name: "clCommandCopyImageKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_image", "cl_mem", 8, Pointer), arg!("dst_image", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("dst_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 159, name: "clCommandCopyImageToBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_image", "cl_mem", 8, Pointer), arg!("dst_buffer", "cl_mem", 8, Pointer), arg!("src_origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("dst_offset", "size_t", 8, Unsigned), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 160, name: "clCommandFillBufferKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("buffer", "cl_mem", 8, Pointer), arg!("pattern", "const void*", 8, Pointer), arg!("pattern_size", "size_t", 8, Unsigned), arg!("offset", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 161, name: "clCommandFillImageKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("image", "cl_mem", 8, Pointer), arg!("fill_color", "const void*", 8, Pointer), arg!("origin", "const size_t*", 8, Pointer), arg!("region", "const size_t*", 8, Pointer), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 162, name: "clCommandNDRangeKernelKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("properties", "const cl_ndrange_kernel_command_properties_khr*", 8, Pointer), arg!("kernel", "cl_kernel", 8, Pointer), arg!("work_dim", "cl_uint", 4, Unsigned), arg!("global_work_offset", "const size_t*", 8, Pointer), arg!("global_work_size", "const size_t*", 8, Pointer), arg!("local_work_size", "const size_t*", 8, Pointer), arg!("num_sync_points_in_wait_list", "cl_uint", 4, Unsigned), arg!("sync_point_wait_list", "const cl_sync_point_khr*", 8, Pointer), arg!("sync_point", "cl_sync_point_khr*", 8, Pointer), arg!("mutable_handle", "cl_mutable_command_khr*", 8, Pointer)] },
+    Operation { id: 163, name: "clGetCommandBufferInfoKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("param_name", "cl_command_buffer_info_khr", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 164, name: "clUpdateMutableCommandsKHR", args: &[arg!("command_buffer", "cl_command_buffer_khr", 8, Pointer), arg!("mutable_config", "const cl_mutable_base_config_khr*", 8, Pointer)] },
+    Operation { id: 165, name: "clGetMutableCommandInfoKHR", args: &[arg!("command", "cl_mutable_command_khr", 8, Pointer), arg!("param_name", "cl_mutable_command_info_khr", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 166, name: "clSetMemObjectDestructorAPPLE", args: &[arg!("memobj", "cl_mem", 8, Pointer), arg!("pfn_notify", "void (*)(cl_mem memobj, void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 167, name: "clLogMessagesToSystemLogAPPLE", args: &[arg!("errstr", "const char*", 8, CString), arg!("private_info", "const void*", 8, Pointer), arg!("cb", "size_t", 8, Unsigned), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 168, name: "clLogMessagesToStdoutAPPLE", args: &[arg!("errstr", "const char*", 8, CString), arg!("private_info", "const void*", 8, Pointer), arg!("cb", "size_t", 8, Unsigned), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 169, name: "clLogMessagesToStderrAPPLE", args: &[arg!("errstr", "const char*", 8, CString), arg!("private_info", "const void*", 8, Pointer), arg!("cb", "size_t", 8, Unsigned), arg!("user_data", "void*", 8, Pointer)] },
+    Operation { id: 170, name: "clIcdGetPlatformIDsKHR", args: &[arg!("num_entries", "cl_uint", 4, Unsigned), arg!("platforms", "cl_platform_id*", 8, Pointer), arg!("num_platforms", "cl_uint*", 8, Pointer)] },
+    Operation { id: 171, name: "clCreateProgramWithILKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("il", "const void*", 8, Pointer), arg!("length", "size_t", 8, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
     Operation { id: 172, name: "clTerminateContextKHR", args: &[arg!("context", "cl_context", 8, Pointer)] },
-    Operation {
-        id: 173,
-        name: "clCreateCommandQueueWithPropertiesKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_queue_properties_khr*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 174,
-        name: "clEnqueueMigrateMemObjectEXT",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_mem_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("flags", "cl_mem_migration_flags_ext", 8, Hex),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 175,
-        name: "clGetDeviceImageInfoQCOM",
-        args: &[
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("image_width", "size_t", 8, Unsigned),
-            arg!("image_height", "size_t", 8, Unsigned),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("param_name", "cl_image_pitch_info_qcom", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 176,
-        name: "clEnqueueAcquireGrallocObjectsIMG",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 177,
-        name: "clEnqueueReleaseGrallocObjectsIMG",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 178,
-        name: "clEnqueueGenerateMipmapIMG",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("src_image", "cl_mem", 8, Pointer),
-            arg!("dst_image", "cl_mem", 8, Pointer),
-            arg!("mipmap_filter_mode", "cl_mipmap_filter_mode_img", 4, Unsigned),
-            arg!("array_region", "const size_t*", 8, Pointer),
-            arg!("mip_region", "const size_t*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 179,
-        name: "clGetKernelSuggestedLocalWorkSizeKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("work_dim", "cl_uint", 4, Unsigned),
-            arg!("global_work_offset", "const size_t*", 8, Pointer),
-            arg!("global_work_size", "const size_t*", 8, Pointer),
-            arg!("suggested_local_work_size", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 180,
-        name: "clEnqueueAcquireExternalMemObjectsKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_mem_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 181,
-        name: "clEnqueueReleaseExternalMemObjectsKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_mem_objects", "cl_uint", 4, Unsigned),
-            arg!("mem_objects", "const cl_mem*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 182,
-        name: "clGetSemaphoreHandleForTypeKHR",
-        args: &[
-            arg!("sema_object", "cl_semaphore_khr", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("handle_type", "cl_external_semaphore_handle_type_khr", 4, Unsigned),
-            arg!("handle_size", "size_t", 8, Unsigned),
-            arg!("handle_ptr", "void*", 8, Pointer),
-            arg!("handle_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 183,
-        name: "clCreateSemaphoreWithPropertiesKHR",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("sema_props", "const cl_semaphore_properties_khr*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 184,
-        name: "clEnqueueWaitSemaphoresKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_sema_objects", "cl_uint", 4, Unsigned),
-            arg!("sema_objects", "const cl_semaphore_khr*", 8, Pointer),
-            arg!("sema_payload_list", "const cl_semaphore_payload_khr*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 185,
-        name: "clEnqueueSignalSemaphoresKHR",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_sema_objects", "cl_uint", 4, Unsigned),
-            arg!("sema_objects", "const cl_semaphore_khr*", 8, Pointer),
-            arg!("sema_payload_list", "const cl_semaphore_payload_khr*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 186,
-        name: "clGetSemaphoreInfoKHR",
-        args: &[
-            arg!("sema_object", "cl_semaphore_khr", 8, Pointer),
-            arg!("param_name", "cl_semaphore_info_khr", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
+    Operation { id: 173, name: "clCreateCommandQueueWithPropertiesKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_queue_properties_khr*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 174, name: "clEnqueueMigrateMemObjectEXT", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_mem_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("flags", "cl_mem_migration_flags_ext", 8, Hex), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 175, name: "clGetDeviceImageInfoQCOM", args: &[arg!("device", "cl_device_id", 8, Pointer), arg!("image_width", "size_t", 8, Unsigned), arg!("image_height", "size_t", 8, Unsigned), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("param_name", "cl_image_pitch_info_qcom", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 176, name: "clEnqueueAcquireGrallocObjectsIMG", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 177, name: "clEnqueueReleaseGrallocObjectsIMG", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 178, name: "clEnqueueGenerateMipmapIMG", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("src_image", "cl_mem", 8, Pointer), arg!("dst_image", "cl_mem", 8, Pointer), arg!("mipmap_filter_mode", "cl_mipmap_filter_mode_img", 4, Unsigned), arg!("array_region", "const size_t*", 8, Pointer), arg!("mip_region", "const size_t*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 179, name: "clGetKernelSuggestedLocalWorkSizeKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("kernel", "cl_kernel", 8, Pointer), arg!("work_dim", "cl_uint", 4, Unsigned), arg!("global_work_offset", "const size_t*", 8, Pointer), arg!("global_work_size", "const size_t*", 8, Pointer), arg!("suggested_local_work_size", "size_t*", 8, Pointer)] },
+    Operation { id: 180, name: "clEnqueueAcquireExternalMemObjectsKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_mem_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 181, name: "clEnqueueReleaseExternalMemObjectsKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_mem_objects", "cl_uint", 4, Unsigned), arg!("mem_objects", "const cl_mem*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 182, name: "clGetSemaphoreHandleForTypeKHR", args: &[arg!("sema_object", "cl_semaphore_khr", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("handle_type", "cl_external_semaphore_handle_type_khr", 4, Unsigned), arg!("handle_size", "size_t", 8, Unsigned), arg!("handle_ptr", "void*", 8, Pointer), arg!("handle_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 183, name: "clCreateSemaphoreWithPropertiesKHR", args: &[arg!("context", "cl_context", 8, Pointer), arg!("sema_props", "const cl_semaphore_properties_khr*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 184, name: "clEnqueueWaitSemaphoresKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_sema_objects", "cl_uint", 4, Unsigned), arg!("sema_objects", "const cl_semaphore_khr*", 8, Pointer), arg!("sema_payload_list", "const cl_semaphore_payload_khr*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 185, name: "clEnqueueSignalSemaphoresKHR", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_sema_objects", "cl_uint", 4, Unsigned), arg!("sema_objects", "const cl_semaphore_khr*", 8, Pointer), arg!("sema_payload_list", "const cl_semaphore_payload_khr*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 186, name: "clGetSemaphoreInfoKHR", args: &[arg!("sema_object", "cl_semaphore_khr", 8, Pointer), arg!("param_name", "cl_semaphore_info_khr", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
     Operation { id: 187, name: "clReleaseSemaphoreKHR", args: &[arg!("sema_object", "cl_semaphore_khr", 8, Pointer)] },
     Operation { id: 188, name: "clRetainSemaphoreKHR", args: &[arg!("sema_object", "cl_semaphore_khr", 8, Pointer)] },
-    Operation {
-        id: 189,
-        name: "clImportMemoryARM",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("properties", "const cl_import_properties_arm*", 8, Pointer),
-            arg!("memory", "void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 190,
-        name: "clSVMAllocARM",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_svm_mem_flags_arm", 8, Hex),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("alignment", "cl_uint", 4, Unsigned),
-        ],
-    },
-    Operation {
-        id: 191,
-        name: "clSVMFreeARM",
-        args: &[arg!("context", "cl_context", 8, Pointer), arg!("svm_pointer", "void*", 8, Pointer)],
-    },
-    Operation {
-        id: 192,
-        name: "clEnqueueSVMFreeARM",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("num_svm_pointers", "cl_uint", 4, Unsigned),
-            arg!("svm_pointers", "void**", 8, Pointer),
-            arg!(
-                "pfn_free_func",
-                "void (*)(cl_command_queue queue, cl_uint num_svm_pointers, void * svm_pointers[], void * user_data)",
-                8,
-                Pointer
-            ),
-            arg!("user_data", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 193,
-        name: "clEnqueueSVMMemcpyARM",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("blocking_copy", "cl_bool", 4, Bool),
-            arg!("dst_ptr", "void*", 8, Pointer),
-            arg!("src_ptr", "const void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 194,
-        name: "clEnqueueSVMMemFillARM",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("pattern", "const void*", 8, Pointer),
-            arg!("pattern_size", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 195,
-        name: "clEnqueueSVMMapARM",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("blocking_map", "cl_bool", 4, Bool),
-            arg!("flags", "cl_map_flags", 8, Hex),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 196,
-        name: "clEnqueueSVMUnmapARM",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("svm_ptr", "void*", 8, Pointer),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 197,
-        name: "clSetKernelArgSVMPointerARM",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("arg_index", "cl_uint", 4, Unsigned),
-            arg!("arg_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 198,
-        name: "clSetKernelExecInfoARM",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("param_name", "cl_kernel_exec_info_arm", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 199,
-        name: "clCreateAcceleratorINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("accelerator_type", "cl_accelerator_type_intel", 4, Unsigned),
-            arg!("descriptor_size", "size_t", 8, Unsigned),
-            arg!("descriptor", "const void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 200,
-        name: "clGetAcceleratorInfoINTEL",
-        args: &[
-            arg!("accelerator", "cl_accelerator_intel", 8, Pointer),
-            arg!("param_name", "cl_accelerator_info_intel", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 201,
-        name: "clRetainAcceleratorINTEL",
-        args: &[arg!("accelerator", "cl_accelerator_intel", 8, Pointer)],
-    },
-    Operation {
-        id: 202,
-        name: "clReleaseAcceleratorINTEL",
-        args: &[arg!("accelerator", "cl_accelerator_intel", 8, Pointer)],
-    },
-    Operation {
-        id: 203,
-        name: "clHostMemAllocINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("properties", "const cl_mem_properties_intel*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("alignment", "cl_uint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 204,
-        name: "clDeviceMemAllocINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_mem_properties_intel*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("alignment", "cl_uint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 205,
-        name: "clSharedMemAllocINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("device", "cl_device_id", 8, Pointer),
-            arg!("properties", "const cl_mem_properties_intel*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("alignment", "cl_uint", 4, Unsigned),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 206,
-        name: "clMemFreeINTEL",
-        args: &[arg!("context", "cl_context", 8, Pointer), arg!("ptr", "void*", 8, Pointer)],
-    },
-    Operation {
-        id: 207,
-        name: "clMemBlockingFreeINTEL",
-        args: &[arg!("context", "cl_context", 8, Pointer), arg!("ptr", "void*", 8, Pointer)],
-    },
-    Operation {
-        id: 208,
-        name: "clGetMemAllocInfoINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("param_name", "cl_mem_info_intel", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 209,
-        name: "clSetKernelArgMemPointerINTEL",
-        args: &[
-            arg!("kernel", "cl_kernel", 8, Pointer),
-            arg!("arg_index", "cl_uint", 4, Unsigned),
-            arg!("arg_value", "const void*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 210,
-        name: "clEnqueueMemFillINTEL",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("dst_ptr", "void*", 8, Pointer),
-            arg!("pattern", "const void*", 8, Pointer),
-            arg!("pattern_size", "size_t", 8, Unsigned),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 211,
-        name: "clEnqueueMemcpyINTEL",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("blocking", "cl_bool", 4, Bool),
-            arg!("dst_ptr", "void*", 8, Pointer),
-            arg!("src_ptr", "const void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 212,
-        name: "clEnqueueMemAdviseINTEL",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("advice", "cl_mem_advice_intel", 4, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 213,
-        name: "clEnqueueMigrateMemINTEL",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("ptr", "const void*", 8, Pointer),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("flags", "cl_mem_migration_flags", 8, Hex),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 214,
-        name: "clEnqueueMemsetINTEL",
-        args: &[
-            arg!("command_queue", "cl_command_queue", 8, Pointer),
-            arg!("dst_ptr", "void*", 8, Pointer),
-            arg!("value", "cl_int", 4, Signed),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned),
-            arg!("event_wait_list", "const cl_event*", 8, Pointer),
-            arg!("event", "cl_event*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 215,
-        name: "clCreateBufferWithPropertiesINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("properties", "const cl_mem_properties_intel*", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("size", "size_t", 8, Unsigned),
-            arg!("host_ptr", "void*", 8, Pointer),
-            arg!("errcode_ret", "cl_int*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 216,
-        name: "clGetImageRequirementsInfoEXT",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("properties", "const cl_mem_properties*", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_format", "const cl_image_format*", 8, Pointer),
-            arg!("image_desc", "const cl_image_desc*", 8, Pointer),
-            arg!("param_name", "cl_image_requirements_info_ext", 4, Unsigned),
-            arg!("param_value_size", "size_t", 8, Unsigned),
-            arg!("param_value", "void*", 8, Pointer),
-            arg!("param_value_size_ret", "size_t*", 8, Pointer),
-        ],
-    },
-    Operation {
-        id: 217,
-        name: "clGetSupportedGLTextureFormatsINTEL",
-        args: &[
-            arg!("context", "cl_context", 8, Pointer),
-            arg!("flags", "cl_mem_flags", 8, Hex),
-            arg!("image_type", "cl_mem_object_type", 4, Enum),
-            arg!("num_entries", "cl_uint", 4, Unsigned),
-            arg!("gl_formats", "cl_GLenum*", 8, Pointer),
-            arg!("num_texture_formats", "cl_uint*", 8, Pointer),
-        ],
-    },
+    Operation { id: 189, name: "clImportMemoryARM", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("properties", "const cl_import_properties_arm*", 8, Pointer), arg!("memory", "void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 190, name: "clSVMAllocARM", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_svm_mem_flags_arm", 8, Hex), arg!("size", "size_t", 8, Unsigned), arg!("alignment", "cl_uint", 4, Unsigned)] },
+    Operation { id: 191, name: "clSVMFreeARM", args: &[arg!("context", "cl_context", 8, Pointer), arg!("svm_pointer", "void*", 8, Pointer)] },
+    Operation { id: 192, name: "clEnqueueSVMFreeARM", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("num_svm_pointers", "cl_uint", 4, Unsigned), arg!("svm_pointers", "void**", 8, Pointer), arg!("pfn_free_func", "void (*)(cl_command_queue queue, cl_uint num_svm_pointers, void * svm_pointers[], void * user_data)", 8, Pointer), arg!("user_data", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 193, name: "clEnqueueSVMMemcpyARM", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("blocking_copy", "cl_bool", 4, Bool), arg!("dst_ptr", "void*", 8, Pointer), arg!("src_ptr", "const void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 194, name: "clEnqueueSVMMemFillARM", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("svm_ptr", "void*", 8, Pointer), arg!("pattern", "const void*", 8, Pointer), arg!("pattern_size", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 195, name: "clEnqueueSVMMapARM", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("blocking_map", "cl_bool", 4, Bool), arg!("flags", "cl_map_flags", 8, Hex), arg!("svm_ptr", "void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 196, name: "clEnqueueSVMUnmapARM", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("svm_ptr", "void*", 8, Pointer), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 197, name: "clSetKernelArgSVMPointerARM", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("arg_index", "cl_uint", 4, Unsigned), arg!("arg_value", "const void*", 8, Pointer)] },
+    Operation { id: 198, name: "clSetKernelExecInfoARM", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("param_name", "cl_kernel_exec_info_arm", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "const void*", 8, Pointer)] },
+    Operation { id: 199, name: "clCreateAcceleratorINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("accelerator_type", "cl_accelerator_type_intel", 4, Unsigned), arg!("descriptor_size", "size_t", 8, Unsigned), arg!("descriptor", "const void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 200, name: "clGetAcceleratorInfoINTEL", args: &[arg!("accelerator", "cl_accelerator_intel", 8, Pointer), arg!("param_name", "cl_accelerator_info_intel", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 201, name: "clRetainAcceleratorINTEL", args: &[arg!("accelerator", "cl_accelerator_intel", 8, Pointer)] },
+    Operation { id: 202, name: "clReleaseAcceleratorINTEL", args: &[arg!("accelerator", "cl_accelerator_intel", 8, Pointer)] },
+    Operation { id: 203, name: "clHostMemAllocINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("properties", "const cl_mem_properties_intel*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("alignment", "cl_uint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 204, name: "clDeviceMemAllocINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_mem_properties_intel*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("alignment", "cl_uint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 205, name: "clSharedMemAllocINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("device", "cl_device_id", 8, Pointer), arg!("properties", "const cl_mem_properties_intel*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("alignment", "cl_uint", 4, Unsigned), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 206, name: "clMemFreeINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("ptr", "void*", 8, Pointer)] },
+    Operation { id: 207, name: "clMemBlockingFreeINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("ptr", "void*", 8, Pointer)] },
+    Operation { id: 208, name: "clGetMemAllocInfoINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("ptr", "const void*", 8, Pointer), arg!("param_name", "cl_mem_info_intel", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 209, name: "clSetKernelArgMemPointerINTEL", args: &[arg!("kernel", "cl_kernel", 8, Pointer), arg!("arg_index", "cl_uint", 4, Unsigned), arg!("arg_value", "const void*", 8, Pointer)] },
+    Operation { id: 210, name: "clEnqueueMemFillINTEL", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("dst_ptr", "void*", 8, Pointer), arg!("pattern", "const void*", 8, Pointer), arg!("pattern_size", "size_t", 8, Unsigned), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 211, name: "clEnqueueMemcpyINTEL", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("blocking", "cl_bool", 4, Bool), arg!("dst_ptr", "void*", 8, Pointer), arg!("src_ptr", "const void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 212, name: "clEnqueueMemAdviseINTEL", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("ptr", "const void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("advice", "cl_mem_advice_intel", 4, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 213, name: "clEnqueueMigrateMemINTEL", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("ptr", "const void*", 8, Pointer), arg!("size", "size_t", 8, Unsigned), arg!("flags", "cl_mem_migration_flags", 8, Hex), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 214, name: "clEnqueueMemsetINTEL", args: &[arg!("command_queue", "cl_command_queue", 8, Pointer), arg!("dst_ptr", "void*", 8, Pointer), arg!("value", "cl_int", 4, Signed), arg!("size", "size_t", 8, Unsigned), arg!("num_events_in_wait_list", "cl_uint", 4, Unsigned), arg!("event_wait_list", "const cl_event*", 8, Pointer), arg!("event", "cl_event*", 8, Pointer)] },
+    Operation { id: 215, name: "clCreateBufferWithPropertiesINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("properties", "const cl_mem_properties_intel*", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("size", "size_t", 8, Unsigned), arg!("host_ptr", "void*", 8, Pointer), arg!("errcode_ret", "cl_int*", 8, Pointer)] },
+    Operation { id: 216, name: "clGetImageRequirementsInfoEXT", args: &[arg!("context", "cl_context", 8, Pointer), arg!("properties", "const cl_mem_properties*", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_format", "const cl_image_format*", 8, Pointer), arg!("image_desc", "const cl_image_desc*", 8, Pointer), arg!("param_name", "cl_image_requirements_info_ext", 4, Unsigned), arg!("param_value_size", "size_t", 8, Unsigned), arg!("param_value", "void*", 8, Pointer), arg!("param_value_size_ret", "size_t*", 8, Pointer)] },
+    Operation { id: 217, name: "clGetSupportedGLTextureFormatsINTEL", args: &[arg!("context", "cl_context", 8, Pointer), arg!("flags", "cl_mem_flags", 8, Hex), arg!("image_type", "cl_mem_object_type", 4, Enum), arg!("num_entries", "cl_uint", 4, Unsigned), arg!("gl_formats", "cl_GLenum*", 8, Pointer), arg!("num_texture_formats", "cl_uint*", 8, Pointer)] },
 ];
 
 /// Signatures (`<name>_fn`) of every function.
@@ -2323,10 +445,8 @@ pub mod sig {
     pub type clGetPlatformInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clGetDeviceIDs_fn = unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
     pub type clGetDeviceInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateContext_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateContextFromType_fn =
-        unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateContext_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateContextFromType_fn = unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clRetainContext_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseContext_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clGetContextInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
@@ -2336,651 +456,193 @@ pub mod sig {
     pub type clGetCommandQueueInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSetCommandQueueProperty_fn = unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void) -> i32;
     pub type clCreateBuffer_fn = unsafe extern "C" fn(*mut c_void, u64, usize, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateImage2D_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u64,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
-    pub type clCreateImage3D_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u64,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
+    pub type clCreateImage2D_fn = unsafe extern "C" fn(*mut c_void, u64, *mut c_void, usize, usize, usize, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateImage3D_fn = unsafe extern "C" fn(*mut c_void, u64, *mut c_void, usize, usize, usize, usize, usize, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clRetainMemObject_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseMemObject_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clGetSupportedImageFormats_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clGetSupportedImageFormats_fn = unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> i32;
     pub type clGetMemObjectInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clGetImageInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clCreateSampler_fn = unsafe extern "C" fn(*mut c_void, u32, u32, u32, *mut c_void) -> *mut c_void;
     pub type clRetainSampler_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseSampler_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clGetSamplerInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateProgramWithSource_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateProgramWithBinary_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
+    pub type clCreateProgramWithSource_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateProgramWithBinary_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clRetainProgram_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseProgram_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clBuildProgram_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clBuildProgram_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clUnloadCompiler_fn = unsafe extern "C" fn() -> i32;
     pub type clGetProgramInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clGetProgramBuildInfo_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetProgramBuildInfo_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clCreateKernel_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clCreateKernelsInProgram_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clRetainKernel_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseKernel_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clSetKernelArg_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void) -> i32;
     pub type clGetKernelInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clGetKernelWorkGroupInfo_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetKernelWorkGroupInfo_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clWaitForEvents_fn = unsafe extern "C" fn(u32, *mut c_void) -> i32;
     pub type clGetEventInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clRetainEvent_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseEvent_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clGetEventProfilingInfo_fn =
-        unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetEventProfilingInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clFlush_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clFinish_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clEnqueueReadBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueWriteBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueCopyBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueReadImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueWriteImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueCopyImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueCopyImageToBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueCopyBufferToImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueMapBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        u64,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
-    pub type clEnqueueMapImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        u64,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
-    pub type clEnqueueUnmapMemObject_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueNDRangeKernel_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
+    pub type clEnqueueReadBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueWriteBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCopyBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReadImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueWriteImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCopyImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCopyImageToBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCopyBufferToImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMapBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, u64, usize, usize, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueMapImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, u64, *mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueUnmapMemObject_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueNDRangeKernel_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clEnqueueTask_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueNativeKernel_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
+    pub type clEnqueueNativeKernel_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clEnqueueMarker_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
     pub type clEnqueueWaitForEvents_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void) -> i32;
     pub type clEnqueueBarrier_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clGetExtensionFunctionAddress_fn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
     pub type clCreateFromGLBuffer_fn = unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void) -> *mut c_void;
-    pub type clCreateFromGLTexture2D_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
-    pub type clCreateFromGLTexture3D_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
+    pub type clCreateFromGLTexture2D_fn = unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
+    pub type clCreateFromGLTexture3D_fn = unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
     pub type clCreateFromGLRenderbuffer_fn = unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void) -> *mut c_void;
     pub type clGetGLObjectInfo_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clGetGLTextureInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueAcquireGLObjects_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueReleaseGLObjects_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueAcquireGLObjects_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReleaseGLObjects_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clGetGLContextInfoKHR_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSetEventCallback_fn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateSubBuffer_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateSubBuffer_fn = unsafe extern "C" fn(*mut c_void, u64, u32, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clSetMemObjectDestructorCallback_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clCreateUserEvent_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
     pub type clSetUserEventStatus_fn = unsafe extern "C" fn(*mut c_void, i32) -> i32;
-    pub type clEnqueueReadBufferRect_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueWriteBufferRect_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueCopyBufferRect_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCreateSubDevicesEXT_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReadBufferRect_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueWriteBufferRect_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, usize, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCopyBufferRect_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateSubDevicesEXT_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clRetainDeviceEXT_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseDeviceEXT_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clCreateEventFromGLsyncKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateSubDevices_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateSubDevices_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clRetainDevice_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseDevice_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clCreateImage_fn =
-        unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateProgramWithBuiltInKernels_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCompileProgram_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clLinkProgram_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
+    pub type clCreateImage_fn = unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateProgramWithBuiltInKernels_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCompileProgram_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clLinkProgram_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clUnloadPlatformCompiler_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clGetKernelArgInfo_fn =
-        unsafe extern "C" fn(*mut c_void, u32, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueFillBuffer_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueFillImage_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueMigrateMemObjects_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clGetKernelArgInfo_fn = unsafe extern "C" fn(*mut c_void, u32, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueFillBuffer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueFillImage_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMigrateMemObjects_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
     pub type clEnqueueMarkerWithWaitList_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clEnqueueBarrierWithWaitList_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clGetExtensionFunctionAddressForPlatform_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateFromGLTexture_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
-    pub type clCreateFromEGLImageKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, u64, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clEnqueueAcquireEGLObjectsKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueReleaseEGLObjectsKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateEventFromEGLSyncKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateCommandQueueWithProperties_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreatePipe_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clGetExtensionFunctionAddressForPlatform_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateFromGLTexture_fn = unsafe extern "C" fn(*mut c_void, u64, u32, i32, u32, *mut c_void) -> *mut c_void;
+    pub type clCreateFromEGLImageKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, u64, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueAcquireEGLObjectsKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReleaseEGLObjectsKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateEventFromEGLSyncKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateCommandQueueWithProperties_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreatePipe_fn = unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clGetPipeInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSVMAlloc_fn = unsafe extern "C" fn(*mut c_void, u64, usize, u32) -> *mut c_void;
     pub type clSVMFree_fn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-    pub type clEnqueueSVMFree_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueSVMMemcpy_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMMemFill_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMMap_fn =
-        unsafe extern "C" fn(*mut c_void, u32, u64, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMUnmap_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateSamplerWithProperties_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueSVMFree_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMemcpy_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMemFill_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMap_fn = unsafe extern "C" fn(*mut c_void, u32, u64, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMUnmap_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateSamplerWithProperties_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clSetKernelArgSVMPointer_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void) -> i32;
     pub type clSetKernelExecInfo_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void) -> i32;
-    pub type clGetKernelSubGroupInfoKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetKernelSubGroupInfoKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, usize, *mut c_void, *mut c_void) -> i32;
     pub type clCloneKernel_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateProgramWithIL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
-    pub type clEnqueueSVMMigrateMem_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateProgramWithIL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
+    pub type clEnqueueSVMMigrateMem_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
     pub type clGetDeviceAndHostTimer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clGetHostTimer_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
-    pub type clGetKernelSubGroupInfo_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetKernelSubGroupInfo_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSetDefaultDeviceCommandQueue_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clSetProgramReleaseCallback_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clSetProgramSpecializationConstant_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void) -> i32;
-    pub type clCreateBufferWithProperties_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u64, usize, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clCreateImageWithProperties_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u64,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> *mut c_void;
+    pub type clCreateBufferWithProperties_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u64, usize, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateImageWithProperties_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u64, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clSetContextDestructorCallback_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateCommandBufferKHR_fn =
-        unsafe extern "C" fn(u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clCreateCommandBufferKHR_fn = unsafe extern "C" fn(u32, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
     pub type clFinalizeCommandBufferKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clRetainCommandBufferKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseCommandBufferKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clEnqueueCommandBufferKHR_fn =
-        unsafe extern "C" fn(u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clCommandBarrierWithWaitListKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
-    pub type clCommandCopyBufferKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandCopyBufferRectKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandCopyBufferToImageKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandCopyImageKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandCopyImageToBufferKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandFillBufferKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        usize,
-        usize,
-        usize,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandFillImageKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clCommandNDRangeKernelKHR_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clGetCommandBufferInfoKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueCommandBufferKHR_fn = unsafe extern "C" fn(u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandBarrierWithWaitListKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandCopyBufferKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandCopyBufferRectKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, usize, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandCopyBufferToImageKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandCopyImageKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandCopyImageToBufferKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandFillBufferKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, usize, usize, usize, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandFillImageKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clCommandNDRangeKernelKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clGetCommandBufferInfoKHR_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clUpdateMutableCommandsKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
-    pub type clGetMutableCommandInfoKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetMutableCommandInfoKHR_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSetMemObjectDestructorAPPLE_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> i32;
     pub type clLogMessagesToSystemLogAPPLE_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void);
     pub type clLogMessagesToStdoutAPPLE_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void);
     pub type clLogMessagesToStderrAPPLE_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void);
     pub type clIcdGetPlatformIDsKHR_fn = unsafe extern "C" fn(u32, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateProgramWithILKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
+    pub type clCreateProgramWithILKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
     pub type clTerminateContextKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clCreateCommandQueueWithPropertiesKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clEnqueueMigrateMemObjectEXT_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clGetDeviceImageInfoQCOM_fn =
-        unsafe extern "C" fn(*mut c_void, usize, usize, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueAcquireGrallocObjectsIMG_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueReleaseGrallocObjectsIMG_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueGenerateMipmapIMG_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clGetKernelSuggestedLocalWorkSizeKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueAcquireExternalMemObjectsKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueReleaseExternalMemObjectsKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clGetSemaphoreHandleForTypeKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateSemaphoreWithPropertiesKHR_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clEnqueueWaitSemaphoresKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSignalSemaphoresKHR_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateCommandQueueWithPropertiesKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueMigrateMemObjectEXT_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u64, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clGetDeviceImageInfoQCOM_fn = unsafe extern "C" fn(*mut c_void, usize, usize, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueAcquireGrallocObjectsIMG_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReleaseGrallocObjectsIMG_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueGenerateMipmapIMG_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clGetKernelSuggestedLocalWorkSizeKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueAcquireExternalMemObjectsKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueReleaseExternalMemObjectsKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clGetSemaphoreHandleForTypeKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateSemaphoreWithPropertiesKHR_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clEnqueueWaitSemaphoresKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSignalSemaphoresKHR_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clGetSemaphoreInfoKHR_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clReleaseSemaphoreKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clRetainSemaphoreKHR_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clImportMemoryARM_fn =
-        unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
+    pub type clImportMemoryARM_fn = unsafe extern "C" fn(*mut c_void, u64, *mut c_void, *mut c_void, usize, *mut c_void) -> *mut c_void;
     pub type clSVMAllocARM_fn = unsafe extern "C" fn(*mut c_void, u64, usize, u32) -> *mut c_void;
     pub type clSVMFreeARM_fn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-    pub type clEnqueueSVMFreeARM_fn = unsafe extern "C" fn(
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clEnqueueSVMMemcpyARM_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMMemFillARM_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMMapARM_fn =
-        unsafe extern "C" fn(*mut c_void, u32, u64, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueSVMUnmapARM_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMFreeARM_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMemcpyARM_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMemFillARM_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMMapARM_fn = unsafe extern "C" fn(*mut c_void, u32, u64, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueSVMUnmapARM_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, *mut c_void, *mut c_void) -> i32;
     pub type clSetKernelArgSVMPointerARM_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void) -> i32;
     pub type clSetKernelExecInfoARM_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void) -> i32;
-    pub type clCreateAcceleratorINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clGetAcceleratorInfoINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateAcceleratorINTEL_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clGetAcceleratorInfoINTEL_fn = unsafe extern "C" fn(*mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clRetainAcceleratorINTEL_fn = unsafe extern "C" fn(*mut c_void) -> i32;
     pub type clReleaseAcceleratorINTEL_fn = unsafe extern "C" fn(*mut c_void) -> i32;
-    pub type clHostMemAllocINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
-    pub type clDeviceMemAllocINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
-    pub type clSharedMemAllocINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
+    pub type clHostMemAllocINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
+    pub type clDeviceMemAllocINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
+    pub type clSharedMemAllocINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, u32, *mut c_void) -> *mut c_void;
     pub type clMemFreeINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
     pub type clMemBlockingFreeINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
-    pub type clGetMemAllocInfoINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetMemAllocInfoINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
     pub type clSetKernelArgMemPointerINTEL_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void) -> i32;
-    pub type clEnqueueMemFillINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueMemcpyINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueMemAdviseINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u32, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueMigrateMemINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u64, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clEnqueueMemsetINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, i32, usize, u32, *mut c_void, *mut c_void) -> i32;
-    pub type clCreateBufferWithPropertiesINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, *mut c_void, u64, usize, *mut c_void, *mut c_void) -> *mut c_void;
-    pub type clGetImageRequirementsInfoEXT_fn = unsafe extern "C" fn(
-        *mut c_void,
-        *mut c_void,
-        u64,
-        *mut c_void,
-        *mut c_void,
-        u32,
-        usize,
-        *mut c_void,
-        *mut c_void,
-    ) -> i32;
-    pub type clGetSupportedGLTextureFormatsINTEL_fn =
-        unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMemFillINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, usize, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMemcpyINTEL_fn = unsafe extern "C" fn(*mut c_void, u32, *mut c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMemAdviseINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u32, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMigrateMemINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, u64, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clEnqueueMemsetINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, i32, usize, u32, *mut c_void, *mut c_void) -> i32;
+    pub type clCreateBufferWithPropertiesINTEL_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u64, usize, *mut c_void, *mut c_void) -> *mut c_void;
+    pub type clGetImageRequirementsInfoEXT_fn = unsafe extern "C" fn(*mut c_void, *mut c_void, u64, *mut c_void, *mut c_void, u32, usize, *mut c_void, *mut c_void) -> i32;
+    pub type clGetSupportedGLTextureFormatsINTEL_fn = unsafe extern "C" fn(*mut c_void, u64, u32, u32, *mut c_void, *mut c_void) -> i32;
 }
 
 /// `cl_icd_dispatch`: one entry per slot, in the headers' order (the loader's and the layer's tables).
@@ -3152,11 +814,7 @@ pub(crate) fn next() -> &'static IcdDispatch {
 /// The real entry points of the extension functions, as the next layer returned them.
 pub(crate) static EXT_NEXT: [AtomicPtr<c_void>; 69] = [const { AtomicPtr::new(ptr::null_mut()) }; 69];
 
-pub(crate) unsafe extern "C" fn clGetPlatformIDs(
-    num_entries: u32,
-    platforms: *mut c_void,
-    num_platforms: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetPlatformIDs(num_entries: u32, platforms: *mut c_void, num_platforms: *mut c_void) -> i32 {
     let Some(next) = next().clGetPlatformIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
@@ -3167,91 +825,45 @@ pub(crate) unsafe extern "C" fn clGetPlatformIDs(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetPlatformInfo(
-    platform: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetPlatformInfo(platform: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetPlatformInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetPlatformInfo,
-        &[platform as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetPlatformInfo, &[platform as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPlatformInfo.
     let r = unsafe { next(platform, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetDeviceIDs(
-    platform: *mut c_void,
-    device_type: u64,
-    num_entries: u32,
-    devices: *mut c_void,
-    num_devices: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetDeviceIDs(platform: *mut c_void, device_type: u64, num_entries: u32, devices: *mut c_void, num_devices: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetDeviceIDs,
-        &[platform as u64, device_type as u64, num_entries as u64, devices as u64, num_devices as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetDeviceIDs, &[platform as u64, device_type as u64, num_entries as u64, devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceIDs.
     let r = unsafe { next(platform, device_type, num_entries, devices, num_devices) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetDeviceInfo(
-    device: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetDeviceInfo(device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetDeviceInfo,
-        &[device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetDeviceInfo, &[device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceInfo.
-    let r = unsafe {
-        crate::hooks::clGetDeviceInfo(next, device, param_name, param_value_size, param_value, param_value_size_ret)
-    };
+    let r = unsafe { crate::hooks::clGetDeviceInfo(next, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateContext(
-    properties: *mut c_void,
-    num_devices: u32,
-    devices: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateContext(properties: *mut c_void, num_devices: u32, devices: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateContext else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateContext,
-        &[
-            properties as u64,
-            num_devices as u64,
-            devices as u64,
-            pfn_notify as u64,
-            user_data as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreateContext, &[properties as u64, num_devices as u64, devices as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateContext.
@@ -3261,21 +873,12 @@ pub(crate) unsafe extern "C" fn clCreateContext(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateContextFromType(
-    properties: *mut c_void,
-    device_type: u64,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateContextFromType(properties: *mut c_void, device_type: u64, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateContextFromType else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateContextFromType,
-        &[properties as u64, device_type as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateContextFromType, &[properties as u64, device_type as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateContextFromType.
@@ -3307,40 +910,23 @@ pub(crate) unsafe extern "C" fn clReleaseContext(context: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetContextInfo(
-    context: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetContextInfo(context: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetContextInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetContextInfo,
-        &[context as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetContextInfo, &[context as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetContextInfo.
     let r = unsafe { next(context, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateCommandQueue(
-    context: *mut c_void,
-    device: *mut c_void,
-    properties: u64,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateCommandQueue(context: *mut c_void, device: *mut c_void, properties: u64, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateCommandQueue else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateCommandQueue,
-        &[context as u64, device as u64, properties as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateCommandQueue, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueue.
@@ -3372,75 +958,34 @@ pub(crate) unsafe extern "C" fn clReleaseCommandQueue(command_queue: *mut c_void
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetCommandQueueInfo(
-    command_queue: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetCommandQueueInfo(command_queue: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetCommandQueueInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetCommandQueueInfo,
-        &[
-            command_queue as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetCommandQueueInfo, &[command_queue as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandQueueInfo.
-    let r = unsafe {
-        crate::hooks::clGetCommandQueueInfo(
-            next,
-            command_queue,
-            param_name,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { crate::hooks::clGetCommandQueueInfo(next, command_queue, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetCommandQueueProperty(
-    command_queue: *mut c_void,
-    properties: u64,
-    enable: u32,
-    old_properties: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetCommandQueueProperty(command_queue: *mut c_void, properties: u64, enable: u32, old_properties: *mut c_void) -> i32 {
     let Some(next) = next().clSetCommandQueueProperty else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clSetCommandQueueProperty,
-        &[command_queue as u64, properties as u64, enable as u64, old_properties as u64],
-    );
+    let mut call = ApiCall::enter(op::clSetCommandQueueProperty, &[command_queue as u64, properties as u64, enable as u64, old_properties as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetCommandQueueProperty.
     let r = unsafe { next(command_queue, properties, enable, old_properties) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateBuffer(
-    context: *mut c_void,
-    flags: u64,
-    size: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateBuffer(context: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateBuffer else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateBuffer,
-        &[context as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateBuffer, &[context as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBuffer.
@@ -3450,103 +995,31 @@ pub(crate) unsafe extern "C" fn clCreateBuffer(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateImage2D(
-    context: *mut c_void,
-    flags: u64,
-    image_format: *mut c_void,
-    image_width: usize,
-    image_height: usize,
-    image_row_pitch: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateImage2D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_row_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateImage2D else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateImage2D,
-        &[
-            context as u64,
-            flags as u64,
-            image_format as u64,
-            image_width as u64,
-            image_height as u64,
-            image_row_pitch as u64,
-            host_ptr as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreateImage2D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_row_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage2D.
-    let r = unsafe {
-        crate::hooks::clCreateImage2D(
-            next,
-            context,
-            flags,
-            image_format,
-            image_width,
-            image_height,
-            image_row_pitch,
-            host_ptr,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clCreateImage2D(next, context, flags, image_format, image_width, image_height, image_row_pitch, host_ptr, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateImage3D(
-    context: *mut c_void,
-    flags: u64,
-    image_format: *mut c_void,
-    image_width: usize,
-    image_height: usize,
-    image_depth: usize,
-    image_row_pitch: usize,
-    image_slice_pitch: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateImage3D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_depth: usize, image_row_pitch: usize, image_slice_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateImage3D else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateImage3D,
-        &[
-            context as u64,
-            flags as u64,
-            image_format as u64,
-            image_width as u64,
-            image_height as u64,
-            image_depth as u64,
-            image_row_pitch as u64,
-            image_slice_pitch as u64,
-            host_ptr as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreateImage3D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_depth as u64, image_row_pitch as u64, image_slice_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage3D.
-    let r = unsafe {
-        crate::hooks::clCreateImage3D(
-            next,
-            context,
-            flags,
-            image_format,
-            image_width,
-            image_height,
-            image_depth,
-            image_row_pitch,
-            image_slice_pitch,
-            host_ptr,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clCreateImage3D(next, context, flags, image_format, image_width, image_height, image_depth, image_row_pitch, image_slice_pitch, host_ptr, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -3574,89 +1047,45 @@ pub(crate) unsafe extern "C" fn clReleaseMemObject(memobj: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetSupportedImageFormats(
-    context: *mut c_void,
-    flags: u64,
-    image_type: u32,
-    num_entries: u32,
-    image_formats: *mut c_void,
-    num_image_formats: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetSupportedImageFormats(context: *mut c_void, flags: u64, image_type: u32, num_entries: u32, image_formats: *mut c_void, num_image_formats: *mut c_void) -> i32 {
     let Some(next) = next().clGetSupportedImageFormats else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetSupportedImageFormats,
-        &[
-            context as u64,
-            flags as u64,
-            image_type as u64,
-            num_entries as u64,
-            image_formats as u64,
-            num_image_formats as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetSupportedImageFormats, &[context as u64, flags as u64, image_type as u64, num_entries as u64, image_formats as u64, num_image_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedImageFormats.
     let r = unsafe { next(context, flags, image_type, num_entries, image_formats, num_image_formats) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetMemObjectInfo(
-    memobj: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetMemObjectInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetMemObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetMemObjectInfo,
-        &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetMemObjectInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemObjectInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetImageInfo(
-    image: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetImageInfo(image: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetImageInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetImageInfo,
-        &[image as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetImageInfo, &[image as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageInfo.
     let r = unsafe { next(image, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSampler(
-    context: *mut c_void,
-    normalized_coords: u32,
-    addressing_mode: u32,
-    filter_mode: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateSampler(context: *mut c_void, normalized_coords: u32, addressing_mode: u32, filter_mode: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateSampler else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSampler,
-        &[context as u64, normalized_coords as u64, addressing_mode as u64, filter_mode as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSampler, &[context as u64, normalized_coords as u64, addressing_mode as u64, filter_mode as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSampler.
@@ -3688,91 +1117,42 @@ pub(crate) unsafe extern "C" fn clReleaseSampler(sampler: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetSamplerInfo(
-    sampler: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetSamplerInfo(sampler: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetSamplerInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetSamplerInfo,
-        &[sampler as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetSamplerInfo, &[sampler as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSamplerInfo.
     let r = unsafe { next(sampler, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateProgramWithSource(
-    context: *mut c_void,
-    count: u32,
-    strings: *mut c_void,
-    lengths: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateProgramWithSource(context: *mut c_void, count: u32, strings: *mut c_void, lengths: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateProgramWithSource else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateProgramWithSource,
-        &[context as u64, count as u64, strings as u64, lengths as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateProgramWithSource, &[context as u64, count as u64, strings as u64, lengths as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithSource.
-    let r =
-        unsafe { crate::hooks::clCreateProgramWithSource(next, context, count, strings, lengths, errcode_ret as _) };
+    let r = unsafe { crate::hooks::clCreateProgramWithSource(next, context, count, strings, lengths, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(
-    context: *mut c_void,
-    num_devices: u32,
-    device_list: *mut c_void,
-    lengths: *mut c_void,
-    binaries: *mut c_void,
-    binary_status: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(context: *mut c_void, num_devices: u32, device_list: *mut c_void, lengths: *mut c_void, binaries: *mut c_void, binary_status: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateProgramWithBinary else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateProgramWithBinary,
-        &[
-            context as u64,
-            num_devices as u64,
-            device_list as u64,
-            lengths as u64,
-            binaries as u64,
-            binary_status as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreateProgramWithBinary, &[context as u64, num_devices as u64, device_list as u64, lengths as u64, binaries as u64, binary_status as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithBinary.
-    let r = unsafe {
-        crate::hooks::clCreateProgramWithBinary(
-            next,
-            context,
-            num_devices,
-            device_list,
-            lengths,
-            binaries,
-            binary_status,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clCreateProgramWithBinary(next, context, num_devices, device_list, lengths, binaries, binary_status, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -3800,25 +1180,13 @@ pub(crate) unsafe extern "C" fn clReleaseProgram(program: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clBuildProgram(
-    program: *mut c_void,
-    num_devices: u32,
-    device_list: *mut c_void,
-    options: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clBuildProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clBuildProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clBuildProgram,
-        &[program as u64, num_devices as u64, device_list as u64, options as u64, pfn_notify as u64, user_data as u64],
-    );
+    let mut call = ApiCall::enter(op::clBuildProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clBuildProgram.
-    let r = unsafe {
-        crate::hooks::clBuildProgram(next, program, num_devices, device_list, options, pfn_notify, user_data)
-    };
+    let r = unsafe { crate::hooks::clBuildProgram(next, program, num_devices, device_list, options, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
@@ -3834,59 +1202,29 @@ pub(crate) unsafe extern "C" fn clUnloadCompiler() -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetProgramInfo(
-    program: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetProgramInfo(program: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetProgramInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetProgramInfo,
-        &[program as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetProgramInfo, &[program as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramInfo.
     let r = unsafe { next(program, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetProgramBuildInfo(
-    program: *mut c_void,
-    device: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetProgramBuildInfo(program: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetProgramBuildInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetProgramBuildInfo,
-        &[
-            program as u64,
-            device as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetProgramBuildInfo, &[program as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramBuildInfo.
     let r = unsafe { next(program, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateKernel(
-    program: *mut c_void,
-    kernel_name: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateKernel(program: *mut c_void, kernel_name: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateKernel else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
@@ -3901,19 +1239,11 @@ pub(crate) unsafe extern "C" fn clCreateKernel(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateKernelsInProgram(
-    program: *mut c_void,
-    num_kernels: u32,
-    kernels: *mut c_void,
-    num_kernels_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCreateKernelsInProgram(program: *mut c_void, num_kernels: u32, kernels: *mut c_void, num_kernels_ret: *mut c_void) -> i32 {
     let Some(next) = next().clCreateKernelsInProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCreateKernelsInProgram,
-        &[program as u64, num_kernels as u64, kernels as u64, num_kernels_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateKernelsInProgram, &[program as u64, num_kernels as u64, kernels as u64, num_kernels_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateKernelsInProgram.
     let r = unsafe { crate::hooks::clCreateKernelsInProgram(next, program, num_kernels, kernels, num_kernels_ret) };
     call.exit(r, 0);
@@ -3942,65 +1272,33 @@ pub(crate) unsafe extern "C" fn clReleaseKernel(kernel: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelArg(
-    kernel: *mut c_void,
-    arg_index: u32,
-    arg_size: usize,
-    arg_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelArg(kernel: *mut c_void, arg_index: u32, arg_size: usize, arg_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelArg else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetKernelArg, &[kernel as u64, arg_index as u64, arg_size as u64, arg_value as u64]);
+    let mut call = ApiCall::enter(op::clSetKernelArg, &[kernel as u64, arg_index as u64, arg_size as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArg.
     let r = unsafe { crate::hooks::clSetKernelArg(next, kernel, arg_index, arg_size, arg_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelInfo(
-    kernel: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelInfo,
-        &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelWorkGroupInfo(
-    kernel: *mut c_void,
-    device: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelWorkGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelWorkGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelWorkGroupInfo,
-        &[
-            kernel as u64,
-            device as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelWorkGroupInfo, &[kernel as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelWorkGroupInfo.
     let r = unsafe { next(kernel, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -4018,20 +1316,11 @@ pub(crate) unsafe extern "C" fn clWaitForEvents(num_events: u32, event_list: *mu
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetEventInfo(
-    event: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetEventInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetEventInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetEventInfo,
-        &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetEventInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventInfo.
     let r = unsafe { next(event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -4060,31 +1349,13 @@ pub(crate) unsafe extern "C" fn clReleaseEvent(event: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetEventProfilingInfo(
-    event: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetEventProfilingInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetEventProfilingInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetEventProfilingInfo,
-        &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetEventProfilingInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventProfilingInfo.
-    let r = unsafe {
-        crate::hooks::clGetEventProfilingInfo(
-            next,
-            event,
-            param_name,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { crate::hooks::clGetEventProfilingInfo(next, event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
@@ -4111,730 +1382,206 @@ pub(crate) unsafe extern "C" fn clFinish(command_queue: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    blocking_read: u32,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReadBuffer,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            blocking_read as u64,
-            offset as u64,
-            size as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReadBuffer, &[command_queue as u64, buffer as u64, blocking_read as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            blocking_read,
-            offset,
-            size,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBuffer, unsafe {
-        Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueReadBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    blocking_write: u32,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueWriteBuffer,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            blocking_write as u64,
-            offset as u64,
-            size as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueWriteBuffer, &[command_queue as u64, buffer as u64, blocking_write as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            blocking_write,
-            offset,
-            size,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBuffer, unsafe {
-        Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_offset: usize,
-    dst_offset: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_offset: usize, dst_offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCopyBuffer,
-        &[
-            command_queue as u64,
-            src_buffer as u64,
-            dst_buffer as u64,
-            src_offset as u64,
-            dst_offset as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCopyBuffer, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_buffer,
-            dst_buffer,
-            src_offset,
-            dst_offset,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBuffer, unsafe {
-        Command::copy(crate::enqueue::copy_op::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReadImage(
-    command_queue: *mut c_void,
-    image: *mut c_void,
-    blocking_read: u32,
-    origin: *mut c_void,
-    region: *mut c_void,
-    row_pitch: usize,
-    slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, image: *mut c_void, blocking_read: u32, origin: *mut c_void, region: *mut c_void, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReadImage,
-        &[
-            command_queue as u64,
-            image as u64,
-            blocking_read as u64,
-            origin as u64,
-            region as u64,
-            row_pitch as u64,
-            slice_pitch as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReadImage, &[command_queue as u64, image as u64, blocking_read as u64, origin as u64, region as u64, row_pitch as u64, slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            image,
-            blocking_read,
-            origin,
-            region,
-            row_pitch,
-            slice_pitch,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadImage, unsafe {
-        Command::copy(crate::enqueue::copy_op::IMAGE_READ, ptr as u64, image as u64, crate::call::region(region))
-    });
+    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_READ, ptr as u64, image as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueWriteImage(
-    command_queue: *mut c_void,
-    image: *mut c_void,
-    blocking_write: u32,
-    origin: *mut c_void,
-    region: *mut c_void,
-    input_row_pitch: usize,
-    input_slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, image: *mut c_void, blocking_write: u32, origin: *mut c_void, region: *mut c_void, input_row_pitch: usize, input_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueWriteImage,
-        &[
-            command_queue as u64,
-            image as u64,
-            blocking_write as u64,
-            origin as u64,
-            region as u64,
-            input_row_pitch as u64,
-            input_slice_pitch as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueWriteImage, &[command_queue as u64, image as u64, blocking_write as u64, origin as u64, region as u64, input_row_pitch as u64, input_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            image,
-            blocking_write,
-            origin,
-            region,
-            input_row_pitch,
-            input_slice_pitch,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteImage, unsafe {
-        Command::copy(crate::enqueue::copy_op::IMAGE_WRITE, image as u64, ptr as u64, crate::call::region(region))
-    });
+    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_WRITE, image as u64, ptr as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCopyImage(
-    command_queue: *mut c_void,
-    src_image: *mut c_void,
-    dst_image: *mut c_void,
-    src_origin: *mut c_void,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCopyImage,
-        &[
-            command_queue as u64,
-            src_image as u64,
-            dst_image as u64,
-            src_origin as u64,
-            dst_origin as u64,
-            region as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCopyImage, &[command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_image,
-            dst_image,
-            src_origin,
-            dst_origin,
-            region,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImage, unsafe {
-        Command::copy(
-            crate::enqueue::copy_op::IMAGE_COPY,
-            dst_image as u64,
-            src_image as u64,
-            crate::call::region(region),
-        )
-    });
+    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_image as u64, src_image as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(
-    command_queue: *mut c_void,
-    src_image: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_origin: *mut c_void,
-    region: *mut c_void,
-    dst_offset: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c_void, src_image: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, region: *mut c_void, dst_offset: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyImageToBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCopyImageToBuffer,
-        &[
-            command_queue as u64,
-            src_image as u64,
-            dst_buffer as u64,
-            src_origin as u64,
-            region as u64,
-            dst_offset as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCopyImageToBuffer, &[command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImageToBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_image,
-            dst_buffer,
-            src_origin,
-            region,
-            dst_offset,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe {
-        Command::copy(
-            crate::enqueue::copy_op::IMAGE_COPY,
-            dst_buffer as u64,
-            src_image as u64,
-            crate::call::region(region),
-        )
-    });
+    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_buffer as u64, src_image as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_image: *mut c_void,
-    src_offset: usize,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c_void, src_buffer: *mut c_void, dst_image: *mut c_void, src_offset: usize, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBufferToImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCopyBufferToImage,
-        &[
-            command_queue as u64,
-            src_buffer as u64,
-            dst_image as u64,
-            src_offset as u64,
-            dst_origin as u64,
-            region as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCopyBufferToImage, &[command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferToImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_buffer,
-            dst_image,
-            src_offset,
-            dst_origin,
-            region,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe {
-        Command::copy(
-            crate::enqueue::copy_op::IMAGE_COPY,
-            dst_image as u64,
-            src_buffer as u64,
-            crate::call::region(region),
-        )
-    });
+    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_image as u64, src_buffer as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    blocking_map: u32,
-    map_flags: u64,
-    offset: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_map: u32, map_flags: u64, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clEnqueueMapBuffer else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMapBuffer,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            blocking_map as u64,
-            map_flags as u64,
-            offset as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMapBuffer, &[command_queue as u64, buffer as u64, blocking_map as u64, map_flags as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            blocking_map,
-            map_flags,
-            offset,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe {
-        Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, buffer as u64, size as u64)
-    });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, buffer as u64, size as u64) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMapImage(
-    command_queue: *mut c_void,
-    image: *mut c_void,
-    blocking_map: u32,
-    map_flags: u64,
-    origin: *mut c_void,
-    region: *mut c_void,
-    image_row_pitch: *mut c_void,
-    image_slice_pitch: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, image: *mut c_void, blocking_map: u32, map_flags: u64, origin: *mut c_void, region: *mut c_void, image_row_pitch: *mut c_void, image_slice_pitch: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clEnqueueMapImage else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMapImage,
-        &[
-            command_queue as u64,
-            image as u64,
-            blocking_map as u64,
-            map_flags as u64,
-            origin as u64,
-            region as u64,
-            image_row_pitch as u64,
-            image_slice_pitch as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMapImage, &[command_queue as u64, image as u64, blocking_map as u64, map_flags as u64, origin as u64, region as u64, image_row_pitch as u64, image_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            image,
-            blocking_map,
-            map_flags,
-            origin,
-            region,
-            image_row_pitch,
-            image_slice_pitch,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe {
-        Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, image as u64, crate::call::region(region))
-    });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, image as u64, crate::call::region(region)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(
-    command_queue: *mut c_void,
-    memobj: *mut c_void,
-    mapped_ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_void, memobj: *mut c_void, mapped_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueUnmapMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueUnmapMemObject,
-        &[
-            command_queue as u64,
-            memobj as u64,
-            mapped_ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueUnmapMemObject, &[command_queue as u64, memobj as u64, mapped_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueUnmapMemObject.
-    let r = unsafe {
-        next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _)
-    };
+    let r = unsafe { next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe {
-        Command::copy(crate::enqueue::copy_op::UNMAP, memobj as u64, mapped_ptr as u64, 0)
-    });
+    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(crate::enqueue::copy_op::UNMAP, memobj as u64, mapped_ptr as u64, 0) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(
-    command_queue: *mut c_void,
-    kernel: *mut c_void,
-    work_dim: u32,
-    global_work_offset: *mut c_void,
-    global_work_size: *mut c_void,
-    local_work_size: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(command_queue: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, local_work_size: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueNDRangeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueNDRangeKernel,
-        &[
-            command_queue as u64,
-            kernel as u64,
-            work_dim as u64,
-            global_work_offset as u64,
-            global_work_size as u64,
-            local_work_size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueNDRangeKernel, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNDRangeKernel.
-    let r = unsafe {
-        next(
-            command_queue,
-            kernel,
-            work_dim,
-            global_work_offset,
-            global_work_size,
-            local_work_size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueNDRangeKernel, unsafe {
-        Command::kernel(
-            kernel as u64,
-            work_dim as u32,
-            global_work_size as *const usize,
-            local_work_size as *const usize,
-        )
-    });
+    submission.submitted(r, op::clEnqueueNDRangeKernel, unsafe { Command::kernel(kernel as u64, work_dim as u32, global_work_size as *const usize, local_work_size as *const usize) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueTask(
-    command_queue: *mut c_void,
-    kernel: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueTask(command_queue: *mut c_void, kernel: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueTask else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueTask,
-        &[command_queue as u64, kernel as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueTask, &[command_queue as u64, kernel as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueTask.
-    let r =
-        unsafe { next(command_queue, kernel, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
+    let r = unsafe { next(command_queue, kernel, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueTask, unsafe {
-        Command::kernel(kernel as u64, 1 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize)
-    });
+    submission.submitted(r, op::clEnqueueTask, unsafe { Command::kernel(kernel as u64, 1 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(
-    command_queue: *mut c_void,
-    user_func: *mut c_void,
-    args: *mut c_void,
-    cb_args: usize,
-    num_mem_objects: u32,
-    mem_list: *mut c_void,
-    args_mem_loc: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(command_queue: *mut c_void, user_func: *mut c_void, args: *mut c_void, cb_args: usize, num_mem_objects: u32, mem_list: *mut c_void, args_mem_loc: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueNativeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueNativeKernel,
-        &[
-            command_queue as u64,
-            user_func as u64,
-            args as u64,
-            cb_args as u64,
-            num_mem_objects as u64,
-            mem_list as u64,
-            args_mem_loc as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueNativeKernel, &[command_queue as u64, user_func as u64, args as u64, cb_args as u64, num_mem_objects as u64, mem_list as u64, args_mem_loc as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNativeKernel.
-    let r = unsafe {
-        next(
-            command_queue,
-            user_func,
-            args,
-            cb_args,
-            num_mem_objects,
-            mem_list,
-            args_mem_loc,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, args_mem_loc, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueNativeKernel, unsafe {
-        Command::kernel(0 as u64, 0 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize)
-    });
+    submission.submitted(r, op::clEnqueueNativeKernel, unsafe { Command::kernel(0 as u64, 0 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
     call.exit(r, 0);
     r
 }
@@ -4853,16 +1600,11 @@ pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, even
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueWaitForEvents(
-    command_queue: *mut c_void,
-    num_events: u32,
-    event_list: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueWaitForEvents(command_queue: *mut c_void, num_events: u32, event_list: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWaitForEvents else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clEnqueueWaitForEvents, &[command_queue as u64, num_events as u64, event_list as u64]);
+    let mut call = ApiCall::enter(op::clEnqueueWaitForEvents, &[command_queue as u64, num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitForEvents.
     let r = unsafe { next(command_queue, num_events, event_list) };
     call.exit(r, 0);
@@ -4891,18 +1633,12 @@ pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *mut c_
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(
-    context: *mut c_void,
-    flags: u64,
-    bufobj: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(context: *mut c_void, flags: u64, bufobj: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromGLBuffer else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call =
-        ApiCall::enter(op::clCreateFromGLBuffer, &[context as u64, flags as u64, bufobj as u64, errcode_ret as u64]);
+    let mut call = ApiCall::enter(op::clCreateFromGLBuffer, &[context as u64, flags as u64, bufobj as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLBuffer.
@@ -4912,22 +1648,12 @@ pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(
-    context: *mut c_void,
-    flags: u64,
-    target: u32,
-    miplevel: i32,
-    texture: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromGLTexture2D else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateFromGLTexture2D,
-        &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateFromGLTexture2D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture2D.
@@ -4937,22 +1663,12 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(
-    context: *mut c_void,
-    flags: u64,
-    target: u32,
-    miplevel: i32,
-    texture: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromGLTexture3D else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateFromGLTexture3D,
-        &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateFromGLTexture3D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture3D.
@@ -4962,20 +1678,12 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(
-    context: *mut c_void,
-    flags: u64,
-    renderbuffer: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(context: *mut c_void, flags: u64, renderbuffer: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromGLRenderbuffer else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateFromGLRenderbuffer,
-        &[context as u64, flags as u64, renderbuffer as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateFromGLRenderbuffer, &[context as u64, flags as u64, renderbuffer as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLRenderbuffer.
@@ -4985,179 +1693,92 @@ pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetGLObjectInfo(
-    memobj: *mut c_void,
-    gl_object_type: *mut c_void,
-    gl_object_name: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetGLObjectInfo(memobj: *mut c_void, gl_object_type: *mut c_void, gl_object_name: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clGetGLObjectInfo, &[memobj as u64, gl_object_type as u64, gl_object_name as u64]);
+    let mut call = ApiCall::enter(op::clGetGLObjectInfo, &[memobj as u64, gl_object_type as u64, gl_object_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLObjectInfo.
     let r = unsafe { next(memobj, gl_object_type, gl_object_name) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetGLTextureInfo(
-    memobj: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetGLTextureInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLTextureInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetGLTextureInfo,
-        &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetGLTextureInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLTextureInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueAcquireGLObjects(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueAcquireGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueAcquireGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueAcquireGLObjects,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueAcquireGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReleaseGLObjects(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReleaseGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReleaseGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReleaseGLObjects,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReleaseGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetGLContextInfoKHR(
-    properties: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetGLContextInfoKHR(properties: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLContextInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetGLContextInfoKHR,
-        &[
-            properties as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetGLContextInfoKHR, &[properties as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLContextInfoKHR.
     let r = unsafe { next(properties, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetEventCallback(
-    event: *mut c_void,
-    command_exec_callback_type: i32,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetEventCallback(event: *mut c_void, command_exec_callback_type: i32, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetEventCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clSetEventCallback,
-        &[event as u64, command_exec_callback_type as u64, pfn_notify as u64, user_data as u64],
-    );
+    let mut call = ApiCall::enter(op::clSetEventCallback, &[event as u64, command_exec_callback_type as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetEventCallback.
     let r = unsafe { next(event, command_exec_callback_type, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSubBuffer(
-    buffer: *mut c_void,
-    flags: u64,
-    buffer_create_type: u32,
-    buffer_create_info: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateSubBuffer(buffer: *mut c_void, flags: u64, buffer_create_type: u32, buffer_create_info: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateSubBuffer else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSubBuffer,
-        &[buffer as u64, flags as u64, buffer_create_type as u64, buffer_create_info as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSubBuffer, &[buffer as u64, flags as u64, buffer_create_type as u64, buffer_create_info as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubBuffer.
-    let r = unsafe {
-        crate::hooks::clCreateSubBuffer(next, buffer, flags, buffer_create_type, buffer_create_info, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clCreateSubBuffer(next, buffer, flags, buffer_create_type, buffer_create_info, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetMemObjectDestructorCallback(
-    memobj: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetMemObjectDestructorCallback(memobj: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetMemObjectDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetMemObjectDestructorCallback, &[memobj as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::enter(op::clSetMemObjectDestructorCallback, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorCallback.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -5190,220 +1811,53 @@ pub(crate) unsafe extern "C" fn clSetUserEventStatus(event: *mut c_void, executi
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    blocking_read: u32,
-    buffer_origin: *mut c_void,
-    host_origin: *mut c_void,
-    region: *mut c_void,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReadBufferRect,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            blocking_read as u64,
-            buffer_origin as u64,
-            host_origin as u64,
-            region as u64,
-            buffer_row_pitch as u64,
-            buffer_slice_pitch as u64,
-            host_row_pitch as u64,
-            host_slice_pitch as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReadBufferRect, &[command_queue as u64, buffer as u64, blocking_read as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBufferRect.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            blocking_read,
-            buffer_origin,
-            host_origin,
-            region,
-            buffer_row_pitch,
-            buffer_slice_pitch,
-            host_row_pitch,
-            host_slice_pitch,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe {
-        Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region))
-    });
+    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    blocking_write: u32,
-    buffer_origin: *mut c_void,
-    host_origin: *mut c_void,
-    region: *mut c_void,
-    buffer_row_pitch: usize,
-    buffer_slice_pitch: usize,
-    host_row_pitch: usize,
-    host_slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueWriteBufferRect,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            blocking_write as u64,
-            buffer_origin as u64,
-            host_origin as u64,
-            region as u64,
-            buffer_row_pitch as u64,
-            buffer_slice_pitch as u64,
-            host_row_pitch as u64,
-            host_slice_pitch as u64,
-            ptr as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueWriteBufferRect, &[command_queue as u64, buffer as u64, blocking_write as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBufferRect.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            blocking_write,
-            buffer_origin,
-            host_origin,
-            region,
-            buffer_row_pitch,
-            buffer_slice_pitch,
-            host_row_pitch,
-            host_slice_pitch,
-            ptr,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe {
-        Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region))
-    });
+    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_origin: *mut c_void,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    src_row_pitch: usize,
-    src_slice_pitch: usize,
-    dst_row_pitch: usize,
-    dst_slice_pitch: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCopyBufferRect,
-        &[
-            command_queue as u64,
-            src_buffer as u64,
-            dst_buffer as u64,
-            src_origin as u64,
-            dst_origin as u64,
-            region as u64,
-            src_row_pitch as u64,
-            src_slice_pitch as u64,
-            dst_row_pitch as u64,
-            dst_slice_pitch as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCopyBufferRect, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferRect.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_buffer,
-            dst_buffer,
-            src_origin,
-            dst_origin,
-            region,
-            src_row_pitch,
-            src_slice_pitch,
-            dst_row_pitch,
-            dst_slice_pitch,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe {
-        Command::copy(
-            crate::enqueue::copy_op::BUFFER_COPY,
-            dst_buffer as u64,
-            src_buffer as u64,
-            crate::call::region(region),
-        )
-    });
+    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSubDevicesEXT(
-    in_device: *mut c_void,
-    properties: *mut c_void,
-    num_entries: u32,
-    out_devices: *mut c_void,
-    num_devices: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCreateSubDevicesEXT(in_device: *mut c_void, properties: *mut c_void, num_entries: u32, out_devices: *mut c_void, num_devices: *mut c_void) -> i32 {
     let Some(next) = next().clCreateSubDevicesEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSubDevicesEXT,
-        &[in_device as u64, properties as u64, num_entries as u64, out_devices as u64, num_devices as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSubDevicesEXT, &[in_device as u64, properties as u64, num_entries as u64, out_devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevicesEXT.
     let r = unsafe { next(in_device, properties, num_entries, out_devices, num_devices) };
     call.exit(r, 0);
@@ -5432,11 +1886,7 @@ pub(crate) unsafe extern "C" fn clReleaseDeviceEXT(device: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(
-    context: *mut c_void,
-    sync: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(context: *mut c_void, sync: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateEventFromGLsyncKHR else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
@@ -5451,20 +1901,11 @@ pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSubDevices(
-    in_device: *mut c_void,
-    properties: *mut c_void,
-    num_devices: u32,
-    out_devices: *mut c_void,
-    num_devices_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCreateSubDevices(in_device: *mut c_void, properties: *mut c_void, num_devices: u32, out_devices: *mut c_void, num_devices_ret: *mut c_void) -> i32 {
     let Some(next) = next().clCreateSubDevices else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSubDevices,
-        &[in_device as u64, properties as u64, num_devices as u64, out_devices as u64, num_devices_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSubDevices, &[in_device as u64, properties as u64, num_devices as u64, out_devices as u64, num_devices_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevices.
     let r = unsafe { next(in_device, properties, num_devices, out_devices, num_devices_ret) };
     call.exit(r, 0);
@@ -5493,159 +1934,57 @@ pub(crate) unsafe extern "C" fn clReleaseDevice(device: *mut c_void) -> i32 {
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateImage(
-    context: *mut c_void,
-    flags: u64,
-    image_format: *mut c_void,
-    image_desc: *mut c_void,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateImage(context: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateImage else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateImage,
-        &[context as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateImage, &[context as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage.
-    let r = unsafe {
-        crate::hooks::clCreateImage(next, context, flags, image_format, image_desc, host_ptr, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clCreateImage(next, context, flags, image_format, image_desc, host_ptr, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(
-    context: *mut c_void,
-    num_devices: u32,
-    device_list: *mut c_void,
-    kernel_names: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(context: *mut c_void, num_devices: u32, device_list: *mut c_void, kernel_names: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateProgramWithBuiltInKernels else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateProgramWithBuiltInKernels,
-        &[context as u64, num_devices as u64, device_list as u64, kernel_names as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateProgramWithBuiltInKernels, &[context as u64, num_devices as u64, device_list as u64, kernel_names as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithBuiltInKernels.
-    let r = unsafe {
-        crate::hooks::clCreateProgramWithBuiltInKernels(
-            next,
-            context,
-            num_devices,
-            device_list,
-            kernel_names,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clCreateProgramWithBuiltInKernels(next, context, num_devices, device_list, kernel_names, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCompileProgram(
-    program: *mut c_void,
-    num_devices: u32,
-    device_list: *mut c_void,
-    options: *mut c_void,
-    num_input_headers: u32,
-    input_headers: *mut c_void,
-    header_include_names: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCompileProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_headers: u32, input_headers: *mut c_void, header_include_names: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clCompileProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCompileProgram,
-        &[
-            program as u64,
-            num_devices as u64,
-            device_list as u64,
-            options as u64,
-            num_input_headers as u64,
-            input_headers as u64,
-            header_include_names as u64,
-            pfn_notify as u64,
-            user_data as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCompileProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, num_input_headers as u64, input_headers as u64, header_include_names as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCompileProgram.
-    let r = unsafe {
-        crate::hooks::clCompileProgram(
-            next,
-            program,
-            num_devices,
-            device_list,
-            options,
-            num_input_headers,
-            input_headers,
-            header_include_names,
-            pfn_notify,
-            user_data,
-        )
-    };
+    let r = unsafe { crate::hooks::clCompileProgram(next, program, num_devices, device_list, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clLinkProgram(
-    context: *mut c_void,
-    num_devices: u32,
-    device_list: *mut c_void,
-    options: *mut c_void,
-    num_input_programs: u32,
-    input_programs: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clLinkProgram(context: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_programs: u32, input_programs: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clLinkProgram else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clLinkProgram,
-        &[
-            context as u64,
-            num_devices as u64,
-            device_list as u64,
-            options as u64,
-            num_input_programs as u64,
-            input_programs as u64,
-            pfn_notify as u64,
-            user_data as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clLinkProgram, &[context as u64, num_devices as u64, device_list as u64, options as u64, num_input_programs as u64, input_programs as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLinkProgram.
-    let r = unsafe {
-        crate::hooks::clLinkProgram(
-            next,
-            context,
-            num_devices,
-            device_list,
-            options,
-            num_input_programs,
-            input_programs,
-            pfn_notify,
-            user_data,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clLinkProgram(next, context, num_devices, device_list, options, num_input_programs, input_programs, pfn_notify, user_data, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -5662,242 +2001,88 @@ pub(crate) unsafe extern "C" fn clUnloadPlatformCompiler(platform: *mut c_void) 
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelArgInfo(
-    kernel: *mut c_void,
-    arg_indx: u32,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelArgInfo(kernel: *mut c_void, arg_indx: u32, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelArgInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelArgInfo,
-        &[
-            kernel as u64,
-            arg_indx as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelArgInfo, &[kernel as u64, arg_indx as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelArgInfo.
     let r = unsafe { next(kernel, arg_indx, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    pattern: *mut c_void,
-    pattern_size: usize,
-    offset: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, buffer: *mut c_void, pattern: *mut c_void, pattern_size: usize, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueFillBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueFillBuffer,
-        &[
-            command_queue as u64,
-            buffer as u64,
-            pattern as u64,
-            pattern_size as u64,
-            offset as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueFillBuffer, &[command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillBuffer.
-    let r = unsafe {
-        next(
-            command_queue,
-            buffer,
-            pattern,
-            pattern_size,
-            offset,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillBuffer, unsafe {
-        Command::fill(
-            crate::enqueue::fill_op::BUFFER_FILL,
-            buffer as u64,
-            pattern as *const c_void,
-            pattern_size as u64,
-            size as u64,
-        )
-    });
+    submission.submitted(r, op::clEnqueueFillBuffer, unsafe { Command::fill(crate::enqueue::fill_op::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueFillImage(
-    command_queue: *mut c_void,
-    image: *mut c_void,
-    fill_color: *mut c_void,
-    origin: *mut c_void,
-    region: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, image: *mut c_void, fill_color: *mut c_void, origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueFillImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueFillImage,
-        &[
-            command_queue as u64,
-            image as u64,
-            fill_color as u64,
-            origin as u64,
-            region as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueFillImage, &[command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillImage.
-    let r = unsafe {
-        next(
-            command_queue,
-            image,
-            fill_color,
-            origin,
-            region,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillImage, unsafe {
-        Command::fill(
-            crate::enqueue::fill_op::IMAGE_FILL,
-            image as u64,
-            fill_color as *const c_void,
-            16,
-            crate::call::region(region),
-        )
-    });
+    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(crate::enqueue::fill_op::IMAGE_FILL, image as u64, fill_color as *const c_void, 16, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(
-    command_queue: *mut c_void,
-    num_mem_objects: u32,
-    mem_objects: *mut c_void,
-    flags: u64,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueMigrateMemObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMigrateMemObjects,
-        &[
-            command_queue as u64,
-            num_mem_objects as u64,
-            mem_objects as u64,
-            flags as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMigrateMemObjects, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjects.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_mem_objects,
-            mem_objects,
-            flags,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe {
-        Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0)
-    });
+    submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(
-    command_queue: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueMarkerWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMarkerWithWaitList,
-        &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMarkerWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarkerWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe {
-        Command::sync(crate::enqueue::sync::MARKER, num_events_in_wait_list as u32)
-    });
+    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(crate::enqueue::sync::MARKER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(
-    command_queue: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueBarrierWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueBarrierWithWaitList,
-        &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueBarrierWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrierWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe {
-        Command::sync(crate::enqueue::sync::BARRIER, num_events_in_wait_list as u32)
-    });
+    submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(crate::enqueue::sync::BARRIER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(
-    platform: *mut c_void,
-    func_name: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(platform: *mut c_void, func_name: *mut c_void) -> *mut c_void {
     let Some(next) = next().clGetExtensionFunctionAddressForPlatform else {
         return ptr::null_mut();
     };
@@ -5908,22 +2093,12 @@ pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromGLTexture(
-    context: *mut c_void,
-    flags: u64,
-    target: u32,
-    miplevel: i32,
-    texture: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromGLTexture(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromGLTexture else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateFromGLTexture,
-        &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateFromGLTexture, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture.
@@ -5933,22 +2108,12 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(
-    context: *mut c_void,
-    egldisplay: *mut c_void,
-    eglimage: *mut c_void,
-    flags: u64,
-    properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(context: *mut c_void, egldisplay: *mut c_void, eglimage: *mut c_void, flags: u64, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateFromEGLImageKHR else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateFromEGLImageKHR,
-        &[context as u64, egldisplay as u64, eglimage as u64, flags as u64, properties as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateFromEGLImageKHR, &[context as u64, egldisplay as u64, eglimage as u64, flags as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromEGLImageKHR.
@@ -5958,76 +2123,34 @@ pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueAcquireEGLObjectsKHR(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueAcquireEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueAcquireEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueAcquireEGLObjectsKHR,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueAcquireEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReleaseEGLObjectsKHR(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReleaseEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReleaseEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReleaseEGLObjectsKHR,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReleaseEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(
-    context: *mut c_void,
-    sync: *mut c_void,
-    display: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(context: *mut c_void, sync: *mut c_void, display: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateEventFromEGLSyncKHR else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateEventFromEGLSyncKHR,
-        &[context as u64, sync as u64, display as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateEventFromEGLSyncKHR, &[context as u64, sync as u64, display as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateEventFromEGLSyncKHR.
@@ -6037,54 +2160,27 @@ pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(
-    context: *mut c_void,
-    device: *mut c_void,
-    properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(context: *mut c_void, device: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateCommandQueueWithProperties else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateCommandQueueWithProperties,
-        &[context as u64, device as u64, properties as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateCommandQueueWithProperties, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueueWithProperties.
-    let r = unsafe {
-        crate::hooks::clCreateCommandQueueWithProperties(next, context, device, properties, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clCreateCommandQueueWithProperties(next, context, device, properties, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreatePipe(
-    context: *mut c_void,
-    flags: u64,
-    pipe_packet_size: u32,
-    pipe_max_packets: u32,
-    properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreatePipe(context: *mut c_void, flags: u64, pipe_packet_size: u32, pipe_max_packets: u32, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreatePipe else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreatePipe,
-        &[
-            context as u64,
-            flags as u64,
-            pipe_packet_size as u64,
-            pipe_max_packets as u64,
-            properties as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreatePipe, &[context as u64, flags as u64, pipe_packet_size as u64, pipe_max_packets as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreatePipe.
@@ -6094,32 +2190,18 @@ pub(crate) unsafe extern "C" fn clCreatePipe(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetPipeInfo(
-    pipe: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetPipeInfo(pipe: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetPipeInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetPipeInfo,
-        &[pipe as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetPipeInfo, &[pipe as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPipeInfo.
     let r = unsafe { next(pipe, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSVMAlloc(
-    context: *mut c_void,
-    flags: u64,
-    size: usize,
-    alignment: u32,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clSVMAlloc(context: *mut c_void, flags: u64, size: usize, alignment: u32) -> *mut c_void {
     let Some(next) = next().clSVMAlloc else {
         return ptr::null_mut();
     };
@@ -6132,7 +2214,7 @@ pub(crate) unsafe extern "C" fn clSVMAlloc(
 
 pub(crate) unsafe extern "C" fn clSVMFree(context: *mut c_void, svm_pointer: *mut c_void) {
     let Some(next) = next().clSVMFree else {
-        return ();
+        return;
     };
     let mut call = ApiCall::enter(op::clSVMFree, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFree.
@@ -6140,243 +2222,82 @@ pub(crate) unsafe extern "C" fn clSVMFree(context: *mut c_void, svm_pointer: *mu
     call.exit(0, 0);
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMFree(
-    command_queue: *mut c_void,
-    num_svm_pointers: u32,
-    svm_pointers: *mut c_void,
-    pfn_free_func: *mut c_void,
-    user_data: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMFree(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, pfn_free_func: *mut c_void, user_data: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMFree else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMFree,
-        &[
-            command_queue as u64,
-            num_svm_pointers as u64,
-            svm_pointers as u64,
-            pfn_free_func as u64,
-            user_data as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFree.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_svm_pointers,
-            svm_pointers,
-            pfn_free_func,
-            user_data,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMFree, unsafe {
-        Command::sync(crate::enqueue::sync::SVM_FREE, num_svm_pointers as u32)
-    });
+    submission.submitted(r, op::clEnqueueSVMFree, unsafe { Command::sync(crate::enqueue::sync::SVM_FREE, num_svm_pointers as u32) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(
-    command_queue: *mut c_void,
-    blocking_copy: u32,
-    dst_ptr: *mut c_void,
-    src_ptr: *mut c_void,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, blocking_copy: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMemcpy else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMemcpy,
-        &[
-            command_queue as u64,
-            blocking_copy as u64,
-            dst_ptr as u64,
-            src_ptr as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMemcpy, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpy.
-    let r = unsafe {
-        next(
-            command_queue,
-            blocking_copy,
-            dst_ptr,
-            src_ptr,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe {
-        Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(
-    command_queue: *mut c_void,
-    svm_ptr: *mut c_void,
-    pattern: *mut c_void,
-    pattern_size: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, svm_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMemFill else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMemFill,
-        &[
-            command_queue as u64,
-            svm_ptr as u64,
-            pattern as u64,
-            pattern_size as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMemFill, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFill.
-    let r = unsafe {
-        next(
-            command_queue,
-            svm_ptr,
-            pattern,
-            pattern_size,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemFill, unsafe {
-        Command::fill(
-            crate::enqueue::fill_op::USM_FILL,
-            svm_ptr as u64,
-            pattern as *const c_void,
-            pattern_size as u64,
-            size as u64,
-        )
-    });
+    submission.submitted(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMap(
-    command_queue: *mut c_void,
-    blocking_map: u32,
-    flags: u64,
-    svm_ptr: *mut c_void,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, blocking_map: u32, flags: u64, svm_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMap,
-        &[
-            command_queue as u64,
-            blocking_map as u64,
-            flags as u64,
-            svm_ptr as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMap, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMap.
-    let r = unsafe {
-        next(
-            command_queue,
-            blocking_map,
-            flags,
-            svm_ptr,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMap, unsafe {
-        Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, svm_ptr as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, svm_ptr as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(
-    command_queue: *mut c_void,
-    svm_ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, svm_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMUnmap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMUnmap,
-        &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMUnmap, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmap.
-    let r =
-        unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
+    let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe {
-        Command::copy(crate::enqueue::copy_op::UNMAP, svm_ptr as u64, 0 as u64, 0)
-    });
+    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(crate::enqueue::copy_op::UNMAP, svm_ptr as u64, 0 as u64, 0) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(
-    context: *mut c_void,
-    sampler_properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(context: *mut c_void, sampler_properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateSamplerWithProperties else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSamplerWithProperties,
-        &[context as u64, sampler_properties as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSamplerWithProperties, &[context as u64, sampler_properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSamplerWithProperties.
@@ -6386,11 +2307,7 @@ pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointer(
-    kernel: *mut c_void,
-    arg_index: u32,
-    arg_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointer(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelArgSVMPointer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
@@ -6401,64 +2318,24 @@ pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointer(
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelExecInfo(
-    kernel: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelExecInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelExecInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clSetKernelExecInfo,
-        &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64],
-    );
+    let mut call = ApiCall::enter(op::clSetKernelExecInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfoKHR(
-    in_kernel: *mut c_void,
-    in_device: *mut c_void,
-    param_name: u32,
-    input_value_size: usize,
-    input_value: *mut c_void,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfoKHR(in_kernel: *mut c_void, in_device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelSubGroupInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelSubGroupInfoKHR,
-        &[
-            in_kernel as u64,
-            in_device as u64,
-            param_name as u64,
-            input_value_size as u64,
-            input_value as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelSubGroupInfoKHR, &[in_kernel as u64, in_device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfoKHR.
-    let r = unsafe {
-        next(
-            in_kernel,
-            in_device,
-            param_name,
-            input_value_size,
-            input_value,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { next(in_kernel, in_device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
@@ -6478,18 +2355,12 @@ pub(crate) unsafe extern "C" fn clCloneKernel(source_kernel: *mut c_void, errcod
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateProgramWithIL(
-    context: *mut c_void,
-    il: *mut c_void,
-    length: usize,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateProgramWithIL(context: *mut c_void, il: *mut c_void, length: usize, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateProgramWithIL else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call =
-        ApiCall::enter(op::clCreateProgramWithIL, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
+    let mut call = ApiCall::enter(op::clCreateProgramWithIL, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithIL.
@@ -6499,64 +2370,25 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithIL(
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(
-    command_queue: *mut c_void,
-    num_svm_pointers: u32,
-    svm_pointers: *mut c_void,
-    sizes: *mut c_void,
-    flags: u64,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, sizes: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMigrateMem else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMigrateMem,
-        &[
-            command_queue as u64,
-            num_svm_pointers as u64,
-            svm_pointers as u64,
-            sizes as u64,
-            flags as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMigrateMem, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, sizes as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMigrateMem.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_svm_pointers,
-            svm_pointers,
-            sizes,
-            flags,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe {
-        Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0)
-    });
+    submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetDeviceAndHostTimer(
-    device: *mut c_void,
-    device_timestamp: *mut c_void,
-    host_timestamp: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetDeviceAndHostTimer(device: *mut c_void, device_timestamp: *mut c_void, host_timestamp: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceAndHostTimer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clGetDeviceAndHostTimer, &[device as u64, device_timestamp as u64, host_timestamp as u64]);
+    let mut call = ApiCall::enter(op::clGetDeviceAndHostTimer, &[device as u64, device_timestamp as u64, host_timestamp as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceAndHostTimer.
     let r = unsafe { next(device, device_timestamp, host_timestamp) };
     call.exit(r, 0);
@@ -6574,205 +2406,99 @@ pub(crate) unsafe extern "C" fn clGetHostTimer(device: *mut c_void, host_timesta
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfo(
-    kernel: *mut c_void,
-    device: *mut c_void,
-    param_name: u32,
-    input_value_size: usize,
-    input_value: *mut c_void,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelSubGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelSubGroupInfo,
-        &[
-            kernel as u64,
-            device as u64,
-            param_name as u64,
-            input_value_size as u64,
-            input_value as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelSubGroupInfo, &[kernel as u64, device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfo.
-    let r = unsafe {
-        next(
-            kernel,
-            device,
-            param_name,
-            input_value_size,
-            input_value,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { next(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetDefaultDeviceCommandQueue(
-    context: *mut c_void,
-    device: *mut c_void,
-    command_queue: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetDefaultDeviceCommandQueue(context: *mut c_void, device: *mut c_void, command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clSetDefaultDeviceCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetDefaultDeviceCommandQueue, &[context as u64, device as u64, command_queue as u64]);
+    let mut call = ApiCall::enter(op::clSetDefaultDeviceCommandQueue, &[context as u64, device as u64, command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetDefaultDeviceCommandQueue.
     let r = unsafe { next(context, device, command_queue) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetProgramReleaseCallback(
-    program: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetProgramReleaseCallback(program: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetProgramReleaseCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetProgramReleaseCallback, &[program as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::enter(op::clSetProgramReleaseCallback, &[program as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramReleaseCallback.
     let r = unsafe { next(program, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetProgramSpecializationConstant(
-    program: *mut c_void,
-    spec_id: u32,
-    spec_size: usize,
-    spec_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetProgramSpecializationConstant(program: *mut c_void, spec_id: u32, spec_size: usize, spec_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetProgramSpecializationConstant else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clSetProgramSpecializationConstant,
-        &[program as u64, spec_id as u64, spec_size as u64, spec_value as u64],
-    );
+    let mut call = ApiCall::enter(op::clSetProgramSpecializationConstant, &[program as u64, spec_id as u64, spec_size as u64, spec_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramSpecializationConstant.
     let r = unsafe { next(program, spec_id, spec_size, spec_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(
-    context: *mut c_void,
-    properties: *mut c_void,
-    flags: u64,
-    size: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateBufferWithProperties else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateBufferWithProperties,
-        &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateBufferWithProperties, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBufferWithProperties.
-    let r = unsafe {
-        crate::hooks::clCreateBufferWithProperties(next, context, properties, flags, size, host_ptr, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clCreateBufferWithProperties(next, context, properties, flags, size, host_ptr, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateImageWithProperties(
-    context: *mut c_void,
-    properties: *mut c_void,
-    flags: u64,
-    image_format: *mut c_void,
-    image_desc: *mut c_void,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateImageWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let Some(next) = next().clCreateImageWithProperties else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateImageWithProperties,
-        &[
-            context as u64,
-            properties as u64,
-            flags as u64,
-            image_format as u64,
-            image_desc as u64,
-            host_ptr as u64,
-            errcode_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCreateImageWithProperties, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImageWithProperties.
-    let r = unsafe {
-        crate::hooks::clCreateImageWithProperties(
-            next,
-            context,
-            properties,
-            flags,
-            image_format,
-            image_desc,
-            host_ptr,
-            errcode_ret as _,
-        )
-    };
+    let r = unsafe { crate::hooks::clCreateImageWithProperties(next, context, properties, flags, image_format, image_desc, host_ptr, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetContextDestructorCallback(
-    context: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetContextDestructorCallback(context: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetContextDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetContextDestructorCallback, &[context as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::enter(op::clSetContextDestructorCallback, &[context as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetContextDestructorCallback.
     let r = unsafe { next(context, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(
-    num_queues: u32,
-    queues: *mut c_void,
-    properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(num_queues: u32, queues: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[0].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandBufferKHR_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateCommandBufferKHR,
-        &[num_queues as u64, queues as u64, properties as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateCommandBufferKHR, &[num_queues as u64, queues as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandBufferKHR.
@@ -6785,8 +2511,7 @@ pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(
 pub(crate) unsafe extern "C" fn clFinalizeCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
     let raw = EXT_NEXT[1].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clFinalizeCommandBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clFinalizeCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clFinalizeCommandBufferKHR, &[command_buffer as u64]);
@@ -6799,8 +2524,7 @@ pub(crate) unsafe extern "C" fn clFinalizeCommandBufferKHR(command_buffer: *mut 
 pub(crate) unsafe extern "C" fn clRetainCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
     let raw = EXT_NEXT[2].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainCommandBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clRetainCommandBufferKHR, &[command_buffer as u64]);
@@ -6813,8 +2537,7 @@ pub(crate) unsafe extern "C" fn clRetainCommandBufferKHR(command_buffer: *mut c_
 pub(crate) unsafe extern "C" fn clReleaseCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
     let raw = EXT_NEXT[3].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseCommandBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clReleaseCommandBufferKHR, &[command_buffer as u64]);
@@ -6824,567 +2547,153 @@ pub(crate) unsafe extern "C" fn clReleaseCommandBufferKHR(command_buffer: *mut c
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueCommandBufferKHR(
-    num_queues: u32,
-    queues: *mut c_void,
-    command_buffer: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueCommandBufferKHR(num_queues: u32, queues: *mut c_void, command_buffer: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[4].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueCommandBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueCommandBufferKHR,
-        &[
-            num_queues as u64,
-            queues as u64,
-            command_buffer as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueCommandBufferKHR, &[num_queues as u64, queues as u64, command_buffer as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCommandBufferKHR.
     let r = unsafe { next(num_queues, queues, command_buffer, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandBarrierWithWaitListKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandBarrierWithWaitListKHR(command_buffer: *mut c_void, command_queue: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[5].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandBarrierWithWaitListKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandBarrierWithWaitListKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandBarrierWithWaitListKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandBarrierWithWaitListKHR, &[command_buffer as u64, command_queue as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandBarrierWithWaitListKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandCopyBufferKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_offset: usize,
-    dst_offset: usize,
-    size: usize,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandCopyBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_offset: usize, dst_offset: usize, size: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[6].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandCopyBufferKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            src_buffer as u64,
-            dst_buffer as u64,
-            src_offset as u64,
-            dst_offset as u64,
-            size as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandCopyBufferKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            src_buffer,
-            dst_buffer,
-            src_offset,
-            dst_offset,
-            size,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandCopyBufferRectKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_origin: *mut c_void,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    src_row_pitch: usize,
-    src_slice_pitch: usize,
-    dst_row_pitch: usize,
-    dst_slice_pitch: usize,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandCopyBufferRectKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[7].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferRectKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferRectKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandCopyBufferRectKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            src_buffer as u64,
-            dst_buffer as u64,
-            src_origin as u64,
-            dst_origin as u64,
-            region as u64,
-            src_row_pitch as u64,
-            src_slice_pitch as u64,
-            dst_row_pitch as u64,
-            dst_slice_pitch as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandCopyBufferRectKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferRectKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            src_buffer,
-            dst_buffer,
-            src_origin,
-            dst_origin,
-            region,
-            src_row_pitch,
-            src_slice_pitch,
-            dst_row_pitch,
-            dst_slice_pitch,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandCopyBufferToImageKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    src_buffer: *mut c_void,
-    dst_image: *mut c_void,
-    src_offset: usize,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandCopyBufferToImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_image: *mut c_void, src_offset: usize, dst_origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[8].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferToImageKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferToImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandCopyBufferToImageKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            src_buffer as u64,
-            dst_image as u64,
-            src_offset as u64,
-            dst_origin as u64,
-            region as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandCopyBufferToImageKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferToImageKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            src_buffer,
-            dst_image,
-            src_offset,
-            dst_origin,
-            region,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandCopyImageKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    src_image: *mut c_void,
-    dst_image: *mut c_void,
-    src_origin: *mut c_void,
-    dst_origin: *mut c_void,
-    region: *mut c_void,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandCopyImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[9].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandCopyImageKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            src_image as u64,
-            dst_image as u64,
-            src_origin as u64,
-            dst_origin as u64,
-            region as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandCopyImageKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            src_image,
-            dst_image,
-            src_origin,
-            dst_origin,
-            region,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, src_image, dst_image, src_origin, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandCopyImageToBufferKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    src_image: *mut c_void,
-    dst_buffer: *mut c_void,
-    src_origin: *mut c_void,
-    region: *mut c_void,
-    dst_offset: usize,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandCopyImageToBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_image: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, region: *mut c_void, dst_offset: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[10].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageToBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageToBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandCopyImageToBufferKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            src_image as u64,
-            dst_buffer as u64,
-            src_origin as u64,
-            region as u64,
-            dst_offset as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandCopyImageToBufferKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageToBufferKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            src_image,
-            dst_buffer,
-            src_origin,
-            region,
-            dst_offset,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandFillBufferKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    buffer: *mut c_void,
-    pattern: *mut c_void,
-    pattern_size: usize,
-    offset: usize,
-    size: usize,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandFillBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, buffer: *mut c_void, pattern: *mut c_void, pattern_size: usize, offset: usize, size: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[11].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillBufferKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandFillBufferKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            buffer as u64,
-            pattern as u64,
-            pattern_size as u64,
-            offset as u64,
-            size as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandFillBufferKHR, &[command_buffer as u64, command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillBufferKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            buffer,
-            pattern,
-            pattern_size,
-            offset,
-            size,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, buffer, pattern, pattern_size, offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandFillImageKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    image: *mut c_void,
-    fill_color: *mut c_void,
-    origin: *mut c_void,
-    region: *mut c_void,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandFillImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, image: *mut c_void, fill_color: *mut c_void, origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[12].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandFillImageKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            image as u64,
-            fill_color as u64,
-            origin as u64,
-            region as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandFillImageKHR, &[command_buffer as u64, command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillImageKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            image,
-            fill_color,
-            origin,
-            region,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, image, fill_color, origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCommandNDRangeKernelKHR(
-    command_buffer: *mut c_void,
-    command_queue: *mut c_void,
-    properties: *mut c_void,
-    kernel: *mut c_void,
-    work_dim: u32,
-    global_work_offset: *mut c_void,
-    global_work_size: *mut c_void,
-    local_work_size: *mut c_void,
-    num_sync_points_in_wait_list: u32,
-    sync_point_wait_list: *mut c_void,
-    sync_point: *mut c_void,
-    mutable_handle: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clCommandNDRangeKernelKHR(command_buffer: *mut c_void, command_queue: *mut c_void, properties: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, local_work_size: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
     let raw = EXT_NEXT[13].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandNDRangeKernelKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandNDRangeKernelKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clCommandNDRangeKernelKHR,
-        &[
-            command_buffer as u64,
-            command_queue as u64,
-            properties as u64,
-            kernel as u64,
-            work_dim as u64,
-            global_work_offset as u64,
-            global_work_size as u64,
-            local_work_size as u64,
-            num_sync_points_in_wait_list as u64,
-            sync_point_wait_list as u64,
-            sync_point as u64,
-            mutable_handle as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clCommandNDRangeKernelKHR, &[command_buffer as u64, command_queue as u64, properties as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandNDRangeKernelKHR.
-    let r = unsafe {
-        next(
-            command_buffer,
-            command_queue,
-            properties,
-            kernel,
-            work_dim,
-            global_work_offset,
-            global_work_size,
-            local_work_size,
-            num_sync_points_in_wait_list,
-            sync_point_wait_list,
-            sync_point,
-            mutable_handle,
-        )
-    };
+    let r = unsafe { next(command_buffer, command_queue, properties, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetCommandBufferInfoKHR(
-    command_buffer: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetCommandBufferInfoKHR(command_buffer: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[14].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetCommandBufferInfoKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetCommandBufferInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetCommandBufferInfoKHR,
-        &[
-            command_buffer as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetCommandBufferInfoKHR, &[command_buffer as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandBufferInfoKHR.
     let r = unsafe { next(command_buffer, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(
-    command_buffer: *mut c_void,
-    mutable_config: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(command_buffer: *mut c_void, mutable_config: *mut c_void) -> i32 {
     let raw = EXT_NEXT[15].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clUpdateMutableCommandsKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clUpdateMutableCommandsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clUpdateMutableCommandsKHR, &[command_buffer as u64, mutable_config as u64]);
@@ -7394,147 +2703,89 @@ pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetMutableCommandInfoKHR(
-    command: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetMutableCommandInfoKHR(command: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[16].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMutableCommandInfoKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMutableCommandInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetMutableCommandInfoKHR,
-        &[command as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clGetMutableCommandInfoKHR, &[command as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMutableCommandInfoKHR.
     let r = unsafe { next(command, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetMemObjectDestructorAPPLE(
-    memobj: *mut c_void,
-    pfn_notify: *mut c_void,
-    user_data: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetMemObjectDestructorAPPLE(memobj: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let raw = EXT_NEXT[17].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetMemObjectDestructorAPPLE_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetMemObjectDestructorAPPLE_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetMemObjectDestructorAPPLE, &[memobj as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::enter(op::clSetMemObjectDestructorAPPLE, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorAPPLE.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clLogMessagesToSystemLogAPPLE(
-    errstr: *mut c_void,
-    private_info: *mut c_void,
-    cb: usize,
-    user_data: *mut c_void,
-) {
+pub(crate) unsafe extern "C" fn clLogMessagesToSystemLogAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
     let raw = EXT_NEXT[18].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToSystemLogAPPLE_fn>>(raw) })
-    else {
-        return ();
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToSystemLogAPPLE_fn>>(raw) }) else {
+        return;
     };
-    let mut call = ApiCall::enter(
-        op::clLogMessagesToSystemLogAPPLE,
-        &[errstr as u64, private_info as u64, cb as u64, user_data as u64],
-    );
+    let mut call = ApiCall::enter(op::clLogMessagesToSystemLogAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToSystemLogAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
 }
 
-pub(crate) unsafe extern "C" fn clLogMessagesToStdoutAPPLE(
-    errstr: *mut c_void,
-    private_info: *mut c_void,
-    cb: usize,
-    user_data: *mut c_void,
-) {
+pub(crate) unsafe extern "C" fn clLogMessagesToStdoutAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
     let raw = EXT_NEXT[19].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStdoutAPPLE_fn>>(raw) })
-    else {
-        return ();
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStdoutAPPLE_fn>>(raw) }) else {
+        return;
     };
-    let mut call = ApiCall::enter(
-        op::clLogMessagesToStdoutAPPLE,
-        &[errstr as u64, private_info as u64, cb as u64, user_data as u64],
-    );
+    let mut call = ApiCall::enter(op::clLogMessagesToStdoutAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStdoutAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
 }
 
-pub(crate) unsafe extern "C" fn clLogMessagesToStderrAPPLE(
-    errstr: *mut c_void,
-    private_info: *mut c_void,
-    cb: usize,
-    user_data: *mut c_void,
-) {
+pub(crate) unsafe extern "C" fn clLogMessagesToStderrAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
     let raw = EXT_NEXT[20].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStderrAPPLE_fn>>(raw) })
-    else {
-        return ();
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStderrAPPLE_fn>>(raw) }) else {
+        return;
     };
-    let mut call = ApiCall::enter(
-        op::clLogMessagesToStderrAPPLE,
-        &[errstr as u64, private_info as u64, cb as u64, user_data as u64],
-    );
+    let mut call = ApiCall::enter(op::clLogMessagesToStderrAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStderrAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
 }
 
-pub(crate) unsafe extern "C" fn clIcdGetPlatformIDsKHR(
-    num_entries: u32,
-    platforms: *mut c_void,
-    num_platforms: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: u32, platforms: *mut c_void, num_platforms: *mut c_void) -> i32 {
     let raw = EXT_NEXT[21].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clIcdGetPlatformIDsKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clIcdGetPlatformIDsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clIcdGetPlatformIDsKHR, &[num_entries as u64, platforms as u64, num_platforms as u64]);
+    let mut call = ApiCall::enter(op::clIcdGetPlatformIDsKHR, &[num_entries as u64, platforms as u64, num_platforms as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clIcdGetPlatformIDsKHR.
     let r = unsafe { next(num_entries, platforms, num_platforms) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(
-    context: *mut c_void,
-    il: *mut c_void,
-    length: usize,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(context: *mut c_void, il: *mut c_void, length: usize, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[22].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateProgramWithILKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateProgramWithILKHR_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call =
-        ApiCall::enter(op::clCreateProgramWithILKHR, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
+    let mut call = ApiCall::enter(op::clCreateProgramWithILKHR, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithILKHR.
@@ -7557,378 +2808,146 @@ pub(crate) unsafe extern "C" fn clTerminateContextKHR(context: *mut c_void) -> i
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(
-    context: *mut c_void,
-    device: *mut c_void,
-    properties: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(context: *mut c_void, device: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[24].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let next =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandQueueWithPropertiesKHR_fn>>(raw) })
-            .unwrap_or(
-                crate::hooks::clCreateCommandQueueWithPropertiesKHR_fallback
-                    as sig::clCreateCommandQueueWithPropertiesKHR_fn,
-            );
-    let mut call = ApiCall::enter(
-        op::clCreateCommandQueueWithPropertiesKHR,
-        &[context as u64, device as u64, properties as u64, errcode_ret as u64],
-    );
+    let next = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandQueueWithPropertiesKHR_fn>>(raw) })
+        .unwrap_or(crate::hooks::clCreateCommandQueueWithPropertiesKHR_fallback as sig::clCreateCommandQueueWithPropertiesKHR_fn);
+    let mut call = ApiCall::enter(op::clCreateCommandQueueWithPropertiesKHR, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueueWithPropertiesKHR.
-    let r = unsafe {
-        crate::hooks::clCreateCommandQueueWithPropertiesKHR(next, context, device, properties, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clCreateCommandQueueWithPropertiesKHR(next, context, device, properties, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjectEXT(
-    command_queue: *mut c_void,
-    num_mem_objects: u32,
-    mem_objects: *mut c_void,
-    flags: u64,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjectEXT(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[25].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemObjectEXT_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemObjectEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMigrateMemObjectEXT,
-        &[
-            command_queue as u64,
-            num_mem_objects as u64,
-            mem_objects as u64,
-            flags as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMigrateMemObjectEXT, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjectEXT.
-    let r = unsafe {
-        next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, event)
-    };
+    let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetDeviceImageInfoQCOM(
-    device: *mut c_void,
-    image_width: usize,
-    image_height: usize,
-    image_format: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetDeviceImageInfoQCOM(device: *mut c_void, image_width: usize, image_height: usize, image_format: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[26].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetDeviceImageInfoQCOM_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetDeviceImageInfoQCOM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetDeviceImageInfoQCOM,
-        &[
-            device as u64,
-            image_width as u64,
-            image_height as u64,
-            image_format as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetDeviceImageInfoQCOM, &[device as u64, image_width as u64, image_height as u64, image_format as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceImageInfoQCOM.
-    let r = unsafe {
-        next(
-            device,
-            image_width,
-            image_height,
-            image_format,
-            param_name,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { next(device, image_width, image_height, image_format, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueAcquireGrallocObjectsIMG(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueAcquireGrallocObjectsIMG(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[27].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireGrallocObjectsIMG_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueAcquireGrallocObjectsIMG,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueAcquireGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReleaseGrallocObjectsIMG(
-    command_queue: *mut c_void,
-    num_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReleaseGrallocObjectsIMG(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[28].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseGrallocObjectsIMG_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReleaseGrallocObjectsIMG,
-        &[
-            command_queue as u64,
-            num_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReleaseGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueGenerateMipmapIMG(
-    command_queue: *mut c_void,
-    src_image: *mut c_void,
-    dst_image: *mut c_void,
-    mipmap_filter_mode: u32,
-    array_region: *mut c_void,
-    mip_region: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueGenerateMipmapIMG(command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, mipmap_filter_mode: u32, array_region: *mut c_void, mip_region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[29].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueGenerateMipmapIMG_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueGenerateMipmapIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueGenerateMipmapIMG,
-        &[
-            command_queue as u64,
-            src_image as u64,
-            dst_image as u64,
-            mipmap_filter_mode as u64,
-            array_region as u64,
-            mip_region as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueGenerateMipmapIMG, &[command_queue as u64, src_image as u64, dst_image as u64, mipmap_filter_mode as u64, array_region as u64, mip_region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueGenerateMipmapIMG.
-    let r = unsafe {
-        next(
-            command_queue,
-            src_image,
-            dst_image,
-            mipmap_filter_mode,
-            array_region,
-            mip_region,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
-    };
+    let r = unsafe { next(command_queue, src_image, dst_image, mipmap_filter_mode, array_region, mip_region, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetKernelSuggestedLocalWorkSizeKHR(
-    command_queue: *mut c_void,
-    kernel: *mut c_void,
-    work_dim: u32,
-    global_work_offset: *mut c_void,
-    global_work_size: *mut c_void,
-    suggested_local_work_size: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetKernelSuggestedLocalWorkSizeKHR(command_queue: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, suggested_local_work_size: *mut c_void) -> i32 {
     let raw = EXT_NEXT[30].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetKernelSuggestedLocalWorkSizeKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetKernelSuggestedLocalWorkSizeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetKernelSuggestedLocalWorkSizeKHR,
-        &[
-            command_queue as u64,
-            kernel as u64,
-            work_dim as u64,
-            global_work_offset as u64,
-            global_work_size as u64,
-            suggested_local_work_size as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetKernelSuggestedLocalWorkSizeKHR, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, suggested_local_work_size as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSuggestedLocalWorkSizeKHR.
-    let r = unsafe {
-        next(command_queue, kernel, work_dim, global_work_offset, global_work_size, suggested_local_work_size)
-    };
+    let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, suggested_local_work_size) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueAcquireExternalMemObjectsKHR(
-    command_queue: *mut c_void,
-    num_mem_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueAcquireExternalMemObjectsKHR(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[31].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireExternalMemObjectsKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueAcquireExternalMemObjectsKHR,
-        &[
-            command_queue as u64,
-            num_mem_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueAcquireExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireExternalMemObjectsKHR.
-    let r =
-        unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
+    let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueReleaseExternalMemObjectsKHR(
-    command_queue: *mut c_void,
-    num_mem_objects: u32,
-    mem_objects: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueReleaseExternalMemObjectsKHR(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[32].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseExternalMemObjectsKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueReleaseExternalMemObjectsKHR,
-        &[
-            command_queue as u64,
-            num_mem_objects as u64,
-            mem_objects as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueReleaseExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseExternalMemObjectsKHR.
-    let r =
-        unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
+    let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetSemaphoreHandleForTypeKHR(
-    sema_object: *mut c_void,
-    device: *mut c_void,
-    handle_type: u32,
-    handle_size: usize,
-    handle_ptr: *mut c_void,
-    handle_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetSemaphoreHandleForTypeKHR(sema_object: *mut c_void, device: *mut c_void, handle_type: u32, handle_size: usize, handle_ptr: *mut c_void, handle_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[33].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreHandleForTypeKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreHandleForTypeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetSemaphoreHandleForTypeKHR,
-        &[
-            sema_object as u64,
-            device as u64,
-            handle_type as u64,
-            handle_size as u64,
-            handle_ptr as u64,
-            handle_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetSemaphoreHandleForTypeKHR, &[sema_object as u64, device as u64, handle_type as u64, handle_size as u64, handle_ptr as u64, handle_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreHandleForTypeKHR.
     let r = unsafe { next(sema_object, device, handle_type, handle_size, handle_ptr, handle_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(
-    context: *mut c_void,
-    sema_props: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(context: *mut c_void, sema_props: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[34].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateSemaphoreWithPropertiesKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateSemaphoreWithPropertiesKHR_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateSemaphoreWithPropertiesKHR,
-        &[context as u64, sema_props as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateSemaphoreWithPropertiesKHR, &[context as u64, sema_props as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSemaphoreWithPropertiesKHR.
@@ -7938,114 +2957,39 @@ pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueWaitSemaphoresKHR(
-    command_queue: *mut c_void,
-    num_sema_objects: u32,
-    sema_objects: *mut c_void,
-    sema_payload_list: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueWaitSemaphoresKHR(command_queue: *mut c_void, num_sema_objects: u32, sema_objects: *mut c_void, sema_payload_list: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[35].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueWaitSemaphoresKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueWaitSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueWaitSemaphoresKHR,
-        &[
-            command_queue as u64,
-            num_sema_objects as u64,
-            sema_objects as u64,
-            sema_payload_list as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueWaitSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitSemaphoresKHR.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_sema_objects,
-            sema_objects,
-            sema_payload_list,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
-    };
+    let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSignalSemaphoresKHR(
-    command_queue: *mut c_void,
-    num_sema_objects: u32,
-    sema_objects: *mut c_void,
-    sema_payload_list: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSignalSemaphoresKHR(command_queue: *mut c_void, num_sema_objects: u32, sema_objects: *mut c_void, sema_payload_list: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[36].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSignalSemaphoresKHR_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSignalSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSignalSemaphoresKHR,
-        &[
-            command_queue as u64,
-            num_sema_objects as u64,
-            sema_objects as u64,
-            sema_payload_list as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSignalSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSignalSemaphoresKHR.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_sema_objects,
-            sema_objects,
-            sema_payload_list,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
-    };
+    let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetSemaphoreInfoKHR(
-    sema_object: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetSemaphoreInfoKHR(sema_object: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[37].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetSemaphoreInfoKHR,
-        &[
-            sema_object as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetSemaphoreInfoKHR, &[sema_object as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreInfoKHR.
     let r = unsafe { next(sema_object, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -8078,24 +3022,14 @@ pub(crate) unsafe extern "C" fn clRetainSemaphoreKHR(sema_object: *mut c_void) -
     r
 }
 
-pub(crate) unsafe extern "C" fn clImportMemoryARM(
-    context: *mut c_void,
-    flags: u64,
-    properties: *mut c_void,
-    memory: *mut c_void,
-    size: usize,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clImportMemoryARM(context: *mut c_void, flags: u64, properties: *mut c_void, memory: *mut c_void, size: usize, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[40].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clImportMemoryARM_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clImportMemoryARM,
-        &[context as u64, flags as u64, properties as u64, memory as u64, size as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clImportMemoryARM, &[context as u64, flags as u64, properties as u64, memory as u64, size as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clImportMemoryARM.
@@ -8105,12 +3039,7 @@ pub(crate) unsafe extern "C" fn clImportMemoryARM(
     r
 }
 
-pub(crate) unsafe extern "C" fn clSVMAllocARM(
-    context: *mut c_void,
-    flags: u64,
-    size: usize,
-    alignment: u32,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clSVMAllocARM(context: *mut c_void, flags: u64, size: usize, alignment: u32) -> *mut c_void {
     let raw = EXT_NEXT[41].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMAllocARM_fn>>(raw) }) else {
@@ -8127,7 +3056,7 @@ pub(crate) unsafe extern "C" fn clSVMFreeARM(context: *mut c_void, svm_pointer: 
     let raw = EXT_NEXT[42].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMFreeARM_fn>>(raw) }) else {
-        return ();
+        return;
     };
     let mut call = ApiCall::enter(op::clSVMFreeARM, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFreeARM.
@@ -8135,241 +3064,105 @@ pub(crate) unsafe extern "C" fn clSVMFreeARM(context: *mut c_void, svm_pointer: 
     call.exit(0, 0);
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMFreeARM(
-    command_queue: *mut c_void,
-    num_svm_pointers: u32,
-    svm_pointers: *mut c_void,
-    pfn_free_func: *mut c_void,
-    user_data: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMFreeARM(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, pfn_free_func: *mut c_void, user_data: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[43].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMFreeARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMFreeARM,
-        &[
-            command_queue as u64,
-            num_svm_pointers as u64,
-            svm_pointers as u64,
-            pfn_free_func as u64,
-            user_data as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMFreeARM, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFreeARM.
-    let r = unsafe {
-        next(
-            command_queue,
-            num_svm_pointers,
-            svm_pointers,
-            pfn_free_func,
-            user_data,
-            num_events_in_wait_list,
-            event_wait_list,
-            event,
-        )
-    };
+    let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpyARM(
-    command_queue: *mut c_void,
-    blocking_copy: u32,
-    dst_ptr: *mut c_void,
-    src_ptr: *mut c_void,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpyARM(command_queue: *mut c_void, blocking_copy: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[44].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemcpyARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMemcpyARM,
-        &[
-            command_queue as u64,
-            blocking_copy as u64,
-            dst_ptr as u64,
-            src_ptr as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMemcpyARM, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpyARM.
-    let r = unsafe {
-        next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, event)
-    };
+    let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMemFillARM(
-    command_queue: *mut c_void,
-    svm_ptr: *mut c_void,
-    pattern: *mut c_void,
-    pattern_size: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMemFillARM(command_queue: *mut c_void, svm_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[45].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemFillARM_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemFillARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMemFillARM,
-        &[
-            command_queue as u64,
-            svm_ptr as u64,
-            pattern as u64,
-            pattern_size as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMemFillARM, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFillARM.
-    let r = unsafe {
-        next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, event)
-    };
+    let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMMapARM(
-    command_queue: *mut c_void,
-    blocking_map: u32,
-    flags: u64,
-    svm_ptr: *mut c_void,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMMapARM(command_queue: *mut c_void, blocking_map: u32, flags: u64, svm_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[46].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMMapARM,
-        &[
-            command_queue as u64,
-            blocking_map as u64,
-            flags as u64,
-            svm_ptr as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMMapARM, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMapARM.
-    let r = unsafe {
-        next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, event)
-    };
+    let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueSVMUnmapARM(
-    command_queue: *mut c_void,
-    svm_ptr: *mut c_void,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueSVMUnmapARM(command_queue: *mut c_void, svm_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[47].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMUnmapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueSVMUnmapARM,
-        &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueSVMUnmapARM, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmapARM.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointerARM(
-    kernel: *mut c_void,
-    arg_index: u32,
-    arg_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointerARM(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
     let raw = EXT_NEXT[48].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgSVMPointerARM_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgSVMPointerARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetKernelArgSVMPointerARM, &[kernel as u64, arg_index as u64, arg_value as u64]);
+    let mut call = ApiCall::enter(op::clSetKernelArgSVMPointerARM, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgSVMPointerARM.
     let r = unsafe { next(kernel, arg_index, arg_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelExecInfoARM(
-    kernel: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelExecInfoARM(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void) -> i32 {
     let raw = EXT_NEXT[49].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelExecInfoARM_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelExecInfoARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clSetKernelExecInfoARM,
-        &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64],
-    );
+    let mut call = ApiCall::enter(op::clSetKernelExecInfoARM, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfoARM.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(
-    context: *mut c_void,
-    accelerator_type: u32,
-    descriptor_size: usize,
-    descriptor: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(context: *mut c_void, accelerator_type: u32, descriptor_size: usize, descriptor: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[50].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateAcceleratorINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateAcceleratorINTEL_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateAcceleratorINTEL,
-        &[context as u64, accelerator_type as u64, descriptor_size as u64, descriptor as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateAcceleratorINTEL, &[context as u64, accelerator_type as u64, descriptor_size as u64, descriptor as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateAcceleratorINTEL.
@@ -8379,29 +3172,13 @@ pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(
-    accelerator: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(accelerator: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[51].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetAcceleratorInfoINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetAcceleratorInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetAcceleratorInfoINTEL,
-        &[
-            accelerator as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetAcceleratorInfoINTEL, &[accelerator as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetAcceleratorInfoINTEL.
     let r = unsafe { next(accelerator, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -8411,8 +3188,7 @@ pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(
 pub(crate) unsafe extern "C" fn clRetainAcceleratorINTEL(accelerator: *mut c_void) -> i32 {
     let raw = EXT_NEXT[52].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainAcceleratorINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clRetainAcceleratorINTEL, &[accelerator as u64]);
@@ -8425,8 +3201,7 @@ pub(crate) unsafe extern "C" fn clRetainAcceleratorINTEL(accelerator: *mut c_voi
 pub(crate) unsafe extern "C" fn clReleaseAcceleratorINTEL(accelerator: *mut c_void) -> i32 {
     let raw = EXT_NEXT[53].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseAcceleratorINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clReleaseAcceleratorINTEL, &[accelerator as u64]);
@@ -8436,23 +3211,14 @@ pub(crate) unsafe extern "C" fn clReleaseAcceleratorINTEL(accelerator: *mut c_vo
     r
 }
 
-pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(
-    context: *mut c_void,
-    properties: *mut c_void,
-    size: usize,
-    alignment: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(context: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[54].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clHostMemAllocINTEL_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clHostMemAllocINTEL,
-        &[context as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clHostMemAllocINTEL, &[context as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clHostMemAllocINTEL.
@@ -8462,59 +3228,35 @@ pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(
     r
 }
 
-pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(
-    context: *mut c_void,
-    device: *mut c_void,
-    properties: *mut c_void,
-    size: usize,
-    alignment: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(context: *mut c_void, device: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[55].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clDeviceMemAllocINTEL_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clDeviceMemAllocINTEL,
-        &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clDeviceMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clDeviceMemAllocINTEL.
-    let r = unsafe {
-        crate::hooks::clDeviceMemAllocINTEL(next, context, device, properties, size, alignment, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clDeviceMemAllocINTEL(next, context, device, properties, size, alignment, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(
-    context: *mut c_void,
-    device: *mut c_void,
-    properties: *mut c_void,
-    size: usize,
-    alignment: u32,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(context: *mut c_void, device: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[56].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSharedMemAllocINTEL_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clSharedMemAllocINTEL,
-        &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clSharedMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSharedMemAllocINTEL.
-    let r = unsafe {
-        crate::hooks::clSharedMemAllocINTEL(next, context, device, properties, size, alignment, errcode_ret as _)
-    };
+    let r = unsafe { crate::hooks::clSharedMemAllocINTEL(next, context, device, properties, size, alignment, errcode_ret as _) };
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -8536,8 +3278,7 @@ pub(crate) unsafe extern "C" fn clMemFreeINTEL(context: *mut c_void, ptr: *mut c
 pub(crate) unsafe extern "C" fn clMemBlockingFreeINTEL(context: *mut c_void, ptr: *mut c_void) -> i32 {
     let raw = EXT_NEXT[58].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemBlockingFreeINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemBlockingFreeINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::enter(op::clMemBlockingFreeINTEL, &[context as u64, ptr as u64]);
@@ -8547,308 +3288,120 @@ pub(crate) unsafe extern "C" fn clMemBlockingFreeINTEL(context: *mut c_void, ptr
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetMemAllocInfoINTEL(
-    context: *mut c_void,
-    ptr: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetMemAllocInfoINTEL(context: *mut c_void, ptr: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[59].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMemAllocInfoINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMemAllocInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetMemAllocInfoINTEL,
-        &[
-            context as u64,
-            ptr as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetMemAllocInfoINTEL, &[context as u64, ptr as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemAllocInfoINTEL.
     let r = unsafe { next(context, ptr, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clSetKernelArgMemPointerINTEL(
-    kernel: *mut c_void,
-    arg_index: u32,
-    arg_value: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clSetKernelArgMemPointerINTEL(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
     let raw = EXT_NEXT[60].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgMemPointerINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgMemPointerINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call =
-        ApiCall::enter(op::clSetKernelArgMemPointerINTEL, &[kernel as u64, arg_index as u64, arg_value as u64]);
+    let mut call = ApiCall::enter(op::clSetKernelArgMemPointerINTEL, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgMemPointerINTEL.
     let r = unsafe { crate::hooks::clSetKernelArgMemPointerINTEL(next, kernel, arg_index, arg_value) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(
-    command_queue: *mut c_void,
-    dst_ptr: *mut c_void,
-    pattern: *mut c_void,
-    pattern_size: usize,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void, dst_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[61].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemFillINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMemFillINTEL,
-        &[
-            command_queue as u64,
-            dst_ptr as u64,
-            pattern as u64,
-            pattern_size as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMemFillINTEL, &[command_queue as u64, dst_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemFillINTEL.
-    let r = unsafe {
-        next(
-            command_queue,
-            dst_ptr,
-            pattern,
-            pattern_size,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, dst_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe {
-        Command::fill(
-            crate::enqueue::fill_op::USM_FILL,
-            dst_ptr as u64,
-            pattern as *const c_void,
-            pattern_size as u64,
-            size as u64,
-        )
-    });
+    submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(
-    command_queue: *mut c_void,
-    blocking: u32,
-    dst_ptr: *mut c_void,
-    src_ptr: *mut c_void,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void, blocking: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[62].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemcpyINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMemcpyINTEL,
-        &[
-            command_queue as u64,
-            blocking as u64,
-            dst_ptr as u64,
-            src_ptr as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMemcpyINTEL, &[command_queue as u64, blocking as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemcpyINTEL.
-    let r = unsafe {
-        next(
-            command_queue,
-            blocking,
-            dst_ptr,
-            src_ptr,
-            size,
-            num_events_in_wait_list,
-            event_wait_list,
-            submission.event_out() as _,
-        )
-    };
+    let r = unsafe { next(command_queue, blocking, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe {
-        Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(
-    command_queue: *mut c_void,
-    ptr: *mut c_void,
-    size: usize,
-    advice: u32,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(command_queue: *mut c_void, ptr: *mut c_void, size: usize, advice: u32, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[63].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemAdviseINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemAdviseINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMemAdviseINTEL,
-        &[
-            command_queue as u64,
-            ptr as u64,
-            size as u64,
-            advice as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemAdviseINTEL.
-    let r = unsafe {
-        next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, submission.event_out() as _)
-    };
+    let r = unsafe { next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemAdviseINTEL, unsafe {
-        Command::sync(crate::enqueue::sync::MEM_ADVISE, 0 as u32)
-    });
+    submission.submitted(r, op::clEnqueueMemAdviseINTEL, unsafe { Command::sync(crate::enqueue::sync::MEM_ADVISE, 0 as u32) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(
-    command_queue: *mut c_void,
-    ptr: *mut c_void,
-    size: usize,
-    flags: u64,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_void, ptr: *mut c_void, size: usize, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[64].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMigrateMemINTEL,
-        &[
-            command_queue as u64,
-            ptr as u64,
-            size as u64,
-            flags as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMigrateMemINTEL, &[command_queue as u64, ptr as u64, size as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemINTEL.
-    let r = unsafe {
-        next(command_queue, ptr, size, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _)
-    };
+    let r = unsafe { next(command_queue, ptr, size, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe {
-        Command::copy(crate::enqueue::copy_op::MIGRATE, ptr as u64, 0 as u64, size as u64)
-    });
+    submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, ptr as u64, 0 as u64, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(
-    command_queue: *mut c_void,
-    dst_ptr: *mut c_void,
-    value: i32,
-    size: usize,
-    num_events_in_wait_list: u32,
-    event_wait_list: *mut c_void,
-    event: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void, dst_ptr: *mut c_void, value: i32, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let raw = EXT_NEXT[65].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemsetINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clEnqueueMemsetINTEL,
-        &[
-            command_queue as u64,
-            dst_ptr as u64,
-            value as u64,
-            size as u64,
-            num_events_in_wait_list as u64,
-            event_wait_list as u64,
-            event as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clEnqueueMemsetINTEL, &[command_queue as u64, dst_ptr as u64, value as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemsetINTEL.
-    let r = unsafe {
-        next(command_queue, dst_ptr, value, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _)
-    };
+    let r = unsafe { next(command_queue, dst_ptr, value, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe {
-        Command::fill(
-            crate::enqueue::fill_op::USM_FILL,
-            dst_ptr as u64,
-            &raw const value as *const c_void,
-            1,
-            size as u64,
-        )
-    });
+    submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) });
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(
-    context: *mut c_void,
-    properties: *mut c_void,
-    flags: u64,
-    size: usize,
-    host_ptr: *mut c_void,
-    errcode_ret: *mut c_void,
-) -> *mut c_void {
+pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(context: *mut c_void, properties: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
     let raw = EXT_NEXT[66].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateBufferWithPropertiesINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateBufferWithPropertiesINTEL_fn>>(raw) }) else {
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(
-        op::clCreateBufferWithPropertiesINTEL,
-        &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64],
-    );
+    let mut call = ApiCall::enter(op::clCreateBufferWithPropertiesINTEL, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBufferWithPropertiesINTEL.
@@ -8858,82 +3411,26 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetImageRequirementsInfoEXT(
-    context: *mut c_void,
-    properties: *mut c_void,
-    flags: u64,
-    image_format: *mut c_void,
-    image_desc: *mut c_void,
-    param_name: u32,
-    param_value_size: usize,
-    param_value: *mut c_void,
-    param_value_size_ret: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetImageRequirementsInfoEXT(context: *mut c_void, properties: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let raw = EXT_NEXT[67].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetImageRequirementsInfoEXT_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetImageRequirementsInfoEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetImageRequirementsInfoEXT,
-        &[
-            context as u64,
-            properties as u64,
-            flags as u64,
-            image_format as u64,
-            image_desc as u64,
-            param_name as u64,
-            param_value_size as u64,
-            param_value as u64,
-            param_value_size_ret as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetImageRequirementsInfoEXT, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageRequirementsInfoEXT.
-    let r = unsafe {
-        next(
-            context,
-            properties,
-            flags,
-            image_format,
-            image_desc,
-            param_name,
-            param_value_size,
-            param_value,
-            param_value_size_ret,
-        )
-    };
+    let r = unsafe { next(context, properties, flags, image_format, image_desc, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
 }
 
-pub(crate) unsafe extern "C" fn clGetSupportedGLTextureFormatsINTEL(
-    context: *mut c_void,
-    flags: u64,
-    image_type: u32,
-    num_entries: u32,
-    gl_formats: *mut c_void,
-    num_texture_formats: *mut c_void,
-) -> i32 {
+pub(crate) unsafe extern "C" fn clGetSupportedGLTextureFormatsINTEL(context: *mut c_void, flags: u64, image_type: u32, num_entries: u32, gl_formats: *mut c_void, num_texture_formats: *mut c_void) -> i32 {
     let raw = EXT_NEXT[68].load(Ordering::Acquire);
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
-    let Some(next) =
-        (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSupportedGLTextureFormatsINTEL_fn>>(raw) })
-    else {
+    let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSupportedGLTextureFormatsINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(
-        op::clGetSupportedGLTextureFormatsINTEL,
-        &[
-            context as u64,
-            flags as u64,
-            image_type as u64,
-            num_entries as u64,
-            gl_formats as u64,
-            num_texture_formats as u64,
-        ],
-    );
+    let mut call = ApiCall::enter(op::clGetSupportedGLTextureFormatsINTEL, &[context as u64, flags as u64, image_type as u64, num_entries as u64, gl_formats as u64, num_texture_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedGLTextureFormatsINTEL.
     let r = unsafe { next(context, flags, image_type, num_entries, gl_formats, num_texture_formats) };
     call.exit(r, 0);
@@ -9100,100 +3597,42 @@ pub(crate) fn layer_dispatch() -> IcdDispatch {
 pub(crate) fn extension_wrapper(name: &[u8]) -> Option<(usize, *mut c_void)> {
     Some(match name {
         b"clCreateCommandBufferKHR" => (0, clCreateCommandBufferKHR as sig::clCreateCommandBufferKHR_fn as *mut c_void),
-        b"clFinalizeCommandBufferKHR" => {
-            (1, clFinalizeCommandBufferKHR as sig::clFinalizeCommandBufferKHR_fn as *mut c_void)
-        }
+        b"clFinalizeCommandBufferKHR" => (1, clFinalizeCommandBufferKHR as sig::clFinalizeCommandBufferKHR_fn as *mut c_void),
         b"clRetainCommandBufferKHR" => (2, clRetainCommandBufferKHR as sig::clRetainCommandBufferKHR_fn as *mut c_void),
-        b"clReleaseCommandBufferKHR" => {
-            (3, clReleaseCommandBufferKHR as sig::clReleaseCommandBufferKHR_fn as *mut c_void)
-        }
-        b"clEnqueueCommandBufferKHR" => {
-            (4, clEnqueueCommandBufferKHR as sig::clEnqueueCommandBufferKHR_fn as *mut c_void)
-        }
-        b"clCommandBarrierWithWaitListKHR" => {
-            (5, clCommandBarrierWithWaitListKHR as sig::clCommandBarrierWithWaitListKHR_fn as *mut c_void)
-        }
+        b"clReleaseCommandBufferKHR" => (3, clReleaseCommandBufferKHR as sig::clReleaseCommandBufferKHR_fn as *mut c_void),
+        b"clEnqueueCommandBufferKHR" => (4, clEnqueueCommandBufferKHR as sig::clEnqueueCommandBufferKHR_fn as *mut c_void),
+        b"clCommandBarrierWithWaitListKHR" => (5, clCommandBarrierWithWaitListKHR as sig::clCommandBarrierWithWaitListKHR_fn as *mut c_void),
         b"clCommandCopyBufferKHR" => (6, clCommandCopyBufferKHR as sig::clCommandCopyBufferKHR_fn as *mut c_void),
-        b"clCommandCopyBufferRectKHR" => {
-            (7, clCommandCopyBufferRectKHR as sig::clCommandCopyBufferRectKHR_fn as *mut c_void)
-        }
-        b"clCommandCopyBufferToImageKHR" => {
-            (8, clCommandCopyBufferToImageKHR as sig::clCommandCopyBufferToImageKHR_fn as *mut c_void)
-        }
+        b"clCommandCopyBufferRectKHR" => (7, clCommandCopyBufferRectKHR as sig::clCommandCopyBufferRectKHR_fn as *mut c_void),
+        b"clCommandCopyBufferToImageKHR" => (8, clCommandCopyBufferToImageKHR as sig::clCommandCopyBufferToImageKHR_fn as *mut c_void),
         b"clCommandCopyImageKHR" => (9, clCommandCopyImageKHR as sig::clCommandCopyImageKHR_fn as *mut c_void),
-        b"clCommandCopyImageToBufferKHR" => {
-            (10, clCommandCopyImageToBufferKHR as sig::clCommandCopyImageToBufferKHR_fn as *mut c_void)
-        }
+        b"clCommandCopyImageToBufferKHR" => (10, clCommandCopyImageToBufferKHR as sig::clCommandCopyImageToBufferKHR_fn as *mut c_void),
         b"clCommandFillBufferKHR" => (11, clCommandFillBufferKHR as sig::clCommandFillBufferKHR_fn as *mut c_void),
         b"clCommandFillImageKHR" => (12, clCommandFillImageKHR as sig::clCommandFillImageKHR_fn as *mut c_void),
-        b"clCommandNDRangeKernelKHR" => {
-            (13, clCommandNDRangeKernelKHR as sig::clCommandNDRangeKernelKHR_fn as *mut c_void)
-        }
-        b"clGetCommandBufferInfoKHR" => {
-            (14, clGetCommandBufferInfoKHR as sig::clGetCommandBufferInfoKHR_fn as *mut c_void)
-        }
-        b"clUpdateMutableCommandsKHR" => {
-            (15, clUpdateMutableCommandsKHR as sig::clUpdateMutableCommandsKHR_fn as *mut c_void)
-        }
-        b"clGetMutableCommandInfoKHR" => {
-            (16, clGetMutableCommandInfoKHR as sig::clGetMutableCommandInfoKHR_fn as *mut c_void)
-        }
-        b"clSetMemObjectDestructorAPPLE" => {
-            (17, clSetMemObjectDestructorAPPLE as sig::clSetMemObjectDestructorAPPLE_fn as *mut c_void)
-        }
-        b"clLogMessagesToSystemLogAPPLE" => {
-            (18, clLogMessagesToSystemLogAPPLE as sig::clLogMessagesToSystemLogAPPLE_fn as *mut c_void)
-        }
-        b"clLogMessagesToStdoutAPPLE" => {
-            (19, clLogMessagesToStdoutAPPLE as sig::clLogMessagesToStdoutAPPLE_fn as *mut c_void)
-        }
-        b"clLogMessagesToStderrAPPLE" => {
-            (20, clLogMessagesToStderrAPPLE as sig::clLogMessagesToStderrAPPLE_fn as *mut c_void)
-        }
+        b"clCommandNDRangeKernelKHR" => (13, clCommandNDRangeKernelKHR as sig::clCommandNDRangeKernelKHR_fn as *mut c_void),
+        b"clGetCommandBufferInfoKHR" => (14, clGetCommandBufferInfoKHR as sig::clGetCommandBufferInfoKHR_fn as *mut c_void),
+        b"clUpdateMutableCommandsKHR" => (15, clUpdateMutableCommandsKHR as sig::clUpdateMutableCommandsKHR_fn as *mut c_void),
+        b"clGetMutableCommandInfoKHR" => (16, clGetMutableCommandInfoKHR as sig::clGetMutableCommandInfoKHR_fn as *mut c_void),
+        b"clSetMemObjectDestructorAPPLE" => (17, clSetMemObjectDestructorAPPLE as sig::clSetMemObjectDestructorAPPLE_fn as *mut c_void),
+        b"clLogMessagesToSystemLogAPPLE" => (18, clLogMessagesToSystemLogAPPLE as sig::clLogMessagesToSystemLogAPPLE_fn as *mut c_void),
+        b"clLogMessagesToStdoutAPPLE" => (19, clLogMessagesToStdoutAPPLE as sig::clLogMessagesToStdoutAPPLE_fn as *mut c_void),
+        b"clLogMessagesToStderrAPPLE" => (20, clLogMessagesToStderrAPPLE as sig::clLogMessagesToStderrAPPLE_fn as *mut c_void),
         b"clIcdGetPlatformIDsKHR" => (21, clIcdGetPlatformIDsKHR as sig::clIcdGetPlatformIDsKHR_fn as *mut c_void),
-        b"clCreateProgramWithILKHR" => {
-            (22, clCreateProgramWithILKHR as sig::clCreateProgramWithILKHR_fn as *mut c_void)
-        }
+        b"clCreateProgramWithILKHR" => (22, clCreateProgramWithILKHR as sig::clCreateProgramWithILKHR_fn as *mut c_void),
         b"clTerminateContextKHR" => (23, clTerminateContextKHR as sig::clTerminateContextKHR_fn as *mut c_void),
-        b"clCreateCommandQueueWithPropertiesKHR" => {
-            (24, clCreateCommandQueueWithPropertiesKHR as sig::clCreateCommandQueueWithPropertiesKHR_fn as *mut c_void)
-        }
-        b"clEnqueueMigrateMemObjectEXT" => {
-            (25, clEnqueueMigrateMemObjectEXT as sig::clEnqueueMigrateMemObjectEXT_fn as *mut c_void)
-        }
-        b"clGetDeviceImageInfoQCOM" => {
-            (26, clGetDeviceImageInfoQCOM as sig::clGetDeviceImageInfoQCOM_fn as *mut c_void)
-        }
-        b"clEnqueueAcquireGrallocObjectsIMG" => {
-            (27, clEnqueueAcquireGrallocObjectsIMG as sig::clEnqueueAcquireGrallocObjectsIMG_fn as *mut c_void)
-        }
-        b"clEnqueueReleaseGrallocObjectsIMG" => {
-            (28, clEnqueueReleaseGrallocObjectsIMG as sig::clEnqueueReleaseGrallocObjectsIMG_fn as *mut c_void)
-        }
-        b"clEnqueueGenerateMipmapIMG" => {
-            (29, clEnqueueGenerateMipmapIMG as sig::clEnqueueGenerateMipmapIMG_fn as *mut c_void)
-        }
-        b"clGetKernelSuggestedLocalWorkSizeKHR" => {
-            (30, clGetKernelSuggestedLocalWorkSizeKHR as sig::clGetKernelSuggestedLocalWorkSizeKHR_fn as *mut c_void)
-        }
-        b"clEnqueueAcquireExternalMemObjectsKHR" => {
-            (31, clEnqueueAcquireExternalMemObjectsKHR as sig::clEnqueueAcquireExternalMemObjectsKHR_fn as *mut c_void)
-        }
-        b"clEnqueueReleaseExternalMemObjectsKHR" => {
-            (32, clEnqueueReleaseExternalMemObjectsKHR as sig::clEnqueueReleaseExternalMemObjectsKHR_fn as *mut c_void)
-        }
-        b"clGetSemaphoreHandleForTypeKHR" => {
-            (33, clGetSemaphoreHandleForTypeKHR as sig::clGetSemaphoreHandleForTypeKHR_fn as *mut c_void)
-        }
-        b"clCreateSemaphoreWithPropertiesKHR" => {
-            (34, clCreateSemaphoreWithPropertiesKHR as sig::clCreateSemaphoreWithPropertiesKHR_fn as *mut c_void)
-        }
-        b"clEnqueueWaitSemaphoresKHR" => {
-            (35, clEnqueueWaitSemaphoresKHR as sig::clEnqueueWaitSemaphoresKHR_fn as *mut c_void)
-        }
-        b"clEnqueueSignalSemaphoresKHR" => {
-            (36, clEnqueueSignalSemaphoresKHR as sig::clEnqueueSignalSemaphoresKHR_fn as *mut c_void)
-        }
+        b"clCreateCommandQueueWithPropertiesKHR" => (24, clCreateCommandQueueWithPropertiesKHR as sig::clCreateCommandQueueWithPropertiesKHR_fn as *mut c_void),
+        b"clEnqueueMigrateMemObjectEXT" => (25, clEnqueueMigrateMemObjectEXT as sig::clEnqueueMigrateMemObjectEXT_fn as *mut c_void),
+        b"clGetDeviceImageInfoQCOM" => (26, clGetDeviceImageInfoQCOM as sig::clGetDeviceImageInfoQCOM_fn as *mut c_void),
+        b"clEnqueueAcquireGrallocObjectsIMG" => (27, clEnqueueAcquireGrallocObjectsIMG as sig::clEnqueueAcquireGrallocObjectsIMG_fn as *mut c_void),
+        b"clEnqueueReleaseGrallocObjectsIMG" => (28, clEnqueueReleaseGrallocObjectsIMG as sig::clEnqueueReleaseGrallocObjectsIMG_fn as *mut c_void),
+        b"clEnqueueGenerateMipmapIMG" => (29, clEnqueueGenerateMipmapIMG as sig::clEnqueueGenerateMipmapIMG_fn as *mut c_void),
+        b"clGetKernelSuggestedLocalWorkSizeKHR" => (30, clGetKernelSuggestedLocalWorkSizeKHR as sig::clGetKernelSuggestedLocalWorkSizeKHR_fn as *mut c_void),
+        b"clEnqueueAcquireExternalMemObjectsKHR" => (31, clEnqueueAcquireExternalMemObjectsKHR as sig::clEnqueueAcquireExternalMemObjectsKHR_fn as *mut c_void),
+        b"clEnqueueReleaseExternalMemObjectsKHR" => (32, clEnqueueReleaseExternalMemObjectsKHR as sig::clEnqueueReleaseExternalMemObjectsKHR_fn as *mut c_void),
+        b"clGetSemaphoreHandleForTypeKHR" => (33, clGetSemaphoreHandleForTypeKHR as sig::clGetSemaphoreHandleForTypeKHR_fn as *mut c_void),
+        b"clCreateSemaphoreWithPropertiesKHR" => (34, clCreateSemaphoreWithPropertiesKHR as sig::clCreateSemaphoreWithPropertiesKHR_fn as *mut c_void),
+        b"clEnqueueWaitSemaphoresKHR" => (35, clEnqueueWaitSemaphoresKHR as sig::clEnqueueWaitSemaphoresKHR_fn as *mut c_void),
+        b"clEnqueueSignalSemaphoresKHR" => (36, clEnqueueSignalSemaphoresKHR as sig::clEnqueueSignalSemaphoresKHR_fn as *mut c_void),
         b"clGetSemaphoreInfoKHR" => (37, clGetSemaphoreInfoKHR as sig::clGetSemaphoreInfoKHR_fn as *mut c_void),
         b"clReleaseSemaphoreKHR" => (38, clReleaseSemaphoreKHR as sig::clReleaseSemaphoreKHR_fn as *mut c_void),
         b"clRetainSemaphoreKHR" => (39, clRetainSemaphoreKHR as sig::clRetainSemaphoreKHR_fn as *mut c_void),
@@ -9205,47 +3644,27 @@ pub(crate) fn extension_wrapper(name: &[u8]) -> Option<(usize, *mut c_void)> {
         b"clEnqueueSVMMemFillARM" => (45, clEnqueueSVMMemFillARM as sig::clEnqueueSVMMemFillARM_fn as *mut c_void),
         b"clEnqueueSVMMapARM" => (46, clEnqueueSVMMapARM as sig::clEnqueueSVMMapARM_fn as *mut c_void),
         b"clEnqueueSVMUnmapARM" => (47, clEnqueueSVMUnmapARM as sig::clEnqueueSVMUnmapARM_fn as *mut c_void),
-        b"clSetKernelArgSVMPointerARM" => {
-            (48, clSetKernelArgSVMPointerARM as sig::clSetKernelArgSVMPointerARM_fn as *mut c_void)
-        }
+        b"clSetKernelArgSVMPointerARM" => (48, clSetKernelArgSVMPointerARM as sig::clSetKernelArgSVMPointerARM_fn as *mut c_void),
         b"clSetKernelExecInfoARM" => (49, clSetKernelExecInfoARM as sig::clSetKernelExecInfoARM_fn as *mut c_void),
-        b"clCreateAcceleratorINTEL" => {
-            (50, clCreateAcceleratorINTEL as sig::clCreateAcceleratorINTEL_fn as *mut c_void)
-        }
-        b"clGetAcceleratorInfoINTEL" => {
-            (51, clGetAcceleratorInfoINTEL as sig::clGetAcceleratorInfoINTEL_fn as *mut c_void)
-        }
-        b"clRetainAcceleratorINTEL" => {
-            (52, clRetainAcceleratorINTEL as sig::clRetainAcceleratorINTEL_fn as *mut c_void)
-        }
-        b"clReleaseAcceleratorINTEL" => {
-            (53, clReleaseAcceleratorINTEL as sig::clReleaseAcceleratorINTEL_fn as *mut c_void)
-        }
+        b"clCreateAcceleratorINTEL" => (50, clCreateAcceleratorINTEL as sig::clCreateAcceleratorINTEL_fn as *mut c_void),
+        b"clGetAcceleratorInfoINTEL" => (51, clGetAcceleratorInfoINTEL as sig::clGetAcceleratorInfoINTEL_fn as *mut c_void),
+        b"clRetainAcceleratorINTEL" => (52, clRetainAcceleratorINTEL as sig::clRetainAcceleratorINTEL_fn as *mut c_void),
+        b"clReleaseAcceleratorINTEL" => (53, clReleaseAcceleratorINTEL as sig::clReleaseAcceleratorINTEL_fn as *mut c_void),
         b"clHostMemAllocINTEL" => (54, clHostMemAllocINTEL as sig::clHostMemAllocINTEL_fn as *mut c_void),
         b"clDeviceMemAllocINTEL" => (55, clDeviceMemAllocINTEL as sig::clDeviceMemAllocINTEL_fn as *mut c_void),
         b"clSharedMemAllocINTEL" => (56, clSharedMemAllocINTEL as sig::clSharedMemAllocINTEL_fn as *mut c_void),
         b"clMemFreeINTEL" => (57, clMemFreeINTEL as sig::clMemFreeINTEL_fn as *mut c_void),
         b"clMemBlockingFreeINTEL" => (58, clMemBlockingFreeINTEL as sig::clMemBlockingFreeINTEL_fn as *mut c_void),
         b"clGetMemAllocInfoINTEL" => (59, clGetMemAllocInfoINTEL as sig::clGetMemAllocInfoINTEL_fn as *mut c_void),
-        b"clSetKernelArgMemPointerINTEL" => {
-            (60, clSetKernelArgMemPointerINTEL as sig::clSetKernelArgMemPointerINTEL_fn as *mut c_void)
-        }
+        b"clSetKernelArgMemPointerINTEL" => (60, clSetKernelArgMemPointerINTEL as sig::clSetKernelArgMemPointerINTEL_fn as *mut c_void),
         b"clEnqueueMemFillINTEL" => (61, clEnqueueMemFillINTEL as sig::clEnqueueMemFillINTEL_fn as *mut c_void),
         b"clEnqueueMemcpyINTEL" => (62, clEnqueueMemcpyINTEL as sig::clEnqueueMemcpyINTEL_fn as *mut c_void),
         b"clEnqueueMemAdviseINTEL" => (63, clEnqueueMemAdviseINTEL as sig::clEnqueueMemAdviseINTEL_fn as *mut c_void),
-        b"clEnqueueMigrateMemINTEL" => {
-            (64, clEnqueueMigrateMemINTEL as sig::clEnqueueMigrateMemINTEL_fn as *mut c_void)
-        }
+        b"clEnqueueMigrateMemINTEL" => (64, clEnqueueMigrateMemINTEL as sig::clEnqueueMigrateMemINTEL_fn as *mut c_void),
         b"clEnqueueMemsetINTEL" => (65, clEnqueueMemsetINTEL as sig::clEnqueueMemsetINTEL_fn as *mut c_void),
-        b"clCreateBufferWithPropertiesINTEL" => {
-            (66, clCreateBufferWithPropertiesINTEL as sig::clCreateBufferWithPropertiesINTEL_fn as *mut c_void)
-        }
-        b"clGetImageRequirementsInfoEXT" => {
-            (67, clGetImageRequirementsInfoEXT as sig::clGetImageRequirementsInfoEXT_fn as *mut c_void)
-        }
-        b"clGetSupportedGLTextureFormatsINTEL" => {
-            (68, clGetSupportedGLTextureFormatsINTEL as sig::clGetSupportedGLTextureFormatsINTEL_fn as *mut c_void)
-        }
+        b"clCreateBufferWithPropertiesINTEL" => (66, clCreateBufferWithPropertiesINTEL as sig::clCreateBufferWithPropertiesINTEL_fn as *mut c_void),
+        b"clGetImageRequirementsInfoEXT" => (67, clGetImageRequirementsInfoEXT as sig::clGetImageRequirementsInfoEXT_fn as *mut c_void),
+        b"clGetSupportedGLTextureFormatsINTEL" => (68, clGetSupportedGLTextureFormatsINTEL as sig::clGetSupportedGLTextureFormatsINTEL_fn as *mut c_void),
         _ => return None,
     })
 }

@@ -247,7 +247,8 @@ impl CounterValues {
 
 /// Results of completed commands, by event. An entry is replaced when the runtime reuses the
 /// event's address for a later command; at most `MAX_RESULTS` are kept (the oldest go first).
-static RESULTS: Mutex<Option<(HashMap<usize, CounterValues>, std::collections::VecDeque<usize>)>> = Mutex::new(None);
+type ResultTable = (HashMap<usize, CounterValues>, std::collections::VecDeque<usize>);
+static RESULTS: Mutex<Option<ResultTable>> = Mutex::new(None);
 const MAX_RESULTS: usize = 1 << 16;
 
 pub(crate) fn store_results(event: usize, values: CounterValues) {
@@ -255,10 +256,10 @@ pub(crate) fn store_results(event: usize, values: CounterValues) {
     let (map, order) = g.get_or_insert_with(Default::default);
     if map.insert(event, values).is_none() {
         order.push_back(event);
-        if order.len() > MAX_RESULTS {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
-            }
+        if order.len() > MAX_RESULTS
+            && let Some(old) = order.pop_front()
+        {
+            map.remove(&old);
         }
     }
 }
@@ -375,7 +376,7 @@ mod tests {
                 parse_config(&PerformanceCounterConfigCodeplay { count: 1, descs: ptr::null_mut() }),
                 Err(CL_INVALID_VALUE)
             );
-            descs[0].uuid = 0xdead;
+            (*ok.descs).uuid = 0xdead;
             assert_eq!(parse_config(&ok), Err(CL_INVALID_VALUE));
         }
     }

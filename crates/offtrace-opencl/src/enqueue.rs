@@ -234,14 +234,14 @@ impl Submission {
             // SAFETY: the enqueue succeeded, so the program's `event` holds the new event.
             #[allow(unsafe_code)]
             let ev = unsafe { *self.user_event };
-            if !ev.is_null() {
-                if let Some(retain) = next().clRetainEvent {
-                    // SAFETY: a valid event just returned by the runtime.
-                    #[allow(unsafe_code)]
-                    unsafe {
-                        retain(ev)
-                    };
-                }
+            if !ev.is_null()
+                && let Some(retain) = next().clRetainEvent
+            {
+                // SAFETY: a valid event just returned by the runtime.
+                #[allow(unsafe_code)]
+                unsafe {
+                    retain(ev)
+                };
             }
             ev
         };

@@ -215,22 +215,23 @@ pub(crate) unsafe fn clGetCommandQueueInfo(
     if u64::from(param) == CL_QUEUE_PROPERTIES {
         // SAFETY: forwarded.
         let r = unsafe { next(queue, param, size, value, size_ret) };
-        if r == CL_SUCCESS && !value.is_null() && size >= 8 {
-            if let Some(q) = queues::get(queue) {
-                if q.app_properties & CL_QUEUE_PROFILING_ENABLE == 0 {
-                    // SAFETY: the runtime just wrote a cl_command_queue_properties there.
-                    unsafe { *value.cast::<u64>() &= !CL_QUEUE_PROFILING_ENABLE };
-                }
-            }
+        if r == CL_SUCCESS
+            && !value.is_null()
+            && size >= 8
+            && let Some(q) = queues::get(queue)
+            && q.app_properties & CL_QUEUE_PROFILING_ENABLE == 0
+        {
+            // SAFETY: the runtime just wrote a cl_command_queue_properties there.
+            unsafe { *value.cast::<u64>() &= !CL_QUEUE_PROFILING_ENABLE };
         }
         return r;
     }
-    if param == CL_QUEUE_PROPERTIES_ARRAY {
-        if let Some(list) = queues::get(queue).and_then(|q| q.app_property_list) {
-            let bytes: Vec<u8> = list.iter().flat_map(|v| v.to_ne_bytes()).collect();
-            // SAFETY: the program's buffers.
-            return unsafe { answer(&bytes, size, value, size_ret) };
-        }
+    if param == CL_QUEUE_PROPERTIES_ARRAY
+        && let Some(list) = queues::get(queue).and_then(|q| q.app_property_list)
+    {
+        let bytes: Vec<u8> = list.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        // SAFETY: the program's buffers.
+        return unsafe { answer(&bytes, size, value, size_ret) };
     }
     // SAFETY: forwarded.
     unsafe { next(queue, param, size, value, size_ret) }
@@ -349,12 +350,12 @@ pub(crate) unsafe fn clGetEventProfilingInfo(
         let mut queue: *mut c_void = ptr::null_mut();
         // SAFETY: an 8-byte out value; the runtime validates the event.
         let r = unsafe { info(event, CL_EVENT_COMMAND_QUEUE, 8, (&raw mut queue).cast(), ptr::null_mut()) };
-        if r == CL_SUCCESS && !queue.is_null() {
-            if let Some(q) = queues::get(queue) {
-                if q.app_properties & CL_QUEUE_PROFILING_ENABLE == 0 {
-                    return CL_PROFILING_INFO_NOT_AVAILABLE;
-                }
-            }
+        if r == CL_SUCCESS
+            && !queue.is_null()
+            && let Some(q) = queues::get(queue)
+            && q.app_properties & CL_QUEUE_PROFILING_ENABLE == 0
+        {
+            return CL_PROFILING_INFO_NOT_AVAILABLE;
         }
     }
     // SAFETY: forwarded.
@@ -568,6 +569,7 @@ pub(crate) unsafe fn clCreateImage(
     m
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn clCreateImageWithProperties(
     next: sig::clCreateImageWithProperties_fn,
     context: *mut c_void,

@@ -27,6 +27,7 @@
 // `extern "C"` function over raw pointers. Each `unsafe` block carries its SAFETY comment.
 #![allow(unsafe_code)]
 
+#[rustfmt::skip] // generated: scripts/gen_opencl_table.py --check compares it byte for byte
 mod api;
 pub mod calibration;
 mod call;

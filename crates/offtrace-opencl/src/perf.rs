@@ -104,6 +104,13 @@ pub(crate) fn snapshot() -> Option<Snapshot> {
     Some(s)
 }
 
+impl std::ops::Index<usize> for Snapshot {
+    type Output = Option<u64>;
+    fn index(&self, i: usize) -> &Option<u64> {
+        &self.0[i]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,12 +129,5 @@ mod tests {
         std::hint::black_box(x);
         let b = snapshot().expect("snapshot")[0].expect("task-clock");
         assert!(b > a, "task-clock did not advance: {a} -> {b}");
-    }
-}
-
-impl std::ops::Index<usize> for Snapshot {
-    type Output = Option<u64>;
-    fn index(&self, i: usize) -> &Option<u64> {
-        &self.0[i]
     }
 }

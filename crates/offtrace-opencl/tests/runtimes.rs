@@ -1,0 +1,387 @@
+//! The layer against the real OpenCL runtimes (tier 2): PoCL through Debian's ocl-icd loader,
+//! and Intel's CPU runtime through the Khronos loader of the SYCL venv; plain C, pyopencl and
+//! dpctl programs.
+//!
+//! Needs `scripts/setup-opencl.sh` (PoCL, ocl-icd, headers, a C compiler; pyopencl in
+//! `$OFFTRACE_OPENCL_VENV`, default `<workspace>/.venv-opencl`) and for Intel the SYCL venv
+//! (`scripts/setup-sycl.sh`; `$OFFTRACE_SYCL_VENV`, default `<workspace>/.venv`). Without them
+//! the tests fail and say what to run; `OFFTRACE_SKIP_OPENCL=1` skips them.
+//!
+//! The layer reports to a test tool (`tests/c/record_tool.c`, loaded with `OFFTRACE_TOOLS`) that
+//! writes one line per record; the tests compare those lines with what the programs print.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace")
+}
+
+fn skip() -> bool {
+    std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1")
+}
+
+/// `target/<profile>/libofftrace_opencl.so`, built with this test.
+fn layer() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let p = dir.join("libofftrace_opencl.so");
+    assert!(p.is_file(), "{} missing: cargo build -p offtrace-opencl", p.display());
+    p
+}
+
+/// Compiles `src` (relative to the workspace) with `cc`; `shared` builds a tool library.
+fn cc(dir: &Path, src: &str, out: &str, shared: bool) -> PathBuf {
+    let out = dir.join(out);
+    let mut c = Command::new("cc");
+    c.arg("-O2").arg("-o").arg(&out).arg(workspace().join(src));
+    if shared {
+        c.args(["-shared", "-fPIC"]).arg("-I").arg(workspace().join("crates/offtrace-capi/include"));
+    } else {
+        c.arg("-lOpenCL");
+    }
+    let st = c.status().expect("cc (install a C compiler)");
+    assert!(st.success(), "cc {src} failed: run scripts/setup-opencl.sh (OpenCL headers, ocl-icd-opencl-dev)");
+    out
+}
+
+/// Where a program runs: the loader, the runtime, and how to pick its platform.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Runtime {
+    /// PoCL through the system loader (ocl-icd).
+    Pocl,
+    /// Intel's CPU runtime through the venv's Khronos loader.
+    Intel,
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    tool: PathBuf,
+}
+
+fn setup() -> Option<Setup> {
+    if skip() {
+        eprintln!("skipping: OFFTRACE_SKIP_OPENCL=1");
+        return None;
+    }
+    assert!(
+        Path::new("/etc/OpenCL/vendors/pocl.icd").exists() && Path::new("/usr/include/CL/cl.h").exists(),
+        "PoCL or the OpenCL headers are missing: run scripts/setup-opencl.sh (or OFFTRACE_SKIP_OPENCL=1 to skip)"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tool = cc(dir.path(), "crates/offtrace-opencl/tests/c/record_tool.c", "librecord_tool.so", true);
+    Some(Setup { dir, tool })
+}
+
+fn sycl_venv() -> PathBuf {
+    let v = std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from);
+    assert!(
+        v.join("lib/libintelocl.so").exists() && v.join("lib/libOpenCL.so.1").exists(),
+        "no Intel OpenCL runtime in {}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV)",
+        v.display()
+    );
+    v
+}
+
+fn opencl_venv() -> PathBuf {
+    let v = std::env::var_os("OFFTRACE_OPENCL_VENV").map_or_else(|| workspace().join(".venv-opencl"), PathBuf::from);
+    assert!(v.join("bin/python").exists(), "no pyopencl venv at {}: run scripts/setup-opencl.sh", v.display());
+    v
+}
+
+impl Setup {
+    fn command(&self, rt: Runtime, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        match rt {
+            Runtime::Pocl => {
+                c.env("OFFTRACE_CL_PLATFORM", "Portable");
+            }
+            Runtime::Intel => {
+                let lib = sycl_venv().join("lib");
+                c.env("LD_LIBRARY_PATH", &lib).env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
+                // pyopencl's bundled ocl-icd reads vendors from OCL_ICD_VENDORS.
+                let vendors = self.dir.path().join("vendors");
+                std::fs::create_dir_all(&vendors).expect("vendors dir");
+                std::fs::write(vendors.join("intel.icd"), format!("{}\n", lib.join("libintelocl.so").display()))
+                    .expect("intel.icd");
+                c.env("OCL_ICD_VENDORS", vendors).env("OFFTRACE_CL_PLATFORM", "Intel");
+            }
+        }
+        c
+    }
+
+    /// Runs `program` with the layer and the test tool; returns its output and the tool's lines.
+    fn traced(&self, rt: Runtime, program: &Path, args: &[&str], name: &str) -> (Output, Vec<String>) {
+        let rec = self.dir.path().join(format!("{name}.txt"));
+        let out = self
+            .command(rt, program)
+            .args(args)
+            .env("OPENCL_LAYERS", layer())
+            .env("OFFTRACE_TOOLS", &self.tool)
+            .env("OFFTRACE_TEST_OUT", &rec)
+            .output()
+            .expect("run program");
+        let lines = std::fs::read_to_string(&rec).unwrap_or_default().lines().map(str::to_owned).collect();
+        (out, lines)
+    }
+
+    fn plain(&self, rt: Runtime, program: &Path, args: &[&str]) -> Output {
+        self.command(rt, program).args(args).output().expect("run program")
+    }
+}
+
+/// One device activity record of the tool's output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Activity {
+    kind: u32,
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+}
+
+/// The device activity records (`act`), without the launch records the buffer service also
+/// receives (one-shot records: start = end, and a `launch` line with the same correlation).
+fn activities(lines: &[String]) -> Vec<Activity> {
+    let launches: Vec<u64> =
+        lines.iter().filter(|l| l.starts_with("launch ")).filter_map(|l| l.split(' ').nth(2)?.parse().ok()).collect();
+    let mut acts: Vec<Activity> = lines
+        .iter()
+        .filter(|l| l.starts_with("act "))
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').skip(1).map(|x| x.parse().expect("number")).collect();
+            Activity { kind: f[0] as u32, op: f[1] as u32, correlation: f[2], start: f[3], end: f[4] }
+        })
+        .collect();
+    // Drop exactly one instant per launch.
+    for c in launches {
+        if let Some(i) = acts.iter().position(|a| a.kind == 3 && a.correlation == c && a.start == a.end && a.start != 0)
+        {
+            acts.remove(i);
+        }
+    }
+    acts.sort_by_key(|a| a.correlation);
+    acts
+}
+
+fn count_kinds(acts: &[Activity]) -> BTreeMap<u32, usize> {
+    let mut m = BTreeMap::new();
+    for a in acts {
+        *m.entry(a.kind).or_default() += 1;
+    }
+    m
+}
+
+/// The `profile <what> <i> <ns>` lines a program printed, in enqueue order.
+fn program_profile(stdout: &str) -> Vec<(String, u64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() == 4 && f[0] == "profile").then(|| (f[1].to_owned(), f[3].parse().expect("ns")))
+        })
+        .collect()
+}
+
+const KERNEL: u32 = 3;
+const COPY: u32 = 4;
+const FILL: u32 = 5;
+
+fn vector_add_matches_program(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
+    let (out, lines) = s.traced(rt, &prog, &["--profile", "--iters", "6"], "vector_add");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(lines.iter().any(|l| l == "end"), "{rt:?}: the tool was not finalised: {lines:?}");
+    let acts = activities(&lines);
+    // 6 kernels; 2 writes + copy + read + map + unmap; 1 fill (what the program printed).
+    assert!(stdout.contains("enqueued kernels=6 copies=4 fills=1 maps=1 unmaps=1"), "{stdout}");
+    assert_eq!(count_kinds(&acts), BTreeMap::from([(KERNEL, 6), (COPY, 6), (FILL, 1)]), "{rt:?}: {acts:?}");
+    // Device durations equal what the program reads from its own events, to the ns, in order.
+    let profile = program_profile(&stdout);
+    assert_eq!(profile.len(), acts.len(), "{rt:?}");
+    for ((what, ns), a) in profile.iter().zip(&acts) {
+        assert!(a.end >= a.start && a.start != 0, "{rt:?}: {a:?}");
+        assert_eq!(a.end - a.start, *ns, "{rt:?}: {what} {a:?}");
+    }
+    // Each activity carries the correlation of the enqueue call that made it.
+    let enqueues: Vec<u64> = lines
+        .iter()
+        .filter(|l| l.starts_with("api clEnqueue"))
+        .filter_map(|l| l.split(' ').nth(3)?.parse().ok())
+        .collect();
+    assert_eq!(acts.iter().map(|a| a.correlation).collect::<Vec<_>>(), enqueues, "{rt:?}");
+    // Device times are in the trace clock: inside the run, in enqueue order for an in-order queue.
+    assert!(acts.windows(2).all(|w| w[1].start >= w[0].end), "{rt:?}: overlapping in-order commands {acts:?}");
+}
+
+#[test]
+fn vector_add_on_pocl_counts_and_device_times_equal_the_programs() {
+    vector_add_matches_program(Runtime::Pocl);
+}
+
+#[test]
+fn vector_add_on_intel_counts_and_device_times_equal_the_programs() {
+    vector_add_matches_program(Runtime::Intel);
+}
+
+fn output_unchanged(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
+    for args in [&[][..], &["--profile", "--iters", "3"][..]] {
+        let plain = s.plain(rt, &prog, args);
+        let (traced, _) = s.traced(rt, &prog, args, "unchanged");
+        let strip = |o: &Output| {
+            // Device durations differ from run to run; everything else must be identical.
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.starts_with("profile "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(plain.status.code(), Some(0), "{rt:?} {args:?}: {}", String::from_utf8_lossy(&plain.stderr));
+        assert_eq!(
+            traced.status.code(),
+            plain.status.code(),
+            "{rt:?} {args:?}: {}",
+            String::from_utf8_lossy(&traced.stderr)
+        );
+        assert_eq!(strip(&traced), strip(&plain), "{rt:?} {args:?}");
+        assert_eq!(traced.stderr, plain.stderr, "{rt:?} {args:?}");
+    }
+}
+
+#[test]
+fn pocl_program_output_and_exit_code_are_unchanged_and_profiling_stays_hidden() {
+    output_unchanged(Runtime::Pocl);
+}
+
+#[test]
+fn intel_program_output_and_exit_code_are_unchanged_and_profiling_stays_hidden() {
+    output_unchanged(Runtime::Intel);
+}
+
+fn pyopencl_matches_program(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let py = opencl_venv().join("bin/python");
+    let script = workspace().join("examples/opencl/pyopencl_vadd.py");
+    let (out, lines) = {
+        let rec = s.dir.path().join("py.txt");
+        let o = s
+            .command(rt, &py)
+            .arg(&script)
+            .args(["--profile", "--iters", "4"])
+            .env("OPENCL_LAYERS", layer())
+            .env("OFFTRACE_TOOLS", &s.tool)
+            .env("OFFTRACE_TEST_OUT", &rec)
+            .output()
+            .expect("python");
+        (o, std::fs::read_to_string(&rec).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>())
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("enqueued kernels=4 copies=4 fills=1"), "{stdout}");
+    let acts = activities(&lines);
+    assert_eq!(count_kinds(&acts), BTreeMap::from([(KERNEL, 4), (COPY, 4), (FILL, 1)]), "{rt:?}: {acts:?}");
+    let profile = program_profile(&stdout);
+    assert_eq!(profile.len(), acts.len());
+    for ((what, ns), a) in profile.iter().zip(&acts) {
+        assert_eq!(a.end - a.start, *ns, "{rt:?}: {what} {a:?}");
+    }
+}
+
+#[test]
+fn pyopencl_on_pocl_counts_and_device_times_equal_the_programs() {
+    pyopencl_matches_program(Runtime::Pocl);
+}
+
+#[test]
+fn pyopencl_on_intel_counts_and_device_times_equal_the_programs() {
+    pyopencl_matches_program(Runtime::Intel);
+}
+
+fn codeplay_example(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/codeplay_counters.c", "codeplay_counters", false);
+    // Without the layer no CPU runtime has the extension: the example says so and exits 2.
+    assert_eq!(s.plain(rt, &prog, &[]).status.code(), Some(2), "{rt:?}: the extension exists without the layer?");
+    let (out, _) = s.traced(rt, &prog, &[], "codeplay");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{rt:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    for want in [
+        "uuid 1  device_time",
+        "misuse: unknown uuid at queue creation -> -30 (ok)",
+        "misuse: counters of a queue without the property -> -30 (ok)",
+        "misuse: counters of a user event -> -30 (ok)",
+        "misuse: param_value_size too small -> -30 (ok)",
+        "codeplay_counters: ok",
+    ] {
+        assert!(stdout.contains(want), "{rt:?}: no {want:?} in\n{stdout}");
+    }
+    // Non-zero values with the spec's units.
+    let kernel = stdout.lines().find(|l| l.starts_with("kernel:")).expect("kernel line");
+    let dt: u64 =
+        kernel.split("device_time=").nth(1).and_then(|r| r.split(' ').next()?.parse().ok()).expect("device_time");
+    assert!(dt > 0 && kernel.contains(" ns"), "{kernel}");
+    let write = stdout.lines().find(|l| l.starts_with("write:")).expect("write line");
+    assert!(write.contains("bytes_moved=4194304 bytes") && write.contains("bytes/s"), "{write}");
+}
+
+#[test]
+fn codeplay_example_on_pocl_prints_counters_and_misuse_gets_the_specs_errors() {
+    codeplay_example(Runtime::Pocl);
+}
+
+#[test]
+fn codeplay_example_on_intel_prints_counters_and_misuse_gets_the_specs_errors() {
+    codeplay_example(Runtime::Intel);
+}
+
+fn never_completed_is_reported(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/never_complete.c", "never_complete", false);
+    let (out, lines) = s.traced(rt, &prog, &[], "never");
+    assert_eq!(out.status.code(), Some(0), "{rt:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let acts = activities(&lines);
+    assert_eq!(acts.len(), 1, "{rt:?}: {lines:?}");
+    assert_eq!((acts[0].kind, acts[0].start, acts[0].end), (KERNEL, 0, 0), "{rt:?}: no device time, reported as such");
+}
+
+#[test]
+fn pocl_command_that_never_completes_is_reported_without_device_time() {
+    never_completed_is_reported(Runtime::Pocl);
+}
+
+#[test]
+fn intel_command_that_never_completes_is_reported_without_device_time() {
+    never_completed_is_reported(Runtime::Intel);
+}
+
+#[test]
+fn dpctl_program_gets_a_device_time_for_every_kernel_copy_and_fill() {
+    let Some(s) = setup() else { return };
+    let venv = sycl_venv();
+    let rec = s.dir.path().join("dpctl.txt");
+    let out = Command::new(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/usm_pipeline.py"))
+        .env("LD_LIBRARY_PATH", venv.join("lib"))
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .env("OPENCL_LAYERS", layer())
+        .env("OFFTRACE_TOOLS", &s.tool)
+        .env("OFFTRACE_TEST_OUT", &rec)
+        .output()
+        .expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> = std::fs::read_to_string(&rec).expect("records").lines().map(str::to_owned).collect();
+    let acts = activities(&lines);
+    let launches = lines.iter().filter(|l| l.starts_with("launch ")).count();
+    let count = |f: &str| lines.iter().filter(|l| l.starts_with(&format!("api {f} 0 "))).count();
+    let kinds = count_kinds(&acts);
+    assert!(launches > 0);
+    assert_eq!(kinds.get(&KERNEL), Some(&launches), "{kinds:?}");
+    assert_eq!(kinds.get(&COPY), Some(&count("clEnqueueMemcpyINTEL")), "{kinds:?}");
+    assert_eq!(kinds.get(&FILL), Some(&(count("clEnqueueMemFillINTEL") + count("clEnqueueMemsetINTEL"))), "{kinds:?}");
+    assert!(acts.iter().all(|a| a.start != 0 && a.end >= a.start), "{acts:?}");
+}
