@@ -424,7 +424,7 @@ fn call(svc: &CallbackService, record: &CallbackRecord, user: &mut UserData) {
 ///
 /// # Safety
 /// As for calling `callback` with `data`.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "the C callback signature, forwarded argument by argument")]
 #[inline(always)]
 unsafe fn invoke(
     callback: CallbackFn,
@@ -631,7 +631,10 @@ fn exit_slow(
 }
 
 /// The exit of a call entered through the late slot: the thread holds it since the enter.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the exit token's fields and the record, as the hot exit passes them (scalars in registers)"
+)]
 #[cold]
 #[inline(never)]
 fn exit_late(
@@ -654,7 +657,10 @@ fn exit_late(
 }
 
 /// The exit of a call entered before the thread's teardown (see [`crate::inflight`]).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the exit token's fields and the record, as the hot exit passes them (scalars in registers)"
+)]
 #[cold]
 #[inline(never)]
 fn exit_dying(
@@ -825,7 +831,10 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state; inlined into every emit, which takes them one by one"
+)]
 #[inline(always)]
 fn write_buffers<D: RecordData>(
     me: &ThreadSlot,
@@ -856,7 +865,10 @@ fn write_buffers<D: RecordData>(
 /// arithmetic (`p - (p & 1)`); here the common case reads the service at constant offsets.
 /// (Not for the loop of `write_buffers`: inlined into `instant_slow`, it cost the callback
 /// path of an instant two instructions of register shuffling.)
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state; inlined into every emit, which takes them one by one"
+)]
 #[inline(always)]
 fn write_buffer<D: RecordData>(
     me: &ThreadSlot,
@@ -899,7 +911,10 @@ fn wants_listed(p: *mut BufferService, op: u32) -> bool {
 }
 
 /// Stages the record in `svc`'s buffer (context slot `i`, the caller busy in it).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state; inlined into every emit, which takes them one by one"
+)]
 #[inline(always)]
 fn stage<D: RecordData>(
     svc: &BufferService,
@@ -1048,7 +1063,10 @@ fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, da
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state; inlined into every emit, which takes them one by one"
+)]
 #[inline(always)]
 fn activity_body<D: RecordData>(
     me: &ThreadSlot,
@@ -1078,7 +1096,10 @@ fn activity_body<D: RecordData>(
 
 /// [`activity_body`] for several contexts: out of line, so the one-context path keeps its
 /// registers.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state, kept in registers across this out-of-line call"
+)]
 #[inline(never)]
 fn activity_contexts<D: RecordData>(
     me: &ThreadSlot,
@@ -1096,7 +1117,10 @@ fn activity_contexts<D: RecordData>(
 }
 
 /// Activity from a thread in teardown: through the late slot (see [`crate::inflight`]).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one record's fields plus the delivery state, as the activity path passes them"
+)]
 #[cold]
 #[inline(never)]
 fn activity_late<D: RecordData>(
