@@ -408,7 +408,9 @@ for fid, name, sig, slot in functions:
             w(f"        crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);")
         w(f"        return{(' ' + ret_default(sig)) if sig['rust_ret'] else ''};")
         w("    };")
-    w(f"    let mut call = ApiCall::enter(op::{name}, &[{arg_vals}]);")
+    w("    let mut call = ApiCall::new();")
+    enter = "enter_enqueue" if name in ENQUEUE else "enter"
+    w(f"    call.{enter}(op::{name}, &[{arg_vals}]);")
     call_args = [a["name"] + (" as _" if a["name"] == "errcode_ret" else "") for a in args]
     if has_err:
         w("    let mut errcode_local = 0i32;")
@@ -418,7 +420,7 @@ for fid, name, sig, slot in functions:
         evname = "event"
         if not any(a["name"] == evname for a in args):
             sys.exit(f"gen_opencl_table: {name} has no event parameter")
-        w(f"    let mut submission = Submission::new(command_queue, {evname} as *mut *mut c_void, call.outer_correlation());")
+        w(f"    let mut submission = Submission::new(command_queue, {evname} as *mut *mut c_void, &call);")
         call_args = [("submission.event_out() as _" if a == evname else a) for a in call_args]
     target = f"crate::hooks::{name}(next, " if name in HOOKS else "next("
     w(f"    // SAFETY: the application's arguments, passed on unchanged to the next layer's {name}.")

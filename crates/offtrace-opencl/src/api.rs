@@ -818,7 +818,8 @@ pub(crate) unsafe extern "C" fn clGetPlatformIDs(num_entries: u32, platforms: *m
     let Some(next) = next().clGetPlatformIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetPlatformIDs, &[num_entries as u64, platforms as u64, num_platforms as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetPlatformIDs, &[num_entries as u64, platforms as u64, num_platforms as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPlatformIDs.
     let r = unsafe { next(num_entries, platforms, num_platforms) };
     call.exit(r, 0);
@@ -829,7 +830,8 @@ pub(crate) unsafe extern "C" fn clGetPlatformInfo(platform: *mut c_void, param_n
     let Some(next) = next().clGetPlatformInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetPlatformInfo, &[platform as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetPlatformInfo, &[platform as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPlatformInfo.
     let r = unsafe { next(platform, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -840,7 +842,8 @@ pub(crate) unsafe extern "C" fn clGetDeviceIDs(platform: *mut c_void, device_typ
     let Some(next) = next().clGetDeviceIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetDeviceIDs, &[platform as u64, device_type as u64, num_entries as u64, devices as u64, num_devices as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetDeviceIDs, &[platform as u64, device_type as u64, num_entries as u64, devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceIDs.
     let r = unsafe { next(platform, device_type, num_entries, devices, num_devices) };
     call.exit(r, 0);
@@ -851,7 +854,8 @@ pub(crate) unsafe extern "C" fn clGetDeviceInfo(device: *mut c_void, param_name:
     let Some(next) = next().clGetDeviceInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetDeviceInfo, &[device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetDeviceInfo, &[device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceInfo.
     let r = unsafe { crate::hooks::clGetDeviceInfo(next, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -863,7 +867,8 @@ pub(crate) unsafe extern "C" fn clCreateContext(properties: *mut c_void, num_dev
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateContext, &[properties as u64, num_devices as u64, devices as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateContext, &[properties as u64, num_devices as u64, devices as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateContext.
@@ -878,7 +883,8 @@ pub(crate) unsafe extern "C" fn clCreateContextFromType(properties: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateContextFromType, &[properties as u64, device_type as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateContextFromType, &[properties as u64, device_type as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateContextFromType.
@@ -892,7 +898,8 @@ pub(crate) unsafe extern "C" fn clRetainContext(context: *mut c_void) -> i32 {
     let Some(next) = next().clRetainContext else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainContext, &[context as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainContext, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainContext.
     let r = unsafe { next(context) };
     call.exit(r, 0);
@@ -903,7 +910,8 @@ pub(crate) unsafe extern "C" fn clReleaseContext(context: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseContext else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseContext, &[context as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseContext, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseContext.
     let r = unsafe { next(context) };
     call.exit(r, 0);
@@ -914,7 +922,8 @@ pub(crate) unsafe extern "C" fn clGetContextInfo(context: *mut c_void, param_nam
     let Some(next) = next().clGetContextInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetContextInfo, &[context as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetContextInfo, &[context as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetContextInfo.
     let r = unsafe { next(context, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -926,7 +935,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueue(context: *mut c_void, devic
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateCommandQueue, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateCommandQueue, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueue.
@@ -940,7 +950,8 @@ pub(crate) unsafe extern "C" fn clRetainCommandQueue(command_queue: *mut c_void)
     let Some(next) = next().clRetainCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainCommandQueue, &[command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainCommandQueue, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainCommandQueue.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
@@ -951,7 +962,8 @@ pub(crate) unsafe extern "C" fn clReleaseCommandQueue(command_queue: *mut c_void
     let Some(next) = next().clReleaseCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseCommandQueue, &[command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseCommandQueue, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseCommandQueue.
     let r = unsafe { crate::hooks::clReleaseCommandQueue(next, command_queue) };
     call.exit(r, 0);
@@ -962,7 +974,8 @@ pub(crate) unsafe extern "C" fn clGetCommandQueueInfo(command_queue: *mut c_void
     let Some(next) = next().clGetCommandQueueInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetCommandQueueInfo, &[command_queue as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetCommandQueueInfo, &[command_queue as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandQueueInfo.
     let r = unsafe { crate::hooks::clGetCommandQueueInfo(next, command_queue, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -973,7 +986,8 @@ pub(crate) unsafe extern "C" fn clSetCommandQueueProperty(command_queue: *mut c_
     let Some(next) = next().clSetCommandQueueProperty else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetCommandQueueProperty, &[command_queue as u64, properties as u64, enable as u64, old_properties as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetCommandQueueProperty, &[command_queue as u64, properties as u64, enable as u64, old_properties as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetCommandQueueProperty.
     let r = unsafe { next(command_queue, properties, enable, old_properties) };
     call.exit(r, 0);
@@ -985,7 +999,8 @@ pub(crate) unsafe extern "C" fn clCreateBuffer(context: *mut c_void, flags: u64,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateBuffer, &[context as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateBuffer, &[context as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBuffer.
@@ -1000,7 +1015,8 @@ pub(crate) unsafe extern "C" fn clCreateImage2D(context: *mut c_void, flags: u64
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateImage2D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_row_pitch as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateImage2D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_row_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage2D.
@@ -1015,7 +1031,8 @@ pub(crate) unsafe extern "C" fn clCreateImage3D(context: *mut c_void, flags: u64
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateImage3D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_depth as u64, image_row_pitch as u64, image_slice_pitch as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateImage3D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_depth as u64, image_row_pitch as u64, image_slice_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage3D.
@@ -1029,7 +1046,8 @@ pub(crate) unsafe extern "C" fn clRetainMemObject(memobj: *mut c_void) -> i32 {
     let Some(next) = next().clRetainMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainMemObject, &[memobj as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainMemObject, &[memobj as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainMemObject.
     let r = unsafe { next(memobj) };
     call.exit(r, 0);
@@ -1040,7 +1058,8 @@ pub(crate) unsafe extern "C" fn clReleaseMemObject(memobj: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseMemObject, &[memobj as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseMemObject, &[memobj as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseMemObject.
     let r = unsafe { crate::hooks::clReleaseMemObject(next, memobj) };
     call.exit(r, 0);
@@ -1051,7 +1070,8 @@ pub(crate) unsafe extern "C" fn clGetSupportedImageFormats(context: *mut c_void,
     let Some(next) = next().clGetSupportedImageFormats else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetSupportedImageFormats, &[context as u64, flags as u64, image_type as u64, num_entries as u64, image_formats as u64, num_image_formats as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetSupportedImageFormats, &[context as u64, flags as u64, image_type as u64, num_entries as u64, image_formats as u64, num_image_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedImageFormats.
     let r = unsafe { next(context, flags, image_type, num_entries, image_formats, num_image_formats) };
     call.exit(r, 0);
@@ -1062,7 +1082,8 @@ pub(crate) unsafe extern "C" fn clGetMemObjectInfo(memobj: *mut c_void, param_na
     let Some(next) = next().clGetMemObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetMemObjectInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetMemObjectInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemObjectInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1073,7 +1094,8 @@ pub(crate) unsafe extern "C" fn clGetImageInfo(image: *mut c_void, param_name: u
     let Some(next) = next().clGetImageInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetImageInfo, &[image as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetImageInfo, &[image as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageInfo.
     let r = unsafe { next(image, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1085,7 +1107,8 @@ pub(crate) unsafe extern "C" fn clCreateSampler(context: *mut c_void, normalized
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateSampler, &[context as u64, normalized_coords as u64, addressing_mode as u64, filter_mode as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSampler, &[context as u64, normalized_coords as u64, addressing_mode as u64, filter_mode as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSampler.
@@ -1099,7 +1122,8 @@ pub(crate) unsafe extern "C" fn clRetainSampler(sampler: *mut c_void) -> i32 {
     let Some(next) = next().clRetainSampler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainSampler, &[sampler as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainSampler, &[sampler as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainSampler.
     let r = unsafe { next(sampler) };
     call.exit(r, 0);
@@ -1110,7 +1134,8 @@ pub(crate) unsafe extern "C" fn clReleaseSampler(sampler: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseSampler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseSampler, &[sampler as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseSampler, &[sampler as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseSampler.
     let r = unsafe { next(sampler) };
     call.exit(r, 0);
@@ -1121,7 +1146,8 @@ pub(crate) unsafe extern "C" fn clGetSamplerInfo(sampler: *mut c_void, param_nam
     let Some(next) = next().clGetSamplerInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetSamplerInfo, &[sampler as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetSamplerInfo, &[sampler as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSamplerInfo.
     let r = unsafe { next(sampler, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1133,7 +1159,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithSource(context: *mut c_void, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateProgramWithSource, &[context as u64, count as u64, strings as u64, lengths as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateProgramWithSource, &[context as u64, count as u64, strings as u64, lengths as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithSource.
@@ -1148,7 +1175,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(context: *mut c_void, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateProgramWithBinary, &[context as u64, num_devices as u64, device_list as u64, lengths as u64, binaries as u64, binary_status as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateProgramWithBinary, &[context as u64, num_devices as u64, device_list as u64, lengths as u64, binaries as u64, binary_status as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithBinary.
@@ -1162,7 +1190,8 @@ pub(crate) unsafe extern "C" fn clRetainProgram(program: *mut c_void) -> i32 {
     let Some(next) = next().clRetainProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainProgram, &[program as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainProgram, &[program as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainProgram.
     let r = unsafe { next(program) };
     call.exit(r, 0);
@@ -1173,7 +1202,8 @@ pub(crate) unsafe extern "C" fn clReleaseProgram(program: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseProgram, &[program as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseProgram, &[program as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseProgram.
     let r = unsafe { crate::hooks::clReleaseProgram(next, program) };
     call.exit(r, 0);
@@ -1184,7 +1214,8 @@ pub(crate) unsafe extern "C" fn clBuildProgram(program: *mut c_void, num_devices
     let Some(next) = next().clBuildProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clBuildProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clBuildProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clBuildProgram.
     let r = unsafe { crate::hooks::clBuildProgram(next, program, num_devices, device_list, options, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -1195,7 +1226,8 @@ pub(crate) unsafe extern "C" fn clUnloadCompiler() -> i32 {
     let Some(next) = next().clUnloadCompiler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clUnloadCompiler, &[]);
+    let mut call = ApiCall::new();
+    call.enter(op::clUnloadCompiler, &[]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUnloadCompiler.
     let r = unsafe { next() };
     call.exit(r, 0);
@@ -1206,7 +1238,8 @@ pub(crate) unsafe extern "C" fn clGetProgramInfo(program: *mut c_void, param_nam
     let Some(next) = next().clGetProgramInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetProgramInfo, &[program as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetProgramInfo, &[program as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramInfo.
     let r = unsafe { next(program, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1217,7 +1250,8 @@ pub(crate) unsafe extern "C" fn clGetProgramBuildInfo(program: *mut c_void, devi
     let Some(next) = next().clGetProgramBuildInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetProgramBuildInfo, &[program as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetProgramBuildInfo, &[program as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramBuildInfo.
     let r = unsafe { next(program, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1229,7 +1263,8 @@ pub(crate) unsafe extern "C" fn clCreateKernel(program: *mut c_void, kernel_name
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateKernel, &[program as u64, kernel_name as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateKernel, &[program as u64, kernel_name as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateKernel.
@@ -1243,7 +1278,8 @@ pub(crate) unsafe extern "C" fn clCreateKernelsInProgram(program: *mut c_void, n
     let Some(next) = next().clCreateKernelsInProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCreateKernelsInProgram, &[program as u64, num_kernels as u64, kernels as u64, num_kernels_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateKernelsInProgram, &[program as u64, num_kernels as u64, kernels as u64, num_kernels_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateKernelsInProgram.
     let r = unsafe { crate::hooks::clCreateKernelsInProgram(next, program, num_kernels, kernels, num_kernels_ret) };
     call.exit(r, 0);
@@ -1254,7 +1290,8 @@ pub(crate) unsafe extern "C" fn clRetainKernel(kernel: *mut c_void) -> i32 {
     let Some(next) = next().clRetainKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainKernel, &[kernel as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainKernel, &[kernel as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainKernel.
     let r = unsafe { next(kernel) };
     call.exit(r, 0);
@@ -1265,7 +1302,8 @@ pub(crate) unsafe extern "C" fn clReleaseKernel(kernel: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseKernel, &[kernel as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseKernel, &[kernel as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseKernel.
     let r = unsafe { crate::hooks::clReleaseKernel(next, kernel) };
     call.exit(r, 0);
@@ -1276,7 +1314,8 @@ pub(crate) unsafe extern "C" fn clSetKernelArg(kernel: *mut c_void, arg_index: u
     let Some(next) = next().clSetKernelArg else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelArg, &[kernel as u64, arg_index as u64, arg_size as u64, arg_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelArg, &[kernel as u64, arg_index as u64, arg_size as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArg.
     let r = unsafe { crate::hooks::clSetKernelArg(next, kernel, arg_index, arg_size, arg_value) };
     call.exit(r, 0);
@@ -1287,7 +1326,8 @@ pub(crate) unsafe extern "C" fn clGetKernelInfo(kernel: *mut c_void, param_name:
     let Some(next) = next().clGetKernelInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1298,7 +1338,8 @@ pub(crate) unsafe extern "C" fn clGetKernelWorkGroupInfo(kernel: *mut c_void, de
     let Some(next) = next().clGetKernelWorkGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelWorkGroupInfo, &[kernel as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelWorkGroupInfo, &[kernel as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelWorkGroupInfo.
     let r = unsafe { next(kernel, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1309,7 +1350,8 @@ pub(crate) unsafe extern "C" fn clWaitForEvents(num_events: u32, event_list: *mu
     let Some(next) = next().clWaitForEvents else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clWaitForEvents, &[num_events as u64, event_list as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clWaitForEvents, &[num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clWaitForEvents.
     let r = unsafe { next(num_events, event_list) };
     call.exit(r, 0);
@@ -1320,7 +1362,8 @@ pub(crate) unsafe extern "C" fn clGetEventInfo(event: *mut c_void, param_name: u
     let Some(next) = next().clGetEventInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetEventInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetEventInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventInfo.
     let r = unsafe { next(event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1331,7 +1374,8 @@ pub(crate) unsafe extern "C" fn clRetainEvent(event: *mut c_void) -> i32 {
     let Some(next) = next().clRetainEvent else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainEvent, &[event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainEvent, &[event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainEvent.
     let r = unsafe { next(event) };
     call.exit(r, 0);
@@ -1342,7 +1386,8 @@ pub(crate) unsafe extern "C" fn clReleaseEvent(event: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseEvent else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseEvent, &[event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseEvent, &[event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseEvent.
     let r = unsafe { next(event) };
     call.exit(r, 0);
@@ -1353,7 +1398,8 @@ pub(crate) unsafe extern "C" fn clGetEventProfilingInfo(event: *mut c_void, para
     let Some(next) = next().clGetEventProfilingInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetEventProfilingInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetEventProfilingInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventProfilingInfo.
     let r = unsafe { crate::hooks::clGetEventProfilingInfo(next, event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1364,7 +1410,8 @@ pub(crate) unsafe extern "C" fn clFlush(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clFlush else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clFlush, &[command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clFlush, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFlush.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
@@ -1375,7 +1422,8 @@ pub(crate) unsafe extern "C" fn clFinish(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clFinish else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clFinish, &[command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clFinish, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFinish.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
@@ -1386,8 +1434,9 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, 
     let Some(next) = next().clEnqueueReadBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReadBuffer, &[command_queue as u64, buffer as u64, blocking_read as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueReadBuffer, &[command_queue as u64, buffer as u64, blocking_read as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1400,8 +1449,9 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void,
     let Some(next) = next().clEnqueueWriteBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueWriteBuffer, &[command_queue as u64, buffer as u64, blocking_write as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueWriteBuffer, &[command_queue as u64, buffer as u64, blocking_write as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1414,8 +1464,9 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, 
     let Some(next) = next().clEnqueueCopyBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCopyBuffer, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueCopyBuffer, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBuffer.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1428,8 +1479,9 @@ pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, i
     let Some(next) = next().clEnqueueReadImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReadImage, &[command_queue as u64, image as u64, blocking_read as u64, origin as u64, region as u64, row_pitch as u64, slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueReadImage, &[command_queue as u64, image as u64, blocking_read as u64, origin as u64, region as u64, row_pitch as u64, slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadImage.
     let r = unsafe { next(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1442,8 +1494,9 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, 
     let Some(next) = next().clEnqueueWriteImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueWriteImage, &[command_queue as u64, image as u64, blocking_write as u64, origin as u64, region as u64, input_row_pitch as u64, input_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueWriteImage, &[command_queue as u64, image as u64, blocking_write as u64, origin as u64, region as u64, input_row_pitch as u64, input_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteImage.
     let r = unsafe { next(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1456,8 +1509,9 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, s
     let Some(next) = next().clEnqueueCopyImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCopyImage, &[command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueCopyImage, &[command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImage.
     let r = unsafe { next(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1470,8 +1524,9 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c
     let Some(next) = next().clEnqueueCopyImageToBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCopyImageToBuffer, &[command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueCopyImageToBuffer, &[command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImageToBuffer.
     let r = unsafe { next(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1484,8 +1539,9 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c
     let Some(next) = next().clEnqueueCopyBufferToImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCopyBufferToImage, &[command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueCopyBufferToImage, &[command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferToImage.
     let r = unsafe { next(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1499,10 +1555,11 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clEnqueueMapBuffer, &[command_queue as u64, buffer as u64, blocking_map as u64, map_flags as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMapBuffer, &[command_queue as u64, buffer as u64, blocking_map as u64, map_flags as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1517,10 +1574,11 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clEnqueueMapImage, &[command_queue as u64, image as u64, blocking_map as u64, map_flags as u64, origin as u64, region as u64, image_row_pitch as u64, image_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMapImage, &[command_queue as u64, image as u64, blocking_map as u64, map_flags as u64, origin as u64, region as u64, image_row_pitch as u64, image_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
     let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1534,8 +1592,9 @@ pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_vo
     let Some(next) = next().clEnqueueUnmapMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueUnmapMemObject, &[command_queue as u64, memobj as u64, mapped_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueUnmapMemObject, &[command_queue as u64, memobj as u64, mapped_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueUnmapMemObject.
     let r = unsafe { next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1548,8 +1607,9 @@ pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(command_queue: *mut c_voi
     let Some(next) = next().clEnqueueNDRangeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueNDRangeKernel, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueNDRangeKernel, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNDRangeKernel.
     let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1562,8 +1622,9 @@ pub(crate) unsafe extern "C" fn clEnqueueTask(command_queue: *mut c_void, kernel
     let Some(next) = next().clEnqueueTask else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueTask, &[command_queue as u64, kernel as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueTask, &[command_queue as u64, kernel as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueTask.
     let r = unsafe { next(command_queue, kernel, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1576,8 +1637,9 @@ pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(command_queue: *mut c_void
     let Some(next) = next().clEnqueueNativeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueNativeKernel, &[command_queue as u64, user_func as u64, args as u64, cb_args as u64, num_mem_objects as u64, mem_list as u64, args_mem_loc as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueNativeKernel, &[command_queue as u64, user_func as u64, args as u64, cb_args as u64, num_mem_objects as u64, mem_list as u64, args_mem_loc as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNativeKernel.
     let r = unsafe { next(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, args_mem_loc, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1590,8 +1652,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, even
     let Some(next) = next().clEnqueueMarker else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMarker, &[command_queue as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMarker, &[command_queue as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarker.
     let r = unsafe { next(command_queue, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1604,7 +1667,8 @@ pub(crate) unsafe extern "C" fn clEnqueueWaitForEvents(command_queue: *mut c_voi
     let Some(next) = next().clEnqueueWaitForEvents else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueWaitForEvents, &[command_queue as u64, num_events as u64, event_list as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueWaitForEvents, &[command_queue as u64, num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitForEvents.
     let r = unsafe { next(command_queue, num_events, event_list) };
     call.exit(r, 0);
@@ -1615,7 +1679,8 @@ pub(crate) unsafe extern "C" fn clEnqueueBarrier(command_queue: *mut c_void) -> 
     let Some(next) = next().clEnqueueBarrier else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueBarrier, &[command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueBarrier, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrier.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
@@ -1626,7 +1691,8 @@ pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *mut c_
     let Some(next) = next().clGetExtensionFunctionAddress else {
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clGetExtensionFunctionAddress, &[func_name as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetExtensionFunctionAddress, &[func_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetExtensionFunctionAddress.
     let r = unsafe { crate::hooks::clGetExtensionFunctionAddress(next, func_name) };
     call.exit(0, r as u64);
@@ -1638,7 +1704,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(context: *mut c_void, flags
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromGLBuffer, &[context as u64, flags as u64, bufobj as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromGLBuffer, &[context as u64, flags as u64, bufobj as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLBuffer.
@@ -1653,7 +1720,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(context: *mut c_void, fl
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromGLTexture2D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromGLTexture2D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture2D.
@@ -1668,7 +1736,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(context: *mut c_void, fl
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromGLTexture3D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromGLTexture3D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture3D.
@@ -1683,7 +1752,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(context: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromGLRenderbuffer, &[context as u64, flags as u64, renderbuffer as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromGLRenderbuffer, &[context as u64, flags as u64, renderbuffer as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLRenderbuffer.
@@ -1697,7 +1767,8 @@ pub(crate) unsafe extern "C" fn clGetGLObjectInfo(memobj: *mut c_void, gl_object
     let Some(next) = next().clGetGLObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetGLObjectInfo, &[memobj as u64, gl_object_type as u64, gl_object_name as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetGLObjectInfo, &[memobj as u64, gl_object_type as u64, gl_object_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLObjectInfo.
     let r = unsafe { next(memobj, gl_object_type, gl_object_name) };
     call.exit(r, 0);
@@ -1708,7 +1779,8 @@ pub(crate) unsafe extern "C" fn clGetGLTextureInfo(memobj: *mut c_void, param_na
     let Some(next) = next().clGetGLTextureInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetGLTextureInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetGLTextureInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLTextureInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1719,7 +1791,8 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireGLObjects(command_queue: *mut c_
     let Some(next) = next().clEnqueueAcquireGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueAcquireGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueAcquireGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -1730,7 +1803,8 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseGLObjects(command_queue: *mut c_
     let Some(next) = next().clEnqueueReleaseGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReleaseGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueReleaseGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -1741,7 +1815,8 @@ pub(crate) unsafe extern "C" fn clGetGLContextInfoKHR(properties: *mut c_void, p
     let Some(next) = next().clGetGLContextInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetGLContextInfoKHR, &[properties as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetGLContextInfoKHR, &[properties as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLContextInfoKHR.
     let r = unsafe { next(properties, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -1752,7 +1827,8 @@ pub(crate) unsafe extern "C" fn clSetEventCallback(event: *mut c_void, command_e
     let Some(next) = next().clSetEventCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetEventCallback, &[event as u64, command_exec_callback_type as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetEventCallback, &[event as u64, command_exec_callback_type as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetEventCallback.
     let r = unsafe { next(event, command_exec_callback_type, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -1764,7 +1840,8 @@ pub(crate) unsafe extern "C" fn clCreateSubBuffer(buffer: *mut c_void, flags: u6
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateSubBuffer, &[buffer as u64, flags as u64, buffer_create_type as u64, buffer_create_info as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSubBuffer, &[buffer as u64, flags as u64, buffer_create_type as u64, buffer_create_info as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubBuffer.
@@ -1778,7 +1855,8 @@ pub(crate) unsafe extern "C" fn clSetMemObjectDestructorCallback(memobj: *mut c_
     let Some(next) = next().clSetMemObjectDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetMemObjectDestructorCallback, &[memobj as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetMemObjectDestructorCallback, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorCallback.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -1790,7 +1868,8 @@ pub(crate) unsafe extern "C" fn clCreateUserEvent(context: *mut c_void, errcode_
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateUserEvent, &[context as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateUserEvent, &[context as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateUserEvent.
@@ -1804,7 +1883,8 @@ pub(crate) unsafe extern "C" fn clSetUserEventStatus(event: *mut c_void, executi
     let Some(next) = next().clSetUserEventStatus else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetUserEventStatus, &[event as u64, execution_status as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetUserEventStatus, &[event as u64, execution_status as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetUserEventStatus.
     let r = unsafe { next(event, execution_status) };
     call.exit(r, 0);
@@ -1815,8 +1895,9 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_vo
     let Some(next) = next().clEnqueueReadBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReadBufferRect, &[command_queue as u64, buffer as u64, blocking_read as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueReadBufferRect, &[command_queue as u64, buffer as u64, blocking_read as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1829,8 +1910,9 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_v
     let Some(next) = next().clEnqueueWriteBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueWriteBufferRect, &[command_queue as u64, buffer as u64, blocking_write as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueWriteBufferRect, &[command_queue as u64, buffer as u64, blocking_write as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1843,8 +1925,9 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_vo
     let Some(next) = next().clEnqueueCopyBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCopyBufferRect, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueCopyBufferRect, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferRect.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -1857,7 +1940,8 @@ pub(crate) unsafe extern "C" fn clCreateSubDevicesEXT(in_device: *mut c_void, pr
     let Some(next) = next().clCreateSubDevicesEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCreateSubDevicesEXT, &[in_device as u64, properties as u64, num_entries as u64, out_devices as u64, num_devices as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSubDevicesEXT, &[in_device as u64, properties as u64, num_entries as u64, out_devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevicesEXT.
     let r = unsafe { next(in_device, properties, num_entries, out_devices, num_devices) };
     call.exit(r, 0);
@@ -1868,7 +1952,8 @@ pub(crate) unsafe extern "C" fn clRetainDeviceEXT(device: *mut c_void) -> i32 {
     let Some(next) = next().clRetainDeviceEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainDeviceEXT, &[device as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainDeviceEXT, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainDeviceEXT.
     let r = unsafe { next(device) };
     call.exit(r, 0);
@@ -1879,7 +1964,8 @@ pub(crate) unsafe extern "C" fn clReleaseDeviceEXT(device: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseDeviceEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseDeviceEXT, &[device as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseDeviceEXT, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseDeviceEXT.
     let r = unsafe { next(device) };
     call.exit(r, 0);
@@ -1891,7 +1977,8 @@ pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(context: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateEventFromGLsyncKHR, &[context as u64, sync as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateEventFromGLsyncKHR, &[context as u64, sync as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateEventFromGLsyncKHR.
@@ -1905,7 +1992,8 @@ pub(crate) unsafe extern "C" fn clCreateSubDevices(in_device: *mut c_void, prope
     let Some(next) = next().clCreateSubDevices else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCreateSubDevices, &[in_device as u64, properties as u64, num_devices as u64, out_devices as u64, num_devices_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSubDevices, &[in_device as u64, properties as u64, num_devices as u64, out_devices as u64, num_devices_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevices.
     let r = unsafe { next(in_device, properties, num_devices, out_devices, num_devices_ret) };
     call.exit(r, 0);
@@ -1916,7 +2004,8 @@ pub(crate) unsafe extern "C" fn clRetainDevice(device: *mut c_void) -> i32 {
     let Some(next) = next().clRetainDevice else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainDevice, &[device as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainDevice, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainDevice.
     let r = unsafe { next(device) };
     call.exit(r, 0);
@@ -1927,7 +2016,8 @@ pub(crate) unsafe extern "C" fn clReleaseDevice(device: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseDevice else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseDevice, &[device as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseDevice, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseDevice.
     let r = unsafe { next(device) };
     call.exit(r, 0);
@@ -1939,7 +2029,8 @@ pub(crate) unsafe extern "C" fn clCreateImage(context: *mut c_void, flags: u64, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateImage, &[context as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateImage, &[context as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImage.
@@ -1954,7 +2045,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(context: *mut 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateProgramWithBuiltInKernels, &[context as u64, num_devices as u64, device_list as u64, kernel_names as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateProgramWithBuiltInKernels, &[context as u64, num_devices as u64, device_list as u64, kernel_names as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithBuiltInKernels.
@@ -1968,7 +2060,8 @@ pub(crate) unsafe extern "C" fn clCompileProgram(program: *mut c_void, num_devic
     let Some(next) = next().clCompileProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCompileProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, num_input_headers as u64, input_headers as u64, header_include_names as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCompileProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, num_input_headers as u64, input_headers as u64, header_include_names as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCompileProgram.
     let r = unsafe { crate::hooks::clCompileProgram(next, program, num_devices, device_list, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -1980,7 +2073,8 @@ pub(crate) unsafe extern "C" fn clLinkProgram(context: *mut c_void, num_devices:
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clLinkProgram, &[context as u64, num_devices as u64, device_list as u64, options as u64, num_input_programs as u64, input_programs as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clLinkProgram, &[context as u64, num_devices as u64, device_list as u64, options as u64, num_input_programs as u64, input_programs as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLinkProgram.
@@ -1994,7 +2088,8 @@ pub(crate) unsafe extern "C" fn clUnloadPlatformCompiler(platform: *mut c_void) 
     let Some(next) = next().clUnloadPlatformCompiler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clUnloadPlatformCompiler, &[platform as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clUnloadPlatformCompiler, &[platform as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUnloadPlatformCompiler.
     let r = unsafe { next(platform) };
     call.exit(r, 0);
@@ -2005,7 +2100,8 @@ pub(crate) unsafe extern "C" fn clGetKernelArgInfo(kernel: *mut c_void, arg_indx
     let Some(next) = next().clGetKernelArgInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelArgInfo, &[kernel as u64, arg_indx as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelArgInfo, &[kernel as u64, arg_indx as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelArgInfo.
     let r = unsafe { next(kernel, arg_indx, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2016,8 +2112,9 @@ pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, 
     let Some(next) = next().clEnqueueFillBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueFillBuffer, &[command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueFillBuffer, &[command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillBuffer.
     let r = unsafe { next(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2030,8 +2127,9 @@ pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, i
     let Some(next) = next().clEnqueueFillImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueFillImage, &[command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueFillImage, &[command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillImage.
     let r = unsafe { next(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2044,8 +2142,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c
     let Some(next) = next().clEnqueueMigrateMemObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMigrateMemObjects, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMigrateMemObjects, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjects.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2058,8 +2157,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut 
     let Some(next) = next().clEnqueueMarkerWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMarkerWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMarkerWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarkerWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2072,8 +2172,9 @@ pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut
     let Some(next) = next().clEnqueueBarrierWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueBarrierWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueBarrierWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrierWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2086,7 +2187,8 @@ pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(platfor
     let Some(next) = next().clGetExtensionFunctionAddressForPlatform else {
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clGetExtensionFunctionAddressForPlatform, &[platform as u64, func_name as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetExtensionFunctionAddressForPlatform, &[platform as u64, func_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetExtensionFunctionAddressForPlatform.
     let r = unsafe { crate::hooks::clGetExtensionFunctionAddressForPlatform(next, platform, func_name) };
     call.exit(0, r as u64);
@@ -2098,7 +2200,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture(context: *mut c_void, flag
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromGLTexture, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromGLTexture, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromGLTexture.
@@ -2113,7 +2216,8 @@ pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(context: *mut c_void, eg
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateFromEGLImageKHR, &[context as u64, egldisplay as u64, eglimage as u64, flags as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateFromEGLImageKHR, &[context as u64, egldisplay as u64, eglimage as u64, flags as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateFromEGLImageKHR.
@@ -2127,7 +2231,8 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireEGLObjectsKHR(command_queue: *mu
     let Some(next) = next().clEnqueueAcquireEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueAcquireEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueAcquireEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2138,7 +2243,8 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseEGLObjectsKHR(command_queue: *mu
     let Some(next) = next().clEnqueueReleaseEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReleaseEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueReleaseEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2150,7 +2256,8 @@ pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(context: *mut c_void
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateEventFromEGLSyncKHR, &[context as u64, sync as u64, display as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateEventFromEGLSyncKHR, &[context as u64, sync as u64, display as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateEventFromEGLSyncKHR.
@@ -2165,7 +2272,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(context: *mut
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateCommandQueueWithProperties, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateCommandQueueWithProperties, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueueWithProperties.
@@ -2180,7 +2288,8 @@ pub(crate) unsafe extern "C" fn clCreatePipe(context: *mut c_void, flags: u64, p
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreatePipe, &[context as u64, flags as u64, pipe_packet_size as u64, pipe_max_packets as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreatePipe, &[context as u64, flags as u64, pipe_packet_size as u64, pipe_max_packets as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreatePipe.
@@ -2194,7 +2303,8 @@ pub(crate) unsafe extern "C" fn clGetPipeInfo(pipe: *mut c_void, param_name: u32
     let Some(next) = next().clGetPipeInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetPipeInfo, &[pipe as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetPipeInfo, &[pipe as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPipeInfo.
     let r = unsafe { next(pipe, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2205,7 +2315,8 @@ pub(crate) unsafe extern "C" fn clSVMAlloc(context: *mut c_void, flags: u64, siz
     let Some(next) = next().clSVMAlloc else {
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clSVMAlloc, &[context as u64, flags as u64, size as u64, alignment as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSVMAlloc, &[context as u64, flags as u64, size as u64, alignment as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMAlloc.
     let r = unsafe { crate::hooks::clSVMAlloc(next, context, flags, size, alignment) };
     call.exit(0, r as u64);
@@ -2216,7 +2327,8 @@ pub(crate) unsafe extern "C" fn clSVMFree(context: *mut c_void, svm_pointer: *mu
     let Some(next) = next().clSVMFree else {
         return;
     };
-    let mut call = ApiCall::enter(op::clSVMFree, &[context as u64, svm_pointer as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSVMFree, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFree.
     let () = unsafe { crate::hooks::clSVMFree(next, context, svm_pointer) };
     call.exit(0, 0);
@@ -2226,8 +2338,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMFree(command_queue: *mut c_void, num
     let Some(next) = next().clEnqueueSVMFree else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFree.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2240,8 +2353,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, b
     let Some(next) = next().clEnqueueSVMMemcpy else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMemcpy, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMMemcpy, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpy.
     let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2254,8 +2368,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, 
     let Some(next) = next().clEnqueueSVMMemFill else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMemFill, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMMemFill, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFill.
     let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2268,8 +2383,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, bloc
     let Some(next) = next().clEnqueueSVMMap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMap, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMMap, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMap.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2282,8 +2398,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, sv
     let Some(next) = next().clEnqueueSVMUnmap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMUnmap, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMUnmap, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmap.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2297,7 +2414,8 @@ pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(context: *mut c_vo
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateSamplerWithProperties, &[context as u64, sampler_properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSamplerWithProperties, &[context as u64, sampler_properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSamplerWithProperties.
@@ -2311,7 +2429,8 @@ pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointer(kernel: *mut c_void, ar
     let Some(next) = next().clSetKernelArgSVMPointer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelArgSVMPointer, &[kernel as u64, arg_index as u64, arg_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelArgSVMPointer, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgSVMPointer.
     let r = unsafe { crate::hooks::clSetKernelArgSVMPointer(next, kernel, arg_index, arg_value) };
     call.exit(r, 0);
@@ -2322,7 +2441,8 @@ pub(crate) unsafe extern "C" fn clSetKernelExecInfo(kernel: *mut c_void, param_n
     let Some(next) = next().clSetKernelExecInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelExecInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelExecInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
@@ -2333,7 +2453,8 @@ pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfoKHR(in_kernel: *mut c_voi
     let Some(next) = next().clGetKernelSubGroupInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelSubGroupInfoKHR, &[in_kernel as u64, in_device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelSubGroupInfoKHR, &[in_kernel as u64, in_device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfoKHR.
     let r = unsafe { next(in_kernel, in_device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2345,7 +2466,8 @@ pub(crate) unsafe extern "C" fn clCloneKernel(source_kernel: *mut c_void, errcod
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCloneKernel, &[source_kernel as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCloneKernel, &[source_kernel as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCloneKernel.
@@ -2360,7 +2482,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithIL(context: *mut c_void, il: 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateProgramWithIL, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateProgramWithIL, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithIL.
@@ -2374,8 +2497,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_voi
     let Some(next) = next().clEnqueueSVMMigrateMem else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMigrateMem, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, sizes as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueSVMMigrateMem, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, sizes as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMigrateMem.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -2388,7 +2512,8 @@ pub(crate) unsafe extern "C" fn clGetDeviceAndHostTimer(device: *mut c_void, dev
     let Some(next) = next().clGetDeviceAndHostTimer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetDeviceAndHostTimer, &[device as u64, device_timestamp as u64, host_timestamp as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetDeviceAndHostTimer, &[device as u64, device_timestamp as u64, host_timestamp as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceAndHostTimer.
     let r = unsafe { next(device, device_timestamp, host_timestamp) };
     call.exit(r, 0);
@@ -2399,7 +2524,8 @@ pub(crate) unsafe extern "C" fn clGetHostTimer(device: *mut c_void, host_timesta
     let Some(next) = next().clGetHostTimer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetHostTimer, &[device as u64, host_timestamp as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetHostTimer, &[device as u64, host_timestamp as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetHostTimer.
     let r = unsafe { next(device, host_timestamp) };
     call.exit(r, 0);
@@ -2410,7 +2536,8 @@ pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfo(kernel: *mut c_void, dev
     let Some(next) = next().clGetKernelSubGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelSubGroupInfo, &[kernel as u64, device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelSubGroupInfo, &[kernel as u64, device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfo.
     let r = unsafe { next(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2421,7 +2548,8 @@ pub(crate) unsafe extern "C" fn clSetDefaultDeviceCommandQueue(context: *mut c_v
     let Some(next) = next().clSetDefaultDeviceCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetDefaultDeviceCommandQueue, &[context as u64, device as u64, command_queue as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetDefaultDeviceCommandQueue, &[context as u64, device as u64, command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetDefaultDeviceCommandQueue.
     let r = unsafe { next(context, device, command_queue) };
     call.exit(r, 0);
@@ -2432,7 +2560,8 @@ pub(crate) unsafe extern "C" fn clSetProgramReleaseCallback(program: *mut c_void
     let Some(next) = next().clSetProgramReleaseCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetProgramReleaseCallback, &[program as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetProgramReleaseCallback, &[program as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramReleaseCallback.
     let r = unsafe { next(program, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -2443,7 +2572,8 @@ pub(crate) unsafe extern "C" fn clSetProgramSpecializationConstant(program: *mut
     let Some(next) = next().clSetProgramSpecializationConstant else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetProgramSpecializationConstant, &[program as u64, spec_id as u64, spec_size as u64, spec_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetProgramSpecializationConstant, &[program as u64, spec_id as u64, spec_size as u64, spec_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramSpecializationConstant.
     let r = unsafe { next(program, spec_id, spec_size, spec_value) };
     call.exit(r, 0);
@@ -2455,7 +2585,8 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(context: *mut c_voi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateBufferWithProperties, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateBufferWithProperties, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBufferWithProperties.
@@ -2470,7 +2601,8 @@ pub(crate) unsafe extern "C" fn clCreateImageWithProperties(context: *mut c_void
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateImageWithProperties, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateImageWithProperties, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateImageWithProperties.
@@ -2484,7 +2616,8 @@ pub(crate) unsafe extern "C" fn clSetContextDestructorCallback(context: *mut c_v
     let Some(next) = next().clSetContextDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetContextDestructorCallback, &[context as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetContextDestructorCallback, &[context as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetContextDestructorCallback.
     let r = unsafe { next(context, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -2498,7 +2631,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(num_queues: u32, queues
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateCommandBufferKHR, &[num_queues as u64, queues as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateCommandBufferKHR, &[num_queues as u64, queues as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandBufferKHR.
@@ -2514,7 +2648,8 @@ pub(crate) unsafe extern "C" fn clFinalizeCommandBufferKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clFinalizeCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clFinalizeCommandBufferKHR, &[command_buffer as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clFinalizeCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFinalizeCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
@@ -2527,7 +2662,8 @@ pub(crate) unsafe extern "C" fn clRetainCommandBufferKHR(command_buffer: *mut c_
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainCommandBufferKHR, &[command_buffer as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
@@ -2540,7 +2676,8 @@ pub(crate) unsafe extern "C" fn clReleaseCommandBufferKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseCommandBufferKHR, &[command_buffer as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
@@ -2553,7 +2690,8 @@ pub(crate) unsafe extern "C" fn clEnqueueCommandBufferKHR(num_queues: u32, queue
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueCommandBufferKHR, &[num_queues as u64, queues as u64, command_buffer as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueCommandBufferKHR, &[num_queues as u64, queues as u64, command_buffer as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCommandBufferKHR.
     let r = unsafe { next(num_queues, queues, command_buffer, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2566,7 +2704,8 @@ pub(crate) unsafe extern "C" fn clCommandBarrierWithWaitListKHR(command_buffer: 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandBarrierWithWaitListKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandBarrierWithWaitListKHR, &[command_buffer as u64, command_queue as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandBarrierWithWaitListKHR, &[command_buffer as u64, command_queue as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandBarrierWithWaitListKHR.
     let r = unsafe { next(command_buffer, command_queue, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2579,7 +2718,8 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferKHR(command_buffer: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandCopyBufferKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandCopyBufferKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2592,7 +2732,8 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferRectKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferRectKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandCopyBufferRectKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandCopyBufferRectKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferRectKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2605,7 +2746,8 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferToImageKHR(command_buffer: *m
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferToImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandCopyBufferToImageKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandCopyBufferToImageKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferToImageKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2618,7 +2760,8 @@ pub(crate) unsafe extern "C" fn clCommandCopyImageKHR(command_buffer: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandCopyImageKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandCopyImageKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageKHR.
     let r = unsafe { next(command_buffer, command_queue, src_image, dst_image, src_origin, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2631,7 +2774,8 @@ pub(crate) unsafe extern "C" fn clCommandCopyImageToBufferKHR(command_buffer: *m
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageToBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandCopyImageToBufferKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandCopyImageToBufferKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageToBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2644,7 +2788,8 @@ pub(crate) unsafe extern "C" fn clCommandFillBufferKHR(command_buffer: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandFillBufferKHR, &[command_buffer as u64, command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandFillBufferKHR, &[command_buffer as u64, command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, buffer, pattern, pattern_size, offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2657,7 +2802,8 @@ pub(crate) unsafe extern "C" fn clCommandFillImageKHR(command_buffer: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandFillImageKHR, &[command_buffer as u64, command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandFillImageKHR, &[command_buffer as u64, command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillImageKHR.
     let r = unsafe { next(command_buffer, command_queue, image, fill_color, origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2670,7 +2816,8 @@ pub(crate) unsafe extern "C" fn clCommandNDRangeKernelKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandNDRangeKernelKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clCommandNDRangeKernelKHR, &[command_buffer as u64, command_queue as u64, properties as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCommandNDRangeKernelKHR, &[command_buffer as u64, command_queue as u64, properties as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandNDRangeKernelKHR.
     let r = unsafe { next(command_buffer, command_queue, properties, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
@@ -2683,7 +2830,8 @@ pub(crate) unsafe extern "C" fn clGetCommandBufferInfoKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetCommandBufferInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetCommandBufferInfoKHR, &[command_buffer as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetCommandBufferInfoKHR, &[command_buffer as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandBufferInfoKHR.
     let r = unsafe { next(command_buffer, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2696,7 +2844,8 @@ pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clUpdateMutableCommandsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clUpdateMutableCommandsKHR, &[command_buffer as u64, mutable_config as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clUpdateMutableCommandsKHR, &[command_buffer as u64, mutable_config as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUpdateMutableCommandsKHR.
     let r = unsafe { next(command_buffer, mutable_config) };
     call.exit(r, 0);
@@ -2709,7 +2858,8 @@ pub(crate) unsafe extern "C" fn clGetMutableCommandInfoKHR(command: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMutableCommandInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetMutableCommandInfoKHR, &[command as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetMutableCommandInfoKHR, &[command as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMutableCommandInfoKHR.
     let r = unsafe { next(command, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2722,7 +2872,8 @@ pub(crate) unsafe extern "C" fn clSetMemObjectDestructorAPPLE(memobj: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetMemObjectDestructorAPPLE_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetMemObjectDestructorAPPLE, &[memobj as u64, pfn_notify as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetMemObjectDestructorAPPLE, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorAPPLE.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
@@ -2735,7 +2886,8 @@ pub(crate) unsafe extern "C" fn clLogMessagesToSystemLogAPPLE(errstr: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToSystemLogAPPLE_fn>>(raw) }) else {
         return;
     };
-    let mut call = ApiCall::enter(op::clLogMessagesToSystemLogAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clLogMessagesToSystemLogAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToSystemLogAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
@@ -2747,7 +2899,8 @@ pub(crate) unsafe extern "C" fn clLogMessagesToStdoutAPPLE(errstr: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStdoutAPPLE_fn>>(raw) }) else {
         return;
     };
-    let mut call = ApiCall::enter(op::clLogMessagesToStdoutAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clLogMessagesToStdoutAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStdoutAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
@@ -2759,7 +2912,8 @@ pub(crate) unsafe extern "C" fn clLogMessagesToStderrAPPLE(errstr: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStderrAPPLE_fn>>(raw) }) else {
         return;
     };
-    let mut call = ApiCall::enter(op::clLogMessagesToStderrAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clLogMessagesToStderrAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStderrAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
@@ -2771,7 +2925,8 @@ pub(crate) unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: u32, platfor
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clIcdGetPlatformIDsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clIcdGetPlatformIDsKHR, &[num_entries as u64, platforms as u64, num_platforms as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clIcdGetPlatformIDsKHR, &[num_entries as u64, platforms as u64, num_platforms as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clIcdGetPlatformIDsKHR.
     let r = unsafe { next(num_entries, platforms, num_platforms) };
     call.exit(r, 0);
@@ -2785,7 +2940,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(context: *mut c_void, i
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateProgramWithILKHR, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateProgramWithILKHR, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateProgramWithILKHR.
@@ -2801,7 +2957,8 @@ pub(crate) unsafe extern "C" fn clTerminateContextKHR(context: *mut c_void) -> i
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clTerminateContextKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clTerminateContextKHR, &[context as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clTerminateContextKHR, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clTerminateContextKHR.
     let r = unsafe { next(context) };
     call.exit(r, 0);
@@ -2813,7 +2970,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(context: *
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let next = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandQueueWithPropertiesKHR_fn>>(raw) })
         .unwrap_or(crate::hooks::clCreateCommandQueueWithPropertiesKHR_fallback as sig::clCreateCommandQueueWithPropertiesKHR_fn);
-    let mut call = ApiCall::enter(op::clCreateCommandQueueWithPropertiesKHR, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateCommandQueueWithPropertiesKHR, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateCommandQueueWithPropertiesKHR.
@@ -2829,7 +2987,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjectEXT(command_queue: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemObjectEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMigrateMemObjectEXT, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueMigrateMemObjectEXT, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjectEXT.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2842,7 +3001,8 @@ pub(crate) unsafe extern "C" fn clGetDeviceImageInfoQCOM(device: *mut c_void, im
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetDeviceImageInfoQCOM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetDeviceImageInfoQCOM, &[device as u64, image_width as u64, image_height as u64, image_format as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetDeviceImageInfoQCOM, &[device as u64, image_width as u64, image_height as u64, image_format as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceImageInfoQCOM.
     let r = unsafe { next(device, image_width, image_height, image_format, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -2855,7 +3015,8 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireGrallocObjectsIMG(command_queue:
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueAcquireGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueAcquireGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2868,7 +3029,8 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseGrallocObjectsIMG(command_queue:
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReleaseGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueReleaseGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2881,7 +3043,8 @@ pub(crate) unsafe extern "C" fn clEnqueueGenerateMipmapIMG(command_queue: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueGenerateMipmapIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueGenerateMipmapIMG, &[command_queue as u64, src_image as u64, dst_image as u64, mipmap_filter_mode as u64, array_region as u64, mip_region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueGenerateMipmapIMG, &[command_queue as u64, src_image as u64, dst_image as u64, mipmap_filter_mode as u64, array_region as u64, mip_region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueGenerateMipmapIMG.
     let r = unsafe { next(command_queue, src_image, dst_image, mipmap_filter_mode, array_region, mip_region, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2894,7 +3057,8 @@ pub(crate) unsafe extern "C" fn clGetKernelSuggestedLocalWorkSizeKHR(command_que
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetKernelSuggestedLocalWorkSizeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetKernelSuggestedLocalWorkSizeKHR, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, suggested_local_work_size as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetKernelSuggestedLocalWorkSizeKHR, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, suggested_local_work_size as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSuggestedLocalWorkSizeKHR.
     let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, suggested_local_work_size) };
     call.exit(r, 0);
@@ -2907,7 +3071,8 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireExternalMemObjectsKHR(command_qu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueAcquireExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueAcquireExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireExternalMemObjectsKHR.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2920,7 +3085,8 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseExternalMemObjectsKHR(command_qu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueReleaseExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueReleaseExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseExternalMemObjectsKHR.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2933,7 +3099,8 @@ pub(crate) unsafe extern "C" fn clGetSemaphoreHandleForTypeKHR(sema_object: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreHandleForTypeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetSemaphoreHandleForTypeKHR, &[sema_object as u64, device as u64, handle_type as u64, handle_size as u64, handle_ptr as u64, handle_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetSemaphoreHandleForTypeKHR, &[sema_object as u64, device as u64, handle_type as u64, handle_size as u64, handle_ptr as u64, handle_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreHandleForTypeKHR.
     let r = unsafe { next(sema_object, device, handle_type, handle_size, handle_ptr, handle_size_ret) };
     call.exit(r, 0);
@@ -2947,7 +3114,8 @@ pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(context: *mut
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateSemaphoreWithPropertiesKHR, &[context as u64, sema_props as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateSemaphoreWithPropertiesKHR, &[context as u64, sema_props as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSemaphoreWithPropertiesKHR.
@@ -2963,7 +3131,8 @@ pub(crate) unsafe extern "C" fn clEnqueueWaitSemaphoresKHR(command_queue: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueWaitSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueWaitSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueWaitSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitSemaphoresKHR.
     let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2976,7 +3145,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSignalSemaphoresKHR(command_queue: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSignalSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSignalSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSignalSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSignalSemaphoresKHR.
     let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -2989,7 +3159,8 @@ pub(crate) unsafe extern "C" fn clGetSemaphoreInfoKHR(sema_object: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetSemaphoreInfoKHR, &[sema_object as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetSemaphoreInfoKHR, &[sema_object as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreInfoKHR.
     let r = unsafe { next(sema_object, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -3002,7 +3173,8 @@ pub(crate) unsafe extern "C" fn clReleaseSemaphoreKHR(sema_object: *mut c_void) 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseSemaphoreKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseSemaphoreKHR, &[sema_object as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseSemaphoreKHR, &[sema_object as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseSemaphoreKHR.
     let r = unsafe { next(sema_object) };
     call.exit(r, 0);
@@ -3015,7 +3187,8 @@ pub(crate) unsafe extern "C" fn clRetainSemaphoreKHR(sema_object: *mut c_void) -
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainSemaphoreKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainSemaphoreKHR, &[sema_object as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainSemaphoreKHR, &[sema_object as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainSemaphoreKHR.
     let r = unsafe { next(sema_object) };
     call.exit(r, 0);
@@ -3029,7 +3202,8 @@ pub(crate) unsafe extern "C" fn clImportMemoryARM(context: *mut c_void, flags: u
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clImportMemoryARM, &[context as u64, flags as u64, properties as u64, memory as u64, size as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clImportMemoryARM, &[context as u64, flags as u64, properties as u64, memory as u64, size as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clImportMemoryARM.
@@ -3045,7 +3219,8 @@ pub(crate) unsafe extern "C" fn clSVMAllocARM(context: *mut c_void, flags: u64, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMAllocARM_fn>>(raw) }) else {
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clSVMAllocARM, &[context as u64, flags as u64, size as u64, alignment as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSVMAllocARM, &[context as u64, flags as u64, size as u64, alignment as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMAllocARM.
     let r = unsafe { next(context, flags, size, alignment) };
     call.exit(0, r as u64);
@@ -3058,7 +3233,8 @@ pub(crate) unsafe extern "C" fn clSVMFreeARM(context: *mut c_void, svm_pointer: 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMFreeARM_fn>>(raw) }) else {
         return;
     };
-    let mut call = ApiCall::enter(op::clSVMFreeARM, &[context as u64, svm_pointer as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSVMFreeARM, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFreeARM.
     let () = unsafe { next(context, svm_pointer) };
     call.exit(0, 0);
@@ -3070,7 +3246,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMFreeARM(command_queue: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMFreeARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMFreeARM, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSVMFreeARM, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFreeARM.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -3083,7 +3260,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpyARM(command_queue: *mut c_void
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemcpyARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMemcpyARM, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSVMMemcpyARM, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpyARM.
     let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -3096,7 +3274,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFillARM(command_queue: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemFillARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMemFillARM, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSVMMemFillARM, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFillARM.
     let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -3109,7 +3288,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMapARM(command_queue: *mut c_void, b
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMMapARM, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSVMMapARM, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMapARM.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -3122,7 +3302,8 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmapARM(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMUnmapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueSVMUnmapARM, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clEnqueueSVMUnmapARM, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmapARM.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
@@ -3135,7 +3316,8 @@ pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointerARM(kernel: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgSVMPointerARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelArgSVMPointerARM, &[kernel as u64, arg_index as u64, arg_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelArgSVMPointerARM, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgSVMPointerARM.
     let r = unsafe { next(kernel, arg_index, arg_value) };
     call.exit(r, 0);
@@ -3148,7 +3330,8 @@ pub(crate) unsafe extern "C" fn clSetKernelExecInfoARM(kernel: *mut c_void, para
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelExecInfoARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelExecInfoARM, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelExecInfoARM, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfoARM.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
@@ -3162,7 +3345,8 @@ pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(context: *mut c_void, a
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateAcceleratorINTEL, &[context as u64, accelerator_type as u64, descriptor_size as u64, descriptor as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateAcceleratorINTEL, &[context as u64, accelerator_type as u64, descriptor_size as u64, descriptor as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateAcceleratorINTEL.
@@ -3178,7 +3362,8 @@ pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(accelerator: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetAcceleratorInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetAcceleratorInfoINTEL, &[accelerator as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetAcceleratorInfoINTEL, &[accelerator as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetAcceleratorInfoINTEL.
     let r = unsafe { next(accelerator, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -3191,7 +3376,8 @@ pub(crate) unsafe extern "C" fn clRetainAcceleratorINTEL(accelerator: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clRetainAcceleratorINTEL, &[accelerator as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clRetainAcceleratorINTEL, &[accelerator as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainAcceleratorINTEL.
     let r = unsafe { next(accelerator) };
     call.exit(r, 0);
@@ -3204,7 +3390,8 @@ pub(crate) unsafe extern "C" fn clReleaseAcceleratorINTEL(accelerator: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clReleaseAcceleratorINTEL, &[accelerator as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clReleaseAcceleratorINTEL, &[accelerator as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseAcceleratorINTEL.
     let r = unsafe { next(accelerator) };
     call.exit(r, 0);
@@ -3218,7 +3405,8 @@ pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(context: *mut c_void, proper
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clHostMemAllocINTEL, &[context as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clHostMemAllocINTEL, &[context as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clHostMemAllocINTEL.
@@ -3235,7 +3423,8 @@ pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(context: *mut c_void, devi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clDeviceMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clDeviceMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clDeviceMemAllocINTEL.
@@ -3252,7 +3441,8 @@ pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(context: *mut c_void, devi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clSharedMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSharedMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSharedMemAllocINTEL.
@@ -3268,7 +3458,8 @@ pub(crate) unsafe extern "C" fn clMemFreeINTEL(context: *mut c_void, ptr: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemFreeINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clMemFreeINTEL, &[context as u64, ptr as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clMemFreeINTEL, &[context as u64, ptr as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clMemFreeINTEL.
     let r = unsafe { crate::hooks::clMemFreeINTEL(next, context, ptr) };
     call.exit(r, 0);
@@ -3281,7 +3472,8 @@ pub(crate) unsafe extern "C" fn clMemBlockingFreeINTEL(context: *mut c_void, ptr
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemBlockingFreeINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clMemBlockingFreeINTEL, &[context as u64, ptr as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clMemBlockingFreeINTEL, &[context as u64, ptr as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clMemBlockingFreeINTEL.
     let r = unsafe { crate::hooks::clMemBlockingFreeINTEL(next, context, ptr) };
     call.exit(r, 0);
@@ -3294,7 +3486,8 @@ pub(crate) unsafe extern "C" fn clGetMemAllocInfoINTEL(context: *mut c_void, ptr
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMemAllocInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetMemAllocInfoINTEL, &[context as u64, ptr as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetMemAllocInfoINTEL, &[context as u64, ptr as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemAllocInfoINTEL.
     let r = unsafe { next(context, ptr, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -3307,7 +3500,8 @@ pub(crate) unsafe extern "C" fn clSetKernelArgMemPointerINTEL(kernel: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgMemPointerINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clSetKernelArgMemPointerINTEL, &[kernel as u64, arg_index as u64, arg_value as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clSetKernelArgMemPointerINTEL, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgMemPointerINTEL.
     let r = unsafe { crate::hooks::clSetKernelArgMemPointerINTEL(next, kernel, arg_index, arg_value) };
     call.exit(r, 0);
@@ -3320,8 +3514,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemFillINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMemFillINTEL, &[command_queue as u64, dst_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMemFillINTEL, &[command_queue as u64, dst_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemFillINTEL.
     let r = unsafe { next(command_queue, dst_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -3336,8 +3531,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemcpyINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMemcpyINTEL, &[command_queue as u64, blocking as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMemcpyINTEL, &[command_queue as u64, blocking as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemcpyINTEL.
     let r = unsafe { next(command_queue, blocking, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -3352,8 +3548,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(command_queue: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemAdviseINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemAdviseINTEL.
     let r = unsafe { next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -3368,8 +3565,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_v
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMigrateMemINTEL, &[command_queue as u64, ptr as u64, size as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMigrateMemINTEL, &[command_queue as u64, ptr as u64, size as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemINTEL.
     let r = unsafe { next(command_queue, ptr, size, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -3384,8 +3582,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemsetINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clEnqueueMemsetINTEL, &[command_queue as u64, dst_ptr as u64, value as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, call.outer_correlation());
+    let mut call = ApiCall::new();
+    call.enter_enqueue(op::clEnqueueMemsetINTEL, &[command_queue as u64, dst_ptr as u64, value as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
+    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemsetINTEL.
     let r = unsafe { next(command_queue, dst_ptr, value, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
@@ -3401,7 +3600,8 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(context: *mut 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
-    let mut call = ApiCall::enter(op::clCreateBufferWithPropertiesINTEL, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clCreateBufferWithPropertiesINTEL, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
     let errcode_ret = crate::call::errcode_slot(errcode_ret, &mut errcode_local);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateBufferWithPropertiesINTEL.
@@ -3417,7 +3617,8 @@ pub(crate) unsafe extern "C" fn clGetImageRequirementsInfoEXT(context: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetImageRequirementsInfoEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetImageRequirementsInfoEXT, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetImageRequirementsInfoEXT, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageRequirementsInfoEXT.
     let r = unsafe { next(context, properties, flags, image_format, image_desc, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
@@ -3430,7 +3631,8 @@ pub(crate) unsafe extern "C" fn clGetSupportedGLTextureFormatsINTEL(context: *mu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSupportedGLTextureFormatsINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
-    let mut call = ApiCall::enter(op::clGetSupportedGLTextureFormatsINTEL, &[context as u64, flags as u64, image_type as u64, num_entries as u64, gl_formats as u64, num_texture_formats as u64]);
+    let mut call = ApiCall::new();
+    call.enter(op::clGetSupportedGLTextureFormatsINTEL, &[context as u64, flags as u64, image_type as u64, num_entries as u64, gl_formats as u64, num_texture_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedGLTextureFormatsINTEL.
     let r = unsafe { next(context, flags, image_type, num_entries, gl_formats, num_texture_formats) };
     call.exit(r, 0);

@@ -6,6 +6,8 @@
 //! point directly. When enabled: one `emit_enter` / `emit_exit` pair with the raw argument values
 //! (one `u64` per parameter, as the generated table describes them).
 
+use std::mem::MaybeUninit;
+
 use offtrace_core::{ApiCallPayload, CallToken, Kind, Payload, current_correlation_id, emit_enter, emit_exit};
 
 /// The kind of the layer's API records.
@@ -35,56 +37,82 @@ pub const CL_MEM_REFERENCE_COUNT: u32 = 0x1105;
 pub const CL_KERNEL_REFERENCE_COUNT: u32 = 0x1192;
 pub const CL_PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
 
-/// An `OPENCL_API` call in progress on this thread.
+/// An `OPENCL_API` call in progress on this thread. Lives in the wrapper's frame and is filled
+/// in place (`enter`, `exit` take `&mut self`): the 152-byte payload is never moved.
 pub(crate) struct ApiCall {
-    traced: Option<(CallToken, ApiCallPayload)>,
+    token: CallToken,
+    traced: bool,
     /// The correlation id of the call this one is nested in (a UR call on the SYCL path), read
     /// before this call's enter; 0 outside any call.
     outer: u64,
+    payload: MaybeUninit<ApiCallPayload>,
 }
 
 impl ApiCall {
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        Self { token: CallToken::NONE, traced: false, outer: 0, payload: MaybeUninit::uninit() }
+    }
+
     /// Reports the enter of function `op` with its raw arguments (when a context wants it).
     #[inline(always)]
-    pub(crate) fn enter(op: u32, args: &[u64]) -> Self {
-        if !offtrace_core::kind_enabled(OPENCL_API) && !crate::enqueue::activity_wanted() {
-            return Self { traced: None, outer: 0 };
+    pub(crate) fn enter(&mut self, op: u32, args: &[u64]) {
+        if offtrace_core::kind_enabled(OPENCL_API) {
+            self.enter_slow(op, args);
         }
-        Self::enter_slow(op, args)
+    }
+
+    /// [`ApiCall::enter`] for an enqueue, whose device activity needs the enclosing call's
+    /// correlation even when `OPENCL_API` itself is not wanted.
+    #[inline(always)]
+    pub(crate) fn enter_enqueue(&mut self, op: u32, args: &[u64]) {
+        if offtrace_core::kind_enabled(OPENCL_API) || crate::enqueue::activity_wanted() {
+            self.enter_slow(op, args);
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_slow(op: u32, args: &[u64]) -> Self {
-        let outer = current_correlation_id();
+    fn enter_slow(&mut self, op: u32, args: &[u64]) {
+        self.outer = current_correlation_id();
         if !offtrace_core::kind_enabled(OPENCL_API) {
-            return Self { traced: None, outer };
+            return;
         }
-        let payload = ApiCallPayload::new(op, args);
-        let token = emit_enter(OPENCL_API, op, api_payload(&payload));
-        Self { traced: Some((token, payload)), outer }
+        let p = self.payload.write(ApiCallPayload::new(op, args));
+        self.token = emit_enter(OPENCL_API, op, api_payload(p));
+        self.traced = true;
     }
 
     /// The correlation id device work of this call carries: the enclosing call's (the UR call
-    /// that issued this OpenCL call), else this call's own, else a fresh one.
+    /// that issued this OpenCL call), else this call's own (0: none, the caller takes a fresh one).
     pub(crate) fn outer_correlation(&self) -> u64 {
-        if self.outer != 0 {
-            return self.outer;
-        }
-        match &self.traced {
-            Some((t, _)) if t.correlation_id() != 0 => t.correlation_id(),
-            _ => 0,
-        }
+        if self.outer != 0 { self.outer } else { self.token.correlation_id() }
+    }
+
+    /// Whether this call runs inside another traced API call (a UR call on the SYCL path).
+    pub(crate) fn nested(&self) -> bool {
+        self.outer != 0
     }
 
     /// Reports the exit with the call's OpenCL status (`cl_int` result or `*errcode_ret`).
     #[inline(always)]
     pub(crate) fn exit(&mut self, result: i32, _returned: u64) {
-        if let Some((token, mut payload)) = self.traced.take() {
-            payload.result = result;
-            payload.has_result = 1;
-            emit_exit(token, api_payload(&payload));
+        if self.traced {
+            self.exit_slow(result);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn exit_slow(&mut self, result: i32) {
+        self.traced = false;
+        // SAFETY: `traced` is set only after the payload was written in `enter_slow`.
+        #[allow(unsafe_code)]
+        let p = unsafe { self.payload.assume_init_mut() };
+        p.result = result;
+        p.has_result = 1;
+        let token = std::mem::replace(&mut self.token, CallToken::NONE);
+        emit_exit(token, api_payload(p));
     }
 }
 

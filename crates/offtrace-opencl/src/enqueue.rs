@@ -186,6 +186,8 @@ pub(crate) struct Submission {
     user_event: *mut *mut c_void,
     local: *mut c_void,
     correlation: u64,
+    /// Inside another API call (the SYCL path): that backend reported the launch already.
+    nested: bool,
     counters: Option<Arc<CounterSet>>,
     track: bool,
     host_before: u64,
@@ -193,11 +195,20 @@ pub(crate) struct Submission {
 
 impl Submission {
     #[inline(always)]
-    pub(crate) fn new(queue: *mut c_void, user_event: *mut *mut c_void, correlation: u64) -> Self {
+    pub(crate) fn new(queue: *mut c_void, user_event: *mut *mut c_void, call: &crate::call::ApiCall) -> Self {
         let counters = crate::queues::counters(queue);
         let track = counters.is_some() || activity_wanted();
         let host_before = if track { offtrace_core::clock::monotonic_ns() } else { 0 };
-        Self { queue, user_event, local: ptr::null_mut(), correlation, counters, track, host_before }
+        Self {
+            queue,
+            user_event,
+            local: ptr::null_mut(),
+            correlation: call.outer_correlation(),
+            nested: call.nested(),
+            counters,
+            track,
+            host_before,
+        }
     }
 
     /// The `event` argument to pass on: the program's, or the local one when it passed none.
@@ -223,8 +234,9 @@ impl Submission {
             return;
         }
         let correlation = if self.correlation != 0 { self.correlation } else { offtrace_core::next_correlation_id() };
-        // The launch itself, inside the API call (kernel allocation properties at launch time).
-        if let Command::Kernel { .. } = command {
+        // The launch itself, inside the API call (kernel allocation properties at launch time),
+        // unless an enclosing API call's backend (UR on the SYCL path) reported it already.
+        if let (Command::Kernel { .. }, false) = (command, self.nested) {
             command
                 .with_payload(self.queue as u64, |kind, op, p| emit_instant(kind, op, offtrace_core::Phase::None, p));
         }
@@ -332,8 +344,11 @@ extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
 
 extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        let perf_end = crate::perf::snapshot();
+        // The counters' end reading first (before the table's lock), and only for queues
+        // with Codeplay counters: a perf read is a system call per counter.
+        let perf_end = if crate::queues::any_counters() { crate::perf::snapshot() } else { None };
         let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.remove(&(user as u64))) else { return };
+        let perf_end = if p.counters.is_some() { perf_end } else { None };
         complete(p, event, status, perf_end);
     });
 }

@@ -255,7 +255,29 @@ pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, 
 
 const CL_NAME_VERSION_MAX_NAME_SIZE: usize = 64;
 
+#[inline(always)]
 pub(crate) unsafe fn clGetDeviceInfo(
+    next: sig::clGetDeviceInfo_fn,
+    device: *mut c_void,
+    param: u32,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut c_void,
+) -> i32 {
+    if !matches!(
+        param,
+        CL_DEVICE_PERFORMANCE_COUNTERS_CODEPLAY | CL_DEVICE_EXTENSIONS | CL_DEVICE_EXTENSIONS_WITH_VERSION
+    ) {
+        // SAFETY: forwarded.
+        return unsafe { next(device, param, size, value, size_ret) };
+    }
+    // SAFETY: forwarded.
+    unsafe { device_info_answered_by_layer(next, device, param, size, value, size_ret) }
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn device_info_answered_by_layer(
     next: sig::clGetDeviceInfo_fn,
     device: *mut c_void,
     param: u32,

@@ -24,7 +24,19 @@ pub(crate) struct QueueInfo {
 
 static QUEUES: RwLock<Option<HashMap<usize, QueueInfo>>> = RwLock::new(None);
 
+/// Whether any queue was ever created with Codeplay counters (one relaxed load).
+static ANY_COUNTERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[inline]
+pub(crate) fn any_counters() -> bool {
+    // Relaxed: a hint that skips work; the queue table (under its lock) is the truth.
+    ANY_COUNTERS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub(crate) fn insert(queue: *mut c_void, info: QueueInfo) {
+    if info.counters.is_some() {
+        ANY_COUNTERS.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     QUEUES.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(queue as usize, info);
 }
 
@@ -41,6 +53,9 @@ pub(crate) fn get(queue: *mut c_void) -> Option<QueueInfo> {
 /// The queue's Codeplay counters, if it was created with them.
 #[inline]
 pub(crate) fn counters(queue: *mut c_void) -> Option<Arc<CounterSet>> {
+    if !any_counters() {
+        return None;
+    }
     QUEUES
         .read()
         .unwrap_or_else(|e| e.into_inner())
