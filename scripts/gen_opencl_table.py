@@ -246,41 +246,44 @@ FALLBACK = {"clCreateCommandQueueWithPropertiesKHR"}
 # Enqueue commands that produce device activity: name -> (kind, operation, payload fields as Rust
 # expressions over the parameters). `region(r)` is the product of a `const size_t[3]` region.
 K, C, F, S = "KernelDispatch", "MemoryCopy", "MemoryFill", "Sync"
+# Copies: `dir` is the direction when the command fixes it (buffers and images live on the
+# device, the host pointer on the host); USM / SVM copies find it from the allocation table.
+# Maps and unmaps are reported as reads and writes of the mapped region, images as buffers,
+# markers as barriers: the core's operations of each kind.
+H2D, D2H, D2D, USM = "HostToDevice", "DeviceToHost", "DeviceToDevice", None
 ENQUEUE = {
     "clEnqueueNDRangeKernel": (K, "LAUNCH", dict(kernel="kernel", work_dim="work_dim", gws="global_work_size", lws="local_work_size")),
     "clEnqueueTask": (K, "LAUNCH", dict(kernel="kernel", work_dim="1", gws="ptr::null_mut()", lws="ptr::null_mut()")),
     "clEnqueueNativeKernel": (K, "LAUNCH", dict(kernel="0", work_dim="0", gws="ptr::null_mut()", lws="ptr::null_mut()")),
-    "clEnqueueReadBuffer": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="size as u64")),
-    "clEnqueueWriteBuffer": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="size as u64")),
-    "clEnqueueCopyBuffer": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="size as u64")),
-    "clEnqueueReadBufferRect": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="crate::call::region(region)")),
-    "clEnqueueWriteBufferRect": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="crate::call::region(region)")),
-    "clEnqueueCopyBufferRect": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="crate::call::region(region)")),
-    "clEnqueueReadImage": (C, "IMAGE_READ", dict(dst="ptr", src="image", size="crate::call::region(region)")),
-    "clEnqueueWriteImage": (C, "IMAGE_WRITE", dict(dst="image", src="ptr", size="crate::call::region(region)")),
-    "clEnqueueCopyImage": (C, "IMAGE_COPY", dict(dst="dst_image", src="src_image", size="crate::call::region(region)")),
-    "clEnqueueCopyImageToBuffer": (C, "IMAGE_COPY", dict(dst="dst_buffer", src="src_image", size="crate::call::region(region)")),
-    "clEnqueueCopyBufferToImage": (C, "IMAGE_COPY", dict(dst="dst_image", src="src_buffer", size="crate::call::region(region)")),
-    "clEnqueueSVMMemcpy": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64")),
-    "clEnqueueMemcpyINTEL": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64")),
-    "clEnqueueMapBuffer": (C, "MAP", dict(dst="0", src="buffer", size="size as u64")),
-    "clEnqueueMapImage": (C, "MAP", dict(dst="0", src="image", size="crate::call::region(region)")),
-    "clEnqueueSVMMap": (C, "MAP", dict(dst="0", src="svm_ptr", size="size as u64")),
-    "clEnqueueUnmapMemObject": (C, "UNMAP", dict(dst="memobj", src="mapped_ptr", size="0")),
-    "clEnqueueSVMUnmap": (C, "UNMAP", dict(dst="svm_ptr", src="0", size="0")),
-    "clEnqueueMigrateMemObjects": (C, "MIGRATE", dict(dst="0", src="0", size="0")),
-    "clEnqueueSVMMigrateMem": (C, "MIGRATE", dict(dst="0", src="0", size="0")),
-    "clEnqueueMigrateMemINTEL": (C, "MIGRATE", dict(dst="ptr", src="0", size="size as u64")),
+    "clEnqueueReadBuffer": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="size as u64", dir=D2H)),
+    "clEnqueueWriteBuffer": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="size as u64", dir=H2D)),
+    "clEnqueueCopyBuffer": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="size as u64", dir=D2D)),
+    "clEnqueueReadBufferRect": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="crate::call::region(region)", dir=D2H)),
+    "clEnqueueWriteBufferRect": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="crate::call::region(region)", dir=H2D)),
+    "clEnqueueCopyBufferRect": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueReadImage": (C, "BUFFER_READ", dict(dst="ptr", src="image", size="crate::call::region(region)", dir=D2H)),
+    "clEnqueueWriteImage": (C, "BUFFER_WRITE", dict(dst="image", src="ptr", size="crate::call::region(region)", dir=H2D)),
+    "clEnqueueCopyImage": (C, "BUFFER_COPY", dict(dst="dst_image", src="src_image", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueCopyImageToBuffer": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_image", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueCopyBufferToImage": (C, "BUFFER_COPY", dict(dst="dst_image", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueSVMMemcpy": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
+    "clEnqueueMemcpyINTEL": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
+    "clEnqueueMapBuffer": (C, "BUFFER_READ", dict(dst="0", src="buffer", size="size as u64", dir=D2H)),
+    "clEnqueueMapImage": (C, "BUFFER_READ", dict(dst="0", src="image", size="crate::call::region(region)", dir=D2H)),
+    "clEnqueueSVMMap": (C, "USM_MEMCPY", dict(dst="0", src="svm_ptr", size="size as u64", dir=D2H)),
+    "clEnqueueUnmapMemObject": (C, "BUFFER_WRITE", dict(dst="memobj", src="mapped_ptr", size="0", dir=H2D)),
+    "clEnqueueSVMUnmap": (C, "USM_MEMCPY", dict(dst="svm_ptr", src="0", size="0", dir=H2D)),
+    "clEnqueueMigrateMemObjects": (C, "BUFFER_COPY", dict(dst="0", src="0", size="0", dir=D2D)),
+    "clEnqueueSVMMigrateMem": (C, "USM_MEMCPY", dict(dst="0", src="0", size="0", dir=D2D)),
+    "clEnqueueMigrateMemINTEL": (C, "USM_MEMCPY", dict(dst="ptr", src="0", size="size as u64", dir=D2D)),
     "clEnqueueFillBuffer": (F, "BUFFER_FILL", dict(dst="buffer", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
-    "clEnqueueFillImage": (F, "IMAGE_FILL", dict(dst="image", pattern="fill_color", pattern_size="16", size="crate::call::region(region)")),
+    "clEnqueueFillImage": (F, "BUFFER_FILL", dict(dst="image", pattern="fill_color", pattern_size="16", size="crate::call::region(region)")),
     "clEnqueueSVMMemFill": (F, "USM_FILL", dict(dst="svm_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemFillINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemsetINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="&raw const value", pattern_size="1", size="size as u64")),
-    "clEnqueueMarker": (S, "MARKER", dict(count="0")),
-    "clEnqueueMarkerWithWaitList": (S, "MARKER", dict(count="num_events_in_wait_list")),
+    "clEnqueueMarker": (S, "BARRIER", dict(count="0")),
+    "clEnqueueMarkerWithWaitList": (S, "BARRIER", dict(count="num_events_in_wait_list")),
     "clEnqueueBarrierWithWaitList": (S, "BARRIER", dict(count="num_events_in_wait_list")),
-    "clEnqueueSVMFree": (S, "SVM_FREE", dict(count="num_svm_pointers")),
-    "clEnqueueMemAdviseINTEL": (S, "MEM_ADVISE", dict(count="0")),
 }
 names = {f[1] for f in functions}
 for n in list(HOOKS) + list(ENQUEUE):
@@ -433,12 +436,13 @@ for fid, name, sig, slot in functions:
             cmd = (f"Command::kernel({fields['kernel']} as u64, {fields['work_dim']} as u32, "
                    f"{fields['gws']} as *const usize, {fields['lws']} as *const usize)")
         elif kind == "MemoryCopy":
-            cmd = f"Command::copy(crate::enqueue::copy_op::{opname}, {fields['dst']} as u64, {fields['src']} as u64, {fields['size']})"
+            d = f"Some(offtrace_core::CopyDirection::{fields['dir']})" if fields["dir"] else "None"
+            cmd = f"Command::copy(offtrace_core::memory_copy::{opname}, {fields['dst']} as u64, {fields['src']} as u64, {fields['size']}, {d})"
         elif kind == "MemoryFill":
-            cmd = (f"Command::fill(crate::enqueue::fill_op::{opname}, {fields['dst']} as u64, "
+            cmd = (f"Command::fill(offtrace_core::memory_fill::{opname}, {fields['dst']} as u64, "
                    f"{fields['pattern']} as *const c_void, {fields['pattern_size']}, {fields['size']})")
         else:
-            cmd = f"Command::sync(crate::enqueue::sync::{opname}, {fields['count']} as u32)"
+            cmd = f"Command::sync(offtrace_core::sync_op::{opname}, {fields['count']} as u32)"
         w(f"    // SAFETY: the pointer arguments were valid for the call that just returned.")
         w(f"    submission.submitted({res}, op::{name}, unsafe {{ {cmd} }});")
     if sig["rust_ret"] == "i32":

@@ -1440,7 +1440,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueReadBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
 }
@@ -1455,7 +1455,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1470,7 +1470,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBuffer.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1485,7 +1485,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadImage.
     let r = unsafe { next(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_READ, ptr as u64, image as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
 }
@@ -1500,7 +1500,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteImage.
     let r = unsafe { next(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_WRITE, image as u64, ptr as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, image as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1515,7 +1515,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, s
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImage.
     let r = unsafe { next(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_image as u64, src_image as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1530,7 +1530,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImageToBuffer.
     let r = unsafe { next(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_buffer as u64, src_image as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1545,7 +1545,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferToImage.
     let r = unsafe { next(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(crate::enqueue::copy_op::IMAGE_COPY, dst_image as u64, src_buffer as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1563,7 +1563,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, buffer as u64, size as u64) });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, 0 as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1582,7 +1582,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
     let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, image as u64, crate::call::region(region)) });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, 0 as u64, image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1598,7 +1598,7 @@ pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueUnmapMemObject.
     let r = unsafe { next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(crate::enqueue::copy_op::UNMAP, memobj as u64, mapped_ptr as u64, 0) });
+    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, memobj as u64, mapped_ptr as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1658,7 +1658,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, even
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarker.
     let r = unsafe { next(command_queue, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarker, unsafe { Command::sync(crate::enqueue::sync::MARKER, 0 as u32) });
+    submission.submitted(r, op::clEnqueueMarker, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, 0 as u32) });
     call.exit(r, 0);
     r
 }
@@ -1901,7 +1901,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
 }
@@ -1916,7 +1916,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_v
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -1931,7 +1931,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferRect.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(crate::enqueue::copy_op::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -2118,7 +2118,7 @@ pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillBuffer.
     let r = unsafe { next(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillBuffer, unsafe { Command::fill(crate::enqueue::fill_op::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueFillBuffer, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
@@ -2133,7 +2133,7 @@ pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillImage.
     let r = unsafe { next(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(crate::enqueue::fill_op::IMAGE_FILL, image as u64, fill_color as *const c_void, 16, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, image as u64, fill_color as *const c_void, 16, crate::call::region(region)) });
     call.exit(r, 0);
     r
 }
@@ -2148,7 +2148,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjects.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0) });
+    submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -2163,7 +2163,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarkerWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(crate::enqueue::sync::MARKER, num_events_in_wait_list as u32) });
+    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
 }
@@ -2178,7 +2178,7 @@ pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrierWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(crate::enqueue::sync::BARRIER, num_events_in_wait_list as u32) });
+    submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
 }
@@ -2339,12 +2339,9 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMFree(command_queue: *mut c_void, num
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::new();
-    call.enter_enqueue(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
+    call.enter(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFree.
-    let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
-    // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMFree, unsafe { Command::sync(crate::enqueue::sync::SVM_FREE, num_svm_pointers as u32) });
+    let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
@@ -2359,7 +2356,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, b
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpy.
     let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
     call.exit(r, 0);
     r
 }
@@ -2374,7 +2371,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFill.
     let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
@@ -2389,7 +2386,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, bloc
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMap.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(crate::enqueue::copy_op::MAP, 0 as u64, svm_ptr as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, svm_ptr as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
 }
@@ -2404,7 +2401,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, sv
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmap.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(crate::enqueue::copy_op::UNMAP, svm_ptr as u64, 0 as u64, 0) });
+    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, svm_ptr as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -2503,7 +2500,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_voi
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMigrateMem.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, 0 as u64, 0 as u64, 0) });
+    submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -3520,7 +3517,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemFillINTEL.
     let r = unsafe { next(command_queue, dst_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
 }
@@ -3537,7 +3534,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemcpyINTEL.
     let r = unsafe { next(command_queue, blocking, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(crate::enqueue::copy_op::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
     call.exit(r, 0);
     r
 }
@@ -3549,12 +3546,9 @@ pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(command_queue: *mut c_vo
         return crate::call::CL_INVALID_OPERATION as i32;
     };
     let mut call = ApiCall::new();
-    call.enter_enqueue(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
-    let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
+    call.enter(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemAdviseINTEL.
-    let r = unsafe { next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
-    // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemAdviseINTEL, unsafe { Command::sync(crate::enqueue::sync::MEM_ADVISE, 0 as u32) });
+    let r = unsafe { next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
 }
@@ -3571,7 +3565,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_v
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemINTEL.
     let r = unsafe { next(command_queue, ptr, size, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(crate::enqueue::copy_op::MIGRATE, ptr as u64, 0 as u64, size as u64) });
+    submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, ptr as u64, 0 as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
 }
@@ -3588,7 +3582,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemsetINTEL.
     let r = unsafe { next(command_queue, dst_ptr, value, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(crate::enqueue::fill_op::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) });
+    submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) });
     call.exit(r, 0);
     r
 }

@@ -30,6 +30,9 @@ pub const CL_PROFILING_COMMAND_END: u32 = 0x1283;
 pub const CL_COMPLETE: i32 = 0;
 pub const CL_RUNNING: i32 = 1;
 pub const CL_DEVICE_EXTENSIONS: u32 = 0x1030;
+pub const CL_DEVICE_NAME: u32 = 0x102B;
+pub const CL_DEVICE_TYPE: u32 = 0x1000;
+pub const CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE: u64 = 1 << 0;
 pub const CL_DEVICE_EXTENSIONS_WITH_VERSION: u32 = 0x1060;
 pub const CL_KERNEL_FUNCTION_NAME: u32 = 0x1190;
 pub const CL_MEM_SIZE: u32 = 0x1102;
@@ -119,7 +122,7 @@ impl ApiCall {
 /// The services' payload for an `OPENCL_API` record.
 #[inline(always)]
 fn api_payload(p: &ApiCallPayload) -> Payload<'_> {
-    Payload::OpenclApi(p)
+    Payload::api(OPENCL_API, p)
 }
 
 /// Where the next layer writes its error code: the caller's `errcode_ret`, or `local` when the

@@ -19,9 +19,11 @@
 //! What each counter measures, and how overlapping commands are attributed: docs/opencl.md.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{CStr, CString, c_void};
 use std::ptr;
 use std::sync::{Arc, Mutex};
+
+use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_instant};
 
 use crate::api::next;
 use crate::call::*;
@@ -342,6 +344,51 @@ pub(crate) unsafe fn device_info(param_value_size: usize, param_value: *mut c_vo
         unsafe { *size_ret = need };
     }
     CL_SUCCESS
+}
+
+/// Counter ids already defined in the trace, by (uuid, device).
+static DEFINED: Mutex<Option<HashMap<(u32, u64), u64>>> = Mutex::new(None);
+
+fn unit_text(unit: u32) -> &'static CStr {
+    match unit {
+        UNIT_NANOSECONDS => c"ns",
+        UNIT_BYTES => c"bytes",
+        UNIT_BYTES_PER_SECOND => c"bytes/s",
+        UNIT_CYCLES => c"cycles",
+        _ => c"",
+    }
+}
+
+/// The same results as trace counter samples (`COUNTER` kind): each counter is defined once
+/// per device (name `codeplay.<name>`), then sampled at the command's completion.
+pub(crate) fn emit_samples(set: &CounterSet, device: u64, values: &CounterValues) {
+    if !offtrace_core::kind_enabled(Kind::Counter) {
+        return;
+    }
+    for (c, &value) in set.counters.iter().zip(&values.0) {
+        let (id, new) = {
+            let mut g = DEFINED.lock().unwrap_or_else(|e| e.into_inner());
+            let m = g.get_or_insert_with(HashMap::new);
+            let next = 0xC0DE_0000_0000 + m.len() as u64;
+            match m.get(&(c.uuid, device)) {
+                Some(&id) => (id, false),
+                None => {
+                    m.insert((c.uuid, device), next);
+                    (next, true)
+                }
+            }
+        };
+        let name = CString::new(format!("codeplay.{}", c.name)).unwrap_or_default();
+        let unit = unit_text(c.unit);
+        if new {
+            let value_type =
+                if c.storage == STORAGE_FLOAT64 { CounterValueType::F64 } else { CounterValueType::U64 } as u64;
+            let p = CounterPayload { counter: id, device, value: value_type, name: name.as_ptr(), unit: unit.as_ptr() };
+            emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
+        }
+        let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr() };
+        emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
+    }
 }
 
 /// Keeps the `Arc` type in one place for the queue table.

@@ -31,48 +31,43 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use offtrace_core::{
-    KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, MemoryCopyPayload, MemoryFillPayload, Payload, SyncPayload,
-    emit_activity, emit_instant, kernel_dispatch, kind_enabled,
+    CopyDirection, KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, MemoryCopyPayload, MemoryFillPayload, MemoryType,
+    Payload, SyncPayload, emit_activity, emit_instant, kernel_dispatch, kind_enabled,
 };
 
 use crate::api::next;
 use crate::call::*;
 use crate::counters::{CounterSet, CounterValues};
 
-/// Operations of `MEMORY_COPY` the layer reports (the core's ids where it has them).
-pub mod copy_op {
-    pub const USM_MEMCPY: u32 = offtrace_core::memory_copy::USM_MEMCPY;
-    pub const BUFFER_READ: u32 = offtrace_core::memory_copy::BUFFER_READ;
-    pub const BUFFER_WRITE: u32 = offtrace_core::memory_copy::BUFFER_WRITE;
-    pub const BUFFER_COPY: u32 = offtrace_core::memory_copy::BUFFER_COPY;
-    pub const IMAGE_READ: u32 = 4;
-    pub const IMAGE_WRITE: u32 = 5;
-    pub const IMAGE_COPY: u32 = 6;
-    pub const MAP: u32 = 7;
-    pub const UNMAP: u32 = 8;
-    pub const MIGRATE: u32 = 9;
-}
-/// Operations of `MEMORY_FILL` the layer reports.
-pub mod fill_op {
-    pub const USM_FILL: u32 = offtrace_core::memory_fill::USM_FILL;
-    pub const BUFFER_FILL: u32 = offtrace_core::memory_fill::BUFFER_FILL;
-    pub const IMAGE_FILL: u32 = 2;
-}
-/// Operations of `SYNC` the layer reports.
-pub mod sync {
-    pub const BARRIER: u32 = offtrace_core::sync_op::BARRIER;
-    pub const MARKER: u32 = 2;
-    pub const SVM_FREE: u32 = 3;
-    pub const MEM_ADVISE: u32 = 4;
-}
-
 /// What a command did, as known at enqueue time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Command {
-    Kernel { kernel: u64, work_dim: u32, global: [u64; 3], local: [u64; 3] },
-    Copy { op: u32, dst: u64, src: u64, size: u64 },
-    Fill { op: u32, dst: u64, pattern: u64, pattern_size: u64, size: u64 },
-    Sync { op: u32, count: u32 },
+    Kernel {
+        kernel: u64,
+        work_dim: u32,
+        global: [u64; 3],
+        local: [u64; 3],
+    },
+    Copy {
+        op: u32,
+        dst: u64,
+        src: u64,
+        size: u64,
+        direction: CopyDirection,
+        src_type: MemoryType,
+        dst_type: MemoryType,
+    },
+    Fill {
+        op: u32,
+        dst: u64,
+        pattern: u64,
+        pattern_size: u64,
+        size: u64,
+    },
+    Sync {
+        op: u32,
+        count: u32,
+    },
 }
 
 impl Command {
@@ -94,12 +89,23 @@ impl Command {
         Command::Kernel { kernel, work_dim, global: read(global), local: read(local) }
     }
 
+    /// A copy; `direction` is `None` for USM / SVM copies, whose ends are looked up in the live
+    /// allocation table (an address it does not know is host memory).
+    ///
     /// # Safety
     ///
     /// None: plain values (unsafe only for the generated call sites' uniformity).
     #[allow(unsafe_code)]
-    pub(crate) unsafe fn copy(op: u32, dst: u64, src: u64, size: u64) -> Self {
-        Command::Copy { op, dst, src, size }
+    pub(crate) unsafe fn copy(op: u32, dst: u64, src: u64, size: u64, direction: Option<CopyDirection>) -> Self {
+        let (src_type, dst_type) = match direction {
+            Some(CopyDirection::HostToDevice) => (MemoryType::Host, MemoryType::Device),
+            Some(CopyDirection::DeviceToHost) => (MemoryType::Device, MemoryType::Host),
+            Some(CopyDirection::DeviceToDevice) => (MemoryType::Device, MemoryType::Device),
+            Some(CopyDirection::HostToHost) => (MemoryType::Host, MemoryType::Host),
+            _ => (usm_type(src), usm_type(dst)),
+        };
+        let direction = direction.unwrap_or_else(|| CopyDirection::from_types(src_type, dst_type));
+        Command::Copy { op, dst, src, size, direction, src_type, dst_type }
     }
 
     /// # Safety
@@ -141,9 +147,11 @@ impl Command {
         }
     }
 
-    /// Emits `f` with this command's payload.
-    fn with_payload(&self, queue: u64, f: impl FnOnce(Kind, u32, Payload<'_>)) {
+    /// Emits `f` with this command's payload; `device_start` / `device_end` in the trace clock
+    /// (0 at enqueue, or when the device times never arrived).
+    fn with_payload(&self, queue: u64, device: u64, times: (u64, u64), f: impl FnOnce(Kind, u32, Payload<'_>)) {
         let (kind, op) = self.kind_op();
+        let (device_start, device_end) = times;
         match *self {
             Command::Kernel { kernel, work_dim, global, local } => {
                 let mut p = KernelDispatchPayload {
@@ -153,22 +161,48 @@ impl Command {
                     work_dim,
                     global_size: global,
                     local_size: local,
+                    device,
+                    device_start,
+                    device_end,
                     ..Default::default()
                 };
                 let n = crate::objects::kernel_args(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
                 p.kernel_arg_count = n as u32;
                 f(kind, op, Payload::KernelDispatch(&p));
             }
-            Command::Copy { dst, src, size, .. } => {
-                f(kind, op, Payload::MemoryCopy(&MemoryCopyPayload { queue, dst, src, size }))
+            Command::Copy { dst, src, size, direction, src_type, dst_type, .. } => {
+                let p = MemoryCopyPayload {
+                    queue,
+                    dst,
+                    src,
+                    size,
+                    device,
+                    direction,
+                    src_type,
+                    dst_type,
+                    device_start,
+                    device_end,
+                };
+                f(kind, op, Payload::MemoryCopy(&p))
             }
             Command::Fill { dst, pattern, pattern_size, size, .. } => {
-                f(kind, op, Payload::MemoryFill(&MemoryFillPayload { queue, dst, pattern, pattern_size, size }))
+                let p = MemoryFillPayload { queue, dst, pattern, pattern_size, size, device, device_start, device_end };
+                f(kind, op, Payload::MemoryFill(&p))
             }
             Command::Sync { count, .. } => {
-                f(kind, op, Payload::Sync(&SyncPayload { object: queue, event_count: count }))
+                let p = SyncPayload { object: queue, event_count: count, queue, device, device_start, device_end };
+                f(kind, op, Payload::Sync(&p))
             }
         }
+    }
+}
+
+/// The memory type of a USM / SVM address: the live allocation table's, else host memory.
+fn usm_type(addr: u64) -> MemoryType {
+    match offtrace_core::lookup_allocation(addr) {
+        Some((_, _, MemoryType::Shared)) => MemoryType::Shared,
+        Some((_, _, MemoryType::Device)) => MemoryType::Device,
+        _ => MemoryType::Host,
     }
 }
 
@@ -234,11 +268,14 @@ impl Submission {
             return;
         }
         let correlation = if self.correlation != 0 { self.correlation } else { offtrace_core::next_correlation_id() };
-        // The launch itself, inside the API call (kernel allocation properties at launch time),
-        // unless an enclosing API call's backend (UR on the SYCL path) reported it already.
-        if let (Command::Kernel { .. }, false) = (command, self.nested) {
-            command
-                .with_payload(self.queue as u64, |kind, op, p| emit_instant(kind, op, offtrace_core::Phase::None, p));
+        // The command itself, inside the API call that enqueued it (kernel allocation properties
+        // at launch time), unless an enclosing API call's backend (UR on the SYCL path) reported
+        // it already; its device times complete it later (`emit_activity`, same correlation).
+        let device = crate::queues::device(self.queue);
+        if !self.nested {
+            command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
+                emit_instant(kind, op, offtrace_core::Phase::None, p)
+            });
         }
         let event = if self.user_event.is_null() {
             self.local
@@ -260,7 +297,6 @@ impl Submission {
         if event.is_null() {
             return;
         }
-        let device = crate::queues::device(self.queue);
         let pending = Pending {
             event: event as usize,
             queue: self.queue as u64,
@@ -394,9 +430,12 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
             p.perf_at_start.as_ref(),
             perf_end.as_ref(),
         );
+        crate::counters::emit_samples(set, p.device, &values);
         crate::counters::store_results(event as usize, values);
     }
-    p.command.with_payload(p.queue, |kind, op, payload| emit_activity(kind, op, p.correlation, start, end, payload));
+    p.command.with_payload(p.queue, p.device, (start, end), |kind, op, payload| {
+        emit_activity(kind, op, p.correlation, start, end, payload)
+    });
     lock(&RELEASES).push(p.event);
 }
 
@@ -428,7 +467,9 @@ pub(crate) fn finish() {
     let left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
     for p in left {
         INCOMPLETE.fetch_add(1, Ordering::Relaxed);
-        p.command.with_payload(p.queue, |kind, op, payload| emit_activity(kind, op, p.correlation, 0, 0, payload));
+        p.command.with_payload(p.queue, p.device, (0, 0), |kind, op, payload| {
+            emit_activity(kind, op, p.correlation, 0, 0, payload)
+        });
     }
     // The runtime may already be torn down at exit: the remaining references are left to the
     // process's end rather than released into a runtime that is gone.

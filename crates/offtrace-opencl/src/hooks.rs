@@ -20,7 +20,9 @@ use std::ffi::{CStr, c_char, c_void};
 use std::ptr;
 use std::sync::atomic::Ordering;
 
-use offtrace_core::{Kind, MemoryType, code_object, kind_enabled};
+use offtrace_core::{
+    Kind, MemoryType, Payload, Phase, QueuePayload, code_object, emit_instant, kind_enabled, queue_op,
+};
 
 use crate::api::{EXT_NEXT, extension_wrapper, next, sig};
 use crate::call::*;
@@ -39,11 +41,23 @@ fn objects_wanted() -> bool {
 
 // ---- queues ----------------------------------------------------------------------------------
 
-fn register_queue(queue: *mut c_void, device: *mut c_void, info: QueueInfo) {
-    if !queue.is_null() {
-        crate::calibration::calibrate_device(device);
-        queues::insert(queue, info);
+fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void, info: QueueInfo) {
+    if queue.is_null() {
+        return;
     }
+    crate::calibration::calibrate_device(device);
+    objects::device_seen(device, context);
+    if kind_enabled(Kind::Queue) {
+        let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;
+        let p = QueuePayload {
+            queue: queue as u64,
+            device: device as u64,
+            context: context as u64,
+            flags: u64::from(in_order),
+        };
+        emit_instant(Kind::Queue, queue_op::CREATE, Phase::None, Payload::Queue(&p));
+    }
+    queues::insert(queue, info);
 }
 
 pub(crate) unsafe fn clCreateCommandQueue(
@@ -61,6 +75,7 @@ pub(crate) unsafe fn clCreateCommandQueue(
     }
     register_queue(
         q,
+        context,
         device,
         QueueInfo { device: device as usize, app_properties: properties, app_property_list: None, counters: None },
     );
@@ -142,6 +157,7 @@ unsafe fn create_queue_with_properties(
     }
     register_queue(
         q,
+        context,
         device,
         QueueInfo { device: device as usize, app_properties, app_property_list: app_list, counters },
     );
@@ -246,6 +262,10 @@ pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, 
     // SAFETY: forwarded.
     let r = unsafe { next(queue) };
     if r == CL_SUCCESS && rc == 1 {
+        if let Some(info) = queues::get(queue).filter(|_| kind_enabled(Kind::Queue)) {
+            let p = QueuePayload { queue: queue as u64, device: info.device as u64, ..Default::default() };
+            emit_instant(Kind::Queue, queue_op::DESTROY, Phase::None, Payload::Queue(&p));
+        }
         queues::remove(queue);
     }
     r

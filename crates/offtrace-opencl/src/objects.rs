@@ -13,8 +13,8 @@ use std::ptr;
 use std::sync::{Mutex, RwLock};
 
 use offtrace_core::{
-    CodeObjectPayload, Kind, MemoryAllocPayload, MemoryType, Payload, Phase, code_object, emit_instant,
-    emit_memory_alloc, emit_memory_free, kind_enabled,
+    CodeObjectPayload, DevicePayload, DeviceType, Kind, MemoryAllocPayload, MemoryType, Payload, Phase, code_object,
+    device_op, emit_instant, emit_memory_alloc, emit_memory_free, kind_enabled,
 };
 
 use crate::api::next;
@@ -174,4 +174,37 @@ pub(crate) fn code_object_unloaded(op: u32, handle: *mut c_void) {
         let p = CodeObjectPayload { handle: handle as u64, program: 0, name: ptr::null(), binary_size: 0 };
         emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&p));
     }
+}
+
+static DEVICES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+/// Defines `device` (name, type; parent = the context it was first used in) once.
+pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
+    if device.is_null() || !kind_enabled(Kind::Device) {
+        return;
+    }
+    if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::new).insert(device as usize) {
+        return;
+    }
+    let Some(info) = next().clGetDeviceInfo else { return };
+    let name = query_string(|n, v, ret| {
+        // SAFETY: the layer's own buffers; a valid device.
+        Some(unsafe { info(device, CL_DEVICE_NAME, n, v, ret.cast()) })
+    });
+    let mut ty = 0u64;
+    // SAFETY: an 8-byte out value (cl_device_type).
+    unsafe { info(device, CL_DEVICE_TYPE, 8, (&raw mut ty).cast(), ptr::null_mut()) };
+    let device_type = match ty {
+        t if t & 2 != 0 => DeviceType::Cpu,
+        t if t & 4 != 0 => DeviceType::Gpu,
+        t if t & 8 != 0 => DeviceType::Accelerator,
+        _ => DeviceType::Unknown,
+    };
+    let p = DevicePayload {
+        handle: device as u64,
+        parent: context as u64,
+        name: name.as_deref().map_or(ptr::null(), CStr::as_ptr),
+        device_type,
+    };
+    emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
 }

@@ -141,11 +141,8 @@ struct Activity {
     end: u64,
 }
 
-/// The device activity records (`act`), without the launch records the buffer service also
-/// receives (one-shot records: start = end, and a `launch` line with the same correlation).
+/// The device activity records with device times (`act`: phase COMPLETE), by correlation.
 fn activities(lines: &[String]) -> Vec<Activity> {
-    let launches: Vec<u64> =
-        lines.iter().filter(|l| l.starts_with("launch ")).filter_map(|l| l.split(' ').nth(2)?.parse().ok()).collect();
     let mut acts: Vec<Activity> = lines
         .iter()
         .filter(|l| l.starts_with("act "))
@@ -154,15 +151,16 @@ fn activities(lines: &[String]) -> Vec<Activity> {
             Activity { kind: f[0] as u32, op: f[1] as u32, correlation: f[2], start: f[3], end: f[4] }
         })
         .collect();
-    // Drop exactly one instant per launch.
-    for c in launches {
-        if let Some(i) = acts.iter().position(|a| a.kind == 3 && a.correlation == c && a.start == a.end && a.start != 0)
-        {
-            acts.remove(i);
-        }
-    }
     acts.sort_by_key(|a| a.correlation);
     acts
+}
+
+/// The correlations of the device activity records at enqueue (`enq`), in order.
+fn enqueued(lines: &[String]) -> Vec<u64> {
+    let mut v: Vec<u64> =
+        lines.iter().filter(|l| l.starts_with("enq ")).filter_map(|l| l.split(' ').nth(3)?.parse().ok()).collect();
+    v.sort_unstable();
+    v
 }
 
 fn count_kinds(acts: &[Activity]) -> BTreeMap<u32, usize> {
@@ -213,6 +211,13 @@ fn vector_add_matches_program(rt: Runtime) {
         .filter_map(|l| l.split(' ').nth(3)?.parse().ok())
         .collect();
     assert_eq!(acts.iter().map(|a| a.correlation).collect::<Vec<_>>(), enqueues, "{rt:?}");
+    // Each command was reported at enqueue too (phase NONE), and completed once (COMPLETE).
+    assert_eq!(enqueued(&lines), enqueues, "{rt:?}");
+    // The queue and its device are defined.
+    assert!(lines.iter().any(|l| l.starts_with("queue 0 ")), "{rt:?}: no QUEUE create");
+    assert!(lines.iter().any(|l| l.starts_with("device ")), "{rt:?}: no DEVICE");
+    // Kernels name their three buffers (kernel allocation properties from the buffer handles).
+    assert!(lines.iter().filter(|l| l.starts_with("launch vadd ")).all(|l| l.ends_with("allocs=3")), "{rt:?}");
     // Device times are in the trace clock: inside the run, in enqueue order for an in-order queue.
     assert!(acts.windows(2).all(|w| w[1].start >= w[0].end), "{rt:?}: overlapping in-order commands {acts:?}");
 }

@@ -1,11 +1,17 @@
 /* record_tool: an offtrace tool for the OpenCL layer's tests. Writes one line per record to the
  * file named by OFFTRACE_TEST_OUT:
  *
- *   api <function> <result> <correlation>          OPENCL_API exit (callback service)
- *   launch <kernel name> <correlation>             KERNEL_DISPATCH at enqueue (callback service)
- *   alloc <op> <ptr> <size> <type>                 MEMORY_ALLOC (callback service)
- *   code <op> <phase> <handle>                     CODE_OBJECT (callback service)
- *   act <kind> <op> <correlation> <start> <end>    device activity (buffer service, lossless)
+ *   api <function> <result> <correlation>          OPENCL_API exit
+ *   launch <kernel name> <correlation> allocs=<n>  KERNEL_DISPATCH at enqueue (phase NONE)
+ *   enq <kind> <op> <correlation>                  any device activity at enqueue (phase NONE)
+ *   act <kind> <op> <correlation> <start> <end>    device activity with device times (phase COMPLETE)
+ *   alloc <op> <ptr> <size> <type>                 MEMORY_ALLOC
+ *   code <op> <phase> <handle>                     CODE_OBJECT
+ *   queue <op> <queue> <device> <flags>            QUEUE
+ *   device <handle> <type> <name>                  DEVICE
+ *   counter <op> <id> <value> <name> <unit>        COUNTER
+ * All from callback services (activity arrives from the runtime's threads: lines are written
+ * with one fprintf each, which stdio locks).
  */
 #include <offtrace/offtrace.h>
 
@@ -13,10 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define KIND_OPENCL_API 12
 
-static offtrace_context_id_t ctx, bctx;
-static offtrace_buffer_id_t buf;
+static offtrace_context_id_t ctx;
 static FILE* out;
 
 static void on_api(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
@@ -28,12 +32,59 @@ static void on_api(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u
     fprintf(out, "api %s %d %" PRIu64 "\n", op ? op : "?", p ? p->result : -9999, r.correlation_id.internal);
 }
 
-static void on_launch(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
+static void on_activity(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
     (void)u; (void)d;
-    const offtrace_callback_tracing_kernel_dispatch_data_t* p = r.payload;
-    uint32_t n = 0;
-    offtrace_kernel_get_allocation_properties(&r, &n, NULL);
-    fprintf(out, "launch %s %" PRIu64 " allocs=%u\n", p && p->kernel_name ? p->kernel_name : "?", r.correlation_id.internal, n);
+    uint64_t start = 0, end = 0;
+    switch (r.kind) {
+    case OFFTRACE_TRACING_KIND_KERNEL_DISPATCH: {
+        const offtrace_callback_tracing_kernel_dispatch_data_t* p = r.payload;
+        start = p->device_start; end = p->device_end;
+        if (r.phase == OFFTRACE_CALLBACK_PHASE_NONE) {
+            uint32_t n = 0;
+            offtrace_kernel_get_allocation_properties(&r, &n, NULL);
+            fprintf(out, "launch %s %" PRIu64 " allocs=%u\n", p->kernel_name ? p->kernel_name : "?", r.correlation_id.internal, n);
+        }
+        break;
+    }
+    case OFFTRACE_TRACING_KIND_MEMORY_COPY: {
+        const offtrace_callback_tracing_memory_copy_data_t* p = r.payload;
+        start = p->device_start; end = p->device_end;
+        break;
+    }
+    case OFFTRACE_TRACING_KIND_MEMORY_FILL: {
+        const offtrace_callback_tracing_memory_fill_data_t* p = r.payload;
+        start = p->device_start; end = p->device_end;
+        break;
+    }
+    case OFFTRACE_TRACING_KIND_SYNC: {
+        const offtrace_callback_tracing_sync_data_t* p = r.payload;
+        start = p->device_start; end = p->device_end;
+        break;
+    }
+    }
+    if (r.phase == OFFTRACE_CALLBACK_PHASE_COMPLETE)
+        fprintf(out, "act %u %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", r.kind, r.operation, r.correlation_id.internal, start, end);
+    else if (r.phase == OFFTRACE_CALLBACK_PHASE_NONE)
+        fprintf(out, "enq %u %u %" PRIu64 "\n", r.kind, r.operation, r.correlation_id.internal);
+}
+
+static void on_queue(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
+    (void)u; (void)d;
+    const offtrace_callback_tracing_queue_data_t* p = r.payload;
+    fprintf(out, "queue %u 0x%" PRIx64 " 0x%" PRIx64 " %" PRIu64 "\n", r.operation, p->queue, p->device, p->flags);
+}
+
+static void on_device(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
+    (void)u; (void)d;
+    const offtrace_callback_tracing_device_data_t* p = r.payload;
+    fprintf(out, "device 0x%" PRIx64 " %u %s\n", p->handle, p->device_type, p->name ? p->name : "?");
+}
+
+static void on_counter(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
+    (void)u; (void)d;
+    const offtrace_callback_tracing_counter_data_t* p = r.payload;
+    fprintf(out, "counter %u %" PRIu64 " %" PRIu64 " %s %s\n", r.operation, p->counter, p->value, p->name ? p->name : "?",
+            p->unit && *p->unit ? p->unit : "-");
 }
 
 static void on_alloc(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
@@ -48,15 +99,6 @@ static void on_code(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
     fprintf(out, "code %u %u 0x%" PRIx64 "\n", r.operation, r.phase, p->handle);
 }
 
-static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* recs,
-                      size_t count, void* d, uint64_t drops) {
-    (void)c; (void)b; (void)d;
-    for (size_t i = 0; i < count; i++)
-        fprintf(out, "act %u %u %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", recs[i].kind, recs[i].operation,
-                recs[i].correlation_id.internal, recs[i].start_timestamp, recs[i].end_timestamp);
-    if (drops) fprintf(out, "drops %" PRIu64 "\n", drops);
-}
-
 static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
     (void)fini; (void)tool_data;
     const char* path = getenv("OFFTRACE_TEST_OUT");
@@ -64,23 +106,21 @@ static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
     if (!out) return 1;
     setvbuf(out, NULL, _IOLBF, 0);
     if (offtrace_create_context(&ctx) != OFFTRACE_STATUS_SUCCESS) return 1;
-    if (offtrace_configure_callback_tracing_service(ctx, KIND_OPENCL_API, NULL, 0, on_api, NULL)) return 1;
-    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, NULL, 0, on_launch, NULL);
-    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_MEMORY_ALLOC, NULL, 0, on_alloc, NULL);
-    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_CODE_OBJECT, NULL, 0, on_code, NULL);
-    if (offtrace_create_context(&bctx) != OFFTRACE_STATUS_SUCCESS) return 1;
-    if (offtrace_create_buffer(bctx, 1 << 16, 1 << 15, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_buffer, NULL, &buf)) return 1;
+    if (offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_OPENCL_API, NULL, 0, on_api, NULL)) return 1;
     offtrace_tracing_kind_t kinds[] = {OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, OFFTRACE_TRACING_KIND_MEMORY_COPY,
                                        OFFTRACE_TRACING_KIND_MEMORY_FILL, OFFTRACE_TRACING_KIND_SYNC};
-    for (int i = 0; i < 4; i++) offtrace_configure_buffer_tracing_service(bctx, kinds[i], NULL, 0, buf);
+    for (int i = 0; i < 4; i++) offtrace_configure_callback_tracing_service(ctx, kinds[i], NULL, 0, on_activity, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_MEMORY_ALLOC, NULL, 0, on_alloc, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_CODE_OBJECT, NULL, 0, on_code, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_QUEUE, NULL, 0, on_queue, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_DEVICE, NULL, 0, on_device, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_COUNTER, NULL, 0, on_counter, NULL);
     offtrace_start_context(ctx);
-    offtrace_start_context(bctx);
     return 0;
 }
 
 static void tool_fini(void* tool_data) {
     (void)tool_data;
-    offtrace_flush_buffer(buf);
     fprintf(out, "end\n");
     fflush(out);
 }
