@@ -10,8 +10,9 @@
 //! path the layer reports its unfinished commands from an `atexit` handler instead.
 //!
 //! Initialisation of the backend (once per process, at the first init): the `OPENCL_API`
-//! operation table is registered with the services, the perf counters are opened, and the
-//! tools named in `OFFTRACE_TOOLS` are loaded.
+//! operation table is registered with the services, the perf counters are opened, the recorder
+//! is started when `OFFTRACE_OUTPUT` asks for a trace (`recording.rs`), and the tools named in
+//! `OFFTRACE_TOOLS` are loaded.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -33,6 +34,7 @@ pub fn init_backend() {
     BACKEND.call_once(|| {
         let _ = offtrace_core::register_kind_operations(OPENCL_API, api::OPERATIONS);
         crate::perf::init();
+        crate::recording::start_if_requested();
         let _ = offtrace::tools::load_tools_from_env();
     });
 }
@@ -41,6 +43,7 @@ pub fn init_backend() {
 pub fn finish() {
     crate::enqueue::finish();
     offtrace::tools::finalize_tools();
+    crate::recording::finish();
 }
 
 extern "C" fn finish_at_exit() {

@@ -38,6 +38,7 @@ pub mod layer;
 mod objects;
 pub mod perf;
 mod queues;
+mod recording;
 
 pub use api::{DISPATCH_SLOTS, OPERATIONS, op};
 pub use call::OPENCL_API;

@@ -390,3 +390,76 @@ fn dpctl_program_gets_a_device_time_for_every_kernel_copy_and_fill() {
     assert_eq!(kinds.get(&FILL), Some(&(count("clEnqueueMemFillINTEL") + count("clEnqueueMemsetINTEL"))), "{kinds:?}");
     assert!(acts.iter().all(|a| a.start != 0 && a.end >= a.start), "{acts:?}");
 }
+
+/// The trace the layer writes as the recorder's host (what `offtrace record` runs for a program
+/// without a SYCL runtime: `OPENCL_LAYERS` + `OFFTRACE_OUTPUT`).
+fn recorded(rt: Runtime, program: &Path, args: &[&str], s: &Setup) -> (Output, Vec<offtrace_format::Record>) {
+    let trace = s.dir.path().join("t.offtrace");
+    let out = s
+        .command(rt, program)
+        .args(args)
+        .env("OPENCL_LAYERS", layer())
+        .env("OFFTRACE_OUTPUT", &trace)
+        .env("OFFTRACE_LOSSLESS", "1")
+        .output()
+        .expect("run program");
+    let records = offtrace_format::TraceReader::open(&trace)
+        .expect("trace")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the whole trace decodes");
+    (out, records)
+}
+
+fn trace_matches_program(rt: Runtime) {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
+    let (out, records) = recorded(rt, &prog, &["--profile", "--iters", "5"], &s);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let api: Vec<_> = records.iter().filter_map(|r| if let Record::ApiCall(c) = r { Some(c) } else { None }).collect();
+    assert!(api.iter().all(|c| c.kind == 12), "{rt:?}: only OPENCL_API calls");
+    let launch_op = offtrace_opencl::op::clEnqueueNDRangeKernel;
+    assert_eq!(api.iter().filter(|c| c.op == launch_op).count(), 5, "{rt:?}");
+    let mut done: Vec<_> = records
+        .iter()
+        .filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None })
+        .filter(|a| a.device_end != 0)
+        .collect();
+    done.sort_by_key(|a| a.correlation);
+    let profile = program_profile(&stdout);
+    assert_eq!(done.len(), profile.len(), "{rt:?}: one completed activity per command");
+    for ((what, ns), a) in profile.iter().zip(&done) {
+        assert_eq!(a.device_end - a.device_start, *ns, "{rt:?}: {what}");
+        assert!(api.iter().any(|c| c.correlation == a.correlation), "{rt:?}: activity without its call");
+    }
+    let kernels = done.iter().filter(|a| a.kind == KERNEL).count();
+    assert_eq!(kernels, 5);
+    assert!(records.iter().any(|r| matches!(r, Record::Queue(q) if q.queue != 0 && q.device != 0)), "{rt:?}: QUEUE");
+    assert!(records.iter().any(|r| matches!(r, Record::Device(_))), "{rt:?}: DEVICE");
+    assert!(records.iter().any(|r| matches!(r, Record::End { .. })), "{rt:?}: the trace ends cleanly");
+}
+
+#[test]
+fn pocl_program_recorded_by_the_layer_alone_has_device_times_equal_to_the_programs() {
+    trace_matches_program(Runtime::Pocl);
+}
+
+#[test]
+fn intel_program_recorded_by_the_layer_alone_has_device_times_equal_to_the_programs() {
+    trace_matches_program(Runtime::Intel);
+}
+
+#[test]
+fn codeplay_counters_reach_the_trace_as_counter_samples() {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/codeplay_counters.c", "codeplay_counters", false);
+    let (out, records) = recorded(Runtime::Pocl, &prog, &[], &s);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let defs = records.iter().filter(|r| matches!(r, Record::CounterDef(_))).count();
+    let samples = records.iter().filter(|r| matches!(r, Record::CounterSample(_))).count();
+    // Every listed counter is defined once, and sampled once per command (write, kernel, read).
+    assert!(defs >= 3, "{defs} counter definitions");
+    assert_eq!(samples, 3 * defs, "{samples} samples of {defs} counters");
+}
