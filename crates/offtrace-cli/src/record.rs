@@ -232,6 +232,12 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         };
         cmd.env("UR_ENABLE_LAYERS", layers);
     }
+    // Device times of every SYCL command come from the OpenCL layer, hosted by the agent (one
+    // copy of the services: OpenCL records carry the UR call's correlation). An agent built
+    // without it gets no layer (a second copy would record nothing into this trace).
+    if hosts_opencl_layer(&agent) {
+        opencl_environment(&mut cmd, &agent);
+    }
     run_child(cmd, &program_path, &output_abs, &output)
 }
 
@@ -262,6 +268,11 @@ fn find_opencl_layer() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| exe_dir().map(|d| d.join(OPENCL_LAYER_LIB)))?;
     p.is_file().then(|| p.canonicalize().unwrap_or(p))
+}
+
+/// Whether `lib` exports the OpenCL layer's entry points (the agent links `offtrace-opencl`).
+fn hosts_opencl_layer(lib: &Path) -> bool {
+    std::fs::read(lib).is_ok_and(|b| b.windows(26).any(|w| w == b"clInitLayerWithProperties\0"))
 }
 
 /// OpenCL: the layer is added to `OPENCL_LAYERS`, the ICD loaders' layer list (the Khronos
