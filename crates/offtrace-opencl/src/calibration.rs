@@ -16,7 +16,7 @@
 //! against each other over a run (both runtimes here use the host's own monotonic clocks: Intel
 //! CLOCK_MONOTONIC, PoCL CLOCK_MONOTONIC_RAW), so no rate is fitted.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::sync::RwLock;
 
@@ -64,7 +64,7 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
     }
     let (offset_ns, uncertainty_ns) = bracket(h0, h1, d);
     let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
-    let m = g.get_or_insert_with(HashMap::new);
+    let m = g.get_or_insert_with(HashMap::default);
     match m.get(&device) {
         // A timer calibration is never replaced by a queued one; a narrower bracket of the same
         // method replaces a wider one.
@@ -116,15 +116,35 @@ pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
     }
 }
 
-/// A device timestamp in the trace clock (unchanged when the device has no calibration yet).
-pub(crate) fn to_trace(device: u64, device_ns: u64) -> u64 {
-    let off = DEVICES
+/// The device's offset `trace - device` (0 when the device has no calibration yet).
+pub(crate) fn offset(device: u64) -> i64 {
+    DEVICES
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
         .and_then(|m| m.get(&device).map(|c| c.offset_ns))
-        .unwrap_or(0);
-    (device_ns as i64).wrapping_add(off) as u64
+        .unwrap_or(0)
+}
+
+/// Whether the device's calibration still improves with QUEUED samples (no timer calibration).
+pub(crate) fn wants_queued(device: u64) -> bool {
+    DEVICES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&device))
+        .is_none_or(|c| c.method == Method::Queued)
+}
+
+/// A device timestamp in the trace clock (unchanged when the device has no calibration yet).
+#[cfg(test)]
+pub(crate) fn to_trace(device: u64, device_ns: u64) -> u64 {
+    apply(offset(device), device_ns)
+}
+
+/// `device_ns` shifted by `offset`.
+pub(crate) fn apply(offset: i64, device_ns: u64) -> u64 {
+    (device_ns as i64).wrapping_add(offset) as u64
 }
 
 #[cfg(test)]

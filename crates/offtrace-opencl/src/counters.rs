@@ -18,7 +18,7 @@
 //!
 //! What each counter measures, and how overlapping commands are attributed: docs/opencl.md.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::{CStr, CString, c_void};
 use std::ptr;
 use std::sync::{Arc, Mutex};
@@ -368,7 +368,7 @@ pub(crate) fn emit_samples(set: &CounterSet, device: u64, values: &CounterValues
     for (c, &value) in set.counters.iter().zip(&values.0) {
         let (id, new) = {
             let mut g = DEFINED.lock().unwrap_or_else(|e| e.into_inner());
-            let m = g.get_or_insert_with(HashMap::new);
+            let m = g.get_or_insert_with(HashMap::default);
             let next = 0xC0DE_0000_0000 + m.len() as u64;
             match m.get(&(c.uuid, device)) {
                 Some(&id) => (id, false),

@@ -24,7 +24,7 @@
 //! context wants device activity and the queue has no counters, a submission is inert (one
 //! relaxed load).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -310,7 +310,7 @@ impl Submission {
         };
         let has_counters = pending.counters.is_some();
         let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
-        lock(&PENDING).get_or_insert_with(HashMap::new).insert(id, pending);
+        lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
         SUBMITTED.fetch_add(1, Ordering::Relaxed);
         let Some(set_callback) = next().clSetEventCallback else {
             return;
@@ -403,7 +403,9 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
     let times = if status == CL_COMPLETE {
         match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
             (Some(s), Some(e)) => {
-                if let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED) {
+                if crate::calibration::wants_queued(p.device)
+                    && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
+                {
                     crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after);
                 }
                 Some((s, e))
@@ -414,7 +416,10 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
         None
     };
     let (start, end) = match times {
-        Some((s, e)) => (crate::calibration::to_trace(p.device, s), crate::calibration::to_trace(p.device, e)),
+        Some((s, e)) => {
+            let off = crate::calibration::offset(p.device);
+            (crate::calibration::apply(off, s), crate::calibration::apply(off, e))
+        }
         None => (0, 0),
     };
     if times.is_some() {

@@ -7,7 +7,7 @@
 //! `cl_mem` handle with their size (a kernel's buffer argument *is* the handle, so it matches
 //! exactly); SVM and USM allocations under their address.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::ptr;
 use std::sync::{Mutex, RwLock};
@@ -31,7 +31,7 @@ static NAMES: Mutex<Option<HashSet<&'static CStr>>> = Mutex::new(None);
 
 fn intern(s: &CStr) -> &'static CStr {
     let mut g = NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let set = g.get_or_insert_with(HashSet::new);
+    let set = g.get_or_insert_with(HashSet::default);
     if let Some(&k) = set.get(s) {
         return k;
     }
@@ -41,7 +41,7 @@ fn intern(s: &CStr) -> &'static CStr {
 }
 
 fn with_kernels<R>(f: impl FnOnce(&mut HashMap<usize, KernelInfo>) -> R) -> R {
-    f(KERNELS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new))
+    f(KERNELS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
 }
 
 /// The kernel's name (interned), or null when unknown.
@@ -183,7 +183,7 @@ pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
     if device.is_null() || !kind_enabled(Kind::Device) {
         return;
     }
-    if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::new).insert(device as usize) {
+    if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::default).insert(device as usize) {
         return;
     }
     let Some(info) = next().clGetDeviceInfo else { return };

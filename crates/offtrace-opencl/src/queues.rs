@@ -6,7 +6,7 @@
 //! is removed when the release that drops the queue's last reference succeeds, so a later queue
 //! at the same address starts clean.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
 
@@ -37,7 +37,7 @@ pub(crate) fn insert(queue: *mut c_void, info: QueueInfo) {
     if info.counters.is_some() {
         ANY_COUNTERS.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    QUEUES.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(queue as usize, info);
+    QUEUES.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default).insert(queue as usize, info);
 }
 
 pub(crate) fn remove(queue: *mut c_void) {

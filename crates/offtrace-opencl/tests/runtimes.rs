@@ -463,3 +463,33 @@ fn codeplay_counters_reach_the_trace_as_counter_samples() {
     assert!(defs >= 3, "{defs} counter definitions");
     assert_eq!(samples, 3 * defs, "{samples} samples of {defs} counters");
 }
+
+#[test]
+fn dpnp_program_gets_a_device_time_for_every_command_it_enqueued() {
+    let Some(s) = setup() else { return };
+    let venv = sycl_venv();
+    let rec = s.dir.path().join("dpnp.txt");
+    let script = "import dpnp as np\n\
+                  a = np.arange(100000, dtype=np.float32)\n\
+                  c = a * 2 + np.ones(100000, dtype=np.float32)\n\
+                  print(float(c.sum()), np.asnumpy(c)[:3])\n";
+    let out = Command::new(venv.join("bin/python"))
+        .args(["-c", script])
+        .env("LD_LIBRARY_PATH", venv.join("lib"))
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .env("OPENCL_LAYERS", layer())
+        .env("OFFTRACE_TOOLS", &s.tool)
+        .env("OFFTRACE_TEST_OUT", &rec)
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "dpnp (scripts/setup-sycl.sh installs it): {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("10000000000.0 [1. 3. 5.]"), "{stdout}");
+    let lines: Vec<String> = std::fs::read_to_string(&rec).expect("records").lines().map(str::to_owned).collect();
+    let acts = activities(&lines);
+    let kinds = count_kinds(&acts);
+    assert!(kinds.get(&KERNEL).is_some_and(|&n| n > 0) && kinds.contains_key(&COPY), "{kinds:?}");
+    // Every command reported at enqueue completed with a device time.
+    assert_eq!(acts.iter().map(|a| a.correlation).collect::<Vec<_>>(), enqueued(&lines));
+    assert!(acts.iter().all(|a| a.start != 0 && a.end >= a.start), "{acts:?}");
+}
