@@ -29,10 +29,10 @@ pub mod config;
 pub mod decode;
 pub mod dispatcher;
 pub mod interner;
+pub mod raw_layer;
 pub mod recorder;
 pub mod safe_read;
 pub mod services_bridge;
-pub mod trace_client;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
