@@ -34,6 +34,13 @@ pub mod recorder;
 pub mod safe_read;
 pub mod services_bridge;
 
+// The OpenCL backend's layer entry points (`clGetLayerInfo`, `clInitLayer[WithProperties]`,
+// `clDeinitLayer`) are exported by the agent too: with `OPENCL_LAYERS=<agent>` (what `offtrace
+// record` sets when the agent has them) the ICD loader runs the OpenCL layer in this library, in
+// the same copy of the services as the SYCL backend, so OpenCL commands carry the UR call's
+// correlation and land in the agent's trace.
+use offtrace_opencl as _;
+
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, Ordering};

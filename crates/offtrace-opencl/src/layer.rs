@@ -34,15 +34,21 @@ pub fn init_backend() {
     BACKEND.call_once(|| {
         let _ = offtrace_core::register_kind_operations(OPENCL_API, api::OPERATIONS);
         crate::perf::init();
-        crate::recording::start_if_requested();
-        let _ = offtrace::tools::load_tools_from_env();
+        // Inside offtrace's SYCL agent (which links this crate), or beside it, the agent hosts
+        // the recorder and the tools: this layer only emits.
+        if !crate::recording::agent_loaded() {
+            crate::recording::start_if_requested();
+            let _ = offtrace::tools::load_tools_from_env();
+        }
     });
 }
 
 /// Reports what never completed and lets tools flush (once; from `clDeinitLayer` or at exit).
 pub fn finish() {
     crate::enqueue::finish();
-    offtrace::tools::finalize_tools();
+    if !crate::recording::agent_loaded() {
+        offtrace::tools::finalize_tools();
+    }
     crate::recording::finish();
 }
 

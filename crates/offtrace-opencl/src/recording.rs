@@ -17,9 +17,10 @@ use offtrace_core::ContextId;
 
 static RECORDING: Mutex<Option<ContextId>> = Mutex::new(None);
 
-/// Whether offtrace's SYCL agent is mapped into this process.
-fn agent_loaded() -> bool {
-    std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("libofftrace_agent.so"))
+/// Whether offtrace's SYCL agent is mapped into this process (read once).
+pub(crate) fn agent_loaded() -> bool {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOADED.get_or_init(|| std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("libofftrace_agent.so")))
 }
 
 /// Opens and locks the trace file (see the module docs); the lock is held until exit.
@@ -51,7 +52,7 @@ fn claim(path: &std::ffi::OsStr) -> Option<PathBuf> {
 /// Starts recording when `OFFTRACE_OUTPUT` asks for it (see the module docs). Cold, once.
 pub(crate) fn start_if_requested() {
     let Some(output) = std::env::var_os("OFFTRACE_OUTPUT").filter(|v| !v.is_empty()) else { return };
-    if offtrace_recorder::is_recording() || agent_loaded() {
+    if offtrace_recorder::is_recording() {
         return;
     }
     let Some(path) = claim(&output) else { return };

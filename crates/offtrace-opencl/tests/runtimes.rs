@@ -493,3 +493,54 @@ fn dpnp_program_gets_a_device_time_for_every_command_it_enqueued() {
     assert_eq!(acts.iter().map(|a| a.correlation).collect::<Vec<_>>(), enqueued(&lines));
     assert!(acts.iter().all(|a| a.start != 0 && a.end >= a.start), "{acts:?}");
 }
+
+/// `offtrace record` on a dpctl program (the SYCL path): the agent hosts the OpenCL layer, so
+/// every kernel, copy and fill has its OpenCL command's device time, with the UR call's
+/// correlation. Needs the workspace built (`cargo build -p offtrace-cli -p offtrace-agent`).
+#[test]
+fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let venv = sycl_venv();
+    let bin = layer().with_file_name("offtrace");
+    let agent = layer().with_file_name("libofftrace_agent.so");
+    assert!(
+        bin.is_file() && agent.is_file(),
+        "build the CLI and the agent: cargo build -p offtrace-cli -p offtrace-agent"
+    );
+    let trace = s.dir.path().join("sycl.offtrace");
+    let out = Command::new(&bin)
+        .args(["record", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/usm_pipeline.py"))
+        .env("OFFTRACE_SYCL_VENV", &venv)
+        .env("OFFTRACE_LOSSLESS", "1")
+        .output()
+        .expect("offtrace record");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records =
+        offtrace_format::TraceReader::open(&trace).expect("trace").collect::<Result<Vec<_>, _>>().expect("decodes");
+    let calls: Vec<_> =
+        records.iter().filter_map(|r| if let Record::ApiCall(c) = r { Some(c) } else { None }).collect();
+    let ur: std::collections::HashMap<u64, u32> =
+        calls.iter().filter(|c| c.kind == 1).map(|c| (c.correlation, c.op)).collect();
+    assert!(calls.iter().any(|c| c.kind == 12), "no OPENCL_API calls in the agent's trace");
+    let acts: Vec<_> =
+        records.iter().filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None }).collect();
+    // Every enqueue the SYCL backend reported (phase NONE, inside its UR call) is completed by a
+    // device time (phase COMPLETE) with the same correlation: a UR call's.
+    let launched: Vec<_> =
+        acts.iter().filter(|a| a.device_end == 0 && [KERNEL, COPY, FILL].contains(&a.kind)).collect();
+    assert!(launched.iter().filter(|a| a.kind == KERNEL).count() >= 24, "{} launches", launched.len());
+    for l in &launched {
+        assert!(ur.contains_key(&l.correlation), "launch {l:?} not inside a UR call");
+        let done = acts.iter().find(|a| a.correlation == l.correlation && a.kind == l.kind && a.device_end != 0);
+        let done = done.unwrap_or_else(|| panic!("no device time for {l:?}"));
+        assert!(done.device_end >= done.device_start && done.device_start != 0);
+        // The device time lies inside the command's lifetime: after its UR call began.
+        let call = calls.iter().find(|c| c.kind == 1 && c.correlation == l.correlation).expect("call");
+        assert!(done.device_start + 50_000 >= call.start, "device start before the call: {done:?} {call:?}");
+    }
+}
