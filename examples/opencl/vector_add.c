@@ -1,16 +1,18 @@
 /* vector_add: a plain OpenCL program (no offtrace code) used to check the OpenCL layer.
  *
  *   cc -O2 examples/opencl/vector_add.c -lOpenCL -o vector_add
- *   ./vector_add [--profile] [--iters N] [--platform SUBSTRING]
+ *   ./vector_add [--profile] [--iters N] [--platform SUBSTRING] [--legacy-queue]
  *   OPENCL_LAYERS=$PWD/target/debug/libofftrace_opencl.so ./vector_add   (or: offtrace record -- ./vector_add)
  *
  * Enqueues 2 writes, 1 fill, N kernels, 1 buffer copy, 1 read, 1 map and 1 unmap on one in-order
  * queue, checks the result and prints what it enqueued. With --profile the queue has
  * CL_QUEUE_PROFILING_ENABLE and the program prints each command's END - START; without it the
  * program checks that profiling looks off (as the runtime would answer: the layer must not show
- * its own profiling). Exit status: 0 ok, 2 no platform/device, 3 wrong result or wrong answer.
+ * its own profiling). --legacy-queue creates the queue with the OpenCL 1.x clCreateCommandQueue.
+ * Exit status: 0 ok, 2 no platform/device, 3 wrong result or wrong answer.
  */
 #define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
 
 #include <stdio.h>
@@ -42,12 +44,13 @@ static int pick(const char* want, cl_platform_id* out_p, cl_device_id* out_d) {
 }
 
 int main(int argc, char** argv) {
-    int profile = 0, iters = 8;
+    int profile = 0, iters = 8, legacy = 0;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
+        else if (!strcmp(argv[i], "--legacy-queue")) legacy = 1;
     }
     cl_platform_id platform;
     cl_device_id device;
@@ -61,7 +64,8 @@ int main(int argc, char** argv) {
     cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
     CHECK(err);
     cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, profile ? CL_QUEUE_PROFILING_ENABLE : 0, 0};
-    cl_command_queue q = clCreateCommandQueueWithProperties(ctx, device, props, &err);
+    cl_command_queue q = legacy ? clCreateCommandQueue(ctx, device, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err)
+                                : clCreateCommandQueueWithProperties(ctx, device, props, &err);
     CHECK(err);
     cl_program prog = clCreateProgramWithSource(ctx, 1, &SRC, NULL, &err);
     CHECK(err);

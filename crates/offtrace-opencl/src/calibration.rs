@@ -76,9 +76,42 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
     }
 }
 
-/// Calibrates `device` with `clGetDeviceAndHostTimer` if it has none yet; does nothing when the
-/// device does not support the timer (the queued method then takes over).
-pub(crate) fn calibrate_device(device: *mut c_void) {
+/// Calibrates `device` if it has no calibration yet: with `clGetDeviceAndHostTimer` where the
+/// device has it, else with three markers on `queue` (just created, so empty; profiling is on),
+/// whose QUEUED timestamps are bracketed by host reads around each enqueue. The markers are the
+/// layer's own (never traced) and are waited for here, once per device, before the program's
+/// first command: a few tens of µs at queue creation.
+pub(crate) fn calibrate_device(device: *mut c_void, queue: *mut c_void) {
+    calibrate_with_timer(device);
+    let known = DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|m| m.contains_key(&(device as u64)));
+    if known || queue.is_null() {
+        return;
+    }
+    let n = next();
+    let (Some(marker), Some(wait), Some(release)) = (n.clEnqueueMarkerWithWaitList, n.clWaitForEvents, n.clReleaseEvent)
+    else {
+        return;
+    };
+    for _ in 0..3 {
+        let mut ev: *mut c_void = std::ptr::null_mut();
+        let h0 = offtrace_core::clock::monotonic_ns();
+        // SAFETY: a valid queue just created by the runtime; an event out pointer.
+        let r = unsafe { marker(queue, 0, std::ptr::null_mut(), (&raw mut ev).cast()) };
+        let h1 = offtrace_core::clock::monotonic_ns();
+        if r != CL_SUCCESS || ev.is_null() {
+            return;
+        }
+        // SAFETY: one valid event, released once below.
+        unsafe { wait(1, (&raw mut ev).cast()) };
+        if let Some(q) = crate::enqueue::profiling(ev, crate::call::CL_PROFILING_COMMAND_QUEUED) {
+            observe_queued(device as u64, q, h0, h1);
+        }
+        // SAFETY: the layer's own event.
+        unsafe { release(ev) };
+    }
+}
+
+fn calibrate_with_timer(device: *mut c_void) {
     if device.is_null() {
         return;
     }

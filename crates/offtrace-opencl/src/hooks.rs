@@ -45,7 +45,7 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     if queue.is_null() {
         return;
     }
-    crate::calibration::calibrate_device(device);
+    crate::calibration::calibrate_device(device, queue);
     objects::device_seen(device, context);
     if kind_enabled(Kind::Queue) {
         let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;

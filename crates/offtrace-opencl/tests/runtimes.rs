@@ -218,8 +218,11 @@ fn vector_add_matches_program(rt: Runtime) {
     assert!(lines.iter().any(|l| l.starts_with("device ")), "{rt:?}: no DEVICE");
     // Kernels name their three buffers (kernel allocation properties from the buffer handles).
     assert!(lines.iter().filter(|l| l.starts_with("launch vadd ")).all(|l| l.ends_with("allocs=3")), "{rt:?}");
-    // Device times are in the trace clock: inside the run, in enqueue order for an in-order queue.
-    assert!(acts.windows(2).all(|w| w[1].start >= w[0].end), "{rt:?}: overlapping in-order commands {acts:?}");
+    // Device times are in the trace clock, in enqueue order for an in-order queue: a later
+    // command starts after the earlier one ended, up to the calibration's refinements between
+    // their completions (each a shift within the previous bracket, a few µs; docs/opencl.md).
+    let overlap = acts.windows(2).map(|w| w[0].end as i64 - w[1].start as i64).max().unwrap_or(0);
+    assert!(overlap <= 5_000, "{rt:?}: in-order commands overlap by {overlap} ns: {acts:?}");
 }
 
 #[test]
@@ -235,7 +238,9 @@ fn vector_add_on_intel_counts_and_device_times_equal_the_programs() {
 fn output_unchanged(rt: Runtime) {
     let Some(s) = setup() else { return };
     let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
-    for args in [&[][..], &["--profile", "--iters", "3"][..]] {
+    for args in
+        [&[][..], &["--profile", "--iters", "3"][..], &["--legacy-queue"][..], &["--legacy-queue", "--profile"][..]]
+    {
         let plain = s.plain(rt, &prog, args);
         let (traced, _) = s.traced(rt, &prog, args, "unchanged");
         let strip = |o: &Output| {
@@ -543,4 +548,30 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
         let call = calls.iter().find(|c| c.kind == 1 && c.correlation == l.correlation).expect("call");
         assert!(done.device_start + 50_000 >= call.start, "device start before the call: {done:?} {call:?}");
     }
+}
+
+fn threads_see_every_command_once(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/threads.c", "threads", false);
+    let (out, lines) = s.traced(rt, &prog, &[], "threads");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("enqueued kernels=200 copies=8, ok"), "{stdout}");
+    let acts = activities(&lines);
+    assert_eq!(count_kinds(&acts), BTreeMap::from([(KERNEL, 200), (COPY, 8)]), "{rt:?}");
+    assert!(acts.iter().all(|a| a.start != 0 && a.end >= a.start), "{rt:?}");
+    let mut corr: Vec<u64> = acts.iter().map(|a| a.correlation).collect();
+    corr.dedup();
+    assert_eq!(corr.len(), 208, "{rt:?}: one activity per command, correlations unique");
+    assert_eq!(enqueued(&lines), corr, "{rt:?}");
+}
+
+#[test]
+fn pocl_four_threads_with_in_order_and_out_of_order_queues_see_every_command_once() {
+    threads_see_every_command_once(Runtime::Pocl);
+}
+
+#[test]
+fn intel_four_threads_with_in_order_and_out_of_order_queues_see_every_command_once() {
+    threads_see_every_command_once(Runtime::Intel);
 }
