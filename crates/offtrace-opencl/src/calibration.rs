@@ -12,7 +12,8 @@
 //!    just before and after that call. The narrowest bracket seen so far wins.
 //!
 //! The offset is the bracket's midpoint; its half width is the calibration's uncertainty
-//! (`calibrations()`; docs/opencl.md has the numbers). The clocks are assumed not to drift
+//! (`calibrations()`). Both go into the trace as counter samples of the device
+//! (`opencl.clock_offset_ns`, `opencl.clock_uncertainty_ns`) whenever they change. The clocks are assumed not to drift
 //! against each other over a run (both runtimes here use the host's own monotonic clocks: Intel
 //! CLOCK_MONOTONIC, PoCL CLOCK_MONOTONIC_RAW), so no rate is fitted.
 
@@ -37,6 +38,8 @@ pub struct Calibration {
     pub method: Method,
     pub offset_ns: i64,
     pub uncertainty_ns: u64,
+    /// The device's number in calibration order (names its trace counters).
+    pub ordinal: u64,
 }
 
 static DEVICES: RwLock<Option<HashMap<u64, Calibration>>> = RwLock::new(None);
@@ -63,18 +66,65 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
         return;
     }
     let (offset_ns, uncertainty_ns) = bracket(h0, h1, d);
-    let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
-    let m = g.get_or_insert_with(HashMap::default);
-    match m.get(&device) {
-        // A timer calibration is never replaced by a queued one; a narrower bracket of the same
-        // method replaces a wider one.
-        Some(c) if c.method == Method::DeviceAndHostTimer && method == Method::Queued => {}
-        Some(c) if c.method == method && c.uncertainty_ns <= uncertainty_ns => {}
-        _ => {
-            m.insert(device, Calibration { device, method, offset_ns, uncertainty_ns });
+    let installed = {
+        let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
+        let m = g.get_or_insert_with(HashMap::default);
+        match m.get(&device) {
+            // A timer calibration is never replaced by a queued one; a narrower bracket of the
+            // same method replaces a wider one.
+            Some(c) if c.method == Method::DeviceAndHostTimer && method == Method::Queued => None,
+            Some(c) if c.method == method && c.uncertainty_ns <= uncertainty_ns => None,
+            _ => {
+                let ordinal = m.len() as u64;
+                let ordinal = m.get(&device).map_or(ordinal, |c| c.ordinal);
+                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal };
+                m.insert(device, c);
+                Some(c)
+            }
         }
+    };
+    if let Some(c) = installed {
+        record(&c);
     }
 }
+
+/// Records a calibration in the trace: two counters per device, `opencl.clock_offset_ns`
+/// (trace − device, signed) and `opencl.clock_uncertainty_ns`, defined at the device's first
+/// calibration and sampled at each change, so a reader can tell how each device time was
+/// converted and how well.
+fn record(c: &Calibration) {
+    use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_instant};
+    if !offtrace_core::kind_enabled(Kind::Counter) {
+        return;
+    }
+    let first = DEFINED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::default)
+        .insert(c.device, ())
+        .is_none();
+    let base = 0xC10C_0000_0000 + 2 * c.ordinal;
+    let series = [
+        (base, c"opencl.clock_offset_ns", CounterValueType::I64, c.offset_ns as u64),
+        (base + 1, c"opencl.clock_uncertainty_ns", CounterValueType::U64, c.uncertainty_ns),
+    ];
+    for (id, name, ty, value) in series {
+        let mut p = CounterPayload {
+            counter: id,
+            device: c.device,
+            value: ty as u64,
+            name: name.as_ptr(),
+            unit: c"ns".as_ptr(),
+        };
+        if first {
+            emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
+        }
+        p.value = value;
+        emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
+    }
+}
+
+static DEFINED: std::sync::Mutex<Option<HashMap<u64, ()>>> = std::sync::Mutex::new(None);
 
 /// Calibrates `device` if it has no calibration yet: with `clGetDeviceAndHostTimer` where the
 /// device has it, else with three markers on `queue` (just created, so empty; profiling is on),
@@ -83,12 +133,14 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
 /// first command: a few tens of µs at queue creation.
 pub(crate) fn calibrate_device(device: *mut c_void, queue: *mut c_void) {
     calibrate_with_timer(device);
-    let known = DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|m| m.contains_key(&(device as u64)));
+    let known =
+        DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|m| m.contains_key(&(device as u64)));
     if known || queue.is_null() {
         return;
     }
     let n = next();
-    let (Some(marker), Some(wait), Some(release)) = (n.clEnqueueMarkerWithWaitList, n.clWaitForEvents, n.clReleaseEvent)
+    let (Some(marker), Some(wait), Some(release)) =
+        (n.clEnqueueMarkerWithWaitList, n.clWaitForEvents, n.clReleaseEvent)
     else {
         return;
     };

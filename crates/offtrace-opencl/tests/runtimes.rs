@@ -462,11 +462,26 @@ fn codeplay_counters_reach_the_trace_as_counter_samples() {
     let prog = cc(s.dir.path(), "examples/opencl/codeplay_counters.c", "codeplay_counters", false);
     let (out, records) = recorded(Runtime::Pocl, &prog, &[], &s);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let defs = records.iter().filter(|r| matches!(r, Record::CounterDef(_))).count();
-    let samples = records.iter().filter(|r| matches!(r, Record::CounterSample(_))).count();
+    let strings: std::collections::HashMap<_, _> = records
+        .iter()
+        .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
+        .collect();
+    let defs: Vec<_> =
+        records.iter().filter_map(|r| if let Record::CounterDef(d) = r { Some(d) } else { None }).collect();
+    let named = |prefix: &str| -> Vec<u64> {
+        defs.iter().filter(|d| strings.get(&d.name).is_some_and(|n| n.starts_with(prefix))).map(|d| d.counter).collect()
+    };
+    let samples_of = |ids: &[u64]| {
+        records.iter().filter(|r| matches!(r, Record::CounterSample(c) if ids.contains(&c.counter))).count()
+    };
     // Every listed counter is defined once, and sampled once per command (write, kernel, read).
-    assert!(defs >= 3, "{defs} counter definitions");
-    assert_eq!(samples, 3 * defs, "{samples} samples of {defs} counters");
+    let codeplay = named("codeplay.");
+    assert!(codeplay.len() >= 3, "{} codeplay counter definitions", codeplay.len());
+    assert_eq!(samples_of(&codeplay), 3 * codeplay.len());
+    // The device clock's calibration is recorded too: offset and uncertainty, sampled.
+    let clock = named("opencl.clock_");
+    assert_eq!(clock.len(), 2, "calibration counters of the one device");
+    assert!(samples_of(&clock) >= 2);
 }
 
 #[test]
@@ -574,4 +589,49 @@ fn pocl_four_threads_with_in_order_and_out_of_order_queues_see_every_command_onc
 #[test]
 fn intel_four_threads_with_in_order_and_out_of_order_queues_see_every_command_once() {
     threads_see_every_command_once(Runtime::Intel);
+}
+
+/// clinfo asks every query there is: under the layer its output differs only by the two
+/// extensions the layer adds (the Codeplay counters and, where the driver lacks it,
+/// `cl_khr_create_command_queue`, whose entry point the layer provides).
+fn clinfo_differs_only_by_the_layers_extensions(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let clinfo = Path::new("/usr/bin/clinfo");
+    assert!(clinfo.is_file(), "clinfo missing: run scripts/setup-opencl.sh");
+    let plain = s.plain(rt, clinfo, &[]);
+    let traced = s.command(rt, clinfo).env("OPENCL_LAYERS", layer()).output().expect("clinfo");
+    assert!(plain.status.success() && traced.status.success());
+    let strip = |o: &Output, ours: bool| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !(ours && l.trim_start().starts_with("cl_codeplay_performance_counters")))
+            .filter(|l| !(ours && l.trim_start().starts_with("cl_khr_create_command_queue ") && l.contains("0x400000")))
+            .map(|l| {
+                let l = if ours { l.replace(" cl_codeplay_performance_counters", "") } else { l.to_owned() };
+                l.trim_end().to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (strip(&plain, false), strip(&traced, true));
+    assert_eq!(a.len(), b.len(), "{rt:?}: clinfo line counts differ");
+    for (x, y) in a.iter().zip(&b) {
+        if x != y {
+            // Only an extension string may differ, and only by cl_khr_create_command_queue.
+            assert!(
+                x.contains("Extensions") && y.replace(" cl_khr_create_command_queue", "") == *x,
+                "{rt:?}:\n{x}\n{y}"
+            );
+        }
+    }
+    assert!(String::from_utf8_lossy(&traced.stdout).contains("cl_codeplay_performance_counters"));
+}
+
+#[test]
+fn pocl_clinfo_differs_only_by_the_layers_extensions() {
+    clinfo_differs_only_by_the_layers_extensions(Runtime::Pocl);
+}
+
+#[test]
+fn intel_clinfo_differs_only_by_the_layers_extensions() {
+    clinfo_differs_only_by_the_layers_extensions(Runtime::Intel);
 }
