@@ -93,7 +93,7 @@ pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> O
         context: OnceLock::new(),
     });
     if raw {
-        offtrace_recorder::set_raw_layer(Box::new(crate::raw_layer::XptiRawLayer::new(rec)));
+        offtrace_recorder::set_raw_layer(Box::new(crate::raw_layer::XptiRawLayer::new(&rec.dispatcher, &rec.interner)));
     }
     // A forked child has no writer thread: it stops recording.
     // SAFETY: registering a plain extern "C" fn with no captured state.

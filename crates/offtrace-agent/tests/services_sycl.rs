@@ -223,7 +223,11 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
     let dispatches: Vec<&offtrace_format::Activity> = records
         .iter()
         .filter_map(|r| match r {
-            Record::Activity(a) if a.kind == offtrace_core::Kind::KernelDispatch as u32 => Some(a),
+            Record::Activity(a)
+                if a.kind == offtrace_core::Kind::KernelDispatch as u32 && a.phase == offtrace_format::phase::NONE =>
+            {
+                Some(a)
+            }
             _ => None,
         })
         .collect();

@@ -21,7 +21,8 @@ use offtrace_recorder::RawLayer;
 
 use crate::compact;
 use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
-use crate::recorder::Recorder;
+use crate::dispatcher::Dispatcher;
+use crate::interner::Interner;
 
 thread_local! {
     /// The thread's decode caches (events, payloads, metadata sets already interned).
@@ -31,12 +32,13 @@ thread_local! {
 /// The raw layer of one recording.
 #[derive(Debug)]
 pub struct XptiRawLayer {
-    rec: &'static Recorder,
+    dispatcher: &'static Dispatcher,
+    interner: &'static Interner,
 }
 
 impl XptiRawLayer {
-    pub fn new(rec: &'static Recorder) -> Self {
-        Self { rec }
+    pub fn new(dispatcher: &'static Dispatcher, interner: &'static Interner) -> Self {
+        Self { dispatcher, interner }
     }
 }
 
@@ -49,7 +51,7 @@ impl RawLayer for XptiRawLayer {
         // SAFETY: the raw kind's payload is the bridge's `XptiPayload`, live during the callback.
         let (class, stream_id, raw) = unsafe { ((*p).stream_class, (*p).stream_id, Raw::in_xpti_payload(p)) };
         let kind = StreamKind::from_class(class)?;
-        let ctx = Ctx { dispatcher: &self.rec.dispatcher, interner: &self.rec.interner };
+        let ctx = Ctx { dispatcher: self.dispatcher, interner: self.interner };
         let mut n = Notification::default();
         let decoded = CACHES.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return false };

@@ -5,7 +5,7 @@
 //! `trace_client.rs`), then maps it to the typed kinds below.
 //!
 //! At the first `xptiTraceInit` the agent calls [`init`]: it registers the `UR_API` operation
-//! table (from `offtrace_xpti::ur`, with argument descriptors), loads the tools named in
+//! table (from `offtrace_xpti_abi::ur`, with argument descriptors), loads the tools named in
 //! `OFFTRACE_TOOLS` (`offtrace record --tool`), and switches the bridge on if one loaded (or
 //! `OFFTRACE_SERVICES=1`, for in-process users). Mapping (details in `docs/services.md`):
 //!
@@ -47,10 +47,10 @@ use offtrace_core::{
     emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy,
     memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
 };
-use offtrace_xpti::abi::{
+use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
 };
-use offtrace_xpti::ur::{self, ParamKind};
+use offtrace_xpti_abi::ur::{self, ParamKind};
 
 use crate::decode::{Raw, StreamKind};
 use crate::dispatcher::Dispatcher;
@@ -66,41 +66,8 @@ static DISPATCHER: OnceLock<Dispatcher> = OnceLock::new();
 /// (no `UR_LAYER_TRACING`, or `OFFTRACE_UR_CALLS=0`) the SYCL streams stand in for them.
 static UR_SEEN: AtomicBool = AtomicBool::new(false);
 
-/// `ur_function_t` values the bridge maps to other kinds.
-mod urf {
-    pub const ENQUEUE_MEM_BUFFER_READ: u32 = 20;
-    pub const ENQUEUE_MEM_BUFFER_WRITE: u32 = 21;
-    pub const ENQUEUE_MEM_BUFFER_COPY: u32 = 24;
-    pub const ENQUEUE_MEM_BUFFER_FILL: u32 = 26;
-    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER: u32 = 19;
-    pub const ENQUEUE_USM_FILL: u32 = 32;
-    pub const ENQUEUE_USM_MEMCPY: u32 = 33;
-    pub const KERNEL_CREATE: u32 = 48;
-    pub const KERNEL_GET_INFO: u32 = 51;
-    pub const KERNEL_RETAIN: u32 = 54;
-    pub const KERNEL_RELEASE: u32 = 55;
-    pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
-    pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
-    pub const PROGRAM_CREATE_WITH_BINARY: u32 = 79;
-    pub const PROGRAM_BUILD: u32 = 80;
-    pub const PROGRAM_COMPILE: u32 = 81;
-    pub const PROGRAM_LINK: u32 = 82;
-    pub const PROGRAM_RETAIN: u32 = 83;
-    pub const PROGRAM_RELEASE: u32 = 84;
-    pub const PROGRAM_CREATE_WITH_NATIVE_HANDLE: u32 = 90;
-    pub const USM_HOST_ALLOC: u32 = 107;
-    pub const USM_DEVICE_ALLOC: u32 = 108;
-    pub const USM_SHARED_ALLOC: u32 = 109;
-    pub const USM_FREE: u32 = 110;
-    pub const PROGRAM_BUILD_EXP: u32 = 197;
-    pub const PROGRAM_COMPILE_EXP: u32 = 198;
-    pub const PROGRAM_LINK_EXP: u32 = 199;
-    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT: u32 = 246;
-    pub const ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP: u32 = 295;
-    pub const EVENT_GET_PROFILING_INFO: u32 = 41;
-    pub const QUEUE_CREATE: u32 = 92;
-    pub const QUEUE_CREATE_WITH_NATIVE_HANDLE: u32 = 96;
-}
+/// `ur_function_t` values, generated from `ur_api.h` (`offtrace_xpti_abi::ur::id`).
+use offtrace_xpti_abi::ur::id as urf;
 
 /// How an argument of a UR parameter is formatted by argument iteration.
 fn arg_format(p: &ur::Param) -> ArgFormat {
@@ -190,8 +157,16 @@ pub fn finish() {
 /// Hands one notification to the services: as a raw `XPTI` record (when a context wants the
 /// kind: the recorder of `offtrace record` always does), then mapped to the typed kinds (when
 /// the bridge is on). Disabled path: two relaxed loads.
+///
+/// # Safety
+///
+/// `raw` holds the arguments of a live XPTI callback of a stream of `kind`, valid for the
+/// duration of the call: `parent` and `event` null or valid `trace_event_data_t`s, `user_data`
+/// null or what the runtime passes for that stream and trace type (a `function_with_args_t` for
+/// `ur.call` function_with_args notifications, whose `args_data` is the function's params
+/// struct). The bridge reads through these pointers (arguments, outputs, metadata).
 #[inline(always)]
-pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+pub unsafe fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
     // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
     // over its 8-byte stores, a store-forwarding stall per notification.
     emit_raw(
@@ -1218,7 +1193,11 @@ fn key(d: &Dispatcher, id: u32) -> Key {
 ///
 /// # Safety
 /// `e` is a live event of the current callback.
-unsafe fn for_metadata(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, &offtrace_xpti::abi::ObjectData)) {
+unsafe fn for_metadata(
+    d: &Dispatcher,
+    e: &TraceEventData,
+    mut f: impl FnMut(Key, &offtrace_xpti_abi::abi::ObjectData),
+) {
     let map = &e.reserved.metadata;
     let mut node = map.before_begin_next;
     let mut n = 0;
@@ -1237,7 +1216,7 @@ unsafe fn for_metadata(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key
 }
 
 /// An integer metadata value (little-endian, up to 8 bytes).
-fn object_u64(o: &offtrace_xpti::abi::ObjectData) -> u64 {
+fn object_u64(o: &offtrace_xpti_abi::abi::ObjectData) -> u64 {
     if o.data.is_null() || o.type_ == metadata_type::STRING {
         return 0;
     }
@@ -1586,12 +1565,14 @@ mod tests {
         };
         set_active(true);
         for i in 1..=70 {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i)) };
         }
         let mut order: Vec<u64> = (1..=70).rev().collect();
         order.swap(10, 11);
         for i in order {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i)) };
         }
         assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
         // urUSMFree(hContext, pMem)
@@ -1605,8 +1586,12 @@ mod tests {
         };
         let begin =
             Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &begin);
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &begin) };
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe {
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin })
+        };
         set_active(false);
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);

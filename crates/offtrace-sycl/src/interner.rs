@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use offtrace_format::{MetadataSetId, ObjectId, PayloadId, Record, StrId, ValueType};
 use offtrace_recorder::Definitions;
-use offtrace_xpti::ur;
+use offtrace_xpti_abi::ur;
 
 use crate::dispatcher::Dispatcher;
 
