@@ -34,11 +34,18 @@ pub fn init_backend() {
     BACKEND.call_once(|| {
         let _ = offtrace_core::register_kind_operations(OPENCL_API, api::OPERATIONS);
         crate::perf::init();
-        // Inside offtrace's SYCL agent (which links this crate), or beside it, the agent hosts
-        // the recorder and the tools: this layer only emits.
-        if !crate::recording::agent_loaded() {
+        // Who hosts the recorder and the tools: on the SYCL path offtrace's agent (which links
+        // this crate: the layer then runs inside it) has started them at the runtime's XPTI
+        // initialisation, before OpenCL was initialised; this layer only emits. Otherwise (a
+        // program that uses OpenCL alone, with this library or the agent as its layer) the
+        // layer starts them. A separate copy of the layer beside the agent starts nothing (its
+        // services are not the agent's).
+        let beside_agent = !crate::recording::inside_agent() && crate::recording::agent_loaded();
+        if !beside_agent && !offtrace_recorder::is_recording() {
             crate::recording::start_if_requested();
-            let _ = offtrace::tools::load_tools_from_env();
+            if offtrace::tools::load_tools_from_env().is_ok_and(|n| n > 0) {
+                TOOLS_LOADED.store(true, std::sync::atomic::Ordering::Release);
+            }
         }
     });
 }
@@ -46,11 +53,15 @@ pub fn init_backend() {
 /// Reports what never completed and lets tools flush (once; from `clDeinitLayer` or at exit).
 pub fn finish() {
     crate::enqueue::finish();
-    if !crate::recording::agent_loaded() {
+    // Acquire: pairs with the Release store of the init that loaded them.
+    if TOOLS_LOADED.swap(false, std::sync::atomic::Ordering::AcqRel) {
         offtrace::tools::finalize_tools();
     }
     crate::recording::finish();
 }
+
+/// Whether this layer loaded the tools (and so finalises them).
+static TOOLS_LOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" fn finish_at_exit() {
     let _ = std::panic::catch_unwind(finish);

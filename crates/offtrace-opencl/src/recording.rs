@@ -4,8 +4,8 @@
 //! its finish (`clDeinitLayer`, or at exit under ocl-icd) ends the trace.
 //!
 //! One process, one writer: the layer does not start a recorder when one already runs in its
-//! copy of the services, nor when offtrace's SYCL agent is loaded in the process (the agent
-//! records there). A child process that inherits `OFFTRACE_OUTPUT` and loads the layer too
+//! copy of the services (inside the agent on the SYCL path), nor as a separate library beside
+//! the agent (`layer.rs` decides). A child process that inherits `OFFTRACE_OUTPUT` and loads the layer too
 //! finds the file locked (`flock`) and writes `<path>.<pid>` instead of clobbering the parent's
 //! trace; `%p` in the path becomes the pid.
 
@@ -21,6 +21,21 @@ static RECORDING: Mutex<Option<ContextId>> = Mutex::new(None);
 pub(crate) fn agent_loaded() -> bool {
     static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *LOADED.get_or_init(|| std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("libofftrace_agent.so")))
+}
+
+/// Whether this code runs inside offtrace's SYCL agent (which links this crate), found from the
+/// file that holds this function (read once).
+pub(crate) fn inside_agent() -> bool {
+    static INSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSIDE.get_or_init(|| {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads the address; `info` is a valid out struct.
+        let found = unsafe { libc::dladdr(inside_agent as *const libc::c_void, &mut info) } != 0;
+        // SAFETY: dli_fname is null or a NUL-terminated path owned by the loader.
+        found
+            && !info.dli_fname.is_null()
+            && unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes().ends_with(b"libofftrace_agent.so")
+    })
 }
 
 /// Opens and locks the trace file (see the module docs); the lock is held until exit.

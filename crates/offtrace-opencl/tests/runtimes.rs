@@ -635,3 +635,40 @@ fn pocl_clinfo_differs_only_by_the_layers_extensions() {
 fn intel_clinfo_differs_only_by_the_layers_extensions() {
     clinfo_differs_only_by_the_layers_extensions(Runtime::Intel);
 }
+
+/// `offtrace record` on a plain OpenCL program, both ways it can go: with the SYCL venv found
+/// (the agent is the layer, hosting the recorder because no SYCL runtime started it) and without
+/// one (`libofftrace_opencl.so` is the layer). Either way the trace has every call and every
+/// command's device time. Needs the workspace built (`cargo build -p offtrace-cli -p offtrace-agent`).
+#[test]
+fn offtrace_record_traces_a_plain_opencl_program_with_or_without_a_sycl_runtime() {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let venv = sycl_venv();
+    let bin = layer().with_file_name("offtrace");
+    assert!(bin.is_file(), "build the CLI and the agent: cargo build -p offtrace-cli -p offtrace-agent");
+    let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
+    for (name, sycl) in [("with-sycl", Some(&venv)), ("without-sycl", None)] {
+        let trace = s.dir.path().join(format!("{name}.offtrace"));
+        let mut c = Command::new(&bin);
+        c.args(["record", "-o"]).arg(&trace).arg("--").arg(&prog).args(["--iters", "4"]).env("OFFTRACE_LOSSLESS", "1");
+        match sycl {
+            Some(v) => c.env("OFFTRACE_SYCL_VENV", v).env_remove("OFFTRACE_SYCL_RUNTIME"),
+            None => c.env("OFFTRACE_SYCL_RUNTIME", s.dir.path().join("no-runtime-here")),
+        };
+        let out = c.output().expect("offtrace record");
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("enqueued kernels=4"), "{name}");
+        let records =
+            offtrace_format::TraceReader::open(&trace).expect("trace").collect::<Result<Vec<_>, _>>().expect("decodes");
+        let calls = records.iter().filter(|r| matches!(r, Record::ApiCall(c) if c.kind == 12)).count();
+        let done: Vec<_> = records
+            .iter()
+            .filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None })
+            .filter(|a| a.device_end != 0)
+            .collect();
+        assert!(calls > 20, "{name}: {calls} OPENCL_API calls");
+        assert_eq!(done.iter().filter(|a| a.kind == KERNEL).count(), 4, "{name}");
+        assert_eq!(done.len(), 4 + 6 + 1, "{name}: kernels, copies / maps, fill");
+    }
+}
