@@ -411,6 +411,10 @@ for fid, name, sig, slot in functions:
             w(f"        crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);")
         w(f"        return{(' ' + ret_default(sig)) if sig['rust_ret'] else ''};")
         w("    };")
+    # Nothing unwinds into the runtime: a panic in the layer (none is expected) becomes
+    # CL_OUT_OF_HOST_MEMORY (or a null object with that error code) instead of an abort.
+    w("    let errcode_arg = errcode_ret;" if has_err else "    let errcode_arg = ptr::null_mut::<c_void>();")
+    w("    crate::call::no_unwind(errcode_arg, move || {")
     w("    let mut call = ApiCall::new();")
     enter = "enter_enqueue" if name in ENQUEUE else "enter"
     w(f"    call.{enter}(op::{name}, &[{arg_vals}]);")
@@ -456,6 +460,7 @@ for fid, name, sig, slot in functions:
         w("    call.exit(0, r as u64);")
     if sig["rust_ret"] is not None:
         w("    r")
+    w("    })")
     w("}")
     w("")
 

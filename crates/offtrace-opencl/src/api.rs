@@ -818,48 +818,60 @@ pub(crate) unsafe extern "C" fn clGetPlatformIDs(num_entries: u32, platforms: *m
     let Some(next) = next().clGetPlatformIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetPlatformIDs, &[num_entries as u64, platforms as u64, num_platforms as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPlatformIDs.
     let r = unsafe { next(num_entries, platforms, num_platforms) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetPlatformInfo(platform: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetPlatformInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetPlatformInfo, &[platform as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPlatformInfo.
     let r = unsafe { next(platform, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetDeviceIDs(platform: *mut c_void, device_type: u64, num_entries: u32, devices: *mut c_void, num_devices: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceIDs else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetDeviceIDs, &[platform as u64, device_type as u64, num_entries as u64, devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceIDs.
     let r = unsafe { next(platform, device_type, num_entries, devices, num_devices) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetDeviceInfo(device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetDeviceInfo, &[device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceInfo.
     let r = unsafe { crate::hooks::clGetDeviceInfo(next, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateContext(properties: *mut c_void, num_devices: u32, devices: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -867,6 +879,8 @@ pub(crate) unsafe extern "C" fn clCreateContext(properties: *mut c_void, num_dev
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateContext, &[properties as u64, num_devices as u64, devices as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -876,6 +890,7 @@ pub(crate) unsafe extern "C" fn clCreateContext(properties: *mut c_void, num_dev
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateContextFromType(properties: *mut c_void, device_type: u64, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -883,6 +898,8 @@ pub(crate) unsafe extern "C" fn clCreateContextFromType(properties: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateContextFromType, &[properties as u64, device_type as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -892,42 +909,52 @@ pub(crate) unsafe extern "C" fn clCreateContextFromType(properties: *mut c_void,
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainContext(context: *mut c_void) -> i32 {
     let Some(next) = next().clRetainContext else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainContext, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainContext.
     let r = unsafe { next(context) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseContext(context: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseContext else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseContext, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseContext.
     let r = unsafe { next(context) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetContextInfo(context: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetContextInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetContextInfo, &[context as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetContextInfo.
     let r = unsafe { next(context, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateCommandQueue(context: *mut c_void, device: *mut c_void, properties: u64, errcode_ret: *mut c_void) -> *mut c_void {
@@ -935,6 +962,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueue(context: *mut c_void, devic
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateCommandQueue, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -944,54 +973,67 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueue(context: *mut c_void, devic
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainCommandQueue(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clRetainCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainCommandQueue, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainCommandQueue.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseCommandQueue(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseCommandQueue, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseCommandQueue.
     let r = unsafe { crate::hooks::clReleaseCommandQueue(next, command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetCommandQueueInfo(command_queue: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetCommandQueueInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetCommandQueueInfo, &[command_queue as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandQueueInfo.
     let r = unsafe { crate::hooks::clGetCommandQueueInfo(next, command_queue, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetCommandQueueProperty(command_queue: *mut c_void, properties: u64, enable: u32, old_properties: *mut c_void) -> i32 {
     let Some(next) = next().clSetCommandQueueProperty else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetCommandQueueProperty, &[command_queue as u64, properties as u64, enable as u64, old_properties as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetCommandQueueProperty.
     let r = unsafe { next(command_queue, properties, enable, old_properties) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateBuffer(context: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -999,6 +1041,8 @@ pub(crate) unsafe extern "C" fn clCreateBuffer(context: *mut c_void, flags: u64,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateBuffer, &[context as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1008,6 +1052,7 @@ pub(crate) unsafe extern "C" fn clCreateBuffer(context: *mut c_void, flags: u64,
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateImage2D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_row_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1015,6 +1060,8 @@ pub(crate) unsafe extern "C" fn clCreateImage2D(context: *mut c_void, flags: u64
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateImage2D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_row_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1024,6 +1071,7 @@ pub(crate) unsafe extern "C" fn clCreateImage2D(context: *mut c_void, flags: u64
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateImage3D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_depth: usize, image_row_pitch: usize, image_slice_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1031,6 +1079,8 @@ pub(crate) unsafe extern "C" fn clCreateImage3D(context: *mut c_void, flags: u64
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateImage3D, &[context as u64, flags as u64, image_format as u64, image_width as u64, image_height as u64, image_depth as u64, image_row_pitch as u64, image_slice_pitch as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1040,66 +1090,82 @@ pub(crate) unsafe extern "C" fn clCreateImage3D(context: *mut c_void, flags: u64
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainMemObject(memobj: *mut c_void) -> i32 {
     let Some(next) = next().clRetainMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainMemObject, &[memobj as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainMemObject.
     let r = unsafe { next(memobj) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseMemObject(memobj: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseMemObject, &[memobj as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseMemObject.
     let r = unsafe { crate::hooks::clReleaseMemObject(next, memobj) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetSupportedImageFormats(context: *mut c_void, flags: u64, image_type: u32, num_entries: u32, image_formats: *mut c_void, num_image_formats: *mut c_void) -> i32 {
     let Some(next) = next().clGetSupportedImageFormats else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetSupportedImageFormats, &[context as u64, flags as u64, image_type as u64, num_entries as u64, image_formats as u64, num_image_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedImageFormats.
     let r = unsafe { next(context, flags, image_type, num_entries, image_formats, num_image_formats) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetMemObjectInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetMemObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetMemObjectInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemObjectInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetImageInfo(image: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetImageInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetImageInfo, &[image as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageInfo.
     let r = unsafe { next(image, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSampler(context: *mut c_void, normalized_coords: u32, addressing_mode: u32, filter_mode: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1107,6 +1173,8 @@ pub(crate) unsafe extern "C" fn clCreateSampler(context: *mut c_void, normalized
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSampler, &[context as u64, normalized_coords as u64, addressing_mode as u64, filter_mode as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1116,42 +1184,52 @@ pub(crate) unsafe extern "C" fn clCreateSampler(context: *mut c_void, normalized
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainSampler(sampler: *mut c_void) -> i32 {
     let Some(next) = next().clRetainSampler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainSampler, &[sampler as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainSampler.
     let r = unsafe { next(sampler) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseSampler(sampler: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseSampler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseSampler, &[sampler as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseSampler.
     let r = unsafe { next(sampler) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetSamplerInfo(sampler: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetSamplerInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetSamplerInfo, &[sampler as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSamplerInfo.
     let r = unsafe { next(sampler, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateProgramWithSource(context: *mut c_void, count: u32, strings: *mut c_void, lengths: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1159,6 +1237,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithSource(context: *mut c_void, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateProgramWithSource, &[context as u64, count as u64, strings as u64, lengths as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1168,6 +1248,7 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithSource(context: *mut c_void, 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(context: *mut c_void, num_devices: u32, device_list: *mut c_void, lengths: *mut c_void, binaries: *mut c_void, binary_status: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1175,6 +1256,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(context: *mut c_void, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateProgramWithBinary, &[context as u64, num_devices as u64, device_list as u64, lengths as u64, binaries as u64, binary_status as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1184,78 +1267,97 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBinary(context: *mut c_void, 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainProgram(program: *mut c_void) -> i32 {
     let Some(next) = next().clRetainProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainProgram, &[program as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainProgram.
     let r = unsafe { next(program) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseProgram(program: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseProgram, &[program as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseProgram.
     let r = unsafe { crate::hooks::clReleaseProgram(next, program) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clBuildProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clBuildProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clBuildProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clBuildProgram.
     let r = unsafe { crate::hooks::clBuildProgram(next, program, num_devices, device_list, options, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clUnloadCompiler() -> i32 {
     let Some(next) = next().clUnloadCompiler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clUnloadCompiler, &[]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUnloadCompiler.
     let r = unsafe { next() };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetProgramInfo(program: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetProgramInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetProgramInfo, &[program as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramInfo.
     let r = unsafe { next(program, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetProgramBuildInfo(program: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetProgramBuildInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetProgramBuildInfo, &[program as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetProgramBuildInfo.
     let r = unsafe { next(program, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateKernel(program: *mut c_void, kernel_name: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1263,6 +1365,8 @@ pub(crate) unsafe extern "C" fn clCreateKernel(program: *mut c_void, kernel_name
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateKernel, &[program as u64, kernel_name as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1272,168 +1376,210 @@ pub(crate) unsafe extern "C" fn clCreateKernel(program: *mut c_void, kernel_name
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateKernelsInProgram(program: *mut c_void, num_kernels: u32, kernels: *mut c_void, num_kernels_ret: *mut c_void) -> i32 {
     let Some(next) = next().clCreateKernelsInProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateKernelsInProgram, &[program as u64, num_kernels as u64, kernels as u64, num_kernels_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateKernelsInProgram.
     let r = unsafe { crate::hooks::clCreateKernelsInProgram(next, program, num_kernels, kernels, num_kernels_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainKernel(kernel: *mut c_void) -> i32 {
     let Some(next) = next().clRetainKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainKernel, &[kernel as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainKernel.
     let r = unsafe { next(kernel) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseKernel(kernel: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseKernel, &[kernel as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseKernel.
     let r = unsafe { crate::hooks::clReleaseKernel(next, kernel) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelArg(kernel: *mut c_void, arg_index: u32, arg_size: usize, arg_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelArg else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelArg, &[kernel as u64, arg_index as u64, arg_size as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArg.
     let r = unsafe { crate::hooks::clSetKernelArg(next, kernel, arg_index, arg_size, arg_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelWorkGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelWorkGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelWorkGroupInfo, &[kernel as u64, device as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelWorkGroupInfo.
     let r = unsafe { next(kernel, device, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clWaitForEvents(num_events: u32, event_list: *mut c_void) -> i32 {
     let Some(next) = next().clWaitForEvents else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clWaitForEvents, &[num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clWaitForEvents.
     let r = unsafe { next(num_events, event_list) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetEventInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetEventInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetEventInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventInfo.
     let r = unsafe { next(event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainEvent(event: *mut c_void) -> i32 {
     let Some(next) = next().clRetainEvent else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainEvent, &[event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainEvent.
     let r = unsafe { next(event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseEvent(event: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseEvent else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseEvent, &[event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseEvent.
     let r = unsafe { next(event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetEventProfilingInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetEventProfilingInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetEventProfilingInfo, &[event as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetEventProfilingInfo.
     let r = unsafe { crate::hooks::clGetEventProfilingInfo(next, event, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clFlush(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clFlush else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clFlush, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFlush.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clFinish(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clFinish else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clFinish, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFinish.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueReadBuffer, &[command_queue as u64, buffer as u64, blocking_read as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1443,12 +1589,15 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, 
     submission.submitted(r, op::clEnqueueReadBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueWriteBuffer, &[command_queue as u64, buffer as u64, blocking_write as u64, offset as u64, size as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1458,12 +1607,15 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void,
     submission.submitted(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_offset: usize, dst_offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueCopyBuffer, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1473,12 +1625,15 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, 
     submission.submitted(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, image: *mut c_void, blocking_read: u32, origin: *mut c_void, region: *mut c_void, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueReadImage, &[command_queue as u64, image as u64, blocking_read as u64, origin as u64, region as u64, row_pitch as u64, slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1488,12 +1643,15 @@ pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, i
     submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, image: *mut c_void, blocking_write: u32, origin: *mut c_void, region: *mut c_void, input_row_pitch: usize, input_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueWriteImage, &[command_queue as u64, image as u64, blocking_write as u64, origin as u64, region as u64, input_row_pitch as u64, input_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1503,12 +1661,15 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, 
     submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, image as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueCopyImage, &[command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1518,12 +1679,15 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, s
     submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c_void, src_image: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, region: *mut c_void, dst_offset: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyImageToBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueCopyImageToBuffer, &[command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1533,12 +1697,15 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c
     submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c_void, src_buffer: *mut c_void, dst_image: *mut c_void, src_offset: usize, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBufferToImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueCopyBufferToImage, &[command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1548,6 +1715,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c
     submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_map: u32, map_flags: u64, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1555,6 +1723,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMapBuffer, &[command_queue as u64, buffer as u64, blocking_map as u64, map_flags as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1567,6 +1737,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, image: *mut c_void, blocking_map: u32, map_flags: u64, origin: *mut c_void, region: *mut c_void, image_row_pitch: *mut c_void, image_slice_pitch: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1574,6 +1745,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMapImage, &[command_queue as u64, image as u64, blocking_map as u64, map_flags as u64, origin as u64, region as u64, image_row_pitch as u64, image_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1586,12 +1759,15 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_void, memobj: *mut c_void, mapped_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueUnmapMemObject else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueUnmapMemObject, &[command_queue as u64, memobj as u64, mapped_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1601,12 +1777,15 @@ pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_vo
     submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, memobj as u64, mapped_ptr as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(command_queue: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, local_work_size: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueNDRangeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueNDRangeKernel, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1616,12 +1795,15 @@ pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(command_queue: *mut c_voi
     submission.submitted(r, op::clEnqueueNDRangeKernel, unsafe { Command::kernel(kernel as u64, work_dim as u32, global_work_size as *const usize, local_work_size as *const usize) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueTask(command_queue: *mut c_void, kernel: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueTask else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueTask, &[command_queue as u64, kernel as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1631,12 +1813,15 @@ pub(crate) unsafe extern "C" fn clEnqueueTask(command_queue: *mut c_void, kernel
     submission.submitted(r, op::clEnqueueTask, unsafe { Command::kernel(kernel as u64, 1 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(command_queue: *mut c_void, user_func: *mut c_void, args: *mut c_void, cb_args: usize, num_mem_objects: u32, mem_list: *mut c_void, args_mem_loc: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueNativeKernel else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueNativeKernel, &[command_queue as u64, user_func as u64, args as u64, cb_args as u64, num_mem_objects as u64, mem_list as u64, args_mem_loc as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1646,12 +1831,15 @@ pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(command_queue: *mut c_void
     submission.submitted(r, op::clEnqueueNativeKernel, unsafe { Command::kernel(0 as u64, 0 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueMarker else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMarker, &[command_queue as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1661,42 +1849,52 @@ pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, even
     submission.submitted(r, op::clEnqueueMarker, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, 0 as u32) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueWaitForEvents(command_queue: *mut c_void, num_events: u32, event_list: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWaitForEvents else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueWaitForEvents, &[command_queue as u64, num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitForEvents.
     let r = unsafe { next(command_queue, num_events, event_list) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueBarrier(command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueBarrier else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueBarrier, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrier.
     let r = unsafe { next(command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddress(func_name: *mut c_void) -> *mut c_void {
     let Some(next) = next().clGetExtensionFunctionAddress else {
         return ptr::null_mut();
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetExtensionFunctionAddress, &[func_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetExtensionFunctionAddress.
     let r = unsafe { crate::hooks::clGetExtensionFunctionAddress(next, func_name) };
     call.exit(0, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(context: *mut c_void, flags: u64, bufobj: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1704,6 +1902,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(context: *mut c_void, flags
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromGLBuffer, &[context as u64, flags as u64, bufobj as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1713,6 +1913,7 @@ pub(crate) unsafe extern "C" fn clCreateFromGLBuffer(context: *mut c_void, flags
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1720,6 +1921,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(context: *mut c_void, fl
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromGLTexture2D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1729,6 +1932,7 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture2D(context: *mut c_void, fl
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1736,6 +1940,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(context: *mut c_void, fl
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromGLTexture3D, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1745,6 +1951,7 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture3D(context: *mut c_void, fl
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(context: *mut c_void, flags: u64, renderbuffer: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1752,6 +1959,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(context: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromGLRenderbuffer, &[context as u64, flags as u64, renderbuffer as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1761,78 +1970,97 @@ pub(crate) unsafe extern "C" fn clCreateFromGLRenderbuffer(context: *mut c_void,
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetGLObjectInfo(memobj: *mut c_void, gl_object_type: *mut c_void, gl_object_name: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLObjectInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetGLObjectInfo, &[memobj as u64, gl_object_type as u64, gl_object_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLObjectInfo.
     let r = unsafe { next(memobj, gl_object_type, gl_object_name) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetGLTextureInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLTextureInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetGLTextureInfo, &[memobj as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLTextureInfo.
     let r = unsafe { next(memobj, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueAcquireGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueAcquireGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueAcquireGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReleaseGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReleaseGLObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueReleaseGLObjects, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGLObjects.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetGLContextInfoKHR(properties: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetGLContextInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetGLContextInfoKHR, &[properties as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetGLContextInfoKHR.
     let r = unsafe { next(properties, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetEventCallback(event: *mut c_void, command_exec_callback_type: i32, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetEventCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetEventCallback, &[event as u64, command_exec_callback_type as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetEventCallback.
     let r = unsafe { next(event, command_exec_callback_type, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSubBuffer(buffer: *mut c_void, flags: u64, buffer_create_type: u32, buffer_create_info: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1840,6 +2068,8 @@ pub(crate) unsafe extern "C" fn clCreateSubBuffer(buffer: *mut c_void, flags: u6
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSubBuffer, &[buffer as u64, flags as u64, buffer_create_type as u64, buffer_create_info as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1849,18 +2079,22 @@ pub(crate) unsafe extern "C" fn clCreateSubBuffer(buffer: *mut c_void, flags: u6
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetMemObjectDestructorCallback(memobj: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetMemObjectDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetMemObjectDestructorCallback, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorCallback.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateUserEvent(context: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1868,6 +2102,8 @@ pub(crate) unsafe extern "C" fn clCreateUserEvent(context: *mut c_void, errcode_
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateUserEvent, &[context as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1877,24 +2113,30 @@ pub(crate) unsafe extern "C" fn clCreateUserEvent(context: *mut c_void, errcode_
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetUserEventStatus(event: *mut c_void, execution_status: i32) -> i32 {
     let Some(next) = next().clSetUserEventStatus else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetUserEventStatus, &[event as u64, execution_status as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetUserEventStatus.
     let r = unsafe { next(event, execution_status) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReadBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueReadBufferRect, &[command_queue as u64, buffer as u64, blocking_read as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1904,12 +2146,15 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_vo
     submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueWriteBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueWriteBufferRect, &[command_queue as u64, buffer as u64, blocking_write as u64, buffer_origin as u64, host_origin as u64, region as u64, buffer_row_pitch as u64, buffer_slice_pitch as u64, host_row_pitch as u64, host_slice_pitch as u64, ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1919,12 +2164,15 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_v
     submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueCopyBufferRect else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueCopyBufferRect, &[command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -1934,42 +2182,52 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_vo
     submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSubDevicesEXT(in_device: *mut c_void, properties: *mut c_void, num_entries: u32, out_devices: *mut c_void, num_devices: *mut c_void) -> i32 {
     let Some(next) = next().clCreateSubDevicesEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSubDevicesEXT, &[in_device as u64, properties as u64, num_entries as u64, out_devices as u64, num_devices as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevicesEXT.
     let r = unsafe { next(in_device, properties, num_entries, out_devices, num_devices) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainDeviceEXT(device: *mut c_void) -> i32 {
     let Some(next) = next().clRetainDeviceEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainDeviceEXT, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainDeviceEXT.
     let r = unsafe { next(device) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseDeviceEXT(device: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseDeviceEXT else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseDeviceEXT, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseDeviceEXT.
     let r = unsafe { next(device) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(context: *mut c_void, sync: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -1977,6 +2235,8 @@ pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(context: *mut c_void,
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateEventFromGLsyncKHR, &[context as u64, sync as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -1986,42 +2246,52 @@ pub(crate) unsafe extern "C" fn clCreateEventFromGLsyncKHR(context: *mut c_void,
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSubDevices(in_device: *mut c_void, properties: *mut c_void, num_devices: u32, out_devices: *mut c_void, num_devices_ret: *mut c_void) -> i32 {
     let Some(next) = next().clCreateSubDevices else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSubDevices, &[in_device as u64, properties as u64, num_devices as u64, out_devices as u64, num_devices_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCreateSubDevices.
     let r = unsafe { next(in_device, properties, num_devices, out_devices, num_devices_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainDevice(device: *mut c_void) -> i32 {
     let Some(next) = next().clRetainDevice else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainDevice, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainDevice.
     let r = unsafe { next(device) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseDevice(device: *mut c_void) -> i32 {
     let Some(next) = next().clReleaseDevice else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseDevice, &[device as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseDevice.
     let r = unsafe { next(device) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateImage(context: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2029,6 +2299,8 @@ pub(crate) unsafe extern "C" fn clCreateImage(context: *mut c_void, flags: u64, 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateImage, &[context as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2038,6 +2310,7 @@ pub(crate) unsafe extern "C" fn clCreateImage(context: *mut c_void, flags: u64, 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(context: *mut c_void, num_devices: u32, device_list: *mut c_void, kernel_names: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2045,6 +2318,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(context: *mut 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateProgramWithBuiltInKernels, &[context as u64, num_devices as u64, device_list as u64, kernel_names as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2054,18 +2329,22 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithBuiltInKernels(context: *mut 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCompileProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_headers: u32, input_headers: *mut c_void, header_include_names: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clCompileProgram else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCompileProgram, &[program as u64, num_devices as u64, device_list as u64, options as u64, num_input_headers as u64, input_headers as u64, header_include_names as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCompileProgram.
     let r = unsafe { crate::hooks::clCompileProgram(next, program, num_devices, device_list, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clLinkProgram(context: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_programs: u32, input_programs: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2073,6 +2352,8 @@ pub(crate) unsafe extern "C" fn clLinkProgram(context: *mut c_void, num_devices:
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clLinkProgram, &[context as u64, num_devices as u64, device_list as u64, options as u64, num_input_programs as u64, input_programs as u64, pfn_notify as u64, user_data as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2082,36 +2363,45 @@ pub(crate) unsafe extern "C" fn clLinkProgram(context: *mut c_void, num_devices:
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clUnloadPlatformCompiler(platform: *mut c_void) -> i32 {
     let Some(next) = next().clUnloadPlatformCompiler else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clUnloadPlatformCompiler, &[platform as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUnloadPlatformCompiler.
     let r = unsafe { next(platform) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelArgInfo(kernel: *mut c_void, arg_indx: u32, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelArgInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelArgInfo, &[kernel as u64, arg_indx as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelArgInfo.
     let r = unsafe { next(kernel, arg_indx, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, buffer: *mut c_void, pattern: *mut c_void, pattern_size: usize, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueFillBuffer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueFillBuffer, &[command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2121,12 +2411,15 @@ pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, 
     submission.submitted(r, op::clEnqueueFillBuffer, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, image: *mut c_void, fill_color: *mut c_void, origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueFillImage else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueFillImage, &[command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2136,12 +2429,15 @@ pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, i
     submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, image as u64, fill_color as *const c_void, 16, crate::call::region(region)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueMigrateMemObjects else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMigrateMemObjects, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2151,12 +2447,15 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c
     submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueMarkerWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMarkerWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2166,12 +2465,15 @@ pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut 
     submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueBarrierWithWaitList else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueBarrierWithWaitList, &[command_queue as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2181,18 +2483,22 @@ pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut
     submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetExtensionFunctionAddressForPlatform(platform: *mut c_void, func_name: *mut c_void) -> *mut c_void {
     let Some(next) = next().clGetExtensionFunctionAddressForPlatform else {
         return ptr::null_mut();
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetExtensionFunctionAddressForPlatform, &[platform as u64, func_name as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetExtensionFunctionAddressForPlatform.
     let r = unsafe { crate::hooks::clGetExtensionFunctionAddressForPlatform(next, platform, func_name) };
     call.exit(0, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromGLTexture(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2200,6 +2506,8 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture(context: *mut c_void, flag
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromGLTexture, &[context as u64, flags as u64, target as u64, miplevel as u64, texture as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2209,6 +2517,7 @@ pub(crate) unsafe extern "C" fn clCreateFromGLTexture(context: *mut c_void, flag
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(context: *mut c_void, egldisplay: *mut c_void, eglimage: *mut c_void, flags: u64, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2216,6 +2525,8 @@ pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(context: *mut c_void, eg
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateFromEGLImageKHR, &[context as u64, egldisplay as u64, eglimage as u64, flags as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2225,30 +2536,37 @@ pub(crate) unsafe extern "C" fn clCreateFromEGLImageKHR(context: *mut c_void, eg
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueAcquireEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueAcquireEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueAcquireEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReleaseEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueReleaseEGLObjectsKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueReleaseEGLObjectsKHR, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseEGLObjectsKHR.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(context: *mut c_void, sync: *mut c_void, display: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2256,6 +2574,8 @@ pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(context: *mut c_void
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateEventFromEGLSyncKHR, &[context as u64, sync as u64, display as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2265,6 +2585,7 @@ pub(crate) unsafe extern "C" fn clCreateEventFromEGLSyncKHR(context: *mut c_void
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(context: *mut c_void, device: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2272,6 +2593,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(context: *mut
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateCommandQueueWithProperties, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2281,6 +2604,7 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithProperties(context: *mut
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreatePipe(context: *mut c_void, flags: u64, pipe_packet_size: u32, pipe_max_packets: u32, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2288,6 +2612,8 @@ pub(crate) unsafe extern "C" fn clCreatePipe(context: *mut c_void, flags: u64, p
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreatePipe, &[context as u64, flags as u64, pipe_packet_size as u64, pipe_max_packets as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2297,59 +2623,74 @@ pub(crate) unsafe extern "C" fn clCreatePipe(context: *mut c_void, flags: u64, p
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetPipeInfo(pipe: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetPipeInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetPipeInfo, &[pipe as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetPipeInfo.
     let r = unsafe { next(pipe, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSVMAlloc(context: *mut c_void, flags: u64, size: usize, alignment: u32) -> *mut c_void {
     let Some(next) = next().clSVMAlloc else {
         return ptr::null_mut();
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSVMAlloc, &[context as u64, flags as u64, size as u64, alignment as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMAlloc.
     let r = unsafe { crate::hooks::clSVMAlloc(next, context, flags, size, alignment) };
     call.exit(0, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSVMFree(context: *mut c_void, svm_pointer: *mut c_void) {
     let Some(next) = next().clSVMFree else {
         return;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSVMFree, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFree.
     let () = unsafe { crate::hooks::clSVMFree(next, context, svm_pointer) };
     call.exit(0, 0);
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMFree(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, pfn_free_func: *mut c_void, user_data: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMFree else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMFree, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFree.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, blocking_copy: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMemcpy else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueSVMMemcpy, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2359,12 +2700,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, b
     submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, svm_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMemFill else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueSVMMemFill, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2374,12 +2718,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, 
     submission.submitted(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, blocking_map: u32, flags: u64, svm_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueSVMMap, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2389,12 +2736,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, bloc
     submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, svm_ptr as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, svm_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMUnmap else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueSVMUnmap, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2404,6 +2754,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, sv
     submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, svm_ptr as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(context: *mut c_void, sampler_properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2411,6 +2762,8 @@ pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(context: *mut c_vo
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSamplerWithProperties, &[context as u64, sampler_properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2420,42 +2773,52 @@ pub(crate) unsafe extern "C" fn clCreateSamplerWithProperties(context: *mut c_vo
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointer(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelArgSVMPointer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelArgSVMPointer, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgSVMPointer.
     let r = unsafe { crate::hooks::clSetKernelArgSVMPointer(next, kernel, arg_index, arg_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelExecInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetKernelExecInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelExecInfo, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfo.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfoKHR(in_kernel: *mut c_void, in_device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelSubGroupInfoKHR else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelSubGroupInfoKHR, &[in_kernel as u64, in_device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfoKHR.
     let r = unsafe { next(in_kernel, in_device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCloneKernel(source_kernel: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2463,6 +2826,8 @@ pub(crate) unsafe extern "C" fn clCloneKernel(source_kernel: *mut c_void, errcod
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCloneKernel, &[source_kernel as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2472,6 +2837,7 @@ pub(crate) unsafe extern "C" fn clCloneKernel(source_kernel: *mut c_void, errcod
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateProgramWithIL(context: *mut c_void, il: *mut c_void, length: usize, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2479,6 +2845,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithIL(context: *mut c_void, il: 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateProgramWithIL, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2488,12 +2856,15 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithIL(context: *mut c_void, il: 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, sizes: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
     let Some(next) = next().clEnqueueSVMMigrateMem else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueSVMMigrateMem, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, sizes as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -2503,78 +2874,97 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_voi
     submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetDeviceAndHostTimer(device: *mut c_void, device_timestamp: *mut c_void, host_timestamp: *mut c_void) -> i32 {
     let Some(next) = next().clGetDeviceAndHostTimer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetDeviceAndHostTimer, &[device as u64, device_timestamp as u64, host_timestamp as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceAndHostTimer.
     let r = unsafe { next(device, device_timestamp, host_timestamp) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetHostTimer(device: *mut c_void, host_timestamp: *mut c_void) -> i32 {
     let Some(next) = next().clGetHostTimer else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetHostTimer, &[device as u64, host_timestamp as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetHostTimer.
     let r = unsafe { next(device, host_timestamp) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelSubGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
     let Some(next) = next().clGetKernelSubGroupInfo else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelSubGroupInfo, &[kernel as u64, device as u64, param_name as u64, input_value_size as u64, input_value as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSubGroupInfo.
     let r = unsafe { next(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetDefaultDeviceCommandQueue(context: *mut c_void, device: *mut c_void, command_queue: *mut c_void) -> i32 {
     let Some(next) = next().clSetDefaultDeviceCommandQueue else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetDefaultDeviceCommandQueue, &[context as u64, device as u64, command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetDefaultDeviceCommandQueue.
     let r = unsafe { next(context, device, command_queue) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetProgramReleaseCallback(program: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetProgramReleaseCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetProgramReleaseCallback, &[program as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramReleaseCallback.
     let r = unsafe { next(program, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetProgramSpecializationConstant(program: *mut c_void, spec_id: u32, spec_size: usize, spec_value: *mut c_void) -> i32 {
     let Some(next) = next().clSetProgramSpecializationConstant else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetProgramSpecializationConstant, &[program as u64, spec_id as u64, spec_size as u64, spec_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetProgramSpecializationConstant.
     let r = unsafe { next(program, spec_id, spec_size, spec_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2582,6 +2972,8 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(context: *mut c_voi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateBufferWithProperties, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2591,6 +2983,7 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithProperties(context: *mut c_voi
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateImageWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2598,6 +2991,8 @@ pub(crate) unsafe extern "C" fn clCreateImageWithProperties(context: *mut c_void
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateImageWithProperties, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2607,18 +3002,22 @@ pub(crate) unsafe extern "C" fn clCreateImageWithProperties(context: *mut c_void
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetContextDestructorCallback(context: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
     let Some(next) = next().clSetContextDestructorCallback else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetContextDestructorCallback, &[context as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetContextDestructorCallback.
     let r = unsafe { next(context, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(num_queues: u32, queues: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2628,6 +3027,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(num_queues: u32, queues
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateCommandBufferKHR, &[num_queues as u64, queues as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2637,6 +3038,7 @@ pub(crate) unsafe extern "C" fn clCreateCommandBufferKHR(num_queues: u32, queues
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clFinalizeCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
@@ -2645,12 +3047,15 @@ pub(crate) unsafe extern "C" fn clFinalizeCommandBufferKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clFinalizeCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clFinalizeCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFinalizeCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
@@ -2659,12 +3064,15 @@ pub(crate) unsafe extern "C" fn clRetainCommandBufferKHR(command_buffer: *mut c_
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseCommandBufferKHR(command_buffer: *mut c_void) -> i32 {
@@ -2673,12 +3081,15 @@ pub(crate) unsafe extern "C" fn clReleaseCommandBufferKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseCommandBufferKHR, &[command_buffer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseCommandBufferKHR.
     let r = unsafe { next(command_buffer) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueCommandBufferKHR(num_queues: u32, queues: *mut c_void, command_buffer: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -2687,12 +3098,15 @@ pub(crate) unsafe extern "C" fn clEnqueueCommandBufferKHR(num_queues: u32, queue
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueCommandBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueCommandBufferKHR, &[num_queues as u64, queues as u64, command_buffer as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCommandBufferKHR.
     let r = unsafe { next(num_queues, queues, command_buffer, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandBarrierWithWaitListKHR(command_buffer: *mut c_void, command_queue: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2701,12 +3115,15 @@ pub(crate) unsafe extern "C" fn clCommandBarrierWithWaitListKHR(command_buffer: 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandBarrierWithWaitListKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandBarrierWithWaitListKHR, &[command_buffer as u64, command_queue as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandBarrierWithWaitListKHR.
     let r = unsafe { next(command_buffer, command_queue, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandCopyBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_offset: usize, dst_offset: usize, size: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2715,12 +3132,15 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferKHR(command_buffer: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandCopyBufferKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_offset as u64, dst_offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandCopyBufferRectKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2729,12 +3149,15 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferRectKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferRectKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandCopyBufferRectKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_buffer as u64, src_origin as u64, dst_origin as u64, region as u64, src_row_pitch as u64, src_slice_pitch as u64, dst_row_pitch as u64, dst_slice_pitch as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferRectKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandCopyBufferToImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_buffer: *mut c_void, dst_image: *mut c_void, src_offset: usize, dst_origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2743,12 +3166,15 @@ pub(crate) unsafe extern "C" fn clCommandCopyBufferToImageKHR(command_buffer: *m
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyBufferToImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandCopyBufferToImageKHR, &[command_buffer as u64, command_queue as u64, src_buffer as u64, dst_image as u64, src_offset as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyBufferToImageKHR.
     let r = unsafe { next(command_buffer, command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandCopyImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2757,12 +3183,15 @@ pub(crate) unsafe extern "C" fn clCommandCopyImageKHR(command_buffer: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandCopyImageKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_image as u64, src_origin as u64, dst_origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageKHR.
     let r = unsafe { next(command_buffer, command_queue, src_image, dst_image, src_origin, dst_origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandCopyImageToBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, src_image: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, region: *mut c_void, dst_offset: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2771,12 +3200,15 @@ pub(crate) unsafe extern "C" fn clCommandCopyImageToBufferKHR(command_buffer: *m
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandCopyImageToBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandCopyImageToBufferKHR, &[command_buffer as u64, command_queue as u64, src_image as u64, dst_buffer as u64, src_origin as u64, region as u64, dst_offset as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandCopyImageToBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandFillBufferKHR(command_buffer: *mut c_void, command_queue: *mut c_void, buffer: *mut c_void, pattern: *mut c_void, pattern_size: usize, offset: usize, size: usize, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2785,12 +3217,15 @@ pub(crate) unsafe extern "C" fn clCommandFillBufferKHR(command_buffer: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillBufferKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandFillBufferKHR, &[command_buffer as u64, command_queue as u64, buffer as u64, pattern as u64, pattern_size as u64, offset as u64, size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillBufferKHR.
     let r = unsafe { next(command_buffer, command_queue, buffer, pattern, pattern_size, offset, size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandFillImageKHR(command_buffer: *mut c_void, command_queue: *mut c_void, image: *mut c_void, fill_color: *mut c_void, origin: *mut c_void, region: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2799,12 +3234,15 @@ pub(crate) unsafe extern "C" fn clCommandFillImageKHR(command_buffer: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandFillImageKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandFillImageKHR, &[command_buffer as u64, command_queue as u64, image as u64, fill_color as u64, origin as u64, region as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandFillImageKHR.
     let r = unsafe { next(command_buffer, command_queue, image, fill_color, origin, region, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCommandNDRangeKernelKHR(command_buffer: *mut c_void, command_queue: *mut c_void, properties: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, local_work_size: *mut c_void, num_sync_points_in_wait_list: u32, sync_point_wait_list: *mut c_void, sync_point: *mut c_void, mutable_handle: *mut c_void) -> i32 {
@@ -2813,12 +3251,15 @@ pub(crate) unsafe extern "C" fn clCommandNDRangeKernelKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCommandNDRangeKernelKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCommandNDRangeKernelKHR, &[command_buffer as u64, command_queue as u64, properties as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, local_work_size as u64, num_sync_points_in_wait_list as u64, sync_point_wait_list as u64, sync_point as u64, mutable_handle as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clCommandNDRangeKernelKHR.
     let r = unsafe { next(command_buffer, command_queue, properties, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_sync_points_in_wait_list, sync_point_wait_list, sync_point, mutable_handle) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetCommandBufferInfoKHR(command_buffer: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -2827,12 +3268,15 @@ pub(crate) unsafe extern "C" fn clGetCommandBufferInfoKHR(command_buffer: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetCommandBufferInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetCommandBufferInfoKHR, &[command_buffer as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetCommandBufferInfoKHR.
     let r = unsafe { next(command_buffer, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(command_buffer: *mut c_void, mutable_config: *mut c_void) -> i32 {
@@ -2841,12 +3285,15 @@ pub(crate) unsafe extern "C" fn clUpdateMutableCommandsKHR(command_buffer: *mut 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clUpdateMutableCommandsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clUpdateMutableCommandsKHR, &[command_buffer as u64, mutable_config as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clUpdateMutableCommandsKHR.
     let r = unsafe { next(command_buffer, mutable_config) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetMutableCommandInfoKHR(command: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -2855,12 +3302,15 @@ pub(crate) unsafe extern "C" fn clGetMutableCommandInfoKHR(command: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMutableCommandInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetMutableCommandInfoKHR, &[command as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMutableCommandInfoKHR.
     let r = unsafe { next(command, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetMemObjectDestructorAPPLE(memobj: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
@@ -2869,12 +3319,15 @@ pub(crate) unsafe extern "C" fn clSetMemObjectDestructorAPPLE(memobj: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetMemObjectDestructorAPPLE_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetMemObjectDestructorAPPLE, &[memobj as u64, pfn_notify as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetMemObjectDestructorAPPLE.
     let r = unsafe { next(memobj, pfn_notify, user_data) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clLogMessagesToSystemLogAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
@@ -2883,11 +3336,14 @@ pub(crate) unsafe extern "C" fn clLogMessagesToSystemLogAPPLE(errstr: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToSystemLogAPPLE_fn>>(raw) }) else {
         return;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clLogMessagesToSystemLogAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToSystemLogAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
+    })
 }
 
 pub(crate) unsafe extern "C" fn clLogMessagesToStdoutAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
@@ -2896,11 +3352,14 @@ pub(crate) unsafe extern "C" fn clLogMessagesToStdoutAPPLE(errstr: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStdoutAPPLE_fn>>(raw) }) else {
         return;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clLogMessagesToStdoutAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStdoutAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
+    })
 }
 
 pub(crate) unsafe extern "C" fn clLogMessagesToStderrAPPLE(errstr: *mut c_void, private_info: *mut c_void, cb: usize, user_data: *mut c_void) {
@@ -2909,11 +3368,14 @@ pub(crate) unsafe extern "C" fn clLogMessagesToStderrAPPLE(errstr: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clLogMessagesToStderrAPPLE_fn>>(raw) }) else {
         return;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clLogMessagesToStderrAPPLE, &[errstr as u64, private_info as u64, cb as u64, user_data as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clLogMessagesToStderrAPPLE.
     let () = unsafe { next(errstr, private_info, cb, user_data) };
     call.exit(0, 0);
+    })
 }
 
 pub(crate) unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: u32, platforms: *mut c_void, num_platforms: *mut c_void) -> i32 {
@@ -2922,12 +3384,15 @@ pub(crate) unsafe extern "C" fn clIcdGetPlatformIDsKHR(num_entries: u32, platfor
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clIcdGetPlatformIDsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clIcdGetPlatformIDsKHR, &[num_entries as u64, platforms as u64, num_platforms as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clIcdGetPlatformIDsKHR.
     let r = unsafe { next(num_entries, platforms, num_platforms) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(context: *mut c_void, il: *mut c_void, length: usize, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2937,6 +3402,8 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(context: *mut c_void, i
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateProgramWithILKHR, &[context as u64, il as u64, length as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2946,6 +3413,7 @@ pub(crate) unsafe extern "C" fn clCreateProgramWithILKHR(context: *mut c_void, i
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clTerminateContextKHR(context: *mut c_void) -> i32 {
@@ -2954,12 +3422,15 @@ pub(crate) unsafe extern "C" fn clTerminateContextKHR(context: *mut c_void) -> i
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clTerminateContextKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clTerminateContextKHR, &[context as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clTerminateContextKHR.
     let r = unsafe { next(context) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(context: *mut c_void, device: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -2967,6 +3438,8 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(context: *
     // SAFETY: EXT_NEXT holds null or the next layer's entry point of exactly this function.
     let next = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clCreateCommandQueueWithPropertiesKHR_fn>>(raw) })
         .unwrap_or(crate::hooks::clCreateCommandQueueWithPropertiesKHR_fallback as sig::clCreateCommandQueueWithPropertiesKHR_fn);
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateCommandQueueWithPropertiesKHR, &[context as u64, device as u64, properties as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -2976,6 +3449,7 @@ pub(crate) unsafe extern "C" fn clCreateCommandQueueWithPropertiesKHR(context: *
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjectEXT(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -2984,12 +3458,15 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjectEXT(command_queue: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemObjectEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueMigrateMemObjectEXT, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjectEXT.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetDeviceImageInfoQCOM(device: *mut c_void, image_width: usize, image_height: usize, image_format: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -2998,12 +3475,15 @@ pub(crate) unsafe extern "C" fn clGetDeviceImageInfoQCOM(device: *mut c_void, im
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetDeviceImageInfoQCOM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetDeviceImageInfoQCOM, &[device as u64, image_width as u64, image_height as u64, image_format as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetDeviceImageInfoQCOM.
     let r = unsafe { next(device, image_width, image_height, image_format, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueAcquireGrallocObjectsIMG(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3012,12 +3492,15 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireGrallocObjectsIMG(command_queue:
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueAcquireGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReleaseGrallocObjectsIMG(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3026,12 +3509,15 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseGrallocObjectsIMG(command_queue:
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseGrallocObjectsIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueReleaseGrallocObjectsIMG, &[command_queue as u64, num_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseGrallocObjectsIMG.
     let r = unsafe { next(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueGenerateMipmapIMG(command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, mipmap_filter_mode: u32, array_region: *mut c_void, mip_region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3040,12 +3526,15 @@ pub(crate) unsafe extern "C" fn clEnqueueGenerateMipmapIMG(command_queue: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueGenerateMipmapIMG_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueGenerateMipmapIMG, &[command_queue as u64, src_image as u64, dst_image as u64, mipmap_filter_mode as u64, array_region as u64, mip_region as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueGenerateMipmapIMG.
     let r = unsafe { next(command_queue, src_image, dst_image, mipmap_filter_mode, array_region, mip_region, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetKernelSuggestedLocalWorkSizeKHR(command_queue: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, suggested_local_work_size: *mut c_void) -> i32 {
@@ -3054,12 +3543,15 @@ pub(crate) unsafe extern "C" fn clGetKernelSuggestedLocalWorkSizeKHR(command_que
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetKernelSuggestedLocalWorkSizeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetKernelSuggestedLocalWorkSizeKHR, &[command_queue as u64, kernel as u64, work_dim as u64, global_work_offset as u64, global_work_size as u64, suggested_local_work_size as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetKernelSuggestedLocalWorkSizeKHR.
     let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, suggested_local_work_size) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueAcquireExternalMemObjectsKHR(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3068,12 +3560,15 @@ pub(crate) unsafe extern "C" fn clEnqueueAcquireExternalMemObjectsKHR(command_qu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueAcquireExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueAcquireExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueAcquireExternalMemObjectsKHR.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueReleaseExternalMemObjectsKHR(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3082,12 +3577,15 @@ pub(crate) unsafe extern "C" fn clEnqueueReleaseExternalMemObjectsKHR(command_qu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueReleaseExternalMemObjectsKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueReleaseExternalMemObjectsKHR, &[command_queue as u64, num_mem_objects as u64, mem_objects as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReleaseExternalMemObjectsKHR.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetSemaphoreHandleForTypeKHR(sema_object: *mut c_void, device: *mut c_void, handle_type: u32, handle_size: usize, handle_ptr: *mut c_void, handle_size_ret: *mut c_void) -> i32 {
@@ -3096,12 +3594,15 @@ pub(crate) unsafe extern "C" fn clGetSemaphoreHandleForTypeKHR(sema_object: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreHandleForTypeKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetSemaphoreHandleForTypeKHR, &[sema_object as u64, device as u64, handle_type as u64, handle_size as u64, handle_ptr as u64, handle_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreHandleForTypeKHR.
     let r = unsafe { next(sema_object, device, handle_type, handle_size, handle_ptr, handle_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(context: *mut c_void, sema_props: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3111,6 +3612,8 @@ pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(context: *mut
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateSemaphoreWithPropertiesKHR, &[context as u64, sema_props as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3120,6 +3623,7 @@ pub(crate) unsafe extern "C" fn clCreateSemaphoreWithPropertiesKHR(context: *mut
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueWaitSemaphoresKHR(command_queue: *mut c_void, num_sema_objects: u32, sema_objects: *mut c_void, sema_payload_list: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3128,12 +3632,15 @@ pub(crate) unsafe extern "C" fn clEnqueueWaitSemaphoresKHR(command_queue: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueWaitSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueWaitSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWaitSemaphoresKHR.
     let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSignalSemaphoresKHR(command_queue: *mut c_void, num_sema_objects: u32, sema_objects: *mut c_void, sema_payload_list: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3142,12 +3649,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSignalSemaphoresKHR(command_queue: *mut
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSignalSemaphoresKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSignalSemaphoresKHR, &[command_queue as u64, num_sema_objects as u64, sema_objects as u64, sema_payload_list as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSignalSemaphoresKHR.
     let r = unsafe { next(command_queue, num_sema_objects, sema_objects, sema_payload_list, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetSemaphoreInfoKHR(sema_object: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -3156,12 +3666,15 @@ pub(crate) unsafe extern "C" fn clGetSemaphoreInfoKHR(sema_object: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSemaphoreInfoKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetSemaphoreInfoKHR, &[sema_object as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSemaphoreInfoKHR.
     let r = unsafe { next(sema_object, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseSemaphoreKHR(sema_object: *mut c_void) -> i32 {
@@ -3170,12 +3683,15 @@ pub(crate) unsafe extern "C" fn clReleaseSemaphoreKHR(sema_object: *mut c_void) 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseSemaphoreKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseSemaphoreKHR, &[sema_object as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseSemaphoreKHR.
     let r = unsafe { next(sema_object) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainSemaphoreKHR(sema_object: *mut c_void) -> i32 {
@@ -3184,12 +3700,15 @@ pub(crate) unsafe extern "C" fn clRetainSemaphoreKHR(sema_object: *mut c_void) -
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainSemaphoreKHR_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainSemaphoreKHR, &[sema_object as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainSemaphoreKHR.
     let r = unsafe { next(sema_object) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clImportMemoryARM(context: *mut c_void, flags: u64, properties: *mut c_void, memory: *mut c_void, size: usize, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3199,6 +3718,8 @@ pub(crate) unsafe extern "C" fn clImportMemoryARM(context: *mut c_void, flags: u
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clImportMemoryARM, &[context as u64, flags as u64, properties as u64, memory as u64, size as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3208,6 +3729,7 @@ pub(crate) unsafe extern "C" fn clImportMemoryARM(context: *mut c_void, flags: u
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSVMAllocARM(context: *mut c_void, flags: u64, size: usize, alignment: u32) -> *mut c_void {
@@ -3216,12 +3738,15 @@ pub(crate) unsafe extern "C" fn clSVMAllocARM(context: *mut c_void, flags: u64, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMAllocARM_fn>>(raw) }) else {
         return ptr::null_mut();
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSVMAllocARM, &[context as u64, flags as u64, size as u64, alignment as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMAllocARM.
     let r = unsafe { next(context, flags, size, alignment) };
     call.exit(0, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSVMFreeARM(context: *mut c_void, svm_pointer: *mut c_void) {
@@ -3230,11 +3755,14 @@ pub(crate) unsafe extern "C" fn clSVMFreeARM(context: *mut c_void, svm_pointer: 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSVMFreeARM_fn>>(raw) }) else {
         return;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSVMFreeARM, &[context as u64, svm_pointer as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSVMFreeARM.
     let () = unsafe { next(context, svm_pointer) };
     call.exit(0, 0);
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMFreeARM(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, pfn_free_func: *mut c_void, user_data: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3243,12 +3771,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMFreeARM(command_queue: *mut c_void, 
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMFreeARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMFreeARM, &[command_queue as u64, num_svm_pointers as u64, svm_pointers as u64, pfn_free_func as u64, user_data as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMFreeARM.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpyARM(command_queue: *mut c_void, blocking_copy: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3257,12 +3788,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpyARM(command_queue: *mut c_void
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemcpyARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMMemcpyARM, &[command_queue as u64, blocking_copy as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpyARM.
     let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMemFillARM(command_queue: *mut c_void, svm_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3271,12 +3805,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFillARM(command_queue: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMemFillARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMMemFillARM, &[command_queue as u64, svm_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFillARM.
     let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMMapARM(command_queue: *mut c_void, blocking_map: u32, flags: u64, svm_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3285,12 +3822,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMapARM(command_queue: *mut c_void, b
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMMapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMMapARM, &[command_queue as u64, blocking_map as u64, flags as u64, svm_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMapARM.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueSVMUnmapARM(command_queue: *mut c_void, svm_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3299,12 +3839,15 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmapARM(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueSVMUnmapARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueSVMUnmapARM, &[command_queue as u64, svm_ptr as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmapARM.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointerARM(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
@@ -3313,12 +3856,15 @@ pub(crate) unsafe extern "C" fn clSetKernelArgSVMPointerARM(kernel: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgSVMPointerARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelArgSVMPointerARM, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgSVMPointerARM.
     let r = unsafe { next(kernel, arg_index, arg_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelExecInfoARM(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void) -> i32 {
@@ -3327,12 +3873,15 @@ pub(crate) unsafe extern "C" fn clSetKernelExecInfoARM(kernel: *mut c_void, para
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelExecInfoARM_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelExecInfoARM, &[kernel as u64, param_name as u64, param_value_size as u64, param_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelExecInfoARM.
     let r = unsafe { next(kernel, param_name, param_value_size, param_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(context: *mut c_void, accelerator_type: u32, descriptor_size: usize, descriptor: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3342,6 +3891,8 @@ pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(context: *mut c_void, a
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateAcceleratorINTEL, &[context as u64, accelerator_type as u64, descriptor_size as u64, descriptor as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3351,6 +3902,7 @@ pub(crate) unsafe extern "C" fn clCreateAcceleratorINTEL(context: *mut c_void, a
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(accelerator: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -3359,12 +3911,15 @@ pub(crate) unsafe extern "C" fn clGetAcceleratorInfoINTEL(accelerator: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetAcceleratorInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetAcceleratorInfoINTEL, &[accelerator as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetAcceleratorInfoINTEL.
     let r = unsafe { next(accelerator, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clRetainAcceleratorINTEL(accelerator: *mut c_void) -> i32 {
@@ -3373,12 +3928,15 @@ pub(crate) unsafe extern "C" fn clRetainAcceleratorINTEL(accelerator: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clRetainAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clRetainAcceleratorINTEL, &[accelerator as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainAcceleratorINTEL.
     let r = unsafe { next(accelerator) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clReleaseAcceleratorINTEL(accelerator: *mut c_void) -> i32 {
@@ -3387,12 +3945,15 @@ pub(crate) unsafe extern "C" fn clReleaseAcceleratorINTEL(accelerator: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clReleaseAcceleratorINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseAcceleratorINTEL, &[accelerator as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseAcceleratorINTEL.
     let r = unsafe { next(accelerator) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(context: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3402,6 +3963,8 @@ pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(context: *mut c_void, proper
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clHostMemAllocINTEL, &[context as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3411,6 +3974,7 @@ pub(crate) unsafe extern "C" fn clHostMemAllocINTEL(context: *mut c_void, proper
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(context: *mut c_void, device: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3420,6 +3984,8 @@ pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(context: *mut c_void, devi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clDeviceMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3429,6 +3995,7 @@ pub(crate) unsafe extern "C" fn clDeviceMemAllocINTEL(context: *mut c_void, devi
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(context: *mut c_void, device: *mut c_void, properties: *mut c_void, size: usize, alignment: u32, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3438,6 +4005,8 @@ pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(context: *mut c_void, devi
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSharedMemAllocINTEL, &[context as u64, device as u64, properties as u64, size as u64, alignment as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3447,6 +4016,7 @@ pub(crate) unsafe extern "C" fn clSharedMemAllocINTEL(context: *mut c_void, devi
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clMemFreeINTEL(context: *mut c_void, ptr: *mut c_void) -> i32 {
@@ -3455,12 +4025,15 @@ pub(crate) unsafe extern "C" fn clMemFreeINTEL(context: *mut c_void, ptr: *mut c
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemFreeINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clMemFreeINTEL, &[context as u64, ptr as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clMemFreeINTEL.
     let r = unsafe { crate::hooks::clMemFreeINTEL(next, context, ptr) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clMemBlockingFreeINTEL(context: *mut c_void, ptr: *mut c_void) -> i32 {
@@ -3469,12 +4042,15 @@ pub(crate) unsafe extern "C" fn clMemBlockingFreeINTEL(context: *mut c_void, ptr
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clMemBlockingFreeINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clMemBlockingFreeINTEL, &[context as u64, ptr as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clMemBlockingFreeINTEL.
     let r = unsafe { crate::hooks::clMemBlockingFreeINTEL(next, context, ptr) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetMemAllocInfoINTEL(context: *mut c_void, ptr: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -3483,12 +4059,15 @@ pub(crate) unsafe extern "C" fn clGetMemAllocInfoINTEL(context: *mut c_void, ptr
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetMemAllocInfoINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetMemAllocInfoINTEL, &[context as u64, ptr as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetMemAllocInfoINTEL.
     let r = unsafe { next(context, ptr, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clSetKernelArgMemPointerINTEL(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
@@ -3497,12 +4076,15 @@ pub(crate) unsafe extern "C" fn clSetKernelArgMemPointerINTEL(kernel: *mut c_voi
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clSetKernelArgMemPointerINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clSetKernelArgMemPointerINTEL, &[kernel as u64, arg_index as u64, arg_value as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clSetKernelArgMemPointerINTEL.
     let r = unsafe { crate::hooks::clSetKernelArgMemPointerINTEL(next, kernel, arg_index, arg_value) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void, dst_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3511,6 +4093,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemFillINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMemFillINTEL, &[command_queue as u64, dst_ptr as u64, pattern as u64, pattern_size as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -3520,6 +4104,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void
     submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void, blocking: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3528,6 +4113,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemcpyINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMemcpyINTEL, &[command_queue as u64, blocking as u64, dst_ptr as u64, src_ptr as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -3537,6 +4124,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void,
     submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(command_queue: *mut c_void, ptr: *mut c_void, size: usize, advice: u32, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3545,12 +4133,15 @@ pub(crate) unsafe extern "C" fn clEnqueueMemAdviseINTEL(command_queue: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemAdviseINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clEnqueueMemAdviseINTEL, &[command_queue as u64, ptr as u64, size as u64, advice as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemAdviseINTEL.
     let r = unsafe { next(command_queue, ptr, size, advice, num_events_in_wait_list, event_wait_list, event) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_void, ptr: *mut c_void, size: usize, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3559,6 +4150,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_v
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMigrateMemINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMigrateMemINTEL, &[command_queue as u64, ptr as u64, size as u64, flags as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -3568,6 +4161,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_v
     submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, ptr as u64, 0 as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void, dst_ptr: *mut c_void, value: i32, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
@@ -3576,6 +4170,8 @@ pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void,
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clEnqueueMemsetINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter_enqueue(op::clEnqueueMemsetINTEL, &[command_queue as u64, dst_ptr as u64, value as u64, size as u64, num_events_in_wait_list as u64, event_wait_list as u64, event as u64]);
     let mut submission = Submission::new(command_queue, event as *mut *mut c_void, &call);
@@ -3585,6 +4181,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void,
     submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) });
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(context: *mut c_void, properties: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
@@ -3594,6 +4191,8 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(context: *mut 
         crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
         return ptr::null_mut();
     };
+    let errcode_arg = errcode_ret;
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clCreateBufferWithPropertiesINTEL, &[context as u64, properties as u64, flags as u64, size as u64, host_ptr as u64, errcode_ret as u64]);
     let mut errcode_local = 0i32;
@@ -3603,6 +4202,7 @@ pub(crate) unsafe extern "C" fn clCreateBufferWithPropertiesINTEL(context: *mut 
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetImageRequirementsInfoEXT(context: *mut c_void, properties: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
@@ -3611,12 +4211,15 @@ pub(crate) unsafe extern "C" fn clGetImageRequirementsInfoEXT(context: *mut c_vo
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetImageRequirementsInfoEXT_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetImageRequirementsInfoEXT, &[context as u64, properties as u64, flags as u64, image_format as u64, image_desc as u64, param_name as u64, param_value_size as u64, param_value as u64, param_value_size_ret as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetImageRequirementsInfoEXT.
     let r = unsafe { next(context, properties, flags, image_format, image_desc, param_name, param_value_size, param_value, param_value_size_ret) };
     call.exit(r, 0);
     r
+    })
 }
 
 pub(crate) unsafe extern "C" fn clGetSupportedGLTextureFormatsINTEL(context: *mut c_void, flags: u64, image_type: u32, num_entries: u32, gl_formats: *mut c_void, num_texture_formats: *mut c_void) -> i32 {
@@ -3625,12 +4228,15 @@ pub(crate) unsafe extern "C" fn clGetSupportedGLTextureFormatsINTEL(context: *mu
     let Some(next) = (unsafe { std::mem::transmute::<*mut c_void, Option<sig::clGetSupportedGLTextureFormatsINTEL_fn>>(raw) }) else {
         return crate::call::CL_INVALID_OPERATION as i32;
     };
+    let errcode_arg = ptr::null_mut::<c_void>();
+    crate::call::no_unwind(errcode_arg, move || {
     let mut call = ApiCall::new();
     call.enter(op::clGetSupportedGLTextureFormatsINTEL, &[context as u64, flags as u64, image_type as u64, num_entries as u64, gl_formats as u64, num_texture_formats as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clGetSupportedGLTextureFormatsINTEL.
     let r = unsafe { next(context, flags, image_type, num_entries, gl_formats, num_texture_formats) };
     call.exit(r, 0);
     r
+    })
 }
 
 /// The layer's dispatch table: every slot wrapped; Windows-only slots left null (the loader

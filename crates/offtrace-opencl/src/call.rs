@@ -14,6 +14,7 @@ use offtrace_core::{ApiCallPayload, CallToken, Kind, Payload, current_correlatio
 pub const OPENCL_API: Kind = Kind::OpenclApi;
 
 pub const CL_SUCCESS: i32 = 0;
+pub const CL_OUT_OF_HOST_MEMORY: i32 = -6;
 pub const CL_PROFILING_INFO_NOT_AVAILABLE: i32 = -7;
 pub const CL_INVALID_VALUE: i32 = -30;
 pub const CL_INVALID_OPERATION: i32 = -59;
@@ -156,4 +157,38 @@ pub(crate) unsafe fn region(region: *mut std::ffi::c_void) -> u64 {
     // SAFETY: the caller guarantees three readable size_t.
     let r = unsafe { std::slice::from_raw_parts(region.cast::<usize>(), 3) };
     (r[0] as u64).saturating_mul(r[1] as u64).saturating_mul(r[2] as u64)
+}
+
+/// The value a wrapper returns when the layer panicked (it never should): an OpenCL error.
+pub(crate) trait PanicResult {
+    fn on_panic() -> Self;
+}
+
+impl PanicResult for i32 {
+    fn on_panic() -> Self {
+        CL_OUT_OF_HOST_MEMORY
+    }
+}
+
+impl PanicResult for *mut std::ffi::c_void {
+    fn on_panic() -> Self {
+        std::ptr::null_mut()
+    }
+}
+
+impl PanicResult for () {
+    fn on_panic() -> Self {}
+}
+
+/// Runs a wrapper's body; a panic becomes [`PanicResult::on_panic`] (and `CL_OUT_OF_HOST_MEMORY`
+/// in `errcode_ret`) instead of unwinding into C, which would abort the program.
+#[inline(always)]
+pub(crate) fn no_unwind<R: PanicResult>(errcode_ret: *mut std::ffi::c_void, body: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(_) => {
+            set_errcode(errcode_ret, CL_OUT_OF_HOST_MEMORY);
+            R::on_panic()
+        }
+    }
 }
