@@ -35,6 +35,8 @@ pub mod counters;
 pub mod enqueue;
 mod hooks;
 pub mod layer;
+#[cfg(test)]
+mod mock_runtime_tests;
 mod objects;
 pub mod perf;
 mod queues;
