@@ -672,3 +672,18 @@ fn offtrace_record_traces_a_plain_opencl_program_with_or_without_a_sycl_runtime(
         assert_eq!(done.len(), 4 + 6 + 1, "{name}: kernels, copies / maps, fill");
     }
 }
+
+/// `src/api.rs` is exactly what `scripts/gen_opencl_table.py` makes of the installed Khronos
+/// headers (never edited by hand).
+#[test]
+fn the_checked_in_operation_table_is_what_the_headers_generate() {
+    if setup().is_none() {
+        return;
+    }
+    let out = Command::new("python3")
+        .arg(workspace().join("scripts/gen_opencl_table.py"))
+        .arg("--check")
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
