@@ -11,6 +11,9 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
   layer      the layer loaded, nothing listening (profiling forced on and hidden; no callbacks)
   record     the layer recording a trace (OFFTRACE_OUTPUT: OPENCL_API calls + device activity),
              what `offtrace record` does for an OpenCL program
+  intercept  with --cliloader PATH: Intel's opencl-intercept-layer recording the closest thing to a
+             trace it makes (`cliloader -q -ccl -cdt`: every call and every command's device time
+             into a Chrome JSON file)
 
 Each run prints ns per kernel (N small kernels enqueued on one in-order queue + clFinish) and ns
 per cheap call (clGetDeviceInfo(CL_DEVICE_TYPE)); the table gives the median and the minimum over
@@ -32,6 +35,7 @@ ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--kernels", type=int, default=20000)
 ap.add_argument("--calls", type=int, default=1000000)
 ap.add_argument("--runtime", default="both", choices=["pocl", "intel", "both"])
+ap.add_argument("--cliloader", help="opencl-intercept-layer's cliloader (built from its sources)")
 opts = ap.parse_args()
 
 layer = root / "target/release/libofftrace_opencl.so"
@@ -47,7 +51,7 @@ runtimes = {
     "intel": {"OFFTRACE_CL_PLATFORM": "Intel", "LD_LIBRARY_PATH": str(venv / "lib"),
               "OCL_ICD_FILENAMES": str(venv / "lib/libintelocl.so")},
 }
-configs = ["plain", "profiling", "layer", "record"]
+configs = ["plain", "profiling", "layer", "record"] + (["intercept"] if opts.cliloader else [])
 
 
 def run(rt, cfg):
@@ -59,6 +63,11 @@ def run(rt, cfg):
         env["OPENCL_LAYERS"] = str(layer)
     if cfg == "record":
         env["OFFTRACE_OUTPUT"] = str(tmp / f"{rt}.offtrace")
+    if cfg == "intercept":
+        env["CLI_DumpDir"] = str(tmp / f"cli-{rt}")
+        if rt == "intel":  # the intercept library loads this loader (the venv's Khronos one)
+            env["CLI_OpenCLFileName"] = str(venv / "lib/libOpenCL.so.1")
+        args = [opts.cliloader, "-q", "-ccl", "-cdt"] + args
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout.split("\n")
     per_kernel = float(out[0].split(": ")[1].split()[0])
     per_call = float(out[1].split(": ")[1].split()[0])
