@@ -34,6 +34,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--kernels", type=int, default=20000)
 ap.add_argument("--calls", type=int, default=1000000)
+ap.add_argument("--items", type=int, default=64, help="work items per kernel")
 ap.add_argument("--runtime", default="both", choices=["pocl", "intel", "both"])
 ap.add_argument("--cliloader", help="opencl-intercept-layer's cliloader (built from its sources)")
 opts = ap.parse_args()
@@ -56,7 +57,7 @@ configs = ["plain", "profiling", "layer", "record"] + (["intercept"] if opts.cli
 
 def run(rt, cfg):
     env = dict(os.environ, **runtimes[rt])
-    args = [str(exe), "--kernels", str(opts.kernels), "--calls", str(opts.calls)]
+    args = [str(exe), "--kernels", str(opts.kernels), "--calls", str(opts.calls), "--items", str(opts.items)]
     if cfg == "profiling":
         args.append("--profile")
     if cfg in ("layer", "record"):
@@ -83,7 +84,7 @@ for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
             res[c][1].append(call)
     base_k = statistics.median(res["plain"][0])
     base_c = statistics.median(res["plain"][1])
-    print(f"\n{rt}: {opts.kernels} kernels, {opts.calls} calls, {opts.rounds} rounds (median / min)\n")
+    print(f"\n{rt}: {opts.kernels} kernels of {opts.items} work items, {opts.calls} calls, {opts.rounds} rounds (median / min)\n")
     print("| configuration | ns per kernel | vs plain | ns per clGetDeviceInfo | vs plain |")
     print("|---|---|---|---|---|")
     for c in configs:

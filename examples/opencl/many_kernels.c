@@ -2,9 +2,9 @@
  * overhead benchmark (scripts/opencl-overhead.py runs it with and without the layer).
  *
  *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
- *   ./many_kernels [--kernels N] [--calls M] [--profile] [--platform SUBSTRING]
+ *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--platform SUBSTRING]
  *
- * Prints two lines: the wall time per kernel of enqueueing N small kernels (64 work items) on
+ * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
  * one in-order queue plus the final clFinish, and the time per call of M
  * clGetDeviceInfo(CL_DEVICE_TYPE) calls. --profile creates the queue with
  * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison).
@@ -24,11 +24,12 @@ static double now_ns(void) {
 }
 
 int main(int argc, char** argv) {
-    int kernels = 20000, calls = 1000000, profile = 0;
+    int kernels = 20000, calls = 1000000, profile = 0, items = 64;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--items") && i + 1 < argc) items = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
     }
@@ -50,10 +51,11 @@ int main(int argc, char** argv) {
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     clBuildProgram(prog, 1, &d, "", NULL, NULL);
     cl_kernel k = clCreateKernel(prog, "inc", &err);
-    int zero[64] = {0};
-    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &err);
+    if (items < 1) items = 1;
+    int* zero = calloc((size_t)items, sizeof(int));
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (size_t)items * sizeof(int), zero, &err);
     clSetKernelArg(k, 0, sizeof b, &b);
-    size_t g = 64;
+    size_t g = (size_t)items;
     /* warm up: the first launches compile and start the runtime's threads */
     for (int i = 0; i < 100; i++) clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
     clFinish(q);
@@ -62,9 +64,10 @@ int main(int argc, char** argv) {
         if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS) return 3;
     clFinish(q);
     double t1 = now_ns();
-    int out[64];
+    int out[1];
     clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
     if (out[0] != kernels + 100) { fprintf(stderr, "wrong result %d\n", out[0]); return 3; }
+    free(zero);
     cl_device_type type;
     double t2 = now_ns();
     for (int i = 0; i < calls; i++) clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
