@@ -610,9 +610,9 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 remember_launch(p, Launch::Barrier(s));
             }
             // (hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1]),
-            // (hNativeQueue, hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2]),
+            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
+            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
             // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
             urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
@@ -685,17 +685,37 @@ fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
     KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner()).get(&kernel).cloned()
 }
 
-/// UR queue → its device, from `urQueueCreate*` (device activity names its device).
-static QUEUE_DEVICES: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+/// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
+/// its device; only launches on a profiling queue wait for their device times).
+static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
 
-fn remember_queue_device(queue: u64, device: u64) {
+fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     if queue != 0 {
-        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, device);
+        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, (device, profiling));
     }
 }
 
 fn queue_device(queue: u64) -> u64 {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or(0)
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+}
+
+fn queue_profiles(queue: u64) -> bool {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+}
+
+/// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
+/// padding, `pNext`), the properties pointer of `urQueueCreate` (null = no flags).
+///
+/// # Safety
+/// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
+unsafe fn queue_profiling(props: u64) -> bool {
+    const PROFILING_ENABLE: u32 = 1 << 1;
+    if props == 0 {
+        return false;
+    }
+    // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
+    let flags = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    flags & PROFILING_ENABLE != 0
 }
 
 fn device_activity_wanted() -> bool {
@@ -759,8 +779,12 @@ const MAX_PENDING: usize = 1 << 16;
 const PROFILING_START: u64 = 2;
 const PROFILING_END: u64 = 3;
 
-/// Notes the event a successful enqueue returned (`phEvent`), with what it launched.
+/// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
+/// launched (other queues have no device times to wait for: nothing is kept for them).
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
+    if !queue_profiles(p.args[0]) {
+        return;
+    }
     let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
         return;
     };
@@ -779,6 +803,9 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
 }
 
 fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
+    if !queue_profiles(a[0]) {
+        return;
+    }
     let mut k = *k;
     k.implicit_allocations = std::ptr::null();
     k.implicit_allocation_count = 0;
