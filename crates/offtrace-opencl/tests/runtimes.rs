@@ -213,6 +213,16 @@ fn vector_add_matches_program(rt: Runtime) {
     assert_eq!(acts.iter().map(|a| a.correlation).collect::<Vec<_>>(), enqueues, "{rt:?}");
     // Each command was reported at enqueue too (phase NONE), and completed once (COMPLETE).
     assert_eq!(enqueued(&lines), enqueues, "{rt:?}");
+    // Argument iteration decodes the calls with the generated table's names, types and formats.
+    for want in [
+        "arg clEnqueueNDRangeKernel 2 cl_uint work_dim = 1",
+        "arg clEnqueueNDRangeKernel 0 cl_command_queue command_queue = 0x",
+        "arg clEnqueueNDRangeKernel 4 const size_t* global_work_size = 0x",
+        "arg clCreateBuffer 1 cl_mem_flags flags = 0x4",
+        "arg clCreateBuffer 2 size_t size = 262144",
+    ] {
+        assert!(lines.iter().any(|l| l.starts_with(want)), "{rt:?}: no {want:?}");
+    }
     // The queue and its device are defined.
     assert!(lines.iter().any(|l| l.starts_with("queue 0 ")), "{rt:?}: no QUEUE create");
     assert!(lines.iter().any(|l| l.starts_with("device ")), "{rt:?}: no DEVICE");

@@ -2,6 +2,8 @@
  * file named by OFFTRACE_TEST_OUT:
  *
  *   api <function> <result> <correlation>          OPENCL_API exit
+ *   arg <function> <n> <type> <name> = <value>     its decoded arguments (argument iteration),
+ *                                                  for clEnqueueNDRangeKernel and clCreateBuffer
  *   launch <kernel name> <correlation> allocs=<n>  KERNEL_DISPATCH at enqueue (phase NONE)
  *   enq <kind> <op> <correlation>                  any device activity at enqueue (phase NONE)
  *   act <kind> <op> <correlation> <start> <end>    device activity with device times (phase COMPLETE)
@@ -18,10 +20,19 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 
 static offtrace_context_id_t ctx;
 static FILE* out;
+
+static int print_arg(offtrace_tracing_kind_t kind, offtrace_tracing_operation_t op, uint32_t n, const void* addr,
+                     int32_t indirection, const char* type, const char* name, const char* value, int32_t deref,
+                     void* data) {
+    (void)kind; (void)op; (void)addr; (void)indirection; (void)deref;
+    fprintf(out, "arg %s %u %s %s = %s\n", (const char*)data, n, type, name, value);
+    return 0;
+}
 
 static void on_api(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
     (void)u; (void)d;
@@ -30,6 +41,8 @@ static void on_api(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u
     offtrace_query_callback_tracing_kind_operation_name(r.kind, r.operation, &op, NULL);
     const offtrace_callback_tracing_ur_api_data_t* p = r.payload;
     fprintf(out, "api %s %d %" PRIu64 "\n", op ? op : "?", p ? p->result : -9999, r.correlation_id.internal);
+    if (op && (!strcmp(op, "clEnqueueNDRangeKernel") || !strcmp(op, "clCreateBuffer")))
+        offtrace_iterate_callback_tracing_kind_operation_args(r, print_arg, 1, (void*)op);
 }
 
 static void on_activity(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) {
