@@ -203,6 +203,12 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
             opencl_environment(&mut cmd, opencl_layer.as_deref().unwrap_or(Path::new(OPENCL_LAYER_LIB)));
             return run_child(cmd, &program_path, &output_abs, &output);
         }
+        Err(e) if cfg.runtime.is_none() => {
+            return Err(e.context(format!(
+                "and no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) for a program \
+                 that uses OpenCL alone: build it with `cargo build -p offtrace-opencl`"
+            )));
+        }
         Err(e) => return Err(e),
     };
     let agent = find_agent(cfg.agent.as_deref())?;
