@@ -205,7 +205,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         }
         Err(e) if cfg.runtime.is_none() => {
             return Err(e.context(format!(
-                "and no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) for a program \
+                "nothing to trace with: no SYCL runtime, and no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) for a program \
                  that uses OpenCL alone: build it with `cargo build -p offtrace-opencl`"
             )));
         }
