@@ -100,6 +100,11 @@ fn api_kind(_domain: ApiDomain) -> Option<Kind> {
     None
 }
 
+/// Whether a services context wants `CUDA_DRIVER_API` now.
+pub fn driver_api_kind_enabled() -> bool {
+    api_kind(ApiDomain::Driver).is_some_and(kind_enabled)
+}
+
 /// Enter of an API call.
 ///
 /// # Safety

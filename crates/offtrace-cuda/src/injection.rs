@@ -121,7 +121,6 @@ struct LaunchRule {
     active: bool,
     func: u8,
     params: u8,
-    runtime_symbol: bool,
 }
 
 const NONE: u8 = u8::MAX;
@@ -191,14 +190,11 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
             ("cuLaunchCooperativeKernel", "f", "kernelParams"),
             ("cuLaunchCooperativeKernel_ptsz", "f", "kernelParams"),
         ],
-        ApiDomain::Runtime => &[
-            ("cudaLaunchKernel", "func", "args"),
-            ("cudaLaunchKernel_ptsz", "func", "args"),
-            ("cudaLaunchKernelExC", "func", "args"),
-            ("cudaLaunchKernelExC_ptsz", "func", "args"),
-            ("cudaLaunchCooperativeKernel", "func", "args"),
-            ("cudaLaunchCooperativeKernel_ptsz", "func", "args"),
-        ],
+        // Runtime launches reach the driver's launch functions, which CUPTI reports inside the
+        // runtime call: the kernel's CUfunction and parameters are taken there. (Resolving the
+        // runtime's host stub with cudaGetFuncBySymbol inside the callback would set the
+        // runtime's last-error state the program checks next.)
+        ApiDomain::Runtime => &[],
     };
     for f in domain.functions() {
         let Some(&(_, func, params)) = specs.iter().find(|s| s.0 == f.name) else { continue };
@@ -208,7 +204,6 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
                     active: true,
                     func: a as u8,
                     params: b as u8,
-                    runtime_symbol: domain == ApiDomain::Runtime,
                 };
             }
         }
@@ -221,8 +216,8 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
 struct DriverFns {
     /// `cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size)` (12.4+).
     param_info: Option<unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> i32>,
-    /// `cudaGetFuncBySymbol(cudaFunction_t*, const void*)` of the program's shared CUDA runtime.
-    func_by_symbol: Option<unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> i32>,
+    /// `cuFuncGetName(const char**, CUfunction)` (12.3+).
+    func_name: Option<unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> i32>,
 }
 
 fn resolve_driver_fns() -> DriverFns {
@@ -235,13 +230,13 @@ fn resolve_driver_fns() -> DriverFns {
         }
     };
     let p = sym(c"libcuda.so.1", c"cuFuncGetParamInfo");
-    let r = sym(c"libcudart.so.13", c"cudaGetFuncBySymbol");
+    let n = sym(c"libcuda.so.1", c"cuFuncGetName");
     DriverFns {
         // SAFETY: the symbols are the CUDA functions of these C signatures (cuda.h,
         // cuda_runtime_api.h).
         param_info: (!p.is_null()).then(|| unsafe { std::mem::transmute(p) }),
         // SAFETY: as above.
-        func_by_symbol: (!r.is_null()).then(|| unsafe { std::mem::transmute(r) }),
+        func_name: (!n.is_null()).then(|| unsafe { std::mem::transmute(n) }),
     }
 }
 
@@ -311,11 +306,27 @@ fn start_inner() -> Result<Injection, String> {
         }
         return Err(format!("cuptiSubscribe failed: {}; CUDA tracing is off", c.result_string(r)));
     }
-    for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_DRIVER_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
+    for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
         // SAFETY: sub is the live subscriber.
         let r = unsafe { (c.enable_domain)(1, sub, d as u32) };
         if r != 0 {
             say(&format!("cuptiEnableDomain({d}) failed: {}", c.result_string(r)));
+        }
+    }
+    // The driver domain doubles the callbacks of a runtime program (each runtime call makes one
+    // or more driver calls): all of it only when asked for, else the functions the backend
+    // reads (allocations, frees, launches).
+    if driver_api_wanted() {
+        // SAFETY: sub is the live subscriber.
+        unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
+    } else {
+        let allocs = alloc_rules(ApiDomain::Driver);
+        let launches = launch_rules(ApiDomain::Driver);
+        for cbid in 0..MAX_CBID {
+            if allocs[cbid].op != 0 || launches[cbid].active {
+                // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+                unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
+            }
         }
     }
     // Device timestamps on the trace clock: CUPTI asks this function for the host time it
@@ -346,6 +357,12 @@ fn start_inner() -> Result<Injection, String> {
     Ok(inj)
 }
 
+/// Whether every driver API call is traced (`OFFTRACE_CUDA_DRIVER_API=1`, or a services context
+/// wants `CUDA_DRIVER_API`).
+fn driver_api_wanted() -> bool {
+    std::env::var("OFFTRACE_CUDA_DRIVER_API").is_ok_and(|v| v == "1") || emit::driver_api_kind_enabled()
+}
+
 /// The activity kinds the backend enables.
 const ACTIVITY_KINDS: &[i64] = &[
     l::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -356,7 +373,6 @@ const ACTIVITY_KINDS: &[i64] = &[
     l::CUPTI_ACTIVITY_KIND_MEMORY2,
     l::CUPTI_ACTIVITY_KIND_MEMORY_POOL,
     l::CUPTI_ACTIVITY_KIND_MARKER,
-    l::CUPTI_ACTIVITY_KIND_MODULE,
     l::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     l::CUPTI_ACTIVITY_KIND_OVERHEAD,
 ];
@@ -401,6 +417,14 @@ impl Injection {
             ));
         }
         inj
+    }
+
+    /// Writes a structure record (graph node or edge, module, allocation, launch) to the dump.
+    /// These come from application threads: the dump is a check, not the trace.
+    fn dump_line(&self, make: impl FnOnce() -> String) {
+        if let Some(d) = &self.dump {
+            d.line(&make());
+        }
     }
 
     /// Flushes CUPTI's buffers (all records so far reach the services and the dump).
@@ -539,6 +563,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             // SAFETY: params is f's parameter struct.
             let ptr = unsafe { arg(f, params, rule.ptr) };
             emit::memory_free(ptr);
+            inj.dump_line(|| format!(r#"{{"t":"free","function":"{}","ptr":{ptr}}}"#, f.name));
         }
         // SAFETY: params is f's parameter struct, valid during the callback.
         let call = unsafe { emit::api_enter(domain, f, params, cupti_corr) };
@@ -553,10 +578,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
             if rule.op == 1 && owns_memory_calls(domain) {
                 // SAFETY: params is f's parameter struct; the out-pointer was written (success).
-                unsafe { record_allocation(f, params, rule) };
+                unsafe { record_allocation(inj, f, params, rule) };
             }
             let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if launch.active && owns_memory_calls(domain) && emit::dispatch_wanted() {
+            if launch.active && (emit::dispatch_wanted() || inj.dump.is_some()) {
                 // SAFETY: as above.
                 unsafe { record_launch(inj, f, params, launch, cupti_corr) };
             }
@@ -598,7 +623,7 @@ unsafe fn arg(f: &table::ApiFunction, params: *const u8, i: u8) -> u64 {
 
 /// # Safety
 /// `params` is `f`'s parameter struct at a successful exit.
-unsafe fn record_allocation(f: &table::ApiFunction, params: *const u8, rule: AllocRule) {
+unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: AllocRule) {
     // SAFETY: per the caller: the pointer parameter is an out-pointer the call wrote.
     unsafe {
         let out = arg(f, params, rule.ptr) as usize as *const u64;
@@ -614,7 +639,9 @@ unsafe fn record_allocation(f: &table::ApiFunction, params: *const u8, rule: All
         } else {
             0
         };
-        emit::memory_alloc(ptr, size, offtrace_core::MemoryType::from_u32(u32::from(rule.memory_type)));
+        let ty = offtrace_core::MemoryType::from_u32(u32::from(rule.memory_type));
+        emit::memory_alloc(ptr, size, ty);
+        inj.dump_line(|| format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name));
     }
 }
 
@@ -645,21 +672,9 @@ fn kernel_param_layout(inj: &Injection, func: *mut c_void) -> &'static [(u32, u3
 /// `params` is `f`'s parameter struct at a successful exit of a launch.
 unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
     // SAFETY: per the caller.
-    let (mut func, kernel_params) = unsafe {
+    let (func, kernel_params) = unsafe {
         (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8)
     };
-    if rule.runtime_symbol {
-        let Some(by_symbol) = inj.driver.func_by_symbol else { return };
-        let mut cu: *mut c_void = std::ptr::null_mut();
-        let _ = BUSY.try_with(|b| b.set(true));
-        // SAFETY: func is the host stub the program launched; cu is a valid out-parameter.
-        let r = unsafe { by_symbol(&mut cu, func) };
-        let _ = BUSY.try_with(|b| b.set(false));
-        if r != 0 {
-            return;
-        }
-        func = cu;
-    }
     if func.is_null() {
         return;
     }
@@ -679,6 +694,33 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
         }
     }
     emit::kernel_dispatch(func as u64, &values[..n], cupti_corr);
+    inj.dump_line(|| {
+        let mut allocations = String::new();
+        for (i, v) in values[..n].iter().enumerate() {
+            if let Some((base, size, ty)) = offtrace_core::lookup_allocation(*v) {
+                if !allocations.is_empty() {
+                    allocations.push(',');
+                }
+                allocations.push_str(&format!(r#"{{"arg":{i},"base":{base},"size":{size},"type":"{ty:?}"}}"#));
+            }
+        }
+        format!(
+            r#"{{"t":"launch","function":"{}","kernel":{},"cupti_corr":{cupti_corr},"params":{n},"allocations":[{allocations}]}}"#,
+            f.name,
+            dump::json_str(&kernel_name(inj, func))
+        )
+    });
+}
+
+/// The kernel's (mangled) name, through `cuFuncGetName`.
+fn kernel_name(inj: &Injection, func: *mut c_void) -> String {
+    let Some(get) = inj.driver.func_name else { return String::new() };
+    let mut name: *const c_char = std::ptr::null();
+    let _ = BUSY.try_with(|b| b.set(true));
+    // SAFETY: func is a live CUfunction; name is a valid out-parameter.
+    let r = unsafe { get(&mut name, func) };
+    let _ = BUSY.try_with(|b| b.set(false));
+    if r != 0 { String::new() } else { name_of(name) }
 }
 
 /// # Safety
@@ -695,7 +737,9 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         use l::CUpti_ModuleResourceData as m;
         // SAFETY: the descriptor of a module callback is CUpti_ModuleResourceData.
         let (id, size) = unsafe { (field(descriptor, m::moduleId) as u32, field(descriptor, m::cubinSize)) };
-        emit::module(id, size, c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED);
+        let loaded = c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED;
+        emit::module(id, size, loaded);
+        inj.dump_line(|| format!(r#"{{"t":"module_{}","id":{id},"cubin_size":{size}}}"#, if loaded { "load" } else { "unload" }));
     } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED
         || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED
         || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
@@ -732,9 +776,15 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             id
         };
         if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED {
-            emit::graph_node(graph_id, node_id(node), node_type);
+            let n = node_id(node);
+            emit::graph_node(graph_id, n, node_type);
+            inj.dump_line(|| format!(r#"{{"t":"graph_node","graph":{graph_id},"node":{n},"node_type":{node_type}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED {
-            emit::graph_edge(graph_id, node_id(dependency), node_id(node));
+            let (from, to) = (node_id(dependency), node_id(node));
+            emit::graph_edge(graph_id, from, to);
+            inj.dump_line(|| format!(r#"{{"t":"graph_edge","graph":{graph_id},"from":{from},"to":{to}}}"#));
+        } else if c == l::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED {
+            inj.dump_line(|| format!(r#"{{"t":"graph_exec","graph":{graph_id}}}"#));
         }
     }
 }
@@ -849,8 +899,7 @@ pub fn pop_external_correlation() -> Option<u64> {
     (r == 0).then_some(id)
 }
 
-/// Name of a C string pointer, for messages.
-#[allow(dead_code)]
+/// A C string pointer as a `String`.
 fn name_of(p: *const c_char) -> String {
     // SAFETY: callers pass CUPTI strings or null.
     unsafe { activity::c_str(p) }.to_string()

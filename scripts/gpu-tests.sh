@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The GPU test suite of offtrace's CUDA backend, in one command, on a machine with an NVIDIA GPU,
+# CUDA 13 (nvcc, CUPTI) and PyTorch built for CUDA 13. Nothing here is built with Rust: build
+# first where cargo is (`cargo build --release -p offtrace-cuda -p offtrace-cli`) and bring
+# target/release/libofftrace_cuda.so (and the offtrace binary) along.
+#
+#   scripts/gpu-tests.sh            # from the repository root (or a copy of it)
+#
+# Environment: OFFTRACE_CUDA_LIB (default target/release/libofftrace_cuda.so), OFFTRACE_BIN
+# (default target/release/offtrace; optional), PYTHON (default python3), OUT (results folder,
+# default gpu-results), REPS (interleaved overhead repetitions, default 5), STEPS (default 30).
+#
+# What it runs (each check prints ok/FAIL; the exit status is 1 when any failed):
+#   1. examples/cuda/workload.cu built with nvcc, run untraced and with the injection: every
+#      kernel, copy and memset with device times, counts equal to what the program launched,
+#      the graph's nodes and edges, kernel allocation properties, synchronisation records.
+#   2. examples/cuda/train.py with the injection, and again under torch.profiler: the same
+#      kernel names with the same count, GPU time per name, the same copies (check.py compare).
+#   3. the same program starting torch.profiler itself while offtrace is injected: who gets
+#      CUPTI, what each recorded, no crash (check.py coexist).
+#   4. overhead: untraced, offtrace, offtrace + dump, torch.profiler, interleaved REPS times
+#      (check.py overhead).
+#   5. `offtrace record` on both workloads, when OFFTRACE_BIN is there.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+LIB=$(realpath "${OFFTRACE_CUDA_LIB:-target/release/libofftrace_cuda.so}")
+BIN=${OFFTRACE_BIN:-target/release/offtrace}
+PY="timeout 180 ${PYTHON:-python3}"
+OUT=${OUT:-gpu-results}
+REPS=${REPS:-5}
+STEPS=${STEPS:-30}
+mkdir -p "$OUT"
+W=$(mktemp -d)
+fails=0
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+note_fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
+inject() { CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 "$@"; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+nvcc --version | tail -1
+${PYTHON:-python3} -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+ls -la "$LIB"
+
+step "1. CUDA C workload"
+nvcc -O2 -arch=sm_90 -cudart shared -lineinfo -o "$W/workload" examples/cuda/workload.cu || note_fail "nvcc"
+timeout 60 "$W/workload" > "$W/workload-untraced.json" || note_fail "workload untraced"
+cat "$W/workload-untraced.json"
+OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-traced.json" 2> "$W/workload.err" \
+  || note_fail "workload traced"
+cat "$W/workload.err"
+$PY scripts/cuda/check.py workload "$W/workload.jsonl" "$W/workload-traced.json" || note_fail "workload checks"
+
+step "2. PyTorch workload: offtrace vs torch.profiler"
+OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
+  2> "$W/train.err" || note_fail "train.py traced"
+tail -5 "$W/train.err"
+$PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch --out "$W/train-torch.json" 2> "$W/train-torch.err" \
+  || note_fail "train.py torch.profiler"
+$PY scripts/cuda/check.py compare "$W/train.jsonl" "$W/train-torch.json.torch.json" "$OUT/compare.json" \
+  || note_fail "torch.profiler comparison"
+
+step "3. offtrace injected, the program starts torch.profiler"
+OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
+  --out "$W/coexist.json" 2> "$W/coexist.err"
+echo "exit status: $?"
+$PY scripts/cuda/check.py coexist "$W/coexist.jsonl" "$W/coexist.json.torch.json" "$W/coexist.err" "$OUT/coexist.json"
+
+for size in ${SIZES:-base small}; do
+  step "4. overhead ($size), interleaved x$REPS: untraced / offtrace / offtrace+dump / torch.profiler"
+  o="$W/ovh-$size"
+  mkdir -p "$o"
+  for r in $(seq 1 "$REPS"); do
+    a=(examples/cuda/train.py --size "$size" --steps "$STEPS" --warmup 10)
+    $PY "${a[@]}" --out "$o/untraced-$r.json" > /dev/null 2>&1
+    inject $PY "${a[@]}" --out "$o/offtrace-$r.json" > /dev/null 2>&1
+    OFFTRACE_CUDA_DUMP="$W/ovh-dump.jsonl" inject $PY "${a[@]}" --out "$o/offtrace_dump-$r.json" > /dev/null 2>&1
+    $PY "${a[@]}" --profile torch --out "$o/torch-$r.json" > /dev/null 2>&1
+  done
+  $PY scripts/cuda/check.py overhead "$o" "$OUT/overhead-$size.json" || note_fail "overhead $size"
+done
+
+if [ -x "$BIN" ]; then
+  step "5. offtrace record"
+  "$BIN" record -o "$W/workload.offtrace" -- "$W/workload" || note_fail "offtrace record workload"
+  "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -80 "$W/workload-report.txt"
+  "$BIN" record -o "$W/train.offtrace" -- $PY examples/cuda/train.py --steps 5 --warmup 2 || note_fail "offtrace record train"
+  "$BIN" report "$W/train.offtrace" > "$W/train-report.txt" 2>&1; head -60 "$W/train-report.txt"
+fi
+
+tar -C "$W" -czf "$OUT/runs.tar.gz" --exclude='ovh-dump.jsonl' . 2>/dev/null
+echo
+echo "gpu-tests: $fails failed step(s); results in $OUT"
+[ "$fails" -eq 0 ]
