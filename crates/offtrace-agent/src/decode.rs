@@ -177,8 +177,8 @@ impl Raw {
     /// `p` points at a live `XptiPayload`; the result is valid as long as it.
     #[allow(unsafe_code)]
     #[inline(always)]
-    pub unsafe fn in_xpti_payload<'a>(p: *const offtrace_core::XptiPayload) -> &'a Raw {
-        use offtrace_core::XptiPayload as X;
+    pub unsafe fn in_xpti_payload<'a>(p: *const offtrace::XptiPayload) -> &'a Raw {
+        use offtrace::XptiPayload as X;
         use std::mem::offset_of;
         const BASE: usize = offset_of!(X, parent);
         const _: () = assert!(

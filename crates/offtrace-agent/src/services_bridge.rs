@@ -39,10 +39,11 @@ use std::ffi::{CStr, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{OnceLock, RwLock};
 
+use offtrace::XptiPayload;
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, KernelDispatchPayload, Kind,
     MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase,
-    QueuePayload, SyncPayload, TaskGraphPayload, XptiPayload, code_object, emit_enter, emit_exit, emit_instant,
+    QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object, emit_enter, emit_exit, emit_instant,
     emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill,
     register_kind_operations, sycl_queue, sync_op, task_graph,
 };
@@ -233,7 +234,9 @@ fn emit_raw(
         trace_type: u32::from(trace_type),
         stream_class: kind.class(),
     };
-    emit_instant_with(Kind::Xpti, u32::from(trace_type), Phase::None, build, |p| Payload::Xpti(p));
+    emit_instant_with(Kind::Xpti, u32::from(trace_type), Phase::None, build, |p| {
+        Payload::Raw(RawPayload((p as *const XptiPayload).cast()))
+    });
 }
 
 /// Inlined into each trampoline, where `kind` is a constant: the `match` folds to the stream's
@@ -468,7 +471,7 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
         p.arg_count = n as u32;
     }
     if !end {
-        let token = emit_enter(Kind::UrApi, f.function_id, Payload::ApiCall(&p));
+        let token = emit_enter(Kind::UrApi, f.function_id, Payload::UrApi(&p));
         push_open(OpenTag::UrCall, instance, token);
         // SAFETY: the arguments were just read from the live params struct.
         unsafe { ur_begin_effects(&p) };
@@ -490,7 +493,7 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
         let _ = UR_INSTANCE.try_with(|c| c.set(0));
     }
     if let Some(token) = pop_open(OpenTag::UrCall, instance) {
-        emit_exit(token, Payload::ApiCall(&p));
+        emit_exit(token, Payload::UrApi(&p));
     }
 }
 
@@ -562,21 +565,21 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
             urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[3], size: a[4] };
+                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[3], size: a[4], ..Default::default() };
                 emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
             }
             // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[5], src: a[1], size: a[4] };
+                let c = MemoryCopyPayload { queue: a[0], dst: a[5], src: a[1], size: a[4], ..Default::default() };
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
             }
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[1], src: a[5], size: a[4] };
+                let c = MemoryCopyPayload { queue: a[0], dst: a[1], src: a[5], size: a[4], ..Default::default() };
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
             }
             // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[1], size: a[5] };
+                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[1], size: a[5], ..Default::default() };
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
@@ -587,6 +590,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     pattern: pattern(a[3], a[2]),
                     pattern_size: a[2],
                     size: a[4],
+                    ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
             }
@@ -598,6 +602,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     pattern: pattern(a[2], a[3]),
                     pattern_size: a[3],
                     size: a[5],
+                    ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
             }
@@ -606,7 +611,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 if kind_enabled(Kind::Sync) =>
             {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
-                let s = SyncPayload { object: a[0], event_count: wait_count as u32 };
+                let s = SyncPayload { object: a[0], event_count: wait_count as u32, ..Default::default() };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
             }
             // (hProgram, pKernelName, phKernel)
@@ -1056,7 +1061,7 @@ unsafe fn sycl(raw: &Raw) {
     // SAFETY: a non-null event of a live callback is valid for the callback.
     let ev = unsafe { raw.event.as_ref() };
     match raw.trace_type {
-        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::SyclQueue) => {
+        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::Queue) => {
             let Some(e) = ev else { return };
             let mut q = QueuePayload::default();
             // SAFETY: `e` is live.
@@ -1070,7 +1075,7 @@ unsafe fn sycl(raw: &Raw) {
                 })
             };
             let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
-            emit_instant(Kind::SyclQueue, op, Phase::None, Payload::Queue(&q));
+            emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
         }
         tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
@@ -1086,7 +1091,7 @@ unsafe fn sycl(raw: &Raw) {
                         source: e.source_id,
                         target: e.target_id,
                         name: payload_name(e),
-                        ur_event: 0,
+                        ..Default::default()
                     },
                 ),
                 _ => (
@@ -1094,7 +1099,7 @@ unsafe fn sycl(raw: &Raw) {
                     TaskGraphPayload {
                         node: e.unique_id,
                         name: payload_name(e),
-                        ur_event: raw.user_data as u64,
+                        event: raw.user_data as u64,
                         ..Default::default()
                     },
                 ),
@@ -1135,7 +1140,7 @@ unsafe fn sycl(raw: &Raw) {
             }
         }
         tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
-            let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0 };
+            let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0, ..Default::default() };
             let (tag, op) = if raw.trace_type == tt::WAIT_BEGIN {
                 (OpenTag::Wait, sync_op::WAIT)
             } else {
@@ -1147,7 +1152,7 @@ unsafe fn sycl(raw: &Raw) {
         tt::WAIT_END | tt::BARRIER_END => {
             let tag = if raw.trace_type == tt::WAIT_END { OpenTag::Wait } else { OpenTag::Barrier };
             if let Some(token) = pop_open(tag, raw.instance) {
-                let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0 };
+                let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0, ..Default::default() };
                 emit_exit(token, Payload::Sync(&s));
             }
         }

@@ -21,8 +21,9 @@
 use std::ffi::{CStr, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use offtrace::XptiPayload;
 use offtrace_core::{
-    CallbackRecord, ContextId, KernelDispatchPayload, Kind, UserData, XptiPayload, configure_callback_tracing_service,
+    CallbackRecord, ContextId, KernelDispatchPayload, Kind, UserData, configure_callback_tracing_service,
     create_context, kernel_allocation_properties, start_context,
 };
 use offtrace_format::Record;

@@ -27,7 +27,6 @@
 //!   was called (in chunks of at most `size` bytes) before it returns.
 
 #![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks
-#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -64,7 +63,7 @@ pub struct BufferRecord {
 }
 
 impl BufferRecord {
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one argument per field of the C record it builds")]
     #[inline(always)]
     pub(crate) fn new(
         context_id: ContextId,
@@ -120,7 +119,7 @@ impl BufferRecord {
     ///
     /// # Safety
     /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one argument per field of the C record it stores")]
     #[inline(always)]
     pub(crate) unsafe fn store(
         dst: *mut BufferRecord,
@@ -550,7 +549,7 @@ impl Buffer {
     }
 
     /// Stages one record on the calling thread (context slot `slot`'s cache).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one record's fields, as the emit path passes them (inlined)")]
     #[inline(always)]
     fn write<D: RecordData>(
         self: &Arc<Self>,
@@ -684,7 +683,7 @@ pub(crate) struct BufferService {
 
 impl BufferService {
     /// Stages a record of the context in slot `slot` (`context_id`) on the calling thread.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one record's fields, as the emit path passes them (inlined)")]
     #[inline(always)]
     pub(crate) fn write<D: RecordData>(
         &self,
@@ -873,7 +872,7 @@ mod loom_tests {
                     let mut tail = 0;
                     for v in 1..=3u64 {
                         if tail == 2 {
-                            let mut seen = lock.lock().unwrap();
+                            let mut seen = lock.lock().expect("lock");
                             read(&area, &mut seen);
                             area.rewind();
                             tail = 0;
@@ -886,11 +885,11 @@ mod loom_tests {
                 })
             };
             {
-                let mut seen = lock.lock().unwrap();
+                let mut seen = lock.lock().expect("lock");
                 read(&area, &mut seen);
             }
-            producer.join().unwrap();
-            let mut seen = lock.lock().unwrap();
+            producer.join().expect("producer");
+            let mut seen = lock.lock().expect("lock");
             read(&area, &mut seen);
             seen.sort_unstable();
             assert_eq!(*seen, vec![1, 2, 3]);

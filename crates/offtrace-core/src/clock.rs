@@ -14,8 +14,6 @@
 //! [`Clock::detect_source`] (instant, on the application's thread) and
 //! [`Clock::calibrated_since`] (the 20 ms wait, on its writer thread).
 
-#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
-
 /// Where raw ticks come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TickSource {

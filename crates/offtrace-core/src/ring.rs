@@ -15,8 +15,6 @@
 //! Indices are free-running `usize` counters (wrapping is harmless: only differences are used);
 //! slot = index & (capacity - 1).
 
-#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
-
 use std::mem::MaybeUninit;
 
 use crate::sync::{Arc, AtomicUsize, Ordering, UnsafeCell};

@@ -1,8 +1,6 @@
 //! The synchronisation facade: `std` normally, `loom` under `--cfg loom`, so the lock-free
 //! structures of this crate are model-checked with the code that ships.
 
-#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
-
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 #[cfg(loom)]

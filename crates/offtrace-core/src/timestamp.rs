@@ -21,8 +21,6 @@
 //! Cost (`cargo bench -p offtrace-core --bench services`, `services/timestamp`): see
 //! `docs/overhead.md` (`## Tracing services`).
 
-#![allow(unexpected_cfgs)] // `cfg(loom)`: set by RUSTFLAGS="--cfg loom" for the model-checked tests
-
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 

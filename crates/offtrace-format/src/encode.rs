@@ -87,6 +87,10 @@ impl Encoder {
                 put_u64(out, *records);
                 put_u64(out, *drops);
             }
+            typed => {
+                let encoded = crate::typed::encode(&mut self.threads, typed, out);
+                debug_assert!(encoded, "every other record is typed");
+            }
         }
     }
 

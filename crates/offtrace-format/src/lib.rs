@@ -57,6 +57,7 @@ mod record;
 mod scan;
 mod tag;
 mod thread_state;
+mod typed;
 mod varint;
 mod writer;
 

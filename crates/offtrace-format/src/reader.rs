@@ -231,14 +231,12 @@ impl<R: Read> TraceReader<R> {
                 self.record_in_chunk += 1;
                 self.records_read += 1;
                 match &mut record {
-                    Record::Notification(n) => n.ts = self.ticks_to_ns(n.ts),
-                    Record::KernelDispatch(d) => d.ts = self.ticks_to_ns(d.ts),
                     Record::ClockSync { ticks, monotonic_ns, .. } => {
                         self.sync_ticks = *ticks;
                         self.sync_ns = *monotonic_ns;
                     }
                     Record::End { .. } => self.saw_end_record = true,
-                    _ => {}
+                    other => other.map_host_times(|t| self.ticks_to_ns(t)),
                 }
                 Ok(record)
             }

@@ -15,9 +15,9 @@
 
 use std::collections::HashMap;
 
-use crate::record::{ArgBlock, EventInfo, Notification, StrId, UserData};
+use crate::record::{ApiArgs, ArgBlock, EventInfo, Notification, StrId, UserData};
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ThreadState {
     pub ts: u64,
     pub instance: u64,
@@ -29,6 +29,13 @@ pub(crate) struct ThreadState {
     /// Arguments of the previous function_with_args on this thread. Only `as_slice()` is
     /// meaningful: values past `len` may be stale (see [`ThreadState::previous_args`]).
     args: ArgBlock,
+    /// Typed records (format 3): the previous correlation id on this thread.
+    pub correlation: u64,
+    /// Typed records: the previous queue and device of device activity on this thread.
+    pub queue: u64,
+    pub device: u64,
+    /// Typed records: the arguments of the previous API call of each `(kind << 32) | op`.
+    pub api_args: HashMap<u64, ApiArgs>,
 }
 
 impl ThreadState {

@@ -816,7 +816,10 @@ impl KeyTable {
     /// As [`entry_in`](Self::entry_in).
     #[cold]
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)] // the hit path's state, passed on as is; a struct would cost the hot path
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the hit path's state, passed on as is; a struct would cost the hot path"
+    )]
     unsafe fn entry_miss(
         &self,
         cache: Option<&mut Option<Box<KeyCache>>>,
@@ -1040,7 +1043,7 @@ pub struct Spec {
 ///
 /// # Safety
 /// `dst` is valid for writes of a `Payload` and 8-aligned.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "one argument per stored field of the payload it writes in place")]
 #[inline(always)]
 unsafe fn write_stored_payload(
     dst: *mut Payload,
