@@ -18,9 +18,12 @@
 #      kernel names with the same count, GPU time per name, the same copies (check.py compare).
 #   3. the same program starting torch.profiler itself while offtrace is injected: who gets
 #      CUPTI, what each recorded, no crash (check.py coexist).
-#   4. overhead: untraced, offtrace, offtrace + dump, torch.profiler, interleaved REPS times
-#      (check.py overhead).
-#   5. `offtrace record` on both workloads, when OFFTRACE_BIN is there.
+#   5. `offtrace record` on both workloads (typed traces equal to the backend's own dump of the
+#      same process; allocation properties, task graph, drops/overhead info), with a tool
+#      written against offtrace.h (examples/cuda/cuda_tool.c) receiving CUDA API callbacks and
+#      buffered kernel records; when OFFTRACE_BIN is there.
+#   4. overhead per step: untraced, `offtrace record`, the injection without a recorder,
+#      torch.profiler, interleaved REPS times, for the "base" and "small" model sizes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -68,29 +71,41 @@ OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 
 echo "exit status: $?"
 $PY scripts/cuda/check.py coexist "$W/coexist.jsonl" "$W/coexist.json.torch.json" "$W/coexist.err" "$OUT/coexist.json"
 
+if [ -x "$BIN" ]; then
+  step "4. offtrace record: typed traces, a tool written against offtrace.h"
+  cc -shared -fPIC -O2 -I crates/offtrace-capi/include examples/cuda/cuda_tool.c -o "$W/libcuda_tool.so" || note_fail "cc cuda_tool"
+  OFFTRACE_CUDA_DUMP="$W/rec-workload.jsonl" timeout 120 "$BIN" record -o "$W/workload.offtrace" --tool "$W/libcuda_tool.so" \
+    -- "$W/workload" > "$W/rec-workload.out" 2> "$W/rec-workload.err" || note_fail "offtrace record workload"
+  cat "$W/rec-workload.err"
+  ${PYTHON:-python3} scripts/cuda/check.py tool "$W/rec-workload.out" 35 || note_fail "cuda_tool checks"
+  target/release/trace_jsonl "$W/workload.offtrace" > "$W/workload.trace.jsonl" || note_fail "trace_jsonl workload"
+  ${PYTHON:-python3} scripts/cuda/check.py trace "$W/workload.trace.jsonl" "$W/rec-workload.jsonl" workload || note_fail "workload trace checks"
+  OFFTRACE_CUDA_DUMP="$W/rec-train.jsonl" timeout 180 "$BIN" record -o "$W/train.offtrace" \
+    -- ${PYTHON:-python3} examples/cuda/train.py --steps 5 --warmup 2 2> "$W/rec-train.err" || note_fail "offtrace record train"
+  cat "$W/rec-train.err" | tail -3
+  target/release/trace_jsonl "$W/train.offtrace" > "$W/train.trace.jsonl" || note_fail "trace_jsonl train"
+  ${PYTHON:-python3} scripts/cuda/check.py trace "$W/train.trace.jsonl" "$W/rec-train.jsonl" train || note_fail "train trace checks"
+  timeout 120 "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -60 "$W/workload-report.txt"
+fi
+
 for size in ${SIZES:-base small}; do
-  step "4. overhead ($size), interleaved x$REPS: untraced / offtrace / offtrace+dump / torch.profiler"
+  step "5. overhead ($size), interleaved x$REPS: untraced / offtrace record / injection only / torch.profiler"
   o="$W/ovh-$size"
   mkdir -p "$o"
   for r in $(seq 1 "$REPS"); do
     a=(examples/cuda/train.py --size "$size" --steps "$STEPS" --warmup 10)
     $PY "${a[@]}" --out "$o/untraced-$r.json" > /dev/null 2>&1
-    inject $PY "${a[@]}" --out "$o/offtrace-$r.json" > /dev/null 2>&1
-    OFFTRACE_CUDA_DUMP="$W/ovh-dump.jsonl" inject $PY "${a[@]}" --out "$o/offtrace_dump-$r.json" > /dev/null 2>&1
+    if [ -x "$BIN" ]; then
+      timeout 180 "$BIN" record -o "$W/ovh.offtrace" -- ${PYTHON:-python3} "${a[@]}" --out "$o/record-$r.json" > /dev/null 2>&1
+    fi
+    inject $PY "${a[@]}" --out "$o/inject-$r.json" > /dev/null 2>&1
     $PY "${a[@]}" --profile torch --out "$o/torch-$r.json" > /dev/null 2>&1
   done
   $PY scripts/cuda/check.py overhead "$o" "$OUT/overhead-$size.json" || note_fail "overhead $size"
 done
 
-if [ -x "$BIN" ]; then
-  step "5. offtrace record"
-  "$BIN" record -o "$W/workload.offtrace" -- "$W/workload" || note_fail "offtrace record workload"
-  "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -80 "$W/workload-report.txt"
-  "$BIN" record -o "$W/train.offtrace" -- $PY examples/cuda/train.py --steps 5 --warmup 2 || note_fail "offtrace record train"
-  "$BIN" report "$W/train.offtrace" > "$W/train-report.txt" 2>&1; head -60 "$W/train-report.txt"
-fi
-
-tar -C "$W" -czf "$OUT/runs.tar.gz" --exclude='ovh-dump.jsonl' . 2>/dev/null
+tar -C "$W" -czf "$OUT/runs.tar.gz" --exclude='ovh.offtrace' --exclude='*.offtrace' . 2>/dev/null
+cp "$W"/workload.offtrace "$OUT/" 2>/dev/null
 echo
 echo "gpu-tests: $fails failed step(s); results in $OUT"
 [ "$fails" -eq 0 ]

@@ -6,15 +6,14 @@
 set -euo pipefail
 dest=${1:?usage: bundle.sh DEST}
 rm -rf "$dest"
-mkdir -p "$dest/scripts/cuda" "$dest/examples/cuda" "$dest/target/release"
+mkdir -p "$dest/scripts/cuda" "$dest/examples/cuda" "$dest/target/release" "$dest/crates/offtrace-capi"
+cp -r crates/offtrace-capi/include "$dest/crates/offtrace-capi/"
+[ -x target/release/examples/trace_jsonl ] && strip -o "$dest/target/release/trace_jsonl" target/release/examples/trace_jsonl
 cp scripts/gpu-tests.sh "$dest/scripts/"
 cp scripts/cuda/*.py "$dest/scripts/cuda/"
 cp examples/cuda/* "$dest/examples/cuda/"
 strip -o "$dest/target/release/libofftrace_cuda.so" target/release/libofftrace_cuda.so
 if [ -x target/release/offtrace ]; then
   strip -o "$dest/target/release/offtrace" target/release/offtrace
-  for f in libofftrace_agent.so libxptifw.so; do
-    [ -f "target/release/$f" ] && strip -o "$dest/target/release/$f" "target/release/$f"
-  done
 fi
 du -sh "$dest"

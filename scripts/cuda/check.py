@@ -36,17 +36,24 @@ def load_dump(path):
 
 
 def demangle(names):
-    """Demangled names, as torch.profiler (Kineto, __cxa_demangle) prints them."""
-    names = list(names)
-    tool = shutil.which("cu++filt") or "/usr/local/cuda/bin/cu++filt"
-    if not os.path.exists(tool):
-        tool = shutil.which("c++filt")
-    if not tool or not names:
-        return {n: n for n in names}
-    out = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True).stdout.splitlines()
-    if len(out) != len(names):
-        return {n: n for n in names}
-    return dict(zip(names, out))
+    """Demangled names through the C++ runtime's __cxa_demangle (what torch.profiler's Kineto
+    and offtrace's backend use); names that are not mangled stay as they are."""
+    import ctypes
+    lib = ctypes.CDLL("libstdc++.so.6")
+    f = lib.__cxa_demangle
+    f.restype = ctypes.c_void_p
+    f.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    libc = ctypes.CDLL(None)
+    out = {}
+    for n in names:
+        st = ctypes.c_int(0)
+        p = f(n.encode(), None, None, ctypes.byref(st)) if n.startswith("_Z") else None
+        if p and st.value == 0:
+            out[n] = ctypes.string_at(p).decode()
+            libc.free(ctypes.c_void_p(p))
+        else:
+            out[n] = n
+    return out
 
 
 FAILS = []
@@ -95,7 +102,8 @@ def workload(dump_path, prog_path):
     if launches:
         print("  e.g.", json.dumps(with_alloc[0] if with_alloc else launches[0]))
     check(len(with_alloc) >= 2 * 12 + 1, f"kernel allocation properties for the stream launches: {len(with_alloc)} launches name allocations")
-    scale_l = [l for l in launches if "scale" in l["kernel"]]
+    print("launch kernels:", collections.Counter(l["kernel"] for l in launches))
+    scale_l = [l for l in launches if l["kernel"].startswith("scale")]
     check(all(len(l["allocations"]) == 2 for l in scale_l) and scale_l, "scale(y, x, a, n): args 0 and 1 are 4 MiB device allocations")
     if scale_l:
         a = scale_l[0]["allocations"]
@@ -114,6 +122,61 @@ def workload(dump_path, prog_path):
     print("syncs:", dict(syncs))
     check(syncs.get("stream_wait_event", 0) == 3 and syncs.get("event_synchronize", 0) == 3,
           "synchronisation records: 3 stream waits, 3 event synchronizes")
+
+
+def tool(stdout_path, expect_kernels):
+    """The cuda_tool summary line: API callbacks paired, kernels through the buffer service with
+    device times and the correlation id of a runtime call the tool saw."""
+    line = next((l for l in open(stdout_path) if l.startswith("cuda_tool: {")), None)
+    check(line is not None, "cuda_tool printed its summary")
+    if line is None:
+        return
+    for l in open(stdout_path):
+        if l.startswith("cuda_tool: [CUDA_RUNTIME_API]"):
+            print(l.rstrip())
+    r = json.loads(line.split(":", 1)[1])
+    print("cuda_tool:", r)
+    check(r["enters"] == r["exits"] > 0 and r["unpaired"] == 0, f"CUDA_RUNTIME_API callbacks: {r['enters']} enters, {r['exits']} exits, {r['unpaired']} unpaired")
+    check(r["kernels"] == int(expect_kernels), f"buffered KERNEL_DISPATCH records: {r['kernels']} (program launched {expect_kernels})")
+    check(r["kernels_timed"] == r["kernels"], f"every buffered kernel has device start < end ({r['kernels_timed']})")
+    check(r["kernels_correlated"] == r["kernels"], f"every buffered kernel carries the correlation id of a runtime call the tool saw ({r['kernels_correlated']} of {r['kernels']})")
+    check(r["dropped"] == 0, "no records dropped")
+
+
+def trace(trace_jsonl, dump_jsonl, kind):
+    """A typed trace (offtrace record) against the backend's dump of the same process."""
+    t, d = load_dump(trace_jsonl), load_dump(dump_jsonl)
+    dm = demangle({k["name"] for k in d if k["t"] == "kernel"})
+    tk = collections.Counter((k["name"], k["start"], k["end"]) for k in t if k["t"] == "kernel")
+    dk = collections.Counter((dm[k["name"]], k["start"], k["end"]) for k in d if k["t"] == "kernel")
+    check(sum(tk.values()) > 0 and tk == dk, f"trace kernels = dump kernels (name, device start, end): {sum(tk.values())} / {sum(dk.values())}")
+    tc = collections.Counter((c["kind"], c["bytes"], c["start"], c["end"]) for c in t if c["t"] == "copy")
+    dc = collections.Counter((c["kind"], c["bytes"], c["start"], c["end"]) for c in d if c["t"] == "copy")
+    check(tc == dc, f"trace copies = dump copies: {sum(tc.values())} / {sum(dc.values())}")
+    corr = [k for k in t if k["t"] in ("kernel", "copy")]
+    linked = sum(1 for k in corr if k["corr_in_trace"])
+    print(f"device records linked to an ApiCall record of the trace: {linked} of {len(corr)}")
+    check(linked == len(corr), f"every kernel and copy has the correlation id of a CUDA_RUNTIME_API call in the trace ({linked}/{len(corr)})")
+    names = {k["name"] for k in t if k["t"] == "kernel"}
+    check(not any(n.startswith("_Z") for n in names), "kernel names in the trace are demangled")
+    api = collections.Counter()
+    for a in t:
+        if a["t"] == "api":
+            api[(a["kind"], a["name"])] += a["calls"]
+    print("API calls in the trace (top 8):", api.most_common(8))
+    info = {a["key"]: a["value"] for a in t if a["t"] == "info"}
+    print("trace info:", {k: v for k, v in info.items() if k.startswith("cuda.") or k in ("backend", "cupti")})
+    check("cuda.cupti_dropped_records" in info, "CUPTI's drops and overhead are in the trace (Info records)")
+    if kind == "workload":
+        launches = [l for l in t if l["t"] == "launch"]
+        scale = [l for l in launches if l["kernel"].startswith("scale")]
+        print("launches in the trace:", len(launches), "e.g.", scale[0] if scale else None)
+        check(bool(scale) and all(len(l["allocations"]) == 2 for l in scale),
+              "kernel allocation properties in the trace: scale(y, x, ...) names its 2 device allocations")
+        nodes = [g for g in t if g["t"] == "graph_node"]
+        edges = [g for g in t if g["t"] == "graph_edge"]
+        print("task graph in the trace:", len(nodes), "nodes,", len(edges), "edges")
+        check(len(nodes) >= 4 and len(edges) >= 3, "the CUDA graph's nodes and edges are TASK_GRAPH records")
 
 
 def window(recs):
@@ -205,7 +268,7 @@ def overhead(results_dir, out_path):
     base = statistics.median(per["untraced"])
     res = {}
     print(f"{'mode':12} {'runs':>4} {'steps':>6} {'median ms':>10} {'mean ms':>9} {'overhead':>9}  per-run medians (ms)")
-    for mode in ("untraced", "offtrace", "offtrace_dump", "torch"):
+    for mode in ("untraced", "record", "inject", "offtrace", "offtrace_dump", "torch"):
         if mode not in per:
             continue
         m = statistics.median(per[mode])
@@ -213,10 +276,11 @@ def overhead(results_dir, out_path):
                      "overhead_pct": (m / base - 1) * 100, "run_medians_ns": runs[mode]}
         print(f"{mode:12} {len(runs[mode]):4} {len(per[mode]):6} {m / 1e6:10.3f} {statistics.mean(per[mode]) / 1e6:9.3f} "
               f"{(m / base - 1) * 100:+8.2f}%  " + " ".join(f"{x / 1e6:.3f}" for x in runs[mode]))
-    if "offtrace" in res and "torch" in res:
-        check(res["offtrace"]["overhead_pct"] <= 3.0, f"offtrace overhead per step {res['offtrace']['overhead_pct']:+.2f}% <= 3%")
-        check(res["offtrace"]["overhead_pct"] < res["torch"]["overhead_pct"],
-              f"offtrace ({res['offtrace']['overhead_pct']:+.2f}%) below torch.profiler ({res['torch']['overhead_pct']:+.2f}%)")
+    main = "record" if "record" in res else "offtrace"
+    if main in res and "torch" in res:
+        check(res[main]["overhead_pct"] <= 3.0, f"offtrace {main} overhead per step {res[main]['overhead_pct']:+.2f}% <= 3%")
+        check(res[main]["overhead_pct"] < res["torch"]["overhead_pct"],
+              f"offtrace {main} ({res[main]['overhead_pct']:+.2f}%) below torch.profiler ({res['torch']['overhead_pct']:+.2f}%)")
     res["fails"] = FAILS
     json.dump(res, open(out_path, "w"), indent=1)
 
@@ -241,6 +305,7 @@ def coexist(dump_path, torch_path, stderr_path, out_path):
 
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    {"workload": workload, "compare": compare, "overhead": overhead, "coexist": coexist}[cmd](*sys.argv[2:])
+    {"workload": workload, "compare": compare, "overhead": overhead, "coexist": coexist, "tool": tool,
+     "trace": trace}[cmd](*sys.argv[2:])
     print("FAILED:" if FAILS else "all checks passed", "; ".join(FAILS))
     sys.exit(1 if FAILS else 0)

@@ -189,12 +189,28 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let tools = tools_env(&cfg.tools)?;
     let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
     let output_abs = check_writable(&output)?;
-    let lib = find_runtime(cfg.runtime.as_deref())?;
-    let agent = find_agent(cfg.agent.as_deref())?;
-    let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
-
     let mut cmd = Command::new(&program_path);
     cmd.args(&cfg.program[1..]);
+    if let Some(t) = &tools {
+        cmd.env("OFFTRACE_TOOLS", t);
+    }
+    // CUDA programs: the CUPTI injection, when built. Without a SYCL runtime, CUDA alone.
+    let cuda = cuda_env(&mut cmd);
+    let lib = match find_runtime(cfg.runtime.as_deref()) {
+        Err(_) if cuda && cfg.runtime.is_none() => {
+            cmd.env("OFFTRACE_OUTPUT", &output_abs);
+            return spawn_and_summarize(cmd, &program_path, &output_abs, &output);
+        }
+        r => r?,
+    };
+    let agent = find_agent(cfg.agent.as_deref())?;
+    let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
+    if cuda {
+        // Both runtimes in one process: each backend writes its own trace.
+        let mut cuda_out = output_abs.clone().into_os_string();
+        cuda_out.push(".cuda");
+        cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_out);
+    }
     cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
     if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
         cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
@@ -206,9 +222,6 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DETAIL", cfg.detail)
         .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
-    if let Some(t) = tools {
-        cmd.env("OFFTRACE_TOOLS", t);
-    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
@@ -217,13 +230,36 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         };
         cmd.env("UR_ENABLE_LAYERS", layers);
     }
+    spawn_and_summarize(cmd, &program_path, &output_abs, &output)
+}
 
+/// Sets up the CUDA backend for `cmd`: `CUDA_INJECTION64_PATH` (the driver loads the injection
+/// at `cuInit`) and `NVTX_INJECTION64_PATH` (NVTX ranges reach CUPTI through it) to
+/// `libofftrace_cuda.so` next to the offtrace binary (or `OFFTRACE_CUDA_AGENT`), unless the user
+/// set them. Returns whether the injection is there.
+fn cuda_env(cmd: &mut Command) -> bool {
+    let lib = std::env::var_os("OFFTRACE_CUDA_AGENT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| exe_dir().unwrap_or_default().join("libofftrace_cuda.so"));
+    if !lib.is_file() {
+        return false;
+    }
+    let lib = lib.canonicalize().unwrap_or(lib);
+    for var in ["CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"] {
+        if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+            cmd.env(var, &lib);
+        }
+    }
+    true
+}
+
+/// Runs the program with signals forwarded, then summarises the trace; returns its exit code.
+fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
     let status = child.wait().context("waiting for the program")?;
     signals::set_child(0);
-
     let code = {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
@@ -232,7 +268,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
             _ => 1,
         }
     };
-    summarize(&output_abs, &output);
+    summarize(output_abs, output);
     Ok(code)
 }
 

@@ -81,6 +81,8 @@ LAYOUT = {
     "CUpti_NvtxData": ["functionName", "functionParams", "functionReturnValue"],
     "CUpti_SubscriberParams": ["structSize", "subscriberName", "oldSubscriberName", "oldSubscriberSize"],
     "CUpti_Activity": ["kind"],
+    "CUlaunchConfig": ["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes",
+                       "hStream"],
     "CUpti_ActivityKernel10": ["kind", "registersPerThread", "start", "end", "completed", "deviceId", "contextId",
                                "streamId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
                                "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",

@@ -68,6 +68,9 @@ pub struct Cupti {
     pub get_graph_node_id: Option<unsafe extern "C" fn(*mut c_void, *mut u64) -> CuptiResult>,
     pub get_graph_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult>,
     pub get_timestamp: unsafe extern "C" fn(*mut u64) -> CuptiResult,
+    pub get_context_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult>,
+    pub get_device_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult>,
+    pub get_stream_id_ex: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, u8, *mut u32) -> CuptiResult>,
     pub finalize: Option<unsafe extern "C" fn() -> CuptiResult>,
     /// CUPTI's NVTX injection entry point (`InitializeInjectionNvtx2`), forwarded to by ours.
     pub nvtx_init: Option<unsafe extern "C" fn(*const c_void) -> i32>,
@@ -267,6 +270,9 @@ fn bind(h: *mut c_void, path: String) -> Result<Cupti, LoadError> {
         get_graph_node_id: opt!(c"cuptiGetGraphNodeId"),
         get_graph_id: opt!(c"cuptiGetGraphId"),
         get_timestamp: req!(c"cuptiGetTimestamp"),
+        get_context_id: opt!(c"cuptiGetContextId"),
+        get_device_id: opt!(c"cuptiGetDeviceId"),
+        get_stream_id_ex: opt!(c"cuptiGetStreamIdEx"),
         finalize: opt!(c"cuptiFinalize"),
         nvtx_init: opt!(c"InitializeInjectionNvtx2"),
     })

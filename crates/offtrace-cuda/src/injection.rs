@@ -76,8 +76,10 @@ pub struct Injection {
     allocation_rules: [Box<[AllocRule]>; 2],
     launch_rules: [Box<[LaunchRule]>; 2],
     driver: DriverFns,
-    kernel_params: Mutex<HashMap<usize, &'static [(u32, u32)]>>,
+    kernel_params: Mutex<HashMap<usize, KernelInfo>>,
     finished: AtomicBool,
+    /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
+    recorder: Mutex<Option<offtrace_core::ContextId>>,
 }
 
 impl std::fmt::Debug for Injection {
@@ -200,43 +202,55 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
         let Some(&(_, func, params)) = specs.iter().find(|s| s.0 == f.name) else { continue };
         if let (Some(a), Some(b)) = (table::param_index(f, func), table::param_index(f, params)) {
             if (f.id as usize) < MAX_CBID {
-                rules[f.id as usize] = LaunchRule {
-                    active: true,
-                    func: a as u8,
-                    params: b as u8,
-                };
+                rules[f.id as usize] = LaunchRule { active: true, func: a as u8, params: b as u8 };
             }
         }
     }
     rules
 }
 
-/// The CUDA driver and runtime functions the backend calls itself (kernel parameter layout).
+type ParamInfoFn = unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> i32;
+type NameFn = unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> i32;
+
+/// The CUDA driver functions the backend calls itself (kernel parameter layout and name).
 #[derive(Debug, Default)]
 struct DriverFns {
     /// `cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size)` (12.4+).
-    param_info: Option<unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> i32>,
+    func_param_info: Option<ParamInfoFn>,
+    /// `cuKernelGetParamInfo(CUkernel, ...)`, same shape.
+    kernel_param_info: Option<ParamInfoFn>,
     /// `cuFuncGetName(const char**, CUfunction)` (12.3+).
-    func_name: Option<unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> i32>,
+    func_name: Option<NameFn>,
+    /// `cuKernelGetName(const char**, CUkernel)`.
+    kernel_name: Option<NameFn>,
+    /// `cuDeviceGetName(char*, int, CUdevice)`.
+    device_name: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
 }
 
 fn resolve_driver_fns() -> DriverFns {
-    let sym = |lib: &CStr, name: &CStr| -> *mut c_void {
-        // SAFETY: RTLD_NOLOAD only returns a library already loaded; names are NUL-terminated.
+    let sym = |name: &CStr| -> *mut c_void {
+        // SAFETY: RTLD_NOLOAD only returns a library already loaded (the driver loaded us);
+        // names are NUL-terminated.
         unsafe {
-            let h = libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
             let h = if h.is_null() { libc::RTLD_DEFAULT } else { h };
             libc::dlsym(h, name.as_ptr())
         }
     };
-    let p = sym(c"libcuda.so.1", c"cuFuncGetParamInfo");
-    let n = sym(c"libcuda.so.1", c"cuFuncGetName");
+    macro_rules! f {
+        ($name:literal) => {{
+            let p = sym($name);
+            // SAFETY: the symbol is the CUDA driver function of that name, whose C signature
+            // (cuda.h) is the field's type.
+            (!p.is_null()).then(|| unsafe { std::mem::transmute(p) })
+        }};
+    }
     DriverFns {
-        // SAFETY: the symbols are the CUDA functions of these C signatures (cuda.h,
-        // cuda_runtime_api.h).
-        param_info: (!p.is_null()).then(|| unsafe { std::mem::transmute(p) }),
-        // SAFETY: as above.
-        func_name: (!n.is_null()).then(|| unsafe { std::mem::transmute(n) }),
+        func_param_info: f!(c"cuFuncGetParamInfo"),
+        kernel_param_info: f!(c"cuKernelGetParamInfo"),
+        func_name: f!(c"cuFuncGetName"),
+        kernel_name: f!(c"cuKernelGetName"),
+        device_name: f!(c"cuDeviceGetName"),
     }
 }
 
@@ -256,9 +270,10 @@ pub fn start() -> bool {
         Ok(Ok(inj)) => {
             let on = inj.ownership == Ownership::Offtrace;
             let _ = INJECTION.set(inj);
+            // SAFETY: registering a plain extern "C" function with libc's atexit.
+            unsafe { libc::atexit(at_exit) };
             if on {
-                // SAFETY: registering a plain extern "C" function with libc's atexit.
-                unsafe { libc::atexit(at_exit) };
+                start_flusher();
             }
             on
         }
@@ -276,6 +291,13 @@ pub fn start() -> bool {
 fn start_inner() -> Result<Injection, String> {
     let c = cupti::load().map_err(|e| e.to_string())?;
     emit::register_api_tables();
+    // Tools (`OFFTRACE_TOOLS`, `offtrace record --tool`) configure their services before CUPTI
+    // is set up: a tool that wants CUDA_DRIVER_API gets every driver callback enabled.
+    match offtrace::tools::load_tools_from_env() {
+        Ok(_) => {}
+        Err(e) => say(&format!("a tool failed to load: {e}")),
+    }
+    let recorder = start_recorder(&c);
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
     let r = match c.subscribe_v2 {
@@ -302,11 +324,17 @@ fn start_inner() -> Result<Injection, String> {
             say(&format!(
                 "CUPTI is already taken by {other}; CUDA is not traced by offtrace in this process (that tool keeps CUPTI)"
             ));
-            return Ok(Injection::new(c, 0, Ownership::Other(other), 0));
+            let inj = Injection::new(c, 0, Ownership::Other(other), 0);
+            *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
+            return Ok(inj);
         }
         return Err(format!("cuptiSubscribe failed: {}; CUDA tracing is off", c.result_string(r)));
     }
+    let api = std::env::var("OFFTRACE_CUDA_API").map_or(true, |v| v != "0");
     for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
+        if d == l::CUPTI_CB_DOMAIN_RUNTIME_API && !api {
+            continue;
+        }
         // SAFETY: sub is the live subscriber.
         let r = unsafe { (c.enable_domain)(1, sub, d as u32) };
         if r != 0 {
@@ -337,7 +365,7 @@ fn start_inner() -> Result<Injection, String> {
         Some(f) if unsafe { f(trace_clock) } == 0 => 0,
         _ => {
             let rt = offtrace_core::clock::realtime_ns() as i64;
-            let mono = offtrace_core::timestamp_ns() as i64;
+            let mono = offtrace_core::clock::monotonic_ns() as i64;
             mono - rt
         }
     };
@@ -347,7 +375,8 @@ fn start_inner() -> Result<Injection, String> {
         return Err(format!("cuptiActivityRegisterCallbacks failed: {}", c.result_string(r)));
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
-    for k in ACTIVITY_KINDS {
+    *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
+    for k in activity_kinds() {
         // SAFETY: enabling an activity kind has no memory preconditions.
         let r = unsafe { (c.activity_enable)(*k as u32) };
         if r != 0 {
@@ -357,13 +386,59 @@ fn start_inner() -> Result<Injection, String> {
     Ok(inj)
 }
 
+/// Starts the recorder when `OFFTRACE_OUTPUT` names a trace file (`offtrace record` sets it):
+/// the injection hosts it, as the agent does for SYCL programs. Returns its services context.
+fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
+    // OFFTRACE_CUDA_OUTPUT: `offtrace record` gives the CUDA backend its own file when the
+    // program also loads the SYCL agent (each backend hosts its own recorder).
+    let path = ["OFFTRACE_CUDA_OUTPUT", "OFFTRACE_OUTPUT"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))?;
+    let command = std::fs::read("/proc/self/cmdline")
+        .map(|b| b.split(|&x| x == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let pid = std::process::id().to_string();
+    let version = c.api_version.to_string();
+    let info = [
+        ("command", command.as_str()),
+        ("pid", pid.as_str()),
+        ("backend", "cuda"),
+        ("cupti", c.path),
+        ("cupti_api_version", version.as_str()),
+        ("agent_version", env!("CARGO_PKG_VERSION")),
+    ];
+    let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v == "1");
+    let config = offtrace_recorder::Config::default().with_lossless(lossless);
+    if let Err(e) = offtrace_recorder::start_file(config, std::path::Path::new(&path), &info) {
+        say(&format!("cannot write the trace {}: {e}", std::path::Path::new(&path).display()));
+        return None;
+    }
+    match offtrace_recorder::subscribe(false) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            say(&format!("the recorder could not subscribe to the tracing services: {e:?}"));
+            let _ = offtrace_recorder::finish();
+            None
+        }
+    }
+}
+
 /// Whether every driver API call is traced (`OFFTRACE_CUDA_DRIVER_API=1`, or a services context
 /// wants `CUDA_DRIVER_API`).
 fn driver_api_wanted() -> bool {
     std::env::var("OFFTRACE_CUDA_DRIVER_API").is_ok_and(|v| v == "1") || emit::driver_api_kind_enabled()
 }
 
-/// The activity kinds the backend enables.
+/// The activity kinds the backend enables: all of [`ACTIVITY_KINDS`], or those
+/// `OFFTRACE_CUDA_ACTIVITY` names (comma-separated: kernel, memcpy, memset, sync, memory, pool,
+/// marker, extcorr, overhead).
+fn activity_kinds() -> Vec<&'static i64> {
+    let Ok(list) = std::env::var("OFFTRACE_CUDA_ACTIVITY") else { return ACTIVITY_KINDS.iter().collect() };
+    let names = ["kernel", "memcpy", "memcpy", "memset", "sync", "memory", "pool", "marker", "extcorr", "overhead"];
+    ACTIVITY_KINDS.iter().zip(names).filter(|(_, n)| list.split(',').any(|w| w.trim() == *n)).map(|(k, _)| k).collect()
+}
+
+/// The activity kinds the backend can enable.
 const ACTIVITY_KINDS: &[i64] = &[
     l::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     l::CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -402,6 +477,7 @@ impl Injection {
             driver: resolve_driver_fns(),
             kernel_params: Mutex::new(HashMap::new()),
             finished: AtomicBool::new(false),
+            recorder: Mutex::new(None),
         };
         if let Some(d) = &inj.dump {
             d.line(&format!(
@@ -417,6 +493,16 @@ impl Injection {
             ));
         }
         inj
+    }
+
+    fn finish_recorder(&self) {
+        let ctx = self.recorder.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(ctx) = ctx {
+            let _ = offtrace_core::destroy_context(ctx);
+            if let Err(e) = offtrace_recorder::finish() {
+                say(&format!("the trace could not be finished: {e}"));
+            }
+        }
     }
 
     /// Writes a structure record (graph node or edge, module, allocation, launch) to the dump.
@@ -437,17 +523,26 @@ impl Injection {
 
     /// Ends tracing: flushes, writes the counters, stops CUPTI callbacks. Idempotent.
     pub fn finish(&self) {
-        if self.finished.swap(true, Ordering::AcqRel) || self.ownership != Ownership::Offtrace {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.ownership != Ownership::Offtrace {
+            if let (Ownership::Other(o), Some(d)) = (&self.ownership, offtrace_recorder::definitions()) {
+                d.push(offtrace_format::Record::Info { key: "cuda.cupti_owner".into(), value: o.clone() });
+            }
+            self.finish_recorder();
             return;
         }
         self.flush();
-        for k in ACTIVITY_KINDS {
+        for k in activity_kinds() {
             // SAFETY: as in start.
             unsafe { (self.cupti.activity_disable)(*k as u32) };
         }
         // SAFETY: the subscriber is live (finish runs once).
         unsafe { (self.cupti.unsubscribe)(self.subscriber as SubscriberHandle) };
         emit::finish(self);
+        offtrace::tools::finalize_tools();
+        self.finish_recorder();
         if let Some(d) = &self.dump {
             for (i, domain) in [ApiDomain::Runtime, ApiDomain::Driver].into_iter().enumerate() {
                 for (cbid, n) in self.per_cbid[i].iter().enumerate() {
@@ -481,6 +576,26 @@ impl Injection {
     }
 }
 
+/// Delivers CUPTI's completed buffers regularly (`OFFTRACE_CUDA_FLUSH_MS`, default 500 ms; 0 =
+/// only when full and at exit), so device records reach the services while the program runs.
+fn start_flusher() {
+    let ms: u64 = std::env::var("OFFTRACE_CUDA_FLUSH_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    if ms == 0 {
+        return;
+    }
+    let _ = std::thread::Builder::new().name("offtrace-cupti".into()).spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let Some(i) = get() else { return };
+            if i.finished.load(Ordering::Acquire) {
+                return;
+            }
+            // SAFETY: no memory preconditions; 0 = only buffers CUPTI completed.
+            unsafe { (i.cupti.activity_flush_all)(0) };
+        }
+    });
+}
+
 extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
         if let Some(i) = get() {
@@ -489,9 +604,12 @@ extern "C" fn at_exit() {
     });
 }
 
-/// CUPTI's host clock: the trace clock (CLOCK_MONOTONIC ns through the services' TSC line).
+/// CUPTI's host clock: the trace clock, CLOCK_MONOTONIC ns. Read with clock_gettime rather than
+/// through the services' TSC line: CUPTI maps GPU time onto the host clock from a few samples,
+/// and the line's rate is refined during the first seconds, which would scale every duration
+/// measured against early samples.
 unsafe extern "C" fn trace_clock() -> u64 {
-    offtrace_core::timestamp_ns()
+    offtrace_core::clock::monotonic_ns()
 }
 
 /// Reads a field of a CUPTI callback struct.
@@ -566,7 +684,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             inj.dump_line(|| format!(r#"{{"t":"free","function":"{}","ptr":{ptr}}}"#, f.name));
         }
         // SAFETY: params is f's parameter struct, valid during the callback.
-        let call = unsafe { emit::api_enter(domain, f, params, cupti_corr) };
+        let call = unsafe { emit::api_enter(domain, f, params) };
         if let Some(call) = call {
             inj.correlations.insert(cupti_corr, call.correlation());
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
@@ -641,48 +759,97 @@ unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *co
         };
         let ty = offtrace_core::MemoryType::from_u32(u32::from(rule.memory_type));
         emit::memory_alloc(ptr, size, ty);
-        inj.dump_line(|| format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name));
+        inj.dump_line(|| {
+            format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name)
+        });
     }
 }
 
-/// The (offset, size) of each parameter of kernel `func`, cached per function.
-fn kernel_param_layout(inj: &Injection, func: *mut c_void) -> &'static [(u32, u32)] {
-    let Some(info) = inj.driver.param_info else { return &[] };
+/// What the backend knows of a kernel function: its parameters' (offset, size) and its
+/// demangled name. Cached per `CUfunction`/`CUkernel` handle (a handle reused for another kernel
+/// after a module unload would keep the old entry: programs rarely unload modules while they
+/// launch).
+#[derive(Debug, Clone, Copy)]
+struct KernelInfo {
+    params: &'static [(u32, u32)],
+    name: *const c_char,
+}
+
+// SAFETY: `name` points to a leaked, immutable string (the demangling cache's), readable from
+// any thread.
+unsafe impl Send for KernelInfo {}
+
+fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
     if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&(func as usize)) {
-        return v;
+        return *v;
     }
-    let mut v = Vec::new();
     let _ = BUSY.try_with(|b| b.set(true));
-    for i in 0..offtrace_core::MAX_KERNEL_ARGS {
-        let (mut off, mut size) = (0usize, 0usize);
-        // SAFETY: func is a live CUfunction; out-parameters are valid. An index past the last
-        // parameter returns an error.
-        if unsafe { info(func, i, &mut off, &mut size) } != 0 {
-            break;
+    let d = &inj.driver;
+    // The runtime launches library kernels (CUkernel) through cuLaunchKernel as well as
+    // functions (CUfunction): ask the function API first, then the kernel API.
+    let param = |get: Option<ParamInfoFn>| -> Option<Vec<(u32, u32)>> {
+        let get = get?;
+        let mut v = Vec::new();
+        for i in 0..offtrace_core::MAX_KERNEL_ARGS {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: func is a live handle; out-parameters are valid. An index past the last
+            // parameter (or a handle of the other type) returns an error.
+            if unsafe { get(func, i, &mut off, &mut size) } != 0 {
+                break;
+            }
+            v.push((off as u32, size as u32));
         }
-        v.push((off as u32, size as u32));
-    }
+        (!v.is_empty()).then_some(v)
+    };
+    let params = param(d.func_param_info).or_else(|| param(d.kernel_param_info)).unwrap_or_default();
+    let name = |get: Option<NameFn>| -> Option<*const c_char> {
+        let get = get?;
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: func is a live handle; name is a valid out-parameter.
+        (unsafe { get(&mut name, func) } == 0 && !name.is_null()).then_some(name)
+    };
+    let raw = name(d.func_name).or_else(|| name(d.kernel_name)).unwrap_or(std::ptr::null());
     let _ = BUSY.try_with(|b| b.set(false));
-    let v: &'static [(u32, u32)] = Box::leak(v.into_boxed_slice());
-    inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(func as usize, v);
-    v
+    let info = KernelInfo { params: Box::leak(params.into_boxed_slice()), name: emit::demangled(raw) };
+    inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(func as usize, info);
+    info
 }
 
 /// # Safety
 /// `params` is `f`'s parameter struct at a successful exit of a launch.
 unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
     // SAFETY: per the caller.
-    let (func, kernel_params) = unsafe {
-        (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8)
-    };
+    let (func, kernel_params) =
+        unsafe { (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8) };
     if func.is_null() {
         return;
     }
-    let layout = kernel_param_layout(inj, func);
+    // Geometry: cuLaunchKernel passes it as arguments, cuLaunchKernelEx in its CUlaunchConfig.
+    let mut geometry = [0u64; 6];
+    if let Some(c) = table::param_index(f, "config") {
+        // SAFETY: per the caller.
+        let config = unsafe { arg(f, params, c as u8) } as usize as *const u8;
+        if !config.is_null() {
+            use l::CUlaunchConfig as lc;
+            let fields = [lc::gridDimX, lc::gridDimY, lc::gridDimZ, lc::blockDimX, lc::blockDimY, lc::blockDimZ];
+            for (g, fld) in geometry.iter_mut().zip(fields) {
+                // SAFETY: config is the launch's CUlaunchConfig (read at the generated offsets).
+                *g = unsafe { field(config, fld) };
+            }
+        }
+    } else {
+        for (g, n) in geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"]) {
+            if let Some(i) = table::param_index(f, n) {
+                // SAFETY: per the caller.
+                *g = unsafe { arg(f, params, i as u8) };
+            }
+        }
+    }
+    let info = kernel_info(inj, func);
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() {
-        for (i, &(_, size)) in layout.iter().enumerate() {
+        for (i, &(_, size)) in info.params.iter().enumerate() {
             // SAFETY: kernelParams holds one pointer per kernel parameter (CUDA's contract for
             // a successful launch), each to a value of the parameter's size.
             let v = unsafe {
@@ -693,7 +860,9 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
             n = i + 1;
         }
     }
-    emit::kernel_dispatch(func as u64, &values[..n], cupti_corr);
+    let grid = [geometry[0], geometry[1], geometry[2]];
+    let block = [geometry[3], geometry[4], geometry[5]];
+    emit::kernel_dispatch(func as u64, info.name, grid, block, &values[..n]);
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
@@ -705,22 +874,11 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
             }
         }
         format!(
-            r#"{{"t":"launch","function":"{}","kernel":{},"cupti_corr":{cupti_corr},"params":{n},"allocations":[{allocations}]}}"#,
+            r#"{{"t":"launch","function":"{}","kernel":{},"cupti_corr":{cupti_corr},"grid":{grid:?},"block":{block:?},"params":{n},"allocations":[{allocations}]}}"#,
             f.name,
-            dump::json_str(&kernel_name(inj, func))
+            dump::json_str(&name_of(info.name)),
         )
     });
-}
-
-/// The kernel's (mangled) name, through `cuFuncGetName`.
-fn kernel_name(inj: &Injection, func: *mut c_void) -> String {
-    let Some(get) = inj.driver.func_name else { return String::new() };
-    let mut name: *const c_char = std::ptr::null();
-    let _ = BUSY.try_with(|b| b.set(true));
-    // SAFETY: func is a live CUfunction; name is a valid out-parameter.
-    let r = unsafe { get(&mut name, func) };
-    let _ = BUSY.try_with(|b| b.set(false));
-    if r != 0 { String::new() } else { name_of(name) }
 }
 
 /// # Safety
@@ -730,6 +888,47 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     let c = i64::from(cbid);
     // SAFETY: field of CUpti_ResourceData.
     let descriptor = unsafe { field(data, rd::resourceDescriptor) } as usize as *const u8;
+    if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING
+    {
+        // SAFETY: fields of CUpti_ResourceData.
+        let (ctx, stream) = unsafe {
+            (field(data, rd::context) as usize as *mut c_void, field(data, rd::resourceHandle_stream) as usize as *mut c_void)
+        };
+        let (mut ctx_id, mut dev) = (0u32, 0u32);
+        // SAFETY: ctx is the live context of the callback; out-parameters are valid.
+        unsafe {
+            if let Some(g) = inj.cupti.get_context_id {
+                g(ctx, &mut ctx_id);
+            }
+            if let Some(g) = inj.cupti.get_device_id {
+                g(ctx, &mut dev);
+            }
+        }
+        if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
+            let mut name = [0 as c_char; 256];
+            if let Some(get) = inj.driver.device_name {
+                let _ = BUSY.try_with(|b| b.set(true));
+                // SAFETY: a 256-byte buffer; dev is the context's device ordinal.
+                unsafe { get(name.as_mut_ptr(), name.len() as i32 - 1, dev as i32) };
+                let _ = BUSY.try_with(|b| b.set(false));
+            }
+            // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
+            let name = unsafe { CStr::from_ptr(name.as_ptr()) };
+            emit::device(dev, name);
+            inj.dump_line(|| format!(r#"{{"t":"device","device":{dev},"context":{ctx_id},"name":{}}}"#, dump::json_str(&name.to_string_lossy())));
+        } else {
+            let mut sid = 0u32;
+            if let Some(g) = inj.cupti.get_stream_id_ex {
+                // SAFETY: live context and stream of the callback; sid is an out-parameter.
+                unsafe { g(ctx, stream, 0, &mut sid) };
+            }
+            let created = c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED;
+            emit::stream(ctx_id, sid, dev, created);
+        }
+        return;
+    }
     if c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED || c == l::CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING {
         if descriptor.is_null() {
             return;
@@ -739,7 +938,9 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         let (id, size) = unsafe { (field(descriptor, m::moduleId) as u32, field(descriptor, m::cubinSize)) };
         let loaded = c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED;
         emit::module(id, size, loaded);
-        inj.dump_line(|| format!(r#"{{"t":"module_{}","id":{id},"cubin_size":{size}}}"#, if loaded { "load" } else { "unload" }));
+        inj.dump_line(|| {
+            format!(r#"{{"t":"module_{}","id":{id},"cubin_size":{size}}}"#, if loaded { "load" } else { "unload" })
+        });
     } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED
         || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED
         || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
@@ -842,7 +1043,6 @@ impl Injection {
         // SAFETY: out-parameter valid; ctx/stream as CUPTI passed them.
         if unsafe { (self.cupti.activity_get_num_dropped_records)(ctx, stream_id, &mut dropped) } == 0 && dropped > 0 {
             self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
-            emit::dropped(dropped as u64);
         }
         self.stats.processing_ns.fetch_add(offtrace_core::timestamp_ns().saturating_sub(t0), Ordering::Relaxed);
         if let Some(d) = &self.dump {

@@ -60,6 +60,18 @@ pub mod CUpti_Activity {
     pub const SIZE: usize = 8;
     pub const kind: (usize, usize) = (0, 4);
 }
+/// `CUlaunchConfig`.
+pub mod CUlaunchConfig {
+    pub const SIZE: usize = 56;
+    pub const gridDimX: (usize, usize) = (0, 4);
+    pub const gridDimY: (usize, usize) = (4, 4);
+    pub const gridDimZ: (usize, usize) = (8, 4);
+    pub const blockDimX: (usize, usize) = (12, 4);
+    pub const blockDimY: (usize, usize) = (16, 4);
+    pub const blockDimZ: (usize, usize) = (20, 4);
+    pub const sharedMemBytes: (usize, usize) = (24, 4);
+    pub const hStream: (usize, usize) = (32, 8);
+}
 /// `CUpti_ActivityKernel10`.
 pub mod CUpti_ActivityKernel10 {
     pub const SIZE: usize = 216;
