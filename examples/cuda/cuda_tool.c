@@ -15,6 +15,8 @@
 static offtrace_context_id_t ctx;
 static offtrace_buffer_id_t buffer;
 static uint64_t enters, exits, unpaired, printed;
+/* KERNEL_DISPATCH records: at launch (inside the call, no device times) and completed (device
+ * start and end from CUPTI's activity records; graph kernels have only these). */
 static uint64_t kernels, kernels_timed, kernels_correlated, kernels_uncorrelated;
 static __thread int64_t depth;
 
@@ -50,10 +52,10 @@ static void on_call(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
         __atomic_fetch_add(&enters, 1, __ATOMIC_RELAXED);
         depth++;
         user->value = r.correlation_id.internal;
+        remember(r.correlation_id.internal); /* launches report their kernel inside the call */
     } else if (r.phase == OFFTRACE_CALLBACK_PHASE_EXIT) {
         __atomic_fetch_add(&exits, 1, __ATOMIC_RELAXED);
         if (--depth < 0 || user->value != r.correlation_id.internal) __atomic_fetch_add(&unpaired, 1, __ATOMIC_RELAXED);
-        remember(r.correlation_id.internal);
         const char* name = NULL;
         offtrace_query_callback_tracing_kind_operation_name(r.kind, r.operation, &name, NULL);
         if (name && strstr(name, "LaunchKernel") && __atomic_fetch_add(&printed, 1, __ATOMIC_RELAXED) < 2) {
@@ -71,7 +73,8 @@ static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b, const of
         const offtrace_buffer_tracing_record_t* r = &records[i];
         if (r->kind != OFFTRACE_TRACING_KIND_KERNEL_DISPATCH) continue;
         kernels++;
-        kernels_timed += r->start_timestamp > 0 && r->end_timestamp > r->start_timestamp;
+        if (!(r->start_timestamp > 0 && r->end_timestamp > r->start_timestamp)) continue;
+        kernels_timed++;
         if (known(r->correlation_id.internal)) kernels_correlated++;
         else kernels_uncorrelated++;
     }

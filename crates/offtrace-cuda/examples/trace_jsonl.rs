@@ -43,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Record::OperationDef(d) => {
                 ops.insert((d.kind, d.op), s(&strings, d.name));
             }
-            Record::Info { key, value } => writeln!(out, r#"{{"t":"info","key":{},"value":{}}}"#, esc(&key), esc(&value))?,
+            Record::Info { key, value } => {
+                writeln!(out, r#"{{"t":"info","key":{},"value":{}}}"#, esc(&key), esc(&value))?
+            }
             Record::ApiCall(c) => {
                 *calls.entry((c.kind, c.op)).or_default() += 1;
                 call_correlations.insert(c.correlation);
@@ -73,7 +75,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         let allocs: Vec<String> = a
                             .allocations
                             .iter()
-                            .map(|x| format!(r#"{{"arg":{},"base":{},"size":{},"type":"{:?}"}}"#, x.arg_index, x.base, x.size, x.memory_type))
+                            .map(|x| {
+                                format!(
+                                    r#"{{"arg":{},"base":{},"size":{},"type":"{:?}"}}"#,
+                                    x.arg_index, x.base, x.size, x.memory_type
+                                )
+                            })
                             .collect();
                         writeln!(
                             out,
@@ -110,7 +117,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Record::TaskGraph(g) => {
                 if g.op == 0 {
-                    writeln!(out, r#"{{"t":"graph_node","graph":{},"node":{},"name":{}}}"#, g.source, g.node, esc(&s(&strings, g.name)))?
+                    writeln!(
+                        out,
+                        r#"{{"t":"graph_node","graph":{},"node":{},"name":{}}}"#,
+                        g.source,
+                        g.node,
+                        esc(&s(&strings, g.name))
+                    )?
                 } else if g.op == 1 {
                     writeln!(out, r#"{{"t":"graph_edge","graph":{},"from":{},"to":{}}}"#, g.node, g.source, g.target)?
                 }

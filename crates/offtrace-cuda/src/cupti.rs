@@ -231,14 +231,14 @@ fn bind(h: *mut c_void, path: String) -> Result<Cupti, LoadError> {
             }
             // SAFETY: the symbol is CUPTI's function of that name, whose C signature is the
             // field's type (cupti_*.h of CUPTI 13).
-            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+            unsafe { fn_ptr(p) }
         }};
     }
     macro_rules! opt {
         ($name:literal) => {{
             let p = sym($name);
             // SAFETY: as in req!: the named CUPTI function has the field's signature.
-            if p.is_null() { None } else { Some(unsafe { std::mem::transmute::<*mut c_void, _>(p) }) }
+            if p.is_null() { None } else { Some(unsafe { fn_ptr(p) }) }
         }};
     }
     let get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult = req!(c"cuptiGetVersion");
@@ -276,6 +276,17 @@ fn bind(h: *mut c_void, path: String) -> Result<Cupti, LoadError> {
         finalize: opt!(c"cuptiFinalize"),
         nvtx_init: opt!(c"InitializeInjectionNvtx2"),
     })
+}
+
+/// A resolved symbol as the function pointer type `F`.
+///
+/// # Safety
+/// `p` must be non-null and the address of a function whose C signature is `F`; `F` must be a
+/// function pointer type (pointer-sized).
+pub unsafe fn fn_ptr<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller guarantees the signature.
+    unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
 }
 
 impl Cupti {

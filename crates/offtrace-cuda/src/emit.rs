@@ -107,11 +107,6 @@ pub fn api_kind(domain: ApiDomain) -> Kind {
     }
 }
 
-/// Whether a services context wants `CUDA_DRIVER_API` now.
-pub fn driver_api_kind_enabled() -> bool {
-    kind_enabled(Kind::CudaDriverApi)
-}
-
 /// The call's arguments as the services carry them.
 ///
 /// # Safety
@@ -249,8 +244,13 @@ pub fn graph_edge(graph: u32, from: u64, to: u64) {
 
 /// Demangled kernel names, by CUPTI's name pointer (CUPTI keeps one string per function):
 /// `__cxa_demangle` of the process's C++ runtime, the demangler torch.profiler uses, so names
-/// compare equal. Used on CUPTI's buffer thread only (and at launches), cached.
-pub fn demangled(name: *const c_char) -> *const c_char {
+/// compare equal. Used on CUPTI's buffer thread only (and at launches), cached. The result
+/// lives for the process.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string that stays valid and unchanged for the process
+/// (CUPTI's and the driver's kernel names do).
+pub unsafe fn demangled(name: *const c_char) -> *const c_char {
     type Demangle = unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut i32) -> *mut c_char;
     static DEMANGLE: OnceLock<Option<Demangle>> = OnceLock::new();
     static CACHE: OnceLock<Mutex<HashMap<usize, CString>>> = OnceLock::new();
@@ -263,8 +263,14 @@ pub fn demangled(name: *const c_char) -> *const c_char {
         return s.as_ptr();
     }
     let f = *DEMANGLE.get_or_init(|| {
-        // SAFETY: dlsym on the global scope with a NUL-terminated name.
-        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) };
+        // The program's C++ runtime may be loaded RTLD_LOCAL (Python extensions): open it by
+        // name (it is on every system CUDA runs on), falling back to the global scope.
+        // SAFETY: dlopen/dlsym with NUL-terminated names; the handle stays open.
+        let p = unsafe {
+            let h = libc::dlopen(c"libstdc++.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            let p = if h.is_null() { std::ptr::null_mut() } else { libc::dlsym(h, c"__cxa_demangle".as_ptr()) };
+            if p.is_null() { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) } else { p }
+        };
         // SAFETY: __cxa_demangle has this C signature (the Itanium C++ ABI).
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, Demangle>(p) })
     });
@@ -349,7 +355,8 @@ pub fn activity(a: &Activity, corr: u64) {
             }
             let mut p = KernelDispatchPayload {
                 queue: queue_id(k.place.context, k.place.stream),
-                kernel_name: demangled(k.name),
+                // SAFETY: CUPTI's kernel names live for the process.
+                kernel_name: unsafe { demangled(k.name) },
                 work_dim: 3,
                 device: device_id(k.place.device),
                 device_start: k.start,

@@ -78,6 +78,8 @@ pub struct Injection {
     driver: DriverFns,
     kernel_params: Mutex<HashMap<usize, KernelInfo>>,
     finished: AtomicBool,
+    /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
+    driver_all: bool,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
 }
@@ -200,10 +202,10 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
     };
     for f in domain.functions() {
         let Some(&(_, func, params)) = specs.iter().find(|s| s.0 == f.name) else { continue };
-        if let (Some(a), Some(b)) = (table::param_index(f, func), table::param_index(f, params)) {
-            if (f.id as usize) < MAX_CBID {
-                rules[f.id as usize] = LaunchRule { active: true, func: a as u8, params: b as u8 };
-            }
+        if let (Some(a), Some(b)) = (table::param_index(f, func), table::param_index(f, params))
+            && (f.id as usize) < MAX_CBID
+        {
+            rules[f.id as usize] = LaunchRule { active: true, func: a as u8, params: b as u8 };
         }
     }
     rules
@@ -242,7 +244,7 @@ fn resolve_driver_fns() -> DriverFns {
             let p = sym($name);
             // SAFETY: the symbol is the CUDA driver function of that name, whose C signature
             // (cuda.h) is the field's type.
-            (!p.is_null()).then(|| unsafe { std::mem::transmute(p) })
+            (!p.is_null()).then(|| unsafe { cupti::fn_ptr(p) })
         }};
     }
     DriverFns {
@@ -344,6 +346,15 @@ fn start_inner() -> Result<Injection, String> {
     // The driver domain doubles the callbacks of a runtime program (each runtime call makes one
     // or more driver calls): all of it only when asked for, else the functions the backend
     // reads (allocations, frees, launches).
+    if api && !all_calls() {
+        for f in ApiDomain::Runtime.functions() {
+            let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
+            if STATE_QUERIES.contains(&base) {
+                // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
+                unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
+            }
+        }
+    }
     if driver_api_wanted() {
         // SAFETY: sub is the live subscriber.
         unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
@@ -395,7 +406,13 @@ fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
         .iter()
         .find_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))?;
     let command = std::fs::read("/proc/self/cmdline")
-        .map(|b| b.split(|&x| x == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" "))
+        .map(|b| {
+            b.split(|&x| x == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_default();
     let pid = std::process::id().to_string();
     let version = c.api_version.to_string();
@@ -423,11 +440,49 @@ fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
     }
 }
 
-/// Whether every driver API call is traced (`OFFTRACE_CUDA_DRIVER_API=1`, or a services context
-/// wants `CUDA_DRIVER_API`).
+/// Whether every driver API call is traced (`OFFTRACE_CUDA_DRIVER_API=1`). Otherwise the driver
+/// functions the backend reads (launches, allocations, frees) are, and their calls become
+/// `CUDA_DRIVER_API` records only where no runtime call encloses them (a library such as cuBLAS
+/// calling the driver directly): inside a runtime call they are its implementation.
 fn driver_api_wanted() -> bool {
-    std::env::var("OFFTRACE_CUDA_DRIVER_API").is_ok_and(|v| v == "1") || emit::driver_api_kind_enabled()
+    std::env::var("OFFTRACE_CUDA_DRIVER_API").is_ok_and(|v| v == "1")
 }
+
+/// `OFFTRACE_CUDA_ALL_CALLS=1`: also the runtime's state queries ([`STATE_QUERIES`]).
+fn all_calls() -> bool {
+    std::env::var("OFFTRACE_CUDA_ALL_CALLS").is_ok_and(|v| v == "1")
+}
+
+/// Runtime functions that only read state and that frameworks call thousands of times per step
+/// (PyTorch: ~3,900 `cudaGetDevice` per training step of `examples/cuda/train.py`, 85 % of its
+/// runtime calls). Not traced unless `OFFTRACE_CUDA_ALL_CALLS=1`: a CUPTI callback costs about
+/// a microsecond, more than the function. torch.profiler leaves the same ones out.
+pub const STATE_QUERIES: &[&str] = &[
+    "cudaGetDevice",
+    "cudaGetDeviceCount",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaDeviceGetAttribute",
+    "cudaGetDeviceProperties",
+    "cudaFuncGetAttributes",
+    "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo",
+    "cudaThreadExchangeStreamCaptureMode",
+    "cudaOccupancyMaxActiveClusters",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cudaPointerGetAttributes",
+    "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion",
+    "cudaGetDriverEntryPoint",
+    "cudaGetDriverEntryPointByVersion",
+    "cudaStreamGetPriority",
+    "cudaStreamGetFlags",
+    "cudaStreamGetDevice",
+    "cudaCtxGetDevice",
+];
 
 /// The activity kinds the backend enables: all of [`ACTIVITY_KINDS`], or those
 /// `OFFTRACE_CUDA_ACTIVITY` names (comma-separated: kernel, memcpy, memset, sync, memory, pool,
@@ -478,6 +533,7 @@ impl Injection {
             kernel_params: Mutex::new(HashMap::new()),
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
+            driver_all: driver_api_wanted(),
         };
         if let Some(d) = &inj.dump {
             d.line(&format!(
@@ -683,8 +739,11 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             emit::memory_free(ptr);
             inj.dump_line(|| format!(r#"{{"t":"free","function":"{}","ptr":{ptr}}}"#, f.name));
         }
+        // Driver calls inside a runtime call are its implementation: recorded only on request.
+        let record =
+            domain == ApiDomain::Runtime || inj.driver_all || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0;
         // SAFETY: params is f's parameter struct, valid during the callback.
-        let call = unsafe { emit::api_enter(domain, f, params) };
+        let call = if record { unsafe { emit::api_enter(domain, f, params) } } else { None };
         if let Some(call) = call {
             inj.correlations.insert(cupti_corr, call.correlation());
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
@@ -810,7 +869,9 @@ fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
     };
     let raw = name(d.func_name).or_else(|| name(d.kernel_name)).unwrap_or(std::ptr::null());
     let _ = BUSY.try_with(|b| b.set(false));
-    let info = KernelInfo { params: Box::leak(params.into_boxed_slice()), name: emit::demangled(raw) };
+    // SAFETY: the driver's kernel names live as long as the kernel's module, which outlives
+    // its launches (and the cache keeps the demangled copy).
+    let info = KernelInfo { params: Box::leak(params.into_boxed_slice()), name: unsafe { emit::demangled(raw) } };
     inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(func as usize, info);
     info
 }
@@ -819,8 +880,9 @@ fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
 /// `params` is `f`'s parameter struct at a successful exit of a launch.
 unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
     // SAFETY: per the caller.
-    let (func, kernel_params) =
-        unsafe { (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8) };
+    let (func, kernel_params) = unsafe {
+        (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8)
+    };
     if func.is_null() {
         return;
     }
@@ -838,7 +900,9 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
             }
         }
     } else {
-        for (g, n) in geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"]) {
+        for (g, n) in
+            geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"])
+        {
             if let Some(i) = table::param_index(f, n) {
                 // SAFETY: per the caller.
                 *g = unsafe { arg(f, params, i as u8) };
@@ -894,7 +958,10 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     {
         // SAFETY: fields of CUpti_ResourceData.
         let (ctx, stream) = unsafe {
-            (field(data, rd::context) as usize as *mut c_void, field(data, rd::resourceHandle_stream) as usize as *mut c_void)
+            (
+                field(data, rd::context) as usize as *mut c_void,
+                field(data, rd::resourceHandle_stream) as usize as *mut c_void,
+            )
         };
         let (mut ctx_id, mut dev) = (0u32, 0u32);
         // SAFETY: ctx is the live context of the callback; out-parameters are valid.
@@ -917,7 +984,12 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
-            inj.dump_line(|| format!(r#"{{"t":"device","device":{dev},"context":{ctx_id},"name":{}}}"#, dump::json_str(&name.to_string_lossy())));
+            inj.dump_line(|| {
+                format!(
+                    r#"{{"t":"device","device":{dev},"context":{ctx_id},"name":{}}}"#,
+                    dump::json_str(&name.to_string_lossy())
+                )
+            });
         } else {
             let mut sid = 0u32;
             if let Some(g) = inj.cupti.get_stream_id_ex {
@@ -1069,10 +1141,10 @@ impl Injection {
             self.stats.cupti_overhead_ns.fetch_add(o.end.saturating_sub(o.start), Ordering::Relaxed);
         }
         emit::activity(a, corr);
-        if let Some(d) = &self.dump {
-            if let Some(line) = dump::record_line(a, corr) {
-                d.line(&line);
-            }
+        if let Some(d) = &self.dump
+            && let Some(line) = dump::record_line(a, corr)
+        {
+            d.line(&line);
         }
     }
 }
