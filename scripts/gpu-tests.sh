@@ -22,8 +22,9 @@
 #      same process; allocation properties, task graph, drops/overhead info), with a tool
 #      written against offtrace.h (examples/cuda/cuda_tool.c) receiving CUDA API callbacks and
 #      buffered kernel records; when OFFTRACE_BIN is there.
-#   4. overhead per step: untraced, `offtrace record`, the injection without a recorder,
-#      torch.profiler, interleaved REPS times, for the "base" and "small" model sizes.
+#   5. overhead per step: untraced, `offtrace record`, `offtrace record` without launch
+#      callbacks (OFFTRACE_CUDA_LAUNCH_ARGS=0), torch.profiler, interleaved REPS times, for the
+#      "base" and "small" model sizes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -37,6 +38,8 @@ mkdir -p "$OUT"
 W=$(mktemp -d)
 fails=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+# ONLY="1 5": run only these steps (step 1, which builds the CUDA program, always runs).
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 note_fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
 inject() { CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 "$@"; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -55,7 +58,13 @@ OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-trace
   || note_fail "workload traced"
 cat "$W/workload.err"
 $PY scripts/cuda/check.py workload "$W/workload.jsonl" "$W/workload-traced.json" || note_fail "workload checks"
+if [ -x target/release/cuda-tests ]; then
+  echo "--- Rust tests that need CUDA (cargo test -p offtrace-cuda --test injection -- --ignored, built elsewhere)"
+  OFFTRACE_GPU_WORKLOAD="$W/workload" OFFTRACE_CUDA_LIB="$LIB" timeout 120 target/release/cuda-tests --ignored \
+    || note_fail "Rust GPU tests"
+fi
 
+if want 2; then
 step "2. PyTorch workload: offtrace vs torch.profiler"
 OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
   2> "$W/train.err" || note_fail "train.py traced"
@@ -65,13 +74,16 @@ $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch --out "$W/train
 $PY scripts/cuda/check.py compare "$W/train.jsonl" "$W/train-torch.json.torch.json" "$OUT/compare.json" \
   || note_fail "torch.profiler comparison"
 
+fi
+if want 3; then
 step "3. offtrace injected, the program starts torch.profiler"
 OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
   --out "$W/coexist.json" 2> "$W/coexist.err"
 echo "exit status: $?"
 $PY scripts/cuda/check.py coexist "$W/coexist.jsonl" "$W/coexist.json.torch.json" "$W/coexist.err" "$OUT/coexist.json"
 
-if [ -x "$BIN" ]; then
+fi
+if [ -x "$BIN" ] && want 4; then
   step "4. offtrace record: typed traces, a tool written against offtrace.h"
   cc -shared -fPIC -O2 -I crates/offtrace-capi/include examples/cuda/cuda_tool.c -o "$W/libcuda_tool.so" || note_fail "cc cuda_tool"
   OFFTRACE_CUDA_DUMP="$W/rec-workload.jsonl" timeout 120 "$BIN" record -o "$W/workload.offtrace" --tool "$W/libcuda_tool.so" \
@@ -83,23 +95,26 @@ if [ -x "$BIN" ]; then
   OFFTRACE_CUDA_DUMP="$W/rec-train.jsonl" timeout 180 "$BIN" record -o "$W/train.offtrace" \
     -- ${PYTHON:-python3} examples/cuda/train.py --steps 5 --warmup 2 2> "$W/rec-train.err" || note_fail "offtrace record train"
   cat "$W/rec-train.err" | tail -3
-  target/release/trace_jsonl "$W/train.offtrace" > "$W/train.trace.jsonl" || note_fail "trace_jsonl train"
+  TRACE_JSONL_CALLS=1 target/release/trace_jsonl "$W/train.offtrace" > "$W/train.trace.jsonl" || note_fail "trace_jsonl train"
   ${PYTHON:-python3} scripts/cuda/check.py trace "$W/train.trace.jsonl" "$W/rec-train.jsonl" train || note_fail "train trace checks"
   timeout 120 "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -60 "$W/workload-report.txt"
 fi
 
-for size in ${SIZES:-base small}; do
-  step "5. overhead ($size), interleaved x$REPS: untraced / offtrace record / injection only / torch.profiler"
+want 5 && for size in ${SIZES:-base small}; do
+  step "5. overhead ($size), interleaved x$REPS: untraced / offtrace record / record without launch callbacks / torch.profiler"
   o="$W/ovh-$size"
   mkdir -p "$o"
   for r in $(seq 1 "$REPS"); do
     a=(examples/cuda/train.py --size "$size" --steps "$STEPS" --warmup 10)
     $PY "${a[@]}" --out "$o/untraced-$r.json" > /dev/null 2>&1
+    $PY "${a[@]}" --profile torch --out "$o/torch-$r.json" > /dev/null 2>&1
     if [ -x "$BIN" ]; then
       timeout 180 "$BIN" record -o "$W/ovh.offtrace" -- ${PYTHON:-python3} "${a[@]}" --out "$o/record-$r.json" > /dev/null 2>&1
     fi
-    inject $PY "${a[@]}" --out "$o/inject-$r.json" > /dev/null 2>&1
-    $PY "${a[@]}" --profile torch --out "$o/torch-$r.json" > /dev/null 2>&1
+    if [ -x "$BIN" ]; then
+      OFFTRACE_CUDA_LAUNCH_ARGS=0 timeout 180 "$BIN" record -o "$W/ovh.offtrace" -- ${PYTHON:-python3} "${a[@]}" \
+        --out "$o/record_nolaunch-$r.json" > /dev/null 2>&1
+    fi
   done
   $PY scripts/cuda/check.py overhead "$o" "$OUT/overhead-$size.json" || note_fail "overhead $size"
 done

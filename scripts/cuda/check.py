@@ -166,6 +166,15 @@ def trace(trace_jsonl, dump_jsonl, kind):
     info = {a["key"]: a["value"] for a in t if a["t"] == "info"}
     print("trace info:", {k: v for k, v in info.items() if k.startswith("cuda.") or k in ("backend", "cupti")})
     check("cuda.cupti_dropped_records" in info, "CUPTI's drops and overhead are in the trace (Info records)")
+    calls = [c for c in t if c["t"] == "call"]
+    if calls:
+        bytid = collections.Counter(c["tid"] for c in calls)
+        print("ApiCall records per thread:", dict(bytid))
+        unl = [k for k in corr if not k["corr_in_trace"]]
+        if unl:
+            cs = sorted(c["corr"] for c in calls)
+            near = [c for c in calls if abs(c["corr"] - unl[0]["corr"]) < 40]
+            print("first unlinked:", unl[0], "calls with nearby correlation ids:", near[:12])
     if kind == "workload":
         launches = [l for l in t if l["t"] == "launch"]
         scale = [l for l in launches if l["kernel"].startswith("scale")]
@@ -267,7 +276,7 @@ def overhead(results_dir, out_path):
     base = statistics.median(per["untraced"])
     res = {}
     print(f"{'mode':12} {'runs':>4} {'steps':>6} {'median ms':>10} {'mean ms':>9} {'overhead':>9}  per-run medians (ms)")
-    for mode in ("untraced", "record", "inject", "offtrace", "offtrace_dump", "torch"):
+    for mode in ("untraced", "record", "record_nolaunch", "inject", "offtrace", "offtrace_dump", "torch"):
         if mode not in per:
             continue
         m = statistics.median(per[mode])

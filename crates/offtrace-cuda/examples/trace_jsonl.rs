@@ -30,7 +30,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut kinds: HashMap<u32, String> = HashMap::new();
     let mut calls: HashMap<(u32, u32), u64> = HashMap::new();
     let mut call_correlations = std::collections::HashSet::new();
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Lines are written at the end: an activity's call may come later in the file (a call's
+    // record is written at its exit, and each thread's ring is drained on its own).
+    let mut out: Vec<u8> = Vec::new();
+    let mut pending: Vec<(usize, u64)> = Vec::new();
     let s = |strings: &HashMap<StrId, String>, id: StrId| strings.get(&id).cloned().unwrap_or_default();
     for rec in TraceReader::open(&path)? {
         match rec? {
@@ -49,10 +52,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Record::ApiCall(c) => {
                 *calls.entry((c.kind, c.op)).or_default() += 1;
                 call_correlations.insert(c.correlation);
+                if std::env::var_os("TRACE_JSONL_CALLS").is_some() {
+                    writeln!(
+                        out,
+                        r#"{{"t":"call","tid":{},"corr":{},"start":{},"end":{},"name":{}}}"#,
+                        c.tid,
+                        c.correlation,
+                        c.start,
+                        c.end,
+                        esc(ops.get(&(c.kind, c.op)).map_or("?", String::as_str))
+                    )?;
+                }
             }
             Record::Activity(a) => {
                 let kind = kinds.get(&a.kind).map_or("", String::as_str);
-                let in_call = call_correlations.contains(&a.correlation);
+                pending.push((out.len(), a.correlation));
+                let in_call = "@IN_CALL@";
                 match (kind, a.phase) {
                     ("KERNEL_DISPATCH", 5) => writeln!(
                         out,
@@ -132,6 +147,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => {}
         }
     }
+    let mut text = String::from_utf8(out)?;
+    for &(at, corr) in pending.iter().rev() {
+        let line_end = text[at..].find('\n').map_or(text.len(), |e| at + e);
+        if let Some(i) = text[at..line_end].find("@IN_CALL@") {
+            let v = if call_correlations.contains(&corr) { "true" } else { "false" };
+            text.replace_range(at + i..at + i + "@IN_CALL@".len(), v);
+        }
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    out.write_all(text.as_bytes())?;
     for ((kind, op), n) in &calls {
         writeln!(
             out,

@@ -361,8 +361,11 @@ fn start_inner() -> Result<Injection, String> {
     } else {
         let allocs = alloc_rules(ApiDomain::Driver);
         let launches = launch_rules(ApiDomain::Driver);
+        // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
+        // kernel allocation properties); kernels still arrive with their device times.
+        let launch_args = std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").map_or(true, |v| v != "0");
         for cbid in 0..MAX_CBID {
-            if allocs[cbid].op != 0 || launches[cbid].active {
+            if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
                 // SAFETY: sub is the live subscriber; cbid is a driver callback id.
                 unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
             }
