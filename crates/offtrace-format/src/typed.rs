@@ -202,7 +202,15 @@ fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
                 }
             }
         }
-        st.api_args.insert(key, ApiArgs::from_slice(args));
+        match st.api_args.get_mut(&key) {
+            Some(p) => {
+                p.len = args.len() as u8;
+                p.values[..args.len()].copy_from_slice(args);
+            }
+            None => {
+                st.api_args.insert(key, ApiArgs::from_slice(args));
+            }
+        }
     }
     st.ts = a.end;
     st.correlation = a.correlation;

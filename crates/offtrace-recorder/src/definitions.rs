@@ -55,8 +55,8 @@ impl Definitions {
         self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue.push(r);
     }
 
-    /// Moves the queued definitions into `into`, in queue order.
-    pub(crate) fn take_queue(&self, into: &mut Vec<Record>) {
+    /// Moves the queued definitions into `into`, in queue order (the writer; tests).
+    pub fn take_queue(&self, into: &mut Vec<Record>) {
         into.append(&mut self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue);
     }
 }

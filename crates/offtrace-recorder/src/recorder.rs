@@ -111,6 +111,8 @@ pub(crate) struct Inner {
     /// `finish` was called: lossless threads stop waiting.
     pub stopping: AtomicBool,
     pub raw: std::sync::OnceLock<Box<dyn RawLayer>>,
+    /// Flush requests made and served: `(requested, served)`, with the condvar `flush` waits on.
+    pub flushes: (Mutex<(u64, u64)>, std::sync::Condvar),
 }
 
 /// The current recording (a leaked `Inner`; null when none). Recordings are rare (one per
@@ -143,6 +145,35 @@ pub(crate) fn uninstall() {
     CURRENT.store(std::ptr::null_mut(), Ordering::Release);
 }
 
+/// In a forked child (`pthread_atfork`): the child has no writer thread, so it records nothing
+/// (the parent's trace is not touched).
+pub fn stop_in_child() {
+    uninstall();
+}
+
+/// Entries dropped so far by the current recording's threads (full rings, default mode).
+pub fn total_drops() -> u64 {
+    current().map_or(0, |i| {
+        i.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.dropped.load(Ordering::Relaxed)).sum()
+    })
+}
+
+/// Asks the writer to drain every ring and close a chunk, and waits for it at most `timeout`
+/// (a trace killed after this returns keeps what was recorded before the call).
+pub fn flush(timeout: Duration) {
+    let Some(inner) = current() else { return };
+    let Some(writer) = inner.writer.get() else { return };
+    if writer.id() == std::thread::current().id() {
+        return;
+    }
+    let (m, cv) = &inner.flushes;
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    g.0 += 1;
+    let want = g.0;
+    writer.unpark();
+    let _ = cv.wait_timeout_while(g, timeout, |f| f.1 < want);
+}
+
 /// Whether a recording is running.
 pub fn is_recording() -> bool {
     current().is_some()
@@ -155,7 +186,8 @@ pub fn late_lost() -> u64 {
 
 /// The thread's recording state: its ring and its string cache.
 pub(crate) struct Local {
-    inner: *const Inner,
+    /// The recording this ring belongs to (its address; compared only).
+    inner: usize,
     producer: Producer<u64>,
     shared: Arc<RingShared>,
     strings: HashMap<Box<[u8]>, StrId, foldhash::fast::FixedState>,
@@ -206,7 +238,14 @@ fn register(inner: &'static Inner) -> Local {
     inner.defs.push(Record::Thread { tid, name });
     inner.rings.lock().unwrap_or_else(|e| e.into_inner()).push(shared.clone());
     let quarter = producer.capacity() / 4;
-    Local { inner, producer, shared, strings: HashMap::default(), pushed: 0, next_wake: quarter }
+    Local {
+        inner: inner as *const Inner as usize,
+        producer,
+        shared,
+        strings: HashMap::default(),
+        pushed: 0,
+        next_wake: quarter,
+    }
 }
 
 /// Runs `f` with the calling thread's ring of the current recording; `false` when nothing is
@@ -214,22 +253,45 @@ fn register(inner: &'static Inner) -> Local {
 #[inline]
 pub(crate) fn with_local(f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
     let Some(inner) = current() else { return false };
+    let mut f = Some(f);
     let done = LOCAL.try_with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else { return false };
-        if slot.as_ref().is_none_or(|l| !std::ptr::eq(l.inner, inner)) {
+        if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
             *slot = Some(register(inner));
         }
-        if let Some(local) = slot.as_mut() {
+        if let (Some(local), Some(f)) = (slot.as_mut(), f.take()) {
             f(inner, local);
         }
         true
     });
-    match done {
-        Ok(done) => done,
-        Err(_) => {
-            LATE_LOST.fetch_add(1, Ordering::Relaxed);
-            false
+    match (done, f) {
+        (Ok(done), _) => done,
+        (Err(_), Some(f)) => with_late(inner, f),
+        (Err(_), None) => false,
+    }
+}
+
+/// Threads whose thread-locals are destroyed (the main thread inside `exit`, while the runtime
+/// tears down and still makes calls) share one ring, taken with `try_lock` (never blocking an
+/// exiting thread; contention is a loss counted in [`late_lost`]). Its records carry the tid of
+/// the thread that first used it.
+#[cold]
+#[inline(never)]
+fn with_late(inner: &'static Inner, f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
+    static LATE: Mutex<Option<Local>> = Mutex::new(None);
+    let Ok(mut slot) = LATE.try_lock() else {
+        LATE_LOST.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
+        *slot = Some(register(inner));
+    }
+    match slot.as_mut() {
+        Some(local) => {
+            f(inner, local);
+            true
         }
+        None => false,
     }
 }
 

@@ -78,9 +78,15 @@ pub enum FinishError {
 
 static WRITER: Mutex<Option<std::thread::JoinHandle<Result<Stats, String>>>> = Mutex::new(None);
 
-/// Starts recording into the trace file `path` (created; an existing file is replaced).
+/// Starts recording into the trace file `path` (created; an existing file is replaced), with
+/// `Info` records (`pid`, `command`, ...) first.
 pub fn start_file(config: Config, path: &Path, info: &[(&str, &str)]) -> Result<(), StartError> {
     let file = std::fs::File::create(path).map_err(|source| StartError::Create { path: path.into(), source })?;
+    start_open(config, file, info)
+}
+
+/// [`start_file`] into a file the caller opened (and maybe locked).
+pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) -> Result<(), StartError> {
     let header = TraceHeader { pid: std::process::id(), ..TraceHeader::monotonic() };
     let mut w = TraceWriter::with_chunk_size(std::io::BufWriter::new(file), &header, config.chunk_bytes)
         .map_err(|e| StartError::Header(e.to_string()))?;
@@ -106,6 +112,7 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         wake_pending: Default::default(),
         stopping: Default::default(),
         raw: std::sync::OnceLock::new(),
+        flushes: Default::default(),
     }));
     let handle = std::thread::Builder::new()
         .name("offtrace-writer".into())
@@ -167,12 +174,13 @@ struct Writer {
     records: u64,
     drops: u64,
     seen_kinds: HashSet<u32>,
-    seen_ops: HashSet<(u32, u32)>,
+    seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
     words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
     reported: std::collections::HashMap<*const RingShared, u64>,
+    flushes_served: u64,
 }
 
 impl Writer {
@@ -288,12 +296,19 @@ impl Writer {
             let mut all = self.inner.rings.lock().unwrap_or_else(|e| e.into_inner());
             all.retain(|r| !gone.contains(&Arc::as_ptr(r)));
         }
-        if last || self.last_flush.elapsed() >= self.inner.config.flush_interval {
+        let requested = self.inner.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if last || requested != self.flushes_served || self.last_flush.elapsed() >= self.inner.config.flush_interval {
             self.last_flush = Instant::now();
             if self.error.is_none()
                 && let Err(e) = self.sink.flush_chunk()
             {
                 self.error = Some(e);
+            }
+            if requested != self.flushes_served {
+                self.flushes_served = requested;
+                let (m, cv) = &self.inner.flushes;
+                m.lock().unwrap_or_else(|e| e.into_inner()).1 = requested;
+                cv.notify_all();
             }
         }
     }
@@ -322,11 +337,12 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         records: 0,
         drops: 0,
         seen_kinds: HashSet::new(),
-        seen_ops: HashSet::new(),
+        seen_ops: HashSet::default(),
         words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),
+        flushes_served: 0,
     };
     loop {
         let stopping = inner.stopping.load(Ordering::Acquire);

@@ -411,10 +411,10 @@ pub fn decode(words: &[u64], ring_tid: u32, prev: &mut Delta) -> Notification {
                 {
                     args = a;
                 }
-            } else if n.trace_type == offtrace_xpti::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
+            } else if n.trace_type == offtrace_xpti_abi::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
                 prev.begin_args = Some((n.instance, function_id, args));
             }
-            if n.trace_type == offtrace_xpti::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
+            if n.trace_type == offtrace_xpti_abi::abi::trace_type::FUNCTION_WITH_ARGS_BEGIN {
                 prev.begin_universal = Some((n.instance, function_id, n.universal_id));
             } else if flags & UNIVERSAL_OF_BEGIN != 0
                 && let Some((i, f, u)) = prev.begin_universal

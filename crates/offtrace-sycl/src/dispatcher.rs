@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString, c_char, c_void};
 
-use offtrace_xpti::abi::{ObjectData, Payload, TraceEventData, TracepointCallback, XptiResult};
+use offtrace_xpti_abi::abi::{ObjectData, Payload, TraceEventData, TracepointCallback, XptiResult};
 
 pub type RegisterStreamFn = unsafe extern "C" fn(*const c_char) -> u8;
 pub type RegisterCallbackFn = unsafe extern "C" fn(u8, u16, TracepointCallback) -> XptiResult;

@@ -5,7 +5,7 @@
 //! `trace_client.rs`), then maps it to the typed kinds below.
 //!
 //! At the first `xptiTraceInit` the agent calls [`init`]: it registers the `UR_API` operation
-//! table (from `offtrace_xpti::ur`, with argument descriptors), loads the tools named in
+//! table (from `offtrace_xpti_abi::ur`, with argument descriptors), loads the tools named in
 //! `OFFTRACE_TOOLS` (`offtrace record --tool`), and switches the bridge on if one loaded (or
 //! `OFFTRACE_SERVICES=1`, for in-process users). Mapping (details in `docs/services.md`):
 //!
@@ -43,14 +43,14 @@ use offtrace::XptiPayload;
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, KernelDispatchPayload, Kind,
     MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase,
-    QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object, emit_enter, emit_exit, emit_instant,
-    emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill,
-    register_kind_operations, sycl_queue, sync_op, task_graph,
+    QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object, emit_activity, emit_enter, emit_exit,
+    emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy,
+    memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
 };
-use offtrace_xpti::abi::{
+use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
 };
-use offtrace_xpti::ur::{self, ParamKind};
+use offtrace_xpti_abi::ur::{self, ParamKind};
 
 use crate::decode::{Raw, StreamKind};
 use crate::dispatcher::Dispatcher;
@@ -66,38 +66,8 @@ static DISPATCHER: OnceLock<Dispatcher> = OnceLock::new();
 /// (no `UR_LAYER_TRACING`, or `OFFTRACE_UR_CALLS=0`) the SYCL streams stand in for them.
 static UR_SEEN: AtomicBool = AtomicBool::new(false);
 
-/// `ur_function_t` values the bridge maps to other kinds.
-mod urf {
-    pub const ENQUEUE_MEM_BUFFER_READ: u32 = 20;
-    pub const ENQUEUE_MEM_BUFFER_WRITE: u32 = 21;
-    pub const ENQUEUE_MEM_BUFFER_COPY: u32 = 24;
-    pub const ENQUEUE_MEM_BUFFER_FILL: u32 = 26;
-    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER: u32 = 19;
-    pub const ENQUEUE_USM_FILL: u32 = 32;
-    pub const ENQUEUE_USM_MEMCPY: u32 = 33;
-    pub const KERNEL_CREATE: u32 = 48;
-    pub const KERNEL_GET_INFO: u32 = 51;
-    pub const KERNEL_RETAIN: u32 = 54;
-    pub const KERNEL_RELEASE: u32 = 55;
-    pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
-    pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
-    pub const PROGRAM_CREATE_WITH_BINARY: u32 = 79;
-    pub const PROGRAM_BUILD: u32 = 80;
-    pub const PROGRAM_COMPILE: u32 = 81;
-    pub const PROGRAM_LINK: u32 = 82;
-    pub const PROGRAM_RETAIN: u32 = 83;
-    pub const PROGRAM_RELEASE: u32 = 84;
-    pub const PROGRAM_CREATE_WITH_NATIVE_HANDLE: u32 = 90;
-    pub const USM_HOST_ALLOC: u32 = 107;
-    pub const USM_DEVICE_ALLOC: u32 = 108;
-    pub const USM_SHARED_ALLOC: u32 = 109;
-    pub const USM_FREE: u32 = 110;
-    pub const PROGRAM_BUILD_EXP: u32 = 197;
-    pub const PROGRAM_COMPILE_EXP: u32 = 198;
-    pub const PROGRAM_LINK_EXP: u32 = 199;
-    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT: u32 = 246;
-    pub const ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP: u32 = 295;
-}
+/// `ur_function_t` values, generated from `ur_api.h` (`offtrace_xpti_abi::ur::id`).
+use offtrace_xpti_abi::ur::id as urf;
 
 /// How an argument of a UR parameter is formatted by argument iteration.
 fn arg_format(p: &ur::Param) -> ArgFormat {
@@ -187,8 +157,16 @@ pub fn finish() {
 /// Hands one notification to the services: as a raw `XPTI` record (when a context wants the
 /// kind: the recorder of `offtrace record` always does), then mapped to the typed kinds (when
 /// the bridge is on). Disabled path: two relaxed loads.
+///
+/// # Safety
+///
+/// `raw` holds the arguments of a live XPTI callback of a stream of `kind`, valid for the
+/// duration of the call: `parent` and `event` null or valid `trace_event_data_t`s, `user_data`
+/// null or what the runtime passes for that stream and trace type (a `function_with_args_t` for
+/// `ur.call` function_with_args notifications, whose `args_data` is the function's params
+/// struct). The bridge reads through these pointers (arguments, outputs, metadata).
 #[inline(always)]
-pub fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+pub unsafe fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
     // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
     // over its 8-byte stores, a store-forwarding stall per notification.
     emit_raw(
@@ -516,6 +494,8 @@ fn effects_wanted(id: u32) -> bool {
         | urf::ENQUEUE_MEM_BUFFER_COPY => kind_enabled(Kind::MemoryCopy),
         urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
         urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
+        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => device_activity_wanted(),
+        urf::EVENT_GET_PROFILING_INFO => device_activity_wanted(),
         urf::KERNEL_RETAIN
         | urf::KERNEL_RELEASE
         | urf::PROGRAM_RETAIN
@@ -565,22 +545,26 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
             urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[3], size: a[4], ..Default::default() };
+                let c = copy(a[0], a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
                 emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
             }
             // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[5], src: a[1], size: a[4], ..Default::default() };
+                let c = copy(a[0], a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
             }
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[1], src: a[5], size: a[4], ..Default::default() };
+                let c = copy(a[0], a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
             }
             // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = MemoryCopyPayload { queue: a[0], dst: a[2], src: a[1], size: a[5], ..Default::default() };
+                let c = copy(a[0], a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
             urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
@@ -590,9 +574,11 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     pattern: pattern(a[3], a[2]),
                     pattern_size: a[2],
                     size: a[4],
+                    device: queue_device(a[0]),
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
+                remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
             }
             // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
@@ -602,18 +588,33 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     pattern: pattern(a[2], a[3]),
                     pattern_size: a[3],
                     size: a[5],
+                    device: queue_device(a[0]),
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
+                remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
             }
             // (hQueue, numEventsInWaitList, ...)
             urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
                 if kind_enabled(Kind::Sync) =>
             {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
-                let s = SyncPayload { object: a[0], event_count: wait_count as u32, ..Default::default() };
+                let s = SyncPayload {
+                    object: a[0],
+                    event_count: wait_count as u32,
+                    queue: a[0],
+                    device: queue_device(a[0]),
+                    ..Default::default()
+                };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
+                remember_launch(p, Launch::Barrier(s));
             }
+            // (hContext, hDevice, pProperties, phQueue)
+            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
+            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
+            // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
+            urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
             urf::KERNEL_CREATE => {
                 remember_kernel_name(read_out(a[2]), a[1], NAME_CAP as u64);
@@ -637,10 +638,26 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
 /// `UR_KERNEL_INFO_FUNCTION_NAME`.
 const UR_KERNEL_INFO_FUNCTION_NAME: u64 = 0;
 
-/// Kernel handle → function name, from `urKernelCreate` and `urKernelGetInfo(FUNCTION_NAME)`
-/// (kernels made from native handles have no name until someone asks for it; dpctl does).
-/// Written once per kernel creation, read once per dispatch; never on the disabled path.
-static KERNEL_NAMES: RwLock<BTreeMap<u64, Box<[u8]>>> = RwLock::new(BTreeMap::new());
+/// Kernel handle → function name (whole, demangled), from `urKernelCreate` and
+/// `urKernelGetInfo(FUNCTION_NAME)` (kernels made from native handles have no name until someone
+/// asks for it; dpctl does). Written once per kernel creation, read once per dispatch (an `Arc`
+/// clone: no copy of the name); never on the disabled path.
+static KERNEL_NAMES: RwLock<BTreeMap<u64, std::sync::Arc<CStr>>> = RwLock::new(BTreeMap::new());
+
+/// The name a kernel is reported by: SYCL's kernel names are type names mangled as typeinfo
+/// names (`_ZTS` + the type), which demangle to `typeinfo name for T`: the type `T` is the name.
+/// Other mangled names demangle as they are; anything else is kept whole.
+pub fn readable_kernel_name(bytes: &[u8]) -> Vec<u8> {
+    let demangled = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|s| s.starts_with("_Z"))
+        .and_then(|s| cpp_demangle::Symbol::new(s).ok())
+        .and_then(|sym| sym.demangle(&cpp_demangle::DemangleOptions::default()).ok());
+    match demangled {
+        Some(d) => d.strip_prefix("typeinfo name for ").unwrap_or(&d).as_bytes().to_vec(),
+        None => bytes.to_vec(),
+    }
+}
 
 /// # Safety
 /// `name` is null or points at a string of at most `cap` readable bytes (NUL-terminated or not).
@@ -648,24 +665,210 @@ unsafe fn remember_kernel_name(kernel: u64, name: u64, cap: u64) {
     if kernel == 0 || name == 0 {
         return;
     }
-    let cap = (cap as usize).min(NAME_CAP - 1);
+    let cap = (cap as usize).min(MAX_NAME);
     // SAFETY: forwarded; strnlen reads at most `cap` bytes.
     let len = unsafe { libc::strnlen(name as *const c_char, cap) };
     // SAFETY: `len` bytes at `name` were just read by strnlen.
     let bytes = unsafe { std::slice::from_raw_parts(name as *const u8, len) };
-    if !bytes.is_empty() {
-        KERNEL_NAMES.write().unwrap_or_else(|e| e.into_inner()).insert(kernel, bytes.into());
+    if bytes.is_empty() {
+        return;
+    }
+    let Ok(readable) = std::ffi::CString::new(readable_kernel_name(bytes)) else { return };
+    KERNEL_NAMES.write().unwrap_or_else(|e| e.into_inner()).insert(kernel, readable.into());
+}
+
+/// Longest kernel name read from the runtime (names are kept whole up to this).
+const MAX_NAME: usize = 64 * 1024;
+
+/// The kernel's reported name, if known.
+fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
+    KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner()).get(&kernel).cloned()
+}
+
+/// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
+/// its device; only launches on a profiling queue wait for their device times).
+static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
+
+fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
+    if queue != 0 {
+        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, (device, profiling));
     }
 }
 
-/// Copies the kernel's function name, NUL-terminated, into `out`; false if unknown.
-fn kernel_name(kernel: u64, out: &mut [u8; NAME_CAP]) -> bool {
-    let t = KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner());
-    let Some(n) = t.get(&kernel) else { return false };
-    let len = n.len().min(NAME_CAP - 1);
-    out[..len].copy_from_slice(&n[..len]);
-    out[len] = 0;
-    true
+fn queue_device(queue: u64) -> u64 {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+}
+
+fn queue_profiles(queue: u64) -> bool {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+}
+
+/// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
+/// padding, `pNext`), the properties pointer of `urQueueCreate` (null = no flags).
+///
+/// # Safety
+/// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
+unsafe fn queue_profiling(props: u64) -> bool {
+    const PROFILING_ENABLE: u32 = 1 << 1;
+    if props == 0 {
+        return false;
+    }
+    // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
+    let flags = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    flags & PROFILING_ENABLE != 0
+}
+
+fn device_activity_wanted() -> bool {
+    kind_enabled(Kind::KernelDispatch)
+        || kind_enabled(Kind::MemoryCopy)
+        || kind_enabled(Kind::MemoryFill)
+        || kind_enabled(Kind::Sync)
+}
+
+/// The memory type of a USM pointer; memory UR did not allocate is the host's.
+fn usm_type(ptr: u64) -> MemoryType {
+    offtrace_core::lookup_allocation(ptr).map_or(MemoryType::Host, |(_, _, t)| t)
+}
+
+fn copy(queue: u64, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
+    MemoryCopyPayload {
+        queue,
+        dst,
+        src,
+        size,
+        device: queue_device(queue),
+        direction: offtrace_core::CopyDirection::from_types(src_type, dst_type),
+        src_type,
+        dst_type,
+        ..Default::default()
+    }
+}
+
+/// Device work whose device times may come through `urEventGetProfilingInfo` on its event.
+// The kernel variant is the common one: boxing it would allocate per launch.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Launch {
+    Kernel(KernelDispatchPayload, std::sync::Arc<CStr>),
+    Copy(u32, MemoryCopyPayload),
+    Fill(u32, MemoryFillPayload),
+    Barrier(SyncPayload),
+}
+
+// The payloads' pointers (name, implicit allocations) are cleared or owned by the entry.
+// SAFETY: `Launch` owns everything its pointers point at (the `Arc<CStr>` name) or holds null.
+unsafe impl Send for Launch {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for Launch {}
+
+struct PendingLaunch {
+    launch: Launch,
+    correlation: u64,
+    start: u64,
+    end: u64,
+}
+
+/// UR event → the launch that returned it. An event handle reused by a later launch replaces
+/// the entry (the old event is gone); entries whose times were reported are removed. Bounded:
+/// at `MAX_PENDING` entries the table is emptied (times of those launches, if a program ever
+/// reads them, are not reported).
+static PENDING: std::sync::Mutex<BTreeMap<u64, PendingLaunch>> = std::sync::Mutex::new(BTreeMap::new());
+const MAX_PENDING: usize = 1 << 16;
+
+/// `UR_PROFILING_INFO_COMMAND_START` / `_END`.
+const PROFILING_START: u64 = 2;
+const PROFILING_END: u64 = 3;
+
+/// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
+/// launched (other queues have no device times to wait for: nothing is kept for them).
+fn remember_launch(p: &ApiCallPayload, launch: Launch) {
+    if !queue_profiles(p.args[0]) {
+        return;
+    }
+    let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
+        return;
+    };
+    let ph = p.args.get(idx).copied().unwrap_or(0);
+    // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
+    let event = unsafe { read_out(ph) };
+    if event == 0 {
+        return;
+    }
+    let correlation = offtrace_core::current_correlation_id();
+    let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    if t.len() >= MAX_PENDING {
+        t.clear();
+    }
+    t.insert(event, PendingLaunch { launch, correlation, start: 0, end: 0 });
+}
+
+fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
+    if !queue_profiles(a[0]) {
+        return;
+    }
+    let mut k = *k;
+    k.implicit_allocations = std::ptr::null();
+    k.implicit_allocation_count = 0;
+    k.kernel_name = std::ptr::null();
+    let mut p = ApiCallPayload::new(urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP, &a[..]);
+    p.arg_count = 12;
+    remember_launch(&p, Launch::Kernel(k, name));
+}
+
+/// A device time the program read; when both the start and the end of a launch's event are
+/// known, the launch's activity is emitted with them. Device times are used when they are in
+/// the trace's clock (CLOCK_MONOTONIC: the case of the CPU runtimes here, checked by distance
+/// from now); otherwise they are not reported.
+fn profiling_info(event: u64, prop: u64, value: u64) {
+    if prop != PROFILING_START && prop != PROFILING_END {
+        return;
+    }
+    let done = {
+        let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = t.get_mut(&event) else { return };
+        if prop == PROFILING_START {
+            e.start = value;
+        } else {
+            e.end = value;
+        }
+        if e.start == 0 || e.end == 0 {
+            return;
+        }
+        t.remove(&event)
+    };
+    let Some(e) = done else { return };
+    let now = offtrace_core::timestamp_ns();
+    const SAME_CLOCK: u64 = 600_000_000_000; // 10 minutes
+    if e.end < e.start || now.abs_diff(e.end) > SAME_CLOCK {
+        return;
+    }
+    let (start, end) = (e.start, e.end);
+    match e.launch {
+        Launch::Kernel(mut k, name) => {
+            k.kernel_name = name.as_ptr();
+            (k.device_start, k.device_end) = (start, end);
+            emit_activity(
+                Kind::KernelDispatch,
+                kernel_dispatch::LAUNCH,
+                e.correlation,
+                start,
+                end,
+                Payload::KernelDispatch(&k),
+            );
+        }
+        Launch::Copy(op, mut c) => {
+            (c.device_start, c.device_end) = (start, end);
+            emit_activity(Kind::MemoryCopy, op, e.correlation, start, end, Payload::MemoryCopy(&c));
+        }
+        Launch::Fill(op, mut f) => {
+            (f.device_start, f.device_end) = (start, end);
+            emit_activity(Kind::MemoryFill, op, e.correlation, start, end, Payload::MemoryFill(&f));
+        }
+        Launch::Barrier(mut b) => {
+            (b.device_start, b.device_end) = (start, end);
+            emit_activity(Kind::Sync, sync_op::BARRIER, e.correlation, start, end, Payload::Sync(&b));
+        }
+    }
 }
 
 /// Up to 8 bytes of a fill pattern.
@@ -929,10 +1132,11 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
     let _ = TASK.try_with(|t| t.dispatched.set(true));
-    let mut own = [0u8; NAME_CAP];
-    if kernel_name(a[1], &mut own) {
-        k.kernel_name = own.as_ptr().cast();
+    k.device = queue_device(a[0]);
+    if let Some(own) = kernel_name(a[1]) {
+        k.kernel_name = own.as_ptr();
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        remember_kernel_launch(a, &k, own);
         return;
     }
     let _ = TASK.try_with(|t| {
@@ -945,6 +1149,9 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
             k.kernel_name = name.as_ptr().cast();
         }
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        if let Ok(own) = CStr::from_bytes_until_nul(&name[..]) {
+            remember_kernel_launch(a, &k, own.into());
+        }
     });
 }
 
@@ -1013,7 +1220,11 @@ fn key(d: &Dispatcher, id: u32) -> Key {
 ///
 /// # Safety
 /// `e` is a live event of the current callback.
-unsafe fn for_metadata(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, &offtrace_xpti::abi::ObjectData)) {
+unsafe fn for_metadata(
+    d: &Dispatcher,
+    e: &TraceEventData,
+    mut f: impl FnMut(Key, &offtrace_xpti_abi::abi::ObjectData),
+) {
     let map = &e.reserved.metadata;
     let mut node = map.before_begin_next;
     let mut n = 0;
@@ -1032,7 +1243,7 @@ unsafe fn for_metadata(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key
 }
 
 /// An integer metadata value (little-endian, up to 8 bytes).
-fn object_u64(o: &offtrace_xpti::abi::ObjectData) -> u64 {
+fn object_u64(o: &offtrace_xpti_abi::abi::ObjectData) -> u64 {
     if o.data.is_null() || o.type_ == metadata_type::STRING {
         return 0;
     }
@@ -1381,12 +1592,14 @@ mod tests {
         };
         set_active(true);
         for i in 1..=70 {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i)) };
         }
         let mut order: Vec<u64> = (1..=70).rev().collect();
         order.swap(10, 11);
         for i in order {
-            on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i));
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i)) };
         }
         assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
         // urUSMFree(hContext, pMem)
@@ -1400,8 +1613,12 @@ mod tests {
         };
         let begin =
             Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &begin);
-        on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin });
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &begin) };
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe {
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin })
+        };
         set_active(false);
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);

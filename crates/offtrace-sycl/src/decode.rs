@@ -15,11 +15,11 @@ use std::ffi::{c_char, c_void};
 use offtrace_format::{
     ArgBlock, EventInfo, MAX_ARGS, MAX_OUTS, MetadataSetId, Notification, OutValues, PayloadId, StrId, UserData,
 };
-use offtrace_xpti::abi::{
+use offtrace_xpti_abi::abi::{
     FunctionWithArgs, MemAllocData, MetadataMapImage, OffloadAccessorData, OffloadAssociationData, OffloadBufferData,
     TraceEventData, XPTI_RESULT_SUCCESS, event_flags, trace_type as tt,
 };
-use offtrace_xpti::ur::{self, ParamKind};
+use offtrace_xpti_abi::ur::{self, ParamKind};
 
 use crate::compact;
 use crate::dispatcher::Dispatcher;
@@ -265,7 +265,7 @@ unsafe fn event_info(ctx: Ctx<'_>, caches: &mut ThreadCaches, ev: *const TraceEv
 
 #[allow(unsafe_code)]
 #[inline]
-unsafe fn payload_id(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: &offtrace_xpti::abi::Payload) -> PayloadId {
+unsafe fn payload_id(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: &offtrace_xpti_abi::abi::Payload) -> PayloadId {
     // Pointer identity + line/column + uid.p2: the runtime's payload strings are interned by the
     // dispatcher (stable addresses), so a hit never needs to re-read them.
     let key = (p.name as usize, p.source_file as usize, p.line_no, p.column_no, p.uid.p2);
@@ -283,7 +283,7 @@ unsafe fn payload_id(ctx: Ctx<'_>, caches: &mut ThreadCaches, p: &offtrace_xpti:
 fn payload_id_slot(
     ctx: Ctx<'_>,
     caches: &mut ThreadCaches,
-    p: &offtrace_xpti::abi::Payload,
+    p: &offtrace_xpti_abi::abi::Payload,
     key: (usize, usize, u32, u32, u64),
 ) -> PayloadId {
     let h = mix(mix(mix(key.0 as u64, key.1 as u64), u64::from(key.2) << 32 | u64::from(key.3)), key.4);
@@ -298,7 +298,7 @@ fn payload_id_slot(
 
 #[cold]
 #[inline(never)]
-fn payload_miss(ctx: Ctx<'_>, a: &mut Vec<u8>, b: &mut Vec<u8>, p: &offtrace_xpti::abi::Payload) -> PayloadId {
+fn payload_miss(ctx: Ctx<'_>, a: &mut Vec<u8>, b: &mut Vec<u8>, p: &offtrace_xpti_abi::abi::Payload) -> PayloadId {
     // SAFETY: a payload's name and file are the dispatcher's copies (`xpti-abi.md` §6.2), owned by
     // the event the runtime is notifying about, so they are live for the whole callback.
     #[allow(unsafe_code)]
@@ -924,7 +924,7 @@ fn stash(ctx: Ctx<'_>, caches: &mut ThreadCaches) -> Option<(StrId, u64)> {
 mod tests {
     use super::*;
     use offtrace_format::Record;
-    use offtrace_xpti::abi::{
+    use offtrace_xpti_abi::abi::{
         LegacyUid, MetadataMapImage, MetadataNode, ObjectData, Payload, ReservedData, TracepointCallback, XptiResult,
     };
     use std::sync::atomic::{AtomicUsize, Ordering};

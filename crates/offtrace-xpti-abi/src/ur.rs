@@ -2516,6 +2516,2413 @@ pub fn function_by_name(name: &str) -> Option<&'static Function> {
     FUNCTIONS.iter().find(|f| f.name == name)
 }
 
+/// Every `ur_function_t` value, by its enumerator's name (`UR_FUNCTION_ENQUEUE_USM_MEMCPY`
+/// is `id::ENQUEUE_USM_MEMCPY`).
+pub mod id {
+    /// `urContextCreate`
+    pub const CONTEXT_CREATE: u32 = 1;
+    /// `urContextRetain`
+    pub const CONTEXT_RETAIN: u32 = 2;
+    /// `urContextRelease`
+    pub const CONTEXT_RELEASE: u32 = 3;
+    /// `urContextGetInfo`
+    pub const CONTEXT_GET_INFO: u32 = 4;
+    /// `urContextGetNativeHandle`
+    pub const CONTEXT_GET_NATIVE_HANDLE: u32 = 5;
+    /// `urContextCreateWithNativeHandle`
+    pub const CONTEXT_CREATE_WITH_NATIVE_HANDLE: u32 = 6;
+    /// `urContextSetExtendedDeleter`
+    pub const CONTEXT_SET_EXTENDED_DELETER: u32 = 7;
+    /// `urDeviceGet`
+    pub const DEVICE_GET: u32 = 8;
+    /// `urDeviceGetInfo`
+    pub const DEVICE_GET_INFO: u32 = 9;
+    /// `urDeviceRetain`
+    pub const DEVICE_RETAIN: u32 = 10;
+    /// `urDeviceRelease`
+    pub const DEVICE_RELEASE: u32 = 11;
+    /// `urDevicePartition`
+    pub const DEVICE_PARTITION: u32 = 12;
+    /// `urDeviceSelectBinary`
+    pub const DEVICE_SELECT_BINARY: u32 = 13;
+    /// `urDeviceGetNativeHandle`
+    pub const DEVICE_GET_NATIVE_HANDLE: u32 = 14;
+    /// `urDeviceCreateWithNativeHandle`
+    pub const DEVICE_CREATE_WITH_NATIVE_HANDLE: u32 = 15;
+    /// `urDeviceGetGlobalTimestamps`
+    pub const DEVICE_GET_GLOBAL_TIMESTAMPS: u32 = 16;
+    /// `urEnqueueEventsWait`
+    pub const ENQUEUE_EVENTS_WAIT: u32 = 18;
+    /// `urEnqueueEventsWaitWithBarrier`
+    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER: u32 = 19;
+    /// `urEnqueueMemBufferRead`
+    pub const ENQUEUE_MEM_BUFFER_READ: u32 = 20;
+    /// `urEnqueueMemBufferWrite`
+    pub const ENQUEUE_MEM_BUFFER_WRITE: u32 = 21;
+    /// `urEnqueueMemBufferReadRect`
+    pub const ENQUEUE_MEM_BUFFER_READ_RECT: u32 = 22;
+    /// `urEnqueueMemBufferWriteRect`
+    pub const ENQUEUE_MEM_BUFFER_WRITE_RECT: u32 = 23;
+    /// `urEnqueueMemBufferCopy`
+    pub const ENQUEUE_MEM_BUFFER_COPY: u32 = 24;
+    /// `urEnqueueMemBufferCopyRect`
+    pub const ENQUEUE_MEM_BUFFER_COPY_RECT: u32 = 25;
+    /// `urEnqueueMemBufferFill`
+    pub const ENQUEUE_MEM_BUFFER_FILL: u32 = 26;
+    /// `urEnqueueMemImageRead`
+    pub const ENQUEUE_MEM_IMAGE_READ: u32 = 27;
+    /// `urEnqueueMemImageWrite`
+    pub const ENQUEUE_MEM_IMAGE_WRITE: u32 = 28;
+    /// `urEnqueueMemImageCopy`
+    pub const ENQUEUE_MEM_IMAGE_COPY: u32 = 29;
+    /// `urEnqueueMemBufferMap`
+    pub const ENQUEUE_MEM_BUFFER_MAP: u32 = 30;
+    /// `urEnqueueMemUnmap`
+    pub const ENQUEUE_MEM_UNMAP: u32 = 31;
+    /// `urEnqueueUSMFill`
+    pub const ENQUEUE_USM_FILL: u32 = 32;
+    /// `urEnqueueUSMMemcpy`
+    pub const ENQUEUE_USM_MEMCPY: u32 = 33;
+    /// `urEnqueueUSMPrefetch`
+    pub const ENQUEUE_USM_PREFETCH: u32 = 34;
+    /// `urEnqueueUSMAdvise`
+    pub const ENQUEUE_USM_ADVISE: u32 = 35;
+    /// `urEnqueueDeviceGlobalVariableWrite`
+    pub const ENQUEUE_DEVICE_GLOBAL_VARIABLE_WRITE: u32 = 38;
+    /// `urEnqueueDeviceGlobalVariableRead`
+    pub const ENQUEUE_DEVICE_GLOBAL_VARIABLE_READ: u32 = 39;
+    /// `urEventGetInfo`
+    pub const EVENT_GET_INFO: u32 = 40;
+    /// `urEventGetProfilingInfo`
+    pub const EVENT_GET_PROFILING_INFO: u32 = 41;
+    /// `urEventWait`
+    pub const EVENT_WAIT: u32 = 42;
+    /// `urEventRetain`
+    pub const EVENT_RETAIN: u32 = 43;
+    /// `urEventRelease`
+    pub const EVENT_RELEASE: u32 = 44;
+    /// `urEventGetNativeHandle`
+    pub const EVENT_GET_NATIVE_HANDLE: u32 = 45;
+    /// `urEventCreateWithNativeHandle`
+    pub const EVENT_CREATE_WITH_NATIVE_HANDLE: u32 = 46;
+    /// `urEventSetCallback`
+    pub const EVENT_SET_CALLBACK: u32 = 47;
+    /// `urKernelCreate`
+    pub const KERNEL_CREATE: u32 = 48;
+    /// `urKernelGetInfo`
+    pub const KERNEL_GET_INFO: u32 = 51;
+    /// `urKernelGetGroupInfo`
+    pub const KERNEL_GET_GROUP_INFO: u32 = 52;
+    /// `urKernelGetSubGroupInfo`
+    pub const KERNEL_GET_SUB_GROUP_INFO: u32 = 53;
+    /// `urKernelRetain`
+    pub const KERNEL_RETAIN: u32 = 54;
+    /// `urKernelRelease`
+    pub const KERNEL_RELEASE: u32 = 55;
+    /// `urKernelSetExecInfo`
+    pub const KERNEL_SET_EXEC_INFO: u32 = 57;
+    /// `urKernelSetSpecializationConstants`
+    pub const KERNEL_SET_SPECIALIZATION_CONSTANTS: u32 = 60;
+    /// `urKernelGetNativeHandle`
+    pub const KERNEL_GET_NATIVE_HANDLE: u32 = 61;
+    /// `urKernelCreateWithNativeHandle`
+    pub const KERNEL_CREATE_WITH_NATIVE_HANDLE: u32 = 62;
+    /// `urMemImageCreate`
+    pub const MEM_IMAGE_CREATE: u32 = 63;
+    /// `urMemBufferCreate`
+    pub const MEM_BUFFER_CREATE: u32 = 64;
+    /// `urMemRetain`
+    pub const MEM_RETAIN: u32 = 65;
+    /// `urMemRelease`
+    pub const MEM_RELEASE: u32 = 66;
+    /// `urMemBufferPartition`
+    pub const MEM_BUFFER_PARTITION: u32 = 67;
+    /// `urMemGetNativeHandle`
+    pub const MEM_GET_NATIVE_HANDLE: u32 = 68;
+    /// `urEnqueueReadHostPipe`
+    pub const ENQUEUE_READ_HOST_PIPE: u32 = 69;
+    /// `urMemGetInfo`
+    pub const MEM_GET_INFO: u32 = 70;
+    /// `urMemImageGetInfo`
+    pub const MEM_IMAGE_GET_INFO: u32 = 71;
+    /// `urPlatformGet`
+    pub const PLATFORM_GET: u32 = 72;
+    /// `urPlatformGetInfo`
+    pub const PLATFORM_GET_INFO: u32 = 73;
+    /// `urPlatformGetApiVersion`
+    pub const PLATFORM_GET_API_VERSION: u32 = 74;
+    /// `urPlatformGetNativeHandle`
+    pub const PLATFORM_GET_NATIVE_HANDLE: u32 = 75;
+    /// `urPlatformCreateWithNativeHandle`
+    pub const PLATFORM_CREATE_WITH_NATIVE_HANDLE: u32 = 76;
+    /// `urProgramCreateWithIL`
+    pub const PROGRAM_CREATE_WITH_IL: u32 = 78;
+    /// `urProgramCreateWithBinary`
+    pub const PROGRAM_CREATE_WITH_BINARY: u32 = 79;
+    /// `urProgramBuild`
+    pub const PROGRAM_BUILD: u32 = 80;
+    /// `urProgramCompile`
+    pub const PROGRAM_COMPILE: u32 = 81;
+    /// `urProgramLink`
+    pub const PROGRAM_LINK: u32 = 82;
+    /// `urProgramRetain`
+    pub const PROGRAM_RETAIN: u32 = 83;
+    /// `urProgramRelease`
+    pub const PROGRAM_RELEASE: u32 = 84;
+    /// `urProgramGetFunctionPointer`
+    pub const PROGRAM_GET_FUNCTION_POINTER: u32 = 85;
+    /// `urProgramGetInfo`
+    pub const PROGRAM_GET_INFO: u32 = 86;
+    /// `urProgramGetBuildInfo`
+    pub const PROGRAM_GET_BUILD_INFO: u32 = 87;
+    /// `urProgramSetSpecializationConstants`
+    pub const PROGRAM_SET_SPECIALIZATION_CONSTANTS: u32 = 88;
+    /// `urProgramGetNativeHandle`
+    pub const PROGRAM_GET_NATIVE_HANDLE: u32 = 89;
+    /// `urProgramCreateWithNativeHandle`
+    pub const PROGRAM_CREATE_WITH_NATIVE_HANDLE: u32 = 90;
+    /// `urQueueGetInfo`
+    pub const QUEUE_GET_INFO: u32 = 91;
+    /// `urQueueCreate`
+    pub const QUEUE_CREATE: u32 = 92;
+    /// `urQueueRetain`
+    pub const QUEUE_RETAIN: u32 = 93;
+    /// `urQueueRelease`
+    pub const QUEUE_RELEASE: u32 = 94;
+    /// `urQueueGetNativeHandle`
+    pub const QUEUE_GET_NATIVE_HANDLE: u32 = 95;
+    /// `urQueueCreateWithNativeHandle`
+    pub const QUEUE_CREATE_WITH_NATIVE_HANDLE: u32 = 96;
+    /// `urQueueFinish`
+    pub const QUEUE_FINISH: u32 = 97;
+    /// `urQueueFlush`
+    pub const QUEUE_FLUSH: u32 = 98;
+    /// `urSamplerCreate`
+    pub const SAMPLER_CREATE: u32 = 101;
+    /// `urSamplerRetain`
+    pub const SAMPLER_RETAIN: u32 = 102;
+    /// `urSamplerRelease`
+    pub const SAMPLER_RELEASE: u32 = 103;
+    /// `urSamplerGetInfo`
+    pub const SAMPLER_GET_INFO: u32 = 104;
+    /// `urSamplerGetNativeHandle`
+    pub const SAMPLER_GET_NATIVE_HANDLE: u32 = 105;
+    /// `urSamplerCreateWithNativeHandle`
+    pub const SAMPLER_CREATE_WITH_NATIVE_HANDLE: u32 = 106;
+    /// `urUSMHostAlloc`
+    pub const USM_HOST_ALLOC: u32 = 107;
+    /// `urUSMDeviceAlloc`
+    pub const USM_DEVICE_ALLOC: u32 = 108;
+    /// `urUSMSharedAlloc`
+    pub const USM_SHARED_ALLOC: u32 = 109;
+    /// `urUSMFree`
+    pub const USM_FREE: u32 = 110;
+    /// `urUSMGetMemAllocInfo`
+    pub const USM_GET_MEM_ALLOC_INFO: u32 = 111;
+    /// `urUSMPoolCreate`
+    pub const USM_POOL_CREATE: u32 = 112;
+    /// `urCommandBufferCreateExp`
+    pub const COMMAND_BUFFER_CREATE_EXP: u32 = 113;
+    /// `urPlatformGetBackendOption`
+    pub const PLATFORM_GET_BACKEND_OPTION: u32 = 114;
+    /// `urMemBufferCreateWithNativeHandle`
+    pub const MEM_BUFFER_CREATE_WITH_NATIVE_HANDLE: u32 = 115;
+    /// `urMemImageCreateWithNativeHandle`
+    pub const MEM_IMAGE_CREATE_WITH_NATIVE_HANDLE: u32 = 116;
+    /// `urEnqueueWriteHostPipe`
+    pub const ENQUEUE_WRITE_HOST_PIPE: u32 = 117;
+    /// `urUSMPoolRetain`
+    pub const USM_POOL_RETAIN: u32 = 118;
+    /// `urUSMPoolRelease`
+    pub const USM_POOL_RELEASE: u32 = 119;
+    /// `urUSMPoolGetInfo`
+    pub const USM_POOL_GET_INFO: u32 = 120;
+    /// `urCommandBufferRetainExp`
+    pub const COMMAND_BUFFER_RETAIN_EXP: u32 = 121;
+    /// `urCommandBufferReleaseExp`
+    pub const COMMAND_BUFFER_RELEASE_EXP: u32 = 122;
+    /// `urCommandBufferFinalizeExp`
+    pub const COMMAND_BUFFER_FINALIZE_EXP: u32 = 123;
+    /// `urCommandBufferAppendKernelLaunchExp`
+    pub const COMMAND_BUFFER_APPEND_KERNEL_LAUNCH_EXP: u32 = 125;
+    /// `urUSMPitchedAllocExp`
+    pub const USM_PITCHED_ALLOC_EXP: u32 = 132;
+    /// `urBindlessImagesSampledImageHandleDestroyExp`
+    pub const BINDLESS_IMAGES_SAMPLED_IMAGE_HANDLE_DESTROY_EXP: u32 = 134;
+    /// `urBindlessImagesImageAllocateExp`
+    pub const BINDLESS_IMAGES_IMAGE_ALLOCATE_EXP: u32 = 135;
+    /// `urBindlessImagesImageFreeExp`
+    pub const BINDLESS_IMAGES_IMAGE_FREE_EXP: u32 = 136;
+    /// `urBindlessImagesUnsampledImageCreateExp`
+    pub const BINDLESS_IMAGES_UNSAMPLED_IMAGE_CREATE_EXP: u32 = 137;
+    /// `urBindlessImagesSampledImageCreateExp`
+    pub const BINDLESS_IMAGES_SAMPLED_IMAGE_CREATE_EXP: u32 = 138;
+    /// `urBindlessImagesImageCopyExp`
+    pub const BINDLESS_IMAGES_IMAGE_COPY_EXP: u32 = 139;
+    /// `urBindlessImagesImageGetInfoExp`
+    pub const BINDLESS_IMAGES_IMAGE_GET_INFO_EXP: u32 = 140;
+    /// `urBindlessImagesMipmapGetLevelExp`
+    pub const BINDLESS_IMAGES_MIPMAP_GET_LEVEL_EXP: u32 = 141;
+    /// `urBindlessImagesMipmapFreeExp`
+    pub const BINDLESS_IMAGES_MIPMAP_FREE_EXP: u32 = 142;
+    /// `urBindlessImagesMapExternalArrayExp`
+    pub const BINDLESS_IMAGES_MAP_EXTERNAL_ARRAY_EXP: u32 = 144;
+    /// `urBindlessImagesReleaseExternalSemaphoreExp`
+    pub const BINDLESS_IMAGES_RELEASE_EXTERNAL_SEMAPHORE_EXP: u32 = 147;
+    /// `urBindlessImagesWaitExternalSemaphoreExp`
+    pub const BINDLESS_IMAGES_WAIT_EXTERNAL_SEMAPHORE_EXP: u32 = 148;
+    /// `urBindlessImagesSignalExternalSemaphoreExp`
+    pub const BINDLESS_IMAGES_SIGNAL_EXTERNAL_SEMAPHORE_EXP: u32 = 149;
+    /// `urEnqueueUSMFill2D`
+    pub const ENQUEUE_USM_FILL_2D: u32 = 151;
+    /// `urEnqueueUSMMemcpy2D`
+    pub const ENQUEUE_USM_MEMCPY_2D: u32 = 152;
+    /// `urVirtualMemGranularityGetInfo`
+    pub const VIRTUAL_MEM_GRANULARITY_GET_INFO: u32 = 153;
+    /// `urVirtualMemReserve`
+    pub const VIRTUAL_MEM_RESERVE: u32 = 154;
+    /// `urVirtualMemFree`
+    pub const VIRTUAL_MEM_FREE: u32 = 155;
+    /// `urVirtualMemMap`
+    pub const VIRTUAL_MEM_MAP: u32 = 156;
+    /// `urVirtualMemUnmap`
+    pub const VIRTUAL_MEM_UNMAP: u32 = 157;
+    /// `urVirtualMemSetAccess`
+    pub const VIRTUAL_MEM_SET_ACCESS: u32 = 158;
+    /// `urVirtualMemGetInfo`
+    pub const VIRTUAL_MEM_GET_INFO: u32 = 159;
+    /// `urPhysicalMemCreate`
+    pub const PHYSICAL_MEM_CREATE: u32 = 160;
+    /// `urPhysicalMemRetain`
+    pub const PHYSICAL_MEM_RETAIN: u32 = 161;
+    /// `urPhysicalMemRelease`
+    pub const PHYSICAL_MEM_RELEASE: u32 = 162;
+    /// `urUSMImportExp`
+    pub const USM_IMPORT_EXP: u32 = 163;
+    /// `urUSMReleaseExp`
+    pub const USM_RELEASE_EXP: u32 = 164;
+    /// `urUsmP2PEnablePeerAccessExp`
+    pub const USM_P2P_ENABLE_PEER_ACCESS_EXP: u32 = 165;
+    /// `urUsmP2PDisablePeerAccessExp`
+    pub const USM_P2P_DISABLE_PEER_ACCESS_EXP: u32 = 166;
+    /// `urUsmP2PPeerAccessGetInfoExp`
+    pub const USM_P2P_PEER_ACCESS_GET_INFO_EXP: u32 = 167;
+    /// `urLoaderConfigCreate`
+    pub const LOADER_CONFIG_CREATE: u32 = 172;
+    /// `urLoaderConfigRelease`
+    pub const LOADER_CONFIG_RELEASE: u32 = 173;
+    /// `urLoaderConfigRetain`
+    pub const LOADER_CONFIG_RETAIN: u32 = 174;
+    /// `urLoaderConfigGetInfo`
+    pub const LOADER_CONFIG_GET_INFO: u32 = 175;
+    /// `urLoaderConfigEnableLayer`
+    pub const LOADER_CONFIG_ENABLE_LAYER: u32 = 176;
+    /// `urAdapterRelease`
+    pub const ADAPTER_RELEASE: u32 = 177;
+    /// `urAdapterGet`
+    pub const ADAPTER_GET: u32 = 178;
+    /// `urAdapterRetain`
+    pub const ADAPTER_RETAIN: u32 = 179;
+    /// `urAdapterGetLastError`
+    pub const ADAPTER_GET_LAST_ERROR: u32 = 180;
+    /// `urAdapterGetInfo`
+    pub const ADAPTER_GET_INFO: u32 = 181;
+    /// `urProgramBuildExp`
+    pub const PROGRAM_BUILD_EXP: u32 = 197;
+    /// `urProgramCompileExp`
+    pub const PROGRAM_COMPILE_EXP: u32 = 198;
+    /// `urProgramLinkExp`
+    pub const PROGRAM_LINK_EXP: u32 = 199;
+    /// `urLoaderConfigSetCodeLocationCallback`
+    pub const LOADER_CONFIG_SET_CODE_LOCATION_CALLBACK: u32 = 200;
+    /// `urLoaderInit`
+    pub const LOADER_INIT: u32 = 201;
+    /// `urProgramGetGlobalVariablePointer`
+    pub const PROGRAM_GET_GLOBAL_VARIABLE_POINTER: u32 = 216;
+    /// `urDeviceGetSelected`
+    pub const DEVICE_GET_SELECTED: u32 = 217;
+    /// `urCommandBufferUpdateKernelLaunchExp`
+    pub const COMMAND_BUFFER_UPDATE_KERNEL_LAUNCH_EXP: u32 = 220;
+    /// `urCommandBufferGetInfoExp`
+    pub const COMMAND_BUFFER_GET_INFO_EXP: u32 = 221;
+    /// `urEnqueueTimestampRecordingExp`
+    pub const ENQUEUE_TIMESTAMP_RECORDING_EXP: u32 = 223;
+    /// `urKernelGetSuggestedLocalWorkSize`
+    pub const KERNEL_GET_SUGGESTED_LOCAL_WORK_SIZE: u32 = 225;
+    /// `urBindlessImagesImportExternalMemoryExp`
+    pub const BINDLESS_IMAGES_IMPORT_EXTERNAL_MEMORY_EXP: u32 = 226;
+    /// `urBindlessImagesImportExternalSemaphoreExp`
+    pub const BINDLESS_IMAGES_IMPORT_EXTERNAL_SEMAPHORE_EXP: u32 = 227;
+    /// `urEnqueueNativeCommandExp`
+    pub const ENQUEUE_NATIVE_COMMAND_EXP: u32 = 228;
+    /// `urLoaderConfigSetMockingEnabled`
+    pub const LOADER_CONFIG_SET_MOCKING_ENABLED: u32 = 229;
+    /// `urBindlessImagesReleaseExternalMemoryExp`
+    pub const BINDLESS_IMAGES_RELEASE_EXTERNAL_MEMORY_EXP: u32 = 230;
+    /// `urCommandBufferAppendUSMMemcpyExp`
+    pub const COMMAND_BUFFER_APPEND_USM_MEMCPY_EXP: u32 = 231;
+    /// `urCommandBufferAppendUSMFillExp`
+    pub const COMMAND_BUFFER_APPEND_USM_FILL_EXP: u32 = 232;
+    /// `urCommandBufferAppendMemBufferCopyExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_COPY_EXP: u32 = 233;
+    /// `urCommandBufferAppendMemBufferWriteExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_WRITE_EXP: u32 = 234;
+    /// `urCommandBufferAppendMemBufferReadExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_READ_EXP: u32 = 235;
+    /// `urCommandBufferAppendMemBufferCopyRectExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_COPY_RECT_EXP: u32 = 236;
+    /// `urCommandBufferAppendMemBufferWriteRectExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_WRITE_RECT_EXP: u32 = 237;
+    /// `urCommandBufferAppendMemBufferReadRectExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_READ_RECT_EXP: u32 = 238;
+    /// `urCommandBufferAppendMemBufferFillExp`
+    pub const COMMAND_BUFFER_APPEND_MEM_BUFFER_FILL_EXP: u32 = 239;
+    /// `urCommandBufferAppendUSMPrefetchExp`
+    pub const COMMAND_BUFFER_APPEND_USM_PREFETCH_EXP: u32 = 240;
+    /// `urCommandBufferAppendUSMAdviseExp`
+    pub const COMMAND_BUFFER_APPEND_USM_ADVISE_EXP: u32 = 241;
+    /// `urEnqueueCommandBufferExp`
+    pub const ENQUEUE_COMMAND_BUFFER_EXP: u32 = 242;
+    /// `urCommandBufferUpdateSignalEventExp`
+    pub const COMMAND_BUFFER_UPDATE_SIGNAL_EVENT_EXP: u32 = 243;
+    /// `urCommandBufferUpdateWaitEventsExp`
+    pub const COMMAND_BUFFER_UPDATE_WAIT_EVENTS_EXP: u32 = 244;
+    /// `urBindlessImagesMapExternalLinearMemoryExp`
+    pub const BINDLESS_IMAGES_MAP_EXTERNAL_LINEAR_MEMORY_EXP: u32 = 245;
+    /// `urEnqueueEventsWaitWithBarrierExt`
+    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT: u32 = 246;
+    /// `urPhysicalMemGetInfo`
+    pub const PHYSICAL_MEM_GET_INFO: u32 = 249;
+    /// `urEnqueueUSMDeviceAllocExp`
+    pub const ENQUEUE_USM_DEVICE_ALLOC_EXP: u32 = 250;
+    /// `urEnqueueUSMSharedAllocExp`
+    pub const ENQUEUE_USM_SHARED_ALLOC_EXP: u32 = 251;
+    /// `urEnqueueUSMHostAllocExp`
+    pub const ENQUEUE_USM_HOST_ALLOC_EXP: u32 = 252;
+    /// `urEnqueueUSMFreeExp`
+    pub const ENQUEUE_USM_FREE_EXP: u32 = 253;
+    /// `urUSMPoolCreateExp`
+    pub const USM_POOL_CREATE_EXP: u32 = 254;
+    /// `urUSMPoolDestroyExp`
+    pub const USM_POOL_DESTROY_EXP: u32 = 255;
+    /// `urUSMPoolGetDefaultDevicePoolExp`
+    pub const USM_POOL_GET_DEFAULT_DEVICE_POOL_EXP: u32 = 257;
+    /// `urUSMPoolSetDevicePoolExp`
+    pub const USM_POOL_SET_DEVICE_POOL_EXP: u32 = 259;
+    /// `urUSMPoolGetDevicePoolExp`
+    pub const USM_POOL_GET_DEVICE_POOL_EXP: u32 = 260;
+    /// `urUSMPoolTrimToExp`
+    pub const USM_POOL_TRIM_TO_EXP: u32 = 261;
+    /// `urUSMPoolGetInfoExp`
+    pub const USM_POOL_GET_INFO_EXP: u32 = 262;
+    /// `urCommandBufferAppendNativeCommandExp`
+    pub const COMMAND_BUFFER_APPEND_NATIVE_COMMAND_EXP: u32 = 263;
+    /// `urCommandBufferGetNativeHandleExp`
+    pub const COMMAND_BUFFER_GET_NATIVE_HANDLE_EXP: u32 = 264;
+    /// `urUSMPoolSetInfoExp`
+    pub const USM_POOL_SET_INFO_EXP: u32 = 265;
+    /// `urAdapterSetLoggerCallback`
+    pub const ADAPTER_SET_LOGGER_CALLBACK: u32 = 266;
+    /// `urAdapterSetLoggerCallbackLevel`
+    pub const ADAPTER_SET_LOGGER_CALLBACK_LEVEL: u32 = 267;
+    /// `urBindlessImagesFreeMappedLinearMemoryExp`
+    pub const BINDLESS_IMAGES_FREE_MAPPED_LINEAR_MEMORY_EXP: u32 = 271;
+    /// `urKernelSuggestMaxCooperativeGroupCount`
+    pub const KERNEL_SUGGEST_MAX_COOPERATIVE_GROUP_COUNT: u32 = 272;
+    /// `urUSMContextMemcpyExp`
+    pub const USM_CONTEXT_MEMCPY_EXP: u32 = 273;
+    /// `urMemoryExportAllocExportableMemoryExp`
+    pub const MEMORY_EXPORT_ALLOC_EXPORTABLE_MEMORY_EXP: u32 = 285;
+    /// `urMemoryExportFreeExportableMemoryExp`
+    pub const MEMORY_EXPORT_FREE_EXPORTABLE_MEMORY_EXP: u32 = 286;
+    /// `urMemoryExportExportMemoryHandleExp`
+    pub const MEMORY_EXPORT_EXPORT_MEMORY_HANDLE_EXP: u32 = 287;
+    /// `urIPCGetMemHandleExp`
+    pub const IPC_GET_MEM_HANDLE_EXP: u32 = 289;
+    /// `urIPCPutMemHandleExp`
+    pub const IPC_PUT_MEM_HANDLE_EXP: u32 = 290;
+    /// `urIPCOpenMemHandleExp`
+    pub const IPC_OPEN_MEM_HANDLE_EXP: u32 = 291;
+    /// `urIPCCloseMemHandleExp`
+    pub const IPC_CLOSE_MEM_HANDLE_EXP: u32 = 292;
+    /// `urDeviceWaitExp`
+    pub const DEVICE_WAIT_EXP: u32 = 293;
+    /// `urProgramDynamicLinkExp`
+    pub const PROGRAM_DYNAMIC_LINK_EXP: u32 = 294;
+    /// `urEnqueueKernelLaunchWithArgsExp`
+    pub const ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP: u32 = 295;
+    /// `urGraphCreateExp`
+    pub const GRAPH_CREATE_EXP: u32 = 296;
+    /// `urQueueBeginGraphCaptureExp`
+    pub const QUEUE_BEGIN_GRAPH_CAPTURE_EXP: u32 = 297;
+    /// `urQueueBeginCaptureIntoGraphExp`
+    pub const QUEUE_BEGIN_CAPTURE_INTO_GRAPH_EXP: u32 = 298;
+    /// `urQueueEndGraphCaptureExp`
+    pub const QUEUE_END_GRAPH_CAPTURE_EXP: u32 = 299;
+    /// `urGraphDestroyExp`
+    pub const GRAPH_DESTROY_EXP: u32 = 302;
+    /// `urGraphExecutableGraphDestroyExp`
+    pub const GRAPH_EXECUTABLE_GRAPH_DESTROY_EXP: u32 = 303;
+    /// `urQueueIsGraphCaptureEnabledExp`
+    pub const QUEUE_IS_GRAPH_CAPTURE_ENABLED_EXP: u32 = 304;
+    /// `urGraphIsEmptyExp`
+    pub const GRAPH_IS_EMPTY_EXP: u32 = 305;
+    /// `urGraphDumpContentsExp`
+    pub const GRAPH_DUMP_CONTENTS_EXP: u32 = 306;
+    /// `urGraphInstantiateGraphExp`
+    pub const GRAPH_INSTANTIATE_GRAPH_EXP: u32 = 307;
+    /// `urEnqueueGraphExp`
+    pub const ENQUEUE_GRAPH_EXP: u32 = 308;
+    /// `urEnqueueHostTaskExp`
+    pub const ENQUEUE_HOST_TASK_EXP: u32 = 309;
+    /// `urCommandBufferAppendKernelLaunchWithArgsExp`
+    pub const COMMAND_BUFFER_APPEND_KERNEL_LAUNCH_WITH_ARGS_EXP: u32 = 310;
+    /// `urKernelGetSuggestedLocalWorkSizeWithArgs`
+    pub const KERNEL_GET_SUGGESTED_LOCAL_WORK_SIZE_WITH_ARGS: u32 = 311;
+    /// `urUSMHostAllocRegisterExp`
+    pub const USM_HOST_ALLOC_REGISTER_EXP: u32 = 312;
+    /// `urUSMHostAllocUnregisterExp`
+    pub const USM_HOST_ALLOC_UNREGISTER_EXP: u32 = 313;
+    /// `urQueueGetGraphExp`
+    pub const QUEUE_GET_GRAPH_EXP: u32 = 314;
+    /// `urGraphSetDestructionCallbackExp`
+    pub const GRAPH_SET_DESTRUCTION_CALLBACK_EXP: u32 = 315;
+    /// `urIPCGetPhysMemHandleExp`
+    pub const IPC_GET_PHYS_MEM_HANDLE_EXP: u32 = 316;
+    /// `urIPCPutPhysMemHandleExp`
+    pub const IPC_PUT_PHYS_MEM_HANDLE_EXP: u32 = 317;
+    /// `urIPCOpenPhysMemHandleExp`
+    pub const IPC_OPEN_PHYS_MEM_HANDLE_EXP: u32 = 318;
+    /// `urIPCClosePhysMemHandleExp`
+    pub const IPC_CLOSE_PHYS_MEM_HANDLE_EXP: u32 = 319;
+    /// `urGraphGetNativeHandleExp`
+    pub const GRAPH_GET_NATIVE_HANDLE_EXP: u32 = 320;
+    /// `urGraphExecutableGraphGetNativeHandleExp`
+    pub const GRAPH_EXECUTABLE_GRAPH_GET_NATIVE_HANDLE_EXP: u32 = 321;
+    /// `urEventCreateExp`
+    pub const EVENT_CREATE_EXP: u32 = 322;
+    /// `urIPCGetEventHandleExp`
+    pub const IPC_GET_EVENT_HANDLE_EXP: u32 = 323;
+    /// `urIPCPutEventHandleExp`
+    pub const IPC_PUT_EVENT_HANDLE_EXP: u32 = 324;
+    /// `urIPCOpenEventHandleExp`
+    pub const IPC_OPEN_EVENT_HANDLE_EXP: u32 = 325;
+    /// `urGraphGetIdExp`
+    pub const GRAPH_GET_ID_EXP: u32 = 326;
+}
+
+/// The position of every parameter in its function's params struct (and in `args` of an API
+/// call record): `param::enqueue_usm_memcpy::P_DST` is 2.
+pub mod param {
+    /// `urContextCreate`
+    pub mod context_create {
+        pub const DEVICE_COUNT: usize = 0;
+        pub const PH_DEVICES: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_CONTEXT: usize = 3;
+    }
+    /// `urContextRetain`
+    pub mod context_retain {
+        pub const H_CONTEXT: usize = 0;
+    }
+    /// `urContextRelease`
+    pub mod context_release {
+        pub const H_CONTEXT: usize = 0;
+    }
+    /// `urContextGetInfo`
+    pub mod context_get_info {
+        pub const H_CONTEXT: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urContextGetNativeHandle`
+    pub mod context_get_native_handle {
+        pub const H_CONTEXT: usize = 0;
+        pub const PH_NATIVE_CONTEXT: usize = 1;
+    }
+    /// `urContextCreateWithNativeHandle`
+    pub mod context_create_with_native_handle {
+        pub const H_NATIVE_CONTEXT: usize = 0;
+        pub const H_ADAPTER: usize = 1;
+        pub const NUM_DEVICES: usize = 2;
+        pub const PH_DEVICES: usize = 3;
+        pub const P_PROPERTIES: usize = 4;
+        pub const PH_CONTEXT: usize = 5;
+    }
+    /// `urContextSetExtendedDeleter`
+    pub mod context_set_extended_deleter {
+        pub const H_CONTEXT: usize = 0;
+        pub const PFN_DELETER: usize = 1;
+        pub const P_USER_DATA: usize = 2;
+    }
+    /// `urDeviceGet`
+    pub mod device_get {
+        pub const H_PLATFORM: usize = 0;
+        pub const DEVICE_TYPE: usize = 1;
+        pub const NUM_ENTRIES: usize = 2;
+        pub const PH_DEVICES: usize = 3;
+        pub const P_NUM_DEVICES: usize = 4;
+    }
+    /// `urDeviceGetInfo`
+    pub mod device_get_info {
+        pub const H_DEVICE: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urDeviceRetain`
+    pub mod device_retain {
+        pub const H_DEVICE: usize = 0;
+    }
+    /// `urDeviceRelease`
+    pub mod device_release {
+        pub const H_DEVICE: usize = 0;
+    }
+    /// `urDevicePartition`
+    pub mod device_partition {
+        pub const H_DEVICE: usize = 0;
+        pub const P_PROPERTIES: usize = 1;
+        pub const NUM_DEVICES: usize = 2;
+        pub const PH_SUB_DEVICES: usize = 3;
+        pub const P_NUM_DEVICES_RET: usize = 4;
+    }
+    /// `urDeviceSelectBinary`
+    pub mod device_select_binary {
+        pub const H_DEVICE: usize = 0;
+        pub const P_BINARIES: usize = 1;
+        pub const NUM_BINARIES: usize = 2;
+        pub const P_SELECTED_BINARY: usize = 3;
+    }
+    /// `urDeviceGetNativeHandle`
+    pub mod device_get_native_handle {
+        pub const H_DEVICE: usize = 0;
+        pub const PH_NATIVE_DEVICE: usize = 1;
+    }
+    /// `urDeviceCreateWithNativeHandle`
+    pub mod device_create_with_native_handle {
+        pub const H_NATIVE_DEVICE: usize = 0;
+        pub const H_ADAPTER: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_DEVICE: usize = 3;
+    }
+    /// `urDeviceGetGlobalTimestamps`
+    pub mod device_get_global_timestamps {
+        pub const H_DEVICE: usize = 0;
+        pub const P_DEVICE_TIMESTAMP: usize = 1;
+        pub const P_HOST_TIMESTAMP: usize = 2;
+    }
+    /// `urEnqueueEventsWait`
+    pub mod enqueue_events_wait {
+        pub const H_QUEUE: usize = 0;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 1;
+        pub const PH_EVENT_WAIT_LIST: usize = 2;
+        pub const PH_EVENT: usize = 3;
+    }
+    /// `urEnqueueEventsWaitWithBarrier`
+    pub mod enqueue_events_wait_with_barrier {
+        pub const H_QUEUE: usize = 0;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 1;
+        pub const PH_EVENT_WAIT_LIST: usize = 2;
+        pub const PH_EVENT: usize = 3;
+    }
+    /// `urEnqueueMemBufferRead`
+    pub mod enqueue_mem_buffer_read {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BLOCKING_READ: usize = 2;
+        pub const OFFSET: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const P_DST: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urEnqueueMemBufferWrite`
+    pub mod enqueue_mem_buffer_write {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BLOCKING_WRITE: usize = 2;
+        pub const OFFSET: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const P_SRC: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urEnqueueMemBufferReadRect`
+    pub mod enqueue_mem_buffer_read_rect {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BLOCKING_READ: usize = 2;
+        pub const BUFFER_ORIGIN: usize = 3;
+        pub const HOST_ORIGIN: usize = 4;
+        pub const REGION: usize = 5;
+        pub const BUFFER_ROW_PITCH: usize = 6;
+        pub const BUFFER_SLICE_PITCH: usize = 7;
+        pub const HOST_ROW_PITCH: usize = 8;
+        pub const HOST_SLICE_PITCH: usize = 9;
+        pub const P_DST: usize = 10;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 11;
+        pub const PH_EVENT_WAIT_LIST: usize = 12;
+        pub const PH_EVENT: usize = 13;
+    }
+    /// `urEnqueueMemBufferWriteRect`
+    pub mod enqueue_mem_buffer_write_rect {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BLOCKING_WRITE: usize = 2;
+        pub const BUFFER_ORIGIN: usize = 3;
+        pub const HOST_ORIGIN: usize = 4;
+        pub const REGION: usize = 5;
+        pub const BUFFER_ROW_PITCH: usize = 6;
+        pub const BUFFER_SLICE_PITCH: usize = 7;
+        pub const HOST_ROW_PITCH: usize = 8;
+        pub const HOST_SLICE_PITCH: usize = 9;
+        pub const P_SRC: usize = 10;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 11;
+        pub const PH_EVENT_WAIT_LIST: usize = 12;
+        pub const PH_EVENT: usize = 13;
+    }
+    /// `urEnqueueMemBufferCopy`
+    pub mod enqueue_mem_buffer_copy {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER_SRC: usize = 1;
+        pub const H_BUFFER_DST: usize = 2;
+        pub const SRC_OFFSET: usize = 3;
+        pub const DST_OFFSET: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urEnqueueMemBufferCopyRect`
+    pub mod enqueue_mem_buffer_copy_rect {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER_SRC: usize = 1;
+        pub const H_BUFFER_DST: usize = 2;
+        pub const SRC_ORIGIN: usize = 3;
+        pub const DST_ORIGIN: usize = 4;
+        pub const REGION: usize = 5;
+        pub const SRC_ROW_PITCH: usize = 6;
+        pub const SRC_SLICE_PITCH: usize = 7;
+        pub const DST_ROW_PITCH: usize = 8;
+        pub const DST_SLICE_PITCH: usize = 9;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 10;
+        pub const PH_EVENT_WAIT_LIST: usize = 11;
+        pub const PH_EVENT: usize = 12;
+    }
+    /// `urEnqueueMemBufferFill`
+    pub mod enqueue_mem_buffer_fill {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const P_PATTERN: usize = 2;
+        pub const PATTERN_SIZE: usize = 3;
+        pub const OFFSET: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urEnqueueMemImageRead`
+    pub mod enqueue_mem_image_read {
+        pub const H_QUEUE: usize = 0;
+        pub const H_IMAGE: usize = 1;
+        pub const BLOCKING_READ: usize = 2;
+        pub const ORIGIN: usize = 3;
+        pub const REGION: usize = 4;
+        pub const ROW_PITCH: usize = 5;
+        pub const SLICE_PITCH: usize = 6;
+        pub const P_DST: usize = 7;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 8;
+        pub const PH_EVENT_WAIT_LIST: usize = 9;
+        pub const PH_EVENT: usize = 10;
+    }
+    /// `urEnqueueMemImageWrite`
+    pub mod enqueue_mem_image_write {
+        pub const H_QUEUE: usize = 0;
+        pub const H_IMAGE: usize = 1;
+        pub const BLOCKING_WRITE: usize = 2;
+        pub const ORIGIN: usize = 3;
+        pub const REGION: usize = 4;
+        pub const ROW_PITCH: usize = 5;
+        pub const SLICE_PITCH: usize = 6;
+        pub const P_SRC: usize = 7;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 8;
+        pub const PH_EVENT_WAIT_LIST: usize = 9;
+        pub const PH_EVENT: usize = 10;
+    }
+    /// `urEnqueueMemImageCopy`
+    pub mod enqueue_mem_image_copy {
+        pub const H_QUEUE: usize = 0;
+        pub const H_IMAGE_SRC: usize = 1;
+        pub const H_IMAGE_DST: usize = 2;
+        pub const SRC_ORIGIN: usize = 3;
+        pub const DST_ORIGIN: usize = 4;
+        pub const REGION: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urEnqueueMemBufferMap`
+    pub mod enqueue_mem_buffer_map {
+        pub const H_QUEUE: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BLOCKING_MAP: usize = 2;
+        pub const MAP_FLAGS: usize = 3;
+        pub const OFFSET: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+        pub const PP_RET_MAP: usize = 9;
+    }
+    /// `urEnqueueMemUnmap`
+    pub mod enqueue_mem_unmap {
+        pub const H_QUEUE: usize = 0;
+        pub const H_MEM: usize = 1;
+        pub const P_MAPPED_PTR: usize = 2;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 3;
+        pub const PH_EVENT_WAIT_LIST: usize = 4;
+        pub const PH_EVENT: usize = 5;
+    }
+    /// `urEnqueueUSMFill`
+    pub mod enqueue_usm_fill {
+        pub const H_QUEUE: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const PATTERN_SIZE: usize = 2;
+        pub const P_PATTERN: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 5;
+        pub const PH_EVENT_WAIT_LIST: usize = 6;
+        pub const PH_EVENT: usize = 7;
+    }
+    /// `urEnqueueUSMMemcpy`
+    pub mod enqueue_usm_memcpy {
+        pub const H_QUEUE: usize = 0;
+        pub const BLOCKING: usize = 1;
+        pub const P_DST: usize = 2;
+        pub const P_SRC: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 5;
+        pub const PH_EVENT_WAIT_LIST: usize = 6;
+        pub const PH_EVENT: usize = 7;
+    }
+    /// `urEnqueueUSMPrefetch`
+    pub mod enqueue_usm_prefetch {
+        pub const H_QUEUE: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const FLAGS: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PH_EVENT: usize = 6;
+    }
+    /// `urEnqueueUSMAdvise`
+    pub mod enqueue_usm_advise {
+        pub const H_QUEUE: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const ADVICE: usize = 3;
+        pub const PH_EVENT: usize = 4;
+    }
+    /// `urEnqueueDeviceGlobalVariableWrite`
+    pub mod enqueue_device_global_variable_write {
+        pub const H_QUEUE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const NAME: usize = 2;
+        pub const BLOCKING_WRITE: usize = 3;
+        pub const COUNT: usize = 4;
+        pub const OFFSET: usize = 5;
+        pub const P_SRC: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const PH_EVENT: usize = 9;
+    }
+    /// `urEnqueueDeviceGlobalVariableRead`
+    pub mod enqueue_device_global_variable_read {
+        pub const H_QUEUE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const NAME: usize = 2;
+        pub const BLOCKING_READ: usize = 3;
+        pub const COUNT: usize = 4;
+        pub const OFFSET: usize = 5;
+        pub const P_DST: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const PH_EVENT: usize = 9;
+    }
+    /// `urEventGetInfo`
+    pub mod event_get_info {
+        pub const H_EVENT: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urEventGetProfilingInfo`
+    pub mod event_get_profiling_info {
+        pub const H_EVENT: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urEventWait`
+    pub mod event_wait {
+        pub const NUM_EVENTS: usize = 0;
+        pub const PH_EVENT_WAIT_LIST: usize = 1;
+    }
+    /// `urEventRetain`
+    pub mod event_retain {
+        pub const H_EVENT: usize = 0;
+    }
+    /// `urEventRelease`
+    pub mod event_release {
+        pub const H_EVENT: usize = 0;
+    }
+    /// `urEventGetNativeHandle`
+    pub mod event_get_native_handle {
+        pub const H_EVENT: usize = 0;
+        pub const PH_NATIVE_EVENT: usize = 1;
+    }
+    /// `urEventCreateWithNativeHandle`
+    pub mod event_create_with_native_handle {
+        pub const H_NATIVE_EVENT: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_EVENT: usize = 3;
+    }
+    /// `urEventSetCallback`
+    pub mod event_set_callback {
+        pub const H_EVENT: usize = 0;
+        pub const EXEC_STATUS: usize = 1;
+        pub const PFN_NOTIFY: usize = 2;
+        pub const P_USER_DATA: usize = 3;
+    }
+    /// `urKernelCreate`
+    pub mod kernel_create {
+        pub const H_PROGRAM: usize = 0;
+        pub const P_KERNEL_NAME: usize = 1;
+        pub const PH_KERNEL: usize = 2;
+    }
+    /// `urKernelGetInfo`
+    pub mod kernel_get_info {
+        pub const H_KERNEL: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urKernelGetGroupInfo`
+    pub mod kernel_get_group_info {
+        pub const H_KERNEL: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+        pub const P_PROP_SIZE_RET: usize = 5;
+    }
+    /// `urKernelGetSubGroupInfo`
+    pub mod kernel_get_sub_group_info {
+        pub const H_KERNEL: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+        pub const P_PROP_SIZE_RET: usize = 5;
+    }
+    /// `urKernelRetain`
+    pub mod kernel_retain {
+        pub const H_KERNEL: usize = 0;
+    }
+    /// `urKernelRelease`
+    pub mod kernel_release {
+        pub const H_KERNEL: usize = 0;
+    }
+    /// `urKernelSetExecInfo`
+    pub mod kernel_set_exec_info {
+        pub const H_KERNEL: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+    }
+    /// `urKernelSetSpecializationConstants`
+    pub mod kernel_set_specialization_constants {
+        pub const H_KERNEL: usize = 0;
+        pub const COUNT: usize = 1;
+        pub const P_SPEC_CONSTANTS: usize = 2;
+    }
+    /// `urKernelGetNativeHandle`
+    pub mod kernel_get_native_handle {
+        pub const H_KERNEL: usize = 0;
+        pub const PH_NATIVE_KERNEL: usize = 1;
+    }
+    /// `urKernelCreateWithNativeHandle`
+    pub mod kernel_create_with_native_handle {
+        pub const H_NATIVE_KERNEL: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const H_PROGRAM: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const PH_KERNEL: usize = 4;
+    }
+    /// `urMemImageCreate`
+    pub mod mem_image_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const FLAGS: usize = 1;
+        pub const P_IMAGE_FORMAT: usize = 2;
+        pub const P_IMAGE_DESC: usize = 3;
+        pub const P_HOST: usize = 4;
+        pub const PH_MEM: usize = 5;
+    }
+    /// `urMemBufferCreate`
+    pub mod mem_buffer_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const FLAGS: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const PH_BUFFER: usize = 4;
+    }
+    /// `urMemRetain`
+    pub mod mem_retain {
+        pub const H_MEM: usize = 0;
+    }
+    /// `urMemRelease`
+    pub mod mem_release {
+        pub const H_MEM: usize = 0;
+    }
+    /// `urMemBufferPartition`
+    pub mod mem_buffer_partition {
+        pub const H_BUFFER: usize = 0;
+        pub const FLAGS: usize = 1;
+        pub const BUFFER_CREATE_TYPE: usize = 2;
+        pub const P_REGION: usize = 3;
+        pub const PH_MEM: usize = 4;
+    }
+    /// `urMemGetNativeHandle`
+    pub mod mem_get_native_handle {
+        pub const H_MEM: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const PH_NATIVE_MEM: usize = 2;
+    }
+    /// `urEnqueueReadHostPipe`
+    pub mod enqueue_read_host_pipe {
+        pub const H_QUEUE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const PIPE_SYMBOL: usize = 2;
+        pub const BLOCKING: usize = 3;
+        pub const P_DST: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urMemGetInfo`
+    pub mod mem_get_info {
+        pub const H_MEMORY: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urMemImageGetInfo`
+    pub mod mem_image_get_info {
+        pub const H_MEMORY: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urPlatformGet`
+    pub mod platform_get {
+        pub const H_ADAPTER: usize = 0;
+        pub const NUM_ENTRIES: usize = 1;
+        pub const PH_PLATFORMS: usize = 2;
+        pub const P_NUM_PLATFORMS: usize = 3;
+    }
+    /// `urPlatformGetInfo`
+    pub mod platform_get_info {
+        pub const H_PLATFORM: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urPlatformGetApiVersion`
+    pub mod platform_get_api_version {
+        pub const H_PLATFORM: usize = 0;
+        pub const P_VERSION: usize = 1;
+    }
+    /// `urPlatformGetNativeHandle`
+    pub mod platform_get_native_handle {
+        pub const H_PLATFORM: usize = 0;
+        pub const PH_NATIVE_PLATFORM: usize = 1;
+    }
+    /// `urPlatformCreateWithNativeHandle`
+    pub mod platform_create_with_native_handle {
+        pub const H_NATIVE_PLATFORM: usize = 0;
+        pub const H_ADAPTER: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_PLATFORM: usize = 3;
+    }
+    /// `urProgramCreateWithIL`
+    pub mod program_create_with_il {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_IL: usize = 1;
+        pub const LENGTH: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const PH_PROGRAM: usize = 4;
+    }
+    /// `urProgramCreateWithBinary`
+    pub mod program_create_with_binary {
+        pub const H_CONTEXT: usize = 0;
+        pub const NUM_DEVICES: usize = 1;
+        pub const PH_DEVICES: usize = 2;
+        pub const P_LENGTHS: usize = 3;
+        pub const PP_BINARIES: usize = 4;
+        pub const P_PROPERTIES: usize = 5;
+        pub const PH_PROGRAM: usize = 6;
+    }
+    /// `urProgramBuild`
+    pub mod program_build {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const P_OPTIONS: usize = 2;
+    }
+    /// `urProgramCompile`
+    pub mod program_compile {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const P_OPTIONS: usize = 2;
+    }
+    /// `urProgramLink`
+    pub mod program_link {
+        pub const H_CONTEXT: usize = 0;
+        pub const COUNT: usize = 1;
+        pub const PH_PROGRAMS: usize = 2;
+        pub const P_OPTIONS: usize = 3;
+        pub const PH_PROGRAM: usize = 4;
+    }
+    /// `urProgramRetain`
+    pub mod program_retain {
+        pub const H_PROGRAM: usize = 0;
+    }
+    /// `urProgramRelease`
+    pub mod program_release {
+        pub const H_PROGRAM: usize = 0;
+    }
+    /// `urProgramGetFunctionPointer`
+    pub mod program_get_function_pointer {
+        pub const H_DEVICE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const P_FUNCTION_NAME: usize = 2;
+        pub const PP_FUNCTION_POINTER: usize = 3;
+    }
+    /// `urProgramGetInfo`
+    pub mod program_get_info {
+        pub const H_PROGRAM: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urProgramGetBuildInfo`
+    pub mod program_get_build_info {
+        pub const H_PROGRAM: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+        pub const P_PROP_SIZE_RET: usize = 5;
+    }
+    /// `urProgramSetSpecializationConstants`
+    pub mod program_set_specialization_constants {
+        pub const H_PROGRAM: usize = 0;
+        pub const COUNT: usize = 1;
+        pub const P_SPEC_CONSTANTS: usize = 2;
+    }
+    /// `urProgramGetNativeHandle`
+    pub mod program_get_native_handle {
+        pub const H_PROGRAM: usize = 0;
+        pub const PH_NATIVE_PROGRAM: usize = 1;
+    }
+    /// `urProgramCreateWithNativeHandle`
+    pub mod program_create_with_native_handle {
+        pub const H_NATIVE_PROGRAM: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_PROGRAM: usize = 3;
+    }
+    /// `urQueueGetInfo`
+    pub mod queue_get_info {
+        pub const H_QUEUE: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urQueueCreate`
+    pub mod queue_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_QUEUE: usize = 3;
+    }
+    /// `urQueueRetain`
+    pub mod queue_retain {
+        pub const H_QUEUE: usize = 0;
+    }
+    /// `urQueueRelease`
+    pub mod queue_release {
+        pub const H_QUEUE: usize = 0;
+    }
+    /// `urQueueGetNativeHandle`
+    pub mod queue_get_native_handle {
+        pub const H_QUEUE: usize = 0;
+        pub const P_DESC: usize = 1;
+        pub const PH_NATIVE_QUEUE: usize = 2;
+    }
+    /// `urQueueCreateWithNativeHandle`
+    pub mod queue_create_with_native_handle {
+        pub const H_NATIVE_QUEUE: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const H_DEVICE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const PH_QUEUE: usize = 4;
+    }
+    /// `urQueueFinish`
+    pub mod queue_finish {
+        pub const H_QUEUE: usize = 0;
+    }
+    /// `urQueueFlush`
+    pub mod queue_flush {
+        pub const H_QUEUE: usize = 0;
+    }
+    /// `urSamplerCreate`
+    pub mod sampler_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_DESC: usize = 1;
+        pub const PH_SAMPLER: usize = 2;
+    }
+    /// `urSamplerRetain`
+    pub mod sampler_retain {
+        pub const H_SAMPLER: usize = 0;
+    }
+    /// `urSamplerRelease`
+    pub mod sampler_release {
+        pub const H_SAMPLER: usize = 0;
+    }
+    /// `urSamplerGetInfo`
+    pub mod sampler_get_info {
+        pub const H_SAMPLER: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urSamplerGetNativeHandle`
+    pub mod sampler_get_native_handle {
+        pub const H_SAMPLER: usize = 0;
+        pub const PH_NATIVE_SAMPLER: usize = 1;
+    }
+    /// `urSamplerCreateWithNativeHandle`
+    pub mod sampler_create_with_native_handle {
+        pub const H_NATIVE_SAMPLER: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_SAMPLER: usize = 3;
+    }
+    /// `urUSMHostAlloc`
+    pub mod usm_host_alloc {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_USM_DESC: usize = 1;
+        pub const POOL: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const PP_MEM: usize = 4;
+    }
+    /// `urUSMDeviceAlloc`
+    pub mod usm_device_alloc {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_USM_DESC: usize = 2;
+        pub const POOL: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const PP_MEM: usize = 5;
+    }
+    /// `urUSMSharedAlloc`
+    pub mod usm_shared_alloc {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_USM_DESC: usize = 2;
+        pub const POOL: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const PP_MEM: usize = 5;
+    }
+    /// `urUSMFree`
+    pub mod usm_free {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+    }
+    /// `urUSMGetMemAllocInfo`
+    pub mod usm_get_mem_alloc_info {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+        pub const P_PROP_SIZE_RET: usize = 5;
+    }
+    /// `urUSMPoolCreate`
+    pub mod usm_pool_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_POOL_DESC: usize = 1;
+        pub const PP_POOL: usize = 2;
+    }
+    /// `urCommandBufferCreateExp`
+    pub mod command_buffer_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_COMMAND_BUFFER_DESC: usize = 2;
+        pub const PH_COMMAND_BUFFER: usize = 3;
+    }
+    /// `urPlatformGetBackendOption`
+    pub mod platform_get_backend_option {
+        pub const H_PLATFORM: usize = 0;
+        pub const P_FRONTEND_OPTION: usize = 1;
+        pub const PP_PLATFORM_OPTION: usize = 2;
+    }
+    /// `urMemBufferCreateWithNativeHandle`
+    pub mod mem_buffer_create_with_native_handle {
+        pub const H_NATIVE_MEM: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const P_PROPERTIES: usize = 2;
+        pub const PH_MEM: usize = 3;
+    }
+    /// `urMemImageCreateWithNativeHandle`
+    pub mod mem_image_create_with_native_handle {
+        pub const H_NATIVE_MEM: usize = 0;
+        pub const H_CONTEXT: usize = 1;
+        pub const P_IMAGE_FORMAT: usize = 2;
+        pub const P_IMAGE_DESC: usize = 3;
+        pub const P_PROPERTIES: usize = 4;
+        pub const PH_MEM: usize = 5;
+    }
+    /// `urEnqueueWriteHostPipe`
+    pub mod enqueue_write_host_pipe {
+        pub const H_QUEUE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const PIPE_SYMBOL: usize = 2;
+        pub const BLOCKING: usize = 3;
+        pub const P_SRC: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urUSMPoolRetain`
+    pub mod usm_pool_retain {
+        pub const P_POOL: usize = 0;
+    }
+    /// `urUSMPoolRelease`
+    pub mod usm_pool_release {
+        pub const P_POOL: usize = 0;
+    }
+    /// `urUSMPoolGetInfo`
+    pub mod usm_pool_get_info {
+        pub const H_POOL: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urCommandBufferRetainExp`
+    pub mod command_buffer_retain_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+    }
+    /// `urCommandBufferReleaseExp`
+    pub mod command_buffer_release_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+    }
+    /// `urCommandBufferFinalizeExp`
+    pub mod command_buffer_finalize_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+    }
+    /// `urCommandBufferAppendKernelLaunchExp`
+    pub mod command_buffer_append_kernel_launch_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_KERNEL: usize = 1;
+        pub const WORK_DIM: usize = 2;
+        pub const P_GLOBAL_WORK_OFFSET: usize = 3;
+        pub const P_GLOBAL_WORK_SIZE: usize = 4;
+        pub const P_LOCAL_WORK_SIZE: usize = 5;
+        pub const NUM_KERNEL_ALTERNATIVES: usize = 6;
+        pub const PH_KERNEL_ALTERNATIVES: usize = 7;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 8;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 9;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 10;
+        pub const PH_EVENT_WAIT_LIST: usize = 11;
+        pub const P_SYNC_POINT: usize = 12;
+        pub const PH_EVENT: usize = 13;
+        pub const PH_COMMAND: usize = 14;
+    }
+    /// `urUSMPitchedAllocExp`
+    pub mod usm_pitched_alloc_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_USM_DESC: usize = 2;
+        pub const POOL: usize = 3;
+        pub const WIDTH_IN_BYTES: usize = 4;
+        pub const HEIGHT: usize = 5;
+        pub const ELEMENT_SIZE_BYTES: usize = 6;
+        pub const PP_MEM: usize = 7;
+        pub const P_RESULT_PITCH: usize = 8;
+    }
+    /// `urBindlessImagesSampledImageHandleDestroyExp`
+    pub mod bindless_images_sampled_image_handle_destroy_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_IMAGE: usize = 2;
+    }
+    /// `urBindlessImagesImageAllocateExp`
+    pub mod bindless_images_image_allocate_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_IMAGE_FORMAT: usize = 2;
+        pub const P_IMAGE_DESC: usize = 3;
+        pub const PH_IMAGE_MEM: usize = 4;
+    }
+    /// `urBindlessImagesImageFreeExp`
+    pub mod bindless_images_image_free_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_IMAGE_MEM: usize = 2;
+    }
+    /// `urBindlessImagesUnsampledImageCreateExp`
+    pub mod bindless_images_unsampled_image_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_IMAGE_MEM: usize = 2;
+        pub const P_IMAGE_FORMAT: usize = 3;
+        pub const P_IMAGE_DESC: usize = 4;
+        pub const PH_IMAGE: usize = 5;
+    }
+    /// `urBindlessImagesSampledImageCreateExp`
+    pub mod bindless_images_sampled_image_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_IMAGE_MEM: usize = 2;
+        pub const P_IMAGE_FORMAT: usize = 3;
+        pub const P_IMAGE_DESC: usize = 4;
+        pub const P_SAMPLER_DESC: usize = 5;
+        pub const PH_IMAGE: usize = 6;
+    }
+    /// `urBindlessImagesImageCopyExp`
+    pub mod bindless_images_image_copy_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_SRC: usize = 1;
+        pub const P_DST: usize = 2;
+        pub const P_SRC_IMAGE_DESC: usize = 3;
+        pub const P_DST_IMAGE_DESC: usize = 4;
+        pub const P_SRC_IMAGE_FORMAT: usize = 5;
+        pub const P_DST_IMAGE_FORMAT: usize = 6;
+        pub const P_COPY_REGION: usize = 7;
+        pub const IMAGE_COPY_FLAGS: usize = 8;
+        pub const IMAGE_COPY_INPUT_TYPES: usize = 9;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 10;
+        pub const PH_EVENT_WAIT_LIST: usize = 11;
+        pub const PH_EVENT: usize = 12;
+    }
+    /// `urBindlessImagesImageGetInfoExp`
+    pub mod bindless_images_image_get_info_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_IMAGE_MEM: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urBindlessImagesMipmapGetLevelExp`
+    pub mod bindless_images_mipmap_get_level_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_IMAGE_MEM: usize = 2;
+        pub const MIPMAP_LEVEL: usize = 3;
+        pub const PH_IMAGE_MEM: usize = 4;
+    }
+    /// `urBindlessImagesMipmapFreeExp`
+    pub mod bindless_images_mipmap_free_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_MEM: usize = 2;
+    }
+    /// `urBindlessImagesMapExternalArrayExp`
+    pub mod bindless_images_map_external_array_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_IMAGE_FORMAT: usize = 2;
+        pub const P_IMAGE_DESC: usize = 3;
+        pub const H_EXTERNAL_MEM: usize = 4;
+        pub const PH_IMAGE_MEM: usize = 5;
+    }
+    /// `urBindlessImagesReleaseExternalSemaphoreExp`
+    pub mod bindless_images_release_external_semaphore_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_EXTERNAL_SEMAPHORE: usize = 2;
+    }
+    /// `urBindlessImagesWaitExternalSemaphoreExp`
+    pub mod bindless_images_wait_external_semaphore_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_SEMAPHORE: usize = 1;
+        pub const HAS_WAIT_VALUE: usize = 2;
+        pub const WAIT_VALUE: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PH_EVENT: usize = 6;
+    }
+    /// `urBindlessImagesSignalExternalSemaphoreExp`
+    pub mod bindless_images_signal_external_semaphore_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_SEMAPHORE: usize = 1;
+        pub const HAS_SIGNAL_VALUE: usize = 2;
+        pub const SIGNAL_VALUE: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PH_EVENT: usize = 6;
+    }
+    /// `urEnqueueUSMFill2D`
+    pub mod enqueue_usm_fill_2d {
+        pub const H_QUEUE: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const PITCH: usize = 2;
+        pub const PATTERN_SIZE: usize = 3;
+        pub const P_PATTERN: usize = 4;
+        pub const WIDTH: usize = 5;
+        pub const HEIGHT: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const PH_EVENT: usize = 9;
+    }
+    /// `urEnqueueUSMMemcpy2D`
+    pub mod enqueue_usm_memcpy_2d {
+        pub const H_QUEUE: usize = 0;
+        pub const BLOCKING: usize = 1;
+        pub const P_DST: usize = 2;
+        pub const DST_PITCH: usize = 3;
+        pub const P_SRC: usize = 4;
+        pub const SRC_PITCH: usize = 5;
+        pub const WIDTH: usize = 6;
+        pub const HEIGHT: usize = 7;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 8;
+        pub const PH_EVENT_WAIT_LIST: usize = 9;
+        pub const PH_EVENT: usize = 10;
+    }
+    /// `urVirtualMemGranularityGetInfo`
+    pub mod virtual_mem_granularity_get_info {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const ALLOCATION_SIZE: usize = 2;
+        pub const PROP_NAME: usize = 3;
+        pub const PROP_SIZE: usize = 4;
+        pub const P_PROP_VALUE: usize = 5;
+        pub const P_PROP_SIZE_RET: usize = 6;
+    }
+    /// `urVirtualMemReserve`
+    pub mod virtual_mem_reserve {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const PP_START: usize = 3;
+    }
+    /// `urVirtualMemFree`
+    pub mod virtual_mem_free {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+    }
+    /// `urVirtualMemMap`
+    pub mod virtual_mem_map {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const H_PHYSICAL_MEM: usize = 3;
+        pub const OFFSET: usize = 4;
+        pub const FLAGS: usize = 5;
+    }
+    /// `urVirtualMemUnmap`
+    pub mod virtual_mem_unmap {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+    }
+    /// `urVirtualMemSetAccess`
+    pub mod virtual_mem_set_access {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const FLAGS: usize = 3;
+    }
+    /// `urVirtualMemGetInfo`
+    pub mod virtual_mem_get_info {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_START: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const PROP_NAME: usize = 3;
+        pub const PROP_SIZE: usize = 4;
+        pub const P_PROP_VALUE: usize = 5;
+        pub const P_PROP_SIZE_RET: usize = 6;
+    }
+    /// `urPhysicalMemCreate`
+    pub mod physical_mem_create {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const PH_PHYSICAL_MEM: usize = 4;
+    }
+    /// `urPhysicalMemRetain`
+    pub mod physical_mem_retain {
+        pub const H_PHYSICAL_MEM: usize = 0;
+    }
+    /// `urPhysicalMemRelease`
+    pub mod physical_mem_release {
+        pub const H_PHYSICAL_MEM: usize = 0;
+    }
+    /// `urUSMImportExp`
+    pub mod usm_import_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const SIZE: usize = 2;
+    }
+    /// `urUSMReleaseExp`
+    pub mod usm_release_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+    }
+    /// `urUsmP2PEnablePeerAccessExp`
+    pub mod usm_p2p_enable_peer_access_exp {
+        pub const COMMAND_DEVICE: usize = 0;
+        pub const PEER_DEVICE: usize = 1;
+    }
+    /// `urUsmP2PDisablePeerAccessExp`
+    pub mod usm_p2p_disable_peer_access_exp {
+        pub const COMMAND_DEVICE: usize = 0;
+        pub const PEER_DEVICE: usize = 1;
+    }
+    /// `urUsmP2PPeerAccessGetInfoExp`
+    pub mod usm_p2p_peer_access_get_info_exp {
+        pub const COMMAND_DEVICE: usize = 0;
+        pub const PEER_DEVICE: usize = 1;
+        pub const PROP_NAME: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+        pub const P_PROP_VALUE: usize = 4;
+        pub const P_PROP_SIZE_RET: usize = 5;
+    }
+    /// `urLoaderConfigCreate`
+    pub mod loader_config_create {
+        pub const PH_LOADER_CONFIG: usize = 0;
+    }
+    /// `urLoaderConfigRelease`
+    pub mod loader_config_release {
+        pub const H_LOADER_CONFIG: usize = 0;
+    }
+    /// `urLoaderConfigRetain`
+    pub mod loader_config_retain {
+        pub const H_LOADER_CONFIG: usize = 0;
+    }
+    /// `urLoaderConfigGetInfo`
+    pub mod loader_config_get_info {
+        pub const H_LOADER_CONFIG: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urLoaderConfigEnableLayer`
+    pub mod loader_config_enable_layer {
+        pub const H_LOADER_CONFIG: usize = 0;
+        pub const P_LAYER_NAME: usize = 1;
+    }
+    /// `urAdapterRelease`
+    pub mod adapter_release {
+        pub const H_ADAPTER: usize = 0;
+    }
+    /// `urAdapterGet`
+    pub mod adapter_get {
+        pub const NUM_ENTRIES: usize = 0;
+        pub const PH_ADAPTERS: usize = 1;
+        pub const P_NUM_ADAPTERS: usize = 2;
+    }
+    /// `urAdapterRetain`
+    pub mod adapter_retain {
+        pub const H_ADAPTER: usize = 0;
+    }
+    /// `urAdapterGetLastError`
+    pub mod adapter_get_last_error {
+        pub const H_ADAPTER: usize = 0;
+        pub const PP_MESSAGE: usize = 1;
+        pub const P_ERROR: usize = 2;
+    }
+    /// `urAdapterGetInfo`
+    pub mod adapter_get_info {
+        pub const H_ADAPTER: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urProgramBuildExp`
+    pub mod program_build_exp {
+        pub const H_PROGRAM: usize = 0;
+        pub const NUM_DEVICES: usize = 1;
+        pub const PH_DEVICES: usize = 2;
+        pub const FLAGS: usize = 3;
+        pub const P_OPTIONS: usize = 4;
+    }
+    /// `urProgramCompileExp`
+    pub mod program_compile_exp {
+        pub const H_PROGRAM: usize = 0;
+        pub const NUM_DEVICES: usize = 1;
+        pub const PH_DEVICES: usize = 2;
+        pub const FLAGS: usize = 3;
+        pub const P_OPTIONS: usize = 4;
+    }
+    /// `urProgramLinkExp`
+    pub mod program_link_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const NUM_DEVICES: usize = 1;
+        pub const PH_DEVICES: usize = 2;
+        pub const FLAGS: usize = 3;
+        pub const COUNT: usize = 4;
+        pub const PH_PROGRAMS: usize = 5;
+        pub const P_OPTIONS: usize = 6;
+        pub const PH_PROGRAM: usize = 7;
+    }
+    /// `urLoaderConfigSetCodeLocationCallback`
+    pub mod loader_config_set_code_location_callback {
+        pub const H_LOADER_CONFIG: usize = 0;
+        pub const PFN_CODELOC: usize = 1;
+        pub const P_USER_DATA: usize = 2;
+    }
+    /// `urLoaderInit`
+    pub mod loader_init {
+        pub const DEVICE_FLAGS: usize = 0;
+        pub const H_LOADER_CONFIG: usize = 1;
+    }
+    /// `urProgramGetGlobalVariablePointer`
+    pub mod program_get_global_variable_pointer {
+        pub const H_DEVICE: usize = 0;
+        pub const H_PROGRAM: usize = 1;
+        pub const P_GLOBAL_VARIABLE_NAME: usize = 2;
+        pub const P_GLOBAL_VARIABLE_SIZE_RET: usize = 3;
+        pub const PP_GLOBAL_VARIABLE_POINTER_RET: usize = 4;
+    }
+    /// `urDeviceGetSelected`
+    pub mod device_get_selected {
+        pub const H_PLATFORM: usize = 0;
+        pub const DEVICE_TYPE: usize = 1;
+        pub const NUM_ENTRIES: usize = 2;
+        pub const PH_DEVICES: usize = 3;
+        pub const P_NUM_DEVICES: usize = 4;
+    }
+    /// `urCommandBufferUpdateKernelLaunchExp`
+    pub mod command_buffer_update_kernel_launch_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const NUM_KERNEL_UPDATES: usize = 1;
+        pub const P_UPDATE_KERNEL_LAUNCH: usize = 2;
+    }
+    /// `urCommandBufferGetInfoExp`
+    pub mod command_buffer_get_info_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urEnqueueTimestampRecordingExp`
+    pub mod enqueue_timestamp_recording_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const BLOCKING: usize = 1;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 2;
+        pub const PH_EVENT_WAIT_LIST: usize = 3;
+        pub const PH_EVENT: usize = 4;
+    }
+    /// `urKernelGetSuggestedLocalWorkSize`
+    pub mod kernel_get_suggested_local_work_size {
+        pub const H_KERNEL: usize = 0;
+        pub const H_QUEUE: usize = 1;
+        pub const NUM_WORK_DIM: usize = 2;
+        pub const P_GLOBAL_WORK_OFFSET: usize = 3;
+        pub const P_GLOBAL_WORK_SIZE: usize = 4;
+        pub const P_SUGGESTED_LOCAL_WORK_SIZE: usize = 5;
+    }
+    /// `urBindlessImagesImportExternalMemoryExp`
+    pub mod bindless_images_import_external_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const MEM_HANDLE_TYPE: usize = 3;
+        pub const P_EXTERNAL_MEM_DESC: usize = 4;
+        pub const PH_EXTERNAL_MEM: usize = 5;
+    }
+    /// `urBindlessImagesImportExternalSemaphoreExp`
+    pub mod bindless_images_import_external_semaphore_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const SEM_HANDLE_TYPE: usize = 2;
+        pub const P_EXTERNAL_SEMAPHORE_DESC: usize = 3;
+        pub const PH_EXTERNAL_SEMAPHORE: usize = 4;
+    }
+    /// `urEnqueueNativeCommandExp`
+    pub mod enqueue_native_command_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const PFN_NATIVE_ENQUEUE: usize = 1;
+        pub const DATA: usize = 2;
+        pub const NUM_MEMS_IN_MEM_LIST: usize = 3;
+        pub const PH_MEM_LIST: usize = 4;
+        pub const P_PROPERTIES: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const PH_EVENT: usize = 8;
+    }
+    /// `urLoaderConfigSetMockingEnabled`
+    pub mod loader_config_set_mocking_enabled {
+        pub const H_LOADER_CONFIG: usize = 0;
+        pub const ENABLE: usize = 1;
+    }
+    /// `urBindlessImagesReleaseExternalMemoryExp`
+    pub mod bindless_images_release_external_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_EXTERNAL_MEM: usize = 2;
+    }
+    /// `urCommandBufferAppendUSMMemcpyExp`
+    pub mod command_buffer_append_usm_memcpy_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const P_DST: usize = 1;
+        pub const P_SRC: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 4;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const P_SYNC_POINT: usize = 8;
+        pub const PH_EVENT: usize = 9;
+        pub const PH_COMMAND: usize = 10;
+    }
+    /// `urCommandBufferAppendUSMFillExp`
+    pub mod command_buffer_append_usm_fill_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const P_MEMORY: usize = 1;
+        pub const P_PATTERN: usize = 2;
+        pub const PATTERN_SIZE: usize = 3;
+        pub const SIZE: usize = 4;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 5;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const P_SYNC_POINT: usize = 9;
+        pub const PH_EVENT: usize = 10;
+        pub const PH_COMMAND: usize = 11;
+    }
+    /// `urCommandBufferAppendMemBufferCopyExp`
+    pub mod command_buffer_append_mem_buffer_copy_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_SRC_MEM: usize = 1;
+        pub const H_DST_MEM: usize = 2;
+        pub const SRC_OFFSET: usize = 3;
+        pub const DST_OFFSET: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 6;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 7;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 8;
+        pub const PH_EVENT_WAIT_LIST: usize = 9;
+        pub const P_SYNC_POINT: usize = 10;
+        pub const PH_EVENT: usize = 11;
+        pub const PH_COMMAND: usize = 12;
+    }
+    /// `urCommandBufferAppendMemBufferWriteExp`
+    pub mod command_buffer_append_mem_buffer_write_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const OFFSET: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const P_SRC: usize = 4;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 5;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const P_SYNC_POINT: usize = 9;
+        pub const PH_EVENT: usize = 10;
+        pub const PH_COMMAND: usize = 11;
+    }
+    /// `urCommandBufferAppendMemBufferReadExp`
+    pub mod command_buffer_append_mem_buffer_read_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const OFFSET: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const P_DST: usize = 4;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 5;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 6;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 7;
+        pub const PH_EVENT_WAIT_LIST: usize = 8;
+        pub const P_SYNC_POINT: usize = 9;
+        pub const PH_EVENT: usize = 10;
+        pub const PH_COMMAND: usize = 11;
+    }
+    /// `urCommandBufferAppendMemBufferCopyRectExp`
+    pub mod command_buffer_append_mem_buffer_copy_rect_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_SRC_MEM: usize = 1;
+        pub const H_DST_MEM: usize = 2;
+        pub const SRC_ORIGIN: usize = 3;
+        pub const DST_ORIGIN: usize = 4;
+        pub const REGION: usize = 5;
+        pub const SRC_ROW_PITCH: usize = 6;
+        pub const SRC_SLICE_PITCH: usize = 7;
+        pub const DST_ROW_PITCH: usize = 8;
+        pub const DST_SLICE_PITCH: usize = 9;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 10;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 11;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 12;
+        pub const PH_EVENT_WAIT_LIST: usize = 13;
+        pub const P_SYNC_POINT: usize = 14;
+        pub const PH_EVENT: usize = 15;
+        pub const PH_COMMAND: usize = 16;
+    }
+    /// `urCommandBufferAppendMemBufferWriteRectExp`
+    pub mod command_buffer_append_mem_buffer_write_rect_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BUFFER_OFFSET: usize = 2;
+        pub const HOST_OFFSET: usize = 3;
+        pub const REGION: usize = 4;
+        pub const BUFFER_ROW_PITCH: usize = 5;
+        pub const BUFFER_SLICE_PITCH: usize = 6;
+        pub const HOST_ROW_PITCH: usize = 7;
+        pub const HOST_SLICE_PITCH: usize = 8;
+        pub const P_SRC: usize = 9;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 10;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 11;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 12;
+        pub const PH_EVENT_WAIT_LIST: usize = 13;
+        pub const P_SYNC_POINT: usize = 14;
+        pub const PH_EVENT: usize = 15;
+        pub const PH_COMMAND: usize = 16;
+    }
+    /// `urCommandBufferAppendMemBufferReadRectExp`
+    pub mod command_buffer_append_mem_buffer_read_rect_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const BUFFER_OFFSET: usize = 2;
+        pub const HOST_OFFSET: usize = 3;
+        pub const REGION: usize = 4;
+        pub const BUFFER_ROW_PITCH: usize = 5;
+        pub const BUFFER_SLICE_PITCH: usize = 6;
+        pub const HOST_ROW_PITCH: usize = 7;
+        pub const HOST_SLICE_PITCH: usize = 8;
+        pub const P_DST: usize = 9;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 10;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 11;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 12;
+        pub const PH_EVENT_WAIT_LIST: usize = 13;
+        pub const P_SYNC_POINT: usize = 14;
+        pub const PH_EVENT: usize = 15;
+        pub const PH_COMMAND: usize = 16;
+    }
+    /// `urCommandBufferAppendMemBufferFillExp`
+    pub mod command_buffer_append_mem_buffer_fill_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_BUFFER: usize = 1;
+        pub const P_PATTERN: usize = 2;
+        pub const PATTERN_SIZE: usize = 3;
+        pub const OFFSET: usize = 4;
+        pub const SIZE: usize = 5;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 6;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 7;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 8;
+        pub const PH_EVENT_WAIT_LIST: usize = 9;
+        pub const P_SYNC_POINT: usize = 10;
+        pub const PH_EVENT: usize = 11;
+        pub const PH_COMMAND: usize = 12;
+    }
+    /// `urCommandBufferAppendUSMPrefetchExp`
+    pub mod command_buffer_append_usm_prefetch_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const P_MEMORY: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const FLAGS: usize = 3;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 4;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const P_SYNC_POINT: usize = 8;
+        pub const PH_EVENT: usize = 9;
+        pub const PH_COMMAND: usize = 10;
+    }
+    /// `urCommandBufferAppendUSMAdviseExp`
+    pub mod command_buffer_append_usm_advise_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const P_MEMORY: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const ADVICE: usize = 3;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 4;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 5;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 6;
+        pub const PH_EVENT_WAIT_LIST: usize = 7;
+        pub const P_SYNC_POINT: usize = 8;
+        pub const PH_EVENT: usize = 9;
+        pub const PH_COMMAND: usize = 10;
+    }
+    /// `urEnqueueCommandBufferExp`
+    pub mod enqueue_command_buffer_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_COMMAND_BUFFER: usize = 1;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 2;
+        pub const PH_EVENT_WAIT_LIST: usize = 3;
+        pub const PH_EVENT: usize = 4;
+    }
+    /// `urCommandBufferUpdateSignalEventExp`
+    pub mod command_buffer_update_signal_event_exp {
+        pub const H_COMMAND: usize = 0;
+        pub const PH_SIGNAL_EVENT: usize = 1;
+    }
+    /// `urCommandBufferUpdateWaitEventsExp`
+    pub mod command_buffer_update_wait_events_exp {
+        pub const H_COMMAND: usize = 0;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 1;
+        pub const PH_EVENT_WAIT_LIST: usize = 2;
+    }
+    /// `urBindlessImagesMapExternalLinearMemoryExp`
+    pub mod bindless_images_map_external_linear_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const OFFSET: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const H_EXTERNAL_MEM: usize = 4;
+        pub const PP_RET_MEM: usize = 5;
+    }
+    /// `urEnqueueEventsWaitWithBarrierExt`
+    pub mod enqueue_events_wait_with_barrier_ext {
+        pub const H_QUEUE: usize = 0;
+        pub const P_PROPERTIES: usize = 1;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 2;
+        pub const PH_EVENT_WAIT_LIST: usize = 3;
+        pub const PH_EVENT: usize = 4;
+    }
+    /// `urPhysicalMemGetInfo`
+    pub mod physical_mem_get_info {
+        pub const H_PHYSICAL_MEM: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const PROP_SIZE: usize = 2;
+        pub const P_PROP_VALUE: usize = 3;
+        pub const P_PROP_SIZE_RET: usize = 4;
+    }
+    /// `urEnqueueUSMDeviceAllocExp`
+    pub mod enqueue_usm_device_alloc_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_POOL: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PP_MEM: usize = 6;
+        pub const PH_EVENT: usize = 7;
+    }
+    /// `urEnqueueUSMSharedAllocExp`
+    pub mod enqueue_usm_shared_alloc_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_POOL: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PP_MEM: usize = 6;
+        pub const PH_EVENT: usize = 7;
+    }
+    /// `urEnqueueUSMHostAllocExp`
+    pub mod enqueue_usm_host_alloc_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_POOL: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PP_MEM: usize = 6;
+        pub const PH_EVENT: usize = 7;
+    }
+    /// `urEnqueueUSMFreeExp`
+    pub mod enqueue_usm_free_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_POOL: usize = 1;
+        pub const P_MEM: usize = 2;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 3;
+        pub const PH_EVENT_WAIT_LIST: usize = 4;
+        pub const PH_EVENT: usize = 5;
+    }
+    /// `urUSMPoolCreateExp`
+    pub mod usm_pool_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_POOL_DESC: usize = 2;
+        pub const P_POOL: usize = 3;
+    }
+    /// `urUSMPoolDestroyExp`
+    pub mod usm_pool_destroy_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_POOL: usize = 2;
+    }
+    /// `urUSMPoolGetDefaultDevicePoolExp`
+    pub mod usm_pool_get_default_device_pool_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_POOL: usize = 2;
+    }
+    /// `urUSMPoolSetDevicePoolExp`
+    pub mod usm_pool_set_device_pool_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_POOL: usize = 2;
+    }
+    /// `urUSMPoolGetDevicePoolExp`
+    pub mod usm_pool_get_device_pool_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_POOL: usize = 2;
+    }
+    /// `urUSMPoolTrimToExp`
+    pub mod usm_pool_trim_to_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const H_POOL: usize = 2;
+        pub const MIN_BYTES_TO_KEEP: usize = 3;
+    }
+    /// `urUSMPoolGetInfoExp`
+    pub mod usm_pool_get_info_exp {
+        pub const H_POOL: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const P_PROP_VALUE: usize = 2;
+        pub const P_PROP_SIZE_RET: usize = 3;
+    }
+    /// `urCommandBufferAppendNativeCommandExp`
+    pub mod command_buffer_append_native_command_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const PFN_NATIVE_COMMAND: usize = 1;
+        pub const P_DATA: usize = 2;
+        pub const H_CHILD_COMMAND_BUFFER: usize = 3;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 4;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 5;
+        pub const P_SYNC_POINT: usize = 6;
+    }
+    /// `urCommandBufferGetNativeHandleExp`
+    pub mod command_buffer_get_native_handle_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const PH_NATIVE_COMMAND_BUFFER: usize = 1;
+    }
+    /// `urUSMPoolSetInfoExp`
+    pub mod usm_pool_set_info_exp {
+        pub const H_POOL: usize = 0;
+        pub const PROP_NAME: usize = 1;
+        pub const P_PROP_VALUE: usize = 2;
+        pub const PROP_SIZE: usize = 3;
+    }
+    /// `urAdapterSetLoggerCallback`
+    pub mod adapter_set_logger_callback {
+        pub const H_ADAPTER: usize = 0;
+        pub const PFN_LOGGER_CALLBACK: usize = 1;
+        pub const P_USER_DATA: usize = 2;
+        pub const LEVEL: usize = 3;
+    }
+    /// `urAdapterSetLoggerCallbackLevel`
+    pub mod adapter_set_logger_callback_level {
+        pub const H_ADAPTER: usize = 0;
+        pub const LEVEL: usize = 1;
+    }
+    /// `urBindlessImagesFreeMappedLinearMemoryExp`
+    pub mod bindless_images_free_mapped_linear_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_MEM: usize = 2;
+    }
+    /// `urKernelSuggestMaxCooperativeGroupCount`
+    pub mod kernel_suggest_max_cooperative_group_count {
+        pub const H_KERNEL: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const WORK_DIM: usize = 2;
+        pub const P_LOCAL_WORK_SIZE: usize = 3;
+        pub const DYNAMIC_SHARED_MEMORY_SIZE: usize = 4;
+        pub const P_GROUP_COUNT_RET: usize = 5;
+    }
+    /// `urUSMContextMemcpyExp`
+    pub mod usm_context_memcpy_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_DST: usize = 1;
+        pub const P_SRC: usize = 2;
+        pub const SIZE: usize = 3;
+    }
+    /// `urMemoryExportAllocExportableMemoryExp`
+    pub mod memory_export_alloc_exportable_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const ALIGNMENT: usize = 2;
+        pub const SIZE: usize = 3;
+        pub const HANDLE_TYPE_TO_EXPORT: usize = 4;
+        pub const PP_MEM: usize = 5;
+    }
+    /// `urMemoryExportFreeExportableMemoryExp`
+    pub mod memory_export_free_exportable_memory_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_MEM: usize = 2;
+    }
+    /// `urMemoryExportExportMemoryHandleExp`
+    pub mod memory_export_export_memory_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const HANDLE_TYPE_TO_EXPORT: usize = 2;
+        pub const P_MEM: usize = 3;
+        pub const P_MEM_HANDLE_RET: usize = 4;
+    }
+    /// `urIPCGetMemHandleExp`
+    pub mod ipc_get_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+        pub const PP_IPC_MEM_HANDLE_DATA: usize = 2;
+        pub const P_IPC_MEM_HANDLE_DATA_SIZE_RET: usize = 3;
+    }
+    /// `urIPCPutMemHandleExp`
+    pub mod ipc_put_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_IPC_MEM_HANDLE_DATA: usize = 1;
+    }
+    /// `urIPCOpenMemHandleExp`
+    pub mod ipc_open_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_IPC_MEM_HANDLE_DATA: usize = 2;
+        pub const IPC_MEM_HANDLE_DATA_SIZE: usize = 3;
+        pub const PP_MEM: usize = 4;
+    }
+    /// `urIPCCloseMemHandleExp`
+    pub mod ipc_close_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_MEM: usize = 1;
+    }
+    /// `urDeviceWaitExp`
+    pub mod device_wait_exp {
+        pub const H_DEVICE: usize = 0;
+    }
+    /// `urProgramDynamicLinkExp`
+    pub mod program_dynamic_link_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const COUNT: usize = 1;
+        pub const PH_PROGRAMS: usize = 2;
+    }
+    /// `urEnqueueKernelLaunchWithArgsExp`
+    pub mod enqueue_kernel_launch_with_args_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_KERNEL: usize = 1;
+        pub const WORK_DIM: usize = 2;
+        pub const P_GLOBAL_WORK_OFFSET: usize = 3;
+        pub const P_GLOBAL_WORK_SIZE: usize = 4;
+        pub const P_LOCAL_WORK_SIZE: usize = 5;
+        pub const NUM_ARGS: usize = 6;
+        pub const P_ARGS: usize = 7;
+        pub const LAUNCH_PROP_LIST: usize = 8;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 9;
+        pub const PH_EVENT_WAIT_LIST: usize = 10;
+        pub const PH_EVENT: usize = 11;
+    }
+    /// `urGraphCreateExp`
+    pub mod graph_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const PH_GRAPH: usize = 1;
+    }
+    /// `urQueueBeginGraphCaptureExp`
+    pub mod queue_begin_graph_capture_exp {
+        pub const H_QUEUE: usize = 0;
+    }
+    /// `urQueueBeginCaptureIntoGraphExp`
+    pub mod queue_begin_capture_into_graph_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_GRAPH: usize = 1;
+    }
+    /// `urQueueEndGraphCaptureExp`
+    pub mod queue_end_graph_capture_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const PH_GRAPH: usize = 1;
+    }
+    /// `urGraphDestroyExp`
+    pub mod graph_destroy_exp {
+        pub const H_GRAPH: usize = 0;
+    }
+    /// `urGraphExecutableGraphDestroyExp`
+    pub mod graph_executable_graph_destroy_exp {
+        pub const H_EXECUTABLE_GRAPH: usize = 0;
+    }
+    /// `urQueueIsGraphCaptureEnabledExp`
+    pub mod queue_is_graph_capture_enabled_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const P_RESULT: usize = 1;
+    }
+    /// `urGraphIsEmptyExp`
+    pub mod graph_is_empty_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const P_RESULT: usize = 1;
+    }
+    /// `urGraphDumpContentsExp`
+    pub mod graph_dump_contents_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const FILE_PATH: usize = 1;
+    }
+    /// `urGraphInstantiateGraphExp`
+    pub mod graph_instantiate_graph_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const PH_EXEC_GRAPH: usize = 1;
+    }
+    /// `urEnqueueGraphExp`
+    pub mod enqueue_graph_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const H_GRAPH: usize = 1;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 2;
+        pub const PH_EVENT_WAIT_LIST: usize = 3;
+        pub const PH_EVENT: usize = 4;
+    }
+    /// `urEnqueueHostTaskExp`
+    pub mod enqueue_host_task_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const PFN_HOST_TASK: usize = 1;
+        pub const DATA: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 4;
+        pub const PH_EVENT_WAIT_LIST: usize = 5;
+        pub const PH_EVENT: usize = 6;
+    }
+    /// `urCommandBufferAppendKernelLaunchWithArgsExp`
+    pub mod command_buffer_append_kernel_launch_with_args_exp {
+        pub const H_COMMAND_BUFFER: usize = 0;
+        pub const H_KERNEL: usize = 1;
+        pub const WORK_DIM: usize = 2;
+        pub const P_GLOBAL_WORK_OFFSET: usize = 3;
+        pub const P_GLOBAL_WORK_SIZE: usize = 4;
+        pub const P_LOCAL_WORK_SIZE: usize = 5;
+        pub const NUM_ARGS: usize = 6;
+        pub const P_ARGS: usize = 7;
+        pub const NUM_KERNEL_ALTERNATIVES: usize = 8;
+        pub const PH_KERNEL_ALTERNATIVES: usize = 9;
+        pub const NUM_SYNC_POINTS_IN_WAIT_LIST: usize = 10;
+        pub const P_SYNC_POINT_WAIT_LIST: usize = 11;
+        pub const NUM_EVENTS_IN_WAIT_LIST: usize = 12;
+        pub const PH_EVENT_WAIT_LIST: usize = 13;
+        pub const P_SYNC_POINT: usize = 14;
+        pub const PH_EVENT: usize = 15;
+        pub const PH_COMMAND: usize = 16;
+    }
+    /// `urKernelGetSuggestedLocalWorkSizeWithArgs`
+    pub mod kernel_get_suggested_local_work_size_with_args {
+        pub const H_KERNEL: usize = 0;
+        pub const H_QUEUE: usize = 1;
+        pub const NUM_WORK_DIM: usize = 2;
+        pub const P_GLOBAL_WORK_OFFSET: usize = 3;
+        pub const P_GLOBAL_WORK_SIZE: usize = 4;
+        pub const NUM_ARGS: usize = 5;
+        pub const P_ARGS: usize = 6;
+        pub const P_SUGGESTED_LOCAL_WORK_SIZE: usize = 7;
+    }
+    /// `urUSMHostAllocRegisterExp`
+    pub mod usm_host_alloc_register_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_HOST_MEM: usize = 1;
+        pub const SIZE: usize = 2;
+        pub const P_PROPERTIES: usize = 3;
+    }
+    /// `urUSMHostAllocUnregisterExp`
+    pub mod usm_host_alloc_unregister_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_HOST_MEM: usize = 1;
+    }
+    /// `urQueueGetGraphExp`
+    pub mod queue_get_graph_exp {
+        pub const H_QUEUE: usize = 0;
+        pub const PH_GRAPH: usize = 1;
+    }
+    /// `urGraphSetDestructionCallbackExp`
+    pub mod graph_set_destruction_callback_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const PFN_CALLBACK: usize = 1;
+        pub const P_USER_DATA: usize = 2;
+    }
+    /// `urIPCGetPhysMemHandleExp`
+    pub mod ipc_get_phys_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_PHYS_MEM: usize = 1;
+        pub const PP_IPC_PHYS_MEM_HANDLE_DATA: usize = 2;
+        pub const P_IPC_PHYS_MEM_HANDLE_DATA_SIZE_RET: usize = 3;
+    }
+    /// `urIPCPutPhysMemHandleExp`
+    pub mod ipc_put_phys_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_IPC_PHYS_MEM_HANDLE_DATA: usize = 1;
+    }
+    /// `urIPCOpenPhysMemHandleExp`
+    pub mod ipc_open_phys_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_IPC_PHYS_MEM_HANDLE_DATA: usize = 2;
+        pub const IPC_PHYS_MEM_HANDLE_DATA_SIZE: usize = 3;
+        pub const PH_PHYS_MEM: usize = 4;
+    }
+    /// `urIPCClosePhysMemHandleExp`
+    pub mod ipc_close_phys_mem_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_PHYS_MEM: usize = 1;
+    }
+    /// `urGraphGetNativeHandleExp`
+    pub mod graph_get_native_handle_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const PH_NATIVE_GRAPH: usize = 1;
+    }
+    /// `urGraphExecutableGraphGetNativeHandleExp`
+    pub mod graph_executable_graph_get_native_handle_exp {
+        pub const H_EXECUTABLE_GRAPH: usize = 0;
+        pub const PH_NATIVE_EXECUTABLE_GRAPH: usize = 1;
+    }
+    /// `urEventCreateExp`
+    pub mod event_create_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const H_DEVICE: usize = 1;
+        pub const P_EVENT_DESC: usize = 2;
+        pub const PH_EVENT: usize = 3;
+    }
+    /// `urIPCGetEventHandleExp`
+    pub mod ipc_get_event_handle_exp {
+        pub const H_EVENT: usize = 0;
+        pub const PP_IPC_EVENT_HANDLE_DATA: usize = 1;
+        pub const P_IPC_EVENT_HANDLE_DATA_SIZE_RET: usize = 2;
+    }
+    /// `urIPCPutEventHandleExp`
+    pub mod ipc_put_event_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_IPC_EVENT_HANDLE_DATA: usize = 1;
+    }
+    /// `urIPCOpenEventHandleExp`
+    pub mod ipc_open_event_handle_exp {
+        pub const H_CONTEXT: usize = 0;
+        pub const P_IPC_EVENT_HANDLE_DATA: usize = 1;
+        pub const IPC_EVENT_HANDLE_DATA_SIZE: usize = 2;
+        pub const PH_EVENT: usize = 3;
+    }
+    /// `urGraphGetIdExp`
+    pub mod graph_get_id_exp {
+        pub const H_GRAPH: usize = 0;
+        pub const P_GRAPH_ID: usize = 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
-//! Process-wide definition tables (strings, payloads, metadata objects and sets) and the
-//! definitions queue.
+//! The raw layer's definition tables (payloads, metadata objects and sets) over the recording's
+//! string table and definitions queue (`offtrace_recorder::Definitions`: one id space per trace,
+//! shared with the typed records).
 //!
 //! The record path never comes here in the steady state: each thread keeps small direct-mapped
 //! caches (see `decode.rs`) in front of these tables, and UR function names are a lock-free
@@ -13,7 +14,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use offtrace_format::{MetadataSetId, ObjectId, PayloadId, Record, StrId, ValueType};
-use offtrace_xpti::ur;
+use offtrace_recorder::Definitions;
+use offtrace_xpti_abi::ur;
 
 use crate::dispatcher::Dispatcher;
 
@@ -27,7 +29,6 @@ const MAX_OBJECT_BYTES: usize = 64 * 1024;
 
 #[derive(Default)]
 struct Tables {
-    strings: Map<Vec<u8>, StrId>,
     /// xpti string id (metadata keys) → ours.
     xpti_strings: Map<u32, StrId>,
     payloads: Map<(StrId, StrId, u32, u32), PayloadId>,
@@ -37,25 +38,11 @@ struct Tables {
     next_object: u32,
     next_payload: u32,
     next_set: u32,
-    queue: Vec<Record>,
 }
 
-impl Tables {
-    fn string(&mut self, bytes: &[u8]) -> StrId {
-        if let Some(&id) = self.strings.get(bytes) {
-            return id;
-        }
-        let id = StrId(self.strings.len() as u32 + 1);
-        self.strings.insert(bytes.to_vec(), id);
-        self.queue.push(Record::String { id, text: String::from_utf8_lossy(bytes).into_owned() });
-        id
-    }
-}
-
-/// The definition tables and the definitions queue. One per process (in the recorder); tests
-/// make their own.
-#[derive(Default)]
+/// The raw layer's definition tables. One per recording; tests make their own.
 pub struct Interner {
+    defs: &'static Definitions,
     tables: Mutex<Tables>,
     /// `ur_function_t` → interned name (0 = not yet), lock-free on the record path.
     ur_names: Box<[AtomicU32]>,
@@ -67,9 +54,25 @@ impl std::fmt::Debug for Interner {
     }
 }
 
+impl Default for Interner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Interner {
+    /// Tables with their own string table and queue (tests; leaks one small `Definitions`).
     pub fn new() -> Self {
-        Self { tables: Mutex::default(), ur_names: (0..=ur::MAX_FUNCTION_ID).map(|_| AtomicU32::new(0)).collect() }
+        Self::with_definitions(Box::leak(Box::default()))
+    }
+
+    /// Tables over a recording's string table and definitions queue.
+    pub fn with_definitions(defs: &'static Definitions) -> Self {
+        Self {
+            defs,
+            tables: Mutex::default(),
+            ur_names: (0..=ur::MAX_FUNCTION_ID).map(|_| AtomicU32::new(0)).collect(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -81,33 +84,33 @@ impl Interner {
     /// Queues a non-interned definition-like record (Info, Stream, Thread, ClockSync).
     #[cold]
     pub fn push(&self, r: Record) {
-        self.lock().queue.push(r);
+        self.defs.push(r);
     }
 
     /// Takes every queued definition, in queue order (writer thread).
     pub fn take_queue(&self, into: &mut Vec<Record>) {
-        into.append(&mut self.lock().queue);
+        self.defs.take_queue(into);
     }
 
     #[cold]
     #[inline(never)]
     pub fn string(&self, bytes: &[u8]) -> StrId {
-        self.lock().string(bytes)
+        self.defs.string(bytes)
     }
 
     #[cold]
     #[inline(never)]
     pub fn payload(&self, name: &[u8], file: &[u8], line: u32, column: u32) -> PayloadId {
         let mut t = self.lock();
-        let name = if name.is_empty() { StrId(0) } else { t.string(name) };
-        let file = if file.is_empty() { StrId(0) } else { t.string(file) };
+        let name = self.defs.string(name);
+        let file = self.defs.string(file);
         if let Some(&id) = t.payloads.get(&(name, file, line, column)) {
             return id;
         }
         t.next_payload += 1;
         let id = PayloadId(t.next_payload);
         t.payloads.insert((name, file, line, column), id);
-        t.queue.push(Record::Payload { id, name, file, line, column });
+        self.defs.push(Record::Payload { id, name, file, line, column });
         id
     }
 
@@ -133,12 +136,12 @@ impl Interner {
                     #[allow(unsafe_code)]
                     let p = unsafe { (d.lookup_string)(key) };
                     let k = if p.is_null() {
-                        t.string(format!("<string {key}>").as_bytes())
+                        self.defs.string(format!("<string {key}>").as_bytes())
                     } else {
                         // SAFETY: non-null result of xptiLookupString: a NUL-terminated string.
                         #[allow(unsafe_code)]
                         let s = unsafe { std::ffi::CStr::from_ptr(p) };
-                        t.string(s.to_bytes())
+                        self.defs.string(s.to_bytes())
                     };
                     t.xpti_strings.insert(key, k);
                     k
@@ -163,7 +166,7 @@ impl Interner {
                     t.next_object += 1;
                     let id = ObjectId(t.next_object);
                     t.objects.insert(value, id);
-                    t.queue.push(Record::Object { id, value_type: ValueType::from_u8(o.type_), bytes });
+                    self.defs.push(Record::Object { id, value_type: ValueType::from_u8(o.type_), bytes });
                     id
                 }
             };
@@ -172,7 +175,7 @@ impl Interner {
         t.next_set += 1;
         let id = MetadataSetId(t.next_set);
         t.sets.insert(pairs.to_vec(), id);
-        t.queue.push(Record::MetadataSet { id, items });
+        self.defs.push(Record::MetadataSet { id, items });
         id
     }
 
