@@ -13,7 +13,7 @@ t=$(ls -t target/release/deps/injection-* 2>/dev/null | grep -v '\.d$' | head -1
 [ -n "$t" ] && strip -o "$dest/target/release/cuda-tests" "$t"
 [ -x target/release/examples/trace_jsonl ] && strip -o "$dest/target/release/trace_jsonl" target/release/examples/trace_jsonl
 cp scripts/gpu-tests.sh "$dest/scripts/"
-cp scripts/cuda/*.py "$dest/scripts/cuda/"
+cp scripts/cuda/*.py scripts/cuda/*.sh "$dest/scripts/cuda/"
 cp examples/cuda/* "$dest/examples/cuda/"
 strip -o "$dest/target/release/libofftrace_cuda.so" target/release/libofftrace_cuda.so
 if [ -x target/release/offtrace ]; then

@@ -276,7 +276,8 @@ def overhead(results_dir, out_path):
     base = statistics.median(per["untraced"])
     res = {}
     print(f"{'mode':12} {'runs':>4} {'steps':>6} {'median ms':>10} {'mean ms':>9} {'overhead':>9}  per-run medians (ms)")
-    for mode in ("untraced", "record", "record_nolaunch", "inject", "offtrace", "offtrace_dump", "torch"):
+    for mode in ("untraced", "record", "record_nolaunch", "record_noflush", "record_fewkinds", "inject", "offtrace",
+                 "offtrace_dump", "torch"):
         if mode not in per:
             continue
         m = statistics.median(per[mode])
