@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record one program with offtrace's agent and the shared full-dump subscriber loaded together
+# Record one program with offtrace's agent and the reference full-dump subscriber (tools/xpti-dump) loaded together
 # (XPTI_SUBSCRIBERS=dump,agent: both see exactly the same notifications), then compare the
 # per-stream, per-type counts of `offtrace report --format json` with the dump's.
 #

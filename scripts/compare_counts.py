@@ -3,7 +3,7 @@
 
 usage: compare_counts.py DUMP.jsonl REPORT.json [--markdown NAME]
 
-DUMP.jsonl is what the shared full-dump subscriber (shared/tools/xpti-dump) wrote; its last
+DUMP.jsonl is what the reference full-dump subscriber (tools/xpti-dump) wrote; its last
 line ("k": "exit") holds its counts. REPORT.json is `offtrace report --format json` of the trace
 offtrace recorded in the same process (both subscribers loaded through XPTI_SUBSCRIBERS), so both
 saw exactly the same notifications and the counts must be equal. Streams and types with a zero

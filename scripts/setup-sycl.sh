@@ -4,7 +4,7 @@
 # usage: scripts/setup-sycl.sh [--venv DIR] [--no-dpnp]
 #
 #   --venv DIR   where to create the venv (default: <project>/.venv, or $OFFTRACE_SYCL_VENV)
-#   --no-dpnp    skip dpnp (about 1.3 GB more; the shared workloads w0-w4 import it, the bundled
+#   --no-dpnp    skip dpnp (about 1.3 GB more; the workloads examples/sycl/w0-w4 import it, the other
 #                examples do not)
 #
 # Idempotent: an existing venv with the runtime is checked and left as it is. pip's cache
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# Pinned: the reference facts in shared/reference/ were measured on exactly these versions.
+# Pinned: the reference facts in docs/reference/ were measured on exactly these versions.
 pkgs=(intel-sycl-rt==2026.2.0 intel-opencl-rt==2026.2.0 dpctl==0.22.1)
 [ "$dpnp" = 1 ] && pkgs+=(dpnp==0.20.0)
 

@@ -1,6 +1,6 @@
 //! The tracing services' SYCL/UR backend (`services_bridge.rs`) against Intel's real SYCL
 //! runtime (2026.2, OpenCL CPU device, from the project venv), with C tools loaded through
-//! `OFFTRACE_TOOLS` into W4 (`shared/workloads/sycl/w4_usm_multiqueue.py`).
+//! `OFFTRACE_TOOLS` into W4 (`examples/sycl/w4_usm_multiqueue.py`).
 //!
 //! Needs the venv (`scripts/setup-sycl.sh`): `OFFTRACE_SYCL_VENV`, default `<workspace>/.venv`.
 //! Without it these tests fail with a message, unless `OFFTRACE_SKIP_SYCL=1`. The tools are
@@ -33,7 +33,7 @@ use offtrace_format::{Record, TraceReader, UserData};
 /// `function_with_args_begin`.
 const TT_FUNCTION_BEGIN: u16 = 28;
 
-use common::{agent, shared, venv, workspace};
+use common::{agent, venv, workload, workspace};
 
 fn tmpdir(name: &str) -> common::TestDir {
     common::tmpdir("services", name)
@@ -70,7 +70,7 @@ fn run_w4_with(venv: &Path, tool: &Path, dir: &Path, ur_calls: bool, detail: &st
         cmd.env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING");
     }
     let out = cmd
-        .arg(shared().join("workloads/sycl/w4_usm_multiqueue.py"))
+        .arg(workload("w4_usm_multiqueue.py"))
         .env("LD_LIBRARY_PATH", venv.join("lib"))
         .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
         .env("XPTI_TRACE_ENABLE", "1")

@@ -538,7 +538,7 @@ impl SummaryBuilder {
             qa.commands += 1;
             qa.host_ns += dur;
         }
-        // USM memcpy tasks carry the node's instance + 1 (sycl-runtime.md §7).
+        // USM memcpy tasks carry the node's instance + 1 (docs/reference/sycl-runtime.md §7).
         let node = self.node_by_instance.get(&n.instance).copied().or_else(|| {
             let prev = self.node_by_instance.get(&n.instance.wrapping_sub(1)).copied()?;
             (names::base_name(self.graph.name(prev)) == task.name).then_some(prev)

@@ -13,12 +13,29 @@ use offtrace::XptiPayload;
 use offtrace::tools::{offtrace_client_id_t, offtrace_tool_configure_result_t};
 use offtrace_core::*;
 
-/// target/<profile>, where cargo put `libofftrace.so` (the test binary is in `deps/`).
+/// target/<profile>, where cargo puts `libofftrace.so` (the test binary is in `deps/`). The
+/// cdylib is (re)built here by `cargo build -p offtrace-capi --lib` for this test's target
+/// directory and profile: building the tests makes the crate an rlib for the harness and does
+/// not produce or refresh the cdylib.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    assert!(dir.join("libofftrace.so").exists(), "libofftrace.so not in {}", dir.display());
-    dir
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().unwrap();
+            let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-q", "-p", "offtrace-capi", "--lib"])
+                .env("CARGO_TARGET_DIR", dir.parent().unwrap())
+                .current_dir(manifest());
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            assert!(cmd.status().unwrap().success(), "cargo build -p offtrace-capi failed");
+            assert!(dir.join("libofftrace.so").exists(), "libofftrace.so not in {}", dir.display());
+            dir
+        })
+        .clone()
 }
 
 fn manifest() -> &'static Path {

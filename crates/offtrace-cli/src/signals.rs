@@ -6,14 +6,20 @@
 //! generated (Ctrl-C at the terminal, `si_code > 0`) already reached the program, which is in
 //! the same process group, so it is not sent twice.
 //!
-//! The handler does only async-signal-safe work: one atomic load and `kill(2)`.
+//! A signal sent before the program's pid is known (between `fork` and [`set_child`]) is kept
+//! and sent as soon as it is: a program that announces it is ready can be signalled at once.
+//!
+//! The handler does only async-signal-safe work: atomic loads and stores and `kill(2)`.
 #![allow(unsafe_code)]
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// The traced program's pid (0 = none yet). Relaxed is enough: the handler only needs some
-/// recent value of this one word, and nothing else is published through it.
+/// The traced program's pid (0 = none yet).
 static CHILD: AtomicI32 = AtomicI32::new(0);
+/// A signal to forward that arrived while `CHILD` was 0 (0 = none). SeqCst on both words, so that
+/// of a handler storing here and then reading `CHILD`, and [`set_child`] storing `CHILD` and then
+/// taking this, at least one sees the other's store: the signal is sent once, never lost.
+static PENDING: AtomicI32 = AtomicI32::new(0);
 
 const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
@@ -22,14 +28,30 @@ extern "C" fn forward(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut l
     // - `info` is the siginfo_t the kernel passed to an SA_SIGINFO handler: valid for reads for
     //   the duration of the handler, or null (checked).
     let sent_by_user = info.is_null() || unsafe { (*info).si_code } <= 0;
-    let pid = CHILD.load(Ordering::Relaxed);
-    if sent_by_user && pid > 0 {
-        // SAFETY:
-        // - kill(2) is async-signal-safe and takes plain integers; a stale pid at worst makes
-        //   it fail with ESRCH.
-        unsafe {
-            libc::kill(pid, sig);
+    if !sent_by_user {
+        return;
+    }
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        send(pid, sig);
+        return;
+    }
+    PENDING.store(sig, Ordering::SeqCst);
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        let sig = PENDING.swap(0, Ordering::SeqCst);
+        if sig != 0 {
+            send(pid, sig);
         }
+    }
+}
+
+fn send(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY:
+    // - kill(2) is async-signal-safe and takes plain integers; a stale pid at worst makes it
+    //   fail with ESRCH.
+    unsafe {
+        libc::kill(pid, sig);
     }
 }
 
@@ -58,7 +80,12 @@ pub fn install() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Tells the handler which process to forward to.
+/// Tells the handler which process to forward to, and sends it a signal that came before.
 pub fn set_child(pid: u32) {
-    CHILD.store(i32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
+    let pid = i32::try_from(pid).unwrap_or(0);
+    CHILD.store(pid, Ordering::SeqCst);
+    let sig = PENDING.swap(0, Ordering::SeqCst);
+    if sig != 0 && pid > 0 {
+        send(pid, sig);
+    }
 }

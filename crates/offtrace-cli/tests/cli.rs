@@ -375,7 +375,13 @@ fn record_forwards_sigterm_and_survives_it() {
     std::fs::write(&agent, b"").unwrap();
     let out = dir.path().join("t.offtrace");
     let marker = dir.path().join("got-term");
-    let script = format!("trap 'echo term > {}; exit 42' TERM; while true; do sleep 0.05; done", marker.display());
+    let ready = dir.path().join("ready");
+    // The program says when its trap is installed; the test signals only then.
+    let script = format!(
+        "trap 'echo term > {}; exit 42' TERM; echo > {}; while true; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
+    );
     let mut child = offtrace()
         .arg("record")
         .args([
@@ -390,7 +396,12 @@ fn record_forwards_sigterm_and_survives_it() {
         .args(["sh", "-c", &script])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the program never started");
+        assert!(child.try_wait().unwrap().is_none(), "record exited before the program was ready");
+        std::thread::sleep(std::time::Duration::from_millis(5)); // poll interval: the condition decides
+    }
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(42), "the tool waited and returned the program's status");

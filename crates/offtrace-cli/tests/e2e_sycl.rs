@@ -1,6 +1,7 @@
 //! End-to-end tests against Intel's real SYCL runtime (the project's `.venv`, made by
 //! `scripts/setup-sycl.sh`): record real programs with `offtrace record`, report, export, and
-//! compare what offtrace recorded with the shared full-dump subscriber loaded in the same process.
+//! compare what offtrace recorded with the reference full-dump subscriber (`tools/xpti-dump`)
+//! loaded in the same process.
 //!
 //! The runtime is found through `OFFTRACE_SYCL_VENV` (default: `<workspace>/.venv`). Without it
 //! these tests fail with a message saying how to install it, unless `OFFTRACE_SKIP_SYCL=1`.
@@ -34,10 +35,6 @@ fn venv() -> Option<PathBuf> {
         v.display()
     );
     Some(v)
-}
-
-fn shared() -> PathBuf {
-    std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
 }
 
 fn example(name: &str) -> PathBuf {
@@ -163,7 +160,7 @@ fn w4_report_shows_kernel_allocation_properties() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("w4-alloc");
     let trace = dir.path().join("w4.offtrace");
-    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let w4 = example("w4_usm_multiqueue.py");
     let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     let rep = report_json(&trace);
@@ -308,7 +305,7 @@ fn counts_equal_xpti_dump_on_the_bundled_example() {
 
 #[test]
 fn counts_equal_xpti_dump_on_w4() {
-    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let w4 = example("w4_usm_multiqueue.py");
     compare_with_xpti_dump(&[w4.to_str().expect("utf8")], "intel");
 }
 
@@ -317,19 +314,31 @@ fn counts_equal_xpti_dump_on_the_bundled_example_with_offtraces_dispatcher() {
     compare_with_xpti_dump(&[example("usm_pipeline.py").to_str().expect("utf8"), "3"], "offtrace");
 }
 
+/// Four threads submitting kernels, copies, fills, barriers and host tasks to eight queues of
+/// their own and one they share.
+#[test]
+fn counts_equal_xpti_dump_on_threads_queues() {
+    compare_with_xpti_dump(&[example("threads_queues.py").to_str().expect("utf8")], "intel");
+}
+
+#[test]
+fn counts_equal_xpti_dump_on_threads_queues_with_offtraces_dispatcher() {
+    compare_with_xpti_dump(&[example("threads_queues.py").to_str().expect("utf8")], "offtrace");
+}
+
 #[test]
 fn counts_equal_xpti_dump_on_w4_with_offtraces_dispatcher() {
-    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let w4 = example("w4_usm_multiqueue.py");
     compare_with_xpti_dump(&[w4.to_str().expect("utf8")], "offtrace");
 }
 
 /// The same program under Intel's dispatcher and under offtrace's: the agent records the same
 /// streams and trace types with the same counts. Waits and edges depend on host-task timing
-/// (`shared/reference/sycl-runtime.md` §4: they vary by a few percent between any two runs,
+/// (`docs/reference/sycl-runtime.md` §4: they vary by a few percent between any two runs,
 /// Intel's included), so those may differ by a small margin; everything else must be equal.
 #[test]
 fn same_counts_under_intels_and_offtraces_dispatcher() {
-    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let w4 = example("w4_usm_multiqueue.py");
     let program = [w4.to_str().expect("utf8")];
     let intel = compare_with_xpti_dump(&program, "intel");
     let ours = compare_with_xpti_dump(&program, "offtrace");
@@ -385,10 +394,19 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     let start = Instant::now();
     while !pidfile.exists() || std::fs::read_to_string(&pidfile).map(|s| s.is_empty()).unwrap_or(true) {
         assert!(start.elapsed() < Duration::from_secs(60), "program never started");
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval: the condition decides
     }
-    // Let it trace for a while (chunks are closed every ~100 ms), then SIGKILL the program.
-    std::thread::sleep(Duration::from_millis(2500));
+    // SIGKILL the program once the chunks on disk (closed every ~100 ms) hold more than 100 UR
+    // calls: the condition is read from the trace, not guessed from a delay.
+    let ur_begins = || {
+        let o = Command::new(offtrace()).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+        serde_json::from_slice(&o.stdout)
+            .map_or(0, |rep| count(&notification_counts(&rep), "ur.call", "function_with_args_begin"))
+    };
+    while !trace.exists() || ur_begins() <= 100 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the trace never held 100 UR calls");
+        std::thread::sleep(Duration::from_millis(50)); // poll interval: the condition decides
+    }
     let pid: i32 = std::fs::read_to_string(&pidfile).expect("pid").trim().parse().expect("pid number");
     let rc = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill");
     assert!(rc.success());
@@ -421,7 +439,7 @@ fn record_with_tool_loads_print_calls_into_w4() {
         .status()
         .expect("run cc");
     assert!(st.success(), "cc print_calls.c failed");
-    let w4 = shared().join("workloads/sycl/w4_usm_multiqueue.py");
+    let w4 = example("w4_usm_multiqueue.py");
     let trace = dir.path().join("w4.offtrace");
     let (code, stdout, stderr) =
         record(&venv, &trace, &["--tool", so.to_str().expect("utf8")], &[w4.to_str().expect("utf8")]);

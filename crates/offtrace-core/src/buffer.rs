@@ -378,8 +378,8 @@ impl<T: Copy + Send> Area<T> {
     #[inline(always)]
     unsafe fn slot(&self, i: usize) -> *mut T {
         // SAFETY: `i < capacity == records.len()` (the caller's contract). The pointer leaves
-        // the closure: the std facade's `with_mut` is a plain `get` (an outlined closure here
-        // cost ~50 instructions per record); the loom model writes through `with_mut` itself.
+        // the closure: the std facade's `with_mut` is a plain `get` (LLVM outlines a closure
+        // here, on the per-record path); the loom model writes through `with_mut` itself.
         unsafe { self.records.get_unchecked(i) }.with_mut(|p| p.cast::<T>())
     }
 

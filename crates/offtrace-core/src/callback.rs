@@ -155,7 +155,7 @@ impl OperationFilter {
 
 /// The low bit of a service pointer as the context slot stores it: set when the service's
 /// filter passes every operation, so the record path decides without loading the service
-/// (`perf annotate` put ~18 % of an instant on that dependent load of the filter's flag).
+/// (a dependent load of the filter's flag on every record otherwise).
 /// Services are boxed with an alignment of at least 8, so the bit is free.
 const ALL_OPS: usize = 1;
 
@@ -616,8 +616,8 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         // SAFETY: this thread owns `me`; no other reference to frame `f` exists (just taken).
         let frame = unsafe { me.frame(f) };
         // Locals, not the token: the token is returned through memory, and updating it there
-        // (a byte store to `delivered`, then a 16-byte load of the token for the record) stalled
-        // on store forwarding, ~3 ns per enter.
+        // (a byte store to `delivered`, then a 16-byte load of the token for the record) stalls
+        // on store forwarding on every enter.
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.cached_thread_id();
@@ -1071,8 +1071,8 @@ fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm
 /// the cache with room for the record below the watermark. `false`, having done nothing (a
 /// busy section entered is left again), when any of that does not hold: the caller then takes
 /// the full path from the start. No calls: with the cold cases (registration, the staging
-/// search, a delivery, another context's loop) as calls in the same function, its prologue and
-/// spills were ~25 of its ~100 instructions.
+/// search, a delivery, another context's loop) as calls in the same function, its prologue
+/// saves registers and spills arguments that the common case never needs.
 #[inline(always)]
 fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
     let t = thread_state();

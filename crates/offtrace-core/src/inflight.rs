@@ -96,8 +96,8 @@ const REG_DONE: u8 = 2;
 static REG_STATE: AtomicU8 = AtomicU8::new(REG_IDLE);
 
 /// Registers the process for expedited membarrier, once (cold: at the first context), on a
-/// background thread: the registration waits for an RCU grace period in the kernel (9 ms
-/// measured on the development VM), which must not stall the application thread that created
+/// background thread: the registration waits for an RCU grace period in the kernel
+/// (milliseconds), which must not stall the application thread that created
 /// the first context (the runtime's, during its initialisation). Until it finishes, emitters use
 /// full fences (`ASYMMETRIC` is still false) and stoppers wait for it (see [`heavy_fence`]).
 pub(crate) fn init() {

@@ -8,7 +8,7 @@
 //! through a staging buffer). [`Consumer::snapshot`] reads how far the producer got; [`Consumer::drain_to`] copies records
 //! out up to such a snapshot, so a writer can order other work (definitions) between the two.
 //!
-//! Cost: a push is one slot copy plus ~2 ns of index work (no RMW, no fence). The two indices
+//! Cost: a push is one slot copy plus a few loads and stores of indices (no RMW, no fence). The two indices
 //! sit on separate cache lines (128-byte padding against adjacent-line prefetch), and each side
 //! caches the other's index, so in the steady state the lines only move when the consumer drains.
 //!

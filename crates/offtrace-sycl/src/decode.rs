@@ -5,7 +5,7 @@
 //! the `#[cold]` miss path reads memory defensively (`safe_read`) and interns through the
 //! process-wide [`Interner`].
 //!
-//! What is read where (sycl-runtime.md §5): the event's uid/instance/types/edge ids, its payload
+//! What is read where (docs/reference/sycl-runtime.md §5): the event's uid/instance/types/edge ids, its payload
 //! (name, file, line, column) and its metadata map (the libstdc++ node list: count = word 3,
 //! first node = word 2, node = next@0, key u32@8, value i32@12); the user data by stream and
 //! trace type; the stashed tuple and the universal id from the dispatcher.
@@ -146,6 +146,18 @@ fn mix(h: u64, v: u64) -> u64 {
     (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
 }
 
+/// One (key id, object id) pair's share of a metadata set's order-independent hash (a sum).
+/// It must not be linear in the pair: with `mix`, the sum was `K × Σ (C ^ pair)` up to the
+/// rotation, so two sets whose small object ids differ by offsets that cancel in the sum (the
+/// same keys, other values: one memcpy node's against the next one's) hashed equal, and the
+/// second event was recorded with the first one's metadata. The shift after the multiply
+/// breaks that.
+#[inline(always)]
+fn pair_hash(pair: u64) -> u64 {
+    let m = (pair ^ 0x51_7cc1_b727_220a).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (m ^ (m >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
 /// The decoding context: the dispatcher to query and the tables to intern into.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx<'a> {
@@ -158,7 +170,7 @@ pub struct Ctx<'a> {
 /// Laid out like the tail of the services' `XptiPayload` (from its `parent` on; its `u32`
 /// trace point type starts with this `u16`, little-endian), so the recorder reads the payload
 /// the bridge built in place as a `Raw` (`trace_client::on_xpti`) instead of copying it field
-/// by field (16 instructions per notification).
+/// by field on every notification.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct Raw {
@@ -202,7 +214,7 @@ impl Raw {
 /// # Safety
 /// `raw` must be the arguments of a live XPTI callback: `parent`/`event` null or valid events,
 /// `user_data` null or what the runtime passes for that stream and trace type
-/// (sycl-runtime.md §5); all valid for the duration of this call.
+/// (docs/reference/sycl-runtime.md §5); all valid for the duration of this call.
 #[allow(unsafe_code)]
 #[inline(always)] // into the record path (`recorder::record_other`)
 pub unsafe fn decode(
@@ -226,7 +238,7 @@ pub unsafe fn decode(
     }
     // The stashed tuple only on the SYCL streams: Intel's dispatcher never unstashes, so on
     // `ur.call` it is a sticky leftover of the thread's last SYCL operation, not the call's
-    // context (sycl-runtime.md §7; docs/overhead.md).
+    // context (docs/reference/sycl-runtime.md §7).
     n.stash = if kind == StreamKind::UrCall { None } else { stash(ctx, caches) };
     n.universal_id = match ctx.dispatcher.get_universal_id {
         // SAFETY: xptiGetUniversalId takes no arguments and reads a thread-local.
@@ -299,7 +311,7 @@ fn payload_id_slot(
 #[cold]
 #[inline(never)]
 fn payload_miss(ctx: Ctx<'_>, a: &mut Vec<u8>, b: &mut Vec<u8>, p: &offtrace_xpti_abi::abi::Payload) -> PayloadId {
-    // SAFETY: a payload's name and file are the dispatcher's copies (`xpti-abi.md` §6.2), owned by
+    // SAFETY: a payload's name and file are the dispatcher's copies (`docs/reference/xpti-abi.md` §6.2), owned by
     // the event the runtime is notifying about, so they are live for the whole callback.
     #[allow(unsafe_code)]
     unsafe {
@@ -327,10 +339,10 @@ unsafe fn metadata_set(ctx: Ctx<'_>, caches: &mut ThreadCaches, e: &TraceEventDa
     let mut n = 0;
     let mut h = 0u64;
     while n < count && !node.is_null() {
-        // SAFETY: nodes of a live libstdc++ unordered_map (xpti-abi.md §4.5); the list has
+        // SAFETY: nodes of a live libstdc++ unordered_map (docs/reference/xpti-abi.md §4.5); the list has
         // `element_count` nodes, and we stop at that count or at a null `next`.
         let nd = unsafe { &*node };
-        h = h.wrapping_add(mix(0x51_7cc1_b727_220a, u64::from(nd.key) << 32 | u64::from(nd.value as u32)));
+        h = h.wrapping_add(pair_hash(u64::from(nd.key) << 32 | u64::from(nd.value as u32)));
         node = nd.next;
         n += 1;
     }
@@ -474,7 +486,7 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
         return;
     }
     // SAFETY (every dereference below): per this module's contract, `ud` is what the runtime
-    // passes for (stream, trace type), and the struct types match sycl-runtime.md §5.
+    // passes for (stream, trace type), and the struct types match docs/reference/sycl-runtime.md §5.
     unsafe {
         *out = match (kind, raw.trace_type) {
             (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END) => {
@@ -526,7 +538,7 @@ unsafe fn user_data(ctx: Ctx<'_>, caches: &mut ThreadCaches, kind: StreamKind, r
             }
             (StreamKind::Image | StreamKind::Buffer, _) => UserData::Pointer(ud as u64),
             // The SYCL runtime documents these `user_data` as C strings (or NULL), valid during
-            // the callback (`sycl-runtime.md` §5): node kinds, `queue.wait[<ptr>]`,
+            // the callback (`docs/reference/sycl-runtime.md` §5): node kinds, `queue.wait[<ptr>]`,
             // `usm::alignedAlloc`, `queue_create`, ...
             (
                 StreamKind::Sycl,

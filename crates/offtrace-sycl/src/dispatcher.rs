@@ -81,7 +81,7 @@ pub fn bind(h: *mut c_void) -> Option<Dispatcher> {
     let gu = sym(h, c"xptiGetUniversalId");
     // SAFETY (all transmutes below):
     // - each pointer is non-null and was returned by dlsym for the XPTI function of that name;
-    // - the fn pointer types are the prototypes of xpti_trace_framework.h 2026.2 (xpti-abi.md §2),
+    // - the fn pointer types are the prototypes of xpti_trace_framework.h 2026.2 (docs/reference/xpti-abi.md §2),
     //   including `xptiLookupObject` returning the 24-byte `object_data_t` by value.
     #[allow(unsafe_code)]
     unsafe {

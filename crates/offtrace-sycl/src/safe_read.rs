@@ -72,7 +72,7 @@ pub fn read_c_string(addr: usize, max: usize, out: &mut Vec<u8>) -> bool {
 /// # Safety
 /// `addr` must point to a string that stays readable during the call: one the runtime's
 /// documented contract guarantees valid for the duration of the callback (a payload's strings,
-/// the C-string `user_data` of the SYCL trace point types listed in `sycl-runtime.md` §5). Up to
+/// the C-string `user_data` of the SYCL trace point types listed in `docs/reference/sycl-runtime.md` §5). Up to
 /// `max` bytes are read when no NUL comes first, so the string (or the readable memory after it)
 /// must extend that far or be terminated.
 #[allow(unsafe_code)]

@@ -26,7 +26,7 @@
 //!
 //! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
 //! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
-//! `instance` (identical for begin and end, sycl-runtime.md §7); the services themselves deliver
+//! `instance` (identical for begin and end, docs/reference/sycl-runtime.md §7); the services themselves deliver
 //! at most 64 open calls per thread, and [`MAX_OPEN`] matches.
 //!
 //! Cost: with no context listening, [`on_notification`] is two relaxed loads and branches.
@@ -1229,7 +1229,7 @@ unsafe fn for_metadata(
     let mut node = map.before_begin_next;
     let mut n = 0;
     while n < map.element_count.min(64) && !node.is_null() {
-        // SAFETY: nodes of the event's live metadata map (xpti-abi.md §4.5), bounded by count.
+        // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
         let nd = unsafe { &*node };
         let k = key(d, nd.key);
         if k != Key::Other {
@@ -1377,7 +1377,7 @@ fn dispatch_without_ur(t: &PendingTask) {
     let (Ok(name), Ok(args)) = (t.name.try_borrow(), t.args.try_borrow()) else { return };
     let text = &name[..name.iter().position(|&c| c == 0).unwrap_or(0)];
     // VERBOSE sends `enqueue_kernel_data` for kernels only; otherwise tell the runtime's own
-    // command-group names of non-kernel commands apart (sycl-runtime.md §5).
+    // command-group names of non-kernel commands apart (docs/reference/sycl-runtime.md §5).
     const NOT_KERNELS: [&[u8]; 7] =
         [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
     let kernel = args.2 != [0; 3] || !NOT_KERNELS.iter().any(|p| text.starts_with(p));
@@ -1431,7 +1431,7 @@ unsafe fn usm_without_ur(raw: &Raw) {
     }
     if !raw.user_data.is_null() {
         let mut b = [0u8; 12];
-        // Defensive: the user data is a C string for USM notifications (sycl-runtime.md §5).
+        // Defensive: the user data is a C string for USM notifications (docs/reference/sycl-runtime.md §5).
         let n = safe_read::read_bytes(raw.user_data as usize, &mut b);
         host |= n >= 12 && &b[..12] == b"malloc_host\0";
     }

@@ -2,7 +2,7 @@
 //! headers shipped in `intel-sycl-rt` 2026.2 (`include/xpti/xpti_data_types.h`).
 //!
 //! Layouts are checked by the tests at the bottom of this file against the sizes and offsets in
-//! `shared/reference/xpti-abi.md` §4 (themselves checked with `offsetof` on the real headers).
+//! `docs/reference/xpti-abi.md` §4 (themselves checked with `offsetof` on the real headers).
 //! Nothing here allocates or calls anything: these are plain `#[repr(C)]` views.
 
 use std::ffi::{c_char, c_void};
@@ -75,7 +75,7 @@ pub mod event_flags {
 }
 
 /// The 56-byte image of a libstdc++ `std::unordered_map<uint32_t, int32_t>` embedded in every event
-/// (`reserved.metadata`). See `shared/reference/xpti-abi.md` §4.5 for its layout.
+/// (`reserved.metadata`). See `docs/reference/xpti-abi.md` §4.5 for its layout.
 #[repr(C)]
 #[derive(Debug)]
 pub struct MetadataMapImage {

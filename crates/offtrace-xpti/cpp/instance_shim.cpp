@@ -198,7 +198,7 @@ struct Side final : xpti_payload_t, xpti_trace_event_t, xpti_metadata_t, xpti_tr
   uint32_t line_no() const override { return pl.line_no; }
   uint32_t column_no() const override { return pl.column_no; }
   uint64_t payload_flags() const override { return pl.flags; }
-  // The key's function and file IDs, as stored in the payload's uid (xpti-abi.md 6.2).
+  // The key's function and file IDs, as stored in the payload's uid (docs/reference/xpti-abi.md 6.2).
   int32_t name_string_id() const override { return static_cast<int32_t>(static_cast<uint32_t>(pl.uid.p2)); }
   int32_t file_string_id() const override { return static_cast<int32_t>(static_cast<uint32_t>(pl.uid.p1 >> 32)); }
   uint64_t uid64() const override { return reinterpret_cast<uint64_t>(ev()); }

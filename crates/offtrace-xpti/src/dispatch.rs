@@ -4,7 +4,7 @@
 //!
 //! Narrow integer and `bool` arguments are taken as `u32` and truncated here: callers built
 //! against older headers pass 16-bit stream IDs, and the 2026.2 binary reads only the low byte
-//! (`xpti-abi.md` §1, §14.4). Semantics follow `xpti-abi.md` §2; deliberate deviations are
+//! (`docs/reference/xpti-abi.md` §1, §14.4). Semantics follow `docs/reference/xpti-abi.md` §2; deliberate deviations are
 //! listed in `docs/xpti-compatibility.md` and marked "Deviation" below.
 
 use std::ffi::{CStr, c_char, c_void};

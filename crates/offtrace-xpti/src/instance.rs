@@ -25,7 +25,7 @@
 //!   the owner, a compare-exchange by anyone else). This is the "live uid64 registry", lock-free
 //!   and without hashing. An interface
 //!   pointer maps to its event by subtracting its offset in the side cell and `span`.
-//! * Keys: every payload reduces to a 128-bit key (`xpti-abi.md` §6.1). Each key has one
+//! * Keys: every payload reduces to a 128-bit key (`docs/reference/xpti-abi.md` §6.1). Each key has one
 //!   never-freed [`KeyEntry`] holding the owned name/file copies, the shared payload and the
 //!   instance counter, found through a per-thread direct-mapped cache (pointer equality plus a
 //!   string compare, which is cheaper than FNV hashing, and no compare at all for strings in the
@@ -60,7 +60,7 @@ const COMMIT_STEP: usize = 2 * crate::region::HUGE;
 const BATCH: usize = 64;
 /// The side cell of event `i` is not at the same offset in its page as the event: loads from one
 /// after stores to the other at an address equal in its low 12 bits were taken for dependent
-/// (4K aliasing), which doubled the tracepoint scope pair (36 → 62 ns).
+/// (4K aliasing), which made the tracepoint scope pair about twice as slow.
 const SIDE_SKEW: usize = 2048 + 64;
 const PAGE: usize = 4096;
 
@@ -74,7 +74,7 @@ const KEY_ALIGN: usize = 64;
 
 /// Per-key data shared by all instances of one key: 96 bytes, followed in memory by the owned
 /// copies of the name and file (default mode). The key's names and IDs are those of the stored
-/// payload (`xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
+/// payload (`docs/reference/xpti-abi.md` §6.2), and so is the key itself ([`Keyed::key`]).
 #[derive(Debug)]
 pub struct KeyEntry {
     /// Instances created so far; survives deletion of instances.
@@ -114,7 +114,7 @@ impl KeyEntry {
     }
 }
 
-/// The 128-bit key of `xpti-abi.md` §6.1: `p1 = file_id << 32 | function_id`,
+/// The 128-bit key of `docs/reference/xpti-abi.md` §6.1: `p1 = file_id << 32 | function_id`,
 /// `p2 = column << 32 | line` with the line sign-extended (a line of `0xFFFFFFFF` hides the
 /// column).
 #[inline]
@@ -187,7 +187,7 @@ fn remote(owner: u32) -> u64 {
     u64::from(owner) << 32 | 1
 }
 
-/// Word index of the metadata map inside an event (see `xpti-abi.md` §4.5).
+/// Word index of the metadata map inside an event (see `docs/reference/xpti-abi.md` §4.5).
 const MAP_WORD: usize = 56 / 8;
 const MAP_WORDS: usize = 7;
 const SINGLE_BUCKET_OFFSET: usize = 48;
@@ -868,7 +868,7 @@ impl KeyTable {
         // A cache line of its own for the counter: every creation of the key adds to it, from
         // any thread, and entries packed back to back put one key's counter in the line of
         // another key's names and IDs, which creations read. With two threads making the same
-        // keys, that sharing took the tracepoint scope pair from 67 to 95 ns per thread (Xeon).
+        // keys, that false sharing made the tracepoint scope pair about 40 % slower per thread.
         let size = (size_of::<KeyEntry>() + nb.len() + fb.len()).next_multiple_of(KEY_ALIGN);
         let mut mem: *mut u8 = ptr::null_mut();
         let (key, fate) = self.map.find_or_insert(key_of(fid, flid, n.line, n.column), || {
@@ -958,8 +958,8 @@ unsafe fn cstr_eq(a: *const c_char, b: *const c_char) -> bool {
 
 /// Whether the caller's string `s` equals the key's copy `ours`, `len` bytes long with its NUL
 /// (null equals only null). The creation paths run this on every hit of the thread's key cache,
-/// so it is inlined and reads 8 bytes per step; two `strcmp` calls through the PLT took a quarter
-/// of the tracepoint scope pair on a Xeon (11 of 43 ns).
+/// so it is inlined and reads 8 bytes per step; two `strcmp` calls through the PLT were about a
+/// quarter of the tracepoint scope pair's time.
 ///
 /// # Safety
 /// `s` is null or a valid C string; `ours` is null or a valid C string of `len` bytes.
@@ -1037,7 +1037,7 @@ pub struct Spec {
     pub code_ptr: *const c_void,
 }
 
-/// Writes the payload an instance stores (`xpti-abi.md` §6.2) to `dst`: the key's names and
+/// Writes the payload an instance stores (`docs/reference/xpti-abi.md` §6.2) to `dst`: the key's names and
 /// IDs, the caller's flags, line and column, `internal` = `uid`. Field by field: a `write` of a
 /// whole `Payload` value goes through the stack.
 ///
@@ -1121,8 +1121,8 @@ const HANDING_OVER: u32 = u32::MAX;
 /// is `busy` (null: it owns no keys).
 ///
 /// The key's owner (the thread that made it) adds to the counter with plain accesses: a
-/// `lock xadd` on every creation was 4.5 ns of the 43 ns the tracepoint scope pair took on a
-/// Xeon. The first other thread that needs a number takes the counter over once and for all
+/// `lock xadd` on every creation was about a tenth of the tracepoint scope pair's time. The
+/// first other thread that needs a number takes the counter over once and for all
 /// ([`hand_over`]): it marks the key, makes every thread of the process execute a memory barrier
 /// (`membarrier`), waits until the owner is not inside a plain increment, and marks the key
 /// shared. After the barrier the owner sees the mark: it announced itself (`busy`) before it

@@ -10,7 +10,7 @@
 //! A shard grows by building a twice-as-large copy under its lock and publishing it with one
 //! pointer store; the old array is leaked rather than freed, because a reader may still be
 //! probing it. That is what Intel's phmap resize gets wrong under concurrent inserts
-//! (`xpti-abi.md` §10): here nothing a reader can reach is ever freed or rewritten.
+//! (`docs/reference/xpti-abi.md` §10): here nothing a reader can reach is ever freed or rewritten.
 //!
 //! IDs are dense and sequential from `first_id`; [`IdVec`] maps an ID back to its node with two
 //! loads and no lock.

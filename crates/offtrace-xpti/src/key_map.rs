@@ -1,4 +1,4 @@
-//! The map from 128-bit tracepoint keys (`xpti-abi.md` §6.1) to their never-freed entries
+//! The map from 128-bit tracepoint keys (`docs/reference/xpti-abi.md` §6.1) to their never-freed entries
 //! (`instance::KeyEntry`): find-or-insert without a lock, one locked instruction per new key.
 //!
 //! Layout: 256 shards, each an open-addressing array of slots (linear probing, grown at load

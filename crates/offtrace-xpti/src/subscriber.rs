@@ -1,4 +1,4 @@
-//! Subscriber loading (`XPTI_SUBSCRIBERS`) and the subscriber protocol (`xpti-abi.md` §9.2).
+//! Subscriber loading (`XPTI_SUBSCRIBERS`) and the subscriber protocol (`docs/reference/xpti-abi.md` §9.2).
 //!
 //! Each listed path is `dlopen`ed (`RTLD_LAZY`) once; it must export `xptiTraceInit` and
 //! `xptiTraceFinish`, and may export `xptiQuerySubscriberStreamDetailLevel`. Subscribers are

@@ -1,4 +1,4 @@
-//! Thread-local XPTI state (`xpti-abi.md` §8): the universal ID, the stashed tuple and the scope
+//! Thread-local XPTI state (`docs/reference/xpti-abi.md` §8): the universal ID, the stashed tuple and the scope
 //! tracepoint. They live in one `const`-initialised thread-local of `Cell`s without a destructor,
 //! so an access is one TLS address computation (one `__tls_get_addr` call in a shared object) and
 //! plain loads/stores, with no lazy-init check; the scope setters write the scope and the

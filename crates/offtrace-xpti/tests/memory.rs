@@ -132,7 +132,7 @@ fn looking_up_unreleased_instances_is_exact_and_costs_the_side_cell_then() {
         assert_eq!(unsafe { d::query_payload(e as *mut TraceEventData) }, own);
         let ip = d::lookup_payload(uid);
         let ie = d::lookup_event(uid);
-        // SAFETY: interfaces of a live instance; slots per `xpti-abi.md` §7.
+        // SAFETY: interfaces of a live instance; slots per `docs/reference/xpti-abi.md` §7.
         unsafe {
             assert_eq!(vcall::<u64>(ip, 9), uid, "xpti_payload_t::uid64");
             assert_eq!(vcall::<*const Payload>(ip, 11), own, "xpti_payload_t::payload_ref");
@@ -183,7 +183,7 @@ fn payloads_that_differ_from_their_keys_get_their_own_at_creation() {
         (e.unique_id, with_column.flags | pf::PAYLOAD_REGISTERED | pf::HASH_AVAILABLE)
     );
     assert_eq!(d::query_payload_by_uid(e.unique_id), e.reserved.payload.cast_const(), "already materialised");
-    // A line of 0xFFFFFFFF hides the column from the key (`xpti-abi.md` §6.1): same key, other
+    // A line of 0xFFFFFFFF hides the column from the key (`docs/reference/xpti-abi.md` §6.1): same key, other
     // column, own payload with the caller's column.
     let mut no_line = payload(b"differing_kernel\0", c"mem.rs", u32::MAX);
     let a = make(&mut no_line, &mut inst);

@@ -67,7 +67,7 @@ fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
             d::create_tracepoint(c"numbering_c".as_ptr(), c"threads.rs".as_ptr(), 9, 1, std::ptr::null_mut())
         };
         assert!(!tp.is_null());
-        // SAFETY: a tracepoint interface of this dispatcher (xpti-abi.md §7: slot 6 is instance()).
+        // SAFETY: a tracepoint interface of this dispatcher (docs/reference/xpti-abi.md §7: slot 6 is instance()).
         let inst = unsafe { vcall_u64(tp, 6) };
         assert_eq!(inst, i);
         assert_eq!(d::delete_tracepoint(tp), XPTI_RESULT_SUCCESS);

@@ -1,11 +1,10 @@
 //! The real SYCL runtime on this dispatcher: Intel's own subscriber `libsycl_ur_trace_collector.so`
-//! must print the same lines as under Intel's dispatcher (`sycl-runtime.md` §10), up to
-//! addresses, thread IDs, timestamps, event statuses and correlation IDs, which vary between runs.
+//! must print the same lines as under Intel's dispatcher (`docs/reference/sycl-runtime.md` §10), up
+//! to addresses, thread IDs, timestamps, event statuses and correlation IDs, which vary between runs.
 //!
 //! Needs the 2026.2 SYCL venv (`scripts/setup-sycl.sh`; `$OFFTRACE_SYCL_VENV`, default
-//! `<workspace>/.venv`) and the shared W4 workload (`$OFFTRACE_SHARED`, default
-//! `<workspace>/../shared`). Without them the test fails with a message saying so, unless
-//! `OFFTRACE_SKIP_SYCL=1`.
+//! `<workspace>/.venv`); it runs the bundled W4 workload (`examples/sycl/w4_usm_multiqueue.py`).
+//! Without the venv the test fails with a message saying so, unless `OFFTRACE_SKIP_SYCL=1`.
 
 mod common;
 
@@ -22,9 +21,7 @@ fn venv() -> PathBuf {
 }
 
 fn workload() -> PathBuf {
-    std::env::var_os("OFFTRACE_SHARED")
-        .map_or_else(|| workspace().join("../shared"), PathBuf::from)
-        .join("workloads/sycl/w4_usm_multiqueue.py")
+    workspace().join("examples/sycl/w4_usm_multiqueue.py")
 }
 
 fn collector_output(dispatcher: &Path, sticky: bool) -> String {
@@ -108,8 +105,8 @@ fn intel_collector_prints_the_same_lines() {
     }
     assert!(
         venv().join("lib/libsycl_ur_trace_collector.so").exists() && workload().exists(),
-        "needs the SYCL venv at {} (run scripts/setup-sycl.sh) and the shared workload {} \
-         (set OFFTRACE_SHARED); OFFTRACE_SKIP_SYCL=1 skips this test",
+        "needs the SYCL venv at {} (run scripts/setup-sycl.sh) and the workload {}; \
+         OFFTRACE_SKIP_SYCL=1 skips this test",
         venv().display(),
         workload().display()
     );

@@ -69,7 +69,7 @@ pub fn setup() -> Option<Xpti> {
     // SAFETY: `c` is a NUL-terminated path; loading Intel's dispatcher runs only its constructors.
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     assert!(!h.is_null(), "dlopen {}", lib.display());
-    // SAFETY: every symbol is resolved with its XPTI 2026.2 prototype (xpti-abi.md §2) and called
+    // SAFETY: every symbol is resolved with its XPTI 2026.2 prototype (docs/reference/xpti-abi.md §2) and called
     // with valid arguments; the events and objects made here live for the whole bench.
     unsafe {
         let force: ForceFn = sym(h, "xptiForceSetTraceEnabled");

@@ -1,6 +1,6 @@
 //! Helpers shared by the agent's integration tests against the real SYCL runtime: where the
-//! workspace, the SYCL venv and the shared folder are, the freshly built agent cdylib, and
-//! per-test temporary folders.
+//! workspace, the SYCL venv and the bundled workloads are, the reference subscriber, the freshly
+//! built agent cdylib, and per-test temporary folders.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -29,8 +29,23 @@ pub fn venv() -> Option<PathBuf> {
     );
 }
 
-pub fn shared() -> PathBuf {
-    std::env::var_os("OFFTRACE_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace().join("../shared"))
+/// A bundled SYCL program (`examples/sycl/<name>`).
+pub fn workload(name: &str) -> PathBuf {
+    let p = workspace().join("examples/sycl").join(name);
+    assert!(p.exists(), "{} is missing", p.display());
+    p
+}
+
+/// The reference full-dump subscriber (`tools/xpti-dump`), built against the venv's dispatcher
+/// by `scripts/build-xpti-dump.sh` (once per build; concurrent tests wait for each other).
+pub fn xpti_dump(venv: &Path) -> PathBuf {
+    let o = Command::new(workspace().join("scripts/build-xpti-dump.sh"))
+        .arg(venv)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run scripts/build-xpti-dump.sh");
+    assert!(o.status.success(), "scripts/build-xpti-dump.sh failed (needs cc)");
+    PathBuf::from(String::from_utf8(o.stdout).expect("utf-8 path").trim())
 }
 
 /// The agent cdylib, (re)built by `cargo build -p offtrace-agent --lib` into this test's target

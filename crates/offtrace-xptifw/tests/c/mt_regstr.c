@@ -1,5 +1,5 @@
 /* Two (or more) threads registering NEW strings concurrently (Intel's dispatcher crashes here,
- * xpti-abi.md §10), then checking that every string got one id and round-trips. */
+ * docs/reference/xpti-abi.md §10), then checking that every string got one id and round-trips. */
 #include "xpti_min.h"
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Minimal C/C++ view of the XPTI 2026.2 ABI used by offtrace's dispatcher tests (independent of
- * the Intel headers so the tests build without the SYCL wheel). Layouts: xpti-abi.md §4, §7. */
+ * the Intel headers so the tests build without the SYCL wheel). Layouts: docs/reference/xpti-abi.md §4, §7. */
 #ifndef OFFTRACE_XPTI_MIN_H
 #define OFFTRACE_XPTI_MIN_H
 #include <stdbool.h>
