@@ -129,9 +129,10 @@ pub struct ChildCounters {
     counters: Vec<Option<perf::Counter>>,
 }
 
-/// After `spawn` (the child runs the program): take its counters when `cpu.sw` is sampled.
-pub fn after_spawn(m: &RecordMetrics, pid: u32) -> ChildCounters {
-    if !m.groups.iter().any(|g| g.split('@').next() == Some("cpu.sw")) {
+/// After `spawn` (the child runs the program): take its counters when [`record_env`] arranged
+/// them (the command names `OFFTRACE_PERF_FDS`).
+pub fn after_spawn(cmd: &Command, pid: u32) -> ChildCounters {
+    if !cmd.get_envs().any(|(k, v)| k == perf::FDS_ENV && v.is_some()) {
         return ChildCounters::default();
     }
     ChildCounters { counters: perf::take_from_child(pid, &PERF_FDS) }
