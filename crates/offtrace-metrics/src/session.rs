@@ -80,7 +80,7 @@ pub const MAX_BUFFER_BYTES: usize = 16 << 20;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamerStats {
     pub reports: u64,
-    /// CPU time of the sampling thread spent collecting, calculating and in the callback.
+    /// CPU time of the sampling thread (waking up, collecting, calculating, the callback).
     pub sampling_cpu_ns: u64,
     /// Reports dropped from a full buffer.
     pub dropped: u64,
@@ -465,6 +465,8 @@ fn sample_loop(
     mut callback: Option<ReportCallback>,
 ) {
     let start = Instant::now();
+    // The thread's whole CPU time counts (waking up included), not only collect + emit.
+    let thread_cpu0 = thread_cpu_ns();
     let mut prev = base.clone();
     let mut prev_ts = base_ts;
     let mut now = vec![0u64; base.len()];
@@ -494,7 +496,6 @@ fn sample_loop(
         // Catch up without a burst when the thread was late by more than a period.
         let elapsed = start.elapsed();
         k = (elapsed.as_nanos() / desc.sampling_period.as_nanos().max(1)) as u32 + 1;
-        let cpu0 = thread_cpu_ns();
         if collector.read(&mut now).is_err() {
             sh.failed.store(true, Ordering::Relaxed);
             return;
@@ -545,7 +546,7 @@ fn sample_loop(
         prev_ts = ts;
         // Relaxed: statistics, read after join or as a snapshot.
         sh.reports.fetch_add(1, Ordering::Relaxed);
-        sh.cpu_ns.fetch_add(thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
+        sh.cpu_ns.store(thread_cpu_ns().saturating_sub(thread_cpu0), Ordering::Relaxed);
         if stop {
             return;
         }
