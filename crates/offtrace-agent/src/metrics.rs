@@ -1,6 +1,6 @@
 //! Metrics and telemetry sampled into the trace (`offtrace record --metrics/--telemetry`): the
 //! groups named in `OFFTRACE_METRICS` (comma-separated, `name` or `name@device`) are streamed
-//! every `OFFTRACE_SAMPLE_PERIOD_NS` (default 10 ms) by `offtrace-metrics`' [`Sampler`], each on
+//! every `OFFTRACE_SAMPLE_PERIOD_NS` (default 10 ms) by `offtrace-metrics`' [`Sampler`] on
 //! a thread of its own, as `COUNTER` records through the tracing services (the recorder is
 //! subscribed to them). Started once the recorder runs; stopped (after a final sample) before
 //! the recorder finishes. `OFFTRACE_METRICS_STATS=FILE` writes each group's sample count and

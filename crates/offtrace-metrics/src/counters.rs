@@ -1,4 +1,4 @@
-//! Metrics into the trace: a [`Sampler`] streams groups on threads of their own and emits each
+//! Metrics into the trace: a [`Sampler`] samples groups on one thread of its own and emits each
 //! calculated value as a `COUNTER` record through `offtrace-core`'s tracing services (a
 //! `counter_op::DEFINE` once per metric, then one `counter_op::SAMPLE` per report, at the time of
 //! the sample), so any client of the services (the recorder writing the trace) gets them.
