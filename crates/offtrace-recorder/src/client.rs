@@ -13,10 +13,10 @@ use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
-    ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload, KernelDispatchPayload,
-    Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase, QueuePayload, ServiceError,
-    SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service, create_context,
-    kernel_allocation_properties, start_context, timestamp_ns,
+    AllocationProperties, ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload,
+    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase,
+    QueuePayload, ServiceError, SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service,
+    create_context, kernel_allocation_properties_into, start_context, timestamp_ns,
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
@@ -174,7 +174,10 @@ unsafe fn typed_in<const N: usize>(
                 let mut n = fixed.len();
                 // Allocation properties at launch only: a completion repeats the launch's.
                 if record.phase != Phase::Complete as u32 {
-                    for a in kernel_allocation_properties(p).iter().take(MAX_ALLOCATIONS) {
+                    // On the stack: no allocation per dispatch.
+                    let mut all = [AllocationProperties::default(); MAX_ALLOCATIONS];
+                    let count = kernel_allocation_properties_into(p, &mut all);
+                    for a in &all[..count] {
                         b[n] = a.base;
                         b[n + 1] = a.size;
                         b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);
