@@ -110,6 +110,26 @@ impl<T: Copy + Send> Producer<T> {
                 return false;
             }
         }
+        #[cfg(not(loom))]
+        {
+            // Two block copies at most (the part before the end of the slot array, the rest
+            // from its start): a slot-by-slot loop with index masking cost ~3 instructions a word
+            // more on the record path.
+            let start = self.tail & self.shared.mask;
+            let first = n.min(cap - start);
+            let base = self.shared.slots.as_ptr().cast::<T>().cast_mut();
+            // SAFETY: as in `push`: these `n` slots are outside [head, tail) (checked above) and
+            // not visible to the consumer before the Release store below; we are the only
+            // producer. `start + first <= cap` and `n - first <= cap` slots exist.
+            // `UnsafeCell<MaybeUninit<T>>` is `repr(transparent)` over `T`'s storage (as in
+            // `Reservation::contiguous`), and writing through a shared `UnsafeCell` is allowed.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(items.as_ptr(), base.add(start), first);
+                std::ptr::copy_nonoverlapping(items.as_ptr().add(first), base, n - first);
+            }
+        }
+        #[cfg(loom)]
         for (i, &v) in items.iter().enumerate() {
             let slot = &self.shared.slots[self.tail.wrapping_add(i) & self.shared.mask];
             // SAFETY: as in `push`: these `n` slots are outside [head, tail) (checked above)
