@@ -184,6 +184,8 @@ struct Writer {
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
     words: Vec<u64>,
     defs: Vec<Record>,
+    /// A raw entry's records (kept: no allocation per entry).
+    raw_records: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
     reported: std::collections::HashMap<*const RingShared, u64>,
@@ -270,12 +272,13 @@ impl Writer {
             let body = &words[at + HEAD_WORDS..at + n];
             if tag == TAG_RAW {
                 if let Some(layer) = self.inner.raw.get() {
-                    let mut out = Vec::new();
+                    let mut out = std::mem::take(&mut self.raw_records);
                     layer.decode(tid, ts, op, body, &mut |r| out.push(r));
                     self.write_definitions();
-                    for r in &out {
-                        self.write(r);
+                    for r in out.drain(..) {
+                        self.write(&r);
                     }
+                    self.raw_records = out;
                 }
             } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
@@ -303,9 +306,7 @@ impl Writer {
             {
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                let words = &mut self.words;
-                words.reserve(c.len());
-                c.drain_to(snap, |w| words.push(w));
+                c.drain_to_vec(snap, &mut self.words);
             }
             self.entries(r.tid);
             if orphaned {
@@ -361,6 +362,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         seen_ops: HashSet::default(),
         words: Vec::new(),
         defs: Vec::new(),
+        raw_records: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),
         flushes_served: 0,
