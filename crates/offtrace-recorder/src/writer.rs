@@ -184,8 +184,6 @@ struct Writer {
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
     words: Vec<u64>,
     defs: Vec<Record>,
-    /// A raw entry's records (kept: no allocation per entry).
-    raw_records: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
     reported: std::collections::HashMap<*const RingShared, u64>,
@@ -271,14 +269,12 @@ impl Writer {
             let (ts, correlation) = (words[at + 1], words[at + 2]);
             let body = &words[at + HEAD_WORDS..at + n];
             if tag == TAG_RAW {
-                if let Some(layer) = self.inner.raw.get() {
-                    let mut out = std::mem::take(&mut self.raw_records);
-                    layer.decode(tid, ts, op, body, &mut |r| out.push(r));
+                let inner: &'static Inner = self.inner;
+                if let Some(layer) = inner.raw.get() {
+                    // Definitions queued while the entry was encoded, then its records written
+                    // as they are decoded (a record is large: no list of them, no moves).
                     self.write_definitions();
-                    for r in out.drain(..) {
-                        self.write(&r);
-                    }
-                    self.raw_records = out;
+                    layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
                 }
             } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
@@ -362,7 +358,6 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         seen_ops: HashSet::default(),
         words: Vec::new(),
         defs: Vec::new(),
-        raw_records: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),
         flushes_served: 0,
