@@ -14,6 +14,7 @@ use crate::{format, signals};
 const SYCL_LIB: &str = "libsycl.so.9";
 const XPTIFW_LIB: &str = "libxptifw.so.1";
 const AGENT_LIB: &str = "libofftrace_agent.so";
+const OPENCL_LAYER_LIB: &str = "libofftrace_opencl.so";
 
 /// The directory holding this executable (where the agent and dispatcher are built).
 fn exe_dir() -> Option<PathBuf> {
@@ -189,7 +190,27 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let tools = tools_env(&cfg.tools)?;
     let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
     let output_abs = check_writable(&output)?;
-    let lib = find_runtime(cfg.runtime.as_deref())?;
+    let opencl_layer = find_opencl_layer();
+    let lib = match find_runtime(cfg.runtime.as_deref()) {
+        Ok(lib) => lib,
+        // No SYCL runtime: a program that uses OpenCL alone is traced through the OpenCL layer.
+        Err(_) if cfg.runtime.is_none() && opencl_layer.is_some() => {
+            let mut cmd = Command::new(&program_path);
+            cmd.args(&cfg.program[1..]).env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
+            if let Some(t) = tools {
+                cmd.env("OFFTRACE_TOOLS", t);
+            }
+            opencl_environment(&mut cmd, opencl_layer.as_deref().unwrap_or(Path::new(OPENCL_LAYER_LIB)));
+            return run_child(cmd, &program_path, &output_abs, &output);
+        }
+        Err(e) if cfg.runtime.is_none() => {
+            return Err(e.context(format!(
+                "nothing to trace with: no SYCL runtime, and no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) for a program \
+                 that uses OpenCL alone: build it with `cargo build -p offtrace-opencl`"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
     let agent = find_agent(cfg.agent.as_deref())?;
     let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
 
@@ -217,7 +238,17 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         };
         cmd.env("UR_ENABLE_LAYERS", layers);
     }
+    // Device times of every SYCL command come from the OpenCL layer, hosted by the agent (one
+    // copy of the services: OpenCL records carry the UR call's correlation). An agent built
+    // without it gets no layer (a second copy would record nothing into this trace).
+    if hosts_opencl_layer(&agent) {
+        opencl_environment(&mut cmd, &agent);
+    }
+    run_child(cmd, &program_path, &output_abs, &output)
+}
 
+/// Runs the program with signals forwarded, summarises the trace, returns the exit status.
+fn run_child(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
@@ -232,8 +263,35 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
             _ => 1,
         }
     };
-    summarize(&output_abs, &output);
+    summarize(output_abs, output);
     Ok(code)
+}
+
+/// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or
+/// `OFFTRACE_OPENCL_LAYER`.
+fn find_opencl_layer() -> Option<PathBuf> {
+    let p = std::env::var_os("OFFTRACE_OPENCL_LAYER")
+        .map(PathBuf::from)
+        .or_else(|| exe_dir().map(|d| d.join(OPENCL_LAYER_LIB)))?;
+    p.is_file().then(|| p.canonicalize().unwrap_or(p))
+}
+
+/// Whether `lib` exports the OpenCL layer's entry points (the agent links `offtrace-opencl`).
+fn hosts_opencl_layer(lib: &Path) -> bool {
+    std::fs::read(lib).is_ok_and(|b| b.windows(26).any(|w| w == b"clInitLayerWithProperties\0"))
+}
+
+/// OpenCL: the layer is added to `OPENCL_LAYERS`, the ICD loaders' layer list (the Khronos
+/// loader and ocl-icd >= 2.3.0 read it), last, so that it is the outermost layer and sees the
+/// program's calls as the program made them. Every OpenCL call of the program then goes through
+/// it: its own, pyopencl's, or the SYCL runtime's UR OpenCL adapter's.
+fn opencl_environment(cmd: &mut Command, layer: &Path) {
+    let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
+    if !v.is_empty() {
+        v.push(":");
+    }
+    v.push(layer.as_os_str());
+    cmd.env("OPENCL_LAYERS", v);
 }
 
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
