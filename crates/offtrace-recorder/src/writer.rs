@@ -182,6 +182,8 @@ struct Writer {
     drops: u64,
     seen_kinds: HashSet<u32>,
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
+    /// The operation of the last typed entry (defined already).
+    last_op: Option<(u32, u32)>,
     words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
@@ -221,10 +223,22 @@ impl Writer {
     }
 
     /// Writes `KindDef` and `OperationDef` for (kind, op) the first time it appears.
+    #[inline]
     fn define_operation(&mut self, kind: u32, op: u32) {
+        // The previous entry's operation (runs of the same call are common): no hash look-up.
+        if self.last_op == Some((kind, op)) {
+            return;
+        }
+        self.last_op = Some((kind, op));
         if self.seen_ops.contains(&(kind, op)) {
             return;
         }
+        self.define_new_operation(kind, op);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn define_new_operation(&mut self, kind: u32, op: u32) {
         self.seen_ops.insert((kind, op));
         let defs = &self.inner.defs;
         let k = Kind::from_u32(kind);
@@ -356,6 +370,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         drops: 0,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
+        last_op: None,
         words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),
