@@ -190,32 +190,44 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let tools = tools_env(&cfg.tools)?;
     let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
     let output_abs = check_writable(&output)?;
+    let mut cmd = Command::new(&program_path);
+    cmd.args(&cfg.program[1..]);
+    if let Some(t) = &tools {
+        cmd.env("OFFTRACE_TOOLS", t);
+    }
+    // CUDA programs: the CUPTI injection, when built.
+    let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
     let lib = match find_runtime(cfg.runtime.as_deref()) {
         Ok(lib) => lib,
-        // No SYCL runtime: a program that uses OpenCL alone is traced through the OpenCL layer.
-        Err(_) if cfg.runtime.is_none() && opencl_layer.is_some() => {
-            let mut cmd = Command::new(&program_path);
-            cmd.args(&cfg.program[1..]).env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
-            if let Some(t) = tools {
-                cmd.env("OFFTRACE_TOOLS", t);
+        // No SYCL runtime: a program that uses OpenCL and/or CUDA alone is traced through the
+        // OpenCL layer and/or the CUDA injection.
+        Err(_) if cfg.runtime.is_none() && (opencl_layer.is_some() || cuda) => {
+            cmd.env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
+            if let Some(layer) = &opencl_layer {
+                opencl_environment(&mut cmd, layer);
+                if cuda {
+                    // Both backends in one process: each writes its own trace.
+                    cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
+                }
             }
-            opencl_environment(&mut cmd, opencl_layer.as_deref().unwrap_or(Path::new(OPENCL_LAYER_LIB)));
-            return run_child(cmd, &program_path, &output_abs, &output);
+            return spawn_and_summarize(cmd, &program_path, &output_abs, &output);
         }
         Err(e) if cfg.runtime.is_none() => {
             return Err(e.context(format!(
-                "nothing to trace with: no SYCL runtime, and no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) for a program \
-                 that uses OpenCL alone: build it with `cargo build -p offtrace-opencl`"
+                "nothing to trace with: no SYCL runtime, no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) \
+                 and no CUDA injection (libofftrace_cuda.so next to offtrace, or OFFTRACE_CUDA_AGENT): build them with \
+                 `cargo build -p offtrace-opencl -p offtrace-cuda`"
             )));
         }
         Err(e) => return Err(e),
     };
     let agent = find_agent(cfg.agent.as_deref())?;
     let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
-
-    let mut cmd = Command::new(&program_path);
-    cmd.args(&cfg.program[1..]);
+    if cuda {
+        // Both runtimes in one process: each backend writes its own trace.
+        cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
+    }
     cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
     if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
         cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
@@ -227,9 +239,6 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DETAIL", cfg.detail)
         .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
-    if let Some(t) = tools {
-        cmd.env("OFFTRACE_TOOLS", t);
-    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
@@ -244,17 +253,45 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if hosts_opencl_layer(&agent) {
         opencl_environment(&mut cmd, &agent);
     }
-    run_child(cmd, &program_path, &output_abs, &output)
+    spawn_and_summarize(cmd, &program_path, &output_abs, &output)
 }
 
-/// Runs the program with signals forwarded, summarises the trace, returns the exit status.
-fn run_child(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
+/// Where the CUDA backend writes when another backend writes `output_abs`.
+fn cuda_output(output_abs: &Path) -> std::ffi::OsString {
+    let mut cuda_out = output_abs.to_path_buf().into_os_string();
+    cuda_out.push(".cuda");
+    cuda_out
+}
+
+/// Sets up the CUDA backend for `cmd`: `CUDA_INJECTION64_PATH` (the driver loads the injection
+/// at `cuInit`) and `NVTX_INJECTION64_PATH` (NVTX ranges reach CUPTI through it) to
+/// `libofftrace_cuda.so` next to the offtrace binary (or `OFFTRACE_CUDA_AGENT`), unless the user
+/// set them. Returns whether the injection is there.
+fn cuda_env(cmd: &mut Command) -> bool {
+    let lib = std::env::var_os("OFFTRACE_CUDA_AGENT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| exe_dir().unwrap_or_default().join("libofftrace_cuda.so"));
+    if !lib.is_file() {
+        return false;
+    }
+    let lib = lib.canonicalize().unwrap_or(lib);
+    for var in ["CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"] {
+        if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+            cmd.env(var, &lib);
+        }
+    }
+    true
+}
+
+/// Runs the program with signals forwarded, then summarises the trace; returns its exit code.
+fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
+    let cuda_output =
+        cmd.get_envs().find(|(k, _)| *k == "OFFTRACE_CUDA_OUTPUT").and_then(|(_, v)| v.map(PathBuf::from));
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
     let status = child.wait().context("waiting for the program")?;
     signals::set_child(0);
-
     let code = {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
@@ -263,6 +300,10 @@ fn run_child(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &
             _ => 1,
         }
     };
+    // A program that used CUDA alone wrote only the CUDA backend's trace: that is the trace.
+    if let Some(cuda) = cuda_output.filter(|c| c.exists() && !output_abs.exists()) {
+        let _ = std::fs::rename(&cuda, output_abs);
+    }
     summarize(output_abs, output);
     Ok(code)
 }
@@ -302,7 +343,7 @@ fn summarize(path: &Path, shown: &Path) {
         Ok(m) => m.len(),
         Err(_) => {
             eprintln!(
-                "offtrace: warning: no trace was written to {} (did the program load the SYCL runtime? is the agent loadable?)",
+                "offtrace: warning: no trace was written to {} (did the program load the SYCL or CUDA runtime? is the agent loadable?)",
                 shown.display()
             );
             return;
