@@ -418,7 +418,13 @@ unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
     // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
     // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
     // be closed even when the context stopped in between).
-    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls())
+    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls()) || graph_wanted(id)
+}
+
+/// Whether the task graph wants this call: a `urEnqueue*` (its queue, event and wait list).
+#[inline(always)]
+fn graph_wanted(id: u32) -> bool {
+    kind_enabled(Kind::TaskGraph) && ur::function(id).is_some_and(|f| f.name.starts_with("urEnqueue"))
 }
 
 /// # Safety
@@ -494,7 +500,10 @@ fn effects_wanted(id: u32) -> bool {
         | urf::ENQUEUE_MEM_BUFFER_COPY => kind_enabled(Kind::MemoryCopy),
         urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
         urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
-        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => device_activity_wanted(),
+        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => {
+            device_activity_wanted() || kind_enabled(Kind::Device)
+        }
+        urf::DEVICE_GET_INFO => kind_enabled(Kind::Device),
         urf::EVENT_GET_PROFILING_INFO => device_activity_wanted(),
         urf::KERNEL_RETAIN
         | urf::KERNEL_RELEASE
@@ -610,7 +619,13 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                 remember_launch(p, Launch::Barrier(s));
             }
             // (hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            urf::QUEUE_CREATE => {
+                remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2]));
+                crate::devices::learn_context(a[0], a[1]);
+            }
+            // (hDevice, propName, propSize, pPropValue, pPropSizeRet): a name or type the
+            // runtime or the program asked for, read from the caller's buffer
+            urf::DEVICE_GET_INFO if a[3] != 0 => device_info(a[0], a[1], a[2], a[3]),
             // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
             urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
             // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
@@ -631,6 +646,11 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => code_object_release(p.function_id, a[0]),
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
+        }
+        if graph_wanted(p.function_id) {
+            let kernel =
+                if p.function_id == urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP { kernel_name(a[1]) } else { None };
+            graph::enqueued(p, kernel.as_deref());
         }
     }
 }
@@ -1155,6 +1175,343 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     });
 }
 
+/// `UR_DEVICE_INFO_TYPE` / `UR_DEVICE_INFO_NAME`.
+const UR_DEVICE_INFO_TYPE: u64 = 0;
+const UR_DEVICE_INFO_NAME: u64 = 66;
+
+/// A successful `urDeviceGetInfo` of a device's name or type: what it wrote into the caller's
+/// buffer (`size` bytes at `value`).
+///
+/// # Safety
+/// `value` points at `size` bytes the call wrote.
+unsafe fn device_info(device: u64, prop: u64, size: u64, value: u64) {
+    if !kind_enabled(Kind::Device) {
+        return;
+    }
+    match prop {
+        UR_DEVICE_INFO_NAME if size > 0 => {
+            // SAFETY: forwarded; strnlen reads at most `size` bytes.
+            let len = unsafe { libc::strnlen(value as *const c_char, (size as usize).min(DEVICE_NAME_CAP)) };
+            // SAFETY: `len` bytes at `value` were just read by strnlen.
+            let name = unsafe { std::slice::from_raw_parts(value as *const u8, len) };
+            crate::devices::learn_device(device, name, None);
+        }
+        UR_DEVICE_INFO_TYPE if size >= 4 => {
+            // SAFETY: forwarded: a `ur_device_type_t` (u32).
+            let t = unsafe { (value as *const u32).read_unaligned() };
+            crate::devices::learn_device(device, b"", Some(crate::devices::ur_device_type(t)));
+        }
+        _ => {}
+    }
+}
+
+/// Longest device name kept.
+const DEVICE_NAME_CAP: usize = 256;
+
+/// SYCL queue id (`queue_id` metadata: 1, 2, 3 ... per queue) → the queue's handle (the one
+/// device activity names), from `queue_create`: graph nodes name their queue by id only.
+static QUEUE_IDS: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+
+fn remember_queue_id(id: u64, queue: u64) {
+    if id != 0 && queue != 0 {
+        let mut m = QUEUE_IDS.write().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_PENDING {
+            m.clear();
+        }
+        m.insert(id, queue);
+    }
+}
+
+/// The task graph: node ids, their queues, names and the dependencies of commands the runtime
+/// enqueues without a graph edge.
+///
+/// - A node's id is the XPTI `instance` of its `node_create` (one global counter: unique), not
+///   the event's uid64, which the runtime reuses for unrelated commands once an event is gone
+///   (the memset before a kernel and the kernel share one). Edges, tasks and signals name nodes
+///   by uid64 while their events live: [`NODES`] maps them.
+/// - A node's record is held back on its thread until its command is enqueued (the UR call
+///   inside its task), so it carries the command's queue (kernel nodes of dpctl carry no
+///   `queue_id`) and, for kernels, the kernel's name as `KERNEL_DISPATCH` reads it (dpctl's
+///   nodes are all `DPCTLQueue_SubmitRange`); any edge, signal or task end emits it first.
+/// - SYCL enqueues most USM commands without scheduler edges: a command's dependencies are then
+///   only the wait list of its UR enqueue. Each event of that list that an earlier command of
+///   the trace returned becomes an edge from that command's node (with the event), unless the
+///   runtime made edges for the node itself.
+mod graph {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    /// uid64 of a live node event → the node id.
+    static NODES: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    /// UR event handle → the node whose command returned it.
+    static EVENTS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
+    const MAX: usize = 1 << 16;
+
+    fn put(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64, v: u64) {
+        if k == 0 {
+            return;
+        }
+        let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= MAX {
+            m.clear();
+        }
+        m.insert(k, v);
+    }
+
+    fn get(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64) -> Option<u64> {
+        t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
+    }
+
+    /// The node id of a live node event.
+    pub(super) fn node_of(uid: u64) -> u64 {
+        get(&NODES, uid).unwrap_or(uid)
+    }
+
+    /// The node made last on this thread (its record held back until `emitted`) and its task.
+    #[derive(Clone, Copy)]
+    struct Current {
+        node: u64,
+        name: [u8; NAME_CAP],
+        queue: u64,
+        event: u64,
+        emitted: bool,
+        /// The runtime made an edge into this node.
+        had_edges: bool,
+        /// The instance of its open task (0 = none).
+        task: u64,
+    }
+
+    thread_local! {
+        static CUR: RefCell<Current> = const {
+            RefCell::new(Current {
+                node: 0, name: [0; NAME_CAP], queue: 0, event: 0, emitted: true, had_edges: false, task: 0,
+            })
+        };
+    }
+
+    /// Emits the held-back node record, if any.
+    fn flush() {
+        let pending = CUR.try_with(|c| {
+            let mut c = c.try_borrow_mut().ok()?;
+            if c.emitted {
+                return None;
+            }
+            c.emitted = true;
+            Some(*c)
+        });
+        if let Ok(Some(c)) = pending {
+            let g = TaskGraphPayload {
+                node: c.node,
+                name: if c.name[0] == 0 { std::ptr::null() } else { c.name.as_ptr().cast() },
+                queue: c.queue,
+                event: c.event,
+                ..Default::default()
+            };
+            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+        }
+    }
+
+    /// # Safety
+    /// `e` is a live event of the current callback.
+    pub(super) unsafe fn node_create(d: &Dispatcher, e: &TraceEventData, instance: u64) {
+        flush();
+        let node = if instance != 0 { instance } else { e.unique_id };
+        put(&NODES, e.unique_id, node);
+        let (mut id, mut device, mut dev_name, mut dev_type) = (0u64, 0u64, [0u8; DEVICE_NAME_CAP], None);
+        // SAFETY: forwarded.
+        unsafe {
+            for_metadata(d, e, |k, o| match k {
+                Key::QueueId => id = object_u64(o),
+                Key::SyclDevice => device = object_u64(o),
+                Key::SyclDeviceName => object_str(o, &mut dev_name),
+                Key::SyclDeviceType => dev_type = object_device_type(o),
+                _ => {}
+            })
+        };
+        crate::devices::learn_device(device, &dev_name, dev_type);
+        let queue = if id == 0 {
+            0
+        } else {
+            QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0)
+        };
+        let name = payload_name(e);
+        // SAFETY: the payload's name is valid during the callback.
+        let event = unsafe { virtual_node_event(name) };
+        let _ = CUR.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return };
+            *c = Current { node, name: [0; NAME_CAP], queue, event, emitted: false, had_edges: false, task: 0 };
+            if !name.is_null() {
+                // SAFETY: a NUL-terminated string valid during the callback.
+                let b = unsafe { CStr::from_ptr(name) }.to_bytes();
+                let n = b.len().min(NAME_CAP - 1);
+                c.name[..n].copy_from_slice(&b[..n]);
+            }
+        });
+        // A virtual node stands for an event: no command of its own follows.
+        if event != 0 {
+            flush();
+        }
+    }
+
+    pub(super) fn edge_create(e: &TraceEventData) {
+        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
+        let _ = CUR.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut()
+                && c.node == target
+            {
+                c.had_edges = true;
+            }
+        });
+        flush();
+        let g = TaskGraphPayload { node: e.unique_id, source, target, name: payload_name(e), ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
+    }
+
+    /// The node and queue of the task starting (the node made last on this thread, normally).
+    pub(super) fn task_begin(e: &TraceEventData, instance: u64) -> (u64, u64) {
+        let node = node_of(e.unique_id);
+        CUR.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return (node, 0) };
+            if c.node == node {
+                c.task = instance;
+                (node, c.queue)
+            } else {
+                (node, 0)
+            }
+        })
+        .unwrap_or((node, 0))
+    }
+
+    /// The current task's node (id, queue, name as its node record has it), if `instance` is
+    /// its task's or its node's.
+    fn current(instance: u64) -> Option<(u64, u64, [u8; NAME_CAP])> {
+        CUR.try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            (instance != 0 && (c.task == instance || c.node == instance)).then_some((c.node, c.queue, c.name))
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// `name`, or the event's payload name when empty.
+    fn name_or(name: &[u8; NAME_CAP], e: Option<&TraceEventData>) -> *const c_char {
+        if name[0] != 0 { name.as_ptr().cast() } else { e.map_or(std::ptr::null(), payload_name) }
+    }
+
+    pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
+        flush();
+        let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, [0; NAME_CAP]));
+        put(&EVENTS, event, node);
+        let g = TaskGraphPayload { node, name: name_or(&name, Some(e)), event, queue, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
+    }
+
+    /// The task's exit record (its node's id, queue and name), and the task closed.
+    pub(super) fn task_end(ev: Option<&TraceEventData>, instance: u64, exit: impl FnOnce(&TaskGraphPayload)) {
+        flush();
+        let (node, queue, name) =
+            current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, [0; NAME_CAP]));
+        let _ = CUR.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut()
+                && c.task == instance
+            {
+                c.task = 0;
+            }
+        });
+        exit(&TaskGraphPayload { node, name: name_or(&name, ev), queue, ..Default::default() });
+    }
+
+    /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
+    /// enqueue's queue and (for a kernel) the kernel's name, the event it returned is noted, and
+    /// its wait list becomes edges when the runtime made none.
+    ///
+    /// # Safety
+    /// `p` holds the arguments of the live call, which succeeded (output pointers written).
+    pub(super) unsafe fn enqueued(p: &ApiCallPayload, kernel: Option<&CStr>) {
+        let Ok(Some(c)) = CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| *c)) else { return };
+        let Some(func) = ur::function(p.function_id) else { return };
+        let arg = |name: &str| func.params.iter().position(|q| q.name == name).and_then(|i| p.args.get(i).copied());
+        let queue = arg("hQueue").unwrap_or(0);
+        let _ = CUR.try_with(|cur| {
+            let Ok(mut cur) = cur.try_borrow_mut() else { return };
+            if !cur.emitted {
+                if cur.queue == 0 {
+                    cur.queue = queue;
+                }
+                if let Some(k) = kernel {
+                    let b = k.to_bytes();
+                    let n = b.len().min(NAME_CAP - 1);
+                    cur.name = [0; NAME_CAP];
+                    cur.name[..n].copy_from_slice(&b[..n]);
+                }
+            }
+        });
+        flush();
+        // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
+        let event = unsafe { read_out(arg("phEvent").unwrap_or(0)) };
+        put(&EVENTS, event, c.node);
+        let (count, list) = (arg("numEventsInWaitList").unwrap_or(0), arg("phEventWaitList").unwrap_or(0));
+        if c.had_edges || count == 0 || list == 0 {
+            return;
+        }
+        let q = if c.queue != 0 { c.queue } else { queue };
+        for i in 0..(count as usize).min(MAX_OPEN) {
+            // SAFETY: `phEventWaitList` has `numEventsInWaitList` entries (UR contract).
+            let waited = unsafe { (list as *const u64).add(i).read_unaligned() };
+            let Some(source) = get(&EVENTS, waited) else { continue };
+            if source == c.node {
+                continue;
+            }
+            let g = TaskGraphPayload { source, target: c.node, event: waited, queue: q, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
+        }
+    }
+}
+
+/// The event a virtual node stands for: SYCL names the node after the `ur_event_handle_t` it
+/// waits on, `virtual_node[<address>]` (and the edge out of it carries the same value as its
+/// `event`), the handle a command's `signal` carries.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid during the callback.
+unsafe fn virtual_node_event(name: *const c_char) -> u64 {
+    if name.is_null() {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    parse_virtual_node(unsafe { CStr::from_ptr(name) }.to_bytes())
+}
+
+/// `virtual_node[0x7f...]` (or without `0x`) → the address; 0 otherwise.
+fn parse_virtual_node(name: &[u8]) -> u64 {
+    let Some(rest) = name.strip_prefix(b"virtual_node[") else { return 0 };
+    let Some(hex) = rest.strip_suffix(b"]") else { return 0 };
+    let hex = hex.strip_prefix(b"0x").unwrap_or(hex);
+    std::str::from_utf8(hex).ok().and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+}
+
+/// A string metadata value into `out` (NUL-terminated, cut at its capacity); untouched when the
+/// value is not a string.
+fn object_str(o: &offtrace_xpti_abi::abi::ObjectData, out: &mut [u8]) {
+    if o.data.is_null() || o.type_ != metadata_type::STRING || out.is_empty() {
+        return;
+    }
+    let n = o.size.min(out.len() - 1);
+    // SAFETY: the dispatcher's object holds `size` bytes at `data`.
+    unsafe { std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), out.as_mut_ptr(), n) };
+    out[n] = 0;
+}
+
+fn object_device_type(o: &offtrace_xpti_abi::abi::ObjectData) -> Option<offtrace_core::DeviceType> {
+    let mut b = [0u8; 16];
+    object_str(o, &mut b);
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    crate::devices::sycl_device_type(&b[..end])
+}
+
 // ---------------------------------------------------------------------------------------------
 // SYCL notifications
 
@@ -1169,6 +1526,8 @@ enum Key {
     MemoryPtr,
     MemorySize,
     SyclDeviceName,
+    SyclDeviceType,
+    QueueId,
     QueueHandle,
     SyclDevice,
     SyclContext,
@@ -1187,6 +1546,8 @@ fn key_of(name: &[u8]) -> Key {
         b"memory_ptr" => Key::MemoryPtr,
         b"memory_size" => Key::MemorySize,
         b"sycl_device_name" => Key::SyclDeviceName,
+        b"sycl_device_type" => Key::SyclDeviceType,
+        b"queue_id" => Key::QueueId,
         [b'a', b'r', b'g', digits @ ..]
             if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) =>
         {
@@ -1272,50 +1633,47 @@ unsafe fn sycl(raw: &Raw) {
     // SAFETY: a non-null event of a live callback is valid for the callback.
     let ev = unsafe { raw.event.as_ref() };
     match raw.trace_type {
-        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::Queue) => {
+        tt::QUEUE_CREATE | tt::QUEUE_DESTROY
+            if kind_enabled(Kind::Queue) || kind_enabled(Kind::TaskGraph) || kind_enabled(Kind::Device) =>
+        {
             let Some(e) = ev else { return };
             let mut q = QueuePayload::default();
+            let (mut id, mut dev_name, mut dev_type) = (0u64, [0u8; DEVICE_NAME_CAP], None);
             // SAFETY: `e` is live.
             unsafe {
                 for_metadata(d, e, |k, o| match k {
                     Key::QueueHandle => q.queue = object_u64(o),
+                    Key::QueueId => id = object_u64(o),
                     Key::SyclDevice => q.device = object_u64(o),
                     Key::SyclContext => q.context = object_u64(o),
                     Key::IsInorder => q.flags = object_u64(o),
+                    Key::SyclDeviceName => object_str(o, &mut dev_name),
+                    Key::SyclDeviceType => dev_type = object_device_type(o),
                     _ => {}
                 })
             };
-            let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
-            emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
+            if raw.trace_type == tt::QUEUE_CREATE {
+                crate::devices::learn_device(q.device, &dev_name, dev_type);
+                crate::devices::learn_context(q.context, q.device);
+                remember_queue_id(id, q.queue);
+            }
+            if kind_enabled(Kind::Queue) {
+                let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
+                emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
+            }
         }
-        tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+        tt::NODE_CREATE if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
-            let (op, g) = match raw.trace_type {
-                tt::NODE_CREATE => (
-                    task_graph::NODE_CREATE,
-                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() },
-                ),
-                tt::EDGE_CREATE => (
-                    task_graph::EDGE_CREATE,
-                    TaskGraphPayload {
-                        node: e.unique_id,
-                        source: e.source_id,
-                        target: e.target_id,
-                        name: payload_name(e),
-                        ..Default::default()
-                    },
-                ),
-                _ => (
-                    task_graph::SIGNAL,
-                    TaskGraphPayload {
-                        node: e.unique_id,
-                        name: payload_name(e),
-                        event: raw.user_data as u64,
-                        ..Default::default()
-                    },
-                ),
-            };
-            emit_instant(Kind::TaskGraph, op, Phase::None, Payload::TaskGraph(&g));
+            // SAFETY: `e` is live.
+            unsafe { graph::node_create(d, e, raw.instance) };
+        }
+        tt::EDGE_CREATE if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            graph::edge_create(e);
+        }
+        tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            graph::signal(e, raw.instance, raw.user_data as u64);
         }
         tt::TASK_BEGIN => {
             if let Some(e) = ev {
@@ -1323,7 +1681,8 @@ unsafe fn sycl(raw: &Raw) {
                     remember_task(e, raw.instance);
                 }
                 if kind_enabled(Kind::TaskGraph) {
-                    let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
+                    let (node, queue) = graph::task_begin(e, raw.instance);
+                    let g = TaskGraphPayload { node, name: payload_name(e), queue, ..Default::default() };
                     let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
                     push_open(OpenTag::Task, raw.instance, token);
                 }
@@ -1342,12 +1701,7 @@ unsafe fn sycl(raw: &Raw) {
                 }
             });
             if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
-                let g = ev.map_or_else(TaskGraphPayload::default, |e| TaskGraphPayload {
-                    node: e.unique_id,
-                    name: payload_name(e),
-                    ..Default::default()
-                });
-                emit_exit(token, Payload::TaskGraph(&g));
+                graph::task_end(ev, raw.instance, |g| emit_exit(token, Payload::TaskGraph(g)));
             }
         }
         tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
@@ -1520,6 +1874,15 @@ unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn virtual_nodes_name_their_event() {
+        assert_eq!(parse_virtual_node(b"virtual_node[0x5581a2b3c4d0]"), 0x5581_a2b3_c4d0);
+        assert_eq!(parse_virtual_node(b"virtual_node[5581a2b3c4d0]"), 0x5581_a2b3_c4d0);
+        assert_eq!(parse_virtual_node(b"virtual_node[]"), 0);
+        assert_eq!(parse_virtual_node(b"memcpy"), 0);
+        assert_eq!(parse_virtual_node(b"virtual_node[0xzz]"), 0);
+    }
 
     #[test]
     fn kernel_arg_properties_layout_matches_ur_api_h() {
