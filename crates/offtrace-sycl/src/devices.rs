@@ -3,9 +3,10 @@
 //! Nothing here asks the runtime: names and types are learnt from what passes by — the
 //! `sycl_device_name` / `sycl_device_type` metadata of SYCL queue and graph notifications, and
 //! the results of `urDeviceGetInfo(UR_DEVICE_INFO_NAME / _TYPE)` calls the runtime or the
-//! program makes. A device is defined once its name is known (again, at most once, when its
-//! type is learnt later); a context once, with its first device as parent, when a queue names
-//! both. Handles are those every other record uses: UR device and context handles (the SYCL
+//! program makes. Each is defined once (a reader keeps one row per handle): a device when its
+//! name is known, with the type known by then (the runtime asks for every device's type when it
+//! enumerates them, before any name); a context, with its first device as parent and named after
+//! it, once that device is defined. Handles are those every other record uses: UR device and context handles (the SYCL
 //! metadata `sycl_device` / `sycl_context` carry the same values).
 
 use std::collections::BTreeMap;
@@ -18,8 +19,7 @@ use offtrace_core::{DevicePayload, DeviceType, Kind, Payload, Phase, device_op, 
 struct DeviceInfo {
     name: Option<CString>,
     device_type: Option<DeviceType>,
-    /// What the last definition said: (had a name, had a type).
-    defined: (bool, bool),
+    defined: bool,
 }
 
 #[derive(Default)]
@@ -54,8 +54,8 @@ pub fn sycl_device_type(text: &[u8]) -> Option<DeviceType> {
     }
 }
 
-/// What is known of `device`: its name (bytes, not NUL-terminated; empty = not told here) and
-/// type. Emits its definition when this made it more complete.
+/// What is known of `device`: its name (bytes, up to a NUL if any; empty = not told here) and
+/// type. Emits its definition when the name is first known.
 pub fn learn_device(device: u64, name: &[u8], device_type: Option<DeviceType>) {
     if device == 0 || !kind_enabled(Kind::Device) {
         return;
@@ -72,13 +72,14 @@ pub fn learn_device(device: u64, name: &[u8], device_type: Option<DeviceType>) {
     if d.device_type.is_none() {
         d.device_type = device_type.filter(|&t| t != DeviceType::Unknown);
     }
-    let now = (d.name.is_some(), d.device_type.is_some());
-    // Defined once its name is known, and again only if the type comes after.
-    if !now.0 || now == d.defined {
+    if d.defined || d.name.is_none() {
         return;
     }
-    d.defined = now;
+    d.defined = true;
     let (name, device_type) = (d.name.clone(), d.device_type.unwrap_or(DeviceType::Unknown));
+    // Contexts waiting for this device's name.
+    let waiting: Vec<u64> =
+        t.contexts.iter().filter(|(_, (dev, done))| *dev == device && !*done).map(|(&c, _)| c).collect();
     // Emitted after the lock is released: a tool's callback may use the runtime again.
     drop(t);
     let p = DevicePayload {
@@ -88,10 +89,13 @@ pub fn learn_device(device: u64, name: &[u8], device_type: Option<DeviceType>) {
         device_type,
     };
     emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
+    for context in waiting {
+        learn_context(context, device);
+    }
 }
 
-/// A context and a device it holds (the first one seen becomes its parent): defined when first
-/// seen, and once more when that device's name becomes known (`context of <device>`).
+/// A context and a device it holds (the first one seen becomes its parent): defined once that
+/// device has its name (`context of <device>`); until then only remembered.
 pub fn learn_context(context: u64, device: u64) {
     if context == 0 || !kind_enabled(Kind::Device) {
         return;
@@ -103,20 +107,15 @@ pub fn learn_context(context: u64, device: u64) {
             .and_then(|d| d.name.as_ref())
             .and_then(|n| CString::new(format!("context of {}", n.to_string_lossy())).ok())
     };
-    let (device, name) = match t.contexts.get(&context).copied() {
+    let device = match t.contexts.get(&context).copied() {
         Some((_, true)) => return,
-        Some((first, false)) => match device_name(&t, first) {
-            Some(n) => (first, n),
-            None => return,
-        },
+        Some((first, false)) => first,
         None if t.contexts.len() >= MAX_DEVICES => return,
-        None => {
-            let n = device_name(&t, device);
-            (device, n.unwrap_or_else(|| c"context".into()))
-        }
+        None => device,
     };
-    let named = name.as_bytes() != b"context";
-    t.contexts.insert(context, (device, named));
+    let name = device_name(&t, device);
+    t.contexts.insert(context, (device, name.is_some()));
+    let Some(name) = name else { return };
     drop(t);
     let p = DevicePayload { handle: context, parent: device, name: name.as_ptr(), device_type: DeviceType::Unknown };
     emit_instant(Kind::Device, device_op::CONTEXT, Phase::None, Payload::Device(&p));
@@ -158,9 +157,8 @@ mod tests {
         learn_device(dev, b"Other", Some(DeviceType::Gpu)); // nothing new
         learn_context(0xc0_0000, dev);
         learn_context(0xc0_0000, dev);
-        learn_context(0xc1_0000, 0xd11d_0000); // its device has no name yet: "context"
-        learn_device(0xd11d_0000, b"Late", None);
-        learn_context(0xc1_0000, 0xd11d_0000); // now named after it
+        learn_context(0xc1_0000, 0xd11d_0000); // its device has no name yet: nothing
+        learn_device(0xd11d_0000, b"Late", None); // named: the context waiting for it follows
         learn_context(0xc1_0000, 0xd11d_0000); // nothing new
         let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
         let d = &t.devices[&dev];
@@ -168,7 +166,7 @@ mod tests {
         assert_eq!(d.device_type, Some(DeviceType::Cpu));
         drop(t);
         offtrace_core::destroy_context(ctx).expect("destroy");
-        let ops = [device_op::DEVICE, device_op::CONTEXT, device_op::CONTEXT, device_op::DEVICE, device_op::CONTEXT];
+        let ops = [device_op::DEVICE, device_op::CONTEXT, device_op::DEVICE, device_op::CONTEXT];
         assert_eq!(*seen.lock().unwrap_or_else(|e| e.into_inner()), ops);
     }
 }
