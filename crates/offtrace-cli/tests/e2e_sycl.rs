@@ -181,14 +181,17 @@ fn record_report_and_export_a_multithreaded_program() {
         }
     }
     // Each iteration is one chain of 7 commands over three queues, whose dependencies the
-    // runtime sees as events of other queues (no scheduler edges): the chain is followed through
-    // the enqueues' wait lists, named as the device activity names its commands.
+    // runtime sees mostly as events of other queues (no scheduler edges): the chain is followed
+    // through the enqueues' wait lists and the events they return, named as the device activity
+    // names its commands. (The runtime may also order a barrier after the previous iteration's
+    // host task on its queue, when that task has not run yet: the chain may be longer.)
     let g = &rep["task_graph"];
-    assert_eq!(g["longest_chain_len"], 7, "{g}");
     let chain: Vec<&str> = g["longest_chain"].as_array().expect("chain").iter().filter_map(|n| n.as_str()).collect();
-    assert_eq!(chain[1], "scale_add", "{chain:?}");
-    assert_eq!(chain[3], "square", "{chain:?}");
-    assert_eq!(chain.len(), 7, "{chain:?}");
+    assert_eq!(g["longest_chain_len"].as_u64(), Some(chain.len() as u64), "{g}");
+    let iteration = ["usm_memcpy", "scale_add", "usm_memcpy", "square", "barrier", "usm_memcpy", "host task"];
+    assert!(chain.windows(7).any(|w| w == iteration), "one whole iteration in {chain:?}");
+    assert_eq!(g["unresolved_edges"], 0, "{g}");
+    assert_eq!(g["nodes"], count(&c, "sycl", "node_create"), "every node of the runtime, once");
     let mut directions: Vec<&str> =
         rep["memory"]["copies"].as_array().expect("copies").iter().filter_map(|c| c["direction"].as_str()).collect();
     directions.sort_unstable();

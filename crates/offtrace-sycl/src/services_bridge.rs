@@ -648,9 +648,21 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             _ => {}
         }
         if graph_wanted(p.function_id) {
-            let kernel =
-                if p.function_id == urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP { kernel_name(a[1]) } else { None };
-            graph::enqueued(p, kernel.as_deref());
+            // The command's name as its device activity has it (kernel, or the operation).
+            let name: Option<std::sync::Arc<CStr>> = match p.function_id {
+                urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => kernel_name(a[1]),
+                urf::ENQUEUE_USM_MEMCPY => Some(c"usm_memcpy".into()),
+                urf::ENQUEUE_MEM_BUFFER_READ => Some(c"buffer_read".into()),
+                urf::ENQUEUE_MEM_BUFFER_WRITE => Some(c"buffer_write".into()),
+                urf::ENQUEUE_MEM_BUFFER_COPY => Some(c"buffer_copy".into()),
+                urf::ENQUEUE_USM_FILL => Some(c"usm_fill".into()),
+                urf::ENQUEUE_MEM_BUFFER_FILL => Some(c"buffer_fill".into()),
+                urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => {
+                    Some(c"barrier".into())
+                }
+                _ => None,
+            };
+            graph::enqueued(p, name.as_deref());
         }
     }
 }
@@ -1231,8 +1243,9 @@ fn remember_queue_id(id: u64, queue: u64) {
 ///   by uid64 while their events live: [`NODES`] maps them.
 /// - A node's record is held back on its thread until its command is enqueued (the UR call
 ///   inside its task), so it carries the command's queue (kernel nodes of dpctl carry no
-///   `queue_id`) and, for kernels, the kernel's name as `KERNEL_DISPATCH` reads it (dpctl's
-///   nodes are all `DPCTLQueue_SubmitRange`); any edge, signal or task end emits it first.
+///   `queue_id`) and its name as its device activity reads (the kernel's: dpctl's nodes are all
+///   `DPCTLQueue_SubmitRange`; `usm_memcpy` for SYCL's `memcpy` / `copy usm`, `usm_fill`,
+///   `barrier`, ...); any edge, signal or task end emits it first.
 /// - SYCL enqueues most USM commands without scheduler edges: a command's dependencies are then
 ///   only the wait list of its UR enqueue. Each event of that list that an earlier command of
 ///   the trace returned becomes an edge from that command's node (with the event), unless the
@@ -1282,14 +1295,57 @@ mod graph {
         had_edges: bool,
         /// The instance of its open task (0 = none).
         task: u64,
+        /// The runtime's edges into this node, held back with it: (source, edge uid, name).
+        edges: [(u64, u64, [u8; EDGE_NAME_CAP]); HELD_EDGES],
+        held: usize,
+        /// A host task (`sycl_device_type` HOST): no UR enqueue will name it.
+        host: bool,
+        /// The runtime signalled this node's event.
+        signalled: bool,
+        /// The event its UR enqueue returned (0 = none).
+        enqueue_event: u64,
     }
 
+    /// Edges into a held-back node kept with it (more are emitted after it, at once).
+    const HELD_EDGES: usize = 8;
+    const EDGE_NAME_CAP: usize = 64;
+
+    const NONE: Current = Current {
+        node: 0,
+        name: [0; NAME_CAP],
+        queue: 0,
+        event: 0,
+        emitted: true,
+        had_edges: false,
+        task: 0,
+        edges: [(0, 0, [0; EDGE_NAME_CAP]); HELD_EDGES],
+        held: 0,
+        host: false,
+        signalled: false,
+        enqueue_event: 0,
+    };
+
     thread_local! {
-        static CUR: RefCell<Current> = const {
-            RefCell::new(Current {
-                node: 0, name: [0; NAME_CAP], queue: 0, event: 0, emitted: true, had_edges: false, task: 0,
-            })
-        };
+        static CUR: RefCell<Current> = const { RefCell::new(NONE) };
+    }
+
+    /// `name` (null or a NUL-terminated string) into `out`, cut to fit, NUL-terminated.
+    ///
+    /// # Safety
+    /// `name` is null or a NUL-terminated string valid now.
+    unsafe fn copy_name(name: *const c_char, out: &mut [u8]) {
+        out.fill(0);
+        if name.is_null() || out.is_empty() {
+            return;
+        }
+        // SAFETY: forwarded.
+        let b = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let n = b.len().min(out.len() - 1);
+        out[..n].copy_from_slice(&b[..n]);
+    }
+
+    fn name_ptr(b: &[u8]) -> *const c_char {
+        if b.first().is_none_or(|&c| c == 0) { std::ptr::null() } else { b.as_ptr().cast() }
     }
 
     /// Emits the held-back node record, if any.
@@ -1305,29 +1361,42 @@ mod graph {
         if let Ok(Some(c)) = pending {
             let g = TaskGraphPayload {
                 node: c.node,
-                name: if c.name[0] == 0 { std::ptr::null() } else { c.name.as_ptr().cast() },
+                name: name_ptr(&c.name),
                 queue: c.queue,
                 event: c.event,
                 ..Default::default()
             };
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+            for (source, uid, name) in &c.edges[..c.held] {
+                emit_edge(*uid, *source, c.node, name_ptr(name));
+            }
         }
+    }
+
+    fn emit_edge(uid: u64, source: u64, target: u64, name: *const c_char) {
+        let g = TaskGraphPayload { node: uid, source, target, name, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
     }
 
     /// # Safety
     /// `e` is a live event of the current callback.
     pub(super) unsafe fn node_create(d: &Dispatcher, e: &TraceEventData, instance: u64) {
-        flush();
         let node = if instance != 0 { instance } else { e.unique_id };
         put(&NODES, e.unique_id, node);
         let (mut id, mut device, mut dev_name, mut dev_type) = (0u64, 0u64, [0u8; DEVICE_NAME_CAP], None);
+        let mut host = false;
         // SAFETY: forwarded.
         unsafe {
             for_metadata(d, e, |k, o| match k {
                 Key::QueueId => id = object_u64(o),
                 Key::SyclDevice => device = object_u64(o),
                 Key::SyclDeviceName => object_str(o, &mut dev_name),
-                Key::SyclDeviceType => dev_type = object_device_type(o),
+                Key::SyclDeviceType => {
+                    let mut b = [0u8; 8];
+                    object_str(o, &mut b);
+                    host = b.starts_with(b"HOST\0");
+                    dev_type = object_device_type(o);
+                }
                 _ => {}
             })
         };
@@ -1340,49 +1409,68 @@ mod graph {
         let name = payload_name(e);
         // SAFETY: the payload's name is valid during the callback.
         let event = unsafe { virtual_node_event(name) };
+        // A virtual node stands for an event (the runtime makes it between its command's node
+        // and that command's edges): no command of its own follows; the held node stays held.
+        if event != 0 {
+            let g = TaskGraphPayload { node, name, event, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+            return;
+        }
+        flush();
         let _ = CUR.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return };
-            *c = Current { node, name: [0; NAME_CAP], queue, event, emitted: false, had_edges: false, task: 0 };
-            if !name.is_null() {
-                // SAFETY: a NUL-terminated string valid during the callback.
-                let b = unsafe { CStr::from_ptr(name) }.to_bytes();
-                let n = b.len().min(NAME_CAP - 1);
-                c.name[..n].copy_from_slice(&b[..n]);
-            }
+            *c = Current { node, queue, emitted: false, host, ..NONE };
+            // SAFETY: the payload's name is valid during the callback.
+            unsafe { copy_name(name, &mut c.name) };
         });
-        // A virtual node stands for an event: no command of its own follows.
-        if event != 0 {
+    }
+
+    /// An edge into the held-back node is held with it (the node's record must come first);
+    /// any other edge is emitted now, after the held node.
+    pub(super) fn edge_create(e: &TraceEventData) {
+        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
+        let held = CUR.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return false };
+            if c.node != target {
+                return false;
+            }
+            c.had_edges = true;
+            if c.emitted || c.held == HELD_EDGES {
+                return false;
+            }
+            let i = c.held;
+            c.held += 1;
+            c.edges[i].0 = source;
+            c.edges[i].1 = e.unique_id;
+            // SAFETY: the payload's name is valid during the callback.
+            unsafe { copy_name(payload_name(e), &mut c.edges[i].2) };
+            true
+        });
+        if held != Ok(true) {
             flush();
+            emit_edge(e.unique_id, source, target, payload_name(e));
         }
     }
 
-    pub(super) fn edge_create(e: &TraceEventData) {
-        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
-        let _ = CUR.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut()
-                && c.node == target
-            {
-                c.had_edges = true;
-            }
-        });
-        flush();
-        let g = TaskGraphPayload { node: e.unique_id, source, target, name: payload_name(e), ..Default::default() };
-        emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
-    }
-
     /// The node and queue of the task starting (the node made last on this thread, normally).
+    /// A host task's node is emitted now: no UR enqueue inside it will tell more.
     pub(super) fn task_begin(e: &TraceEventData, instance: u64) -> (u64, u64) {
         let node = node_of(e.unique_id);
-        CUR.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else { return (node, 0) };
-            if c.node == node {
-                c.task = instance;
-                (node, c.queue)
-            } else {
-                (node, 0)
-            }
-        })
-        .unwrap_or((node, 0))
+        let (r, host) = CUR
+            .try_with(|c| {
+                let Ok(mut c) = c.try_borrow_mut() else { return ((node, 0), false) };
+                if c.node == node {
+                    c.task = instance;
+                    ((node, c.queue), c.host)
+                } else {
+                    ((node, 0), false)
+                }
+            })
+            .unwrap_or(((node, 0), false));
+        if host {
+            flush();
+        }
+        r
     }
 
     /// The current task's node (id, queue, name as its node record has it), if `instance` is
@@ -1404,6 +1492,13 @@ mod graph {
     pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
         flush();
         let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, [0; NAME_CAP]));
+        let _ = CUR.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut()
+                && c.node == node
+            {
+                c.signalled = true;
+            }
+        });
         put(&EVENTS, event, node);
         let g = TaskGraphPayload { node, name: name_or(&name, Some(e)), event, queue, ..Default::default() };
         emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
@@ -1414,26 +1509,36 @@ mod graph {
         flush();
         let (node, queue, name) =
             current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, [0; NAME_CAP]));
-        let _ = CUR.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut()
-                && c.task == instance
-            {
+        // The runtime signals no event for some commands (USM copies): the one their UR enqueue
+        // returned is their signal, so that a later dependency on it (a virtual node) finds them.
+        let unsignalled = CUR
+            .try_with(|c| {
+                let mut c = c.try_borrow_mut().ok()?;
+                if c.task != instance {
+                    return None;
+                }
                 c.task = 0;
-            }
-        });
+                (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
+            })
+            .ok()
+            .flatten();
+        if let Some(event) = unsignalled {
+            let g = TaskGraphPayload { node, name: name_or(&name, ev), event, queue, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
+        }
         exit(&TaskGraphPayload { node, name: name_or(&name, ev), queue, ..Default::default() });
     }
 
     /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
-    /// enqueue's queue and (for a kernel) the kernel's name, the event it returned is noted, and
-    /// its wait list becomes edges when the runtime made none.
+    /// enqueue's queue and the command's name as its device activity has it (`name`), the event
+    /// it returned is noted, and its wait list becomes edges when the runtime made none.
     ///
     /// # Safety
     /// `p` holds the arguments of the live call, which succeeded (output pointers written).
-    pub(super) unsafe fn enqueued(p: &ApiCallPayload, kernel: Option<&CStr>) {
+    pub(super) unsafe fn enqueued(p: &ApiCallPayload, name: Option<&CStr>) {
         let Ok(Some(c)) = CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| *c)) else { return };
         let Some(func) = ur::function(p.function_id) else { return };
-        let arg = |name: &str| func.params.iter().position(|q| q.name == name).and_then(|i| p.args.get(i).copied());
+        let arg = |param: &str| func.params.iter().position(|q| q.name == param).and_then(|i| p.args.get(i).copied());
         let queue = arg("hQueue").unwrap_or(0);
         let _ = CUR.try_with(|cur| {
             let Ok(mut cur) = cur.try_borrow_mut() else { return };
@@ -1441,7 +1546,7 @@ mod graph {
                 if cur.queue == 0 {
                     cur.queue = queue;
                 }
-                if let Some(k) = kernel {
+                if let Some(k) = name {
                     let b = k.to_bytes();
                     let n = b.len().min(NAME_CAP - 1);
                     cur.name = [0; NAME_CAP];
@@ -1453,6 +1558,13 @@ mod graph {
         // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
         let event = unsafe { read_out(arg("phEvent").unwrap_or(0)) };
         put(&EVENTS, event, c.node);
+        let _ = CUR.try_with(|cur| {
+            if let Ok(mut cur) = cur.try_borrow_mut()
+                && cur.enqueue_event == 0
+            {
+                cur.enqueue_event = event;
+            }
+        });
         let (count, list) = (arg("numEventsInWaitList").unwrap_or(0), arg("phEventWaitList").unwrap_or(0));
         if c.had_edges || count == 0 || list == 0 {
             return;
