@@ -19,7 +19,9 @@
 //! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
 //! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; last `*Release` end | `CODE_OBJECT` load / unload |
 //! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
-//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
+//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit (queue, names, ids: its `graph` module) |
+//! | `urEnqueue*` end inside a task | `TASK_GRAPH` edges from its wait list, its event |
+//! | sycl `queue_create`, `node_create` metadata; `urQueueCreate`, `urDeviceGetInfo` end | `DEVICE` ([`crate::devices`]) |
 //! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
 //! | without UR calls: `mem_alloc_end` / `mem_release_begin` (USM) | `MEMORY_ALLOC` (HOST or UNKNOWN) |
 //! | without UR calls: sycl `task_end` of a kernel command group | `KERNEL_DISPATCH` (VERBOSE `arg<N>` values) |
