@@ -92,9 +92,23 @@ pub fn start_file(config: Config, path: &Path, info: &[(&str, &str)]) -> Result<
     start_open(config, file, info)
 }
 
+/// The file header of a recording starting now: timestamps are CLOCK_MONOTONIC ns (one tick =
+/// 1 ns), and the start point names both clocks, so that readers (Perfetto's clock snapshot)
+/// place the trace on the wall clock.
+pub fn start_header() -> TraceHeader {
+    let start_monotonic_ns = offtrace_core::clock::monotonic_ns();
+    TraceHeader {
+        pid: std::process::id(),
+        start_ticks: start_monotonic_ns,
+        start_monotonic_ns,
+        start_realtime_ns: offtrace_core::clock::realtime_ns(),
+        ..TraceHeader::monotonic()
+    }
+}
+
 /// [`start_file`] into a file the caller opened (and maybe locked).
 pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) -> Result<(), StartError> {
-    let header = TraceHeader { pid: std::process::id(), ..TraceHeader::monotonic() };
+    let header = start_header();
     let mut w = TraceWriter::with_chunk_size(std::io::BufWriter::new(file), &header, config.chunk_bytes)
         .map_err(|e| StartError::Header(e.to_string()))?;
     for (key, value) in info {
