@@ -151,6 +151,16 @@ pub struct Analyzer {
     /// completion record adds its device time to the same group instead of counting it again.
     awaiting_completion: FxHashMap<(u32, u64), usize>,
     completion_order: VecDeque<(u32, u64)>,
+    /// Completions whose enqueue record has not come yet ((kind, correlation) → the completion):
+    /// two backends' records of one command reach the file in either order (different threads'
+    /// buffers). Merged into the enqueue record when it comes; counted as work of their own when
+    /// forgotten ([`PENDING_MAX`]) or at the end.
+    early_completion: FxHashMap<(u32, u64), Activity>,
+    early_order: VecDeque<(u32, u64)>,
+    /// Commands already completed: a later completion of the same (kind, correlation) (the SYCL
+    /// backend's from the program's profiling query beside the OpenCL layer's) is not counted.
+    completed: rustc_hash::FxHashSet<(u32, u64)>,
+    completed_order: VecDeque<(u32, u64)>,
     queues: FxHashMap<u64, QueueAcc>,
     queue_order: Vec<u64>,
     live: FxHashMap<u64, (u64, MemoryType, u64)>,
@@ -386,7 +396,69 @@ impl Analyzer {
         i
     }
 
+    /// One device activity per command and runtime level: an enqueue record (phase NONE) and
+    /// its completion (phase COMPLETE, same kind and correlation) are one command whichever
+    /// comes first; a second completion of the same command is not counted (the first wins).
     fn activity(&mut self, a: &Activity) {
+        let key = (a.kind, a.correlation);
+        if a.correlation == 0 {
+            return self.activity_record(a);
+        }
+        if a.phase == phase::COMPLETE {
+            if self.completed.contains(&key) || self.early_completion.contains_key(&key) {
+                self.seen(a.ts);
+                return;
+            }
+            if !self.awaiting_completion.contains_key(&key) {
+                self.seen(a.ts);
+                self.early_completion.insert(key, a.clone());
+                self.early_order.push_back(key);
+                while self.early_order.len() > PENDING_MAX {
+                    let Some(old) = self.early_order.pop_front() else { break };
+                    if let Some(c) = self.early_completion.remove(&old) {
+                        self.activity_record(&c);
+                    }
+                }
+                return;
+            }
+            self.mark_completed(key);
+            return self.activity_record(a);
+        }
+        if let Some(c) = self.early_completion.remove(&key) {
+            let mut merged = a.clone();
+            if a.device_start == 0 {
+                merged.device_start = c.device_start;
+                merged.device_end = c.device_end;
+            }
+            self.mark_completed(key);
+            return self.activity_record(&merged);
+        }
+        if a.device_start != 0 {
+            self.mark_completed(key);
+        }
+        self.activity_record(a)
+    }
+
+    fn mark_completed(&mut self, key: (u32, u64)) {
+        if self.completed.insert(key) {
+            self.completed_order.push_back(key);
+            while self.completed_order.len() > PENDING_MAX {
+                let Some(old) = self.completed_order.pop_front() else { break };
+                self.completed.remove(&old);
+            }
+        }
+    }
+
+    /// Completions still waiting for their enqueue record at the end: work of their own.
+    fn flush_early_completions(&mut self) {
+        while let Some(key) = self.early_order.pop_front() {
+            if let Some(c) = self.early_completion.remove(&key) {
+                self.activity_record(&c);
+            }
+        }
+    }
+
+    fn activity_record(&mut self, a: &Activity) {
         self.seen(a.ts);
         let key = (a.kind, a.correlation);
         // A completion of work already counted adds its device time to that work's group.
@@ -584,7 +656,8 @@ impl Analyzer {
     }
 
     /// The report. `outcome` says how the reading ended; `warnings` what was stepped over.
-    pub fn finish(self, complete: bool, warnings: Vec<String>, problem: Option<String>) -> Report {
+    pub fn finish(mut self, complete: bool, warnings: Vec<String>, problem: Option<String>) -> Report {
+        self.flush_early_completions();
         let mut api_calls: Vec<ApiCallStats> = self
             .api
             .iter()

@@ -51,6 +51,11 @@ struct Rows<'w> {
     rows: u64,
     pending: FxHashMap<(u32, u64), Activity>,
     pending_order: VecDeque<(u32, u64)>,
+    /// Completions whose enqueue record has not come yet (written at the end, or when forgotten).
+    early: FxHashMap<(u32, u64), Activity>,
+    early_order: VecDeque<(u32, u64)>,
+    /// Commands completed already: a later completion of one is not written again.
+    completed: crate::timeline::Completed,
     queues: BTreeMap<u64, QueueRow>,
     drops: BTreeMap<u32, u64>,
     notifications: BTreeMap<(u8, u16), u64>,
@@ -285,15 +290,41 @@ impl Rows<'_> {
     fn activity(&mut self, a: &Activity) -> Result<(), ExportError> {
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let key = (a.kind, a.correlation);
+        if a.correlation == 0 {
+            return self.activity_row(a);
+        }
+        // One row per command and runtime level (`docs/record-model.md`).
         if a.phase == phase::COMPLETE {
+            if self.completed.contains(key) || self.early.contains_key(&key) {
+                return Ok(());
+            }
             if let Some(mut work) = self.pending.remove(&key) {
+                self.completed.insert(key);
                 work.device_start = a.device_start;
                 work.device_end = a.device_end;
                 return self.activity_row(&work);
             }
-            return self.activity_row(a);
+            self.early.insert(key, a.clone());
+            self.early_order.push_back(key);
+            while self.early_order.len() > PENDING_MAX {
+                let Some(old) = self.early_order.pop_front() else { break };
+                if let Some(c) = self.early.remove(&old) {
+                    self.activity_row(&c)?;
+                }
+            }
+            return Ok(());
         }
-        if known || a.correlation == 0 {
+        if let Some(c) = self.early.remove(&key) {
+            self.completed.insert(key);
+            let mut work = a.clone();
+            if !known {
+                work.device_start = c.device_start;
+                work.device_end = c.device_end;
+            }
+            return self.activity_row(&work);
+        }
+        if known {
+            self.completed.insert(key);
             return self.activity_row(a);
         }
         if self.pending.insert(key, a.clone()).is_none() {
@@ -367,6 +398,11 @@ impl Rows<'_> {
     }
 
     fn finish(&mut self) -> Result<(), ExportError> {
+        while let Some(k) = self.early_order.pop_front() {
+            if let Some(c) = self.early.remove(&k) {
+                self.activity_row(&c)?;
+            }
+        }
         while let Some(k) = self.pending_order.pop_front() {
             if let Some(w) = self.pending.remove(&k) {
                 self.activity_row(&w)?;
@@ -414,6 +450,9 @@ pub(crate) fn write_tables(
         rows: 0,
         pending: FxHashMap::default(),
         pending_order: VecDeque::new(),
+        early: FxHashMap::default(),
+        early_order: VecDeque::new(),
+        completed: crate::timeline::Completed::default(),
         queues: BTreeMap::new(),
         drops: BTreeMap::new(),
         notifications: BTreeMap::new(),

@@ -147,6 +147,10 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
         None
     }
 
+    fn contains_key(&self, k: &K) -> bool {
+        self.map.contains_key(k)
+    }
+
     fn remove(&mut self, k: &K) -> Option<V> {
         // The key stays in `order` until it reaches the front; it is skipped then.
         let v = self.map.remove(k);
@@ -187,6 +191,11 @@ pub(crate) struct Timeline {
     /// Device work with its device times whose call has not come yet, per thread: drawn when
     /// the call comes (so the flow has both ends), or at the end.
     awaiting_call: FxHashMap<u32, Vec<AwaitingCall>>,
+    /// Completions whose enqueue record has not come yet (drawn at the end, or when forgotten).
+    early: FxHashMap<(u32, u64), (PendingWork, (u64, u64))>,
+    early_order: VecDeque<(u32, u64)>,
+    /// Commands completed already: a later completion of one is not drawn again.
+    completed: Completed,
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
@@ -213,6 +222,9 @@ impl Timeline {
             flows_started: Bounded::default(),
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
+            early: FxHashMap::default(),
+            early_order: VecDeque::new(),
+            completed: Completed::default(),
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
             counters: FxHashMap::default(),
@@ -502,6 +514,39 @@ impl Timeline {
     fn activity(&mut self, a: &Activity, out: &mut dyn TimelineOut) {
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let key = (a.kind, a.correlation);
+        // One slice per command and runtime level (`docs/record-model.md`): an enqueue record and
+        // its completion meet whichever comes first; a second completion is not drawn.
+        if a.phase == phase::COMPLETE
+            && a.correlation != 0
+            && (self.completed.contains(key) || self.early.contains_key(&key))
+        {
+            return;
+        }
+        if a.phase == phase::COMPLETE && a.correlation != 0 && known && !self.pending.contains_key(&key) {
+            self.early.insert(key, (PendingWork::of(a), (a.device_start, a.device_end)));
+            self.early_order.push_back(key);
+            while self.early_order.len() > PENDING_MAX {
+                let Some(old) = self.early_order.pop_front() else { break };
+                if let Some((w, times)) = self.early.remove(&old) {
+                    let flow_in = self.flows_started.remove(&old.1).map(|()| old.1);
+                    self.device_slice(out, old.0, &w, old.1, Some(times), flow_in);
+                }
+            }
+            return;
+        }
+        if a.phase != phase::COMPLETE
+            && a.correlation != 0
+            && !known
+            && let Some((_, (s, e))) = self.early.remove(&key)
+        {
+            let mut merged = a.clone();
+            merged.device_start = s;
+            merged.device_end = e;
+            return self.activity(&merged, out);
+        }
+        if a.correlation != 0 && known {
+            self.completed.insert(key);
+        }
         if a.phase == phase::COMPLETE {
             let work = match self.pending.remove(&key) {
                 Some(w) => w,
@@ -596,6 +641,12 @@ impl Timeline {
 
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
+        while let Some(key) = self.early_order.pop_front() {
+            if let Some((w, times)) = self.early.remove(&key) {
+                let flow_in = self.flows_started.remove(&key.1).map(|()| key.1);
+                self.device_slice(out, key.0, &w, key.1, Some(times), flow_in);
+            }
+        }
         let mut tids: Vec<u32> = self.awaiting_call.keys().copied().collect();
         tids.sort_unstable();
         for tid in tids {
@@ -606,6 +657,30 @@ impl Timeline {
         for ((kind, corr), w) in self.pending.drain() {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
+        }
+    }
+}
+
+/// The (kind, correlation) of commands already completed, the newest [`PENDING_MAX`]: a later
+/// completion of one of them (a second backend's) is not written again.
+#[derive(Debug, Default)]
+pub(crate) struct Completed {
+    set: rustc_hash::FxHashSet<(u32, u64)>,
+    order: VecDeque<(u32, u64)>,
+}
+
+impl Completed {
+    pub(crate) fn contains(&self, key: (u32, u64)) -> bool {
+        self.set.contains(&key)
+    }
+
+    pub(crate) fn insert(&mut self, key: (u32, u64)) {
+        if self.set.insert(key) {
+            self.order.push_back(key);
+            while self.order.len() > PENDING_MAX {
+                let Some(old) = self.order.pop_front() else { break };
+                self.set.remove(&old);
+            }
         }
     }
 }
