@@ -165,6 +165,13 @@ fn record_report_and_export_a_multithreaded_program() {
     assert_eq!(device_count(&rep, "KERNEL_DISPATCH"), launches);
     assert_eq!(device_count(&rep, "MEMORY_COPY"), 4 * 5 * 3);
     assert_eq!(device_count(&rep, "MEMORY_FILL"), 4 * 5);
+    // Two barriers per iteration; the OpenCL layer (hosted by the agent) adds no command of its
+    // own, only the device times: every kernel, copy, fill and barrier has one.
+    assert_eq!(device_count(&rep, "SYNC"), 4 * 5 * 2);
+    for d in rep["device_activity"].as_array().expect("da") {
+        assert_eq!(d["device_count"], d["count"], "every command timed: {d}");
+        assert!(d["device_total_ns"].as_u64().unwrap_or(0) > 0, "{d}");
+    }
     let names: Vec<&str> =
         rep["device_activity"].as_array().expect("da").iter().filter_map(|d| d["name"].as_str()).collect();
     assert!(names.contains(&"scale_add") && names.contains(&"square"), "{names:?}");
@@ -233,10 +240,13 @@ fn record_report_and_export_a_multithreaded_program() {
     assert!(chrome["traceEvents"].as_array().expect("traceEvents").len() > 200);
     let out = sql(
         &dir.path().join("t.sqlite"),
-        "print(db.execute('select count(*) from api_calls').fetchone()[0])\n\
+        "print(db.execute(\"select count(*) from api_calls join kinds using (kind) where kinds.name = 'UR_API'\").fetchone()[0])\n\
          print(db.execute('select count(*) from device_activity where queue = 0').fetchone()[0])\n\
          print(db.execute('select count(*) from api_calls where json_valid(args) = 0').fetchone()[0])\n\
          print(db.execute(\"select count(*) from device_activity a join api_calls_named c using (correlation) where a.name = 'scale_add' and c.operation_name like 'urEnqueueKernelLaunch%'\").fetchone()[0])\n\
+         print(db.execute('select count(*) from device_activity where device_ns is null').fetchone()[0])\n\
+         print(db.execute(\"select count(*) from device_activity a join api_calls_named c using (correlation) where c.kind_name = 'UR_API' and a.device_start_ns + 50000 < c.start_ns\").fetchone()[0])\n\
+         print(db.execute('select count(*) from (select queue, sum(device_ns) s, max(device_end_ns) - min(device_start_ns) span from device_activity a join queues q using (queue) where q.in_order = 1 group by queue) where s > span').fetchone()[0])\n\
          for v in ['top_kernels', 'api_calls_by_thread', 'copy_bandwidth', 'queue_wait']:\n    db.execute(f'select * from {v}').fetchall()\n",
     );
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
@@ -244,6 +254,9 @@ fn record_report_and_export_a_multithreaded_program() {
     assert_eq!(lines[1], 0, "every device activity has its queue");
     assert_eq!(lines[2], 0, "every argument column is JSON");
     assert_eq!(lines[3], 4 * 5, "every scale_add joins the launch that enqueued it");
+    assert_eq!(lines[4], 0, "every device activity has its device time");
+    assert_eq!(lines[5], 0, "no device time starts before the UR call that enqueued it");
+    assert_eq!(lines[6], 0, "device time of an in-order queue never exceeds the span of its commands");
     // Devices and contexts are defined with names and types (OpenCL CPU device: type CPU).
     let out = sql(
         &dir.path().join("t.sqlite"),

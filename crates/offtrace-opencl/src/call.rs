@@ -41,6 +41,11 @@ pub const CL_MEM_REFERENCE_COUNT: u32 = 0x1105;
 pub const CL_KERNEL_REFERENCE_COUNT: u32 = 0x1192;
 pub const CL_PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
 
+thread_local! {
+    /// The enclosing call's correlation id of this thread's last traced OpenCL call.
+    static LAST_OUTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// An `OPENCL_API` call in progress on this thread. Lives in the wrapper's frame and is filled
 /// in place (`enter`, `exit` take `&mut self`): the 152-byte payload is never moved.
 pub(crate) struct ApiCall {
@@ -79,6 +84,13 @@ impl ApiCall {
     #[inline(never)]
     fn enter_slow(&mut self, op: u32, args: &[u64]) {
         self.outer = current_correlation_id();
+        // An OpenCL call outside the enclosing call of this thread's previous one: that call is
+        // over, its commands' device interval can be delivered (`enqueue::close_outer`).
+        let outer = self.outer;
+        let last = LAST_OUTER.try_with(|l| l.replace(outer)).unwrap_or(0);
+        if last != 0 && last != outer {
+            crate::enqueue::close_outer(last);
+        }
         if !offtrace_core::kind_enabled(OPENCL_API) {
             return;
         }

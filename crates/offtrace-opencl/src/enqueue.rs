@@ -307,7 +307,12 @@ impl Submission {
             host_before: self.host_before,
             host_after,
             perf_at_start: None,
+            nested: self.nested,
         };
+        if self.nested {
+            // Before the callback can run: the group counts this command as outstanding.
+            group_open(correlation, &command, self.queue as u64, device as u64);
+        }
         let has_counters = pending.counters.is_some();
         let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
         lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
@@ -343,6 +348,8 @@ struct Pending {
     host_before: u64,
     host_after: u64,
     perf_at_start: Option<crate::perf::Snapshot>,
+    /// Issued inside another backend's API call: completes a [`Group`], not a record of its own.
+    nested: bool,
 }
 
 static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
@@ -438,10 +445,122 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
         crate::counters::emit_samples(set, p.device, &values);
         crate::counters::store_results(event as usize, values);
     }
-    p.command.with_payload(p.queue, p.device, (start, end), |kind, op, payload| {
-        emit_activity(kind, op, p.correlation, start, end, payload)
-    });
+    if p.nested {
+        group_complete(p.correlation, &p.command, (start, end));
+    } else {
+        p.command.with_payload(p.queue, p.device, (start, end), |kind, op, payload| {
+            emit_activity(kind, op, p.correlation, start, end, payload)
+        });
+    }
     lock(&RELEASES).push(p.event);
+}
+
+/// The commands one enclosing API call (a UR call on the SYCL path) issued, of one kind: the
+/// enclosing backend reported that call's command once (its queue, name, geometry); the layer
+/// delivers its device interval once, the union of its OpenCL commands' (first start, last
+/// end), when all of them completed and the call is over (`close_outer`). One UR call may issue
+/// several OpenCL commands: a copy or fill split in parts, a barrier made of a marker and a
+/// barrier. Commands whose times never came count as untimed; a group none of whose commands
+/// has times is delivered with start = end = 0.
+struct Group {
+    outstanding: u32,
+    closed: bool,
+    start: u64,
+    end: u64,
+    queue: u64,
+    device: u64,
+    command: Command,
+}
+
+static GROUPS: Mutex<Option<HashMap<(u64, u8), Group>>> = Mutex::new(None);
+static OPEN_GROUPS: AtomicU64 = AtomicU64::new(0);
+
+fn kind_index(c: &Command) -> u8 {
+    match c {
+        Command::Kernel { .. } => 0,
+        Command::Copy { .. } => 1,
+        Command::Fill { .. } => 2,
+        Command::Sync { .. } => 3,
+    }
+}
+
+fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
+    let mut g = lock(&GROUPS);
+    let map = g.get_or_insert_with(HashMap::default);
+    let e = map.entry((correlation, kind_index(command))).or_insert_with(|| {
+        OPEN_GROUPS.fetch_add(1, Ordering::Relaxed);
+        Group { outstanding: 0, closed: false, start: 0, end: 0, queue, device, command: *command }
+    });
+    e.outstanding += 1;
+    if e.outstanding > 1 {
+        // The parts of a split copy / fill add up to the whole command's bytes.
+        if let Command::Copy { size, .. } | Command::Fill { size, .. } = &mut e.command {
+            *size += command.bytes();
+        }
+    }
+}
+
+fn group_complete(correlation: u64, command: &Command, (start, end): (u64, u64)) {
+    let key = (correlation, kind_index(command));
+    let done = {
+        let mut g = lock(&GROUPS);
+        let Some(map) = g.as_mut() else { return };
+        let Some(e) = map.get_mut(&key) else { return };
+        e.outstanding = e.outstanding.saturating_sub(1);
+        if start != 0 && end >= start {
+            e.start = if e.start == 0 { start } else { e.start.min(start) };
+            e.end = e.end.max(end);
+        }
+        if e.outstanding == 0 && e.closed { map.remove(&key) } else { None }
+    };
+    if let Some(e) = done {
+        emit_group(correlation, e);
+    }
+}
+
+fn emit_group(correlation: u64, e: Group) {
+    OPEN_GROUPS.fetch_sub(1, Ordering::Relaxed);
+    let (start, end) = (e.start, e.end);
+    e.command.with_payload(e.queue, e.device, (start, end), |kind, op, payload| {
+        emit_activity(kind, op, correlation, start, end, payload)
+    });
+}
+
+/// The enclosing call with correlation `correlation` is over (its thread made an OpenCL call
+/// outside it): its groups are delivered as soon as their commands completed (now, if they
+/// did). `all`: every group (at the end of the run), whatever is outstanding.
+pub(crate) fn close_outer(correlation: u64) {
+    if OPEN_GROUPS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let done: Vec<Group> = {
+        let mut g = lock(&GROUPS);
+        let Some(map) = g.as_mut() else { return };
+        let mut out = Vec::new();
+        for k in 0..4u8 {
+            let key = (correlation, k);
+            if let Some(e) = map.get_mut(&key) {
+                e.closed = true;
+                if e.outstanding == 0
+                    && let Some(e) = map.remove(&key)
+                {
+                    out.push(e);
+                }
+            }
+        }
+        out
+    };
+    for e in done {
+        emit_group(correlation, e);
+    }
+}
+
+/// At the end: every group, with what arrived.
+fn flush_groups() {
+    let all: Vec<((u64, u8), Group)> = lock(&GROUPS).take().map(|m| m.into_iter().collect()).unwrap_or_default();
+    for ((correlation, _), e) in all {
+        emit_group(correlation, e);
+    }
 }
 
 /// Drops the layer's references of completed commands' events (outside the runtime's callbacks).
@@ -472,10 +591,15 @@ pub(crate) fn finish() {
     let left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
     for p in left {
         INCOMPLETE.fetch_add(1, Ordering::Relaxed);
+        if p.nested {
+            group_complete(p.correlation, &p.command, (0, 0));
+            continue;
+        }
         p.command.with_payload(p.queue, p.device, (0, 0), |kind, op, payload| {
             emit_activity(kind, op, p.correlation, 0, 0, payload)
         });
     }
+    flush_groups();
     // The runtime may already be torn down at exit: the remaining references are left to the
     // process's end rather than released into a runtime that is gone.
     lock(&RELEASES).clear();

@@ -185,6 +185,7 @@ fn program_profile(stdout: &str) -> Vec<(String, u64)> {
 const KERNEL: u32 = 3;
 const COPY: u32 = 4;
 const FILL: u32 = 5;
+const SYNC: u32 = 8;
 
 fn vector_add_matches_program(rt: Runtime) {
     let Some(s) = setup() else { return };
@@ -572,6 +573,45 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
         // The device time lies inside the command's lifetime: after its UR call began.
         let call = calls.iter().find(|c| c.kind == 1 && c.correlation == l.correlation).expect("call");
         assert!(done.device_start + 50_000 >= call.start, "device start before the call: {done:?} {call:?}");
+    }
+    // One device activity per command and runtime level: the layer adds no command of its own
+    // on the SYCL path (no enqueue record, no completion of a kind or correlation the SYCL
+    // backend did not report), and delivers each UR command's device interval once. A second
+    // completion may come from the SYCL backend itself, for the commands whose device times the
+    // program queried (urEventGetProfilingInfo): readers count the first (`docs/record-model.md`).
+    let mut keys: std::collections::HashMap<(u32, u64), (u32, u32)> = std::collections::HashMap::new();
+    for a in acts.iter().filter(|a| [KERNEL, COPY, FILL, SYNC].contains(&a.kind) && a.correlation != 0) {
+        let e = keys.entry((a.kind, a.correlation)).or_default();
+        if a.phase == offtrace_format::phase::COMPLETE { e.1 += 1 } else { e.0 += 1 }
+    }
+    for (key, (enqueued, completed)) in &keys {
+        assert_eq!(*enqueued, 1, "{key:?}: one enqueue record");
+        assert!((1..=2).contains(completed), "{key:?}: {completed} completions");
+    }
+    let twice = keys.values().filter(|v| v.1 == 2).count();
+    assert!(twice <= 8, "only the 8 kernels the program profiles itself: {twice}");
+    // The report counts each command once, each with its device time.
+    let report = Command::new(&bin).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let rep: serde_json::Value = serde_json::from_slice(&report.stdout).expect("json");
+    for d in rep["device_activity"].as_array().expect("device_activity") {
+        let kind = d["kind"].as_str().expect("kind");
+        let key = [("KERNEL_DISPATCH", KERNEL), ("MEMORY_COPY", COPY), ("MEMORY_FILL", FILL), ("SYNC", SYNC)]
+            .iter()
+            .find(|(n, _)| *n == kind)
+            .map(|(_, k)| *k);
+        let Some(k) = key else { continue };
+        let expected = keys.keys().filter(|(kk, _)| *kk == k).count() as u64;
+        let total: u64 = rep["device_activity"]
+            .as_array()
+            .expect("da")
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["count"].as_u64().expect("count"))
+            .sum();
+        assert_eq!(total, expected, "{kind}: one per command");
+        assert_eq!(d["device_count"], d["count"], "every {kind} timed: {d}");
+        assert!(d["device_total_ns"].as_u64().unwrap_or(0) > 0, "{d}");
     }
 }
 

@@ -1,0 +1,112 @@
+//! One device activity per command and runtime level (`docs/record-model.md`), the same in the
+//! report and in every export: an enqueue record (phase NONE) and its completion (COMPLETE,
+//! same kind and correlation) are one command whichever reaches the file first (two backends'
+//! records come from different threads' buffers); a second completion of a command (the SYCL
+//! backend's, from the program's own profiling query, beside the OpenCL layer's) is not counted;
+//! a completion without an enqueue record (CUPTI style) is work of its own.
+
+#![allow(clippy::unwrap_used)] // tests
+
+mod common;
+
+use offtrace_analysis::Analyzer;
+use offtrace_analysis::testing::{TypedBuilder, kind};
+use offtrace_export::{ExportFormat, ExportOptions, export_records};
+use offtrace_format::{CopyDirection, Record};
+
+const Q: u64 = 0x5000;
+const D: u64 = 0xd1;
+
+fn trace() -> Vec<Record> {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.thread(2, "callbacks");
+    b.kind(kind::UR_API, "UR_API");
+    b.op(kind::UR_API, 1, "urEnqueueSomething", &[("hQueue", "ur_queue_handle_t", 3)]);
+    b.queue_create(1, 10, Q, D, true);
+    // 1: kernel enqueued, completed twice (the OpenCL layer's, then the program's query).
+    b.kernel(1, 100, 1, Q, D, "k_twice", None);
+    b.complete(kind::KERNEL_DISPATCH, 0, 2, 300, 1, Q, 1_000, 1_100);
+    b.complete(kind::KERNEL_DISPATCH, 0, 1, 400, 1, Q, 1_000, 1_100);
+    // 2: a barrier whose completion reaches the file before its enqueue record.
+    b.complete(kind::SYNC, 1, 2, 500, 2, Q, 1_200, 1_210);
+    b.barrier(1, 450, 2, Q, D);
+    // 3: a copy completed on another thread, that thread's buffer written first.
+    b.complete(kind::MEMORY_COPY, 0, 2, 700, 3, Q, 1_300, 1_500);
+    b.copy(1, 600, 3, Q, D, 4096, CopyDirection::HostToDevice, None);
+    // 4: the plain order: enqueue, then completion.
+    b.kernel(1, 800, 4, Q, D, "k_plain", None);
+    b.complete(kind::KERNEL_DISPATCH, 0, 2, 900, 4, Q, 1_600, 1_700);
+    // 5: only a completion (a backend that learns everything at completion).
+    b.kernel(2, 1_000, 5, Q, D, "k_only_complete", Some((1_800, 1_900)));
+    if let Some(Record::Activity(a)) = b.out.last_mut() {
+        a.phase = offtrace_format::phase::COMPLETE;
+    }
+    for (c, s) in [(1u64, 90u64), (2, 440), (3, 590), (4, 790), (5, 990)] {
+        b.api_call(kind::UR_API, 1, 1, s, s + 20, c, &[Q], 0);
+    }
+    b.out.push(Record::End { records: 0, drops: 0 });
+    b.out
+}
+
+#[test]
+fn the_report_counts_each_command_once_with_its_device_time() {
+    let mut a = Analyzer::new();
+    for r in &trace() {
+        a.push(r);
+    }
+    let rep = a.finish(true, Vec::new(), None);
+    let find = |name: &str| rep.device_activity.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));
+    for (name, ns) in [("k_twice", 100), ("k_plain", 100), ("k_only_complete", 100), ("barrier", 10)] {
+        let d = find(name);
+        assert_eq!((d.count, d.device_count, d.device_total_ns), (1, 1, Some(ns)), "{name}: {d:?}");
+    }
+    let copies: u64 = rep.device_activity.iter().filter(|d| d.kind == "MEMORY_COPY").map(|d| d.count).sum();
+    assert_eq!(copies, 1);
+    let c = rep.device_activity.iter().find(|d| d.kind == "MEMORY_COPY").unwrap();
+    assert_eq!((c.device_count, c.device_total_ns, c.bytes), (1, Some(200), 4096));
+    assert_eq!(rep.device_activity.iter().map(|d| d.count).sum::<u64>(), 5);
+}
+
+#[test]
+fn every_export_has_one_row_or_slice_per_command() {
+    let records = trace();
+    let dir = tempfile::tempdir().unwrap();
+
+    let db = dir.path().join("t.sqlite");
+    export_records(&records, &ExportOptions::new(ExportFormat::Sqlite, &db)).unwrap();
+    let db = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity"), 5);
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE device_ns IS NULL"), 0);
+    assert_eq!(one("SELECT COUNT(DISTINCT correlation) FROM device_activity"), 5);
+    assert_eq!(one("SELECT bytes FROM device_activity WHERE correlation = 3"), 4096);
+
+    let json = dir.path().join("t.json");
+    export_records(&records, &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let device: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["cat"].as_str().is_some_and(|c| !c.ends_with("_API")) && matches!(e["ph"].as_str(), Some("X" | "i"))
+        })
+        .collect();
+    let names: Vec<&str> = device.iter().filter_map(|e| e["name"].as_str()).collect();
+    assert_eq!(device.len(), 5, "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with("enqueued: ")), "{names:?}");
+
+    let pf = dir.path().join("t.pftrace");
+    export_records(&records, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = common::decode_pftrace(&std::fs::read(&pf).unwrap());
+    let device: Vec<&str> = d
+        .slices
+        .iter()
+        .chain(d.instants.iter())
+        .filter(|s| !s.category.ends_with("_API"))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(device.len(), 5, "{device:?}");
+    assert!(device.iter().all(|n| !n.starts_with("enqueued: ")), "{device:?}");
+}
