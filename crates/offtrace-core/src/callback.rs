@@ -919,6 +919,12 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
 
 #[inline(never)]
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+    if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
+        let c = crate::correlation::current_correlation_id();
+        if c != 0 {
+            crate::correlation::note_reported(c, kind);
+        }
+    }
     let t = thread_state();
     if t.in_callback.get() {
         return;

@@ -157,6 +157,38 @@ pub fn next_correlation_id() -> u64 {
     THREAD.with(|t| t.next_correlation_id())
 }
 
+thread_local! {
+    /// The last calls of this thread that reported device work at enqueue: (correlation id,
+    /// bit per kind). A ring: a backend nested in another's call (the OpenCL layer inside a UR
+    /// call) asks, once that call is over, whether the enclosing backend reported the command.
+    static REPORTED: std::cell::Cell<[(u64, u32); 8]> = const { std::cell::Cell::new([(0, 0); 8]) };
+}
+
+/// Notes that device work of `kind` was reported at enqueue inside the call `correlation` of
+/// this thread (by `emit_instant`, phase NONE).
+pub(crate) fn note_reported(correlation: u64, kind: crate::Kind) {
+    let bit = 1u32 << (kind.index() & 31);
+    let _ = REPORTED.try_with(|r| {
+        let mut ring = r.get();
+        if let Some(e) = ring.iter_mut().find(|e| e.0 == correlation) {
+            e.1 |= bit;
+        } else {
+            ring.rotate_right(1);
+            ring[0] = (correlation, bit);
+        }
+        r.set(ring);
+    });
+}
+
+/// Whether device work of `kind` was reported at enqueue (phase NONE) inside the call with
+/// correlation id `correlation`, one of the calling thread's last 8 calls that reported any.
+/// The OpenCL layer on the SYCL path delivers a UR command's device times only when the SYCL
+/// backend reported that command (`docs/record-model.md`, one record per command).
+pub fn reported_in_call(correlation: u64, kind: crate::Kind) -> bool {
+    let bit = 1u32 << (kind.index() & 31);
+    REPORTED.try_with(|r| r.get().iter().any(|e| e.0 == correlation && e.1 & bit != 0)).unwrap_or(false)
+}
+
 /// The correlation id of the API call the calling thread is inside (0 = none).
 pub fn current_correlation_id() -> u64 {
     THREAD.with(|t| t.current.get())

@@ -40,7 +40,7 @@ pub use context::{
 };
 pub use correlation::{
     ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id, pop_external_correlation_id,
-    push_external_correlation_id,
+    push_external_correlation_id, reported_in_call,
 };
 pub use error::ServiceError;
 pub use inflight::{asymmetric_fences, late_lost};

@@ -465,6 +465,9 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
 struct Group {
     outstanding: u32,
     closed: bool,
+    /// The enclosing backend did not report this command (a UR call it does not count as a
+    /// command, e.g. `urEnqueueEventsWait`'s marker): nothing is delivered.
+    unreported: bool,
     start: u64,
     end: u64,
     queue: u64,
@@ -489,7 +492,7 @@ fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
     let map = g.get_or_insert_with(HashMap::default);
     let e = map.entry((correlation, kind_index(command))).or_insert_with(|| {
         OPEN_GROUPS.fetch_add(1, Ordering::Relaxed);
-        Group { outstanding: 0, closed: false, start: 0, end: 0, queue, device, command: *command }
+        Group { outstanding: 0, closed: false, unreported: false, start: 0, end: 0, queue, device, command: *command }
     });
     e.outstanding += 1;
     if e.outstanding > 1 {
@@ -520,6 +523,9 @@ fn group_complete(correlation: u64, command: &Command, (start, end): (u64, u64))
 
 fn emit_group(correlation: u64, e: Group) {
     OPEN_GROUPS.fetch_sub(1, Ordering::Relaxed);
+    if e.unreported {
+        return;
+    }
     let (start, end) = (e.start, e.end);
     e.command.with_payload(e.queue, e.device, (start, end), |kind, op, payload| {
         emit_activity(kind, op, correlation, start, end, payload)
@@ -541,6 +547,8 @@ pub(crate) fn close_outer(correlation: u64) {
             let key = (correlation, k);
             if let Some(e) = map.get_mut(&key) {
                 e.closed = true;
+                // On the call's thread, after the call: did its backend report this command?
+                e.unreported = !offtrace_core::reported_in_call(correlation, e.command.kind_op().0);
                 if e.outstanding == 0
                     && let Some(e) = map.remove(&key)
                 {
