@@ -13,6 +13,9 @@
 //! hands the event to the release list: the reference is dropped by the next submission or at
 //! exit, never inside the runtime's own callback.
 //!
+//! Commands issued inside another backend's API call (the SYCL path) are not reported on their
+//! own: their intervals are gathered per enclosing call and kind ([`Group`]) and delivered once.
+//!
 //! Commands whose callback never came (the program exited or was killed first, or the runtime
 //! dropped the command) are still in the pending table at exit: `finish` emits each as an
 //! activity record with start = end = 0 (no device time), and counts them (`incomplete()`).
@@ -534,7 +537,7 @@ fn emit_group(correlation: u64, e: Group) {
 
 /// The enclosing call with correlation `correlation` is over (its thread made an OpenCL call
 /// outside it): its groups are delivered as soon as their commands completed (now, if they
-/// did). `all`: every group (at the end of the run), whatever is outstanding.
+/// did), unless the enclosing backend reported no command of the group's kind in that call.
 pub(crate) fn close_outer(correlation: u64) {
     if OPEN_GROUPS.load(Ordering::Relaxed) == 0 {
         return;
@@ -622,4 +625,77 @@ pub fn pending_count() -> usize {
 fn _assert_send() {
     fn s<T: Send>() {}
     s::<Pending>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offtrace_core::{ApiCallPayload, Phase, configure_callback_tracing_closure, create_context, start_context};
+
+    fn copy(size: u64) -> Command {
+        Command::Copy {
+            op: 0,
+            dst: 0x2000,
+            src: 0x1000,
+            size,
+            direction: CopyDirection::HostToDevice,
+            src_type: MemoryType::Host,
+            dst_type: MemoryType::Device,
+        }
+    }
+
+    /// An enclosing (UR-like) call; `report`: its backend reports the copy at enqueue.
+    fn enclosing_call(report: bool, inside: impl FnOnce(u64)) -> u64 {
+        let p = ApiCallPayload::new(1, &[]);
+        let token = offtrace_core::emit_enter(Kind::UrApi, 1, Payload::api(Kind::UrApi, &p));
+        let corr = token.correlation_id();
+        assert_ne!(corr, 0);
+        inside(corr);
+        if report {
+            copy(300).with_payload(0x50, 0xd1, (0, 0), |k, op, p| emit_instant(k, op, Phase::None, p));
+        }
+        offtrace_core::emit_exit(token, Payload::api(Kind::UrApi, &p));
+        corr
+    }
+
+    /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
+    /// parts completed, with the union of their intervals and their bytes; a UR call whose
+    /// backend reported no command gets no completion from the layer.
+    #[test]
+    fn a_command_split_in_parts_is_completed_once_with_the_union_of_their_intervals() {
+        type Got = Vec<(u64, u64, u64, u64)>;
+        let got: Arc<Mutex<Got>> = Arc::default();
+        let ctx = create_context().expect("context");
+        configure_callback_tracing_closure(ctx, Kind::UrApi, None, |_, _| {}).expect("ur");
+        let g = got.clone();
+        configure_callback_tracing_closure(ctx, Kind::MemoryCopy, None, move |r, _| {
+            if r.phase == Phase::Complete as u32 {
+                // SAFETY: MEMORY_COPY records carry a MemoryCopyPayload, valid during the call.
+                #[allow(unsafe_code)]
+                let p = unsafe { &*(r.payload as *const MemoryCopyPayload) };
+                lock(&g).push((r.correlation_id.internal, p.device_start, p.device_end, p.size));
+            }
+        })
+        .expect("copy");
+        start_context(ctx).expect("start");
+
+        let corr = enclosing_call(true, |corr| {
+            group_open(corr, &copy(100), 0x50, 0xd1);
+            group_open(corr, &copy(200), 0x50, 0xd1);
+            group_complete(corr, &copy(100), (1_000, 1_100));
+        });
+        assert!(lock(&got).is_empty(), "nothing before the call is over");
+        close_outer(corr);
+        assert!(lock(&got).is_empty(), "nothing while a part is outstanding");
+        group_complete(corr, &copy(200), (1_050, 1_300));
+        assert_eq!(*lock(&got), vec![(corr, 1_000, 1_300, 300)]);
+
+        let other = enclosing_call(false, |corr| {
+            group_open(corr, &copy(64), 0x50, 0xd1);
+            group_complete(corr, &copy(64), (2_000, 2_100));
+        });
+        close_outer(other);
+        assert_eq!(lock(&got).len(), 1, "no completion of a command its backend did not report");
+        assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
+    }
 }
