@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""Generate crates/offtrace-xpti/src/ur.rs from Unified Runtime's ur_api.h.
+"""Generate crates/offtrace-xpti-abi/src/ur.rs from Unified Runtime's ur_api.h.
 
 usage: scripts/gen_ur_table.py [path/to/ur_api.h] [path/to/ur.rs]
-defaults: .venv/include/unified-runtime/ur_api.h -> crates/offtrace-xpti/src/ur.rs
+defaults: .venv/include/unified-runtime/ur_api.h -> crates/offtrace-xpti-abi/src/ur.rs
+
+The output is formatted with `rustfmt` and the repository's rustfmt.toml (when rustfmt is on the
+PATH), so regenerating from the same header reproduces the checked-in file byte for byte
+(`crates/offtrace-xpti-abi/tests/generated.rs` checks it when the header is present).
+Besides the function table it writes `id` (every `ur_function_t` value by its enumerator name)
+and `param` (every parameter's position in its function's params struct), so backends name
+functions and arguments instead of copying numbers.
 
 Reads the `ur_function_t` enumerators (`/// Enumerator for ::urX` + `UR_FUNCTION_X = N,`) and every
 `typedef struct ur_<x>_params_t { T *pName; ... }` (preceded by `/// @brief Function parameters
@@ -21,16 +28,18 @@ from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 hdr = Path(sys.argv[1]) if len(sys.argv) > 1 else root / ".venv/include/unified-runtime/ur_api.h"
-out = Path(sys.argv[2]) if len(sys.argv) > 2 else root / "crates/offtrace-xpti/src/ur.rs"
+out = Path(sys.argv[2]) if len(sys.argv) > 2 else root / "crates/offtrace-xpti-abi/src/ur.rs"
 text = hdr.read_text()
 
 version = re.search(r"@version\s+(\S+)", text)
 version = version.group(1) if version else "unknown"
 
-# function ids, keyed by function name
+# function ids, keyed by function name; the enumerator's name (without UR_FUNCTION_) per function
 func_ids = {}
-for m in re.finditer(r"///\s*Enumerator for ::(ur\w+)\s*\n\s*UR_FUNCTION_\w+\s*=\s*(\d+)", text):
-    func_ids[m.group(1)] = int(m.group(2))
+func_enum = {}
+for m in re.finditer(r"///\s*Enumerator for ::(ur\w+)\s*\n\s*UR_FUNCTION_(\w+)\s*=\s*(\d+)", text):
+    func_ids[m.group(1)] = int(m.group(3))
+    func_enum[m.group(1)] = m.group(2)
 
 enums = set(re.findall(r"typedef enum (ur_\w+_t)\b", text))
 typedefs = dict((m.group(2), m.group(1)) for m in re.finditer(r"^typedef ([\w ]+?) (ur_\w+_t);", text, re.M))
@@ -176,6 +185,27 @@ for i in range(0, len(index), 16):
     o.append("    " + ", ".join(str(v) for v in index[i:i + 16]) + ",")
 o.append("];")
 o.append("")
+def screaming(camel):
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", camel).upper()
+
+
+ids = ["", "/// Every `ur_function_t` value, by its enumerator's name (`UR_FUNCTION_ENQUEUE_USM_MEMCPY`",
+       "/// is `id::ENQUEUE_USM_MEMCPY`).", "pub mod id {"]
+for fid, name, _ in funcs:
+    ids.append(f"    /// `{name}`")
+    ids.append(f"    pub const {func_enum[name]}: u32 = {fid};")
+ids.append("}")
+ids += ["", "/// The position of every parameter in its function's params struct (and in `args` of an API",
+        "/// call record): `param::enqueue_usm_memcpy::P_DST` is 2.", "pub mod param {"]
+for fid, name, params in funcs:
+    ids.append(f"    /// `{name}`")
+    ids.append(f"    pub mod {func_enum[name].lower()} {{")
+    for i, (pn, _, _, _) in enumerate(params):
+        ids.append(f"        pub const {screaming(pn)}: usize = {i};")
+    ids.append("    }")
+ids.append("}")
+ids = "\n".join(ids)
+
 o.append("""/// The function with this `ur_function_t` value. O(1): one bounds check and one table load.
 #[inline]
 pub fn function(id: u32) -> Option<&'static Function> {
@@ -187,6 +217,7 @@ pub fn function(id: u32) -> Option<&'static Function> {
 pub fn function_by_name(name: &str) -> Option<&'static Function> {
     FUNCTIONS.iter().find(|f| f.name == name)
 }
+@@IDS@@
 
 #[cfg(test)]
 mod tests {
@@ -230,5 +261,16 @@ mod tests {
         assert_eq!(d.kind, ParamKind::Pointer);
     }
 }""")
-out.write_text("\n".join(o) + "\n")
+code = ("\n".join(o) + "\n").replace("@@IDS@@", ids)
+# Formatted as the repository formats its code, so that regenerating reproduces the file.
+import shutil
+import subprocess
+
+if shutil.which("rustfmt"):
+    r = subprocess.run(["rustfmt", "--edition", "2024", "--config-path", str(root / "rustfmt.toml"), "--emit", "stdout"],
+                       input=code, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"rustfmt failed: {r.stderr}")
+    code = r.stdout
+out.write_text(code)
 print(f"{out}: {len(funcs)} functions, max {max_args} params, max id {max_id}")

@@ -47,6 +47,12 @@ static void on_dispatch(offtrace_callback_tracing_record_t r, offtrace_user_data
     if (count > 16) count = 16;
     offtrace_kernel_get_allocation_properties(&r, &count, props);
     static const char* types[] = {"UNKNOWN", "HOST", "DEVICE", "SHARED"};
+    if (r.phase == OFFTRACE_CALLBACK_PHASE_COMPLETE) {
+        /* The device times of a dispatch reported before (same correlation id). */
+        printf("\n[KERNEL_DISPATCH done] %s (corr %" PRIu64 ") device %" PRIu64 " ns\n",
+               p->kernel_name ? p->kernel_name : "?", r.correlation_id.internal, p->device_end - p->device_start);
+        return;
+    }
     printf("\n[KERNEL_DISPATCH] %s (corr %" PRIu64 ")\n", p->kernel_name ? p->kernel_name : "?", r.correlation_id.internal);
     for (uint32_t i = 0; i < count; i++)
         printf("    Allocation %u: 0x%" PRIx64 ", size: %" PRIu64 " argIndex: %d type: %s\n", i, props[i].base,

@@ -50,8 +50,11 @@ fn bench(c: &mut Criterion) {
     };
     let (begin, end) = (raw(tt::FUNCTION_WITH_ARGS_BEGIN), raw(tt::FUNCTION_WITH_ARGS_END));
     let pair = || {
-        services_bridge::on_notification(StreamKind::UrCall, 1, c"ur.call", black_box(&begin));
-        services_bridge::on_notification(StreamKind::UrCall, 1, c"ur.call", black_box(&end));
+        // SAFETY: `begin`/`end` point at the bench's live function_with_args and event.
+        unsafe {
+            services_bridge::on_notification(StreamKind::UrCall, 1, c"ur.call", black_box(&begin));
+            services_bridge::on_notification(StreamKind::UrCall, 1, c"ur.call", black_box(&end));
+        }
     };
     let _ = register_kind_operations(Kind::UrApi, services_bridge::ur_operations());
 

@@ -6,7 +6,9 @@
 //! | `OFFTRACE_DETAIL` | `basic` / `normal` / `verbose`: the answer to the detail-level query | `normal` |
 //! | `OFFTRACE_UR_CALLS` | `1` / `0`: subscribe `ur.call` | `1` |
 //! | `OFFTRACE_DEBUG_STREAMS` | `1`: also subscribe `sycl.debug` and `ur.call.debug` (the runtime then sends there *instead*) | `0` |
-//! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records: the ring holds 16 words (128 bytes) per record, rounded up to a power of two; a UR call ~14 words at entry and ~8 at exit, a SYCL notification ~10-15; a push needs 64 free words, so the ring has at least 64 | `4096` (512 KiB per thread) |
+//! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records of 16 words (128 bytes), rounded up to a power of two: a typed UR call takes ~6 + its argument count words, a raw notification ~10-15 | `65536` (8 MiB per thread) |
+//! | `OFFTRACE_LOSSLESS` | `1`: never drop; a thread whose ring is full waits for the writer | `0` (drop and count) |
+//! | `OFFTRACE_RAW` | `1` / `0`: keep the raw layer (every XPTI notification as sent) beside the typed records | `1` (until the analysis reads typed records only) |
 
 use std::path::PathBuf;
 
@@ -18,7 +20,10 @@ pub struct Config {
     pub detail: u8,
     pub ur_calls: bool,
     pub debug_streams: bool,
-    pub ring_records: usize,
+    /// Words per thread ring (`OFFTRACE_BUFFER_RECORDS` × 16).
+    pub ring_words: usize,
+    pub lossless: bool,
+    pub raw: bool,
 }
 
 fn flag(name: &str, default: bool) -> bool {
@@ -44,14 +49,16 @@ impl Config {
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
             .filter(|&n| n >= 2)
-            .unwrap_or(4096)
+            .unwrap_or(1 << 16)
             .min(1 << 22);
         Self {
             output,
             detail,
             ur_calls: flag("OFFTRACE_UR_CALLS", true),
             debug_streams: flag("OFFTRACE_DEBUG_STREAMS", false),
-            ring_records,
+            ring_words: ring_records * 16,
+            lossless: flag("OFFTRACE_LOSSLESS", false),
+            raw: flag("OFFTRACE_RAW", true),
         }
     }
 

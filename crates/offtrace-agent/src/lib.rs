@@ -24,75 +24,29 @@
 //!
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 
-pub mod compact;
 pub mod config;
-pub mod decode;
-pub mod dispatcher;
-pub mod interner;
 pub mod recorder;
-pub mod safe_read;
-pub mod services_bridge;
-pub mod trace_client;
 
-use std::ffi::{CStr, c_char, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU8, Ordering};
+// The OpenCL backend's layer entry points (`clGetLayerInfo`, `clInitLayer[WithProperties]`,
+// `clDeinitLayer`) are exported by the agent too: with `OPENCL_LAYERS=<agent>` (what `offtrace
+// record` sets when the agent has them) the ICD loader runs the OpenCL layer in this library, in
+// the same copy of the services as the SYCL backend, so OpenCL commands carry the UR call's
+// correlation and land in the agent's trace.
+use offtrace_opencl as _;
+
+// The SYCL/UR backend lives in `offtrace-sycl`; its modules keep their paths here.
+pub use offtrace_sycl::streams::{SLOT_STREAM, STREAMS, TRAMPOLINES};
+pub use offtrace_sycl::{compact, decode, dispatcher, interner, raw_layer, safe_read, services_bridge};
+
+use std::ffi::{CStr, c_char};
+use std::panic::catch_unwind;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 
 use offtrace_format::Record;
-use offtrace_xpti::abi::{TraceEventData, TracepointCallback, trace_type};
+use offtrace_xpti::abi::trace_type;
 
 use crate::config::Config;
-use crate::decode::{Raw, StreamKind};
-
-/// The streams the agent subscribes, each with its own trampoline (names as C strings: they
-/// travel in `XptiPayload::stream`).
-pub const STREAMS: [(&CStr, StreamKind); 7] = [
-    (c"sycl", StreamKind::Sycl),
-    (c"sycl.debug", StreamKind::Sycl),
-    (c"sycl.experimental.buffer", StreamKind::Buffer),
-    (c"sycl.experimental.image", StreamKind::Image),
-    (c"sycl.experimental.mem_alloc", StreamKind::MemAlloc),
-    (c"ur.call", StreamKind::UrCall),
-    (c"ur.call.debug", StreamKind::UrCall),
-];
-
-/// Dispatcher stream id per [`STREAMS`] slot (set at `xptiTraceInit`).
-static SLOT_STREAM: [AtomicU8; 7] = [const { AtomicU8::new(0) }; 7];
-
-/// The trampoline for [`STREAMS`] slot `S`.
-///
-/// # Safety
-/// Called by the XPTI dispatcher with the arguments of a notification on that stream.
-#[allow(unsafe_code)]
-unsafe extern "C" fn trampoline<const S: usize>(
-    trace_type: u16,
-    parent: *mut TraceEventData,
-    event: *mut TraceEventData,
-    instance: u64,
-    user_data: *const c_void,
-) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        // Relaxed: written once at init, before the callback was registered with the
-        // dispatcher (whose registration lock publishes it).
-        let stream = SLOT_STREAM[S].load(Ordering::Relaxed);
-        let raw = Raw { trace_type, parent, event, instance, user_data };
-        // One path: the notification goes to the tracing services (raw, as an `XPTI` record,
-        // and mapped to the typed kinds); the recorder is one of their clients (`trace_client`).
-        services_bridge::on_notification(STREAMS[S].1, stream, STREAMS[S].0, &raw);
-    }));
-}
-
-/// One trampoline per slot of [`STREAMS`].
-pub const TRAMPOLINES: [TracepointCallback; 7] = [
-    trampoline::<0>,
-    trampoline::<1>,
-    trampoline::<2>,
-    trampoline::<3>,
-    trampoline::<4>,
-    trampoline::<5>,
-    trampoline::<6>,
-];
 
 fn config() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();

@@ -88,6 +88,6 @@ fn instructions() {
         offtrace_agent::recorder::flush_now();
     }
     offtrace_agent::finish();
-    let drops = offtrace_agent::recorder::get().map_or(0, |r| r.total_drops.load(std::sync::atomic::Ordering::Relaxed));
+    let drops = offtrace_agent::recorder::total_drops();
     assert_eq!(drops, 0, "records dropped: the counts would not be the record path's");
 }

@@ -193,7 +193,7 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
         .map(|f| begins.get(*f).copied().unwrap_or(0))
         .sum::<u64>();
     assert_eq!(k("MEMORY_ALLOC").2, allocs + begins.get("urUSMFree").copied().unwrap_or(0), "alloc + free records");
-    assert!(k("SYCL_QUEUE").2 >= 4, "queue create/destroy: {:?}", k("SYCL_QUEUE"));
+    assert!(k("QUEUE").2 >= 4, "queue create/destroy: {:?}", k("QUEUE"));
     assert!(k("CODE_OBJECT").3 >= 2, "program + kernel loads: {:?}", k("CODE_OBJECT"));
     // Unloads only at the last release of an object whose load was reported.
     assert!(k("CODE_OBJECT").4 <= k("CODE_OBJECT").3, "unloads <= loads: {:?}", k("CODE_OBJECT"));
@@ -203,21 +203,44 @@ fn w4_kernel_dispatches_list_their_usm_allocations() {
         TraceReader::open(&trace).expect("open trace").filter(|r| matches!(r, Ok(Record::Notification(_)))).count()
             as u64;
     assert_eq!(k("XPTI").2, notifications, "XPTI records seen by the tool = notifications in the trace");
-    // And the recorder wrote each dispatch with its allocation properties.
-    let dispatches: Vec<_> = TraceReader::open(&trace)
-        .expect("open trace")
+    // And the recorder wrote each dispatch as typed device activity with its allocation
+    // properties, linked to the UR call that launched it (same correlation id, decided in-process).
+    let records: Vec<Record> = TraceReader::open(&trace).expect("open trace").filter_map(Result::ok).collect();
+    let strings: std::collections::HashMap<offtrace_format::StrId, String> = records
+        .iter()
+        .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
+        .collect();
+    let op_names: std::collections::HashMap<(u32, u32), String> = records
+        .iter()
+        .filter_map(|r| {
+            if let Record::OperationDef(d) = r { Some(((d.kind, d.op), strings[&d.name].clone())) } else { None }
+        })
+        .collect();
+    let calls: std::collections::HashMap<u64, &offtrace_format::ApiCall> = records
+        .iter()
+        .filter_map(|r| if let Record::ApiCall(c) = r { Some((c.correlation, c)) } else { None })
+        .collect();
+    let dispatches: Vec<&offtrace_format::Activity> = records
+        .iter()
         .filter_map(|r| match r {
-            Ok(Record::KernelDispatch(d)) => Some(d),
+            Record::Activity(a)
+                if a.kind == offtrace_core::Kind::KernelDispatch as u32 && a.phase == offtrace_format::phase::NONE =>
+            {
+                Some(a)
+            }
             _ => None,
         })
         .collect();
     assert_eq!(
         dispatches.len() as u64,
         begins["urEnqueueKernelLaunchWithArgsExp"],
-        "one KernelDispatch record per launch"
+        "one KERNEL_DISPATCH record per launch"
     );
     for d in &dispatches {
-        assert_ne!(d.ur_instance, 0, "linked to its UR call: {d:?}");
+        let call = calls.get(&d.correlation).unwrap_or_else(|| panic!("no UR call for {d:?}"));
+        assert_eq!(op_names[&(call.kind, call.op)], "urEnqueueKernelLaunchWithArgsExp", "{d:?}");
+        assert_eq!(d.queue, call.args.as_slice()[0], "the dispatch's queue is the call's hQueue: {d:?}");
+        assert_ne!(d.queue, 0);
         let mut args: Vec<(i32, u64)> = d.allocations.iter().map(|a| (a.arg_index, a.size)).collect();
         args.sort_unstable();
         assert_eq!(args, [(0, 65536), (1, 65536)], "axpy's y and x: {d:?}");

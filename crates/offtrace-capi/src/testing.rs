@@ -86,11 +86,11 @@ pub unsafe extern "C" fn offtrace_testing_emit_ur_call(
             unsafe { std::slice::from_raw_parts(args, arg_count as usize) }
         };
         let mut p = ApiCallPayload::new(function_id, a);
-        let token = offtrace_core::emit_enter(Kind::UrApi, function_id, Payload::ApiCall(&p));
+        let token = offtrace_core::emit_enter(Kind::UrApi, function_id, Payload::UrApi(&p));
         let corr = token.correlation_id();
         p.result = result;
         p.has_result = 1;
-        offtrace_core::emit_exit(token, Payload::ApiCall(&p));
+        offtrace_core::emit_exit(token, Payload::UrApi(&p));
         corr
     })
     .unwrap_or(0)

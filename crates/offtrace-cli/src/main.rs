@@ -28,6 +28,8 @@ fn main() -> ExitCode {
     };
     match run(args) {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output went away (`offtrace report t | head`): nothing to say.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // Causes whose text the message already holds (thiserror messages often embed
             // their source) are not repeated.
@@ -43,6 +45,18 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<csv::Error>().is_some_and(
+                |c| matches!(c.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe),
+            )
+    })
 }
 
 fn run(args: cli::Cli) -> anyhow::Result<u8> {

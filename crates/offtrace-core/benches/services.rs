@@ -47,8 +47,8 @@ fn noop_call(x: u64) -> u64 {
 /// One traced call with a payload the backend already decoded (the agent fills it anyway).
 #[inline(always)]
 fn traced_call(p: &ApiCallPayload) {
-    let t = emit_enter(Kind::UrApi, 97, Payload::ApiCall(p));
-    emit_exit(t, Payload::ApiCall(p));
+    let t = emit_enter(Kind::UrApi, 97, Payload::UrApi(p));
+    emit_exit(t, Payload::UrApi(p));
 }
 
 static PAYLOAD: ApiCallPayload = ApiCallPayload {
@@ -116,14 +116,21 @@ fn bench(c: &mut Criterion) {
     g.bench_function("disabled", |b| b.iter(|| traced_call(black_box(args))));
     with_callback_ctx(|| g.bench_function("callback_noop", |b| b.iter(|| traced_call(black_box(args)))));
     with_callback_kind_ctx(Kind::Xpti, || {
-        let p = XptiPayload::default();
+        let p = [0u64; 8]; // a backend's raw struct (opaque to core)
         g.bench_function("instant_callback", |b| {
-            b.iter(|| emit_instant(Kind::Xpti, black_box(3), Phase::None, Payload::Xpti(black_box(&p))))
+            b.iter(|| {
+                emit_instant(
+                    Kind::Xpti,
+                    black_box(3),
+                    Phase::None,
+                    Payload::Raw(RawPayload(black_box(&p).as_ptr().cast())),
+                )
+            })
         })
     });
     with_buffer_ctx(Kind::UrApi, || g.bench_function("buffer_record", |b| b.iter(|| traced_call(black_box(args)))));
     with_buffer_ctx(Kind::MemoryCopy, || {
-        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
         g.bench_function("buffer_activity", |b| {
             b.iter(|| emit_activity(Kind::MemoryCopy, 0, 7, 100, 200, Payload::MemoryCopy(black_box(&p))))
         })
@@ -140,7 +147,7 @@ fn bench(c: &mut Criterion) {
         traced_call(black_box(&PAYLOAD));
     }
     fn activity(i: u64) {
-        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: i };
+        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: i, ..Default::default() };
         emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&p)));
     }
     for n in [1usize, 2] {

@@ -30,7 +30,7 @@
 //! start_context(ctx)?;
 //!
 //! // A backend: wrap the traced call.
-//! let payload = SyncPayload { object: 0x1234, event_count: 1 };
+//! let payload = SyncPayload { object: 0x1234, event_count: 1, ..Default::default() };
 //! let token = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&payload));
 //! /* ... the runtime waits ... */
 //! emit_exit(token, Payload::Sync(&payload));
@@ -86,6 +86,9 @@ pub enum Phase {
     Exit = 2,
     Load = 3,
     Unload = 4,
+    /// Device activity whose device times are known ([`emit_activity`]): the payload's
+    /// `device_start`/`device_end` hold them, the correlation id is the causing API call's.
+    Complete = 5,
 }
 
 /// `offtrace_callback_tracing_record_t`: passed by value to callbacks; `payload` is valid only
@@ -454,7 +457,7 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
 /// [`emit_instant`] with a payload that costs something to build (a struct filled from the
 /// backend's registers): `build` runs only when some context wants `kind`, and the kind's mask
 /// is loaded once for that test and the delivery (a separate [`kind_enabled`] test first loads
-/// it twice). `payload` wraps the built value, e.g. `Payload::Xpti`.
+/// it twice). `payload` wraps the built value, e.g. `Payload::Queue`.
 #[inline(always)]
 pub fn emit_instant_with<T, F>(kind: Kind, op: u32, phase: Phase, build: impl FnOnce() -> T, payload: F)
 where
@@ -467,14 +470,82 @@ where
     }
 }
 
-/// Reports device activity to buffer services only (no callbacks): a record with explicit
-/// timestamps and the correlation id of the API call that caused it (kernel, copy and fill
-/// completions whose device timestamps arrive after the call returned).
+/// Reports device activity whose device times are known: kernel, copy, fill and barrier
+/// completions, usually after the API call that caused it returned, possibly on another thread.
+/// `correlation` is that call's id ([`CallToken::correlation_id`], or the record's id in the
+/// callback that saw the launch); `start`/`end` are the device times in the trace clock
+/// (CLOCK_MONOTONIC ns), which the payload's `device_start`/`device_end` must hold too.
+///
+/// Callback services receive it with phase [`Phase::Complete`] and the given correlation id;
+/// buffer services get a record whose start/end are the device times.
 #[inline(always)]
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
-    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed) >> BUFFER_SHIFT;
-    if let Some(mask) = NonZeroU32::new(mask) {
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
+    if mask & 0xff != 0 {
+        complete_slow(kind, op, correlation, &payload, mask);
+    }
+    if let Some(mask) = NonZeroU32::new(mask >> BUFFER_SHIFT) {
         activity_typed(kind, op, correlation, start, end, payload, mask);
+    }
+}
+
+/// The callback deliveries of [`emit_activity`].
+#[cold]
+#[inline(never)]
+fn complete_slow(kind: Kind, op: u32, correlation: u64, payload: &Payload<'_>, mask: u32) {
+    let t = thread_state();
+    if t.in_callback.get() {
+        return;
+    }
+    match thread_slot(t) {
+        Some(me) => complete_body(t, me, kind, op, correlation, payload, mask),
+        None => {
+            if let Some(late) = take_late_slot(t) {
+                complete_body(t, late, kind, op, correlation, payload, mask);
+                release_late_slot(t);
+            }
+        }
+    }
+}
+
+fn complete_body(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    payload: &Payload<'_>,
+    mask: u32,
+) {
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy != 0 {
+        return;
+    }
+    let ptr = payload_ptr(kind, payload);
+    let thread_id = t.cached_thread_id();
+    for i in bits(mask & 0xff) {
+        let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
+        // SAFETY: busy in the context, so the service outlives this use.
+        let svc = unsafe { &*svc };
+        if wants(all, &svc.filter, op) {
+            let id = SLOTS[i].id();
+            let record = CallbackRecord {
+                context_id: id,
+                thread_id,
+                correlation_id: CorrelationId {
+                    internal: correlation,
+                    external: UserData { value: t.external(i, id) },
+                },
+                kind: kind as u32,
+                operation: op,
+                phase: Phase::Complete as u32,
+                payload: ptr,
+            };
+            let mut user = UserData::default();
+            call(svc, &record, &mut user);
+        }
+        me.leave(busy);
     }
 }
 
@@ -1058,8 +1129,8 @@ macro_rules! activity_paths {
 }
 
 activity_paths! {
-    ApiCall(crate::payload::ApiCallPayload) if UrApi => activity_api_call;
-    Queue(crate::payload::QueuePayload) if SyclQueue => activity_queue;
+    UrApi(crate::payload::ApiCallPayload) if UrApi => activity_api_call;
+    Queue(crate::payload::QueuePayload) if Queue => activity_queue;
     KernelDispatch(crate::payload::KernelDispatchPayload) if KernelDispatch => activity_kernel_dispatch;
     MemoryCopy(crate::payload::MemoryCopyPayload) if MemoryCopy => activity_memory_copy;
     MemoryFill(crate::payload::MemoryFillPayload) if MemoryFill => activity_memory_fill;
@@ -1068,7 +1139,8 @@ activity_paths! {
     Sync(crate::payload::SyncPayload) if Sync => activity_sync;
     CodeObject(crate::payload::CodeObjectPayload) if CodeObject => activity_code_object;
     Marker(crate::payload::MarkerPayload) if Marker => activity_marker;
-    Xpti(crate::payload::XptiPayload) if Xpti => activity_xpti;
+    Device(crate::payload::DevicePayload) if Device => activity_device;
+    Counter(crate::payload::CounterPayload) if Counter => activity_counter;
 }
 
 #[inline(never)]

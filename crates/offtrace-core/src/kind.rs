@@ -3,9 +3,12 @@
 //! A [`Kind`] is a domain such as `UR_API` or `KERNEL_DISPATCH`; an operation is one member of a
 //! kind (for an API kind: one function, identified by the runtime's own function id). The
 //! built-in kinds describe their operations here. An API kind's operations come from its backend:
-//! the backend calls [`register_kind_operations`] once at startup with a `'static` table (for
-//! `UR_API`: generated from `ur_api.h` in `offtrace-xpti`), so this crate never depends on a
-//! backend. Lookups are cold (names, argument iteration); nothing here is on the record path.
+//! each backend calls [`register_kind_operations`] once at startup with a `'static` table for its
+//! own kind (`UR_API`: generated from `ur_api.h`; `OPENCL_API`, `CUDA_RUNTIME_API`,
+//! `CUDA_DRIVER_API`: from their headers, by their backends), so this crate never depends on a
+//! backend; several backends register side by side, each kind once. The recorder writes every
+//! kind's table into the trace as definitions, so a reader names every call of every runtime.
+//! Lookups are cold (names, argument iteration); nothing here is on the record path.
 
 use std::sync::OnceLock;
 
@@ -15,35 +18,50 @@ use std::sync::OnceLock;
 pub enum Kind {
     /// Every Unified Runtime function; operation = `ur_function_t`.
     UrApi = 1,
-    /// SYCL queue creation, destruction and command-group submission.
-    SyclQueue = 2,
-    /// A kernel enqueued on a device.
+    /// Queues / streams as definitions: creation (with device, context and flags), destruction,
+    /// and (SYCL) command-group submission. Every device activity names its queue by this handle.
+    Queue = 2,
+    /// Device activity: a kernel enqueued on a device ([`crate::KernelDispatchPayload`]).
     KernelDispatch = 3,
+    /// Device activity: a copy, with its direction and the memory types of both ends.
     MemoryCopy = 4,
+    /// Device activity: a fill.
     MemoryFill = 5,
     /// USM/buffer allocation and release; feeds the live allocation table.
     MemoryAlloc = 6,
     /// The asynchronous task graph: nodes, edges, task begin/end, signals.
     TaskGraph = 7,
-    /// Waits and barriers.
+    /// Host waits (ENTER/EXIT) and barriers; a barrier enqueued on a queue is device activity.
     Sync = 8,
     /// Programs and kernels, reported as load/unload.
     CodeObject = 9,
     /// User ranges and marks from the marker API.
     Marker = 10,
-    /// Every raw XPTI notification of the streams the backend subscribes (operation = the
-    /// trace point type): what the runtime said, before any interpretation. The recorder of
-    /// `offtrace record` is a client of this kind.
+    /// The optional raw layer: a runtime's own notifications, before any interpretation (SYCL:
+    /// every XPTI notification, operation = the trace point type). The payload is the emitting
+    /// backend's own struct (`Payload::Raw`, an opaque pointer for core; the SYCL backend's is
+    /// `offtrace_callback_tracing_xpti_data_t`). Nothing downstream needs it: it exists to
+    /// compare a trace with the runtime's stream.
     Xpti = 11,
+    /// Every OpenCL function; operation = the backend's function id (its registered table).
+    OpenclApi = 12,
+    /// Every CUDA runtime function; operation = `CUpti_runtime_api_trace_cbid`.
+    CudaRuntimeApi = 13,
+    /// Every CUDA driver function; operation = `CUpti_driver_api_trace_cbid`.
+    CudaDriverApi = 14,
+    /// Devices and contexts as definitions ([`crate::DevicePayload`]).
+    Device = 15,
+    /// Counter definitions and samples ([`crate::CounterPayload`]): metrics and telemetry.
+    Counter = 16,
 }
 
 /// Number of kind values including the unused 0; arrays indexed by kind have this length.
-pub const KIND_COUNT: usize = 12;
+pub const KIND_COUNT: usize = 17;
 
 impl Kind {
     pub const ALL: [Kind; KIND_COUNT - 1] = [
         Kind::UrApi,
-        Kind::SyclQueue,
+        Kind::Queue,
         Kind::KernelDispatch,
         Kind::MemoryCopy,
         Kind::MemoryFill,
@@ -53,7 +71,16 @@ impl Kind {
         Kind::CodeObject,
         Kind::Marker,
         Kind::Xpti,
+        Kind::OpenclApi,
+        Kind::CudaRuntimeApi,
+        Kind::CudaDriverApi,
+        Kind::Device,
+        Kind::Counter,
     ];
+
+    /// The API kinds: their operations are functions, registered by backends, and their payload
+    /// is [`crate::ApiCallPayload`].
+    pub const API: [Kind; 4] = [Kind::UrApi, Kind::OpenclApi, Kind::CudaRuntimeApi, Kind::CudaDriverApi];
 
     /// The kind with this C value, if any.
     pub fn from_u32(v: u32) -> Option<Kind> {
@@ -68,7 +95,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::UrApi => "UR_API",
-            Kind::SyclQueue => "SYCL_QUEUE",
+            Kind::Queue => "QUEUE",
             Kind::KernelDispatch => "KERNEL_DISPATCH",
             Kind::MemoryCopy => "MEMORY_COPY",
             Kind::MemoryFill => "MEMORY_FILL",
@@ -78,6 +105,11 @@ impl Kind {
             Kind::CodeObject => "CODE_OBJECT",
             Kind::Marker => "MARKER",
             Kind::Xpti => "XPTI",
+            Kind::OpenclApi => "OPENCL_API",
+            Kind::CudaRuntimeApi => "CUDA_RUNTIME_API",
+            Kind::CudaDriverApi => "CUDA_DRIVER_API",
+            Kind::Device => "DEVICE",
+            Kind::Counter => "COUNTER",
         }
     }
 
@@ -85,8 +117,10 @@ impl Kind {
     /// registered its table yet.
     pub fn operations(self) -> &'static [Operation] {
         match self {
-            Kind::UrApi => REGISTERED[self.index()].get().copied().unwrap_or(&[]),
-            Kind::SyclQueue => SYCL_QUEUE_OPS,
+            Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => {
+                REGISTERED[self.index()].get().copied().unwrap_or(&[])
+            }
+            Kind::Queue => QUEUE_OPS,
             Kind::KernelDispatch => KERNEL_DISPATCH_OPS,
             Kind::MemoryCopy => MEMORY_COPY_OPS,
             Kind::MemoryFill => MEMORY_FILL_OPS,
@@ -96,6 +130,8 @@ impl Kind {
             Kind::CodeObject => CODE_OBJECT_OPS,
             Kind::Marker => MARKER_OPS,
             Kind::Xpti => XPTI_OPS,
+            Kind::Device => DEVICE_OPS,
+            Kind::Counter => COUNTER_OPS,
         }
     }
 
@@ -107,7 +143,14 @@ impl Kind {
 
     /// Whether this kind's operations are API functions whose payload is [`ApiCallPayload`].
     pub fn is_api(self) -> bool {
-        matches!(self, Kind::UrApi)
+        matches!(self, Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi)
+    }
+
+    /// Whether this kind's records are device activity (work a queue executes, with device
+    /// start/end when known): kernel dispatches, copies and fills (a `SYNC` barrier enqueued on
+    /// a queue is device activity too: operation `sync_op::BARRIER` with phase `Complete`).
+    pub fn is_device_activity(self) -> bool {
+        matches!(self, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill)
     }
 
     /// Largest operation id + 1 (sizes the per-service operation filter).
@@ -195,15 +238,15 @@ macro_rules! arg {
 
 /// Fields of [`crate::payload::QueuePayload`].
 const QUEUE_ARGS: &[ArgDescriptor] = &[
-    arg!("queue", "ur_queue_handle_t", 8, Pointer),
-    arg!("device", "ur_device_handle_t", 8, Pointer),
-    arg!("context", "ur_context_handle_t", 8, Pointer),
+    arg!("queue", "offtrace_queue_id_t", 8, Pointer),
+    arg!("device", "offtrace_device_id_t", 8, Pointer),
+    arg!("context", "offtrace_context_id_t", 8, Pointer),
     arg!("flags", "uint64_t", 8, Hex),
 ];
 /// Fields of [`crate::payload::KernelDispatchPayload`] that are iterated (the fixed part).
 const KERNEL_ARGS: &[ArgDescriptor] = &[
-    arg!("queue", "ur_queue_handle_t", 8, Pointer),
-    arg!("kernel", "ur_kernel_handle_t", 8, Pointer),
+    arg!("queue", "offtrace_queue_id_t", 8, Pointer),
+    arg!("kernel", "offtrace_kernel_id_t", 8, Pointer),
     arg!("kernel_name", "const char*", 8, CString),
     arg!("work_dim", "uint32_t", 4, Unsigned),
     arg!("global_size_x", "size_t", 8, Unsigned),
@@ -214,13 +257,13 @@ const KERNEL_ARGS: &[ArgDescriptor] = &[
     arg!("local_size_z", "size_t", 8, Unsigned),
 ];
 const COPY_ARGS: &[ArgDescriptor] = &[
-    arg!("queue", "ur_queue_handle_t", 8, Pointer),
+    arg!("queue", "offtrace_queue_id_t", 8, Pointer),
     arg!("dst", "void*", 8, Pointer),
     arg!("src", "const void*", 8, Pointer),
     arg!("size", "size_t", 8, Unsigned),
 ];
 const FILL_ARGS: &[ArgDescriptor] = &[
-    arg!("queue", "ur_queue_handle_t", 8, Pointer),
+    arg!("queue", "offtrace_queue_id_t", 8, Pointer),
     arg!("dst", "void*", 8, Pointer),
     arg!("pattern", "uint64_t", 8, Hex),
     arg!("pattern_size", "size_t", 8, Unsigned),
@@ -230,20 +273,33 @@ const ALLOC_ARGS: &[ArgDescriptor] = &[
     arg!("ptr", "void*", 8, Pointer),
     arg!("size", "size_t", 8, Unsigned),
     arg!("type", "offtrace_memory_type_t", 4, Unsigned),
-    arg!("device", "ur_device_handle_t", 8, Pointer),
+    arg!("device", "offtrace_device_id_t", 8, Pointer),
 ];
 const GRAPH_ARGS: &[ArgDescriptor] = &[
     arg!("node", "uint64_t", 8, Hex),
     arg!("source", "uint64_t", 8, Hex),
     arg!("target", "uint64_t", 8, Hex),
     arg!("name", "const char*", 8, CString),
-    arg!("ur_event", "ur_event_handle_t", 8, Pointer),
+    arg!("event", "offtrace_event_id_t", 8, Pointer),
 ];
 const SYNC_ARGS: &[ArgDescriptor] =
     &[arg!("object", "void*", 8, Pointer), arg!("event_count", "uint32_t", 4, Unsigned)];
+const DEVICE_ARGS: &[ArgDescriptor] = &[
+    arg!("handle", "uint64_t", 8, Pointer),
+    arg!("parent", "uint64_t", 8, Pointer),
+    arg!("name", "const char*", 8, CString),
+    arg!("device_type", "offtrace_device_type_t", 4, Enum),
+];
+const COUNTER_ARGS: &[ArgDescriptor] = &[
+    arg!("counter", "uint64_t", 8, Unsigned),
+    arg!("device", "offtrace_device_id_t", 8, Pointer),
+    arg!("value", "uint64_t", 8, Hex),
+    arg!("name", "const char*", 8, CString),
+    arg!("unit", "const char*", 8, CString),
+];
 const CODE_OBJECT_ARGS: &[ArgDescriptor] = &[
     arg!("handle", "void*", 8, Pointer),
-    arg!("program", "ur_program_handle_t", 8, Pointer),
+    arg!("program", "uint64_t", 8, Pointer),
     arg!("name", "const char*", 8, CString),
     arg!("binary_size", "size_t", 8, Unsigned),
 ];
@@ -265,12 +321,13 @@ macro_rules! ops {
     };
 }
 
-/// Operation ids of `SYCL_QUEUE`.
-pub mod sycl_queue {
+/// Operation ids of `QUEUE` (`sycl_queue` is its former name).
+pub mod queue_op {
     pub const CREATE: u32 = 0;
     pub const DESTROY: u32 = 1;
     pub const SUBMIT: u32 = 2;
 }
+pub use queue_op as sycl_queue;
 /// Operation ids of `KERNEL_DISPATCH`.
 pub mod kernel_dispatch {
     pub const LAUNCH: u32 = 0;
@@ -315,8 +372,24 @@ pub mod marker_op {
     pub const MARK: u32 = 0;
     pub const RANGE: u32 = 1;
 }
+/// Operation ids of `DEVICE`.
+pub mod device_op {
+    /// A device: handle, parent = its context or platform (0 = none), name, type.
+    pub const DEVICE: u32 = 0;
+    /// A context: handle, parent = its first device (0 = none).
+    pub const CONTEXT: u32 = 1;
+}
+/// Operation ids of `COUNTER`.
+pub mod counter_op {
+    /// A counter's definition: id, device, name, unit, value type (in `value`).
+    pub const DEFINE: u32 = 0;
+    /// One sample: id, device, value (bits per the definition's value type).
+    pub const SAMPLE: u32 = 1;
+}
 
-const SYCL_QUEUE_OPS: &[Operation] = ops!(QUEUE_ARGS: 0 => "queue_create", 1 => "queue_destroy", 2 => "submit");
+const QUEUE_OPS: &[Operation] = ops!(QUEUE_ARGS: 0 => "queue_create", 1 => "queue_destroy", 2 => "submit");
+const DEVICE_OPS: &[Operation] = ops!(DEVICE_ARGS: 0 => "device", 1 => "context");
+const COUNTER_OPS: &[Operation] = ops!(COUNTER_ARGS: 0 => "define", 1 => "sample");
 const KERNEL_DISPATCH_OPS: &[Operation] = ops!(KERNEL_ARGS: 0 => "kernel_launch");
 const MEMORY_COPY_OPS: &[Operation] =
     ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy");
@@ -366,8 +439,36 @@ mod tests {
             assert!(k.operations().windows(2).all(|w| w[0].id < w[1].id), "{k:?}");
         }
         assert_eq!(register_kind_operations(Kind::Marker, &[]), Err(RegisterError::BuiltIn(Kind::Marker)));
+        assert!(Kind::API.iter().all(|k| k.is_api()));
+        assert_eq!(Kind::ALL.iter().filter(|k| k.is_api()).count(), Kind::API.len());
         assert_eq!(Kind::TaskGraph.operation(task_graph::SIGNAL).map(|o| o.name), Some("signal"));
         assert_eq!(Kind::TaskGraph.operation(99), None);
+    }
+
+    /// A second and a third backend register their tables beside UR's; each kind takes one.
+    #[test]
+    fn several_backends_register_side_by_side() {
+        const OPS: &[Operation] = &[
+            Operation { id: 1, name: "clFinish", args: &[] },
+            Operation { id: 5, name: "clEnqueueNDRangeKernel", args: &[] },
+        ];
+        const CUDA: &[Operation] = &[Operation { id: 22, name: "cudaMemcpy", args: &[] }];
+        assert_eq!(register_kind_operations(Kind::OpenclApi, OPS), Ok(()));
+        assert_eq!(register_kind_operations(Kind::CudaRuntimeApi, CUDA), Ok(()));
+        assert_eq!(
+            register_kind_operations(Kind::OpenclApi, OPS),
+            Err(RegisterError::AlreadyRegistered(Kind::OpenclApi))
+        );
+        assert_eq!(Kind::OpenclApi.operation(5).map(|o| o.name), Some("clEnqueueNDRangeKernel"));
+        assert_eq!(Kind::CudaRuntimeApi.operation_bound(), 23);
+        assert!(Kind::CudaDriverApi.operations().is_empty());
+        const UNSORTED: &[Operation] =
+            &[Operation { id: 5, name: "cuLaunchKernel", args: &[] }, Operation { id: 1, name: "cuInit", args: &[] }];
+        let unsorted: &'static [Operation] = UNSORTED;
+        assert_eq!(
+            register_kind_operations(Kind::CudaDriverApi, unsorted),
+            Err(RegisterError::Unsorted { kind: Kind::CudaDriverApi, index: 1 })
+        );
     }
 
     #[test]

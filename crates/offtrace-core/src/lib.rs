@@ -44,16 +44,17 @@ pub use correlation::{
 pub use error::ServiceError;
 pub use inflight::{asymmetric_fences, late_lost};
 pub use kind::{
-    ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, kernel_dispatch, marker_op,
-    memory_alloc, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, xpti_op,
+    ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, counter_op, device_op,
+    kernel_dispatch, marker_op, memory_alloc, memory_copy, memory_fill, queue_op, register_kind_operations, sycl_queue,
+    sync_op, task_graph, xpti_op,
 };
 pub use marker::{
     RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop,
     range_push as marker_range_push,
 };
 pub use payload::{
-    ApiCallPayload, CodeObjectPayload, ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS,
-    MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload,
-    SyncPayload, TaskGraphPayload, XptiPayload,
+    ApiCallPayload, CodeObjectPayload, CopyDirection, CounterPayload, CounterValueType, DevicePayload, DeviceType,
+    ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload, MemoryAllocPayload,
+    MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload,
 };
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

@@ -17,16 +17,20 @@ pub const MAX_ARGS: usize = 17;
 /// Maximum number of kernel arguments carried by a dispatch record.
 pub const MAX_KERNEL_ARGS: usize = 32;
 
-/// An API call (`UR_API`): the function's raw argument values and, at exit, its result.
+/// An API call of any API kind (`UR_API`, `OPENCL_API`, `CUDA_RUNTIME_API`, `CUDA_DRIVER_API`):
+/// the function's raw argument values and, at exit, its result. The kind travels in the
+/// [`Payload`] variant ([`Payload::api`]), so one struct serves every runtime.
 ///
 /// `args[i]` is the argument variable itself (a handle, pointer, size or enum), one `u64` per
-/// parameter in declaration order, as in `ArgBlock` of the record model.
+/// parameter in declaration order, masked to the parameter's width; the kind's registered
+/// operation table names and types them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct ApiCallPayload {
     pub function_id: u32,
     pub arg_count: u32,
-    /// The function's result (`ur_result_t`); meaningful when `has_result` is 1 (exit phase).
+    /// The function's result (`ur_result_t`, `cl_int`, `cudaError_t`, `CUresult`); meaningful
+    /// when `has_result` is 1 (exit phase).
     pub result: i32,
     pub has_result: u32,
     pub args: [u64; MAX_ARGS],
@@ -41,13 +45,15 @@ impl ApiCallPayload {
     }
 }
 
-/// `SYCL_QUEUE`.
+/// `QUEUE`: a queue or stream, as a definition (create / destroy) or a submission. Handles are
+/// the runtime's values, used as ids only (never dereferenced downstream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct QueuePayload {
     pub queue: u64,
     pub device: u64,
     pub context: u64,
+    /// Runtime-defined flags; bit 0 = in-order.
     pub flags: u64,
 }
 
@@ -73,6 +79,45 @@ impl MemoryType {
     }
 }
 
+/// Which way a copy goes (`offtrace_copy_direction_t`). Host = pageable or pinned host memory
+/// (USM host included), device = memory of a device (USM device; shared memory counts as
+/// device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum CopyDirection {
+    #[default]
+    Unknown = 0,
+    HostToDevice = 1,
+    DeviceToHost = 2,
+    DeviceToDevice = 3,
+    HostToHost = 4,
+}
+
+impl CopyDirection {
+    pub fn from_u32(v: u32) -> Self {
+        match v {
+            1 => Self::HostToDevice,
+            2 => Self::DeviceToHost,
+            3 => Self::DeviceToDevice,
+            4 => Self::HostToHost,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// The direction of a copy from memory of type `src` to memory of type `dst` (unknown when
+    /// either end is).
+    pub fn from_types(src: MemoryType, dst: MemoryType) -> Self {
+        use MemoryType::*;
+        match (src, dst) {
+            (Unknown, _) | (_, Unknown) => Self::Unknown,
+            (Host, Host) => Self::HostToHost,
+            (Host, _) => Self::HostToDevice,
+            (_, Host) => Self::DeviceToHost,
+            _ => Self::DeviceToDevice,
+        }
+    }
+}
+
 /// A memory range a kernel uses without naming it in an argument (printf or scratch surface).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
@@ -85,12 +130,17 @@ pub struct ImplicitAllocation {
 /// `KERNEL_DISPATCH`: a kernel enqueue, with the kernel's raw argument values (pointer
 /// arguments are matched against the live allocation table by
 /// [`crate::allocation::kernel_allocation_properties`]).
+///
+/// Device activity: emitted inside the API call that launched it (`emit_instant`, phase
+/// `None`: it takes that call's correlation id) and/or, when the device times are known, with
+/// [`crate::emit_activity`] (phase `Complete`, `device_start`/`device_end` set, the launching
+/// call's correlation id given explicitly).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct KernelDispatchPayload {
     pub queue: u64,
     pub kernel: u64,
-    /// NUL-terminated, valid during the callback; may be null.
+    /// The kernel's whole, demangled name (NUL-terminated), valid during the callback; may be null.
     pub kernel_name: *const c_char,
     pub work_dim: u32,
     pub kernel_arg_count: u32,
@@ -99,6 +149,11 @@ pub struct KernelDispatchPayload {
     pub kernel_args: [u64; MAX_KERNEL_ARGS],
     pub implicit_allocations: *const ImplicitAllocation,
     pub implicit_allocation_count: u64,
+    /// The device (its handle as an id; 0 = unknown).
+    pub device: u64,
+    /// Device start and end in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
+    pub device_start: u64,
+    pub device_end: u64,
 }
 
 impl Default for KernelDispatchPayload {
@@ -114,11 +169,14 @@ impl Default for KernelDispatchPayload {
             kernel_args: [0; MAX_KERNEL_ARGS],
             implicit_allocations: std::ptr::null(),
             implicit_allocation_count: 0,
+            device: 0,
+            device_start: 0,
+            device_end: 0,
         }
     }
 }
 
-/// `MEMORY_COPY`.
+/// `MEMORY_COPY` (device activity, see [`KernelDispatchPayload`] for when it is emitted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct MemoryCopyPayload {
@@ -126,9 +184,16 @@ pub struct MemoryCopyPayload {
     pub dst: u64,
     pub src: u64,
     pub size: u64,
+    pub device: u64,
+    pub direction: CopyDirection,
+    pub src_type: MemoryType,
+    pub dst_type: MemoryType,
+    /// Device start and end in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
+    pub device_start: u64,
+    pub device_end: u64,
 }
 
-/// `MEMORY_FILL`.
+/// `MEMORY_FILL` (device activity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct MemoryFillPayload {
@@ -137,9 +202,13 @@ pub struct MemoryFillPayload {
     pub pattern: u64,
     pub pattern_size: u64,
     pub size: u64,
+    pub device: u64,
+    /// Device start and end in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
+    pub device_start: u64,
+    pub device_end: u64,
 }
 
-/// `MEMORY_ALLOC` (operation `alloc` or `free`).
+/// `MEMORY_ALLOC` (operation `alloc` or `free`): from the allocating call itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct MemoryAllocPayload {
@@ -149,7 +218,7 @@ pub struct MemoryAllocPayload {
     pub device: u64,
 }
 
-/// `TASK_GRAPH`: node ids are the runtime's event ids (XPTI uid64).
+/// `TASK_GRAPH`: node ids are the runtime's ids of the commands (SYCL: the event's uid64).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct TaskGraphPayload {
@@ -157,21 +226,30 @@ pub struct TaskGraphPayload {
     pub source: u64,
     pub target: u64,
     pub name: *const c_char,
-    pub ur_event: u64,
+    /// The runtime event a `signal` carries (its handle as an id), 0 = none.
+    pub event: u64,
+    /// The queue the command runs on (0 = unknown).
+    pub queue: u64,
 }
 
 impl Default for TaskGraphPayload {
     fn default() -> Self {
-        Self { node: 0, source: 0, target: 0, name: std::ptr::null(), ur_event: 0 }
+        Self { node: 0, source: 0, target: 0, name: std::ptr::null(), event: 0, queue: 0 }
     }
 }
 
-/// `SYNC`.
+/// `SYNC`: a host wait (ENTER/EXIT) or a barrier. A barrier enqueued on a queue is device
+/// activity: `queue` set, device times when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct SyncPayload {
     pub object: u64,
     pub event_count: u32,
+    pub queue: u64,
+    pub device: u64,
+    /// Device start and end in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
+    pub device_start: u64,
+    pub device_end: u64,
 }
 
 /// `CODE_OBJECT`.
@@ -198,50 +276,93 @@ pub struct MarkerPayload {
     pub range_id: u64,
 }
 
-/// `XPTI`: one raw notification, as the dispatcher passed it to the subscriber callback.
-/// The pointers are the runtime's, valid during the callback only.
-#[derive(Debug, Clone, Copy)]
-#[repr(C)]
-pub struct XptiPayload {
-    /// The stream's name (NUL-terminated), or null when the backend does not know it.
-    pub stream: *const c_char,
-    /// The dispatcher's stream id (8-bit).
-    pub stream_id: u64,
-    /// `xpti::trace_event_data_t*` of the parent, may be null.
-    pub parent: u64,
-    /// `xpti::trace_event_data_t*` of the event, may be null.
-    pub event: u64,
-    /// The notification's instance number (begin and end of one call share it).
-    pub instance: u64,
-    /// The type-specific user data (`function_with_args_t*`, `mem_alloc_data_t*`, ...), may be null.
-    pub user_data: u64,
-    /// The trace point type (= the record's operation).
-    pub trace_type: u32,
-    /// Backend-private classification of the stream (the agent's stream kind), 0 = none.
-    pub stream_class: u32,
+/// The type of a device (`offtrace_device_type_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum DeviceType {
+    #[default]
+    Unknown = 0,
+    Cpu = 1,
+    Gpu = 2,
+    Accelerator = 3,
 }
 
-impl Default for XptiPayload {
-    fn default() -> Self {
-        Self {
-            stream: std::ptr::null(),
-            stream_id: 0,
-            parent: 0,
-            event: 0,
-            instance: 0,
-            user_data: 0,
-            trace_type: 0,
-            stream_class: 0,
+impl DeviceType {
+    pub fn from_u32(v: u32) -> Self {
+        match v {
+            1 => Self::Cpu,
+            2 => Self::Gpu,
+            3 => Self::Accelerator,
+            _ => Self::Unknown,
         }
     }
 }
 
+/// `DEVICE`: a device or a context, as a definition (emitted once, before the first record that
+/// names it, or as soon as the backend learns it).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct DevicePayload {
+    pub handle: u64,
+    /// A device's context or platform; a context's first device (0 = none).
+    pub parent: u64,
+    pub name: *const c_char,
+    pub device_type: DeviceType,
+}
+
+impl Default for DevicePayload {
+    fn default() -> Self {
+        Self { handle: 0, parent: 0, name: std::ptr::null(), device_type: DeviceType::Unknown }
+    }
+}
+
+/// How a counter's `value` bits read (`offtrace_counter_value_type_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum CounterValueType {
+    #[default]
+    U64 = 0,
+    I64 = 1,
+    F64 = 2,
+}
+
+impl CounterValueType {
+    pub fn from_u32(v: u32) -> Self {
+        match v {
+            1 => Self::I64,
+            2 => Self::F64,
+            _ => Self::U64,
+        }
+    }
+}
+
+/// `COUNTER`: a definition (`counter_op::DEFINE`: id, device, name, unit, value type in
+/// `value`) or a sample (`counter_op::SAMPLE`: id, device, value; sampled at the emit's time).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct CounterPayload {
+    /// The backend's counter id (unique per process among counters).
+    pub counter: u64,
+    pub device: u64,
+    /// DEFINE: a [`CounterValueType`]; SAMPLE: the value's bits (`f64::to_bits` for F64).
+    pub value: u64,
+    pub name: *const c_char,
+    pub unit: *const c_char,
+}
+
+impl Default for CounterPayload {
+    fn default() -> Self {
+        Self { counter: 0, device: 0, value: 0, name: std::ptr::null(), unit: std::ptr::null() }
+    }
+}
+
 /// A payload the backend hands to the services, typed by kind. The services pass a pointer to
-/// the inner struct to callbacks; [`Payload::arg_values`] feeds argument iteration.
+/// the inner struct to callbacks; [`Payload::arg_values`] feeds argument iteration. The four API
+/// kinds share [`ApiCallPayload`]; the variant carries the kind.
 #[derive(Debug, Clone, Copy)]
 pub enum Payload<'a> {
     None,
-    ApiCall(&'a ApiCallPayload),
+    UrApi(&'a ApiCallPayload),
     Queue(&'a QueuePayload),
     KernelDispatch(&'a KernelDispatchPayload),
     MemoryCopy(&'a MemoryCopyPayload),
@@ -251,7 +372,42 @@ pub enum Payload<'a> {
     Sync(&'a SyncPayload),
     CodeObject(&'a CodeObjectPayload),
     Marker(&'a MarkerPayload),
-    Xpti(&'a XptiPayload),
+    /// The raw layer (`XPTI` kind): the emitting backend's own struct, opaque to core.
+    Raw(RawPayload),
+    OpenclApi(&'a ApiCallPayload),
+    CudaRuntimeApi(&'a ApiCallPayload),
+    CudaDriverApi(&'a ApiCallPayload),
+    Device(&'a DevicePayload),
+    Counter(&'a CounterPayload),
+}
+
+/// The payload of a raw-layer record: a pointer to the emitting backend's struct, valid during
+/// the emit, passed to callbacks as is. Core neither reads nor names its fields.
+#[derive(Debug, Clone, Copy)]
+pub struct RawPayload(pub *const c_void);
+
+impl<'a> Payload<'a> {
+    /// The payload of an API call of `kind` (`None` when `kind` is not an API kind).
+    #[inline]
+    pub fn api(kind: Kind, p: &'a ApiCallPayload) -> Payload<'a> {
+        match kind {
+            Kind::UrApi => Payload::UrApi(p),
+            Kind::OpenclApi => Payload::OpenclApi(p),
+            Kind::CudaRuntimeApi => Payload::CudaRuntimeApi(p),
+            Kind::CudaDriverApi => Payload::CudaDriverApi(p),
+            _ => Payload::None,
+        }
+    }
+
+    /// The API call payload, for any API kind.
+    pub fn as_api_call(&self) -> Option<&'a ApiCallPayload> {
+        match *self {
+            Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
+                Some(p)
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Payload<'_> {
@@ -260,10 +416,10 @@ impl Payload<'_> {
     pub fn kind(&self) -> Option<Kind> {
         // The variant's position, then a table: LLVM folds the first `match` to the enum's tag
         // (a `match` returning the kinds became a jump table on the exit path).
-        const KINDS: [Option<Kind>; 12] = [
+        const KINDS: [Option<Kind>; 17] = [
             None,
             Some(Kind::UrApi),
-            Some(Kind::SyclQueue),
+            Some(Kind::Queue),
             Some(Kind::KernelDispatch),
             Some(Kind::MemoryCopy),
             Some(Kind::MemoryFill),
@@ -273,10 +429,15 @@ impl Payload<'_> {
             Some(Kind::CodeObject),
             Some(Kind::Marker),
             Some(Kind::Xpti),
+            Some(Kind::OpenclApi),
+            Some(Kind::CudaRuntimeApi),
+            Some(Kind::CudaDriverApi),
+            Some(Kind::Device),
+            Some(Kind::Counter),
         ];
         let i = match self {
             Payload::None => 0,
-            Payload::ApiCall(_) => 1,
+            Payload::UrApi(_) => 1,
             Payload::Queue(_) => 2,
             Payload::KernelDispatch(_) => 3,
             Payload::MemoryCopy(_) => 4,
@@ -286,7 +447,12 @@ impl Payload<'_> {
             Payload::Sync(_) => 8,
             Payload::CodeObject(_) => 9,
             Payload::Marker(_) => 10,
-            Payload::Xpti(_) => 11,
+            Payload::Raw(_) => 11,
+            Payload::OpenclApi(_) => 12,
+            Payload::CudaRuntimeApi(_) => 13,
+            Payload::CudaDriverApi(_) => 14,
+            Payload::Device(_) => 15,
+            Payload::Counter(_) => 16,
         };
         KINDS[i]
     }
@@ -296,7 +462,9 @@ impl Payload<'_> {
     pub fn as_ptr(&self) -> *const c_void {
         match *self {
             Payload::None => std::ptr::null(),
-            Payload::ApiCall(p) => (p as *const ApiCallPayload).cast(),
+            Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
+                (p as *const ApiCallPayload).cast()
+            }
             Payload::Queue(p) => (p as *const QueuePayload).cast(),
             Payload::KernelDispatch(p) => (p as *const KernelDispatchPayload).cast(),
             Payload::MemoryCopy(p) => (p as *const MemoryCopyPayload).cast(),
@@ -306,7 +474,9 @@ impl Payload<'_> {
             Payload::Sync(p) => (p as *const SyncPayload).cast(),
             Payload::CodeObject(p) => (p as *const CodeObjectPayload).cast(),
             Payload::Marker(p) => (p as *const MarkerPayload).cast(),
-            Payload::Xpti(p) => (p as *const XptiPayload).cast(),
+            Payload::Raw(p) => p.0,
+            Payload::Device(p) => (p as *const DevicePayload).cast(),
+            Payload::Counter(p) => (p as *const CounterPayload).cast(),
         }
     }
 
@@ -316,7 +486,9 @@ impl Payload<'_> {
     pub fn summary(&self) -> [u64; 6] {
         match *self {
             Payload::None => [0; 6],
-            Payload::ApiCall(p) => p.summary(),
+            Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
+                p.summary()
+            }
             Payload::Queue(p) => p.summary(),
             Payload::KernelDispatch(p) => p.summary(),
             Payload::MemoryCopy(p) => p.summary(),
@@ -326,7 +498,9 @@ impl Payload<'_> {
             Payload::Sync(p) => p.summary(),
             Payload::CodeObject(p) => p.summary(),
             Payload::Marker(p) => p.summary(),
-            Payload::Xpti(p) => p.summary(),
+            Payload::Raw(p) => [p.0 as u64, 0, 0, 0, 0, 0],
+            Payload::Device(p) => p.summary(),
+            Payload::Counter(p) => p.summary(),
         }
     }
 }
@@ -359,11 +533,12 @@ summary! {
     MemoryCopyPayload => |p| [p.queue, p.dst, p.src, p.size, 0, 0];
     MemoryFillPayload => |p| [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0];
     MemoryAllocPayload => |p| [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0];
-    TaskGraphPayload => |p| [p.node, p.source, p.target, p.name as u64, p.ur_event, 0];
+    TaskGraphPayload => |p| [p.node, p.source, p.target, p.name as u64, p.event, p.queue];
     SyncPayload => |p| [p.object, u64::from(p.event_count), 0, 0, 0, 0];
     CodeObjectPayload => |p| [p.handle, p.program, p.name as u64, p.binary_size, 0, 0];
     MarkerPayload => |p| [p.message as u64, p.range_id, 0, 0, 0, 0];
-    XptiPayload => |p| [p.stream as u64, p.stream_id, p.parent, p.event, p.instance, p.user_data];
+    DevicePayload => |p| [p.handle, p.parent, p.name as u64, p.device_type as u64, 0, 0];
+    CounterPayload => |p| [p.counter, p.device, p.value, p.name as u64, p.unit as u64, 0];
 }
 
 /// Raw values of the arguments of one record, for argument iteration: `(value, address)` where
@@ -385,13 +560,13 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
     // and each kind has exactly one payload struct (see `Payload`).
     unsafe {
         match kind {
-            Kind::UrApi => {
+            Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => {
                 let p = &*payload.cast::<ApiCallPayload>();
                 for i in 0..(p.arg_count as usize).min(MAX_ARGS) {
                     push(out, p.args[i], &p.args[i]);
                 }
             }
-            Kind::SyclQueue => {
+            Kind::Queue => {
                 let p = &*payload.cast::<QueuePayload>();
                 push(out, p.queue, &p.queue);
                 push(out, p.device, &p.device);
@@ -439,7 +614,7 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
                 push(out, p.source, &p.source);
                 push(out, p.target, &p.target);
                 push(out, p.name as u64, &p.name);
-                push(out, p.ur_event, &p.ur_event);
+                push(out, p.event, &p.event);
             }
             Kind::Sync => {
                 let p = &*payload.cast::<SyncPayload>();
@@ -458,14 +633,22 @@ pub(crate) unsafe fn arg_values(kind: Kind, payload: *const c_void, out: &mut Ve
                 push(out, p.message as u64, &p.message);
                 push(out, p.range_id, &p.range_id);
             }
-            Kind::Xpti => {
-                let p = &*payload.cast::<XptiPayload>();
-                push(out, p.stream as u64, &p.stream);
-                push(out, p.stream_id, &p.stream_id);
+            // The raw layer's struct is the backend's: core iterates no arguments of it.
+            Kind::Xpti => {}
+            Kind::Device => {
+                let p = &*payload.cast::<DevicePayload>();
+                push(out, p.handle, &p.handle);
                 push(out, p.parent, &p.parent);
-                push(out, p.event, &p.event);
-                push(out, p.instance, &p.instance);
-                push(out, p.user_data, &p.user_data);
+                push(out, p.name as u64, &p.name);
+                push(out, p.device_type as u64, &p.device_type);
+            }
+            Kind::Counter => {
+                let p = &*payload.cast::<CounterPayload>();
+                push(out, p.counter, &p.counter);
+                push(out, p.device, &p.device);
+                push(out, p.value, &p.value);
+                push(out, p.name as u64, &p.name);
+                push(out, p.unit as u64, &p.unit);
             }
         }
     }
@@ -483,18 +666,20 @@ mod tests {
         let queue = QueuePayload { queue: 1, device: 2, context: 3, flags: 4 };
         let kernel =
             KernelDispatchPayload { queue: 1, kernel: 2, global_size: [3, 4, 5], work_dim: 3, ..Default::default() };
-        let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
-        let fill = MemoryFillPayload { queue: 1, dst: 2, pattern: 3, pattern_size: 4, size: 5 };
+        let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
+        let fill = MemoryFillPayload { queue: 1, dst: 2, pattern: 3, pattern_size: 4, size: 5, ..Default::default() };
         let alloc = MemoryAllocPayload { ptr: 1, size: 2, memory_type: MemoryType::Device, device: 4 };
-        let graph = TaskGraphPayload { node: 1, source: 2, target: 3, ur_event: 5, ..Default::default() };
-        let sync = SyncPayload { object: 1, event_count: 2 };
+        let graph = TaskGraphPayload { node: 1, source: 2, target: 3, event: 5, ..Default::default() };
+        let sync = SyncPayload { object: 1, event_count: 2, ..Default::default() };
         let code = CodeObjectPayload { handle: 1, program: 2, binary_size: 4, ..Default::default() };
         let marker = MarkerPayload { message: std::ptr::null(), range_id: 2 };
-        let xpti = XptiPayload { stream_id: 2, parent: 3, event: 4, instance: 5, user_data: 6, ..Default::default() };
-        let cases: [(Payload<'_>, Option<Kind>, [u64; 6]); 12] = [
+        let raw = RawPayload(std::ptr::dangling::<u64>().cast());
+        let device = DevicePayload { handle: 1, parent: 2, device_type: DeviceType::Gpu, ..Default::default() };
+        let counter = CounterPayload { counter: 1, device: 2, value: 3, ..Default::default() };
+        let cases: [(Payload<'_>, Option<Kind>, [u64; 6]); 17] = [
             (Payload::None, None, [0; 6]),
-            (Payload::ApiCall(&api), Some(Kind::UrApi), api.summary()),
-            (Payload::Queue(&queue), Some(Kind::SyclQueue), queue.summary()),
+            (Payload::UrApi(&api), Some(Kind::UrApi), api.summary()),
+            (Payload::Queue(&queue), Some(Kind::Queue), queue.summary()),
             (Payload::KernelDispatch(&kernel), Some(Kind::KernelDispatch), kernel.summary()),
             (Payload::MemoryCopy(&copy), Some(Kind::MemoryCopy), copy.summary()),
             (Payload::MemoryFill(&fill), Some(Kind::MemoryFill), fill.summary()),
@@ -503,7 +688,12 @@ mod tests {
             (Payload::Sync(&sync), Some(Kind::Sync), sync.summary()),
             (Payload::CodeObject(&code), Some(Kind::CodeObject), code.summary()),
             (Payload::Marker(&marker), Some(Kind::Marker), marker.summary()),
-            (Payload::Xpti(&xpti), Some(Kind::Xpti), xpti.summary()),
+            (Payload::Raw(raw), Some(Kind::Xpti), [raw.0 as u64, 0, 0, 0, 0, 0]),
+            (Payload::OpenclApi(&api), Some(Kind::OpenclApi), api.summary()),
+            (Payload::CudaRuntimeApi(&api), Some(Kind::CudaRuntimeApi), api.summary()),
+            (Payload::CudaDriverApi(&api), Some(Kind::CudaDriverApi), api.summary()),
+            (Payload::Device(&device), Some(Kind::Device), device.summary()),
+            (Payload::Counter(&counter), Some(Kind::Counter), counter.summary()),
         ];
         for (p, kind, summary) in cases {
             assert_eq!(p.kind(), kind, "{p:?}");
@@ -512,5 +702,37 @@ mod tests {
         assert_eq!(api.summary(), [7, 0, 1, 2, 3, 4]);
         assert_eq!(kernel.summary(), [1, 2, 3, 4, 5, 3]);
         assert_eq!(alloc.summary(), [1, 2, 2, 4, 0, 0]);
+    }
+}
+
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+
+    /// The four API kinds share one payload struct; `Payload::api` picks the variant, so
+    /// `kind()` is right for each and non-API kinds get no payload.
+    #[test]
+    fn api_payload_carries_its_kind() {
+        let p = ApiCallPayload::new(3, &[1, 2]);
+        for k in Kind::API {
+            let payload = Payload::api(k, &p);
+            assert_eq!(payload.kind(), Some(k));
+            assert_eq!(payload.as_api_call(), Some(&p));
+            assert_eq!(payload.as_ptr(), (&p as *const ApiCallPayload).cast());
+        }
+        assert_eq!(Payload::api(Kind::Marker, &p).kind(), None);
+    }
+
+    #[test]
+    fn copy_direction_from_memory_types() {
+        use MemoryType::*;
+        assert_eq!(CopyDirection::from_types(Host, Device), CopyDirection::HostToDevice);
+        assert_eq!(CopyDirection::from_types(Shared, Host), CopyDirection::DeviceToHost);
+        assert_eq!(CopyDirection::from_types(Device, Shared), CopyDirection::DeviceToDevice);
+        assert_eq!(CopyDirection::from_types(Host, Host), CopyDirection::HostToHost);
+        assert_eq!(CopyDirection::from_types(Unknown, Host), CopyDirection::Unknown);
+        for v in 0..6 {
+            assert_eq!(CopyDirection::from_u32(v) as u32, if v <= 4 { v } else { 0 });
+        }
     }
 }

@@ -51,16 +51,18 @@ fn instructions() {
     }
     start_context(ctx).unwrap();
     let p = ApiCallPayload::new(97, &[0x1000]);
-    let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
-    let x = XptiPayload::default();
+    let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
+    let x = [0u64; 8]; // a backend's raw struct (opaque to core)
     for i in 0..n {
         match op.as_str() {
             "callback" | "buffer_record" => {
-                let t = emit_enter(Kind::UrApi, 97, Payload::ApiCall(black_box(&p)));
-                emit_exit(t, Payload::ApiCall(black_box(&p)));
+                let t = emit_enter(Kind::UrApi, 97, Payload::UrApi(black_box(&p)));
+                emit_exit(t, Payload::UrApi(black_box(&p)));
             }
             // Outside any call: a fresh correlation id per instant (an XPTI notification).
-            "instant" => emit_instant(Kind::Xpti, 3, Phase::None, Payload::Xpti(black_box(&x))),
+            "instant" => {
+                emit_instant(Kind::Xpti, 3, Phase::None, Payload::Raw(RawPayload(black_box(&x).as_ptr().cast())))
+            }
             "buffer_activity" => emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&m))),
             "timestamp" => {
                 black_box(timestamp_ns());

@@ -77,7 +77,7 @@ fn instant() {
 }
 
 fn activity() {
-    let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
     emit_activity(Kind::MemoryCopy, 0, 9, 100, 200, Payload::MemoryCopy(&p));
 }
 
@@ -104,17 +104,17 @@ impl Drop for Late {
         }
         activity();
         let p = api_payload();
-        let t = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
+        let t = emit_enter(Kind::UrApi, 1, Payload::UrApi(&p));
         self.enter_delivered.store(t.is_delivered(), Ordering::SeqCst);
         instant(); // inside the late call: the thread holds the late slot already
-        let nested = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
-        emit_exit(nested, Payload::ApiCall(&p));
-        emit_exit(t, Payload::ApiCall(&p));
+        let nested = emit_enter(Kind::UrApi, 1, Payload::UrApi(&p));
+        emit_exit(nested, Payload::UrApi(&p));
+        emit_exit(t, Payload::UrApi(&p));
         if let Some(pause) = self.pause.take() {
             pause();
         }
         if let Some(t) = self.open.take() {
-            emit_exit(t, Payload::ApiCall(&p));
+            emit_exit(t, Payload::UrApi(&p));
         }
     }
 }
@@ -134,7 +134,7 @@ fn spawn_late(
         instant(); // the services' thread-locals: registered now
         activity();
         let p = api_payload();
-        let open = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
+        let open = emit_enter(Kind::UrApi, 1, Payload::UrApi(&p));
         assert!(open.is_delivered());
         let pause = pause.map(|f| f as Box<dyn FnOnce()>);
         LATE.with(|l| *l.borrow_mut() = Some(Late { open: Some(open), pause, enter_delivered }));
@@ -197,13 +197,13 @@ fn a_dying_slot_with_an_open_call_is_not_reused() {
             let close_rx = close_rx.clone();
             std::thread::spawn(move || {
                 let p = api_payload();
-                let a = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
-                let b = emit_enter(Kind::UrApi, 1, Payload::ApiCall(&p));
+                let a = emit_enter(Kind::UrApi, 1, Payload::UrApi(&p));
+                let b = emit_enter(Kind::UrApi, 1, Payload::UrApi(&p));
                 assert!(a.is_delivered() && b.is_delivered());
                 opened_tx.send(()).unwrap();
                 close_rx.lock().unwrap().recv().unwrap();
-                emit_exit(b, Payload::ApiCall(&p));
-                emit_exit(a, Payload::ApiCall(&p));
+                emit_exit(b, Payload::UrApi(&p));
+                emit_exit(a, Payload::UrApi(&p));
             })
         })
         .collect();

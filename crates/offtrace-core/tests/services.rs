@@ -51,12 +51,12 @@ mod mock {
     /// One traced UR call: enter, the body, exit with a result.
     pub fn call(function_id: u32, args: &[u64], body: impl FnOnce()) -> u64 {
         let mut p = ApiCallPayload::new(function_id, args);
-        let token: CallToken = offtrace_core::emit_enter(Kind::UrApi, function_id, Payload::ApiCall(&p));
+        let token: CallToken = offtrace_core::emit_enter(Kind::UrApi, function_id, Payload::UrApi(&p));
         let corr = token.correlation_id();
         body();
         p.result = 0;
         p.has_result = 1;
-        offtrace_core::emit_exit(token, Payload::ApiCall(&p));
+        offtrace_core::emit_exit(token, Payload::UrApi(&p));
         corr
     }
 }
@@ -536,7 +536,7 @@ fn buffer_operation_filter() {
     start_context(ctx).unwrap();
     mock::call(mock::UR_USM_DEVICE_ALLOC, &[1, 2, 3], || {}); // filtered out
     mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
-    let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
     emit_activity(Kind::MemoryCopy, 5, 7, 100, 200, Payload::MemoryCopy(&p));
     flush_buffer(buf).unwrap();
     let ops: Vec<_> = b.records.lock().unwrap().iter().map(|r| (r.kind, r.operation)).collect();
@@ -582,8 +582,8 @@ fn activity_paths() {
     configure_buffer_tracing_service(ctx_b, Kind::MemoryFill, Some(&[memory_fill::BUFFER_FILL]), buf_b).unwrap();
     start_context(ctx_a).unwrap();
     start_context(ctx_b).unwrap();
-    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
-    let fill = MemoryFillPayload { queue: 5, dst: 6, pattern: 7, pattern_size: 8, size: 9 };
+    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
+    let fill = MemoryFillPayload { queue: 5, dst: 6, pattern: 7, pattern_size: 8, size: 9, ..Default::default() };
     // One context.
     emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, 10, 100, 200, Payload::MemoryCopy(&copy));
     // A payload of another kind, and none: zeros.
@@ -799,12 +799,12 @@ fn argument_iteration_covers_builtin_kinds() {
     })
     .unwrap();
     start_context(ctx).unwrap();
-    let p = MemoryCopyPayload { queue: 0x30, dst: 0x1000, src: 0, size: 64 };
+    let p = MemoryCopyPayload { queue: 0x30, dst: 0x1000, src: 0, size: 64, ..Default::default() };
     emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&p));
     destroy_context(ctx).unwrap();
     assert_eq!(
         *lines.lock().unwrap(),
-        vec!["ur_queue_handle_t queue=0x30", "void* dst=0x1000", "const void* src=nullptr"]
+        vec!["offtrace_queue_id_t queue=0x30", "void* dst=0x1000", "const void* src=nullptr"]
     );
 }
 
@@ -852,8 +852,8 @@ fn everything_nested_in_a_callback_is_guarded() {
     let results = Arc::new(Mutex::new(Vec::new()));
     let ctx = create_context().unwrap();
     let r2 = results.clone();
-    let sync = SyncPayload { object: 1, event_count: 1 };
-    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4 };
+    let sync = SyncPayload { object: 1, event_count: 1, ..Default::default() };
+    let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
     let body = move |_r: &CallbackRecord, _u: &mut UserData| {
         let t = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&sync));
         assert!(!t.is_delivered());
@@ -877,4 +877,31 @@ fn everything_nested_in_a_callback_is_guarded() {
     let r = results.lock().unwrap();
     assert_eq!(r.len(), 3);
     assert!(r.iter().all(|x| *x == (Err(ServiceError::Busy), Err(ServiceError::Busy))));
+}
+
+/// Device activity with known device times reaches callback services too: phase `Complete`,
+/// the causing call's correlation id (given explicitly, from another thread), the payload's
+/// device times.
+#[test]
+fn activity_reaches_callbacks_with_the_launching_calls_correlation() {
+    let _g = serial();
+    let seen = Arc::new(Mutex::new(Vec::<(u32, u64, u64, u64)>::new()));
+    let ctx = create_context().unwrap();
+    let s = seen.clone();
+    configure_callback_tracing_closure(ctx, Kind::KernelDispatch, None, move |r, _| {
+        // SAFETY: a KERNEL_DISPATCH record's payload is a KernelDispatchPayload, live during the callback.
+        let p = unsafe { &*r.payload.cast::<KernelDispatchPayload>() };
+        s.lock().unwrap().push((r.phase, r.correlation_id.internal, p.device_start, p.device_end));
+    })
+    .unwrap();
+    start_context(ctx).unwrap();
+    let corr = mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    std::thread::spawn(move || {
+        let kd = KernelDispatchPayload { device_start: 1_000, device_end: 3_000, ..Default::default() };
+        emit_activity(Kind::KernelDispatch, kernel_dispatch::LAUNCH, corr, 1_000, 3_000, Payload::KernelDispatch(&kd))
+    })
+    .join()
+    .unwrap();
+    destroy_context(ctx).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(Phase::Complete as u32, corr, 1_000, 3_000)]);
 }

@@ -32,7 +32,7 @@ fn pairing_holds_with_symmetric_fences() {
     std::thread::scope(|s| {
         for _ in 0..6 {
             s.spawn(|| {
-                let p = SyncPayload { object: 1, event_count: 0 };
+                let p = SyncPayload { object: 1, event_count: 0, ..Default::default() };
                 while !done.load(Ordering::Relaxed) {
                     let t = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&p));
                     std::thread::yield_now();

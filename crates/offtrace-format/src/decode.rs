@@ -35,13 +35,13 @@ impl<'a> Cursor<'a> {
         self.buf.get(self.pos..).unwrap_or(&[])
     }
 
-    fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
         let b = *self.rest().first().ok_or(DecodeError::UnexpectedEnd { what })?;
         self.pos += 1;
         Ok(b)
     }
 
-    fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+    pub(crate) fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         let rest = self.rest();
         match get_u64(rest) {
             Some((v, len)) => {
@@ -55,17 +55,17 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         let v = self.varint(what)?;
         u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
     }
 
-    fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16, DecodeError> {
         let v = self.varint(what)?;
         u16::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u16::MAX.into() })
     }
 
-    fn bytes(&mut self, what: &'static str) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn bytes(&mut self, what: &'static str) -> Result<&'a [u8], DecodeError> {
         let len = self.varint(what)?;
         let remaining = self.remaining();
         if len > remaining as u64 {
@@ -77,7 +77,7 @@ impl<'a> Cursor<'a> {
         self.buf.get(start..end).ok_or(DecodeError::UnexpectedEnd { what })
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
+    pub(crate) fn string(&mut self, what: &'static str) -> Result<String, DecodeError> {
         let b = self.bytes(what)?;
         std::str::from_utf8(b).map(str::to_owned).map_err(|_| DecodeError::InvalidUtf8 { what })
     }
@@ -162,6 +162,10 @@ impl Decoder {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
             }
             TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
+            FIRST_V3_TAG..=LAST_V3_TAG if self.version < 3 => {
+                return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 3 });
+            }
+            FIRST_V3_TAG..=LAST_V3_TAG => crate::typed::decode(tag, &mut self.threads, c)?,
             _ => return Err(DecodeError::UnknownTag { tag }),
         })
     }
@@ -306,7 +310,30 @@ impl Decoder {
 }
 
 /// Smallest encoding of one allocation: base, size, arg_index (1 byte each at least), type byte.
-const MIN_ALLOCATION_BYTES: usize = 4;
+pub(crate) const MIN_ALLOCATION_BYTES: usize = 4;
+
+/// A list of kernel allocations: count, then (base, size, arg_index zigzag, type byte) each.
+pub(crate) fn decode_allocations(c: &mut Cursor<'_>) -> Result<Vec<KernelAllocation>, DecodeError> {
+    let count = c.varint("allocation count")?;
+    // Bound the allocation by the bytes left before reserving anything.
+    let remaining = c.remaining();
+    if count > (remaining / MIN_ALLOCATION_BYTES) as u64 {
+        return Err(DecodeError::LengthTooLarge { what: "allocation count", len: count, remaining });
+    }
+    let mut allocations = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let base = c.varint("allocation base")?;
+        let size = c.varint("allocation size")?;
+        let z = unzigzag(c.varint("allocation arg_index")?);
+        let arg_index = i32::try_from(z)
+            .map_err(|_| DecodeError::Invalid { what: "allocation arg_index (i32)", found: z as u64 })?;
+        let t = c.u8("allocation memory_type")?;
+        let memory_type = MemoryType::from_u8(t)
+            .ok_or(DecodeError::Invalid { what: "allocation memory_type (0..=3)", found: t.into() })?;
+        allocations.push(KernelAllocation { base, size, arg_index, memory_type });
+    }
+    Ok(allocations)
+}
 
 fn decode_kernel_dispatch(c: &mut Cursor<'_>) -> Result<KernelDispatch, DecodeError> {
     let tid = c.u32("KernelDispatch tid")?;

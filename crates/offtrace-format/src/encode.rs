@@ -87,7 +87,16 @@ impl Encoder {
                 put_u64(out, *records);
                 put_u64(out, *drops);
             }
+            typed => {
+                let encoded = crate::typed::encode(&mut self.threads, typed, out);
+                debug_assert!(encoded, "every other record is typed");
+            }
         }
+    }
+
+    /// Encodes one API call (format 3) whose times are raw ticks.
+    pub fn encode_api_call(&mut self, a: &crate::record::ApiCall, out: &mut Vec<u8>) {
+        crate::typed::encode_api_call(&mut self.threads, a, out);
     }
 
     /// Encodes one notification whose `ts` is in raw ticks.

@@ -246,6 +246,301 @@ pub struct KernelDispatch {
     pub allocations: Vec<KernelAllocation>,
 }
 
+// ---------------------------------------------------------------------------------------------
+// Typed records (format version 3): the tracing services' records, one model for every runtime.
+// ---------------------------------------------------------------------------------------------
+
+/// Maximum number of arguments of one [`ApiCall`] (UR has at most 17, OpenCL and CUDA fewer).
+pub const MAX_API_ARGS: usize = 24;
+
+/// The argument values of one API call, one `u64` per parameter in declaration order (masked to
+/// the parameter's width): name and type of each come from the kind's [`OperationDef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiArgs {
+    pub len: u8,
+    pub values: [u64; MAX_API_ARGS],
+}
+
+impl Default for ApiArgs {
+    fn default() -> Self {
+        Self { len: 0, values: [0; MAX_API_ARGS] }
+    }
+}
+
+impl ApiArgs {
+    /// The first `MAX_API_ARGS` values of `values`.
+    pub fn from_slice(values: &[u64]) -> Self {
+        let n = values.len().min(MAX_API_ARGS);
+        let mut a = Self { len: n as u8, ..Self::default() };
+        a.values[..n].copy_from_slice(&values[..n]);
+        a
+    }
+
+    pub fn as_slice(&self) -> &[u64] {
+        &self.values[..usize::from(self.len).min(MAX_API_ARGS)]
+    }
+}
+
+/// One argument descriptor of an operation (as `offtrace_core::ArgDescriptor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ArgDef {
+    pub name: StrId,
+    pub type_name: StrId,
+    /// Size in bytes of the C type.
+    pub size: u8,
+    /// How the value prints: the value of `offtrace_core::ArgFormat` (0 unsigned, 1 signed, 2 hex,
+    /// 3 pointer, 4 bool, 5 C string, 6 enum; other values print as unsigned).
+    pub format: u8,
+}
+
+/// An operation of a kind, with its arguments: for an API kind, one function of the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OperationDef {
+    pub kind: u32,
+    pub op: u32,
+    pub name: StrId,
+    pub args: Vec<ArgDef>,
+}
+
+/// Which phase of an operation a typed record is (the services' `Phase` values).
+pub mod phase {
+    pub const NONE: u8 = 0;
+    pub const ENTER: u8 = 1;
+    pub const EXIT: u8 = 2;
+    pub const LOAD: u8 = 3;
+    pub const UNLOAD: u8 = 4;
+    /// Device activity whose device times are known.
+    pub const COMPLETE: u8 = 5;
+}
+
+/// One API call of any API kind (`UR_API`, `OPENCL_API`, `CUDA_RUNTIME_API`, `CUDA_DRIVER_API`, or
+/// a kind this build does not know): enter and exit in one record, written at the exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ApiCall {
+    pub kind: u32,
+    pub op: u32,
+    pub tid: u32,
+    /// Enter and exit, raw ticks when written, CLOCK_MONOTONIC ns after reading.
+    pub start: u64,
+    pub end: u64,
+    /// The services' correlation id: device activity, allocations and code objects the call
+    /// caused carry the same id.
+    pub correlation: u64,
+    /// The tool's external correlation id at the call (0 = none).
+    pub external: u64,
+    pub args: ApiArgs,
+    /// The call's result (`ur_result_t`, `cl_int`, ...); `None` when the exit carried none.
+    pub result: Option<i64>,
+}
+
+/// Which way a copy goes (the services' `CopyDirection`). One byte on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(u8)]
+pub enum CopyDirection {
+    #[default]
+    Unknown = 0,
+    HostToDevice = 1,
+    DeviceToHost = 2,
+    DeviceToDevice = 3,
+    HostToHost = 4,
+}
+
+impl CopyDirection {
+    /// The on-disk byte's meaning; `None` for bytes no version defines.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Self::Unknown),
+            1 => Some(Self::HostToDevice),
+            2 => Some(Self::DeviceToHost),
+            3 => Some(Self::DeviceToDevice),
+            4 => Some(Self::HostToHost),
+            _ => None,
+        }
+    }
+
+    /// `UNKNOWN`, `HOST_TO_DEVICE`, `DEVICE_TO_HOST`, `DEVICE_TO_DEVICE`, `HOST_TO_HOST`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "UNKNOWN",
+            Self::HostToDevice => "HOST_TO_DEVICE",
+            Self::DeviceToHost => "DEVICE_TO_HOST",
+            Self::DeviceToDevice => "DEVICE_TO_DEVICE",
+            Self::HostToHost => "HOST_TO_HOST",
+        }
+    }
+}
+
+/// Device activity: a kernel dispatch (`KERNEL_DISPATCH`), copy (`MEMORY_COPY`), fill
+/// (`MEMORY_FILL`) or barrier (`SYNC`, operation barrier) on a queue.
+///
+/// `phase` is [`phase::NONE`] for the record written when the work was enqueued (inside the
+/// API call, `ts` = enqueue time) and [`phase::COMPLETE`] for one written when its device times
+/// became known. A `COMPLETE` record whose `(kind, correlation)` matches an earlier `NONE`
+/// record completes that one (same work); without a match it stands alone (a backend that
+/// learns everything at completion, such as CUPTI's activity API, writes only that).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Activity {
+    pub kind: u32,
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    /// Host time of the record (enqueue or completion report), raw ticks when written.
+    pub ts: u64,
+    /// The correlation id of the API call that caused it.
+    pub correlation: u64,
+    /// The queue / stream (the runtime's handle as an id; see [`Record::Queue`]); 0 = unknown.
+    pub queue: u64,
+    pub device: u64,
+    /// Kernel name, whole and demangled (0 = none: copies, fills, barriers).
+    pub name: StrId,
+    /// Kernel handle (0 = none).
+    pub kernel: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    /// Bytes moved or written (copies, fills); 0 for kernels.
+    pub bytes: u64,
+    pub direction: CopyDirection,
+    pub src_type: MemoryType,
+    pub dst_type: MemoryType,
+    /// Device start and end, CLOCK_MONOTONIC ns (the trace's clock; never converted by the
+    /// reader), 0 = unknown.
+    pub device_start: u64,
+    pub device_end: u64,
+    /// The kernel's allocation properties (kernels only).
+    pub allocations: Vec<KernelAllocation>,
+}
+
+/// A queue or stream (`QUEUE` kind): created (a definition: its device, context, flags),
+/// destroyed, or (SYCL) a command-group submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueRecord {
+    pub op: u32,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub queue: u64,
+    pub device: u64,
+    pub context: u64,
+    /// Bit 0: in-order.
+    pub flags: u64,
+}
+
+/// A device or context definition (`DEVICE` kind; `op` 0 = device, 1 = context).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceRecord {
+    pub op: u32,
+    pub handle: u64,
+    /// A device's context or platform; a context's first device (0 = none).
+    pub parent: u64,
+    pub name: StrId,
+    /// 0 unknown, 1 CPU, 2 GPU, 3 accelerator.
+    pub device_type: u8,
+}
+
+/// A memory allocation or free (`MEMORY_ALLOC`; `op` 0 = alloc, 1 = free), from the call itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryRecord {
+    pub op: u32,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub ptr: u64,
+    pub size: u64,
+    pub memory_type: MemoryType,
+    pub device: u64,
+}
+
+/// A code object (`CODE_OBJECT`): program, build, kernel; phase LOAD or UNLOAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CodeObjectRecord {
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub handle: u64,
+    pub program: u64,
+    pub name: StrId,
+    pub size: u64,
+}
+
+/// A task-graph record (`TASK_GRAPH`): node, edge, task (ENTER / EXIT) or signal, with the
+/// queue of the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskGraphRecord {
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub node: u64,
+    pub source: u64,
+    pub target: u64,
+    pub name: StrId,
+    pub event: u64,
+    pub queue: u64,
+}
+
+/// A host wait or barrier span edge (`SYNC`, phase ENTER / EXIT / NONE). Barriers enqueued on a
+/// queue are [`Activity`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SyncRecord {
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub object: u64,
+    pub event_count: u32,
+}
+
+/// A marker (`MARKER`): a mark (phase NONE) or a range edge (ENTER / EXIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MarkerRecord {
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub message: StrId,
+    pub range_id: u64,
+}
+
+/// A counter's definition (`COUNTER`, operation define).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CounterDef {
+    pub counter: u64,
+    pub device: u64,
+    pub name: StrId,
+    pub unit: StrId,
+    /// 0 = u64, 1 = i64, 2 = f64 (the sample's bits).
+    pub value_type: u8,
+}
+
+/// One counter sample (`COUNTER`, operation sample).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CounterSample {
+    pub counter: u64,
+    pub tid: u32,
+    pub ts: u64,
+    /// The value's bits, per the definition's value type.
+    pub value: u64,
+}
+
+/// A record of a kind this build has no typed record for (a made-up or newer kind): its
+/// values in the order of the operation's [`OperationDef`] arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GenericRecord {
+    pub kind: u32,
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub values: ApiArgs,
+}
+
 /// One record of a trace.
 // Notifications are nearly every record: boxing the large variant would allocate per record.
 #[allow(clippy::large_enum_variant)]
@@ -274,6 +569,74 @@ pub enum Record {
     KernelDispatch(KernelDispatch),
     /// Records lost on a thread (buffer full), counted by the agent.
     Drops { tid: u32, count: u64 },
+    /// A kind's name as the services name it (format 3): lets a reader name kinds it does not
+    /// know. Precedes the first record of the kind.
+    KindDef { kind: u32, name: StrId },
+    /// An operation of a kind with its arguments (format 3).
+    OperationDef(OperationDef),
+    /// An API call (format 3).
+    ApiCall(ApiCall),
+    /// Device activity (format 3).
+    Activity(Activity),
+    /// A queue or stream definition / event (format 3).
+    Queue(QueueRecord),
+    /// A device or context definition (format 3).
+    Device(DeviceRecord),
+    /// An allocation or free (format 3).
+    Memory(MemoryRecord),
+    /// A code object load or unload (format 3).
+    CodeObject(CodeObjectRecord),
+    /// A task-graph node, edge, task edge or signal (format 3).
+    TaskGraph(TaskGraphRecord),
+    /// A host wait or barrier edge (format 3).
+    Sync(SyncRecord),
+    /// A marker (format 3).
+    Marker(MarkerRecord),
+    /// A counter definition (format 3).
+    CounterDef(CounterDef),
+    /// A counter sample (format 3).
+    CounterSample(CounterSample),
+    /// A record of a kind without a typed record (format 3).
+    Generic(GenericRecord),
     /// The last record of a cleanly finished trace: totals as the agent counted them.
     End { records: u64, drops: u64 },
+}
+
+impl Record {
+    /// Applies `f` to every host timestamp of this record (the raw-tick fields the reader
+    /// converts to CLOCK_MONOTONIC ns). Device times of [`Activity`] are already in the trace's
+    /// nanoseconds and are left alone.
+    pub fn map_host_times(&mut self, mut f: impl FnMut(u64) -> u64) {
+        match self {
+            Record::Notification(n) => n.ts = f(n.ts),
+            Record::KernelDispatch(d) => d.ts = f(d.ts),
+            Record::ApiCall(a) => {
+                a.start = f(a.start);
+                a.end = f(a.end);
+            }
+            Record::Activity(a) => a.ts = f(a.ts),
+            Record::Queue(r) => r.ts = f(r.ts),
+            Record::Memory(r) => r.ts = f(r.ts),
+            Record::CodeObject(r) => r.ts = f(r.ts),
+            Record::TaskGraph(r) => r.ts = f(r.ts),
+            Record::Sync(r) => r.ts = f(r.ts),
+            Record::Marker(r) => r.ts = f(r.ts),
+            Record::CounterSample(r) => r.ts = f(r.ts),
+            Record::Generic(r) => r.ts = f(r.ts),
+            Record::Info { .. }
+            | Record::ClockSync { .. }
+            | Record::String { .. }
+            | Record::Stream { .. }
+            | Record::Thread { .. }
+            | Record::Payload { .. }
+            | Record::Object { .. }
+            | Record::MetadataSet { .. }
+            | Record::Drops { .. }
+            | Record::End { .. }
+            | Record::KindDef { .. }
+            | Record::OperationDef(_)
+            | Record::Device(_)
+            | Record::CounterDef(_) => {}
+        }
+    }
 }

@@ -18,6 +18,48 @@ pub(crate) const TAG_END: u8 = 0x0a;
 /// Since format version 2.
 pub(crate) const TAG_KERNEL_DISPATCH: u8 = 0x0b;
 
+// Typed records, since format version 3 (`typed.rs`).
+pub(crate) const TAG_KIND_DEF: u8 = 0x0c;
+pub(crate) const TAG_OPERATION_DEF: u8 = 0x0d;
+pub(crate) const TAG_API_CALL: u8 = 0x0e;
+pub(crate) const TAG_ACTIVITY: u8 = 0x0f;
+pub(crate) const TAG_QUEUE: u8 = 0x10;
+pub(crate) const TAG_DEVICE: u8 = 0x11;
+pub(crate) const TAG_MEMORY: u8 = 0x12;
+pub(crate) const TAG_CODE_OBJECT: u8 = 0x13;
+pub(crate) const TAG_TASK_GRAPH: u8 = 0x14;
+pub(crate) const TAG_SYNC: u8 = 0x15;
+pub(crate) const TAG_MARKER: u8 = 0x16;
+pub(crate) const TAG_COUNTER_DEF: u8 = 0x17;
+pub(crate) const TAG_COUNTER_SAMPLE: u8 = 0x18;
+pub(crate) const TAG_GENERIC: u8 = 0x19;
+/// The first tag of format 3.
+pub(crate) const FIRST_V3_TAG: u8 = TAG_KIND_DEF;
+/// The last tag of format 3.
+pub(crate) const LAST_V3_TAG: u8 = TAG_GENERIC;
+
+// The flags varint after a typed record's tag (records with a thread).
+/// Same thread id as the previous thread-carrying record in this chunk (tid omitted).
+pub(crate) const F_SAME_TID: u64 = 0x01;
+// ApiCall.
+pub(crate) const F_API_RESULT: u64 = 0x02;
+pub(crate) const F_API_EXTERNAL: u64 = 0x04;
+/// Arguments equal to the previous call of the same kind and operation on this thread (omitted).
+pub(crate) const F_API_SAME_ARGS: u64 = 0x08;
+/// Arguments written as differences from the previous call of the same operation (same count).
+pub(crate) const F_API_ARG_DELTAS: u64 = 0x10;
+// Activity.
+pub(crate) const F_ACT_SAME_QUEUE: u64 = 0x02;
+pub(crate) const F_ACT_SAME_DEVICE: u64 = 0x04;
+pub(crate) const F_ACT_NAME: u64 = 0x08;
+pub(crate) const F_ACT_KERNEL: u64 = 0x10;
+pub(crate) const F_ACT_BYTES: u64 = 0x20;
+pub(crate) const F_ACT_COPY: u64 = 0x40;
+pub(crate) const F_ACT_DEVICE_TIMES: u64 = 0x80;
+pub(crate) const F_ACT_ALLOCATIONS: u64 = 0x100;
+pub(crate) const F_ACT_COMPLETE: u64 = 0x200;
+pub(crate) const F_ACT_ALL: u64 = 0x3ff;
+
 /// Notification tag: high bit set.
 pub(crate) const TAG_NOTIFICATION: u8 = 0x80;
 /// Low nibble of a notification tag: the `UserData` variant.

@@ -14,10 +14,11 @@
 //! to the number of threads).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::record::{ArgBlock, EventInfo, Notification, StrId, UserData};
+use crate::record::{ApiArgs, ArgBlock, EventInfo, Notification, StrId, UserData};
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ThreadState {
     pub ts: u64,
     pub instance: u64,
@@ -29,6 +30,32 @@ pub(crate) struct ThreadState {
     /// Arguments of the previous function_with_args on this thread. Only `as_slice()` is
     /// meaningful: values past `len` may be stale (see [`ThreadState::previous_args`]).
     args: ArgBlock,
+    /// Typed records (format 3): the previous correlation id on this thread.
+    pub correlation: u64,
+    /// Typed records: the previous queue and device of device activity on this thread.
+    pub queue: u64,
+    pub device: u64,
+    /// Typed records: the arguments of the previous API call of each `(kind << 32) | op`.
+    pub api_args: HashMap<u64, ApiArgs, BuildHasherDefault<KeyHasher>>,
+}
+
+/// A hasher for the `u64` keys above (kind and operation): one multiply, no SipHash rounds (the
+/// keys are not attacker-chosen in a way that matters: a slow map costs time, not safety).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
 }
 
 impl ThreadState {

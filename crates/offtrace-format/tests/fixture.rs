@@ -13,6 +13,7 @@ use offtrace_format::*;
 
 const V1_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.offtrace");
 const V2_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v2.offtrace");
+const V3_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v3.offtrace");
 
 /// The records of the v1 fixture: the synthetic SYCL workload plus every other variant and
 /// user-data kind, ending with an explicit End.
@@ -173,7 +174,7 @@ fn framing(bytes: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>, Vec<u8>) {
 fn v2_fixture_reads_forever() {
     let mut r = TraceReader::open(V2_FIXTURE).expect("the v2 fixture opens");
     assert_eq!(r.header().version, 2);
-    assert_eq!(*r.header(), tsc_header());
+    assert_eq!(*r.header(), TraceHeader { version: 2, ..tsc_header() });
     let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("the v2 fixture reads");
     assert!(r.finished_cleanly());
     let mut expected = expected_after_read(&v2_fixture_records());
@@ -182,13 +183,385 @@ fn v2_fixture_reads_forever() {
     assert_eq!(read.iter().filter(|r| matches!(r, Record::KernelDispatch(_))).count(), 3);
 }
 
-/// Today's writer still produces the v2 layout. If this fails on purpose, bump
-/// `FORMAT_VERSION`, keep `v2.offtrace` and its reader path, and add a v3 fixture.
+/// Version 3 only added tags: the records of the v2 fixture still encode byte for byte as in
+/// version 2; only the header's version (and crc) differ.
+#[test]
+fn v2_records_still_encode_as_in_v2() {
+    let fixture = std::fs::read(V2_FIXTURE).expect("fixture");
+    let (now_header, now_chunks, now_end) = framing(&v2_fixture_bytes());
+    let (v2_header, v2_chunks, v2_end) = framing(&fixture);
+    assert_eq!(now_chunks, v2_chunks);
+    assert_eq!(now_end, v2_end);
+    assert_eq!((now_header[8], v2_header[8]), (3, 2));
+    assert_eq!(&now_header[9..60], &v2_header[9..60]);
+}
+
+/// The records of the v3 fixture: the v2 fixture's records (the raw layer), then typed records
+/// of every kind: definitions of kinds (one made up), operations, devices, queues, counters;
+/// API calls of the four API kinds (same arguments, argument deltas, results, external ids);
+/// device activity at launch and at completion (kernels with allocations, copies with
+/// directions, fills, barriers); memory, code objects, task graph, waits, markers, counter
+/// samples and a generic record of a made-up kind; extreme values.
+fn v3_fixture_records() -> Vec<Record> {
+    let mut records = v2_fixture_records();
+    let end = records.pop().expect("the v2 records end with End");
+    let t = START_TICKS + 30_000_000;
+    let api = |kind, op, tid, start: u64, correlation, args: &[u64], result| {
+        Record::ApiCall(ApiCall {
+            kind,
+            op,
+            tid,
+            start,
+            end: start + 700,
+            correlation,
+            external: 0,
+            args: ApiArgs::from_slice(args),
+            result,
+        })
+    };
+    let kernel = Activity {
+        kind: 3,
+        op: 0,
+        phase: phase::NONE,
+        tid: 4242,
+        ts: t + 450,
+        correlation: 1001,
+        queue: 0x5555_0000_2000,
+        device: 0x5555_0000_0100,
+        name: StrId(71),
+        kernel: 0x5555_0000_3000,
+        work_dim: 1,
+        global_size: [1024, 1, 1],
+        local_size: [64, 1, 1],
+        allocations: vec![KernelAllocation {
+            base: 0xff00_0000_0000_0000,
+            size: 4096,
+            arg_index: 0,
+            memory_type: MemoryType::Device,
+        }],
+        ..Activity::default()
+    };
+    let copy = Activity {
+        kind: 4,
+        op: 0,
+        tid: 4242,
+        ts: t + 1450,
+        correlation: 1002,
+        queue: 0x5555_0000_2000,
+        device: 0x5555_0000_0100,
+        bytes: 4096,
+        direction: CopyDirection::DeviceToHost,
+        src_type: MemoryType::Device,
+        dst_type: MemoryType::Host,
+        ..Activity::default()
+    };
+    records.extend([
+        Record::String { id: StrId(70), text: "UR_API".into() },
+        Record::String { id: StrId(71), text: "vector_add<float>(float*, float const*)".into() },
+        Record::String { id: StrId(72), text: "urEnqueueKernelLaunch".into() },
+        Record::String { id: StrId(73), text: "hQueue".into() },
+        Record::String { id: StrId(74), text: "ur_queue_handle_t".into() },
+        Record::String { id: StrId(75), text: "MADE_UP_API".into() },
+        Record::String { id: StrId(76), text: "Intel(R) Xeon(R) CPU".into() },
+        Record::String { id: StrId(77), text: "power".into() },
+        Record::String { id: StrId(78), text: "W".into() },
+        Record::KindDef { kind: 1, name: StrId(70) },
+        Record::KindDef { kind: 99, name: StrId(75) },
+        Record::OperationDef(OperationDef {
+            kind: 1,
+            op: 19,
+            name: StrId(72),
+            args: vec![ArgDef { name: StrId(73), type_name: StrId(74), size: 8, format: 3 }],
+        }),
+        Record::OperationDef(OperationDef { kind: 99, op: 0, name: StrId(75), args: vec![] }),
+        Record::Device(DeviceRecord {
+            op: 0,
+            handle: 0x5555_0000_0100,
+            parent: 0x5555_0000_0200,
+            name: StrId(76),
+            device_type: 1,
+        }),
+        Record::Device(DeviceRecord {
+            op: 1,
+            handle: 0x5555_0000_0200,
+            parent: 0x5555_0000_0100,
+            name: StrId(0),
+            device_type: 0,
+        }),
+        Record::Queue(QueueRecord {
+            op: 0,
+            tid: 4242,
+            ts: t,
+            correlation: 1000,
+            queue: 0x5555_0000_2000,
+            device: 0x5555_0000_0100,
+            context: 0x5555_0000_0200,
+            flags: 1,
+        }),
+        Record::Activity(kernel.clone()),
+        api(
+            1,
+            19,
+            4242,
+            t + 400,
+            1001,
+            &[0x5555_0000_2000, 0x5555_0000_3000, 1, 0, 0x7ffd_0000_1000, 0, 0, 0, 0x7ffd_0000_1040],
+            Some(0),
+        ),
+        Record::Activity(copy.clone()),
+        api(
+            1,
+            19,
+            4242,
+            t + 1400,
+            1003,
+            &[0x5555_0000_2000, 0x5555_0000_3000, 1, 0, 0x7ffd_0000_1000, 0, 0, 0, 0x7ffd_0000_1040],
+            Some(0),
+        ),
+        api(
+            1,
+            19,
+            4242,
+            t + 2400,
+            1004,
+            &[0x5555_0000_2000, 0x5555_0000_3008, 1, 0, 0x7ffd_0000_1000, 0, 0, 0, 0x7ffd_0000_1080],
+            Some(-5),
+        ),
+        api(12, 5, 4243, t + 2500, 2001, &[0x1, 0x2, 3], Some(-36)),
+        api(13, 22, 4243, t + 2600, 2002, &[], None),
+        api(14, 307, 4243, t + 2700, 2003, &[u64::MAX; MAX_API_ARGS], Some(i64::MIN)),
+        Record::ApiCall(ApiCall {
+            kind: 1,
+            op: 19,
+            tid: 4242,
+            start: t + 3000,
+            end: t + 3000,
+            correlation: 1005,
+            external: 77,
+            ..ApiCall::default()
+        }),
+        Record::Activity(Activity {
+            phase: phase::COMPLETE,
+            ts: t + 5000,
+            device_start: 5_000_100_000,
+            device_end: 5_000_200_000,
+            ..kernel
+        }),
+        Record::Activity(Activity {
+            phase: phase::COMPLETE,
+            ts: t + 5001,
+            device_start: 5_000_300_000,
+            device_end: 5_000_300_500,
+            ..copy
+        }),
+        Record::Activity(Activity {
+            kind: 5,
+            op: 0,
+            tid: 4243,
+            ts: t + 5100,
+            correlation: 2004,
+            queue: 0x6000,
+            bytes: 256,
+            ..Activity::default()
+        }),
+        Record::Activity(Activity {
+            kind: 8,
+            op: 1,
+            tid: 4243,
+            ts: t + 5200,
+            correlation: 2005,
+            queue: 0x6000,
+            ..Activity::default()
+        }),
+        Record::Memory(MemoryRecord {
+            op: 0,
+            tid: 4242,
+            ts: t + 6000,
+            correlation: 1006,
+            ptr: 0xff00_0000_0000_0000,
+            size: 4096,
+            memory_type: MemoryType::Device,
+            device: 0x5555_0000_0100,
+        }),
+        Record::Memory(MemoryRecord {
+            op: 1,
+            tid: 4242,
+            ts: t + 6100,
+            correlation: 1007,
+            ptr: 0xff00_0000_0000_0000,
+            ..MemoryRecord::default()
+        }),
+        Record::CodeObject(CodeObjectRecord {
+            op: 2,
+            phase: phase::LOAD,
+            tid: 4242,
+            ts: t + 6200,
+            correlation: 1008,
+            handle: 0x5555_0000_3000,
+            program: 0x5555_0000_4000,
+            name: StrId(71),
+            size: 0,
+        }),
+        Record::CodeObject(CodeObjectRecord {
+            op: 2,
+            phase: phase::UNLOAD,
+            tid: 4242,
+            ts: t + 6300,
+            correlation: 1009,
+            handle: 0x5555_0000_3000,
+            ..CodeObjectRecord::default()
+        }),
+        Record::TaskGraph(TaskGraphRecord {
+            op: 0,
+            phase: phase::NONE,
+            tid: 4242,
+            ts: t + 6400,
+            correlation: 1010,
+            node: 11,
+            name: StrId(71),
+            queue: 0x5555_0000_2000,
+            ..TaskGraphRecord::default()
+        }),
+        Record::TaskGraph(TaskGraphRecord {
+            op: 1,
+            phase: phase::NONE,
+            tid: 4242,
+            ts: t + 6401,
+            correlation: 1010,
+            source: 11,
+            target: 12,
+            ..TaskGraphRecord::default()
+        }),
+        Record::TaskGraph(TaskGraphRecord {
+            op: 3,
+            phase: phase::NONE,
+            tid: 4242,
+            ts: t + 6402,
+            correlation: 1010,
+            node: 11,
+            event: 0x5555_0000_5000,
+            queue: 0x5555_0000_2000,
+            ..TaskGraphRecord::default()
+        }),
+        Record::Sync(SyncRecord {
+            op: 0,
+            phase: phase::ENTER,
+            tid: 4242,
+            ts: t + 6500,
+            correlation: 1011,
+            object: 11,
+            event_count: 1,
+        }),
+        Record::Sync(SyncRecord {
+            op: 0,
+            phase: phase::EXIT,
+            tid: 4242,
+            ts: t + 6600,
+            correlation: 1011,
+            object: 11,
+            event_count: 1,
+        }),
+        Record::Marker(MarkerRecord {
+            op: 1,
+            phase: phase::ENTER,
+            tid: 4242,
+            ts: t + 6700,
+            correlation: 1012,
+            message: StrId(77),
+            range_id: 1,
+        }),
+        Record::Marker(MarkerRecord {
+            op: 1,
+            phase: phase::EXIT,
+            tid: 4242,
+            ts: t + 6800,
+            correlation: 1012,
+            message: StrId(77),
+            range_id: 1,
+        }),
+        Record::CounterDef(CounterDef {
+            counter: 1,
+            device: 0x5555_0000_0100,
+            name: StrId(77),
+            unit: StrId(78),
+            value_type: 2,
+        }),
+        Record::CounterSample(CounterSample { counter: 1, tid: 4244, ts: t + 7000, value: 42.5f64.to_bits() }),
+        Record::Generic(GenericRecord {
+            kind: 99,
+            op: 0,
+            phase: phase::NONE,
+            tid: 4244,
+            ts: t + 7100,
+            correlation: 3001,
+            values: ApiArgs::from_slice(&[1, 2, u64::MAX]),
+        }),
+        Record::Activity(Activity {
+            kind: u32::MAX,
+            op: u32::MAX,
+            phase: phase::COMPLETE,
+            tid: u32::MAX,
+            ts: u64::MAX,
+            correlation: u64::MAX,
+            queue: u64::MAX,
+            device: u64::MAX,
+            name: StrId(u32::MAX),
+            kernel: u64::MAX,
+            work_dim: u32::MAX,
+            global_size: [u64::MAX; 3],
+            local_size: [u64::MAX; 3],
+            bytes: u64::MAX,
+            direction: CopyDirection::HostToHost,
+            src_type: MemoryType::Shared,
+            dst_type: MemoryType::Shared,
+            device_start: u64::MAX,
+            device_end: 0,
+            allocations: vec![],
+        }),
+    ]);
+    let Record::End { drops, .. } = end else { unreachable!("checked above") };
+    let count = records.len() as u64;
+    records.push(Record::End { records: count, drops });
+    records
+}
+
+fn v3_fixture_bytes() -> Vec<u8> {
+    write_trace(&tsc_header(), &v3_fixture_records(), 1024, 50)
+}
+
+#[test]
+fn v3_fixture_reads_forever() {
+    let mut r = TraceReader::open(V3_FIXTURE).expect("the v3 fixture opens");
+    assert_eq!(r.header().version, 3);
+    let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("the v3 fixture reads");
+    assert!(r.finished_cleanly());
+    let mut expected = expected_after_read(&v3_fixture_records());
+    expected.pop(); // the fixture has its own End
+    assert_eq!(read, expected);
+    assert_eq!(read.iter().filter(|r| matches!(r, Record::ApiCall(_))).count(), 7);
+    assert_eq!(read.iter().filter(|r| matches!(r, Record::Activity(_))).count(), 7);
+}
+
+/// Today's writer still produces the v3 layout. If this fails on purpose, bump
+/// `FORMAT_VERSION`, keep `v3.offtrace` and its reader path, and add a v4 fixture.
 /// (Compared after decompression, so a different LZ4 compressor version does not matter.)
 #[test]
-fn writer_still_writes_v2() {
-    let fixture = std::fs::read(V2_FIXTURE).expect("fixture");
-    assert_eq!(framing(&v2_fixture_bytes()), framing(&fixture));
+fn writer_still_writes_v3() {
+    let fixture = std::fs::read(V3_FIXTURE).expect("fixture");
+    assert_eq!(framing(&v3_fixture_bytes()), framing(&fixture));
+}
+
+/// A reader of version 2 refuses typed records: a v2 file holding a v3 tag is an error, not a
+/// misread.
+#[test]
+fn typed_tags_are_not_in_v2() {
+    let mut bytes = v3_fixture_bytes();
+    bytes[8] = 2;
+    let crc = crc32fast::hash(&bytes[..60]);
+    bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    let r = TraceReader::new(&bytes[..]).expect("header");
+    let err = r.into_iter().find_map(Result::err).expect("a v3 tag in a v2 file fails");
+    assert!(err.to_string().contains("version"), "{err}");
 }
 
 /// Version 2 only added a tag: the records of the v1 fixture still encode byte for byte as in
@@ -201,7 +574,7 @@ fn v1_records_still_encode_as_in_v1() {
     assert_eq!(now_chunks, v1_chunks);
     assert_eq!(now_end, v1_end);
     assert_eq!(&now_header[..8], &v1_header[..8]);
-    assert_eq!((now_header[8], v1_header[8]), (2, 1));
+    assert_eq!((now_header[8], v1_header[8]), (3, 1));
     assert_eq!(&now_header[9..60], &v1_header[9..60]);
 }
 
@@ -209,10 +582,10 @@ fn v1_records_still_encode_as_in_v1() {
 #[ignore = "writes tests/fixtures/v<FORMAT_VERSION>.offtrace; only for creating a new version's fixture"]
 fn regenerate_fixture() {
     if std::env::var_os("OFFTRACE_REGENERATE_FIXTURE").is_some() {
-        assert_eq!(FORMAT_VERSION, 2, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
-        if std::path::Path::new(V2_FIXTURE).exists() {
+        assert_eq!(FORMAT_VERSION, 3, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
+        if std::path::Path::new(V3_FIXTURE).exists() {
             return;
         }
-        std::fs::write(V2_FIXTURE, v2_fixture_bytes()).expect("write fixture");
+        std::fs::write(V3_FIXTURE, v3_fixture_bytes()).expect("write fixture");
     }
 }

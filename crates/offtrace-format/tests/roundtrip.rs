@@ -145,6 +145,195 @@ fn kernel_dispatch() -> impl Strategy<Value = KernelDispatch> {
         )
 }
 
+fn memory_type() -> impl Strategy<Value = MemoryType> {
+    (0u8..4).prop_map(|t| MemoryType::from_u8(t).unwrap_or_default())
+}
+
+fn api_args() -> impl Strategy<Value = ApiArgs> {
+    prop_oneof![Just(vec![0x5555_0000_1000u64, 1]), proptest::collection::vec(u64_value(), 0..=MAX_API_ARGS),]
+        .prop_map(|v| ApiArgs::from_slice(&v))
+}
+
+/// Threads and host times that repeat, so the delta and same-thread paths are exercised.
+fn tid_ts() -> impl Strategy<Value = (u32, u64)> {
+    (prop_oneof![Just(7u32), Just(8), any::<u32>()], prop_oneof![1_000_000u64..1_000_100, any::<u64>()])
+}
+
+fn typed_record() -> impl Strategy<Value = Record> {
+    let kind = prop_oneof![1u32..=16, any::<u32>()];
+    let arg_def = (str_id(), str_id(), any::<u8>(), any::<u8>()).prop_map(|(name, type_name, size, format)| ArgDef {
+        name,
+        type_name,
+        size,
+        format,
+    });
+    let allocation = (u64_value(), u64_value(), any::<i32>(), memory_type())
+        .prop_map(|(base, size, arg_index, memory_type)| KernelAllocation { base, size, arg_index, memory_type });
+    prop_oneof![
+        (kind.clone(), str_id()).prop_map(|(kind, name)| Record::KindDef { kind, name }),
+        (
+            tid_ts(),
+            kind.clone(),
+            0u32..4,
+            (u64_value(), u64_value(), u64_value()),
+            api_args(),
+            proptest::option::of(any::<i64>())
+        )
+            .prop_map(|((tid, start), kind, op, (dur, correlation, external), args, result)| {
+                Record::ApiCall(ApiCall {
+                    kind,
+                    op,
+                    tid,
+                    start,
+                    end: start.wrapping_add(dur),
+                    correlation,
+                    external,
+                    args,
+                    result,
+                })
+            }),
+        (kind.clone(), any::<u32>(), str_id(), proptest::collection::vec(arg_def, 0..6))
+            .prop_map(|(kind, op, name, args)| Record::OperationDef(OperationDef { kind, op, name, args })),
+        (
+            tid_ts(),
+            kind.clone(),
+            0u32..4,
+            (u64_value(), u64_value(), u64_value()),
+            api_args(),
+            proptest::option::of(any::<i64>())
+        )
+            .prop_map(|((tid, start), kind, op, (dur, correlation, external), args, result)| {
+                Record::ApiCall(ApiCall {
+                    kind,
+                    op,
+                    tid,
+                    start,
+                    end: start.wrapping_add(dur),
+                    correlation,
+                    external,
+                    args,
+                    result,
+                })
+            }),
+        (
+            (tid_ts(), kind.clone(), any::<u32>(), prop_oneof![Just(phase::NONE), Just(phase::COMPLETE)], u64_value()),
+            (
+                prop_oneof![Just(0x30u64), u64_value()],
+                prop_oneof![Just(0x40u64), u64_value()],
+                str_id(),
+                u64_value(),
+                any::<u32>()
+            ),
+            ([u64_value(), u64_value(), u64_value()], [u64_value(), u64_value(), u64_value()], u64_value()),
+            ((0u8..5).prop_map(|d| CopyDirection::from_u8(d).unwrap_or_default()), memory_type(), memory_type()),
+            (u64_value(), u64_value(), proptest::collection::vec(allocation, 0..4)),
+        )
+            .prop_map(
+                |(
+                    ((tid, ts), kind, op, phase, correlation),
+                    (queue, device, name, kernel, work_dim),
+                    (global_size, local_size, bytes),
+                    (direction, src_type, dst_type),
+                    (device_start, device_end, allocations),
+                )| {
+                    Record::Activity(Activity {
+                        kind,
+                        op,
+                        phase,
+                        tid,
+                        ts,
+                        correlation,
+                        queue,
+                        device,
+                        name,
+                        kernel,
+                        work_dim,
+                        global_size,
+                        local_size,
+                        bytes,
+                        direction,
+                        src_type,
+                        dst_type,
+                        device_start,
+                        device_end,
+                        allocations,
+                    })
+                }
+            ),
+        (tid_ts(), any::<u32>(), (u64_value(), u64_value(), u64_value(), u64_value(), u64_value())).prop_map(
+            |((tid, ts), op, (correlation, queue, device, context, flags))| {
+                Record::Queue(QueueRecord { op, tid, ts, correlation, queue, device, context, flags })
+            }
+        ),
+        (any::<u32>(), u64_value(), u64_value(), str_id(), any::<u8>()).prop_map(
+            |(op, handle, parent, name, device_type)| Record::Device(DeviceRecord {
+                op,
+                handle,
+                parent,
+                name,
+                device_type
+            })
+        ),
+        (tid_ts(), any::<u32>(), (u64_value(), u64_value(), u64_value(), memory_type(), u64_value())).prop_map(
+            |((tid, ts), op, (correlation, ptr, size, memory_type, device))| {
+                Record::Memory(MemoryRecord { op, tid, ts, correlation, ptr, size, memory_type, device })
+            }
+        ),
+        (tid_ts(), any::<u32>(), any::<u8>(), (u64_value(), u64_value(), u64_value(), str_id(), u64_value())).prop_map(
+            |((tid, ts), op, phase, (correlation, handle, program, name, size))| {
+                Record::CodeObject(CodeObjectRecord { op, phase, tid, ts, correlation, handle, program, name, size })
+            }
+        ),
+        (
+            tid_ts(),
+            any::<u32>(),
+            any::<u8>(),
+            (u64_value(), u64_value(), u64_value(), u64_value(), str_id(), u64_value(), u64_value())
+        )
+            .prop_map(|((tid, ts), op, phase, (correlation, node, source, target, name, event, queue))| {
+                Record::TaskGraph(TaskGraphRecord {
+                    op,
+                    phase,
+                    tid,
+                    ts,
+                    correlation,
+                    node,
+                    source,
+                    target,
+                    name,
+                    event,
+                    queue,
+                })
+            }),
+        (tid_ts(), any::<u32>(), any::<u8>(), (u64_value(), u64_value(), any::<u32>())).prop_map(
+            |((tid, ts), op, phase, (correlation, object, event_count))| {
+                Record::Sync(SyncRecord { op, phase, tid, ts, correlation, object, event_count })
+            }
+        ),
+        (tid_ts(), any::<u32>(), any::<u8>(), (u64_value(), str_id(), u64_value())).prop_map(
+            |((tid, ts), op, phase, (correlation, message, range_id))| {
+                Record::Marker(MarkerRecord { op, phase, tid, ts, correlation, message, range_id })
+            }
+        ),
+        (u64_value(), u64_value(), str_id(), str_id(), any::<u8>()).prop_map(
+            |(counter, device, name, unit, value_type)| Record::CounterDef(CounterDef {
+                counter,
+                device,
+                name,
+                unit,
+                value_type
+            })
+        ),
+        (tid_ts(), u64_value(), u64_value())
+            .prop_map(|((tid, ts), counter, value)| Record::CounterSample(CounterSample { counter, tid, ts, value })),
+        (tid_ts(), kind, any::<u32>(), any::<u8>(), u64_value(), api_args()).prop_map(
+            |((tid, ts), kind, op, phase, correlation, values)| {
+                Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })
+            }
+        ),
+    ]
+}
+
 fn record() -> impl Strategy<Value = Record> {
     let value_type = (0u8..6).prop_map(ValueType::from_u8);
     prop_oneof![
@@ -164,6 +353,7 @@ fn record() -> impl Strategy<Value = Record> {
         1 => (any::<u32>(), proptest::collection::vec((str_id(), any::<u32>().prop_map(ObjectId)), 0..6))
             .prop_map(|(id, items)| Record::MetadataSet { id: MetadataSetId(id), items }),
         1 => kernel_dispatch().prop_map(Record::KernelDispatch),
+        6 => typed_record(),
         1 => (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Record::Drops { tid, count }),
         1 => (any::<u64>(), any::<u64>()).prop_map(|(records, drops)| Record::End { records, drops }),
     ]

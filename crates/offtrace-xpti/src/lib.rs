@@ -34,8 +34,8 @@
 
 #![allow(unsafe_code)] // FFI, lock-free tables and the instance slab; every block has a SAFETY note.
 
-pub mod abi;
-pub mod ur;
+/// The XPTI ABI and the UR table live in `offtrace-xpti-abi`; re-exported under their old paths.
+pub use offtrace_xpti_abi::{abi, ur};
 
 pub mod api;
 mod callbacks;

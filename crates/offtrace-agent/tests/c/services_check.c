@@ -67,12 +67,13 @@ static void on_record(offtrace_callback_tracing_record_t r, offtrace_user_data_t
             open_total--;
         }
     } else {
-        /* One-shot records inside a UR call carry its correlation id. */
+        /* One-shot records inside a UR call carry its correlation id (device activity completed
+         * later, phase COMPLETE, carries the id of the call that launched it instead). */
         int ur = innermost_ur();
         if (ur >= 0 && r.kind != OFFTRACE_TRACING_KIND_TASK_GRAPH && r.kind != OFFTRACE_TRACING_KIND_SYCL_QUEUE &&
-            r.correlation_id.internal != stack[ur].corr)
+            r.phase != OFFTRACE_CALLBACK_PHASE_COMPLETE && r.correlation_id.internal != stack[ur].corr)
             foreign_correlation++;
-        if (r.kind == OFFTRACE_TRACING_KIND_KERNEL_DISPATCH) {
+        if (r.kind == OFFTRACE_TRACING_KIND_KERNEL_DISPATCH && r.phase != OFFTRACE_CALLBACK_PHASE_COMPLETE) {
             const offtrace_callback_tracing_kernel_dispatch_data_t* p = r.payload;
             offtrace_kernel_allocation_properties_t props[8];
             uint32_t count = 8;

@@ -47,7 +47,8 @@ typedef uint32_t offtrace_tracing_kind_t;
 enum {
     OFFTRACE_TRACING_KIND_NONE = 0,
     OFFTRACE_TRACING_KIND_UR_API = 1,          /* operation = ur_function_t */
-    OFFTRACE_TRACING_KIND_SYCL_QUEUE = 2,
+    OFFTRACE_TRACING_KIND_QUEUE = 2,           /* queues / streams as definitions */
+    OFFTRACE_TRACING_KIND_SYCL_QUEUE = 2,      /* former name of QUEUE */
     OFFTRACE_TRACING_KIND_KERNEL_DISPATCH = 3,
     OFFTRACE_TRACING_KIND_MEMORY_COPY = 4,
     OFFTRACE_TRACING_KIND_MEMORY_FILL = 5,
@@ -56,8 +57,13 @@ enum {
     OFFTRACE_TRACING_KIND_SYNC = 8,
     OFFTRACE_TRACING_KIND_CODE_OBJECT = 9,
     OFFTRACE_TRACING_KIND_MARKER = 10,
-    OFFTRACE_TRACING_KIND_XPTI = 11,           /* raw XPTI notifications; operation = trace_point_type_t */
-    OFFTRACE_TRACING_KIND_LAST = 12
+    OFFTRACE_TRACING_KIND_XPTI = 11,           /* raw layer (XPTI notifications); operation = trace_point_type_t */
+    OFFTRACE_TRACING_KIND_OPENCL_API = 12,     /* operation = the OpenCL backend's function id */
+    OFFTRACE_TRACING_KIND_CUDA_RUNTIME_API = 13, /* operation = CUpti_runtime_api_trace_cbid */
+    OFFTRACE_TRACING_KIND_CUDA_DRIVER_API = 14,  /* operation = CUpti_driver_api_trace_cbid */
+    OFFTRACE_TRACING_KIND_DEVICE = 15,         /* devices and contexts as definitions */
+    OFFTRACE_TRACING_KIND_COUNTER = 16,        /* counter definitions and samples */
+    OFFTRACE_TRACING_KIND_LAST = 17
 };
 
 typedef uint32_t offtrace_tracing_operation_t;
@@ -85,6 +91,10 @@ enum {
     OFFTRACE_CODE_OBJECT_KERNEL = 2,        /* LOAD = create, UNLOAD = release */
     OFFTRACE_MARKER_MARK = 0,
     OFFTRACE_MARKER_RANGE = 1,              /* ENTER = push, EXIT = pop */
+    OFFTRACE_DEVICE_DEVICE = 0,
+    OFFTRACE_DEVICE_CONTEXT = 1,
+    OFFTRACE_COUNTER_DEFINE = 0,
+    OFFTRACE_COUNTER_SAMPLE = 1,
     OFFTRACE_XPTI_FUNCTION_WITH_ARGS_BEGIN = 28, /* XPTI: any xpti::trace_point_type_t value */
     OFFTRACE_XPTI_FUNCTION_WITH_ARGS_END = 29
 };
@@ -95,7 +105,8 @@ enum {
     OFFTRACE_CALLBACK_PHASE_ENTER = 1,
     OFFTRACE_CALLBACK_PHASE_EXIT = 2,
     OFFTRACE_CALLBACK_PHASE_LOAD = 3,
-    OFFTRACE_CALLBACK_PHASE_UNLOAD = 4
+    OFFTRACE_CALLBACK_PHASE_UNLOAD = 4,
+    OFFTRACE_CALLBACK_PHASE_COMPLETE = 5 /* device activity with device times (device_start/end) */
 };
 
 typedef uint32_t offtrace_buffer_policy_t;
@@ -110,6 +121,30 @@ enum {
     OFFTRACE_MEMORY_TYPE_HOST = 1,
     OFFTRACE_MEMORY_TYPE_DEVICE = 2,
     OFFTRACE_MEMORY_TYPE_SHARED = 3
+};
+
+typedef uint32_t offtrace_copy_direction_t;
+enum {
+    OFFTRACE_COPY_DIRECTION_UNKNOWN = 0,
+    OFFTRACE_COPY_DIRECTION_HOST_TO_DEVICE = 1,
+    OFFTRACE_COPY_DIRECTION_DEVICE_TO_HOST = 2,
+    OFFTRACE_COPY_DIRECTION_DEVICE_TO_DEVICE = 3,
+    OFFTRACE_COPY_DIRECTION_HOST_TO_HOST = 4
+};
+
+typedef uint32_t offtrace_device_type_t;
+enum {
+    OFFTRACE_DEVICE_TYPE_UNKNOWN = 0,
+    OFFTRACE_DEVICE_TYPE_CPU = 1,
+    OFFTRACE_DEVICE_TYPE_GPU = 2,
+    OFFTRACE_DEVICE_TYPE_ACCELERATOR = 3
+};
+
+typedef uint32_t offtrace_counter_value_type_t;
+enum {
+    OFFTRACE_COUNTER_VALUE_U64 = 0,
+    OFFTRACE_COUNTER_VALUE_I64 = 1,
+    OFFTRACE_COUNTER_VALUE_F64 = 2
 };
 
 /* ------------------------------------------------------------------ identities and records */
@@ -143,18 +178,21 @@ typedef struct offtrace_callback_tracing_record_t {
 #define OFFTRACE_MAX_API_ARGS 17
 #define OFFTRACE_MAX_KERNEL_ARGS 32
 
-/* UR_API: args[i] is the i-th argument variable itself (handle, pointer, size, enum). */
-typedef struct offtrace_callback_tracing_ur_api_data_t {
+/* Every API kind (UR_API, OPENCL_API, CUDA_RUNTIME_API, CUDA_DRIVER_API): args[i] is the i-th
+ * argument variable itself (handle, pointer, size, enum). */
+typedef struct offtrace_callback_tracing_api_data_t {
     uint32_t function_id;
     uint32_t arg_count;
-    int32_t result;      /* ur_result_t, meaningful when has_result (exit) */
+    int32_t result;      /* ur_result_t, cl_int, cudaError_t, CUresult; meaningful when has_result (exit) */
     uint32_t has_result;
     uint64_t args[OFFTRACE_MAX_API_ARGS];
-} offtrace_callback_tracing_ur_api_data_t;
+} offtrace_callback_tracing_api_data_t;
+typedef offtrace_callback_tracing_api_data_t offtrace_callback_tracing_ur_api_data_t;
 
-typedef struct offtrace_callback_tracing_sycl_queue_data_t {
-    uint64_t queue, device, context, flags;
-} offtrace_callback_tracing_sycl_queue_data_t;
+typedef struct offtrace_callback_tracing_queue_data_t {
+    uint64_t queue, device, context, flags; /* flags bit 0: in-order */
+} offtrace_callback_tracing_queue_data_t;
+typedef offtrace_callback_tracing_queue_data_t offtrace_callback_tracing_sycl_queue_data_t;
 
 typedef struct offtrace_implicit_allocation_t {
     uint64_t base;
@@ -173,14 +211,20 @@ typedef struct offtrace_callback_tracing_kernel_dispatch_data_t {
     uint64_t kernel_args[OFFTRACE_MAX_KERNEL_ARGS];
     const offtrace_implicit_allocation_t* implicit_allocations;
     uint64_t implicit_allocation_count;
+    uint64_t device;
+    offtrace_timestamp_t device_start, device_end; /* 0 = unknown; set at phase COMPLETE */
 } offtrace_callback_tracing_kernel_dispatch_data_t;
 
 typedef struct offtrace_callback_tracing_memory_copy_data_t {
-    uint64_t queue, dst, src, size;
+    uint64_t queue, dst, src, size, device;
+    offtrace_copy_direction_t direction;
+    offtrace_memory_type_t src_type, dst_type;
+    offtrace_timestamp_t device_start, device_end; /* 0 = unknown */
 } offtrace_callback_tracing_memory_copy_data_t;
 
 typedef struct offtrace_callback_tracing_memory_fill_data_t {
-    uint64_t queue, dst, pattern, pattern_size, size;
+    uint64_t queue, dst, pattern, pattern_size, size, device;
+    offtrace_timestamp_t device_start, device_end; /* 0 = unknown */
 } offtrace_callback_tracing_memory_fill_data_t;
 
 typedef struct offtrace_callback_tracing_memory_alloc_data_t {
@@ -193,12 +237,15 @@ typedef struct offtrace_callback_tracing_memory_alloc_data_t {
 typedef struct offtrace_callback_tracing_task_graph_data_t {
     uint64_t node, source, target;
     const char* name;
-    uint64_t ur_event;
+    uint64_t event; /* the runtime event a signal carries */
+    uint64_t queue; /* the command's queue, 0 = unknown */
 } offtrace_callback_tracing_task_graph_data_t;
 
 typedef struct offtrace_callback_tracing_sync_data_t {
     uint64_t object;
     uint32_t event_count;
+    uint64_t queue, device;                        /* a barrier enqueued on a queue */
+    offtrace_timestamp_t device_start, device_end; /* 0 = unknown */
 } offtrace_callback_tracing_sync_data_t;
 
 typedef struct offtrace_callback_tracing_code_object_data_t {
@@ -213,7 +260,25 @@ typedef struct offtrace_callback_tracing_marker_data_t {
     uint64_t range_id;   /* at EXIT: the range's correlation id */
 } offtrace_callback_tracing_marker_data_t;
 
-/* XPTI: one notification exactly as the dispatcher passed it to the subscriber (phase NONE). */
+/* DEVICE: a device or a context. */
+typedef struct offtrace_callback_tracing_device_data_t {
+    uint64_t handle;
+    uint64_t parent; /* a device's context or platform; a context's first device */
+    const char* name;
+    offtrace_device_type_t device_type;
+} offtrace_callback_tracing_device_data_t;
+
+/* COUNTER: DEFINE (value = offtrace_counter_value_type_t) or SAMPLE (value = the bits). */
+typedef struct offtrace_callback_tracing_counter_data_t {
+    uint64_t counter;
+    uint64_t device;
+    uint64_t value;
+    const char* name;
+    const char* unit;
+} offtrace_callback_tracing_counter_data_t;
+
+/* XPTI (the SYCL backend's raw layer): one notification exactly as the dispatcher passed it to
+ * the subscriber (phase NONE). Declared by the SYCL backend; core passes it through as is. */
 typedef struct offtrace_callback_tracing_xpti_data_t {
     const char* stream;   /* the stream's name, e.g. "ur.call"; may be NULL */
     uint64_t stream_id;   /* the dispatcher's 8-bit stream id */

@@ -289,17 +289,11 @@ pub fn expected_after_read(records: &[Record]) -> Vec<Record> {
                 sn = *monotonic_ns;
                 out.push(r.clone());
             }
-            Record::Notification(n) => {
-                let mut n = *n;
-                n.ts = convert(n.ts, st, sn);
-                out.push(Record::Notification(n));
+            other => {
+                let mut r = other.clone();
+                r.map_host_times(|t| convert(t, st, sn));
+                out.push(r);
             }
-            Record::KernelDispatch(d) => {
-                let mut d = d.clone();
-                d.ts = convert(d.ts, st, sn);
-                out.push(Record::KernelDispatch(d));
-            }
-            other => out.push(other.clone()),
         }
     }
     out.push(Record::End { records: records.len() as u64, drops: 0 });

@@ -1,0 +1,607 @@
+//! Typed records (format version 3) ↔ bytes: the tracing services' records.
+//!
+//! Every record with a thread starts `tag flags:varint [tid]` (tid omitted when the flags say
+//! it is the previous thread-carrying record's, as for notifications), and its host
+//! timestamps and correlation id are differences from the previous record of the same thread
+//! (`thread_state.rs`, shared with notifications, reset at every chunk). An API call's
+//! arguments are compared with the previous call of the same kind and operation on the thread:
+//! equal arguments cost nothing, others are written as differences. Definitions (kinds,
+//! operations, devices, counters) carry no thread and no delta state. Byte tables:
+//! `docs/format.md`.
+
+use crate::decode::{Cursor, decode_allocations};
+use crate::error::DecodeError;
+use crate::record::*;
+use crate::tag::*;
+use crate::thread_state::{ThreadState, ThreadStates};
+use crate::varint::{apply_delta, put_delta, put_u64, unzigzag, zigzag};
+
+/// Encodes `record` if it is a typed record; `false` otherwise (nothing written).
+pub(crate) fn encode(threads: &mut ThreadStates, record: &Record, out: &mut Vec<u8>) -> bool {
+    match record {
+        Record::KindDef { kind, name } => {
+            out.push(TAG_KIND_DEF);
+            put_u64(out, (*kind).into());
+            put_u64(out, name.0.into());
+        }
+        Record::OperationDef(d) => {
+            out.push(TAG_OPERATION_DEF);
+            put_u64(out, d.kind.into());
+            put_u64(out, d.op.into());
+            put_u64(out, d.name.0.into());
+            put_u64(out, d.args.len() as u64);
+            for a in &d.args {
+                put_u64(out, a.name.0.into());
+                put_u64(out, a.type_name.0.into());
+                out.push(a.size);
+                out.push(a.format);
+            }
+        }
+        Record::Device(d) => {
+            out.push(TAG_DEVICE);
+            put_u64(out, d.op.into());
+            put_u64(out, d.handle);
+            put_u64(out, d.parent);
+            put_u64(out, d.name.0.into());
+            out.push(d.device_type);
+        }
+        Record::CounterDef(d) => {
+            out.push(TAG_COUNTER_DEF);
+            put_u64(out, d.counter);
+            put_u64(out, d.device);
+            put_u64(out, d.name.0.into());
+            put_u64(out, d.unit.0.into());
+            out.push(d.value_type);
+        }
+        Record::ApiCall(a) => encode_api_call(threads, a, out),
+        Record::Activity(a) => encode_activity(threads, a, out),
+        Record::Queue(q) => {
+            let st = head(threads, TAG_QUEUE, q.tid, 0, out);
+            put_u64(out, q.op.into());
+            event_times(st, q.ts, q.correlation, out);
+            for v in [q.queue, q.device, q.context, q.flags] {
+                put_u64(out, v);
+            }
+        }
+        Record::Memory(m) => {
+            let st = head(threads, TAG_MEMORY, m.tid, 0, out);
+            put_u64(out, m.op.into());
+            event_times(st, m.ts, m.correlation, out);
+            put_u64(out, m.ptr);
+            put_u64(out, m.size);
+            out.push(m.memory_type as u8);
+            put_u64(out, m.device);
+        }
+        Record::CodeObject(r) => {
+            let st = head(threads, TAG_CODE_OBJECT, r.tid, 0, out);
+            put_u64(out, r.op.into());
+            out.push(r.phase);
+            event_times(st, r.ts, r.correlation, out);
+            put_u64(out, r.handle);
+            put_u64(out, r.program);
+            put_u64(out, r.name.0.into());
+            put_u64(out, r.size);
+        }
+        Record::TaskGraph(r) => {
+            let st = head(threads, TAG_TASK_GRAPH, r.tid, 0, out);
+            put_u64(out, r.op.into());
+            out.push(r.phase);
+            event_times(st, r.ts, r.correlation, out);
+            for v in [r.node, r.source, r.target, r.name.0.into(), r.event, r.queue] {
+                put_u64(out, v);
+            }
+        }
+        Record::Sync(r) => {
+            let st = head(threads, TAG_SYNC, r.tid, 0, out);
+            put_u64(out, r.op.into());
+            out.push(r.phase);
+            event_times(st, r.ts, r.correlation, out);
+            put_u64(out, r.object);
+            put_u64(out, r.event_count.into());
+        }
+        Record::Marker(r) => {
+            let st = head(threads, TAG_MARKER, r.tid, 0, out);
+            put_u64(out, r.op.into());
+            out.push(r.phase);
+            event_times(st, r.ts, r.correlation, out);
+            put_u64(out, r.message.0.into());
+            put_u64(out, r.range_id);
+        }
+        Record::CounterSample(r) => {
+            let st = head(threads, TAG_COUNTER_SAMPLE, r.tid, 0, out);
+            put_u64(out, r.counter);
+            put_delta(out, r.ts, st.ts);
+            st.ts = r.ts;
+            put_u64(out, r.value);
+        }
+        Record::Generic(r) => {
+            let st = head(threads, TAG_GENERIC, r.tid, 0, out);
+            put_u64(out, r.kind.into());
+            put_u64(out, r.op.into());
+            out.push(r.phase);
+            event_times(st, r.ts, r.correlation, out);
+            let values = r.values.as_slice();
+            out.push(values.len() as u8);
+            for &v in values {
+                put_u64(out, v);
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// Writes `tag`, the flags (with `F_SAME_TID` when it applies) and the tid when needed; returns
+/// the thread's state.
+fn head<'a>(threads: &'a mut ThreadStates, tag: u8, tid: u32, flags: u64, out: &mut Vec<u8>) -> &'a mut ThreadState {
+    let (same, st) = threads.switch_to(tid);
+    out.push(tag);
+    put_u64(out, if same { flags | F_SAME_TID } else { flags });
+    if !same {
+        put_u64(out, tid.into());
+    }
+    st
+}
+
+/// A record's host time and correlation id, as differences from the thread's previous ones.
+fn event_times(st: &mut ThreadState, ts: u64, correlation: u64, out: &mut Vec<u8>) {
+    put_delta(out, ts, st.ts);
+    put_delta(out, correlation, st.correlation);
+    st.ts = ts;
+    st.correlation = correlation;
+}
+
+fn api_key(kind: u32, op: u32) -> u64 {
+    (u64::from(kind) << 32) | u64::from(op)
+}
+
+pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
+    let (same, st) = threads.switch_to(a.tid);
+    let key = api_key(a.kind, a.op);
+    let args = a.args.as_slice();
+    let previous = st.api_args.get(&key);
+    let mut flags = if same { F_SAME_TID } else { 0 };
+    if a.result.is_some() {
+        flags |= F_API_RESULT;
+    }
+    if a.external != 0 {
+        flags |= F_API_EXTERNAL;
+    }
+    match previous {
+        Some(p) if p.as_slice() == args => flags |= F_API_SAME_ARGS,
+        Some(p) if p.len as usize == args.len() => flags |= F_API_ARG_DELTAS,
+        _ => {}
+    }
+    out.push(TAG_API_CALL);
+    put_u64(out, flags);
+    if !same {
+        put_u64(out, a.tid.into());
+    }
+    put_u64(out, a.kind.into());
+    put_u64(out, a.op.into());
+    put_delta(out, a.start, st.ts);
+    put_delta(out, a.end, a.start);
+    put_delta(out, a.correlation, st.correlation);
+    if a.external != 0 {
+        put_u64(out, a.external);
+    }
+    if let Some(r) = a.result {
+        put_u64(out, zigzag(r));
+    }
+    if flags & F_API_SAME_ARGS == 0 {
+        out.push(args.len() as u8);
+        match previous {
+            Some(p) if flags & F_API_ARG_DELTAS != 0 => {
+                for (&v, &base) in args.iter().zip(p.as_slice()) {
+                    put_delta(out, v, base);
+                }
+            }
+            _ => {
+                for &v in args {
+                    put_u64(out, v);
+                }
+            }
+        }
+        match st.api_args.get_mut(&key) {
+            Some(p) => {
+                p.len = args.len() as u8;
+                p.values[..args.len()].copy_from_slice(args);
+            }
+            None => {
+                st.api_args.insert(key, ApiArgs::from_slice(args));
+            }
+        }
+    }
+    st.ts = a.end;
+    st.correlation = a.correlation;
+}
+
+fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) {
+    let (same, st) = threads.switch_to(a.tid);
+    let mut flags = if same { F_SAME_TID } else { 0 };
+    let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
+    let copy =
+        a.direction != CopyDirection::Unknown || a.src_type != MemoryType::Unknown || a.dst_type != MemoryType::Unknown;
+    for (cond, bit) in [
+        (a.queue == st.queue, F_ACT_SAME_QUEUE),
+        (a.device == st.device, F_ACT_SAME_DEVICE),
+        (a.name.0 != 0, F_ACT_NAME),
+        (kernel, F_ACT_KERNEL),
+        (a.bytes != 0, F_ACT_BYTES),
+        (copy, F_ACT_COPY),
+        (a.device_start != 0 || a.device_end != 0, F_ACT_DEVICE_TIMES),
+        (!a.allocations.is_empty(), F_ACT_ALLOCATIONS),
+        (a.phase == phase::COMPLETE, F_ACT_COMPLETE),
+    ] {
+        if cond {
+            flags |= bit;
+        }
+    }
+    out.push(TAG_ACTIVITY);
+    put_u64(out, flags);
+    if !same {
+        put_u64(out, a.tid.into());
+    }
+    put_u64(out, a.kind.into());
+    put_u64(out, a.op.into());
+    put_delta(out, a.ts, st.ts);
+    put_delta(out, a.correlation, st.correlation);
+    if flags & F_ACT_SAME_QUEUE == 0 {
+        put_u64(out, a.queue);
+    }
+    if flags & F_ACT_SAME_DEVICE == 0 {
+        put_u64(out, a.device);
+    }
+    if flags & F_ACT_NAME != 0 {
+        put_u64(out, a.name.0.into());
+    }
+    if kernel {
+        put_u64(out, a.kernel);
+        put_u64(out, a.work_dim.into());
+        for &v in a.global_size.iter().chain(&a.local_size) {
+            put_u64(out, v);
+        }
+    }
+    if a.bytes != 0 {
+        put_u64(out, a.bytes);
+    }
+    if copy {
+        out.push(a.direction as u8);
+        out.push(a.src_type as u8);
+        out.push(a.dst_type as u8);
+    }
+    if flags & F_ACT_DEVICE_TIMES != 0 {
+        put_u64(out, a.device_start);
+        put_delta(out, a.device_end, a.device_start);
+    }
+    if !a.allocations.is_empty() {
+        put_u64(out, a.allocations.len() as u64);
+        for al in &a.allocations {
+            put_u64(out, al.base);
+            put_u64(out, al.size);
+            put_u64(out, zigzag(al.arg_index.into()));
+            out.push(al.memory_type as u8);
+        }
+    }
+    st.ts = a.ts;
+    st.correlation = a.correlation;
+    st.queue = a.queue;
+    st.device = a.device;
+}
+
+/// Decodes the typed record whose tag (`FIRST_V3_TAG..=LAST_V3_TAG`) was just read.
+pub(crate) fn decode(tag: u8, threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+    Ok(match tag {
+        TAG_KIND_DEF => Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) },
+        TAG_OPERATION_DEF => {
+            let kind = c.u32("OperationDef kind")?;
+            let op = c.u32("OperationDef op")?;
+            let name = StrId(c.u32("OperationDef name")?);
+            let count = c.varint("OperationDef arg count")?;
+            // Each argument takes at least 4 bytes: bound the allocation by the bytes left.
+            let remaining = c.remaining();
+            if count > (remaining / 4) as u64 {
+                return Err(DecodeError::LengthTooLarge { what: "OperationDef arg count", len: count, remaining });
+            }
+            let mut args = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                args.push(ArgDef {
+                    name: StrId(c.u32("ArgDef name")?),
+                    type_name: StrId(c.u32("ArgDef type")?),
+                    size: c.u8("ArgDef size")?,
+                    format: c.u8("ArgDef format")?,
+                });
+            }
+            Record::OperationDef(OperationDef { kind, op, name, args })
+        }
+        TAG_DEVICE => Record::Device(DeviceRecord {
+            op: c.u32("Device op")?,
+            handle: c.varint("Device handle")?,
+            parent: c.varint("Device parent")?,
+            name: StrId(c.u32("Device name")?),
+            device_type: c.u8("Device type")?,
+        }),
+        TAG_COUNTER_DEF => Record::CounterDef(CounterDef {
+            counter: c.varint("CounterDef counter")?,
+            device: c.varint("CounterDef device")?,
+            name: StrId(c.u32("CounterDef name")?),
+            unit: StrId(c.u32("CounterDef unit")?),
+            value_type: c.u8("CounterDef value_type")?,
+        }),
+        TAG_API_CALL => decode_api_call(threads, c)?,
+        TAG_ACTIVITY => decode_activity(threads, c)?,
+        TAG_QUEUE => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("Queue op")?;
+            let (ts, correlation) = times(st, c)?;
+            Record::Queue(QueueRecord {
+                op,
+                tid,
+                ts,
+                correlation,
+                queue: c.varint("Queue queue")?,
+                device: c.varint("Queue device")?,
+                context: c.varint("Queue context")?,
+                flags: c.varint("Queue flags")?,
+            })
+        }
+        TAG_MEMORY => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("Memory op")?;
+            let (ts, correlation) = times(st, c)?;
+            let ptr = c.varint("Memory ptr")?;
+            let size = c.varint("Memory size")?;
+            let memory_type = memory_type(c, "Memory type")?;
+            Record::Memory(MemoryRecord {
+                op,
+                tid,
+                ts,
+                correlation,
+                ptr,
+                size,
+                memory_type,
+                device: c.varint("Memory device")?,
+            })
+        }
+        TAG_CODE_OBJECT => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("CodeObject op")?;
+            let phase = c.u8("CodeObject phase")?;
+            let (ts, correlation) = times(st, c)?;
+            Record::CodeObject(CodeObjectRecord {
+                op,
+                phase,
+                tid,
+                ts,
+                correlation,
+                handle: c.varint("CodeObject handle")?,
+                program: c.varint("CodeObject program")?,
+                name: StrId(c.u32("CodeObject name")?),
+                size: c.varint("CodeObject size")?,
+            })
+        }
+        TAG_TASK_GRAPH => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("TaskGraph op")?;
+            let phase = c.u8("TaskGraph phase")?;
+            let (ts, correlation) = times(st, c)?;
+            Record::TaskGraph(TaskGraphRecord {
+                op,
+                phase,
+                tid,
+                ts,
+                correlation,
+                node: c.varint("TaskGraph node")?,
+                source: c.varint("TaskGraph source")?,
+                target: c.varint("TaskGraph target")?,
+                name: StrId(c.u32("TaskGraph name")?),
+                event: c.varint("TaskGraph event")?,
+                queue: c.varint("TaskGraph queue")?,
+            })
+        }
+        TAG_SYNC => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("Sync op")?;
+            let phase = c.u8("Sync phase")?;
+            let (ts, correlation) = times(st, c)?;
+            Record::Sync(SyncRecord {
+                op,
+                phase,
+                tid,
+                ts,
+                correlation,
+                object: c.varint("Sync object")?,
+                event_count: c.u32("Sync event_count")?,
+            })
+        }
+        TAG_MARKER => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let op = c.u32("Marker op")?;
+            let phase = c.u8("Marker phase")?;
+            let (ts, correlation) = times(st, c)?;
+            Record::Marker(MarkerRecord {
+                op,
+                phase,
+                tid,
+                ts,
+                correlation,
+                message: StrId(c.u32("Marker message")?),
+                range_id: c.varint("Marker range_id")?,
+            })
+        }
+        TAG_COUNTER_SAMPLE => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let counter = c.varint("CounterSample counter")?;
+            let ts = apply_delta(st.ts, c.varint("CounterSample ts")?);
+            st.ts = ts;
+            Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? })
+        }
+        TAG_GENERIC => {
+            let (tid, st) = thread(threads, c, 0)?;
+            let kind = c.u32("Generic kind")?;
+            let op = c.u32("Generic op")?;
+            let phase = c.u8("Generic phase")?;
+            let (ts, correlation) = times(st, c)?;
+            let values = values(c, "Generic value count", None)?;
+            Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })
+        }
+        _ => return Err(DecodeError::UnknownTag { tag }),
+    })
+}
+
+/// Reads the flags and the thread; `allowed`: the record's own flag bits besides `F_SAME_TID`.
+fn thread_flags<'a>(
+    threads: &'a mut ThreadStates,
+    c: &mut Cursor<'_>,
+    allowed: u64,
+) -> Result<(u64, u32, &'a mut ThreadState), DecodeError> {
+    let flags = c.varint("typed record flags")?;
+    if flags & !(allowed | F_SAME_TID) != 0 {
+        return Err(DecodeError::Invalid { what: "typed record flags", found: flags });
+    }
+    let tid = if flags & F_SAME_TID != 0 {
+        threads
+            .last_tid()
+            .ok_or(DecodeError::Invalid { what: "same-thread flag on the first record of a chunk", found: flags })?
+    } else {
+        c.u32("typed record tid")?
+    };
+    let (_, st) = threads.switch_to(tid);
+    Ok((flags, tid, st))
+}
+
+fn thread<'a>(
+    threads: &'a mut ThreadStates,
+    c: &mut Cursor<'_>,
+    allowed: u64,
+) -> Result<(u32, &'a mut ThreadState), DecodeError> {
+    thread_flags(threads, c, allowed).map(|(_, tid, st)| (tid, st))
+}
+
+fn times(st: &mut ThreadState, c: &mut Cursor<'_>) -> Result<(u64, u64), DecodeError> {
+    let ts = apply_delta(st.ts, c.varint("record ts delta")?);
+    let correlation = apply_delta(st.correlation, c.varint("record correlation delta")?);
+    st.ts = ts;
+    st.correlation = correlation;
+    Ok((ts, correlation))
+}
+
+fn memory_type(c: &mut Cursor<'_>, what: &'static str) -> Result<MemoryType, DecodeError> {
+    let t = c.u8(what)?;
+    MemoryType::from_u8(t).ok_or(DecodeError::Invalid { what: "memory type (0..=3)", found: t.into() })
+}
+
+/// A count byte and that many values: raw, or differences from `base` (same count).
+fn values(c: &mut Cursor<'_>, what: &'static str, base: Option<&ApiArgs>) -> Result<ApiArgs, DecodeError> {
+    let n = c.u8(what)?;
+    if usize::from(n) > MAX_API_ARGS {
+        return Err(DecodeError::Invalid { what, found: n.into() });
+    }
+    let mut a = ApiArgs { len: n, ..ApiArgs::default() };
+    match base {
+        Some(b) => {
+            if b.len != n {
+                return Err(DecodeError::Invalid { what: "argument deltas with another count", found: n.into() });
+            }
+            for i in 0..usize::from(n) {
+                a.values[i] = apply_delta(b.values[i], c.varint("argument delta")?);
+            }
+        }
+        None => {
+            for v in a.values.iter_mut().take(usize::from(n)) {
+                *v = c.varint("argument value")?;
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+    let (flags, tid, st) =
+        thread_flags(threads, c, F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS)?;
+    if flags & F_API_SAME_ARGS != 0 && flags & F_API_ARG_DELTAS != 0 {
+        return Err(DecodeError::Invalid { what: "ApiCall flags: same args and deltas", found: flags });
+    }
+    let kind = c.u32("ApiCall kind")?;
+    let op = c.u32("ApiCall op")?;
+    let start = apply_delta(st.ts, c.varint("ApiCall start delta")?);
+    let end = apply_delta(start, c.varint("ApiCall duration")?);
+    let correlation = apply_delta(st.correlation, c.varint("ApiCall correlation delta")?);
+    let external = if flags & F_API_EXTERNAL != 0 { c.varint("ApiCall external")? } else { 0 };
+    let result = if flags & F_API_RESULT != 0 { Some(unzigzag(c.varint("ApiCall result")?)) } else { None };
+    let key = api_key(kind, op);
+    let args = if flags & F_API_SAME_ARGS != 0 {
+        *st.api_args
+            .get(&key)
+            .ok_or(DecodeError::Invalid { what: "same-args flag with no previous call", found: flags })?
+    } else {
+        let base = if flags & F_API_ARG_DELTAS != 0 {
+            Some(
+                *st.api_args
+                    .get(&key)
+                    .ok_or(DecodeError::Invalid { what: "argument deltas with no previous call", found: flags })?,
+            )
+        } else {
+            None
+        };
+        let a = values(c, "ApiCall arg count", base.as_ref())?;
+        st.api_args.insert(key, a);
+        a
+    };
+    st.ts = end;
+    st.correlation = correlation;
+    Ok(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }))
+}
+
+fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+    let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
+    let kind = c.u32("Activity kind")?;
+    let op = c.u32("Activity op")?;
+    let ts = apply_delta(st.ts, c.varint("Activity ts delta")?);
+    let correlation = apply_delta(st.correlation, c.varint("Activity correlation delta")?);
+    let queue = if flags & F_ACT_SAME_QUEUE != 0 { st.queue } else { c.varint("Activity queue")? };
+    let device = if flags & F_ACT_SAME_DEVICE != 0 { st.device } else { c.varint("Activity device")? };
+    let mut a = Activity {
+        kind,
+        op,
+        phase: if flags & F_ACT_COMPLETE != 0 { phase::COMPLETE } else { phase::NONE },
+        tid,
+        ts,
+        correlation,
+        queue,
+        device,
+        ..Activity::default()
+    };
+    if flags & F_ACT_NAME != 0 {
+        a.name = StrId(c.u32("Activity name")?);
+    }
+    if flags & F_ACT_KERNEL != 0 {
+        a.kernel = c.varint("Activity kernel")?;
+        a.work_dim = c.u32("Activity work_dim")?;
+        for v in a.global_size.iter_mut().chain(a.local_size.iter_mut()) {
+            *v = c.varint("Activity launch size")?;
+        }
+    }
+    if flags & F_ACT_BYTES != 0 {
+        a.bytes = c.varint("Activity bytes")?;
+    }
+    if flags & F_ACT_COPY != 0 {
+        let d = c.u8("Activity direction")?;
+        a.direction = CopyDirection::from_u8(d)
+            .ok_or(DecodeError::Invalid { what: "copy direction (0..=4)", found: d.into() })?;
+        a.src_type = memory_type(c, "Activity src type")?;
+        a.dst_type = memory_type(c, "Activity dst type")?;
+    }
+    if flags & F_ACT_DEVICE_TIMES != 0 {
+        a.device_start = c.varint("Activity device_start")?;
+        a.device_end = apply_delta(a.device_start, c.varint("Activity device duration")?);
+    }
+    if flags & F_ACT_ALLOCATIONS != 0 {
+        a.allocations = decode_allocations(c)?;
+    }
+    st.ts = ts;
+    st.correlation = correlation;
+    st.queue = queue;
+    st.device = device;
+    Ok(Record::Activity(a))
+}

@@ -1,0 +1,252 @@
+//! The recorder as a tracing-services client: one context with a callback service for every
+//! kind, whose callback turns the record into a ring entry (`entry.rs`).
+//!
+//! API calls become one entry at their exit (the enter's timestamp travels in the call's user
+//! data), so a call costs one ring entry and one trace record. Strings in payloads (kernel and
+//! code object names, markers, devices, counters) are interned here, on the emitting thread,
+//! while the payload is valid. Kernel dispatches get their allocation properties here too,
+//! matched against the live allocation table at launch.
+
+#![allow(unsafe_code)] // reads payloads through the callback record's pointer
+
+use std::ffi::{CStr, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use offtrace_core::{
+    ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload, KernelDispatchPayload,
+    Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase, QueuePayload, ServiceError,
+    SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service, create_context,
+    kernel_allocation_properties, start_context, timestamp_ns,
+};
+
+use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
+
+/// Words of an API call entry: the head, start, external, result, and the arguments.
+const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
+use crate::recorder::{Inner, Local, with_local};
+
+/// Subscribes the recorder to the services: a started context with a callback service for every
+/// kind (the raw `XPTI` kind too when `raw` is set: the backend installs its [`crate::RawLayer`]
+/// with [`crate::set_raw_layer`]). Records reach the trace while a recording runs.
+pub fn subscribe(raw: bool) -> Result<ContextId, ServiceError> {
+    let ctx = create_context()?;
+    for kind in Kind::ALL {
+        if kind == Kind::Xpti && !raw {
+            continue;
+        }
+        // SAFETY: `on_record` accepts any record of any kind from any thread, never unwinds
+        // (catch_unwind inside) and uses no callback data.
+        unsafe { configure_callback_tracing_service(ctx, kind, None, on_record, std::ptr::null_mut())? };
+    }
+    start_context(ctx)?;
+    Ok(ctx)
+}
+
+/// The callback of every kind.
+///
+/// # Safety
+///
+/// As the services guarantee: `record.payload` is null or points at the payload struct of
+/// `record.kind`, valid during the call; `user` is the call's user data slot.
+unsafe extern "C" fn on_record(record: CallbackRecord, user: *mut UserData, _data: *mut c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { record_one(&record, user) }
+    }));
+}
+
+/// A NUL-terminated string of a payload, as bytes (empty for null).
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string valid during the call.
+unsafe fn c_bytes<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        b""
+    } else {
+        // SAFETY: forwarded.
+        unsafe { CStr::from_ptr(p) }.to_bytes()
+    }
+}
+
+/// # Safety
+/// As for [`on_record`].
+unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
+    let Some(kind) = Kind::from_u32(record.kind) else { return };
+    let phase = record.phase;
+    if kind.is_api() {
+        if phase == Phase::Enter as u32 {
+            if !user.is_null() {
+                // SAFETY: `user` is this call's slot, exclusively ours during the callback.
+                unsafe { (*user).value = timestamp_ns() };
+            }
+            return;
+        }
+        // SAFETY: as above.
+        let start = if user.is_null() { 0 } else { unsafe { (*user).value } };
+        // SAFETY: an API kind's payload is an `ApiCallPayload` (or null).
+        let Some(p) = (unsafe { record.payload.cast::<ApiCallPayload>().as_ref() }) else { return };
+        with_local(|inner, local| api_call(inner, local, kind, record, start, p));
+        return;
+    }
+    let payload = record.payload;
+    if payload.is_null() {
+        return;
+    }
+    with_local(|inner, local| {
+        // SAFETY: forwarded: `payload` points at `kind`'s payload struct.
+        unsafe { typed(inner, local, kind, record, payload) }
+    });
+}
+
+fn head(words: &mut [u64], record: &CallbackRecord, ts: u64) {
+    words[1] = ts;
+    words[2] = record.correlation_id.internal;
+}
+
+fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, start: u64, p: &ApiCallPayload) {
+    // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
+    // than the rest of the entry.
+    let mut w = [0u64; API_WORDS];
+    head(&mut w, record, timestamp_ns());
+    w[3] = start;
+    w[4] = record.correlation_id.external.value;
+    w[5] = if p.has_result != 0 { (1 << 32) | u64::from(p.result as u32) } else { 0 };
+    let n = (p.arg_count as usize).min(p.args.len());
+    w[6..6 + n].copy_from_slice(&p.args[..n]);
+    let len = 6 + n;
+    w[0] = header(len, kind as u8, record.phase as u8, record.operation);
+    local.push(inner, &w[..len]);
+}
+
+/// # Safety
+/// `payload` points at `kind`'s payload struct, valid during the call.
+unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, payload: *const c_void) {
+    // Kernel dispatches and raw entries need the large array; everything else fits a small one
+    // (zeroing 1 KiB per record showed in profiles).
+    if matches!(kind, Kind::KernelDispatch | Kind::Xpti) {
+        // SAFETY: forwarded.
+        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+    } else {
+        // SAFETY: forwarded.
+        unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, payload) }
+    }
+}
+
+/// Words of the entries of the kinds other than kernel dispatches and raw records.
+const SMALL_WORDS: usize = HEAD_WORDS + 8;
+
+/// # Safety
+/// As [`typed`].
+#[inline(always)]
+unsafe fn typed_in<const N: usize>(
+    inner: &Inner,
+    local: &mut Local,
+    kind: Kind,
+    record: &CallbackRecord,
+    payload: *const c_void,
+) {
+    let mut w = [0u64; N];
+    head(&mut w, record, timestamp_ns());
+    let b = &mut w[HEAD_WORDS..];
+    // SAFETY (every arm): the services pass `kind`'s own payload struct; its strings are valid
+    // during the callback.
+    let body = unsafe {
+        match kind {
+            Kind::KernelDispatch => {
+                let p = &*payload.cast::<KernelDispatchPayload>();
+                let name = local.string(inner, c_bytes(p.kernel_name));
+                let fixed = [
+                    p.queue,
+                    p.device,
+                    u64::from(name.0),
+                    p.kernel,
+                    u64::from(p.work_dim),
+                    p.global_size[0],
+                    p.global_size[1],
+                    p.global_size[2],
+                    p.local_size[0],
+                    p.local_size[1],
+                    p.local_size[2],
+                    p.device_start,
+                    p.device_end,
+                ];
+                b[..fixed.len()].copy_from_slice(&fixed);
+                let mut n = fixed.len();
+                // Allocation properties at launch only: a completion repeats the launch's.
+                if record.phase != Phase::Complete as u32 {
+                    for a in kernel_allocation_properties(p).iter().take(MAX_ALLOCATIONS) {
+                        b[n] = a.base;
+                        b[n + 1] = a.size;
+                        b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);
+                        n += 3;
+                    }
+                }
+                n
+            }
+            Kind::MemoryCopy => {
+                let p = &*payload.cast::<MemoryCopyPayload>();
+                let d = p.direction as u64 | ((p.src_type as u64) << 8) | ((p.dst_type as u64) << 16);
+                put(b, &[p.queue, p.device, p.size, d, p.device_start, p.device_end])
+            }
+            Kind::MemoryFill => {
+                let p = &*payload.cast::<MemoryFillPayload>();
+                put(b, &[p.queue, p.device, p.size, p.device_start, p.device_end])
+            }
+            Kind::Sync => {
+                let p = &*payload.cast::<SyncPayload>();
+                put(b, &[p.object, u64::from(p.event_count), p.queue, p.device, p.device_start, p.device_end])
+            }
+            Kind::Queue => {
+                let p = &*payload.cast::<QueuePayload>();
+                put(b, &[p.queue, p.device, p.context, p.flags])
+            }
+            Kind::Device => {
+                let p = &*payload.cast::<DevicePayload>();
+                let name = local.string(inner, c_bytes(p.name));
+                put(b, &[p.handle, p.parent, u64::from(name.0), p.device_type as u64])
+            }
+            Kind::MemoryAlloc => {
+                let p = &*payload.cast::<MemoryAllocPayload>();
+                put(b, &[p.ptr, p.size, p.memory_type as u64, p.device])
+            }
+            Kind::CodeObject => {
+                let p = &*payload.cast::<CodeObjectPayload>();
+                let name = local.string(inner, c_bytes(p.name));
+                put(b, &[p.handle, p.program, u64::from(name.0), p.binary_size])
+            }
+            Kind::TaskGraph => {
+                let p = &*payload.cast::<TaskGraphPayload>();
+                let name = local.string(inner, c_bytes(p.name));
+                put(b, &[p.node, p.source, p.target, u64::from(name.0), p.event, p.queue])
+            }
+            Kind::Marker => {
+                let p = &*payload.cast::<MarkerPayload>();
+                let message = local.string(inner, c_bytes(p.message));
+                put(b, &[u64::from(message.0), p.range_id])
+            }
+            Kind::Counter => {
+                let p = &*payload.cast::<CounterPayload>();
+                let name = local.string(inner, c_bytes(p.name));
+                let unit = local.string(inner, c_bytes(p.unit));
+                put(b, &[p.counter, p.device, p.value, u64::from(name.0), u64::from(unit.0)])
+            }
+            Kind::Xpti => {
+                let Some(layer) = inner.raw.get() else { return };
+                match layer.encode(record.operation, payload, b) {
+                    Some(n) if n <= b.len() => n,
+                    _ => return,
+                }
+            }
+            Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => return,
+        }
+    };
+    let tag = if kind == Kind::Xpti { TAG_RAW } else { kind as u8 };
+    let len = HEAD_WORDS + body;
+    w[0] = header(len, tag, record.phase as u8, record.operation);
+    local.push(inner, &w[..len]);
+}
+
+fn put(b: &mut [u64], v: &[u64]) -> usize {
+    b[..v.len()].copy_from_slice(v);
+    v.len()
+}

@@ -1,0 +1,84 @@
+//! The trace's string table and definitions queue, shared by the record path, the writer and a
+//! backend's raw layer (one id space per trace).
+//!
+//! The record path does not come here in the steady state: each thread keeps its own cache of
+//! the strings it interned (`recorder.rs`). A miss takes the one `Mutex`, assigns the id and
+//! queues the `String` definition *before* returning it, so an entry that carries the id is
+//! pushed to its ring after the definition was queued; the writer snapshots ring tails first,
+//! then drains this queue, then the rings up to the snapshots, so every definition precedes its
+//! first use in the file.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use offtrace_format::{Record, StrId};
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+#[derive(Default)]
+struct Tables {
+    strings: Map<Box<[u8]>, StrId>,
+    queue: Vec<Record>,
+}
+
+/// The string table and the definitions queue of one recording.
+#[derive(Default)]
+pub struct Definitions {
+    tables: Mutex<Tables>,
+}
+
+impl std::fmt::Debug for Definitions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Definitions").finish_non_exhaustive()
+    }
+}
+
+impl Definitions {
+    /// The id of `bytes` (UTF-8 expected; invalid bytes are replaced in the trace), defining it
+    /// on first use. Empty strings are id 0 (none).
+    pub fn string(&self, bytes: &[u8]) -> StrId {
+        if bytes.is_empty() {
+            return StrId(0);
+        }
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = t.strings.get(bytes) {
+            return id;
+        }
+        let id = StrId(t.strings.len() as u32 + 1);
+        t.strings.insert(bytes.into(), id);
+        t.queue.push(Record::String { id, text: String::from_utf8_lossy(bytes).into_owned() });
+        id
+    }
+
+    /// Queues a definition record (the writer writes it before any entry pushed after this call).
+    pub fn push(&self, r: Record) {
+        self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue.push(r);
+    }
+
+    /// Moves the queued definitions into `into`, in queue order (the writer; tests).
+    pub fn take_queue(&self, into: &mut Vec<Record>) {
+        into.append(&mut self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_defined_once_in_order() {
+        let d = Definitions::default();
+        assert_eq!(d.string(b""), StrId(0));
+        assert_eq!(d.string(b"a"), StrId(1));
+        assert_eq!(d.string(b"b"), StrId(2));
+        assert_eq!(d.string(b"a"), StrId(1));
+        let mut q = Vec::new();
+        d.take_queue(&mut q);
+        assert_eq!(
+            q,
+            vec![Record::String { id: StrId(1), text: "a".into() }, Record::String { id: StrId(2), text: "b".into() }]
+        );
+        d.take_queue(&mut q);
+        assert_eq!(q.len(), 2);
+    }
+}

@@ -1,0 +1,308 @@
+//! Ring entries: the compact form of one record between an application thread and the writer.
+//!
+//! An entry is a run of `u64` words pushed into the thread's ring at once (one Release store), so
+//! the writer never sees half an entry:
+//!
+//! ```text
+//! word 0   header: words (bits 0..16, header included) | tag (16..24) | phase (24..32) | op (32..64)
+//! word 1   host timestamp (CLOCK_MONOTONIC ns)
+//! word 2   correlation id
+//! word 3.. the body, per tag (below)
+//! ```
+//!
+//! The tag is the core `Kind` value (1..=16), or [`TAG_RAW`] for a backend's raw layer. Strings
+//! are already interned (`StrId` values), so the writer turns an entry into a record without
+//! looking anything up but the operation table. Bodies:
+//!
+//! | tag | body |
+//! |---|---|
+//! | API kinds | start, external, result (bit 32 = has result, low 32 = the `i32`), args... |
+//! | KERNEL_DISPATCH | queue, device, name, kernel, work_dim, global[3], local[3], device start, device end, then 3 words per allocation: base, size, arg_index (low 32) \| memory type << 32 |
+//! | MEMORY_COPY | queue, device, bytes, direction \| src type << 8 \| dst type << 16, device start, device end |
+//! | MEMORY_FILL | queue, device, bytes, device start, device end |
+//! | SYNC | object, event count, queue, device, device start, device end |
+//! | QUEUE | queue, device, context, flags |
+//! | DEVICE | handle, parent, name, device type |
+//! | MEMORY_ALLOC | ptr, size, memory type, device |
+//! | CODE_OBJECT | handle, program, name, size |
+//! | TASK_GRAPH | node, source, target, name, event, queue |
+//! | MARKER | message, range id |
+//! | COUNTER | counter, device, value, name, unit |
+//! | RAW | the backend's words ([`crate::RawLayer`]) |
+
+use offtrace_core::{Kind, sync_op};
+use offtrace_format::{
+    Activity, ApiArgs, ApiCall, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
+    KernelAllocation, MarkerRecord, MemoryRecord, MemoryType, QueueRecord, Record, StrId, SyncRecord, TaskGraphRecord,
+    phase,
+};
+
+/// Largest entry, header included (a kernel dispatch with [`MAX_ALLOCATIONS`] allocations).
+pub const MAX_ENTRY_WORDS: usize = 128;
+/// Words before the body.
+pub const HEAD_WORDS: usize = 3;
+/// Allocations kept per kernel dispatch (more are cut, and the cut is not counted).
+pub const MAX_ALLOCATIONS: usize = (MAX_ENTRY_WORDS - HEAD_WORDS - KERNEL_FIXED) / 3;
+const KERNEL_FIXED: usize = 13;
+/// The tag of a raw-layer entry.
+pub const TAG_RAW: u8 = 0xf0;
+
+#[inline(always)]
+pub(crate) fn header(words: usize, tag: u8, phase: u8, op: u32) -> u64 {
+    words as u64 | (u64::from(tag) << 16) | (u64::from(phase) << 24) | (u64::from(op) << 32)
+}
+
+/// `(words, tag, phase, op)` of a header word.
+#[inline]
+pub(crate) fn parse_header(h: u64) -> (usize, u8, u8, u32) {
+    ((h & 0xffff) as usize, (h >> 16) as u8, (h >> 24) as u8, (h >> 32) as u32)
+}
+
+fn memory_type(v: u64) -> MemoryType {
+    MemoryType::from_u8(v as u8).unwrap_or_default()
+}
+
+fn direction(v: u64) -> CopyDirection {
+    CopyDirection::from_u8(v as u8).unwrap_or_default()
+}
+
+fn str_id(v: u64) -> StrId {
+    StrId(v as u32)
+}
+
+/// An API call entry as its record, without the [`Record`] wrapper (the writer's fast path);
+/// `None` when `tag` is not an API kind or the entry is too short.
+pub(crate) fn decode_api_call(tid: u32, tag: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<ApiCall> {
+    let kind = Kind::from_u32(u32::from(tag)).filter(|k| k.is_api())?;
+    let result = *body.get(2)?;
+    Some(ApiCall {
+        kind: kind as u32,
+        op,
+        tid,
+        start: body[0],
+        end: ts,
+        correlation,
+        external: body[1],
+        args: ApiArgs::from_slice(body.get(3..)?),
+        result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
+    })
+}
+
+/// Turns one typed entry (`tag` is a core kind) into its record; `None` for a malformed entry
+/// (too short for its tag) or an unknown tag.
+pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<Record> {
+    let kind = Kind::from_u32(u32::from(tag))?;
+    let b = |i: usize| body.get(i).copied();
+    Some(match kind {
+        Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => {
+            let result = b(2)?;
+            Record::ApiCall(ApiCall {
+                kind: kind as u32,
+                op,
+                tid,
+                start: b(0)?,
+                end: ts,
+                correlation,
+                external: b(1)?,
+                args: ApiArgs::from_slice(body.get(3..)?),
+                result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
+            })
+        }
+        Kind::KernelDispatch => {
+            let fixed = body.get(..KERNEL_FIXED)?;
+            let allocations = body[KERNEL_FIXED..]
+                .chunks_exact(3)
+                .map(|a| KernelAllocation {
+                    base: a[0],
+                    size: a[1],
+                    arg_index: a[2] as u32 as i32,
+                    memory_type: memory_type(a[2] >> 32),
+                })
+                .collect();
+            Record::Activity(Activity {
+                kind: kind as u32,
+                op,
+                phase: ph,
+                tid,
+                ts,
+                correlation,
+                queue: fixed[0],
+                device: fixed[1],
+                name: str_id(fixed[2]),
+                kernel: fixed[3],
+                work_dim: fixed[4] as u32,
+                global_size: [fixed[5], fixed[6], fixed[7]],
+                local_size: [fixed[8], fixed[9], fixed[10]],
+                device_start: fixed[11],
+                device_end: fixed[12],
+                allocations,
+                ..Activity::default()
+            })
+        }
+        Kind::MemoryCopy => {
+            let d = b(3)?;
+            Record::Activity(Activity {
+                kind: kind as u32,
+                op,
+                phase: ph,
+                tid,
+                ts,
+                correlation,
+                queue: b(0)?,
+                device: b(1)?,
+                bytes: b(2)?,
+                direction: direction(d),
+                src_type: memory_type(d >> 8),
+                dst_type: memory_type(d >> 16),
+                device_start: b(4)?,
+                device_end: b(5)?,
+                ..Activity::default()
+            })
+        }
+        Kind::MemoryFill => Record::Activity(Activity {
+            kind: kind as u32,
+            op,
+            phase: ph,
+            tid,
+            ts,
+            correlation,
+            queue: b(0)?,
+            device: b(1)?,
+            bytes: b(2)?,
+            device_start: b(3)?,
+            device_end: b(4)?,
+            ..Activity::default()
+        }),
+        Kind::Sync => {
+            let queue = b(2)?;
+            // A barrier enqueued on a queue is device activity; waits are host spans.
+            if op == sync_op::BARRIER && queue != 0 {
+                Record::Activity(Activity {
+                    kind: kind as u32,
+                    op,
+                    phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
+                    tid,
+                    ts,
+                    correlation,
+                    queue,
+                    device: b(3)?,
+                    device_start: b(4)?,
+                    device_end: b(5)?,
+                    ..Activity::default()
+                })
+            } else {
+                Record::Sync(SyncRecord {
+                    op,
+                    phase: ph,
+                    tid,
+                    ts,
+                    correlation,
+                    object: b(0)?,
+                    event_count: b(1)? as u32,
+                })
+            }
+        }
+        Kind::Queue => Record::Queue(QueueRecord {
+            op,
+            tid,
+            ts,
+            correlation,
+            queue: b(0)?,
+            device: b(1)?,
+            context: b(2)?,
+            flags: b(3)?,
+        }),
+        Kind::Device => Record::Device(DeviceRecord {
+            op,
+            handle: b(0)?,
+            parent: b(1)?,
+            name: str_id(b(2)?),
+            device_type: b(3)? as u8,
+        }),
+        Kind::MemoryAlloc => Record::Memory(MemoryRecord {
+            op,
+            tid,
+            ts,
+            correlation,
+            ptr: b(0)?,
+            size: b(1)?,
+            memory_type: memory_type(b(2)?),
+            device: b(3)?,
+        }),
+        Kind::CodeObject => Record::CodeObject(CodeObjectRecord {
+            op,
+            phase: ph,
+            tid,
+            ts,
+            correlation,
+            handle: b(0)?,
+            program: b(1)?,
+            name: str_id(b(2)?),
+            size: b(3)?,
+        }),
+        Kind::TaskGraph => Record::TaskGraph(TaskGraphRecord {
+            op,
+            phase: ph,
+            tid,
+            ts,
+            correlation,
+            node: b(0)?,
+            source: b(1)?,
+            target: b(2)?,
+            name: str_id(b(3)?),
+            event: b(4)?,
+            queue: b(5)?,
+        }),
+        Kind::Marker => Record::Marker(MarkerRecord {
+            op,
+            phase: ph,
+            tid,
+            ts,
+            correlation,
+            message: str_id(b(0)?),
+            range_id: b(1)?,
+        }),
+        Kind::Counter => {
+            if op == offtrace_core::counter_op::DEFINE {
+                Record::CounterDef(CounterDef {
+                    counter: b(0)?,
+                    device: b(1)?,
+                    value_type: b(2)? as u8,
+                    name: str_id(b(3)?),
+                    unit: str_id(b(4)?),
+                })
+            } else {
+                Record::CounterSample(CounterSample { counter: b(0)?, tid, ts, value: b(2)? })
+            }
+        }
+        Kind::Xpti => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips() {
+        let h = header(MAX_ENTRY_WORDS, TAG_RAW, phase::COMPLETE, u32::MAX);
+        assert_eq!(parse_header(h), (MAX_ENTRY_WORDS, TAG_RAW, phase::COMPLETE, u32::MAX));
+        const { assert!(MAX_ALLOCATIONS >= 32) };
+    }
+
+    #[test]
+    fn short_entries_are_refused() {
+        assert_eq!(decode(1, Kind::UrApi as u8, 2, 7, 10, 1, &[1, 2]), None);
+        assert_eq!(decode(1, Kind::KernelDispatch as u8, 0, 0, 10, 1, &[0; 12]), None);
+        assert_eq!(decode(1, 0, 0, 0, 10, 1, &[0; 12]), None);
+        assert_eq!(decode(1, Kind::Xpti as u8, 0, 0, 10, 1, &[0; 12]), None);
+    }
+
+    #[test]
+    fn barriers_on_a_queue_are_activity_and_waits_are_sync() {
+        let barrier = decode(1, Kind::Sync as u8, 0, sync_op::BARRIER, 10, 5, &[0, 0, 0x30, 0x40, 0, 0]);
+        assert!(matches!(barrier, Some(Record::Activity(Activity { queue: 0x30, device: 0x40, .. }))));
+        let wait = decode(1, Kind::Sync as u8, 1, sync_op::WAIT, 10, 5, &[0x99, 2, 0, 0, 0, 0]);
+        assert!(matches!(wait, Some(Record::Sync(SyncRecord { object: 0x99, event_count: 2, .. }))));
+    }
+}

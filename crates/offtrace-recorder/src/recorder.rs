@@ -1,0 +1,354 @@
+//! The recording: its configuration, the per-thread rings and the record path.
+//!
+//! Record path (an application thread, inside a services callback): one Acquire load of the
+//! current recording (null = not recording), the thread's `Local` from a thread-local (`try_with`:
+//! threads in teardown record nothing and count it in [`late_lost`]), the entry built on the stack
+//! and pushed into the thread's own single-producer ring with one Release store (wait-free), and,
+//! when the ring passed a quarter full since the writer last woke, one `unpark` of the writer.
+//! The first record of a thread registers its ring (`#[cold]`: allocation, a mutex, a `Thread`
+//! definition).
+//!
+//! A full ring: in the default mode the entry is dropped and counted (the writer puts the counts
+//! in the trace as `Drops` records); in lossless mode ([`Config::lossless`]) the thread wakes the
+//! writer and yields until the entry fits: it never drops, and it blocks the application thread
+//! for as long as the writer needs to make room (the writer never calls into the runtime, so this
+//! cannot deadlock on the runtime's locks). A recording that is finishing drops instead of waiting.
+
+#![allow(unsafe_code)] // the current recording is a leaked `Inner` behind an `AtomicPtr`
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::Duration;
+
+use offtrace_core::ring::{self, Consumer, Producer};
+use offtrace_format::{Record, StrId};
+
+use crate::definitions::Definitions;
+
+/// How a recording behaves.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Words (8 bytes) per thread ring; rounded up to a power of two. Default 1 Mi words (8 MiB).
+    pub ring_words: usize,
+    /// Never drop: a thread whose ring is full waits for the writer (see the module docs).
+    pub lossless: bool,
+    /// How often the writer wakes without being asked, and closes a chunk at least this often
+    /// (what a crash can lose).
+    pub flush_interval: Duration,
+    /// Uncompressed bytes per chunk.
+    pub chunk_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            ring_words: 1 << 20,
+            lossless: false,
+            flush_interval: Duration::from_millis(100),
+            chunk_bytes: offtrace_format::DEFAULT_CHUNK_BYTES,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration with `ring_words` per thread.
+    pub fn with_ring_words(mut self, ring_words: usize) -> Self {
+        self.ring_words = ring_words.max(crate::entry::MAX_ENTRY_WORDS * 2);
+        self
+    }
+
+    /// The configuration in lossless mode (`true`) or dropping mode.
+    pub fn with_lossless(mut self, lossless: bool) -> Self {
+        self.lossless = lossless;
+        self
+    }
+
+    /// The configuration with another flush interval.
+    pub fn with_flush_interval(mut self, d: Duration) -> Self {
+        self.flush_interval = d;
+        self
+    }
+}
+
+/// A backend's optional raw layer (SYCL: every XPTI notification as the runtime sent it):
+/// encoded on the application thread into an entry body, decoded on the writer thread into
+/// records (the raw layer's own definitions go through [`crate::definitions`]).
+pub trait RawLayer: Send + Sync + 'static {
+    /// Writes the body of the raw record `op` with `payload` (the `XPTI` kind's payload as the
+    /// services delivered it) into `out`; returns the number of words, or `None` to skip it.
+    ///
+    /// # Safety
+    ///
+    /// `payload` is the payload of the callback being delivered (the backend's raw struct, or
+    /// null), valid for the duration of the call.
+    unsafe fn encode(&self, op: u32, payload: *const std::ffi::c_void, out: &mut [u64]) -> Option<usize>;
+
+    /// Turns one entry body back into records (writer thread), `ts` in CLOCK_MONOTONIC ns.
+    fn decode(&self, tid: u32, ts: u64, op: u32, body: &[u64], out: &mut dyn FnMut(Record));
+}
+
+/// The writer's view of one thread's ring.
+pub(crate) struct RingShared {
+    pub tid: u32,
+    pub consumer: Mutex<Consumer<u64>>,
+    /// Entries this thread dropped (written by the thread only, read by the writer).
+    pub dropped: AtomicU64,
+    /// The thread exited: the writer drains the ring and forgets it.
+    pub orphaned: AtomicBool,
+}
+
+pub(crate) struct Inner {
+    pub config: Config,
+    pub defs: Definitions,
+    pub rings: Mutex<Vec<Arc<RingShared>>>,
+    pub writer: std::sync::OnceLock<Thread>,
+    /// A producer asked the writer to wake since its last cycle (one unpark per cycle at most).
+    pub wake_pending: AtomicBool,
+    /// `finish` was called: lossless threads stop waiting.
+    pub stopping: AtomicBool,
+    pub raw: std::sync::OnceLock<Box<dyn RawLayer>>,
+    /// Flush requests made and served: `(requested, served)`, with the condvar `flush` waits on.
+    pub flushes: (Mutex<(u64, u64)>, std::sync::Condvar),
+}
+
+/// The current recording (a leaked `Inner`; null when none). Recordings are rare (one per
+/// process, a few in tests), so each leaks its small `Inner` instead of reference counting it
+/// on the record path.
+static CURRENT: AtomicPtr<Inner> = AtomicPtr::new(std::ptr::null_mut());
+/// Serialises `start` and `finish`.
+pub(crate) static LIFECYCLE: Mutex<()> = Mutex::new(());
+/// Records not recorded because the thread's thread-locals were already destroyed.
+static LATE_LOST: AtomicU64 = AtomicU64::new(0);
+
+/// The current recording, if any.
+#[inline(always)]
+pub(crate) fn current() -> Option<&'static Inner> {
+    // Acquire: pairs with the Release in `install`, publishing the `Inner`'s construction.
+    let p = CURRENT.load(Ordering::Acquire);
+    // SAFETY: non-null values of `CURRENT` come from `Box::leak` in `install` and are never
+    // freed, so they are valid for `'static`.
+    unsafe { p.as_ref() }
+}
+
+pub(crate) fn install(inner: Box<Inner>) -> &'static Inner {
+    let inner: &'static Inner = Box::leak(inner);
+    // Release: publishes the `Inner` to the record path's Acquire in `current`.
+    CURRENT.store(inner as *const Inner as *mut Inner, Ordering::Release);
+    inner
+}
+
+pub(crate) fn uninstall() {
+    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// In a forked child (`pthread_atfork`): the child has no writer thread, so it records nothing
+/// (the parent's trace is not touched).
+pub fn stop_in_child() {
+    uninstall();
+}
+
+/// Entries dropped so far by the current recording's threads (full rings, default mode).
+pub fn total_drops() -> u64 {
+    current().map_or(0, |i| {
+        i.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.dropped.load(Ordering::Relaxed)).sum()
+    })
+}
+
+/// Asks the writer to drain every ring and close a chunk, and waits for it at most `timeout`
+/// (a trace killed after this returns keeps what was recorded before the call).
+pub fn flush(timeout: Duration) {
+    let Some(inner) = current() else { return };
+    let Some(writer) = inner.writer.get() else { return };
+    if writer.id() == std::thread::current().id() {
+        return;
+    }
+    let (m, cv) = &inner.flushes;
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    g.0 += 1;
+    let want = g.0;
+    writer.unpark();
+    let _ = cv.wait_timeout_while(g, timeout, |f| f.1 < want);
+}
+
+/// Whether a recording is running.
+pub fn is_recording() -> bool {
+    current().is_some()
+}
+
+/// Records lost because their thread was in teardown (its thread-locals destroyed).
+pub fn late_lost() -> u64 {
+    LATE_LOST.load(Ordering::Relaxed)
+}
+
+/// The thread's recording state: its ring and its string cache.
+pub(crate) struct Local {
+    /// The recording this ring belongs to (its address; compared only).
+    inner: usize,
+    producer: Producer<u64>,
+    shared: Arc<RingShared>,
+    strings: HashMap<Box<[u8]>, StrId, foldhash::fast::FixedState>,
+    /// Words pushed, and the count at which to wake the writer next (every quarter ring).
+    pushed: usize,
+    next_wake: usize,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        // Release: the entries pushed before are visible to the writer that sees the flag.
+        self.shared.orphaned.store(true, Ordering::Release);
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn thread_name(tid: u32) -> Vec<u8> {
+    std::fs::read(format!("/proc/self/task/{tid}/comm"))
+        .map(|mut v| {
+            while v.last() == Some(&b'\n') {
+                v.pop();
+            }
+            v
+        })
+        .unwrap_or_default()
+}
+
+#[cold]
+#[inline(never)]
+fn register(inner: &'static Inner) -> Local {
+    let (producer, consumer) = ring::ring::<u64>(inner.config.ring_words);
+    let tid = gettid();
+    let shared = Arc::new(RingShared {
+        tid,
+        consumer: Mutex::new(consumer),
+        dropped: AtomicU64::new(0),
+        orphaned: AtomicBool::new(false),
+    });
+    let name = inner.defs.string(&thread_name(tid));
+    inner.defs.push(Record::Thread { tid, name });
+    inner.rings.lock().unwrap_or_else(|e| e.into_inner()).push(shared.clone());
+    let quarter = producer.capacity() / 4;
+    Local {
+        inner: inner as *const Inner as usize,
+        producer,
+        shared,
+        strings: HashMap::default(),
+        pushed: 0,
+        next_wake: quarter,
+    }
+}
+
+/// Runs `f` with the calling thread's ring of the current recording; `false` when nothing is
+/// recording or the thread cannot record (teardown, or re-entered).
+#[inline]
+pub(crate) fn with_local(f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
+    let Some(inner) = current() else { return false };
+    let mut f = Some(f);
+    let done = LOCAL.try_with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else { return false };
+        if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
+            *slot = Some(register(inner));
+        }
+        if let (Some(local), Some(f)) = (slot.as_mut(), f.take()) {
+            f(inner, local);
+        }
+        true
+    });
+    match (done, f) {
+        (Ok(done), _) => done,
+        (Err(_), Some(f)) => with_late(inner, f),
+        (Err(_), None) => false,
+    }
+}
+
+/// Threads whose thread-locals are destroyed (the main thread inside `exit`, while the runtime
+/// tears down and still makes calls) share one ring, taken with `try_lock` (never blocking an
+/// exiting thread; contention is a loss counted in [`late_lost`]). Its records carry the tid of
+/// the thread that first used it.
+#[cold]
+#[inline(never)]
+fn with_late(inner: &'static Inner, f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
+    static LATE: Mutex<Option<Local>> = Mutex::new(None);
+    let Ok(mut slot) = LATE.try_lock() else {
+        LATE_LOST.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
+        *slot = Some(register(inner));
+    }
+    match slot.as_mut() {
+        Some(local) => {
+            f(inner, local);
+            true
+        }
+        None => false,
+    }
+}
+
+impl Local {
+    /// The id of `bytes` in this recording's string table (per-thread cache in front).
+    #[inline]
+    pub(crate) fn string(&mut self, inner: &Inner, bytes: &[u8]) -> StrId {
+        if bytes.is_empty() {
+            return StrId(0);
+        }
+        if let Some(&id) = self.strings.get(bytes) {
+            return id;
+        }
+        let id = inner.defs.string(bytes);
+        self.strings.insert(bytes.into(), id);
+        id
+    }
+
+    /// Pushes one entry (see `entry.rs`); drops and counts it, or in lossless mode waits, when
+    /// the ring is full.
+    #[inline]
+    pub(crate) fn push(&mut self, inner: &Inner, words: &[u64]) {
+        loop {
+            if self.producer.push_slice(words) {
+                self.pushed = self.pushed.wrapping_add(words.len());
+                if self.pushed >= self.next_wake {
+                    self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
+                    wake_writer(inner);
+                }
+                return;
+            }
+            if !inner.config.lossless || inner.stopping.load(Ordering::Relaxed) {
+                // Relaxed: a counter the writer reads now and then; only this thread writes it.
+                let d = self.shared.dropped.load(Ordering::Relaxed);
+                self.shared.dropped.store(d + 1, Ordering::Relaxed);
+                wake_writer(inner);
+                return;
+            }
+            full_wait(inner);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn full_wait(inner: &Inner) {
+    wake_writer(inner);
+    std::thread::yield_now();
+}
+
+#[inline]
+fn wake_writer(inner: &Inner) {
+    // Relaxed: a hint; the writer clears it at the start of a cycle, and a lost wake-up only
+    // delays the drain to the next tick.
+    if !inner.wake_pending.swap(true, Ordering::Relaxed)
+        && let Some(t) = inner.writer.get()
+    {
+        t.unpark();
+    }
+}

@@ -1,0 +1,388 @@
+//! The writer thread (`offtrace-writer`) and the recording's start and finish.
+//!
+//! A cycle: (1) clear the wake-up request, (2) snapshot every ring's tail (Acquire), (3) write
+//! the queued definitions, (4) drain each ring up to its snapshot, turning entries into records
+//! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
+//! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
+//! flush interval passed, so a crash loses at most that much. The writer sleeps until a producer
+//! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` runs a last
+//! cycle and writes the `End` record.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use offtrace_core::Kind;
+use offtrace_format::{ApiCall, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
+
+use crate::entry::{self, HEAD_WORDS, TAG_RAW};
+use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
+
+/// Where the writer sends records: the format's `TraceWriter`, or a test double.
+pub trait TraceSink: Send {
+    fn write(&mut self, r: &Record) -> Result<(), String>;
+    /// An API call (the most frequent record): by default written as a [`Record`].
+    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
+        self.write(&Record::ApiCall(*a))
+    }
+    fn flush_chunk(&mut self) -> Result<(), String>;
+    /// Writes the end marker (after the `End` record).
+    fn finish(self: Box<Self>) -> Result<(), String>;
+}
+
+impl<W: Write + Send> TraceSink for TraceWriter<W> {
+    fn write(&mut self, r: &Record) -> Result<(), String> {
+        TraceWriter::write(self, r).map_err(|e| e.to_string())
+    }
+    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
+        TraceWriter::write_api_call(self, a).map_err(|e| e.to_string())
+    }
+    fn flush_chunk(&mut self) -> Result<(), String> {
+        TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
+    }
+    fn finish(self: Box<Self>) -> Result<(), String> {
+        TraceWriter::finish(*self).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// Why a recording could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    #[error("a recording is already running")]
+    AlreadyRecording,
+    #[error("cannot create the trace file {path}: {source}")]
+    Create { path: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot write the trace header: {0}")]
+    Header(String),
+    #[error("cannot start the writer thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a finished recording wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Records written (definitions included, `End` excluded).
+    pub records: u64,
+    /// Entries dropped because a ring was full (default mode).
+    pub drops: u64,
+}
+
+/// Why a recording did not finish cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FinishError {
+    #[error("no recording is running")]
+    NotRecording,
+    #[error("the trace could not be written completely: {0}")]
+    Write(String),
+    #[error("the writer thread panicked")]
+    WriterPanicked,
+}
+
+static WRITER: Mutex<Option<std::thread::JoinHandle<Result<Stats, String>>>> = Mutex::new(None);
+
+/// Starts recording into the trace file `path` (created; an existing file is replaced), with
+/// `Info` records (`pid`, `command`, ...) first.
+pub fn start_file(config: Config, path: &Path, info: &[(&str, &str)]) -> Result<(), StartError> {
+    let file = std::fs::File::create(path).map_err(|source| StartError::Create { path: path.into(), source })?;
+    start_open(config, file, info)
+}
+
+/// [`start_file`] into a file the caller opened (and maybe locked).
+pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) -> Result<(), StartError> {
+    let header = TraceHeader { pid: std::process::id(), ..TraceHeader::monotonic() };
+    let mut w = TraceWriter::with_chunk_size(std::io::BufWriter::new(file), &header, config.chunk_bytes)
+        .map_err(|e| StartError::Header(e.to_string()))?;
+    for (key, value) in info {
+        w.write(&Record::Info { key: (*key).into(), value: (*value).into() })
+            .map_err(|e| StartError::Header(e.to_string()))?;
+    }
+    start(config, Box::new(w))
+}
+
+/// Starts recording into `sink` (timestamps are CLOCK_MONOTONIC ns: give the sink a
+/// [`TraceHeader::monotonic`] header). Records come from the services client ([`crate::subscribe`]).
+pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError> {
+    let _g = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
+    if current().is_some() {
+        return Err(StartError::AlreadyRecording);
+    }
+    let inner = install(Box::new(Inner {
+        config,
+        defs: Default::default(),
+        rings: Mutex::new(Vec::new()),
+        writer: std::sync::OnceLock::new(),
+        wake_pending: Default::default(),
+        stopping: Default::default(),
+        raw: std::sync::OnceLock::new(),
+        flushes: Default::default(),
+    }));
+    let handle = std::thread::Builder::new()
+        .name("offtrace-writer".into())
+        .spawn(move || writer_main(inner, sink))
+        .map_err(|e| {
+            uninstall();
+            StartError::Thread(e)
+        })?;
+    let _ = inner.writer.set(handle.thread().clone());
+    *WRITER.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    Ok(())
+}
+
+/// Installs the backend's raw layer for the current recording (once); `false` if none is
+/// running or one is installed.
+pub fn set_raw_layer(layer: Box<dyn RawLayer>) -> bool {
+    current().is_some_and(|inner| inner.raw.set(layer).is_ok())
+}
+
+/// The current recording's string table and definitions queue (for a raw layer).
+pub fn definitions() -> Option<&'static crate::Definitions> {
+    current().map(|i| &i.defs)
+}
+
+/// Stops recording: the writer drains every ring, writes `End` and closes the file. Records
+/// emitted from now on are not recorded.
+pub fn finish() -> Result<Stats, FinishError> {
+    let _g = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(inner) = current() else { return Err(FinishError::NotRecording) };
+    // No new record starts from here; one already past the gate may still land in its ring
+    // before the writer's last cycle (or be dropped, counted, if it comes after).
+    uninstall();
+    inner.stopping.store(true, Ordering::Release);
+    let handle = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match handle {
+        Some(h) => {
+            h.thread().unpark();
+            match h.join() {
+                Ok(Ok(stats)) => Ok(stats),
+                Ok(Err(e)) => Err(FinishError::Write(e)),
+                Err(_) => Err(FinishError::WriterPanicked),
+            }
+        }
+        None => Err(FinishError::NotRecording),
+    }
+}
+
+/// Asks the writer for a cycle now (tests, `flush` requests); returns at once.
+pub fn wake() {
+    if let Some(t) = current().and_then(|i| i.writer.get()) {
+        t.unpark();
+    }
+}
+
+struct Writer {
+    inner: &'static Inner,
+    sink: Box<dyn TraceSink>,
+    error: Option<String>,
+    records: u64,
+    drops: u64,
+    seen_kinds: HashSet<u32>,
+    seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
+    words: Vec<u64>,
+    defs: Vec<Record>,
+    last_flush: Instant,
+    /// Drops already reported, per ring.
+    reported: std::collections::HashMap<*const RingShared, u64>,
+    flushes_served: u64,
+}
+
+impl Writer {
+    fn write(&mut self, r: &Record) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write(r) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    fn write_api_call(&mut self, a: &ApiCall) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write_api_call(a) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    fn write_definitions(&mut self) {
+        let mut defs = std::mem::take(&mut self.defs);
+        self.inner.defs.take_queue(&mut defs);
+        for d in defs.drain(..) {
+            self.write(&d);
+        }
+        self.defs = defs;
+    }
+
+    /// Writes `KindDef` and `OperationDef` for (kind, op) the first time it appears.
+    fn define_operation(&mut self, kind: u32, op: u32) {
+        if self.seen_ops.contains(&(kind, op)) {
+            return;
+        }
+        self.seen_ops.insert((kind, op));
+        let defs = &self.inner.defs;
+        let k = Kind::from_u32(kind);
+        let kind_def = self
+            .seen_kinds
+            .insert(kind)
+            .then(|| Record::KindDef { kind, name: defs.string(k.map_or("UNKNOWN", |k| k.name()).as_bytes()) });
+        let operation = k.and_then(|k| k.operation(op));
+        let def = match operation {
+            Some(o) => OperationDef {
+                kind,
+                op,
+                name: defs.string(o.name.as_bytes()),
+                args: o
+                    .args
+                    .iter()
+                    .map(|a| ArgDef {
+                        name: defs.string(a.name.as_bytes()),
+                        type_name: defs.string(a.type_name.as_bytes()),
+                        size: a.size,
+                        format: a.format as u8,
+                    })
+                    .collect(),
+            },
+            None => OperationDef { kind, op, name: defs.string(format!("op{op}").as_bytes()), args: Vec::new() },
+        };
+        self.write_definitions();
+        if let Some(kd) = kind_def {
+            self.write(&kd);
+        }
+        self.write(&Record::OperationDef(def));
+    }
+
+    fn entries(&mut self, tid: u32) {
+        let words = std::mem::take(&mut self.words);
+        let mut at = 0;
+        while at < words.len() {
+            let (n, tag, ph, op) = entry::parse_header(words[at]);
+            if n < HEAD_WORDS || at + n > words.len() {
+                break; // cannot happen: entries are pushed whole by this crate
+            }
+            let (ts, correlation) = (words[at + 1], words[at + 2]);
+            let body = &words[at + HEAD_WORDS..at + n];
+            if tag == TAG_RAW {
+                if let Some(layer) = self.inner.raw.get() {
+                    let mut out = Vec::new();
+                    layer.decode(tid, ts, op, body, &mut |r| out.push(r));
+                    self.write_definitions();
+                    for r in &out {
+                        self.write(r);
+                    }
+                }
+            } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
+                self.define_operation(u32::from(tag), op);
+                self.write_api_call(&a);
+            } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
+                self.define_operation(u32::from(tag), op);
+                self.write(&r);
+            }
+            at += n;
+        }
+        self.words = words;
+        self.words.clear();
+    }
+
+    fn cycle(&mut self, last: bool) {
+        self.inner.wake_pending.store(false, Ordering::Relaxed);
+        let rings: Vec<Arc<RingShared>> = self.inner.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let snapshots: Vec<usize> =
+            rings.iter().map(|r| r.consumer.lock().unwrap_or_else(|e| e.into_inner()).snapshot()).collect();
+        self.write_definitions();
+        let mut gone = Vec::new();
+        for (r, &snap) in rings.iter().zip(&snapshots) {
+            // Acquire before draining: the orphan flag's Release follows the thread's last push.
+            let orphaned = r.orphaned.load(Ordering::Acquire);
+            {
+                let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
+                let snap = if orphaned { c.snapshot() } else { snap };
+                let words = &mut self.words;
+                words.reserve(c.len());
+                c.drain_to(snap, |w| words.push(w));
+            }
+            self.entries(r.tid);
+            if orphaned {
+                gone.push(Arc::as_ptr(r));
+            }
+        }
+        self.write_drops(&rings);
+        if !gone.is_empty() {
+            let mut all = self.inner.rings.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|r| !gone.contains(&Arc::as_ptr(r)));
+        }
+        let requested = self.inner.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if last || requested != self.flushes_served || self.last_flush.elapsed() >= self.inner.config.flush_interval {
+            self.last_flush = Instant::now();
+            if self.error.is_none()
+                && let Err(e) = self.sink.flush_chunk()
+            {
+                self.error = Some(e);
+            }
+            if requested != self.flushes_served {
+                self.flushes_served = requested;
+                let (m, cv) = &self.inner.flushes;
+                m.lock().unwrap_or_else(|e| e.into_inner()).1 = requested;
+                cv.notify_all();
+            }
+        }
+    }
+
+    /// Writes a `Drops` record for each ring that dropped entries since the last cycle.
+    fn write_drops(&mut self, rings: &[Arc<RingShared>]) {
+        for r in rings {
+            // Relaxed: a counter; a late increment is reported next cycle.
+            let total = r.dropped.load(Ordering::Relaxed);
+            let reported = self.reported.entry(Arc::as_ptr(r)).or_insert(0);
+            if total > *reported {
+                let count = total - *reported;
+                *reported = total;
+                self.drops += count;
+                self.write(&Record::Drops { tid: r.tid, count });
+            }
+        }
+    }
+}
+
+fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
+    let mut w = Writer {
+        inner,
+        sink,
+        error: None,
+        records: 0,
+        drops: 0,
+        seen_kinds: HashSet::new(),
+        seen_ops: HashSet::default(),
+        words: Vec::new(),
+        defs: Vec::new(),
+        last_flush: Instant::now(),
+        reported: Default::default(),
+        flushes_served: 0,
+    };
+    loop {
+        let stopping = inner.stopping.load(Ordering::Acquire);
+        w.cycle(stopping);
+        if stopping {
+            break;
+        }
+        std::thread::park_timeout(inner.config.flush_interval);
+    }
+    let (records, drops) = (w.records, w.drops);
+    w.write(&Record::End { records, drops });
+    let mut result = match w.error.take() {
+        Some(e) => Err(e),
+        None => Ok(Stats { records, drops }),
+    };
+    if let Err(e) = w.sink.finish()
+        && result.is_ok()
+    {
+        result = Err(e);
+    }
+    result
+}

@@ -1,0 +1,263 @@
+//! The recorder end to end: services → rings → writer → file → reader.
+//!
+//! The recording and the services are process-global, so every test takes `SERIAL` first.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use offtrace_core::*;
+use offtrace_format::{Activity, ApiCall, Record, StrId, TraceReader, phase};
+use offtrace_recorder::{Config, finish, start_file, subscribe};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read(path: &Path) -> Vec<Record> {
+    let mut r = TraceReader::open(path).unwrap();
+    let records: Vec<Record> = r.by_ref().collect::<Result<_, _>>().unwrap();
+    assert!(r.finished_cleanly());
+    records
+}
+
+fn strings(records: &[Record]) -> HashMap<StrId, String> {
+    records
+        .iter()
+        .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
+        .collect()
+}
+
+fn calls(records: &[Record]) -> Vec<&ApiCall> {
+    records.iter().filter_map(|r| if let Record::ApiCall(c) = r { Some(c) } else { None }).collect()
+}
+
+fn activities(records: &[Record]) -> Vec<&Activity> {
+    records.iter().filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None }).collect()
+}
+
+/// One UR call with a kernel dispatch inside it; returns the call's correlation id.
+fn launch(queue: u64, i: u64) -> u64 {
+    let mut p = ApiCallPayload::new(19, &[queue, 0x3000, 1, i]);
+    let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+    let kd = KernelDispatchPayload {
+        queue,
+        device: 0x40,
+        kernel_name: c"vector_add<float>(float*, float const*)".as_ptr(),
+        work_dim: 1,
+        global_size: [1024, 1, 1],
+        ..Default::default()
+    };
+    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&kd));
+    let corr = t.correlation_id();
+    p.result = 0;
+    p.has_result = 1;
+    emit_exit(t, Payload::UrApi(&p));
+    corr
+}
+
+/// N threads × M calls: every call and dispatch is in the trace exactly once, in per-thread
+/// order, each dispatch with its call's correlation id and its queue; the operation and kind are
+/// defined before their first use.
+#[test]
+fn threads_calls_and_dispatches_arrive_once_in_order_and_linked() {
+    let _g = serial();
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 5_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || {
+                for i in 0..CALLS {
+                    launch(0x1000 + t, i);
+                }
+            });
+        }
+    });
+    destroy_context(ctx).unwrap();
+    let stats = finish().unwrap();
+    assert_eq!(stats.drops, 0);
+    let records = read(&path);
+    let strings = strings(&records);
+    let calls = calls(&records);
+    let acts = activities(&records);
+    assert_eq!(calls.len() as u64, THREADS * CALLS);
+    assert_eq!(acts.len() as u64, THREADS * CALLS);
+    let by_corr: HashMap<u64, &ApiCall> = calls.iter().map(|c| (c.correlation, *c)).collect();
+    assert_eq!(by_corr.len(), calls.len(), "correlation ids are unique");
+    let mut last: HashMap<u32, (u64, u64)> = HashMap::new();
+    for c in &calls {
+        let (corr, i) = last.entry(c.tid).or_insert((0, u64::MAX));
+        assert!(c.correlation > *corr, "per-thread order");
+        assert_eq!(c.args.as_slice()[3], i.wrapping_add(1), "every call once, in order");
+        (*corr, *i) = (c.correlation, c.args.as_slice()[3]);
+        assert!(c.start <= c.end);
+        assert_eq!(c.result, Some(0));
+    }
+    for a in &acts {
+        let call = by_corr[&a.correlation];
+        assert_eq!(a.tid, call.tid);
+        assert_eq!(a.queue, call.args.as_slice()[0], "the dispatch's queue is its call's");
+        assert!(call.start <= a.ts && a.ts <= call.end, "the dispatch lies inside its call");
+        assert_eq!(strings[&a.name], "vector_add<float>(float*, float const*)");
+    }
+    // Definitions come before their first use.
+    let first = |f: &dyn Fn(&Record) -> bool| records.iter().position(f).unwrap();
+    let kind_def = first(&|r| matches!(r, Record::KindDef { kind: 1, .. }));
+    let op_def = first(&|r| matches!(r, Record::OperationDef(d) if d.kind == 1 && d.op == 19));
+    let first_call = first(&|r| matches!(r, Record::ApiCall(_)));
+    assert!(kind_def < first_call && op_def < first_call);
+    assert!(records.iter().any(|r| matches!(r, Record::Thread { .. })));
+}
+
+/// A tiny ring in lossless mode: nothing is dropped.
+#[test]
+fn lossless_never_drops() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let config = Config::default().with_ring_words(256).with_lossless(true).with_flush_interval(Duration::from_secs(5));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            s.spawn(move || {
+                for i in 0..20_000 {
+                    launch(t, i);
+                }
+            });
+        }
+    });
+    destroy_context(ctx).unwrap();
+    let stats = finish().unwrap();
+    assert_eq!(stats.drops, 0);
+    let records = read(&path);
+    assert_eq!(calls(&records).len(), 60_000);
+    assert!(!records.iter().any(|r| matches!(r, Record::Drops { .. })));
+}
+
+/// A tiny ring in the default mode: what does not fit is dropped and counted in the trace;
+/// records written + drops = records emitted (no silent loss).
+#[test]
+fn default_mode_counts_every_drop() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let config = Config::default().with_ring_words(256).with_flush_interval(Duration::from_secs(5));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for i in 0..20_000 {
+                    launch(t, i);
+                }
+            });
+        }
+    });
+    destroy_context(ctx).unwrap();
+    let stats = finish().unwrap();
+    let records = read(&path);
+    let drops: u64 = records.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum();
+    assert_eq!(drops, stats.drops);
+    let written = (calls(&records).len() + activities(&records).len()) as u64;
+    assert_eq!(written + drops, 4 * 20_000 * 2);
+    assert!(matches!(records.last(), Some(Record::End { drops: d, .. }) if *d == drops));
+}
+
+/// Device times arriving later, on another thread, complete the launch: same kind and
+/// correlation, phase COMPLETE, the device times; every other kind reaches the trace too.
+#[test]
+fn completions_and_every_kind_reach_the_trace() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let corr = launch(0x30, 1);
+    std::thread::spawn(move || {
+        let kd = KernelDispatchPayload { queue: 0x30, device_start: 1_000, device_end: 5_000, ..Default::default() };
+        emit_activity(Kind::KernelDispatch, kernel_dispatch::LAUNCH, corr, 1_000, 5_000, Payload::KernelDispatch(&kd));
+    })
+    .join()
+    .unwrap();
+    let copy = MemoryCopyPayload {
+        queue: 0x30,
+        size: 4096,
+        direction: CopyDirection::DeviceToHost,
+        src_type: MemoryType::Device,
+        dst_type: MemoryType::Host,
+        ..Default::default()
+    };
+    emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&copy));
+    let fill = MemoryFillPayload { queue: 0x30, size: 64, ..Default::default() };
+    emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&fill));
+    let barrier = SyncPayload { object: 0x30, queue: 0x30, ..Default::default() };
+    emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&barrier));
+    let wait = SyncPayload { object: 0x77, event_count: 1, ..Default::default() };
+    let t = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&wait));
+    emit_exit(t, Payload::Sync(&wait));
+    let q = QueuePayload { queue: 0x30, device: 0x40, context: 0x50, flags: 1 };
+    emit_instant(Kind::Queue, queue_op::CREATE, Phase::None, Payload::Queue(&q));
+    let d = DevicePayload { handle: 0x40, parent: 0x50, name: c"cpu".as_ptr(), device_type: DeviceType::Cpu };
+    emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&d));
+    emit_memory_alloc(&MemoryAllocPayload { ptr: 0x9000, size: 256, memory_type: MemoryType::Device, device: 0x40 });
+    emit_memory_free(0x9000);
+    let co = CodeObjectPayload { handle: 0x3000, program: 0x2000, name: c"square".as_ptr(), binary_size: 10 };
+    emit_instant(Kind::CodeObject, code_object::KERNEL, Phase::Load, Payload::CodeObject(&co));
+    let g = TaskGraphPayload { node: 11, name: c"cg".as_ptr(), queue: 0x30, ..Default::default() };
+    emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+    marker_mark(c"hello");
+    let c = CounterPayload { counter: 1, name: c"power".as_ptr(), unit: c"W".as_ptr(), value: 2, ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&c));
+    let s = CounterPayload { counter: 1, value: 42.5f64.to_bits(), ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&s));
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records = read(&path);
+    let strings = strings(&records);
+    let acts = activities(&records);
+    let launch = acts.iter().find(|a| a.kind == Kind::KernelDispatch as u32 && a.phase == phase::NONE).unwrap();
+    let done = acts.iter().find(|a| a.kind == Kind::KernelDispatch as u32 && a.phase == phase::COMPLETE).unwrap();
+    assert_eq!((launch.correlation, done.correlation), (corr, corr));
+    assert_eq!((done.device_start, done.device_end), (1_000, 5_000));
+    let copy = acts.iter().find(|a| a.kind == Kind::MemoryCopy as u32).unwrap();
+    assert_eq!((copy.bytes, copy.direction), (4096, offtrace_format::CopyDirection::DeviceToHost));
+    assert_eq!(copy.src_type, offtrace_format::MemoryType::Device);
+    assert!(acts.iter().any(|a| a.kind == Kind::MemoryFill as u32 && a.bytes == 64));
+    assert!(acts.iter().any(|a| a.kind == Kind::Sync as u32 && a.queue == 0x30));
+    let has = |f: &dyn Fn(&Record) -> bool| records.iter().any(f);
+    assert!(has(&|r| matches!(r, Record::Sync(s) if s.object == 0x77 && s.phase == phase::EXIT)));
+    assert!(has(&|r| matches!(r, Record::Queue(q) if q.queue == 0x30 && q.device == 0x40 && q.flags == 1)));
+    assert!(has(&|r| matches!(r, Record::Device(d) if strings.get(&d.name).map(String::as_str) == Some("cpu"))));
+    assert!(has(&|r| matches!(r, Record::Memory(m) if m.op == 0 && m.size == 256)));
+    assert!(has(&|r| matches!(r, Record::Memory(m) if m.op == 1 && m.ptr == 0x9000)));
+    assert!(has(&|r| matches!(r, Record::CodeObject(c) if c.phase == phase::LOAD && strings[&c.name] == "square")));
+    assert!(has(&|r| matches!(r, Record::TaskGraph(g) if g.node == 11 && g.queue == 0x30)));
+    assert!(has(&|r| matches!(r, Record::Marker(m) if strings[&m.message] == "hello")));
+    assert!(has(&|r| matches!(r, Record::CounterDef(c) if c.value_type == 2 && strings[&c.unit] == "W")));
+    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 42.5)));
+    for kind in [Kind::Queue, Kind::Device, Kind::MemoryAlloc, Kind::Counter, Kind::Marker] {
+        assert!(has(&|r| matches!(r, Record::KindDef { kind: k, .. } if *k == kind as u32)), "{kind:?} defined");
+    }
+}
+
+#[test]
+fn a_second_recording_needs_the_first_finished() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    start_file(Config::default(), &dir.path().join("a"), &[]).unwrap();
+    assert!(start_file(Config::default(), &dir.path().join("b"), &[]).is_err());
+    finish().unwrap();
+    assert!(finish().is_err());
+    start_file(Config::default(), &dir.path().join("c"), &[]).unwrap();
+    finish().unwrap();
+}

@@ -1,0 +1,1667 @@
+//! The SYCL/UR backend of the tracing services: XPTI notifications → service records.
+//!
+//! Every notification goes through here, and only through here: [`on_notification`] emits it
+//! as a raw `XPTI` record (the recorder of `offtrace record` is a client of that kind, see
+//! `trace_client.rs`), then maps it to the typed kinds below.
+//!
+//! At the first `xptiTraceInit` the agent calls [`init`]: it registers the `UR_API` operation
+//! table (from `offtrace_xpti_abi::ur`, with argument descriptors), loads the tools named in
+//! `OFFTRACE_TOOLS` (`offtrace record --tool`), and switches the bridge on if one loaded (or
+//! `OFFTRACE_SERVICES=1`, for in-process users). Mapping (details in `docs/services.md`):
+//!
+//! | notification | service record |
+//! |---|---|
+//! | `ur.call` begin / end | `UR_API` enter / exit: raw argument values, result at exit |
+//! | `urUSM{Host,Device,Shared}Alloc` end, `urUSMFree` begin | `MEMORY_ALLOC` alloc / free + live table |
+//! | `urEnqueueKernelLaunchWithArgsExp` end | `KERNEL_DISPATCH` (name from `urKernelCreate`/`urKernelGetInfo`, else the SYCL task) |
+//! | `urEnqueueUSMMemcpy`, `urEnqueueMemBuffer{Read,Write,Copy}` end | `MEMORY_COPY` |
+//! | `urEnqueueUSMFill`, `urEnqueueMemBufferFill` end | `MEMORY_FILL` |
+//! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
+//! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; last `*Release` end | `CODE_OBJECT` load / unload |
+//! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
+//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
+//! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
+//! | without UR calls: `mem_alloc_end` / `mem_release_begin` (USM) | `MEMORY_ALLOC` (HOST or UNKNOWN) |
+//! | without UR calls: sycl `task_end` of a kernel command group | `KERNEL_DISPATCH` (VERBOSE `arg<N>` values) |
+//!
+//! Records of other kinds emitted inside a UR call are emitted before its exit, so they carry
+//! the UR call's correlation id. Enter/exit pairs are kept per thread, keyed by the XPTI
+//! `instance` (identical for begin and end, docs/reference/sycl-runtime.md §7); the services themselves deliver
+//! at most 64 open calls per thread, and [`MAX_OPEN`] matches.
+//!
+//! Cost: with no context listening, [`on_notification`] is two relaxed loads and branches.
+
+#![allow(unsafe_code)] // reads the runtime's callback arguments (params structs, events)
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{OnceLock, RwLock};
+
+use offtrace::XptiPayload;
+use offtrace_core::{
+    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, KernelDispatchPayload, Kind,
+    MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase,
+    QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object, emit_activity, emit_enter, emit_exit,
+    emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy,
+    memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+};
+use offtrace_xpti_abi::abi::{
+    FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
+};
+use offtrace_xpti_abi::ur::{self, ParamKind};
+
+use crate::decode::{Raw, StreamKind};
+use crate::dispatcher::Dispatcher;
+use crate::safe_read;
+
+/// Open calls (UR calls, tasks, waits) kept per thread; deeper ones are not paired.
+pub const MAX_OPEN: usize = 64;
+
+/// Whether any tool listens: the only thing the disabled path reads.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static DISPATCHER: OnceLock<Dispatcher> = OnceLock::new();
+/// A `ur.call` notification arrived: UR calls drive allocations and dispatches. Until one does
+/// (no `UR_LAYER_TRACING`, or `OFFTRACE_UR_CALLS=0`) the SYCL streams stand in for them.
+static UR_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// `ur_function_t` values, generated from `ur_api.h` (`offtrace_xpti_abi::ur::id`).
+use offtrace_xpti_abi::ur::id as urf;
+
+/// How an argument of a UR parameter is formatted by argument iteration.
+fn arg_format(p: &ur::Param) -> ArgFormat {
+    match p.kind {
+        ParamKind::Enum => ArgFormat::Enum,
+        ParamKind::Value if p.c_type == "bool" => ArgFormat::Bool,
+        ParamKind::Value if p.c_type.starts_with("int") => ArgFormat::Signed,
+        ParamKind::Value if p.c_type.ends_with("_flags_t") => ArgFormat::Hex,
+        ParamKind::Value => ArgFormat::Unsigned,
+        ParamKind::Pointer if p.c_type == "const char *" => ArgFormat::CString,
+        ParamKind::Handle | ParamKind::Pointer | ParamKind::OutPointer => ArgFormat::Pointer,
+    }
+}
+
+/// The `UR_API` operation table, built once and leaked (it lives for the process).
+pub fn ur_operations() -> &'static [Operation] {
+    static OPS: OnceLock<&'static [Operation]> = OnceLock::new();
+    OPS.get_or_init(|| {
+        let ops: Vec<Operation> = ur::FUNCTIONS
+            .iter()
+            .map(|f| Operation {
+                id: f.id,
+                name: f.name,
+                args: Box::leak(
+                    f.params
+                        .iter()
+                        .map(|p| ArgDescriptor {
+                            name: p.name,
+                            type_name: p.c_type,
+                            size: p.size,
+                            format: arg_format(p),
+                        })
+                        .collect::<Vec<_>>()
+                        .into_boxed_slice(),
+                ),
+            })
+            .collect();
+        Box::leak(ops.into_boxed_slice())
+    })
+}
+
+/// Registers the `UR_API` operations, loads the tools and switches the bridge on when one
+/// loaded. Called from every `xptiTraceInit`; only the first call does anything, and a call
+/// made while it runs (a tool whose `initialize` uses the runtime) returns at once instead of
+/// waiting on itself.
+pub fn init(dispatcher: Dispatcher) {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    // Relaxed: only which caller wins matters; what it sets up is published by `ACTIVE`.
+    if !STARTED.swap(true, Ordering::Relaxed) {
+        init_once(dispatcher);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn init_once(dispatcher: Dispatcher) {
+    let _ = DISPATCHER.set(dispatcher);
+    // AlreadyRegistered is fine: an embedder registered the same table first.
+    let _ = register_kind_operations(Kind::UrApi, ur_operations());
+    let forced = std::env::var("OFFTRACE_SERVICES").is_ok_and(|v| v.trim() == "1");
+    let loaded = match offtrace::tools::load_tools_from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("offtrace: {e}");
+            offtrace::tools::loaded_tools().len()
+        }
+    };
+    // Relaxed: a hint read by the trampoline; tools configured their contexts before this
+    // store, and delivery itself re-checks each context with SeqCst. Never switched off here:
+    // the recorder may have switched it on (`trace_client`).
+    if forced || loaded > 0 {
+        ACTIVE.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Switches the bridge on or off (for embedders and tests that create contexts in-process).
+pub fn set_active(on: bool) {
+    ACTIVE.store(on, Ordering::Relaxed);
+}
+
+/// Finalises the loaded tools (before the end of the trace). Idempotent.
+#[cold]
+pub fn finish() {
+    offtrace::tools::finalize_tools();
+}
+
+/// Hands one notification to the services: as a raw `XPTI` record (when a context wants the
+/// kind: the recorder of `offtrace record` always does), then mapped to the typed kinds (when
+/// the bridge is on). Disabled path: two relaxed loads.
+///
+/// # Safety
+///
+/// `raw` holds the arguments of a live XPTI callback of a stream of `kind`, valid for the
+/// duration of the call: `parent` and `event` null or valid `trace_event_data_t`s, `user_data`
+/// null or what the runtime passes for that stream and trace type (a `function_with_args_t` for
+/// `ur.call` function_with_args notifications, whose `args_data` is the function's params
+/// struct). The bridge reads through these pointers (arguments, outputs, metadata).
+#[inline(always)]
+pub unsafe fn on_notification(kind: StreamKind, stream: u8, stream_name: &'static CStr, raw: &Raw) {
+    // The fields one by one (registers): copying `raw` as a block reads it with 16-byte loads
+    // over its 8-byte stores, a store-forwarding stall per notification.
+    emit_raw(
+        kind,
+        stream,
+        stream_name,
+        raw.trace_type,
+        raw.parent as u64,
+        raw.event as u64,
+        raw.instance,
+        raw.user_data as u64,
+    );
+    // Relaxed: see `init`.
+    if ACTIVE.load(Ordering::Relaxed) {
+        // SAFETY: `raw` holds the arguments of the live callback the trampoline is running.
+        unsafe { dispatch(kind, raw) }
+    }
+}
+
+/// The `XPTI` record of a notification; the payload is built only when a context wants the
+/// kind (`emit_instant_with`: one load of its mask for the test and the delivery).
+/// Inlined into the trampoline: its arguments stay in registers (as a call, two of them go
+/// through the stack and come back with one 16-byte load over two 8-byte stores: a stall).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn emit_raw(
+    kind: StreamKind,
+    stream: u8,
+    stream_name: &'static CStr,
+    trace_type: u16,
+    parent: u64,
+    event: u64,
+    instance: u64,
+    user_data: u64,
+) {
+    let build = || XptiPayload {
+        stream: stream_name.as_ptr(),
+        stream_id: u64::from(stream),
+        parent,
+        event,
+        instance,
+        user_data,
+        trace_type: u32::from(trace_type),
+        stream_class: kind.class(),
+    };
+    emit_instant_with(Kind::Xpti, u32::from(trace_type), Phase::None, build, |p| {
+        Payload::Raw(RawPayload((p as *const XptiPayload).cast()))
+    });
+}
+
+/// Inlined into each trampoline, where `kind` is a constant: the `match` folds to the stream's
+/// arm, and a UR call that nothing wants (the recorder alone, say) returns after a few loads
+/// without a call (as an out-of-line function, its prologue and epilogue alone were 15
+/// instructions per notification, the `match` 11 more).
+#[inline(always)]
+unsafe fn dispatch(kind: StreamKind, raw: &Raw) {
+    // SAFETY (all arms): forwarded from `on_notification`.
+    unsafe {
+        match (kind, raw.trace_type) {
+            (StreamKind::UrCall, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
+                if !raw.user_data.is_null() =>
+            {
+                let end = raw.trace_type == tt::FUNCTION_WITH_ARGS_END;
+                if ur_call_wanted(raw, end) {
+                    // The two fields it needs, in registers: as `&Raw`, every `ur.call`
+                    // trampoline stored the whole `Raw` to its stack first.
+                    ur_call(raw.user_data.cast(), raw.instance, end);
+                }
+            }
+            (StreamKind::Sycl, _) => sycl(raw),
+            (StreamKind::MemAlloc, tt::MEM_ALLOC_END | tt::MEM_RELEASE_BEGIN) if !UR_SEEN.load(Ordering::Relaxed) => {
+                usm_without_ur(raw);
+            }
+            _ => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread state
+
+/// What an open entry pairs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenTag {
+    UrCall,
+    Task,
+    Wait,
+    Barrier,
+}
+
+struct OpenCalls {
+    len: usize,
+    entries: [Option<(OpenTag, u64, CallToken)>; MAX_OPEN],
+}
+
+/// Longest kernel name kept for a dispatch (NUL included).
+const NAME_CAP: usize = 256;
+
+/// The SYCL task (command group) open on this thread: its kernel name, for the dispatch the
+/// UR launch inside it reports.
+struct PendingTask {
+    instance: Cell<u64>,
+    /// The task's event (live until its `task_end`): its metadata is read only when needed.
+    event: Cell<*const TraceEventData>,
+    /// `name` and `args` hold the event's metadata.
+    resolved: Cell<bool>,
+    name: RefCell<[u8; NAME_CAP]>,
+    /// A UR launch inside this task reported the dispatch.
+    dispatched: Cell<bool>,
+    /// Without UR calls: the task's VERBOSE `arg<N>` values and global size.
+    args: RefCell<([u64; MAX_KERNEL_ARGS], u32, [u64; 3])>,
+}
+
+thread_local! {
+    // Const-initialised, no destructor: usable on runtime threads that outlive `main`.
+    static OPEN: RefCell<OpenCalls> = const { RefCell::new(OpenCalls { len: 0, entries: [const { None }; MAX_OPEN] }) };
+    static TASK: PendingTask = const {
+        PendingTask {
+            instance: Cell::new(0),
+            event: Cell::new(std::ptr::null()),
+            resolved: Cell::new(false),
+            name: RefCell::new([0; NAME_CAP]),
+            dispatched: Cell::new(false),
+            args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
+        }
+    };
+}
+
+thread_local! {
+    /// The XPTI instance of the `ur.call` notification whose effects are being emitted (0 = none).
+    static UR_INSTANCE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The XPTI `instance` of the UR call whose end is being mapped on this thread (records
+/// emitted from its effects, e.g. `KERNEL_DISPATCH`, belong to it); 0 outside one.
+pub fn current_ur_instance() -> u64 {
+    UR_INSTANCE.try_with(Cell::get).unwrap_or(0)
+}
+
+fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
+    if !token.is_delivered() {
+        return;
+    }
+    let r = OPEN.try_with(|o| {
+        let mut o = o.borrow_mut();
+        if o.len < MAX_OPEN {
+            let i = o.len;
+            o.entries[i] = Some((tag, instance, token));
+            o.len += 1;
+            Ok(())
+        } else {
+            Err(token)
+        }
+    });
+    // Too deep (or the thread is exiting): close the call now so the pair stays intact.
+    if let Ok(Err(token)) = r {
+        emit_exit(token, Payload::None);
+    }
+}
+
+/// The token of the open entry (tag, instance), removed; normally the top.
+fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
+    OPEN.try_with(|o| {
+        let mut o = o.borrow_mut();
+        let n = o.len;
+        let i = (0..n).rev().find(|&i| matches!(o.entries[i], Some((t, id, _)) if t == tag && id == instance))?;
+        let e = o.entries[i].take();
+        for j in i..n - 1 {
+            o.entries[j] = o.entries[j + 1].take();
+        }
+        o.len -= 1;
+        e.map(|(_, _, t)| t)
+    })
+    .ok()
+    .flatten()
+}
+
+// ---------------------------------------------------------------------------------------------
+// UR calls
+
+/// Per `ur_function_t`: 0 = not checked, 1 = the runtime's name matches the table, 2 = not.
+static VERIFIED: [AtomicU8; ur::MAX_FUNCTION_ID as usize + 1] =
+    [const { AtomicU8::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
+
+/// The table entry for this call, if the runtime's function name matches it (the params struct
+/// layout is only known for a matching function).
+///
+/// # Safety
+/// `f.function_name` is null or a NUL-terminated string valid during the callback.
+unsafe fn verified_function(f: &FunctionWithArgs) -> Option<&'static ur::Function> {
+    let func = ur::function(f.function_id)?;
+    let slot = &VERIFIED[f.function_id as usize];
+    // Relaxed: a cache of a pure function of (id, runtime); a race recomputes the same value.
+    match slot.load(Ordering::Relaxed) {
+        1 => Some(func),
+        2 => None,
+        _ => {
+            // SAFETY: forwarded from the contract.
+            let ok = !f.function_name.is_null()
+                && unsafe { CStr::from_ptr(f.function_name) }.to_bytes() == func.name.as_bytes();
+            slot.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+            ok.then_some(func)
+        }
+    }
+}
+
+/// Loads `size` bytes (1/2/4/8) at `p`, zero-extended.
+///
+/// # Safety
+/// `p` points to a readable variable of at least `size` bytes.
+#[inline(always)]
+unsafe fn load_sized(p: *const u8, size: u8) -> u64 {
+    // SAFETY: forwarded.
+    unsafe {
+        match size {
+            1 => u64::from(*p),
+            2 => u64::from(p.cast::<u16>().read_unaligned()),
+            4 => u64::from(p.cast::<u32>().read_unaligned()),
+            _ => p.cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// Reads the u64 at an output pointer the call wrote (0 for null).
+///
+/// # Safety
+/// `p` is null or points at an 8-byte output variable written by a successful call.
+unsafe fn read_out(p: u64) -> u64 {
+    if p == 0 {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    unsafe { (p as *const u64).read_unaligned() }
+}
+
+/// Whether [`ur_call`] has anything to do for this call; notes that UR calls arrive.
+///
+/// # Safety
+/// `raw.user_data` is the `function_with_args_t` of a live `ur.call` notification.
+#[inline(always)]
+unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
+    if !UR_SEEN.load(Ordering::Relaxed) {
+        // Relaxed: a one-way flag; a notification racing with the first store may still take
+        // the SYCL-only path once.
+        UR_SEEN.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: contract.
+    let id = unsafe { (*raw.user_data.cast::<FunctionWithArgs>()).function_id };
+    // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
+    // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
+    // be closed even when the context stopped in between).
+    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls())
+}
+
+/// # Safety
+/// `f` is the `function_with_args_t` of a live `ur.call` notification with this `instance`.
+#[inline(never)]
+unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
+    // SAFETY: contract.
+    let f = unsafe { &*f };
+    // SAFETY: the runtime passes its function name as a C string.
+    let Some(func) = (unsafe { verified_function(f) }) else { return };
+    // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
+    let mut p = ApiCallPayload {
+        function_id: f.function_id,
+        arg_count: 0,
+        result: 0,
+        has_result: 0,
+        args: [0; offtrace_core::MAX_ARGS],
+    };
+    if !f.args_data.is_null() {
+        let params = f.args_data.cast::<*const u8>();
+        let n = func.params.len().min(offtrace_core::MAX_ARGS);
+        for (i, d) in func.params[..n].iter().enumerate() {
+            // SAFETY: `args_data` is the function's `ur_*_params_t` (name verified): one pointer
+            // per parameter, in this order, to the caller's variable of `d.size` bytes.
+            let ptr = unsafe { params.add(i).read() };
+            p.args[i] = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, d.size) } };
+        }
+        p.arg_count = n as u32;
+    }
+    if !end {
+        let token = emit_enter(Kind::UrApi, f.function_id, Payload::UrApi(&p));
+        push_open(OpenTag::UrCall, instance, token);
+        // SAFETY: the arguments were just read from the live params struct.
+        unsafe { ur_begin_effects(&p) };
+        return;
+    }
+    let result = if f.ret_data.is_null() {
+        XPTI_RESULT_SUCCESS
+    } else {
+        // SAFETY: at end `ret_data` points to the call's `ur_result_t` (an i32 enum).
+        unsafe { f.ret_data.cast::<i32>().read_unaligned() }
+    };
+    p.result = result;
+    p.has_result = 1;
+    if result == 0 {
+        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
+        // SAFETY: the call succeeded: its output pointers were written, its input pointers
+        // are still the caller's live variables.
+        unsafe { ur_end_effects(&p) };
+        let _ = UR_INSTANCE.try_with(|c| c.set(0));
+    }
+    if let Some(token) = pop_open(OpenTag::UrCall, instance) {
+        emit_exit(token, Payload::UrApi(&p));
+    }
+}
+
+/// Whether a call of `ur_function_t` `id` feeds a kind some context wants now, beyond `UR_API`
+/// (the functions [`ur_begin_effects`], [`ur_end_effects`] and [`code_object_load`] match).
+/// The allocation table and the kernel names serve `KERNEL_DISPATCH` (allocation properties,
+/// names) as well as `MEMORY_ALLOC` and `CODE_OBJECT`.
+#[inline(always)]
+fn effects_wanted(id: u32) -> bool {
+    let dispatch = || kind_enabled(Kind::KernelDispatch);
+    match id {
+        urf::USM_FREE | urf::USM_HOST_ALLOC | urf::USM_DEVICE_ALLOC | urf::USM_SHARED_ALLOC => {
+            dispatch() || kind_enabled(Kind::MemoryAlloc)
+        }
+        urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => dispatch(),
+        urf::KERNEL_CREATE | urf::KERNEL_GET_INFO => dispatch() || kind_enabled(Kind::CodeObject),
+        urf::ENQUEUE_USM_MEMCPY
+        | urf::ENQUEUE_MEM_BUFFER_READ
+        | urf::ENQUEUE_MEM_BUFFER_WRITE
+        | urf::ENQUEUE_MEM_BUFFER_COPY => kind_enabled(Kind::MemoryCopy),
+        urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
+        urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
+        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => device_activity_wanted(),
+        urf::EVENT_GET_PROFILING_INFO => device_activity_wanted(),
+        urf::KERNEL_RETAIN
+        | urf::KERNEL_RELEASE
+        | urf::PROGRAM_RETAIN
+        | urf::PROGRAM_RELEASE
+        | urf::KERNEL_CREATE_WITH_NATIVE_HANDLE
+        | urf::PROGRAM_CREATE_WITH_IL
+        | urf::PROGRAM_CREATE_WITH_BINARY
+        | urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE
+        | urf::PROGRAM_LINK
+        | urf::PROGRAM_LINK_EXP
+        | urf::PROGRAM_BUILD
+        | urf::PROGRAM_COMPILE
+        | urf::PROGRAM_BUILD_EXP
+        | urf::PROGRAM_COMPILE_EXP => kind_enabled(Kind::CodeObject),
+        _ => false,
+    }
+}
+
+/// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
+fn no_open_calls() -> bool {
+    OPEN.try_with(|o| o.try_borrow().is_ok_and(|o| o.len == 0)).unwrap_or(true)
+}
+
+/// Effects at the start of a call (inside it: records take its correlation id).
+///
+/// # Safety
+/// `p` holds the arguments of the live call.
+unsafe fn ur_begin_effects(p: &ApiCallPayload) {
+    let a = &p.args;
+    if p.function_id == urf::USM_FREE {
+        emit_memory_free(a[1]);
+    }
+}
+
+/// Effects at the end of a successful call, before its exit.
+///
+/// # Safety
+/// `p` holds the arguments of the live call, which succeeded.
+unsafe fn ur_end_effects(p: &ApiCallPayload) {
+    let a = &p.args;
+    // SAFETY (each read_out / deref): output pointers of a successful call were written;
+    // input pointers are the caller's variables, live during the callback.
+    unsafe {
+        match p.function_id {
+            urf::USM_HOST_ALLOC => alloc(read_out(a[4]), a[3], MemoryType::Host, 0),
+            urf::USM_DEVICE_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Device, a[1]),
+            urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
+            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
+            urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
+                let c = copy(a[0], a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
+                emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
+            }
+            // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
+            urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
+                let c = copy(a[0], a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
+            }
+            urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
+                let c = copy(a[0], a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
+            }
+            // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
+            urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
+                let c = copy(a[0], a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
+                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
+                remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
+            }
+            // (hQueue, pMem, patternSize, pPattern, size, ...)
+            urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
+                let f = MemoryFillPayload {
+                    queue: a[0],
+                    dst: a[1],
+                    pattern: pattern(a[3], a[2]),
+                    pattern_size: a[2],
+                    size: a[4],
+                    device: queue_device(a[0]),
+                    ..Default::default()
+                };
+                emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
+                remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
+            }
+            // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
+            urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
+                let f = MemoryFillPayload {
+                    queue: a[0],
+                    dst: a[1],
+                    pattern: pattern(a[2], a[3]),
+                    pattern_size: a[3],
+                    size: a[5],
+                    device: queue_device(a[0]),
+                    ..Default::default()
+                };
+                emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
+                remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
+            }
+            // (hQueue, numEventsInWaitList, ...)
+            urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
+                if kind_enabled(Kind::Sync) =>
+            {
+                let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
+                let s = SyncPayload {
+                    object: a[0],
+                    event_count: wait_count as u32,
+                    queue: a[0],
+                    device: queue_device(a[0]),
+                    ..Default::default()
+                };
+                emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
+                remember_launch(p, Launch::Barrier(s));
+            }
+            // (hContext, hDevice, pProperties, phQueue)
+            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
+            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
+            // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
+            urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
+            // (hProgram, pKernelName, phKernel)
+            urf::KERNEL_CREATE => {
+                remember_kernel_name(read_out(a[2]), a[1], NAME_CAP as u64);
+                if kind_enabled(Kind::CodeObject) {
+                    code_object_load(p);
+                }
+            }
+            // (hKernel, propName, propSize, pPropValue, pPropSizeRet)
+            urf::KERNEL_GET_INFO if a[1] == UR_KERNEL_INFO_FUNCTION_NAME && a[2] > 0 => {
+                remember_kernel_name(a[0], a[3], a[2])
+            }
+            // (hKernel) / (hProgram): reference counts of the code objects whose load was reported
+            urf::KERNEL_RETAIN | urf::PROGRAM_RETAIN => code_objects::retain(a[0]),
+            urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => code_object_release(p.function_id, a[0]),
+            _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
+            _ => {}
+        }
+    }
+}
+
+/// `UR_KERNEL_INFO_FUNCTION_NAME`.
+const UR_KERNEL_INFO_FUNCTION_NAME: u64 = 0;
+
+/// Kernel handle → function name (whole, demangled), from `urKernelCreate` and
+/// `urKernelGetInfo(FUNCTION_NAME)` (kernels made from native handles have no name until someone
+/// asks for it; dpctl does). Written once per kernel creation, read once per dispatch (an `Arc`
+/// clone: no copy of the name); never on the disabled path.
+static KERNEL_NAMES: RwLock<BTreeMap<u64, std::sync::Arc<CStr>>> = RwLock::new(BTreeMap::new());
+
+/// The name a kernel is reported by: SYCL's kernel names are type names mangled as typeinfo
+/// names (`_ZTS` + the type), which demangle to `typeinfo name for T`: the type `T` is the name.
+/// Other mangled names demangle as they are; anything else is kept whole.
+pub fn readable_kernel_name(bytes: &[u8]) -> Vec<u8> {
+    let demangled = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|s| s.starts_with("_Z"))
+        .and_then(|s| cpp_demangle::Symbol::new(s).ok())
+        .and_then(|sym| sym.demangle(&cpp_demangle::DemangleOptions::default()).ok());
+    match demangled {
+        Some(d) => d.strip_prefix("typeinfo name for ").unwrap_or(&d).as_bytes().to_vec(),
+        None => bytes.to_vec(),
+    }
+}
+
+/// # Safety
+/// `name` is null or points at a string of at most `cap` readable bytes (NUL-terminated or not).
+unsafe fn remember_kernel_name(kernel: u64, name: u64, cap: u64) {
+    if kernel == 0 || name == 0 {
+        return;
+    }
+    let cap = (cap as usize).min(MAX_NAME);
+    // SAFETY: forwarded; strnlen reads at most `cap` bytes.
+    let len = unsafe { libc::strnlen(name as *const c_char, cap) };
+    // SAFETY: `len` bytes at `name` were just read by strnlen.
+    let bytes = unsafe { std::slice::from_raw_parts(name as *const u8, len) };
+    if bytes.is_empty() {
+        return;
+    }
+    let Ok(readable) = std::ffi::CString::new(readable_kernel_name(bytes)) else { return };
+    KERNEL_NAMES.write().unwrap_or_else(|e| e.into_inner()).insert(kernel, readable.into());
+}
+
+/// Longest kernel name read from the runtime (names are kept whole up to this).
+const MAX_NAME: usize = 64 * 1024;
+
+/// The kernel's reported name, if known.
+fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
+    KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner()).get(&kernel).cloned()
+}
+
+/// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
+/// its device; only launches on a profiling queue wait for their device times).
+static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
+
+fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
+    if queue != 0 {
+        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, (device, profiling));
+    }
+}
+
+fn queue_device(queue: u64) -> u64 {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+}
+
+fn queue_profiles(queue: u64) -> bool {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+}
+
+/// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
+/// padding, `pNext`), the properties pointer of `urQueueCreate` (null = no flags).
+///
+/// # Safety
+/// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
+unsafe fn queue_profiling(props: u64) -> bool {
+    const PROFILING_ENABLE: u32 = 1 << 1;
+    if props == 0 {
+        return false;
+    }
+    // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
+    let flags = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    flags & PROFILING_ENABLE != 0
+}
+
+fn device_activity_wanted() -> bool {
+    kind_enabled(Kind::KernelDispatch)
+        || kind_enabled(Kind::MemoryCopy)
+        || kind_enabled(Kind::MemoryFill)
+        || kind_enabled(Kind::Sync)
+}
+
+/// The memory type of a USM pointer; memory UR did not allocate is the host's.
+fn usm_type(ptr: u64) -> MemoryType {
+    offtrace_core::lookup_allocation(ptr).map_or(MemoryType::Host, |(_, _, t)| t)
+}
+
+fn copy(queue: u64, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
+    MemoryCopyPayload {
+        queue,
+        dst,
+        src,
+        size,
+        device: queue_device(queue),
+        direction: offtrace_core::CopyDirection::from_types(src_type, dst_type),
+        src_type,
+        dst_type,
+        ..Default::default()
+    }
+}
+
+/// Device work whose device times may come through `urEventGetProfilingInfo` on its event.
+// The kernel variant is the common one: boxing it would allocate per launch.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Launch {
+    Kernel(KernelDispatchPayload, std::sync::Arc<CStr>),
+    Copy(u32, MemoryCopyPayload),
+    Fill(u32, MemoryFillPayload),
+    Barrier(SyncPayload),
+}
+
+// The payloads' pointers (name, implicit allocations) are cleared or owned by the entry.
+// SAFETY: `Launch` owns everything its pointers point at (the `Arc<CStr>` name) or holds null.
+unsafe impl Send for Launch {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for Launch {}
+
+struct PendingLaunch {
+    launch: Launch,
+    correlation: u64,
+    start: u64,
+    end: u64,
+}
+
+/// UR event → the launch that returned it. An event handle reused by a later launch replaces
+/// the entry (the old event is gone); entries whose times were reported are removed. Bounded:
+/// at `MAX_PENDING` entries the table is emptied (times of those launches, if a program ever
+/// reads them, are not reported).
+static PENDING: std::sync::Mutex<BTreeMap<u64, PendingLaunch>> = std::sync::Mutex::new(BTreeMap::new());
+const MAX_PENDING: usize = 1 << 16;
+
+/// `UR_PROFILING_INFO_COMMAND_START` / `_END`.
+const PROFILING_START: u64 = 2;
+const PROFILING_END: u64 = 3;
+
+/// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
+/// launched (other queues have no device times to wait for: nothing is kept for them).
+fn remember_launch(p: &ApiCallPayload, launch: Launch) {
+    if !queue_profiles(p.args[0]) {
+        return;
+    }
+    let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
+        return;
+    };
+    let ph = p.args.get(idx).copied().unwrap_or(0);
+    // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
+    let event = unsafe { read_out(ph) };
+    if event == 0 {
+        return;
+    }
+    let correlation = offtrace_core::current_correlation_id();
+    let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    if t.len() >= MAX_PENDING {
+        t.clear();
+    }
+    t.insert(event, PendingLaunch { launch, correlation, start: 0, end: 0 });
+}
+
+fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
+    if !queue_profiles(a[0]) {
+        return;
+    }
+    let mut k = *k;
+    k.implicit_allocations = std::ptr::null();
+    k.implicit_allocation_count = 0;
+    k.kernel_name = std::ptr::null();
+    let mut p = ApiCallPayload::new(urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP, &a[..]);
+    p.arg_count = 12;
+    remember_launch(&p, Launch::Kernel(k, name));
+}
+
+/// A device time the program read; when both the start and the end of a launch's event are
+/// known, the launch's activity is emitted with them. Device times are used when they are in
+/// the trace's clock (CLOCK_MONOTONIC: the case of the CPU runtimes here, checked by distance
+/// from now); otherwise they are not reported.
+fn profiling_info(event: u64, prop: u64, value: u64) {
+    if prop != PROFILING_START && prop != PROFILING_END {
+        return;
+    }
+    let done = {
+        let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = t.get_mut(&event) else { return };
+        if prop == PROFILING_START {
+            e.start = value;
+        } else {
+            e.end = value;
+        }
+        if e.start == 0 || e.end == 0 {
+            return;
+        }
+        t.remove(&event)
+    };
+    let Some(e) = done else { return };
+    let now = offtrace_core::timestamp_ns();
+    const SAME_CLOCK: u64 = 600_000_000_000; // 10 minutes
+    if e.end < e.start || now.abs_diff(e.end) > SAME_CLOCK {
+        return;
+    }
+    let (start, end) = (e.start, e.end);
+    match e.launch {
+        Launch::Kernel(mut k, name) => {
+            k.kernel_name = name.as_ptr();
+            (k.device_start, k.device_end) = (start, end);
+            emit_activity(
+                Kind::KernelDispatch,
+                kernel_dispatch::LAUNCH,
+                e.correlation,
+                start,
+                end,
+                Payload::KernelDispatch(&k),
+            );
+        }
+        Launch::Copy(op, mut c) => {
+            (c.device_start, c.device_end) = (start, end);
+            emit_activity(Kind::MemoryCopy, op, e.correlation, start, end, Payload::MemoryCopy(&c));
+        }
+        Launch::Fill(op, mut f) => {
+            (f.device_start, f.device_end) = (start, end);
+            emit_activity(Kind::MemoryFill, op, e.correlation, start, end, Payload::MemoryFill(&f));
+        }
+        Launch::Barrier(mut b) => {
+            (b.device_start, b.device_end) = (start, end);
+            emit_activity(Kind::Sync, sync_op::BARRIER, e.correlation, start, end, Payload::Sync(&b));
+        }
+    }
+}
+
+/// Up to 8 bytes of a fill pattern.
+///
+/// # Safety
+/// `ptr` is null or points at `size` readable bytes.
+unsafe fn pattern(ptr: u64, size: u64) -> u64 {
+    if ptr == 0 {
+        return 0;
+    }
+    let mut b = [0u8; 8];
+    let n = (size as usize).min(8);
+    // SAFETY: forwarded; at most `size` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, b.as_mut_ptr(), n) };
+    u64::from_le_bytes(b)
+}
+
+fn alloc(ptr: u64, size: u64, memory_type: MemoryType, device: u64) {
+    if ptr != 0 {
+        emit_memory_alloc(&MemoryAllocPayload { ptr, size, memory_type, device });
+    }
+}
+
+/// # Safety
+/// As [`ur_end_effects`].
+unsafe fn code_object_load(p: &ApiCallPayload) {
+    let a = &p.args;
+    // SAFETY: as the caller's.
+    let (op, co) = unsafe {
+        match p.function_id {
+            // (hContext, pIL, length, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_IL => {
+                let h = read_out(a[4]);
+                (
+                    code_object::PROGRAM,
+                    CodeObjectPayload { handle: h, program: h, binary_size: a[2], ..Default::default() },
+                )
+            }
+            // (hContext, numDevices, phDevices, pLengths, ppBinaries, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_BINARY => {
+                let h = read_out(a[6]);
+                let len = if a[1] > 0 { read_out(a[3]) } else { 0 };
+                (
+                    code_object::PROGRAM,
+                    CodeObjectPayload { handle: h, program: h, binary_size: len, ..Default::default() },
+                )
+            }
+            // (hNativeProgram, hContext, pProperties, phProgram)
+            urf::PROGRAM_CREATE_WITH_NATIVE_HANDLE => {
+                let h = read_out(a[3]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, count, phPrograms, pOptions, phProgram)
+            urf::PROGRAM_LINK => {
+                let h = read_out(a[4]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, numDevices, phDevices, flags, count, phPrograms, pOptions, phProgram)
+            urf::PROGRAM_LINK_EXP => {
+                let h = read_out(a[7]);
+                (code_object::PROGRAM, CodeObjectPayload { handle: h, program: h, ..Default::default() })
+            }
+            // (hContext, hProgram, pOptions)
+            urf::PROGRAM_BUILD | urf::PROGRAM_COMPILE => (
+                code_object::PROGRAM_BUILD,
+                CodeObjectPayload { handle: a[1], program: a[1], name: a[2] as *const c_char, ..Default::default() },
+            ),
+            // (hProgram, numDevices, phDevices, flags, pOptions)
+            urf::PROGRAM_BUILD_EXP | urf::PROGRAM_COMPILE_EXP => (
+                code_object::PROGRAM_BUILD,
+                CodeObjectPayload { handle: a[0], program: a[0], name: a[4] as *const c_char, ..Default::default() },
+            ),
+            // (hProgram, pKernelName, phKernel)
+            urf::KERNEL_CREATE => (
+                code_object::KERNEL,
+                CodeObjectPayload {
+                    handle: read_out(a[2]),
+                    program: a[0],
+                    name: a[1] as *const c_char,
+                    binary_size: 0,
+                },
+            ),
+            // (hNativeKernel, hContext, hProgram, pProperties, phKernel)
+            urf::KERNEL_CREATE_WITH_NATIVE_HANDLE => {
+                (code_object::KERNEL, CodeObjectPayload { handle: read_out(a[4]), program: a[2], ..Default::default() })
+            }
+            _ => return,
+        }
+    };
+    if op != code_object::PROGRAM_BUILD {
+        code_objects::created(co.handle);
+    }
+    emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&co));
+}
+
+/// A successful `urKernelRelease` / `urProgramRelease` of `handle`: UNLOAD if it dropped the
+/// last reference of an object whose load was reported.
+fn code_object_release(function_id: u32, handle: u64) {
+    if !code_objects::release(handle) || !kind_enabled(Kind::CodeObject) {
+        return;
+    }
+    let (op, co) = if function_id == urf::KERNEL_RELEASE {
+        (code_object::KERNEL, CodeObjectPayload { handle, ..Default::default() })
+    } else {
+        (code_object::PROGRAM, CodeObjectPayload { handle, program: handle, ..Default::default() })
+    };
+    emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&co));
+}
+
+/// Reference counts of the programs and kernels whose creation was reported as a LOAD, so that
+/// their UNLOAD is reported once, at the release that destroys them (UR objects start with one
+/// reference; `urKernelRetain`/`urProgramRetain` add one, `*Release` drops one). Objects made
+/// before a `CODE_OBJECT` service was configured are not tracked and get no UNLOAD.
+mod code_objects {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static COUNTS: Mutex<Option<HashMap<u64, u32>>> = Mutex::new(None);
+    /// Whether `COUNTS` may hold anything: retains and releases skip the lock until a load.
+    static ANY: AtomicBool = AtomicBool::new(false);
+
+    fn with<R>(f: impl FnOnce(&mut HashMap<u64, u32>) -> R) -> R {
+        let mut g = COUNTS.lock().unwrap_or_else(|e| e.into_inner());
+        f(g.get_or_insert_with(HashMap::new))
+    }
+
+    /// A program or kernel was created (one reference). A handle reused after its object died
+    /// starts again at one.
+    pub(super) fn created(handle: u64) {
+        if handle == 0 {
+            return;
+        }
+        // Relaxed: a hint; the map itself is under the mutex.
+        ANY.store(true, Ordering::Relaxed);
+        with(|m| m.insert(handle, 1));
+    }
+
+    pub(super) fn retain(handle: u64) {
+        if ANY.load(Ordering::Relaxed) {
+            with(|m| {
+                if let Some(n) = m.get_mut(&handle) {
+                    *n = n.saturating_add(1);
+                }
+            });
+        }
+    }
+
+    /// Drops one reference; `true` when this release destroyed a tracked object.
+    pub(super) fn release(handle: u64) -> bool {
+        if !ANY.load(Ordering::Relaxed) {
+            return false;
+        }
+        with(|m| match m.get_mut(&handle) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                m.remove(&handle);
+                true
+            }
+            None => false,
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn unload_only_at_the_last_release() {
+            super::created(0xabc0);
+            super::retain(0xabc0);
+            super::retain(0xabc0);
+            assert!(!super::release(0xabc0));
+            assert!(!super::release(0xabc0));
+            assert!(super::release(0xabc0));
+            assert!(!super::release(0xabc0), "already destroyed");
+            assert!(!super::release(0xdef0), "never reported");
+            super::created(0xabc0); // the handle value reused by a new object
+            assert!(super::release(0xabc0));
+        }
+    }
+}
+
+/// `ur_exp_kernel_arg_properties_t` (ur_api.h v0.12): 48 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelArgProperties {
+    stype: u32,
+    _pad: u32,
+    p_next: *const c_void,
+    arg_type: u32,
+    index: u32,
+    size: usize,
+    /// `ur_exp_kernel_arg_value_t`: `value` / `pointer` / `memObjTuple {hMem, flags}` / sampler.
+    value: [u64; 2],
+}
+
+/// `ur_exp_kernel_arg_type_t`.
+mod arg_type {
+    pub const VALUE: u32 = 0;
+    pub const POINTER: u32 = 1;
+    pub const MEM_OBJ: u32 = 2;
+    pub const LOCAL: u32 = 3;
+    pub const SAMPLER: u32 = 4;
+}
+
+/// The kernel argument values of a launch: pointers (USM) as is, values up to 8 bytes read
+/// through their pointer, memory objects and samplers as handles, local sizes as sizes.
+///
+/// # Safety
+/// `args` is null or points at `count` live `ur_exp_kernel_arg_properties_t`.
+unsafe fn kernel_args(args: u64, count: u64, out: &mut [u64; MAX_KERNEL_ARGS]) -> u32 {
+    if args == 0 {
+        return 0;
+    }
+    let mut n = 0u32;
+    for i in 0..(count as usize).min(MAX_KERNEL_ARGS) {
+        // SAFETY: forwarded: `count` entries.
+        let a = unsafe { (args as *const KernelArgProperties).add(i).read_unaligned() };
+        let idx = a.index as usize;
+        if idx >= MAX_KERNEL_ARGS {
+            continue;
+        }
+        out[idx] = match a.arg_type {
+            arg_type::POINTER | arg_type::MEM_OBJ | arg_type::SAMPLER => a.value[0],
+            arg_type::LOCAL => a.size as u64,
+            // SAFETY: a value argument points at `size` readable bytes.
+            arg_type::VALUE if a.value[0] != 0 && matches!(a.size, 1 | 2 | 4 | 8) => unsafe {
+                load_sized(a.value[0] as *const u8, a.size as u8)
+            },
+            _ => 0,
+        };
+        n = n.max(idx as u32 + 1);
+    }
+    n
+}
+
+/// `urEnqueueKernelLaunchWithArgsExp` (hQueue, hKernel, workDim, pGlobalWorkOffset,
+/// pGlobalWorkSize, pLocalWorkSize, numArgs, pArgs, launchPropList, numEventsInWaitList,
+/// phEventWaitList, phEvent).
+///
+/// # Safety
+/// As [`ur_end_effects`].
+unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
+    let mut k = KernelDispatchPayload { queue: a[0], kernel: a[1], work_dim: a[2] as u32, ..Default::default() };
+    let dims = (a[2] as usize).min(3);
+    for d in 0..dims {
+        // SAFETY: the size arrays, when given, have `workDim` entries (UR contract).
+        unsafe {
+            if a[4] != 0 {
+                k.global_size[d] = (a[4] as *const u64).add(d).read_unaligned();
+            }
+            if a[5] != 0 {
+                k.local_size[d] = (a[5] as *const u64).add(d).read_unaligned();
+            }
+        }
+    }
+    // SAFETY: `pArgs` has `numArgs` entries (UR contract).
+    k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
+    // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
+    // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
+    let _ = TASK.try_with(|t| t.dispatched.set(true));
+    k.device = queue_device(a[0]);
+    if let Some(own) = kernel_name(a[1]) {
+        k.kernel_name = own.as_ptr();
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        remember_kernel_launch(a, &k, own);
+        return;
+    }
+    let _ = TASK.try_with(|t| {
+        if t.instance.get() != 0 {
+            // SAFETY: the task is open on this thread (the launch is inside it).
+            unsafe { resolve_task(t) };
+        }
+        let Ok(name) = t.name.try_borrow() else { return };
+        if t.instance.get() != 0 && name[0] != 0 {
+            k.kernel_name = name.as_ptr().cast();
+        }
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        if let Ok(own) = CStr::from_bytes_until_nul(&name[..]) {
+            remember_kernel_launch(a, &k, own.into());
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SYCL notifications
+
+/// Metadata keys the bridge reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Key {
+    KernelName,
+    /// `arg<N>`: an `offload_kernel_arg_data_t` (VERBOSE).
+    Arg(u8),
+    /// `enqueue_kernel_data`: an `offload_kernel_enqueue_data_t` (VERBOSE).
+    EnqueueKernelData,
+    MemoryPtr,
+    MemorySize,
+    SyclDeviceName,
+    QueueHandle,
+    SyclDevice,
+    SyclContext,
+    IsInorder,
+    Other,
+}
+
+fn key_of(name: &[u8]) -> Key {
+    match name {
+        b"kernel_name" => Key::KernelName,
+        b"queue_handle" => Key::QueueHandle,
+        b"sycl_device" => Key::SyclDevice,
+        b"sycl_context" => Key::SyclContext,
+        b"is_inorder" => Key::IsInorder,
+        b"enqueue_kernel_data" => Key::EnqueueKernelData,
+        b"memory_ptr" => Key::MemoryPtr,
+        b"memory_size" => Key::MemorySize,
+        b"sycl_device_name" => Key::SyclDeviceName,
+        [b'a', b'r', b'g', digits @ ..]
+            if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) =>
+        {
+            Key::Arg(digits.iter().fold(0u8, |n, d| n * 10 + (d - b'0')))
+        }
+        _ => Key::Other,
+    }
+}
+
+thread_local! {
+    /// Metadata key id → [`Key`], a small per-thread cache in front of `xptiLookupString`.
+    static KEYS: RefCell<[(u32, Key); 32]> = const { RefCell::new([(0, Key::Other); 32]) };
+}
+
+fn key(d: &Dispatcher, id: u32) -> Key {
+    let slot = (id as usize) % 32;
+    if let Ok(Some(k)) = KEYS.try_with(|c| {
+        let c = c.borrow();
+        (c[slot].0 == id && id != 0).then_some(c[slot].1)
+    }) {
+        return k;
+    }
+    // SAFETY: xptiLookupString returns null or a NUL-terminated string the dispatcher owns.
+    let p = unsafe { (d.lookup_string)(id) };
+    let k = if p.is_null() { Key::Other } else { key_of(unsafe { CStr::from_ptr(p) }.to_bytes()) };
+    let _ = KEYS.try_with(|c| c.borrow_mut()[slot] = (id, k));
+    k
+}
+
+/// Calls `f(key, object)` for each metadata item of `e` the bridge knows.
+///
+/// # Safety
+/// `e` is a live event of the current callback.
+unsafe fn for_metadata(
+    d: &Dispatcher,
+    e: &TraceEventData,
+    mut f: impl FnMut(Key, &offtrace_xpti_abi::abi::ObjectData),
+) {
+    let map = &e.reserved.metadata;
+    let mut node = map.before_begin_next;
+    let mut n = 0;
+    while n < map.element_count.min(64) && !node.is_null() {
+        // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
+        let nd = unsafe { &*node };
+        let k = key(d, nd.key);
+        if k != Key::Other {
+            // SAFETY: the value is an object id of this map, owned by the dispatcher.
+            let o = unsafe { (d.lookup_object)(nd.value) };
+            f(k, &o);
+        }
+        node = nd.next;
+        n += 1;
+    }
+}
+
+/// An integer metadata value (little-endian, up to 8 bytes).
+fn object_u64(o: &offtrace_xpti_abi::abi::ObjectData) -> u64 {
+    if o.data.is_null() || o.type_ == metadata_type::STRING {
+        return 0;
+    }
+    let mut b = [0u8; 8];
+    let n = o.size.min(8);
+    // SAFETY: the dispatcher's object holds `size` bytes at `data`.
+    unsafe { std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), b.as_mut_ptr(), n) };
+    u64::from_le_bytes(b)
+}
+
+/// The event's payload name (valid during the callback), or null.
+fn payload_name(e: &TraceEventData) -> *const c_char {
+    if e.flags & event_flags::PAYLOAD_AVAILABLE != 0 && !e.reserved.payload.is_null() {
+        // SAFETY: PayloadAvailable and non-null: the payload lives as long as the event.
+        unsafe { (*e.reserved.payload).name }
+    } else {
+        std::ptr::null()
+    }
+}
+
+/// # Safety
+/// `raw` holds the arguments of a live notification on the `sycl` stream.
+#[inline(never)]
+unsafe fn sycl(raw: &Raw) {
+    let Some(d) = DISPATCHER.get() else { return };
+    // SAFETY: a non-null event of a live callback is valid for the callback.
+    let ev = unsafe { raw.event.as_ref() };
+    match raw.trace_type {
+        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::Queue) => {
+            let Some(e) = ev else { return };
+            let mut q = QueuePayload::default();
+            // SAFETY: `e` is live.
+            unsafe {
+                for_metadata(d, e, |k, o| match k {
+                    Key::QueueHandle => q.queue = object_u64(o),
+                    Key::SyclDevice => q.device = object_u64(o),
+                    Key::SyclContext => q.context = object_u64(o),
+                    Key::IsInorder => q.flags = object_u64(o),
+                    _ => {}
+                })
+            };
+            let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
+            emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
+        }
+        tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            let (op, g) = match raw.trace_type {
+                tt::NODE_CREATE => (
+                    task_graph::NODE_CREATE,
+                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() },
+                ),
+                tt::EDGE_CREATE => (
+                    task_graph::EDGE_CREATE,
+                    TaskGraphPayload {
+                        node: e.unique_id,
+                        source: e.source_id,
+                        target: e.target_id,
+                        name: payload_name(e),
+                        ..Default::default()
+                    },
+                ),
+                _ => (
+                    task_graph::SIGNAL,
+                    TaskGraphPayload {
+                        node: e.unique_id,
+                        name: payload_name(e),
+                        event: raw.user_data as u64,
+                        ..Default::default()
+                    },
+                ),
+            };
+            emit_instant(Kind::TaskGraph, op, Phase::None, Payload::TaskGraph(&g));
+        }
+        tt::TASK_BEGIN => {
+            if let Some(e) = ev {
+                if kind_enabled(Kind::KernelDispatch) {
+                    remember_task(e, raw.instance);
+                }
+                if kind_enabled(Kind::TaskGraph) {
+                    let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
+                    let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
+                    push_open(OpenTag::Task, raw.instance, token);
+                }
+            }
+        }
+        tt::TASK_END => {
+            let _ = TASK.try_with(|t| {
+                if t.instance.get() == raw.instance {
+                    if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
+                        // SAFETY: the task's event is live until this notification returns.
+                        unsafe { resolve_task(t) };
+                        dispatch_without_ur(t);
+                    }
+                    t.instance.set(0);
+                    t.event.set(std::ptr::null());
+                }
+            });
+            if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
+                let g = ev.map_or_else(TaskGraphPayload::default, |e| TaskGraphPayload {
+                    node: e.unique_id,
+                    name: payload_name(e),
+                    ..Default::default()
+                });
+                emit_exit(token, Payload::TaskGraph(&g));
+            }
+        }
+        tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
+            let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0, ..Default::default() };
+            let (tag, op) = if raw.trace_type == tt::WAIT_BEGIN {
+                (OpenTag::Wait, sync_op::WAIT)
+            } else {
+                (OpenTag::Barrier, sync_op::BARRIER)
+            };
+            let token = emit_enter(Kind::Sync, op, Payload::Sync(&s));
+            push_open(tag, raw.instance, token);
+        }
+        tt::WAIT_END | tt::BARRIER_END => {
+            let tag = if raw.trace_type == tt::WAIT_END { OpenTag::Wait } else { OpenTag::Barrier };
+            if let Some(token) = pop_open(tag, raw.instance) {
+                let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0, ..Default::default() };
+                emit_exit(token, Payload::Sync(&s));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The dispatch of a command group when no UR calls are traced: kernel name, VERBOSE `arg<N>`
+/// values and global size from the task's metadata; queue and kernel handles unknown (0).
+fn dispatch_without_ur(t: &PendingTask) {
+    let (Ok(name), Ok(args)) = (t.name.try_borrow(), t.args.try_borrow()) else { return };
+    let text = &name[..name.iter().position(|&c| c == 0).unwrap_or(0)];
+    // VERBOSE sends `enqueue_kernel_data` for kernels only; otherwise tell the runtime's own
+    // command-group names of non-kernel commands apart (docs/reference/sycl-runtime.md §5).
+    const NOT_KERNELS: [&[u8]; 7] =
+        [b"fill", b"host task", b"memcpy", b"copy ", b"prefetch", b"mem advise", b"barrier"];
+    let kernel = args.2 != [0; 3] || !NOT_KERNELS.iter().any(|p| text.starts_with(p));
+    if text.is_empty() || !kernel {
+        return;
+    }
+    let mut k = KernelDispatchPayload {
+        kernel_name: name.as_ptr().cast(),
+        kernel_arg_count: args.1,
+        kernel_args: args.0,
+        global_size: args.2,
+        work_dim: args.2.iter().rposition(|&g| g > 1).map_or(1, |i| i as u32 + 1),
+        ..Default::default()
+    };
+    if args.2 == [0; 3] {
+        k.work_dim = 0;
+    }
+    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+}
+
+/// USM allocations and frees when no UR calls are traced: `sycl.experimental.mem_alloc`
+/// `mem_alloc_end` / `mem_release_begin` with `memory_ptr`, `memory_size`, `sycl_device_name`.
+/// Host memory is recognised (`"Host"`, or user data `"malloc_host"`); device and shared
+/// memory cannot be told apart there and are reported as UNKNOWN.
+///
+/// # Safety
+/// `raw` holds the arguments of a live `sycl.experimental.mem_alloc` notification.
+#[inline(never)]
+unsafe fn usm_without_ur(raw: &Raw) {
+    let Some(d) = DISPATCHER.get() else { return };
+    // SAFETY: a non-null event of a live callback is valid for the callback.
+    let Some(e) = (unsafe { raw.event.as_ref() }) else { return };
+    let (mut ptr, mut size, mut host) = (0u64, 0u64, false);
+    // SAFETY: `e` is live.
+    unsafe {
+        for_metadata(d, e, |k, o| match k {
+            Key::MemoryPtr => ptr = object_u64(o),
+            Key::MemorySize => size = object_u64(o),
+            Key::SyclDeviceName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
+                // SAFETY: the object holds `size` bytes at `data`.
+                host = std::slice::from_raw_parts(o.data.cast::<u8>(), o.size) == b"Host";
+            }
+            _ => {}
+        })
+    };
+    if raw.trace_type == tt::MEM_RELEASE_BEGIN {
+        if ptr != 0 {
+            emit_memory_free(ptr);
+        }
+        return;
+    }
+    if !raw.user_data.is_null() {
+        let mut b = [0u8; 12];
+        // Defensive: the user data is a C string for USM notifications (docs/reference/sycl-runtime.md §5).
+        let n = safe_read::read_bytes(raw.user_data as usize, &mut b);
+        host |= n >= 12 && &b[..12] == b"malloc_host\0";
+    }
+    let memory_type = if host { MemoryType::Host } else { MemoryType::Unknown };
+    alloc(ptr, size, memory_type, 0);
+}
+
+/// Notes the task starting on this thread, for the dispatch inside it: a few stores; its
+/// metadata (kernel name, VERBOSE arguments) is read by [`resolve_task`] only if a dispatch
+/// needs it (a kernel whose UR name is unknown, or no UR calls at all).
+fn remember_task(e: &TraceEventData, instance: u64) {
+    let _ = TASK.try_with(|t| {
+        t.event.set(e);
+        t.resolved.set(false);
+        t.dispatched.set(false);
+        t.instance.set(instance);
+    });
+}
+
+/// Reads the open task's metadata into `t.name` and `t.args`, once per task.
+///
+/// # Safety
+/// `t.event` is null or the event of a task open on this thread (live until its `task_end`).
+unsafe fn resolve_task(t: &PendingTask) {
+    if t.resolved.get() {
+        return;
+    }
+    t.resolved.set(true);
+    let (Some(d), ev) = (DISPATCHER.get(), t.event.get()) else { return };
+    // SAFETY: contract.
+    let Some(e) = (unsafe { ev.as_ref() }) else { return };
+    // SAFETY: forwarded.
+    unsafe { read_task_metadata(t, d, e) };
+}
+
+/// # Safety
+/// `e` is a live event.
+unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData) {
+    {
+        // Busy only if a tool's dispatch callback started a SYCL task from inside it.
+        let Ok(mut name) = t.name.try_borrow_mut() else { return };
+        let Ok(mut args) = t.args.try_borrow_mut() else { return };
+        name[0] = 0;
+        *args = ([0; MAX_KERNEL_ARGS], 0, [0; 3]);
+        let ur_seen = UR_SEEN.load(Ordering::Relaxed);
+        // SAFETY: forwarded.
+        unsafe {
+            for_metadata(d, e, |k, o| match k {
+                Key::KernelName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
+                    let n = o.size.min(NAME_CAP - 1);
+                    // SAFETY: the object holds `size` bytes at `data`.
+                    std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), name.as_mut_ptr(), n);
+                    name[n] = 0;
+                }
+                Key::Arg(i) if !ur_seen && usize::from(i) < MAX_KERNEL_ARGS && o.size >= 24 && !o.data.is_null() => {
+                    // offload_kernel_arg_data_t { int type; void* pointer; int size; int index }
+                    let mut b = [0u8; 24];
+                    // SAFETY: the object holds `size` ≥ 24 bytes at `data`.
+                    std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), b.as_mut_ptr(), 24);
+                    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+                    let (ty, ptr, size) = (b[0], word(8), u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])));
+                    // `pointer` points at the argument's value in the runtime's command group;
+                    // read it defensively (never a fault) for pointers (3) and small values.
+                    let v = if (ty == 3 || size <= 8) && ptr != 0 {
+                        safe_read::read_u64(ptr as usize).unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    let v = if size > 0 && size < 8 { v & ((1u64 << (size * 8)) - 1) } else { v };
+                    args.0[usize::from(i)] = v;
+                    args.1 = args.1.max(u32::from(i) + 1);
+                }
+                Key::EnqueueKernelData if !ur_seen && o.size >= 24 && !o.data.is_null() => {
+                    // offload_kernel_enqueue_data_t { size_t global[3]; size_t local[3]; ... }
+                    for (j, g) in args.2.iter_mut().enumerate() {
+                        // SAFETY: the object holds ≥ 24 bytes at `data`.
+                        *g = o.data.cast::<u64>().add(j).read_unaligned();
+                    }
+                }
+                _ => {}
+            })
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_arg_properties_layout_matches_ur_api_h() {
+        assert_eq!(std::mem::size_of::<KernelArgProperties>(), 48);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, arg_type), 16);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, index), 20);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, size), 24);
+        assert_eq!(std::mem::offset_of!(KernelArgProperties, value), 32);
+    }
+
+    #[test]
+    fn ur_operations_are_sorted_with_descriptors() {
+        let ops = ur_operations();
+        assert!(ops.windows(2).all(|w| w[0].id < w[1].id));
+        let memcpy = ops.iter().find(|o| o.name == "urEnqueueUSMMemcpy").expect("memcpy");
+        let names: Vec<_> = memcpy.args.iter().map(|a| (a.name, a.format)).collect();
+        assert_eq!(
+            names[..3],
+            [("hQueue", ArgFormat::Pointer), ("blocking", ArgFormat::Bool), ("pDst", ArgFormat::Pointer)]
+        );
+        let kc = ops.iter().find(|o| o.name == "urKernelCreate").expect("kernel create");
+        assert_eq!(kc.args[1].format, ArgFormat::CString);
+    }
+
+    /// 70 nested UR calls on one thread, ended in reverse order except two swapped: every
+    /// delivered enter gets its exit (the services deliver at most 64 open calls per thread:
+    /// the 6 deeper ones are not delivered at all), and the effects of `urUSMDeviceAlloc` /
+    /// `urUSMFree` reach the allocation table.
+    #[test]
+    fn nested_calls_pair_beyond_the_stack_and_allocations_are_tracked() {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU64;
+        let _ = register_kind_operations(Kind::UrApi, ur_operations());
+        let (enters, exits) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let ctx = offtrace_core::create_context().expect("context");
+        let (e, x) = (enters.clone(), exits.clone());
+        offtrace_core::configure_callback_tracing_closure(ctx, Kind::UrApi, None, move |r, _| {
+            let c = if r.phase == Phase::Enter as u32 { &e } else { &x };
+            c.fetch_add(1, Ordering::Relaxed);
+        })
+        .expect("configure");
+        offtrace_core::start_context(ctx).expect("start");
+
+        // urUSMDeviceAlloc(hContext, hDevice, pUSMDesc, pool, size, ppMem)
+        let alloc = ur::function_by_name("urUSMDeviceAlloc").expect("alloc");
+        let (h, size, mem) = (0x10u64, 4096u64, 0x7000_0000u64);
+        let pp_mem = &mem as *const u64 as u64;
+        let params: [*const c_void; 6] = [
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&h as *const u64).cast(),
+            (&size as *const u64).cast(),
+            (&pp_mem as *const u64).cast(),
+        ];
+        let ok: i32 = 0;
+        let fwa = FunctionWithArgs {
+            function_id: alloc.id,
+            function_name: c"urUSMDeviceAlloc".as_ptr(),
+            args_data: params.as_ptr().cast_mut().cast(),
+            ret_data: (&ok as *const i32).cast_mut().cast(),
+            user_data: std::ptr::null_mut(),
+        };
+        let raw = |trace_type, instance| Raw {
+            trace_type,
+            parent: std::ptr::null(),
+            event: std::ptr::null(),
+            instance,
+            user_data: (&fwa as *const FunctionWithArgs).cast(),
+        };
+        set_active(true);
+        for i in 1..=70 {
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_BEGIN, i)) };
+        }
+        let mut order: Vec<u64> = (1..=70).rev().collect();
+        order.swap(10, 11);
+        for i in order {
+            // SAFETY: the test builds valid notifications (live events and user data).
+            unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &raw(tt::FUNCTION_WITH_ARGS_END, i)) };
+        }
+        assert_eq!(offtrace_core::lookup_allocation(mem + 100), Some((mem, 4096, MemoryType::Device)));
+        // urUSMFree(hContext, pMem)
+        let free = ur::function_by_name("urUSMFree").expect("free");
+        let free_params: [*const c_void; 2] = [(&h as *const u64).cast(), (&mem as *const u64).cast()];
+        let ffree = FunctionWithArgs {
+            function_id: free.id,
+            function_name: c"urUSMFree".as_ptr(),
+            args_data: free_params.as_ptr().cast_mut().cast(),
+            ..fwa
+        };
+        let begin =
+            Raw { user_data: (&ffree as *const FunctionWithArgs).cast(), ..raw(tt::FUNCTION_WITH_ARGS_BEGIN, 99) };
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe { on_notification(StreamKind::UrCall, 1, c"ur.call", &begin) };
+        // SAFETY: the test builds valid notifications (live events and user data).
+        unsafe {
+            on_notification(StreamKind::UrCall, 1, c"ur.call", &Raw { trace_type: tt::FUNCTION_WITH_ARGS_END, ..begin })
+        };
+        set_active(false);
+        offtrace_core::destroy_context(ctx).expect("destroy");
+        assert_eq!(offtrace_core::lookup_allocation(mem), None);
+        assert_eq!((enters.load(Ordering::Relaxed), exits.load(Ordering::Relaxed)), (65, 65));
+        assert_eq!(OPEN.with(|o| o.borrow().len), 0);
+    }
+
+    #[test]
+    fn kernel_args_from_launch_properties() {
+        let value: u32 = 7;
+        let props = [
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::POINTER,
+                index: 0,
+                size: 8,
+                value: [0x1000, 0],
+            },
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::VALUE,
+                index: 2,
+                size: 4,
+                value: [&value as *const u32 as u64, 0],
+            },
+            KernelArgProperties {
+                stype: 0,
+                _pad: 0,
+                p_next: std::ptr::null(),
+                arg_type: arg_type::POINTER,
+                index: 99,
+                size: 8,
+                value: [1, 0],
+            },
+        ];
+        let mut out = [0u64; MAX_KERNEL_ARGS];
+        // SAFETY: `props` has 3 live entries; the value argument points at `value`.
+        let n = unsafe { kernel_args(props.as_ptr() as u64, 3, &mut out) };
+        assert_eq!(n, 3);
+        assert_eq!(out[..3], [0x1000, 0, 7]);
+    }
+}
