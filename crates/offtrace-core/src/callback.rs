@@ -237,14 +237,15 @@ unsafe fn configure(
     let all = filter.all();
     let svc = Box::into_raw(Box::new(CallbackService { callback, data, filter, drop_data }));
     let tagged = tagged_service(svc, all);
-    let result = with_live_slot(ctx, |i, slot, active| {
+    let result = with_live_slot(ctx, |_, slot, active| {
+        // A started context's configuration is locked (rocprofiler-sdk's rule): stop it first.
+        if active {
+            return Err(ServiceError::ContextActive);
+        }
         // AcqRel on success: Release publishes the service to the record path's Acquire load.
         slot.callbacks[kind.index()]
             .compare_exchange(ptr::null_mut(), tagged, Ordering::AcqRel, Ordering::Acquire)
             .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
-        if active {
-            KIND_MASK[kind.index()].fetch_or(1 << i, Ordering::Release);
-        }
         Ok(())
     });
     if result.is_err() {
@@ -633,13 +634,15 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                 me.open_pair(i);
                 delivered |= 1 << i;
                 let id = SLOTS[i].id();
+                // Read before the enter callback runs: a push from inside it applies to the
+                // records that follow the call, not to this call's exit or buffer record.
+                let external = t.external(i, id);
+                frame.handle[i] = id.handle;
+                frame.external[i] = external;
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
-                    correlation_id: CorrelationId {
-                        internal: correlation,
-                        external: UserData { value: t.external(i, id) },
-                    },
+                    correlation_id: CorrelationId { internal: correlation, external: UserData { value: external } },
                     kind: kind as u32,
                     operation: op,
                     phase: Phase::Enter as u32,
@@ -657,6 +660,9 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                 // One pair per context, whether it has a callback, a buffer service or both.
                 if delivered & (1 << i) == 0 {
                     me.open_pair(i);
+                    let id = SLOTS[i].id();
+                    frame.handle[i] = id.handle;
+                    frame.external[i] = t.external(i, id);
                 }
                 buffered |= 1 << i;
             }
@@ -693,7 +699,7 @@ fn exit_slow(
     match t.slot.get() {
         Some(me) => {
             let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
-            exit_body::<false>(t, me, token, payload)
+            exit_body(t, me, token, payload)
         }
         // Plain arguments, not the token: a token built for this cold call was spilled to the
         // stack on every exit.
@@ -721,8 +727,8 @@ fn exit_late(
     // Re-entrant: the thread holds the slot already (depth >= 1), so this cannot fail.
     let Some(late) = take_late_slot(t) else { return };
     // The late slot is always alive (never reused): destroy waits for its open pairs like a
-    // live thread's, so the exit needs no gate.
-    exit_body::<false>(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+    // live thread's (bounded), and the exit passes the gate like every exit.
+    exit_body(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
     release_late_slot(t); // this exit's take
     release_late_slot(t); // the enter's
 }
@@ -748,17 +754,18 @@ fn exit_dying(
         // The guard by flag here: `destroy_context` and `flush_buffer` from these callbacks
         // must see it, and they do not look at a dying slot's busy word (it may be reused).
         let was = t.in_callback.replace(true);
-        exit_body::<true>(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+        exit_body(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
         t.in_callback.set(was);
     }
 }
 
-/// Delivers an exit from slot `me`. `GATED`: the thread is in teardown, so destroy does not wait
-/// for its pairs: each delivery passes the context's `exits` gate (the same handshake as
-/// `active`), and a context being destroyed gets nothing. Frames are touched only before the
-/// pairs close: the last close may make `me` reusable by another thread.
+/// Delivers an exit from slot `me`. Each delivery passes the context's `exits` gate (the
+/// handshake of `active`) and checks that the slot still hosts the context the enter went to:
+/// `destroy_context` waits for open pairs only for a bounded time, then closes the gate, so an
+/// abandoned pair's exit (or one of a thread in teardown) reaches no one. Frames are touched
+/// only before the pairs close: the last close may make `me` reusable by another thread.
 #[inline(always)]
-fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
+fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
     let pairs = u32::from(token.delivered | token.buffered);
     let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
     // SAFETY: this thread owns `me` (or owned it and still holds open pairs in it, which keeps
@@ -771,18 +778,18 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     let busy = me.busy_word();
     for i in bits(u32::from(token.delivered)) {
         let slot = &SLOTS[i];
-        if GATED {
-            if !me.enter_if_active(busy, i, &slot.exits) {
-                continue;
-            }
-        } else {
-            // Busy without the gate: `stop` waits for this callback too.
-            me.enter_unconditionally(busy, i);
+        if !me.enter_if_active(busy, i, &slot.exits) {
+            continue;
         }
+        // Acquire: pairs with `create_context`'s Release of a new handle.
         let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
-        // SAFETY: our open pair keeps the context and its services alive (destroy waits for
-        // open pairs of live threads; a dying thread passed the `exits` gate above); non-null:
-        // services are removed only by destroy.
+        if slot.handle.load(Ordering::Acquire) != frame.handle[i] || svc.is_null() {
+            me.leave(busy);
+            continue;
+        }
+        // SAFETY: we are busy in the context and passed its `exits` gate while it was the
+        // context of the enter (handle checked), so destroy has not freed its services and
+        // will not before we leave; non-null (checked).
         let svc = unsafe { &*svc };
         let id = slot.id();
         let record = CallbackRecord {
@@ -790,7 +797,7 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
             thread_id,
             correlation_id: CorrelationId {
                 internal: token.correlation,
-                external: UserData { value: t.external(i, id) },
+                external: UserData { value: frame.external[i] },
             },
             kind: kind as u32,
             operation: token.operation,
@@ -806,10 +813,14 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
         let start = frame.start;
         for i in bits(u32::from(token.buffered)) {
             let slot = &SLOTS[i];
-            if GATED && !me.enter_if_active(busy, i, &slot.exits) {
+            if !me.enter_if_active(busy, i, &slot.exits) {
                 continue;
             }
             let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
+            if slot.handle.load(Ordering::Acquire) != frame.handle[i] || svc.is_null() {
+                me.leave(busy);
+                continue;
+            }
             // SAFETY: as for the callback service above.
             let svc = unsafe { &*svc };
             let id = slot.id();
@@ -818,15 +829,13 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
                 id,
                 kind,
                 token.operation,
-                CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
+                CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } },
                 thread_id,
                 start,
                 end,
                 &payload,
             );
-            if GATED {
-                me.leave(busy);
-            }
+            me.leave(busy);
         }
     }
     me.free_frame(token.frame);

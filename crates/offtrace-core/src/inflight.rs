@@ -29,8 +29,9 @@
 //! - exits of calls entered before the teardown use the dying slot, which is not reusable while
 //!   those pairs are open; an exit touches the slot's frames only before it closes its pairs, so
 //!   a thread that reuses the slot afterwards never races it. Destroy does not wait for such
-//!   pairs (the thread may never exit the call); the exit is gated by the context's `exits` flag
-//!   with the same handshake as `active`, so it is delivered unless destroy has begun.
+//!   pairs (the thread may never exit the call). Every exit (of any thread) is gated by the
+//!   context's `exits` flag with the same handshake as `active`, and by the context handle its
+//!   enter saw, so it is delivered unless destroy has closed the gate (after its bounded wait).
 
 #![allow(unsafe_code)] // membarrier(2)
 
@@ -62,6 +63,12 @@ pub const MAX_FRAMES: usize = 64;
 #[derive(Clone, Copy)]
 pub(crate) struct Frame {
     pub(crate) user: [UserData; MAX_CONTEXTS],
+    /// The handle of each context the enter was delivered to: its exit goes to that context
+    /// only while the slot still hosts it (a destroyed context's abandoned pairs get nothing).
+    pub(crate) handle: [u64; MAX_CONTEXTS],
+    /// The external correlation id each context's enter record carried (read before the enter
+    /// callback ran): the exit record and the buffer record of the call carry the same one.
+    pub(crate) external: [u64; MAX_CONTEXTS],
     /// The thread's current correlation id before this call.
     pub(crate) previous: u64,
     /// Enter timestamp (buffer services only).
@@ -239,8 +246,15 @@ fn new_slot() -> &'static ThreadSlot {
         open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
         alive: AtomicBool::new(false),
         used_frames: AtomicU64::new(0),
-        frames: [const { UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 }) };
-            MAX_FRAMES],
+        frames: [const {
+            UnsafeCell::new(Frame {
+                user: [UserData { value: 0 }; MAX_CONTEXTS],
+                handle: [0; MAX_CONTEXTS],
+                external: [0; MAX_CONTEXTS],
+                previous: 0,
+                start: 0,
+            })
+        }; MAX_FRAMES],
     }))
 }
 
@@ -325,12 +339,6 @@ impl ThreadSlot {
         false
     }
 
-    /// Marks this thread busy in context slot `i` without the gate (exit deliveries).
-    #[inline(always)]
-    pub(crate) fn enter_unconditionally(&self, before: u32, i: usize) {
-        self.busy.store(before | (1 << i), Ordering::Relaxed);
-    }
-
     /// Ends a busy section, restoring the word its enter found. Release: the callback's effects
     /// happen-before the stopper's Acquire.
     #[inline(always)]
@@ -385,8 +393,10 @@ impl ThreadSlot {
 
 /// After `active` was cleared: waits until no thread is busy in context slot `i` (the calling
 /// thread's own busy bit excepted: a callback may stop its own context), and, with
-/// `open_pairs`, until no live thread holds an open pair of it.
-pub(crate) fn quiesce(i: usize, open_pairs: bool) {
+/// `pairs_until`, until no other live thread holds an open pair of it or the deadline passes
+/// (the calling thread's own pairs are never waited for). Returns how many threads still held
+/// open pairs at the deadline (abandoned: see `context::destroy_context`).
+pub(crate) fn quiesce(i: usize, pairs_until: Option<std::time::Instant>) -> u32 {
     heavy_fence();
     let me = OWNER.try_with(|o| o.0.get()).ok().flatten().map(|s| s as *const ThreadSlot);
     // A callback run through the late slot may stop its own context too.
@@ -396,6 +406,8 @@ pub(crate) fn quiesce(i: usize, open_pairs: bool) {
         None
     };
     let slots: Vec<&'static ThreadSlot> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut abandoned = 0;
+    let mut pairs_until = pairs_until;
     for s in slots {
         let p = s as *const ThreadSlot;
         let own = me == Some(p) || late == Some(p);
@@ -403,18 +415,30 @@ pub(crate) fn quiesce(i: usize, open_pairs: bool) {
         loop {
             // Acquire: pairs with `leave` / `close_pair`.
             let busy = !own && s.busy.load(Ordering::Acquire) & (1 << i) != 0;
-            let open = open_pairs && s.alive.load(Ordering::Acquire) && s.open[i].load(Ordering::Acquire) != 0;
+            let mut open = pairs_until.is_some()
+                && !own
+                && s.alive.load(Ordering::Acquire)
+                && s.open[i].load(Ordering::Acquire) != 0;
+            if open && pairs_until.is_some_and(|d| std::time::Instant::now() >= d) {
+                // Past the deadline: this and every later thread's pairs are abandoned.
+                abandoned += 1;
+                pairs_until = None;
+                open = false;
+            }
             if !busy && !open {
                 break;
             }
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
-            } else {
+            } else if spins < 1024 {
                 std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(200));
             }
         }
     }
+    abandoned
 }
 
 /// Whether the calling thread is inside a delivery: a buffer callback or a callback of an
@@ -430,15 +454,4 @@ pub(crate) fn delivering(t: &ThreadState) -> bool {
         l.busy_word() != 0
     };
     t.in_callback.get() || own || late
-}
-
-/// Whether the calling thread holds an open pair of context slot `i` or is busy in it.
-pub(crate) fn own_activity(i: usize) -> bool {
-    OWNER
-        .try_with(|o| {
-            o.0.get().is_some_and(|s| {
-                s.busy.load(Ordering::Relaxed) & (1 << i) != 0 || s.open[i].load(Ordering::Relaxed) != 0
-            })
-        })
-        .unwrap_or(false)
 }
