@@ -30,7 +30,7 @@
 //! start_context(ctx)?;
 //!
 //! // A backend: wrap the traced call.
-//! let payload = SyncPayload { object: 0x1234, event_count: 1 };
+//! let payload = SyncPayload { object: 0x1234, event_count: 1, ..Default::default() };
 //! let token = emit_enter(Kind::Sync, sync_op::WAIT, Payload::Sync(&payload));
 //! /* ... the runtime waits ... */
 //! emit_exit(token, Payload::Sync(&payload));

@@ -94,6 +94,11 @@ impl Encoder {
         }
     }
 
+    /// Encodes one API call (format 3) whose times are raw ticks.
+    pub fn encode_api_call(&mut self, a: &crate::record::ApiCall, out: &mut Vec<u8>) {
+        crate::typed::encode_api_call(&mut self.threads, a, out);
+    }
+
     /// Encodes one notification whose `ts` is in raw ticks.
     pub fn encode_notification(&mut self, n: &Notification, out: &mut Vec<u8>) {
         let (same_tid, st) = self.threads.switch_to(n.tid);

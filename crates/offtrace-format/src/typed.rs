@@ -155,7 +155,7 @@ fn api_key(kind: u32, op: u32) -> u64 {
     (u64::from(kind) << 32) | u64::from(op)
 }
 
-fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
+pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
     let (same, st) = threads.switch_to(a.tid);
     let key = api_key(a.kind, a.op);
     let args = a.args.as_slice();

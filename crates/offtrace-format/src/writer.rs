@@ -102,6 +102,15 @@ impl<W: Write> TraceWriter<W> {
         self.after_record(before)
     }
 
+    /// Appends one API call (`start`/`end` in raw ticks): [`Self::write`] without wrapping it in
+    /// a [`Record`] (the recorder's most frequent record; no allocation after warm-up).
+    pub fn write_api_call(&mut self, a: &crate::ApiCall) -> Result<(), WriteError> {
+        self.check_poisoned()?;
+        let before = self.chunk.len();
+        self.encoder.encode_api_call(a, &mut self.chunk);
+        self.after_record(before)
+    }
+
     #[inline]
     fn after_record(&mut self, before: usize) -> Result<(), WriteError> {
         if self.chunk.len() > MAX_CHUNK_BYTES {

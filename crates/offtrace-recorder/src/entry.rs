@@ -70,6 +70,24 @@ fn str_id(v: u64) -> StrId {
     StrId(v as u32)
 }
 
+/// An API call entry as its record, without the [`Record`] wrapper (the writer's fast path);
+/// `None` when `tag` is not an API kind or the entry is too short.
+pub(crate) fn decode_api_call(tid: u32, tag: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<ApiCall> {
+    let kind = Kind::from_u32(u32::from(tag)).filter(|k| k.is_api())?;
+    let result = *body.get(2)?;
+    Some(ApiCall {
+        kind: kind as u32,
+        op,
+        tid,
+        start: body[0],
+        end: ts,
+        correlation,
+        external: body[1],
+        args: ApiArgs::from_slice(body.get(3..)?),
+        result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
+    })
+}
+
 /// Turns one typed entry (`tag` is a core kind) into its record; `None` for a malformed entry
 /// (too short for its tag) or an unknown tag.
 pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<Record> {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use offtrace_core::Kind;
-use offtrace_format::{ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
+use offtrace_format::{ApiCall, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
 
 use crate::entry::{self, HEAD_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
@@ -24,6 +24,10 @@ use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, i
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
 pub trait TraceSink: Send {
     fn write(&mut self, r: &Record) -> Result<(), String>;
+    /// An API call (the most frequent record): by default written as a [`Record`].
+    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
+        self.write(&Record::ApiCall(*a))
+    }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
     fn finish(self: Box<Self>) -> Result<(), String>;
@@ -32,6 +36,9 @@ pub trait TraceSink: Send {
 impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn write(&mut self, r: &Record) -> Result<(), String> {
         TraceWriter::write(self, r).map_err(|e| e.to_string())
+    }
+    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
+        TraceWriter::write_api_call(self, a).map_err(|e| e.to_string())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
@@ -194,6 +201,16 @@ impl Writer {
         }
     }
 
+    fn write_api_call(&mut self, a: &ApiCall) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write_api_call(a) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
     fn write_definitions(&mut self) {
         let mut defs = std::mem::take(&mut self.defs);
         self.inner.defs.take_queue(&mut defs);
@@ -260,6 +277,9 @@ impl Writer {
                         self.write(r);
                     }
                 }
+            } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
+                self.define_operation(u32::from(tag), op);
+                self.write_api_call(&a);
             } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write(&r);
@@ -284,6 +304,7 @@ impl Writer {
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
                 let words = &mut self.words;
+                words.reserve(c.len());
                 c.drain_to(snap, |w| words.push(w));
             }
             self.entries(r.tid);
