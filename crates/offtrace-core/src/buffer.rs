@@ -409,6 +409,30 @@ impl<T: Copy + Send> Area<T> {
         head.min(tail)..tail
     }
 
+    /// Producer: record `i` (its tail) is written; publishes it. Whether the area reached
+    /// `limit` (the watermark): the producer then delivers its own records.
+    #[inline(always)]
+    fn commit(&self, i: usize, limit: usize) -> bool {
+        self.publish(i + 1);
+        i + 1 >= limit
+    }
+
+    /// Producer, holding the delivery lock (`_held`): hands its published, undelivered records
+    /// to `consume` (which may read them until it returns), then rewinds the area to empty.
+    fn deliver_own<G>(&self, _held: &G, consume: impl FnOnce(&Self, std::ops::Range<usize>)) {
+        let r = self.take();
+        consume(self, r);
+        // Every consumer has released the records (see `Area`).
+        self.rewind();
+    }
+
+    /// Any thread (a flush), holding the delivery lock (`_held`): hands the published,
+    /// undelivered records to `consume`.
+    fn deliver<G>(&self, _held: &G, consume: impl FnOnce(&Self, std::ops::Range<usize>)) {
+        let r = self.take();
+        consume(self, r);
+    }
+
     /// Producer, under the delivery lock, after a `take` by itself: back to empty.
     fn rewind(&self) {
         // Relaxed: consumers read these under the same lock.
@@ -546,10 +570,7 @@ impl Buffer {
                 Err(std::sync::TryLockError::WouldBlock) => return false,
             }
         };
-        let r = st.area.take();
-        self.call(st.area.ptr(&r), r.len());
-        // Rewind under the lock: every consumer has released the records (see `Area`).
-        st.area.rewind();
+        st.area.deliver_own(&_d, |a, r| self.call(a.ptr(&r), r.len()));
         st.tail = 0;
         true
     }
@@ -618,8 +639,7 @@ impl Buffer {
             );
         }
         st.tail = i + 1;
-        st.area.publish(i + 1);
-        if i + 1 >= st.limit {
+        if st.area.commit(i, st.limit) {
             self.deliver_own(st, self.policy == BufferPolicy::Lossless);
         }
     }
@@ -715,8 +735,7 @@ impl Buffer {
         let mut late = lock(&self.late);
         let mut d = lock(&self.delivery);
         for area in &d.areas {
-            let r = area.take();
-            self.call(area.ptr(&r), r.len());
+            area.deliver(&d, |a, r| self.call(a.ptr(&r), r.len()));
         }
         self.deliver_late(&mut late);
         self.call(ptr::null(), 0); // drops counted with nothing left to deliver
@@ -855,10 +874,9 @@ pub fn configure_buffer_tracing_service(
         if active {
             return Err(ServiceError::ContextActive);
         }
-        // AcqRel on success: Release publishes the service to the record path's Acquire load.
-        slot.buffers[kind.index()]
-            .compare_exchange(ptr::null_mut(), tagged_service(svc, all), Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
+        if !crate::callback::install_service(&slot.buffers[kind.index()], tagged_service(svc, all)) {
+            return Err(ServiceError::ServiceAlreadyConfigured);
+        }
         Ok(())
     });
     if result.is_err() {
@@ -930,47 +948,59 @@ mod loom_tests {
     use loom::sync::{Arc, Mutex};
     use std::mem::MaybeUninit;
 
-    /// One producer staging 3 records in an area of 2 (so it delivers its own area once, under
-    /// the lock, and rewinds it) while a flush consumes concurrently: every record is read
-    /// exactly once, with the value written.
+    /// One producer staging 3 records in an area of 2 with the watermark at 2 (so it delivers
+    /// its own area once, under the lock, and rewinds it) while a flush delivers concurrently,
+    /// through the shipped `commit`, `deliver_own` and `deliver` of `Buffer::write` and
+    /// `Buffer::flush`: every record is read exactly once, with the value written. (The record
+    /// itself is written through the cell here: the shipped path stores it through a raw
+    /// pointer, which loom cannot follow.)
     #[test]
     fn loom_staging_area_delivers_each_record_once() {
         loom::model(|| {
+            const LIMIT: usize = 2;
             let area = Arc::new(Area::<u64>::new(2));
             let lock = Arc::new(Mutex::new(Vec::<u64>::new()));
-            let read = |area: &Area<u64>, seen: &mut Vec<u64>| {
-                for i in area.take() {
-                    area.records[i].with(|p| {
-                        // SAFETY: `i` is in `[head, tail)` as published (see `Area`).
-                        seen.push(unsafe { (*p).assume_init() })
-                    });
+            // A delivery's callback: reads the records it was handed.
+            fn read(seen: &mut Vec<u64>) -> impl FnOnce(&Area<u64>, std::ops::Range<usize>) + '_ {
+                move |area, range| {
+                    for i in range {
+                        area.records[i].with(|p| {
+                            // SAFETY: `i` is in `[head, tail)` as published (see `Area`).
+                            seen.push(unsafe { (*p).assume_init() })
+                        });
+                    }
                 }
-            };
+            }
             let producer = {
                 let (area, lock) = (area.clone(), lock.clone());
                 loom::thread::spawn(move || {
                     let mut tail = 0;
                     for v in 1..=3u64 {
-                        if tail == 2 {
-                            let mut seen = lock.lock().expect("lock");
-                            read(&area, &mut seen);
-                            area.rewind();
-                            tail = 0;
-                        }
                         // SAFETY: writing a plain value to our own unpublished record.
                         area.records[tail].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
+                        let full = area.commit(tail, LIMIT);
                         tail += 1;
-                        area.publish(tail);
+                        if full {
+                            let mut seen = lock.lock().expect("lock");
+                            let mut got = Vec::new();
+                            area.deliver_own(&seen, read(&mut got));
+                            seen.extend(got);
+                            tail = 0;
+                        }
                     }
                 })
             };
             {
                 let mut seen = lock.lock().expect("lock");
-                read(&area, &mut seen);
+                let mut got = Vec::new();
+                area.deliver(&seen, read(&mut got));
+                seen.extend(got);
             }
             producer.join().expect("producer");
             let mut seen = lock.lock().expect("lock");
-            read(&area, &mut seen);
+            let mut got = Vec::new();
+            area.deliver(&seen, read(&mut got));
+            seen.extend(got);
             seen.sort_unstable();
             assert_eq!(*seen, vec![1, 2, 3]);
         });

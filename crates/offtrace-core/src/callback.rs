@@ -173,6 +173,99 @@ pub(crate) fn untag_service<S>(p: *mut S) -> (*mut S, bool) {
     (p.map_addr(|a| a & !ALL_OPS), p.addr() & ALL_OPS != 0)
 }
 
+/// A context's service table entry (one per kind, callback or buffer): registration installs a
+/// service, the record path reads it, destroy retires it. Generic over the entry so that the
+/// loom model at the end of this file runs these functions on a loom atomic (the shipped entries
+/// are `std` atomics in the static context slots, which loom cannot build).
+pub(crate) trait ServiceEntry<S> {
+    fn load(&self, order: Ordering) -> *mut S;
+    fn compare_exchange(
+        &self,
+        current: *mut S,
+        new: *mut S,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut S, *mut S>;
+    fn swap(&self, new: *mut S, order: Ordering) -> *mut S;
+}
+
+impl<S> ServiceEntry<S> for AtomicPtr<S> {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> *mut S {
+        AtomicPtr::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: *mut S,
+        new: *mut S,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut S, *mut S> {
+        AtomicPtr::compare_exchange(self, current, new, success, failure)
+    }
+    #[inline(always)]
+    fn swap(&self, new: *mut S, order: Ordering) -> *mut S {
+        AtomicPtr::swap(self, new, order)
+    }
+}
+
+#[cfg(loom)]
+impl<S> ServiceEntry<S> for loom::sync::atomic::AtomicPtr<S> {
+    fn load(&self, order: Ordering) -> *mut S {
+        loom::sync::atomic::AtomicPtr::load(self, order)
+    }
+    fn compare_exchange(
+        &self,
+        current: *mut S,
+        new: *mut S,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<*mut S, *mut S> {
+        loom::sync::atomic::AtomicPtr::compare_exchange(self, current, new, success, failure)
+    }
+    fn swap(&self, new: *mut S, order: Ordering) -> *mut S {
+        loom::sync::atomic::AtomicPtr::swap(self, new, order)
+    }
+}
+
+/// Registration: installs `tagged` (from [`tagged_service`]) in an empty entry; `false` when the
+/// entry holds a service already. AcqRel on success: Release publishes the service to the record
+/// path's Acquire in [`acquire_service`].
+pub(crate) fn install_service<S>(entry: &impl ServiceEntry<S>, tagged: *mut S) -> bool {
+    entry.compare_exchange(ptr::null_mut(), tagged, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
+/// Destroy: empties the entry and returns its service (untagged; null if none), which the
+/// caller now owns. Only after `active` was cleared and the context quiesced: then no emitter
+/// holds the service, and a later one sees `active == false` and does not load it.
+pub(crate) fn retire_service<S>(entry: &impl ServiceEntry<S>) -> *mut S {
+    untag_service(entry.swap(ptr::null_mut(), Ordering::AcqRel)).0
+}
+
+/// The record path: marks the thread busy in context slot `i` if `active` (the thread's busy
+/// word was `busy`), then reads the entry. The service and whether it wants every operation
+/// (the caller must `leave(busy)` after using it), or `None` (nothing held).
+#[inline(always)]
+pub(crate) fn acquire_service<S>(
+    me: &ThreadSlot,
+    busy: u32,
+    i: usize,
+    active: &impl crate::sync::GateFlag,
+    entry: &impl ServiceEntry<S>,
+) -> Option<(*mut S, bool)> {
+    if !me.enter_if_active(busy, i, active) {
+        return None;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let (p, all) = untag_service(entry.load(Ordering::Acquire));
+    if p.is_null() {
+        me.leave(busy);
+        return None;
+    }
+    Some((p, all))
+}
+
 /// Whether service `svc` (untagged, live) wants operation `op`; `all` from [`untag_service`].
 #[inline(always)]
 fn wants(all: bool, filter: &OperationFilter, op: u32) -> bool {
@@ -242,10 +335,9 @@ unsafe fn configure(
         if active {
             return Err(ServiceError::ContextActive);
         }
-        // AcqRel on success: Release publishes the service to the record path's Acquire load.
-        slot.callbacks[kind.index()]
-            .compare_exchange(ptr::null_mut(), tagged, Ordering::AcqRel, Ordering::Acquire)
-            .map_err(|_| ServiceError::ServiceAlreadyConfigured)?;
+        if !install_service(&slot.callbacks[kind.index()], tagged) {
+            return Err(ServiceError::ServiceAlreadyConfigured);
+        }
         Ok(())
     });
     if result.is_err() {
@@ -549,17 +641,7 @@ unsafe fn invoke(
 /// operation (the caller must `leave(busy)` after using it), or `None` (nothing held).
 #[inline(always)]
 fn acquire<S>(me: &ThreadSlot, busy: u32, i: usize, services: &[AtomicPtr<S>], kind: Kind) -> Option<(*mut S, bool)> {
-    let slot = &SLOTS[i];
-    if !me.enter_if_active(busy, i, &slot.active) {
-        return None;
-    }
-    // Acquire: pairs with the Release that installed the service.
-    let (p, all) = untag_service(services[kind.index()].load(Ordering::Acquire));
-    if p.is_null() {
-        me.leave(busy);
-        return None;
-    }
-    Some((p, all))
+    acquire_service(me, busy, i, &SLOTS[i].active, &services[kind.index()])
 }
 
 /// The set bits of `mask`, lowest first, as indices (a plain loop: the body stays inline).
@@ -1216,5 +1298,97 @@ fn activity_late<D: RecordData>(
     if let Some(late) = take_late_slot(t) {
         activity_body(late, t, kind, op, correlation, start, end, payload, bm);
         release_late_slot(t);
+    }
+}
+
+/// A context's service table under loom: registration ([`install_service`]) racing the record
+/// path ([`acquire_service`], which runs the in-flight handshake) racing destroy (clear
+/// `active`, [`crate::inflight::heavy_fence`], `wait_idle`, [`retire_service`], free). The
+/// service's contents are a loom cell written when it is built and when it is freed: a record
+/// path that reads a service not yet published to it, or one already freed, fails the model.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell as LoomUnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool as LoomAtomicBool, AtomicPtr as LoomAtomicPtr};
+
+    struct Service {
+        value: LoomUnsafeCell<u32>,
+    }
+
+    struct Context {
+        active: LoomAtomicBool,
+        entry: LoomAtomicPtr<Service>,
+    }
+
+    /// The record path of one emit: the value of the service it delivered to, if any.
+    fn emit(slot: &ThreadSlot, ctx: &Context) -> Option<u32> {
+        let (svc, _all) = acquire_service(slot, 0, 0, &ctx.active, &ctx.entry)?;
+        // SAFETY: a published service, live while we are busy in the context; loom checks the
+        // read against its construction and its destruction.
+        let v = unsafe { &*svc }.value.with(|p| unsafe { *p });
+        slot.leave(0);
+        Some(v)
+    }
+
+    /// `destroy_context`: the service, if one was installed, is freed after the context is
+    /// quiet; what it held.
+    fn destroy(ctx: &Context, slots: &[&ThreadSlot]) -> Option<u32> {
+        ctx.active.store(false, Ordering::SeqCst);
+        crate::inflight::heavy_fence();
+        for s in slots {
+            s.wait_idle(0, false, true);
+        }
+        let svc = retire_service(&ctx.entry);
+        if svc.is_null() {
+            return None;
+        }
+        // SAFETY: retired: ours alone (what destroy_context relies on).
+        let svc = unsafe { Box::from_raw(svc) };
+        // The free, as a write loom checks against every emit's read.
+        svc.value.with_mut(|p| unsafe { std::mem::replace(&mut *p, 0) }).into()
+    }
+
+    #[test]
+    fn loom_register_emit_destroy_never_reads_an_unpublished_or_freed_service() {
+        loom::model(|| {
+            let ctx =
+                Arc::new(Context { active: LoomAtomicBool::new(true), entry: LoomAtomicPtr::new(ptr::null_mut()) });
+            let slot = Arc::new(ThreadSlot::new());
+            let register = {
+                let ctx = ctx.clone();
+                loom::thread::spawn(move || {
+                    let svc = Box::into_raw(Box::new(Service { value: LoomUnsafeCell::new(42) }));
+                    assert!(install_service(&ctx.entry, tagged_service(svc, true)));
+                })
+            };
+            let emitter = {
+                let (ctx, slot) = (ctx.clone(), slot.clone());
+                loom::thread::spawn(move || emit(&slot, &ctx))
+            };
+            let delivered = emitter.join().expect("emitter");
+            register.join().expect("register");
+            assert!(matches!(delivered, None | Some(42)), "{delivered:?}");
+            assert_eq!(destroy(&ctx, &[&slot]), Some(42));
+        });
+    }
+
+    #[test]
+    fn loom_destroy_racing_emits_frees_the_service_after_the_last_one() {
+        loom::model(|| {
+            let ctx =
+                Arc::new(Context { active: LoomAtomicBool::new(true), entry: LoomAtomicPtr::new(ptr::null_mut()) });
+            let svc = Box::into_raw(Box::new(Service { value: LoomUnsafeCell::new(42) }));
+            assert!(install_service(&ctx.entry, tagged_service(svc, false)));
+            let slot = Arc::new(ThreadSlot::new());
+            let emitter = {
+                let (ctx, slot) = (ctx.clone(), slot.clone());
+                loom::thread::spawn(move || emit(&slot, &ctx))
+            };
+            assert_eq!(destroy(&ctx, &[&slot]), Some(42));
+            let delivered = emitter.join().expect("emitter");
+            assert!(matches!(delivered, None | Some(42)), "{delivered:?}");
+        });
     }
 }

@@ -33,7 +33,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::buffer::BufferService;
-use crate::callback::{CallbackService, untag_service};
+use crate::callback::{CallbackService, retire_service};
 use crate::error::ServiceError;
 use crate::kind::{KIND_COUNT, Kind};
 
@@ -67,8 +67,8 @@ pub(crate) struct Slot {
     /// The live handle of this slot (0 = free). Release on create, Acquire in `validate`.
     pub(crate) handle: AtomicU64,
     pub(crate) active: AtomicBool,
-    /// Cleared (SeqCst) when destroy begins: the gate of exits delivered by a thread in
-    /// teardown, whose open pairs destroy does not wait for (see [`crate::inflight`]).
+    /// The gate every exit delivery passes (the handshake of `active`): cleared (SeqCst) by
+    /// destroy after its bounded wait for open pairs, so abandoned pairs' exits reach no one.
     pub(crate) exits: AtomicBool,
     /// Owned `Box<CallbackService>` per kind (null = not configured), its low bit set when the
     /// service wants every operation (`callback::untag_service`).
@@ -269,8 +269,7 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
     crate::buffer::retire_context_buffers(ctx);
     let mut c = slot.lock();
     for k in 0..KIND_COUNT {
-        // Untagged: the slot stores the service pointer with its "all operations" bit.
-        let (cb, _) = untag_service(slot.callbacks[k].swap(ptr::null_mut(), Ordering::AcqRel));
+        let cb = retire_service(&slot.callbacks[k]);
         if !cb.is_null() {
             // SAFETY:
             // - `cb` came from `Box::into_raw` in `configure_callback_tracing_service`;
@@ -280,7 +279,7 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
             //   instants check `active`, exits `exits`) and does not load it.
             drop(unsafe { Box::from_raw(cb) });
         }
-        let (bs, _) = untag_service(slot.buffers[k].swap(ptr::null_mut(), Ordering::AcqRel));
+        let bs = retire_service(&slot.buffers[k]);
         if !bs.is_null() {
             // SAFETY: as above, for `configure_buffer_tracing_service`'s box.
             drop(unsafe { Box::from_raw(bs) });

@@ -29,15 +29,19 @@
 //! - exits of calls entered before the teardown use the dying slot, which is not reusable while
 //!   those pairs are open; an exit touches the slot's frames only before it closes its pairs, so
 //!   a thread that reuses the slot afterwards never races it. Destroy does not wait for such
-//!   pairs (the thread may never exit the call). Every exit (of any thread) is gated by the
-//!   context's `exits` flag with the same handshake as `active`, and by the context handle its
-//!   enter saw, so it is delivered unless destroy has closed the gate (after its bounded wait).
+//!   pairs (the thread may never exit the call); the exit is gated by the context's `exits` flag
+//!   with the same handshake as `active`, so it is delivered unless destroy has begun.
 
 #![allow(unsafe_code)] // membarrier(2)
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
+// Process-wide state (the slot registry, membarrier's registration, the late slot) stays on
+// `std` atomics in statics; the handshake's state (a slot's words, its fences) goes through the
+// `sync` facade, so the loom models below check this code.
+use std::sync::atomic::{AtomicPtr, AtomicU8, compiler_fence};
+
+use crate::sync::{self, AtomicBool, AtomicU32, AtomicU64, GateFlag, Ordering, fence};
 
 use crate::callback::UserData;
 use crate::context::MAX_CONTEXTS;
@@ -84,7 +88,7 @@ static THREADS: Mutex<Vec<&'static ThreadSlot>> = Mutex::new(Vec::new());
 /// Whether emitters may use a compiler fence (the stopper issues membarrier). Starts `false`
 /// (full fences on both sides); set once registration succeeded. A stale `false` read by an
 /// emitter only costs it a real fence.
-static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
+static ASYMMETRIC: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static REGISTERED: std::sync::Once = std::sync::Once::new();
 
 const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
@@ -103,8 +107,8 @@ const REG_DONE: u8 = 2;
 static REG_STATE: AtomicU8 = AtomicU8::new(REG_IDLE);
 
 /// Registers the process for expedited membarrier, once (cold: at the first context), on a
-/// background thread: the registration waits for an RCU grace period in the kernel
-/// (milliseconds), which must not stall the application thread that created
+/// background thread: the registration waits for an RCU grace period in the kernel (9 ms
+/// measured on the development VM), which must not stall the application thread that created
 /// the first context (the runtime's, during its initialisation). Until it finishes, emitters use
 /// full fences (`ASYMMETRIC` is still false) and stoppers wait for it (see [`heavy_fence`]).
 pub(crate) fn init() {
@@ -148,7 +152,7 @@ fn light_fence() {
 }
 
 /// The stopper's fence between its `active` store and its `busy` loads.
-fn heavy_fence() {
+pub(crate) fn heavy_fence() {
     // While the registration runs, an emitter may already read `ASYMMETRIC` true (and use a
     // compiler fence) while this thread would still read false: wait for its final value. Once,
     // a few milliseconds at most, and never on a record path.
@@ -186,8 +190,8 @@ impl Drop for SlotOwner {
 /// The late slot (see the module docs): registered in `THREADS` (so `quiesce` waits for its
 /// callbacks), always `alive` (never reused), used by one thread at a time under `LATE_LOCK`.
 static LATE: AtomicPtr<ThreadSlot> = AtomicPtr::new(std::ptr::null_mut());
-static LATE_LOCK: AtomicBool = AtomicBool::new(false);
-static LATE_LOST: AtomicU64 = AtomicU64::new(0);
+static LATE_LOCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static LATE_LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Instants and activity records of threads in teardown that were not delivered because another
 /// such thread held the late slot at that moment (since the process started).
@@ -241,21 +245,7 @@ pub(crate) fn release_late_slot(t: &ThreadState) {
 }
 
 fn new_slot() -> &'static ThreadSlot {
-    Box::leak(Box::new(ThreadSlot {
-        busy: AtomicU32::new(0),
-        open: [const { AtomicU32::new(0) }; MAX_CONTEXTS],
-        alive: AtomicBool::new(false),
-        used_frames: AtomicU64::new(0),
-        frames: [const {
-            UnsafeCell::new(Frame {
-                user: [UserData { value: 0 }; MAX_CONTEXTS],
-                handle: [0; MAX_CONTEXTS],
-                external: [0; MAX_CONTEXTS],
-                previous: 0,
-                start: 0,
-            })
-        }; MAX_FRAMES],
-    }))
+    Box::leak(Box::new(ThreadSlot::new()))
 }
 
 thread_local! {
@@ -314,6 +304,24 @@ fn register(o: &SlotOwner) -> &'static ThreadSlot {
 }
 
 impl ThreadSlot {
+    pub(crate) fn new() -> Self {
+        ThreadSlot {
+            busy: AtomicU32::new(0),
+            open: std::array::from_fn(|_| AtomicU32::new(0)),
+            alive: AtomicBool::new(false),
+            used_frames: AtomicU64::new(0),
+            frames: [const {
+                UnsafeCell::new(Frame {
+                    user: [UserData { value: 0 }; MAX_CONTEXTS],
+                    handle: [0; MAX_CONTEXTS],
+                    external: [0; MAX_CONTEXTS],
+                    previous: 0,
+                    start: 0,
+                })
+            }; MAX_FRAMES],
+        }
+    }
+
     /// This thread's busy word (owner only; Relaxed: only the owner writes it). Non-zero while
     /// the thread delivers through this slot: emits use it as the re-entrancy guard of callback
     /// deliveries (no flag written around each callback). Busy sections nest balanced (each
@@ -328,11 +336,11 @@ impl ThreadSlot {
     /// `true`: the caller may deliver and must call [`Self::leave`]`(before)`; `false`: not
     /// active, nothing to undo.
     #[inline(always)]
-    pub(crate) fn enter_if_active(&self, before: u32, i: usize, active: &AtomicBool) -> bool {
+    pub(crate) fn enter_if_active(&self, before: u32, i: usize, active: &impl GateFlag) -> bool {
         self.busy.store(before | (1 << i), Ordering::Relaxed);
         light_fence();
         // Relaxed: ordered against the stopper's store by the fence pair (module docs).
-        if active.load(Ordering::Relaxed) {
+        if active.load_relaxed() {
             return true;
         }
         self.busy.store(before, Ordering::Release);
@@ -407,38 +415,53 @@ pub(crate) fn quiesce(i: usize, pairs_until: Option<std::time::Instant>) -> u32 
     };
     let slots: Vec<&'static ThreadSlot> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut abandoned = 0;
-    let mut pairs_until = pairs_until;
     for s in slots {
         let p = s as *const ThreadSlot;
         let own = me == Some(p) || late == Some(p);
-        let mut spins = 0u32;
-        loop {
-            // Acquire: pairs with `leave` / `close_pair`.
-            let busy = !own && s.busy.load(Ordering::Acquire) & (1 << i) != 0;
-            let mut open = pairs_until.is_some()
-                && !own
-                && s.alive.load(Ordering::Acquire)
-                && s.open[i].load(Ordering::Acquire) != 0;
-            if open && pairs_until.is_some_and(|d| std::time::Instant::now() >= d) {
-                // Past the deadline: this and every later thread's pairs are abandoned.
-                abandoned += 1;
-                pairs_until = None;
-                open = false;
-            }
-            if !busy && !open {
-                break;
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if spins < 1024 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
+        if s.wait_idle_until(i, own, pairs_until.is_some(), pairs_until) {
+            abandoned += 1;
         }
     }
     abandoned
+}
+
+impl ThreadSlot {
+    /// The stopper's wait on one slot, after its `active` store and [`heavy_fence`]: until the
+    /// slot's thread is not busy in context slot `i` (unless `own`: the caller's own slot) and,
+    /// with `open_pairs`, holds no open pair of it while alive (never for `own`).
+    #[cfg(loom)]
+    pub(crate) fn wait_idle(&self, i: usize, own: bool, open_pairs: bool) {
+        self.wait_idle_until(i, own, open_pairs, None);
+    }
+
+    /// [`Self::wait_idle`], waiting for open pairs only until `deadline` (when given); `true`
+    /// when pairs were still open then (abandoned; busy sections are still waited for).
+    pub(crate) fn wait_idle_until(
+        &self,
+        i: usize,
+        own: bool,
+        open_pairs: bool,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
+        let mut spins = 0u32;
+        let mut open_pairs = open_pairs && !own;
+        let mut abandoned = false;
+        loop {
+            // Acquire: pairs with `leave` / `close_pair`.
+            let busy = !own && self.busy.load(Ordering::Acquire) & (1 << i) != 0;
+            let mut open =
+                open_pairs && self.alive.load(Ordering::Acquire) && self.open[i].load(Ordering::Acquire) != 0;
+            if open && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                abandoned = true;
+                open_pairs = false;
+                open = false;
+            }
+            if !busy && !open {
+                return abandoned;
+            }
+            sync::spin_wait(&mut spins);
+        }
+    }
 }
 
 /// Whether the calling thread is inside a delivery: a buffer callback or a callback of an
@@ -454,4 +477,137 @@ pub(crate) fn delivering(t: &ThreadState) -> bool {
         l.busy_word() != 0
     };
     t.in_callback.get() || own || late
+}
+
+/// The stop/destroy handshake on its fence path (`fence(SeqCst)` on both sides: no process is
+/// registered for membarrier under loom), through the shipped `enter_if_active` / `leave` /
+/// `open_pair` / `close_pair` of the emitter and `heavy_fence` / `wait_idle` of the stopper. The
+/// context's state is a loom cell: an emitter's callback reads it, the stopper writes it once it
+/// returns, so loom reports any interleaving where the two are not ordered.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell as LoomUnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::atomic::AtomicBool;
+
+    const LIVE: u32 = 1;
+    const DEAD: u32 = 2;
+
+    struct Context {
+        active: AtomicBool,
+        state: LoomUnsafeCell<u32>,
+    }
+
+    fn callback(ctx: &Context) {
+        // SAFETY: a read; loom checks it against the stopper's write.
+        let s = ctx.state.with(|p| unsafe { *p });
+        assert_eq!(s, LIVE, "a callback ran on a stopped context");
+    }
+
+    /// Two emitters deliver through their slots while the context is stopped: after `stop`
+    /// (clear `active`, fence, wait for every busy bit), no callback is running or can start.
+    #[test]
+    fn loom_stop_waits_for_every_callback_and_no_callback_starts_after_it() {
+        loom::model(|| {
+            let ctx = Arc::new(Context { active: AtomicBool::new(true), state: LoomUnsafeCell::new(LIVE) });
+            let slots: Vec<Arc<ThreadSlot>> = (0..2).map(|_| Arc::new(ThreadSlot::new())).collect();
+            let emitters: Vec<_> = slots
+                .iter()
+                .map(|slot| {
+                    let (ctx, slot) = (ctx.clone(), slot.clone());
+                    loom::thread::spawn(move || {
+                        if slot.enter_if_active(0, 0, &ctx.active) {
+                            callback(&ctx);
+                            slot.leave(0);
+                        }
+                    })
+                })
+                .collect();
+            ctx.active.store(false, Ordering::SeqCst);
+            heavy_fence();
+            for s in &slots {
+                s.wait_idle(0, false, false);
+            }
+            // SAFETY: the write loom checks against every callback's read.
+            ctx.state.with_mut(|p| unsafe { *p = DEAD });
+            for e in emitters {
+                e.join().expect("emitter");
+            }
+        });
+    }
+
+    /// An enter/exit pair across a destroy that waits for the open pair: the exit passes the
+    /// `exits` gate, which destroy closes only after the pair closed, so the exit's callback
+    /// is delivered and still sees the context alive.
+    #[test]
+    fn loom_destroy_waits_for_open_pairs() {
+        loom::model(|| {
+            let ctx = Arc::new(Context { active: AtomicBool::new(true), state: LoomUnsafeCell::new(LIVE) });
+            let exits = Arc::new(AtomicBool::new(true));
+            let slot = Arc::new(ThreadSlot::new());
+            slot.alive.store(true, Ordering::Relaxed);
+            let emitter = {
+                let (ctx, exits, slot) = (ctx.clone(), exits.clone(), slot.clone());
+                loom::thread::spawn(move || {
+                    if slot.enter_if_active(0, 0, &ctx.active) {
+                        callback(&ctx);
+                        slot.open_pair(0);
+                        slot.leave(0);
+                        // The exit: through the exit gate, then the pair closes.
+                        assert!(slot.enter_if_active(0, 0, &*exits), "destroy closed the gate before the pair closed");
+                        callback(&ctx);
+                        slot.leave(0);
+                        slot.close_pair(0);
+                    }
+                })
+            };
+            ctx.active.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, true);
+            exits.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
+            // SAFETY: as above.
+            ctx.state.with_mut(|p| unsafe { *p = DEAD });
+            emitter.join().expect("emitter");
+        });
+    }
+
+    /// A destroy that abandons the open pair (its bounded wait ran out; modelled as no wait):
+    /// the exit either passed the gate before destroy closed it (and destroy waits for its
+    /// callback) or is delivered to no one; never a callback on a destroyed context.
+    #[test]
+    fn loom_destroy_abandoning_an_open_pair_never_delivers_after_it() {
+        loom::model(|| {
+            let ctx = Arc::new(Context { active: AtomicBool::new(true), state: LoomUnsafeCell::new(LIVE) });
+            let exits = Arc::new(AtomicBool::new(true));
+            let slot = Arc::new(ThreadSlot::new());
+            slot.alive.store(true, Ordering::Relaxed);
+            let emitter = {
+                let (ctx, exits, slot) = (ctx.clone(), exits.clone(), slot.clone());
+                loom::thread::spawn(move || {
+                    if slot.enter_if_active(0, 0, &ctx.active) {
+                        callback(&ctx);
+                        slot.open_pair(0);
+                        slot.leave(0);
+                        if slot.enter_if_active(0, 0, &*exits) {
+                            callback(&ctx);
+                            slot.leave(0);
+                        }
+                        slot.close_pair(0);
+                    }
+                })
+            };
+            ctx.active.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
+            exits.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
+            // SAFETY: as above.
+            ctx.state.with_mut(|p| unsafe { *p = DEAD });
+            emitter.join().expect("emitter");
+        });
+    }
 }

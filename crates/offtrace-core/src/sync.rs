@@ -4,12 +4,55 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// One round of a wait loop on another thread's progress: a spin hint for the first 64 rounds
+/// (`spins` counts them), then a yield. Under loom always a yield, so the model checker
+/// schedules the thread being waited for.
+#[inline]
+pub(crate) fn spin_wait(spins: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = spins;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        *spins += 1;
+        if *spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A flag that gates deliveries (a context's `active` / `exits`), read `Relaxed` by
+/// [`crate::inflight::ThreadSlot::enter_if_active`]. The contexts keep `std` flags in statics
+/// (loom's atomics cannot be built in a `static`), so under loom the handshake's model passes a
+/// loom flag and the shipped callers keep theirs: both implement this.
+pub(crate) trait GateFlag {
+    fn load_relaxed(&self) -> bool;
+}
+
+impl GateFlag for std::sync::atomic::AtomicBool {
+    #[inline(always)]
+    fn load_relaxed(&self) -> bool {
+        self.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(loom)]
+impl GateFlag for loom::sync::atomic::AtomicBool {
+    fn load_relaxed(&self) -> bool {
+        self.load(Ordering::Relaxed)
+    }
+}
 
 /// `loom::cell::UnsafeCell`'s closure API over `std::cell::UnsafeCell`.
 #[cfg(loom)]

@@ -296,7 +296,8 @@ impl Tracepoint {
 
 impl Drop for Tracepoint {
     fn drop(&mut self) {
-        let _ = d::delete_tracepoint(self.tp.as_ptr());
+        // SAFETY: the instance is ours (created in `new`), and `self` is going away.
+        let _ = unsafe { d::delete_tracepoint(self.tp.as_ptr()) };
     }
 }
 

@@ -12,14 +12,16 @@
 //! one load of it (`single`) and the indirect call; otherwise the length (same cache line as the
 //! first entries), then one load and one indirect call per callback.
 
-use std::alloc::{Layout, alloc_zeroed};
+use std::alloc::Layout;
 use std::ptr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Mutex, Ordering};
 
 use crate::abi::TracepointCallback;
 
-const TYPES: usize = 1 << 16;
+/// Trace types per stream: every `u16`. Under loom 4 (the models use types below 4; a table of
+/// loom atomics is built in place, not zeroed).
+const TYPES: usize = if cfg!(loom) { 4 } else { 1 << 16 };
 /// Callbacks stored inline per list; more chain to another list (rare: tools register one or two
 /// per type). 3 keeps a list at 80 bytes, so a stream's 65,536 lists are 5 MiB of lazily
 /// paged virtual memory.
@@ -27,14 +29,16 @@ const INLINE: usize = 3;
 
 #[derive(Debug)]
 struct Entry {
-    cb: AtomicUsize,
+    /// The callback, as a pointer (not an integer: a function pointer rebuilt from an integer
+    /// has no provenance, and calling it is undefined behaviour; miri reports it).
+    cb: AtomicPtr<()>,
     enabled: AtomicBool,
 }
 
 impl Entry {
-    // A template for array initialisation only (each use is a fresh value).
-    #[allow(clippy::declare_interior_mutable_const)]
-    const EMPTY: Entry = Entry { cb: AtomicUsize::new(0), enabled: AtomicBool::new(false) };
+    fn new() -> Entry {
+        Entry { cb: AtomicPtr::new(ptr::null_mut()), enabled: AtomicBool::new(false) }
+    }
 }
 
 /// The callbacks of one (stream, type): a fixed inline array (the header and the first entries
@@ -44,7 +48,7 @@ impl Entry {
 pub struct CallbackList {
     /// The callback to call when the chain holds exactly one enabled callback, else 0 (kept by
     /// the writers under their lock): notify's common case is one load and one indirect call.
-    single: AtomicUsize,
+    single: AtomicPtr<()>,
     len: AtomicUsize,
     /// The per-(stream, type) "check enabled" flag (only meaningful on the first list).
     flag: AtomicBool,
@@ -53,14 +57,18 @@ pub struct CallbackList {
 }
 
 impl CallbackList {
-    fn new_leaked() -> *mut CallbackList {
-        Box::into_raw(Box::new(CallbackList {
-            single: AtomicUsize::new(0),
+    fn new() -> CallbackList {
+        CallbackList {
+            single: AtomicPtr::new(ptr::null_mut()),
             len: AtomicUsize::new(0),
             flag: AtomicBool::new(false),
             next: AtomicPtr::new(ptr::null_mut()),
-            entries: [Entry::EMPTY; INLINE],
-        }))
+            entries: std::array::from_fn(|_| Entry::new()),
+        }
+    }
+
+    fn new_leaked() -> *mut CallbackList {
+        Box::into_raw(Box::new(CallbackList::new()))
     }
 
     /// Calls every enabled callback in registration order.
@@ -81,9 +89,9 @@ impl CallbackList {
         // call (the caller saves no registers).
         // Relaxed: `single` is a function pointer; the function needs no publication.
         let single = self.single.load(Ordering::Relaxed);
-        if single != 0 {
-            // SAFETY: `single` was stored from a non-null `TracepointCallback`.
-            let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(single) };
+        if !single.is_null() {
+            // SAFETY: `single` was stored from a `TracepointCallback` (`as_ptr`).
+            let f: TracepointCallback = unsafe { std::mem::transmute::<*mut (), TracepointCallback>(single) };
             // SAFETY: the caller guarantees the callback contract.
             unsafe { f(trace_type, parent, event, instance, user_data) };
             return;
@@ -100,7 +108,7 @@ impl CallbackList {
         let mut enabled = self.entries().filter(|e| e.enabled.load(Ordering::Relaxed));
         let one = match (enabled.next(), enabled.next()) {
             (Some(e), None) => e.cb.load(Ordering::Relaxed),
-            _ => 0,
+            _ => ptr::null_mut(),
         };
         // Relaxed: see `call_all`.
         self.single.store(one, Ordering::Relaxed);
@@ -129,6 +137,38 @@ impl CallbackList {
     }
 }
 
+/// A callback as the pointer the lists store (its provenance kept for the call).
+fn as_ptr(cb: TracepointCallback) -> *mut () {
+    cb as *mut ()
+}
+
+/// A never-freed table of `TYPES` empty lists.
+#[cfg(not(loom))]
+fn new_table() -> Option<*mut CallbackList> {
+    let layout = Layout::array::<CallbackList>(TYPES).ok()?;
+    // SAFETY:
+    // - non-zero layout; all-zero bytes are valid empty lists (zero atomics, null `next`).
+    //   Large zeroed allocations are lazily paged by the OS: untouched types cost no memory.
+    let t = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<CallbackList>();
+    (!t.is_null()).then_some(t)
+}
+
+/// [`new_table`] under loom: loom's atomics are not plain words, so the lists are built in place.
+#[cfg(loom)]
+fn new_table() -> Option<*mut CallbackList> {
+    let layout = Layout::array::<CallbackList>(TYPES).ok()?;
+    // SAFETY: non-zero layout; leaked like the real tables.
+    let t = unsafe { std::alloc::alloc(layout) }.cast::<CallbackList>();
+    if t.is_null() {
+        return None;
+    }
+    for i in 0..TYPES {
+        // SAFETY: `i < TYPES` lists were allocated above.
+        unsafe { t.add(i).write(CallbackList::new()) };
+    }
+    Some(t)
+}
+
 /// [`CallbackList::call_all`] for any number of callbacks. `extern "C"`: it cannot unwind (the
 /// callbacks are `extern "C"` too), so notify's exported wrapper needs no landing pad.
 ///
@@ -152,8 +192,8 @@ unsafe extern "C" fn call_many(
             if e.enabled.load(Ordering::Relaxed) {
                 let raw = e.cb.load(Ordering::Relaxed);
                 // SAFETY:
-                // - `raw` was stored from a non-null `TracepointCallback` before `len` was released.
-                let f: TracepointCallback = unsafe { std::mem::transmute::<usize, TracepointCallback>(raw) };
+                // - `raw` was stored from a `TracepointCallback` (`as_ptr`) before `len` was released.
+                let f: TracepointCallback = unsafe { std::mem::transmute::<*mut (), TracepointCallback>(raw) };
                 // SAFETY: the caller guarantees the callback contract.
                 unsafe { f(trace_type, parent, event, instance, user_data) };
             }
@@ -229,9 +269,9 @@ impl CallbackRegistry {
         // Acquire: pairs with the release publication in `table_or_create`.
         let t = self.types[stream as usize].load(Ordering::Acquire);
         // SAFETY:
-        // - a published table holds TYPES zero-initialised (= empty) lists and is never freed;
-        //   u16 < TYPES.
-        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize) }) }
+        // - a published table holds TYPES empty lists and is never freed; the index is masked
+        //   below TYPES (a no-op for a u16 unless under loom).
+        if t.is_null() { None } else { Some(unsafe { &*t.add(trace_type as usize & (TYPES - 1)) }) }
     }
 
     /// `xptiCheckTraceEnabled` minus the global gate: the (stream, type) flag, or for type 0
@@ -250,14 +290,7 @@ impl CallbackRegistry {
         if !self.types[stream as usize].load(Ordering::Acquire).is_null() {
             return Some(());
         }
-        let layout = Layout::array::<CallbackList>(TYPES).ok()?;
-        // SAFETY:
-        // - non-zero layout; all-zero bytes are valid empty lists (zero atomics, null `next`).
-        //   Large zeroed allocations are lazily paged by the OS: untouched types cost no memory.
-        let t = unsafe { alloc_zeroed(layout) }.cast::<CallbackList>();
-        if t.is_null() {
-            return None;
-        }
+        let t = new_table()?;
         // Release: publishes the zeroed table (we hold the writer lock: no competing creator).
         self.types[stream as usize].store(t, Ordering::Release);
         Some(())
@@ -286,7 +319,7 @@ impl CallbackRegistry {
         if !used.contains(&(stream, trace_type)) {
             used.push((stream, trace_type));
         }
-        let raw = cb as usize;
+        let raw = as_ptr(cb);
         if let Some(e) = head.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) {
             self.set_flag(stream, head, true);
             let was = e.enabled.swap(true, Ordering::Relaxed);
@@ -324,7 +357,7 @@ impl CallbackRegistry {
     pub fn unregister(&self, stream: u8, trace_type: u16, cb: TracepointCallback) -> Change {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let Some(l) = self.list(stream, trace_type) else { return Change::NotFound };
-        let raw = cb as usize;
+        let raw = as_ptr(cb);
         let Some(e) = l.entries().find(|e| e.cb.load(Ordering::Relaxed) == raw) else {
             return Change::NotFound;
         };
@@ -367,18 +400,18 @@ impl CallbackRegistry {
             for e in l.entries() {
                 e.enabled.store(false, Ordering::Relaxed);
             }
-            l.single.store(0, Ordering::Relaxed);
+            l.single.store(ptr::null_mut(), Ordering::Relaxed);
             // The chained lists are dropped from the chain but stay allocated for racing readers.
             l.next.store(ptr::null_mut(), Ordering::Release);
             l.len.store(0, Ordering::Release);
             for e in &l.entries {
-                e.cb.store(0, Ordering::Relaxed);
+                e.cb.store(ptr::null_mut(), Ordering::Relaxed);
             }
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
@@ -405,6 +438,9 @@ mod tests {
 
     #[test]
     fn register_unregister_states() {
+        // Each function cast once: the registry identifies callbacks by address, and Rust
+        // does not promise one address per function (miri gives each cast its own).
+        let (cb_a, cb_b): (TracepointCallback, TracepointCallback) = (cb_a, cb_b);
         let r = CallbackRegistry::new();
         assert_eq!(r.register(3, 10, cb_a), Change::Done);
         assert_eq!(r.register(3, 10, cb_a), Change::Duplicate);
@@ -426,23 +462,149 @@ mod tests {
 
     #[test]
     fn single_is_the_only_enabled_callback() {
+        // As above: each function cast once.
+        let (cb_a, cb_b): (TracepointCallback, TracepointCallback) = (cb_a, cb_b);
         let r = CallbackRegistry::new();
         let single = |r: &CallbackRegistry| r.list(5, 7).expect("list").single.load(Ordering::Relaxed);
         assert_eq!(r.register(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_a));
         assert_eq!(r.register(5, 7, cb_b), Change::Done);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.unregister(5, 7, cb_a), Change::Done);
-        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_b));
         assert_eq!(r.register(5, 7, cb_a), Change::Undeleted);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.unregister(5, 7, cb_b), Change::Done);
-        assert_eq!(single(&r), cb_a as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_a));
         r.disable_stream(5);
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
         assert_eq!(r.register(5, 7, cb_b), Change::Undeleted);
-        assert_eq!(single(&r), cb_b as TracepointCallback as usize);
+        assert_eq!(single(&r), as_ptr(cb_b));
         r.clear_keep_flags();
-        assert_eq!(single(&r), 0);
+        assert!(single(&r).is_null());
+    }
+}
+
+/// Register, unregister and notify racing, under loom, through the shipped `register`,
+/// `unregister`, `list` and `call_all`: a notify calls each callback at most once, never one
+/// that is half-registered (a null or stale function would crash the model), and every
+/// callback registered before it started.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        // Calls of `cb_a` and `cb_b` in the current notify (loom runs a model's threads on the
+        // test's OS thread, one iteration at a time; these are not part of the model).
+        static CALLS: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    }
+
+    unsafe extern "C" fn cb_a(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        CALLS.with(|c| c.set((c.get().0 + 1, c.get().1)));
+    }
+    unsafe extern "C" fn cb_b(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        CALLS.with(|c| c.set((c.get().0, c.get().1 + 1)));
+    }
+
+    /// The callbacks as function pointers, taken once: Rust does not promise that two casts
+    /// of one function in different places give the same address (they did not here), and the
+    /// registry identifies a callback by its address, as C callers' pointers do.
+    #[derive(Clone, Copy)]
+    struct Callbacks {
+        a: TracepointCallback,
+        b: TracepointCallback,
+        x: TracepointCallback,
+        y: TracepointCallback,
+    }
+
+    fn callbacks() -> Callbacks {
+        Callbacks { a: cb_a, b: cb_b, x: cb_x, y: cb_y }
+    }
+
+    /// One notify of (1, 2): the calls of each callback it made.
+    fn notify(r: &CallbackRegistry) -> (u32, u32) {
+        CALLS.with(|c| c.set((0, 0)));
+        if let Some(l) = r.list(1, 2) {
+            // SAFETY: the callbacks ignore their arguments.
+            unsafe { l.call_all(2, ptr::null_mut(), ptr::null_mut(), 0, ptr::null()) };
+        }
+        CALLS.with(Cell::get)
+    }
+
+    /// The first registration of a stream (its table is created) racing a notify.
+    #[test]
+    fn loom_notify_racing_the_first_register_calls_it_once_or_not_at_all() {
+        let cbs = callbacks();
+        loom::model(move || {
+            let r = loom::sync::Arc::new(CallbackRegistry::new());
+            let t = {
+                let r = r.clone();
+                loom::thread::spawn(move || assert_eq!(r.register(1, 2, cbs.a), Change::Done))
+            };
+            let (a, b) = notify(&r);
+            assert!(a <= 1 && b == 0, "{a} {b}");
+            t.join().expect("register");
+            assert_eq!(notify(&r), (1, 0));
+        });
+    }
+
+    /// A registration that chains a second list (the list holds `INLINE` callbacks) racing a
+    /// notify, and an unregistration racing it: the callbacks registered before are each called
+    /// once, the racing ones at most once.
+    #[test]
+    fn loom_notify_racing_a_chained_register_and_an_unregister() {
+        let cbs = callbacks();
+        loom::model(move || {
+            let r = loom::sync::Arc::new(CallbackRegistry::new());
+            assert_eq!(r.register(1, 2, cbs.a), Change::Done);
+            // Two more entries fill the inline list; they are unregistered (disabled) at once.
+            for cb in [cbs.x, cbs.y] {
+                assert_eq!(r.register(1, 2, cb), Change::Done);
+                assert_eq!(r.unregister(1, 2, cb), Change::Done);
+            }
+            let t = {
+                let r = r.clone();
+                loom::thread::spawn(move || {
+                    assert_eq!(r.register(1, 2, cbs.b), Change::Done);
+                    assert_eq!(r.unregister(1, 2, cbs.a), Change::Done);
+                })
+            };
+            let (a, b) = notify(&r);
+            assert!(a <= 1 && b <= 1, "{a} {b}");
+            t.join().expect("register");
+            assert_eq!(notify(&r), (0, 1));
+        });
+    }
+
+    unsafe extern "C" fn cb_x(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        panic!("a disabled callback was called");
+    }
+    unsafe extern "C" fn cb_y(
+        _: u16,
+        _: *mut crate::abi::TraceEventData,
+        _: *mut crate::abi::TraceEventData,
+        _: u64,
+        _: *const std::ffi::c_void,
+    ) {
+        panic!("a disabled callback was called (y)");
     }
 }

@@ -267,11 +267,15 @@ pub fn query_metadata(event: *mut TraceEventData) -> *mut c_void {
 
 // ------------------------------------------------------------------ 2.4 payloads, events, tracepoints
 
-fn stack_trace_of(p: &Payload) -> *const c_char {
+/// The interned copy of the payload's stack trace, if it has one.
+///
+/// # Safety
+/// With its flag set, a non-null `p.stack_trace` is a valid C string.
+unsafe fn stack_trace_of(p: &Payload) -> *const c_char {
     if p.flags & payload_flags::STACK_TRACE_AVAILABLE == 0 || p.stack_trace.is_null() {
         return ptr::null();
     }
-    // SAFETY: the flag says the pointer is a valid C string.
+    // SAFETY: flagged and non-null: a valid C string (the caller's contract).
     fw().register_string(unsafe { CStr::from_ptr(p.stack_trace) }).map_or(ptr::null(), |(_, s)| s)
 }
 
@@ -312,7 +316,8 @@ pub unsafe fn register_payload(payload: *mut Payload) -> u64 {
     let spec = Spec {
         event_type: event_type::ALGORITHM,
         activity_type: activity_type::ACTIVE as u16,
-        stack_trace: stack_trace_of(p),
+        // SAFETY: a valid payload (caller contract): its flagged strings are C strings.
+        stack_trace: unsafe { stack_trace_of(p) },
         code_ptr: if f.strict_hash { p.code_ptr_va } else { ptr::null() },
     };
     // SAFETY: strings valid (caller contract).
@@ -355,7 +360,8 @@ pub unsafe fn make_event(
     let spec = Spec {
         event_type,
         activity_type: activity as u16,
-        stack_trace: stack_trace_of(p),
+        // SAFETY: a valid payload (caller contract): its flagged strings are C strings.
+        stack_trace: unsafe { stack_trace_of(p) },
         code_ptr: if strict { p.code_ptr_va } else { ptr::null() },
     };
     // SAFETY: strings valid (caller contract).
@@ -486,9 +492,14 @@ pub unsafe fn create_tracepoint(
     }
 }
 
-/// #36 `xptiDeleteTracepoint`.
+/// #36 `xptiDeleteTracepoint`. Any pointer is checked (INVALIDARG unless it is a tracepoint of
+/// this dispatcher).
+///
+/// # Safety
+/// The instance is not owned by a live [`crate::api::Tracepoint`], which would go on reading it
+/// (its payload, its metadata map) after the deletion.
 #[inline]
-pub fn delete_tracepoint(tp: *mut c_void) -> XptiResult {
+pub unsafe fn delete_tracepoint(tp: *mut c_void) -> XptiResult {
     if tp.is_null() {
         return XPTI_RESULT_INVALIDARG;
     }
@@ -690,8 +701,11 @@ pub fn check_trace_enabled(stream: u8, trace_type: u16) -> bool {
     stream != 0 && f.callbacks.flag(stream, trace_type)
 }
 
-/// #31 `xptiReset`.
-pub fn reset() {
+/// #31 `xptiReset`: deletes every instance.
+///
+/// # Safety
+/// No [`crate::api::Tracepoint`] is alive (its instance would be deleted under it).
+pub unsafe fn reset() {
     fw().reset();
 }
 

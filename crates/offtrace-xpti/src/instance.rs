@@ -192,6 +192,94 @@ const MAP_WORD: usize = 56 / 8;
 const MAP_WORDS: usize = 7;
 const SINGLE_BUCKET_OFFSET: usize = 48;
 
+/// The liveness word's transitions (see [`Owner`]): live (the cell's address) → 0 by the owner,
+/// live → [`CLAIMED`] → [`remote`]`(owner)` → 0 by another thread and then the owner, or live →
+/// `CLAIMED` → 0 by another thread alone. Generic over the word so that the loom model below
+/// runs these very functions on a loom atomic (the shipped word is an `AtomicU64` over the event
+/// cell's memory, which loom cannot model).
+pub(crate) trait LiveWord {
+    fn load(&self, order: Ordering) -> u64;
+    fn store(&self, v: u64, order: Ordering);
+    fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64>;
+}
+
+impl LiveWord for AtomicU64 {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> u64 {
+        AtomicU64::load(self, order)
+    }
+    #[inline(always)]
+    fn store(&self, v: u64, order: Ordering) {
+        AtomicU64::store(self, v, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+        AtomicU64::compare_exchange(self, current, new, success, failure)
+    }
+}
+
+#[cfg(loom)]
+impl LiveWord for loom::sync::atomic::AtomicU64 {
+    fn load(&self, order: Ordering) -> u64 {
+        loom::sync::atomic::AtomicU64::load(self, order)
+    }
+    /// A swap: loom orders a plain store only after what its own thread has seen, not after a
+    /// concurrent read-modify-write of another thread, and then lets a later compare-exchange
+    /// act on a value the store had replaced (C11 orders all stores to a location totally, and a
+    /// read-modify-write reads the value just before it: the model failed on this alone). A swap
+    /// takes its place after the newest value, as the store does in every C11 total order here.
+    fn store(&self, v: u64, order: Ordering) {
+        loom::sync::atomic::AtomicU64::swap(self, v, order);
+    }
+    fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+        loom::sync::atomic::AtomicU64::compare_exchange(self, current, new, success, failure)
+    }
+}
+
+/// Whether the word says the instance at `ev` is live. Acquire: as in `Slab::is_live`.
+#[inline(always)]
+fn word_is_live(id: &impl LiveWord, ev: u64) -> bool {
+    id.load(Ordering::Acquire) == ev
+}
+
+/// The owner's deletion of its live instance: a plain store (only the owner makes the cell
+/// live again; other threads can only have moved the word from live to a mark meanwhile, and
+/// this store overwrites it). Release: the instance's writes happen before a reader sees it dead.
+#[inline(always)]
+fn kill_own(id: &impl LiveWord) {
+    id.store(0, Ordering::Release);
+}
+
+/// Another thread's claim of the live instance at `ev`. AcqRel: exactly one non-owner deleter
+/// wins (the compare fails on a dead or marked cell); it sees the owner index written before
+/// the instance was published.
+#[inline(always)]
+fn claim_remote(id: &impl LiveWord, ev: u64) -> bool {
+    id.compare_exchange(ev, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
+/// The claimer leaves the cell to its living owner `owner` (under the owner's queue lock): false
+/// when the owner's own deletion has overwritten the claim (the owner recycles it). Release: the
+/// claim's writes happen before the owner's Acquire in [`reclaim_marked`].
+#[inline(always)]
+fn mark_for_owner(id: &impl LiveWord, owner: u32) -> bool {
+    id.compare_exchange(CLAIMED, remote(owner), Ordering::Release, Ordering::Relaxed).is_ok()
+}
+
+/// The owner takes back a cell queued for it: true if it still holds the mark of that deletion.
+/// Acquire: the deleted instance's writes happen before the owner's reuse of the cell.
+#[inline(always)]
+fn reclaim_marked(id: &impl LiveWord, owner: u32) -> bool {
+    id.compare_exchange(remote(owner), 0, Ordering::Acquire, Ordering::Relaxed).is_ok()
+}
+
+/// The claimer recycled the cell itself (no owner can any more): dead. Release: as in
+/// [`kill_own`].
+#[inline(always)]
+fn kill_claimed(id: &impl LiveWord) {
+    id.store(0, Ordering::Release);
+}
+
 /// Images copied into new instances instead of calling into the shim: the side cell's four
 /// vtable pointers (from a Side constructed by the C++ compiler) and, when it has the expected
 /// shape, an empty libstdc++ map (bucket pointer → its own single-bucket slot, count 1, no nodes,
@@ -476,7 +564,8 @@ impl Slab {
         // Relaxed: the index only has to be unique; the record is published by `IdVec::set`.
         let i = self.next_owner.fetch_add(1, Ordering::Relaxed);
         let o: &'static Owner = Box::leak(Box::default());
-        if i == 0 || !self.owners.set(i, (o as *const Owner).cast_mut()) {
+        // SAFETY: a leaked box: valid for the rest of the process.
+        if i == 0 || !unsafe { self.owners.set(i, (o as *const Owner).cast_mut()) } {
             return 0;
         }
         i
@@ -497,8 +586,7 @@ impl Slab {
     unsafe fn claim_queued(&self, ev: *mut u8, owner: u32) -> bool {
         // SAFETY: caller contract.
         let id = unsafe { unique_id(ev) };
-        // Acquire: the deleted instance's writes happen before our reuse of the cell.
-        if id.compare_exchange(remote(owner), 0, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        if !reclaim_marked(id, owner) {
             return false;
         }
         // SAFETY: the cell is ours alone now.
@@ -508,8 +596,12 @@ impl Slab {
 
     /// Returns a slot to the free lists: the thread's list ([`push_free`](Self::push_free)), or
     /// the global pool when the thread's state is gone (thread exit) or already borrowed.
+    ///
+    /// # Safety
+    /// `slot` is a committed event cell of this slab, dead and recycled, that the caller owns
+    /// and no free list holds: the next allocation hands it out and writes it.
     #[inline]
-    pub fn free(&self, slot: *mut u8) {
+    pub unsafe fn free(&self, slot: *mut u8) {
         let a = slot as usize;
         let pushed = THREAD
             .try_with(|f| match f.try_borrow_mut() {
@@ -871,7 +963,8 @@ impl KeyTable {
         // keys, that false sharing made the tracepoint scope pair about 40 % slower per thread.
         let size = (size_of::<KeyEntry>() + nb.len() + fb.len()).next_multiple_of(KEY_ALIGN);
         let mut mem: *mut u8 = ptr::null_mut();
-        let (key, fate) = self.map.find_or_insert(key_of(fid, flid, n.line, n.column), || {
+        let key_value = key_of(fid, flid, n.line, n.column);
+        let make = || {
             // The candidate, built while the map's slot load is outstanding: at the arena's
             // bump pointer, given back below if the key exists.
             mem = match keys.as_deref_mut() {
@@ -906,12 +999,18 @@ impl KeyTable {
                 write_stored_payload(&raw mut (*e).payload, name, file, fid as i32, flid as i32, n, spec, uid);
             }
             mem.cast_const().cast()
-        });
+        };
+        // SAFETY (the map's contract): `make` returns a fully initialised entry for this key in
+        // arena or static memory that is never freed; the arena takes it back below only when
+        // it was never visible (`Fate::Unused`).
+        let (key, fate) = unsafe { self.map.find_or_insert(key_value, make) };
         // (On an exiting thread the candidate came from the shared arena and stays allocated.)
         if fate == Fate::Unused
             && let Some(k) = keys.as_deref_mut()
         {
-            k.arena.give_back(mem, size);
+            // SAFETY: `mem` is the arena's last allocation (`size` bytes, made above) and was
+            // never visible to another thread.
+            unsafe { k.arena.give_back(mem, size) };
         }
         if let Some(keys) = keys {
             if !strict && !key.file().is_null() {
@@ -1343,8 +1442,8 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         if c.owner == 0 {
             return None;
         }
-        // Acquire: as in `is_live`; the owner index read next is the live instance's.
-        if id.load(Ordering::Acquire) != ev as u64 {
+        // The owner index read next is the live instance's (Acquire).
+        if !word_is_live(id, ev as u64) {
             return Some(false);
         }
         // SAFETY: caller contract.
@@ -1353,8 +1452,7 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
         }
         // Our instance: only this thread makes the cell live again, and other threads can only
         // have moved the word from live to a mark since the load above (see `Owner`).
-        // Release: the instance's writes happen before a reader sees it dead.
-        id.store(0, Ordering::Release);
+        kill_own(id);
         // SAFETY: the cell is ours: only this thread makes it live again.
         unsafe { recycle(slab, ev) };
         slab.push_free(&mut c, ev as usize);
@@ -1376,9 +1474,7 @@ pub unsafe fn delete_cell(slab: &Slab, ev: *mut u8) -> bool {
 unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
     // SAFETY: caller contract.
     let id = unsafe { unique_id(ev) };
-    // AcqRel: exactly one non-owner deleter wins (the compare fails on a dead or marked cell); it
-    // sees the owner index written before the instance was published.
-    if id.compare_exchange(ev as u64, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if !claim_remote(id, ev as u64) {
         return false;
     }
     // SAFETY: caller contract.
@@ -1388,7 +1484,7 @@ unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
         if !q.0 {
             // The owner lives and recycles the cell. If its own deletion of this instance is
             // under way, its store of 0 has overwritten CLAIMED or will overwrite the mark.
-            if id.compare_exchange(CLAIMED, remote(owner), Ordering::Release, Ordering::Relaxed).is_ok() {
+            if mark_for_owner(id, owner) {
                 q.1.push(ev as usize);
             }
             return true;
@@ -1397,9 +1493,9 @@ unsafe fn delete_remote(slab: &Slab, ev: *mut u8) -> bool {
     // No owner can claim the cell any more (it exited, or there was none): recycle it here.
     // SAFETY: the cell is ours alone.
     unsafe { recycle(slab, ev) };
-    // Release: as in `delete_cell`.
-    id.store(0, Ordering::Release);
-    slab.free(ev);
+    kill_claimed(id);
+    // SAFETY: the dead, recycled cell we claimed above (the compare-exchange from live).
+    unsafe { slab.free(ev) };
     true
 }
 
@@ -1503,5 +1599,142 @@ mod tests {
             assert!(same_str(x, x, 14));
             libc::munmap(base.cast(), 2 * PAGE);
         }
+    }
+}
+
+/// The deletion protocol of [`Owner`] under loom: the liveness word's transitions are the
+/// shipped functions above ([`word_is_live`], [`kill_own`], [`claim_remote`],
+/// [`mark_for_owner`], [`reclaim_marked`], [`kill_claimed`]) run on a loom atomic; the steps
+/// around them follow `delete_cell`, `delete_remote` and `claim_queued` (which address the word
+/// in the event cell's memory, and recycle through the C++ shim: neither can run under loom).
+/// Recycling is a write of a loom cell, so two recycles of one cell, or one not ordered after
+/// the deletion's claim, fail the model.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell as LoomUnsafeCell;
+    use loom::sync::Arc;
+    use loom::sync::Mutex as LoomMutex;
+    use loom::sync::atomic::AtomicU64 as LoomAtomicU64;
+
+    /// The cell's address, which is also the live instance's uid.
+    const EV: u64 = 0x7f00_0000_1000;
+    const OWNER: u32 = 7;
+
+    struct Cell {
+        id: LoomAtomicU64,
+        recycled: LoomUnsafeCell<u32>,
+        /// The owner's queue: (exited, cells deleted by other threads).
+        queue: LoomMutex<(bool, Vec<u64>)>,
+    }
+
+    fn cell(exited: bool) -> Arc<Cell> {
+        Arc::new(Cell {
+            id: LoomAtomicU64::new(EV),
+            recycled: LoomUnsafeCell::new(0),
+            queue: LoomMutex::new((exited, Vec::new())),
+        })
+    }
+
+    fn recycle(c: &Cell) {
+        // SAFETY: a write loom checks against every other recycle.
+        c.recycled.with_mut(|p| unsafe { *p += 1 });
+    }
+
+    /// `delete_cell` by the owner.
+    fn owner_delete(c: &Cell) -> bool {
+        if !word_is_live(&c.id, EV) {
+            return false;
+        }
+        kill_own(&c.id);
+        recycle(c);
+        true
+    }
+
+    /// `delete_remote`.
+    fn remote_delete(c: &Cell) -> bool {
+        if !claim_remote(&c.id, EV) {
+            return false;
+        }
+        let mut q = c.queue.lock().expect("queue");
+        if !q.0 {
+            if mark_for_owner(&c.id, OWNER) {
+                q.1.push(EV);
+            }
+            return true;
+        }
+        drop(q);
+        recycle(c);
+        kill_claimed(&c.id);
+        true
+    }
+
+    /// The owner's `alloc_refill`: `claim_queued` of every queued cell.
+    fn owner_refill(c: &Cell) {
+        let cells = std::mem::take(&mut c.queue.lock().expect("queue").1);
+        for _ in cells {
+            if reclaim_marked(&c.id, OWNER) {
+                recycle(c);
+            }
+        }
+    }
+
+    fn recycled(c: &Cell) -> u32 {
+        // SAFETY: every thread has been joined.
+        c.recycled.with(|p| unsafe { *p })
+    }
+
+    /// The owner and another thread delete the same instance at once (a double delete, which
+    /// XPTI allows): both may report success, and the cell is recycled exactly once.
+    #[test]
+    fn loom_a_double_delete_by_owner_and_other_thread_recycles_once() {
+        loom::model(|| {
+            let c = cell(false);
+            let other = {
+                let c = c.clone();
+                loom::thread::spawn(move || remote_delete(&c))
+            };
+            let mine = owner_delete(&c);
+            owner_refill(&c);
+            let theirs = other.join().expect("deleter");
+            owner_refill(&c);
+            assert!(mine || theirs);
+            assert_eq!(recycled(&c), 1);
+            assert_eq!(c.id.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// Another thread deletes while the owner refills: the owner recycles the queued cell once
+    /// (now or at its next refill).
+    #[test]
+    fn loom_a_remote_delete_is_recycled_once_by_the_owner() {
+        loom::model(|| {
+            let c = cell(false);
+            let other = {
+                let c = c.clone();
+                loom::thread::spawn(move || assert!(remote_delete(&c)))
+            };
+            owner_refill(&c);
+            other.join().expect("deleter");
+            owner_refill(&c);
+            assert_eq!(recycled(&c), 1);
+            assert_eq!(c.id.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    /// Two other threads delete the instance of an exited owner: one wins and recycles it.
+    #[test]
+    fn loom_two_deleters_of_an_exited_owners_instance_recycle_once() {
+        loom::model(|| {
+            let c = cell(true);
+            let other = {
+                let c = c.clone();
+                loom::thread::spawn(move || remote_delete(&c))
+            };
+            let mine = remote_delete(&c);
+            let theirs = other.join().expect("deleter");
+            assert!(mine ^ theirs, "exactly one deletion succeeds");
+            assert_eq!(recycled(&c), 1);
+        });
     }
 }

@@ -122,9 +122,13 @@ impl Arena {
         self.alloc(size, align)
     }
 
-    /// Takes back the `size` bytes at `p` if they were the last allocation and nobody else can
-    /// reach them (the next allocation reuses them); otherwise they stay allocated.
-    pub(crate) fn give_back(&mut self, p: *mut u8, size: usize) {
+    /// Takes back the `size` bytes at `p` if they were the last allocation (the next allocation
+    /// reuses them); otherwise they stay allocated.
+    ///
+    /// # Safety
+    /// `p` and `size` are those of an allocation of this arena that nobody else can reach: if
+    /// it was the last one, the next allocation hands the same bytes out again.
+    pub(crate) unsafe fn give_back(&mut self, p: *mut u8, size: usize) {
         if p.wrapping_add(size) == self.ptr {
             self.ptr = p;
             self.left += size;
@@ -184,7 +188,11 @@ impl<T> IdVec<T> {
     }
 
     /// Stores `value` for `id`. Returns false when `id` is beyond the capacity.
-    pub fn set(&self, id: u32, value: *mut T) -> bool {
+    ///
+    /// # Safety
+    /// `value` is null or points to a `T` valid for the rest of the process: readers of the
+    /// map (`Interner::by_id`, `Slab::owner`) dereference what [`Self::get`] returns.
+    pub unsafe fn set(&self, id: u32, value: *mut T) -> bool {
         let id = id as usize;
         let Some(slot) = self.chunks.get(id >> ID_CHUNK_BITS) else { return false };
         let mut chunk = slot.load(Ordering::Acquire);
@@ -433,7 +441,8 @@ impl InternTable {
             shard.table.store(bigger, Ordering::Release);
             table = b;
         }
-        self.ids.set(id, node_mem);
+        // SAFETY: a published node, never freed.
+        unsafe { self.ids.set(id, node_mem) };
         Self::place(table, hash, node_mem);
         // SAFETY: just written, never freed.
         Some((unsafe { &*node_mem }, true))
@@ -467,7 +476,8 @@ impl InternTable {
             self.shards.iter().map(|s| s.insert.lock().unwrap_or_else(|e| e.into_inner())).collect();
         let end = self.next_id.load(Ordering::Relaxed).min(self.max_id);
         for id in self.first_id..end {
-            self.ids.set(id, ptr::null_mut());
+            // SAFETY: null.
+            unsafe { self.ids.set(id, ptr::null_mut()) };
         }
         for (s, g) in self.shards.iter().zip(guards.iter_mut()) {
             // The old table is leaked: lock-free readers may still be probing it.

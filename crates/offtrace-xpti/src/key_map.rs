@@ -39,11 +39,15 @@
 //! does not use, adds 2, 4 or 8): one locked add per 8 new keys instead of per key in the tables
 //! that matter. A probe longer than `LONG_PROBE` also grows the table, so an unlucky count can
 //! never let it fill up.
+//!
+//! The atomics and the shard locks go through the `sync` facade: the loom models at the end of
+//! this file run `find_or_insert` and `grow` with inserts racing a resize
+//! (`scripts/test-tier1.sh`).
 
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crate::sync::{self, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 const SHARDS: usize = 256;
 /// Set in a shard word while its table is being copied into a larger one.
@@ -65,6 +69,7 @@ const SAMPLE_BITS: u32 = 3;
 const SAMPLE_FROM_BITS: u32 = 8;
 /// Tables from this size on come from the huge-page region (each probe of a large table is a
 /// random access: fewer TLB misses, and the kernel zeroes the memory instead of `calloc`).
+#[cfg(not(loom))]
 const REGION_TABLE_BYTES: usize = 4096;
 
 /// What a [`KeyMap`] needs of its entries: the key they were inserted under.
@@ -177,6 +182,7 @@ impl Table {
 }
 
 /// A zeroed, 64-byte-aligned, never-freed array of `1 << bits` slots, as a shard word.
+#[cfg(not(loom))]
 fn new_table(bits: u32) -> u64 {
     let bytes = 8usize << bits;
     let mut p: *mut u8 = ptr::null_mut();
@@ -193,6 +199,24 @@ fn new_table(bits: u32) -> u64 {
         }
     }
     debug_assert!(p as u64 & !WORD_ADDR_MASK == 0);
+    p as u64 | u64::from(bits)
+}
+
+/// [`new_table`] under loom: loom's atomics are not plain words, so the slots are built in place
+/// (and leaked, like the real tables).
+#[cfg(loom)]
+fn new_table(bits: u32) -> u64 {
+    let n = 1usize << bits;
+    let layout = std::alloc::Layout::array::<AtomicU64>(n).and_then(|l| l.align_to(64)).expect("slot layout");
+    // SAFETY: non-zero layout; leaked.
+    let p = unsafe { std::alloc::alloc(layout) }.cast::<AtomicU64>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    for i in 0..n {
+        // SAFETY: `i < n` slots were allocated above.
+        unsafe { p.add(i).write(AtomicU64::new(0)) };
+    }
     p as u64 | u64::from(bits)
 }
 
@@ -225,10 +249,15 @@ impl<T: Keyed> KeyMap<T> {
 
     /// The entry for `key`, or the candidate that `make` builds, inserted. `make` runs once,
     /// after the load of the key's first slot has been issued, so that building the candidate
-    /// overlaps that (usually missing) load. It returns a fully initialised entry for `key` that
-    /// stays valid forever once published; [`Fate`] says whether it was.
+    /// overlaps that (usually missing) load. [`Fate`] says whether the candidate was published.
+    ///
+    /// # Safety
+    /// `make` returns a pointer to a fully initialised `T` whose key is `key`, 8-aligned, that
+    /// stays valid (never freed or written) for the rest of the process once published, and
+    /// that, when not published, nobody else uses unless [`Fate::Abandoned`] says it was
+    /// briefly visible: the map dereferences it and hands it out as `&'static T`.
     #[inline]
-    pub fn find_or_insert(&self, key: [u64; 2], make: impl FnOnce() -> *const T) -> (&'static T, Fate) {
+    pub unsafe fn find_or_insert(&self, key: [u64; 2], make: impl FnOnce() -> *const T) -> (&'static T, Fate) {
         let h = hash(key);
         let s = shard_of(h);
         // SeqCst (here and for every load of a shard word or slot): see the module docs.
@@ -247,13 +276,16 @@ impl<T: Keyed> KeyMap<T> {
             if word & RESIZING == 0 {
                 let table = Table::of(word);
                 let (probe, distance) = Self::probe(table, h, key, value, first);
-                // SeqCst: the validation of the module docs.
+                // SeqCst: the validation of the module docs (ordered after the slot's
+                // compare-exchange or load in the probe; see `seq_cst_point` for loom).
+                sync::seq_cst_point();
                 let valid = self.words[s].load(Ordering::SeqCst) == word;
                 match probe {
                     Probe::Inserted if valid => {
                         self.inserted(s, h, word, distance);
                         return (
-                            // SAFETY: the candidate is initialised and now published forever.
+                            // SAFETY: the candidate is initialised and now published forever
+                            // (the caller's contract).
                             unsafe { &*cand },
                             Fate::Published,
                         );
@@ -335,6 +367,7 @@ impl<T: Keyed> KeyMap<T> {
         if w.compare_exchange(word, word | RESIZING, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return; // Replaced already (by another grower or `clear`).
         }
+        sync::seq_cst_point();
         let old = Table::of(word);
         let bits = (word & BITS_MASK) as u32 + 1;
         let new_word = new_table(bits);
@@ -400,7 +433,7 @@ unsafe impl<T: Keyed> Sync for KeyMap<T> {}
 // SAFETY: as above.
 unsafe impl<T: Keyed> Send for KeyMap<T> {}
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -422,6 +455,12 @@ mod tests {
         Box::leak(Box::new(E { key, uses: AtomicU32::new(0) }))
     }
 
+    /// `find_or_insert` with a candidate from `make` (which leaks a fresh entry for the key).
+    fn find_or_insert(m: &KeyMap<E>, key: [u64; 2], make: impl FnOnce() -> *const E) -> (&'static E, Fate) {
+        // SAFETY: every `make` of these tests returns `leak(key)`: initialised, never freed.
+        unsafe { m.find_or_insert(key, make) }
+    }
+
     #[test]
     fn finds_what_it_inserted_and_grows() {
         let m = KeyMap::<E>::new(1);
@@ -429,13 +468,13 @@ mod tests {
         let keys: Vec<[u64; 2]> = (0..20_000u64).map(|i| [i % 7 * 0x1_0000_0001, i / 7]).collect();
         let mut entries = Vec::new();
         for &k in &keys {
-            let (e, fate) = m.find_or_insert(k, || leak(k));
+            let (e, fate) = find_or_insert(&m, k, || leak(k));
             assert_eq!(fate, Fate::Published);
             assert_eq!(e.key, k);
             entries.push(e as *const E);
         }
         for (&k, &e) in keys.iter().zip(&entries) {
-            let (f, fate) = m.find_or_insert(k, || leak(k));
+            let (f, fate) = find_or_insert(&m, k, || leak(k));
             assert_eq!(fate, Fate::Unused);
             assert!(ptr::eq(f, e));
         }
@@ -443,7 +482,7 @@ mod tests {
         assert!(m.capacity() > cap0 && m.capacity() <= keys.len() * 8, "capacity {}", m.capacity());
         m.clear();
         assert_eq!(m.len(), 0);
-        let (e, fate) = m.find_or_insert(keys[5], || leak(keys[5]));
+        let (e, fate) = find_or_insert(&m, keys[5], || leak(keys[5]));
         assert_eq!(fate, Fate::Published);
         assert!(!ptr::eq(e, entries[5]));
     }
@@ -475,16 +514,16 @@ mod tests {
         // A new key inserted into the old table after the copy: validated against the new
         // word, so inserted again there (the same entry) and published once.
         let a = [1, 2];
-        let (e, fate) = m.find_or_insert(a, || {
+        let (e, fate) = find_or_insert(&m, a, || {
             grow_shard_of(a);
             leak(a)
         });
         assert_eq!(fate, Fate::Published);
-        let (again, fate) = m.find_or_insert(a, || leak(a));
+        let (again, fate) = find_or_insert(&m, a, || leak(a));
         assert!(ptr::eq(e, again));
         assert_eq!(fate, Fate::Unused);
         // An existing key found in the old table: found again in the new one.
-        let (found, fate) = m.find_or_insert(a, || {
+        let (found, fate) = find_or_insert(&m, a, || {
             grow_shard_of(a);
             leak(a)
         });
@@ -494,9 +533,9 @@ mod tests {
         // went into the old table is abandoned for that entry.
         let b = [3, 4];
         let mut other: *const E = ptr::null();
-        let (e, fate) = m.find_or_insert(b, || {
+        let (e, fate) = find_or_insert(&m, b, || {
             grow_shard_of(b);
-            let (o, f) = m.find_or_insert(b, || leak(b));
+            let (o, f) = find_or_insert(&m, b, || leak(b));
             assert_eq!(f, Fate::Published);
             other = o;
             leak(b)
@@ -525,7 +564,7 @@ mod tests {
                             // Each thread walks the keys from its own offset.
                             let i = (i + t * n / threads) % n;
                             let k = [(round << 40) | (i % 97), i];
-                            let (e, fate) = m.find_or_insert(k, || leak(k));
+                            let (e, fate) = find_or_insert(&m, k, || leak(k));
                             assert_eq!(e.key, k);
                             e.uses.fetch_add(1, Ordering::Relaxed);
                             if fate == Fate::Published {
@@ -555,5 +594,107 @@ mod tests {
                 assert_eq!(unsafe { &*(e as *const E) }.uses.load(Ordering::Relaxed), threads as u32, "key {i}");
             }
         }
+    }
+}
+
+/// The resize races of the module docs under loom, through the shipped `find_or_insert` and
+/// `grow`: shards of eight slots, six taken, so the next insert grows its shard (at load 7/8)
+/// while another thread inserts into the slot left empty.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    #[derive(Debug)]
+    struct E {
+        key: [u64; 2],
+    }
+
+    impl Keyed for E {
+        fn key(&self) -> [u64; 2] {
+            self.key
+        }
+    }
+
+    fn leak(key: [u64; 2]) -> *const E {
+        Box::leak(Box::new(E { key }))
+    }
+
+    /// `find_or_insert` with a freshly leaked candidate.
+    fn find_or_insert(m: &KeyMap<E>, key: [u64; 2]) -> (&'static E, Fate) {
+        // SAFETY: `leak(key)` is initialised and never freed.
+        unsafe { m.find_or_insert(key, || leak(key)) }
+    }
+
+    /// Nine keys of one shard: six to fill it, three to race.
+    fn keys_of_one_shard() -> ([[u64; 2]; 6], [[u64; 2]; 3]) {
+        let shard = shard_of(hash([1, 1]));
+        let mut same = (1..).map(|i| [i, i]).filter(|&k| shard_of(hash(k)) == shard);
+        let mut next = || same.next().expect("a key");
+        ([(); 6].map(|_| next()), [(); 3].map(|_| next()))
+    }
+
+    fn addr(e: &E) -> usize {
+        e as *const E as usize
+    }
+
+    /// A shard of eight slots holding the six `keys`: the next insert into it grows it.
+    fn map_with(keys: [[u64; 2]; 6]) -> Arc<KeyMap<E>> {
+        let m = Arc::new(KeyMap::<E>::new(3));
+        for k in keys {
+            assert_eq!(find_or_insert(&m, k).1, Fate::Published);
+        }
+        assert_eq!(m.capacity(), 256 * 8, "not grown yet");
+        m
+    }
+
+    /// Different keys inserted concurrently while the shard grows: both are published, and
+    /// both are found afterwards (an insert into the table being copied is not lost).
+    #[test]
+    fn loom_inserts_racing_a_resize_are_not_lost() {
+        let (fill, [k1, k2, _]) = keys_of_one_shard();
+        loom::model(move || {
+            let m = map_with(fill);
+            let t = {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    let (e, fate) = find_or_insert(&m, k1);
+                    (addr(e), fate)
+                })
+            };
+            let (e2, f2) = find_or_insert(&m, k2);
+            let (e1, f1) = t.join().expect("inserter");
+            assert_eq!((f1, f2), (Fate::Published, Fate::Published));
+            for (k, e) in [(k1, e1), (k2, addr(e2))] {
+                let (found, fate) = find_or_insert(&m, k);
+                assert_eq!(fate, Fate::Unused, "key {k:?} was lost and inserted again");
+                assert_eq!(addr(found), e);
+            }
+        });
+    }
+
+    /// The same key inserted by two threads while a third grows the shard: exactly one
+    /// publishes it, both get that entry, and it is the one found afterwards.
+    #[test]
+    fn loom_one_entry_per_key_across_a_resize() {
+        let (fill, [k1, k2, _]) = keys_of_one_shard();
+        loom::model(move || {
+            let m = map_with(fill);
+            let spawn = |k: [u64; 2]| {
+                let m = m.clone();
+                loom::thread::spawn(move || {
+                    let (e, fate) = find_or_insert(&m, k);
+                    (addr(e), fate)
+                })
+            };
+            let (grower, other) = (spawn(k2), spawn(k1));
+            let (e1, f1) = find_or_insert(&m, k1);
+            let (e2, f2) = other.join().expect("inserter");
+            grower.join().expect("grower");
+            assert_eq!(addr(e1), e2, "two entries for one key");
+            assert_eq!([f1, f2].iter().filter(|&&f| f == Fate::Published).count(), 1, "{f1:?} {f2:?}");
+            let (found, fate) = find_or_insert(&m, k1);
+            assert_eq!((addr(found), fate), (e2, Fate::Unused));
+        });
     }
 }

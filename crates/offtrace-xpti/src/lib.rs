@@ -49,6 +49,7 @@ mod region;
 mod rodata;
 mod shim;
 mod subscriber;
+mod sync;
 mod tls;
 
 pub use hash::fnv1a32;

@@ -103,7 +103,8 @@ fn keys_differ_by_column_unless_the_line_is_unknown_and_reset_restarts_numbering
     // SAFETY: a live event.
     unsafe { d::release_event(e) };
     assert_eq!(make(name, 11, 1).1, 2);
-    d::reset();
+    // SAFETY: no `api::Tracepoint` is alive in this test.
+    unsafe { d::reset() };
     assert_eq!(make(name, 11, 1).1, 1);
     assert_eq!(make(name, 11, 1).1, 2);
     assert_eq!(make(name, 10, 1).1, 1);

@@ -70,7 +70,8 @@ fn each_key_is_numbered_1_2_3_across_threads_and_deletions() {
         // SAFETY: a tracepoint interface of this dispatcher (docs/reference/xpti-abi.md §7: slot 6 is instance()).
         let inst = unsafe { vcall_u64(tp, 6) };
         assert_eq!(inst, i);
-        assert_eq!(d::delete_tracepoint(tp), XPTI_RESULT_SUCCESS);
+        // SAFETY: created above through the C entry point; no Rust owner.
+        assert_eq!(unsafe { d::delete_tracepoint(tp) }, XPTI_RESULT_SUCCESS);
     }
 }
 
@@ -188,7 +189,8 @@ fn racing_double_deletions_never_hand_out_a_cell_twice() {
                     let mine = shared.lock().expect("lock").clone();
                     for (i, &tp) in mine.iter().enumerate() {
                         let tp = if (i + t + round) % 2 == 0 { tp } else { mine[mine.len() - 1 - i] };
-                        d::delete_tracepoint(tp as *mut c_void);
+                        // SAFETY: created through the C entry point; no Rust owner.
+                        unsafe { d::delete_tracepoint(tp as *mut c_void) };
                     }
                     start.wait();
                     // Every thread now makes instances and keeps them alive: no two live

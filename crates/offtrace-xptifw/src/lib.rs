@@ -73,7 +73,9 @@ macro_rules! export {
 
 // SAFETY (for every `unsafe { d::… }` below):
 // - the caller upholds the XPTI header's contract on pointer arguments; `dispatch` checks them
-//   for null before use.
+//   for null before use;
+// - no `offtrace_xpti::api::Tracepoint` lives in this library (C callers own their instances),
+//   so `xptiReset` and `xptiDeleteTracepoint` delete nothing a Rust owner still reads.
 
 export!(/// #1
 fn xptiFrameworkInitialize() -> () = (), d::framework_initialize());
@@ -166,7 +168,7 @@ fn xptiTraceEnabled() -> bool = false, d::trace_enabled());
 export!(/// #30
 fn xptiCheckTraceEnabled(stream: u32, trace_type: u32) -> bool = false, d::check_trace_enabled(u8_of(stream), u16_of(trace_type)));
 export!(/// #31
-fn xptiReset() -> () = (), d::reset());
+fn xptiReset() -> () = (), unsafe { d::reset() });
 export!(/// #32
 fn xptiForceSetTraceEnabled(on: u32) -> () = (), d::force_set_trace_enabled(bool_of(on)));
 export!(/// #33
@@ -178,7 +180,7 @@ fn xptiCreateTracepoint(func: *const c_char, file: *const c_char, line: u32, col
     // SAFETY: see the note above the exports; `code_ptr` is never dereferenced.
     unsafe { d::create_tracepoint(func, file, line, column, code_ptr) });
 export!(/// #36
-fn xptiDeleteTracepoint(tp: *mut c_void) -> XptiResult = XPTI_RESULT_FAIL, d::delete_tracepoint(tp));
+fn xptiDeleteTracepoint(tp: *mut c_void) -> XptiResult = XPTI_RESULT_FAIL, unsafe { d::delete_tracepoint(tp) });
 export!(/// #37
 fn xptiGetTracepointScopeData() -> *const c_void = std::ptr::null(), d::get_tracepoint_scope_data());
 export!(/// #38
