@@ -174,10 +174,9 @@ unsafe extern "C" fn client_finalize(client: offtrace_client_id_t) {
             return finalize_one(client.handle);
         }
         let h = client.handle;
-        match std::thread::Builder::new().name("offtrace-finalize".into()).spawn(move || finalize_one(h)) {
-            Ok(j) => DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(j),
-            // No thread (inside `exit()`, out of resources): `finalize_tools` runs it.
-            Err(_) => {}
+        // No thread (inside `exit()`, out of resources): `finalize_tools` runs it.
+        if let Ok(j) = std::thread::Builder::new().name("offtrace-finalize".into()).spawn(move || finalize_one(h)) {
+            DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(j);
         }
     });
 }

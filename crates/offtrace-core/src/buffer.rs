@@ -686,10 +686,10 @@ impl Buffer {
             }
         }
         late.push(*record);
-        if late.len() >= self.watermark {
-            if let Some(_d) = self.try_delivery() {
-                self.deliver_late(&mut late);
-            }
+        if late.len() >= self.watermark
+            && let Some(_d) = self.try_delivery()
+        {
+            self.deliver_late(&mut late);
         }
     }
 

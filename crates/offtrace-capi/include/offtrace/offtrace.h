@@ -215,11 +215,12 @@ typedef struct offtrace_implicit_allocation_t {
 typedef struct offtrace_callback_tracing_kernel_dispatch_data_t {
     uint64_t queue;
     uint64_t kernel;
-    const char* kernel_name;
+    const char* kernel_name; /* readable: demangled, a SYCL kernel's type name (`axpy`, not `_ZTS4axpy`),
+                                the same in KERNEL_DISPATCH and CODE_OBJECT records */
     uint32_t work_dim;
     uint32_t kernel_arg_count;
-    uint64_t global_size[3];
-    uint64_t local_size[3];
+    uint64_t global_size[3]; /* dimensions past work_dim are 1 */
+    uint64_t local_size[3];  /* all 0: chosen by the runtime; else dimensions past work_dim are 1 */
     uint64_t kernel_args[OFFTRACE_MAX_KERNEL_ARGS];
     const offtrace_implicit_allocation_t* implicit_allocations;
     uint64_t implicit_allocation_count;

@@ -11,7 +11,8 @@
  *       client_finalize from inside its exit callback; finalize (deferred by offtrace) flushes,
  *       destroys a buffer, destroys the context while another thread and itself hold open
  *       marker ranges, and prints what it saw. A library destructor (inside exit(), after the
- *       main thread's thread-locals are gone) pushes and pops an external id.
+ *       main thread's thread-locals are gone) pushes and pops an external id. KERNEL_DISPATCH
+ *       names and geometry are checked against the CODE_OBJECT kernel loads (one answer).
  *   "fail" - initialize creates and starts a context, then returns 5: no callback of it may run
  *       afterwards, and the context is destroyed.
  */
@@ -127,6 +128,45 @@ static void on_spare(offtrace_context_id_t c, offtrace_buffer_id_t b, const offt
     (void)c; (void)b; (void)recs; (void)count; (void)data; (void)drops;
 }
 
+/* One answer per question: KERNEL_DISPATCH names are readable (not mangled), each one is the
+ * name of a kernel a CODE_OBJECT load reported, and sizes past work_dim are 1. */
+#define MAX_NAMES 64
+static char kernel_names[MAX_NAMES][128];
+static int kernel_name_count;
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long dispatches, mangled_names, unknown_names, geometry_bad;
+
+static void on_code_object(offtrace_callback_tracing_record_t r, offtrace_user_data_t* user, void* data) {
+    (void)user; (void)data;
+    const offtrace_callback_tracing_code_object_data_t* co = r.payload;
+    if (r.operation != OFFTRACE_CODE_OBJECT_KERNEL || r.phase != OFFTRACE_CALLBACK_PHASE_LOAD || !co || !co->name) return;
+    pthread_mutex_lock(&names_lock);
+    if (kernel_name_count < MAX_NAMES) {
+        strncpy(kernel_names[kernel_name_count], co->name, sizeof kernel_names[0] - 1);
+        kernel_name_count++;
+    }
+    pthread_mutex_unlock(&names_lock);
+}
+
+static void on_dispatch(offtrace_callback_tracing_record_t r, offtrace_user_data_t* user, void* data) {
+    (void)user; (void)data;
+    const offtrace_callback_tracing_kernel_dispatch_data_t* k = r.payload;
+    if (r.phase != OFFTRACE_CALLBACK_PHASE_NONE || !k) return;
+    atomic_fetch_add(&dispatches, 1);
+    const char* n = k->kernel_name ? k->kernel_name : "";
+    if (strncmp(n, "_Z", 2) == 0 || strstr(n, "typeinfo") != NULL) atomic_fetch_add(&mangled_names, 1);
+    int known = 0;
+    pthread_mutex_lock(&names_lock);
+    for (int i = 0; i < kernel_name_count; i++) known |= strcmp(kernel_names[i], n) == 0;
+    pthread_mutex_unlock(&names_lock);
+    if (!known) atomic_fetch_add(&unknown_names, 1);
+    for (uint32_t d = k->work_dim; d < 3 && k->work_dim > 0; d++) {
+        if (k->global_size[d] != 1) atomic_fetch_add(&geometry_bad, 1);
+        if ((k->local_size[0] | k->local_size[1] | k->local_size[2]) != 0 && k->local_size[d] != 1)
+            atomic_fetch_add(&geometry_bad, 1);
+    }
+}
+
 static void on_marker(offtrace_callback_tracing_record_t r, offtrace_user_data_t* user, void* data) {
     (void)r; (void)user; (void)data;
     if (mode_fail) atomic_fetch_add(&after_fail_calls, 1);
@@ -144,6 +184,8 @@ static int tool_init(offtrace_client_finalize_t fini, void* data) {
         return 5;
     }
     offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, on_call, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_CODE_OBJECT, NULL, 0, on_code_object, NULL);
+    offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, NULL, 0, on_dispatch, NULL);
     offtrace_status_t s = offtrace_create_buffer(ctx, (size_t)1 << 62, 0, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_buffer,
                                                  NULL, &buf);
     printf("huge_buffer=%d\n", s);
@@ -152,7 +194,7 @@ static int tool_init(offtrace_client_finalize_t fini, void* data) {
     offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, buf);
     offtrace_create_buffer(ctx, 4096, 0, OFFTRACE_BUFFER_POLICY_DISCARD, on_spare, NULL, &spare);
     offtrace_start_context(ctx);
-    s = offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_CODE_OBJECT, NULL, 0, on_call, NULL);
+    s = offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_MEMORY_FILL, NULL, 0, on_call, NULL);
     printf("configure_started=%d\n", s);
     s = offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_MEMORY_COPY, NULL, 0, buf);
     printf("configure_buffer_started=%d\n", s);
@@ -203,6 +245,8 @@ static void tool_fini(void* data) {
            atomic_load(&enters), atomic_load(&exits), atomic_load(&buffered),
            atomic_load(&deliveries) < atomic_load(&buffered), atomic_load(&mismatches), atomic_load(&ext_process),
            atomic_load(&ext_pushed));
+    printf("dispatches=%ld mangled_names=%ld unknown_names=%ld geometry_bad=%ld\n", atomic_load(&dispatches),
+           atomic_load(&mangled_names), atomic_load(&unknown_names), atomic_load(&geometry_bad));
     fflush(stdout);
     pthread_join(holder, NULL);
 }
