@@ -704,23 +704,50 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.cached_thread_id();
-        for i in bits(mask & 0xff) {
-            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
-            // SAFETY: the thread is busy in the context, so the service outlives this use
-            // (destroy frees it only after no thread is busy in the context).
-            let svc = unsafe { &*svc };
-            if wants(all, &svc.filter, op) {
+        // One gate per context for its callback and its buffer service: a call enters a
+        // context whole (enter callback and, at the exit, its buffer record) or not at all,
+        // even when the context is stopped meanwhile.
+        for i in bits((mask | (mask >> BUFFER_SHIFT)) & 0xff) {
+            let slot = &SLOTS[i];
+            if !me.enter_if_active(busy, i, &slot.active) {
+                continue;
+            }
+            // Acquire: pairs with the Release that installed each service.
+            let (cb, cb_all) = if mask & (1 << i) != 0 {
+                untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire))
+            } else {
+                (ptr::null_mut(), false)
+            };
+            let (bs, bs_all) = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
+                untag_service(slot.buffers[kind.index()].load(Ordering::Acquire))
+            } else {
+                (ptr::null_mut(), false)
+            };
+            // SAFETY: the thread is busy in the context, so its services outlive this use
+            // (destroy frees them only after no thread is busy in the context).
+            let cb = (!cb.is_null()).then(|| unsafe { &*cb }).filter(|s| wants(cb_all, &s.filter, op));
+            // SAFETY: as above.
+            let wants_buffer = !bs.is_null() && wants(bs_all, &unsafe { &*bs }.filter, op);
+            if cb.is_none() && !wants_buffer {
+                me.leave(busy);
+                continue;
+            }
+            // One pair per context, whether it has a callback, a buffer service or both.
+            me.open_pair(i);
+            let id = slot.id();
+            // Read before the enter callback runs: a push from inside it applies to the
+            // records that follow the call, not to this call's exit or buffer record.
+            let external = t.external(i, id);
+            frame.handle[i] = id.handle;
+            frame.external[i] = external;
+            if wants_buffer {
+                buffered |= 1 << i;
+            }
+            if let Some(svc) = cb {
                 if correlation == 0 {
                     correlation = t.next_correlation_id();
                 }
-                me.open_pair(i);
                 delivered |= 1 << i;
-                let id = SLOTS[i].id();
-                // Read before the enter callback runs: a push from inside it applies to the
-                // records that follow the call, not to this call's exit or buffer record.
-                let external = t.external(i, id);
-                frame.handle[i] = id.handle;
-                frame.external[i] = external;
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
@@ -732,21 +759,6 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                 };
                 frame.user[i] = UserData::default();
                 call(svc, &record, &mut frame.user[i]);
-            }
-            me.leave(busy);
-        }
-        for i in bits((mask >> BUFFER_SHIFT) & 0xff) {
-            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
-            // SAFETY: busy in the context (see above).
-            if wants(all, &unsafe { &*svc }.filter, op) {
-                // One pair per context, whether it has a callback, a buffer service or both.
-                if delivered & (1 << i) == 0 {
-                    me.open_pair(i);
-                    let id = SLOTS[i].id();
-                    frame.handle[i] = id.handle;
-                    frame.external[i] = t.external(i, id);
-                }
-                buffered |= 1 << i;
             }
             me.leave(busy);
         }
@@ -858,67 +870,50 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
     let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
-    for i in bits(u32::from(token.delivered)) {
+    let end = if token.buffered != 0 { timestamp_ns() } else { 0 };
+    // One gate per context for both the exit callback and the buffer record: a call's exit
+    // reaches a context whole (callback and record) or not at all (abandoned by destroy).
+    for i in bits(pairs) {
         let slot = &SLOTS[i];
         if !me.enter_if_active(busy, i, &slot.exits) {
             continue;
         }
         // Acquire: pairs with `create_context`'s Release of a new handle.
-        let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
-        if slot.handle.load(Ordering::Acquire) != frame.handle[i] || svc.is_null() {
+        if slot.handle.load(Ordering::Acquire) != frame.handle[i] {
             me.leave(busy);
             continue;
         }
-        // SAFETY: we are busy in the context and passed its `exits` gate while it was the
-        // context of the enter (handle checked), so destroy has not freed its services and
-        // will not before we leave; non-null (checked).
-        let svc = unsafe { &*svc };
         let id = slot.id();
-        let record = CallbackRecord {
-            context_id: id,
-            thread_id,
-            correlation_id: CorrelationId {
-                internal: token.correlation,
-                external: UserData { value: frame.external[i] },
-            },
-            kind: kind as u32,
-            operation: token.operation,
-            phase: Phase::Exit as u32,
-            // Here, not before the loop: an exit with buffer records only skips the check.
-            payload: payload_ptr(kind, &payload),
-        };
-        call(svc, &record, &mut frame.user[i]);
-        me.leave(busy);
-    }
-    if token.buffered != 0 {
-        let end = timestamp_ns();
-        let start = frame.start;
-        for i in bits(u32::from(token.buffered)) {
-            let slot = &SLOTS[i];
-            if !me.enter_if_active(busy, i, &slot.exits) {
-                continue;
+        let correlation_id =
+            CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } };
+        if token.delivered & (1 << i) != 0 {
+            let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
+            if !svc.is_null() {
+                // SAFETY: we are busy in the context and passed its `exits` gate while it was
+                // the context of the enter (handle checked), so destroy has not freed its
+                // services and will not before we leave; non-null (checked).
+                let svc = unsafe { &*svc };
+                let record = CallbackRecord {
+                    context_id: id,
+                    thread_id,
+                    correlation_id,
+                    kind: kind as u32,
+                    operation: token.operation,
+                    phase: Phase::Exit as u32,
+                    payload: payload_ptr(kind, &payload),
+                };
+                call(svc, &record, &mut frame.user[i]);
             }
-            let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
-            if slot.handle.load(Ordering::Acquire) != frame.handle[i] || svc.is_null() {
-                me.leave(busy);
-                continue;
-            }
-            // SAFETY: as for the callback service above.
-            let svc = unsafe { &*svc };
-            let id = slot.id();
-            svc.write(
-                i,
-                id,
-                kind,
-                token.operation,
-                CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } },
-                thread_id,
-                start,
-                end,
-                &payload,
-            );
-            me.leave(busy);
         }
+        if token.buffered & (1 << i) != 0 {
+            let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
+            if !svc.is_null() {
+                // SAFETY: as for the callback service above.
+                let svc = unsafe { &*svc };
+                svc.write(i, id, kind, token.operation, correlation_id, thread_id, frame.start, end, &payload);
+            }
+        }
+        me.leave(busy);
     }
     me.free_frame(token.frame);
     for i in bits(pairs) {

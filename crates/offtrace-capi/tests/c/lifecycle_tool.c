@@ -12,7 +12,8 @@
  *       destroys a buffer, destroys the context while another thread and itself hold open
  *       marker ranges, and prints what it saw. A library destructor (inside exit(), after the
  *       main thread's thread-locals are gone) pushes and pops an external id. KERNEL_DISPATCH
- *       names and geometry are checked against the CODE_OBJECT kernel loads (one answer).
+ *       names and geometry are checked: readable, equal to a named CODE_OBJECT kernel load's
+ *       (`unknown_names` counts those that are not), unused dimensions 1; `names=` lists them.
  *   "fail" - initialize creates and starts a context, then returns 5: no callback of it may run
  *       afterwards, and the context is destroyed.
  */
@@ -37,8 +38,9 @@ static atomic_long enters, exits, exits_after_finalize_call, buffered, deliverie
 static atomic_long ext_process, ext_pushed, after_fail_calls;
 static atomic_int finalize_requested;
 
-#define UR_KERNEL_CREATE 48
-#define UR_QUEUE_FINISH 97
+/* The calls whose enter callback pushes an id and whose exit callback pops it (UR function ids;
+ * LIFECYCLE_PUSH_OP / LIFECYCLE_POP_OP override them). */
+static uint32_t push_op = 48, pop_op = 97; /* urKernelCreate, urQueueFinish */
 #define PROCESS_EXT 555
 #define PUSHED_EXT 77
 
@@ -92,14 +94,14 @@ static void on_call(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
         table_put(r.correlation_id.internal, ext);
         /* The rule under test: a push inside the enter callback applies to the calls after
          * this one, not to this call's exit or buffer record. */
-        if (r.operation == UR_KERNEL_CREATE) offtrace_push_external_correlation_id(ctx, 0, (offtrace_user_data_t){PUSHED_EXT});
+        if (r.operation == push_op) offtrace_push_external_correlation_id(ctx, 0, (offtrace_user_data_t){PUSHED_EXT});
         return;
     }
     if (r.phase != OFFTRACE_CALLBACK_PHASE_EXIT) return;
     if (ext != user->value) atomic_fetch_add(&mismatches, 1);
     if (ext == PROCESS_EXT) atomic_fetch_add(&ext_process, 1);
     if (ext == PUSHED_EXT) atomic_fetch_add(&ext_pushed, 1);
-    if (r.operation == UR_QUEUE_FINISH) {
+    if (r.operation == pop_op) {
         offtrace_user_data_t v;
         offtrace_pop_external_correlation_id(ctx, 0, &v);
     }
@@ -134,12 +136,18 @@ static void on_spare(offtrace_context_id_t c, offtrace_buffer_id_t b, const offt
 static char kernel_names[MAX_NAMES][128];
 static int kernel_name_count;
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_long dispatches, mangled_names, unknown_names, geometry_bad;
+static atomic_long dispatches, mangled_names, unknown_names, geometry_bad, unnamed_kernel_loads;
+static char dispatch_names[MAX_NAMES][128];
+static int dispatch_name_count;
 
 static void on_code_object(offtrace_callback_tracing_record_t r, offtrace_user_data_t* user, void* data) {
     (void)user; (void)data;
     const offtrace_callback_tracing_code_object_data_t* co = r.payload;
-    if (r.operation != OFFTRACE_CODE_OBJECT_KERNEL || r.phase != OFFTRACE_CALLBACK_PHASE_LOAD || !co || !co->name) return;
+    if (r.operation != OFFTRACE_CODE_OBJECT_KERNEL || r.phase != OFFTRACE_CALLBACK_PHASE_LOAD || !co) return;
+    if (!co->name) {
+        atomic_fetch_add(&unnamed_kernel_loads, 1);
+        return;
+    }
     pthread_mutex_lock(&names_lock);
     if (kernel_name_count < MAX_NAMES) {
         strncpy(kernel_names[kernel_name_count], co->name, sizeof kernel_names[0] - 1);
@@ -155,9 +163,14 @@ static void on_dispatch(offtrace_callback_tracing_record_t r, offtrace_user_data
     atomic_fetch_add(&dispatches, 1);
     const char* n = k->kernel_name ? k->kernel_name : "";
     if (strncmp(n, "_Z", 2) == 0 || strstr(n, "typeinfo") != NULL) atomic_fetch_add(&mangled_names, 1);
-    int known = 0;
+    int known = 0, seen = 0;
     pthread_mutex_lock(&names_lock);
     for (int i = 0; i < kernel_name_count; i++) known |= strcmp(kernel_names[i], n) == 0;
+    for (int i = 0; i < dispatch_name_count; i++) seen |= strcmp(dispatch_names[i], n) == 0;
+    if (!seen && dispatch_name_count < MAX_NAMES) {
+        strncpy(dispatch_names[dispatch_name_count], n, sizeof dispatch_names[0] - 1);
+        dispatch_name_count++;
+    }
     pthread_mutex_unlock(&names_lock);
     if (!known) atomic_fetch_add(&unknown_names, 1);
     for (uint32_t d = k->work_dim; d < 3 && k->work_dim > 0; d++) {
@@ -226,6 +239,7 @@ static void* hold_range(void* arg) {
 
 static void tool_fini(void* data) {
     (void)data;
+    long exits_at_finalize = atomic_load(&exits);
     pthread_t holder;
     pthread_create(&holder, NULL, hold_range, NULL);
     struct timespec ms = {0, 1000000};
@@ -239,14 +253,18 @@ static void tool_fini(void* data) {
     offtrace_status_t d = offtrace_destroy_context(ctx);
     double took = now_s() - t0;
     offtrace_marker_range_pop();
-    printf("finalize flush=%d destroy_buffer=%d flush_destroyed=%d destroy_context=%d destroy_bounded=%d\n", flush, db,
-           db_again, d, took < 2.0);
+    printf("finalize flush=%d destroy_buffer=%d flush_destroyed=%d destroy_context=%d destroy_bounded=%d "
+           "exits_at_finalize=%ld\n",
+           flush, db, db_again, d, took < 2.0, exits_at_finalize);
     printf("enters=%ld exits=%ld buffered=%ld deliveries_lt_records=%d mismatches=%ld ext_process=%ld ext_pushed=%ld\n",
            atomic_load(&enters), atomic_load(&exits), atomic_load(&buffered),
            atomic_load(&deliveries) < atomic_load(&buffered), atomic_load(&mismatches), atomic_load(&ext_process),
            atomic_load(&ext_pushed));
-    printf("dispatches=%ld mangled_names=%ld unknown_names=%ld geometry_bad=%ld\n", atomic_load(&dispatches),
-           atomic_load(&mangled_names), atomic_load(&unknown_names), atomic_load(&geometry_bad));
+    printf("dispatches=%ld mangled_names=%ld unknown_names=%ld geometry_bad=%ld unnamed_kernel_loads=%ld names=",
+           atomic_load(&dispatches), atomic_load(&mangled_names), atomic_load(&unknown_names),
+           atomic_load(&geometry_bad), atomic_load(&unnamed_kernel_loads));
+    for (int i = 0; i < dispatch_name_count; i++) printf("%s%s", i ? "," : "", dispatch_names[i]);
+    printf("\n");
     fflush(stdout);
     pthread_join(holder, NULL);
 }
@@ -281,6 +299,8 @@ offtrace_tool_configure_result_t* offtrace_configure(uint32_t version, const cha
     const char* m = getenv("LIFECYCLE_MODE");
     mode_fail = m && strcmp(m, "fail") == 0;
     if (getenv("LIFECYCLE_FINALIZE_AFTER")) finalize_after = atol(getenv("LIFECYCLE_FINALIZE_AFTER"));
+    if (getenv("LIFECYCLE_PUSH_OP")) push_op = (uint32_t)atol(getenv("LIFECYCLE_PUSH_OP"));
+    if (getenv("LIFECYCLE_POP_OP")) pop_op = (uint32_t)atol(getenv("LIFECYCLE_POP_OP"));
     client_id->name = "lifecycle-tool";
     me = *client_id;
     return &result;
