@@ -1,38 +1,53 @@
 #![forbid(unsafe_code)]
-//! Analysis of offtrace traces: a streaming model builder over [`offtrace_format::Record`]s that
-//! produces a [`Summary`] (UR calls, SYCL commands, memory, queues, task graph, threads, drops,
-//! notification counts, kernel dispatches with their allocation properties linked to their SYCL
-//! commands) and tells a [`ModelSink`] about every call, command, node, edge,
-//! allocation, copy and device execution as soon as it is complete.
+//! Analysis of offtrace traces over typed records: a streaming [`Analyzer`] that turns a trace's
+//! records into a [`Report`] (API calls per kind and operation, device activity per kind and
+//! name, memory, queues, task graph, threads, counters, markers, drops, and the raw layer's
+//! notification counts when recorded). Kinds and operations are named by the definitions the
+//! trace carries, so a kind this crate has never heard of is reported like any other.
 //!
 //! ```
-//! use offtrace_analysis::SummaryBuilder;
+//! use offtrace_analysis::Analyzer;
 //! use offtrace_format::Record;
-//! let records: Vec<Record> = vec![Record::End { records: 0, drops: 0 }];
-//! let mut builder = SummaryBuilder::new();
-//! for r in &records {
-//!     builder.push(r);
-//! }
-//! let summary = builder.finish();
-//! assert!(summary.trace.complete);
+//! let mut a = Analyzer::new();
+//! a.push(&Record::End { records: 1, drops: 0 });
+//! let report = a.finish(true, Vec::new(), None);
+//! assert!(report.trace.complete);
 //! ```
+//!
+//! A file: [`analyze_file`] reads it with the parallel, damage-tolerant reader.
 
-mod builder;
-mod defs;
-mod graph;
-mod kernels;
+mod analyzer;
 pub mod names;
-mod sink;
-mod summary;
+pub mod naming;
+mod report;
 #[doc(hidden)]
 pub mod testing;
 
-pub use builder::SummaryBuilder;
-pub use defs::{Definitions, PayloadDef, Value, decode_value};
-pub use graph::{Chain, TaskGraph};
-pub use sink::*;
-pub use summary::*;
+use std::path::Path;
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests;
+pub use analyzer::{AWAITING_CALL_MAX, Analyzer, GRAPH_NODES_MAX, PENDING_MAX};
+use offtrace_format::{ReadError, ReadOptions, ReadWarning, TraceRecords};
+pub use report::*;
+
+/// Reads a trace file (chunks decoded on every core) into its report. Damage is stepped over:
+/// `on_warning` hears each stretch skipped, and the report lists them. Errors only when the
+/// file cannot be read as a trace at all (missing, empty, not a trace).
+pub fn analyze_file(path: impl AsRef<Path>, mut on_warning: impl FnMut(&ReadWarning)) -> Result<Report, ReadError> {
+    let mut trace = TraceRecords::open(path, ReadOptions::default())?;
+    let mut analyzer = Analyzer::new();
+    analyzer.set_format_version(trace.header().version);
+    let mut warnings = Vec::new();
+    let _ = trace.for_each(
+        |r| {
+            analyzer.push(r);
+            Ok::<(), std::convert::Infallible>(())
+        },
+        |w| {
+            on_warning(w);
+            warnings.push(w.to_string());
+        },
+    );
+    let outcome = trace.into_outcome();
+    let complete = outcome.finished_cleanly();
+    Ok(analyzer.finish(complete, warnings, outcome.problem.map(|p| p.to_string())))
+}

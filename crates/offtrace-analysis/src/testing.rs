@@ -1,319 +1,614 @@
-//! Synthetic traces for tests (this crate's, the exports' and the CLI's): a tiny builder that
-//! interns strings and metadata like the agent does, and a W4-like trace made with it.
+//! Synthetic typed traces for tests (this crate's, the exports' and the CLI's) and for the scale
+//! measurements: a builder that writes definitions before first use, as the recorder does, into
+//! any [`RecordSink`] (a `Vec` in tests, a [`TraceWriter`] for large files).
+
+use std::io::Write;
 
 use offtrace_format::*;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-/// Builds record streams by hand, with definitions emitted before first use.
-#[derive(Debug, Default)]
-pub struct TraceBuilder {
-    pub records: Vec<Record>,
-    strings: Vec<String>,
-    next_payload: u32,
-    next_object: u32,
-    next_md: u32,
+/// Kind numbers as the services number them (`offtrace_core::Kind`).
+pub mod kind {
+    pub const UR_API: u32 = 1;
+    pub const QUEUE: u32 = 2;
+    pub const KERNEL_DISPATCH: u32 = 3;
+    pub const MEMORY_COPY: u32 = 4;
+    pub const MEMORY_FILL: u32 = 5;
+    pub const MEMORY_ALLOC: u32 = 6;
+    pub const TASK_GRAPH: u32 = 7;
+    pub const SYNC: u32 = 8;
+    pub const MARKER: u32 = 10;
+    pub const DEVICE: u32 = 15;
+    pub const COUNTER: u32 = 16;
 }
 
-/// A metadata value for [`TraceBuilder::metadata`].
-#[derive(Debug, Clone)]
-pub enum Md<'a> {
-    U(u64),
-    I(i32),
-    S(&'a str),
+fn kind_name(k: u32) -> &'static str {
+    match k {
+        kind::UR_API => "UR_API",
+        kind::QUEUE => "QUEUE",
+        kind::KERNEL_DISPATCH => "KERNEL_DISPATCH",
+        kind::MEMORY_COPY => "MEMORY_COPY",
+        kind::MEMORY_FILL => "MEMORY_FILL",
+        kind::MEMORY_ALLOC => "MEMORY_ALLOC",
+        kind::TASK_GRAPH => "TASK_GRAPH",
+        kind::SYNC => "SYNC",
+        kind::MARKER => "MARKER",
+        kind::DEVICE => "DEVICE",
+        kind::COUNTER => "COUNTER",
+        _ => "",
+    }
 }
 
-impl TraceBuilder {
-    pub fn new() -> Self {
-        Self::default()
+/// Where built records go.
+pub trait RecordSink {
+    fn put(&mut self, record: Record);
+}
+
+impl RecordSink for Vec<Record> {
+    fn put(&mut self, record: Record) {
+        self.push(record);
+    }
+}
+
+/// A trace file being written; the first write error is kept.
+#[derive(Debug)]
+pub struct WriterSink<W: Write> {
+    pub writer: TraceWriter<W>,
+    pub error: Option<WriteError>,
+    pub records: u64,
+}
+
+impl<W: Write> WriterSink<W> {
+    /// Writes the last record (the `End` record).
+    pub fn put_end(&mut self, record: Record) {
+        self.put(record);
+    }
+}
+
+impl<W: Write> RecordSink for WriterSink<W> {
+    fn put(&mut self, record: Record) {
+        self.records += 1;
+        if self.error.is_none()
+            && let Err(e) = self.writer.write(&record)
+        {
+            self.error = Some(e);
+        }
+    }
+}
+
+/// Builds typed records, definitions first.
+#[derive(Debug)]
+pub struct TypedBuilder<S: RecordSink> {
+    pub out: S,
+    strings: FxHashMap<String, StrId>,
+    kinds: FxHashSet<u32>,
+    ops: FxHashSet<(u32, u32)>,
+}
+
+impl<S: RecordSink> TypedBuilder<S> {
+    pub fn new(out: S) -> Self {
+        Self { out, strings: FxHashMap::default(), kinds: FxHashSet::default(), ops: FxHashSet::default() }
     }
 
     pub fn str(&mut self, text: &str) -> StrId {
-        if let Some(i) = self.strings.iter().position(|s| s == text) {
-            return StrId(i as u32 + 1);
+        if let Some(&id) = self.strings.get(text) {
+            return id;
         }
-        self.strings.push(text.to_owned());
-        let id = StrId(self.strings.len() as u32);
-        self.records.push(Record::String { id, text: text.to_owned() });
+        let id = StrId(self.strings.len() as u32 + 1);
+        self.strings.insert(text.to_owned(), id);
+        self.out.put(Record::String { id, text: text.to_owned() });
         id
     }
 
     pub fn info(&mut self, key: &str, value: &str) {
-        self.records.push(Record::Info { key: key.into(), value: value.into() });
+        self.out.put(Record::Info { key: key.into(), value: value.into() });
     }
 
-    pub fn stream(&mut self, id: u8, name: &str) {
-        let name = self.str(name);
-        let version = self.str("sycl 9.0");
-        self.records.push(Record::Stream { id, name, major: 9, minor: 0, version });
+    /// Defines a kind (once) by name; built-in kinds get their services name when `name` is empty.
+    pub fn kind(&mut self, kind: u32, name: &str) {
+        if self.kinds.insert(kind) {
+            let name = self.str(if name.is_empty() { kind_name(kind) } else { name });
+            self.out.put(Record::KindDef { kind, name });
+        }
+    }
+
+    /// Defines an operation (once) with its arguments: (name, C type, format).
+    pub fn op(&mut self, kind: u32, op: u32, name: &str, args: &[(&str, &str, u8)]) {
+        self.kind(kind, "");
+        if self.ops.insert((kind, op)) {
+            let name = self.str(name);
+            let args = args
+                .iter()
+                .map(|(n, t, format)| ArgDef { name: self.str(n), type_name: self.str(t), size: 8, format: *format })
+                .collect();
+            self.out.put(Record::OperationDef(OperationDef { kind, op, name, args }));
+        }
     }
 
     pub fn thread(&mut self, tid: u32, name: &str) {
         let name = self.str(name);
-        self.records.push(Record::Thread { tid, name });
+        self.out.put(Record::Thread { tid, name });
     }
 
-    pub fn payload(&mut self, name: &str) -> PayloadId {
+    pub fn device(&mut self, handle: u64, name: &str) {
+        self.kind(kind::DEVICE, "");
         let name = self.str(name);
-        let file = self.str("<unknown-file>");
-        self.next_payload += 1;
-        let id = PayloadId(self.next_payload);
-        self.records.push(Record::Payload { id, name, file, line: 0, column: 0 });
-        id
+        self.out.put(Record::Device(DeviceRecord { op: 0, handle, parent: 0, name, device_type: 1 }));
     }
 
-    pub fn metadata(&mut self, items: &[(&str, Md<'_>)]) -> MetadataSetId {
-        let mut out = Vec::new();
-        for (k, v) in items {
-            let key = self.str(k);
-            let (value_type, bytes) = match v {
-                Md::U(u) => (ValueType::UnsignedInteger, u.to_le_bytes().to_vec()),
-                Md::I(i) => (ValueType::SignedInteger, i.to_le_bytes().to_vec()),
-                Md::S(s) => (ValueType::String, s.as_bytes().to_vec()),
-            };
-            self.next_object += 1;
-            let id = ObjectId(self.next_object);
-            self.records.push(Record::Object { id, value_type, bytes });
-            out.push((key, id));
-        }
-        self.next_md += 1;
-        let id = MetadataSetId(self.next_md);
-        self.records.push(Record::MetadataSet { id, items: out });
-        id
-    }
-
-    pub fn event(&mut self, uid: u64, name: &str, md: &[(&str, Md<'_>)]) -> EventInfo {
-        let payload = self.payload(name);
-        let metadata = if md.is_empty() { MetadataSetId(0) } else { self.metadata(md) };
-        EventInfo { uid, instance_id: 1, event_type: 2, activity_type: 1, payload, metadata, ..Default::default() }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn notify(
-        &mut self,
-        ts: u64,
-        tid: u32,
-        stream: u8,
-        trace_type: u16,
-        instance: u64,
-        event: Option<EventInfo>,
-        user_data: UserData,
-    ) {
-        let stash = Some((self.str("queue_id"), 0));
-        self.records.push(Record::Notification(Notification {
-            ts,
+    pub fn queue_create(&mut self, tid: u32, ts: u64, queue: u64, device: u64, in_order: bool) {
+        self.op(kind::QUEUE, 0, "queue_create", &[]);
+        let flags = u64::from(in_order);
+        self.out.put(Record::Queue(QueueRecord {
+            op: 0,
             tid,
-            stream,
-            trace_type,
-            instance,
-            parent: None,
-            event,
-            user_data,
-            stash,
-            universal_id: 0,
+            ts,
+            correlation: 0,
+            queue,
+            device,
+            context: 0x10,
+            flags,
         }));
     }
 
-    /// A `KernelDispatch` record; `allocations` are (base, size, arg_index, memory type).
-    pub fn kernel_dispatch(
+    pub fn queue_destroy(&mut self, tid: u32, ts: u64, queue: u64) {
+        self.op(kind::QUEUE, 1, "queue_destroy", &[]);
+        self.out.put(Record::Queue(QueueRecord { op: 1, tid, ts, queue, ..Default::default() }));
+    }
+
+    /// An API call of `kind` (defined by the caller with [`Self::op`]).
+    #[allow(clippy::too_many_arguments)] // one record's fields, in the record's order
+    pub fn api_call(
         &mut self,
-        ts: u64,
+        kind: u32,
+        op: u32,
         tid: u32,
-        ur_instance: u64,
-        kernel: &str,
-        allocations: &[(u64, u64, i32, MemoryType)],
+        start: u64,
+        end: u64,
+        correlation: u64,
+        args: &[u64],
+        result: i64,
     ) {
-        let kernel = self.str(kernel);
-        self.records.push(Record::KernelDispatch(KernelDispatch {
+        self.out.put(Record::ApiCall(ApiCall {
+            kind,
+            op,
+            tid,
+            start,
+            end,
+            correlation,
+            external: 0,
+            args: ApiArgs::from_slice(args),
+            result: Some(result),
+        }));
+    }
+
+    /// A kernel dispatch at enqueue (phase NONE), device times if known.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kernel(
+        &mut self,
+        tid: u32,
+        ts: u64,
+        correlation: u64,
+        queue: u64,
+        device: u64,
+        name: &str,
+        times: Option<(u64, u64)>,
+    ) {
+        self.op(kind::KERNEL_DISPATCH, 0, "kernel_launch", &[]);
+        let name = self.str(name);
+        let (device_start, device_end) = times.unwrap_or((0, 0));
+        self.out.put(Record::Activity(Activity {
+            kind: kind::KERNEL_DISPATCH,
+            op: 0,
+            phase: phase::NONE,
             tid,
             ts,
-            correlation: ts,
-            ur_instance,
-            kernel,
-            queue: 0x51,
-            kernel_handle: 0x61,
+            correlation,
+            queue,
+            device,
+            name,
+            kernel: 0x7000,
             work_dim: 1,
             global_size: [1024, 1, 1],
             local_size: [64, 1, 1],
-            allocations: allocations
-                .iter()
-                .map(|&(base, size, arg_index, memory_type)| KernelAllocation { base, size, arg_index, memory_type })
-                .collect(),
+            device_start,
+            device_end,
+            ..Default::default()
         }));
     }
 
-    /// A UR call: begin at `ts`, end at `ts + dur`.
+    /// A USM copy at enqueue (phase NONE).
     #[allow(clippy::too_many_arguments)]
-    pub fn ur_call(
+    pub fn copy(
         &mut self,
-        ts: u64,
-        dur: u64,
         tid: u32,
-        instance: u64,
-        function_id: u32,
-        name: &str,
-        args: &[u64],
-        outs: &[(u8, u64)],
+        ts: u64,
+        correlation: u64,
+        queue: u64,
+        device: u64,
+        bytes: u64,
+        direction: CopyDirection,
+        times: Option<(u64, u64)>,
     ) {
+        self.op(kind::MEMORY_COPY, 0, "usm_memcpy", &[]);
+        let (src_type, dst_type) = match direction {
+            CopyDirection::HostToDevice => (MemoryType::Host, MemoryType::Device),
+            CopyDirection::DeviceToHost => (MemoryType::Device, MemoryType::Host),
+            CopyDirection::DeviceToDevice => (MemoryType::Device, MemoryType::Device),
+            CopyDirection::HostToHost => (MemoryType::Host, MemoryType::Host),
+            CopyDirection::Unknown => (MemoryType::Unknown, MemoryType::Unknown),
+        };
+        let (device_start, device_end) = times.unwrap_or((0, 0));
+        self.out.put(Record::Activity(Activity {
+            kind: kind::MEMORY_COPY,
+            op: 0,
+            phase: phase::NONE,
+            tid,
+            ts,
+            correlation,
+            queue,
+            device,
+            bytes,
+            direction,
+            src_type,
+            dst_type,
+            device_start,
+            device_end,
+            ..Default::default()
+        }));
+    }
+
+    /// A USM fill at enqueue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(&mut self, tid: u32, ts: u64, correlation: u64, queue: u64, device: u64, bytes: u64) {
+        self.op(kind::MEMORY_FILL, 0, "usm_fill", &[]);
+        self.out.put(Record::Activity(Activity {
+            kind: kind::MEMORY_FILL,
+            op: 0,
+            phase: phase::NONE,
+            tid,
+            ts,
+            correlation,
+            queue,
+            device,
+            bytes,
+            ..Default::default()
+        }));
+    }
+
+    /// A barrier enqueued on a queue (`SYNC`, operation barrier).
+    pub fn barrier(&mut self, tid: u32, ts: u64, correlation: u64, queue: u64, device: u64) {
+        self.op(kind::SYNC, 1, "barrier", &[]);
+        self.out.put(Record::Activity(Activity {
+            kind: kind::SYNC,
+            op: 1,
+            phase: phase::NONE,
+            tid,
+            ts,
+            correlation,
+            queue,
+            device,
+            ..Default::default()
+        }));
+    }
+
+    /// The completion of earlier device work: its device times (phase COMPLETE).
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete(
+        &mut self,
+        kind: u32,
+        op: u32,
+        tid: u32,
+        ts: u64,
+        correlation: u64,
+        queue: u64,
+        start: u64,
+        end: u64,
+    ) {
+        self.out.put(Record::Activity(Activity {
+            kind,
+            op,
+            phase: phase::COMPLETE,
+            tid,
+            ts,
+            correlation,
+            queue,
+            device_start: start,
+            device_end: end,
+            ..Default::default()
+        }));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc(
+        &mut self,
+        tid: u32,
+        ts: u64,
+        correlation: u64,
+        ptr: u64,
+        size: u64,
+        memory_type: MemoryType,
+        device: u64,
+    ) {
+        self.op(kind::MEMORY_ALLOC, 0, "alloc", &[]);
+        self.out.put(Record::Memory(MemoryRecord { op: 0, tid, ts, correlation, ptr, size, memory_type, device }));
+    }
+
+    pub fn free(&mut self, tid: u32, ts: u64, correlation: u64, ptr: u64) {
+        self.op(kind::MEMORY_ALLOC, 1, "free", &[]);
+        self.out.put(Record::Memory(MemoryRecord { op: 1, tid, ts, correlation, ptr, ..Default::default() }));
+    }
+
+    /// A task-graph node (`queue` 0 = a virtual node).
+    pub fn node(&mut self, tid: u32, ts: u64, node: u64, name: &str, queue: u64) {
+        self.op(kind::TASK_GRAPH, 0, "node_create", &[]);
         let name = self.str(name);
-        let mut a = ArgBlock::default();
-        for (i, v) in args.iter().enumerate().take(MAX_ARGS) {
-            a.values[i] = *v;
+        self.out.put(Record::TaskGraph(TaskGraphRecord { op: 0, tid, ts, node, name, queue, ..Default::default() }));
+    }
+
+    pub fn edge(&mut self, tid: u32, ts: u64, source: u64, target: u64) {
+        self.op(kind::TASK_GRAPH, 1, "edge_create", &[]);
+        self.out.put(Record::TaskGraph(TaskGraphRecord { op: 1, tid, ts, source, target, ..Default::default() }));
+    }
+
+    pub fn counter_def(&mut self, counter: u64, device: u64, name: &str, unit: &str) {
+        self.op(kind::COUNTER, 0, "define", &[]);
+        let (name, unit) = (self.str(name), self.str(unit));
+        self.out.put(Record::CounterDef(CounterDef { counter, device, name, unit, value_type: 2 }));
+    }
+
+    pub fn counter_sample(&mut self, counter: u64, tid: u32, ts: u64, value: f64) {
+        self.out.put(Record::CounterSample(CounterSample { counter, tid, ts, value: value.to_bits() }));
+    }
+
+    /// A range marker: its push and pop.
+    pub fn range(&mut self, tid: u32, start: u64, end: u64, range_id: u64, message: &str) {
+        self.op(kind::MARKER, 1, "range", &[]);
+        let message = self.str(message);
+        for (phase, ts) in [(phase::ENTER, start), (phase::EXIT, end)] {
+            self.out.put(Record::Marker(MarkerRecord { op: 1, phase, tid, ts, correlation: 0, message, range_id }));
         }
-        a.len = args.len().min(MAX_ARGS) as u8;
-        let mut o = OutValues::default();
-        for (i, v) in outs.iter().enumerate().take(MAX_OUTS) {
-            o.values[i] = *v;
-        }
-        o.len = outs.len().min(MAX_OUTS) as u8;
-        let begin = UserData::FunctionWithArgs { function_id, name, result: None, args: a, outs: OutValues::default() };
-        let end = UserData::FunctionWithArgs { function_id, name, result: Some(0), args: a, outs: o };
-        self.notify(ts, tid, 8, 28, instance, None, begin);
-        self.notify(ts + dur, tid, 8, 29, instance, None, end);
     }
 }
 
-/// Stream ids used by [`w4_like`].
-pub const SYCL: u8 = 2;
-pub const BUFFER: u8 = 4;
-pub const MEM_ALLOC: u8 = 6;
-pub const UR_CALL: u8 = 8;
-
-/// A small trace shaped like W4: two queues, USM device/host allocations, two kernels with a
-/// dependency, a memcpy, profiling info for the second kernel, a buffer, drops, an End record.
-pub fn w4_like() -> Vec<Record> {
-    w4(false)
+/// UR operation ids of the synthetic workload (the UR function ids of `ur_api.h`).
+pub mod ur {
+    pub const KERNEL_SET_ARG_POINTER: u32 = 46;
+    pub const ENQUEUE_KERNEL_LAUNCH: u32 = 68;
+    pub const ENQUEUE_USM_MEMCPY: u32 = 96;
+    pub const ENQUEUE_USM_FILL: u32 = 95;
+    pub const ENQUEUE_EVENTS_WAIT_WITH_BARRIER: u32 = 70;
+    pub const USM_DEVICE_ALLOC: u32 = 101;
+    pub const USM_FREE: u32 = 103;
+    pub const EVENT_RELEASE: u32 = 86;
+    pub const QUEUE_FINISH: u32 = 65;
 }
 
-/// [`w4_like`] with `KernelDispatch` records (format version 2): kernel A's written right after
-/// its launch call (linked through `ur_instance`), kernel B's after its command's task_end and
-/// without `ur_instance` (linked by time), and one `scale` dispatch on the worker thread outside
-/// any command. axpy: arg 0 65536 B DEVICE at 0x1000 both times; arg 1 4096 B HOST at 0x2000
-/// then 0x2800; an implicit 65536 B SHARED allocation in A only.
-pub fn w4_like_with_dispatches() -> Vec<Record> {
-    w4(true)
-}
+const KERNELS: [&str; 4] = [
+    "main::{lambda(sycl::handler&)#1}::operator()(sycl::handler&) const::{lambda(sycl::id<1>)#1}",
+    "scale_add",
+    "square",
+    "dpnp::kernels::elementwise::add_contig_kernel<float, float, float, 4u, 2u, true>",
+];
 
-fn w4(dispatches: bool) -> Vec<Record> {
-    use MemoryType::{Device, Host, Shared};
-    let mut b = TraceBuilder::new();
+/// A SYCL-like program: `threads` threads each submitting to its own in-order queue (two
+/// devices), per submit three argument settings and a kernel launch (with the dispatch inside
+/// it, device times for every other kernel through a later completion), an event release and
+/// a task-graph node with an edge to the thread's previous node; every 8th submit a USM copy
+/// (alternating directions, with device times) and a queue finish; every 16th a fill and a
+/// barrier; every 64th an allocation and a free; a counter sample per 32 submits. Stops after
+/// at least `records` records. Returns the number of submits.
+pub fn sycl_like<S: RecordSink>(b: &mut TypedBuilder<S>, threads: u32, records: u64, count: impl Fn(&S) -> u64) -> u64 {
+    b.info("command", "synthetic SYCL program");
     b.info("pid", "4242");
-    b.info("command", "python w4.py");
-    b.stream(SYCL, "sycl");
-    b.stream(BUFFER, "sycl.experimental.buffer");
-    b.stream(MEM_ALLOC, "sycl.experimental.mem_alloc");
-    b.stream(UR_CALL, "ur.call");
-    b.thread(100, "python");
-    b.thread(101, "worker");
-    let t = 100;
-    let graph = b.event(0x6000, "sycl.application.graph", &[]);
-    b.notify(1_000, t, SYCL, 2, 1, Some(graph), UserData::None);
-    // queues
-    for (q, inorder) in [(1u64, 1u64), (2, 0)] {
-        let name = format!("queue[{q}]");
-        let ev = b.event(
-            0x7000 + q,
-            &name,
-            &[("queue_id", Md::U(q)), ("is_inorder", Md::U(inorder)), ("sycl_device_name", Md::S("CPU X"))],
-        );
-        let ud = UserData::Str(b.str("queue_create"));
-        b.notify(2_000 + q, t, SYCL, 42, 100 + q, Some(ev), ud);
-    }
-    // USM device allocation (kind from the UR call inside) and a host allocation
-    let alloc = b.event(0x8000, "alignedAlloc", &[("memory_size", Md::U(65536)), ("sycl_device_name", Md::S("CPU X"))]);
-    let ud = UserData::Str(b.str("usm::alignedAlloc"));
-    b.notify(3_000, t, MEM_ALLOC, 4, 20, Some(alloc), ud);
-    b.notify(3_100, t, MEM_ALLOC, 32, 21, Some(alloc), ud);
-    b.ur_call(3_200, 100, t, 22, 18, "urUSMDeviceAlloc", &[1, 2, 0, 0, 65536, 0x55], &[(5, 0x1000)]);
-    let alloc_end = b.event(
-        0x8000,
-        "alignedAlloc",
-        &[("memory_size", Md::U(65536)), ("sycl_device_name", Md::S("CPU X")), ("memory_ptr", Md::U(0x1000))],
+    let p = 3; // pointer format
+    let u = 0; // unsigned format
+    b.op(
+        kind::UR_API,
+        ur::KERNEL_SET_ARG_POINTER,
+        "urKernelSetArgPointer",
+        &[
+            ("hKernel", "ur_kernel_handle_t", p),
+            ("argIndex", "uint32_t", u),
+            ("pProperties", "const ur_kernel_arg_pointer_properties_t*", p),
+            ("pArgValue", "const void*", p),
+        ],
     );
-    b.notify(3_400, t, MEM_ALLOC, 33, 21, Some(alloc_end), ud);
-    let host = b.event(
-        0x8001,
-        "alignedAllocHost",
-        &[("memory_size", Md::U(4096)), ("sycl_device_name", Md::S("Host")), ("memory_ptr", Md::U(0x2000))],
+    b.op(
+        kind::UR_API,
+        ur::ENQUEUE_KERNEL_LAUNCH,
+        "urEnqueueKernelLaunch",
+        &[
+            ("hQueue", "ur_queue_handle_t", p),
+            ("hKernel", "ur_kernel_handle_t", p),
+            ("workDim", "uint32_t", u),
+            ("pGlobalWorkOffset", "const size_t*", p),
+            ("pGlobalWorkSize", "const size_t*", p),
+            ("pLocalWorkSize", "const size_t*", p),
+            ("numEventsInWaitList", "uint32_t", u),
+            ("phEventWaitList", "const ur_event_handle_t*", p),
+            ("phEvent", "ur_event_handle_t*", p),
+        ],
     );
-    let hud = UserData::Str(b.str("malloc_host"));
-    b.notify(3_500, t, MEM_ALLOC, 32, 23, Some(host), hud);
-    b.notify(3_600, t, MEM_ALLOC, 33, 23, Some(host), hud);
-    // nodes and edges
-    let cg = UserData::Str(b.str("command_group_node"));
-    let ka = b.event(0xA, "axpy", &[("kernel_name", Md::S("axpy")), ("queue_id", Md::U(1))]);
-    b.notify(4_000, t, SYCL, 4, 30, Some(ka), cg);
-    let kb = b.event(0xB, "axpy", &[("kernel_name", Md::S("axpy")), ("queue_id", Md::U(2))]);
-    b.notify(4_100, t, SYCL, 4, 40, Some(kb), cg);
-    let mc = b.event(0xC, "memcpy", &[("queue_id", Md::U(1)), ("memory_size", Md::U(65536))]);
-    let mud = UserData::Str(b.str("memory_transfer_node::memcpy"));
-    b.notify(4_200, t, SYCL, 4, 50, Some(mc), mud);
-    let mut e1 = b.event(0xE0, "Event[0x1]", &[("event", Md::U(1))]);
-    e1.source_id = 0xA;
-    e1.target_id = 0xB;
-    b.notify(4_300, t, SYCL, 6, 60, Some(e1), UserData::None);
-    let mut e2 = b.event(0xE0, "read[0x2]", &[("access_mode", Md::I(1024))]);
-    e2.source_id = 0xB;
-    e2.target_id = 0xC;
-    b.notify(4_400, t, SYCL, 6, 61, Some(e2), UserData::None);
-    // kernel A on queue 1
-    b.notify(5_000, t, SYCL, 10, 30, Some(ka), cg);
-    b.ur_call(5_100, 500, t, 31, 200, "urEnqueueKernelLaunch", &[0x51, 0x61, 1, 0, 0, 0, 0, 0, 0], &[(8, 0xE1)]);
-    if dispatches {
-        b.kernel_dispatch(
-            5_300,
-            t,
-            31,
-            "axpy",
-            &[(0x1000, 65536, 0, Device), (0x2000, 4096, 1, Host), (0x30000, 65536, -1, Shared)],
+    b.op(kind::UR_API, ur::EVENT_RELEASE, "urEventRelease", &[("hEvent", "ur_event_handle_t", p)]);
+    b.op(
+        kind::UR_API,
+        ur::ENQUEUE_USM_MEMCPY,
+        "urEnqueueUSMMemcpy",
+        &[
+            ("hQueue", "ur_queue_handle_t", p),
+            ("blocking", "bool", 4),
+            ("pDst", "void*", p),
+            ("pSrc", "const void*", p),
+            ("size", "size_t", u),
+            ("numEventsInWaitList", "uint32_t", u),
+            ("phEventWaitList", "const ur_event_handle_t*", p),
+            ("phEvent", "ur_event_handle_t*", p),
+        ],
+    );
+    b.op(
+        kind::UR_API,
+        ur::ENQUEUE_USM_FILL,
+        "urEnqueueUSMFill",
+        &[
+            ("hQueue", "ur_queue_handle_t", p),
+            ("pMem", "void*", p),
+            ("patternSize", "size_t", u),
+            ("pPattern", "const void*", p),
+            ("size", "size_t", u),
+        ],
+    );
+    b.op(
+        kind::UR_API,
+        ur::ENQUEUE_EVENTS_WAIT_WITH_BARRIER,
+        "urEnqueueEventsWaitWithBarrier",
+        &[("hQueue", "ur_queue_handle_t", p)],
+    );
+    b.op(kind::UR_API, ur::QUEUE_FINISH, "urQueueFinish", &[("hQueue", "ur_queue_handle_t", p)]);
+    b.op(
+        kind::UR_API,
+        ur::USM_DEVICE_ALLOC,
+        "urUSMDeviceAlloc",
+        &[
+            ("hContext", "ur_context_handle_t", p),
+            ("hDevice", "ur_device_handle_t", p),
+            ("pUSMDesc", "const ur_usm_desc_t*", p),
+            ("pool", "ur_usm_pool_handle_t", p),
+            ("size", "size_t", u),
+            ("ppMem", "void**", p),
+        ],
+    );
+    b.op(kind::UR_API, ur::USM_FREE, "urUSMFree", &[("hContext", "ur_context_handle_t", p), ("pMem", "void*", p)]);
+    let devices = [(0xd1u64, "Intel(R) Xeon(R) CPU (OpenCL)"), (0xd2, "Synthetic GPU")];
+    for (h, n) in devices {
+        b.device(h, n);
+    }
+    b.counter_def(1, 0xd2, "gpu power", "W");
+    let mut ts = 1_000_000_000u64;
+    for t in 0..threads {
+        b.thread(1000 + t, &format!("submitter-{t}"));
+        b.queue_create(1000 + t, ts, 0x5000 + u64::from(t) * 0x10, devices[(t % 2) as usize].0, true);
+    }
+    let mut corr = 1u64;
+    let mut prev_node = vec![0u64; threads as usize];
+    let mut submits = 0u64;
+    let mut node = 1u64;
+    while count(&b.out) < records {
+        let t = (submits % u64::from(threads)) as u32;
+        let tid = 1000 + t;
+        let queue = 0x5000 + u64::from(t) * 0x10;
+        let device = devices[(t % 2) as usize].0;
+        let i = submits / u64::from(threads);
+        let k = KERNELS[(i % KERNELS.len() as u64) as usize];
+        ts += 200;
+        let kernel = 0x7000 + (i % 4) * 0x10;
+        for a in 0..3u64 {
+            b.api_call(
+                kind::UR_API,
+                ur::KERNEL_SET_ARG_POINTER,
+                tid,
+                ts,
+                ts + 40,
+                corr,
+                &[kernel, a, 0, 0x7f00_0000 + a * 0x1000],
+                0,
+            );
+            ts += 50;
+            corr += 1;
+        }
+        let launch = corr;
+        let timed = i.is_multiple_of(2);
+        b.node(tid, ts, node, k, queue);
+        if prev_node[t as usize] != 0 {
+            b.edge(tid, ts + 1, prev_node[t as usize], node);
+        }
+        prev_node[t as usize] = node;
+        node += 1;
+        b.kernel(tid, ts + 100, launch, queue, device, k, None);
+        let event = 0x9000_0000 + submits * 8;
+        b.api_call(
+            kind::UR_API,
+            ur::ENQUEUE_KERNEL_LAUNCH,
+            tid,
+            ts + 10,
+            ts + 900,
+            launch,
+            &[queue, kernel, 1, 0, 0x7ffc_0000, 0x7ffc_0010, 0, 0, event],
+            0,
         );
+        corr += 1;
+        ts += 920;
+        if timed {
+            b.complete(kind::KERNEL_DISPATCH, 0, tid, ts + 5000, launch, queue, ts + 1000, ts + 4000 + (i % 7) * 100);
+        }
+        b.api_call(kind::UR_API, ur::EVENT_RELEASE, tid, ts, ts + 30, corr, &[event], 0);
+        corr += 1;
+        ts += 40;
+        if i % 8 == 7 {
+            let dir = if i % 16 == 7 { CopyDirection::HostToDevice } else { CopyDirection::DeviceToHost };
+            b.copy(tid, ts + 50, corr, queue, device, 1 << 20, dir, Some((ts + 2000, ts + 2000 + 100_000)));
+            b.api_call(
+                kind::UR_API,
+                ur::ENQUEUE_USM_MEMCPY,
+                tid,
+                ts,
+                ts + 1500,
+                corr,
+                &[queue, 0, 0x7f10_0000, 0x7f20_0000, 1 << 20, 0, 0, event + 1],
+                0,
+            );
+            corr += 1;
+            ts += 1600;
+            b.api_call(kind::UR_API, ur::QUEUE_FINISH, tid, ts, ts + 110_000, corr, &[queue], 0);
+            corr += 1;
+            ts += 110_100;
+        }
+        if i % 16 == 15 {
+            b.fill(tid, ts + 20, corr, queue, device, 4096);
+            b.api_call(
+                kind::UR_API,
+                ur::ENQUEUE_USM_FILL,
+                tid,
+                ts,
+                ts + 300,
+                corr,
+                &[queue, 0x7f30_0000, 4, 0x7ffc_0100, 4096],
+                0,
+            );
+            corr += 1;
+            ts += 310;
+            b.barrier(tid, ts + 10, corr, queue, device);
+            b.api_call(kind::UR_API, ur::ENQUEUE_EVENTS_WAIT_WITH_BARRIER, tid, ts, ts + 200, corr, &[queue], 0);
+            corr += 1;
+            ts += 210;
+        }
+        if i % 64 == 63 {
+            let ptr = 0x7f40_0000_0000 + submits * 0x10_0000;
+            b.alloc(tid, ts + 100, corr, ptr, 1 << 20, MemoryType::Device, device);
+            b.api_call(
+                kind::UR_API,
+                ur::USM_DEVICE_ALLOC,
+                tid,
+                ts,
+                ts + 5000,
+                corr,
+                &[0x10, device, 0, 0, 1 << 20, ptr],
+                0,
+            );
+            corr += 1;
+            ts += 5100;
+            b.free(tid, ts + 50, corr, ptr);
+            b.api_call(kind::UR_API, ur::USM_FREE, tid, ts, ts + 3000, corr, &[0x10, ptr], 0);
+            corr += 1;
+            ts += 3100;
+        }
+        if submits % 32 == 31 {
+            b.counter_sample(1, tid, ts, 40.0 + (submits % 100) as f64 / 10.0);
+        }
+        submits += 1;
     }
-    b.notify(5_700, t, SYCL, 16, 30, Some(ka), UserData::Signal { ur_event: 0xE1 });
-    b.notify(6_000, t, SYCL, 11, 30, Some(ka), cg);
-    // kernel B on queue 2 (profiling)
-    b.notify(7_000, t, SYCL, 10, 40, Some(kb), cg);
-    b.ur_call(7_100, 300, t, 41, 200, "urEnqueueKernelLaunch", &[0x52, 0x61, 1, 0, 0, 0, 0, 0, 0], &[(8, 0xE2)]);
-    b.notify(7_500, t, SYCL, 16, 40, Some(kb), UserData::Signal { ur_event: 0xE2 });
-    b.notify(8_000, t, SYCL, 11, 40, Some(kb), cg);
-    if dispatches {
-        b.kernel_dispatch(7_200, t, 0, "axpy", &[(0x1000, 65536, 0, Device), (0x2800, 4096, 1, Host)]);
+    for t in 0..threads {
+        b.queue_destroy(1000 + t, ts + 1000, 0x5000 + u64::from(t) * 0x10);
     }
-    // memcpy on queue 1 (no signal, like USM memcpy nodes)
-    b.notify(9_000, t, SYCL, 10, 51, Some(mc), mud);
-    b.ur_call(9_100, 1_000, t, 52, 94, "urEnqueueUSMMemcpy", &[0x51, 1, 0x1000, 0x2000, 65536, 0, 0, 0], &[(7, 0xE3)]);
-    b.notify(10_500, t, SYCL, 11, 51, Some(mc), mud);
-    // the program asks for kernel B's profiling info (start, end)
-    b.ur_call(11_000, 50, t, 70, 77, "urEventGetProfilingInfo", &[0xE2, 2, 8, 0x7ff0, 0], &[(3, 7_600)]);
-    b.ur_call(11_100, 50, t, 71, 77, "urEventGetProfilingInfo", &[0xE2, 3, 8, 0x7ff0, 0], &[(3, 9_600)]);
-    // a buffer, a wait on the worker thread
-    let bufud = UserData::OffloadBuffer {
-        user_object: 0x90,
-        host_object: 0x91,
-        element_type: b.str("f"),
-        element_size: 4,
-        dim: 1,
-        range: [256, 0, 0],
-    };
-    let bev = b.event(0x9000, "merge_sorted", &[]);
-    b.notify(11_500, t, BUFFER, 36, 80, Some(bev), bufud);
-    let qw = b.event(0x7001, "queue[1]", &[("queue_id", Md::U(1))]);
-    let wud = UserData::Str(b.str("queue.wait[0x1]"));
-    b.notify(12_000, 101, SYCL, 22, 90, Some(qw), wud);
-    b.notify(12_500, 101, SYCL, 23, 90, Some(qw), wud);
-    if dispatches {
-        b.kernel_dispatch(12_600, 101, 0, "scale", &[]);
-    }
-    // release of the device allocation
-    let free = b.event(0x8002, "free", &[("memory_ptr", Md::U(0x1000))]);
-    let fud = UserData::Str(b.str("usm::free"));
-    b.notify(13_000, t, MEM_ALLOC, 34, 95, Some(free), fud);
-    b.notify(13_200, t, MEM_ALLOC, 35, 95, Some(free), fud);
-    b.notify(13_300, t, SYCL, 99, 96, None, UserData::None);
-    for q in [1u64, 2] {
-        let ev = b.event(0x7000 + q, &format!("queue[{q}]"), &[("queue_id", Md::U(q))]);
-        let ud = UserData::Str(b.str("queue_destroy"));
-        b.notify(14_000 + q, t, SYCL, 43, 100 + q, Some(ev), ud);
-    }
-    b.records.push(Record::Drops { tid: 101, count: 3 });
-    let n = b.records.len() as u64;
-    b.records.push(Record::End { records: n + 1, drops: 3 });
-    b.records
+    submits
 }

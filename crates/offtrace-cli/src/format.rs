@@ -42,19 +42,6 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
-/// Shortens long names (kernel type names) to `max` characters, keeping both ends.
-pub fn shorten(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max || max < 10 {
-        return s.to_owned();
-    }
-    let head = max * 2 / 3;
-    let tail = max - head - 1;
-    let h: String = s.chars().take(head).collect();
-    let t: String = s.chars().skip(n - tail).collect();
-    format!("{h}…{t}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +55,5 @@ mod tests {
         assert_eq!(duration(999), "999 ns");
         assert_eq!(duration(12_345), "12.35 µs");
         assert_eq!(duration(2_500_000_000), "2.500 s");
-        assert_eq!(shorten("abcdefghijklmnopqrstuvwxyz", 12).chars().count(), 12);
     }
 }

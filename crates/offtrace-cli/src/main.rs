@@ -7,8 +7,10 @@
 //! 1 error, 2 usage.
 
 mod cli;
+mod cli_metrics;
 mod export_cmd;
 mod format;
+mod metrics_cmd;
 mod record;
 mod report;
 mod signals;
@@ -28,6 +30,8 @@ fn main() -> ExitCode {
     };
     match run(args) {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output went away (`offtrace report t | head`): nothing to say.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // Causes whose text the message already holds (thiserror messages often embed
             // their source) are not repeated.
@@ -45,10 +49,26 @@ fn main() -> ExitCode {
     }
 }
 
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<csv::Error>().is_some_and(
+                |c| matches!(c.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe),
+            )
+    })
+}
+
 fn run(args: cli::Cli) -> anyhow::Result<u8> {
     match args.command {
         cli::Command::Record(r) => record::run(r.into_config()?),
         cli::Command::Report(r) => report::run(&r.into_config()),
         cli::Command::Export(e) => export_cmd::run(&e.into_config()),
+        cli::Command::Metrics(m) => match m.command {
+            cli_metrics::MetricsCommand::List(l) => metrics_cmd::list(&l.into_config()),
+        },
+        cli::Command::Monitor(m) => metrics_cmd::monitor(&m.into_config()),
     }
 }

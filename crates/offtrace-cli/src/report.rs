@@ -1,49 +1,39 @@
-//! `offtrace report`: the summary of a trace as text tables, JSON or CSV sections.
+//! `offtrace report`: the report of a trace as text tables, JSON or CSV sections.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
-use offtrace_analysis::{KernelAllocationSummary, Summary, SummaryBuilder};
-use offtrace_format::TraceReader;
+use offtrace_analysis::naming::shorten_left;
+use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration, shorten};
+use crate::format::{bytes, count, duration};
 
-/// Reads a whole trace into a summary. A truncated or damaged trace gives the summary of what
-/// was read and a warning on stderr; a file that is no trace at all is an error.
-pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
-    let reader = TraceReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut builder = SummaryBuilder::new();
-    for item in reader {
-        match item {
-            Ok(r) => builder.push(&r),
-            Err(e) => {
-                if e.is_truncated() {
-                    eprintln!("offtrace: warning: trace truncated, reporting what was read: {e}");
-                } else {
-                    eprintln!("offtrace: warning: reporting what was read before an error: {e}");
-                }
-                break;
-            }
-        }
+/// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
+/// each stretch skipped; a file that is no trace at all (or empty) is an error.
+pub fn read_report(path: &Path) -> anyhow::Result<Report> {
+    let report = analyze_file(path, |w| eprintln!("offtrace: warning: {w}"))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if let Some(p) = &report.trace.problem {
+        eprintln!("offtrace: warning: {p}; reporting what was read");
     }
-    Ok(builder.finish())
+    Ok(report)
 }
 
 pub fn run(cfg: &ReportConfig) -> anyhow::Result<u8> {
-    let summary = read_summary(&cfg.file)?;
+    let report = read_report(&cfg.file)?;
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = std::io::BufWriter::new(stdout.lock());
     match cfg.format {
         ReportFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &summary).context("writing JSON")?;
+            serde_json::to_writer_pretty(&mut out, &report).context("writing JSON")?;
             writeln!(out)?;
         }
-        ReportFormat::Text => write_text(&mut out, &cfg.file, &summary)?,
+        ReportFormat::Text => write_text(&mut out, &cfg.file, &report)?,
         ReportFormat::Csv => {
-            for (i, (title, header, rows)) in sections(&summary).into_iter().enumerate() {
+            for (i, (title, header, rows)) in sections(&report).into_iter().enumerate() {
                 if i > 0 {
                     writeln!(out)?;
                 }
@@ -65,81 +55,97 @@ fn opt_dur(v: Option<u64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), duration)
 }
 
+fn opt_num(v: Option<u64>) -> String {
+    v.map_or_else(String::new, |v| v.to_string())
+}
+
+fn queues_text(q: &[u64]) -> String {
+    q.iter().map(|q| format!("{q:#x}")).collect::<Vec<_>>().join(" ")
+}
+
 type Section = (&'static str, Vec<&'static str>, Vec<Vec<String>>);
 
 /// Every table of the report, as raw values (for CSV; the text report formats its own).
-fn sections(s: &Summary) -> Vec<Section> {
+fn sections(r: &Report) -> Vec<Section> {
     let mut v: Vec<Section> = Vec::new();
+    let t = &r.trace;
     v.push(("trace", vec!["key", "value"], {
-        let mut rows: Vec<Vec<String>> = s.trace.info.iter().map(|(k, val)| vec![k.clone(), val.clone()]).collect();
-        rows.push(vec!["records".into(), s.trace.records.to_string()]);
-        rows.push(vec!["notifications".into(), s.trace.notifications.to_string()]);
-        rows.push(vec!["wall_ns".into(), s.trace.wall_ns.to_string()]);
-        rows.push(vec!["complete".into(), s.trace.complete.to_string()]);
-        rows.push(vec!["drops".into(), s.drops.total.to_string()]);
+        let mut rows: Vec<Vec<String>> = t.info.iter().map(|(k, val)| vec![k.clone(), val.clone()]).collect();
+        rows.push(vec!["format_version".into(), t.format_version.to_string()]);
+        rows.push(vec!["records".into(), t.records.to_string()]);
+        rows.push(vec!["wall_ns".into(), t.wall_ns.to_string()]);
+        rows.push(vec!["complete".into(), t.complete.to_string()]);
+        rows.push(vec!["drops".into(), r.drops.total.to_string()]);
+        rows.push(vec!["warnings".into(), t.warnings.len().to_string()]);
         rows
     }));
     v.push((
-        "ur_calls",
-        vec!["function", "function_id", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "wall_share", "errors"],
-        s.ur_calls
+        "api_calls",
+        vec!["kind", "operation", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "errors", "device_activities"],
+        r.api_calls
             .iter()
             .map(|c| {
                 vec![
-                    c.name.clone(),
-                    c.function_id.to_string(),
+                    c.kind.clone(),
+                    c.operation.clone(),
                     c.calls.to_string(),
                     c.total_ns.to_string(),
                     c.mean_ns.to_string(),
                     c.min_ns.to_string(),
                     c.max_ns.to_string(),
-                    format!("{:.6}", c.wall_share),
                     c.errors.to_string(),
+                    c.device_activities.to_string(),
                 ]
             })
             .collect(),
     ));
     v.push((
-        "sycl_commands",
+        "device_activity",
         vec![
-            "command",
             "kind",
+            "name",
             "count",
-            "host_total_ns",
-            "host_mean_ns",
-            "host_max_ns",
             "device_count",
             "device_total_ns",
             "device_mean_ns",
+            "device_min_ns",
+            "device_max_ns",
+            "host_enqueue_count",
+            "host_enqueue_total_ns",
+            "host_enqueue_mean_ns",
+            "bytes",
             "queues",
         ],
-        s.commands
+        r.device_activity
             .iter()
-            .map(|c| {
+            .map(|d| {
                 vec![
-                    c.name.clone(),
-                    c.kind.clone(),
-                    c.count.to_string(),
-                    c.host_total_ns.to_string(),
-                    c.host_mean_ns.to_string(),
-                    c.host_max_ns.to_string(),
-                    c.device_count.to_string(),
-                    c.device_total_ns.map_or("n/a".into(), |v| v.to_string()),
-                    c.device_mean_ns.map_or("n/a".into(), |v| v.to_string()),
-                    c.queues.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
+                    d.kind.clone(),
+                    d.name.clone(),
+                    d.count.to_string(),
+                    d.device_count.to_string(),
+                    opt_num(d.device_total_ns),
+                    opt_num(d.device_mean_ns),
+                    opt_num(d.device_min_ns),
+                    opt_num(d.device_max_ns),
+                    d.host_enqueue_count.to_string(),
+                    d.host_enqueue_total_ns.to_string(),
+                    d.host_enqueue_mean_ns.to_string(),
+                    d.bytes.to_string(),
+                    queues_text(&d.queues),
                 ]
             })
             .collect(),
     ));
+    let m = &r.memory;
     v.push((
         "memory_allocations",
-        vec!["kind", "device", "count", "bytes", "max_bytes"],
-        s.memory
-            .allocations
+        vec!["memory_type", "device", "count", "bytes", "max_bytes"],
+        m.allocations
             .iter()
             .map(|a| {
                 vec![
-                    a.kind.clone(),
+                    a.memory_type.clone(),
                     a.device.clone(),
                     a.count.to_string(),
                     a.bytes.to_string(),
@@ -148,127 +154,132 @@ fn sections(s: &Summary) -> Vec<Section> {
             })
             .collect(),
     ));
-    let m = &s.memory;
     v.push((
         "memory",
         vec!["key", "value"],
         vec![
             vec!["peak_live_bytes".into(), m.peak_live_bytes.to_string()],
             vec!["live_bytes_at_end".into(), m.live_bytes_at_end.to_string()],
-            vec!["releases".into(), m.releases.to_string()],
-            vec!["buffers_constructed".into(), m.buffers.constructed.to_string()],
-            vec!["buffers_destructed".into(), m.buffers.destructed.to_string()],
-            vec!["buffer_bytes".into(), m.buffers.bytes.to_string()],
-            vec!["buffer_associations".into(), m.buffers.associations.to_string()],
-            vec!["accessors".into(), m.buffers.accessors.to_string()],
+            vec!["frees".into(), m.frees.to_string()],
+            vec!["unmatched_frees".into(), m.unmatched_frees.to_string()],
+            vec!["fills".into(), m.fills.count.to_string()],
+            vec!["fill_bytes".into(), m.fills.bytes.to_string()],
         ],
     ));
     v.push((
-        "memory_ops",
-        vec!["op", "source", "count", "bytes", "host_ns", "device_ns", "rate_gb_s"],
-        m.ops
+        "memory_copies",
+        vec!["direction", "count", "bytes", "device_count", "device_bytes", "device_ns", "bandwidth_gb_s"],
+        m.copies
             .iter()
-            .map(|o| {
+            .map(|c| {
                 vec![
-                    o.op.clone(),
-                    o.source.clone(),
-                    o.count.to_string(),
-                    o.bytes.to_string(),
-                    o.host_ns.to_string(),
-                    o.device_ns.map_or("n/a".into(), |v| v.to_string()),
-                    o.rate_gb_s.map_or("n/a".into(), |r| format!("{r:.3}")),
+                    c.direction.clone(),
+                    c.count.to_string(),
+                    c.bytes.to_string(),
+                    c.device_count.to_string(),
+                    c.device_bytes.to_string(),
+                    c.device_ns.to_string(),
+                    c.bandwidth_gb_s.map_or(String::new(), |b| format!("{b:.3}")),
                 ]
             })
             .collect(),
     ));
     v.push((
         "queues",
-        vec!["queue_id", "device", "in_order", "commands", "host_ns", "device_ns", "created_ns", "destroyed_ns"],
-        s.queues
+        vec![
+            "queue",
+            "device",
+            "context",
+            "in_order",
+            "commands",
+            "by_kind",
+            "device_busy_ns",
+            "created_ns",
+            "destroyed_ns",
+        ],
+        r.queues
             .iter()
             .map(|q| {
                 vec![
-                    q.queue_id.to_string(),
+                    format!("{:#x}", q.queue),
                     q.device.clone(),
-                    q.is_inorder.map_or(String::new(), |b| b.to_string()),
-                    q.commands.to_string(),
-                    q.host_ns.to_string(),
-                    q.device_ns.to_string(),
-                    q.created_ns.map_or(String::new(), |v| v.to_string()),
-                    q.destroyed_ns.map_or(String::new(), |v| v.to_string()),
+                    format!("{:#x}", q.context),
+                    q.in_order.map_or(String::new(), |b| b.to_string()),
+                    q.total_commands.to_string(),
+                    q.commands.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(" "),
+                    q.device_busy_ns.to_string(),
+                    opt_num(q.created_ns),
+                    opt_num(q.destroyed_ns),
                 ]
             })
             .collect(),
     ));
-    let g = &s.graph;
+    let g = &r.task_graph;
     v.push((
         "task_graph",
         vec!["key", "value"],
         vec![
             vec!["nodes".into(), g.nodes.to_string()],
             vec!["edges".into(), g.edges.to_string()],
+            vec!["signals".into(), g.signals.to_string()],
             vec!["unresolved_edges".into(), g.unresolved_edges.to_string()],
             vec!["longest_chain_len".into(), g.longest_chain_len.to_string()],
-            vec!["longest_chain_host_ns".into(), g.longest_chain_host_ns.to_string()],
             vec!["longest_chain".into(), g.longest_chain.join(" -> ")],
         ],
     ));
     v.push((
-        "kernel_allocations",
-        vec![
-            "kernel",
-            "dispatches",
-            "linked",
-            "distinct_sets",
-            "arg_index",
-            "size",
-            "memory_type",
-            "arg_dispatches",
-            "first_base",
-            "distinct_bases",
-        ],
-        s.kernel_allocations
-            .kernels
+        "threads",
+        vec!["tid", "name", "api_calls", "api_total_ns", "device_activities", "drops"],
+        r.threads
             .iter()
-            .flat_map(|k| {
-                let head =
-                    [k.kernel.clone(), k.dispatches.to_string(), k.linked.to_string(), k.distinct_sets.to_string()];
-                let empty = k.allocations.is_empty().then(|| {
-                    let mut r = head.to_vec();
-                    r.extend(std::iter::repeat_n(String::new(), 6));
-                    r
-                });
-                k.allocations
-                    .iter()
-                    .map(move |a| {
-                        let mut r = head.to_vec();
-                        r.extend([
-                            a.arg_index.to_string(),
-                            a.size.to_string(),
-                            a.memory_type.clone(),
-                            a.dispatches.to_string(),
-                            format!("0x{:x}", a.first_base),
-                            a.distinct_bases.to_string(),
-                        ]);
-                        r
-                    })
-                    .chain(empty)
-                    .collect::<Vec<_>>()
+            .map(|t| {
+                vec![
+                    t.tid.to_string(),
+                    t.name.clone(),
+                    t.api_calls.to_string(),
+                    t.api_total_ns.to_string(),
+                    t.device_activities.to_string(),
+                    t.drops.to_string(),
+                ]
             })
             .collect(),
     ));
     v.push((
-        "threads",
-        vec!["tid", "name", "notifications", "drops"],
-        s.threads
+        "counters",
+        vec!["name", "unit", "device", "samples", "min", "max", "mean", "last"],
+        r.counters
             .iter()
-            .map(|t| vec![t.tid.to_string(), t.name.clone(), t.notifications.to_string(), t.drops.to_string()])
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.unit.clone(),
+                    c.device.clone(),
+                    c.samples.to_string(),
+                    c.min.to_string(),
+                    c.max.to_string(),
+                    c.mean.to_string(),
+                    c.last.to_string(),
+                ]
+            })
             .collect(),
     ));
     v.push((
+        "markers",
+        vec!["name", "kind", "count", "total_ns"],
+        r.markers
+            .iter()
+            .map(|m| vec![m.name.clone(), m.kind.clone(), m.count.to_string(), m.total_ns.to_string()])
+            .collect(),
+    ));
+    v.push((
+        "other",
+        vec!["kind", "operation", "count"],
+        r.other.iter().map(|o| vec![o.kind.clone(), o.operation.clone(), o.count.to_string()]).collect(),
+    ));
+    v.push((
         "notifications",
-        vec!["stream", "trace_type", "count"],
-        s.notifications
+        vec!["stream", "type", "count"],
+        r.notifications
             .iter()
             .flat_map(|(stream, types)| types.iter().map(move |(t, n)| vec![stream.clone(), t.clone(), n.to_string()]))
             .collect(),
@@ -279,8 +290,8 @@ fn sections(s: &Summary) -> Vec<Section> {
 /// Header underlined, no other lines: compact, and easy to grep.
 const STYLE: TableStyle = TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
 
-/// A table fitted to the terminal's width when stdout is a terminal (comfy-table's dynamic
-/// arrangement), unconstrained otherwise.
+/// A table fitted to the terminal's width when stdout is a terminal (comfy-table wraps long
+/// cells, so names stay whole), unconstrained otherwise.
 fn table(header: &[&str], right_from: usize) -> Table {
     let mut t = Table::new();
     t.load_style(STYLE).set_content_arrangement(ContentArrangement::Dynamic).set_header(header.to_vec());
@@ -292,8 +303,11 @@ fn table(header: &[&str], right_from: usize) -> Table {
     t
 }
 
-fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<()> {
-    let t = &s.trace;
+/// Commands shown at each end of the longest chain.
+const CHAIN_ENDS: usize = 4;
+
+fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()> {
+    let t = &r.trace;
     writeln!(out, "offtrace report: {}", file.display())?;
     if let Some(cmd) = t.info.get("command") {
         let pid = t.info.get("pid").map(|p| format!(" (pid {p})")).unwrap_or_default();
@@ -301,232 +315,239 @@ fn write_text(out: &mut dyn Write, file: &Path, s: &Summary) -> anyhow::Result<(
     }
     writeln!(
         out,
-        "trace: {} records, {} notifications over {}, {} dropped, {}",
+        "trace: {} records over {}, {} dropped, {}",
         count(t.records),
-        count(t.notifications),
         duration(t.wall_ns),
-        count(s.drops.total),
-        if t.complete { "complete" } else { "INCOMPLETE (no End record: the recording was cut off)" }
+        count(r.drops.total),
+        if t.complete {
+            "complete".to_owned()
+        } else if !t.warnings.is_empty() {
+            format!("DAMAGED ({} stretches skipped, see the warnings)", t.warnings.len())
+        } else {
+            "INCOMPLETE (the recording was cut off)".to_owned()
+        }
     )?;
-    if t.unmatched_ends + t.unclosed_begins > 0 {
-        writeln!(out, "pairing: {} ends without a begin, {} begins never ended", t.unmatched_ends, t.unclosed_begins)?;
-    }
 
-    let calls: u64 = s.ur_calls.iter().map(|c| c.calls).sum();
-    writeln!(out, "\nUR calls: {} calls of {} functions", count(calls), s.ur_calls.len())?;
-    if !s.ur_calls.is_empty() {
-        let mut tb = table(&["function", "calls", "total", "mean", "min", "max", "% wall"], 1);
-        for c in &s.ur_calls {
+    let calls: u64 = r.api_calls.iter().map(|c| c.calls).sum();
+    let mut kinds: Vec<&str> = r.api_calls.iter().map(|c| c.kind.as_str()).collect();
+    kinds.dedup();
+    kinds.sort_unstable();
+    kinds.dedup();
+    writeln!(
+        out,
+        "\nAPI calls: {} calls ({})",
+        count(calls),
+        if kinds.is_empty() { "none".into() } else { kinds.join(", ") }
+    )?;
+    for kind in &kinds {
+        let rows: Vec<_> = r.api_calls.iter().filter(|c| c.kind == *kind).collect();
+        let n: u64 = rows.iter().map(|c| c.calls).sum();
+        writeln!(out, "{kind}: {} calls of {} operations", count(n), rows.len())?;
+        let mut tb = table(&["operation", "calls", "total", "mean", "min", "max", "errors", "device work"], 1);
+        for c in rows {
             tb.add_row(vec![
-                c.name.clone(),
+                c.operation.clone(),
                 count(c.calls),
                 duration(c.total_ns),
                 duration(c.mean_ns),
                 duration(c.min_ns),
                 duration(c.max_ns),
-                format!("{:.1}", c.wall_share * 100.0),
+                count(c.errors),
+                count(c.device_activities),
             ]);
         }
         writeln!(out, "{tb}")?;
     }
 
-    let n: u64 = s.commands.iter().map(|c| c.count).sum();
+    let n: u64 = r.device_activity.iter().map(|d| d.count).sum();
     writeln!(
         out,
-        "\nSYCL commands: {} commands of {} kinds (host = enqueue, task_begin→task_end; device = from the program's profiling queries, n/a otherwise)",
-        count(n),
-        s.commands.len()
+        "\nDevice activity: {} (device = start → end on the device, n/a where the runtime gave no device time; host = the enqueuing call)",
+        count(n)
     )?;
-    if !s.commands.is_empty() {
-        let mut tb =
-            table(&["command", "kind", "count", "host total", "host mean", "device total", "device mean", "queues"], 2);
-        for c in &s.commands {
+    if !r.device_activity.is_empty() {
+        let mut tb = table(
+            &["kind", "name", "count", "device total", "device mean", "min", "max", "host mean", "bytes", "queues"],
+            2,
+        );
+        for d in &r.device_activity {
+            let total = match d.device_total_ns {
+                Some(t) if d.device_count < d.count => format!("{} ({} of {})", duration(t), d.device_count, d.count),
+                other => opt_dur(other),
+            };
             tb.add_row(vec![
-                shorten(&c.name, 60),
-                c.kind.clone(),
-                count(c.count),
-                duration(c.host_total_ns),
-                duration(c.host_mean_ns),
-                match c.device_total_ns {
-                    Some(t) if c.device_count < c.count => {
-                        format!("{} ({} of {})", duration(t), c.device_count, c.count)
-                    }
-                    other => opt_dur(other),
-                },
-                opt_dur(c.device_mean_ns),
-                c.queues.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
+                d.kind.clone(),
+                d.name.clone(),
+                count(d.count),
+                total,
+                opt_dur(d.device_mean_ns),
+                opt_dur(d.device_min_ns),
+                opt_dur(d.device_max_ns),
+                if d.host_enqueue_count > 0 { duration(d.host_enqueue_mean_ns) } else { "n/a".into() },
+                if d.bytes > 0 { bytes(d.bytes) } else { String::new() },
+                queues_text(&d.queues),
             ]);
         }
         writeln!(out, "{tb}")?;
     }
 
-    let m = &s.memory;
+    let m = &r.memory;
     writeln!(
         out,
-        "\nMemory: peak {} live, {} live at the end, {} releases",
+        "\nMemory: peak {} live, {} live at the end, {} frees{}",
         bytes(m.peak_live_bytes),
         bytes(m.live_bytes_at_end),
-        count(m.releases)
+        count(m.frees),
+        if m.unmatched_frees > 0 {
+            format!(" ({} of unknown allocations)", count(m.unmatched_frees))
+        } else {
+            String::new()
+        }
     )?;
     if !m.allocations.is_empty() {
         let mut tb = table(&["allocations", "device", "count", "bytes", "largest"], 2);
         for a in &m.allocations {
-            tb.add_row(vec![a.kind.clone(), a.device.clone(), count(a.count), bytes(a.bytes), bytes(a.max_bytes)]);
-        }
-        writeln!(out, "{tb}")?;
-    }
-    if m.buffers.constructed + m.buffers.accessors > 0 {
-        writeln!(
-            out,
-            "buffers: {} constructed ({}), {} destructed, {} associations, {} accessors",
-            m.buffers.constructed,
-            bytes(m.buffers.bytes),
-            m.buffers.destructed,
-            m.buffers.associations,
-            m.buffers.accessors
-        )?;
-    }
-    if !m.ops.is_empty() {
-        writeln!(out)?;
-        let mut tb = table(&["copies and fills", "source", "count", "bytes", "host time", "device time", "rate"], 2);
-        for o in &m.ops {
             tb.add_row(vec![
-                o.op.clone(),
-                o.source.clone(),
-                count(o.count),
-                bytes(o.bytes),
-                duration(o.host_ns),
-                opt_dur(o.device_ns),
-                o.rate_gb_s.map_or("n/a".into(), |r| format!("{r:.2} GB/s")),
+                a.memory_type.clone(),
+                a.device.clone(),
+                count(a.count),
+                bytes(a.bytes),
+                bytes(a.max_bytes),
             ]);
         }
         writeln!(out, "{tb}")?;
     }
+    if !m.copies.is_empty() {
+        let mut tb = table(&["copies", "count", "bytes", "device time", "bandwidth"], 1);
+        for c in &m.copies {
+            tb.add_row(vec![
+                c.direction.clone(),
+                count(c.count),
+                bytes(c.bytes),
+                if c.device_count > 0 {
+                    format!("{} ({} of {})", duration(c.device_ns), count(c.device_count), count(c.count))
+                } else {
+                    "n/a".into()
+                },
+                c.bandwidth_gb_s.map_or("n/a".into(), |b| format!("{b:.2} GB/s")),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+    if m.fills.count > 0 {
+        writeln!(out, "fills: {}, {}", count(m.fills.count), bytes(m.fills.bytes))?;
+    }
 
-    writeln!(out, "\nQueues: {}", s.queues.len())?;
-    if !s.queues.is_empty() {
-        let mut tb = table(&["queue", "device", "order", "commands", "host time", "device time", "lifetime"], 3);
-        for q in &s.queues {
+    writeln!(out, "\nQueues: {}", r.queues.len())?;
+    if !r.queues.is_empty() {
+        let mut tb = table(&["queue", "device", "order", "commands", "by kind", "device busy", "lifetime"], 3);
+        for q in &r.queues {
             let life = match (q.created_ns, q.destroyed_ns) {
                 (Some(c), Some(d)) => duration(d.saturating_sub(c)),
                 (Some(_), None) => "not destroyed".into(),
                 _ => String::new(),
             };
             tb.add_row(vec![
-                q.queue_id.to_string(),
+                format!("{:#x}", q.queue),
                 q.device.clone(),
-                q.is_inorder.map_or("?".into(), |b| if b { "in-order".into() } else { "out-of-order".to_owned() }),
-                count(q.commands),
-                duration(q.host_ns),
-                if q.device_ns > 0 { duration(q.device_ns) } else { "n/a".into() },
+                q.in_order.map_or("?".into(), |b| if b { "in-order".into() } else { "out-of-order".to_owned() }),
+                count(q.total_commands),
+                q.commands.iter().map(|(k, n)| format!("{k} {}", count(*n))).collect::<Vec<_>>().join(", "),
+                if q.device_busy_ns > 0 { duration(q.device_busy_ns) } else { "n/a".into() },
                 life,
             ]);
         }
         writeln!(out, "{tb}")?;
     }
 
-    let g = &s.graph;
+    let g = &r.task_graph;
     writeln!(
         out,
-        "\nTask graph: {} nodes, {} edges{}; longest dependency chain: {} commands ({} host enqueue time)",
+        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} commands",
         count(g.nodes),
         count(g.edges),
-        if g.unresolved_edges > 0 { format!(" ({} unresolved)", g.unresolved_edges) } else { String::new() },
-        g.longest_chain_len,
-        duration(g.longest_chain_host_ns)
+        if g.unresolved_edges > 0 { format!(" ({} unresolved)", count(g.unresolved_edges)) } else { String::new() },
+        count(g.signals),
+        count(g.longest_chain_len),
     )?;
-    if g.longest_chain_len > 1 {
-        let chain: Vec<String> = g.longest_chain.iter().map(|n| shorten(n, 40)).collect();
-        writeln!(out, "  {}", chain.join(" → "))?;
-    }
-
-    write_kernel_allocations(out, &s.kernel_allocations)?;
-
-    writeln!(out, "\nThreads: {}", s.threads.len())?;
-    let mut tb = table(&["tid", "name", "notifications", "dropped"], 2);
-    for th in &s.threads {
-        tb.add_row(vec![th.tid.to_string(), th.name.clone(), count(th.notifications), count(th.drops)]);
-    }
-    writeln!(out, "{tb}")?;
-    writeln!(out, "Dropped records: {}", count(s.drops.total))?;
-
-    writeln!(out, "\nNotifications by stream and trace type:")?;
-    let mut tb = table(&["stream", "trace type", "count"], 2);
-    for (stream, types) in &s.notifications {
-        for (tt, n) in types {
-            tb.add_row(vec![stream.clone(), tt.clone(), count(*n)]);
-        }
-    }
-    writeln!(out, "{tb}")?;
-    Ok(())
-}
-
-/// Kernels listed in the text report; the JSON lists them all.
-const MAX_KERNELS: usize = 40;
-/// Distinct (argument, size, type) lines per kernel in the text report.
-const MAX_ALLOCATION_LINES: usize = 16;
-
-/// Per kernel: how many dispatches, then one line per distinct (argument, size, memory type)
-/// with the dispatches that used it and where it lives: the base if it never moved, else how
-/// many bases and the first. Thousands of dispatches of a kernel that always uses the same
-/// buffers stay a handful of lines; the JSON report has every dispatch.
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{} {}", count(n), if n == 1 { one } else { many })
-}
-
-fn write_kernel_allocations(out: &mut dyn Write, k: &KernelAllocationSummary) -> anyhow::Result<()> {
-    if k.dispatches.is_empty() {
-        writeln!(out, "\nKernel allocations: none recorded (no kernel dispatch records in this trace)")?;
-        return Ok(());
-    }
-    let n = k.dispatches.len() as u64;
-    writeln!(
-        out,
-        "\nKernel allocations: {} of {}, {} linked to a SYCL command (every allocation a kernel used; implicit = not passed as an argument)",
-        plural(n, "dispatch", "dispatches"),
-        plural(k.kernels.len() as u64, "kernel", "kernels"),
-        count(k.linked)
-    )?;
-    for kernel in k.kernels.iter().take(MAX_KERNELS) {
-        let mut facts = vec![plural(kernel.dispatches, "dispatch", "dispatches")];
-        if kernel.linked < kernel.dispatches {
-            facts.push(format!("{} not linked to a SYCL command", count(kernel.dispatches - kernel.linked)));
-        }
-        if kernel.allocations.is_empty() {
-            facts.push("no allocations".into());
+    if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
+        let names: Vec<String> = g.longest_chain.iter().map(|n| shorten_left(n, 48).into_owned()).collect();
+        let shown = if names.len() > 2 * CHAIN_ENDS {
+            let mut v = names[..CHAIN_ENDS].to_vec();
+            v.push(format!("… {} more …", count(g.longest_chain_len - 2 * CHAIN_ENDS as u64)));
+            v.extend_from_slice(&names[names.len() - CHAIN_ENDS..]);
+            v
         } else {
-            if kernel.distinct_sets > 1 {
-                facts.push(format!("{} different allocation sets", count(kernel.distinct_sets)));
-            }
-            facts.push(format!("up to {} per dispatch", bytes(kernel.max_dispatch_bytes)));
-        }
-        writeln!(out, "  {}: {}", shorten(&kernel.kernel, 80), facts.join(", "))?;
-        for a in kernel.allocations.iter().take(MAX_ALLOCATION_LINES) {
-            let arg = if a.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", a.arg_index) };
-            let size =
-                if a.size < 1024 { format!("{} B", a.size) } else { format!("{} B ({})", a.size, bytes(a.size)) };
-            let uses = if a.dispatches == kernel.dispatches && kernel.dispatches > 1 {
-                format!("all {} dispatches", count(a.dispatches))
-            } else {
-                plural(a.dispatches, "dispatch", "dispatches")
-            };
-            let base = if a.distinct_bases <= 1 {
-                format!("base 0x{:x}", a.first_base)
-            } else {
-                format!("{} bases, first 0x{:x}", count(a.distinct_bases), a.first_base)
-            };
-            writeln!(out, "    {arg}: {size} {} ({uses}), {base}", a.memory_type)?;
-        }
-        if kernel.allocations.len() > MAX_ALLOCATION_LINES {
-            writeln!(
-                out,
-                "    … {} more (argument, size, type) combinations (--format json lists every dispatch)",
-                kernel.allocations.len() - MAX_ALLOCATION_LINES
-            )?;
-        }
+            names
+        };
+        writeln!(out, "  {}", shown.join(" → "))?;
     }
-    if k.kernels.len() > MAX_KERNELS {
-        writeln!(out, "  … {} more kernels (--format json lists them all)", k.kernels.len() - MAX_KERNELS)?;
+
+    writeln!(out, "\nThreads: {}", r.threads.len())?;
+    if !r.threads.is_empty() {
+        let mut tb = table(&["tid", "name", "API calls", "API time", "device work", "dropped"], 2);
+        for th in &r.threads {
+            tb.add_row(vec![
+                th.tid.to_string(),
+                th.name.clone(),
+                count(th.api_calls),
+                duration(th.api_total_ns),
+                count(th.device_activities),
+                count(th.drops),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+
+    if !r.counters.is_empty() {
+        writeln!(out, "\nCounters: {}", r.counters.len())?;
+        let mut tb = table(&["counter", "unit", "device", "samples", "min", "mean", "max", "last"], 3);
+        for c in &r.counters {
+            tb.add_row(vec![
+                c.name.clone(),
+                c.unit.clone(),
+                c.device.clone(),
+                count(c.samples),
+                format!("{:.6}", c.min),
+                format!("{:.6}", c.mean),
+                format!("{:.6}", c.max),
+                format!("{:.6}", c.last),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+    if !r.markers.is_empty() {
+        writeln!(out, "\nMarkers: {}", r.markers.len())?;
+        let mut tb = table(&["marker", "kind", "count", "total"], 2);
+        for mk in &r.markers {
+            tb.add_row(vec![mk.name.clone(), mk.kind.clone(), count(mk.count), duration(mk.total_ns)]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+
+    if !r.other.is_empty() {
+        writeln!(out, "\nOther records (kinds without a typed record):")?;
+        let mut tb = table(&["kind", "operation", "count"], 2);
+        for o in &r.other {
+            tb.add_row(vec![o.kind.clone(), o.operation.clone(), count(o.count)]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+
+    writeln!(out, "\nDropped records: {}", count(r.drops.total))?;
+    for (tid, n) in &r.drops.by_thread {
+        writeln!(out, "  thread {tid}: {}", count(*n))?;
+    }
+
+    if !r.notifications.is_empty() {
+        writeln!(out, "\nRaw notifications by stream and type (the optional raw layer):")?;
+        let mut tb = table(&["stream", "type", "count"], 2);
+        for (stream, types) in &r.notifications {
+            for (tt, n) in types {
+                tb.add_row(vec![stream.clone(), tt.clone(), count(*n)]);
+            }
+        }
+        writeln!(out, "{tb}")?;
     }
     Ok(())
 }

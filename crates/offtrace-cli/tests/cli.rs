@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use offtrace_analysis::testing::{w4_like, w4_like_with_dispatches};
+use offtrace_analysis::testing::{TypedBuilder, sycl_like};
 use offtrace_format::{Record, TraceHeader, TraceWriter};
 
 fn offtrace() -> Command {
@@ -19,10 +19,10 @@ fn text(o: &[u8]) -> String {
 
 fn write_trace(path: &Path, records: &[Record], finish: bool) {
     let f = std::fs::File::create(path).unwrap();
-    let mut w = TraceWriter::new(f, &TraceHeader::monotonic()).unwrap();
+    let mut w = TraceWriter::with_chunk_size(f, &TraceHeader::monotonic(), 4096).unwrap();
     for (i, r) in records.iter().enumerate() {
         w.write(r).unwrap();
-        if i % 20 == 19 {
+        if i % 500 == 499 {
             w.flush_chunk().unwrap();
         }
     }
@@ -35,9 +35,15 @@ fn write_trace(path: &Path, records: &[Record], finish: bool) {
     }
 }
 
+fn sycl_records(threads: u32, records: u64) -> Vec<Record> {
+    let mut b = TypedBuilder::new(Vec::new());
+    sycl_like(&mut b, threads, records, |v: &Vec<Record>| v.len() as u64);
+    b.out
+}
+
 fn trace(dir: &Path) -> PathBuf {
     let p = dir.join("t.offtrace");
-    write_trace(&p, &w4_like(), true);
+    write_trace(&p, &sycl_records(3, 5000), true);
     p
 }
 
@@ -52,135 +58,212 @@ fn report_text_has_every_section() {
     ok(&o);
     let s = text(&o.stdout);
     for needle in [
-        "UR calls: 6 calls",
+        "trace: ",
+        "complete",
+        "API calls: ",
+        "UR_API: ",
         "urEnqueueKernelLaunch",
-        "SYCL commands: 3 commands",
-        "axpy",
-        "n/a",
-        "Memory: peak 68.0 KiB live",
-        "device",
-        "copies and fills",
-        "Queues: 2",
+        "Device activity: ",
+        "KERNEL_DISPATCH",
+        "main::{lambda(sycl::handler&)#1}::operator()(sycl::handler&) const::{lambda(sycl::id<1>)#1}",
+        "dpnp::kernels::elementwise::add_contig_kernel<float, float, float, 4u, 2u, true>",
+        "MEMORY_COPY",
+        "usm_memcpy",
+        "MEMORY_FILL",
+        "Memory: peak 1.00 MiB live",
+        "HOST_TO_DEVICE",
+        "10.49 GB/s",
+        "Queues: 3",
         "in-order",
-        "Task graph: 3 nodes, 2 edges",
-        "axpy → axpy → memcpy",
-        "Threads: 2",
-        "python",
-        "Dropped records: 3",
-        "function_with_args_begin",
+        "Synthetic GPU",
+        "Task graph: ",
+        "longest dependency chain over real commands",
+        "Threads: 3",
+        "submitter-0",
+        "Counters: 1",
+        "gpu power",
+        "Dropped records: 0",
     ] {
         assert!(s.contains(needle), "missing {needle:?} in:\n{s}");
     }
+    assert!(!s.contains("typeinfo"), "{s}");
+    assert!(!s.contains("Raw notifications"), "no raw layer in this trace: {s}");
 }
 
 #[test]
-fn report_json_and_csv() {
+fn report_json_has_the_documented_keys() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace(dir.path());
     let o = offtrace().args(["report", "--format", "json"]).arg(&t).output().unwrap();
     ok(&o);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["notifications"]["sycl"]["task_begin"], 3);
-    assert_eq!(v["notifications"]["ur.call"]["function_with_args_end"], 6);
-    assert_eq!(v["commands"].as_array().unwrap().len(), 2);
-    assert_eq!(v["graph"]["longest_chain_len"], 3);
-    let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
+    for key in [
+        "trace",
+        "api_calls",
+        "device_activity",
+        "memory",
+        "queues",
+        "task_graph",
+        "threads",
+        "counters",
+        "drops",
+        "notifications",
+    ] {
+        assert!(v.get(key).is_some(), "no key {key}");
+    }
+    let call = &v["api_calls"][0];
+    for key in ["kind", "operation", "calls", "total_ns", "mean_ns", "min_ns", "max_ns"] {
+        assert!(call.get(key).is_some(), "api_calls[0] has no {key}: {call}");
+    }
+    let launches =
+        v["api_calls"].as_array().unwrap().iter().find(|c| c["operation"] == "urEnqueueKernelLaunch").unwrap();
+    let kernels: u64 = v["device_activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "KERNEL_DISPATCH")
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(launches["kind"], "UR_API");
+    assert_eq!(launches["calls"].as_u64().unwrap(), kernels, "one dispatch per launch");
+    let d = &v["device_activity"][0];
+    for key in [
+        "kind",
+        "name",
+        "count",
+        "device_total_ns",
+        "device_mean_ns",
+        "device_min_ns",
+        "device_max_ns",
+        "host_enqueue_mean_ns",
+        "queues",
+    ] {
+        assert!(d.get(key).is_some(), "device_activity[0] has no {key}: {d}");
+    }
+}
+
+#[test]
+fn report_csv_has_a_section_per_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = offtrace().args(["report", "--format", "csv"]).arg(trace(dir.path())).output().unwrap();
     ok(&o);
     let s = text(&o.stdout);
     for section in
-        ["# ur_calls", "# sycl_commands", "# memory_ops", "# queues", "# task_graph", "# threads", "# notifications"]
+        ["# api_calls", "# device_activity", "# memory_copies", "# queues", "# task_graph", "# threads", "# counters"]
     {
         assert!(s.contains(section), "{section} in {s}");
     }
-    assert!(s.contains("urEnqueueUSMMemcpy,94,1,1000"), "{s}");
 }
 
 #[test]
 fn report_on_truncated_trace_warns_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("cut.offtrace");
-    let recs = w4_like();
+    let recs = sycl_records(2, 3000);
     write_trace(&p, &recs[..recs.len() - 2], false);
     let o = offtrace().args(["report", "--format", "json"]).arg(&p).output().unwrap();
     ok(&o);
     assert!(text(&o.stderr).contains("truncated"), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["trace"]["complete"], false);
-    assert!(v["trace"]["notifications"].as_u64().unwrap() > 20);
+    assert!(v["api_calls"].as_array().unwrap().len() > 3);
+}
+
+/// Flips a byte in the middle of the third chunk.
+fn damage(path: &Path) -> u64 {
+    let mut b = std::fs::read(path).unwrap();
+    let mut at = 64usize;
+    for _ in 0..2 {
+        let stored = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 24 + stored;
+    }
+    let count = u32::from_le_bytes(b[at + 16..at + 20].try_into().unwrap());
+    let stored = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+    b[at + 24 + stored / 2] ^= 0x10;
+    std::fs::write(path, b).unwrap();
+    u64::from(count)
 }
 
 #[test]
-fn report_kernel_allocations_per_kernel() {
+fn a_corrupt_chunk_is_skipped_with_a_warning_in_report_and_export() {
     let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("k.offtrace");
-    write_trace(&t, &w4_like_with_dispatches(), true);
-    let o = offtrace().arg("report").arg(&t).output().unwrap();
-    ok(&o);
-    let s = text(&o.stdout);
-    let section: Vec<&str> =
-        s.lines().skip_while(|l| !l.starts_with("Kernel allocations")).take_while(|l| !l.is_empty()).collect();
-    assert_eq!(
-        section,
-        [
-            "Kernel allocations: 3 dispatches of 2 kernels, 2 linked to a SYCL command (every allocation a kernel used; implicit = not passed as an argument)",
-            "  axpy: 2 dispatches, 2 different allocation sets, up to 132.0 KiB per dispatch",
-            "    arg 0: 65536 B (64.0 KiB) DEVICE (all 2 dispatches), base 0x1000",
-            "    arg 1: 4096 B (4.00 KiB) HOST (all 2 dispatches), 2 bases, first 0x2000",
-            "    implicit: 65536 B (64.0 KiB) SHARED (1 dispatch), base 0x30000",
-            "  scale: 1 dispatch, 1 not linked to a SYCL command, no allocations",
-        ],
-        "{s}"
-    );
-
+    let t = trace(dir.path());
+    let o = offtrace().args(["report", "--format", "json"]).arg(&t).output().unwrap();
+    let clean: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lost = damage(&t);
     let o = offtrace().args(["report", "--format", "json"]).arg(&t).output().unwrap();
     ok(&o);
+    let err = text(&o.stderr);
+    assert!(err.contains("warning: corrupt trace: chunk 2") && err.contains("reading resumed at byte"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let k = &v["kernel_allocations"];
-    assert_eq!(k["dispatches"].as_array().unwrap().len(), 3);
-    assert_eq!(k["dispatches"][0]["command_instance"], 30);
-    assert_eq!(k["dispatches"][0]["link"], "ur_call");
-    assert_eq!(k["dispatches"][0]["allocations"][2]["arg_index"], -1);
-    assert_eq!(k["dispatches"][1]["allocations"][1]["base"], 0x2800);
-    assert_eq!(k["dispatches"][2]["command_instance"], serde_json::Value::Null);
-    assert_eq!(k["kernels"][0]["allocations"][1]["distinct_bases"], 2);
-
-    let o = offtrace().args(["report", "--format", "csv"]).arg(&t).output().unwrap();
+    assert_eq!(v["trace"]["records"].as_u64().unwrap() + lost, clean["trace"]["records"].as_u64().unwrap());
+    assert_eq!(v["trace"]["complete"], false);
+    assert_eq!(v["trace"]["warnings"].as_array().unwrap().len(), 1);
+    let o = offtrace().arg("report").arg(&t).output().unwrap();
     ok(&o);
-    let s = text(&o.stdout);
-    let csv: Vec<&str> =
-        s.lines().skip_while(|l| *l != "# kernel_allocations").skip(1).take_while(|l| !l.is_empty()).collect();
-    assert_eq!(
-        csv,
-        [
-            "kernel,dispatches,linked,distinct_sets,arg_index,size,memory_type,arg_dispatches,first_base,distinct_bases",
-            "axpy,2,2,2,0,65536,DEVICE,2,0x1000,1",
-            "axpy,2,2,2,1,4096,HOST,2,0x2000,2",
-            "axpy,2,2,2,-1,65536,SHARED,1,0x30000,1",
-            "scale,1,0,1,,,,,,",
-        ],
-        "{s}"
-    );
+    assert!(text(&o.stdout).contains("DAMAGED (1 stretches skipped"), "{}", text(&o.stdout));
+    let out = dir.path().join("t.sqlite");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(&out).output().unwrap();
+    ok(&o);
+    let e = text(&o.stderr);
+    assert!(e.contains("warning: corrupt trace: chunk 2") && e.contains("reading resumed at byte"), "{e}");
+    assert!(out.exists());
 }
 
-/// Version 1 traces (no KernelDispatch records) still report, with a one-line note; the v2
-/// fixture's dispatches show up.
+#[test]
+fn report_of_an_empty_file_says_it_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("empty.offtrace");
+    std::fs::write(&p, b"").unwrap();
+    for args in [&["report"][..], &["export", "--format", "perfetto", "-o", "x.pftrace"][..]] {
+        let o = offtrace().args(args).arg(&p).current_dir(dir.path()).output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        assert!(text(&o.stderr).contains("is empty (0 bytes): the recording wrote nothing"), "{}", text(&o.stderr));
+    }
+    assert!(!dir.path().join("x.pftrace").exists());
+}
+
+#[test]
+fn report_into_a_closed_pipe_exits_quietly() {
+    // Thousands of kernel names: far more output than a pipe holds.
+    let mut b = TypedBuilder::new(Vec::new());
+    for i in 0..5000u64 {
+        b.kernel(1, i * 10, i + 1, 0x5000, 0xd1, &format!("kernel_number_{i}_with_a_long_name"), None);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("many.offtrace");
+    write_trace(&p, &b.out, true);
+    for format in ["text", "json", "csv"] {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "\"$0\" report --format {format} \"$1\" | head -c 100 > /dev/null; echo \"status=${{PIPESTATUS:-0}}\""
+            ))
+            .arg(env!("CARGO_BIN_EXE_offtrace"))
+            .arg(&p)
+            .output()
+            .unwrap();
+        ok(&o);
+        assert_eq!(text(&o.stderr), "", "{format}: offtrace said something on a closed pipe");
+    }
+}
+
 #[test]
 fn report_reads_the_format_fixtures() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../offtrace-format/tests/fixtures");
-    let o = offtrace().arg("report").arg(fixtures.join("v1.offtrace")).output().unwrap();
+    // Raw-only versions: the notification counts.
+    for v in ["v1", "v2"] {
+        let o = offtrace().arg("report").arg(fixtures.join(format!("{v}.offtrace"))).output().unwrap();
+        ok(&o);
+        let s = text(&o.stdout);
+        assert!(s.contains("Raw notifications by stream and type"), "{v}: {s}");
+        assert!(s.contains("edge_create"), "{v}: {s}");
+    }
+    let o = offtrace().args(["report", "--format", "json"]).arg(fixtures.join("v3.offtrace")).output().unwrap();
     ok(&o);
-    let s = text(&o.stdout);
-    assert!(s.contains("Kernel allocations: none recorded"), "{s}");
-    assert!(s.contains("UR calls:"), "{s}");
-    let o = offtrace().arg("report").arg(fixtures.join("v2.offtrace")).output().unwrap();
-    ok(&o);
-    let s = text(&o.stdout);
-    assert!(s.contains("Kernel allocations: 3 dispatches of 2 kernels, 0 linked"), "{s}");
-    assert!(
-        s.contains("  _ZTS10vector_add: 2 dispatches, 2 not linked to a SYCL command, 2 different allocation sets"),
-        "{s}"
-    );
-    assert!(s.contains("    implicit: 65536 B (64.0 KiB) DEVICE (1 dispatch), base 0xff00000010000000"), "{s}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["trace"]["format_version"], 3);
+    assert!(!v["api_calls"].as_array().unwrap().is_empty(), "{v}");
 }
 
 #[test]
@@ -208,7 +291,10 @@ fn export_all_four_formats() {
     }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
     assert!(v["traceEvents"].as_array().unwrap().len() > 20);
-    assert!(dir.path().join("csv/ur_calls.csv").exists());
+    assert!(dir.path().join("csv/api_calls.csv").exists());
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
 }
 
 #[test]
@@ -416,7 +502,10 @@ fn record_summary_line_on_a_written_trace() {
     let agent = dir.path().join("libagent.so");
     std::fs::write(&agent, b"").unwrap();
     let src = dir.path().join("src.offtrace");
-    write_trace(&src, &w4_like(), true);
+    let mut records = sycl_records(2, 2000);
+    records.push(Record::Drops { tid: 1000, count: 3 });
+    records.push(Record::End { records: records.len() as u64 + 1, drops: 3 });
+    write_trace(&src, &records, true);
     let out = dir.path().join("t.offtrace");
     let o = record(&[
         "--runtime",
@@ -432,7 +521,8 @@ fn record_summary_line_on_a_written_trace() {
     ]);
     ok(&o);
     let e = text(&o.stderr);
-    let n = w4_like().len();
+    let n = records.len();
+    let n = format!("{},{:03}", n / 1000, n % 1000);
     assert!(e.contains(&format!("offtrace: {n} records, 3 dropped, {}", out.display())), "{e}");
 }
 

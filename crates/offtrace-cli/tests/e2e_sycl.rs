@@ -83,31 +83,99 @@ fn count(c: &BTreeMap<(String, String), u64>, stream: &str, tt: &str) -> u64 {
     c.get(&(stream.to_string(), tt.to_string())).copied().unwrap_or(0)
 }
 
+/// Independent readers of the exports (the export crate's test decoder of `.pftrace`).
+#[path = "../../offtrace-export/tests/common/mod.rs"]
+mod pftrace;
+
+fn api_calls(rep: &serde_json::Value, kind: &str, op_prefix: &str) -> u64 {
+    rep["api_calls"]
+        .as_array()
+        .expect("api_calls")
+        .iter()
+        .filter(|c| c["kind"] == kind && c["operation"].as_str().is_some_and(|o| o.starts_with(op_prefix)))
+        .map(|c| c["calls"].as_u64().expect("calls"))
+        .sum()
+}
+
+fn device_count(rep: &serde_json::Value, kind: &str) -> u64 {
+    rep["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .filter(|d| d["kind"] == kind)
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum()
+}
+
+/// Runs SQL through Python's sqlite3 module (a reader independent of the exporter); returns the
+/// lines it prints.
+fn sql(db: &Path, script: &str) -> String {
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import json, sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\n{script}"))
+        .arg(db)
+        .output()
+        .expect("python3");
+    assert!(
+        py.status.success(),
+        "sqlite check: {}{}",
+        String::from_utf8_lossy(&py.stdout),
+        String::from_utf8_lossy(&py.stderr)
+    );
+    String::from_utf8_lossy(&py.stdout).into_owned()
+}
+
+/// A real multi-threaded SYCL program (4 threads, each with an in-order and an out-of-order
+/// queue, plus a queue they share): the report's typed sections agree with the raw layer
+/// recorded beside them, every device activity has its queue, and every export reads back.
 #[test]
-fn record_report_and_export_the_bundled_example() {
+fn record_report_and_export_a_multithreaded_program() {
     let Some(venv) = venv() else { return };
-    let dir = tmpdir("example");
-    let trace = dir.path().join("pipeline.offtrace");
-    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("usm_pipeline.py").to_str().expect("utf8"), "4"]);
+    let dir = tmpdir("threads");
+    let trace = dir.path().join("tq.offtrace");
+    let (code, stdout, stderr) =
+        record(&venv, &trace, &[], &[example("threads_queues.py").to_str().expect("utf8"), "4", "5"]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("ok=True"), "the program's own output passes through: {stdout}");
+    assert!(stdout.contains("threads_queues: ok"), "the program's own output passes through: {stdout}");
     assert!(stderr.contains("records") && stderr.contains("dropped"), "summary line: {stderr}");
 
     let rep = report_json(&trace);
+    assert_eq!(rep["trace"]["complete"], true, "{}", rep["trace"]);
+    for key in [
+        "api_calls",
+        "device_activity",
+        "memory",
+        "queues",
+        "task_graph",
+        "threads",
+        "counters",
+        "drops",
+        "notifications",
+    ] {
+        assert!(rep.get(key).is_some(), "report has no {key}");
+    }
     let c = notification_counts(&rep);
-    // 4 iterations x (2 kernels + memcpy + ...) commands: the runtime's own streams all show up.
-    assert_eq!(count(&c, "sycl", "graph_create"), 1, "{c:?}");
-    assert!(count(&c, "sycl", "node_create") >= 20, "{c:?}");
-    assert_eq!(count(&c, "sycl", "task_begin"), count(&c, "sycl", "task_end"), "{c:?}");
-    assert!(count(&c, "sycl", "edge_create") >= 4, "{c:?}");
-    assert!(count(&c, "sycl", "signal") >= 8, "{c:?}");
-    assert!(count(&c, "sycl", "queue_create") >= 3, "{c:?}");
-    assert!(count(&c, "sycl.experimental.mem_alloc", "mem_alloc_begin") >= 4, "{c:?}");
     let ur_begin = count(&c, "ur.call", "function_with_args_begin");
     assert!(ur_begin > 100, "{c:?}");
-    assert_eq!(ur_begin, count(&c, "ur.call", "function_with_args_end"), "{c:?}");
+    // The typed UR_API calls add up to the raw layer's ur.call begins.
+    assert_eq!(api_calls(&rep, "UR_API", ""), ur_begin);
+    // One dispatch per kernel launch: 2 kernels per iteration per thread.
+    let launches = api_calls(&rep, "UR_API", "urEnqueueKernelLaunch");
+    assert_eq!(launches, 4 * 5 * 2);
+    assert_eq!(device_count(&rep, "KERNEL_DISPATCH"), launches);
+    assert_eq!(device_count(&rep, "MEMORY_COPY"), 4 * 5 * 3);
+    assert_eq!(device_count(&rep, "MEMORY_FILL"), 4 * 5);
+    let names: Vec<&str> =
+        rep["device_activity"].as_array().expect("da").iter().filter_map(|d| d["name"].as_str()).collect();
+    assert!(names.contains(&"scale_add") && names.contains(&"square"), "{names:?}");
+    let threads = rep["threads"].as_array().expect("threads");
+    assert_eq!(threads.iter().filter(|t| t["device_activities"].as_u64().unwrap_or(0) > 0).count(), 4, "{threads:?}");
+    let mut directions: Vec<&str> =
+        rep["memory"]["copies"].as_array().expect("copies").iter().filter_map(|c| c["direction"].as_str()).collect();
+    directions.sort_unstable();
+    assert_eq!(directions, ["DEVICE_TO_DEVICE", "DEVICE_TO_HOST", "HOST_TO_DEVICE"]);
 
-    // Exports: Perfetto, Chrome JSON, SQLite, CSV, each checked by an independent reader.
+    // Exports, each read back by an independent reader.
     for (fmt, out) in [
         ("perfetto", dir.path().join("t.pftrace")),
         ("chrome", dir.path().join("t.json")),
@@ -124,68 +192,63 @@ fn record_report_and_export_the_bundled_example() {
         assert!(o.status.success(), "export {fmt}: {}", String::from_utf8_lossy(&o.stderr));
         assert!(out.exists(), "export {fmt} wrote nothing");
     }
+    let d = pftrace::decode_pftrace(&std::fs::read(dir.path().join("t.pftrace")).expect("read pftrace"));
+    assert!(d.problems.is_empty(), "overlapping or unbalanced slices: {:?}", d.problems);
+    assert_eq!(d.packets_without_clock, 0);
+    let queue_tracks = d.tracks.values().filter(|t| t.name.starts_with("queue ")).count();
+    assert!(queue_tracks >= 9, "a track per queue: {queue_tracks}");
+    let flows: usize = d.slices.iter().chain(&d.instants).map(|s| s.terminating.len()).sum();
+    assert!(flows as u64 >= launches, "flows from the launches to their kernels: {flows}");
     let chrome: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).expect("read chrome json"))
             .expect("the Chrome export is JSON");
-    let events = chrome["traceEvents"].as_array().expect("traceEvents");
-    assert!(events.len() > 200, "Chrome export holds the trace: {} events", events.len());
-    // Python's sqlite3 module is an independent SQLite reader: every table answers SQL.
-    let py = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sqlite3, sys\n\
-             db = sqlite3.connect(sys.argv[1])\n\
-             tables = [r[0] for r in db.execute(\"select name from sqlite_master where type='table'\")]\n\
-             assert len(tables) >= 5, tables\n\
-             for t in tables:\n    n = db.execute(f'select count(*) from \"{t}\"').fetchone()[0]\n    print(t, n)\n\
-             assert db.execute('select count(*) from ur_calls').fetchone()[0] > 100\n",
-        )
-        .arg(dir.path().join("t.sqlite"))
-        .output()
-        .expect("python3");
-    assert!(
-        py.status.success(),
-        "sqlite check: {}{}",
-        String::from_utf8_lossy(&py.stdout),
-        String::from_utf8_lossy(&py.stderr)
+    assert!(chrome["traceEvents"].as_array().expect("traceEvents").len() > 200);
+    let out = sql(
+        &dir.path().join("t.sqlite"),
+        "print(db.execute('select count(*) from api_calls').fetchone()[0])\n\
+         print(db.execute('select count(*) from device_activity where queue = 0').fetchone()[0])\n\
+         print(db.execute('select count(*) from api_calls where json_valid(args) = 0').fetchone()[0])\n\
+         print(db.execute(\"select count(*) from device_activity a join api_calls_named c using (correlation) where a.name = 'scale_add' and c.operation_name like 'urEnqueueKernelLaunch%'\").fetchone()[0])\n\
+         for v in ['top_kernels', 'api_calls_by_thread', 'copy_bandwidth', 'queue_wait']:\n    db.execute(f'select * from {v}').fetchall()\n",
     );
+    let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
+    assert_eq!(lines[0], ur_begin);
+    assert_eq!(lines[1], 0, "every device activity has its queue");
+    assert_eq!(lines[2], 0, "every argument column is JSON");
+    assert_eq!(lines[3], 4 * 5, "every scale_add joins the launch that enqueued it");
 }
 
-/// `offtrace record` writes each kernel dispatch with its allocation properties (its recorder is
-/// a tracing-services client), and `offtrace report` shows them per kernel: on W4 both `axpy`
-/// dispatches use their `y` (argument 0) and `x` (argument 1) arrays, 16384 `float32` of DEVICE
-/// USM each.
+/// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both
+/// `axpy` dispatches use their `y` (argument 0) and `x` (argument 1) arrays, 16384 `float32` of
+/// DEVICE USM each.
 #[test]
-fn w4_report_shows_kernel_allocation_properties() {
+fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     let Some(venv) = venv() else { return };
     let dir = tmpdir("w4-alloc");
     let trace = dir.path().join("w4.offtrace");
     let w4 = example("w4_usm_multiqueue.py");
     let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    let rep = report_json(&trace);
-    let ka = &rep["kernel_allocations"];
-    let kernels = ka["kernels"].as_array().expect("kernels");
-    let axpy = kernels.iter().find(|k| k["kernel"] == "axpy").unwrap_or_else(|| panic!("no axpy: {ka}"));
-    assert_eq!(axpy["dispatches"], 2, "{axpy}");
-    assert_eq!(axpy["linked"], 2, "both linked to their SYCL command: {axpy}");
-    let allocs = axpy["allocations"].as_array().expect("allocations");
-    let mut seen: Vec<(i64, u64, String, u64)> = allocs
-        .iter()
-        .map(|a| {
-            (
-                a["arg_index"].as_i64().expect("arg"),
-                a["size"].as_u64().expect("size"),
-                a["memory_type"].as_str().expect("type").to_owned(),
-                a["dispatches"].as_u64().expect("dispatches"),
-            )
-        })
-        .collect();
-    seen.sort();
-    assert_eq!(seen, [(0, 65536, "DEVICE".to_owned(), 2), (1, 65536, "DEVICE".to_owned(), 2)], "{axpy}");
-    let text = Command::new(offtrace()).arg("report").arg(&trace).output().expect("run report");
-    let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("Kernel allocations") && text.contains("axpy"), "{text}");
+    let db = dir.path().join("w4.sqlite");
+    let o = Command::new(offtrace())
+        .arg("export")
+        .arg(&trace)
+        .args(["--format", "sqlite", "-o"])
+        .arg(&db)
+        .output()
+        .expect("export");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = sql(
+        &db,
+        "rows = db.execute(\"select allocations from device_activity where name = 'axpy'\").fetchall()\n\
+         print(len(rows))\n\
+         for (a,) in rows:\n    print(sorted((x['arg_index'], x['size'], x['memory_type']) for x in json.loads(a)))\n",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "2", "{out}");
+    for l in &lines[1..] {
+        assert_eq!(*l, "[(0, 65536, 'DEVICE'), (1, 65536, 'DEVICE')]", "{out}");
+    }
 }
 
 /// Both subscribers in one process see the same notifications: offtrace's counts per stream and

@@ -1,187 +1,225 @@
 //! Chrome trace-event JSON (`{"traceEvents": [...]}`), streamed one event at a time.
 //!
-//! Thread slices are `B`/`E` pairs; commands on queue pseudo-threads and device executions are
-//! `X` events; flows are `s`/`f` pairs (binding to the enclosing slice); live allocated bytes
-//! are a `C` counter. Timestamps are microseconds (fractional: nanosecond precision).
+//! The same tracks as the Perfetto export (`timeline.rs`): the program is a process whose
+//! threads carry the API calls; each device is a process of its own whose "threads" are its
+//! queues (and their lanes); counters are `C` events. Slices are `X` events (complete, with a
+//! duration), work without device time is an `i` instant, flows are `s`/`f` pairs bound to
+//! the enclosing slices. Timestamps are microseconds with three decimals (nanoseconds, exact).
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use offtrace_analysis::{CommandEvent, DeviceEvent, MemoryEvent, ModelSink, SummaryBuilder};
-use offtrace_format::Record;
-use serde_json::{Value, json};
+use rustc_hash::FxHashMap;
 
-use crate::source::{ProgressFn, RecordSource, for_each_record};
-use crate::timeline::{
-    FirstPass, SliceAction, ThreadSlices, command_allocations, command_flow, device_flow, edge_flow, first_pass,
-};
+use crate::defs::{ArgValue, json_string};
+use crate::source::{RecordSource, read_records};
+use crate::timeline::{Slice, Timeline, TimelineOut, TrackKind};
 use crate::{ExportError, ExportStats};
 
-/// Pseudo-thread ids of queue tracks and device tracks (above any kernel tid).
-fn queue_tid(queue: Option<u64>) -> u64 {
-    (1 << 40) | queue.map_or(0xffff_ffff, |q| q & 0xffff_ffff)
-}
-fn device_tid(queue: Option<u64>) -> u64 {
-    (2 << 40) | queue.map_or(0xffff_ffff, |q| q & 0xffff_ffff)
+/// Pseudo process ids of devices (queue tracks) and thread ids of queues: above any real pid
+/// (at most 2^22 on Linux), below 2^31 (viewers read them as 32-bit integers).
+const DEVICE_PID_BASE: i64 = 0x7000_0000;
+
+fn us(out: &mut String, ns: u64) {
+    let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
 }
 
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-struct JsonOut<'p> {
-    out: BufWriter<File>,
-    path: &'p Path,
-    pid: i64,
+struct JsonOut<W: Write> {
+    out: W,
+    buf: String,
     events: u64,
-    error: Option<ExportError>,
+    /// Track → (pid, tid) and its name (for counter events).
+    tracks: FxHashMap<u64, (i64, i64, String)>,
+    pid: i64,
+    next_device_pid: i64,
+    next_tid: i64,
+    error: Option<std::io::Error>,
 }
 
-impl JsonOut<'_> {
-    fn event(&mut self, v: &Value) {
-        if self.error.is_some() {
-            return;
-        }
-        let sep: &[u8] = if self.events == 0 { b"\n" } else { b",\n" };
-        let r = self
-            .out
-            .write_all(sep)
-            .map_err(|source| ExportError::Write { path: self.path.to_owned(), source })
-            .and_then(|()| {
-                serde_json::to_writer(&mut self.out, v)
-                    .map_err(|source| ExportError::Json { path: self.path.to_owned(), source })
-            });
-        match r {
-            Ok(()) => self.events += 1,
-            Err(e) => self.error = Some(e),
+impl<W: Write> JsonOut<W> {
+    fn begin(&mut self) {
+        self.buf.push_str(if self.events == 0 { "\n" } else { ",\n" });
+        self.events += 1;
+    }
+
+    fn flush_if_full(&mut self) {
+        if self.buf.len() >= 256 << 10 {
+            self.flush();
         }
     }
 
-    fn check(&mut self) -> Result<(), ExportError> {
-        self.error.take().map_or(Ok(()), Err)
+    fn flush(&mut self) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(self.buf.as_bytes())
+        {
+            self.error = Some(e);
+        }
+        self.buf.clear();
     }
 
-    fn flow(&mut self, ph: &str, id: u64, tid: u64, ts: u64, name: &str) {
-        let pid = self.pid;
-        let mut v = json!({"ph": ph, "id": id, "pid": pid, "tid": tid, "ts": us(ts), "name": name, "cat": "flow"});
+    fn metadata(&mut self, what: &str, pid: i64, tid: Option<i64>, name: &str) {
+        self.begin();
+        let _ = write!(self.buf, "{{\"ph\":\"M\",\"name\":\"{what}\",\"pid\":{pid}");
+        if let Some(t) = tid {
+            let _ = write!(self.buf, ",\"tid\":{t}");
+        }
+        self.buf.push_str(",\"args\":{\"name\":");
+        json_string(name, &mut self.buf);
+        self.buf.push_str("}}");
+    }
+
+    fn arg(&mut self, name: &str, v: ArgValue) {
+        json_string(name, &mut self.buf);
+        self.buf.push(':');
+        let _ = match v {
+            ArgValue::Unsigned(u) => write!(self.buf, "{u}"),
+            ArgValue::Signed(i) => write!(self.buf, "{i}"),
+            ArgValue::Hex(h) => write!(self.buf, "\"{h:#x}\""),
+            ArgValue::Bool(b) => write!(self.buf, "{b}"),
+            ArgValue::Text(t) => {
+                json_string(t, &mut self.buf);
+                Ok(())
+            }
+        };
+    }
+
+    fn flow(&mut self, ph: &str, id: u64, ts: u64, pid: i64, tid: i64) {
+        self.begin();
+        let _ = write!(self.buf, "{{\"ph\":\"{ph}\",\"id\":{id},\"name\":\"launch\",\"cat\":\"flow\",\"ts\":");
+        us(&mut self.buf, ts);
+        let _ = write!(self.buf, ",\"pid\":{pid},\"tid\":{tid}");
         if ph == "f" {
-            v["bp"] = json!("e");
+            self.buf.push_str(",\"bp\":\"e\"");
         }
-        self.event(&v);
+        self.buf.push('}');
     }
 }
 
-struct Emitter<'a, 'p> {
-    j: JsonOut<'p>,
-    first: &'a FirstPass,
-    /// Command instance → its kernel dispatches' allocations.
-    allocations: rustc_hash::FxHashMap<u64, Vec<String>>,
-}
-
-impl ModelSink for Emitter<'_, '_> {
-    fn command(&mut self, c: &CommandEvent<'_>) {
-        let tid = queue_tid(c.queue_id);
-        let pid = self.j.pid;
-        let mut args = json!({"instance": c.instance, "kind": c.kind, "queue_id": c.queue_id, "bytes": c.memory_size});
-        if let Some(a) = self.allocations.get(&c.instance) {
-            args["kernel_allocations"] = json!(a);
-        }
-        self.j.event(&json!({
-            "ph": "X", "pid": pid, "tid": tid, "ts": us(c.begin_ns), "dur": us(c.end_ns - c.begin_ns),
-            "name": c.name, "cat": "command", "args": args,
-        }));
-        self.j.flow("f", command_flow(c.instance), tid, c.begin_ns, "enqueue");
-        if let Some(node) = c.node {
-            for &e in self.first.in_edges.get(&node).into_iter().flatten() {
-                self.j.flow("f", edge_flow(e), tid, c.begin_ns, "dependency");
+impl<W: Write> TimelineOut for JsonOut<W> {
+    fn track(&mut self, id: u64, parent: Option<u64>, name: &str, kind: &TrackKind) {
+        let parent_pid = parent.and_then(|p| self.tracks.get(&p)).map_or(self.pid, |t| t.0);
+        let (pid, tid) = match kind {
+            TrackKind::Process { pid } => {
+                self.pid = *pid;
+                self.metadata("process_name", *pid, None, name);
+                (*pid, 0)
             }
-            for &e in self.first.out_edges.get(&node).into_iter().flatten() {
-                self.j.flow("s", edge_flow(e), tid, c.begin_ns, "dependency");
+            TrackKind::Thread { tid, pid } => {
+                self.metadata("thread_name", *pid, Some(i64::from(*tid)), name);
+                (*pid, i64::from(*tid))
             }
+            TrackKind::Device => {
+                self.next_device_pid += 1;
+                let pid = self.next_device_pid;
+                self.metadata("process_name", pid, None, name);
+                (pid, 0)
+            }
+            TrackKind::Queue | TrackKind::Lane => {
+                self.next_tid += 1;
+                let tid = self.next_tid;
+                let full = match (kind, parent.and_then(|p| self.tracks.get(&p))) {
+                    (TrackKind::Lane, Some(p)) => format!("{} {name}", p.2),
+                    _ => name.to_owned(),
+                };
+                self.metadata("thread_name", parent_pid, Some(tid), &full);
+                self.tracks.insert(id, (parent_pid, tid, full));
+                self.flush_if_full();
+                return;
+            }
+            TrackKind::Counter { unit } => {
+                let full = if unit.is_empty() { name.to_owned() } else { format!("{name} [{unit}]") };
+                self.tracks.insert(id, (parent_pid, 0, full));
+                return;
+            }
+        };
+        self.tracks.insert(id, (pid, tid, name.to_owned()));
+        self.flush_if_full();
+    }
+
+    fn slice(&mut self, s: &Slice<'_>) {
+        let Some(&(pid, tid, _)) = self.tracks.get(&s.track) else { return };
+        self.begin();
+        self.buf.push_str(if s.instant { "{\"ph\":\"i\",\"s\":\"t\",\"name\":" } else { "{\"ph\":\"X\",\"name\":" });
+        json_string(s.name, &mut self.buf);
+        self.buf.push_str(",\"cat\":");
+        json_string(s.category, &mut self.buf);
+        self.buf.push_str(",\"ts\":");
+        us(&mut self.buf, s.start);
+        if !s.instant {
+            self.buf.push_str(",\"dur\":");
+            us(&mut self.buf, s.end - s.start);
         }
+        let _ = write!(self.buf, ",\"pid\":{pid},\"tid\":{tid},\"args\":{{");
+        for (i, (k, v)) in s.args.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(',');
+            }
+            self.arg(k, *v);
+        }
+        for (i, (k, v)) in s.texts.iter().enumerate() {
+            if i > 0 || !s.args.is_empty() {
+                self.buf.push(',');
+            }
+            json_string(k, &mut self.buf);
+            self.buf.push(':');
+            json_string(v, &mut self.buf);
+        }
+        self.buf.push_str("}}");
+        if let Some(id) = s.flow_out {
+            self.flow("s", id, s.start, pid, tid);
+        }
+        if let Some(id) = s.flow_in {
+            self.flow("f", id, s.start, pid, tid);
+        }
+        self.flush_if_full();
     }
 
-    fn device(&mut self, d: &DeviceEvent<'_>) {
-        let tid = device_tid(d.queue_id);
-        let pid = self.j.pid;
-        self.j.event(&json!({
-            "ph": "X", "pid": pid, "tid": tid, "ts": us(d.start_ns), "dur": us(d.end_ns - d.start_ns),
-            "name": d.name, "cat": "device", "args": {"instance": d.instance},
-        }));
-        self.j.flow("f", device_flow(d.instance), tid, d.start_ns, "device");
-    }
-
-    fn memory(&mut self, m: &MemoryEvent<'_>) {
-        let pid = self.j.pid;
-        self.j.event(&json!({"ph": "C", "pid": pid, "ts": us(m.end_ns), "name": "live allocated bytes", "args": {"bytes": m.live_bytes}}));
+    fn counter(&mut self, track: u64, ts: u64, value: f64) {
+        let Some((pid, _, name)) = self.tracks.get(&track) else { return };
+        let pid = *pid;
+        let mut line = String::with_capacity(96);
+        line.push_str("{\"ph\":\"C\",\"name\":");
+        json_string(name, &mut line);
+        line.push_str(",\"ts\":");
+        us(&mut line, ts);
+        let v = if value.is_finite() { value } else { 0.0 };
+        let _ = write!(line, ",\"pid\":{pid},\"args\":{{\"value\":{v}}}}}");
+        self.begin();
+        self.buf.push_str(&line);
+        self.flush_if_full();
     }
 }
 
-pub(crate) fn export(
-    source: &mut dyn RecordSource,
-    path: &Path,
-    mut progress: Option<&mut ProgressFn<'_>>,
-) -> Result<ExportStats, ExportError> {
-    let first = first_pass(source, &mut progress)?;
-    let s = &first.summary;
-    let pid: i64 = s.trace.info.get("pid").and_then(|p| p.parse().ok()).unwrap_or(0);
+pub(crate) fn export(source: &mut dyn RecordSource, path: &Path) -> Result<ExportStats, ExportError> {
     let file = File::create(path).map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
-    let mut out = BufWriter::with_capacity(256 << 10, file);
-    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")
-        .map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
-    let allocations = command_allocations(s);
-    let mut em = Emitter { j: JsonOut { out, path, pid, events: 0, error: None }, first: &first, allocations };
-    let process = s.trace.info.get("command").cloned().unwrap_or_else(|| "traced program".to_owned());
-    em.j.event(&json!({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": process}}));
-    for t in &s.threads {
-        let name = if t.name.is_empty() { format!("thread {}", t.tid) } else { t.name.clone() };
-        em.j.event(&json!({"ph": "M", "pid": pid, "tid": t.tid, "name": "thread_name", "args": {"name": name}}));
-    }
-    let mut queues: Vec<Option<u64>> = s.queues.iter().map(|q| Some(q.queue_id)).collect();
-    queues.push(None);
-    for q in queues {
-        let name = q.map_or("commands (no queue)".to_owned(), |q| format!("queue {q}"));
-        em.j.event(&json!({"ph": "M", "pid": pid, "tid": queue_tid(q), "name": "thread_name", "args": {"name": name}}));
-        em.j.event(&json!({"ph": "M", "pid": pid, "tid": device_tid(q), "name": "thread_name", "args": {"name": format!("{name} device")}}));
-    }
-    em.j.check()?;
-
-    let mut builder = SummaryBuilder::new();
-    let mut slices = ThreadSlices::default();
-    let outcome = for_each_record(source, 2, &mut progress, |record| {
-        builder.push_with(record, &mut em);
-        if let Record::Notification(n) = record {
-            let j = &mut em.j;
-            slices.on_notification(n, builder.definitions(), &first.device_instances, &mut |a| emit_slice(j, a));
+    let mut w = JsonOut {
+        out: BufWriter::with_capacity(1 << 20, file),
+        buf: String::with_capacity(300 << 10),
+        events: 0,
+        tracks: FxHashMap::default(),
+        pid: 0,
+        next_device_pid: DEVICE_PID_BASE,
+        next_tid: 0x7100_0000,
+        error: None,
+    };
+    w.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"CLOCK_MONOTONIC\"},\"traceEvents\":[");
+    let mut timeline = Timeline::new();
+    let mut stats = read_records(source, |r| {
+        timeline.push(r, &mut w);
+        match w.error.take() {
+            Some(source) => Err(ExportError::Write { path: path.to_owned(), source }),
+            None => Ok(()),
         }
-        em.j.check()
     })?;
-    let j = &mut em.j;
-    slices.close_all(&mut |a| emit_slice(j, a));
-    em.j.check()?;
-    let mut other =
-        json!({"records": outcome.records, "truncated": outcome.truncated.is_some(), "clock": "CLOCK_MONOTONIC"});
-    for (k, v) in &s.trace.info {
-        other[k] = json!(v);
+    timeline.finish(&mut w);
+    w.buf.push_str("\n]}\n");
+    w.flush();
+    if let Some(source) = w.error.take() {
+        return Err(ExportError::Write { path: path.to_owned(), source });
     }
-    let tail = format!("\n],\"otherData\":{other}}}\n");
-    em.j.out
-        .write_all(tail.as_bytes())
-        .and_then(|()| em.j.out.flush())
-        .map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
-    Ok(ExportStats { records: outcome.records, items: em.j.events, truncated: outcome.truncated })
-}
-
-fn emit_slice(j: &mut JsonOut<'_>, a: SliceAction) {
-    let pid = j.pid;
-    match a {
-        SliceAction::Begin { tid, ts, name, category, flows } => {
-            j.event(&json!({"ph": "B", "pid": pid, "tid": tid, "ts": us(ts), "name": name, "cat": category}));
-            for id in flows {
-                j.flow("s", id, u64::from(tid), ts, if id & 3 == 1 { "enqueue" } else { "device" });
-            }
-        }
-        SliceAction::End { tid, ts } => j.event(&json!({"ph": "E", "pid": pid, "tid": tid, "ts": us(ts)})),
-    }
+    w.out.flush().map_err(|source| ExportError::Write { path: path.to_owned(), source })?;
+    stats.items = w.events;
+    Ok(stats)
 }

@@ -5,45 +5,52 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use crate::rows::{TableWriter, write_tables};
-use crate::source::{ProgressFn, RecordSource};
+use crate::source::RecordSource;
 use crate::tables::{Cell, Table};
 use crate::{ExportError, ExportStats};
 
 struct CsvWriter {
     files: Vec<(PathBuf, csv::Writer<BufWriter<File>>)>,
+    field: String,
 }
 
 impl TableWriter for CsvWriter {
     fn row(&mut self, table: Table, cells: &[Cell<'_>]) -> Result<(), ExportError> {
+        use std::fmt::Write as _;
         let i = Table::ALL.iter().position(|t| *t == table).unwrap_or(0);
         let (path, w) = &mut self.files[i];
-        let fields = cells.iter().map(|c| match c {
-            Cell::Null => String::new(),
-            Cell::Int(v) => v.to_string(),
-            Cell::Real(v) => v.to_string(),
-            Cell::Text(t) => t.to_string(),
-        });
-        w.write_record(fields).map_err(|source| ExportError::Csv { path: path.clone(), source })
+        for c in cells {
+            self.field.clear();
+            let _ = match c {
+                Cell::Null => Ok(()),
+                Cell::Int(v) => write!(self.field, "{v}"),
+                Cell::Real(v) => write!(self.field, "{v}"),
+                Cell::Text(t) => self.field.write_str(t),
+            };
+            w.write_field(&self.field).map_err(|source| ExportError::Csv { path: path.clone(), source })?;
+        }
+        w.write_record(None::<&[u8]>).map_err(|source| ExportError::Csv { path: path.clone(), source })
     }
 }
 
-pub(crate) fn export(
-    source: &mut dyn RecordSource,
-    dir: &Path,
-    progress: Option<&mut ProgressFn<'_>>,
-) -> Result<ExportStats, ExportError> {
+/// The files the export writes into `dir`.
+pub(crate) fn file_names() -> impl Iterator<Item = String> {
+    Table::ALL.iter().map(|t| format!("{}.csv", t.name()))
+}
+
+pub(crate) fn export(source: &mut dyn RecordSource, dir: &Path) -> Result<ExportStats, ExportError> {
     std::fs::create_dir_all(dir).map_err(|source| ExportError::Write { path: dir.to_owned(), source })?;
     let mut files = Vec::new();
     for t in Table::ALL {
         let path = dir.join(format!("{}.csv", t.name()));
         let f = File::create(&path).map_err(|source| ExportError::Write { path: path.clone(), source })?;
-        let mut w = csv::Writer::from_writer(BufWriter::new(f));
+        let mut w = csv::Writer::from_writer(BufWriter::with_capacity(256 << 10, f));
         w.write_record(t.columns().iter().map(|(c, _)| *c))
             .map_err(|source| ExportError::Csv { path: path.clone(), source })?;
         files.push((path, w));
     }
-    let mut w = CsvWriter { files };
-    let (stats, _) = write_tables(source, &mut w, progress)?;
+    let mut w = CsvWriter { files, field: String::new() };
+    let stats = write_tables(source, &mut w)?;
     for (path, mut f) in w.files {
         f.flush().map_err(|source| ExportError::Write { path, source })?;
     }

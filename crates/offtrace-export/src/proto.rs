@@ -4,8 +4,8 @@
 //!
 //! Field numbers of the Perfetto protos used by the export, as documented constants. Checked
 //! against `protos/perfetto/trace/trace_packet.proto`, `track_event/track_event.proto`,
-//! `track_event/track_descriptor.proto`, `process_descriptor.proto`, `thread_descriptor.proto`
-//! and `counter_descriptor.proto`.
+//! `track_event/track_descriptor.proto`, `process_descriptor.proto`, `thread_descriptor.proto`,
+//! `counter_descriptor.proto`, `clock_snapshot.proto` and `common/builtin_clock.proto`.
 
 #[allow(dead_code)] // the full documented set, not all used
 pub(crate) mod field {
@@ -22,6 +22,22 @@ pub(crate) mod field {
     pub const PACKET_SEQUENCE_FLAGS: u32 = 13;
     /// `TracePacket.track_descriptor` (TrackDescriptor).
     pub const PACKET_TRACK_DESCRIPTOR: u32 = 60;
+    /// `TracePacket.clock_snapshot` (ClockSnapshot).
+    pub const PACKET_CLOCK_SNAPSHOT: u32 = 6;
+    /// `TracePacket.timestamp_clock_id` (uint32): the clock of `timestamp` (BOOTTIME if unset).
+    pub const PACKET_TIMESTAMP_CLOCK_ID: u32 = 58;
+
+    /// `ClockSnapshot.clocks` (repeated Clock).
+    pub const SNAPSHOT_CLOCKS: u32 = 1;
+    /// `ClockSnapshot.primary_trace_clock` (BuiltinClock).
+    pub const SNAPSHOT_PRIMARY_TRACE_CLOCK: u32 = 2;
+    /// `ClockSnapshot.Clock.clock_id` (uint32).
+    pub const CLOCK_ID: u32 = 1;
+    /// `ClockSnapshot.Clock.timestamp` (uint64).
+    pub const CLOCK_TIMESTAMP: u32 = 2;
+    /// `BuiltinClock` values (`protos/perfetto/common/builtin_clock.proto`).
+    pub const BUILTIN_CLOCK_REALTIME: u64 = 1;
+    pub const BUILTIN_CLOCK_MONOTONIC: u64 = 3;
 
     /// `TrackDescriptor.uuid` (uint64).
     pub const TRACK_UUID: u32 = 1;
@@ -81,6 +97,14 @@ pub(crate) mod field {
     pub const ANNOTATION_UINT: u32 = 3;
     /// `DebugAnnotation.string_value` (string).
     pub const ANNOTATION_STRING: u32 = 6;
+    /// `DebugAnnotation.bool_value` (bool).
+    pub const ANNOTATION_BOOL: u32 = 2;
+    /// `DebugAnnotation.int_value` (int64).
+    pub const ANNOTATION_INT: u32 = 4;
+    /// `DebugAnnotation.pointer_value` (uint64, shown in hex).
+    pub const ANNOTATION_POINTER: u32 = 7;
+    /// `TrackEvent.double_counter_value` (double).
+    pub const EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
 }
 
 const WIRE_VARINT: u32 = 0;
@@ -119,6 +143,10 @@ impl ProtoWriter {
     /// int32/int64 fields: two's complement as a 64-bit varint.
     pub fn int(&mut self, field: u32, v: i64) {
         self.uint(field, v as u64);
+    }
+
+    pub fn double(&mut self, field: u32, v: f64) {
+        self.fixed64(field, v.to_bits());
     }
 
     pub fn fixed64(&mut self, field: u32, v: u64) {

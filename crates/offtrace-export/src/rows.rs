@@ -1,13 +1,21 @@
-//! Turns records into table rows (shared by the SQLite and CSV exports), in one pass.
+//! Typed records → table rows (shared by the SQLite and CSV exports), in one pass.
+//!
+//! One row per record, joined by ids: kinds and operations by their numbers, API calls and the
+//! device work they caused by `correlation`, threads by `tid`, queues and devices by handle.
+//! A device activity's completion (phase COMPLETE) is merged into the row of the work it
+//! completes, so each piece of device work is one row; work waits for its completion at most
+//! [`crate::timeline::PENDING_MAX`] activities long (then it is written without device times).
 
-use offtrace_analysis::{
-    CommandEvent, DeviceEvent, EdgeEvent, MemOpEvent, MemoryEvent, NodeEvent, QueueEvent, UrCallEvent,
-};
-use offtrace_analysis::{Definitions, ModelSink, Summary, SummaryBuilder, names};
-use offtrace_format::{Record, UserData};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
 
-use crate::source::{ProgressFn, RecordSource, for_each_record};
+use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase};
+use rustc_hash::FxHashMap;
+
+use crate::defs::{Defs, json_string};
+use crate::source::{RecordSource, read_records};
 use crate::tables::{Cell, Table};
+use crate::timeline::PENDING_MAX;
 use crate::{ExportError, ExportStats};
 
 /// Receives rows.
@@ -15,325 +23,411 @@ pub(crate) trait TableWriter {
     fn row(&mut self, table: Table, cells: &[Cell<'_>]) -> Result<(), ExportError>;
 }
 
-/// The model sink that writes rows; the first write error is latched and reported after the
-/// record that caused it.
-struct RowSink<'w> {
+fn t(s: &str) -> Cell<'_> {
+    Cell::from(s)
+}
+
+fn memory_type(m: MemoryType) -> &'static str {
+    m.name()
+}
+
+fn op_name(defs: &Defs, kind: u32, op: u32) -> String {
+    defs.op(kind, op).into_owned()
+}
+
+#[derive(Debug, Default)]
+struct QueueRow {
+    device: u64,
+    context: u64,
+    flags: Option<u64>,
+    created: Option<u64>,
+    destroyed: Option<u64>,
+    tid: u32,
+}
+
+struct Rows<'w> {
     out: &'w mut dyn TableWriter,
-    error: Option<ExportError>,
+    defs: Defs,
     rows: u64,
+    pending: FxHashMap<(u32, u64), Activity>,
+    pending_order: VecDeque<(u32, u64)>,
+    queues: BTreeMap<u64, QueueRow>,
+    drops: BTreeMap<u32, u64>,
+    notifications: BTreeMap<(u8, u16), u64>,
+    streams: FxHashMap<u8, offtrace_format::StrId>,
+    counter_types: FxHashMap<u64, u8>,
+    json: String,
 }
 
-impl RowSink<'_> {
-    fn put(&mut self, table: Table, cells: &[Cell<'_>]) {
-        if self.error.is_some() {
-            return;
+impl Rows<'_> {
+    fn put(&mut self, table: Table, cells: &[Cell<'_>]) -> Result<(), ExportError> {
+        self.rows += 1;
+        self.out.row(table, cells)
+    }
+
+    fn record(&mut self, r: &Record) -> Result<(), ExportError> {
+        match r {
+            Record::Info { key, value } => self.put(Table::Meta, &[t(key), t(value)])?,
+            Record::String { .. } | Record::Payload { .. } | Record::Object { .. } | Record::MetadataSet { .. } => {}
+            Record::KindDef { kind, name } => {
+                let name = self.defs.str(*name).to_owned();
+                self.put(Table::Kinds, &[Cell::Int((*kind).into()), t(&name)])?;
+            }
+            Record::OperationDef(d) => {
+                let mut args = String::from("[");
+                for (i, a) in d.args.iter().enumerate() {
+                    if i > 0 {
+                        args.push(',');
+                    }
+                    args.push_str("{\"name\":");
+                    json_string(self.defs.str(a.name), &mut args);
+                    args.push_str(",\"type\":");
+                    json_string(self.defs.str(a.type_name), &mut args);
+                    let _ = write!(args, ",\"size\":{},\"format\":{}}}", a.size, a.format);
+                }
+                args.push(']');
+                let name = self.defs.str(d.name).to_owned();
+                self.put(Table::Operations, &[Cell::Int(d.kind.into()), Cell::Int(d.op.into()), t(&name), t(&args)])?;
+            }
+            Record::Thread { tid, name } => {
+                let name = self.defs.str(*name).to_owned();
+                self.put(Table::Threads, &[Cell::Int((*tid).into()), t(&name)])?;
+            }
+            Record::Device(d) => {
+                let name = self.defs.str(d.name).to_owned();
+                self.put(
+                    Table::Devices,
+                    &[
+                        Cell::u(d.handle),
+                        Cell::u(d.parent),
+                        t(&name),
+                        Cell::Int(d.device_type.into()),
+                        Cell::Int(d.op.into()),
+                    ],
+                )?;
+            }
+            Record::Stream { id, name, .. } => {
+                self.streams.insert(*id, *name);
+            }
+            Record::ApiCall(a) => {
+                self.defs.args_json(a.kind, a.op, a.args.as_slice(), &mut self.json);
+                let args = std::mem::take(&mut self.json);
+                let r = self.put(
+                    Table::ApiCalls,
+                    &[
+                        Cell::Null,
+                        Cell::Int(a.kind.into()),
+                        Cell::Int(a.op.into()),
+                        Cell::Int(a.tid.into()),
+                        Cell::u(a.start),
+                        Cell::u(a.end),
+                        Cell::u(a.end.saturating_sub(a.start)),
+                        Cell::u(a.correlation),
+                        if a.external != 0 { Cell::u(a.external) } else { Cell::Null },
+                        a.result.map_or(Cell::Null, Cell::Int),
+                        t(&args),
+                    ],
+                );
+                self.json = args;
+                r?;
+            }
+            Record::Activity(a) => self.activity(a)?,
+            Record::Queue(q) => {
+                let row = self.queues.entry(q.queue).or_default();
+                match q.op {
+                    0 => {
+                        row.device = q.device;
+                        row.context = q.context;
+                        row.flags = Some(q.flags);
+                        row.created = Some(q.ts);
+                        row.tid = q.tid;
+                    }
+                    1 => row.destroyed = Some(q.ts),
+                    _ => {}
+                }
+            }
+            Record::Memory(m) => {
+                let op = op_name(&self.defs, 6, m.op);
+                self.put(
+                    Table::Memory,
+                    &[
+                        Cell::Null,
+                        t(&op),
+                        Cell::Int(m.tid.into()),
+                        Cell::u(m.ts),
+                        Cell::u(m.correlation),
+                        Cell::u(m.ptr),
+                        Cell::u(m.size),
+                        t(memory_type(m.memory_type)),
+                        Cell::u(m.device),
+                    ],
+                )?;
+            }
+            Record::TaskGraph(g) => {
+                let op = op_name(&self.defs, 7, g.op);
+                let name = self.defs.str(g.name).to_owned();
+                self.put(
+                    Table::TaskGraph,
+                    &[
+                        Cell::Null,
+                        t(&op),
+                        Cell::Int(g.phase.into()),
+                        Cell::Int(g.tid.into()),
+                        Cell::u(g.ts),
+                        Cell::u(g.correlation),
+                        Cell::u(g.node),
+                        Cell::u(g.source),
+                        Cell::u(g.target),
+                        t(&name),
+                        Cell::u(g.event),
+                        Cell::u(g.queue),
+                    ],
+                )?;
+            }
+            Record::Sync(s) => {
+                let op = op_name(&self.defs, 8, s.op);
+                self.put(
+                    Table::Sync,
+                    &[
+                        Cell::Null,
+                        t(&op),
+                        Cell::Int(s.phase.into()),
+                        Cell::Int(s.tid.into()),
+                        Cell::u(s.ts),
+                        Cell::u(s.correlation),
+                        Cell::u(s.object),
+                        Cell::Int(s.event_count.into()),
+                    ],
+                )?;
+            }
+            Record::CodeObject(c) => {
+                let op = op_name(&self.defs, 9, c.op);
+                let name = self.defs.str(c.name).to_owned();
+                self.put(
+                    Table::CodeObjects,
+                    &[
+                        Cell::Null,
+                        t(&op),
+                        Cell::Int(c.phase.into()),
+                        Cell::Int(c.tid.into()),
+                        Cell::u(c.ts),
+                        Cell::u(c.correlation),
+                        Cell::u(c.handle),
+                        Cell::u(c.program),
+                        t(&name),
+                        Cell::u(c.size),
+                    ],
+                )?;
+            }
+            Record::Marker(m) => {
+                let op = op_name(&self.defs, 10, m.op);
+                let msg = self.defs.str(m.message).to_owned();
+                self.put(
+                    Table::Markers,
+                    &[
+                        Cell::Null,
+                        t(&op),
+                        Cell::Int(m.phase.into()),
+                        Cell::Int(m.tid.into()),
+                        Cell::u(m.ts),
+                        Cell::u(m.correlation),
+                        t(&msg),
+                        Cell::u(m.range_id),
+                    ],
+                )?;
+            }
+            Record::CounterDef(c) => {
+                self.counter_types.insert(c.counter, c.value_type);
+                let (name, unit) = (self.defs.str(c.name).to_owned(), self.defs.str(c.unit).to_owned());
+                self.put(
+                    Table::Counters,
+                    &[Cell::u(c.counter), Cell::u(c.device), t(&name), t(&unit), Cell::Int(c.value_type.into())],
+                )?;
+            }
+            Record::CounterSample(s) => {
+                // The value's bits are read as the definition's type says.
+                let v = match self.counter_types.get(&s.counter) {
+                    Some(1) => s.value as i64 as f64,
+                    Some(2) => f64::from_bits(s.value),
+                    _ => s.value as f64,
+                };
+                self.put(
+                    Table::CounterSamples,
+                    &[Cell::u(s.counter), Cell::Int(s.tid.into()), Cell::u(s.ts), Cell::Real(v)],
+                )?;
+            }
+            Record::Generic(g) => {
+                self.defs.args_json(g.kind, g.op, g.values.as_slice(), &mut self.json);
+                let args = std::mem::take(&mut self.json);
+                let r = self.put(
+                    Table::OtherRecords,
+                    &[
+                        Cell::Null,
+                        Cell::Int(g.kind.into()),
+                        Cell::Int(g.op.into()),
+                        Cell::Int(g.phase.into()),
+                        Cell::Int(g.tid.into()),
+                        Cell::u(g.ts),
+                        Cell::u(g.correlation),
+                        t(&args),
+                    ],
+                );
+                self.json = args;
+                r?;
+            }
+            Record::Drops { tid, count } => *self.drops.entry(*tid).or_default() += count,
+            Record::Notification(n) => *self.notifications.entry((n.stream, n.trace_type)).or_default() += 1,
+            _ => {}
         }
-        match self.out.row(table, cells) {
-            Ok(()) => self.rows += 1,
-            Err(e) => self.error = Some(e),
+        Ok(())
+    }
+
+    fn activity(&mut self, a: &Activity) -> Result<(), ExportError> {
+        let known = a.device_start != 0 && a.device_end >= a.device_start;
+        let key = (a.kind, a.correlation);
+        if a.phase == phase::COMPLETE {
+            if let Some(mut work) = self.pending.remove(&key) {
+                work.device_start = a.device_start;
+                work.device_end = a.device_end;
+                return self.activity_row(&work);
+            }
+            return self.activity_row(a);
         }
-    }
-
-    fn check(&mut self) -> Result<(), ExportError> {
-        self.error.take().map_or(Ok(()), Err)
-    }
-}
-
-fn hex_list(values: &[u64]) -> String {
-    let v: Vec<String> = values.iter().map(|v| format!("0x{v:x}")).collect();
-    format!("[{}]", v.join(","))
-}
-
-impl ModelSink for RowSink<'_> {
-    fn ur_call(&mut self, c: &UrCallEvent<'_>) {
-        let outs: Vec<String> = c.outs.iter().map(|(i, v)| format!("{i}:0x{v:x}")).collect();
-        self.put(
-            Table::UrCalls,
-            &[
-                Cell::Int(i64::from(c.tid)),
-                Cell::u(c.instance),
-                Cell::Int(i64::from(c.function_id)),
-                c.name.into(),
-                Cell::u(c.begin_ns),
-                Cell::u(c.end_ns),
-                Cell::u(c.end_ns - c.begin_ns),
-                c.result.map_or(Cell::Null, |r| Cell::Int(i64::from(r))),
-                Cell::opt(c.command_instance),
-                hex_list(c.args).into(),
-                format!("[{}]", outs.join(",")).into(),
-            ],
-        );
-    }
-
-    fn command(&mut self, c: &CommandEvent<'_>) {
-        self.put(
-            Table::SyclCommands,
-            &[
-                Cell::u(c.instance),
-                Cell::Int(i64::from(c.tid)),
-                c.name.into(),
-                c.kind.into(),
-                Cell::opt(c.queue_id),
-                Cell::opt(c.node.map(u64::from)),
-                Cell::u(c.begin_ns),
-                Cell::u(c.end_ns),
-                Cell::u(c.end_ns - c.begin_ns),
-                Cell::opt(c.ur_event),
-                Cell::opt(c.memory_size),
-            ],
-        );
-    }
-
-    fn node(&mut self, n: &NodeEvent<'_>) {
-        self.put(
-            Table::Nodes,
-            &[
-                Cell::u(u64::from(n.node)),
-                Cell::u(n.instance),
-                Cell::Int(i64::from(n.tid)),
-                Cell::u(n.ts_ns),
-                n.name.into(),
-                n.kind.into(),
-                Cell::opt(n.queue_id),
-            ],
-        );
-    }
-
-    fn edge(&mut self, e: &EdgeEvent<'_>) {
-        self.put(
-            Table::Edges,
-            &[
-                Cell::u(u64::from(e.edge)),
-                Cell::opt(e.source.map(u64::from)),
-                Cell::opt(e.target.map(u64::from)),
-                Cell::u(e.ts_ns),
-                e.name.into(),
-                Cell::opt(e.access_mode),
-            ],
-        );
-    }
-
-    fn memory(&mut self, m: &MemoryEvent<'_>) {
-        self.put(
-            Table::MemoryAllocations,
-            &[
-                if m.release { "release" } else { "alloc" }.into(),
-                Cell::Int(i64::from(m.tid)),
-                Cell::u(m.begin_ns),
-                Cell::u(m.end_ns),
-                Cell::opt(m.pointer),
-                Cell::u(m.bytes),
-                m.kind.into(),
-                m.device.into(),
-                Cell::u(m.live_bytes),
-            ],
-        );
-    }
-
-    fn mem_op(&mut self, o: &MemOpEvent<'_>) {
-        self.put(
-            Table::MemoryOps,
-            &[
-                o.op.into(),
-                o.source.into(),
-                Cell::Int(i64::from(o.tid)),
-                Cell::u(o.instance),
-                Cell::u(o.begin_ns),
-                Cell::u(o.end_ns),
-                Cell::u(o.end_ns.saturating_sub(o.begin_ns)),
-                Cell::u(o.bytes),
-            ],
-        );
-    }
-
-    fn queue(&mut self, q: &QueueEvent<'_>) {
-        self.put(
-            Table::Queues,
-            &[
-                Cell::u(q.queue_id),
-                if q.destroy { "destroy" } else { "create" }.into(),
-                Cell::u(q.ts_ns),
-                Cell::Int(i64::from(q.tid)),
-                q.is_inorder.map_or(Cell::Null, |b| Cell::Int(i64::from(b))),
-                q.device.into(),
-            ],
-        );
-    }
-
-    fn device(&mut self, d: &DeviceEvent<'_>) {
-        self.put(
-            Table::DeviceExecutions,
-            &[
-                Cell::u(d.instance),
-                Cell::u(d.ur_event),
-                d.name.into(),
-                Cell::opt(d.queue_id),
-                Cell::u(d.start_ns),
-                Cell::u(d.end_ns),
-                Cell::u(d.end_ns - d.start_ns),
-            ],
-        );
-    }
-}
-
-/// `(kind, text)` of a notification's user data.
-pub(crate) fn user_data_text(defs: &Definitions, ud: &UserData) -> (&'static str, Option<String>) {
-    match *ud {
-        UserData::None => ("none", None),
-        UserData::Str(s) => ("string", Some(defs.str(s).to_owned())),
-        UserData::FunctionWithArgs { function_id, name, result, .. } => (
-            "function_with_args",
-            Some(match result {
-                Some(r) => format!("{} (id {function_id}) -> {r}", defs.str(name)),
-                None => format!("{} (id {function_id})", defs.str(name)),
-            }),
-        ),
-        UserData::MemAlloc { mem_object, alloc_pointer, alloc_size, guard_zone } => (
-            "mem_alloc",
-            Some(format!(
-                "mem_object=0x{mem_object:x} pointer=0x{alloc_pointer:x} size={alloc_size} guard_zone={guard_zone}"
-            )),
-        ),
-        UserData::OffloadBuffer { user_object, host_object, element_type, element_size, dim, range } => (
-            "offload_buffer",
-            Some(format!(
-                "user_object=0x{user_object:x} host_object=0x{host_object:x} element_type={} element_size={element_size} dim={dim} range={range:?}",
-                defs.str(element_type)
-            )),
-        ),
-        UserData::Association { user_object, mem_object } => {
-            ("association", Some(format!("user_object=0x{user_object:x} mem_object=0x{mem_object:x}")))
+        if known || a.correlation == 0 {
+            return self.activity_row(a);
         }
-        UserData::Accessor { buffer, accessor, target, mode } => {
-            ("accessor", Some(format!("buffer=0x{buffer:x} accessor=0x{accessor:x} target={target} mode={mode}")))
+        if self.pending.insert(key, a.clone()).is_none() {
+            self.pending_order.push_back(key);
         }
-        UserData::Signal { ur_event } => ("signal", Some(format!("ur_event=0x{ur_event:x}"))),
-        UserData::Pointer(p) => ("pointer", Some(format!("0x{p:x}"))),
+        while self.pending_order.len() > PENDING_MAX {
+            let Some(old) = self.pending_order.pop_front() else { break };
+            if let Some(w) = self.pending.remove(&old) {
+                self.activity_row(&w)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn activity_row(&mut self, a: &Activity) -> Result<(), ExportError> {
+        let name = if a.name.0 != 0 { self.defs.str(a.name).to_owned() } else { op_name(&self.defs, a.kind, a.op) };
+        let known = a.device_start != 0 && a.device_end >= a.device_start;
+        let allocations = if a.allocations.is_empty() {
+            Cell::Null
+        } else {
+            let mut s = String::from("[");
+            for (i, al) in a.allocations.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                let _ = write!(
+                    s,
+                    "{{\"base\":\"{:#x}\",\"size\":{},\"arg_index\":{},\"memory_type\":\"{}\"}}",
+                    al.base,
+                    al.size,
+                    al.arg_index,
+                    al.memory_type.name()
+                );
+            }
+            s.push(']');
+            Cell::from(s)
+        };
+        let copy = a.bytes != 0 || a.direction != CopyDirection::Unknown;
+        let kernel = a.work_dim != 0;
+        let g = |v: u64| if kernel { Cell::u(v) } else { Cell::Null };
+        self.put(
+            Table::DeviceActivity,
+            &[
+                Cell::Null,
+                Cell::Int(a.kind.into()),
+                Cell::Int(a.op.into()),
+                t(&name),
+                Cell::Int(a.tid.into()),
+                Cell::u(a.ts),
+                Cell::u(a.correlation),
+                Cell::u(a.queue),
+                Cell::u(a.device),
+                if a.kernel != 0 { Cell::u(a.kernel) } else { Cell::Null },
+                if kernel { Cell::Int(a.work_dim.into()) } else { Cell::Null },
+                g(a.global_size[0]),
+                g(a.global_size[1]),
+                g(a.global_size[2]),
+                g(a.local_size[0]),
+                g(a.local_size[1]),
+                g(a.local_size[2]),
+                if copy { Cell::u(a.bytes) } else { Cell::Null },
+                if copy { t(a.direction.name()) } else { Cell::Null },
+                if copy { t(a.src_type.name()) } else { Cell::Null },
+                if copy { t(a.dst_type.name()) } else { Cell::Null },
+                if known { Cell::u(a.device_start) } else { Cell::Null },
+                if known { Cell::u(a.device_end) } else { Cell::Null },
+                if known { Cell::u(a.device_end - a.device_start) } else { Cell::Null },
+                allocations,
+            ],
+        )
+    }
+
+    fn finish(&mut self) -> Result<(), ExportError> {
+        while let Some(k) = self.pending_order.pop_front() {
+            if let Some(w) = self.pending.remove(&k) {
+                self.activity_row(&w)?;
+            }
+        }
+        for (q, row) in std::mem::take(&mut self.queues) {
+            self.put(
+                Table::Queues,
+                &[
+                    Cell::u(q),
+                    Cell::u(row.device),
+                    Cell::u(row.context),
+                    Cell::opt(row.flags),
+                    row.flags.map_or(Cell::Null, |f| Cell::Int((f & 1) as i64)),
+                    Cell::opt(row.created),
+                    Cell::opt(row.destroyed),
+                    Cell::Int(row.tid.into()),
+                ],
+            )?;
+        }
+        for (tid, n) in std::mem::take(&mut self.drops) {
+            self.put(Table::Drops, &[Cell::Int(tid.into()), Cell::u(n)])?;
+        }
+        for ((stream, tt), n) in std::mem::take(&mut self.notifications) {
+            let s = match self.streams.get(&stream) {
+                Some(&id) => self.defs.str(id).to_owned(),
+                None => format!("stream_{stream}"),
+            };
+            let tt = offtrace_analysis::names::trace_type_name(tt).into_owned();
+            self.put(Table::Notifications, &[t(&s), t(&tt), Cell::u(n)])?;
+        }
+        Ok(())
     }
 }
 
-/// Writes every table in one pass.
+/// Reads `source` once, writing every table's rows into `out`.
 pub(crate) fn write_tables(
     source: &mut dyn RecordSource,
     out: &mut dyn TableWriter,
-    mut progress: Option<&mut ProgressFn<'_>>,
-) -> Result<(ExportStats, Summary), ExportError> {
-    let mut builder = SummaryBuilder::new();
-    let mut sink = RowSink { out, error: None, rows: 0 };
-    let mut seq: u64 = 0;
-    let outcome = for_each_record(source, 1, &mut progress, |record| {
-        builder.push_with(record, &mut sink);
-        sink.check()?;
-        let defs = builder.definitions();
-        match record {
-            Record::String { id, text } => {
-                sink.put(Table::Strings, &[Cell::Int(i64::from(id.0)), text.as_str().into()])
-            }
-            Record::MetadataSet { id, .. } => {
-                for (k, v) in defs.metadata(*id) {
-                    sink.put(Table::Metadata, &[Cell::Int(i64::from(id.0)), k.into(), v.to_string().into()]);
-                }
-            }
-            Record::Notification(n) => {
-                seq += 1;
-                let (kind, text) = user_data_text(defs, &n.user_data);
-                let event_name = n.event.map(|e| defs.payload_name(e.payload)).unwrap_or("");
-                sink.put(
-                    Table::Notifications,
-                    &[
-                        Cell::u(seq),
-                        Cell::u(n.ts),
-                        Cell::Int(i64::from(n.tid)),
-                        defs.stream_name(n.stream).into_owned().into(),
-                        Cell::Int(i64::from(n.trace_type)),
-                        names::trace_type_name(n.trace_type).into_owned().into(),
-                        Cell::u(n.instance),
-                        Cell::opt(n.event.map(|e| e.uid)),
-                        event_name.into(),
-                        Cell::opt(n.parent.map(|e| e.uid)),
-                        Cell::opt(n.event.map(|e| u64::from(e.metadata.0)).filter(|&m| m != 0)),
-                        kind.into(),
-                        text.map_or(Cell::Null, Cell::from),
-                        n.stash.map_or(Cell::Null, |(k, _)| defs.str(k).into()),
-                        Cell::opt(n.stash.map(|(_, v)| v)),
-                        Cell::opt(Some(n.universal_id).filter(|&u| u != 0)),
-                    ],
-                );
-            }
-            _ => {}
-        }
-        sink.check()
+) -> Result<ExportStats, ExportError> {
+    let header = source.header();
+    let mut rows = Rows {
+        out,
+        defs: Defs::default(),
+        rows: 0,
+        pending: FxHashMap::default(),
+        pending_order: VecDeque::new(),
+        queues: BTreeMap::new(),
+        drops: BTreeMap::new(),
+        notifications: BTreeMap::new(),
+        streams: FxHashMap::default(),
+        counter_types: FxHashMap::default(),
+        json: String::new(),
+    };
+    rows.put(Table::Meta, &[t("format_version"), Cell::from(header.version.to_string())])?;
+    rows.put(Table::Meta, &[t("clock"), t("CLOCK_MONOTONIC ns")])?;
+    let mut stats = read_records(source, |r| {
+        rows.defs.observe(r);
+        rows.record(r)
     })?;
-    let summary = builder.finish();
-    let mut meta: Vec<(String, String)> =
-        summary.trace.info.iter().map(|(k, v)| (format!("info.{k}"), v.clone())).collect();
-    meta.push(("records".into(), summary.trace.records.to_string()));
-    meta.push(("notifications".into(), summary.trace.notifications.to_string()));
-    meta.push(("first_ts_ns".into(), summary.trace.first_ts_ns.map(|v| v.to_string()).unwrap_or_default()));
-    meta.push(("last_ts_ns".into(), summary.trace.last_ts_ns.map(|v| v.to_string()).unwrap_or_default()));
-    meta.push(("wall_ns".into(), summary.trace.wall_ns.to_string()));
-    meta.push(("complete".into(), summary.trace.complete.to_string()));
-    meta.push(("truncated".into(), outcome.truncated.is_some().to_string()));
-    meta.push(("drops".into(), summary.drops.total.to_string()));
-    meta.push(("clock".into(), "CLOCK_MONOTONIC ns".into()));
-    meta.push(("schema_version".into(), "2".into()));
-    for (k, v) in &meta {
-        sink.put(Table::Meta, &[k.as_str().into(), v.as_str().into()]);
-    }
-    for t in &summary.threads {
-        sink.put(
-            Table::Threads,
-            &[Cell::Int(i64::from(t.tid)), t.name.as_str().into(), Cell::u(t.notifications), Cell::u(t.drops)],
-        );
-    }
-    for (tid, count) in &summary.drops.by_thread {
-        sink.put(Table::Drops, &[Cell::Int(i64::from(*tid)), Cell::u(*count)]);
-    }
-    // Written at the end: a dispatch's link to its command may only be known after the records
-    // that follow it.
-    for (id, d) in summary.kernel_allocations.dispatches.iter().enumerate() {
-        let id = id as u64;
-        let bytes = d.allocations.iter().map(|a| a.size).fold(0u64, u64::saturating_add);
-        let [gx, gy, gz] = d.global_size;
-        let [lx, ly, lz] = d.local_size;
-        sink.put(
-            Table::KernelDispatches,
-            &[
-                Cell::u(id),
-                Cell::Int(i64::from(d.tid)),
-                Cell::u(d.ts_ns),
-                Cell::u(d.correlation),
-                Cell::opt(Some(d.ur_instance).filter(|&i| i != 0)),
-                d.kernel.as_str().into(),
-                Cell::u(d.queue),
-                Cell::u(d.kernel_handle),
-                Cell::Int(i64::from(d.work_dim)),
-                Cell::u(gx),
-                Cell::u(gy),
-                Cell::u(gz),
-                Cell::u(lx),
-                Cell::u(ly),
-                Cell::u(lz),
-                Cell::opt(d.command_instance),
-                d.command_name.as_deref().map_or(Cell::Null, Cell::from),
-                d.link.as_str().into(),
-                Cell::u(d.allocations.len() as u64),
-                Cell::u(bytes),
-            ],
-        );
-        for a in &d.allocations {
-            sink.put(
-                Table::KernelAllocations,
-                &[
-                    Cell::u(id),
-                    Cell::Int(i64::from(a.arg_index)),
-                    Cell::u(a.base),
-                    Cell::u(a.size),
-                    a.memory_type.as_str().into(),
-                ],
-            );
-        }
-    }
-    sink.check()?;
-    Ok((ExportStats { records: outcome.records, items: sink.rows, truncated: outcome.truncated }, summary))
+    rows.finish()?;
+    stats.items = rows.rows;
+    Ok(stats)
 }

@@ -1,79 +1,108 @@
-//! Where records come from: a trace file (read once per pass) or records in memory (tests).
+//! Where records come from: a trace file (read once, chunks decoded on every core, damage
+//! stepped over) or records in memory (tests).
 
 use std::path::PathBuf;
 
-use offtrace_format::{ReadError, Record, TraceReader};
+use offtrace_format::{ReadOptions, Record, TraceHeader, TraceRecords};
 
-use crate::ExportError;
+use crate::{ExportError, ExportStats};
 
-/// Something that can be read from the start, once per export pass.
+/// Progress reports: records read so far, every few thousand records.
+pub type ProgressFn<'a> = dyn FnMut(u64) + 'a;
+
+/// Something an export reads once, in file order.
 pub trait RecordSource {
-    /// A fresh iterator over every record, from the beginning.
-    fn records(&mut self) -> Result<Box<dyn Iterator<Item = Result<Record, ReadError>> + '_>, ExportError>;
+    /// The file header (the clock's start points).
+    fn header(&self) -> TraceHeader;
+    /// Calls `f` for every record; returns what the reading met (records, warnings, truncation).
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError>;
 }
 
 /// A trace file.
-#[derive(Debug, Clone)]
-pub struct FileSource(pub PathBuf);
+pub struct FileSource<'p> {
+    trace: TraceRecords,
+    progress: Option<&'p mut ProgressFn<'p>>,
+}
 
-impl RecordSource for FileSource {
-    fn records(&mut self) -> Result<Box<dyn Iterator<Item = Result<Record, ReadError>> + '_>, ExportError> {
-        Ok(Box::new(TraceReader::open(&self.0)?))
+impl std::fmt::Debug for FileSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource").field("trace", &self.trace).finish()
+    }
+}
+
+impl<'p> FileSource<'p> {
+    /// Opens the trace (fails on a file that is no trace, before any output is made).
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, ExportError> {
+        let trace = TraceRecords::open(path.into(), ReadOptions::default())?;
+        Ok(Self { trace, progress: None })
+    }
+
+    pub fn with_progress(mut self, progress: &'p mut ProgressFn<'p>) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+}
+
+const PROGRESS_EVERY: u64 = 1 << 20;
+
+impl RecordSource for FileSource<'_> {
+    fn header(&self) -> TraceHeader {
+        *self.trace.header()
+    }
+
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
+        let mut stats = ExportStats::default();
+        let mut next_progress = PROGRESS_EVERY;
+        while let Some(batch) = self.trace.next_batch() {
+            match batch {
+                offtrace_format::Batch::Records(records) => {
+                    for r in &records {
+                        f(r)?;
+                    }
+                    stats.records += records.len() as u64;
+                    self.trace.recycle(records);
+                    if stats.records >= next_progress {
+                        next_progress += PROGRESS_EVERY;
+                        if let Some(p) = self.progress.as_mut() {
+                            p(stats.records);
+                        }
+                    }
+                }
+                offtrace_format::Batch::Warning(w) => stats.warnings.push(w.to_string()),
+            }
+        }
+        if let Some(p) = self.progress.as_mut() {
+            p(stats.records);
+        }
+        stats.problem = self.trace.outcome().problem.as_ref().map(ToString::to_string);
+        Ok(stats)
     }
 }
 
 /// Records already in memory.
 #[derive(Debug, Clone)]
-pub struct MemorySource<'a>(pub &'a [Record]);
+pub struct MemorySource<'a> {
+    pub records: &'a [Record],
+    pub header: TraceHeader,
+}
 
 impl RecordSource for MemorySource<'_> {
-    fn records(&mut self) -> Result<Box<dyn Iterator<Item = Result<Record, ReadError>> + '_>, ExportError> {
-        Ok(Box::new(self.0.iter().cloned().map(Ok)))
+    fn header(&self) -> TraceHeader {
+        self.header
     }
-}
 
-/// Progress reports: `(pass, records read in this pass)`, every few thousand records.
-pub type ProgressFn<'a> = dyn FnMut(u32, u64) + 'a;
-
-/// How a pass ended.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct PassOutcome {
-    pub records: u64,
-    /// The reader's message when the trace stops before its end (recording cut off).
-    pub truncated: Option<String>,
-}
-
-const PROGRESS_EVERY: u64 = 16 * 1024;
-
-/// Reads every record of one pass; a truncated trace ends the pass quietly (what was read is
-/// kept), any other read error fails it.
-pub(crate) fn for_each_record(
-    source: &mut dyn RecordSource,
-    pass: u32,
-    progress: &mut Option<&mut ProgressFn<'_>>,
-    mut f: impl FnMut(&Record) -> Result<(), ExportError>,
-) -> Result<PassOutcome, ExportError> {
-    let mut out = PassOutcome::default();
-    for item in source.records()? {
-        match item {
-            Ok(record) => {
-                f(&record)?;
-                out.records += 1;
-                if out.records % PROGRESS_EVERY == 0
-                    && let Some(p) = progress.as_mut()
-                {
-                    p(pass, out.records);
-                }
-            }
-            Err(e) if e.is_truncated() => {
-                out.truncated = Some(e.to_string());
-                break;
-            }
-            Err(e) => return Err(e.into()),
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
+        for r in self.records {
+            f(r)?;
         }
+        Ok(ExportStats { records: self.records.len() as u64, ..ExportStats::default() })
     }
-    if let Some(p) = progress.as_mut() {
-        p(pass, out.records);
-    }
-    Ok(out)
+}
+
+/// Reads every record of `source` into `f`.
+pub(crate) fn read_records(
+    source: &mut dyn RecordSource,
+    mut f: impl FnMut(&Record) -> Result<(), ExportError>,
+) -> Result<ExportStats, ExportError> {
+    source.read(&mut f)
 }

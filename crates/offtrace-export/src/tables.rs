@@ -62,62 +62,109 @@ macro_rules! tables {
 
 tables! {
     Meta "meta" ["key" "TEXT", "value" "TEXT"] indices [];
-    Strings "strings" ["id" "INTEGER", "text" "TEXT"] indices ["id"];
-    Metadata "metadata" ["set_id" "INTEGER", "key" "TEXT", "value" "TEXT"] indices ["set_id"];
-    Threads "threads" ["tid" "INTEGER", "name" "TEXT", "notifications" "INTEGER", "drops" "INTEGER"] indices [];
-    Notifications "notifications" [
-        "seq" "INTEGER", "ts_ns" "INTEGER", "tid" "INTEGER", "stream" "TEXT", "trace_type" "INTEGER",
-        "trace_type_name" "TEXT", "instance" "INTEGER", "event_uid" "INTEGER", "event_name" "TEXT",
-        "parent_uid" "INTEGER", "metadata_set" "INTEGER", "user_data_kind" "TEXT", "user_data" "TEXT",
-        "stash_key" "TEXT", "stash_value" "INTEGER", "universal_id" "INTEGER"
-    ] indices ["ts_ns", "instance", "tid"];
-    UrCalls "ur_calls" [
-        "tid" "INTEGER", "instance" "INTEGER", "function_id" "INTEGER", "name" "TEXT", "begin_ns" "INTEGER",
-        "end_ns" "INTEGER", "dur_ns" "INTEGER", "result" "INTEGER", "command_instance" "INTEGER",
-        "args" "TEXT", "outs" "TEXT"
-    ] indices ["name", "begin_ns", "command_instance"];
-    SyclCommands "sycl_commands" [
-        "instance" "INTEGER", "tid" "INTEGER", "name" "TEXT", "kind" "TEXT", "queue_id" "INTEGER",
-        "node_id" "INTEGER", "begin_ns" "INTEGER", "end_ns" "INTEGER", "dur_ns" "INTEGER",
-        "ur_event" "INTEGER", "memory_size" "INTEGER"
-    ] indices ["instance", "name", "queue_id"];
-    DeviceExecutions "device_executions" [
-        "instance" "INTEGER", "ur_event" "INTEGER", "name" "TEXT", "queue_id" "INTEGER",
-        "start_ns" "INTEGER", "end_ns" "INTEGER", "dur_ns" "INTEGER"
-    ] indices ["instance"];
-    Nodes "nodes" [
-        "node_id" "INTEGER", "instance" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "name" "TEXT",
-        "kind" "TEXT", "queue_id" "INTEGER"
-    ] indices ["node_id", "instance"];
-    Edges "edges" [
-        "edge_id" "INTEGER", "source_node" "INTEGER", "target_node" "INTEGER", "ts_ns" "INTEGER",
-        "name" "TEXT", "access_mode" "INTEGER"
-    ] indices ["source_node", "target_node"];
-    MemoryAllocations "memory_allocations" [
-        "event" "TEXT", "tid" "INTEGER", "begin_ns" "INTEGER", "end_ns" "INTEGER", "pointer" "INTEGER",
-        "bytes" "INTEGER", "kind" "TEXT", "device" "TEXT", "live_bytes" "INTEGER"
-    ] indices ["pointer", "end_ns"];
-    MemoryOps "memory_ops" [
-        "op" "TEXT", "source" "TEXT", "tid" "INTEGER", "instance" "INTEGER", "begin_ns" "INTEGER",
-        "end_ns" "INTEGER", "dur_ns" "INTEGER", "bytes" "INTEGER"
-    ] indices ["op"];
+    Kinds "kinds" ["kind" "INTEGER", "name" "TEXT"] indices ["kind"];
+    Operations "operations" ["kind" "INTEGER", "operation" "INTEGER", "name" "TEXT", "args" "TEXT"] indices ["kind"];
+    Threads "threads" ["tid" "INTEGER", "name" "TEXT"] indices ["tid"];
+    Devices "devices" [
+        "device" "INTEGER", "parent" "INTEGER", "name" "TEXT", "device_type" "INTEGER", "is_context" "INTEGER"
+    ] indices ["device"];
     Queues "queues" [
-        "queue_id" "INTEGER", "event" "TEXT", "ts_ns" "INTEGER", "tid" "INTEGER", "is_inorder" "INTEGER",
-        "device" "TEXT"
-    ] indices ["queue_id"];
+        "queue" "INTEGER", "device" "INTEGER", "context" "INTEGER", "flags" "INTEGER", "in_order" "INTEGER",
+        "created_ns" "INTEGER", "destroyed_ns" "INTEGER", "tid" "INTEGER"
+    ] indices ["queue"];
+    ApiCalls "api_calls" [
+        "id" "INTEGER PRIMARY KEY", "kind" "INTEGER", "operation" "INTEGER", "tid" "INTEGER", "start_ns" "INTEGER",
+        "end_ns" "INTEGER", "duration_ns" "INTEGER", "correlation" "INTEGER", "external" "INTEGER",
+        "result" "INTEGER", "args" "TEXT"
+    ] indices ["correlation", "tid", "kind, operation"];
+    DeviceActivity "device_activity" [
+        "id" "INTEGER PRIMARY KEY", "kind" "INTEGER", "operation" "INTEGER", "name" "TEXT", "tid" "INTEGER",
+        "enqueue_ns" "INTEGER", "correlation" "INTEGER", "queue" "INTEGER", "device" "INTEGER",
+        "kernel" "INTEGER", "work_dim" "INTEGER", "global_x" "INTEGER", "global_y" "INTEGER",
+        "global_z" "INTEGER", "local_x" "INTEGER", "local_y" "INTEGER", "local_z" "INTEGER", "bytes" "INTEGER",
+        "direction" "TEXT", "src_type" "TEXT", "dst_type" "TEXT", "device_start_ns" "INTEGER",
+        "device_end_ns" "INTEGER", "device_ns" "INTEGER", "allocations" "TEXT"
+    ] indices ["correlation", "name", "queue"];
+    Memory "memory" [
+        "id" "INTEGER PRIMARY KEY", "op" "TEXT", "tid" "INTEGER", "ts_ns" "INTEGER", "correlation" "INTEGER",
+        "address" "INTEGER", "bytes" "INTEGER", "memory_type" "TEXT", "device" "INTEGER"
+    ] indices ["address", "correlation"];
+    TaskGraph "task_graph" [
+        "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
+        "correlation" "INTEGER", "node" "INTEGER", "source" "INTEGER", "target" "INTEGER", "name" "TEXT",
+        "event" "INTEGER", "queue" "INTEGER"
+    ] indices ["node", "correlation"];
+    Sync "sync" [
+        "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
+        "correlation" "INTEGER", "object" "INTEGER", "event_count" "INTEGER"
+    ] indices [];
+    CodeObjects "code_objects" [
+        "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
+        "correlation" "INTEGER", "handle" "INTEGER", "program" "INTEGER", "name" "TEXT", "size" "INTEGER"
+    ] indices [];
+    Markers "markers" [
+        "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
+        "correlation" "INTEGER", "message" "TEXT", "range_id" "INTEGER"
+    ] indices [];
+    Counters "counters" [
+        "counter" "INTEGER", "device" "INTEGER", "name" "TEXT", "unit" "TEXT", "value_type" "INTEGER"
+    ] indices ["counter"];
+    CounterSamples "counter_samples" ["counter" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "value" "REAL"]
+        indices ["counter"];
+    OtherRecords "other_records" [
+        "id" "INTEGER PRIMARY KEY", "kind" "INTEGER", "operation" "INTEGER", "phase" "INTEGER", "tid" "INTEGER",
+        "ts_ns" "INTEGER", "correlation" "INTEGER", "args" "TEXT"
+    ] indices [];
     Drops "drops" ["tid" "INTEGER", "count" "INTEGER"] indices [];
-    KernelDispatches "kernel_dispatches" [
-        "dispatch_id" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "correlation" "INTEGER",
-        "ur_instance" "INTEGER", "kernel" "TEXT", "queue" "INTEGER", "kernel_handle" "INTEGER",
-        "work_dim" "INTEGER", "global_x" "INTEGER", "global_y" "INTEGER", "global_z" "INTEGER",
-        "local_x" "INTEGER", "local_y" "INTEGER", "local_z" "INTEGER", "command_instance" "INTEGER",
-        "command_name" "TEXT", "link" "TEXT", "allocations" "INTEGER", "allocation_bytes" "INTEGER"
-    ] indices ["dispatch_id", "kernel", "command_instance"];
-    KernelAllocations "kernel_allocations" [
-        "dispatch_id" "INTEGER", "arg_index" "INTEGER", "base" "INTEGER", "size" "INTEGER",
-        "memory_type" "TEXT"
-    ] indices ["dispatch_id", "base"];
+    Notifications "notifications" ["stream" "TEXT", "type" "TEXT", "count" "INTEGER"] indices [];
 }
+
+/// Views for the usual questions (SQLite only; `docs/sqlite-schema.md`).
+pub const VIEWS: &[(&str, &str)] = &[
+    (
+        "api_calls_named",
+        "SELECT c.*, k.name AS kind_name, o.name AS operation_name, t.name AS thread_name \
+         FROM api_calls c LEFT JOIN kinds k ON k.kind = c.kind \
+         LEFT JOIN operations o ON o.kind = c.kind AND o.operation = c.operation \
+         LEFT JOIN threads t ON t.tid = c.tid",
+    ),
+    (
+        "device_activity_named",
+        "SELECT a.*, k.name AS kind_name, d.name AS device_name \
+         FROM device_activity a LEFT JOIN kinds k ON k.kind = a.kind LEFT JOIN devices d ON d.device = a.device \
+         AND d.is_context = 0",
+    ),
+    (
+        "top_kernels",
+        "SELECT a.name, COUNT(*) AS dispatches, COUNT(a.device_ns) AS timed, SUM(a.device_ns) AS device_total_ns, \
+         CAST(AVG(a.device_ns) AS INTEGER) AS device_mean_ns, MIN(a.device_ns) AS device_min_ns, \
+         MAX(a.device_ns) AS device_max_ns FROM device_activity a JOIN kinds k ON k.kind = a.kind \
+         WHERE k.name = 'KERNEL_DISPATCH' GROUP BY a.name ORDER BY device_total_ns DESC, dispatches DESC",
+    ),
+    (
+        "api_calls_by_thread",
+        "SELECT c.tid, t.name AS thread_name, k.name AS kind_name, o.name AS operation_name, COUNT(*) AS calls, \
+         SUM(c.duration_ns) AS total_ns, CAST(AVG(c.duration_ns) AS INTEGER) AS mean_ns FROM api_calls c \
+         LEFT JOIN threads t ON t.tid = c.tid LEFT JOIN kinds k ON k.kind = c.kind \
+         LEFT JOIN operations o ON o.kind = c.kind AND o.operation = c.operation \
+         GROUP BY c.tid, c.kind, c.operation ORDER BY c.tid, total_ns DESC",
+    ),
+    (
+        "copy_bandwidth",
+        "SELECT a.direction, COUNT(*) AS copies, SUM(a.bytes) AS bytes, COUNT(a.device_ns) AS timed, \
+         SUM(CASE WHEN a.device_ns > 0 THEN a.bytes END) AS timed_bytes, SUM(a.device_ns) AS device_ns, \
+         SUM(CASE WHEN a.device_ns > 0 THEN a.bytes END) * 1.0 / SUM(a.device_ns) AS gb_per_s \
+         FROM device_activity a JOIN kinds k ON k.kind = a.kind WHERE k.name = 'MEMORY_COPY' \
+         GROUP BY a.direction ORDER BY bytes DESC",
+    ),
+    (
+        "queue_wait",
+        "SELECT a.id AS activity, a.queue, a.name, c.id AS api_call, c.start_ns AS call_start_ns, \
+         a.device_start_ns, a.device_start_ns - c.start_ns AS wait_ns FROM device_activity a \
+         JOIN api_calls c ON c.correlation = a.correlation \
+         WHERE a.correlation != 0 AND a.device_start_ns IS NOT NULL",
+    ),
+];
 
 #[cfg(test)]
 mod tests {
@@ -131,7 +178,9 @@ mod tests {
         for t in Table::ALL {
             assert!(!t.columns().is_empty());
             for i in t.indices() {
-                assert!(t.columns().iter().any(|(c, _)| c == i), "{}: index on unknown column {i}", t.name());
+                for col in i.split(", ") {
+                    assert!(t.columns().iter().any(|(c, _)| *c == col), "{}: index on unknown column {col}", t.name());
+                }
             }
         }
     }

@@ -1,251 +1,611 @@
-//! What the timeline exports (Perfetto, Chrome) share: a first pass that learns the task graph's
-//! edges and which commands get device times (so flows can be drawn when their first end is
-//! written), thread slices paired from begin/end notifications, and flow ids.
+//! What the timeline exports (Perfetto, Chrome JSON) share: typed records → tracks, slices,
+//! flows and counters, written to a [`TimelineOut`] as the records stream past.
+//!
+//! Tracks: the process; a track per thread (API calls, host waits, marker ranges); per device a
+//! group with a track per queue / stream (device work from device start to end; work whose
+//! device time is unknown is an instant at its enqueue); counter tracks (live allocated bytes,
+//! each counter the trace defines). Each logical track is split into lanes (`lanes.rs`) so that
+//! no two slices of one track overlap. Flows go from each API call to the device work it caused
+//! (same correlation id): the device work is recorded inside its call, so its record comes first
+//! and the call's record then starts the flow.
+//!
+//! Memory: definitions, a lane set per track, and bounded maps of work waiting for its call or
+//! its completion ([`PENDING_MAX`] each, oldest first out).
 
-use offtrace_analysis::{DeviceEvent, EdgeEvent, ModelSink, Summary, SummaryBuilder, names};
-use offtrace_format::{Notification, UserData};
+use std::collections::VecDeque;
+
+use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::ExportError;
-use crate::source::{ProgressFn, RecordSource, for_each_record};
+use crate::defs::{ArgValue, Defs};
+use crate::lanes::{LaneMode, Lanes};
 
-/// A flow from a SYCL API call (task on the thread) to its command on the queue track.
-pub(crate) fn command_flow(instance: u64) -> u64 {
-    (instance << 2) | 1
-}
-/// A flow from the UR enqueue call to the command's device execution.
-pub(crate) fn device_flow(instance: u64) -> u64 {
-    (instance << 2) | 2
-}
-/// A flow along a task-graph edge.
-pub(crate) fn edge_flow(edge: u32) -> u64 {
-    (u64::from(edge) << 2) | 3
-}
+/// Work remembered while waiting for its call or completion, at most (per map).
+pub(crate) const PENDING_MAX: usize = 1 << 16;
+/// Device work with device times waiting for its call's record, per thread, at most.
+const AWAITING_CALL_MAX: usize = 64;
 
-/// Per SYCL command (its instance), the allocations of the kernel dispatches linked to it, one
-/// text per allocation (`arg 0: 65536 B DEVICE @ 0x1000`), for the command's slice arguments.
-pub(crate) fn command_allocations(summary: &Summary) -> FxHashMap<u64, Vec<String>> {
-    let mut by_command: FxHashMap<u64, Vec<String>> = FxHashMap::default();
-    for d in &summary.kernel_allocations.dispatches {
-        let Some(instance) = d.command_instance else { continue };
-        let texts = by_command.entry(instance).or_default();
-        for a in &d.allocations {
-            let arg = if a.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", a.arg_index) };
-            texts.push(format!("{arg}: {} B {} @ 0x{:x}", a.size, a.memory_type, a.base));
-        }
-    }
-    by_command
-}
+/// `MEMORY_ALLOC` free, `MARKER` range, the `SYNC` kind (as the services number them).
+const MEMORY_FREE: u32 = 1;
+const MARKER_RANGE: u32 = 1;
+const SYNC_KIND: u32 = 8;
 
-/// What the first pass learned.
-#[derive(Debug, Default)]
-pub(crate) struct FirstPass {
-    pub summary: Summary,
-    pub out_edges: FxHashMap<u32, Vec<u32>>,
-    pub in_edges: FxHashMap<u32, Vec<u32>>,
-    pub device_instances: FxHashSet<u64>,
-}
+pub(crate) const PROCESS_TRACK: u64 = 1;
+const LIVE_BYTES_TRACK: u64 = 2;
 
-#[derive(Default)]
-struct GraphCollector {
-    edges: Vec<(u32, u32, u32)>,
-    command_nodes: FxHashSet<u32>,
-    device_instances: FxHashSet<u64>,
-}
-
-impl ModelSink for GraphCollector {
-    fn edge(&mut self, e: &EdgeEvent<'_>) {
-        if let (Some(s), Some(t)) = (e.source, e.target) {
-            self.edges.push((e.edge, s, t));
-        }
-    }
-    fn command(&mut self, c: &offtrace_analysis::CommandEvent<'_>) {
-        if let Some(n) = c.node {
-            self.command_nodes.insert(n);
-        }
-    }
-    fn device(&mut self, d: &DeviceEvent<'_>) {
-        self.device_instances.insert(d.instance);
-    }
-}
-
-pub(crate) fn first_pass(
-    source: &mut dyn RecordSource,
-    progress: &mut Option<&mut ProgressFn<'_>>,
-) -> Result<FirstPass, ExportError> {
-    let mut builder = SummaryBuilder::new();
-    let mut g = GraphCollector::default();
-    for_each_record(source, 1, progress, |r| {
-        builder.push_with(r, &mut g);
-        Ok(())
-    })?;
-    // A flow needs a slice at both ends: edges from or to nodes that never ran as a command
-    // (virtual nodes, ...) get none.
-    let mut out_edges: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    let mut in_edges: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    for (e, s, t) in g.edges {
-        if g.command_nodes.contains(&s) && g.command_nodes.contains(&t) {
-            out_edges.entry(s).or_default().push(e);
-            in_edges.entry(t).or_default().push(e);
-        }
-    }
-    Ok(FirstPass { summary: builder.finish(), out_edges, in_edges, device_instances: g.device_instances })
-}
-
-/// A slice boundary on a thread track.
+/// What a track is, for its descriptor.
 #[derive(Debug, Clone)]
-pub(crate) enum SliceAction {
-    Begin { tid: u32, ts: u64, name: String, category: &'static str, flows: Vec<u64> },
-    End { tid: u32, ts: u64 },
+pub(crate) enum TrackKind {
+    Process {
+        pid: i64,
+    },
+    Thread {
+        tid: u32,
+        pid: i64,
+    },
+    /// A device's group of queue tracks.
+    Device,
+    Queue,
+    /// A lane of an overlapping track (child of the track it relieves).
+    Lane,
+    Counter {
+        unit: String,
+    },
 }
 
-/// Pairs begin/end notifications per thread into properly nested slices. An end whose begin is
-/// not open is ignored; an end that matches a deeper slice closes the ones above it first, so
-/// the output always balances.
-#[derive(Debug, Default)]
-pub(crate) struct ThreadSlices {
-    stacks: FxHashMap<u32, Vec<u64>>,
-    open_commands: FxHashMap<u32, Vec<u64>>,
-    last_ts: u64,
+/// One slice to draw.
+#[derive(Debug)]
+pub(crate) struct Slice<'a> {
+    pub track: u64,
+    pub start: u64,
+    pub end: u64,
+    pub name: &'a str,
+    pub category: &'a str,
+    /// This slice starts the flow with this id (an API call that caused device work).
+    pub flow_out: Option<u64>,
+    /// This slice ends the flow with this id (device work).
+    pub flow_in: Option<u64>,
+    pub args: &'a [(&'a str, ArgValue)],
+    /// A zero-length event: an instant, not a slice.
+    pub instant: bool,
+    /// Text arguments (a kernel's allocation properties: `allocations[0]` =
+    /// `arg 0: 65536 B DEVICE @ 0x1000`).
+    pub texts: &'a [(String, String)],
 }
 
-impl ThreadSlices {
-    pub fn on_notification(
-        &mut self,
-        n: &Notification,
-        defs: &offtrace_analysis::Definitions,
-        device_instances: &FxHashSet<u64>,
-        out: &mut dyn FnMut(SliceAction),
-    ) {
-        self.last_ts = self.last_ts.max(n.ts);
-        if names::is_begin(n.trace_type) {
-            let role = defs.stream_role(n.stream);
-            let mut flows = Vec::new();
-            let (name, category) = match (&n.user_data, role) {
-                (UserData::FunctionWithArgs { name, .. }, _) => {
-                    let fname = defs.str(*name).to_owned();
-                    if names::is_enqueue(&fname)
-                        && let Some(cmd) = self.open_commands.get(&n.tid).and_then(|v| v.last())
-                        && device_instances.contains(cmd)
-                    {
-                        flows.push(device_flow(*cmd));
-                    }
-                    (fname, "ur")
-                }
-                _ => {
-                    let ev = n.event.unwrap_or_default();
-                    let payload = defs.payload_name(ev.payload);
-                    match n.trace_type {
-                        names::tt::TASK_BEGIN => {
-                            self.open_commands.entry(n.tid).or_default().push(n.instance);
-                            flows.push(command_flow(n.instance));
-                            let name = defs
-                                .meta_str(ev.metadata, "kernel_name")
-                                .filter(|s| !s.is_empty())
-                                .unwrap_or_else(|| names::base_name(payload));
-                            (name.to_owned(), "sycl")
-                        }
-                        names::tt::WAIT_BEGIN => {
-                            (format!("wait {}", names::base_name(payload)).trim_end().to_owned(), "sycl")
-                        }
-                        _ if payload.is_empty() => (names::trace_type_name(n.trace_type).into_owned(), "sycl"),
-                        _ => (
-                            payload.to_owned(),
-                            if matches!(role, names::StreamRole::MemAlloc) { "memory" } else { "sycl" },
-                        ),
-                    }
-                }
-            };
-            self.stacks.entry(n.tid).or_default().push(n.instance);
-            out(SliceAction::Begin { tid: n.tid, ts: n.ts, name, category, flows });
-        } else if names::is_end(n.trace_type) {
-            if n.trace_type == names::tt::TASK_END
-                && let Some(v) = self.open_commands.get_mut(&n.tid)
-                && let Some(p) = v.iter().rposition(|&i| i == n.instance)
-            {
-                v.truncate(p);
-            }
-            let Some(stack) = self.stacks.get_mut(&n.tid) else { return };
-            let Some(pos) = stack.iter().rposition(|&i| i == n.instance) else { return };
-            for _ in pos..stack.len() {
-                out(SliceAction::End { tid: n.tid, ts: n.ts });
-            }
-            stack.truncate(pos);
+/// Where the timeline goes.
+pub(crate) trait TimelineOut {
+    /// Declares (or renames) a track before its first slice.
+    fn track(&mut self, id: u64, parent: Option<u64>, name: &str, kind: &TrackKind);
+    fn slice(&mut self, s: &Slice<'_>);
+    fn counter(&mut self, track: u64, ts: u64, value: f64);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TrackKey {
+    Thread(u32),
+    Queue(u64),
+}
+
+/// Device work waiting for its completion.
+#[derive(Debug, Clone)]
+struct PendingWork {
+    queue: u64,
+    device: u64,
+    name: StrId,
+    op: u32,
+    ts: u64,
+    bytes: u64,
+    direction: CopyDirection,
+    /// A kernel's allocation properties.
+    allocations: Vec<KernelAllocation>,
+}
+
+impl PendingWork {
+    fn of(a: &Activity) -> Self {
+        Self {
+            queue: a.queue,
+            device: a.device,
+            name: a.name,
+            op: a.op,
+            ts: a.ts,
+            bytes: a.bytes,
+            direction: a.direction,
+            allocations: a.allocations.clone(),
         }
     }
+}
 
-    /// Ends every slice still open (a truncated trace), at the last timestamp seen.
-    pub fn close_all(&mut self, out: &mut dyn FnMut(SliceAction)) {
-        let mut tids: Vec<u32> = self.stacks.keys().copied().collect();
-        tids.sort_unstable();
-        for tid in tids {
-            let depth = self.stacks.get(&tid).map_or(0, Vec::len);
-            for _ in 0..depth {
-                out(SliceAction::End { tid, ts: self.last_ts });
-            }
-        }
-        self.stacks.clear();
+/// Device work with device times waiting for its call: kind, correlation, what to draw, times.
+type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
+
+/// A bounded map: oldest entries leave first.
+#[derive(Debug)]
+struct Bounded<K, V> {
+    map: FxHashMap<K, V>,
+    order: VecDeque<K>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> Default for Bounded<K, V> {
+    fn default() -> Self {
+        Self { map: FxHashMap::default(), order: VecDeque::new() }
     }
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use offtrace_analysis::Definitions;
-    use offtrace_analysis::testing::TraceBuilder;
-    use offtrace_format::Record;
-
-    fn run(records: &[Record]) -> Vec<String> {
-        let mut defs = Definitions::new();
-        let mut slices = ThreadSlices::default();
-        let mut out = Vec::new();
-        for r in records {
-            defs.observe(r);
-            if let Record::Notification(n) = r {
-                slices.on_notification(n, &defs, &FxHashSet::default(), &mut |a| {
-                    out.push(match a {
-                        SliceAction::Begin { name, .. } => format!("B {name}"),
-                        SliceAction::End { ts, .. } => format!("E {ts}"),
-                    })
-                });
+impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
+    /// Inserts; returns what left to make room.
+    fn insert(&mut self, k: K, v: V) -> Option<(K, V)> {
+        if self.map.insert(k, v).is_none() {
+            self.order.push_back(k);
+        }
+        while self.order.len() > PENDING_MAX {
+            let old = self.order.pop_front()?;
+            if let Some(v) = self.map.remove(&old) {
+                return Some((old, v));
             }
         }
-        slices.close_all(&mut |a| out.push(format!("{a:?}").split_whitespace().next().unwrap_or("").to_owned()));
+        None
+    }
+
+    fn remove(&mut self, k: &K) -> Option<V> {
+        // The key stays in `order` until it reaches the front; it is skipped then.
+        let v = self.map.remove(k);
+        if self.order.len() > 2 * PENDING_MAX.max(self.map.len()) {
+            let map = &self.map;
+            self.order.retain(|k| map.contains_key(k));
+        }
+        v
+    }
+
+    fn drain(&mut self) -> Vec<(K, V)> {
+        let mut out = Vec::with_capacity(self.map.len());
+        while let Some(k) = self.order.pop_front() {
+            if let Some(v) = self.map.remove(&k) {
+                out.push((k, v));
+            }
+        }
         out
     }
+}
 
-    #[test]
-    fn end_of_an_outer_slice_closes_inner_ones_and_stray_ends_are_ignored() {
-        let mut b = TraceBuilder::new();
-        b.stream(8, "ur.call");
-        b.ur_call(10, 100, 1, 1, 1, "urOuter", &[], &[]);
-        b.ur_call(20, 10, 1, 2, 2, "urInner", &[], &[]);
-        b.ur_call(500, 1, 1, 9, 3, "urStray", &[], &[]);
-        let (defs, notes): (Vec<Record>, Vec<Record>) =
-            b.records.into_iter().partition(|r| !matches!(r, Record::Notification(_)));
-        let pick = |inst: u64, tt: u16| {
-            notes
-                .iter()
-                .find(|r| matches!(r, Record::Notification(n) if n.instance == inst && n.trace_type == tt))
-                .cloned()
-                .unwrap()
-        };
-        // outer begin, inner begin, outer end (the inner end was lost), a stray end
-        let mut records = defs;
-        records.extend([pick(1, 28), pick(2, 28), pick(1, 29), pick(9, 29)]);
-        b.records = records;
-        let out = run(&b.records);
-        assert_eq!(out, vec!["B urOuter", "B urInner", "E 110", "E 110"]);
+/// Typed records → timeline.
+#[derive(Debug)]
+pub(crate) struct Timeline {
+    pub defs: Defs,
+    declared: FxHashSet<u64>,
+    devices_declared: FxHashMap<u64, u64>,
+    queue_tracks: FxHashMap<u64, u64>,
+    lanes: FxHashMap<TrackKey, Lanes>,
+    lane_tracks: FxHashMap<(TrackKey, usize), u64>,
+    next_track: u64,
+    /// Correlation ids of device work whose call has not come yet: the call starts a flow.
+    flow_targets: Bounded<u64, ()>,
+    /// Flows started by a call whose device work completes later.
+    flows_started: Bounded<u64, ()>,
+    /// Device work without device times yet: (kind, correlation) → what to draw.
+    pending: Bounded<(u32, u64), PendingWork>,
+    /// Device work with its device times whose call has not come yet, per thread: drawn when
+    /// the call comes (so the flow has both ends), or at the end.
+    awaiting_call: FxHashMap<u32, Vec<AwaitingCall>>,
+    open_waits: Bounded<(u32, u64), u64>,
+    open_ranges: Bounded<u64, (u64, u32)>,
+    counters: FxHashMap<u64, (u64, u8)>,
+    live: FxHashMap<u64, u64>,
+    live_bytes: u64,
+    pid: i64,
+    process_declared: bool,
+    args: Vec<(String, ArgValue)>,
+    /// Slices and instants written.
+    pub items: u64,
+}
+
+impl Timeline {
+    pub fn new() -> Self {
+        Self {
+            defs: Defs::default(),
+            declared: FxHashSet::default(),
+            devices_declared: FxHashMap::default(),
+            queue_tracks: FxHashMap::default(),
+            lanes: FxHashMap::default(),
+            lane_tracks: FxHashMap::default(),
+            next_track: 1 << 40,
+            flow_targets: Bounded::default(),
+            flows_started: Bounded::default(),
+            pending: Bounded::default(),
+            awaiting_call: FxHashMap::default(),
+            open_waits: Bounded::default(),
+            open_ranges: Bounded::default(),
+            counters: FxHashMap::default(),
+            live: FxHashMap::default(),
+            live_bytes: 0,
+            pid: 0,
+            process_declared: false,
+            args: Vec::new(),
+            items: 0,
+        }
     }
 
-    #[test]
-    fn unfinished_slices_are_closed_at_the_end() {
-        let mut b = TraceBuilder::new();
-        b.stream(8, "ur.call");
-        b.ur_call(10, 100, 1, 1, 1, "urOpen", &[], &[]);
-        b.records.retain(|r| !matches!(r, Record::Notification(n) if n.trace_type == 29));
-        let out = run(&b.records);
-        assert_eq!(out, vec!["B urOpen", "End"]);
+    fn new_track(&mut self) -> u64 {
+        self.next_track += 1;
+        self.next_track
+    }
+
+    fn thread_track(&mut self, out: &mut dyn TimelineOut, tid: u32) -> u64 {
+        let id = (1 << 32) | u64::from(tid);
+        if self.declared.insert(id) {
+            out.track(id, Some(PROCESS_TRACK), &self.defs.thread_name(tid), &TrackKind::Thread { tid, pid: self.pid });
+        }
+        id
+    }
+
+    fn queue_track(&mut self, out: &mut dyn TimelineOut, queue: u64, device: u64) -> u64 {
+        if let Some(&t) = self.queue_tracks.get(&queue) {
+            return t;
+        }
+        let def = self.defs.queues.get(&queue).copied().unwrap_or_default();
+        let device = if def.device != 0 { def.device } else { device };
+        let group = match self.devices_declared.get(&device) {
+            Some(&g) => g,
+            None => {
+                let g = self.new_track();
+                out.track(g, Some(PROCESS_TRACK), &self.defs.device_name(device), &TrackKind::Device);
+                self.devices_declared.insert(device, g);
+                g
+            }
+        };
+        let t = self.new_track();
+        let order = match def.flags {
+            Some(f) if f & 1 != 0 => " (in-order)",
+            Some(_) => " (out-of-order)",
+            None => "",
+        };
+        let name = if queue == 0 { "unknown queue".to_owned() } else { format!("queue {queue:#x}{order}") };
+        out.track(t, Some(group), &name, &TrackKind::Queue);
+        self.queue_tracks.insert(queue, t);
+        t
+    }
+
+    /// The track (lane) a slice goes to on logical track `key` whose lane 0 is `base`.
+    fn lane(&mut self, out: &mut dyn TimelineOut, key: TrackKey, base: u64, start: u64, end: u64) -> u64 {
+        let mode = match key {
+            TrackKey::Thread(_) => LaneMode::Nested,
+            TrackKey::Queue(_) => LaneMode::Flat,
+        };
+        let lanes = self.lanes.entry(key).or_insert_with(|| Lanes::new(mode));
+        let lane = lanes.place(start, end);
+        if lane == 0 {
+            return base;
+        }
+        if let Some(&t) = self.lane_tracks.get(&(key, lane)) {
+            return t;
+        }
+        let t = self.new_track();
+        out.track(t, Some(base), &format!("overlapping (lane {})", lane + 1), &TrackKind::Lane);
+        self.lane_tracks.insert((key, lane), t);
+        t
+    }
+
+    fn declare_process(&mut self, out: &mut dyn TimelineOut) {
+        if !self.process_declared {
+            self.process_declared = true;
+            let name = self
+                .defs
+                .info
+                .iter()
+                .find(|(k, _)| k == "command")
+                .map_or_else(|| "traced program".to_owned(), |(_, v)| v.clone());
+            self.pid = self.defs.info.iter().find(|(k, _)| k == "pid").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+            out.track(PROCESS_TRACK, None, &name, &TrackKind::Process { pid: self.pid });
+        }
+    }
+
+    /// Takes one record (file order).
+    pub fn push(&mut self, r: &Record, out: &mut dyn TimelineOut) {
+        if self.defs.observe(r) {
+            if let Record::Thread { tid, .. } = r {
+                let id = (1 << 32) | u64::from(*tid);
+                if self.declared.contains(&id) {
+                    let kind = TrackKind::Thread { tid: *tid, pid: self.pid };
+                    out.track(id, Some(PROCESS_TRACK), &self.defs.thread_name(*tid), &kind);
+                }
+            }
+            return;
+        }
+        self.declare_process(out);
+        match r {
+            Record::ApiCall(a) => self.api_call(a, out),
+            Record::Activity(a) => self.activity(a, out),
+            Record::Queue(q) if q.op == 0 => {
+                self.defs.queues.insert(q.queue, crate::defs::QueueDef { device: q.device, flags: Some(q.flags) });
+            }
+            Record::Memory(m) => {
+                if m.op == MEMORY_FREE {
+                    if let Some(size) = self.live.remove(&m.ptr) {
+                        self.live_bytes = self.live_bytes.saturating_sub(size);
+                    }
+                } else {
+                    if let Some(old) = self.live.insert(m.ptr, m.size) {
+                        self.live_bytes = self.live_bytes.saturating_sub(old);
+                    }
+                    self.live_bytes += m.size;
+                }
+                if self.declared.insert(LIVE_BYTES_TRACK) {
+                    out.track(
+                        LIVE_BYTES_TRACK,
+                        Some(PROCESS_TRACK),
+                        "live allocated bytes",
+                        &TrackKind::Counter { unit: "bytes".into() },
+                    );
+                }
+                out.counter(LIVE_BYTES_TRACK, m.ts, self.live_bytes as f64);
+            }
+            Record::CounterDef(d) => {
+                let t = self.new_track();
+                let name = format!("{} ({})", self.defs.str(d.name), self.defs.device_name(d.device));
+                out.track(
+                    t,
+                    Some(PROCESS_TRACK),
+                    &name,
+                    &TrackKind::Counter { unit: self.defs.str(d.unit).to_owned() },
+                );
+                self.counters.insert(d.counter, (t, d.value_type));
+            }
+            Record::CounterSample(s) => {
+                let (t, value_type) = match self.counters.get(&s.counter) {
+                    Some(&c) => c,
+                    None => {
+                        let t = self.new_track();
+                        out.track(
+                            t,
+                            Some(PROCESS_TRACK),
+                            &format!("counter {}", s.counter),
+                            &TrackKind::Counter { unit: String::new() },
+                        );
+                        self.counters.insert(s.counter, (t, 0));
+                        (t, 0)
+                    }
+                };
+                let v = match value_type {
+                    1 => s.value as i64 as f64,
+                    2 => f64::from_bits(s.value),
+                    _ => s.value as f64,
+                };
+                out.counter(t, s.ts, v);
+            }
+            Record::Sync(s) => match s.phase {
+                phase::ENTER => {
+                    self.open_waits.insert((s.tid, s.correlation), s.ts);
+                }
+                phase::EXIT => {
+                    if let Some(start) = self.open_waits.remove(&(s.tid, s.correlation)) {
+                        let name = self.defs.op(SYNC_KIND, s.op).into_owned();
+                        self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", None, &[]);
+                    }
+                }
+                _ => {}
+            },
+            Record::Marker(m) => {
+                let msg = self.defs.str(m.message).to_owned();
+                if m.op == MARKER_RANGE {
+                    match m.phase {
+                        phase::ENTER => {
+                            self.open_ranges.insert(m.range_id, (m.ts, m.message.0));
+                        }
+                        phase::EXIT => {
+                            if let Some((start, _)) = self.open_ranges.remove(&m.range_id) {
+                                self.thread_slice(out, m.tid, start, m.ts, &msg, "MARKER", None, &[]);
+                            }
+                        }
+                        _ => {}
+                    }
+                } else {
+                    self.thread_instant(out, m.tid, m.ts, &msg, "MARKER");
+                }
+            }
+            Record::Generic(g) => {
+                let name = format!("{}.{}", self.defs.kind(g.kind), self.defs.op(g.kind, g.op));
+                let cat = self.defs.kind(g.kind).into_owned();
+                self.thread_instant(out, g.tid, g.ts, &name, &cat);
+            }
+            _ => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn thread_slice(
+        &mut self,
+        out: &mut dyn TimelineOut,
+        tid: u32,
+        start: u64,
+        end: u64,
+        name: &str,
+        category: &str,
+        flow_out: Option<u64>,
+        args: &[(&str, ArgValue)],
+    ) {
+        let base = self.thread_track(out, tid);
+        let track = self.lane(out, TrackKey::Thread(tid), base, start, end);
+        out.slice(&Slice {
+            track,
+            start,
+            end,
+            name,
+            category,
+            flow_out,
+            flow_in: None,
+            args,
+            instant: false,
+            texts: &[],
+        });
+        self.items += 1;
+    }
+
+    fn thread_instant(&mut self, out: &mut dyn TimelineOut, tid: u32, ts: u64, name: &str, category: &str) {
+        let base = self.thread_track(out, tid);
+        let track = self.lane(out, TrackKey::Thread(tid), base, ts, ts);
+        out.slice(&Slice {
+            track,
+            start: ts,
+            end: ts,
+            name,
+            category,
+            flow_out: None,
+            flow_in: None,
+            args: &[],
+            instant: true,
+            texts: &[],
+        });
+        self.items += 1;
+    }
+
+    fn api_call(&mut self, a: &ApiCall, out: &mut dyn TimelineOut) {
+        let mut ready = Vec::new();
+        if let Some(waiting) = self.awaiting_call.get_mut(&a.tid)
+            && a.correlation != 0
+        {
+            let mut i = 0;
+            while i < waiting.len() {
+                if waiting[i].1 == a.correlation {
+                    ready.push(waiting.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let targeted = self.flow_targets.remove(&a.correlation).is_some();
+        let flow_out = (a.correlation != 0 && (targeted || !ready.is_empty())).then_some(a.correlation);
+        if let Some(c) = flow_out {
+            self.flows_started.insert(c, ());
+        }
+        let mut args = std::mem::take(&mut self.args);
+        args.clear();
+        self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
+        args.push(("correlation".to_owned(), ArgValue::Unsigned(a.correlation)));
+        if let Some(r) = a.result {
+            args.push(("result".to_owned(), ArgValue::Signed(r)));
+        }
+        let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let name = self.defs.op(a.kind, a.op).into_owned();
+        let cat = self.defs.kind(a.kind).into_owned();
+        self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, flow_out, &refs);
+        drop(refs);
+        self.args = args;
+        for (kind, corr, work, times) in ready {
+            self.device_slice(out, kind, &work, corr, Some(times), Some(corr));
+        }
+    }
+
+    fn work_name(&self, kind: u32, op: u32, name: StrId) -> String {
+        if name.0 != 0 { self.defs.str(name).to_owned() } else { self.defs.op(kind, op).into_owned() }
+    }
+
+    fn activity(&mut self, a: &Activity, out: &mut dyn TimelineOut) {
+        let known = a.device_start != 0 && a.device_end >= a.device_start;
+        let key = (a.kind, a.correlation);
+        if a.phase == phase::COMPLETE {
+            let work = match self.pending.remove(&key) {
+                Some(w) => w,
+                None => PendingWork::of(a),
+            };
+            if known {
+                let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
+                self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), flow_in);
+            }
+            return;
+        }
+        if a.correlation != 0 && !known {
+            self.flow_targets.insert(a.correlation, ());
+        }
+        let work = PendingWork::of(a);
+        if known && a.correlation != 0 {
+            // Drawn when its call comes (with the flow from it), or at the end without.
+            let waiting = self.awaiting_call.entry(a.tid).or_default();
+            if waiting.len() >= AWAITING_CALL_MAX {
+                let (kind, corr, old, times) = waiting.remove(0);
+                self.device_slice(out, kind, &old, corr, Some(times), None);
+            }
+            self.awaiting_call.entry(a.tid).or_default().push((
+                a.kind,
+                a.correlation,
+                work,
+                (a.device_start, a.device_end),
+            ));
+        } else if known {
+            self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), None);
+        } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
+            // Waited too long for a completion: drawn as enqueued.
+            let flow_in = self.flows_started.remove(&corr).map(|()| corr);
+            self.device_slice(out, kind, &old, corr, None, flow_in);
+        }
+    }
+
+    fn device_slice(
+        &mut self,
+        out: &mut dyn TimelineOut,
+        kind: u32,
+        w: &PendingWork,
+        correlation: u64,
+        times: Option<(u64, u64)>,
+        flow_in: Option<u64>,
+    ) {
+        let base = self.queue_track(out, w.queue, w.device);
+        let (start, end, instant) = match times {
+            Some((s, e)) => (s, e, false),
+            None => (w.ts, w.ts, true),
+        };
+        let track = self.lane(out, TrackKey::Queue(w.queue), base, start, end);
+        let mut name = self.work_name(kind, w.op, w.name);
+        if instant {
+            name.insert_str(0, "enqueued: ");
+        }
+        let cat = self.defs.kind(kind).into_owned();
+        let mut args: Vec<(&str, ArgValue)> = vec![("correlation", ArgValue::Unsigned(correlation))];
+        args.push(("queue", ArgValue::Hex(w.queue)));
+        if w.bytes != 0 {
+            args.push(("bytes", ArgValue::Unsigned(w.bytes)));
+        }
+        if w.direction != CopyDirection::Unknown {
+            args.push(("direction", ArgValue::Text(w.direction.name())));
+        }
+        let texts: Vec<(String, String)> = w
+            .allocations
+            .iter()
+            .enumerate()
+            .map(|(i, al)| {
+                let arg = if al.arg_index < 0 { "implicit".to_owned() } else { format!("arg {}", al.arg_index) };
+                (
+                    format!("allocations[{i}]"),
+                    format!("{arg}: {} B {} @ {:#x}", al.size, al.memory_type.name(), al.base),
+                )
+            })
+            .collect();
+        out.slice(&Slice {
+            track,
+            start,
+            end,
+            name: &name,
+            category: &cat,
+            flow_out: None,
+            flow_in,
+            args: &args,
+            instant,
+            texts: &texts,
+        });
+        self.items += 1;
+    }
+
+    /// Draws what is still waiting (work whose device time never came: as enqueued).
+    pub fn finish(&mut self, out: &mut dyn TimelineOut) {
+        let mut tids: Vec<u32> = self.awaiting_call.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            for (kind, corr, work, times) in self.awaiting_call.remove(&tid).unwrap_or_default() {
+                self.device_slice(out, kind, &work, corr, Some(times), None);
+            }
+        }
+        for ((kind, corr), w) in self.pending.drain() {
+            let flow_in = self.flows_started.remove(&corr).map(|()| corr);
+            self.device_slice(out, kind, &w, corr, None, flow_in);
+        }
     }
 }

@@ -1,401 +1,330 @@
-//! Round trips of every export format through independent readers: a minimal protobuf decoder
-//! written here (not the encoder's code), serde_json, rusqlite, and the csv crate.
+//! Round trips of every export format through independent readers: the minimal protobuf
+//! decoder and slice rebuilder of `common/` (not the encoder's code), serde_json, rusqlite, csv.
 
 #![allow(clippy::unwrap_used)] // tests
 
-use std::collections::HashMap;
+mod common;
 
-use offtrace_analysis::testing::{w4_like, w4_like_with_dispatches};
-use offtrace_export::{ExportFormat, ExportOptions, Table, export_records};
-use offtrace_format::Record;
+use std::collections::{BTreeMap, HashMap};
 
-// ---- an independent minimal protobuf decoder -------------------------------------------
+use common::{ViewSlice, decode_pftrace};
+use offtrace_analysis::testing::{TypedBuilder, kind, sycl_like, ur};
+use offtrace_export::{ExportError, ExportFormat, ExportOptions, ExportStats, RecordSource, export, export_records};
+use offtrace_format::{CopyDirection, Record, TraceHeader, phase};
 
-#[derive(Debug, Clone)]
-enum Val {
-    Varint(u64),
-    Fixed64(u64),
-    Bytes(Vec<u8>),
-    Fixed32,
+/// A SYCL-like trace plus what a viewer finds hard: calls on one thread that cross (a damaged
+/// or misattributed trace), device work that overlaps on one queue (an out-of-order queue), a
+/// slice that ends when the next begins, and a made-up API kind.
+fn trace() -> Vec<Record> {
+    let mut b = TypedBuilder::new(Vec::new());
+    sycl_like(&mut b, 3, 6_000, |v: &Vec<Record>| v.len() as u64);
+    let t = 9_000_000_000;
+    b.thread(7, "crossing");
+    b.api_call(kind::UR_API, ur::QUEUE_FINISH, 7, t, t + 100, 900_001, &[0x6000], 0);
+    b.api_call(kind::UR_API, ur::QUEUE_FINISH, 7, t + 50, t + 150, 900_002, &[0x6000], 0);
+    b.api_call(kind::UR_API, ur::QUEUE_FINISH, 7, t + 150, t + 200, 900_003, &[0x6000], 0);
+    b.api_call(kind::UR_API, ur::QUEUE_FINISH, 7, t + 300, t + 400, 900_004, &[0x6000], 0);
+    b.api_call(kind::UR_API, ur::QUEUE_FINISH, 7, t + 300, t + 350, 900_005, &[0x6000], 0);
+    b.queue_create(7, t, 0x6000, 0xd2, false);
+    for i in 0..6u64 {
+        let c = 900_100 + i;
+        b.kernel(7, t + 500 + i, c, 0x6000, 0xd2, "ooo_kernel", Some((t + 1000 + i * 10, t + 1100 + i * 10)));
+        b.api_call(kind::UR_API, ur::ENQUEUE_KERNEL_LAUNCH, 7, t + 400 + i * 20, t + 410 + i * 20, c, &[0x6000], 0);
+    }
+    let name = b.str("alloc_kernel");
+    b.out.push(Record::Activity(offtrace_format::Activity {
+        kind: kind::KERNEL_DISPATCH,
+        tid: 7,
+        ts: t + 3000,
+        correlation: 900_300,
+        queue: 0x6000,
+        device: 0xd2,
+        name,
+        work_dim: 1,
+        device_start: t + 3100,
+        device_end: t + 3200,
+        allocations: vec![
+            offtrace_format::KernelAllocation {
+                base: 0x1000,
+                size: 65536,
+                arg_index: 0,
+                memory_type: offtrace_format::MemoryType::Device,
+            },
+            offtrace_format::KernelAllocation {
+                base: 0x9000,
+                size: 64,
+                arg_index: -1,
+                memory_type: offtrace_format::MemoryType::Shared,
+            },
+        ],
+        ..Default::default()
+    }));
+    b.kind(77, "FOO_API");
+    b.op(77, 1, "fooLaunch", &[("stream", "foo_stream_t", 3), ("count", "int", 1)]);
+    b.api_call(77, 1, 7, t + 2000, t + 2100, 900_200, &[0xabc, u64::MAX], 0);
+    b.out.push(Record::End { records: 0, drops: 0 });
+    b.out
 }
 
-fn read_varint(b: &[u8], pos: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// The thread a track belongs to (lanes are children of their thread's track).
+fn thread_of(d: &common::Decoded, mut track: u64) -> Option<i64> {
     loop {
-        let byte = b[*pos];
-        *pos += 1;
-        v |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return v;
+        let t = d.tracks.get(&track)?;
+        if let Some((_, tid)) = t.thread {
+            return Some(tid);
         }
-        shift += 7;
-        assert!(shift < 70, "varint too long");
+        track = t.parent?;
     }
 }
 
-/// Decodes one message into (field number, value) pairs, in order.
-fn decode(b: &[u8]) -> Vec<(u32, Val)> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < b.len() {
-        let key = read_varint(b, &mut pos);
-        let field = (key >> 3) as u32;
-        let v = match key & 7 {
-            0 => Val::Varint(read_varint(b, &mut pos)),
-            1 => {
-                let v = u64::from_le_bytes(b[pos..pos + 8].try_into().unwrap());
-                pos += 8;
-                Val::Fixed64(v)
-            }
-            2 => {
-                let len = read_varint(b, &mut pos) as usize;
-                let v = b[pos..pos + len].to_vec();
-                pos += len;
-                Val::Bytes(v)
-            }
-            5 => {
-                let v = u32::from_le_bytes(b[pos..pos + 4].try_into().unwrap());
-                pos += 4;
-                let _ = v;
-                Val::Fixed32
-            }
-            w => panic!("unexpected wire type {w} at {pos}"),
-        };
-        out.push((field, v));
-    }
-    assert_eq!(pos, b.len());
-    out
-}
-
-fn get(m: &[(u32, Val)], field: u32) -> Option<&Val> {
-    m.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
-}
-fn get_u(m: &[(u32, Val)], field: u32) -> Option<u64> {
-    match get(m, field)? {
-        Val::Varint(v) => Some(*v),
-        _ => None,
-    }
-}
-fn get_msg(m: &[(u32, Val)], field: u32) -> Option<Vec<(u32, Val)>> {
-    match get(m, field)? {
-        Val::Bytes(b) => Some(decode(b)),
-        _ => None,
-    }
-}
-fn get_str(m: &[(u32, Val)], field: u32) -> Option<String> {
-    match get(m, field)? {
-        Val::Bytes(b) => Some(String::from_utf8(b.clone()).unwrap()),
-        _ => None,
-    }
-}
-fn all_fixed(m: &[(u32, Val)], field: u32) -> Vec<u64> {
-    m.iter()
-        .filter(|(f, _)| *f == field)
-        .filter_map(|(_, v)| if let Val::Fixed64(x) = v { Some(*x) } else { None })
-        .collect()
-}
-
-#[test]
-fn perfetto_decodes_with_balanced_slices_and_flows() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.pftrace");
-    let stats = export_records(&w4_like(), &ExportOptions::new(ExportFormat::Perfetto, &path)).unwrap();
-    let bytes = std::fs::read(&path).unwrap();
-    let trace = decode(&bytes);
-    assert!(trace.iter().all(|(f, _)| *f == 1), "Trace has only packet fields");
-    assert_eq!(trace.len() as u64, stats.items);
-
-    let mut tracks: HashMap<u64, String> = HashMap::new();
-    let mut thread_tracks = Vec::new();
-    let mut counter_tracks = 0;
-    let mut depth: HashMap<u64, i64> = HashMap::new();
-    let mut names_by_track: HashMap<u64, Vec<String>> = HashMap::new();
-    let mut flows: HashMap<u64, usize> = HashMap::new();
-    let mut terminating: HashMap<u64, usize> = HashMap::new();
-    let mut counters = Vec::new();
-    for (i, (_, v)) in trace.iter().enumerate() {
-        let Val::Bytes(b) = v else { panic!("packet not a message") };
-        let p = decode(b);
-        assert_eq!(get_u(&p, 10), Some(1), "trusted_packet_sequence_id");
-        if i == 0 {
-            assert_eq!(get_u(&p, 13), Some(1), "first packet clears incremental state");
+/// The queue track (name) a track belongs to.
+fn queue_of(d: &common::Decoded, mut track: u64) -> Option<String> {
+    loop {
+        let t = d.tracks.get(&track)?;
+        if t.name.starts_with("queue ") || t.name == "unknown queue" {
+            return Some(t.name.clone());
         }
-        if let Some(td) = get_msg(&p, 60) {
-            let uuid = get_u(&td, 1).unwrap();
-            let name = get_str(&td, 2)
-                .or_else(|| get_msg(&td, 4).and_then(|t| get_str(&t, 5)))
-                .or_else(|| get_msg(&td, 3).and_then(|t| get_str(&t, 6)))
-                .unwrap();
-            if let Some(t) = get_msg(&td, 4) {
-                thread_tracks.push((get_u(&t, 2).unwrap(), name.clone()));
-            }
-            if get_msg(&td, 8).is_some() {
-                counter_tracks += 1;
-            }
-            assert!(tracks.insert(uuid, name).is_none(), "track uuids unique");
-        } else if let Some(te) = get_msg(&p, 11) {
-            assert!(get_u(&p, 8).is_some(), "events carry timestamps");
-            let track = get_u(&te, 11).unwrap();
-            assert!(tracks.contains_key(&track), "event on a described track");
-            match get_u(&te, 9).unwrap() {
-                1 => {
-                    *depth.entry(track).or_default() += 1;
-                    names_by_track.entry(track).or_default().push(get_str(&te, 23).unwrap());
-                    for id in all_fixed(&te, 47) {
-                        *flows.entry(id).or_default() += 1;
-                    }
-                    for id in all_fixed(&te, 48) {
-                        *terminating.entry(id).or_default() += 1;
-                    }
-                }
-                2 => {
-                    let d = depth.entry(track).or_default();
-                    *d -= 1;
-                    assert!(*d >= 0, "end without begin on {}", tracks[&track]);
-                }
-                4 => counters.push(get_u(&te, 30).unwrap()),
-                t => panic!("unexpected type {t}"),
-            }
-        }
+        track = t.parent?;
     }
-    assert!(depth.values().all(|&d| d == 0), "begin/end balance: {depth:?}");
-    let mut tids: Vec<u64> = thread_tracks.iter().map(|t| t.0).collect();
-    tids.sort();
-    assert_eq!(tids, vec![100, 101]);
-    assert!(thread_tracks.contains(&(100, "python".to_owned())));
-    assert_eq!(counter_tracks, 1);
-    let track_names: Vec<&String> = tracks.values().collect();
-    assert!(track_names.iter().any(|n| n.starts_with("queue 1 (in-order, CPU X)")));
-    assert!(track_names.iter().any(|n| n.as_str() == "queue 2 (out-of-order, CPU X) device"));
-    // thread 100: tasks and UR calls; queue tracks: commands; device track: kernel B
-    let thread_names = &names_by_track[&((1u64 << 32) | 100)];
-    assert!(thread_names.contains(&"axpy".to_owned()));
-    assert!(thread_names.contains(&"urEnqueueKernelLaunch".to_owned()));
-    assert!(
-        thread_names.contains(&"wait queue".to_owned())
-            || names_by_track[&((1u64 << 32) | 101)].contains(&"wait queue".to_owned())
-    );
-    let q1 = &names_by_track[&((2u64 << 32) | 1)];
-    assert_eq!(q1, &vec!["axpy".to_owned(), "memcpy".to_owned()]);
-    let dev2 = &names_by_track[&((3u64 << 32) | 2)];
-    assert_eq!(dev2, &vec!["axpy".to_owned()]);
-    // flows: 3 task→command, 1 enqueue→device, 2 graph edges; each has a start and an end
-    assert_eq!(terminating.len(), 3 + 1 + 2);
-    for (id, n) in &terminating {
-        assert_eq!(flows.get(id), Some(n), "flow {id:#x} starts once and ends once");
-    }
-    assert_eq!(counters, vec![65536, 65536 + 4096, 4096]);
 }
 
 #[test]
-fn perfetto_truncated_trace_still_balances() {
-    let mut recs = w4_like();
-    // cut inside the first kernel's task (after its task_begin and the UR begin)
-    let cut = recs.iter().position(|r| matches!(r, Record::Notification(n) if n.trace_type == 16)).unwrap();
-    recs.truncate(cut);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.pftrace");
-    export_records(&recs, &ExportOptions::new(ExportFormat::Perfetto, &path)).unwrap();
-    let bytes = std::fs::read(&path).unwrap();
-    let mut depth: HashMap<u64, i64> = HashMap::new();
-    for (_, v) in decode(&bytes) {
-        let Val::Bytes(b) = v else { panic!() };
-        if let Some(te) = get_msg(&decode(&b), 11) {
-            let d = depth.entry(get_u(&te, 11).unwrap()).or_default();
-            match get_u(&te, 9) {
-                Some(1) => *d += 1,
-                Some(2) => *d -= 1,
-                _ => {}
-            }
-        }
-    }
-    assert!(depth.values().all(|&d| d == 0));
-}
+fn perfetto_states_its_clock_rebuilds_every_slice_and_flows_from_calls_to_device_work() {
+    let records = trace();
+    let dir = tmp();
+    let out = dir.path().join("t.pftrace");
+    export_records(&records, &ExportOptions::new(ExportFormat::Perfetto, &out)).unwrap();
+    let d = decode_pftrace(&std::fs::read(&out).unwrap());
+    assert!(d.problems.is_empty(), "{:#?}", &d.problems[..d.problems.len().min(10)]);
+    assert_eq!(d.packets_without_clock, 0);
+    assert_eq!(d.primary_clock, Some(common::pf::MONOTONIC));
+    assert!(d.clock_snapshot.iter().any(|(id, _)| *id == common::pf::MONOTONIC));
 
-#[test]
-fn chrome_json_parses_and_balances() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.json");
-    let stats = export_records(&w4_like(), &ExportOptions::new(ExportFormat::Chrome, &path)).unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let events = v["traceEvents"].as_array().unwrap();
-    assert_eq!(events.len() as u64, stats.items);
-    let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
-    assert_eq!(count("B"), count("E"));
-    assert_eq!(count("X"), 3 + 1);
-    assert_eq!(count("C"), 3);
-    assert_eq!(count("s"), count("f"));
-    assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "python"));
-    assert!(events.iter().any(|e| e["ph"] == "B" && e["name"] == "urEnqueueUSMMemcpy"));
-    assert_eq!(v["otherData"]["pid"], "4242");
-}
-
-#[test]
-fn sqlite_every_table_selects() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.sqlite");
-    let recs = w4_like();
-    export_records(&recs, &ExportOptions::new(ExportFormat::Sqlite, &path)).unwrap();
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let mut counts = HashMap::new();
-    for t in Table::ALL {
-        let n: i64 = conn.query_row(&format!("SELECT COUNT(*) FROM {}", t.name()), [], |r| r.get(0)).unwrap();
-        counts.insert(t.name(), n);
-    }
-    let notifications = recs.iter().filter(|r| matches!(r, Record::Notification(_))).count() as i64;
-    assert_eq!(counts["notifications"], notifications);
-    assert_eq!(counts["ur_calls"], 6);
-    assert_eq!(counts["sycl_commands"], 3);
-    assert_eq!(counts["device_executions"], 1);
-    assert_eq!(counts["nodes"], 3);
-    assert_eq!(counts["edges"], 2);
-    assert_eq!(counts["memory_allocations"], 3);
-    assert_eq!(counts["memory_ops"], 2);
-    assert_eq!(counts["queues"], 4);
-    assert_eq!(counts["threads"], 2);
-    assert_eq!(counts["drops"], 1);
-    assert!(counts["strings"] > 10 && counts["metadata"] > 10 && counts["meta"] > 5);
-    let dur: i64 = conn
-        .query_row("SELECT d.dur_ns FROM device_executions d JOIN sycl_commands c USING (instance)", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(dur, 2000);
-    let (src, dst): (String, String) = conn
-        .query_row(
-            "SELECT s.name, t.name FROM edges e JOIN nodes s ON s.node_id = e.source_node JOIN nodes t ON t.node_id = e.target_node WHERE e.edge_id = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!((src.as_str(), dst.as_str()), ("axpy", "memcpy"));
-    let pid: String = conn.query_row("SELECT value FROM meta WHERE key = 'info.pid'", [], |r| r.get(0)).unwrap();
-    assert_eq!(pid, "4242");
-    let n_idx: i64 =
-        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'", [], |r| r.get(0)).unwrap();
-    assert!(n_idx >= 10);
-}
-
-#[test]
-fn csv_one_file_per_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("csv");
-    export_records(&w4_like(), &ExportOptions::new(ExportFormat::Csv, &out)).unwrap();
-    for t in Table::ALL {
-        let mut r = csv::Reader::from_path(out.join(format!("{}.csv", t.name()))).unwrap();
-        let headers = r.headers().unwrap().clone();
-        assert_eq!(headers.len(), t.columns().len());
-        for row in r.records() {
-            assert_eq!(row.unwrap().len(), t.columns().len());
-        }
-    }
-    let mut r = csv::Reader::from_path(out.join("ur_calls.csv")).unwrap();
-    assert_eq!(r.records().count(), 6);
-}
-
-// ---- kernel dispatches with their allocation properties ---------------------------------
-
-/// dispatch_id, kernel, command_instance, command_name, link, allocations, allocation_bytes, ur_instance
-type DispatchRow = (i64, String, Option<i64>, Option<String>, String, i64, i64, Option<i64>);
-
-#[test]
-fn sqlite_and_csv_kernel_dispatch_tables() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("k.sqlite");
-    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Sqlite, &path)).unwrap();
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let rows: Vec<DispatchRow> = conn
-        .prepare(
-            "SELECT dispatch_id, kernel, command_instance, command_name, link, allocations, allocation_bytes, ur_instance \
-             FROM kernel_dispatches ORDER BY dispatch_id",
-        )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    // Every API call is one slice on its thread, exactly where the record put it.
+    let mut want: Vec<(i64, u64, u64)> = records
+        .iter()
+        .filter_map(|r| if let Record::ApiCall(a) = r { Some((i64::from(a.tid), a.start, a.end)) } else { None })
         .collect();
-    assert_eq!(
-        rows,
-        [
-            (0, "axpy".into(), Some(30), Some("axpy".into()), "ur_call".into(), 3, 65536 + 4096 + 65536, Some(31)),
-            (1, "axpy".into(), Some(40), Some("axpy".into()), "task".into(), 2, 65536 + 4096, None),
-            (2, "scale".into(), None, None, "none".into(), 0, 0, None),
-        ]
-    );
-    // Each allocation with its command: the join a performance engineer would write.
-    let allocs: Vec<(i64, i64, i64, String, String)> = conn
-        .prepare(
-            "SELECT a.arg_index, a.base, a.size, a.memory_type, c.name FROM kernel_allocations a \
-             JOIN kernel_dispatches d USING (dispatch_id) JOIN sycl_commands c ON c.instance = d.command_instance \
-             ORDER BY d.dispatch_id, a.rowid",
-        )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let mut got: Vec<(i64, u64, u64)> = d
+        .slices
+        .iter()
+        .filter(|s| s.category.ends_with("_API"))
+        .map(|s| (thread_of(&d, s.track).unwrap(), s.start, s.end))
         .collect();
-    assert_eq!(allocs.len(), 5);
-    assert_eq!(allocs[2], (-1, 0x30000, 65536, "SHARED".into(), "axpy".into()));
-    assert_eq!(allocs[4], (1, 0x2800, 4096, "HOST".into(), "axpy".into()));
-    let (g, l): (i64, i64) = conn
-        .query_row("SELECT global_x, local_x FROM kernel_dispatches WHERE dispatch_id = 0", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want);
+    let foo = d.slices.iter().find(|s| s.name == "fooLaunch").unwrap();
+    assert_eq!(foo.category, "FOO_API");
+    assert_eq!(foo.annotations[..2], ["stream".to_owned(), "count".to_owned()]);
+
+    // Every device work with device times is a slice on its queue's track.
+    let mut pending: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut want_dev = Vec::new();
+    for r in &records {
+        if let Record::Activity(a) = r {
+            if a.device_start != 0 {
+                let q = if a.phase == phase::COMPLETE {
+                    pending.remove(&(a.kind, a.correlation)).unwrap()
+                } else {
+                    a.queue
+                };
+                want_dev.push((format!("queue {q:#x}"), a.device_start, a.device_end));
+            } else {
+                pending.insert((a.kind, a.correlation), a.queue);
+            }
+        }
+    }
+    let mut got_dev: Vec<(String, u64, u64)> = d
+        .slices
+        .iter()
+        .filter(|s| !s.category.ends_with("_API") && s.category != "MARKER" && s.category != "SYNC")
+        .map(|s| {
+            let q = queue_of(&d, s.track).unwrap();
+            (q.split(' ').take(2).collect::<Vec<_>>().join(" "), s.start, s.end)
         })
-        .unwrap();
-    assert_eq!((g, l), (1024, 64));
+        .collect();
+    want_dev.sort();
+    got_dev.sort();
+    assert_eq!(got_dev, want_dev);
+    // The overlapping device work of the out-of-order queue needed lanes; none overlaps there.
+    let ooo: Vec<&ViewSlice> = d.slices.iter().filter(|s| s.name == "ooo_kernel").collect();
+    assert_eq!(ooo.len(), 6);
+    assert!(ooo.iter().map(|s| s.track).collect::<std::collections::HashSet<_>>().len() > 1);
+    // Work whose device time never came is an instant at its enqueue.
+    let enqueued = d.instants.iter().filter(|s| s.name.starts_with("enqueued: ")).count();
+    assert_eq!(enqueued, pending.len());
 
-    let out = dir.path().join("csv");
-    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Csv, &out)).unwrap();
-    let mut r = csv::Reader::from_path(out.join("kernel_allocations.csv")).unwrap();
-    let rows: Vec<Vec<String>> = r.records().map(|row| row.unwrap().iter().map(str::to_owned).collect()).collect();
-    assert_eq!(rows.len(), 5);
-    assert_eq!(rows[0], ["0", "0", "4096", "65536", "DEVICE"]);
-    let mut r = csv::Reader::from_path(out.join("kernel_dispatches.csv")).unwrap();
-    assert_eq!(r.records().count(), 3);
+    // Flows: each device slice ends the flow its launching call started.
+    let starts: HashMap<u64, &ViewSlice> = d.slices.iter().flat_map(|s| s.flows.iter().map(move |f| (*f, s))).collect();
+    let ends: Vec<(u64, &ViewSlice)> =
+        d.slices.iter().flat_map(|s| s.terminating.iter().map(move |f| (*f, s))).collect();
+    assert!(ends.len() >= want_dev.len() / 2, "{} flows for {} device slices", ends.len(), want_dev.len());
+    for (id, dev) in ends {
+        let call = starts.get(&id).unwrap_or_else(|| panic!("flow {id} has no start"));
+        assert!(call.category == "UR_API", "{}", call.name);
+        assert!(call.name.starts_with("urEnqueue"), "{}", call.name);
+        assert!(thread_of(&d, call.track).is_some());
+        assert!(queue_of(&d, dev.track).is_some());
+    }
+    // A kernel's allocation properties are its slice's arguments.
+    let k = d.slices.iter().find(|s| s.name == "alloc_kernel").unwrap();
+    assert!(k.annotations.iter().any(|a| a == "allocations[1]"), "{:?}", k.annotations);
+    // Counters: live bytes and the power counter.
+    let counter_tracks: Vec<&common::Track> = d.tracks.values().filter(|t| t.counter).collect();
+    assert!(counter_tracks.iter().any(|t| t.name.contains("live allocated bytes")));
+    assert!(counter_tracks.iter().any(|t| t.name.starts_with("gpu power") && t.name.ends_with("[W]")));
+    assert!(!d.counters.is_empty());
 }
 
 #[test]
-fn timeline_exports_put_allocations_on_the_command_slice() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("k.json");
-    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Chrome, &path)).unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let commands: Vec<&serde_json::Value> =
-        v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X" && e["cat"] == "command").collect();
-    let a = commands.iter().find(|e| e["args"]["instance"] == 30).unwrap();
-    assert_eq!(
-        a["args"]["kernel_allocations"],
-        serde_json::json!([
-            "arg 0: 65536 B DEVICE @ 0x1000",
-            "arg 1: 4096 B HOST @ 0x2000",
-            "implicit: 65536 B SHARED @ 0x30000"
-        ])
-    );
-    let memcpy = commands.iter().find(|e| e["name"] == "memcpy").unwrap();
-    assert!(memcpy["args"].get("kernel_allocations").is_none());
-
-    let path = dir.path().join("k.pftrace");
-    export_records(&w4_like_with_dispatches(), &ExportOptions::new(ExportFormat::Perfetto, &path)).unwrap();
-    let mut annotations = Vec::new();
-    for (_, v) in decode(&std::fs::read(&path).unwrap()) {
-        let Val::Bytes(b) = v else { continue };
-        let Some(te) = get_msg(&decode(&b), 11) else { continue };
-        for (f, a) in &te {
-            if let (4, Val::Bytes(a)) = (*f, a) {
-                let a = decode(a);
-                if let (Some(name), Some(text)) = (get_str(&a, 10), get_str(&a, 6)) {
-                    annotations.push((get_str(&te, 23).unwrap(), name, text));
+fn chrome_json_has_the_same_slices_without_overlap_and_matched_flows() {
+    let records = trace();
+    let dir = tmp();
+    let out = dir.path().join("t.json");
+    export_records(&records, &ExportOptions::new(ExportFormat::Chrome, &out)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let mut by_track: BTreeMap<(i64, i64), Vec<(u64, u64)>> = BTreeMap::new();
+    let ns = |x: &serde_json::Value| (x.as_f64().unwrap() * 1000.0).round() as u64;
+    let mut flows_s = std::collections::HashSet::new();
+    let mut flows_f = Vec::new();
+    let mut calls = 0;
+    for e in events {
+        match e["ph"].as_str().unwrap() {
+            "X" => {
+                let (s, dur) = (ns(&e["ts"]), ns(&e["dur"]));
+                by_track
+                    .entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap()))
+                    .or_default()
+                    .push((s, s + dur));
+                if e["cat"].as_str().unwrap().ends_with("_API") {
+                    calls += 1;
                 }
             }
+            "s" => {
+                flows_s.insert(e["id"].as_u64().unwrap());
+            }
+            "f" => flows_f.push(e["id"].as_u64().unwrap()),
+            _ => {}
         }
     }
+    assert_eq!(calls, records.iter().filter(|r| matches!(r, Record::ApiCall(_))).count());
+    for ((pid, tid), mut slices) in by_track {
+        slices.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+        let mut stack: Vec<(u64, u64)> = Vec::new();
+        for (s, e) in slices {
+            while stack.last().is_some_and(|&(_, pe)| pe < s) {
+                stack.pop();
+            }
+            if let Some(&(ps, pe)) = stack.last() {
+                assert!(ps < s && e < pe, "({pid},{tid}): [{s},{e}] overlaps [{ps},{pe}]");
+            }
+            stack.push((s, e));
+        }
+    }
+    assert!(!flows_f.is_empty());
+    for f in flows_f {
+        assert!(flows_s.contains(&f), "flow {f} ends without a start");
+    }
+    assert_eq!(v["otherData"]["clock"], "CLOCK_MONOTONIC");
+    let k = events.iter().find(|e| e["name"] == "alloc_kernel").unwrap();
+    assert_eq!(k["args"]["allocations[0]"], "arg 0: 65536 B DEVICE @ 0x1000");
+    assert_eq!(k["args"]["allocations[1]"], "implicit: 64 B SHARED @ 0x9000");
+}
+
+#[test]
+fn sqlite_tables_join_by_ids_and_the_views_answer() {
+    let records = trace();
+    let dir = tmp();
+    let out = dir.path().join("t.sqlite");
+    export_records(&records, &ExportOptions::new(ExportFormat::Sqlite, &out)).unwrap();
+    let db = rusqlite::Connection::open(&out).unwrap();
+    let one = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let calls = records.iter().filter(|r| matches!(r, Record::ApiCall(_))).count() as i64;
+    assert_eq!(one("SELECT COUNT(*) FROM api_calls"), calls);
+    assert_eq!(one("SELECT COUNT(*) FROM api_calls WHERE json_valid(args) = 0"), 0);
+    assert_eq!(one("SELECT COUNT(*) FROM api_calls_named WHERE operation_name IS NULL"), 0);
+    assert_eq!(one("SELECT COUNT(*) FROM api_calls_named WHERE kind_name = 'FOO_API'"), 1);
+    assert_eq!(one("SELECT json_extract(args, '$.stream') = '0xabc' FROM api_calls WHERE kind = 77"), 1);
+    let work = records.iter().filter(|r| matches!(r, Record::Activity(a) if a.phase == phase::NONE)).count() as i64;
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity"), work, "completions merge into their work's row");
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE queue = 0"), 0);
+    // Every device work joins its call, except `alloc_kernel`, which was given none.
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity a JOIN api_calls c USING (correlation)"), work - 1);
     assert_eq!(
-        annotations,
-        [
-            ("axpy".to_owned(), "kernel_allocations[0]".to_owned(), "arg 0: 65536 B DEVICE @ 0x1000".to_owned()),
-            ("axpy".into(), "kernel_allocations[1]".into(), "arg 1: 4096 B HOST @ 0x2000".into()),
-            ("axpy".into(), "kernel_allocations[2]".into(), "implicit: 65536 B SHARED @ 0x30000".into()),
-            ("axpy".into(), "kernel_allocations[0]".into(), "arg 0: 65536 B DEVICE @ 0x1000".into()),
-            ("axpy".into(), "kernel_allocations[1]".into(), "arg 1: 4096 B HOST @ 0x2800".into()),
-        ]
+        one(
+            "SELECT COUNT(*) FROM device_activity_named WHERE kind_name = 'MEMORY_COPY' AND direction NOT IN ('HOST_TO_DEVICE', 'DEVICE_TO_HOST')"
+        ),
+        0
     );
+    assert!(one("SELECT COUNT(*) FROM top_kernels") >= 4);
+    let dispatches = one("SELECT SUM(dispatches) FROM top_kernels");
+    assert_eq!(
+        dispatches,
+        records
+            .iter()
+            .filter(|r| matches!(r, Record::Activity(a) if a.phase == phase::NONE && a.kind == kind::KERNEL_DISPATCH))
+            .count() as i64
+    );
+    let bw: f64 = db.query_row("SELECT MIN(gb_per_s) FROM copy_bandwidth", [], |r| r.get(0)).unwrap();
+    assert!((bw - 10.48576).abs() < 1e-6, "{bw}");
+    assert!(one("SELECT COUNT(*) FROM queue_wait") > 0);
+    assert_eq!(one("SELECT COUNT(*) FROM queue_wait WHERE wait_ns < 0"), 0);
+    assert!(one("SELECT COUNT(*) FROM api_calls_by_thread") > 0);
+    assert_eq!(one("SELECT COUNT(*) FROM queues"), 4);
+    assert_eq!(one("SELECT COUNT(*) FROM queues WHERE in_order = 0"), 1);
+    assert!(one("SELECT COUNT(*) FROM memory WHERE op = 'alloc'") > 0);
+    assert!(one("SELECT COUNT(*) FROM counter_samples") > 0);
+    assert_eq!(one("SELECT COUNT(*) FROM operations WHERE json_valid(args) = 0"), 0);
+    let _ = CopyDirection::HostToDevice;
+}
+
+#[test]
+fn csv_writes_one_file_per_table_with_a_header() {
+    let records = trace();
+    let dir = tmp();
+    let out = dir.path().join("csv");
+    export_records(&records, &ExportOptions::new(ExportFormat::Csv, &out)).unwrap();
+    for t in offtrace_export::Table::ALL {
+        let mut r = csv::Reader::from_path(out.join(format!("{}.csv", t.name()))).unwrap();
+        assert_eq!(r.headers().unwrap().len(), t.columns().len(), "{}", t.name());
+    }
+    let n = csv::Reader::from_path(out.join("api_calls.csv")).unwrap().records().count();
+    assert_eq!(n, records.iter().filter(|r| matches!(r, Record::ApiCall(_))).count());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left beside the output");
+}
+
+/// A source that fails after some records (a disk error, say).
+struct Failing<'a>(&'a [Record]);
+
+impl RecordSource for Failing<'_> {
+    fn header(&self) -> TraceHeader {
+        TraceHeader::monotonic()
+    }
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
+        for r in &self.0[..self.0.len() / 2] {
+            f(r)?;
+        }
+        Err(ExportError::Write { path: "test".into(), source: std::io::Error::other("disk gone") })
+    }
+}
+
+#[test]
+fn a_failed_export_leaves_no_partial_output() {
+    let records = trace();
+    for format in [ExportFormat::Perfetto, ExportFormat::Chrome, ExportFormat::Sqlite, ExportFormat::Csv] {
+        let dir = tmp();
+        let out = dir.path().join("out");
+        assert!(export(&mut Failing(&records), &ExportOptions::new(format, &out)).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{format:?} left something behind");
+        // An earlier good export stays as it was.
+        export_records(&records, &ExportOptions::new(format, &out)).unwrap();
+        assert!(export(&mut Failing(&records), &ExportOptions::new(format, &out)).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{format:?}");
+    }
 }

@@ -38,6 +38,9 @@ pub enum ReadError {
     #[error("I/O error reading the trace at byte {offset}: {source}")]
     Io { offset: u64, source: io::Error },
 
+    #[error("{path} is empty (0 bytes): the recording wrote nothing (it failed to start, or the disk was full)")]
+    Empty { path: PathBuf },
+
     #[error("not an offtrace trace: the file starts with {found:02x?}, expected the magic \"OFFTRACE\"")]
     NotATrace { found: Vec<u8> },
 

@@ -48,24 +48,29 @@
 //! Reading a file: [`TraceReader::open`]. A file whose recording was killed ends the iteration
 //! with [`ReadError::Truncated`] after every record of its complete chunks.
 
+mod chunks;
 mod decode;
 mod encode;
 mod error;
 mod header;
 mod reader;
 mod record;
+mod records;
 mod scan;
 mod tag;
 mod thread_state;
+mod timebase;
 mod typed;
 mod varint;
 mod writer;
 
+pub use chunks::ReadWarning;
 pub use error::{DecodeError, ReadError, WriteError};
 pub use header::{
     CHUNK_HEADER_LEN, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, SUPPORTED_VERSIONS, TraceHeader,
 };
 pub use reader::TraceReader;
 pub use record::*;
+pub use records::{Batch, ReadOptions, ReadOutcome, TraceRecords};
 pub use scan::TraceScan;
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

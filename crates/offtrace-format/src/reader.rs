@@ -4,7 +4,7 @@
 //! converted from raw ticks to CLOCK_MONOTONIC nanoseconds with the latest calibration point
 //! (the header's start point, then each [`Record::ClockSync`] in file order):
 //! `ns = sync.monotonic_ns + (ticks - sync.ticks) * 1e9 / ticks_per_second` for the TSC, the
-//! identity for [`ClockSource::Monotonic`].
+//! identity for [`crate::ClockSource::Monotonic`].
 //!
 //! A chunk is verified (length bounds, crc32, decompression) before any of its records is
 //! returned. How the iteration ends tells how the recording ended:
@@ -24,7 +24,8 @@ use crate::header::{
     CHUNK_FLAG_LZ4, CHUNK_HEADER_LEN, CHUNK_MAGIC, ChunkHeader, END_MAGIC, EndMarker, FILE_HEADER_LEN, HeaderProblem,
     MAX_CHUNK_BYTES, SUPPORTED_VERSIONS, TraceHeader, decode_file_header,
 };
-use crate::record::{ClockSource, Record};
+use crate::record::Record;
+use crate::timebase::Timebase;
 
 /// LZ4 cannot expand a block by more than this factor: bounds the decompression buffer by the
 /// bytes actually read.
@@ -74,9 +75,7 @@ pub struct TraceReader<R: Read> {
     record_in_chunk: u32,
     pub(crate) records_read: u64,
     decoder: Decoder,
-    sync_ticks: u64,
-    sync_ns: u64,
-    ns_per_tick: f64,
+    timebase: Timebase,
     saw_end_record: bool,
 }
 
@@ -136,9 +135,7 @@ impl<R: Read> TraceReader<R> {
             record_in_chunk: 0,
             records_read: 0,
             decoder: Decoder::for_version(header.version),
-            sync_ticks: header.start_ticks,
-            sync_ns: header.start_monotonic_ns,
-            ns_per_tick: 1e9 / header.ticks_per_second,
+            timebase: Timebase::new(&header),
             saw_end_record: false,
         })
     }
@@ -181,16 +178,7 @@ impl<R: Read> TraceReader<R> {
     /// Converts raw ticks of this trace's clock to CLOCK_MONOTONIC nanoseconds with the current
     /// calibration point (saturating at 0 and `u64::MAX`).
     pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        match self.header.clock {
-            ClockSource::Monotonic => ticks,
-            ClockSource::Tsc => {
-                let delta = i128::from(ticks) - i128::from(self.sync_ticks);
-                // f64 → i128 `as` saturates and maps NaN to 0: no panic on any header.
-                let ns_delta = (delta as f64 * self.ns_per_tick).round() as i128;
-                let ns = i128::from(self.sync_ns).saturating_add(ns_delta);
-                ns.clamp(0, i128::from(u64::MAX)) as u64
-            }
-        }
+        self.timebase.ticks_to_ns(ticks)
     }
 
     fn fail(&mut self, e: ReadError) -> Option<Result<Record, ReadError>> {
@@ -230,13 +218,9 @@ impl<R: Read> TraceReader<R> {
                 self.records_left -= 1;
                 self.record_in_chunk += 1;
                 self.records_read += 1;
-                match &mut record {
-                    Record::ClockSync { ticks, monotonic_ns, .. } => {
-                        self.sync_ticks = *ticks;
-                        self.sync_ns = *monotonic_ns;
-                    }
-                    Record::End { .. } => self.saw_end_record = true,
-                    other => other.map_host_times(|t| self.ticks_to_ns(t)),
+                self.timebase.convert(&mut record);
+                if matches!(record, Record::End { .. }) {
+                    self.saw_end_record = true;
                 }
                 Ok(record)
             }

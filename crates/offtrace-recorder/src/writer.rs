@@ -182,6 +182,8 @@ struct Writer {
     drops: u64,
     seen_kinds: HashSet<u32>,
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
+    /// The operation of the last typed entry (defined already).
+    last_op: Option<(u32, u32)>,
     words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
@@ -221,10 +223,22 @@ impl Writer {
     }
 
     /// Writes `KindDef` and `OperationDef` for (kind, op) the first time it appears.
+    #[inline]
     fn define_operation(&mut self, kind: u32, op: u32) {
+        // The previous entry's operation (runs of the same call are common): no hash look-up.
+        if self.last_op == Some((kind, op)) {
+            return;
+        }
+        self.last_op = Some((kind, op));
         if self.seen_ops.contains(&(kind, op)) {
             return;
         }
+        self.define_new_operation(kind, op);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn define_new_operation(&mut self, kind: u32, op: u32) {
         self.seen_ops.insert((kind, op));
         let defs = &self.inner.defs;
         let k = Kind::from_u32(kind);
@@ -269,13 +283,12 @@ impl Writer {
             let (ts, correlation) = (words[at + 1], words[at + 2]);
             let body = &words[at + HEAD_WORDS..at + n];
             if tag == TAG_RAW {
-                if let Some(layer) = self.inner.raw.get() {
-                    let mut out = Vec::new();
-                    layer.decode(tid, ts, op, body, &mut |r| out.push(r));
+                let inner: &'static Inner = self.inner;
+                if let Some(layer) = inner.raw.get() {
+                    // Definitions queued while the entry was encoded, then its records written
+                    // as they are decoded (a record is large: no list of them, no moves).
                     self.write_definitions();
-                    for r in &out {
-                        self.write(r);
-                    }
+                    layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
                 }
             } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
@@ -303,9 +316,7 @@ impl Writer {
             {
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                let words = &mut self.words;
-                words.reserve(c.len());
-                c.drain_to(snap, |w| words.push(w));
+                c.drain_to_vec(snap, &mut self.words);
             }
             self.entries(r.tid);
             if orphaned {
@@ -359,6 +370,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         drops: 0,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
+        last_op: None,
         words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),

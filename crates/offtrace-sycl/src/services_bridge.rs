@@ -545,69 +545,90 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
             urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
+                let q = queue_info(a[0]);
+                let c = copy(q, a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
                 emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
+                }
             }
             // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
+                let q = queue_info(a[0]);
+                let c = copy(q, a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
+                }
             }
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
+                let q = queue_info(a[0]);
+                let c = copy(q, a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
+                }
             }
             // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
+                let q = queue_info(a[0]);
+                let c = copy(q, a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
+                }
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
             urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
+                let q = queue_info(a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
                     pattern: pattern(a[3], a[2]),
                     pattern_size: a[2],
                     size: a[4],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
-                remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
+                if q.profiling {
+                    remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
+                }
             }
             // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
+                let q = queue_info(a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
                     pattern: pattern(a[2], a[3]),
                     pattern_size: a[3],
                     size: a[5],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
-                remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
+                if q.profiling {
+                    remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
+                }
             }
             // (hQueue, numEventsInWaitList, ...)
             urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
                 if kind_enabled(Kind::Sync) =>
             {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
+                let q = queue_info(a[0]);
                 let s = SyncPayload {
                     object: a[0],
                     event_count: wait_count as u32,
                     queue: a[0],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
-                remember_launch(p, Launch::Barrier(s));
+                if q.profiling {
+                    remember_launch(p, Launch::Barrier(s));
+                }
             }
             // (hContext, hDevice, pProperties, phQueue)
             urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
@@ -695,12 +716,19 @@ fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     }
 }
 
-fn queue_device(queue: u64) -> u64 {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+/// A queue, its device and whether it profiles: one look-up per enqueue (the device for its
+/// activity, the profiling flag for [`remember_launch`]).
+#[derive(Clone, Copy)]
+struct QueueInfo {
+    queue: u64,
+    device: u64,
+    profiling: bool,
 }
 
-fn queue_profiles(queue: u64) -> bool {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+fn queue_info(queue: u64) -> QueueInfo {
+    let (device, profiling) =
+        QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or((0, false));
+    QueueInfo { queue, device, profiling }
 }
 
 /// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
@@ -730,13 +758,13 @@ fn usm_type(ptr: u64) -> MemoryType {
     offtrace_core::lookup_allocation(ptr).map_or(MemoryType::Host, |(_, _, t)| t)
 }
 
-fn copy(queue: u64, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
+fn copy(q: QueueInfo, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
     MemoryCopyPayload {
-        queue,
+        queue: q.queue,
         dst,
         src,
         size,
-        device: queue_device(queue),
+        device: q.device,
         direction: offtrace_core::CopyDirection::from_types(src_type, dst_type),
         src_type,
         dst_type,
@@ -781,10 +809,9 @@ const PROFILING_END: u64 = 3;
 
 /// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
 /// launched (other queues have no device times to wait for: nothing is kept for them).
+/// Keeps a launch on a profiling queue (the caller checks [`QueueInfo::profiling`]) for the
+/// device times its event may report.
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
-    if !queue_profiles(p.args[0]) {
-        return;
-    }
     let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
         return;
     };
@@ -802,10 +829,8 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
     t.insert(event, PendingLaunch { launch, correlation, start: 0, end: 0 });
 }
 
+/// [`remember_launch`] for a kernel on a profiling queue.
 fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
-    if !queue_profiles(a[0]) {
-        return;
-    }
     let mut k = *k;
     k.implicit_allocations = std::ptr::null();
     k.implicit_allocation_count = 0;
@@ -1148,11 +1173,14 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
     let _ = TASK.try_with(|t| t.dispatched.set(true));
-    k.device = queue_device(a[0]);
+    let q = queue_info(a[0]);
+    k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
         k.kernel_name = own.as_ptr();
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
-        remember_kernel_launch(a, &k, own);
+        if q.profiling {
+            remember_kernel_launch(a, &k, own);
+        }
         return;
     }
     let _ = TASK.try_with(|t| {
@@ -1165,7 +1193,10 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
             k.kernel_name = name.as_ptr().cast();
         }
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
-        if let Ok(own) = CStr::from_bytes_until_nul(&name[..]) {
+        // The name's copy (an allocation) only for a launch kept for its device times.
+        if q.profiling
+            && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
+        {
             remember_kernel_launch(a, &k, own.into());
         }
     });

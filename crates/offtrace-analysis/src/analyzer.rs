@@ -1,0 +1,786 @@
+//! [`Analyzer`]: the streaming aggregation behind `offtrace report`, over typed records only.
+//!
+//! Every section is keyed by what the trace itself defines: kinds by their `KindDef` name,
+//! operations by their `OperationDef` name, devices and queues by their definitions. A backend
+//! that emits a kind this crate has never heard of is reported like any other (no code for it
+//! here). The raw notification layer, when recorded, is only counted (`notifications`).
+//!
+//! Memory is bounded by what the program had at once, not by the number of records: distinct
+//! names, operations, queues, threads, live allocations, device work whose enqueuing call
+//! (per thread, [`AWAITING_CALL_MAX`]) or completion ([`PENDING_MAX`]) has not arrived yet,
+//! and the task-graph nodes that may still gain an edge ([`GRAPH_NODES_MAX`]); the capped ones
+//! forget their oldest entries first. A completion that arrives after its work was forgotten is
+//! counted as work of its own.
+//!
+//! Cost: a few small-map lookups per record; device work finds its call without hashing (the
+//! call's record follows its work's on the same thread: a short per-thread list).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use offtrace_format::{
+    Activity, ApiCall, CopyDirection, MemoryRecord, MemoryType, Record, StrId, TaskGraphRecord, phase,
+};
+use rustc_hash::FxHashMap;
+
+use crate::names;
+use crate::naming::display_name;
+use crate::report::*;
+
+/// Device work waiting for its completion, remembered at most.
+pub const PENDING_MAX: usize = 1 << 16;
+/// Device work waiting for its call's record, per thread, at most (calls nest a few deep).
+pub const AWAITING_CALL_MAX: usize = 64;
+/// Task-graph nodes remembered for the longest chain, at most.
+pub const GRAPH_NODES_MAX: usize = 1 << 16;
+
+/// `MEMORY_ALLOC` operations (as the services number them).
+const MEMORY_FREE: u32 = 1;
+/// `TASK_GRAPH` operations.
+const GRAPH_NODE_CREATE: u32 = 0;
+const GRAPH_EDGE_CREATE: u32 = 1;
+const GRAPH_TASK: u32 = 2;
+const GRAPH_SIGNAL: u32 = 3;
+/// `MARKER` operations.
+const MARKER_RANGE: u32 = 1;
+
+#[derive(Debug, Default)]
+struct ApiAcc {
+    d: Durations,
+    errors: u64,
+    device_activities: u64,
+}
+
+/// What names a group of device activity: the kernel's name, else the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ActivityName {
+    Str(StrId),
+    Op(u32),
+}
+
+#[derive(Debug)]
+struct ActivityAcc {
+    kind: u32,
+    name: ActivityName,
+    count: u64,
+    device: Durations,
+    host: Durations,
+    bytes: u64,
+    queues: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct QueueAcc {
+    device: u64,
+    context: u64,
+    flags: Option<u64>,
+    created_ns: Option<u64>,
+    destroyed_ns: Option<u64>,
+    commands: BTreeMap<u32, u64>,
+    busy_ns: u64,
+}
+
+#[derive(Debug, Default)]
+struct ThreadAcc {
+    /// Device work enqueued inside a call whose record (written at the call's exit) has not
+    /// come yet: (correlation, activity group), oldest first.
+    awaiting_call: Vec<(u64, u32)>,
+    name: StrId,
+    api_calls: u64,
+    api_ns: u64,
+    device_activities: u64,
+    drops: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct AllocAcc {
+    count: u64,
+    bytes: u64,
+    max: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct CopyAcc {
+    count: u64,
+    bytes: u64,
+    device_count: u64,
+    device_bytes: u64,
+    device_ns: u64,
+}
+
+#[derive(Debug, Default)]
+struct CounterAcc {
+    device: u64,
+    name: StrId,
+    unit: StrId,
+    value_type: u8,
+    samples: u64,
+    min: f64,
+    max: f64,
+    sum: f64,
+    last: f64,
+}
+
+/// A task-graph node, for the longest chain: chain length ending here (real commands only),
+/// its predecessor on that chain, and its name.
+#[derive(Debug, Clone, Copy)]
+struct NodeAcc {
+    len: u32,
+    real: bool,
+    pred: u64,
+    name: StrId,
+}
+
+/// Reads typed records in file order and aggregates them into a [`Report`].
+#[derive(Debug, Default)]
+pub struct Analyzer {
+    records: u64,
+    info: BTreeMap<String, String>,
+    format_version: u16,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    end: Option<(u64, u64)>,
+    strings: FxHashMap<u32, Box<str>>,
+    kinds: FxHashMap<u32, StrId>,
+    ops: FxHashMap<(u32, u32), StrId>,
+    devices: FxHashMap<u64, StrId>,
+    threads: FxHashMap<u32, ThreadAcc>,
+    api: FxHashMap<(u32, u32), ApiAcc>,
+    activity: Vec<ActivityAcc>,
+    activity_index: FxHashMap<(u32, ActivityName), usize>,
+    /// Device work enqueued without device times: (kind, correlation) → its group, so that the
+    /// completion record adds its device time to the same group instead of counting it again.
+    awaiting_completion: FxHashMap<(u32, u64), usize>,
+    completion_order: VecDeque<(u32, u64)>,
+    queues: FxHashMap<u64, QueueAcc>,
+    queue_order: Vec<u64>,
+    live: FxHashMap<u64, (u64, MemoryType, u64)>,
+    live_bytes: u64,
+    peak_live: u64,
+    peak_live_ns: Option<u64>,
+    frees: u64,
+    unmatched_frees: u64,
+    allocations: BTreeMap<(u8, u64), AllocAcc>,
+    copies: BTreeMap<u8, CopyAcc>,
+    fills: FillStats,
+    nodes: FxHashMap<u64, NodeAcc>,
+    node_order: VecDeque<u64>,
+    /// Event (signalled by a command) → the command's node, for nodes that stand for an event.
+    signalled: FxHashMap<u64, u64>,
+    signal_order: VecDeque<u64>,
+    graph_nodes: u64,
+    graph_edges: u64,
+    graph_signals: u64,
+    unresolved_edges: u64,
+    counters: BTreeMap<u64, CounterAcc>,
+    markers: BTreeMap<(u32, u32), (u64, u64)>,
+    open_ranges: FxHashMap<(u32, u64), u64>,
+    other: BTreeMap<(u32, u32), u64>,
+    drops: DropStats,
+    stream_names: FxHashMap<u8, StrId>,
+    notifications: FxHashMap<(u8, u16), u64>,
+}
+
+impl Analyzer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The trace's format version (for the report's facts).
+    pub fn set_format_version(&mut self, version: u16) {
+        self.format_version = version;
+    }
+
+    fn str(&self, id: StrId) -> &str {
+        self.strings.get(&id.0).map_or("", |s| s)
+    }
+
+    fn kind_name(&self, kind: u32) -> String {
+        match self.kinds.get(&kind) {
+            Some(&s) if !self.str(s).is_empty() => self.str(s).to_owned(),
+            _ => format!("KIND_{kind}"),
+        }
+    }
+
+    fn op_name(&self, kind: u32, op: u32) -> String {
+        match self.ops.get(&(kind, op)) {
+            Some(&s) if !self.str(s).is_empty() => self.str(s).to_owned(),
+            _ => format!("op_{op}"),
+        }
+    }
+
+    fn device_name(&self, device: u64) -> String {
+        match self.devices.get(&device) {
+            Some(&s) if !self.str(s).is_empty() => self.str(s).to_owned(),
+            _ if device == 0 => String::new(),
+            _ => format!("{device:#x}"),
+        }
+    }
+
+    fn seen(&mut self, ts: u64) {
+        if ts == 0 {
+            return;
+        }
+        if self.first_ns.is_none_or(|f| ts < f) {
+            self.first_ns = Some(ts);
+        }
+        self.last_ns = self.last_ns.max(ts);
+    }
+
+    /// Takes one record (in file order).
+    pub fn push(&mut self, record: &Record) {
+        self.records += 1;
+        match record {
+            Record::Info { key, value } => {
+                self.info.insert(key.clone(), value.clone());
+            }
+            Record::String { id, text } => {
+                // Names are shown in the one style of every section; demangled once, here.
+                self.strings.insert(id.0, display_name(text).into_owned().into_boxed_str());
+            }
+            Record::Thread { tid, name } => self.threads.entry(*tid).or_default().name = *name,
+            Record::Stream { id, name, .. } => {
+                self.stream_names.insert(*id, *name);
+            }
+            Record::KindDef { kind, name } => {
+                self.kinds.insert(*kind, *name);
+            }
+            Record::OperationDef(d) => {
+                self.ops.insert((d.kind, d.op), d.name);
+            }
+            Record::Device(d) => {
+                self.devices.insert(d.handle, d.name);
+            }
+            Record::ApiCall(a) => self.api_call(a),
+            Record::Activity(a) => self.activity(a),
+            Record::Queue(q) => {
+                self.seen(q.ts);
+                let known = self.queues.contains_key(&q.queue);
+                if !known {
+                    self.queue_order.push(q.queue);
+                }
+                let acc = self.queues.entry(q.queue).or_default();
+                match q.op {
+                    0 => {
+                        acc.device = q.device;
+                        acc.context = q.context;
+                        acc.flags = Some(q.flags);
+                        acc.created_ns = Some(q.ts);
+                    }
+                    1 => acc.destroyed_ns = Some(q.ts),
+                    _ => {}
+                }
+            }
+            Record::Memory(m) => self.memory(m),
+            Record::TaskGraph(t) => self.task_graph(t),
+            Record::Sync(s) => self.seen(s.ts),
+            Record::CodeObject(c) => self.seen(c.ts),
+            Record::Marker(m) => {
+                self.seen(m.ts);
+                let acc = self.markers.entry((m.message.0, m.op)).or_default();
+                if m.op == MARKER_RANGE {
+                    match m.phase {
+                        phase::ENTER => {
+                            self.open_ranges.insert((m.tid, m.range_id), m.ts);
+                        }
+                        phase::EXIT => {
+                            acc.0 += 1;
+                            if let Some(start) = self.open_ranges.remove(&(m.tid, m.range_id)) {
+                                acc.1 += m.ts.saturating_sub(start);
+                            }
+                        }
+                        _ => acc.0 += 1,
+                    }
+                } else {
+                    acc.0 += 1;
+                }
+            }
+            Record::CounterDef(d) => {
+                let c = self.counters.entry(d.counter).or_default();
+                c.device = d.device;
+                c.name = d.name;
+                c.unit = d.unit;
+                c.value_type = d.value_type;
+            }
+            Record::CounterSample(s) => {
+                self.seen(s.ts);
+                let c = self.counters.entry(s.counter).or_default();
+                let v = match c.value_type {
+                    1 => s.value as i64 as f64,
+                    2 => f64::from_bits(s.value),
+                    _ => s.value as f64,
+                };
+                if c.samples == 0 {
+                    c.min = v;
+                    c.max = v;
+                } else {
+                    c.min = c.min.min(v);
+                    c.max = c.max.max(v);
+                }
+                c.samples += 1;
+                c.sum += v;
+                c.last = v;
+            }
+            Record::Generic(g) => {
+                self.seen(g.ts);
+                *self.other.entry((g.kind, g.op)).or_default() += 1;
+            }
+            Record::Drops { tid, count } => {
+                self.drops.total += count;
+                *self.drops.by_thread.entry(*tid).or_default() += count;
+                self.threads.entry(*tid).or_default().drops += count;
+            }
+            Record::End { records, drops } => self.end = Some((*records, *drops)),
+            Record::Notification(n) => {
+                self.seen(n.ts);
+                *self.notifications.entry((n.stream, n.trace_type)).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn api_call(&mut self, a: &ApiCall) {
+        self.seen(a.start);
+        self.seen(a.end);
+        let ns = a.end.saturating_sub(a.start);
+        let acc = self.api.entry((a.kind, a.op)).or_default();
+        acc.d.add(ns);
+        if a.result.is_some_and(|r| r != 0) {
+            acc.errors += 1;
+        }
+        let t = self.threads.entry(a.tid).or_default();
+        t.api_calls += 1;
+        t.api_ns += ns;
+        if !t.awaiting_call.is_empty() {
+            let before = t.awaiting_call.len();
+            let activity = &mut self.activity;
+            t.awaiting_call.retain(|&(corr, g)| {
+                if corr != a.correlation {
+                    return true;
+                }
+                activity[g as usize].host.add(ns);
+                false
+            });
+            let found = (before - t.awaiting_call.len()) as u64;
+            acc.device_activities += found;
+            t.device_activities += found;
+        }
+    }
+
+    fn activity_group(&mut self, a: &Activity) -> usize {
+        let name = if a.name.0 != 0 { ActivityName::Str(a.name) } else { ActivityName::Op(a.op) };
+        let key = (a.kind, name);
+        if let Some(&i) = self.activity_index.get(&key) {
+            return i;
+        }
+        self.activity.push(ActivityAcc {
+            kind: a.kind,
+            name,
+            count: 0,
+            device: Durations::default(),
+            host: Durations::default(),
+            bytes: 0,
+            queues: Vec::new(),
+        });
+        let i = self.activity.len() - 1;
+        self.activity_index.insert(key, i);
+        i
+    }
+
+    fn activity(&mut self, a: &Activity) {
+        self.seen(a.ts);
+        let key = (a.kind, a.correlation);
+        // A completion of work already counted adds its device time to that work's group.
+        let completes = a.phase == phase::COMPLETE && a.correlation != 0;
+        let (group, counted) = match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
+            Some(g) => (g, true),
+            None => (self.activity_group(a), false),
+        };
+        let known = a.device_start != 0 && a.device_end >= a.device_start;
+        let acc = &mut self.activity[group];
+        if !counted {
+            acc.count += 1;
+            acc.bytes += a.bytes;
+            if !acc.queues.contains(&a.queue) && acc.queues.len() < 64 {
+                acc.queues.push(a.queue);
+            }
+        }
+        if known {
+            acc.device.add(a.device_end - a.device_start);
+            self.seen(a.device_start);
+            self.seen(a.device_end);
+        }
+        if !counted {
+            if a.correlation != 0 && a.phase != phase::COMPLETE {
+                let waiting = &mut self.threads.entry(a.tid).or_default().awaiting_call;
+                if waiting.len() >= AWAITING_CALL_MAX {
+                    waiting.remove(0);
+                }
+                waiting.push((a.correlation, group as u32));
+                if !known {
+                    self.awaiting_completion.insert(key, group);
+                    self.completion_order.push_back(key);
+                    if self.completion_order.len() > PENDING_MAX
+                        && let Some(old) = self.completion_order.pop_front()
+                    {
+                        self.awaiting_completion.remove(&old);
+                    }
+                }
+            }
+            if !self.queues.contains_key(&a.queue) {
+                self.queue_order.push(a.queue);
+            }
+            let q = self.queues.entry(a.queue).or_default();
+            if q.device == 0 {
+                q.device = a.device;
+            }
+            *q.commands.entry(a.kind).or_default() += 1;
+        }
+        if known {
+            self.queues.entry(a.queue).or_default().busy_ns += a.device_end - a.device_start;
+        }
+        // Copies and fills by direction (a kernel has no bytes).
+        if a.bytes != 0 || a.direction != CopyDirection::Unknown {
+            let device_ns = if known { Some(a.device_end - a.device_start) } else { None };
+            if self.is_fill(a.kind) {
+                if !counted {
+                    self.fills.count += 1;
+                    self.fills.bytes += a.bytes;
+                }
+                if let Some(ns) = device_ns {
+                    self.fills.device_count += 1;
+                    self.fills.device_ns += ns;
+                }
+            } else {
+                let c = self.copies.entry(a.direction as u8).or_default();
+                if !counted {
+                    c.count += 1;
+                    c.bytes += a.bytes;
+                }
+                if let Some(ns) = device_ns {
+                    c.device_count += 1;
+                    c.device_bytes += a.bytes;
+                    c.device_ns += ns;
+                }
+            }
+        }
+    }
+
+    fn is_fill(&self, kind: u32) -> bool {
+        self.kinds.get(&kind).is_some_and(|&s| self.str(s).contains("FILL"))
+    }
+
+    fn memory(&mut self, m: &MemoryRecord) {
+        self.seen(m.ts);
+        if m.op == MEMORY_FREE {
+            self.frees += 1;
+            match self.live.remove(&m.ptr) {
+                Some((size, _, _)) => self.live_bytes = self.live_bytes.saturating_sub(size),
+                None => self.unmatched_frees += 1,
+            }
+            return;
+        }
+        let a = self.allocations.entry((m.memory_type as u8, m.device)).or_default();
+        a.count += 1;
+        a.bytes += m.size;
+        a.max = a.max.max(m.size);
+        if let Some((old, _, _)) = self.live.insert(m.ptr, (m.size, m.memory_type, m.device)) {
+            // The address came back without a free we saw: the old allocation is gone.
+            self.live_bytes = self.live_bytes.saturating_sub(old);
+        }
+        self.live_bytes += m.size;
+        if self.live_bytes > self.peak_live {
+            self.peak_live = self.live_bytes;
+            self.peak_live_ns = Some(m.ts);
+        }
+    }
+
+    fn task_graph(&mut self, t: &TaskGraphRecord) {
+        self.seen(t.ts);
+        match t.op {
+            GRAPH_NODE_CREATE => {
+                self.graph_nodes += 1;
+                // A node submitted to a queue is a real command; one without a queue is so far
+                // virtual (until its task runs, below).
+                let real = t.queue != 0;
+                let mut node = NodeAcc { len: u32::from(real), real, pred: 0, name: t.name };
+                // A node that stands for an event (a dependency on earlier work) continues the
+                // chain of the command that signalled that event.
+                if t.event != 0
+                    && let Some(&cmd) = self.signalled.get(&t.event)
+                    && let Some(c) = self.nodes.get(&cmd)
+                    && c.len + node.len > node.len
+                {
+                    node.len += c.len;
+                    node.pred = cmd;
+                }
+                if self.nodes.insert(t.node, node).is_none() {
+                    self.node_order.push_back(t.node);
+                    if self.node_order.len() > GRAPH_NODES_MAX
+                        && let Some(old) = self.node_order.pop_front()
+                    {
+                        self.nodes.remove(&old);
+                    }
+                }
+            }
+            GRAPH_EDGE_CREATE => {
+                self.graph_edges += 1;
+                let (Some(&s), Some(&target)) = (self.nodes.get(&t.source), self.nodes.get(&t.target)) else {
+                    self.unresolved_edges += 1;
+                    return;
+                };
+                // Nodes arrive in dependency order (a node's edges in before its edges out), so
+                // the chain ending at the source is final when its out-edges are made.
+                let len = s.len + u32::from(target.real);
+                if len > target.len
+                    && let Some(n) = self.nodes.get_mut(&t.target)
+                {
+                    n.len = len;
+                    n.pred = t.source;
+                }
+            }
+            // A node whose command runs as a task is a real command, whatever its creation said.
+            // Its task begins when it is submitted, before later nodes depend on it.
+            GRAPH_TASK if t.phase == phase::ENTER => {
+                if let Some(n) = self.nodes.get_mut(&t.node)
+                    && !n.real
+                {
+                    n.real = true;
+                    n.len += 1;
+                }
+            }
+            GRAPH_SIGNAL => {
+                self.graph_signals += 1;
+                if t.event != 0 && self.signalled.insert(t.event, t.node).is_none() {
+                    self.signal_order.push_back(t.event);
+                    if self.signal_order.len() > GRAPH_NODES_MAX
+                        && let Some(old) = self.signal_order.pop_front()
+                    {
+                        self.signalled.remove(&old);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn longest_chain(&self) -> (u64, Vec<String>) {
+        let Some((&end, best)) = self.nodes.iter().max_by_key(|(id, n)| (n.len, std::cmp::Reverse(**id))) else {
+            return (0, Vec::new());
+        };
+        let mut names = Vec::new();
+        let mut cur = Some((end, *best));
+        let mut steps = 0;
+        while let Some((_, n)) = cur {
+            if n.real {
+                names.push(self.str(n.name).to_owned());
+            }
+            steps += 1;
+            cur = (n.pred != 0 && steps <= self.nodes.len())
+                .then(|| self.nodes.get(&n.pred).map(|p| (n.pred, *p)))
+                .flatten();
+        }
+        names.reverse();
+        (u64::from(best.len), names)
+    }
+
+    /// The report. `outcome` says how the reading ended; `warnings` what was stepped over.
+    pub fn finish(self, complete: bool, warnings: Vec<String>, problem: Option<String>) -> Report {
+        let mut api_calls: Vec<ApiCallStats> = self
+            .api
+            .iter()
+            .map(|(&(kind, op), acc)| ApiCallStats {
+                kind: self.kind_name(kind),
+                operation: self.op_name(kind, op),
+                calls: acc.d.count,
+                total_ns: acc.d.total_ns,
+                mean_ns: acc.d.mean_ns(),
+                min_ns: acc.d.min_ns,
+                max_ns: acc.d.max_ns,
+                errors: acc.errors,
+                device_activities: acc.device_activities,
+            })
+            .collect();
+        api_calls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.operation.cmp(&b.operation)));
+
+        let mut device_activity: Vec<DeviceActivityStats> = self
+            .activity
+            .iter()
+            .map(|a| {
+                let known = a.device.count > 0;
+                DeviceActivityStats {
+                    kind: self.kind_name(a.kind),
+                    name: match a.name {
+                        ActivityName::Str(s) => self.str(s).to_owned(),
+                        ActivityName::Op(op) => self.op_name(a.kind, op),
+                    },
+                    count: a.count,
+                    device_count: a.device.count,
+                    device_total_ns: known.then_some(a.device.total_ns),
+                    device_mean_ns: known.then(|| a.device.mean_ns()),
+                    device_min_ns: known.then_some(a.device.min_ns),
+                    device_max_ns: known.then_some(a.device.max_ns),
+                    host_enqueue_count: a.host.count,
+                    host_enqueue_total_ns: a.host.total_ns,
+                    host_enqueue_mean_ns: a.host.mean_ns(),
+                    bytes: a.bytes,
+                    queues: a.queues.clone(),
+                }
+            })
+            .collect();
+        device_activity.sort_by(|a, b| {
+            b.device_total_ns
+                .unwrap_or(0)
+                .cmp(&a.device_total_ns.unwrap_or(0))
+                .then(b.count.cmp(&a.count))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+
+        let memory_type_name = |t: u8| MemoryType::from_u8(t).map_or("UNKNOWN", MemoryType::name).to_owned();
+        let memory = MemoryReport {
+            allocations: self
+                .allocations
+                .iter()
+                .map(|(&(t, dev), a)| AllocationStats {
+                    memory_type: memory_type_name(t),
+                    device: self.device_name(dev),
+                    count: a.count,
+                    bytes: a.bytes,
+                    max_bytes: a.max,
+                })
+                .collect(),
+            peak_live_bytes: self.peak_live,
+            peak_live_ns: self.peak_live_ns,
+            live_bytes_at_end: self.live_bytes,
+            frees: self.frees,
+            unmatched_frees: self.unmatched_frees,
+            copies: self
+                .copies
+                .iter()
+                .map(|(&d, c)| CopyStats {
+                    direction: CopyDirection::from_u8(d).unwrap_or_default().name().to_owned(),
+                    count: c.count,
+                    bytes: c.bytes,
+                    device_count: c.device_count,
+                    device_bytes: c.device_bytes,
+                    device_ns: c.device_ns,
+                    bandwidth_gb_s: (c.device_ns > 0).then(|| c.device_bytes as f64 / c.device_ns as f64),
+                })
+                .collect(),
+            fills: self.fills.clone(),
+        };
+
+        let queues = self
+            .queue_order
+            .iter()
+            .filter_map(|q| self.queues.get(q).map(|acc| (*q, acc)))
+            .map(|(queue, q)| QueueStats {
+                queue,
+                device: self.device_name(q.device),
+                context: q.context,
+                in_order: q.flags.map(|f| f & 1 != 0),
+                created_ns: q.created_ns,
+                destroyed_ns: q.destroyed_ns,
+                commands: q.commands.iter().map(|(&k, &n)| (self.kind_name(k), n)).collect(),
+                total_commands: q.commands.values().sum(),
+                device_busy_ns: q.busy_ns,
+            })
+            .collect();
+
+        let (longest_chain_len, longest_chain) = self.longest_chain();
+        let task_graph = TaskGraphReport {
+            nodes: self.graph_nodes,
+            edges: self.graph_edges,
+            signals: self.graph_signals,
+            unresolved_edges: self.unresolved_edges,
+            longest_chain_len,
+            longest_chain,
+        };
+
+        let mut threads: Vec<(&u32, &ThreadAcc)> = self.threads.iter().collect();
+        threads.sort_unstable_by_key(|(tid, _)| **tid);
+        let threads = threads
+            .into_iter()
+            .map(|(&tid, t)| ThreadStats {
+                tid,
+                name: self.str(t.name).to_owned(),
+                api_calls: t.api_calls,
+                api_total_ns: t.api_ns,
+                device_activities: t.device_activities,
+                drops: t.drops,
+            })
+            .collect();
+
+        let counters = self
+            .counters
+            .values()
+            .map(|c| CounterStats {
+                name: self.str(c.name).to_owned(),
+                unit: self.str(c.unit).to_owned(),
+                device: self.device_name(c.device),
+                samples: c.samples,
+                min: c.min,
+                max: c.max,
+                mean: if c.samples > 0 { c.sum / c.samples as f64 } else { 0.0 },
+                last: c.last,
+            })
+            .collect();
+
+        let markers = self
+            .markers
+            .iter()
+            .map(|(&(msg, op), &(count, total_ns))| MarkerStats {
+                name: self.str(StrId(msg)).to_owned(),
+                kind: if op == MARKER_RANGE { "RANGE" } else { "MARK" }.to_owned(),
+                count,
+                total_ns,
+            })
+            .collect();
+
+        let other = self
+            .other
+            .iter()
+            .map(|(&(kind, op), &count)| OtherStats {
+                kind: self.kind_name(kind),
+                operation: self.op_name(kind, op),
+                count,
+            })
+            .collect();
+
+        let mut notifications: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for (&(stream, tt), &n) in &self.notifications {
+            let sname = match self.stream_names.get(&stream) {
+                Some(&s) if !self.str(s).is_empty() => self.str(s).to_owned(),
+                _ => format!("stream_{stream}"),
+            };
+            *notifications.entry(sname).or_default().entry(names::trace_type_name(tt).into_owned()).or_default() += n;
+        }
+
+        let first = self.first_ns;
+        Report {
+            trace: TraceFacts {
+                info: self.info,
+                format_version: self.format_version,
+                records: self.records,
+                first_ns: first,
+                last_ns: first.map(|_| self.last_ns),
+                wall_ns: first.map_or(0, |f| self.last_ns.saturating_sub(f)),
+                complete: complete && self.end.is_some(),
+                warnings,
+                problem,
+                end_records: self.end.map(|e| e.0),
+                end_drops: self.end.map(|e| e.1),
+            },
+            api_calls,
+            device_activity,
+            memory,
+            queues,
+            task_graph,
+            threads,
+            counters,
+            markers,
+            other,
+            drops: self.drops,
+            notifications,
+        }
+    }
+}

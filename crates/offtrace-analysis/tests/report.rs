@@ -1,0 +1,158 @@
+//! The analyzer on synthetic typed traces: every section adds up to what was emitted.
+
+#![allow(clippy::unwrap_used)]
+
+use offtrace_analysis::testing::{TypedBuilder, kind, sycl_like, ur};
+use offtrace_analysis::{Analyzer, Report};
+use offtrace_format::*;
+
+fn analyze(records: &[Record]) -> Report {
+    let mut a = Analyzer::new();
+    for r in records {
+        a.push(r);
+    }
+    a.finish(true, Vec::new(), None)
+}
+
+fn sycl(threads: u32, records: u64) -> (Vec<Record>, u64) {
+    let mut b = TypedBuilder::new(Vec::new());
+    let submits = sycl_like(&mut b, threads, records, |v: &Vec<Record>| v.len() as u64);
+    (b.out, submits)
+}
+
+#[test]
+fn api_calls_and_device_activity_add_up_to_what_was_emitted() {
+    let (records, submits) = sycl(3, 20_000);
+    let r = analyze(&records);
+    let launches = r.api_calls.iter().find(|c| c.operation == "urEnqueueKernelLaunch").unwrap();
+    assert_eq!(launches.kind, "UR_API");
+    assert_eq!(launches.calls, submits);
+    assert_eq!(launches.device_activities, submits);
+    assert_eq!(launches.mean_ns, 890);
+    let emitted_calls = records.iter().filter(|r| matches!(r, Record::ApiCall(_))).count() as u64;
+    assert_eq!(r.api_calls.iter().map(|c| c.calls).sum::<u64>(), emitted_calls);
+    let kernels: Vec<_> = r.device_activity.iter().filter(|d| d.kind == "KERNEL_DISPATCH").collect();
+    assert_eq!(kernels.len(), 4);
+    assert_eq!(kernels.iter().map(|k| k.count).sum::<u64>(), submits, "a completion is not counted twice");
+    let timed: u64 = kernels.iter().map(|k| k.device_count).sum();
+    let per_thread = submits.div_ceil(3);
+    assert!(timed >= submits / 2 && timed <= per_thread * 3, "{timed} of {submits}");
+    for k in &kernels {
+        assert_eq!(k.host_enqueue_count, k.count, "{}: every dispatch found its launching call", k.name);
+        assert_eq!(k.host_enqueue_mean_ns, 890);
+        assert_eq!(k.queues.len(), 3);
+    }
+    assert!(kernels.iter().any(|k| k.name.starts_with("main::{lambda(sycl::handler&)#1}")));
+    // Copies: by direction, bandwidth from device time (1 MiB in 100 µs).
+    let copies = &r.memory.copies;
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    for c in copies {
+        assert_eq!(c.device_count, c.count);
+        let bw = c.bandwidth_gb_s.unwrap();
+        assert!((bw - 10.48576).abs() < 1e-6, "{bw}");
+    }
+    let fills = r.device_activity.iter().find(|d| d.kind == "MEMORY_FILL").unwrap();
+    assert_eq!(fills.name, "usm_fill");
+    assert_eq!(r.memory.fills.count, fills.count);
+    let barriers = r.device_activity.iter().find(|d| d.kind == "SYNC").unwrap();
+    assert_eq!(barriers.name, "barrier");
+}
+
+#[test]
+fn every_device_activity_has_its_queue_and_queues_list_their_commands() {
+    let (records, submits) = sycl(2, 10_000);
+    let r = analyze(&records);
+    assert_eq!(r.queues.len(), 2);
+    let activities =
+        records.iter().filter(|r| matches!(r, Record::Activity(a) if a.phase == phase::NONE)).count() as u64;
+    assert_eq!(r.queues.iter().map(|q| q.total_commands).sum::<u64>(), activities);
+    for q in &r.queues {
+        assert_eq!(q.in_order, Some(true));
+        assert!(q.created_ns.is_some() && q.destroyed_ns.is_some());
+        assert!(q.commands["KERNEL_DISPATCH"] >= submits / 2);
+        assert!(q.device_busy_ns > 0);
+        assert!(!q.device.is_empty() && !q.device.starts_with("0x"), "{}", q.device);
+    }
+}
+
+#[test]
+fn memory_threads_graph_counters() {
+    let (records, submits) = sycl(2, 30_000);
+    let r = analyze(&records);
+    let allocs: u64 = r.memory.allocations.iter().map(|a| a.count).sum();
+    assert!(allocs > 0);
+    assert_eq!(r.memory.frees, allocs);
+    assert_eq!(r.memory.peak_live_bytes, 1 << 20);
+    assert_eq!(r.memory.live_bytes_at_end, 0);
+    assert!(r.memory.allocations.iter().all(|a| a.memory_type == "DEVICE"));
+    assert_eq!(r.threads.len(), 2);
+    assert_eq!(
+        r.threads.iter().map(|t| t.device_activities).sum::<u64>(),
+        r.device_activity.iter().map(|d| d.count).sum()
+    );
+    assert_eq!(r.task_graph.nodes, submits);
+    assert_eq!(r.task_graph.edges, submits - 2);
+    assert_eq!(r.task_graph.longest_chain_len, submits.div_ceil(2));
+    assert_eq!(r.task_graph.longest_chain.len() as u64, r.task_graph.longest_chain_len);
+    assert_eq!(r.counters.len(), 1);
+    assert_eq!(r.counters[0].unit, "W");
+    assert!(r.counters[0].samples > 0);
+}
+
+#[test]
+fn a_made_up_kind_is_named_by_its_definitions() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(77, "FOO_API");
+    b.op(77, 3, "fooLaunch", &[("stream", "foo_stream_t", 3)]);
+    b.op(kind::UR_API, ur::QUEUE_FINISH, "urQueueFinish", &[]);
+    for i in 0..10 {
+        b.api_call(77, 3, 1, 100 * i, 100 * i + 40, i + 1, &[0x10], if i == 9 { -1 } else { 0 });
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.api_calls.len(), 1);
+    let c = &r.api_calls[0];
+    assert_eq!(
+        (c.kind.as_str(), c.operation.as_str(), c.calls, c.total_ns, c.errors),
+        ("FOO_API", "fooLaunch", 10, 400, 1)
+    );
+}
+
+#[test]
+fn a_chain_counts_real_commands_only() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.node(1, 1, 10, "a", 0x5000);
+    b.node(1, 2, 11, "virtual", 0);
+    b.node(1, 3, 12, "b", 0x5000);
+    b.node(1, 4, 13, "c", 0x5000);
+    b.edge(1, 5, 10, 11);
+    b.edge(1, 5, 11, 12);
+    b.edge(1, 5, 12, 13);
+    b.edge(1, 5, 99, 13);
+    // A node created without a queue whose command then runs as a task is real too.
+    b.node(1, 6, 14, "d", 0);
+    b.out.push(Record::TaskGraph(TaskGraphRecord {
+        op: 2,
+        phase: phase::ENTER,
+        tid: 1,
+        ts: 7,
+        node: 14,
+        ..Default::default()
+    }));
+    b.edge(1, 8, 13, 14);
+    // d signals event 0xe; a virtual node standing for that event leads to e.
+    b.out.push(Record::TaskGraph(TaskGraphRecord { op: 3, tid: 1, ts: 9, node: 14, event: 0xe, ..Default::default() }));
+    b.out.push(Record::TaskGraph(TaskGraphRecord {
+        op: 0,
+        tid: 1,
+        ts: 10,
+        node: 15,
+        event: 0xe,
+        ..Default::default()
+    }));
+    b.node(1, 11, 16, "e", 0x5000);
+    b.edge(1, 12, 15, 16);
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain_len, 5);
+    assert_eq!(r.task_graph.longest_chain, vec!["a", "b", "c", "d", "e"]);
+    assert_eq!(r.task_graph.unresolved_edges, 1);
+}
