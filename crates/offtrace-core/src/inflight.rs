@@ -429,7 +429,7 @@ impl ThreadSlot {
     /// The stopper's wait on one slot, after its `active` store and [`heavy_fence`]: until the
     /// slot's thread is not busy in context slot `i` (unless `own`: the caller's own slot) and,
     /// with `open_pairs`, holds no open pair of it while alive (never for `own`).
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     pub(crate) fn wait_idle(&self, i: usize, own: bool, open_pairs: bool) {
         self.wait_idle_until(i, own, open_pairs, None);
     }
