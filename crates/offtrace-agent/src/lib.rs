@@ -25,6 +25,7 @@
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 
 pub mod config;
+pub mod metrics;
 pub mod recorder;
 
 // The OpenCL backend's layer entry points (`clGetLayerInfo`, `clInitLayer[WithProperties]`,

@@ -195,6 +195,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if let Some(t) = &tools {
         cmd.env("OFFTRACE_TOOLS", t);
     }
+    crate::metrics_cmd::record_env(&mut cmd, &cfg.metrics)?;
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
@@ -290,8 +291,10 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
+    let counters = crate::metrics_cmd::after_spawn(&cmd, child.id());
     let status = child.wait().context("waiting for the program")?;
     signals::set_child(0);
+    counters.print();
     let code = {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
