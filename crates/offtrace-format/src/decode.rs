@@ -107,11 +107,31 @@ impl Decoder {
 
     /// Decodes the record at the cursor. Notification timestamps are raw ticks.
     pub fn decode(&mut self, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+        let mut out = None;
+        self.decode_with(c, |r| out = Some(r))?;
+        out.ok_or(DecodeError::Invalid { what: "record (none decoded)", found: 0 })
+    }
+
+    /// Decodes the record at the cursor and appends it to `out` (what the tool's reader uses:
+    /// the record is built in place, not copied through return values).
+    #[inline]
+    pub fn decode_into(&mut self, c: &mut Cursor<'_>, out: &mut Vec<Record>) -> Result<(), DecodeError> {
+        self.decode_with(c, |r| out.push(r))
+    }
+
+    /// Decodes the record at the cursor and hands it to `sink` (see [`crate::typed`]'s
+    /// `decode_with` for why a sink).
+    #[inline(always)]
+    fn decode_with(&mut self, c: &mut Cursor<'_>, sink: impl FnOnce(Record)) -> Result<(), DecodeError> {
         let tag = c.u8("record tag")?;
         if tag & TAG_NOTIFICATION != 0 {
-            return self.decode_notification(tag, c).map(Record::Notification);
+            sink(Record::Notification(self.decode_notification(tag, c)?));
+            return Ok(());
         }
-        Ok(match tag {
+        if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
+            return crate::typed::decode_with(tag, &mut self.threads, c, sink);
+        }
+        let record = match tag {
             TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },
             TAG_CLOCK_SYNC => Record::ClockSync {
                 ticks: c.varint("ClockSync ticks")?,
@@ -162,12 +182,14 @@ impl Decoder {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
             }
             TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
-            FIRST_V3_TAG..=LAST_V3_TAG if self.version < 3 => {
+            // Version 3 and later decoded them above.
+            FIRST_V3_TAG..=LAST_V3_TAG => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 3 });
             }
-            FIRST_V3_TAG..=LAST_V3_TAG => crate::typed::decode(tag, &mut self.threads, c)?,
             _ => return Err(DecodeError::UnknownTag { tag }),
-        })
+        };
+        sink(record);
+        Ok(())
     }
 
     fn decode_notification(&mut self, tag: u8, c: &mut Cursor<'_>) -> Result<Notification, DecodeError> {
