@@ -41,7 +41,20 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
+    /// Inlined fast path for the one-byte varints most fields are (deltas, flags, counts).
+    #[inline(always)]
     pub(crate) fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
+        self.varint_long(what)
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         let rest = self.rest();
         match get_u64(rest) {
             Some((v, len)) => {
@@ -55,6 +68,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         let v = self.varint(what)?;
         u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
