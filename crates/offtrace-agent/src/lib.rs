@@ -25,7 +25,15 @@
 //! Cost per notification: see `docs/overhead.md` (## Agent).
 
 pub mod config;
+pub mod metrics;
 pub mod recorder;
+
+// The OpenCL backend's layer entry points (`clGetLayerInfo`, `clInitLayer[WithProperties]`,
+// `clDeinitLayer`) are exported by the agent too: with `OPENCL_LAYERS=<agent>` (what `offtrace
+// record` sets when the agent has them) the ICD loader runs the OpenCL layer in this library, in
+// the same copy of the services as the SYCL backend, so OpenCL commands carry the UR call's
+// correlation and land in the agent's trace.
+use offtrace_opencl as _;
 
 // The SYCL/UR backend lives in `offtrace-sycl`; its modules keep their paths here.
 pub use offtrace_sycl::streams::{SLOT_STREAM, STREAMS, TRAMPOLINES};

@@ -113,6 +113,7 @@ pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> O
     }
     // The typed kinds come from the bridge: switch it on.
     crate::services_bridge::set_active(true);
+    crate::metrics::start_from_env();
     Some(rec)
 }
 
@@ -126,6 +127,8 @@ pub fn finish() {
     if FINISHED.swap(true, Ordering::AcqRel) {
         return;
     }
+    // The samplers' last samples go in before the recorder stops.
+    crate::metrics::stop();
     if let Some(ctx) = RECORDER.get().and_then(|r| r.context.get()) {
         // Stop first: no record is delivered once it returns.
         let _ = offtrace_core::stop_context(*ctx);

@@ -35,6 +35,8 @@ use offtrace_core::{
     ContextId, Kind, ServiceError, UserData,
 };
 
+pub mod metrics;
+pub mod sysman;
 pub mod testing;
 pub mod tools;
 mod xpti_payload;

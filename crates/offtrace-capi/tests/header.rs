@@ -28,6 +28,7 @@ fn c_type(rust: &str) -> String {
         "u8" => "uint8_t".into(),
         "u32" => "uint32_t".into(),
         "u64" => "uint64_t".into(),
+        "f64" => "double".into(),
         "i32" => "int32_t".into(),
         "usize" => "size_t".into(),
         "c_int" => "int".into(),
@@ -135,7 +136,7 @@ fn check(header: &str, sources: &[&str]) {
 
 #[test]
 fn offtrace_h_is_current() {
-    check("offtrace.h", &["lib.rs", "tools.rs"]);
+    check("offtrace.h", &["lib.rs", "tools.rs", "metrics.rs", "sysman.rs"]);
 }
 
 #[test]

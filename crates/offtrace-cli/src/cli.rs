@@ -25,6 +25,10 @@ pub enum Command {
     Report(ReportArgs),
     /// Convert a trace to Perfetto, Chrome JSON, SQLite or CSV.
     Export(ExportArgs),
+    /// Metric groups and metrics of this machine (`metrics list`).
+    Metrics(crate::cli_metrics::MetricsArgs),
+    /// A live view of the device telemetry and chosen metric groups, refreshed every interval.
+    Monitor(crate::cli_metrics::MonitorArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -65,6 +69,8 @@ pub struct RecordArgs {
     /// OFFTRACE_TOOLS). See docs/services.md.
     #[arg(long = "tool", value_name = "LIB")]
     pub tools: Vec<PathBuf>,
+    #[command(flatten)]
+    pub metrics: crate::cli_metrics::RecordMetricsArgs,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub program: Vec<OsString>,
@@ -125,6 +131,7 @@ pub struct RecordConfig {
     pub dispatcher: DispatcherChoice,
     pub agent: Option<PathBuf>,
     pub tools: Vec<PathBuf>,
+    pub metrics: crate::metrics_cmd::RecordMetrics,
     pub program: Vec<OsString>,
 }
 
@@ -149,6 +156,7 @@ impl RecordArgs {
             dispatcher,
             agent: self.agent,
             tools: self.tools,
+            metrics: self.metrics.into_config(),
             program: self.program,
         })
     }

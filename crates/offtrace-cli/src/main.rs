@@ -7,8 +7,10 @@
 //! 1 error, 2 usage.
 
 mod cli;
+mod cli_metrics;
 mod export_cmd;
 mod format;
+mod metrics_cmd;
 mod record;
 mod report;
 mod signals;
@@ -64,5 +66,9 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Record(r) => record::run(r.into_config()?),
         cli::Command::Report(r) => report::run(&r.into_config()),
         cli::Command::Export(e) => export_cmd::run(&e.into_config()),
+        cli::Command::Metrics(m) => match m.command {
+            cli_metrics::MetricsCommand::List(l) => metrics_cmd::list(&l.into_config()),
+        },
+        cli::Command::Monitor(m) => metrics_cmd::monitor(&m.into_config()),
     }
 }

@@ -14,6 +14,7 @@ use crate::{format, signals};
 const SYCL_LIB: &str = "libsycl.so.9";
 const XPTIFW_LIB: &str = "libxptifw.so.1";
 const AGENT_LIB: &str = "libofftrace_agent.so";
+const OPENCL_LAYER_LIB: &str = "libofftrace_opencl.so";
 
 /// The directory holding this executable (where the agent and dispatcher are built).
 fn exe_dir() -> Option<PathBuf> {
@@ -189,12 +190,45 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let tools = tools_env(&cfg.tools)?;
     let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
     let output_abs = check_writable(&output)?;
-    let lib = find_runtime(cfg.runtime.as_deref())?;
-    let agent = find_agent(cfg.agent.as_deref())?;
-    let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
-
     let mut cmd = Command::new(&program_path);
     cmd.args(&cfg.program[1..]);
+    if let Some(t) = &tools {
+        cmd.env("OFFTRACE_TOOLS", t);
+    }
+    crate::metrics_cmd::record_env(&mut cmd, &cfg.metrics)?;
+    // CUDA programs: the CUPTI injection, when built.
+    let cuda = cuda_env(&mut cmd);
+    let opencl_layer = find_opencl_layer();
+    let lib = match find_runtime(cfg.runtime.as_deref()) {
+        Ok(lib) => lib,
+        // No SYCL runtime: a program that uses OpenCL and/or CUDA alone is traced through the
+        // OpenCL layer and/or the CUDA injection.
+        Err(_) if cfg.runtime.is_none() && (opencl_layer.is_some() || cuda) => {
+            cmd.env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
+            if let Some(layer) = &opencl_layer {
+                opencl_environment(&mut cmd, layer);
+                if cuda {
+                    // Both backends in one process: each writes its own trace.
+                    cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
+                }
+            }
+            return spawn_and_summarize(cmd, &program_path, &output_abs, &output);
+        }
+        Err(e) if cfg.runtime.is_none() => {
+            return Err(e.context(format!(
+                "nothing to trace with: no SYCL runtime, no OpenCL layer ({OPENCL_LAYER_LIB} next to offtrace, or OFFTRACE_OPENCL_LAYER) \
+                 and no CUDA injection (libofftrace_cuda.so next to offtrace, or OFFTRACE_CUDA_AGENT): build them with \
+                 `cargo build -p offtrace-opencl -p offtrace-cuda`"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    let agent = find_agent(cfg.agent.as_deref())?;
+    let dispatcher = find_dispatcher(&cfg.dispatcher, &lib)?;
+    if cuda {
+        // Both runtimes in one process: each backend writes its own trace.
+        cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
+    }
     cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
     if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
         cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
@@ -206,9 +240,6 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DETAIL", cfg.detail)
         .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
-    if let Some(t) = tools {
-        cmd.env("OFFTRACE_TOOLS", t);
-    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
@@ -217,13 +248,53 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         };
         cmd.env("UR_ENABLE_LAYERS", layers);
     }
+    // Device times of every SYCL command come from the OpenCL layer, hosted by the agent (one
+    // copy of the services: OpenCL records carry the UR call's correlation). An agent built
+    // without it gets no layer (a second copy would record nothing into this trace).
+    if hosts_opencl_layer(&agent) {
+        opencl_environment(&mut cmd, &agent);
+    }
+    spawn_and_summarize(cmd, &program_path, &output_abs, &output)
+}
 
+/// Where the CUDA backend writes when another backend writes `output_abs`.
+fn cuda_output(output_abs: &Path) -> std::ffi::OsString {
+    let mut cuda_out = output_abs.to_path_buf().into_os_string();
+    cuda_out.push(".cuda");
+    cuda_out
+}
+
+/// Sets up the CUDA backend for `cmd`: `CUDA_INJECTION64_PATH` (the driver loads the injection
+/// at `cuInit`) and `NVTX_INJECTION64_PATH` (NVTX ranges reach CUPTI through it) to
+/// `libofftrace_cuda.so` next to the offtrace binary (or `OFFTRACE_CUDA_AGENT`), unless the user
+/// set them. Returns whether the injection is there.
+fn cuda_env(cmd: &mut Command) -> bool {
+    let lib = std::env::var_os("OFFTRACE_CUDA_AGENT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| exe_dir().unwrap_or_default().join("libofftrace_cuda.so"));
+    if !lib.is_file() {
+        return false;
+    }
+    let lib = lib.canonicalize().unwrap_or(lib);
+    for var in ["CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"] {
+        if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+            cmd.env(var, &lib);
+        }
+    }
+    true
+}
+
+/// Runs the program with signals forwarded, then summarises the trace; returns its exit code.
+fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
+    let cuda_output =
+        cmd.get_envs().find(|(k, _)| *k == "OFFTRACE_CUDA_OUTPUT").and_then(|(_, v)| v.map(PathBuf::from));
     signals::install().context("cannot install signal forwarding")?;
     let mut child = cmd.spawn().with_context(|| format!("cannot start {}", program_path.display()))?;
     signals::set_child(child.id());
+    let counters = crate::metrics_cmd::after_spawn(&cmd, child.id());
     let status = child.wait().context("waiting for the program")?;
     signals::set_child(0);
-
+    counters.print();
     let code = {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
@@ -232,8 +303,39 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
             _ => 1,
         }
     };
-    summarize(&output_abs, &output);
+    // A program that used CUDA alone wrote only the CUDA backend's trace: that is the trace.
+    if let Some(cuda) = cuda_output.filter(|c| c.exists() && !output_abs.exists()) {
+        let _ = std::fs::rename(&cuda, output_abs);
+    }
+    summarize(output_abs, output);
     Ok(code)
+}
+
+/// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or
+/// `OFFTRACE_OPENCL_LAYER`.
+fn find_opencl_layer() -> Option<PathBuf> {
+    let p = std::env::var_os("OFFTRACE_OPENCL_LAYER")
+        .map(PathBuf::from)
+        .or_else(|| exe_dir().map(|d| d.join(OPENCL_LAYER_LIB)))?;
+    p.is_file().then(|| p.canonicalize().unwrap_or(p))
+}
+
+/// Whether `lib` exports the OpenCL layer's entry points (the agent links `offtrace-opencl`).
+fn hosts_opencl_layer(lib: &Path) -> bool {
+    std::fs::read(lib).is_ok_and(|b| b.windows(26).any(|w| w == b"clInitLayerWithProperties\0"))
+}
+
+/// OpenCL: the layer is added to `OPENCL_LAYERS`, the ICD loaders' layer list (the Khronos
+/// loader and ocl-icd >= 2.3.0 read it), last, so that it is the outermost layer and sees the
+/// program's calls as the program made them. Every OpenCL call of the program then goes through
+/// it: its own, pyopencl's, or the SYCL runtime's UR OpenCL adapter's.
+fn opencl_environment(cmd: &mut Command, layer: &Path) {
+    let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
+    if !v.is_empty() {
+        v.push(":");
+    }
+    v.push(layer.as_os_str());
+    cmd.env("OPENCL_LAYERS", v);
 }
 
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
@@ -244,7 +346,7 @@ fn summarize(path: &Path, shown: &Path) {
         Ok(m) => m.len(),
         Err(_) => {
             eprintln!(
-                "offtrace: warning: no trace was written to {} (did the program load the SYCL runtime? is the agent loadable?)",
+                "offtrace: warning: no trace was written to {} (did the program load the SYCL or CUDA runtime? is the agent loadable?)",
                 shown.display()
             );
             return;

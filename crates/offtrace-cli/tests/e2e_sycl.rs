@@ -170,6 +170,28 @@ fn record_report_and_export_a_multithreaded_program() {
     assert!(names.contains(&"scale_add") && names.contains(&"square"), "{names:?}");
     let threads = rep["threads"].as_array().expect("threads");
     assert_eq!(threads.iter().filter(|t| t["device_activities"].as_u64().unwrap_or(0) > 0).count(), 4, "{threads:?}");
+    // Queues and allocations name their device by the runtime's name, not by a handle.
+    for q in rep["queues"].as_array().expect("queues") {
+        let device = q["device"].as_str().expect("device");
+        assert!(!device.is_empty() && !device.starts_with("0x"), "a device by name: {q}");
+    }
+    for a in rep["memory"]["allocations"].as_array().expect("allocations") {
+        if a["memory_type"] != "HOST" {
+            assert!(!a["device"].as_str().expect("device").starts_with("0x"), "{a}");
+        }
+    }
+    // Each iteration is one chain of 7 commands over three queues, whose dependencies the
+    // runtime sees mostly as events of other queues (no scheduler edges): the chain is followed
+    // through the enqueues' wait lists and the events they return, named as the device activity
+    // names its commands. (The runtime may also order a barrier after the previous iteration's
+    // host task on its queue, when that task has not run yet: the chain may be longer.)
+    let g = &rep["task_graph"];
+    let chain: Vec<&str> = g["longest_chain"].as_array().expect("chain").iter().filter_map(|n| n.as_str()).collect();
+    assert_eq!(g["longest_chain_len"].as_u64(), Some(chain.len() as u64), "{g}");
+    let iteration = ["usm_memcpy", "scale_add", "usm_memcpy", "square", "barrier", "usm_memcpy", "host task"];
+    assert!(chain.windows(7).any(|w| w == iteration), "one whole iteration in {chain:?}");
+    assert_eq!(g["unresolved_edges"], 0, "{g}");
+    assert_eq!(g["nodes"], count(&c, "sycl", "node_create"), "every node of the runtime, once");
     let mut directions: Vec<&str> =
         rep["memory"]["copies"].as_array().expect("copies").iter().filter_map(|c| c["direction"].as_str()).collect();
     directions.sort_unstable();
@@ -195,6 +217,12 @@ fn record_report_and_export_a_multithreaded_program() {
     let d = pftrace::decode_pftrace(&std::fs::read(dir.path().join("t.pftrace")).expect("read pftrace"));
     assert!(d.problems.is_empty(), "overlapping or unbalanced slices: {:?}", d.problems);
     assert_eq!(d.packets_without_clock, 0);
+    // The clock snapshot places the trace: CLOCK_MONOTONIC (3) at the recording's start, before
+    // the first record, and CLOCK_REALTIME (1) at the same moment (today, not 1970).
+    let clock = |id| d.clock_snapshot.iter().find(|c| c.0 == id).map(|c| c.1).unwrap_or(0);
+    let first = rep["trace"]["first_ns"].as_u64().expect("first_ns");
+    assert!(clock(3) > 0 && clock(3) <= first, "{:?} first {first}", d.clock_snapshot);
+    assert!(clock(1) > 1_700_000_000_000_000_000, "{:?}", d.clock_snapshot);
     let queue_tracks = d.tracks.values().filter(|t| t.name.starts_with("queue ")).count();
     assert!(queue_tracks >= 9, "a track per queue: {queue_tracks}");
     let flows: usize = d.slices.iter().chain(&d.instants).map(|s| s.terminating.len()).sum();
@@ -216,6 +244,44 @@ fn record_report_and_export_a_multithreaded_program() {
     assert_eq!(lines[1], 0, "every device activity has its queue");
     assert_eq!(lines[2], 0, "every argument column is JSON");
     assert_eq!(lines[3], 4 * 5, "every scale_add joins the launch that enqueued it");
+    // Devices and contexts are defined with names and types (OpenCL CPU device: type CPU).
+    let out = sql(
+        &dir.path().join("t.sqlite"),
+        "for r in db.execute('select is_context, name, device_type, parent from devices order by is_context'):\n    print('|'.join(str(v) for v in r))\n",
+    );
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split('|').collect()).collect();
+    assert!(rows.iter().any(|r| r[0] == "0" && !r[1].is_empty() && r[2] == "1"), "a named CPU device: {out}");
+    assert!(rows.iter().any(|r| r[0] == "1" && r[1].starts_with("context of ") && r[3] != "0"), "a context: {out}");
+}
+
+/// A chain of dependent kernels alternating between two queues (`examples/sycl/dependency_chain.py`):
+/// the task graph's longest chain is the whole chain, named by its kernels, and every node
+/// record carries its command's queue.
+#[test]
+fn the_longest_chain_follows_dependencies_across_queues() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("chain");
+    let trace = dir.path().join("dc.offtrace");
+    let (code, stdout, stderr) =
+        record(&venv, &trace, &[], &[example("dependency_chain.py").to_str().expect("utf8"), "7"]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("dependency_chain: ok"), "{stdout}");
+    let rep = report_json(&trace);
+    let g = &rep["task_graph"];
+    assert_eq!(g["longest_chain_len"], 7, "{g}");
+    let chain: Vec<&str> = g["longest_chain"].as_array().expect("chain").iter().filter_map(|n| n.as_str()).collect();
+    assert_eq!(chain, ["step_a", "step_b", "step_a", "step_b", "step_a", "step_b", "step_a"], "{g}");
+    assert_eq!(g["unresolved_edges"], 0, "{g}");
+    let db = dir.path().join("dc.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "print(db.execute(\"select count(*) from task_graph where op in ('node_create', 'signal') and queue = 0\").fetchone()[0])\n\
+         print(db.execute(\"select count(distinct queue) from task_graph where op = 'node_create'\").fetchone()[0])\n",
+    );
+    let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
+    assert_eq!(lines, [0, 2], "every node and signal has its queue, the two queues of the program");
 }
 
 /// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both

@@ -81,29 +81,62 @@ pub fn emit_memory_free(ptr: u64) {
 /// `p.implicit_allocations` must be null or point at `p.implicit_allocation_count` readable
 /// entries (true for a payload delivered in a callback, during the callback).
 pub unsafe fn kernel_allocation_properties(p: &KernelDispatchPayload) -> Vec<AllocationProperties> {
-    let mut out: Vec<AllocationProperties> = Vec::new();
+    let mut out = Vec::new();
+    // SAFETY: forwarded.
+    unsafe { for_each_kernel_allocation(p, |a| out.push(a)) };
+    out
+}
+
+/// [`kernel_allocation_properties`] without allocating (the recorder's record path): fills
+/// `out` from the start, in the same order, and returns how many it filled (at most
+/// `out.len()`; the rest are cut).
+///
+/// # Safety
+///
+/// As [`kernel_allocation_properties`].
+pub unsafe fn kernel_allocation_properties_into(p: &KernelDispatchPayload, out: &mut [AllocationProperties]) -> usize {
+    let mut n = 0;
+    // SAFETY: forwarded.
+    unsafe {
+        for_each_kernel_allocation(p, |a| {
+            if let Some(slot) = out.get_mut(n) {
+                *slot = a;
+                n += 1;
+            }
+        })
+    };
+    n
+}
+
+/// Calls `f` with each allocation a dispatch uses, in [`kernel_allocation_properties`]' order.
+///
+/// # Safety
+///
+/// As [`kernel_allocation_properties`].
+unsafe fn for_each_kernel_allocation(p: &KernelDispatchPayload, mut f: impl FnMut(AllocationProperties)) {
     let n = (p.kernel_arg_count as usize).min(MAX_KERNEL_ARGS);
-    {
+    if n > 0 {
+        // Bases already reported (one entry per allocation): at most one per argument.
+        let mut seen = [0u64; MAX_KERNEL_ARGS];
+        let mut count = 0;
         let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
         for (i, &v) in p.kernel_args[..n].iter().enumerate() {
             let Some((&base, &(size, ty))) = t.range(..=v).next_back() else { continue };
-            if v.wrapping_sub(base) < size && !out.iter().any(|a| a.base == base) {
-                out.push(AllocationProperties { base, size, arg_index: i as i32, memory_type: ty });
+            if v.wrapping_sub(base) < size && !seen[..count].contains(&base) {
+                seen[count] = base;
+                count += 1;
+                f(AllocationProperties { base, size, arg_index: i as i32, memory_type: ty });
             }
         }
     }
     if !p.implicit_allocations.is_null() {
-        // SAFETY: the caller guarantees `implicit_allocation_count` readable entries.
+        // SAFETY: the caller's contract: `implicit_allocation_count` readable entries.
         let implicit =
             unsafe { std::slice::from_raw_parts(p.implicit_allocations, p.implicit_allocation_count as usize) };
-        out.extend(implicit.iter().map(|a| AllocationProperties {
-            base: a.base,
-            size: a.size,
-            arg_index: -1,
-            memory_type: a.memory_type,
-        }));
+        for a in implicit {
+            f(AllocationProperties { base: a.base, size: a.size, arg_index: -1, memory_type: a.memory_type });
+        }
     }
-    out
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ mod timestamp;
 
 pub use allocation::{
     AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties,
-    live_count as live_allocation_count, lookup as lookup_allocation, record_alloc, record_free,
+    kernel_allocation_properties_into, live_count as live_allocation_count, lookup as lookup_allocation, record_alloc,
+    record_free,
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{

@@ -110,6 +110,26 @@ impl<T: Copy + Send> Producer<T> {
                 return false;
             }
         }
+        #[cfg(not(loom))]
+        {
+            // Two block copies at most (the part before the end of the slot array, the rest
+            // from its start): a slot-by-slot loop with index masking cost ~3 instructions a word
+            // more on the record path.
+            let start = self.tail & self.shared.mask;
+            let first = n.min(cap - start);
+            let base = self.shared.slots.as_ptr().cast::<T>().cast_mut();
+            // SAFETY: as in `push`: these `n` slots are outside [head, tail) (checked above) and
+            // not visible to the consumer before the Release store below; we are the only
+            // producer. `start + first <= cap` and `n - first <= cap` slots exist.
+            // `UnsafeCell<MaybeUninit<T>>` is `repr(transparent)` over `T`'s storage (as in
+            // `Reservation::contiguous`), and writing through a shared `UnsafeCell` is allowed.
+            #[allow(unsafe_code)]
+            unsafe {
+                std::ptr::copy_nonoverlapping(items.as_ptr(), base.add(start), first);
+                std::ptr::copy_nonoverlapping(items.as_ptr().add(first), base, n - first);
+            }
+        }
+        #[cfg(loom)]
         for (i, &v) in items.iter().enumerate() {
             let slot = &self.shared.slots[self.tail.wrapping_add(i) & self.shared.mask];
             // SAFETY: as in `push`: these `n` slots are outside [head, tail) (checked above)
@@ -268,6 +288,42 @@ impl<T: Copy + Send> Consumer<T> {
         n
     }
 
+    /// [`Self::drain_to`] appending to `out` with at most two block copies (the writer's drain:
+    /// a call per record cost ~6 instructions a word more).
+    pub fn drain_to_vec(&mut self, snapshot: usize, out: &mut Vec<T>) -> usize {
+        #[cfg(loom)]
+        {
+            self.drain_to(snapshot, |v| out.push(v))
+        }
+        #[cfg(not(loom))]
+        {
+            let cap = self.shared.mask + 1;
+            let n = snapshot.wrapping_sub(self.head);
+            let n = if n > cap { 0 } else { n };
+            let start = self.head & self.shared.mask;
+            let first = n.min(cap - start);
+            out.reserve(n);
+            let base = self.shared.slots.as_ptr().cast::<T>();
+            // SAFETY: as in `drain_to`: slots [head, snapshot) were written by the producer
+            // before its Release store of an index >= snapshot, which our Acquire in `snapshot`
+            // observed, and are not overwritten before our Release store of `head` below;
+            // `start + first <= cap` and `n - first <= cap` slots exist; `UnsafeCell<MaybeUninit<T>>`
+            // has `T`'s layout (as in `Reservation::contiguous`). `out` has room for `n` more.
+            #[allow(unsafe_code)]
+            unsafe {
+                let len = out.len();
+                let dst = out.as_mut_ptr().add(len);
+                std::ptr::copy_nonoverlapping(base.add(start), dst, first);
+                std::ptr::copy_nonoverlapping(base, dst.add(first), n - first);
+                out.set_len(len + n);
+            }
+            self.head = self.head.wrapping_add(n);
+            // Release: as in `drain_to`.
+            self.shared.head.0.store(self.head, Ordering::Release);
+            n
+        }
+    }
+
     /// Drains everything readable now.
     pub fn drain(&mut self, f: impl FnMut(T)) -> usize {
         let s = self.snapshot();
@@ -301,6 +357,20 @@ mod tests {
         assert_eq!(got, [0, 1, 2, 3]);
         assert!(p.push(4));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn drain_to_vec_wraps_and_stops_at_the_snapshot() {
+        let (mut p, mut c) = ring::<u32>(8);
+        assert!(p.push_slice(&[1, 2, 3, 4, 5, 6]));
+        let mut got = vec![0];
+        let s = c.snapshot();
+        assert!(p.push_slice(&[7]));
+        assert_eq!(c.drain_to_vec(s, &mut got), 6);
+        assert!(p.push_slice(&[8, 9, 10, 11])); // wraps around the end
+        assert_eq!(c.drain_to_vec(c.snapshot(), &mut got), 5);
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(c.drain_to_vec(c.snapshot().wrapping_sub(1), &mut got), 0, "an old snapshot reads nothing");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
 use crate::thread_state::{ThreadState, ThreadStates};
-use crate::varint::{apply_delta, put_delta, put_u64, unzigzag, zigzag};
+use crate::varint::{MAX_VARINT_LEN, apply_delta, put_delta, put_u64, unzigzag, zigzag};
 
 /// Encodes `record` if it is a typed record; `false` otherwise (nothing written).
 pub(crate) fn encode(threads: &mut ThreadStates, record: &Record, out: &mut Vec<u8>) -> bool {
@@ -155,11 +155,46 @@ fn api_key(kind: u32, op: u32) -> u64 {
     (u64::from(kind) << 32) | u64::from(op)
 }
 
+/// Bytes of the longest `ApiCall` encoding: tag, flags, count, and up to 8 + `MAX_API_ARGS`
+/// varints (tid, kind, op, 3 deltas, external, result, args).
+const API_CALL_MAX_BYTES: usize = 3 + MAX_VARINT_LEN * (8 + crate::record::MAX_API_ARGS);
+
+/// A record's bytes built on the stack and appended to the chunk with one copy (the writer's
+/// most frequent record: a `Vec::push` per byte, each with its capacity check, cost ~2x more).
+struct Bytes {
+    buf: [u8; API_CALL_MAX_BYTES],
+    len: usize,
+}
+
+impl Bytes {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        if let Some(x) = self.buf.get_mut(self.len) {
+            *x = b;
+            self.len += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn u64(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+
+    #[inline(always)]
+    fn delta(&mut self, v: u64, base: u64) {
+        self.u64(zigzag(v.wrapping_sub(base) as i64));
+    }
+}
+
 pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
     let (same, st) = threads.switch_to(a.tid);
     let key = api_key(a.kind, a.op);
     let args = a.args.as_slice();
-    let previous = st.api_args.get(&key);
+    let previous = st.api_args.get_mut(&key);
     let mut flags = if same { F_SAME_TID } else { 0 };
     if a.result.is_some() {
         flags |= F_API_RESULT;
@@ -167,51 +202,54 @@ pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut
     if a.external != 0 {
         flags |= F_API_EXTERNAL;
     }
-    match previous {
+    match &previous {
         Some(p) if p.as_slice() == args => flags |= F_API_SAME_ARGS,
         Some(p) if p.len as usize == args.len() => flags |= F_API_ARG_DELTAS,
         _ => {}
     }
-    out.push(TAG_API_CALL);
-    put_u64(out, flags);
+    let mut w = Bytes { buf: [0; API_CALL_MAX_BYTES], len: 0 };
+    w.byte(TAG_API_CALL);
+    w.u64(flags);
     if !same {
-        put_u64(out, a.tid.into());
+        w.u64(a.tid.into());
     }
-    put_u64(out, a.kind.into());
-    put_u64(out, a.op.into());
-    put_delta(out, a.start, st.ts);
-    put_delta(out, a.end, a.start);
-    put_delta(out, a.correlation, st.correlation);
+    w.u64(a.kind.into());
+    w.u64(a.op.into());
+    w.delta(a.start, st.ts);
+    w.delta(a.end, a.start);
+    w.delta(a.correlation, st.correlation);
     if a.external != 0 {
-        put_u64(out, a.external);
+        w.u64(a.external);
     }
     if let Some(r) = a.result {
-        put_u64(out, zigzag(r));
+        w.u64(zigzag(r));
     }
     if flags & F_API_SAME_ARGS == 0 {
-        out.push(args.len() as u8);
+        w.byte(args.len() as u8);
         match previous {
-            Some(p) if flags & F_API_ARG_DELTAS != 0 => {
-                for (&v, &base) in args.iter().zip(p.as_slice()) {
-                    put_delta(out, v, base);
-                }
-            }
-            _ => {
-                for &v in args {
-                    put_u64(out, v);
-                }
-            }
-        }
-        match st.api_args.get_mut(&key) {
             Some(p) => {
+                if flags & F_API_ARG_DELTAS != 0 {
+                    for (&v, &base) in args.iter().zip(p.as_slice()) {
+                        w.delta(v, base);
+                    }
+                } else {
+                    for &v in args {
+                        w.u64(v);
+                    }
+                }
+                // The operation's previous arguments, updated in place.
                 p.len = args.len() as u8;
                 p.values[..args.len()].copy_from_slice(args);
             }
             None => {
+                for &v in args {
+                    w.u64(v);
+                }
                 st.api_args.insert(key, ApiArgs::from_slice(args));
             }
         }
     }
+    out.extend_from_slice(&w.buf[..w.len]);
     st.ts = a.end;
     st.correlation = a.correlation;
 }

@@ -13,10 +13,10 @@ use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
-    ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload, KernelDispatchPayload,
-    Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase, QueuePayload, ServiceError,
-    SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service, create_context,
-    kernel_allocation_properties, start_context, timestamp_ns,
+    AllocationProperties, ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload,
+    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase,
+    QueuePayload, ServiceError, SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service,
+    create_context, kernel_allocation_properties_into, start_context, timestamp_ns,
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
@@ -121,17 +121,22 @@ fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecor
 /// # Safety
 /// `payload` points at `kind`'s payload struct, valid during the call.
 unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, payload: *const c_void) {
-    // Kernel dispatches and raw entries need the large array; everything else fits a small one
-    // (zeroing 1 KiB per record showed in profiles).
-    if matches!(kind, Kind::KernelDispatch | Kind::Xpti) {
+    // Kernel dispatches need the large array, raw entries their own; everything else fits a
+    // small one (zeroing 1 KiB per record showed in profiles: 250 instructions per UR pair).
+    if kind == Kind::KernelDispatch {
         // SAFETY: forwarded.
         unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+    } else if kind == Kind::Xpti {
+        // SAFETY: forwarded.
+        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, payload) }
     } else {
         // SAFETY: forwarded.
         unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, payload) }
     }
 }
 
+/// Words of a raw entry.
+const RAW_WORDS: usize = HEAD_WORDS + crate::recorder::RAW_BODY_WORDS;
 /// Words of the entries of the kinds other than kernel dispatches and raw records.
 const SMALL_WORDS: usize = HEAD_WORDS + 8;
 
@@ -174,7 +179,10 @@ unsafe fn typed_in<const N: usize>(
                 let mut n = fixed.len();
                 // Allocation properties at launch only: a completion repeats the launch's.
                 if record.phase != Phase::Complete as u32 {
-                    for a in kernel_allocation_properties(p).iter().take(MAX_ALLOCATIONS) {
+                    // On the stack: no allocation per dispatch.
+                    let mut all = [AllocationProperties::default(); MAX_ALLOCATIONS];
+                    let count = kernel_allocation_properties_into(p, &mut all);
+                    for a in &all[..count] {
                         b[n] = a.base;
                         b[n + 1] = a.size;
                         b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);

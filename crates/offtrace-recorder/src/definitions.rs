@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use offtrace_format::{Record, StrId};
 
@@ -25,6 +26,9 @@ struct Tables {
 #[derive(Default)]
 pub struct Definitions {
     tables: Mutex<Tables>,
+    /// The queue may hold records (set under the lock when one is queued): the writer takes the
+    /// lock only then (it looks once per raw entry; an uncontended look is one load).
+    queued: AtomicBool,
 }
 
 impl std::fmt::Debug for Definitions {
@@ -47,17 +51,29 @@ impl Definitions {
         let id = StrId(t.strings.len() as u32 + 1);
         t.strings.insert(bytes.into(), id);
         t.queue.push(Record::String { id, text: String::from_utf8_lossy(bytes).into_owned() });
+        // Release: the entry that carries `id` is pushed after this; the writer's Acquire of
+        // the ring's tail, then of this flag, sees it set.
+        self.queued.store(true, Ordering::Release);
         id
     }
 
     /// Queues a definition record (the writer writes it before any entry pushed after this call).
     pub fn push(&self, r: Record) {
         self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue.push(r);
+        // Release: as in `string`.
+        self.queued.store(true, Ordering::Release);
     }
 
     /// Moves the queued definitions into `into`, in queue order (the writer; tests).
     pub fn take_queue(&self, into: &mut Vec<Record>) {
-        into.append(&mut self.tables.lock().unwrap_or_else(|e| e.into_inner()).queue);
+        // Acquire: pairs with the Release in `string` / `push`.
+        if !self.queued.load(Ordering::Acquire) {
+            return;
+        }
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        // Cleared under the lock: a record queued later sets it again after its push.
+        self.queued.store(false, Ordering::Relaxed);
+        into.append(&mut t.queue);
     }
 }
 

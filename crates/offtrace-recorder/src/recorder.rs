@@ -77,9 +77,13 @@ impl Config {
 /// A backend's optional raw layer (SYCL: every XPTI notification as the runtime sent it):
 /// encoded on the application thread into an entry body, decoded on the writer thread into
 /// records (the raw layer's own definitions go through [`crate::definitions`]).
+/// Room for a raw entry's body (the `out` of [`RawLayer::encode`]).
+pub const RAW_BODY_WORDS: usize = 64;
+
 pub trait RawLayer: Send + Sync + 'static {
     /// Writes the body of the raw record `op` with `payload` (the `XPTI` kind's payload as the
-    /// services delivered it) into `out`; returns the number of words, or `None` to skip it.
+    /// services delivered it) into `out` ([`RAW_BODY_WORDS`] words); returns the number of
+    /// words, or `None` to skip it.
     ///
     /// # Safety
     ///

@@ -92,9 +92,23 @@ pub fn start_file(config: Config, path: &Path, info: &[(&str, &str)]) -> Result<
     start_open(config, file, info)
 }
 
+/// The file header of a recording starting now: timestamps are CLOCK_MONOTONIC ns (one tick =
+/// 1 ns), and the start point names both clocks, so that readers (Perfetto's clock snapshot)
+/// place the trace on the wall clock.
+pub fn start_header() -> TraceHeader {
+    let start_monotonic_ns = offtrace_core::clock::monotonic_ns();
+    TraceHeader {
+        pid: std::process::id(),
+        start_ticks: start_monotonic_ns,
+        start_monotonic_ns,
+        start_realtime_ns: offtrace_core::clock::realtime_ns(),
+        ..TraceHeader::monotonic()
+    }
+}
+
 /// [`start_file`] into a file the caller opened (and maybe locked).
 pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) -> Result<(), StartError> {
-    let header = TraceHeader { pid: std::process::id(), ..TraceHeader::monotonic() };
+    let header = start_header();
     let mut w = TraceWriter::with_chunk_size(std::io::BufWriter::new(file), &header, config.chunk_bytes)
         .map_err(|e| StartError::Header(e.to_string()))?;
     for (key, value) in info {
@@ -182,6 +196,8 @@ struct Writer {
     drops: u64,
     seen_kinds: HashSet<u32>,
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
+    /// The operation of the last typed entry (defined already).
+    last_op: Option<(u32, u32)>,
     words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
@@ -221,10 +237,22 @@ impl Writer {
     }
 
     /// Writes `KindDef` and `OperationDef` for (kind, op) the first time it appears.
+    #[inline]
     fn define_operation(&mut self, kind: u32, op: u32) {
+        // The previous entry's operation (runs of the same call are common): no hash look-up.
+        if self.last_op == Some((kind, op)) {
+            return;
+        }
+        self.last_op = Some((kind, op));
         if self.seen_ops.contains(&(kind, op)) {
             return;
         }
+        self.define_new_operation(kind, op);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn define_new_operation(&mut self, kind: u32, op: u32) {
         self.seen_ops.insert((kind, op));
         let defs = &self.inner.defs;
         let k = Kind::from_u32(kind);
@@ -269,13 +297,12 @@ impl Writer {
             let (ts, correlation) = (words[at + 1], words[at + 2]);
             let body = &words[at + HEAD_WORDS..at + n];
             if tag == TAG_RAW {
-                if let Some(layer) = self.inner.raw.get() {
-                    let mut out = Vec::new();
-                    layer.decode(tid, ts, op, body, &mut |r| out.push(r));
+                let inner: &'static Inner = self.inner;
+                if let Some(layer) = inner.raw.get() {
+                    // Definitions queued while the entry was encoded, then its records written
+                    // as they are decoded (a record is large: no list of them, no moves).
                     self.write_definitions();
-                    for r in &out {
-                        self.write(r);
-                    }
+                    layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
                 }
             } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
@@ -303,9 +330,7 @@ impl Writer {
             {
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                let words = &mut self.words;
-                words.reserve(c.len());
-                c.drain_to(snap, |w| words.push(w));
+                c.drain_to_vec(snap, &mut self.words);
             }
             self.entries(r.tid);
             if orphaned {
@@ -359,6 +384,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         drops: 0,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
+        last_op: None,
         words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),

@@ -261,3 +261,23 @@ fn a_second_recording_needs_the_first_finished() {
     start_file(Config::default(), &dir.path().join("c"), &[]).unwrap();
     finish().unwrap();
 }
+
+/// The file header states when the recording started on both clocks (Perfetto's clock snapshot
+/// is made of them): the monotonic start lies between the clock read before and after, and the
+/// wall-clock start is today's, not 0.
+#[test]
+fn the_header_has_the_start_on_both_clocks() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let (before, wall_before) = (clock::monotonic_ns(), clock::realtime_ns());
+    start_file(Config::default(), &path, &[]).unwrap();
+    let (after, wall_after) = (clock::monotonic_ns(), clock::realtime_ns());
+    finish().unwrap();
+    let r = TraceReader::open(&path).unwrap();
+    let h = r.header();
+    assert!((before..=after).contains(&h.start_monotonic_ns), "{h:?}");
+    assert_eq!(h.start_ticks, h.start_monotonic_ns, "one tick = 1 ns from CLOCK_MONOTONIC");
+    assert!((wall_before..=wall_after).contains(&h.start_realtime_ns), "{h:?}");
+    assert_eq!(h.pid, std::process::id());
+}

@@ -17,6 +17,7 @@
 
 pub mod compact;
 pub mod decode;
+pub mod devices;
 pub mod dispatcher;
 pub mod interner;
 pub mod raw_layer;

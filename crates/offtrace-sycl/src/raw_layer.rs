@@ -18,6 +18,7 @@ use std::ffi::c_void;
 use offtrace::XptiPayload;
 use offtrace_format::{Notification, Record};
 use offtrace_recorder::RawLayer;
+use offtrace_xpti_abi::abi::trace_type as tt;
 
 use crate::compact;
 use crate::decode::{self, Ctx, Raw, StreamKind, ThreadCaches};
@@ -28,6 +29,9 @@ thread_local! {
     /// The thread's decode caches (events, payloads, metadata sets already interned).
     static CACHES: RefCell<Option<ThreadCaches>> = const { RefCell::new(None) };
 }
+
+// A compacted notification fits the room the recorder gives a raw entry.
+const _: () = assert!(compact::MAX_WORDS <= offtrace_recorder::RAW_BODY_WORDS);
 
 /// The raw layer of one recording.
 #[derive(Debug)]
@@ -52,30 +56,41 @@ impl RawLayer for XptiRawLayer {
         let (class, stream_id, raw) = unsafe { ((*p).stream_class, (*p).stream_id, Raw::in_xpti_payload(p)) };
         let kind = StreamKind::from_class(class)?;
         let ctx = Ctx { dispatcher: self.dispatcher, interner: self.interner };
-        let mut n = Notification::default();
-        let decoded = CACHES.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else { return false };
-            let caches = c.get_or_insert_with(ThreadCaches::new);
-            // SAFETY: `raw` holds the arguments of the live XPTI callback (the bridge built the
-            // payload from them), for the stream `kind` describes.
-            unsafe { decode::decode(ctx, caches, kind, stream_id as u8, raw, &mut n) };
-            true
-        });
-        match decoded {
-            Ok(true) => {}
+        // Straight into the recorder's entry (no intermediate array to zero and copy).
+        let words: &mut [u64; compact::MAX_WORDS] = out.get_mut(..compact::MAX_WORDS)?.try_into().ok()?;
+        // `ur.call` begins and ends (most notifications) are encoded from the callback's
+        // arguments without building a `Notification` (the same words: `decode`'s test
+        // `in_place_ur_call_matches_generic_decode`); a fresh delta per entry, as below. The
+        // time and thread are the entry's (the writer sets them).
+        let ur_call = kind == StreamKind::UrCall
+            && matches!(raw.trace_type, tt::FUNCTION_WITH_ARGS_BEGIN | tt::FUNCTION_WITH_ARGS_END)
+            && !raw.user_data.is_null();
+        let stream = stream_id as u8;
+        let encode = |caches: &mut ThreadCaches, words: &mut [u64; compact::MAX_WORDS]| {
+            // SAFETY (both): `raw` holds the arguments of the live XPTI callback (the bridge
+            // built the payload from them), for the stream `kind` describes; a ur.call
+            // function_with_args notification with user data for `encode_ur_call`.
+            unsafe {
+                if ur_call {
+                    decode::encode_ur_call(ctx, caches, stream, raw, 0, 0, 0, &mut compact::Delta::default(), words)
+                } else {
+                    let mut n = Notification::default();
+                    decode::decode(ctx, caches, kind, stream, raw, &mut n);
+                    compact::encode(&n, 0, &compact::Delta::default(), words)
+                }
+            }
+        };
+        let len = match CACHES.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return None };
+            Some(encode(c.get_or_insert_with(ThreadCaches::new), &mut *words))
+        }) {
+            Ok(Some(len)) => len,
+            Ok(None) => return None,
             // The thread's thread-locals are destroyed (the main thread inside `exit`, while the
             // runtime still calls): decode with fresh caches (cold; allocates).
-            Err(_) => {
-                let mut caches = ThreadCaches::new();
-                // SAFETY: as above.
-                unsafe { decode::decode(ctx, &mut caches, kind, stream_id as u8, raw, &mut n) };
-            }
-            Ok(false) => return None,
-        }
-        let mut words = [0u64; compact::MAX_WORDS];
-        let len = compact::encode(&n, 0, &compact::Delta::default(), &mut words);
-        out.get_mut(..len)?.copy_from_slice(words.get(..len)?);
-        Some(len)
+            Err(_) => encode(&mut ThreadCaches::new(), words),
+        };
+        (len <= compact::MAX_WORDS).then_some(len)
     }
 
     fn decode(&self, tid: u32, ts: u64, _op: u32, body: &[u64], out: &mut dyn FnMut(Record)) {

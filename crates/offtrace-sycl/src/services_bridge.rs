@@ -19,7 +19,9 @@
 //! | `urEnqueueEventsWaitWithBarrier[Ext]` end | `SYNC` barrier |
 //! | `urProgramCreate*`/`Link`, `urProgramBuild*`/`Compile`, `urKernelCreate*` end; last `*Release` end | `CODE_OBJECT` load / unload |
 //! | sycl `queue_create` / `queue_destroy` | `SYCL_QUEUE` |
-//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit |
+//! | sycl `node_create`, `edge_create`, `signal`; `task_begin` / `task_end` | `TASK_GRAPH` instants; task enter / exit (queue, names, ids: its `graph` module) |
+//! | `urEnqueue*` end inside a task | `TASK_GRAPH` edges from its wait list, its event |
+//! | sycl `queue_create`, `node_create` metadata; `urQueueCreate`, `urDeviceGetInfo` end | `DEVICE` ([`crate::devices`]) |
 //! | sycl `wait_begin` / `wait_end`, `barrier_begin` / `barrier_end` | `SYNC` enter / exit |
 //! | without UR calls: `mem_alloc_end` / `mem_release_begin` (USM) | `MEMORY_ALLOC` (HOST or UNKNOWN) |
 //! | without UR calls: sycl `task_end` of a kernel command group | `KERNEL_DISPATCH` (VERBOSE `arg<N>` values) |
@@ -418,7 +420,13 @@ unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
     // Nobody wants `UR_API` records (the recorder alone, say) and the call has no effect on
     // other kinds: skip reading its arguments, unless its begin was delivered (the pair must
     // be closed even when the context stopped in between).
-    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls())
+    kind_enabled(Kind::UrApi) || effects_wanted(id) || (end && !no_open_calls()) || graph_wanted(id)
+}
+
+/// Whether the task graph wants this call: a `urEnqueue*` (its queue, event and wait list).
+#[inline(always)]
+fn graph_wanted(id: u32) -> bool {
+    kind_enabled(Kind::TaskGraph) && ur::function(id).is_some_and(|f| f.name.starts_with("urEnqueue"))
 }
 
 /// # Safety
@@ -494,7 +502,10 @@ fn effects_wanted(id: u32) -> bool {
         | urf::ENQUEUE_MEM_BUFFER_COPY => kind_enabled(Kind::MemoryCopy),
         urf::ENQUEUE_USM_FILL | urf::ENQUEUE_MEM_BUFFER_FILL => kind_enabled(Kind::MemoryFill),
         urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => kind_enabled(Kind::Sync),
-        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => device_activity_wanted(),
+        urf::QUEUE_CREATE | urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => {
+            device_activity_wanted() || kind_enabled(Kind::Device)
+        }
+        urf::DEVICE_GET_INFO => kind_enabled(Kind::Device),
         urf::EVENT_GET_PROFILING_INFO => device_activity_wanted(),
         urf::KERNEL_RETAIN
         | urf::KERNEL_RELEASE
@@ -545,72 +556,99 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
             urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
+                let q = queue_info(a[0]);
+                let c = copy(q, a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
                 emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
+                }
             }
             // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
+                let q = queue_info(a[0]);
+                let c = copy(q, a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
+                }
             }
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
+                let q = queue_info(a[0]);
+                let c = copy(q, a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
+                }
             }
             // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
-                let c = copy(a[0], a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
+                let q = queue_info(a[0]);
+                let c = copy(q, a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
                 emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
-                remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
+                if q.profiling {
+                    remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
+                }
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
             urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
+                let q = queue_info(a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
                     pattern: pattern(a[3], a[2]),
                     pattern_size: a[2],
                     size: a[4],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
-                remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
+                if q.profiling {
+                    remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
+                }
             }
             // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
+                let q = queue_info(a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
                     pattern: pattern(a[2], a[3]),
                     pattern_size: a[3],
                     size: a[5],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
-                remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
+                if q.profiling {
+                    remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
+                }
             }
             // (hQueue, numEventsInWaitList, ...)
             urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT
                 if kind_enabled(Kind::Sync) =>
             {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
+                let q = queue_info(a[0]);
                 let s = SyncPayload {
                     object: a[0],
                     event_count: wait_count as u32,
                     queue: a[0],
-                    device: queue_device(a[0]),
+                    device: q.device,
                     ..Default::default()
                 };
                 emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
-                remember_launch(p, Launch::Barrier(s));
+                if q.profiling {
+                    remember_launch(p, Launch::Barrier(s));
+                }
             }
             // (hContext, hDevice, pProperties, phQueue)
-            urf::QUEUE_CREATE => remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2])),
+            urf::QUEUE_CREATE => {
+                remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2]));
+                crate::devices::learn_context(a[0], a[1]);
+            }
+            // (hDevice, propName, propSize, pPropValue, pPropSizeRet): a name or type the
+            // runtime or the program asked for, read from the caller's buffer
+            urf::DEVICE_GET_INFO if a[3] != 0 => device_info(a[0], a[1], a[2], a[3]),
             // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
             urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
             // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
@@ -631,6 +669,23 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::KERNEL_RELEASE | urf::PROGRAM_RELEASE => code_object_release(p.function_id, a[0]),
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
+        }
+        if graph_wanted(p.function_id) {
+            // The command's name as its device activity has it (kernel, or the operation).
+            let name: Option<std::sync::Arc<CStr>> = match p.function_id {
+                urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => kernel_name(a[1]),
+                urf::ENQUEUE_USM_MEMCPY => Some(c"usm_memcpy".into()),
+                urf::ENQUEUE_MEM_BUFFER_READ => Some(c"buffer_read".into()),
+                urf::ENQUEUE_MEM_BUFFER_WRITE => Some(c"buffer_write".into()),
+                urf::ENQUEUE_MEM_BUFFER_COPY => Some(c"buffer_copy".into()),
+                urf::ENQUEUE_USM_FILL => Some(c"usm_fill".into()),
+                urf::ENQUEUE_MEM_BUFFER_FILL => Some(c"buffer_fill".into()),
+                urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => {
+                    Some(c"barrier".into())
+                }
+                _ => None,
+            };
+            graph::enqueued(p, name.as_deref());
         }
     }
 }
@@ -695,12 +750,19 @@ fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     }
 }
 
-fn queue_device(queue: u64) -> u64 {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |q| q.0)
+/// A queue, its device and whether it profiles: one look-up per enqueue (the device for its
+/// activity, the profiling flag for [`remember_launch`]).
+#[derive(Clone, Copy)]
+struct QueueInfo {
+    queue: u64,
+    device: u64,
+    profiling: bool,
 }
 
-fn queue_profiles(queue: u64) -> bool {
-    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).is_some_and(|q| q.1)
+fn queue_info(queue: u64) -> QueueInfo {
+    let (device, profiling) =
+        QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or((0, false));
+    QueueInfo { queue, device, profiling }
 }
 
 /// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
@@ -730,13 +792,13 @@ fn usm_type(ptr: u64) -> MemoryType {
     offtrace_core::lookup_allocation(ptr).map_or(MemoryType::Host, |(_, _, t)| t)
 }
 
-fn copy(queue: u64, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
+fn copy(q: QueueInfo, dst: u64, src: u64, size: u64, src_type: MemoryType, dst_type: MemoryType) -> MemoryCopyPayload {
     MemoryCopyPayload {
-        queue,
+        queue: q.queue,
         dst,
         src,
         size,
-        device: queue_device(queue),
+        device: q.device,
         direction: offtrace_core::CopyDirection::from_types(src_type, dst_type),
         src_type,
         dst_type,
@@ -781,10 +843,9 @@ const PROFILING_END: u64 = 3;
 
 /// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
 /// launched (other queues have no device times to wait for: nothing is kept for them).
+/// Keeps a launch on a profiling queue (the caller checks [`QueueInfo::profiling`]) for the
+/// device times its event may report.
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
-    if !queue_profiles(p.args[0]) {
-        return;
-    }
     let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
         return;
     };
@@ -802,10 +863,8 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
     t.insert(event, PendingLaunch { launch, correlation, start: 0, end: 0 });
 }
 
+/// [`remember_launch`] for a kernel on a profiling queue.
 fn remember_kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], k: &KernelDispatchPayload, name: std::sync::Arc<CStr>) {
-    if !queue_profiles(a[0]) {
-        return;
-    }
     let mut k = *k;
     k.implicit_allocations = std::ptr::null();
     k.implicit_allocation_count = 0;
@@ -1132,11 +1191,14 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
     let _ = TASK.try_with(|t| t.dispatched.set(true));
-    k.device = queue_device(a[0]);
+    let q = queue_info(a[0]);
+    k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
         k.kernel_name = own.as_ptr();
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
-        remember_kernel_launch(a, &k, own);
+        if q.profiling {
+            remember_kernel_launch(a, &k, own);
+        }
         return;
     }
     let _ = TASK.try_with(|t| {
@@ -1149,10 +1211,450 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
             k.kernel_name = name.as_ptr().cast();
         }
         emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
-        if let Ok(own) = CStr::from_bytes_until_nul(&name[..]) {
+        // The name's copy (an allocation) only for a launch kept for its device times.
+        if q.profiling
+            && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
+        {
             remember_kernel_launch(a, &k, own.into());
         }
     });
+}
+
+/// `UR_DEVICE_INFO_TYPE` / `UR_DEVICE_INFO_NAME`.
+const UR_DEVICE_INFO_TYPE: u64 = 0;
+const UR_DEVICE_INFO_NAME: u64 = 66;
+
+/// A successful `urDeviceGetInfo` of a device's name or type: what it wrote into the caller's
+/// buffer (`size` bytes at `value`).
+///
+/// # Safety
+/// `value` points at `size` bytes the call wrote.
+unsafe fn device_info(device: u64, prop: u64, size: u64, value: u64) {
+    if !kind_enabled(Kind::Device) {
+        return;
+    }
+    match prop {
+        UR_DEVICE_INFO_NAME if size > 0 => {
+            // SAFETY: forwarded; strnlen reads at most `size` bytes.
+            let len = unsafe { libc::strnlen(value as *const c_char, (size as usize).min(DEVICE_NAME_CAP)) };
+            // SAFETY: `len` bytes at `value` were just read by strnlen.
+            let name = unsafe { std::slice::from_raw_parts(value as *const u8, len) };
+            crate::devices::learn_device(device, name, None);
+        }
+        UR_DEVICE_INFO_TYPE if size >= 4 => {
+            // SAFETY: forwarded: a `ur_device_type_t` (u32).
+            let t = unsafe { (value as *const u32).read_unaligned() };
+            crate::devices::learn_device(device, b"", Some(crate::devices::ur_device_type(t)));
+        }
+        _ => {}
+    }
+}
+
+/// Longest device name kept.
+const DEVICE_NAME_CAP: usize = 256;
+
+/// SYCL queue id (`queue_id` metadata: 1, 2, 3 ... per queue) → the queue's handle (the one
+/// device activity names), from `queue_create`: graph nodes name their queue by id only.
+static QUEUE_IDS: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+
+fn remember_queue_id(id: u64, queue: u64) {
+    if id != 0 && queue != 0 {
+        let mut m = QUEUE_IDS.write().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_PENDING {
+            m.clear();
+        }
+        m.insert(id, queue);
+    }
+}
+
+/// The task graph: node ids, their queues, names and the dependencies of commands the runtime
+/// enqueues without a graph edge.
+///
+/// - A node's id is the XPTI `instance` of its `node_create` (one global counter: unique), not
+///   the event's uid64, which the runtime reuses for unrelated commands once an event is gone
+///   (the memset before a kernel and the kernel share one). Edges, tasks and signals name nodes
+///   by uid64 while their events live: [`NODES`] maps them.
+/// - A node's record is held back on its thread until its command is enqueued (the UR call
+///   inside its task), so it carries the command's queue (kernel nodes of dpctl carry no
+///   `queue_id`) and its name as its device activity reads (the kernel's: dpctl's nodes are all
+///   `DPCTLQueue_SubmitRange`; `usm_memcpy` for SYCL's `memcpy` / `copy usm`, `usm_fill`,
+///   `barrier`, ...); any edge, signal or task end emits it first.
+/// - SYCL enqueues most USM commands without scheduler edges: a command's dependencies are then
+///   only the wait list of its UR enqueue. Each event of that list that an earlier command of
+///   the trace returned becomes an edge from that command's node (with the event), unless the
+///   runtime made edges for the node itself.
+mod graph {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    /// uid64 of a live node event → the node id.
+    static NODES: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    /// UR event handle → the node whose command returned it.
+    static EVENTS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
+    const MAX: usize = 1 << 16;
+
+    fn put(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64, v: u64) {
+        if k == 0 {
+            return;
+        }
+        let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
+        let m = g.get_or_insert_with(HashMap::new);
+        if m.len() >= MAX {
+            m.clear();
+        }
+        m.insert(k, v);
+    }
+
+    fn get(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64) -> Option<u64> {
+        t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
+    }
+
+    /// The node id of a live node event.
+    pub(super) fn node_of(uid: u64) -> u64 {
+        get(&NODES, uid).unwrap_or(uid)
+    }
+
+    /// The node made last on this thread (its record held back until `emitted`) and its task.
+    #[derive(Clone, Copy)]
+    struct Current {
+        node: u64,
+        name: [u8; NAME_CAP],
+        queue: u64,
+        event: u64,
+        emitted: bool,
+        /// The runtime made an edge into this node.
+        had_edges: bool,
+        /// The instance of its open task (0 = none).
+        task: u64,
+        /// The runtime's edges into this node, held back with it: (source, edge uid, name).
+        edges: [(u64, u64, [u8; EDGE_NAME_CAP]); HELD_EDGES],
+        held: usize,
+        /// A host task (`sycl_device_type` HOST): no UR enqueue will name it.
+        host: bool,
+        /// The runtime signalled this node's event.
+        signalled: bool,
+        /// The event its UR enqueue returned (0 = none).
+        enqueue_event: u64,
+    }
+
+    /// Edges into a held-back node kept with it (more are emitted after it, at once).
+    const HELD_EDGES: usize = 8;
+    const EDGE_NAME_CAP: usize = 64;
+
+    const NONE: Current = Current {
+        node: 0,
+        name: [0; NAME_CAP],
+        queue: 0,
+        event: 0,
+        emitted: true,
+        had_edges: false,
+        task: 0,
+        edges: [(0, 0, [0; EDGE_NAME_CAP]); HELD_EDGES],
+        held: 0,
+        host: false,
+        signalled: false,
+        enqueue_event: 0,
+    };
+
+    thread_local! {
+        static CUR: RefCell<Current> = const { RefCell::new(NONE) };
+    }
+
+    /// `name` (null or a NUL-terminated string) into `out`, cut to fit, NUL-terminated.
+    ///
+    /// # Safety
+    /// `name` is null or a NUL-terminated string valid now.
+    unsafe fn copy_name(name: *const c_char, out: &mut [u8]) {
+        out.fill(0);
+        if name.is_null() || out.is_empty() {
+            return;
+        }
+        // SAFETY: forwarded.
+        let b = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let n = b.len().min(out.len() - 1);
+        out[..n].copy_from_slice(&b[..n]);
+    }
+
+    fn name_ptr(b: &[u8]) -> *const c_char {
+        if b.first().is_none_or(|&c| c == 0) { std::ptr::null() } else { b.as_ptr().cast() }
+    }
+
+    /// Emits the held-back node record, if any.
+    fn flush() {
+        let pending = CUR.try_with(|c| {
+            let mut c = c.try_borrow_mut().ok()?;
+            if c.emitted {
+                return None;
+            }
+            c.emitted = true;
+            Some(*c)
+        });
+        if let Ok(Some(c)) = pending {
+            let g = TaskGraphPayload {
+                node: c.node,
+                name: name_ptr(&c.name),
+                queue: c.queue,
+                event: c.event,
+                ..Default::default()
+            };
+            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+            for (source, uid, name) in &c.edges[..c.held] {
+                emit_edge(*uid, *source, c.node, name_ptr(name));
+            }
+        }
+    }
+
+    fn emit_edge(uid: u64, source: u64, target: u64, name: *const c_char) {
+        let g = TaskGraphPayload { node: uid, source, target, name, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
+    }
+
+    /// # Safety
+    /// `e` is a live event of the current callback.
+    pub(super) unsafe fn node_create(d: &Dispatcher, e: &TraceEventData, instance: u64) {
+        let node = if instance != 0 { instance } else { e.unique_id };
+        put(&NODES, e.unique_id, node);
+        let (mut id, mut device, mut dev_name, mut dev_type) = (0u64, 0u64, [0u8; DEVICE_NAME_CAP], None);
+        let mut host = false;
+        // SAFETY: forwarded.
+        unsafe {
+            for_metadata(d, e, |k, o| match k {
+                Key::QueueId => id = object_u64(o),
+                Key::SyclDevice => device = object_u64(o),
+                Key::SyclDeviceName => object_str(o, &mut dev_name),
+                Key::SyclDeviceType => {
+                    let mut b = [0u8; 8];
+                    object_str(o, &mut b);
+                    host = b.starts_with(b"HOST\0");
+                    dev_type = object_device_type(o);
+                }
+                _ => {}
+            })
+        };
+        crate::devices::learn_device(device, &dev_name, dev_type);
+        let queue = if id == 0 {
+            0
+        } else {
+            QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0)
+        };
+        let name = payload_name(e);
+        // SAFETY: the payload's name is valid during the callback.
+        let event = unsafe { virtual_node_event(name) };
+        // A virtual node stands for an event (the runtime makes it between its command's node
+        // and that command's edges): no command of its own follows; the held node stays held.
+        if event != 0 {
+            let g = TaskGraphPayload { node, name, event, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
+            return;
+        }
+        flush();
+        let _ = CUR.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return };
+            *c = Current { node, queue, emitted: false, host, ..NONE };
+            // SAFETY: the payload's name is valid during the callback.
+            unsafe { copy_name(name, &mut c.name) };
+        });
+    }
+
+    /// An edge into the held-back node is held with it (the node's record must come first);
+    /// any other edge is emitted now, after the held node.
+    pub(super) fn edge_create(e: &TraceEventData) {
+        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
+        let held = CUR.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else { return false };
+            if c.node != target {
+                return false;
+            }
+            c.had_edges = true;
+            if c.emitted || c.held == HELD_EDGES {
+                return false;
+            }
+            let i = c.held;
+            c.held += 1;
+            c.edges[i].0 = source;
+            c.edges[i].1 = e.unique_id;
+            // SAFETY: the payload's name is valid during the callback.
+            unsafe { copy_name(payload_name(e), &mut c.edges[i].2) };
+            true
+        });
+        if held != Ok(true) {
+            flush();
+            emit_edge(e.unique_id, source, target, payload_name(e));
+        }
+    }
+
+    /// The node and queue of the task starting (the node made last on this thread, normally).
+    /// A host task's node is emitted now: no UR enqueue inside it will tell more.
+    pub(super) fn task_begin(e: &TraceEventData, instance: u64) -> (u64, u64) {
+        let node = node_of(e.unique_id);
+        let (r, host) = CUR
+            .try_with(|c| {
+                let Ok(mut c) = c.try_borrow_mut() else { return ((node, 0), false) };
+                if c.node == node {
+                    c.task = instance;
+                    ((node, c.queue), c.host)
+                } else {
+                    ((node, 0), false)
+                }
+            })
+            .unwrap_or(((node, 0), false));
+        if host {
+            flush();
+        }
+        r
+    }
+
+    /// The current task's node (id, queue, name as its node record has it), if `instance` is
+    /// its task's or its node's.
+    fn current(instance: u64) -> Option<(u64, u64, [u8; NAME_CAP])> {
+        CUR.try_with(|c| {
+            let c = c.try_borrow().ok()?;
+            (instance != 0 && (c.task == instance || c.node == instance)).then_some((c.node, c.queue, c.name))
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// `name`, or the event's payload name when empty.
+    fn name_or(name: &[u8; NAME_CAP], e: Option<&TraceEventData>) -> *const c_char {
+        if name[0] != 0 { name.as_ptr().cast() } else { e.map_or(std::ptr::null(), payload_name) }
+    }
+
+    pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
+        flush();
+        let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, [0; NAME_CAP]));
+        let _ = CUR.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut()
+                && c.node == node
+            {
+                c.signalled = true;
+            }
+        });
+        put(&EVENTS, event, node);
+        let g = TaskGraphPayload { node, name: name_or(&name, Some(e)), event, queue, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
+    }
+
+    /// The task's exit record (its node's id, queue and name), and the task closed.
+    pub(super) fn task_end(ev: Option<&TraceEventData>, instance: u64, exit: impl FnOnce(&TaskGraphPayload)) {
+        flush();
+        let (node, queue, name) =
+            current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, [0; NAME_CAP]));
+        // The runtime signals no event for some commands (USM copies): the one their UR enqueue
+        // returned is their signal, so that a later dependency on it (a virtual node) finds them.
+        let unsignalled = CUR
+            .try_with(|c| {
+                let mut c = c.try_borrow_mut().ok()?;
+                if c.task != instance {
+                    return None;
+                }
+                c.task = 0;
+                (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
+            })
+            .ok()
+            .flatten();
+        if let Some(event) = unsignalled {
+            let g = TaskGraphPayload { node, name: name_or(&name, ev), event, queue, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
+        }
+        exit(&TaskGraphPayload { node, name: name_or(&name, ev), queue, ..Default::default() });
+    }
+
+    /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
+    /// enqueue's queue and the command's name as its device activity has it (`name`), the event
+    /// it returned is noted, and its wait list becomes edges when the runtime made none.
+    ///
+    /// # Safety
+    /// `p` holds the arguments of the live call, which succeeded (output pointers written).
+    pub(super) unsafe fn enqueued(p: &ApiCallPayload, name: Option<&CStr>) {
+        let Ok(Some(c)) = CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| *c)) else { return };
+        let Some(func) = ur::function(p.function_id) else { return };
+        let arg = |param: &str| func.params.iter().position(|q| q.name == param).and_then(|i| p.args.get(i).copied());
+        let queue = arg("hQueue").unwrap_or(0);
+        let _ = CUR.try_with(|cur| {
+            let Ok(mut cur) = cur.try_borrow_mut() else { return };
+            if !cur.emitted {
+                if cur.queue == 0 {
+                    cur.queue = queue;
+                }
+                if let Some(k) = name {
+                    let b = k.to_bytes();
+                    let n = b.len().min(NAME_CAP - 1);
+                    cur.name = [0; NAME_CAP];
+                    cur.name[..n].copy_from_slice(&b[..n]);
+                }
+            }
+        });
+        flush();
+        // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
+        let event = unsafe { read_out(arg("phEvent").unwrap_or(0)) };
+        put(&EVENTS, event, c.node);
+        let _ = CUR.try_with(|cur| {
+            if let Ok(mut cur) = cur.try_borrow_mut()
+                && cur.enqueue_event == 0
+            {
+                cur.enqueue_event = event;
+            }
+        });
+        let (count, list) = (arg("numEventsInWaitList").unwrap_or(0), arg("phEventWaitList").unwrap_or(0));
+        if c.had_edges || count == 0 || list == 0 {
+            return;
+        }
+        let q = if c.queue != 0 { c.queue } else { queue };
+        for i in 0..(count as usize).min(MAX_OPEN) {
+            // SAFETY: `phEventWaitList` has `numEventsInWaitList` entries (UR contract).
+            let waited = unsafe { (list as *const u64).add(i).read_unaligned() };
+            let Some(source) = get(&EVENTS, waited) else { continue };
+            if source == c.node {
+                continue;
+            }
+            let g = TaskGraphPayload { source, target: c.node, event: waited, queue: q, ..Default::default() };
+            emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
+        }
+    }
+}
+
+/// The event a virtual node stands for: SYCL names the node after the `ur_event_handle_t` it
+/// waits on, `virtual_node[<address>]` (and the edge out of it carries the same value as its
+/// `event`), the handle a command's `signal` carries.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string valid during the callback.
+unsafe fn virtual_node_event(name: *const c_char) -> u64 {
+    if name.is_null() {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    parse_virtual_node(unsafe { CStr::from_ptr(name) }.to_bytes())
+}
+
+/// `virtual_node[0x7f...]` (or without `0x`) → the address; 0 otherwise.
+fn parse_virtual_node(name: &[u8]) -> u64 {
+    let Some(rest) = name.strip_prefix(b"virtual_node[") else { return 0 };
+    let Some(hex) = rest.strip_suffix(b"]") else { return 0 };
+    let hex = hex.strip_prefix(b"0x").unwrap_or(hex);
+    std::str::from_utf8(hex).ok().and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
+}
+
+/// A string metadata value into `out` (NUL-terminated, cut at its capacity); untouched when the
+/// value is not a string.
+fn object_str(o: &offtrace_xpti_abi::abi::ObjectData, out: &mut [u8]) {
+    if o.data.is_null() || o.type_ != metadata_type::STRING || out.is_empty() {
+        return;
+    }
+    let n = o.size.min(out.len() - 1);
+    // SAFETY: the dispatcher's object holds `size` bytes at `data`.
+    unsafe { std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), out.as_mut_ptr(), n) };
+    out[n] = 0;
+}
+
+fn object_device_type(o: &offtrace_xpti_abi::abi::ObjectData) -> Option<offtrace_core::DeviceType> {
+    let mut b = [0u8; 16];
+    object_str(o, &mut b);
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    crate::devices::sycl_device_type(&b[..end])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1169,6 +1671,8 @@ enum Key {
     MemoryPtr,
     MemorySize,
     SyclDeviceName,
+    SyclDeviceType,
+    QueueId,
     QueueHandle,
     SyclDevice,
     SyclContext,
@@ -1187,6 +1691,8 @@ fn key_of(name: &[u8]) -> Key {
         b"memory_ptr" => Key::MemoryPtr,
         b"memory_size" => Key::MemorySize,
         b"sycl_device_name" => Key::SyclDeviceName,
+        b"sycl_device_type" => Key::SyclDeviceType,
+        b"queue_id" => Key::QueueId,
         [b'a', b'r', b'g', digits @ ..]
             if !digits.is_empty() && digits.len() <= 2 && digits.iter().all(u8::is_ascii_digit) =>
         {
@@ -1272,50 +1778,47 @@ unsafe fn sycl(raw: &Raw) {
     // SAFETY: a non-null event of a live callback is valid for the callback.
     let ev = unsafe { raw.event.as_ref() };
     match raw.trace_type {
-        tt::QUEUE_CREATE | tt::QUEUE_DESTROY if kind_enabled(Kind::Queue) => {
+        tt::QUEUE_CREATE | tt::QUEUE_DESTROY
+            if kind_enabled(Kind::Queue) || kind_enabled(Kind::TaskGraph) || kind_enabled(Kind::Device) =>
+        {
             let Some(e) = ev else { return };
             let mut q = QueuePayload::default();
+            let (mut id, mut dev_name, mut dev_type) = (0u64, [0u8; DEVICE_NAME_CAP], None);
             // SAFETY: `e` is live.
             unsafe {
                 for_metadata(d, e, |k, o| match k {
                     Key::QueueHandle => q.queue = object_u64(o),
+                    Key::QueueId => id = object_u64(o),
                     Key::SyclDevice => q.device = object_u64(o),
                     Key::SyclContext => q.context = object_u64(o),
                     Key::IsInorder => q.flags = object_u64(o),
+                    Key::SyclDeviceName => object_str(o, &mut dev_name),
+                    Key::SyclDeviceType => dev_type = object_device_type(o),
                     _ => {}
                 })
             };
-            let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
-            emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
+            if raw.trace_type == tt::QUEUE_CREATE {
+                crate::devices::learn_device(q.device, &dev_name, dev_type);
+                crate::devices::learn_context(q.context, q.device);
+                remember_queue_id(id, q.queue);
+            }
+            if kind_enabled(Kind::Queue) {
+                let op = if raw.trace_type == tt::QUEUE_CREATE { sycl_queue::CREATE } else { sycl_queue::DESTROY };
+                emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&q));
+            }
         }
-        tt::NODE_CREATE | tt::EDGE_CREATE | tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+        tt::NODE_CREATE if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
-            let (op, g) = match raw.trace_type {
-                tt::NODE_CREATE => (
-                    task_graph::NODE_CREATE,
-                    TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() },
-                ),
-                tt::EDGE_CREATE => (
-                    task_graph::EDGE_CREATE,
-                    TaskGraphPayload {
-                        node: e.unique_id,
-                        source: e.source_id,
-                        target: e.target_id,
-                        name: payload_name(e),
-                        ..Default::default()
-                    },
-                ),
-                _ => (
-                    task_graph::SIGNAL,
-                    TaskGraphPayload {
-                        node: e.unique_id,
-                        name: payload_name(e),
-                        event: raw.user_data as u64,
-                        ..Default::default()
-                    },
-                ),
-            };
-            emit_instant(Kind::TaskGraph, op, Phase::None, Payload::TaskGraph(&g));
+            // SAFETY: `e` is live.
+            unsafe { graph::node_create(d, e, raw.instance) };
+        }
+        tt::EDGE_CREATE if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            graph::edge_create(e);
+        }
+        tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
+            let Some(e) = ev else { return };
+            graph::signal(e, raw.instance, raw.user_data as u64);
         }
         tt::TASK_BEGIN => {
             if let Some(e) = ev {
@@ -1323,7 +1826,8 @@ unsafe fn sycl(raw: &Raw) {
                     remember_task(e, raw.instance);
                 }
                 if kind_enabled(Kind::TaskGraph) {
-                    let g = TaskGraphPayload { node: e.unique_id, name: payload_name(e), ..Default::default() };
+                    let (node, queue) = graph::task_begin(e, raw.instance);
+                    let g = TaskGraphPayload { node, name: payload_name(e), queue, ..Default::default() };
                     let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
                     push_open(OpenTag::Task, raw.instance, token);
                 }
@@ -1342,12 +1846,7 @@ unsafe fn sycl(raw: &Raw) {
                 }
             });
             if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
-                let g = ev.map_or_else(TaskGraphPayload::default, |e| TaskGraphPayload {
-                    node: e.unique_id,
-                    name: payload_name(e),
-                    ..Default::default()
-                });
-                emit_exit(token, Payload::TaskGraph(&g));
+                graph::task_end(ev, raw.instance, |g| emit_exit(token, Payload::TaskGraph(g)));
             }
         }
         tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
@@ -1520,6 +2019,15 @@ unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn virtual_nodes_name_their_event() {
+        assert_eq!(parse_virtual_node(b"virtual_node[0x5581a2b3c4d0]"), 0x5581_a2b3_c4d0);
+        assert_eq!(parse_virtual_node(b"virtual_node[5581a2b3c4d0]"), 0x5581_a2b3_c4d0);
+        assert_eq!(parse_virtual_node(b"virtual_node[]"), 0);
+        assert_eq!(parse_virtual_node(b"memcpy"), 0);
+        assert_eq!(parse_virtual_node(b"virtual_node[0xzz]"), 0);
+    }
 
     #[test]
     fn kernel_arg_properties_layout_matches_ur_api_h() {

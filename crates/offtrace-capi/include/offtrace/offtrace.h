@@ -350,6 +350,108 @@ typedef offtrace_tool_configure_result_t* (*offtrace_configure_func_t)(uint32_t 
                                                                        uint32_t priority,
                                                                        offtrace_client_id_t* client_id);
 
+/* ------------------------------------------------------------------ metrics (zet-shaped) */
+
+/* Results are Level Zero ze_result_t values (same numbers). */
+typedef uint32_t offtrace_metric_result_t;
+#define OFFTRACE_METRIC_RESULT_SUCCESS 0u
+#define OFFTRACE_METRIC_RESULT_NOT_READY 1u
+#define OFFTRACE_METRIC_RESULT_ERROR_DEVICE_LOST 0x70000001u
+#define OFFTRACE_METRIC_RESULT_ERROR_INSUFFICIENT_PERMISSIONS 0x70010000u
+#define OFFTRACE_METRIC_RESULT_ERROR_NOT_AVAILABLE 0x70010001u /* two groups of one domain; second streamer */
+#define OFFTRACE_METRIC_RESULT_ERROR_UNINITIALIZED 0x78000001u
+#define OFFTRACE_METRIC_RESULT_ERROR_UNSUPPORTED_FEATURE 0x78000003u
+#define OFFTRACE_METRIC_RESULT_ERROR_INVALID_ARGUMENT 0x78000004u /* wrong sampling type, group not active */
+#define OFFTRACE_METRIC_RESULT_ERROR_INVALID_NULL_HANDLE 0x78000005u /* null, closed or destroyed handle */
+#define OFFTRACE_METRIC_RESULT_ERROR_HANDLE_OBJECT_IN_USE 0x78000006u
+#define OFFTRACE_METRIC_RESULT_ERROR_INVALID_NULL_POINTER 0x78000007u
+#define OFFTRACE_METRIC_RESULT_ERROR_INVALID_SIZE 0x78000008u
+#define OFFTRACE_METRIC_RESULT_ERROR_UNKNOWN 0x7fffffffu
+
+#define OFFTRACE_METRIC_GROUP_SAMPLING_TYPE_EVENT_BASED 1u
+#define OFFTRACE_METRIC_GROUP_SAMPLING_TYPE_TIME_BASED 2u
+#define OFFTRACE_METRIC_VALUE_TYPE_UINT64 1u
+#define OFFTRACE_METRIC_VALUE_TYPE_FLOAT64 3u
+#define OFFTRACE_METRIC_STRING_SIZE 256
+
+typedef uint32_t offtrace_metric_device_t;          /* 0: the host CPU; 1..: GPUs */
+typedef uint64_t offtrace_metric_group_handle_t;    /* 0: null */
+typedef uint64_t offtrace_metric_handle_t;
+typedef uint64_t offtrace_metric_streamer_handle_t;
+typedef uint64_t offtrace_metric_query_pool_handle_t;
+typedef uint64_t offtrace_metric_query_handle_t;
+
+typedef struct offtrace_metric_device_properties_t {
+    uint32_t id;
+    uint32_t type; /* 0 cpu, 1 gpu */
+    char name[OFFTRACE_METRIC_STRING_SIZE];
+    char uuid[64];
+} offtrace_metric_device_properties_t;
+
+typedef struct offtrace_metric_group_properties_t {
+    char name[OFFTRACE_METRIC_STRING_SIZE];
+    char description[OFFTRACE_METRIC_STRING_SIZE];
+    uint32_t device;
+    uint32_t domain;
+    uint32_t sampling_type; /* OFFTRACE_METRIC_GROUP_SAMPLING_TYPE_* bits */
+    uint32_t metric_count;
+    uint64_t raw_report_size; /* bytes of one raw report */
+} offtrace_metric_group_properties_t;
+
+typedef struct offtrace_metric_properties_t {
+    char name[OFFTRACE_METRIC_STRING_SIZE];
+    char description[OFFTRACE_METRIC_STRING_SIZE];
+    char component[OFFTRACE_METRIC_STRING_SIZE];
+    char result_units[OFFTRACE_METRIC_STRING_SIZE];
+    uint32_t metric_type; /* zet_metric_type_t */
+    uint32_t result_type; /* OFFTRACE_METRIC_VALUE_TYPE_* */
+} offtrace_metric_properties_t;
+
+typedef struct offtrace_metric_streamer_desc_t {
+    uint64_t sampling_period_ns;
+    uint32_t notify_every_n_reports;
+    uint32_t reserved;
+} offtrace_metric_streamer_desc_t;
+
+typedef struct offtrace_metric_typed_value_t {
+    uint32_t type; /* OFFTRACE_METRIC_VALUE_TYPE_*: value is a uint64 or the bits of a double */
+    uint32_t reserved;
+    uint64_t value;
+} offtrace_metric_typed_value_t;
+
+/* ------------------------------------------------------------------ sysman (zes-shaped) */
+
+typedef struct offtrace_sysman_energy_counter_t {
+    uint64_t energy_uj;
+    uint64_t timestamp_us; /* CLOCK_MONOTONIC */
+} offtrace_sysman_energy_counter_t;
+
+typedef struct offtrace_sysman_freq_state_t {
+    double actual_mhz;
+    uint64_t throttle_reasons; /* GPUs: NVML clock event reason bits */
+} offtrace_sysman_freq_state_t;
+
+typedef struct offtrace_sysman_mem_state_t {
+    uint64_t size;
+    uint64_t free;
+} offtrace_sysman_mem_state_t;
+
+typedef struct offtrace_sysman_pci_stats_t {
+    uint64_t tx_kbs;
+    uint64_t rx_kbs;
+} offtrace_sysman_pci_stats_t;
+
+typedef struct offtrace_sysman_ras_state_t {
+    uint64_t corrected;
+    uint64_t uncorrected;
+} offtrace_sysman_ras_state_t;
+
+typedef struct offtrace_sysman_event_t {
+    uint32_t device;
+    uint32_t reserved;
+    uint64_t xid; /* the XID critical error's code */
+} offtrace_sysman_event_t;
+
 /* ------------------------------------------------------------------ functions */
 
 /* BEGIN GENERATED FUNCTIONS */
@@ -573,6 +675,235 @@ offtrace_status_t offtrace_load_tools(const char* paths);
  * Calls every loaded tool's finalize once, in reverse load order.
  */
 offtrace_status_t offtrace_finalize_tools(void);
+
+/**
+ * Devices with metrics (zeDeviceGet-like): ids, the host CPU first.
+ *
+ * Safety:
+ * count must be writable; devices null or writable for *count ids.
+ */
+offtrace_metric_result_t offtrace_metric_device_get(uint32_t* count, offtrace_metric_device_t* devices);
+
+/**
+ * A device's properties.
+ *
+ * Safety:
+ * props must be writable.
+ */
+offtrace_metric_result_t offtrace_metric_device_get_properties(offtrace_metric_device_t device, offtrace_metric_device_properties_t* props);
+
+/**
+ * zetMetricGroupGet.
+ *
+ * Safety:
+ * count must be writable; groups null or writable for *count handles.
+ */
+offtrace_metric_result_t offtrace_metric_group_get(offtrace_metric_device_t device, uint32_t* count, offtrace_metric_group_handle_t* groups);
+
+/**
+ * zetMetricGroupGetProperties.
+ *
+ * Safety:
+ * props must be writable.
+ */
+offtrace_metric_result_t offtrace_metric_group_get_properties(offtrace_metric_group_handle_t group, offtrace_metric_group_properties_t* props);
+
+/**
+ * zetMetricGet: a metric handle is group << 16 | (index + 1).
+ *
+ * Safety:
+ * count must be writable; metrics null or writable for *count handles.
+ */
+offtrace_metric_result_t offtrace_metric_get(offtrace_metric_group_handle_t group, uint32_t* count, offtrace_metric_handle_t* metrics);
+
+/**
+ * zetMetricGetProperties.
+ *
+ * Safety:
+ * props must be writable.
+ */
+offtrace_metric_result_t offtrace_metric_get_properties(offtrace_metric_handle_t metric, offtrace_metric_properties_t* props);
+
+/**
+ * zetDeviceActivateMetricGroups: exactly groups[0..count] active on device (0: none).
+ * Two groups of one domain: OFFTRACE_METRIC_RESULT_ERROR_NOT_AVAILABLE.
+ *
+ * Safety:
+ * groups must be readable for count handles (may be null when count is 0).
+ */
+offtrace_metric_result_t offtrace_metric_group_activate(offtrace_metric_device_t device, uint32_t count, const offtrace_metric_group_handle_t* groups);
+
+/**
+ * zetMetricTracerOpen (streamer). Group not time-based or not active:
+ * OFFTRACE_METRIC_RESULT_ERROR_INVALID_ARGUMENT.
+ *
+ * Safety:
+ * desc must be readable; streamer writable.
+ */
+offtrace_metric_result_t offtrace_metric_streamer_open(offtrace_metric_device_t device, offtrace_metric_group_handle_t group, const offtrace_metric_streamer_desc_t* desc, offtrace_metric_streamer_handle_t* streamer);
+
+/**
+ * zetMetricTracerReadData: *size == 0 (or data null) → the bytes of up to max_reports
+ * reports now; else reads the whole reports that fit and sets *size to the bytes written.
+ * A closed streamer: OFFTRACE_METRIC_RESULT_ERROR_INVALID_NULL_HANDLE.
+ *
+ * Safety:
+ * size must be writable; data null or writable for *size bytes.
+ */
+offtrace_metric_result_t offtrace_metric_streamer_read_data(offtrace_metric_streamer_handle_t streamer, uint32_t max_reports, size_t* size, uint8_t* data);
+
+/**
+ * Waits for the streamer's notification (every N reports) at most timeout_ns:
+ * OFFTRACE_METRIC_RESULT_NOT_READY on timeout.
+ */
+offtrace_metric_result_t offtrace_metric_streamer_wait(offtrace_metric_streamer_handle_t streamer, uint64_t timeout_ns);
+
+/**
+ * zetMetricTracerClose. Twice: OFFTRACE_METRIC_RESULT_ERROR_INVALID_NULL_HANDLE.
+ */
+offtrace_metric_result_t offtrace_metric_streamer_close(offtrace_metric_streamer_handle_t streamer);
+
+/**
+ * zetMetricQueryPoolCreate. Group not event-based or not active:
+ * OFFTRACE_METRIC_RESULT_ERROR_INVALID_ARGUMENT.
+ *
+ * Safety:
+ * pool must be writable.
+ */
+offtrace_metric_result_t offtrace_metric_query_pool_create(offtrace_metric_device_t device, offtrace_metric_group_handle_t group, uint32_t count, offtrace_metric_query_pool_handle_t* pool);
+
+/**
+ * zetMetricQueryPoolDestroy.
+ */
+offtrace_metric_result_t offtrace_metric_query_pool_destroy(offtrace_metric_query_pool_handle_t pool);
+
+/**
+ * zetMetricQueryCreate.
+ *
+ * Safety:
+ * query must be writable.
+ */
+offtrace_metric_result_t offtrace_metric_query_create(offtrace_metric_query_pool_handle_t pool, uint32_t index, offtrace_metric_query_handle_t* query);
+
+/**
+ * zetMetricQueryDestroy.
+ */
+offtrace_metric_result_t offtrace_metric_query_destroy(offtrace_metric_query_handle_t query);
+
+/**
+ * zetMetricQueryReset.
+ */
+offtrace_metric_result_t offtrace_metric_query_reset(offtrace_metric_query_handle_t query);
+
+/**
+ * zetCommandListAppendMetricQueryBegin for a host command: the group's values now.
+ */
+offtrace_metric_result_t offtrace_metric_query_begin(offtrace_metric_query_handle_t query);
+
+/**
+ * zetCommandListAppendMetricQueryEnd for a host command.
+ */
+offtrace_metric_result_t offtrace_metric_query_end(offtrace_metric_query_handle_t query);
+
+/**
+ * zetMetricQueryGetData: one raw report; *size == 0 (or data null) → its size. Before
+ * the query's end: OFFTRACE_METRIC_RESULT_NOT_READY.
+ *
+ * Safety:
+ * size must be writable; data null or writable for *size bytes.
+ */
+offtrace_metric_result_t offtrace_metric_query_get_data(offtrace_metric_query_handle_t query, size_t* size, uint8_t* data);
+
+/**
+ * zetMetricGroupCalculateMetricValues: one value per metric per report, report after
+ * report. *count == 0 (or values null) → the number of values; else writes up to *count.
+ * A partial report: OFFTRACE_METRIC_RESULT_ERROR_INVALID_SIZE.
+ *
+ * Safety:
+ * raw readable for size bytes; count writable; values null or writable for *count.
+ */
+offtrace_metric_result_t offtrace_metric_group_calculate_metric_values(offtrace_metric_group_handle_t group, size_t size, const uint8_t* raw, uint32_t* count, offtrace_metric_typed_value_t* values);
+
+/**
+ * zesDeviceGet: *count == 0 (or devices null) → the number of devices.
+ *
+ * Safety:
+ * count writable; devices null or writable for *count ids.
+ */
+offtrace_metric_result_t offtrace_sysman_device_get(uint32_t* count, offtrace_metric_device_t* devices);
+
+/**
+ * zesDeviceGetProperties.
+ *
+ * Safety:
+ * props writable.
+ */
+offtrace_metric_result_t offtrace_sysman_device_get_properties(offtrace_metric_device_t device, offtrace_metric_device_properties_t* props);
+
+/**
+ * zesPowerGetEnergyCounter.
+ *
+ * Safety:
+ * energy writable.
+ */
+offtrace_metric_result_t offtrace_sysman_power_get_energy_counter(offtrace_metric_device_t device, offtrace_sysman_energy_counter_t* energy);
+
+/**
+ * zesPowerGetLimits: the sustained (enforced) limit in mW.
+ *
+ * Safety:
+ * sustained_mw writable.
+ */
+offtrace_metric_result_t offtrace_sysman_power_get_limit(offtrace_metric_device_t device, uint64_t* sustained_mw);
+
+/**
+ * zesFrequencyGetState.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_frequency_get_state(offtrace_metric_device_t device, offtrace_sysman_freq_state_t* state);
+
+/**
+ * zesTemperatureGetState in degrees Celsius.
+ *
+ * Safety:
+ * celsius writable.
+ */
+offtrace_metric_result_t offtrace_sysman_temperature_get_state(offtrace_metric_device_t device, double* celsius);
+
+/**
+ * zesMemoryGetState.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_memory_get_state(offtrace_metric_device_t device, offtrace_sysman_mem_state_t* state);
+
+/**
+ * zesPciGetStats: throughput in KB/s.
+ *
+ * Safety:
+ * stats writable.
+ */
+offtrace_metric_result_t offtrace_sysman_pci_get_stats(offtrace_metric_device_t device, offtrace_sysman_pci_stats_t* stats);
+
+/**
+ * zesRasGetState: ECC errors since boot.
+ *
+ * Safety:
+ * state writable.
+ */
+offtrace_metric_result_t offtrace_sysman_ras_get_state(offtrace_metric_device_t device, offtrace_sysman_ras_state_t* state);
+
+/**
+ * zesDriverEventListen: waits at most timeout_ms for an XID critical error on any GPU;
+ * OFFTRACE_METRIC_RESULT_NOT_READY on timeout.
+ *
+ * Safety:
+ * event writable.
+ */
+offtrace_metric_result_t offtrace_sysman_event_wait(uint32_t timeout_ms, offtrace_sysman_event_t* event);
 
 /* END GENERATED FUNCTIONS */
 

@@ -1,0 +1,251 @@
+//! `offtrace metrics list`, `offtrace monitor`, and `record`'s metrics set-up
+//! ([`record_env`]): which groups the agent samples, at which period, and the perf_event
+//! descriptors it reads (opened in the child right before `exec`, as `perf stat` does, so the
+//! counts cover the whole program).
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use offtrace_metrics::{Catalog, GroupHandle, Metrics, StreamerDesc, TypedValue, perf};
+
+#[derive(Debug, Clone)]
+pub struct ListConfig {
+    pub json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct MonitorConfig {
+    pub groups: Vec<String>,
+    pub interval: Duration,
+    pub count: Option<u64>,
+    pub csv: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RecordMetrics {
+    pub groups: Vec<String>,
+    pub period: Duration,
+    pub telemetry: bool,
+}
+
+/// Telemetry groups: the system and device-level ones present here.
+const TELEMETRY: [&str; 3] = ["proc.system", "sys.cpu", "nvml.telemetry"];
+
+fn telemetry_present(c: &Catalog) -> Vec<String> {
+    TELEMETRY.iter().filter(|n| !c.find(n).is_empty()).map(|n| (*n).to_owned()).collect()
+}
+
+fn check_groups(c: &Catalog, names: &[String]) -> anyhow::Result<()> {
+    for n in names {
+        if c.find(n).is_empty() {
+            let known: Vec<&str> = c.groups.iter().map(|g| g.info.name.as_str()).collect();
+            bail!("no metric group {n:?} on this machine (available: {})", known.join(", "));
+        }
+    }
+    Ok(())
+}
+
+pub fn list(cfg: &ListConfig) -> anyhow::Result<u8> {
+    let c = Metrics::global().catalog();
+    let mut out = std::io::stdout().lock();
+    if cfg.json {
+        let groups: Vec<serde_json::Value> = c
+            .groups
+            .iter()
+            .map(|g| {
+                serde_json::json!({
+                    "name": g.info.name,
+                    "device": g.info.device,
+                    "domain": g.info.domain,
+                    "sampling_types": g.info.sampling.names(),
+                    "description": g.info.description,
+                    "metrics": g.info.metrics.iter().map(|m| serde_json::json!({
+                        "name": m.name,
+                        "description": m.description,
+                        "component": m.component,
+                        "unit": m.unit,
+                        "result_type": m.result_type.name(),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let devices: Vec<serde_json::Value> = c
+            .devices
+            .iter()
+            .map(|d| serde_json::json!({"id": d.id, "name": d.name, "type": d.kind.name(), "uuid": d.uuid}))
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({"devices": devices, "groups": groups}))?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    for d in &c.devices {
+        writeln!(out, "device {} ({}): {}", d.id, d.kind.name(), d.name)?;
+        for gi in c.groups_of(d.id) {
+            let g = &c.groups[gi].info;
+            writeln!(out, "  {}  domain {}  {}  — {}", g.name, g.domain, g.sampling.names().join("+"), g.description)?;
+            for m in &g.metrics {
+                writeln!(
+                    out,
+                    "    {:<22} {:<9} {:<8} {:<10} {}",
+                    m.name,
+                    m.unit,
+                    m.result_type.name(),
+                    m.component,
+                    m.description
+                )?;
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Sets the agent's environment for `record --metrics/--telemetry` and arranges the perf_event
+/// descriptors (when `cpu.sw` is sampled). Nothing asked: nothing set.
+pub fn record_env(cmd: &mut Command, m: &RecordMetrics) -> anyhow::Result<()> {
+    let mut groups = m.groups.clone();
+    let c = Metrics::global().catalog();
+    check_groups(c, &groups)?;
+    if m.telemetry {
+        groups.extend(telemetry_present(c));
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    cmd.env("OFFTRACE_METRICS", groups.join(","));
+    cmd.env("OFFTRACE_SAMPLE_PERIOD_NS", m.period.as_nanos().to_string());
+    if groups.iter().any(|g| g.split('@').next() == Some("cpu.sw")) {
+        exec_counters(cmd);
+    }
+    Ok(())
+}
+
+/// The program's own perf_event counters (the ones the agent samples), taken from the child
+/// right after it started, read once it exited: whole-run totals, printed by `record`.
+#[derive(Debug, Default)]
+pub struct ChildCounters {
+    counters: Vec<Option<perf::Counter>>,
+}
+
+/// After `spawn` (the child runs the program): take its counters when [`record_env`] arranged
+/// them (the command names `OFFTRACE_PERF_FDS`).
+pub fn after_spawn(cmd: &Command, pid: u32) -> ChildCounters {
+    if !cmd.get_envs().any(|(k, v)| k == perf::FDS_ENV && v.is_some()) {
+        return ChildCounters::default();
+    }
+    ChildCounters { counters: perf::take_from_child(pid, &PERF_FDS) }
+}
+
+impl ChildCounters {
+    /// `offtrace: cpu.sw whole run: task_clock=.. ns ...` on stderr (after the program exited).
+    pub fn print(&self) {
+        if self.counters.iter().all(Option::is_none) {
+            return;
+        }
+        let parts: Vec<String> = perf::SOFTWARE_EVENTS
+            .iter()
+            .zip(&self.counters)
+            .filter_map(|((name, _, _), c)| Some(format!("{name}={}", c.as_ref()?.read())))
+            .collect();
+        eprintln!("offtrace: cpu.sw whole run (program exec to exit): {}", parts.join(" "));
+    }
+}
+
+/// Descriptor numbers the child's perf events are moved to (below the usual 1024 soft limit).
+const PERF_FDS: [i32; 5] = [900, 901, 902, 903, 904];
+
+#[allow(unsafe_code)]
+fn exec_counters(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let attrs = perf::exec_attrs();
+    cmd.env(perf::FDS_ENV, perf::record_env(&PERF_FDS));
+    // SAFETY: the closure runs in the forked child before exec; `open_for_exec` only makes the
+    // perf_event_open, dup2 and close system calls (async-signal-safe) on the attributes built
+    // above (no allocation, no lock). A failure leaves the descriptors absent: the agent then
+    // opens its own counters.
+    unsafe {
+        cmd.pre_exec(move || {
+            perf::open_for_exec(&attrs, &PERF_FDS);
+            Ok(())
+        });
+    }
+}
+
+/// `offtrace monitor`: the telemetry groups and the chosen ones, sampled every interval, one
+/// line per group and refresh (`nvidia-smi dmon` style) or CSV rows.
+pub fn monitor(cfg: &MonitorConfig) -> anyhow::Result<u8> {
+    let metrics = Metrics::global();
+    let c = metrics.catalog();
+    check_groups(c, &cfg.groups)?;
+    let mut names = telemetry_present(c);
+    names.extend(cfg.groups.iter().cloned());
+    let mut handles: Vec<GroupHandle> = names.iter().flat_map(|n| c.find(n)).map(GroupHandle).collect();
+    handles.sort_by_key(|g| g.0);
+    handles.dedup();
+    if handles.is_empty() {
+        bail!("no metric group to monitor on this machine");
+    }
+    let mut devices: Vec<u32> = handles.iter().map(|g| c.groups[g.0].info.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for d in &devices {
+        let on: Vec<GroupHandle> = handles.iter().copied().filter(|g| c.groups[g.0].info.device == *d).collect();
+        metrics.activate(*d, &on).with_context(|| format!("activating groups on device {d}"))?;
+    }
+    let (tx, rx) = mpsc::channel::<(usize, u64, Vec<TypedValue>)>();
+    let mut streamers = Vec::new();
+    for g in &handles {
+        let tx = tx.clone();
+        let gi = g.0;
+        let desc = StreamerDesc { sampling_period: cfg.interval, keep_raw: false, ..Default::default() };
+        let cb = Box::new(move |_: &offtrace_metrics::GroupInfo, r: &offtrace_metrics::RawReport, v: &[TypedValue]| {
+            let _ = tx.send((gi, r.ts_ns, v.to_vec()));
+        });
+        streamers.push(metrics.streamer_open(c.groups[gi].info.device, *g, desc, Some(cb))?);
+    }
+    drop(tx);
+    let mut out = std::io::stdout().lock();
+    if cfg.csv {
+        writeln!(out, "ts_ns,device,group,metric,value,unit")?;
+    }
+    let mut refreshes = 0u64;
+    let mut seen_in_round = 0usize;
+    while let Ok((gi, ts, values)) = rx.recv() {
+        let g = &c.groups[gi].info;
+        if cfg.csv {
+            for (m, v) in g.metrics.iter().zip(&values) {
+                writeln!(out, "{ts},{},{},{},{},{}", g.device, g.name, m.name, v, m.unit)?;
+            }
+        } else {
+            let cols: Vec<String> = g
+                .metrics
+                .iter()
+                .zip(&values)
+                .map(|(m, v)| match (v, m.unit.as_str()) {
+                    (_, "bytes") => format!("{}={:.1}MiB", m.name, v.as_f64() / 1048576.0),
+                    (TypedValue::F64(x), u) => format!("{}={x:.1} {u}", m.name),
+                    (TypedValue::U64(x), u) => format!("{}={x} {u}", m.name),
+                })
+                .collect();
+            writeln!(out, "{:>12.3} dev{} {:<15} {}", ts as f64 / 1e9, g.device, g.name, cols.join(" "))?;
+        }
+        out.flush()?;
+        seen_in_round += 1;
+        if seen_in_round == handles.len() {
+            seen_in_round = 0;
+            refreshes += 1;
+            if cfg.count.is_some_and(|n| refreshes >= n) {
+                break;
+            }
+        }
+    }
+    for s in streamers {
+        let _ = metrics.streamer_close(s);
+    }
+    for d in devices {
+        let _ = metrics.activate(d, &[]);
+    }
+    Ok(0)
+}

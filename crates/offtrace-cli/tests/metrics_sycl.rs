@@ -1,0 +1,119 @@
+//! `offtrace metrics list` and `offtrace record --metrics` on Intel's real SYCL runtime (the
+//! project's `.venv`; `OFFTRACE_SKIP_SYCL=1` skips the recording test): the trace holds the
+//! groups' counter definitions, their device, and samples whose process totals never decrease
+//! and stay within the whole-run totals `record` prints at exit.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offtrace_format::{Record, TraceReader};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+fn offtrace() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_offtrace"))
+}
+
+#[test]
+fn metrics_list_json_has_the_process_groups() {
+    let o = offtrace().args(["metrics", "list", "--format", "json"]).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let groups = v["groups"].as_array().expect("groups");
+    let proc = groups.iter().find(|g| g["name"] == "proc.process").expect("proc.process on Linux");
+    assert_eq!(proc["device"], 0);
+    assert_eq!(proc["sampling_types"], serde_json::json!(["time_based"]));
+    assert!(proc["metrics"].as_array().expect("metrics").iter().any(|m| m["name"] == "rss" && m["unit"] == "bytes"));
+    for g in groups {
+        assert!(g["domain"].is_u64() && !g["metrics"].as_array().expect("metrics").is_empty(), "{g}");
+    }
+    let o = offtrace().args(["record", "--metrics", "no.such.group", "--", "true"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no metric group \"no.such.group\""));
+}
+
+#[test]
+fn record_metrics_puts_counters_into_the_trace() {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
+    assert!(venv.join("bin/python").exists(), "no SYCL runtime in {} (OFFTRACE_SKIP_SYCL=1 skips)", venv.display());
+    let list = offtrace().args(["metrics", "list", "--format", "json"]).output().expect("list");
+    let has_sw = String::from_utf8_lossy(&list.stdout).contains("\"cpu.sw\"");
+    let groups = if has_sw { "cpu.sw,proc.process" } else { "proc.process" };
+    let dir = tempfile::tempdir().expect("tmp");
+    let trace = dir.path().join("m.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .args(["--metrics", groups, "--sample-period", "5ms", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/usm_pipeline.py"))
+        .output()
+        .expect("record");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+
+    let mut strings = HashMap::new();
+    let mut defs = HashMap::new();
+    let mut devices = HashMap::new();
+    let mut samples: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+    for r in TraceReader::open(&trace).expect("open") {
+        match r.expect("record") {
+            Record::String { id, text } => {
+                strings.insert(id, text);
+            }
+            Record::CounterDef(d) => {
+                defs.insert(d.counter, d);
+            }
+            Record::CounterSample(s) => samples.entry(s.counter).or_default().push((s.ts, s.value)),
+            Record::Device(d) => {
+                devices.insert(d.handle, d.name);
+            }
+            _ => {}
+        }
+    }
+    let by_name: HashMap<&str, u64> = defs.values().map(|d| (strings[&d.name].as_str(), d.counter)).collect();
+    let rss = by_name["proc.process.rss"];
+    assert_eq!(strings[&defs[&rss].unit], "bytes");
+    assert!(devices.contains_key(&defs[&rss].device), "the counters' device is defined");
+    let rss_samples = &samples[&rss];
+    assert!(rss_samples.len() >= 3, "{} rss samples", rss_samples.len());
+    assert!(rss_samples.iter().all(|&(_, v)| v > 1 << 20), "a Python process has more than 1 MiB resident");
+    if has_sw {
+        let tc = &samples[&by_name["cpu.sw.task_clock"]];
+        assert!(tc.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1), "task clock never decreases");
+        let whole: u64 = stderr
+            .lines()
+            .find(|l| l.contains("cpu.sw whole run"))
+            .and_then(|l| l.split("task_clock=").nth(1)?.split_whitespace().next()?.parse().ok())
+            .expect("record prints the whole-run totals");
+        let last = tc.last().expect("samples").1;
+        assert!(last > 0 && last <= whole, "trace's last task clock {last} within the whole run's {whole}");
+    }
+}
+
+#[test]
+fn monitor_prints_each_refresh_of_the_telemetry() {
+    let o = offtrace()
+        .args(["monitor", "--group", "proc.process", "--interval", "20ms", "--count", "3", "--format", "csv"])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("ts_ns,device,group,metric,value,unit"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 3 refreshes of proc.system (telemetry) and proc.process; every row has 6 fields and a number.
+    let rss: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "proc.process" && r[3] == "rss").collect();
+    assert_eq!(rss.len(), 3, "{out}");
+    assert!(rows.iter().any(|r| r[2] == "proc.system"), "{out}");
+    assert!(rows.iter().all(|r| r.len() == 6 && r[4].parse::<f64>().is_ok()), "{out}");
+}

@@ -1,0 +1,457 @@
+//! The one place where the CUDA backend talks to the tracing services (`offtrace-core`): API
+//! calls as enter/exit of the two CUDA API kinds, device records as activity, allocations,
+//! launches, modules and graph structure as instant records.
+//!
+//! | CUPTI | services |
+//! |---|---|
+//! | runtime / driver API callback enter, exit | `CUDA_RUNTIME_API` / `CUDA_DRIVER_API` ENTER / EXIT, operation = callback id, arguments from the parameter struct, result at exit |
+//! | `CONCURRENT_KERNEL` | `KERNEL_DISPATCH` activity (device start/end, stream as queue, grid × block) |
+//! | `MEMCPY`, `MEMCPY2` (peer) | `MEMORY_COPY` activity (bytes) |
+//! | `MEMSET` | `MEMORY_FILL` activity (value, bytes) |
+//! | `SYNCHRONIZATION` | `SYNC` activity (wait for events, barrier for stream/context synchronisation) |
+//! | `MARKER` (NVTX) | `MARKER` activity (mark, or range start/end by id) |
+//! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch) |
+//! | resource: module loaded / unloading | `CODE_OBJECT` program LOAD / UNLOAD (module id, cubin size) |
+//! | resource: graph node created, dependency created | `TASK_GRAPH` node_create / edge_create (CUPTI's graph node ids, the ids kernel records carry) |
+//! | driver/runtime allocation and free calls | `MEMORY_ALLOC` alloc / free + the live allocation table |
+//! | launch calls | `KERNEL_DISPATCH` launch instant with the kernel's pointer-sized parameters (kernel allocation properties) |
+//!
+//! Device records carry the correlation id of the API call that caused them (`corr`, 0 when
+//! the call was not traced).
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::sync::{Mutex, OnceLock};
+
+use offtrace_core::{
+    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, CopyDirection, DevicePayload, DeviceType,
+    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType,
+    Operation, Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity,
+    emit_enter, emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
+    register_kind_operations, sync_op, task_graph,
+};
+
+use crate::activity::{Activity, CopyKind, SyncKind};
+use crate::generated::cupti_layout as l;
+use crate::injection::Injection;
+use crate::table::{self, ApiDomain, ApiFunction, ParamFormat};
+
+/// The core's operation table of an API domain: every callback id with its name and
+/// parameters (built once, leaked: it lives for the process).
+pub fn operations(domain: ApiDomain) -> &'static [Operation] {
+    static TABLES: [OnceLock<&'static [Operation]>; 2] = [OnceLock::new(), OnceLock::new()];
+    TABLES[domain as usize].get_or_init(|| {
+        let ops: Vec<Operation> = domain
+            .functions()
+            .iter()
+            .map(|f| Operation {
+                id: f.id,
+                name: f.name,
+                args: Box::leak(
+                    f.params
+                        .iter()
+                        .take(offtrace_core::MAX_ARGS)
+                        .map(|p| ArgDescriptor {
+                            name: p.name,
+                            type_name: p.c_type,
+                            size: p.size.min(8) as u8,
+                            format: match p.format {
+                                ParamFormat::Unsigned => ArgFormat::Unsigned,
+                                ParamFormat::Signed => ArgFormat::Signed,
+                                ParamFormat::Hex => ArgFormat::Hex,
+                                ParamFormat::Pointer => ArgFormat::Pointer,
+                                ParamFormat::Bool => ArgFormat::Bool,
+                                ParamFormat::CString => ArgFormat::CString,
+                                ParamFormat::Enum => ArgFormat::Enum,
+                            },
+                        })
+                        .collect::<Vec<_>>()
+                        .into_boxed_slice(),
+                ),
+            })
+            .collect();
+        Box::leak(ops.into_boxed_slice())
+    })
+}
+
+/// Registers the two API kinds' tables with the services (once; before tools configure
+/// filters). A second registration (another copy of the backend) is refused and harmless.
+pub fn register_api_tables() {
+    for d in [ApiDomain::Runtime, ApiDomain::Driver] {
+        let _ = register_kind_operations(api_kind(d), operations(d));
+    }
+}
+
+/// An API call whose enter was delivered; its exit is owed on the same thread.
+#[derive(Debug)]
+pub struct OpenCall {
+    domain: ApiDomain,
+    cbid: u32,
+    token: CallToken,
+}
+
+impl OpenCall {
+    pub fn correlation(&self) -> u64 {
+        self.token.correlation_id()
+    }
+    pub fn matches(&self, domain: ApiDomain, cbid: u32) -> bool {
+        self.domain == domain && self.cbid == cbid
+    }
+}
+
+/// The services' kind of an API domain.
+pub fn api_kind(domain: ApiDomain) -> Kind {
+    match domain {
+        ApiDomain::Runtime => Kind::CudaRuntimeApi,
+        ApiDomain::Driver => Kind::CudaDriverApi,
+    }
+}
+
+/// The call's arguments as the services carry them.
+///
+/// # Safety
+/// `params` is null or `f`'s CUPTI parameter struct.
+unsafe fn payload(f: &ApiFunction, params: *const u8) -> ApiCallPayload {
+    let mut args = [0u64; offtrace_core::MAX_ARGS];
+    // SAFETY: per the caller.
+    let n = unsafe { table::read_args(f, params, &mut args) };
+    ApiCallPayload::new(f.id, &args[..n])
+}
+
+/// Enter of an API call; `None` when no context wants the kind.
+///
+/// # Safety
+/// `params` is null or `f`'s CUPTI parameter struct, valid during the call.
+pub unsafe fn api_enter(domain: ApiDomain, f: &ApiFunction, params: *const u8) -> Option<OpenCall> {
+    let kind = api_kind(domain);
+    if !kind_enabled(kind) {
+        return None;
+    }
+    // SAFETY: per the caller.
+    let p = unsafe { payload(f, params) };
+    let token = emit_enter(kind, f.id, Payload::api(kind, &p));
+    if !token.is_delivered() {
+        emit_exit(token, Payload::None);
+        return None;
+    }
+    Some(OpenCall { domain, cbid: f.id, token })
+}
+
+/// Exit of an API call entered with [`api_enter`]: the arguments again (out-parameters are
+/// pointers: their values are what the call wrote through), and the result.
+///
+/// # Safety
+/// As for [`api_enter`].
+pub unsafe fn api_exit(call: OpenCall, f: &ApiFunction, params: *const u8, result: i32) {
+    let kind = api_kind(call.domain);
+    // SAFETY: per the caller.
+    let mut p = unsafe { payload(f, params) };
+    p.result = result;
+    p.has_result = 1;
+    emit_exit(call.token, Payload::api(kind, &p));
+}
+
+/// The device id of a CUDA device ordinal (0 stays "unknown").
+pub fn device_id(ordinal: u32) -> u64 {
+    u64::from(ordinal) + 1
+}
+
+/// The queue id of a CUPTI stream: context id in the high half, stream id in the low half
+/// (CUPTI numbers streams per context).
+pub fn queue_id(context: u32, stream: u32) -> u64 {
+    (u64::from(context) << 32) | u64::from(stream)
+}
+
+pub fn memory_alloc(ptr: u64, size: u64, memory_type: MemoryType) {
+    offtrace_core::emit_memory_alloc(&MemoryAllocPayload { ptr, size, memory_type, device: 0 });
+}
+
+pub fn memory_free(ptr: u64) {
+    if ptr != 0 {
+        offtrace_core::emit_memory_free(ptr);
+    }
+}
+
+/// Whether a context wants launches (their kernel arguments are read only then).
+pub fn dispatch_wanted() -> bool {
+    kind_enabled(Kind::KernelDispatch)
+}
+
+/// A kernel launch inside the launching call (its correlation id), with the kernel's
+/// demangled name, geometry and pointer-sized parameter values (for allocation properties).
+pub fn kernel_dispatch(function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
+    let mut p = KernelDispatchPayload { kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
+    for i in 0..3 {
+        p.local_size[i] = block[i];
+        p.global_size[i] = grid[i] * block[i];
+    }
+    let n = args.len().min(p.kernel_args.len());
+    p.kernel_args[..n].copy_from_slice(&args[..n]);
+    p.kernel_arg_count = n as u32;
+    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&p));
+}
+
+pub fn module(id: u32, cubin_size: u64, loaded: bool) {
+    let p =
+        CodeObjectPayload { handle: u64::from(id), program: 0, name: c"cuda_module".as_ptr(), binary_size: cubin_size };
+    let phase = if loaded { Phase::Load } else { Phase::Unload };
+    emit_instant(Kind::CodeObject, code_object::PROGRAM, phase, Payload::CodeObject(&p));
+}
+
+/// A stream (queue) created or destroyed.
+pub fn stream(context: u32, stream: u32, device: u32, created: bool) {
+    let p = QueuePayload {
+        queue: queue_id(context, stream),
+        device: device_id(device),
+        context: u64::from(context),
+        flags: 1,
+    };
+    let op = if created { queue_op::CREATE } else { queue_op::DESTROY };
+    emit_instant(Kind::Queue, op, Phase::None, Payload::Queue(&p));
+}
+
+/// A device, once, when the backend first sees it.
+pub fn device(ordinal: u32, name: &CStr) {
+    let p = DevicePayload { handle: device_id(ordinal), parent: 0, name: name.as_ptr(), device_type: DeviceType::Gpu };
+    emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
+}
+
+/// A graph node: `node` is CUPTI's graph node id (what kernel, copy and fill records carry as
+/// their graph node), `source` the graph id.
+pub fn graph_node(graph: u32, node: u64, node_type: u32) {
+    let name = graph_node_type_name(node_type);
+    let p = TaskGraphPayload { node, source: u64::from(graph), name: name.as_ptr(), ..Default::default() };
+    emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&p));
+}
+
+fn graph_node_type_name(t: u32) -> &'static CStr {
+    match i64::from(t) {
+        l::CU_GRAPH_NODE_TYPE_KERNEL => c"kernel",
+        l::CU_GRAPH_NODE_TYPE_MEMCPY => c"memcpy",
+        l::CU_GRAPH_NODE_TYPE_MEMSET => c"memset",
+        l::CU_GRAPH_NODE_TYPE_HOST => c"host",
+        l::CU_GRAPH_NODE_TYPE_GRAPH => c"graph",
+        l::CU_GRAPH_NODE_TYPE_EMPTY => c"empty",
+        _ => c"other",
+    }
+}
+
+/// A dependency `from` → `to` between two nodes of graph `graph`.
+pub fn graph_edge(graph: u32, from: u64, to: u64) {
+    let p = TaskGraphPayload { node: u64::from(graph), source: from, target: to, ..Default::default() };
+    emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&p));
+}
+
+/// Demangled kernel names, by CUPTI's name pointer (CUPTI keeps one string per function):
+/// `__cxa_demangle` of the process's C++ runtime, the demangler torch.profiler uses, so names
+/// compare equal. Used on CUPTI's buffer thread only (and at launches), cached. The result
+/// lives for the process.
+///
+/// # Safety
+/// `name` is null or a NUL-terminated string that stays valid and unchanged for the process
+/// (CUPTI's and the driver's kernel names do).
+pub unsafe fn demangled(name: *const c_char) -> *const c_char {
+    type Demangle = unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut i32) -> *mut c_char;
+    static DEMANGLE: OnceLock<Option<Demangle>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<usize, CString>>> = OnceLock::new();
+    if name.is_null() {
+        return name;
+    }
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = c.get(&(name as usize)) {
+        return s.as_ptr();
+    }
+    let f = *DEMANGLE.get_or_init(|| {
+        // The program's C++ runtime may be loaded RTLD_LOCAL (Python extensions): open it by
+        // name (it is on every system CUDA runs on), falling back to the global scope.
+        // SAFETY: dlopen/dlsym with NUL-terminated names; the handle stays open.
+        let p = unsafe {
+            let h = libc::dlopen(c"libstdc++.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            let p = if h.is_null() { std::ptr::null_mut() } else { libc::dlsym(h, c"__cxa_demangle".as_ptr()) };
+            if p.is_null() { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) } else { p }
+        };
+        // SAFETY: __cxa_demangle has this C signature (the Itanium C++ ABI).
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, Demangle>(p) })
+    });
+    // SAFETY: name is CUPTI's NUL-terminated kernel name.
+    let mangled = unsafe { CStr::from_ptr(name) };
+    let text = match f {
+        Some(f) if mangled.to_bytes().starts_with(b"_Z") => {
+            let mut status = 0i32;
+            // SAFETY: a NUL-terminated input; null buffer: __cxa_demangle mallocs the result.
+            let out = unsafe { f(name, std::ptr::null_mut(), std::ptr::null_mut(), &mut status) };
+            if status == 0 && !out.is_null() {
+                // SAFETY: a malloc'ed NUL-terminated string, freed after the copy.
+                let s = unsafe { CStr::from_ptr(out) }.to_owned();
+                unsafe { libc::free(out.cast()) };
+                s
+            } else {
+                mangled.to_owned()
+            }
+        }
+        _ => mangled.to_owned(),
+    };
+    let ptr = text.as_ptr();
+    c.insert(name as usize, text);
+    ptr
+}
+
+/// CUPTI's lost records and its own overhead, into the trace's accounting (at the end).
+pub fn finish(inj: &Injection) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(defs) = offtrace_recorder::definitions() else { return };
+    let s = &inj.stats;
+    let dropped = s.dropped.load(Relaxed);
+    if dropped > 0 {
+        // tid 0: lost inside CUPTI, not on a thread of the program.
+        defs.push(offtrace_format::Record::Drops { tid: 0, count: dropped });
+    }
+    for (key, value) in [
+        ("cuda.cupti_dropped_records", dropped),
+        ("cuda.cupti_overhead_ns", s.cupti_overhead_ns.load(Relaxed)),
+        ("cuda.buffer_processing_ns", s.processing_ns.load(Relaxed)),
+        ("cuda.activity_records", s.records.load(Relaxed)),
+        ("cuda.runtime_calls", s.api_calls[0].load(Relaxed)),
+        ("cuda.driver_calls", s.api_calls[1].load(Relaxed)),
+        ("cuda.unpaired_device_records", s.unpaired_device_records.load(Relaxed)),
+    ] {
+        defs.push(offtrace_format::Record::Info { key: key.into(), value: value.to_string() });
+    }
+}
+
+fn copy_direction(k: CopyKind) -> CopyDirection {
+    match k {
+        CopyKind::HostToDevice | CopyKind::HostToArray => CopyDirection::HostToDevice,
+        CopyKind::DeviceToHost | CopyKind::ArrayToHost => CopyDirection::DeviceToHost,
+        CopyKind::DeviceToDevice
+        | CopyKind::ArrayToArray
+        | CopyKind::ArrayToDevice
+        | CopyKind::DeviceToArray
+        | CopyKind::PeerToPeer => CopyDirection::DeviceToDevice,
+        CopyKind::HostToHost => CopyDirection::HostToHost,
+        CopyKind::Unknown => CopyDirection::Unknown,
+    }
+}
+
+fn memory_type(cupti_kind: u32) -> MemoryType {
+    match i64::from(cupti_kind) {
+        l::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE | l::CUPTI_ACTIVITY_MEMORY_KIND_PINNED => MemoryType::Host,
+        l::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE
+        | l::CUPTI_ACTIVITY_MEMORY_KIND_ARRAY
+        | l::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC => MemoryType::Device,
+        l::CUPTI_ACTIVITY_MEMORY_KIND_MANAGED | l::CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC => MemoryType::Shared,
+        _ => MemoryType::Unknown,
+    }
+}
+
+/// One device record, on CUPTI's buffer thread, with the correlation id of the call that
+/// caused it.
+pub fn activity(a: &Activity, corr: u64) {
+    match a {
+        Activity::Kernel(k) => {
+            if !kind_enabled(Kind::KernelDispatch) {
+                return;
+            }
+            let mut p = KernelDispatchPayload {
+                queue: queue_id(k.place.context, k.place.stream),
+                // SAFETY: CUPTI's kernel names live for the process.
+                kernel_name: unsafe { demangled(k.name) },
+                work_dim: 3,
+                device: device_id(k.place.device),
+                device_start: k.start,
+                device_end: k.end,
+                ..Default::default()
+            };
+            for i in 0..3 {
+                p.local_size[i] = k.block[i].max(0) as u64;
+                p.global_size[i] = k.grid[i].max(0) as u64 * p.local_size[i];
+            }
+            emit_activity(
+                Kind::KernelDispatch,
+                kernel_dispatch::LAUNCH,
+                corr,
+                k.start,
+                k.end,
+                Payload::KernelDispatch(&p),
+            );
+        }
+        Activity::Copy(c) => {
+            let p = MemoryCopyPayload {
+                queue: queue_id(c.place.context, c.place.stream),
+                size: c.bytes,
+                device: device_id(c.place.device),
+                direction: copy_direction(c.kind),
+                src_type: memory_type(c.src_kind),
+                dst_type: memory_type(c.dst_kind),
+                device_start: c.start,
+                device_end: c.end,
+                ..Default::default()
+            };
+            emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, corr, c.start, c.end, Payload::MemoryCopy(&p));
+        }
+        Activity::Set(s) => {
+            let p = MemoryFillPayload {
+                queue: queue_id(s.place.context, s.place.stream),
+                pattern: u64::from(s.value),
+                pattern_size: 1,
+                size: s.bytes,
+                device: device_id(s.place.device),
+                device_start: s.start,
+                device_end: s.end,
+                ..Default::default()
+            };
+            emit_activity(Kind::MemoryFill, memory_fill::USM_FILL, corr, s.start, s.end, Payload::MemoryFill(&p));
+        }
+        Activity::Sync(s) => {
+            let op = if s.kind == SyncKind::EventSynchronize || s.kind == SyncKind::StreamWaitEvent {
+                sync_op::WAIT
+            } else {
+                sync_op::BARRIER
+            };
+            let queue = if s.stream == u32::MAX { 0 } else { queue_id(s.context, s.stream) };
+            let p = SyncPayload {
+                object: if s.event == u32::MAX { 0 } else { u64::from(s.event) },
+                event_count: u32::from(s.event != u32::MAX),
+                queue,
+                device: 0,
+                device_start: s.start,
+                device_end: s.end,
+            };
+            emit_activity(Kind::Sync, op, corr, s.start, s.end, Payload::Sync(&p));
+        }
+        Activity::Marker(m) => {
+            let p = MarkerPayload { message: m.name, range_id: u64::from(m.id) };
+            let op = if m.is_instant() { marker_op::MARK } else { marker_op::RANGE };
+            emit_activity(Kind::Marker, op, 0, m.timestamp, m.timestamp, Payload::Marker(&p));
+        }
+        Activity::Graph(g) => {
+            let p = TaskGraphPayload {
+                node: u64::from(g.graph),
+                queue: queue_id(g.place.context, g.place.stream),
+                ..Default::default()
+            };
+            emit_activity(Kind::TaskGraph, task_graph::TASK, corr, g.start, g.end, Payload::TaskGraph(&p));
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_tables_cover_every_callback_id() {
+        for d in [ApiDomain::Runtime, ApiDomain::Driver] {
+            let ops = operations(d);
+            assert_eq!(ops.len(), d.functions().len());
+            assert!(ops.windows(2).all(|w| w[0].id < w[1].id));
+        }
+        let launch = operations(ApiDomain::Driver).iter().find(|o| o.name == "cuLaunchKernel").expect("op");
+        assert_eq!(launch.args.len(), 11);
+        assert_eq!(launch.args[9].name, "kernelParams");
+        assert_eq!(launch.args[9].format, ArgFormat::Pointer);
+        assert_eq!(launch.args[9].indirection_count(), 2);
+    }
+}

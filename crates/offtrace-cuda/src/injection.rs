@@ -1,0 +1,1181 @@
+//! The injection: what `InitializeInjection` sets up, the CUPTI callback (application
+//! threads) and the activity buffer callbacks (CUPTI's thread).
+//!
+//! Start-up, once per process: load CUPTI (`cupti::load`), subscribe (`cuptiSubscribe_v2` with
+//! the name "offtrace", else `cuptiSubscribe`), enable the runtime, driver and resource callback
+//! domains, register the trace clock as CUPTI's timestamp source, register the buffer
+//! callbacks and enable the activity kinds. Whatever fails leaves the program untouched and
+//! says why once on stderr (prefixed `offtrace:`), e.g. another CUPTI subscriber
+//! (`CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`, named by `cuptiSubscribe_v2`).
+//!
+//! Application threads pay, per CUDA API call: one relaxed counter increment, and when a
+//! services context wants the API kind, the argument copy and the enter/exit emits. Device
+//! records are decoded and emitted on CUPTI's buffer thread.
+
+#![allow(unsafe_code)] // the CUPTI callbacks read CUPTI's structs by offset
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use crate::activity::{self, Activity};
+use crate::correlation_map::CorrelationMap;
+use crate::cupti::{self, Cupti, SubscriberHandle};
+use crate::dump::{self, Dump};
+use crate::emit;
+use crate::generated::cupti_layout as l;
+use crate::table::{self, ApiDomain};
+
+/// Activity buffer size handed to CUPTI (Kineto uses 4 MiB; fewer, larger buffers mean fewer
+/// completions on CUPTI's thread).
+const BUFFER_SIZE: usize = 8 << 20;
+/// CUPTI requires 8-byte aligned buffers.
+const BUFFER_ALIGN: usize = 8;
+/// Callback ids are below this in both API domains (runtime 523, driver 807 in CUDA 13.0).
+const MAX_CBID: usize = 1024;
+
+/// Who owns CUPTI in this process, as seen at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// offtrace subscribed: API callbacks and activity records are offtrace's.
+    Offtrace,
+    /// Another subscriber was there first (its name when CUPTI told it): offtrace stays off.
+    Other(String),
+}
+
+/// Counters the backend keeps (put into the trace's drop and overhead accounting at the end).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub api_calls: [AtomicU64; 2],
+    pub records: AtomicU64,
+    pub buffers: AtomicU64,
+    /// `cuptiActivityGetNumDroppedRecords`, summed over completed buffers.
+    pub dropped: AtomicU64,
+    /// CUPTI's own overhead records (`CUPTI_ACTIVITY_KIND_OVERHEAD`), summed, in ns.
+    pub cupti_overhead_ns: AtomicU64,
+    /// Time spent in offtrace's buffer-completion processing, in ns.
+    pub processing_ns: AtomicU64,
+    pub unpaired_device_records: AtomicU64,
+}
+
+/// The live injection (process-wide).
+pub struct Injection {
+    pub cupti: Cupti,
+    subscriber: usize,
+    pub ownership: Ownership,
+    /// Added to CUPTI's timestamps to put them on the trace clock: 0 when CUPTI takes its
+    /// timestamps from offtrace's clock (the timestamp callback), else monotonic − realtime.
+    pub clock_offset_ns: i64,
+    pub correlations: CorrelationMap,
+    pub stats: Stats,
+    per_cbid: [Box<[AtomicU64]>; 2],
+    dump: Option<Dump>,
+    allocation_rules: [Box<[AllocRule]>; 2],
+    launch_rules: [Box<[LaunchRule]>; 2],
+    driver: DriverFns,
+    kernel_params: Mutex<HashMap<usize, KernelInfo>>,
+    finished: AtomicBool,
+    /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
+    driver_all: bool,
+    /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
+    recorder: Mutex<Option<offtrace_core::ContextId>>,
+}
+
+impl std::fmt::Debug for Injection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injection").field("cupti", &self.cupti.path).field("ownership", &self.ownership).finish()
+    }
+}
+
+static INJECTION: OnceLock<Injection> = OnceLock::new();
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// The injection, once started.
+pub fn get() -> Option<&'static Injection> {
+    INJECTION.get()
+}
+
+thread_local! {
+    /// Open API calls of this thread (CUPTI's enter/exit nest per thread).
+    static OPEN: RefCell<Vec<emit::OpenCall>> = const { RefCell::new(Vec::new()) };
+    /// Runtime calls open on this thread: driver calls inside them are the runtime's own work,
+    /// so allocations and launches are taken from the runtime call only.
+    static RUNTIME_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Set while the backend itself calls CUDA (parameter info): those calls are not traced.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// How an allocation or free function passes its pointer and size (indices into its params).
+#[derive(Debug, Clone, Copy, Default)]
+struct AllocRule {
+    op: u8, // 0 none, 1 alloc, 2 free
+    ptr: u8,
+    size: u8,
+    /// `cuMemAllocPitch`/`cudaMallocPitch`: size = *pitch × height.
+    pitch: u8,
+    height: u8,
+    memory_type: u8,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct LaunchRule {
+    active: bool,
+    func: u8,
+    params: u8,
+}
+
+const NONE: u8 = u8::MAX;
+
+fn alloc_rules(domain: ApiDomain) -> Box<[AllocRule]> {
+    use offtrace_core::MemoryType as M;
+    let mut rules = vec![AllocRule::default(); MAX_CBID].into_boxed_slice();
+    // (function name, op, pointer param, size param, memory type)
+    let specs: &[(&str, u8, &str, &str, M)] = match domain {
+        ApiDomain::Driver => &[
+            ("cuMemAlloc_v2", 1, "dptr", "bytesize", M::Device),
+            ("cuMemAllocAsync", 1, "dptr", "bytesize", M::Device),
+            ("cuMemAllocAsync_ptsz", 1, "dptr", "bytesize", M::Device),
+            ("cuMemAllocFromPoolAsync", 1, "dptr", "bytesize", M::Device),
+            ("cuMemAllocFromPoolAsync_ptsz", 1, "dptr", "bytesize", M::Device),
+            ("cuMemAllocManaged", 1, "dptr", "bytesize", M::Shared),
+            ("cuMemAllocHost_v2", 1, "pp", "bytesize", M::Host),
+            ("cuMemHostAlloc", 1, "pp", "bytesize", M::Host),
+            ("cuMemAllocPitch_v2", 1, "dptr", "", M::Device),
+            ("cuMemFree_v2", 2, "dptr", "", M::Unknown),
+            ("cuMemFreeAsync", 2, "dptr", "", M::Unknown),
+            ("cuMemFreeAsync_ptsz", 2, "dptr", "", M::Unknown),
+            ("cuMemFreeHost", 2, "p", "", M::Unknown),
+        ],
+        ApiDomain::Runtime => &[
+            ("cudaMalloc", 1, "devPtr", "size", M::Device),
+            ("cudaMallocAsync", 1, "devPtr", "size", M::Device),
+            ("cudaMallocAsync_ptsz", 1, "devPtr", "size", M::Device),
+            ("cudaMallocFromPoolAsync", 1, "ptr", "size", M::Device),
+            ("cudaMallocFromPoolAsync_ptsz", 1, "ptr", "size", M::Device),
+            ("cudaMallocManaged", 1, "devPtr", "size", M::Shared),
+            ("cudaMallocHost", 1, "ptr", "size", M::Host),
+            ("cudaHostAlloc", 1, "pHost", "size", M::Host),
+            ("cudaMallocPitch", 1, "devPtr", "", M::Device),
+            ("cudaFree", 2, "devPtr", "", M::Unknown),
+            ("cudaFreeAsync", 2, "devPtr", "", M::Unknown),
+            ("cudaFreeAsync_ptsz", 2, "devPtr", "", M::Unknown),
+            ("cudaFreeHost", 2, "ptr", "", M::Unknown),
+        ],
+    };
+    for f in domain.functions() {
+        let Some(&(_, op, ptr, size, ty)) = specs.iter().find(|s| s.0 == f.name) else { continue };
+        let idx = |n: &str| table::param_index(f, n).map_or(NONE, |i| i as u8);
+        let r = AllocRule {
+            op,
+            ptr: idx(ptr),
+            size: if size.is_empty() { NONE } else { idx(size) },
+            pitch: idx("pPitch").min(idx("pitch")),
+            height: idx("Height").min(idx("height")),
+            memory_type: ty as u8,
+        };
+        if r.ptr != NONE && (f.id as usize) < MAX_CBID {
+            rules[f.id as usize] = r;
+        }
+    }
+    rules
+}
+
+fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
+    let mut rules = vec![LaunchRule::default(); MAX_CBID].into_boxed_slice();
+    let specs: &[(&str, &str, &str)] = match domain {
+        ApiDomain::Driver => &[
+            ("cuLaunchKernel", "f", "kernelParams"),
+            ("cuLaunchKernel_ptsz", "f", "kernelParams"),
+            ("cuLaunchKernelEx", "f", "kernelParams"),
+            ("cuLaunchKernelEx_ptsz", "f", "kernelParams"),
+            ("cuLaunchCooperativeKernel", "f", "kernelParams"),
+            ("cuLaunchCooperativeKernel_ptsz", "f", "kernelParams"),
+        ],
+        // Runtime launches reach the driver's launch functions, which CUPTI reports inside the
+        // runtime call: the kernel's CUfunction and parameters are taken there. (Resolving the
+        // runtime's host stub with cudaGetFuncBySymbol inside the callback would set the
+        // runtime's last-error state the program checks next.)
+        ApiDomain::Runtime => &[],
+    };
+    for f in domain.functions() {
+        let Some(&(_, func, params)) = specs.iter().find(|s| s.0 == f.name) else { continue };
+        if let (Some(a), Some(b)) = (table::param_index(f, func), table::param_index(f, params))
+            && (f.id as usize) < MAX_CBID
+        {
+            rules[f.id as usize] = LaunchRule { active: true, func: a as u8, params: b as u8 };
+        }
+    }
+    rules
+}
+
+type ParamInfoFn = unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> i32;
+type NameFn = unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> i32;
+
+/// The CUDA driver functions the backend calls itself (kernel parameter layout and name).
+#[derive(Debug, Default)]
+struct DriverFns {
+    /// `cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size)` (12.4+).
+    func_param_info: Option<ParamInfoFn>,
+    /// `cuKernelGetParamInfo(CUkernel, ...)`, same shape.
+    kernel_param_info: Option<ParamInfoFn>,
+    /// `cuFuncGetName(const char**, CUfunction)` (12.3+).
+    func_name: Option<NameFn>,
+    /// `cuKernelGetName(const char**, CUkernel)`.
+    kernel_name: Option<NameFn>,
+    /// `cuDeviceGetName(char*, int, CUdevice)`.
+    device_name: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
+}
+
+fn resolve_driver_fns() -> DriverFns {
+    let sym = |name: &CStr| -> *mut c_void {
+        // SAFETY: RTLD_NOLOAD only returns a library already loaded (the driver loaded us);
+        // names are NUL-terminated.
+        unsafe {
+            let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            let h = if h.is_null() { libc::RTLD_DEFAULT } else { h };
+            libc::dlsym(h, name.as_ptr())
+        }
+    };
+    macro_rules! f {
+        ($name:literal) => {{
+            let p = sym($name);
+            // SAFETY: the symbol is the CUDA driver function of that name, whose C signature
+            // (cuda.h) is the field's type.
+            (!p.is_null()).then(|| unsafe { cupti::fn_ptr(p) })
+        }};
+    }
+    DriverFns {
+        func_param_info: f!(c"cuFuncGetParamInfo"),
+        kernel_param_info: f!(c"cuKernelGetParamInfo"),
+        func_name: f!(c"cuFuncGetName"),
+        kernel_name: f!(c"cuKernelGetName"),
+        device_name: f!(c"cuDeviceGetName"),
+    }
+}
+
+fn say(msg: &str) {
+    if std::env::var_os("OFFTRACE_QUIET").is_none() {
+        eprintln!("offtrace: {msg}");
+    }
+}
+
+/// Starts the injection (idempotent; the first call does the work). Returns whether CUDA is
+/// traced. Never panics into the caller.
+pub fn start() -> bool {
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return INJECTION.get().is_some_and(|i| i.ownership == Ownership::Offtrace);
+    }
+    match catch_unwind(start_inner) {
+        Ok(Ok(inj)) => {
+            let on = inj.ownership == Ownership::Offtrace;
+            let _ = INJECTION.set(inj);
+            // SAFETY: registering a plain extern "C" function with libc's atexit.
+            unsafe { libc::atexit(at_exit) };
+            if on {
+                start_flusher();
+            }
+            on
+        }
+        Ok(Err(msg)) => {
+            say(&msg);
+            false
+        }
+        Err(_) => {
+            say("CUDA backend failed to start (internal error); the program runs untraced");
+            false
+        }
+    }
+}
+
+fn start_inner() -> Result<Injection, String> {
+    let c = cupti::load().map_err(|e| e.to_string())?;
+    emit::register_api_tables();
+    // Tools (`OFFTRACE_TOOLS`, `offtrace record --tool`) configure their services before CUPTI
+    // is set up: a tool that wants CUDA_DRIVER_API gets every driver callback enabled.
+    match offtrace::tools::load_tools_from_env() {
+        Ok(_) => {}
+        Err(e) => say(&format!("a tool failed to load: {e}")),
+    }
+    let recorder = start_recorder(&c);
+    let mut sub: SubscriberHandle = std::ptr::null_mut();
+    let mut old_name = [0u8; 128];
+    let r = match c.subscribe_v2 {
+        Some(v2) => {
+            // CUpti_SubscriberParams at the generated offsets.
+            let mut params = [0u8; l::CUpti_SubscriberParams::SIZE];
+            let put =
+                |p: &mut [u8], (off, _): (usize, usize), v: u64| p[off..off + 8].copy_from_slice(&v.to_le_bytes());
+            put(&mut params, l::CUpti_SubscriberParams::structSize, l::CUpti_SubscriberParams::SIZE as u64);
+            put(&mut params, l::CUpti_SubscriberParams::subscriberName, c"offtrace".as_ptr() as u64);
+            put(&mut params, l::CUpti_SubscriberParams::oldSubscriberName, old_name.as_mut_ptr() as u64);
+            put(&mut params, l::CUpti_SubscriberParams::oldSubscriberSize, old_name.len() as u64);
+            // SAFETY: valid out-pointer, callback and params struct of the header's layout.
+            unsafe { v2(&mut sub, on_callback, std::ptr::null_mut(), params.as_mut_ptr().cast()) }
+        }
+        // SAFETY: valid out-pointer and callback.
+        None => unsafe { (c.subscribe)(&mut sub, on_callback, std::ptr::null_mut()) },
+    };
+    if r != 0 {
+        let other =
+            CStr::from_bytes_until_nul(&old_name).ok().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let other = if other.is_empty() { "another CUPTI client".to_string() } else { other };
+        if cupti::is_multiple_subscribers(r) {
+            say(&format!(
+                "CUPTI is already taken by {other}; CUDA is not traced by offtrace in this process (that tool keeps CUPTI)"
+            ));
+            let inj = Injection::new(c, 0, Ownership::Other(other), 0);
+            *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
+            return Ok(inj);
+        }
+        return Err(format!("cuptiSubscribe failed: {}; CUDA tracing is off", c.result_string(r)));
+    }
+    let api = std::env::var("OFFTRACE_CUDA_API").map_or(true, |v| v != "0");
+    for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
+        if d == l::CUPTI_CB_DOMAIN_RUNTIME_API && !api {
+            continue;
+        }
+        // SAFETY: sub is the live subscriber.
+        let r = unsafe { (c.enable_domain)(1, sub, d as u32) };
+        if r != 0 {
+            say(&format!("cuptiEnableDomain({d}) failed: {}", c.result_string(r)));
+        }
+    }
+    // The driver domain doubles the callbacks of a runtime program (each runtime call makes one
+    // or more driver calls): all of it only when asked for, else the functions the backend
+    // reads (allocations, frees, launches).
+    if api && !all_calls() {
+        for f in ApiDomain::Runtime.functions() {
+            let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
+            if STATE_QUERIES.contains(&base) {
+                // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
+                unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
+            }
+        }
+    }
+    if driver_api_wanted() {
+        // SAFETY: sub is the live subscriber.
+        unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
+    } else {
+        let allocs = alloc_rules(ApiDomain::Driver);
+        let launches = launch_rules(ApiDomain::Driver);
+        // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
+        // kernel allocation properties); kernels still arrive with their device times.
+        let launch_args = std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").map_or(true, |v| v != "0");
+        for cbid in 0..MAX_CBID {
+            if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
+                // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+                unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
+            }
+        }
+    }
+    // Device timestamps on the trace clock: CUPTI asks this function for the host time it
+    // interpolates GPU timestamps to. Without it (older CUPTI), CUPTI uses CLOCK_REALTIME and
+    // records are shifted by the offset measured here.
+    let offset = match c.activity_register_timestamp_callback {
+        // SAFETY: a plain extern "C" fn() -> u64, registered before any kind is enabled.
+        Some(f) if unsafe { f(trace_clock) } == 0 => 0,
+        _ => {
+            let rt = offtrace_core::clock::realtime_ns() as i64;
+            let mono = offtrace_core::clock::monotonic_ns() as i64;
+            mono - rt
+        }
+    };
+    // SAFETY: plain extern "C" callbacks of the documented signatures.
+    let r = unsafe { (c.activity_register_callbacks)(buffer_requested, buffer_completed) };
+    if r != 0 {
+        return Err(format!("cuptiActivityRegisterCallbacks failed: {}", c.result_string(r)));
+    }
+    let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
+    *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
+    for k in activity_kinds() {
+        // SAFETY: enabling an activity kind has no memory preconditions.
+        let r = unsafe { (c.activity_enable)(*k as u32) };
+        if r != 0 {
+            say(&format!("cuptiActivityEnable({k}) failed: {}", c.result_string(r)));
+        }
+    }
+    Ok(inj)
+}
+
+/// Starts the recorder when `OFFTRACE_OUTPUT` names a trace file (`offtrace record` sets it):
+/// the injection hosts it, as the agent does for SYCL programs. Returns its services context.
+fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
+    // OFFTRACE_CUDA_OUTPUT: `offtrace record` gives the CUDA backend its own file when the
+    // program also loads the SYCL agent (each backend hosts its own recorder).
+    let path = ["OFFTRACE_CUDA_OUTPUT", "OFFTRACE_OUTPUT"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))?;
+    let command = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&x| x == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let pid = std::process::id().to_string();
+    let version = c.api_version.to_string();
+    let info = [
+        ("command", command.as_str()),
+        ("pid", pid.as_str()),
+        ("backend", "cuda"),
+        ("cupti", c.path),
+        ("cupti_api_version", version.as_str()),
+        ("agent_version", env!("CARGO_PKG_VERSION")),
+    ];
+    let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v == "1");
+    let config = offtrace_recorder::Config::default().with_lossless(lossless);
+    if let Err(e) = offtrace_recorder::start_file(config, std::path::Path::new(&path), &info) {
+        say(&format!("cannot write the trace {}: {e}", std::path::Path::new(&path).display()));
+        return None;
+    }
+    match offtrace_recorder::subscribe(false) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            say(&format!("the recorder could not subscribe to the tracing services: {e:?}"));
+            let _ = offtrace_recorder::finish();
+            None
+        }
+    }
+}
+
+/// Whether every driver API call is traced (`OFFTRACE_CUDA_DRIVER_API=1`). Otherwise the driver
+/// functions the backend reads (launches, allocations, frees) are, and their calls become
+/// `CUDA_DRIVER_API` records only where no runtime call encloses them (a library such as cuBLAS
+/// calling the driver directly): inside a runtime call they are its implementation.
+fn driver_api_wanted() -> bool {
+    std::env::var("OFFTRACE_CUDA_DRIVER_API").is_ok_and(|v| v == "1")
+}
+
+/// `OFFTRACE_CUDA_ALL_CALLS=1`: also the runtime's state queries ([`STATE_QUERIES`]).
+fn all_calls() -> bool {
+    std::env::var("OFFTRACE_CUDA_ALL_CALLS").is_ok_and(|v| v == "1")
+}
+
+/// Runtime functions that only read state and that frameworks call thousands of times per step
+/// (PyTorch: ~3,900 `cudaGetDevice` per training step of `examples/cuda/train.py`, 85 % of its
+/// runtime calls). Not traced unless `OFFTRACE_CUDA_ALL_CALLS=1`: a CUPTI callback costs about
+/// a microsecond, more than the function. torch.profiler leaves the same ones out.
+pub const STATE_QUERIES: &[&str] = &[
+    "cudaGetDevice",
+    "cudaGetDeviceCount",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaDeviceGetAttribute",
+    "cudaGetDeviceProperties",
+    "cudaFuncGetAttributes",
+    "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo",
+    "cudaThreadExchangeStreamCaptureMode",
+    "cudaOccupancyMaxActiveClusters",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cudaPointerGetAttributes",
+    "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion",
+    "cudaGetDriverEntryPoint",
+    "cudaGetDriverEntryPointByVersion",
+    "cudaStreamGetPriority",
+    "cudaStreamGetFlags",
+    "cudaStreamGetDevice",
+    "cudaCtxGetDevice",
+];
+
+/// The activity kinds the backend enables: all of [`ACTIVITY_KINDS`], or those
+/// `OFFTRACE_CUDA_ACTIVITY` names (comma-separated: kernel, memcpy, memset, sync, memory, pool,
+/// marker, extcorr, overhead).
+fn activity_kinds() -> Vec<&'static i64> {
+    let Ok(list) = std::env::var("OFFTRACE_CUDA_ACTIVITY") else { return ACTIVITY_KINDS.iter().collect() };
+    let names = ["kernel", "memcpy", "memcpy", "memset", "sync", "memory", "pool", "marker", "extcorr", "overhead"];
+    ACTIVITY_KINDS.iter().zip(names).filter(|(_, n)| list.split(',').any(|w| w.trim() == *n)).map(|(k, _)| k).collect()
+}
+
+/// The activity kinds the backend can enable.
+const ACTIVITY_KINDS: &[i64] = &[
+    l::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    l::CUPTI_ACTIVITY_KIND_MEMCPY,
+    l::CUPTI_ACTIVITY_KIND_MEMCPY2,
+    l::CUPTI_ACTIVITY_KIND_MEMSET,
+    l::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    l::CUPTI_ACTIVITY_KIND_MEMORY2,
+    l::CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+    l::CUPTI_ACTIVITY_KIND_MARKER,
+    l::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    l::CUPTI_ACTIVITY_KIND_OVERHEAD,
+];
+
+impl Injection {
+    fn new(cupti: Cupti, subscriber: usize, ownership: Ownership, clock_offset_ns: i64) -> Self {
+        let dump =
+            std::env::var("OFFTRACE_CUDA_DUMP").ok().filter(|p| !p.is_empty()).and_then(|p| match Dump::open(&p) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    say(&format!("cannot write OFFTRACE_CUDA_DUMP={p}: {e}"));
+                    None
+                }
+            });
+        let counters = || (0..MAX_CBID).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+        let inj = Self {
+            cupti,
+            subscriber,
+            ownership,
+            clock_offset_ns,
+            correlations: CorrelationMap::new(),
+            stats: Stats::default(),
+            per_cbid: [counters(), counters()],
+            dump,
+            allocation_rules: [alloc_rules(ApiDomain::Runtime), alloc_rules(ApiDomain::Driver)],
+            launch_rules: [launch_rules(ApiDomain::Runtime), launch_rules(ApiDomain::Driver)],
+            driver: resolve_driver_fns(),
+            kernel_params: Mutex::new(HashMap::new()),
+            finished: AtomicBool::new(false),
+            recorder: Mutex::new(None),
+            driver_all: driver_api_wanted(),
+        };
+        if let Some(d) = &inj.dump {
+            d.line(&format!(
+                r#"{{"t":"start","cupti":{},"cupti_api_version":{},"ownership":{},"clock_offset_ns":{},"timestamp_callback":{}}}"#,
+                dump::json_str(inj.cupti.path),
+                inj.cupti.api_version,
+                dump::json_str(&match &inj.ownership {
+                    Ownership::Offtrace => "offtrace".to_string(),
+                    Ownership::Other(o) => format!("other: {o}"),
+                }),
+                clock_offset_ns,
+                clock_offset_ns == 0
+            ));
+        }
+        inj
+    }
+
+    fn finish_recorder(&self) {
+        let ctx = self.recorder.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(ctx) = ctx {
+            let _ = offtrace_core::destroy_context(ctx);
+            if let Err(e) = offtrace_recorder::finish() {
+                say(&format!("the trace could not be finished: {e}"));
+            }
+        }
+    }
+
+    /// Writes a structure record (graph node or edge, module, allocation, launch) to the dump.
+    /// These come from application threads: the dump is a check, not the trace.
+    fn dump_line(&self, make: impl FnOnce() -> String) {
+        if let Some(d) = &self.dump {
+            d.line(&make());
+        }
+    }
+
+    /// Flushes CUPTI's buffers (all records so far reach the services and the dump).
+    pub fn flush(&self) {
+        if self.ownership == Ownership::Offtrace {
+            // SAFETY: no memory preconditions; forced: also buffers still being filled.
+            unsafe { (self.cupti.activity_flush_all)(l::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED as u32) };
+        }
+    }
+
+    /// Ends tracing: flushes, writes the counters, stops CUPTI callbacks. Idempotent.
+    pub fn finish(&self) {
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if self.ownership != Ownership::Offtrace {
+            if let (Ownership::Other(o), Some(d)) = (&self.ownership, offtrace_recorder::definitions()) {
+                d.push(offtrace_format::Record::Info { key: "cuda.cupti_owner".into(), value: o.clone() });
+            }
+            self.finish_recorder();
+            return;
+        }
+        self.flush();
+        for k in activity_kinds() {
+            // SAFETY: as in start.
+            unsafe { (self.cupti.activity_disable)(*k as u32) };
+        }
+        // SAFETY: the subscriber is live (finish runs once).
+        unsafe { (self.cupti.unsubscribe)(self.subscriber as SubscriberHandle) };
+        emit::finish(self);
+        offtrace::tools::finalize_tools();
+        self.finish_recorder();
+        if let Some(d) = &self.dump {
+            for (i, domain) in [ApiDomain::Runtime, ApiDomain::Driver].into_iter().enumerate() {
+                for (cbid, n) in self.per_cbid[i].iter().enumerate() {
+                    let n = n.load(Ordering::Relaxed);
+                    if n > 0 {
+                        let name = domain.function(cbid as u32).map_or("?", |f| f.name);
+                        d.line(&format!(
+                            r#"{{"t":"api","kind":"{}","cbid":{},"name":{},"calls":{}}}"#,
+                            domain.kind_name(),
+                            cbid,
+                            dump::json_str(name),
+                            n
+                        ));
+                    }
+                }
+            }
+            let s = &self.stats;
+            d.line(&format!(
+                r#"{{"t":"summary","runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"processing_ns":{},"correlation_misses":{}}}"#,
+                s.api_calls[0].load(Ordering::Relaxed),
+                s.api_calls[1].load(Ordering::Relaxed),
+                s.records.load(Ordering::Relaxed),
+                s.buffers.load(Ordering::Relaxed),
+                s.dropped.load(Ordering::Relaxed),
+                s.cupti_overhead_ns.load(Ordering::Relaxed),
+                s.processing_ns.load(Ordering::Relaxed),
+                self.correlations.misses()
+            ));
+            d.flush();
+        }
+    }
+}
+
+/// Delivers CUPTI's completed buffers regularly (`OFFTRACE_CUDA_FLUSH_MS`, default 500 ms; 0 =
+/// only when full and at exit), so device records reach the services while the program runs.
+fn start_flusher() {
+    let ms: u64 = std::env::var("OFFTRACE_CUDA_FLUSH_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    if ms == 0 {
+        return;
+    }
+    let _ = std::thread::Builder::new().name("offtrace-cupti".into()).spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            let Some(i) = get() else { return };
+            if i.finished.load(Ordering::Acquire) {
+                return;
+            }
+            // SAFETY: no memory preconditions; 0 = only buffers CUPTI completed.
+            unsafe { (i.cupti.activity_flush_all)(0) };
+        }
+    });
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if let Some(i) = get() {
+            i.finish();
+        }
+    });
+}
+
+/// CUPTI's host clock: the trace clock, CLOCK_MONOTONIC ns. Read with clock_gettime rather than
+/// through the services' TSC line: CUPTI maps GPU time onto the host clock from a few samples,
+/// and the line's rate is refined during the first seconds, which would scale every duration
+/// measured against early samples.
+unsafe extern "C" fn trace_clock() -> u64 {
+    offtrace_core::clock::monotonic_ns()
+}
+
+/// Reads a field of a CUPTI callback struct.
+///
+/// # Safety
+/// `base + off .. + size` must be readable.
+#[inline(always)]
+unsafe fn field(base: *const u8, (off, size): (usize, usize)) -> u64 {
+    // SAFETY: per the caller.
+    unsafe {
+        match size {
+            4 => u64::from(base.add(off).cast::<u32>().read_unaligned()),
+            _ => base.add(off).cast::<u64>().read_unaligned(),
+        }
+    }
+}
+
+/// The CUPTI callback (application threads). Never unwinds.
+unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if data.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let Some(inj) = INJECTION.get() else { return };
+        if BUSY.try_with(Cell::get).unwrap_or(true) {
+            return;
+        }
+        let d = i64::from(domain);
+        // SAFETY: CUPTI passes the struct of the domain (CUpti_CallbackData for the API
+        // domains, CUpti_ResourceData for resources), valid during the callback.
+        unsafe {
+            if d == l::CUPTI_CB_DOMAIN_RUNTIME_API {
+                api_callback(inj, ApiDomain::Runtime, cbid, data.cast());
+            } else if d == l::CUPTI_CB_DOMAIN_DRIVER_API {
+                api_callback(inj, ApiDomain::Driver, cbid, data.cast());
+            } else if d == l::CUPTI_CB_DOMAIN_RESOURCE {
+                resource_callback(inj, cbid, data.cast());
+            }
+        }
+    }));
+}
+
+/// # Safety
+/// `data` is CUPTI's `CUpti_CallbackData` for `cbid` of `domain`.
+unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *const u8) {
+    use l::CUpti_CallbackData as cd;
+    let di = domain as usize;
+    // SAFETY: fields of CUpti_CallbackData (caller's guarantee).
+    let (site, params, ret, cupti_corr) = unsafe {
+        (
+            field(data, cd::callbackSite) as i64,
+            field(data, cd::functionParams) as usize as *const u8,
+            field(data, cd::functionReturnValue) as usize as *const i32,
+            field(data, cd::correlationId) as u32,
+        )
+    };
+    let Some(f) = domain.function(cbid) else { return };
+    if site == l::CUPTI_API_ENTER {
+        if let Some(c) = inj.per_cbid[di].get(cbid as usize) {
+            // Relaxed: statistics only.
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        inj.stats.api_calls[di].fetch_add(1, Ordering::Relaxed);
+        if domain == ApiDomain::Runtime {
+            let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
+        }
+        let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        if rule.op == 2 && owns_memory_calls(domain) {
+            // SAFETY: params is f's parameter struct.
+            let ptr = unsafe { arg(f, params, rule.ptr) };
+            emit::memory_free(ptr);
+            inj.dump_line(|| format!(r#"{{"t":"free","function":"{}","ptr":{ptr}}}"#, f.name));
+        }
+        // Driver calls inside a runtime call are its implementation: recorded only on request.
+        let record =
+            domain == ApiDomain::Runtime || inj.driver_all || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0;
+        // SAFETY: params is f's parameter struct, valid during the callback.
+        let call = if record { unsafe { emit::api_enter(domain, f, params) } } else { None };
+        if let Some(call) = call {
+            inj.correlations.insert(cupti_corr, call.correlation());
+            let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
+        }
+    } else if site == l::CUPTI_API_EXIT {
+        // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
+        let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
+        if result == 0 {
+            let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
+            if rule.op == 1 && owns_memory_calls(domain) {
+                // SAFETY: params is f's parameter struct; the out-pointer was written (success).
+                unsafe { record_allocation(inj, f, params, rule) };
+            }
+            let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
+            if launch.active && (emit::dispatch_wanted() || inj.dump.is_some()) {
+                // SAFETY: as above.
+                unsafe { record_launch(inj, f, params, launch, cupti_corr) };
+            }
+        }
+        if domain == ApiDomain::Runtime {
+            let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
+        }
+        let call = OPEN.try_with(|o| {
+            let mut o = o.borrow_mut();
+            // The innermost open call is this one unless an enter was not delivered.
+            match o.last() {
+                Some(c) if c.matches(domain, cbid) => o.pop(),
+                _ => None,
+            }
+        });
+        if let Ok(Some(call)) = call {
+            // SAFETY: as at enter.
+            unsafe { emit::api_exit(call, f, params, result) };
+        }
+    }
+}
+
+/// Whether allocations, frees and launches are taken from this domain's call on this thread:
+/// driver calls inside a runtime call are the runtime's own implementation.
+fn owns_memory_calls(domain: ApiDomain) -> bool {
+    domain == ApiDomain::Runtime || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0
+}
+
+/// Argument `i` of `f` (0 when absent).
+///
+/// # Safety
+/// `params` is null or `f`'s parameter struct.
+unsafe fn arg(f: &table::ApiFunction, params: *const u8, i: u8) -> u64 {
+    let mut v = [0u64; offtrace_core::MAX_ARGS];
+    // SAFETY: per the caller.
+    let n = unsafe { table::read_args(f, params, &mut v) };
+    if usize::from(i) < n { v[usize::from(i)] } else { 0 }
+}
+
+/// # Safety
+/// `params` is `f`'s parameter struct at a successful exit.
+unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: AllocRule) {
+    // SAFETY: per the caller: the pointer parameter is an out-pointer the call wrote.
+    unsafe {
+        let out = arg(f, params, rule.ptr) as usize as *const u64;
+        if out.is_null() {
+            return;
+        }
+        let ptr = out.read_unaligned();
+        let size = if rule.size != NONE {
+            arg(f, params, rule.size)
+        } else if rule.pitch != NONE && rule.height != NONE {
+            let pitch = arg(f, params, rule.pitch) as usize as *const usize;
+            if pitch.is_null() { 0 } else { pitch.read_unaligned() as u64 * arg(f, params, rule.height) }
+        } else {
+            0
+        };
+        let ty = offtrace_core::MemoryType::from_u32(u32::from(rule.memory_type));
+        emit::memory_alloc(ptr, size, ty);
+        inj.dump_line(|| {
+            format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name)
+        });
+    }
+}
+
+/// What the backend knows of a kernel function: its parameters' (offset, size) and its
+/// demangled name. Cached per `CUfunction`/`CUkernel` handle (a handle reused for another kernel
+/// after a module unload would keep the old entry: programs rarely unload modules while they
+/// launch).
+#[derive(Debug, Clone, Copy)]
+struct KernelInfo {
+    params: &'static [(u32, u32)],
+    name: *const c_char,
+}
+
+// SAFETY: `name` points to a leaked, immutable string (the demangling cache's), readable from
+// any thread.
+unsafe impl Send for KernelInfo {}
+
+fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
+    if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&(func as usize)) {
+        return *v;
+    }
+    let _ = BUSY.try_with(|b| b.set(true));
+    let d = &inj.driver;
+    // The runtime launches library kernels (CUkernel) through cuLaunchKernel as well as
+    // functions (CUfunction): ask the function API first, then the kernel API.
+    let param = |get: Option<ParamInfoFn>| -> Option<Vec<(u32, u32)>> {
+        let get = get?;
+        let mut v = Vec::new();
+        for i in 0..offtrace_core::MAX_KERNEL_ARGS {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: func is a live handle; out-parameters are valid. An index past the last
+            // parameter (or a handle of the other type) returns an error.
+            if unsafe { get(func, i, &mut off, &mut size) } != 0 {
+                break;
+            }
+            v.push((off as u32, size as u32));
+        }
+        (!v.is_empty()).then_some(v)
+    };
+    let params = param(d.func_param_info).or_else(|| param(d.kernel_param_info)).unwrap_or_default();
+    let name = |get: Option<NameFn>| -> Option<*const c_char> {
+        let get = get?;
+        let mut name: *const c_char = std::ptr::null();
+        // SAFETY: func is a live handle; name is a valid out-parameter.
+        (unsafe { get(&mut name, func) } == 0 && !name.is_null()).then_some(name)
+    };
+    let raw = name(d.func_name).or_else(|| name(d.kernel_name)).unwrap_or(std::ptr::null());
+    let _ = BUSY.try_with(|b| b.set(false));
+    // SAFETY: the driver's kernel names live as long as the kernel's module, which outlives
+    // its launches (and the cache keeps the demangled copy).
+    let info = KernelInfo { params: Box::leak(params.into_boxed_slice()), name: unsafe { emit::demangled(raw) } };
+    inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(func as usize, info);
+    info
+}
+
+/// # Safety
+/// `params` is `f`'s parameter struct at a successful exit of a launch.
+unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
+    // SAFETY: per the caller.
+    let (func, kernel_params) = unsafe {
+        (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8)
+    };
+    if func.is_null() {
+        return;
+    }
+    // Geometry: cuLaunchKernel passes it as arguments, cuLaunchKernelEx in its CUlaunchConfig.
+    let mut geometry = [0u64; 6];
+    if let Some(c) = table::param_index(f, "config") {
+        // SAFETY: per the caller.
+        let config = unsafe { arg(f, params, c as u8) } as usize as *const u8;
+        if !config.is_null() {
+            use l::CUlaunchConfig as lc;
+            let fields = [lc::gridDimX, lc::gridDimY, lc::gridDimZ, lc::blockDimX, lc::blockDimY, lc::blockDimZ];
+            for (g, fld) in geometry.iter_mut().zip(fields) {
+                // SAFETY: config is the launch's CUlaunchConfig (read at the generated offsets).
+                *g = unsafe { field(config, fld) };
+            }
+        }
+    } else {
+        for (g, n) in
+            geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"])
+        {
+            if let Some(i) = table::param_index(f, n) {
+                // SAFETY: per the caller.
+                *g = unsafe { arg(f, params, i as u8) };
+            }
+        }
+    }
+    let info = kernel_info(inj, func);
+    let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
+    let mut n = 0;
+    if !kernel_params.is_null() {
+        for (i, &(_, size)) in info.params.iter().enumerate() {
+            // SAFETY: kernelParams holds one pointer per kernel parameter (CUDA's contract for
+            // a successful launch), each to a value of the parameter's size.
+            let v = unsafe {
+                let p = kernel_params.add(i).read();
+                if p.is_null() || size != 8 { 0 } else { p.cast::<u64>().read_unaligned() }
+            };
+            values[i] = v;
+            n = i + 1;
+        }
+    }
+    let grid = [geometry[0], geometry[1], geometry[2]];
+    let block = [geometry[3], geometry[4], geometry[5]];
+    emit::kernel_dispatch(func as u64, info.name, grid, block, &values[..n]);
+    inj.dump_line(|| {
+        let mut allocations = String::new();
+        for (i, v) in values[..n].iter().enumerate() {
+            if let Some((base, size, ty)) = offtrace_core::lookup_allocation(*v) {
+                if !allocations.is_empty() {
+                    allocations.push(',');
+                }
+                allocations.push_str(&format!(r#"{{"arg":{i},"base":{base},"size":{size},"type":"{ty:?}"}}"#));
+            }
+        }
+        format!(
+            r#"{{"t":"launch","function":"{}","kernel":{},"cupti_corr":{cupti_corr},"grid":{grid:?},"block":{block:?},"params":{n},"allocations":[{allocations}]}}"#,
+            f.name,
+            dump::json_str(&name_of(info.name)),
+        )
+    });
+}
+
+/// # Safety
+/// `data` is CUPTI's `CUpti_ResourceData` for `cbid`.
+unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
+    use l::CUpti_ResourceData as rd;
+    let c = i64::from(cbid);
+    // SAFETY: field of CUpti_ResourceData.
+    let descriptor = unsafe { field(data, rd::resourceDescriptor) } as usize as *const u8;
+    if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING
+    {
+        // SAFETY: fields of CUpti_ResourceData.
+        let (ctx, stream) = unsafe {
+            (
+                field(data, rd::context) as usize as *mut c_void,
+                field(data, rd::resourceHandle_stream) as usize as *mut c_void,
+            )
+        };
+        let (mut ctx_id, mut dev) = (0u32, 0u32);
+        // SAFETY: ctx is the live context of the callback; out-parameters are valid.
+        unsafe {
+            if let Some(g) = inj.cupti.get_context_id {
+                g(ctx, &mut ctx_id);
+            }
+            if let Some(g) = inj.cupti.get_device_id {
+                g(ctx, &mut dev);
+            }
+        }
+        if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
+            let mut name = [0 as c_char; 256];
+            if let Some(get) = inj.driver.device_name {
+                let _ = BUSY.try_with(|b| b.set(true));
+                // SAFETY: a 256-byte buffer; dev is the context's device ordinal.
+                unsafe { get(name.as_mut_ptr(), name.len() as i32 - 1, dev as i32) };
+                let _ = BUSY.try_with(|b| b.set(false));
+            }
+            // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
+            let name = unsafe { CStr::from_ptr(name.as_ptr()) };
+            emit::device(dev, name);
+            inj.dump_line(|| {
+                format!(
+                    r#"{{"t":"device","device":{dev},"context":{ctx_id},"name":{}}}"#,
+                    dump::json_str(&name.to_string_lossy())
+                )
+            });
+        } else {
+            let mut sid = 0u32;
+            if let Some(g) = inj.cupti.get_stream_id_ex {
+                // SAFETY: live context and stream of the callback; sid is an out-parameter.
+                unsafe { g(ctx, stream, 0, &mut sid) };
+            }
+            let created = c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED;
+            emit::stream(ctx_id, sid, dev, created);
+        }
+        return;
+    }
+    if c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED || c == l::CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING {
+        if descriptor.is_null() {
+            return;
+        }
+        use l::CUpti_ModuleResourceData as m;
+        // SAFETY: the descriptor of a module callback is CUpti_ModuleResourceData.
+        let (id, size) = unsafe { (field(descriptor, m::moduleId) as u32, field(descriptor, m::cubinSize)) };
+        let loaded = c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED;
+        emit::module(id, size, loaded);
+        inj.dump_line(|| {
+            format!(r#"{{"t":"module_{}","id":{id},"cubin_size":{size}}}"#, if loaded { "load" } else { "unload" })
+        });
+    } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+        || c == l::CUPTI_CBID_RESOURCE_GRAPH_CREATED
+        || c == l::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED
+    {
+        if descriptor.is_null() {
+            return;
+        }
+        use l::CUpti_GraphData as g;
+        // SAFETY: the descriptor of a graph callback is CUpti_GraphData.
+        let (graph, node, dependency, node_type) = unsafe {
+            (
+                field(descriptor, g::graph) as usize as *mut c_void,
+                field(descriptor, g::node) as usize as *mut c_void,
+                field(descriptor, g::dependency) as usize as *mut c_void,
+                field(descriptor, g::nodeType) as u32,
+            )
+        };
+        let node_id = |n: *mut c_void| -> u64 {
+            let mut id = 0u64;
+            if let (Some(get), false) = (inj.cupti.get_graph_node_id, n.is_null()) {
+                // SAFETY: n is a live graph node (CUPTI's callback argument); id is an out-param.
+                unsafe { get(n, &mut id) };
+            }
+            id
+        };
+        let graph_id = {
+            let mut id = 0u32;
+            if let (Some(get), false) = (inj.cupti.get_graph_id, graph.is_null()) {
+                // SAFETY: graph is a live graph; id is an out-param.
+                unsafe { get(graph, &mut id) };
+            }
+            id
+        };
+        if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED {
+            let n = node_id(node);
+            emit::graph_node(graph_id, n, node_type);
+            inj.dump_line(|| format!(r#"{{"t":"graph_node","graph":{graph_id},"node":{n},"node_type":{node_type}}}"#));
+        } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED {
+            let (from, to) = (node_id(dependency), node_id(node));
+            emit::graph_edge(graph_id, from, to);
+            inj.dump_line(|| format!(r#"{{"t":"graph_edge","graph":{graph_id},"from":{from},"to":{to}}}"#));
+        } else if c == l::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED {
+            inj.dump_line(|| format!(r#"{{"t":"graph_exec","graph":{graph_id}}}"#));
+        }
+    }
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    if buffer.is_null() || size.is_null() {
+        return;
+    }
+    // SAFETY: alignment is a power of two, size non-zero; out-pointers checked above.
+    unsafe {
+        let p = libc::aligned_alloc(BUFFER_ALIGN, BUFFER_SIZE).cast::<u8>();
+        *buffer = p;
+        *size = if p.is_null() { 0 } else { BUFFER_SIZE };
+        if !max_records.is_null() {
+            *max_records = 0;
+        }
+    }
+}
+
+unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream_id: u32, buffer: *mut u8, _size: usize, valid: usize) {
+    if buffer.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(inj) = INJECTION.get() {
+            // SAFETY: CUPTI hands back a buffer it filled with `valid` bytes of records.
+            unsafe { inj.process_buffer(ctx, stream_id, buffer, valid) };
+        }
+    }));
+    // SAFETY: the buffer came from aligned_alloc in buffer_requested.
+    unsafe { libc::free(buffer.cast()) };
+}
+
+impl Injection {
+    /// # Safety
+    /// `buffer` holds `valid` bytes of CUPTI activity records.
+    unsafe fn process_buffer(&self, ctx: *mut c_void, stream_id: u32, buffer: *mut u8, valid: usize) {
+        let t0 = offtrace_core::timestamp_ns();
+        self.stats.buffers.fetch_add(1, Ordering::Relaxed);
+        let mut rec: *mut u8 = std::ptr::null_mut();
+        let mut n = 0u64;
+        loop {
+            // SAFETY: CUPTI iterates its own buffer; rec is the cursor it returned last.
+            let r = unsafe { (self.cupti.activity_get_next_record)(buffer, valid, &mut rec) };
+            if r != 0 || rec.is_null() {
+                break;
+            }
+            n += 1;
+            // SAFETY: rec is a complete record of CUPTI 13.
+            let a = unsafe { activity::decode(rec, self.clock_offset_ns) };
+            self.handle(&a);
+        }
+        self.stats.records.fetch_add(n, Ordering::Relaxed);
+        let mut dropped = 0usize;
+        // SAFETY: out-parameter valid; ctx/stream as CUPTI passed them.
+        if unsafe { (self.cupti.activity_get_num_dropped_records)(ctx, stream_id, &mut dropped) } == 0 && dropped > 0 {
+            self.stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+        self.stats.processing_ns.fetch_add(offtrace_core::timestamp_ns().saturating_sub(t0), Ordering::Relaxed);
+        if let Some(d) = &self.dump {
+            d.flush();
+        }
+    }
+
+    fn handle(&self, a: &Activity) {
+        let cupti_corr = match a {
+            Activity::Kernel(k) => k.correlation,
+            Activity::Copy(c) => c.correlation,
+            Activity::Set(s) => s.correlation,
+            Activity::Sync(s) => s.correlation,
+            Activity::Memory(m) => m.correlation,
+            Activity::Graph(g) => g.correlation,
+            Activity::ExternalCorrelation { correlation, .. } => *correlation,
+            _ => 0,
+        };
+        let corr = self.correlations.get(cupti_corr).unwrap_or(0);
+        if cupti_corr != 0 && corr == 0 && matches!(a, Activity::Kernel(_) | Activity::Copy(_) | Activity::Set(_)) {
+            self.stats.unpaired_device_records.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Activity::Overhead(o) = a {
+            self.stats.cupti_overhead_ns.fetch_add(o.end.saturating_sub(o.start), Ordering::Relaxed);
+        }
+        emit::activity(a, corr);
+        if let Some(d) = &self.dump
+            && let Some(line) = dump::record_line(a, corr)
+        {
+            d.line(&line);
+        }
+    }
+}
+
+/// Pushes an external correlation id onto CUPTI's stack for this thread (kind `CUSTOM0`
+/// for offtrace's tools): device records of the calls made until the pop get an
+/// `EXTERNAL_CORRELATION` record with it.
+pub fn push_external_correlation(id: u64) -> bool {
+    get().is_some_and(|i| {
+        i.ownership == Ownership::Offtrace
+            // SAFETY: no memory preconditions.
+            && unsafe { (i.cupti.activity_push_external_correlation_id)(l::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32, id) } == 0
+    })
+}
+
+/// Pops the id [`push_external_correlation`] pushed last on this thread.
+pub fn pop_external_correlation() -> Option<u64> {
+    let i = get()?;
+    let mut id = 0u64;
+    // SAFETY: id is a valid out-parameter.
+    let r = unsafe {
+        (i.cupti.activity_pop_external_correlation_id)(l::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32, &mut id)
+    };
+    (r == 0).then_some(id)
+}
+
+/// A C string pointer as a `String`.
+fn name_of(p: *const c_char) -> String {
+    // SAFETY: callers pass CUPTI strings or null.
+    unsafe { activity::c_str(p) }.to_string()
+}

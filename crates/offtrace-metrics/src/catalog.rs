@@ -1,0 +1,375 @@
+//! What this machine offers: devices and their metric groups, probed at discovery. A source that
+//! does not work here (no `perf_event_open`, no NVML, no cpufreq files) contributes nothing.
+//!
+//! | device | group | domain | sampling | source |
+//! |---|---|---|---|---|
+//! | cpu (0) | `cpu.sw` | 0 perf_event | event + time | software events of the process |
+//! | cpu (0) | `cpu.thread_sw` | 0 perf_event | event | software events of the calling thread |
+//! | cpu (0) | `cpu.hw` | 1 pmu | event + time | cycles, instructions (only with a PMU) |
+//! | cpu (0) | `proc.process` | 2 procfs process | time | `/proc/self/{stat,io}` |
+//! | cpu (0) | `proc.system` | 3 procfs system | time | `/proc/{stat,meminfo}` |
+//! | cpu (0) | `sys.cpu` | 4 sysfs | time | cpufreq, thermal zones, RAPL |
+//! | each GPU (1..) | `nvml.telemetry` | 0 nvml | time | NVML |
+//!
+//! `cpu.sw` and `cpu.thread_sw` share the domain of the process's perf_event configuration: one
+//! of them is active at a time, like groups that program one PMU.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::MetricsError;
+use crate::model::{Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, SamplingTypes};
+use crate::nvml::Gpu;
+use crate::perf::{self, Counter, Scope};
+use crate::procfs;
+use crate::sysfs::{self, SysPlan};
+
+/// A user-defined source: fills the group's raw slots.
+pub type ReadFn = Arc<dyn Fn(&mut [u64]) -> Result<(), MetricsError> + Send + Sync>;
+
+/// Where a group's raw values come from.
+#[derive(Clone)]
+pub enum Backend {
+    PerfSoftware(Scope),
+    PerfHardware,
+    ProcProcess,
+    ProcSystem,
+    Sys(SysPlan),
+    Nvml(Gpu),
+    /// A source given by the embedding program (tests, tools with counters of their own).
+    Function(ReadFn),
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PerfSoftware(s) => write!(f, "PerfSoftware({s:?})"),
+            Self::PerfHardware => write!(f, "PerfHardware"),
+            Self::ProcProcess => write!(f, "ProcProcess"),
+            Self::ProcSystem => write!(f, "ProcSystem"),
+            Self::Sys(_) => write!(f, "Sys"),
+            Self::Nvml(g) => write!(f, "Nvml({})", g.index),
+            Self::Function(_) => write!(f, "Function"),
+        }
+    }
+}
+
+/// A metric group: its properties and its source.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub info: GroupInfo,
+    pub slots: usize,
+    pub backend: Backend,
+}
+
+/// An open source of one group's raw values.
+#[derive(Debug)]
+pub struct Collector {
+    backend: Backend,
+    perf: Vec<Counter>,
+    proc: Option<procfs::OpenFiles>,
+}
+
+impl Collector {
+    /// Reads the group's raw slots into `out` (of the group's slot count).
+    pub fn read(&mut self, out: &mut [u64]) -> Result<(), MetricsError> {
+        match &self.backend {
+            Backend::PerfSoftware(_) | Backend::PerfHardware => {
+                for (o, c) in out.iter_mut().zip(&self.perf) {
+                    *o = c.read();
+                }
+                Ok(())
+            }
+            Backend::ProcProcess | Backend::ProcSystem => {
+                let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
+                let t = files.read()?;
+                if matches!(self.backend, Backend::ProcProcess) {
+                    procfs::parse_process(t[0], t[1], out)
+                } else {
+                    procfs::parse_system(t[0], t[1], out)
+                }
+            }
+            Backend::Sys(plan) => sysfs::read(plan, out),
+            Backend::Nvml(gpu) => crate::nvml::read(gpu, out),
+            Backend::Function(f) => f(out),
+        }
+    }
+}
+
+impl Group {
+    /// Opens a collector (perf events are opened here: a thread-scope group counts the calling
+    /// thread).
+    pub fn open(&self) -> Result<Collector, MetricsError> {
+        let perf = match &self.backend {
+            Backend::PerfSoftware(scope) => perf::open_counters(&perf::SOFTWARE_EVENTS, *scope)?,
+            Backend::PerfHardware => perf::open_counters(&perf::HARDWARE_EVENTS, Scope::Process)?,
+            _ => Vec::new(),
+        };
+        let proc = match &self.backend {
+            Backend::ProcProcess => Some(procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()])?),
+            Backend::ProcSystem => Some(procfs::OpenFiles::open(&["/proc/stat".into(), "/proc/meminfo".into()])?),
+            _ => None,
+        };
+        Ok(Collector { backend: self.backend.clone(), perf, proc })
+    }
+}
+
+/// Devices and groups.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub devices: Vec<DeviceInfo>,
+    pub groups: Vec<Group>,
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| Some(l.strip_prefix("model name")?.split_once(':')?.1.trim().to_owned())))
+        .unwrap_or_else(|| "cpu".to_owned())
+}
+
+fn sw_metrics() -> Vec<MetricInfo> {
+    use MetricType::*;
+    vec![
+        MetricInfo::new(
+            "task_clock",
+            "CPU time of the counted tasks (perf task-clock)",
+            "cpu",
+            "ns",
+            Duration,
+            Calc::Total(0),
+        ),
+        MetricInfo::new("cpus_utilized", "task clock per wall-clock time", "cpu", "%", Ratio, Calc::Rate(0, 100.0)),
+        MetricInfo::new(
+            "context_switches",
+            "context switches (perf context-switches)",
+            "cpu",
+            "switches",
+            Event,
+            Calc::Total(1),
+        ),
+        MetricInfo::new(
+            "cpu_migrations",
+            "migrations between CPUs (perf cpu-migrations)",
+            "cpu",
+            "migrations",
+            Event,
+            Calc::Total(2),
+        ),
+        MetricInfo::new("page_faults", "page faults (perf page-faults)", "memory", "faults", Event, Calc::Total(3)),
+        MetricInfo::new(
+            "major_faults",
+            "major page faults (perf major-faults)",
+            "memory",
+            "faults",
+            Event,
+            Calc::Total(4),
+        ),
+    ]
+}
+
+impl Catalog {
+    /// Probes this machine.
+    pub fn discover() -> Self {
+        let mut c = Catalog::default();
+        c.devices.push(DeviceInfo {
+            id: 0,
+            name: cpu_name(),
+            kind: DeviceKind::Cpu,
+            uuid: String::new(),
+            pci_bus_id: String::new(),
+        });
+        let group = |name: &str, desc: &str, domain, sampling, metrics: Vec<MetricInfo>, slots, backend| Group {
+            info: GroupInfo { name: name.into(), description: desc.into(), device: 0, domain, sampling, metrics },
+            slots,
+            backend,
+        };
+        if perf::SOFTWARE_EVENTS.iter().all(|&(_, t, cfg)| perf::available(t, cfg)) {
+            c.groups.push(group(
+                "cpu.sw",
+                "software events of this process (perf_event_open: every thread and child)",
+                0,
+                SamplingTypes::BOTH,
+                sw_metrics(),
+                perf::SOFTWARE_EVENTS.len(),
+                Backend::PerfSoftware(Scope::Process),
+            ));
+            c.groups.push(group(
+                "cpu.thread_sw",
+                "software events of the calling thread (perf_event_open), per command",
+                0,
+                SamplingTypes::EVENT_BASED,
+                sw_metrics(),
+                perf::SOFTWARE_EVENTS.len(),
+                Backend::PerfSoftware(Scope::Thread),
+            ));
+        }
+        if perf::HARDWARE_EVENTS.iter().all(|&(_, t, cfg)| perf::available(t, cfg)) {
+            use MetricType::*;
+            c.groups.push(group(
+                "cpu.hw",
+                "hardware events of this process (CPU PMU)",
+                1,
+                SamplingTypes::BOTH,
+                vec![
+                    MetricInfo::new("cycles", "CPU cycles", "cpu", "cycles", Event, Calc::Total(0)),
+                    MetricInfo::new(
+                        "instructions",
+                        "instructions retired",
+                        "cpu",
+                        "instructions",
+                        Event,
+                        Calc::Total(1),
+                    ),
+                    MetricInfo::new("ipc", "instructions per cycle", "cpu", "ratio", Ratio, Calc::Ratio(1, 0, 1.0)),
+                ],
+                2,
+                Backend::PerfHardware,
+            ));
+        }
+        let mut probe = [0u64; procfs::PROCESS_SLOTS];
+        if procfs::read_process(Path::new("/proc"), None, &mut probe).is_ok() {
+            use MetricType::*;
+            c.groups.push(group(
+                "proc.process",
+                "this process from /proc/self (stat, io)",
+                2,
+                SamplingTypes::TIME_BASED,
+                vec![
+                    MetricInfo::new(
+                        "cpu_utilization",
+                        "user + system CPU time per wall-clock time",
+                        "process",
+                        "%",
+                        Ratio,
+                        Calc::Rate(0, 100.0),
+                    ),
+                    MetricInfo::new(
+                        "cpu_time",
+                        "user + system CPU time (clock-tick resolution)",
+                        "process",
+                        "ns",
+                        Duration,
+                        Calc::Total(0),
+                    ),
+                    MetricInfo::new("rss", "resident set size", "memory", "bytes", Raw, Calc::Gauge(1)),
+                    MetricInfo::new("threads", "threads", "process", "threads", Raw, Calc::Gauge(2)),
+                    MetricInfo::new(
+                        "read_rate",
+                        "bytes read by system calls per second (rchar)",
+                        "io",
+                        "B/s",
+                        Throughput,
+                        Calc::Rate(3, 1e9),
+                    ),
+                    MetricInfo::new(
+                        "write_rate",
+                        "bytes written by system calls per second (wchar)",
+                        "io",
+                        "B/s",
+                        Throughput,
+                        Calc::Rate(4, 1e9),
+                    ),
+                ],
+                procfs::PROCESS_SLOTS,
+                Backend::ProcProcess,
+            ));
+        }
+        let mut probe = [0u64; procfs::SYSTEM_SLOTS];
+        if procfs::read_system(Path::new("/proc"), &mut probe).is_ok() {
+            use MetricType::*;
+            c.groups.push(group(
+                "proc.system",
+                "the whole system from /proc (stat, meminfo)",
+                3,
+                SamplingTypes::TIME_BASED,
+                vec![
+                    MetricInfo::new(
+                        "cpu_utilization",
+                        "busy CPU time of all CPUs per total",
+                        "cpu",
+                        "%",
+                        Ratio,
+                        Calc::Ratio(0, 1, 100.0),
+                    ),
+                    MetricInfo::new("memory_used", "MemTotal - MemAvailable", "memory", "bytes", Raw, Calc::Gauge(2)),
+                    MetricInfo::new("memory_available", "MemAvailable", "memory", "bytes", Raw, Calc::Gauge(3)),
+                    MetricInfo::new(
+                        "context_switch_rate",
+                        "context switches per second, all CPUs",
+                        "cpu",
+                        "1/s",
+                        Throughput,
+                        Calc::Rate(4, 1e9),
+                    ),
+                ],
+                procfs::SYSTEM_SLOTS,
+                Backend::ProcSystem,
+            ));
+        }
+        if let Some(plan) = sysfs::discover(Path::new("/sys")) {
+            let metrics = plan.metrics.clone();
+            let slots = plan.files.len();
+            c.groups.push(group(
+                "sys.cpu",
+                "CPU frequency, thermal zones and RAPL energy from /sys",
+                4,
+                SamplingTypes::TIME_BASED,
+                metrics,
+                slots,
+                Backend::Sys(plan),
+            ));
+        }
+        for gpu in crate::nvml::discover() {
+            let id = c.devices.len() as u32;
+            c.devices.push(DeviceInfo {
+                id,
+                name: gpu.name.clone(),
+                kind: DeviceKind::Gpu,
+                uuid: gpu.uuid.clone(),
+                pci_bus_id: String::new(),
+            });
+            if gpu.metrics.is_empty() {
+                continue;
+            }
+            c.groups.push(Group {
+                info: GroupInfo {
+                    name: "nvml.telemetry".into(),
+                    description: format!("NVML telemetry of GPU {} ({})", gpu.index, gpu.name),
+                    device: id,
+                    domain: 0,
+                    sampling: SamplingTypes::TIME_BASED,
+                    metrics: gpu.metrics.clone(),
+                },
+                slots: gpu.queries.len(),
+                backend: Backend::Nvml(gpu),
+            });
+        }
+        c
+    }
+
+    /// Adds a user-defined group (its device must exist); returns its index.
+    pub fn add_group(&mut self, info: GroupInfo, slots: usize, read: ReadFn) -> usize {
+        self.groups.push(Group { info, slots, backend: Backend::Function(read) });
+        self.groups.len() - 1
+    }
+
+    /// Groups of `device`, as indices.
+    pub fn groups_of(&self, device: u32) -> impl Iterator<Item = usize> + '_ {
+        self.groups.iter().enumerate().filter(move |(_, g)| g.info.device == device).map(|(i, _)| i)
+    }
+
+    /// Finds groups by name (`name` or `name@device`): every device's group of that name.
+    pub fn find(&self, name: &str) -> Vec<usize> {
+        let (n, dev) = match name.split_once('@') {
+            Some((n, d)) => (n, d.parse::<u32>().ok()),
+            None => (name, None),
+        };
+        self.groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.info.name == n && dev.is_none_or(|d| g.info.device == d))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}

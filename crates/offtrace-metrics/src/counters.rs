@@ -1,0 +1,286 @@
+//! Metrics into the trace: a [`Sampler`] samples groups on one thread of its own and emits each
+//! calculated value as a `COUNTER` record through `offtrace-core`'s tracing services (a
+//! `counter_op::DEFINE` once per metric, then one `counter_op::SAMPLE` per report, at the time of
+//! the sample), so any client of the services (the recorder writing the trace) gets them.
+//!
+//! Counter names are `<group>.<metric>` (`cpu.sw.task_clock`), the counter's device is the
+//! metric device id (0 the host CPU, 1.. NVML GPUs), units as in the catalog.
+
+use std::ffi::CString;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use offtrace_core::{
+    CounterPayload, CounterValueType, DevicePayload, DeviceType, Kind, Payload, Phase, counter_op, device_op,
+    emit_instant,
+};
+
+use crate::catalog::Collector;
+use crate::error::MetricsError;
+use crate::model::{GroupInfo, RawReport, TypedValue};
+use crate::session::{GroupHandle, Metrics, StreamerStats, monotonic_ns, thread_cpu_ns};
+
+/// The trace's device handle of metric device `id` (a `DEVICE` record names it; counters carry
+/// it): a fixed high tag and the id, so it never collides with a runtime's device handles.
+pub fn device_handle(id: u32) -> u64 {
+    0x4d45_4400_0000_0000 | u64::from(id)
+}
+
+/// Emits a `DEVICE` record for each metric device (name, CPU/GPU), so tools name the counters'
+/// devices.
+fn define_devices(metrics: &Metrics, ids: &[u32]) {
+    for d in metrics.catalog().devices.iter().filter(|d| ids.contains(&d.id)) {
+        let name = CString::new(d.name.replace('\0', "")).unwrap_or_default();
+        let p = DevicePayload {
+            handle: device_handle(d.id),
+            parent: 0,
+            name: name.as_ptr(),
+            device_type: if d.kind == crate::DeviceKind::Gpu { DeviceType::Gpu } else { DeviceType::Cpu },
+        };
+        emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
+    }
+}
+
+/// Counter ids: a fixed high tag, the group index and the metric index.
+pub fn counter_id(group: usize, metric: usize) -> u64 {
+    0x4d45_0000_0000_0000 | ((group as u64) << 16) | metric as u64
+}
+
+struct Defined {
+    names: Vec<CString>,
+    units: Vec<CString>,
+    defined: bool,
+}
+
+fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[TypedValue]) {
+    if !d.defined {
+        for (i, m) in info.metrics.iter().enumerate() {
+            let vt = match values.get(i) {
+                Some(TypedValue::U64(_)) => CounterValueType::U64,
+                _ => CounterValueType::F64,
+            };
+            let p = CounterPayload {
+                counter: counter_id(group, i),
+                device: device_handle(info.device),
+                value: vt as u64,
+                name: d.names[i].as_ptr(),
+                unit: d.units[i].as_ptr(),
+            };
+            let _ = m;
+            emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
+        }
+        d.defined = true;
+    }
+    for (i, v) in values.iter().enumerate() {
+        let bits = match *v {
+            TypedValue::U64(x) => x,
+            TypedValue::F64(x) => x.to_bits(),
+        };
+        // A sample names its counter by id (the definition carries name and unit).
+        let p = CounterPayload {
+            counter: counter_id(group, i),
+            device: device_handle(info.device),
+            value: bits,
+            name: std::ptr::null(),
+            unit: std::ptr::null(),
+        };
+        emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
+    }
+}
+
+/// Groups sampled into `COUNTER` records on **one** thread (one wake-up per period for all
+/// groups: the wake-up is most of a sample's cost in a busy program).
+#[derive(Debug)]
+pub struct Sampler {
+    metrics: &'static Metrics,
+    devices: Vec<u32>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<Vec<SamplerStats>>>,
+}
+
+/// What [`Sampler::stop`] measured, per group.
+#[derive(Debug, Clone)]
+pub struct SamplerStats {
+    pub group: String,
+    pub device: u32,
+    /// `sampling_cpu_ns`: the group's collect + calculate + emit time plus an equal share of the
+    /// thread's remaining CPU time (waking up); the groups' sum is the thread's whole CPU time.
+    pub stats: StreamerStats,
+}
+
+struct Sampled {
+    gi: usize,
+    info: GroupInfo,
+    collector: Collector,
+    base: Vec<u64>,
+    prev: Vec<u64>,
+    prev2: Vec<u64>,
+    now: Vec<u64>,
+    values: Vec<TypedValue>,
+    defined: Defined,
+    reports: u64,
+    own_ns: u64,
+}
+
+impl Sampler {
+    /// Activates the groups named (`name` or `name@device`; a name every device has means all)
+    /// and samples them every `period` on one thread. An unknown name or a group that is not
+    /// time-based: `INVALID_ARGUMENT`; the domain rule as [`Metrics::activate`] says.
+    pub fn start(metrics: &'static Metrics, names: &[&str], period: Duration) -> Result<Self, MetricsError> {
+        if period.is_zero() {
+            return Err(MetricsError::InvalidArgument);
+        }
+        let mut handles = Vec::new();
+        for n in names {
+            let found = metrics.catalog().find(n);
+            if found.is_empty() {
+                return Err(MetricsError::InvalidArgument);
+            }
+            handles.extend(found.into_iter().map(GroupHandle));
+        }
+        handles.sort_by_key(|g| g.0);
+        handles.dedup();
+        let groups = &metrics.catalog().groups;
+        if handles.iter().any(|g| !groups[g.0].info.sampling.contains(crate::SamplingTypes::TIME_BASED)) {
+            return Err(MetricsError::InvalidArgument);
+        }
+        let mut devices: Vec<u32> = handles.iter().map(|g| groups[g.0].info.device).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        for d in &devices {
+            let on: Vec<GroupHandle> = handles.iter().copied().filter(|g| groups[g.0].info.device == *d).collect();
+            metrics.activate(*d, &on)?;
+        }
+        let cstr = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
+        let mut sampled = Vec::new();
+        for g in &handles {
+            let group = &groups[g.0];
+            let opened = group.open().and_then(|mut c| {
+                let mut base = vec![0u64; group.slots];
+                c.read(&mut base)?;
+                Ok((c, base))
+            });
+            let (collector, base) = match opened {
+                Ok(x) => x,
+                Err(e) => {
+                    for d in &devices {
+                        let _ = metrics.activate(*d, &[]);
+                    }
+                    return Err(e);
+                }
+            };
+            let info = group.info.clone();
+            sampled.push(Sampled {
+                gi: g.0,
+                defined: Defined {
+                    names: info.metrics.iter().map(|m| cstr(&format!("{}.{}", info.name, m.name))).collect(),
+                    units: info.metrics.iter().map(|m| cstr(&m.unit)).collect(),
+                    defined: false,
+                },
+                values: Vec::with_capacity(info.metrics.len()),
+                info,
+                collector,
+                prev: base.clone(),
+                prev2: base.clone(),
+                now: base.clone(),
+                base,
+                reports: 0,
+                own_ns: 0,
+            });
+        }
+        define_devices(metrics, &devices);
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let st = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("offtrace-metrics".into())
+            .spawn(move || sample_all(sampled, period, &st))
+            .map_err(|_| MetricsError::Unknown)?;
+        Ok(Sampler { metrics, devices, stop, thread: Some(thread) })
+    }
+
+    /// Stops the thread (after a final report of every group) and deactivates the groups.
+    pub fn stop(mut self) -> Vec<SamplerStats> {
+        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.1.notify_all();
+        let out = self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default();
+        for d in &self.devices {
+            let _ = self.metrics.activate(*d, &[]);
+        }
+        out
+    }
+}
+
+fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, Condvar)) -> Vec<SamplerStats> {
+    let start = Instant::now();
+    let cpu_start = thread_cpu_ns();
+    let mut prev_ts = monotonic_ns();
+    let mut prev2_ts = prev_ts;
+    let mut rounds = 0u64;
+    let mut k: u32 = 1;
+    loop {
+        let deadline = start + period * k;
+        let mut stopped = stop.0.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if *stopped || left.is_zero() {
+                break;
+            }
+            stopped = stop.1.wait_timeout(stopped, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        let stopping = *stopped;
+        drop(stopped);
+        k = (start.elapsed().as_nanos() / period.as_nanos().max(1)) as u32 + 1;
+        let ts = monotonic_ns();
+        // A final report right after the last one spans both intervals (no rate over a sliver).
+        let widen = stopping && rounds > 0 && ts.saturating_sub(prev_ts) < period.as_nanos() as u64 / 2;
+        let from_ts = if widen { prev2_ts } else { prev_ts };
+        for g in &mut groups {
+            let t0 = thread_cpu_ns();
+            if g.collector.read(&mut g.now).is_err() {
+                continue;
+            }
+            let report = RawReport {
+                ts_ns: ts,
+                prev_ts_ns: from_ts,
+                now: std::mem::take(&mut g.now),
+                prev: std::mem::take(if widen { &mut g.prev2 } else { &mut g.prev }),
+                base: std::mem::take(&mut g.base),
+            };
+            crate::model::calculate_into(&g.info.metrics, &report, &mut g.values);
+            emit_counters(g.gi, &mut g.defined, &g.info, &g.values);
+            let RawReport { now, prev, base, .. } = report;
+            // prev2 <- the interval's start, prev <- now; the spare vector is reused for `now`.
+            if widen {
+                g.prev2 = prev;
+            } else {
+                g.prev2.copy_from_slice(&prev);
+                g.now = prev;
+            }
+            if widen {
+                g.now = std::mem::replace(&mut g.prev, now);
+            } else {
+                g.prev = now;
+            }
+            g.base = base;
+            g.reports += 1;
+            g.own_ns += thread_cpu_ns().saturating_sub(t0);
+        }
+        prev2_ts = prev_ts;
+        prev_ts = ts;
+        rounds += 1;
+        if stopping {
+            break;
+        }
+    }
+    let total = thread_cpu_ns().saturating_sub(cpu_start);
+    let own: u64 = groups.iter().map(|g| g.own_ns).sum();
+    let share = total.saturating_sub(own) / groups.len().max(1) as u64;
+    groups
+        .iter()
+        .map(|g| SamplerStats {
+            group: g.info.name.clone(),
+            device: g.info.device,
+            stats: StreamerStats { reports: g.reports, sampling_cpu_ns: g.own_ns + share, dropped: 0 },
+        })
+        .collect()
+}

@@ -1,0 +1,183 @@
+//! `/proc`: a process's CPU time, resident memory, threads and I/O (`/proc/<pid>/stat`,
+//! `/proc/<pid>/io`) and the system's CPU utilisation, memory and context switches
+//! (`/proc/stat`, `/proc/meminfo`). Values are the kernel's cumulative counters and gauges; rates
+//! and utilisation are calculated from them (see [`crate::model::Calc`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::MetricsError;
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks() -> u64 {
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf takes an integer and returns one.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+fn page_size() -> u64 {
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf takes an integer and returns one.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as u64 } else { 4096 }
+}
+
+/// Raw slots of `proc.process`.
+pub const PROCESS_SLOTS: usize = 5;
+
+/// `[cpu_ns (utime + stime), rss_bytes, threads, rchar, wchar]` of a process (`root` is `/proc`
+/// or a test directory; `pid` `None` = self).
+pub fn read_process(root: &Path, pid: Option<u32>, out: &mut [u64]) -> Result<(), MetricsError> {
+    let dir: PathBuf = root.join(pid.map_or_else(|| "self".to_owned(), |p| p.to_string()));
+    let stat = std::fs::read_to_string(dir.join("stat")).map_err(|_| MetricsError::DeviceLost)?;
+    let io = std::fs::read_to_string(dir.join("io")).unwrap_or_default();
+    parse_process(&stat, &io, out)
+}
+
+/// [`read_process`] from the texts of `stat` and `io`.
+pub fn parse_process(stat: &str, io: &str, out: &mut [u64]) -> Result<(), MetricsError> {
+    // Fields after the command name (which may hold spaces and parentheses): from the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).ok_or(MetricsError::Unknown)?;
+    // rest's first field is field 3 (state): field n is the (n - 3)th.
+    let mut f = [0u64; 22];
+    for (i, w) in rest.split_whitespace().take(22).enumerate() {
+        f[i] = w.parse().unwrap_or(0);
+    }
+    let field = |n: usize| f[n - 3];
+    let ticks = field(14) + field(15);
+    out[0] = ticks * 1_000_000_000 / clock_ticks();
+    out[1] = field(24) * page_size();
+    out[2] = field(20);
+    let key = |k: &str| {
+        io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    out[3] = key("rchar");
+    out[4] = key("wchar");
+    Ok(())
+}
+
+/// `/proc` files kept open and re-read from offset 0 (the kernel regenerates their text), so a
+/// sample costs one `pread` per file instead of open + read + close.
+#[derive(Debug)]
+pub struct OpenFiles {
+    files: Vec<Option<std::fs::File>>,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl OpenFiles {
+    /// Opens `paths` (a missing one reads as empty text).
+    pub fn open(paths: &[PathBuf]) -> Result<Self, MetricsError> {
+        let files: Vec<Option<std::fs::File>> = paths.iter().map(|p| std::fs::File::open(p).ok()).collect();
+        if files.first().is_none_or(Option::is_none) {
+            return Err(MetricsError::UnsupportedFeature);
+        }
+        Ok(Self { bufs: vec![Vec::with_capacity(4096); files.len()], files })
+    }
+
+    /// Re-reads every file; their texts in order.
+    pub fn read(&mut self) -> Result<Vec<&str>, MetricsError> {
+        use std::os::unix::fs::FileExt;
+        for (f, b) in self.files.iter().zip(self.bufs.iter_mut()) {
+            b.clear();
+            let Some(f) = f else { continue };
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = f.read_at(&mut chunk, b.len() as u64).map_err(|_| MetricsError::DeviceLost)?;
+                if n == 0 {
+                    break;
+                }
+                b.extend_from_slice(&chunk[..n]);
+            }
+        }
+        Ok(self.bufs.iter().map(|b| std::str::from_utf8(b).unwrap_or("")).collect())
+    }
+}
+
+/// Raw slots of `proc.system`.
+pub const SYSTEM_SLOTS: usize = 5;
+
+/// `[busy_ticks, total_ticks, mem_used_bytes, mem_available_bytes, context_switches]`.
+pub fn read_system(root: &Path, out: &mut [u64]) -> Result<(), MetricsError> {
+    let stat = std::fs::read_to_string(root.join("stat")).map_err(|_| MetricsError::DeviceLost)?;
+    let mem = std::fs::read_to_string(root.join("meminfo")).map_err(|_| MetricsError::DeviceLost)?;
+    parse_system(&stat, &mem, out)
+}
+
+/// [`read_system`] from the texts of `stat` and `meminfo`.
+pub fn parse_system(stat: &str, mem: &str, out: &mut [u64]) -> Result<(), MetricsError> {
+    let cpu = stat.lines().find(|l| l.starts_with("cpu ")).ok_or(MetricsError::Unknown)?;
+    let mut v = [0u64; 8];
+    for (i, w) in cpu.split_whitespace().skip(1).take(8).enumerate() {
+        v[i] = w.parse().unwrap_or(0);
+    }
+    // user nice system idle iowait irq softirq steal (guest time is inside user already).
+    let total: u64 = v.iter().sum();
+    let idle = v[3] + v[4];
+    out[0] = total - idle.min(total);
+    out[1] = total;
+    let kib = |k: &str| {
+        mem.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    let (total_mem, avail) = (kib("MemTotal"), kib("MemAvailable"));
+    out[2] = total_mem.saturating_sub(avail);
+    out[3] = avail;
+    out[4] = stat.lines().find_map(|l| l.strip_prefix("ctxt ")?.trim().parse().ok()).unwrap_or(0);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_process_with_a_spaced_name() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir(d.path().join("42")).expect("dir");
+        // Fields 14/15 utime/stime = 30/20 ticks, 20 threads = 3, 24 rss = 10 pages.
+        let stat = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 30 20 0 0 20 0 3 0 123 4096000 10 18446744073709551615";
+        std::fs::write(d.path().join("42/stat"), stat).expect("stat");
+        std::fs::write(d.path().join("42/io"), "rchar: 1000\nwchar: 2000\nsyscr: 3\n").expect("io");
+        let mut out = [0u64; PROCESS_SLOTS];
+        read_process(d.path(), Some(42), &mut out).expect("read");
+        assert_eq!(out[0], 50 * 1_000_000_000 / clock_ticks());
+        assert_eq!(out[1], 10 * page_size());
+        assert_eq!(out[2], 3);
+        assert_eq!(&out[3..], &[1000, 2000]);
+    }
+
+    #[test]
+    fn parses_the_system() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(d.path().join("stat"), "cpu  10 0 5 80 5 0 0 0 0 0\ncpu0 1 2\nctxt 777\n").expect("stat");
+        std::fs::write(d.path().join("meminfo"), "MemTotal:  1000 kB\nMemFree: 1 kB\nMemAvailable:  400 kB\n")
+            .expect("meminfo");
+        let mut out = [0u64; SYSTEM_SLOTS];
+        read_system(d.path(), &mut out).expect("read");
+        assert_eq!(out, [15, 100, 600 * 1024, 400 * 1024, 777]);
+    }
+
+    #[test]
+    fn open_files_read_the_same_as_fresh_reads() {
+        let mut f = OpenFiles::open(&[PathBuf::from("/proc/self/stat"), PathBuf::from("/proc/self/io")]).expect("open");
+        let mut a = [0u64; PROCESS_SLOTS];
+        {
+            let t = f.read().expect("read");
+            parse_process(t[0], t[1], &mut a).expect("parse");
+        }
+        let t = f.read().expect("re-read");
+        let mut b = [0u64; PROCESS_SLOTS];
+        parse_process(t[0], t[1], &mut b).expect("parse");
+        assert!(a[2] >= 1 && b[2] >= 1 && b[1] > 0, "{a:?} {b:?}");
+        assert!(b[0] >= a[0] && b[3] >= a[3], "counters move forward: {a:?} {b:?}");
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let mut out = [0u64; PROCESS_SLOTS];
+        read_process(Path::new("/proc"), None, &mut out).expect("self");
+        assert!(out[1] > 0 && out[2] >= 1);
+    }
+}

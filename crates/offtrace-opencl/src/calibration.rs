@@ -1,0 +1,265 @@
+//! Device clock → trace clock (CLOCK_MONOTONIC nanoseconds), per device.
+//!
+//! A calibration sample is a device timestamp `d` known to have been taken between two host
+//! readings `h0 <= h1` of CLOCK_MONOTONIC: the offset `host - device` then lies in
+//! `[h0 - d, h1 - d]`. Two sources of samples, tried in this order:
+//!
+//! 1. `clGetDeviceAndHostTimer` (OpenCL 2.1) bracketed by two CLOCK_MONOTONIC reads, taken when
+//!    the first queue of the device is created (the best of three tries: narrowest bracket).
+//!    Intel's CPU runtime has it; PoCL 3.1 returns `CL_INVALID_OPERATION`.
+//! 2. Otherwise (method "queued"), every completed command's `CL_PROFILING_COMMAND_QUEUED`
+//!    timestamp, which the runtime takes inside the enqueue call, bracketed by the host times
+//!    just before and after that call. The narrowest bracket seen so far wins.
+//!
+//! The offset is the bracket's midpoint; its half width is the calibration's uncertainty
+//! (`calibrations()`). Both go into the trace as counter samples of the device
+//! (`opencl.clock_offset_ns`, `opencl.clock_uncertainty_ns`) whenever they change. The clocks are assumed not to drift
+//! against each other over a run (both runtimes here use the host's own monotonic clocks: Intel
+//! CLOCK_MONOTONIC, PoCL CLOCK_MONOTONIC_RAW), so no rate is fitted.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ffi::c_void;
+use std::sync::RwLock;
+
+use crate::api::next;
+use crate::call::CL_SUCCESS;
+
+/// How a device's offset was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    DeviceAndHostTimer,
+    Queued,
+}
+
+/// One device's calibration: trace time = device time + `offset_ns` (± `uncertainty_ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    pub device: u64,
+    pub method: Method,
+    pub offset_ns: i64,
+    pub uncertainty_ns: u64,
+    /// The device's number in calibration order (names its trace counters).
+    pub ordinal: u64,
+}
+
+static DEVICES: RwLock<Option<HashMap<u64, Calibration>>> = RwLock::new(None);
+
+/// Every device's current calibration.
+pub fn calibrations() -> Vec<Calibration> {
+    DEVICES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|m| m.values().copied().collect())
+        .unwrap_or_default()
+}
+
+/// The interval `[h0 - d, h1 - d]` as (midpoint, half width).
+fn bracket(h0: u64, h1: u64, d: u64) -> (i64, u64) {
+    let lo = h0 as i128 - d as i128;
+    let hi = h1 as i128 - d as i128;
+    (((lo + hi) / 2) as i64, ((hi - lo) / 2) as u64)
+}
+
+fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
+    if h1 < h0 || d == 0 {
+        return;
+    }
+    let (offset_ns, uncertainty_ns) = bracket(h0, h1, d);
+    let installed = {
+        let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
+        let m = g.get_or_insert_with(HashMap::default);
+        match m.get(&device) {
+            // A timer calibration is never replaced by a queued one; a narrower bracket of the
+            // same method replaces a wider one.
+            Some(c) if c.method == Method::DeviceAndHostTimer && method == Method::Queued => None,
+            Some(c) if c.method == method && c.uncertainty_ns <= uncertainty_ns => None,
+            _ => {
+                let ordinal = m.len() as u64;
+                let ordinal = m.get(&device).map_or(ordinal, |c| c.ordinal);
+                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal };
+                m.insert(device, c);
+                Some(c)
+            }
+        }
+    };
+    if let Some(c) = installed {
+        record(&c);
+    }
+}
+
+/// Records a calibration in the trace: two counters per device, `opencl.clock_offset_ns`
+/// (trace − device, signed) and `opencl.clock_uncertainty_ns`, defined at the device's first
+/// calibration and sampled at each change, so a reader can tell how each device time was
+/// converted and how well.
+fn record(c: &Calibration) {
+    use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_instant};
+    if !offtrace_core::kind_enabled(Kind::Counter) {
+        return;
+    }
+    let first = DEFINED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::default)
+        .insert(c.device, ())
+        .is_none();
+    let base = 0xC10C_0000_0000 + 2 * c.ordinal;
+    let series = [
+        (base, c"opencl.clock_offset_ns", CounterValueType::I64, c.offset_ns as u64),
+        (base + 1, c"opencl.clock_uncertainty_ns", CounterValueType::U64, c.uncertainty_ns),
+    ];
+    for (id, name, ty, value) in series {
+        let mut p = CounterPayload {
+            counter: id,
+            device: c.device,
+            value: ty as u64,
+            name: name.as_ptr(),
+            unit: c"ns".as_ptr(),
+        };
+        if first {
+            emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
+        }
+        p.value = value;
+        emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
+    }
+}
+
+static DEFINED: std::sync::Mutex<Option<HashMap<u64, ()>>> = std::sync::Mutex::new(None);
+
+/// Calibrates `device` if it has no calibration yet: with `clGetDeviceAndHostTimer` where the
+/// device has it, else with three markers on `queue` (just created, so empty; profiling is on),
+/// whose QUEUED timestamps are bracketed by host reads around each enqueue. The markers are the
+/// layer's own (never traced) and are waited for here, once per device, before the program's
+/// first command: a few tens of µs at queue creation.
+pub(crate) fn calibrate_device(device: *mut c_void, queue: *mut c_void) {
+    calibrate_with_timer(device);
+    let known =
+        DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|m| m.contains_key(&(device as u64)));
+    if known || queue.is_null() {
+        return;
+    }
+    let n = next();
+    let (Some(marker), Some(wait), Some(release)) =
+        (n.clEnqueueMarkerWithWaitList, n.clWaitForEvents, n.clReleaseEvent)
+    else {
+        return;
+    };
+    for _ in 0..3 {
+        let mut ev: *mut c_void = std::ptr::null_mut();
+        let h0 = offtrace_core::clock::monotonic_ns();
+        // SAFETY: a valid queue just created by the runtime; an event out pointer.
+        let r = unsafe { marker(queue, 0, std::ptr::null_mut(), (&raw mut ev).cast()) };
+        let h1 = offtrace_core::clock::monotonic_ns();
+        if r != CL_SUCCESS || ev.is_null() {
+            return;
+        }
+        // SAFETY: one valid event, released once below.
+        unsafe { wait(1, (&raw mut ev).cast()) };
+        if let Some(q) = crate::enqueue::profiling(ev, crate::call::CL_PROFILING_COMMAND_QUEUED) {
+            observe_queued(device as u64, q, h0, h1);
+        }
+        // SAFETY: the layer's own event.
+        unsafe { release(ev) };
+    }
+}
+
+fn calibrate_with_timer(device: *mut c_void) {
+    if device.is_null() {
+        return;
+    }
+    let known =
+        DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|m| m.contains_key(&(device as u64)));
+    if known {
+        return;
+    }
+    let Some(timer) = next().clGetDeviceAndHostTimer else { return };
+    for _ in 0..3 {
+        let (mut d, mut h) = (0u64, 0u64);
+        let h0 = offtrace_core::clock::monotonic_ns();
+        // SAFETY: a valid device handle (the one a queue was just created on) and two u64 outs.
+        #[allow(unsafe_code)]
+        let r = unsafe { timer(device, (&raw mut d).cast(), (&raw mut h).cast()) };
+        let h1 = offtrace_core::clock::monotonic_ns();
+        if r != CL_SUCCESS {
+            return;
+        }
+        offer(device as u64, Method::DeviceAndHostTimer, h0, h1, d);
+    }
+}
+
+/// A completed command's QUEUED timestamp, taken during an enqueue that ran between host times
+/// `h0` and `h1`.
+pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
+    let g = DEVICES.read().unwrap_or_else(|e| e.into_inner());
+    let better = match g.as_ref().and_then(|m| m.get(&device)) {
+        Some(c) => c.method == Method::Queued && bracket(h0, h1, queued).1 < c.uncertainty_ns,
+        None => true,
+    };
+    drop(g);
+    if better {
+        offer(device, Method::Queued, h0, h1, queued);
+    }
+}
+
+/// The device's offset `trace - device` (0 when the device has no calibration yet).
+pub(crate) fn offset(device: u64) -> i64 {
+    DEVICES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&device).map(|c| c.offset_ns))
+        .unwrap_or(0)
+}
+
+/// Whether the device's calibration still improves with QUEUED samples (no timer calibration).
+pub(crate) fn wants_queued(device: u64) -> bool {
+    DEVICES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&device))
+        .is_none_or(|c| c.method == Method::Queued)
+}
+
+/// A device timestamp in the trace clock (unchanged when the device has no calibration yet).
+#[cfg(test)]
+pub(crate) fn to_trace(device: u64, device_ns: u64) -> u64 {
+    apply(offset(device), device_ns)
+}
+
+/// `device_ns` shifted by `offset`.
+pub(crate) fn apply(offset: i64, device_ns: u64) -> u64 {
+    (device_ns as i64).wrapping_add(offset) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracket_is_midpoint_and_half_width() {
+        assert_eq!(bracket(1_000, 1_100, 400), (650, 50));
+        assert_eq!(bracket(100, 100, 400), (-300, 0));
+    }
+
+    #[test]
+    fn narrower_queued_bracket_wins_and_timer_is_never_replaced() {
+        observe_queued(7, 500, 1_000, 1_200); // offset 600 ± 100
+        assert_eq!(to_trace(7, 10), 610);
+        observe_queued(7, 500, 1_050, 1_070); // 560 ± 10: narrower
+        assert_eq!(to_trace(7, 10), 570);
+        observe_queued(7, 500, 900, 1_300); // wider: ignored
+        assert_eq!(to_trace(7, 10), 570);
+        offer(7, Method::DeviceAndHostTimer, 2_000, 2_400, 1_000); // 1200 ± 200: timer wins
+        assert_eq!(to_trace(7, 10), 1_210);
+        observe_queued(7, 500, 1_060, 1_061);
+        assert_eq!(to_trace(7, 10), 1_210);
+        let c = calibrations().into_iter().find(|c| c.device == 7).expect("device 7");
+        assert_eq!((c.method, c.uncertainty_ns), (Method::DeviceAndHostTimer, 200));
+    }
+
+    #[test]
+    fn uncalibrated_device_passes_through() {
+        assert_eq!(to_trace(99, 12345), 12345);
+    }
+}

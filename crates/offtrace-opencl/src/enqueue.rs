@@ -1,0 +1,493 @@
+//! Device activity: each enqueued command's device start and end, collected without blocking
+//! the program, converted into the trace clock and emitted with the correlation id of the call
+//! that enqueued it.
+//!
+//! Protocol, per command (`Submission`): before the next layer's enqueue the wrapper points the
+//! `event` argument at a local when the program passed none (so every command has an event);
+//! after a successful enqueue it takes one reference of its own (`clRetainEvent`, not for the
+//! local: that one is already ours), files the command in the pending table and registers a
+//! `CL_COMPLETE` callback. The runtime calls it on one of its threads when the command ends;
+//! the callback reads `CL_PROFILING_COMMAND_START/END` (profiling is on for every queue, see
+//! `hooks.rs`), converts them (`calibration.rs`), emits one activity record
+//! (`emit_activity`), stores the Codeplay counter results when the queue has counters, and
+//! hands the event to the release list: the reference is dropped by the next submission or at
+//! exit, never inside the runtime's own callback.
+//!
+//! Commands whose callback never came (the program exited or was killed first, or the runtime
+//! dropped the command) are still in the pending table at exit: `finish` emits each as an
+//! activity record with start = end = 0 (no device time), and counts them (`incomplete()`).
+//! Commands that ended with an error status (the callback's status < 0) are emitted with start
+//! = end = 0 as well and counted in `failed()`.
+//!
+//! Cost per command when activity is wanted: one retain, one `clSetEventCallback`, one mutex
+//! push into the pending table; in the callback two profiling queries and one emit. When no
+//! context wants device activity and the queue has no counters, a submission is inert (one
+//! relaxed load).
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use offtrace_core::{
+    CopyDirection, KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, MemoryCopyPayload, MemoryFillPayload, MemoryType,
+    Payload, SyncPayload, emit_activity, emit_instant, kernel_dispatch, kind_enabled,
+};
+
+use crate::api::next;
+use crate::call::*;
+use crate::counters::{CounterSet, CounterValues};
+
+/// What a command did, as known at enqueue time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Command {
+    Kernel {
+        kernel: u64,
+        work_dim: u32,
+        global: [u64; 3],
+        local: [u64; 3],
+    },
+    Copy {
+        op: u32,
+        dst: u64,
+        src: u64,
+        size: u64,
+        direction: CopyDirection,
+        src_type: MemoryType,
+        dst_type: MemoryType,
+    },
+    Fill {
+        op: u32,
+        dst: u64,
+        pattern: u64,
+        pattern_size: u64,
+        size: u64,
+    },
+    Sync {
+        op: u32,
+        count: u32,
+    },
+}
+
+impl Command {
+    /// # Safety
+    ///
+    /// `global` / `local` are null or point at `work_dim` readable `size_t`.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn kernel(kernel: u64, work_dim: u32, global: *const usize, local: *const usize) -> Self {
+        let read = |p: *const usize| {
+            let mut out = [0u64; 3];
+            if !p.is_null() {
+                for (i, o) in out.iter_mut().enumerate().take((work_dim as usize).min(3)) {
+                    // SAFETY: the caller guarantees work_dim readable entries.
+                    *o = unsafe { *p.add(i) } as u64;
+                }
+            }
+            out
+        };
+        Command::Kernel { kernel, work_dim, global: read(global), local: read(local) }
+    }
+
+    /// A copy; `direction` is `None` for USM / SVM copies, whose ends are looked up in the live
+    /// allocation table (an address it does not know is host memory).
+    ///
+    /// # Safety
+    ///
+    /// None: plain values (unsafe only for the generated call sites' uniformity).
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn copy(op: u32, dst: u64, src: u64, size: u64, direction: Option<CopyDirection>) -> Self {
+        let (src_type, dst_type) = match direction {
+            Some(CopyDirection::HostToDevice) => (MemoryType::Host, MemoryType::Device),
+            Some(CopyDirection::DeviceToHost) => (MemoryType::Device, MemoryType::Host),
+            Some(CopyDirection::DeviceToDevice) => (MemoryType::Device, MemoryType::Device),
+            Some(CopyDirection::HostToHost) => (MemoryType::Host, MemoryType::Host),
+            _ => (usm_type(src), usm_type(dst)),
+        };
+        let direction = direction.unwrap_or_else(|| CopyDirection::from_types(src_type, dst_type));
+        Command::Copy { op, dst, src, size, direction, src_type, dst_type }
+    }
+
+    /// # Safety
+    ///
+    /// `pattern` is null or points at `pattern_size` readable bytes.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn fill(op: u32, dst: u64, pattern: *const c_void, pattern_size: u64, size: u64) -> Self {
+        let mut bytes = [0u8; 8];
+        if !pattern.is_null() {
+            let n = (pattern_size as usize).min(8);
+            // SAFETY: the caller guarantees pattern_size readable bytes; n <= pattern_size.
+            unsafe { ptr::copy_nonoverlapping(pattern.cast::<u8>(), bytes.as_mut_ptr(), n) };
+        }
+        Command::Fill { op, dst, pattern: u64::from_le_bytes(bytes), pattern_size, size }
+    }
+
+    /// # Safety
+    ///
+    /// None (see [`Command::copy`]).
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn sync(op: u32, count: u32) -> Self {
+        Command::Sync { op, count }
+    }
+
+    /// Bytes the command moved (copies and fills), for the counters.
+    pub(crate) fn bytes(&self) -> u64 {
+        match *self {
+            Command::Copy { size, .. } | Command::Fill { size, .. } => size,
+            _ => 0,
+        }
+    }
+
+    fn kind_op(&self) -> (Kind, u32) {
+        match *self {
+            Command::Kernel { .. } => (Kind::KernelDispatch, kernel_dispatch::LAUNCH),
+            Command::Copy { op, .. } => (Kind::MemoryCopy, op),
+            Command::Fill { op, .. } => (Kind::MemoryFill, op),
+            Command::Sync { op, .. } => (Kind::Sync, op),
+        }
+    }
+
+    /// Emits `f` with this command's payload; `device_start` / `device_end` in the trace clock
+    /// (0 at enqueue, or when the device times never arrived).
+    fn with_payload(&self, queue: u64, device: u64, times: (u64, u64), f: impl FnOnce(Kind, u32, Payload<'_>)) {
+        let (kind, op) = self.kind_op();
+        let (device_start, device_end) = times;
+        match *self {
+            Command::Kernel { kernel, work_dim, global, local } => {
+                let mut p = KernelDispatchPayload {
+                    queue,
+                    kernel,
+                    kernel_name: crate::objects::kernel_name(kernel),
+                    work_dim,
+                    global_size: global,
+                    local_size: local,
+                    device,
+                    device_start,
+                    device_end,
+                    ..Default::default()
+                };
+                let n = crate::objects::kernel_args(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
+                p.kernel_arg_count = n as u32;
+                f(kind, op, Payload::KernelDispatch(&p));
+            }
+            Command::Copy { dst, src, size, direction, src_type, dst_type, .. } => {
+                let p = MemoryCopyPayload {
+                    queue,
+                    dst,
+                    src,
+                    size,
+                    device,
+                    direction,
+                    src_type,
+                    dst_type,
+                    device_start,
+                    device_end,
+                };
+                f(kind, op, Payload::MemoryCopy(&p))
+            }
+            Command::Fill { dst, pattern, pattern_size, size, .. } => {
+                let p = MemoryFillPayload { queue, dst, pattern, pattern_size, size, device, device_start, device_end };
+                f(kind, op, Payload::MemoryFill(&p))
+            }
+            Command::Sync { count, .. } => {
+                let p = SyncPayload { object: queue, event_count: count, queue, device, device_start, device_end };
+                f(kind, op, Payload::Sync(&p))
+            }
+        }
+    }
+}
+
+/// The memory type of a USM / SVM address: the live allocation table's, else host memory.
+fn usm_type(addr: u64) -> MemoryType {
+    match offtrace_core::lookup_allocation(addr) {
+        Some((_, _, MemoryType::Shared)) => MemoryType::Shared,
+        Some((_, _, MemoryType::Device)) => MemoryType::Device,
+        _ => MemoryType::Host,
+    }
+}
+
+const ACTIVITY_KINDS: [Kind; 4] = [Kind::KernelDispatch, Kind::MemoryCopy, Kind::MemoryFill, Kind::Sync];
+
+/// Whether some context wants device activity (four relaxed loads).
+#[inline(always)]
+pub(crate) fn activity_wanted() -> bool {
+    ACTIVITY_KINDS.iter().any(|&k| kind_enabled(k))
+}
+
+/// One enqueue in progress (see the module docs).
+pub(crate) struct Submission {
+    queue: *mut c_void,
+    user_event: *mut *mut c_void,
+    local: *mut c_void,
+    correlation: u64,
+    /// Inside another API call (the SYCL path): that backend reported the launch already.
+    nested: bool,
+    counters: Option<Arc<CounterSet>>,
+    track: bool,
+    host_before: u64,
+}
+
+impl Submission {
+    #[inline(always)]
+    pub(crate) fn new(queue: *mut c_void, user_event: *mut *mut c_void, call: &crate::call::ApiCall) -> Self {
+        let counters = crate::queues::counters(queue);
+        let track = counters.is_some() || activity_wanted();
+        let host_before = if track { offtrace_core::clock::monotonic_ns() } else { 0 };
+        Self {
+            queue,
+            user_event,
+            local: ptr::null_mut(),
+            correlation: call.outer_correlation(),
+            nested: call.nested(),
+            counters,
+            track,
+            host_before,
+        }
+    }
+
+    /// The `event` argument to pass on: the program's, or the local one when it passed none.
+    #[inline(always)]
+    pub(crate) fn event_out(&mut self) -> *mut *mut c_void {
+        if self.track && self.user_event.is_null() { &mut self.local } else { self.user_event }
+    }
+
+    /// After the next layer's enqueue returned `result`.
+    #[inline(always)]
+    pub(crate) fn submitted(self, result: i32, api_op: u32, command: Command) {
+        if self.track {
+            self.submitted_slow(result, api_op, command);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn submitted_slow(self, result: i32, _api_op: u32, command: Command) {
+        let host_after = offtrace_core::clock::monotonic_ns();
+        drain_releases();
+        if result != CL_SUCCESS {
+            return;
+        }
+        let correlation = if self.correlation != 0 { self.correlation } else { offtrace_core::next_correlation_id() };
+        // The command itself, inside the API call that enqueued it (kernel allocation properties
+        // at launch time), unless an enclosing API call's backend (UR on the SYCL path) reported
+        // it already; its device times complete it later (`emit_activity`, same correlation).
+        let device = crate::queues::device(self.queue);
+        if !self.nested {
+            command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
+                emit_instant(kind, op, offtrace_core::Phase::None, p)
+            });
+        }
+        let event = if self.user_event.is_null() {
+            self.local
+        } else {
+            // SAFETY: the enqueue succeeded, so the program's `event` holds the new event.
+            #[allow(unsafe_code)]
+            let ev = unsafe { *self.user_event };
+            if !ev.is_null()
+                && let Some(retain) = next().clRetainEvent
+            {
+                // SAFETY: a valid event just returned by the runtime.
+                #[allow(unsafe_code)]
+                unsafe {
+                    retain(ev)
+                };
+            }
+            ev
+        };
+        if event.is_null() {
+            return;
+        }
+        let pending = Pending {
+            event: event as usize,
+            queue: self.queue as u64,
+            device: device as u64,
+            correlation,
+            command,
+            counters: self.counters,
+            host_before: self.host_before,
+            host_after,
+            perf_at_start: None,
+        };
+        let has_counters = pending.counters.is_some();
+        let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
+        lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
+        SUBMITTED.fetch_add(1, Ordering::Relaxed);
+        let Some(set_callback) = next().clSetEventCallback else {
+            return;
+        };
+        if has_counters {
+            // SAFETY: a valid event; the callback never unwinds; user data is our id.
+            #[allow(unsafe_code)]
+            unsafe {
+                set_callback(event, CL_RUNNING, on_running as *mut c_void, id as *mut c_void)
+            };
+        }
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        let r = unsafe { set_callback(event, CL_COMPLETE, on_complete as *mut c_void, id as *mut c_void) };
+        if r != CL_SUCCESS {
+            // No callback: the command is reported at exit with whatever its event says then.
+            NO_CALLBACK.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A command whose device times have not arrived yet.
+struct Pending {
+    event: usize,
+    queue: u64,
+    device: u64,
+    correlation: u64,
+    command: Command,
+    counters: Option<Arc<CounterSet>>,
+    host_before: u64,
+    host_after: u64,
+    perf_at_start: Option<crate::perf::Snapshot>,
+}
+
+static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
+static PENDING_ID: AtomicU64 = AtomicU64::new(1);
+static RELEASES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static SUBMITTED: AtomicU64 = AtomicU64::new(0);
+static COMPLETED: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+static INCOMPLETE: AtomicU64 = AtomicU64::new(0);
+static NO_CALLBACK: AtomicU64 = AtomicU64::new(0);
+static FINISHED: AtomicBool = AtomicBool::new(false);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Commands tracked, completed with device times, failed, and never completed (at exit).
+pub fn stats() -> (u64, u64, u64, u64) {
+    (
+        SUBMITTED.load(Ordering::Relaxed),
+        COMPLETED.load(Ordering::Relaxed),
+        FAILED.load(Ordering::Relaxed),
+        INCOMPLETE.load(Ordering::Relaxed),
+    )
+}
+
+extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        let snap = crate::perf::snapshot();
+        if let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.get_mut(&(user as u64))) {
+            p.perf_at_start = snap;
+        }
+    });
+}
+
+extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        // The counters' end reading first (before the table's lock), and only for queues
+        // with Codeplay counters: a perf read is a system call per counter.
+        let perf_end = if crate::queues::any_counters() { crate::perf::snapshot() } else { None };
+        let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.remove(&(user as u64))) else { return };
+        let perf_end = if p.counters.is_some() { perf_end } else { None };
+        complete(p, event, status, perf_end);
+    });
+}
+
+/// Reads a `cl_ulong` profiling value of `event`.
+pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
+    let f = next().clGetEventProfilingInfo?;
+    let mut v = 0u64;
+    // SAFETY: valid event; an 8-byte out value.
+    #[allow(unsafe_code)]
+    let r = unsafe { f(event, param, 8, (&raw mut v).cast(), ptr::null_mut()) };
+    (r == CL_SUCCESS).then_some(v)
+}
+
+fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate::perf::Snapshot>) {
+    let times = if status == CL_COMPLETE {
+        match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
+            (Some(s), Some(e)) => {
+                if crate::calibration::wants_queued(p.device)
+                    && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
+                {
+                    crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after);
+                }
+                Some((s, e))
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let (start, end) = match times {
+        Some((s, e)) => {
+            let off = crate::calibration::offset(p.device);
+            (crate::calibration::apply(off, s), crate::calibration::apply(off, e))
+        }
+        None => (0, 0),
+    };
+    if times.is_some() {
+        COMPLETED.fetch_add(1, Ordering::Relaxed);
+    } else {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(set) = &p.counters {
+        let values = CounterValues::compute(
+            set,
+            times.map(|(s, e)| e.saturating_sub(s)),
+            p.command.bytes(),
+            p.perf_at_start.as_ref(),
+            perf_end.as_ref(),
+        );
+        crate::counters::emit_samples(set, p.device, &values);
+        crate::counters::store_results(event as usize, values);
+    }
+    p.command.with_payload(p.queue, p.device, (start, end), |kind, op, payload| {
+        emit_activity(kind, op, p.correlation, start, end, payload)
+    });
+    lock(&RELEASES).push(p.event);
+}
+
+/// Drops the layer's references of completed commands' events (outside the runtime's callbacks).
+pub(crate) fn drain_releases() {
+    let events = {
+        let mut r = lock(&RELEASES);
+        if r.is_empty() {
+            return;
+        }
+        std::mem::take(&mut *r)
+    };
+    if let Some(release) = next().clReleaseEvent {
+        for ev in events {
+            // SAFETY: the layer holds one reference of each event in the list.
+            #[allow(unsafe_code)]
+            unsafe {
+                release(ev as *mut c_void)
+            };
+        }
+    }
+}
+
+/// At exit: reports every command whose completion never arrived, releases what the layer holds.
+pub(crate) fn finish() {
+    if FINISHED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
+    for p in left {
+        INCOMPLETE.fetch_add(1, Ordering::Relaxed);
+        p.command.with_payload(p.queue, p.device, (0, 0), |kind, op, payload| {
+            emit_activity(kind, op, p.correlation, 0, 0, payload)
+        });
+    }
+    // The runtime may already be torn down at exit: the remaining references are left to the
+    // process's end rather than released into a runtime that is gone.
+    lock(&RELEASES).clear();
+}
+
+/// Whether `event`'s command is still waiting for its completion callback (tests).
+pub fn pending_count() -> usize {
+    lock(&PENDING).as_ref().map_or(0, |m| m.len())
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn s<T: Send>() {}
+    s::<Pending>();
+}

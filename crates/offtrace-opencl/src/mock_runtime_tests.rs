@@ -1,0 +1,190 @@
+//! The layer against a mock runtime (unit tests, no OpenCL installed): a dispatch table of Rust
+//! functions stands for the ICD loader's, and the tests call the layer's table as a program
+//! would. They check what the layer changes in the program's view and what it hides again.
+
+use std::ffi::{CStr, c_void};
+use std::ptr;
+use std::sync::Mutex;
+
+use crate::api::{DISPATCH_SLOTS, IcdDispatch};
+use crate::call::*;
+use crate::counters::{
+    CL_DEVICE_PERFORMANCE_COUNTERS_CODEPLAY, CL_QUEUE_PERFORMANCE_COUNTERS_CODEPLAY, PerformanceCounterConfigCodeplay,
+    PerformanceCounterDescCodeplay,
+};
+use crate::layer::clInitLayer;
+
+/// What the mock runtime was asked: the properties list of each queue it created.
+static CREATED: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+const DEVICE: usize = 0xd00;
+const EXTENSIONS: &[u8] = b"cl_khr_fp64 cl_khr_il_program\0";
+
+unsafe extern "C" fn create_queue(
+    _c: *mut c_void,
+    _d: *mut c_void,
+    props: *mut c_void,
+    err: *mut c_void,
+) -> *mut c_void {
+    let mut list = Vec::new();
+    let p = props.cast::<u64>();
+    let mut i = 0;
+    // SAFETY: a zero-terminated list from the layer.
+    while !p.is_null() && unsafe { *p.add(i) } != 0 {
+        list.extend(unsafe { [*p.add(i), *p.add(i + 1)] });
+        i += 2;
+    }
+    let mut g = CREATED.lock().unwrap_or_else(|e| e.into_inner());
+    g.push(list);
+    set_errcode(err, CL_SUCCESS);
+    (0x1000 + g.len()) as *mut c_void
+}
+
+unsafe extern "C" fn queue_info(q: *mut c_void, param: u32, size: usize, value: *mut c_void, ret: *mut c_void) -> i32 {
+    let g = CREATED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(list) = g.get((q as usize).wrapping_sub(0x1001)) else { return -36 };
+    let v: u64 = match param {
+        0x1093 => list.chunks(2).find(|p| p[0] == CL_QUEUE_PROPERTIES).map_or(0, |p| p[1]),
+        0x1092 => 1,
+        _ => return CL_INVALID_VALUE,
+    };
+    if !value.is_null() && size >= 8 {
+        // SAFETY: the caller's buffer of `size` bytes.
+        unsafe { value.cast::<u64>().write_unaligned(v) };
+    }
+    if !ret.is_null() {
+        // SAFETY: the caller's size_t.
+        unsafe { *ret.cast::<usize>() = 8 };
+    }
+    CL_SUCCESS
+}
+
+unsafe extern "C" fn device_info(
+    _d: *mut c_void,
+    param: u32,
+    size: usize,
+    value: *mut c_void,
+    ret: *mut c_void,
+) -> i32 {
+    if param != CL_DEVICE_EXTENSIONS {
+        return CL_INVALID_VALUE;
+    }
+    if !value.is_null() {
+        if size < EXTENSIONS.len() {
+            return CL_INVALID_VALUE;
+        }
+        // SAFETY: the caller's buffer, large enough.
+        unsafe { ptr::copy_nonoverlapping(EXTENSIONS.as_ptr(), value.cast::<u8>(), EXTENSIONS.len()) };
+    }
+    if !ret.is_null() {
+        // SAFETY: the caller's size_t.
+        unsafe { *ret.cast::<usize>() = EXTENSIONS.len() };
+    }
+    CL_SUCCESS
+}
+
+unsafe extern "C" fn release_queue(_q: *mut c_void) -> i32 {
+    CL_SUCCESS
+}
+
+fn layer_table() -> &'static IcdDispatch {
+    let mut slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
+    // SAFETY: IcdDispatch is DISPATCH_SLOTS nullable pointers (layer::tests checks the size).
+    let mut target = unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) };
+    target.clCreateCommandQueueWithProperties = Some(create_queue);
+    target.clGetCommandQueueInfo = Some(queue_info);
+    target.clGetDeviceInfo = Some(device_info);
+    target.clReleaseCommandQueue = Some(release_queue);
+    // SAFETY: as above, back.
+    slots = unsafe { std::mem::transmute::<IcdDispatch, [*mut c_void; DISPATCH_SLOTS]>(target) };
+    let mut n = 0u32;
+    let mut table: *const IcdDispatch = ptr::null();
+    // SAFETY: a full table and two out pointers.
+    let r = unsafe { clInitLayer(DISPATCH_SLOTS as u32, slots.as_ptr().cast(), &mut n, &mut table) };
+    assert_eq!((r, n as usize), (CL_SUCCESS, DISPATCH_SLOTS));
+    // SAFETY: the layer's table lives for the process.
+    unsafe { &*table }
+}
+
+#[test]
+fn the_layer_adds_profiling_and_counters_and_hides_them_again() {
+    let t = layer_table();
+    let create = t.clCreateCommandQueueWithProperties.expect("wrapped");
+    let info = t.clGetCommandQueueInfo.expect("wrapped");
+    let dev = DEVICE as *mut c_void;
+    let mut err = 1;
+
+    // A queue without profiling: the runtime is asked for profiling; the program does not see it.
+    let mut props = [CL_QUEUE_PROPERTIES, 1 /* out of order */, 0];
+    // SAFETY (all calls below): arguments as a program passes them, buffers of the sizes given.
+    let q = unsafe { create(ptr::null_mut(), dev, props.as_mut_ptr().cast(), (&raw mut err).cast()) };
+    assert_eq!(err, CL_SUCCESS);
+    assert_eq!(
+        CREATED.lock().unwrap_or_else(|e| e.into_inner()).last(),
+        Some(&vec![CL_QUEUE_PROPERTIES, 1 | CL_QUEUE_PROFILING_ENABLE])
+    );
+    let mut v = 0u64;
+    assert_eq!(unsafe { info(q, 0x1093, 8, (&raw mut v).cast(), ptr::null_mut()) }, CL_SUCCESS);
+    assert_eq!(v, 1, "CL_QUEUE_PROPERTIES as the program asked");
+    let mut list = [0u64; 8];
+    let mut size = 0usize;
+    assert_eq!(
+        unsafe { info(q, CL_QUEUE_PROPERTIES_ARRAY, 64, list.as_mut_ptr().cast(), (&raw mut size).cast()) },
+        CL_SUCCESS
+    );
+    assert_eq!(&list[..size / 8], &props[..], "CL_QUEUE_PROPERTIES_ARRAY is the program's own list");
+
+    // No properties at all: profiling is the only one the runtime gets.
+    let _ = unsafe { create(ptr::null_mut(), dev, ptr::null_mut(), ptr::null_mut()) };
+    assert_eq!(
+        CREATED.lock().unwrap_or_else(|e| e.into_inner()).last(),
+        Some(&vec![CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE])
+    );
+
+    // Codeplay counters: the key never reaches the runtime; an unknown uuid is CL_INVALID_VALUE.
+    let mut descs = [PerformanceCounterDescCodeplay { uuid: 1, data: ptr::null_mut() }];
+    let config = PerformanceCounterConfigCodeplay { count: 1, descs: descs.as_mut_ptr() };
+    let mut props = [CL_QUEUE_PERFORMANCE_COUNTERS_CODEPLAY, &raw const config as u64, 0];
+    let before = CREATED.lock().unwrap_or_else(|e| e.into_inner()).len();
+    let q2 = unsafe { create(ptr::null_mut(), dev, props.as_mut_ptr().cast(), (&raw mut err).cast()) };
+    assert!(!q2.is_null() && err == CL_SUCCESS);
+    assert_eq!(
+        CREATED.lock().unwrap_or_else(|e| e.into_inner()).last(),
+        Some(&vec![CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE])
+    );
+    assert!(crate::queues::counters(q2).is_some());
+    // SAFETY: `config.descs` points at `descs`, alive on this frame.
+    unsafe { (*config.descs).uuid = 0xdead };
+    let q3 = unsafe { create(ptr::null_mut(), dev, props.as_mut_ptr().cast(), (&raw mut err).cast()) };
+    assert!(q3.is_null());
+    assert_eq!(err, CL_INVALID_VALUE);
+    assert_eq!(
+        CREATED.lock().unwrap_or_else(|e| e.into_inner()).len(),
+        before + 1,
+        "the bad queue never reached the runtime"
+    );
+
+    // Extensions: the runtime's, then the two the layer provides.
+    let dinfo = t.clGetDeviceInfo.expect("wrapped");
+    let mut n = 0usize;
+    assert_eq!(unsafe { dinfo(dev, CL_DEVICE_EXTENSIONS, 0, ptr::null_mut(), (&raw mut n).cast()) }, CL_SUCCESS);
+    let mut buf = vec![0u8; n];
+    assert_eq!(
+        unsafe { dinfo(dev, CL_DEVICE_EXTENSIONS, n - 1, buf.as_mut_ptr().cast(), ptr::null_mut()) },
+        CL_INVALID_VALUE
+    );
+    assert_eq!(unsafe { dinfo(dev, CL_DEVICE_EXTENSIONS, n, buf.as_mut_ptr().cast(), ptr::null_mut()) }, CL_SUCCESS);
+    let text = CStr::from_bytes_until_nul(&buf).expect("NUL").to_str().expect("utf8");
+    assert_eq!(text, "cl_khr_fp64 cl_khr_il_program cl_khr_create_command_queue cl_codeplay_performance_counters ");
+    // The counters list, and what the runtime does not know stays its answer.
+    assert_eq!(
+        unsafe { dinfo(dev, CL_DEVICE_PERFORMANCE_COUNTERS_CODEPLAY, 0, ptr::null_mut(), (&raw mut n).cast()) },
+        CL_SUCCESS
+    );
+    assert_eq!(n % size_of::<crate::counters::PerformanceCounterCodeplay>(), 0);
+    assert!(n / size_of::<crate::counters::PerformanceCounterCodeplay>() >= 3);
+    assert_eq!(unsafe { dinfo(dev, 0x1234, 0, ptr::null_mut(), (&raw mut n).cast()) }, CL_INVALID_VALUE);
+
+    // A slot the runtime does not provide answers CL_INVALID_OPERATION instead of crashing.
+    let finish = t.clFinish.expect("wrapped");
+    assert_eq!(unsafe { finish(q) }, CL_INVALID_OPERATION);
+}

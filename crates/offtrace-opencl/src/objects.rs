@@ -1,0 +1,210 @@
+//! What the layer remembers about the program's OpenCL objects: kernel names and argument
+//! values (for dispatch payloads and kernel allocation properties), and the memory and code
+//! objects it reports to the `MEMORY_ALLOC` and `CODE_OBJECT` kinds.
+//!
+//! Kernel names are interned for the process's lifetime (payloads hand them to tools as
+//! `const char*`). Buffers and images are entered in the live allocation table under their
+//! `cl_mem` handle with their size (a kernel's buffer argument *is* the handle, so it matches
+//! exactly); SVM and USM allocations under their address.
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::ptr;
+use std::sync::{Mutex, RwLock};
+
+use offtrace_core::{
+    CodeObjectPayload, DevicePayload, DeviceType, Kind, MemoryAllocPayload, MemoryType, Payload, Phase, code_object,
+    device_op, emit_instant, emit_memory_alloc, emit_memory_free, kind_enabled,
+};
+
+use crate::api::next;
+use crate::call::*;
+
+#[derive(Default)]
+struct KernelInfo {
+    name: Option<&'static CStr>,
+    args: Vec<u64>,
+}
+
+static KERNELS: RwLock<Option<HashMap<usize, KernelInfo>>> = RwLock::new(None);
+static NAMES: Mutex<Option<HashSet<&'static CStr>>> = Mutex::new(None);
+
+fn intern(s: &CStr) -> &'static CStr {
+    let mut g = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let set = g.get_or_insert_with(HashSet::default);
+    if let Some(&k) = set.get(s) {
+        return k;
+    }
+    let leaked: &'static CStr = Box::leak(CString::from(s).into_boxed_c_str());
+    set.insert(leaked);
+    leaked
+}
+
+fn with_kernels<R>(f: impl FnOnce(&mut HashMap<usize, KernelInfo>) -> R) -> R {
+    f(KERNELS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
+}
+
+/// The kernel's name (interned), or null when unknown.
+pub(crate) fn kernel_name(kernel: u64) -> *const c_char {
+    KERNELS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(kernel as usize)).and_then(|k| k.name))
+        .map_or(ptr::null(), CStr::as_ptr)
+}
+
+/// Copies the kernel's argument values into `out`; returns how many.
+pub(crate) fn kernel_args(kernel: u64, out: &mut [u64]) -> usize {
+    let g = KERNELS.read().unwrap_or_else(|e| e.into_inner());
+    let Some(k) = g.as_ref().and_then(|m| m.get(&(kernel as usize))) else { return 0 };
+    let n = k.args.len().min(out.len());
+    out[..n].copy_from_slice(&k.args[..n]);
+    n
+}
+
+/// A kernel was created with `name` (null: ask the runtime).
+pub(crate) fn kernel_created(kernel: *mut c_void, program: *mut c_void, name: *const c_char) {
+    if kernel.is_null() {
+        return;
+    }
+    let name = if name.is_null() {
+        query_string(|size, value, ret| {
+            let f = next().clGetKernelInfo?;
+            // SAFETY: valid kernel; the buffer sizes are the caller's.
+            Some(unsafe { f(kernel, CL_KERNEL_FUNCTION_NAME, size, value, ret.cast()) })
+        })
+        .map(|s| intern(&s))
+    } else {
+        // SAFETY: the program's kernel_name argument is a NUL-terminated string.
+        Some(intern(unsafe { CStr::from_ptr(name) }))
+    };
+    with_kernels(|m| m.insert(kernel as usize, KernelInfo { name, args: Vec::new() }));
+    if kind_enabled(Kind::CodeObject) {
+        let p = CodeObjectPayload {
+            handle: kernel as u64,
+            program: program as u64,
+            name: name.map_or(ptr::null(), CStr::as_ptr),
+            binary_size: 0,
+        };
+        emit_instant(Kind::CodeObject, code_object::KERNEL, Phase::Load, Payload::CodeObject(&p));
+    }
+}
+
+pub(crate) fn kernel_released(kernel: *mut c_void) {
+    with_kernels(|m| m.remove(&(kernel as usize)));
+    code_object_unloaded(code_object::KERNEL, kernel);
+}
+
+/// A kernel argument was set to the raw value `value` (a `cl_mem` handle, a pointer, or the
+/// first 8 bytes of a scalar).
+pub(crate) fn kernel_arg(kernel: *mut c_void, index: u32, value: u64) {
+    let i = index as usize;
+    if i >= offtrace_core::MAX_KERNEL_ARGS {
+        return;
+    }
+    with_kernels(|m| {
+        let k = m.entry(kernel as usize).or_default();
+        if k.args.len() <= i {
+            k.args.resize(i + 1, 0);
+        }
+        k.args[i] = value;
+    });
+}
+
+/// Reads a string info query into a CString (size query, then value).
+pub(crate) fn query_string(f: impl Fn(usize, *mut c_void, *mut usize) -> Option<i32>) -> Option<CString> {
+    let mut size = 0usize;
+    if f(0, ptr::null_mut(), &mut size)? != CL_SUCCESS || size == 0 || size > 1 << 20 {
+        return None;
+    }
+    let mut buf = vec![0u8; size];
+    if f(size, buf.as_mut_ptr().cast(), ptr::null_mut())? != CL_SUCCESS {
+        return None;
+    }
+    CStr::from_bytes_until_nul(&buf).ok().map(CStr::to_owned)
+}
+
+/// A buffer or image `mem` was created (size from the runtime when `size` is 0).
+pub(crate) fn mem_created(mem: *mut c_void, size: u64) {
+    if mem.is_null() || !kind_enabled(Kind::MemoryAlloc) && !kind_enabled(Kind::KernelDispatch) {
+        return;
+    }
+    let size = if size != 0 { size } else { mem_info(mem, CL_MEM_SIZE).unwrap_or(0) };
+    emit_memory_alloc(&MemoryAllocPayload { ptr: mem as u64, size, memory_type: MemoryType::Unknown, device: 0 });
+}
+
+pub(crate) fn mem_info(mem: *mut c_void, param: u32) -> Option<u64> {
+    let f = next().clGetMemObjectInfo?;
+    let mut v = 0u64;
+    // SAFETY: an 8-byte out value (size_t / cl_uint fits); the runtime validates the handle.
+    let r = unsafe { f(mem, param, 8, (&raw mut v).cast(), ptr::null_mut()) };
+    (r == CL_SUCCESS).then_some(v)
+}
+
+/// An SVM or USM allocation.
+pub(crate) fn usm_allocated(ptr: *mut c_void, size: usize, memory_type: MemoryType, device: *mut c_void) {
+    if !ptr.is_null() {
+        emit_memory_alloc(&MemoryAllocPayload {
+            ptr: ptr as u64,
+            size: size as u64,
+            memory_type,
+            device: device as u64,
+        });
+    }
+}
+
+pub(crate) fn freed(ptr: *mut c_void) {
+    if !ptr.is_null() {
+        emit_memory_free(ptr as u64);
+    }
+}
+
+/// A program object was created or built (`op` = PROGRAM or PROGRAM_BUILD).
+pub(crate) fn program_event(op: u32, program: *mut c_void, name: *const c_char, binary_size: u64) {
+    if program.is_null() || !kind_enabled(Kind::CodeObject) {
+        return;
+    }
+    let p = CodeObjectPayload { handle: program as u64, program: program as u64, name, binary_size };
+    emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&p));
+}
+
+pub(crate) fn code_object_unloaded(op: u32, handle: *mut c_void) {
+    if kind_enabled(Kind::CodeObject) {
+        let p = CodeObjectPayload { handle: handle as u64, program: 0, name: ptr::null(), binary_size: 0 };
+        emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&p));
+    }
+}
+
+static DEVICES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+/// Defines `device` (name, type; parent = the context it was first used in) once.
+pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
+    if device.is_null() || !kind_enabled(Kind::Device) {
+        return;
+    }
+    if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::default).insert(device as usize) {
+        return;
+    }
+    let Some(info) = next().clGetDeviceInfo else { return };
+    let name = query_string(|n, v, ret| {
+        // SAFETY: the layer's own buffers; a valid device.
+        Some(unsafe { info(device, CL_DEVICE_NAME, n, v, ret.cast()) })
+    });
+    let mut ty = 0u64;
+    // SAFETY: an 8-byte out value (cl_device_type).
+    unsafe { info(device, CL_DEVICE_TYPE, 8, (&raw mut ty).cast(), ptr::null_mut()) };
+    let device_type = match ty {
+        t if t & 2 != 0 => DeviceType::Cpu,
+        t if t & 4 != 0 => DeviceType::Gpu,
+        t if t & 8 != 0 => DeviceType::Accelerator,
+        _ => DeviceType::Unknown,
+    };
+    let p = DevicePayload {
+        handle: device as u64,
+        parent: context as u64,
+        name: name.as_deref().map_or(ptr::null(), CStr::as_ptr),
+        device_type,
+    };
+    emit_instant(Kind::Device, device_op::DEVICE, Phase::None, Payload::Device(&p));
+}

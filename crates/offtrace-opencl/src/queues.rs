@@ -1,0 +1,74 @@
+//! The queues the program created through the layer: what the program asked for (its
+//! properties, whether it wanted profiling, its Codeplay counter configuration) versus what the
+//! layer gave the runtime (profiling always on).
+//!
+//! Looked up once per enqueue (read lock) and once per profiling query of the program. An entry
+//! is removed when the release that drops the queue's last reference succeeds, so a later queue
+//! at the same address starts clean.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, RwLock};
+
+use crate::counters::CounterSet;
+
+#[derive(Clone, Debug)]
+pub(crate) struct QueueInfo {
+    pub device: usize,
+    /// `CL_QUEUE_PROPERTIES` as the program asked for them.
+    pub app_properties: u64,
+    /// The program's `cl_queue_properties` list (for `CL_QUEUE_PROPERTIES_ARRAY`), if it gave one.
+    pub app_property_list: Option<Vec<u64>>,
+    pub counters: Option<Arc<CounterSet>>,
+}
+
+static QUEUES: RwLock<Option<HashMap<usize, QueueInfo>>> = RwLock::new(None);
+
+/// Whether any queue was ever created with Codeplay counters (one relaxed load).
+static ANY_COUNTERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[inline]
+pub(crate) fn any_counters() -> bool {
+    // Relaxed: a hint that skips work; the queue table (under its lock) is the truth.
+    ANY_COUNTERS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub(crate) fn insert(queue: *mut c_void, info: QueueInfo) {
+    if info.counters.is_some() {
+        ANY_COUNTERS.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    QUEUES.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default).insert(queue as usize, info);
+}
+
+pub(crate) fn remove(queue: *mut c_void) {
+    if let Some(m) = QUEUES.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&(queue as usize));
+    }
+}
+
+pub(crate) fn get(queue: *mut c_void) -> Option<QueueInfo> {
+    QUEUES.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&(queue as usize)).cloned())
+}
+
+/// The queue's Codeplay counters, if it was created with them.
+#[inline]
+pub(crate) fn counters(queue: *mut c_void) -> Option<Arc<CounterSet>> {
+    if !any_counters() {
+        return None;
+    }
+    QUEUES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(queue as usize)).and_then(|q| q.counters.clone()))
+}
+
+/// The queue's device (null when the queue was not created through the layer).
+pub(crate) fn device(queue: *mut c_void) -> *mut c_void {
+    QUEUES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(queue as usize)).map(|q| q.device))
+        .unwrap_or(0) as *mut c_void
+}

@@ -1,0 +1,99 @@
+//! The layer as the recorder's host, for programs that use OpenCL alone (no SYCL runtime, so no
+//! agent): with `OFFTRACE_OUTPUT` set (`offtrace record` sets it), the layer's initialisation
+//! starts `offtrace-recorder` writing the typed records of the services into that file, and
+//! its finish (`clDeinitLayer`, or at exit under ocl-icd) ends the trace.
+//!
+//! One process, one writer: the layer does not start a recorder when one already runs in its
+//! copy of the services (inside the agent on the SYCL path), nor as a separate library beside
+//! the agent (`layer.rs` decides). A child process that inherits `OFFTRACE_OUTPUT` and loads the layer too
+//! finds the file locked (`flock`) and writes `<path>.<pid>` instead of clobbering the parent's
+//! trace; `%p` in the path becomes the pid.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use offtrace_core::ContextId;
+
+static RECORDING: Mutex<Option<ContextId>> = Mutex::new(None);
+
+/// Whether offtrace's SYCL agent is mapped into this process (read once).
+pub(crate) fn agent_loaded() -> bool {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOADED.get_or_init(|| std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains("libofftrace_agent.so")))
+}
+
+/// Whether this code runs inside offtrace's SYCL agent (which links this crate), found from the
+/// file that holds this function (read once).
+pub(crate) fn inside_agent() -> bool {
+    static INSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSIDE.get_or_init(|| {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads the address; `info` is a valid out struct.
+        let found = unsafe { libc::dladdr(inside_agent as *const libc::c_void, &mut info) } != 0;
+        // SAFETY: dli_fname is null or a NUL-terminated path owned by the loader.
+        found
+            && !info.dli_fname.is_null()
+            && unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes().ends_with(b"libofftrace_agent.so")
+    })
+}
+
+/// Opens and locks the trace file (see the module docs); the lock is held until exit.
+fn claim(path: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let pid = std::process::id();
+    let path = PathBuf::from(path.to_string_lossy().replace("%p", &pid.to_string()));
+    let lock = |f: &File| {
+        // SAFETY: flock on a valid, owned file descriptor.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        r == 0
+    };
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path).ok()?;
+    let (f, path) = if lock(&f) {
+        (f, path)
+    } else {
+        let mut own = path.into_os_string();
+        own.push(format!(".{pid}"));
+        let own = PathBuf::from(own);
+        let f = File::create(&own).ok()?;
+        lock(&f);
+        (f, own)
+    };
+    // The lock lives as long as the process: the descriptor is never closed.
+    std::mem::forget(f);
+    Some(path)
+}
+
+/// Starts recording when `OFFTRACE_OUTPUT` asks for it (see the module docs). Cold, once.
+pub(crate) fn start_if_requested() {
+    let Some(output) = std::env::var_os("OFFTRACE_OUTPUT").filter(|v| !v.is_empty()) else { return };
+    if offtrace_recorder::is_recording() {
+        return;
+    }
+    let Some(path) = claim(&output) else { return };
+    let command = std::fs::read("/proc/self/cmdline")
+        .map(|c| {
+            c.split(|&b| b == 0).filter(|a| !a.is_empty()).map(String::from_utf8_lossy).collect::<Vec<_>>().join(" ")
+        })
+        .unwrap_or_default();
+    let pid = std::process::id().to_string();
+    let info = [("backend", "opencl"), ("command", command.as_str()), ("pid", pid.as_str())];
+    let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v.trim() == "1");
+    let config = offtrace_recorder::Config::default().with_lossless(lossless);
+    if offtrace_recorder::start_file(config, &path, &info).is_err() {
+        return;
+    }
+    match offtrace_recorder::subscribe(false) {
+        Ok(ctx) => *RECORDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx),
+        Err(_) => {
+            let _ = offtrace_recorder::finish();
+        }
+    }
+}
+
+/// Ends the trace this layer started, if any.
+pub(crate) fn finish() {
+    let Some(ctx) = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    let _ = offtrace_core::destroy_context(ctx);
+    let _ = offtrace_recorder::finish();
+}

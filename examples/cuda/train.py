@@ -1,0 +1,132 @@
+"""The PyTorch workload of offtrace's GPU tests: a small transformer's training step (AdamW) and
+a CUDA-graph-captured inference step, with NVTX ranges. The work it launches is the same on
+every run (fixed seeds, fixed shapes, deterministic algorithms where PyTorch has them).
+
+    python train.py [--steps N] [--warmup W] [--profile torch|none] [--size base|small] [--out FILE.json]
+
+Each step: NVTX range "step" > "train" (forward, loss, backward, AdamW) and "infer" (one replay
+of the captured graph); `torch.cuda.synchronize()` closes the step, so the step's wall time
+is its whole cost. The measured window (after the warm-up) is wrapped in the NVTX range
+"window" with a synchronize on both sides: every kernel of the window runs inside it, which
+lets the test pick the same steps out of an offtrace trace that `--profile torch` profiles.
+
+Writes a JSON summary: per-step wall times (ns) of the window, and with `--profile torch` the
+profiler's Chrome trace next to it (FILE.torch.json).
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn as nn
+
+
+# (d_model, heads, feed-forward, layers, batch, sequence): "small" is launch-bound (the CPU
+# issuing kernels is the step's critical path), "base" keeps the GPU busy for most of the step.
+SIZES = {"small": (256, 4, 1024, 2, 16, 64), "base": (512, 8, 2048, 4, 32, 128)}
+
+
+def build(device, size):
+    d, h, ff, n, _, _ = SIZES[size]
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=d, nhead=h, dim_feedforward=ff, dropout=0.0, batch_first=True)
+    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=n, enable_nested_tensor=False), nn.Linear(d, d))
+    return model.to(device)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--profile", choices=["none", "torch"], default="none")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--size", choices=sorted(SIZES), default="base")
+    args = ap.parse_args()
+
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    d, _, _, _, batch, seq = SIZES[args.size]
+    model = build(dev, args.size)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True, capturable=False)
+    g = torch.Generator(device="cpu").manual_seed(1)
+    x_cpu = torch.randn(batch, seq, d, generator=g)
+    t_cpu = torch.randn(batch, seq, d, generator=g)
+    x = x_cpu.to(dev)  # one HtoD copy each, before the window
+    target = t_cpu.to(dev)
+
+    # The inference step, captured once into a CUDA graph (warm-up on a side stream, as
+    # torch.cuda.graphs requires).
+    infer_model = build(dev, args.size).eval()
+    static_in = torch.randn(batch // 2, seq, d, generator=g).to(dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(3):
+            infer_model(static_in)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        static_out = infer_model(static_in)
+
+    def step(i):
+        torch.cuda.nvtx.range_push("step")
+        torch.cuda.nvtx.range_push("train")
+        opt.zero_grad(set_to_none=True)
+        out = model(x)
+        loss = nn.functional.mse_loss(out, target)
+        loss.backward()
+        opt.step()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_push("infer")
+        graph.replay()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        return loss
+
+    for i in range(args.warmup):
+        step(i)
+    torch.cuda.synchronize()
+
+    prof = None
+    if args.profile == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof.__enter__()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("window")
+    times = []
+    for i in range(args.steps):
+        t0 = time.perf_counter_ns()
+        loss = step(i)
+        times.append(time.perf_counter_ns() - t0)
+    # One DtoH copy inside the window, after the last step: the loss value.
+    final_loss = loss.item()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+    result = {
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "profile": args.profile,
+        "size": args.size,
+        "step_ns": times,
+        "loss": final_loss,
+        "graph_out_sum": float(static_out.double().sum().item()),
+        "pid": os.getpid(),
+    }
+    if args.out:
+        if prof is not None:
+            prof.export_chrome_trace(args.out + ".torch.json")
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+    print(json.dumps({k: v for k, v in result.items() if k != "step_ns"}))
+
+
+if __name__ == "__main__":
+    main()

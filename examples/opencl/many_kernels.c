@@ -1,0 +1,79 @@
+/* many_kernels: thousands of small kernels, and a cheap call in a loop: the OpenCL layer's
+ * overhead benchmark (scripts/opencl-overhead.py runs it with and without the layer).
+ *
+ *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
+ *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--platform SUBSTRING]
+ *
+ * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
+ * one in-order queue plus the final clFinish, and the time per call of M
+ * clGetDeviceInfo(CL_DEVICE_TYPE) calls. --profile creates the queue with
+ * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison).
+ */
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+    int kernels = 20000, calls = 1000000, profile = 0, items = 64;
+    const char* want = getenv("OFFTRACE_CL_PLATFORM");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--items") && i + 1 < argc) items = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
+    }
+    cl_platform_id ps[16], p = NULL;
+    cl_device_id d = NULL;
+    cl_uint np = 0;
+    clGetPlatformIDs(16, ps, &np);
+    for (cl_uint i = 0; i < np && !p; i++) {
+        char name[256] = {0};
+        clGetPlatformInfo(ps[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+        if ((!want || strstr(name, want)) && clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 1, &d, NULL) == CL_SUCCESS) p = ps[i];
+    }
+    if (!p) { fprintf(stderr, "many_kernels: no platform\n"); return 2; }
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &d, NULL, NULL, &err);
+    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, profile ? CL_QUEUE_PROFILING_ENABLE : 0, 0};
+    cl_command_queue q = clCreateCommandQueueWithProperties(ctx, d, props, &err);
+    const char* src = "__kernel void inc(__global int* x) { x[get_global_id(0)] += 1; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 1, &d, "", NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "inc", &err);
+    if (items < 1) items = 1;
+    int* zero = calloc((size_t)items, sizeof(int));
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, (size_t)items * sizeof(int), zero, &err);
+    clSetKernelArg(k, 0, sizeof b, &b);
+    size_t g = (size_t)items;
+    /* warm up: the first launches compile and start the runtime's threads */
+    for (int i = 0; i < 100; i++) clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    double t0 = now_ns();
+    for (int i = 0; i < kernels; i++)
+        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS) return 3;
+    clFinish(q);
+    double t1 = now_ns();
+    int out[1];
+    clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+    if (out[0] != kernels + 100) { fprintf(stderr, "wrong result %d\n", out[0]); return 3; }
+    free(zero);
+    cl_device_type type;
+    double t2 = now_ns();
+    for (int i = 0; i < calls; i++) clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    double t3 = now_ns();
+    printf("kernels %d: %.1f ns/kernel\n", kernels, (t1 - t0) / kernels);
+    printf("calls %d: %.1f ns/call\n", calls, (t3 - t2) / calls);
+    clReleaseMemObject(b); clReleaseKernel(k); clReleaseProgram(prog); clReleaseCommandQueue(q); clReleaseContext(ctx);
+    return 0;
+}
