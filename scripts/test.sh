@@ -7,10 +7,11 @@
 #   tier 1  no network, no runtime: scripts/test-tier1.sh (formatting, clippy with -D warnings,
 #           every test that needs no runtime, doc tests, loom models, miri where installed, a short
 #           run of each fuzz target). Cargo runs offline.
-#   tier 2  the real runtimes: Intel's SYCL runtime from PyPI into the venv (scripts/setup-sycl.sh;
-#           skipped when present), the reference subscriber (tools/xpti-dump), the workspace build
-#           and benchmarks, then every test that needs a runtime (nextest profile `tier2`,
-#           .config/nextest.toml).
+#   tier 2  the real runtimes: Intel's SYCL runtime from PyPI into the venv (scripts/setup-sycl.sh),
+#           PoCL and pyopencl (scripts/setup-opencl.sh; both skipped when present), the reference
+#           subscriber (tools/xpti-dump), the workspace build and benchmarks, then every test that
+#           needs a runtime (nextest profile `tier2`, .config/nextest.toml). The CUDA tests need an
+#           NVIDIA GPU and run separately (scripts/gpu-tests.sh).
 #
 # usage: scripts/test.sh [--tier 1|2] [extra nextest args for tier 2]
 #
@@ -46,6 +47,8 @@ tier1() {
 tier2() {
   echo "== tier 2: SYCL runtime ($OFFTRACE_SYCL_VENV)"
   scripts/setup-sycl.sh --venv "$OFFTRACE_SYCL_VENV"
+  echo "== tier 2: OpenCL runtimes (PoCL, the ICD loader, pyopencl)"
+  scripts/setup-opencl.sh
   echo "== tier 2: the reference subscriber (tools/xpti-dump)"
   OFFTRACE_XPTI_DUMP=$(scripts/build-xpti-dump.sh "$OFFTRACE_SYCL_VENV")
   export OFFTRACE_XPTI_DUMP

@@ -88,9 +88,43 @@ pub const OFFTRACE_VERSION_MAJOR: u32 = 0;
 pub const OFFTRACE_VERSION_MINOR: u32 = 1;
 pub const OFFTRACE_VERSION_PATCH: u32 = 0;
 
-/// Runs an exported function's body: maps errors to codes and panics to `ERROR_INTERNAL`.
+thread_local! {
+    /// How deep the calling thread is in [`guard`]s. Const-initialised without a destructor,
+    /// so it is readable at any point of the thread's life (teardown included).
+    static IN_GUARD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes panics inside [`guard`] silent: the default hook would print the message (and a
+/// backtrace under `RUST_BACKTRACE`) on the application's stderr. Panics elsewhere still go
+/// to the previous hook.
+fn install_quiet_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_GUARD.with(|g| g.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `f` with panics caught and silent (see [`install_quiet_hook`]).
+pub(crate) fn quiet<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    // Not from a panicking thread: `set_hook` itself would panic there.
+    if !std::thread::panicking() {
+        install_quiet_hook();
+    }
+    IN_GUARD.with(|g| g.set(g.get() + 1));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_GUARD.with(|g| g.set(g.get().saturating_sub(1)));
+    r
+}
+
+/// Runs an exported function's body: maps errors to codes and panics to `ERROR_INTERNAL`
+/// (nothing printed: [`quiet`]).
 fn guard(f: impl FnOnce() -> Result<(), ServiceError>) -> offtrace_status_t {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    match quiet(f) {
         Ok(Ok(())) => OFFTRACE_STATUS_SUCCESS,
         Ok(Err(e)) => e.code(),
         Err(_) => OFFTRACE_STATUS_ERROR_INTERNAL,
@@ -185,6 +219,7 @@ pub unsafe extern "C" fn offtrace_create_context(context_id: *mut offtrace_conte
     guard(|| {
         nonnull(context_id)?;
         let c = offtrace_core::create_context()?;
+        tools::note_context(c);
         // SAFETY: non-null (checked) and writable per the contract.
         unsafe { *context_id = c };
         Ok(())
@@ -316,6 +351,16 @@ pub unsafe extern "C" fn offtrace_configure_buffer_tracing_service(
 #[unsafe(no_mangle)]
 pub extern "C" fn offtrace_flush_buffer(buffer_id: offtrace_buffer_id_t) -> offtrace_status_t {
     guard(|| offtrace_core::flush_buffer(buffer_id))
+}
+
+/// Delivers what the buffer holds, then destroys it: its callback is never called again once
+/// this returns and the id names nothing. `OFFTRACE_STATUS_ERROR_CONTEXT_ACTIVE` while its
+/// context is started (stop it first); `OFFTRACE_STATUS_ERROR_BUSY` inside a callback. Records
+/// its services still send (exits of calls entered before the stop) are dropped and counted.
+/// `offtrace_destroy_context` destroys the context's buffers too.
+#[unsafe(no_mangle)]
+pub extern "C" fn offtrace_destroy_buffer(buffer_id: offtrace_buffer_id_t) -> offtrace_status_t {
+    guard(|| offtrace_core::destroy_buffer(buffer_id))
 }
 
 /// Total records a discard-policy buffer dropped since it was created.
@@ -489,6 +534,17 @@ pub extern "C" fn offtrace_push_external_correlation_id(
     guard(|| offtrace_core::push_external_correlation_id(context_id, thread_id, external_correlation_id.value))
 }
 
+/// Sets the context's process-wide external correlation id (0 clears it). Records of the
+/// context from any thread whose own stack for the context is empty carry it (worker threads
+/// of the runtime included); a thread's own pushed id wins. Call it from any thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn offtrace_set_process_external_correlation_id(
+    context_id: offtrace_context_id_t,
+    external_correlation_id: offtrace_user_data_t,
+) -> offtrace_status_t {
+    guard(|| offtrace_core::set_process_external_correlation_id(context_id, external_correlation_id.value))
+}
+
 /// Pops the top external correlation id of the calling thread's stack for the context into
 /// `external_correlation_id` (may be null). `OFFTRACE_STATUS_ERROR_STACK_EMPTY` when empty.
 ///
@@ -584,7 +640,7 @@ pub unsafe extern "C" fn offtrace_kernel_get_allocation_properties(
 /// `message` must be null or a NUL-terminated string (read during the call).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offtrace_marker_mark(message: *const c_char) {
-    let _ = catch_unwind(|| {
+    let _ = quiet(|| {
         // SAFETY: non-null and NUL-terminated per the contract.
         let m = if message.is_null() { c"" } else { unsafe { CStr::from_ptr(message) } };
         offtrace_core::marker_mark(m);
@@ -598,7 +654,7 @@ pub unsafe extern "C" fn offtrace_marker_mark(message: *const c_char) {
 /// `message` must be null or a NUL-terminated string (read during the call).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offtrace_marker_range_push(message: *const c_char) -> i32 {
-    catch_unwind(|| {
+    quiet(|| {
         // SAFETY: non-null and NUL-terminated per the contract.
         let m = if message.is_null() { c"" } else { unsafe { CStr::from_ptr(message) } };
         offtrace_core::marker_range_push(m)
@@ -609,5 +665,5 @@ pub unsafe extern "C" fn offtrace_marker_range_push(message: *const c_char) -> i
 /// Closes the innermost range of the calling thread; returns its depth, or -1 when none is open.
 #[unsafe(no_mangle)]
 pub extern "C" fn offtrace_marker_range_pop() -> i32 {
-    catch_unwind(offtrace_core::marker_range_pop).unwrap_or(-1)
+    quiet(offtrace_core::marker_range_pop).unwrap_or(-1)
 }

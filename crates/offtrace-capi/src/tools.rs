@@ -132,8 +132,53 @@ fn promote_self_to_global() {
     }
 }
 
+/// Deferred client finalizations (see [`client_finalize`]), joined by [`finalize_tools`].
+static DEFERRED: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// The tool whose `initialize` runs now (0 = none): contexts created meanwhile are its own.
+static INITIALIZING: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// (tool handle, context) for every context created during a tool's `initialize`.
+static TOOL_CONTEXTS: Mutex<Vec<(u32, offtrace_core::ContextId)>> = Mutex::new(Vec::new());
+
+/// Called by `offtrace_create_context`: remembers the context as the initializing tool's.
+pub(crate) fn note_context(ctx: offtrace_core::ContextId) {
+    let h = INITIALIZING.load(std::sync::atomic::Ordering::Acquire);
+    if h != 0 {
+        TOOL_CONTEXTS.lock().unwrap_or_else(|e| e.into_inner()).push((h, ctx));
+    }
+}
+
+/// Stops and destroys every context the tool created in its `initialize` (its buffers go with
+/// them, flushed), for a tool whose `initialize` failed.
+fn destroy_tool_contexts(handle: u32) {
+    let mine: Vec<offtrace_core::ContextId> = {
+        let mut all = TOOL_CONTEXTS.lock().unwrap_or_else(|e| e.into_inner());
+        let (mine, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|(h, _)| *h == handle);
+        *all = rest;
+        mine.into_iter().map(|(_, c)| c).collect()
+    };
+    for c in mine {
+        // A context the tool destroyed itself is `ContextInvalid` here: nothing to do.
+        let _ = offtrace_core::destroy_context(c);
+    }
+}
+
+/// The `client_finalize` handed to a tool's `initialize`. Outside a callback it runs the
+/// tool's finalize at once. Inside one (where `flush_buffer` and `destroy_context` would return
+/// `BUSY` and the tool's records would be lost) it is deferred: a thread of the services runs
+/// it as soon as the call returns (its `destroy_context` waits for the callback to end), and
+/// `offtrace_finalize_tools` waits for that thread. Either way the finalize runs once.
 unsafe extern "C" fn client_finalize(client: offtrace_client_id_t) {
-    let _ = std::panic::catch_unwind(|| finalize_one(client.handle));
+    let _ = crate::quiet(|| {
+        if !offtrace_core::in_callback() {
+            return finalize_one(client.handle);
+        }
+        let h = client.handle;
+        // No thread (inside `exit()`, out of resources): `finalize_tools` runs it.
+        if let Ok(j) = std::thread::Builder::new().name("offtrace-finalize".into()).spawn(move || finalize_one(h)) {
+            DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(j);
+        }
+    });
 }
 
 fn finalize_one(handle: u32) {
@@ -205,13 +250,18 @@ fn load_one(path: &str) -> Result<bool, ToolError> {
     let (init, fini, data) = (r.initialize, r.finalize, r.tool_data);
     tools().push(LoadedTool { client, path: path.into(), finalize: fini, tool_data: data, finalized: false });
     if let Some(init) = init {
+        INITIALIZING.store(handle, std::sync::atomic::Ordering::Release);
         // SAFETY: the tool's initialize with its own data.
         let rc = unsafe { init(client_finalize, data) };
+        INITIALIZING.store(0, std::sync::atomic::Ordering::Release);
         if rc != 0 {
-            // A tool that fails to initialise is not finalised.
+            // A tool that fails to initialise runs nothing more: not finalised, and the
+            // contexts it created (started or not) are stopped and destroyed with their
+            // buffers, so none of its callbacks runs after this.
             if let Some(t) = tools().iter_mut().find(|t| t.client.handle == handle) {
                 t.finalized = true;
             }
+            destroy_tool_contexts(handle);
             return Err(ToolError::Initialize(path.into(), rc));
         }
     }
@@ -219,7 +269,12 @@ fn load_one(path: &str) -> Result<bool, ToolError> {
 }
 
 /// Finalises every loaded tool not yet finalised, in reverse load order.
+/// Waits first for finalizations a tool asked for from inside a callback.
 pub fn finalize_tools() {
+    let deferred: Vec<_> = DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+    for j in deferred {
+        let _ = j.join();
+    }
     let handles: Vec<u32> = tools().iter().rev().map(|t| t.client.handle).collect();
     for h in handles {
         finalize_one(h);
@@ -250,7 +305,7 @@ pub fn loaded_tools() -> Vec<(u32, String)> {
 /// `paths` must be null or NUL-terminated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offtrace_load_tools(paths: *const c_char) -> offtrace_status_t {
-    let r = std::panic::catch_unwind(|| {
+    let r = crate::quiet(|| {
         if paths.is_null() {
             load_tools_from_env()
         } else {
@@ -271,7 +326,7 @@ pub unsafe extern "C" fn offtrace_load_tools(paths: *const c_char) -> offtrace_s
 /// Calls every loaded tool's finalize once, in reverse load order.
 #[unsafe(no_mangle)]
 pub extern "C" fn offtrace_finalize_tools() -> offtrace_status_t {
-    match std::panic::catch_unwind(finalize_tools) {
+    match crate::quiet(finalize_tools) {
         Ok(()) => OFFTRACE_STATUS_SUCCESS,
         Err(_) => OFFTRACE_STATUS_ERROR_INTERNAL,
     }

@@ -279,6 +279,77 @@ fn tool_declines_fails_or_finalizes_itself() {
     assert!(!ok && out.contains("does not export offtrace_configure"), "{out}");
 }
 
+/// `lifecycle_tool.c` (header only) on the mock workload, 4 threads: configuration locked on a
+/// started context, absurd buffer sizes refused, client_finalize from a callback deferred (its
+/// finalize flushes: every exit has its buffer record), destroy_context bounded while two
+/// threads hold marker ranges, destroy_buffer, one external id per call in enter, exit and
+/// buffer record, the process-wide id on worker threads, push/pop inside exit() after the
+/// thread-locals are gone; nothing on stderr.
+#[test]
+fn lifecycle_tool_every_rule() {
+    let d = driver();
+    let t = cc(&test_c("lifecycle_tool.c"), "liblifecycle_tool.so", true);
+    let out = Command::new(&d)
+        .arg(&t)
+        .env_remove("OFFTRACE_TOOLS")
+        .env("DRIVER_THREADS", "4")
+        // Long enough that the deferred finalize stops and destroys the context while the
+        // four threads still emit (the stop race: a call reaches a context whole or not at all).
+        .env("DRIVER_ITERATIONS", "20000")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run driver");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.is_empty(), "the application's stderr must stay clean:\n{stderr}");
+    let value = |key: &str| -> String {
+        let k = format!("{key}=");
+        let at = stdout.find(&k).unwrap_or_else(|| panic!("no {key} in:\n{stdout}")) + k.len();
+        stdout[at..].split([' ', '\n']).next().unwrap().to_string()
+    };
+    let num = |key: &str| -> i64 { value(key).parse().unwrap() };
+    assert_eq!(num("huge_buffer"), 7, "{stdout}"); // INVALID_ARGUMENT
+    assert_eq!(num("configure_started"), 9, "{stdout}"); // CONTEXT_ACTIVE
+    assert_eq!(num("configure_buffer_started"), 9, "{stdout}");
+    assert_eq!(num("destroy_buffer_started"), 9, "{stdout}");
+    assert_eq!(num("flush"), 0, "finalize deferred out of the callback: flush works\n{stdout}");
+    assert_eq!(num("destroy_buffer"), 0, "{stdout}");
+    assert_eq!(num("flush_destroyed"), 6, "{stdout}"); // BUFFER_NOT_FOUND
+    assert_eq!(num("destroy_context"), 0, "{stdout}");
+    assert_eq!(num("destroy_bounded"), 1, "{stdout}");
+    let (exits, buffered) = (num("exits"), num("buffered"));
+    assert!(exits >= 200, "{stdout}");
+    assert_eq!(exits, buffered, "every delivered exit has its buffer record:\n{stdout}");
+    assert_eq!(num("deliveries_lt_records"), 1, "{stdout}");
+    assert_eq!(num("mismatches"), 0, "{stdout}");
+    let (p, q) = (num("ext_process"), num("ext_pushed"));
+    assert!(p > 0 && q > 0 && p + q == exits, "process-wide id on workers, pushed id after the enter:\n{stdout}");
+    assert_eq!(value("push"), "0,0", "{stdout}");
+    assert_eq!(value("pop"), "0,0,12", "{stdout}");
+    assert_eq!(value("values"), "10,9", "{stdout}");
+}
+
+/// A tool whose initialize fails after starting a context: the context is destroyed, none of its
+/// callbacks runs on the workload that follows, and its finalize does not run.
+#[test]
+fn lifecycle_tool_failed_initialize_runs_nothing_more() {
+    let d = driver();
+    let t = cc(&test_c("lifecycle_tool.c"), "liblifecycle_fail.so", true);
+    let out = Command::new(&d)
+        .arg(&t)
+        .env_remove("OFFTRACE_TOOLS")
+        .env("LIFECYCLE_MODE", "fail")
+        .env("DRIVER_KEEP_GOING", "1")
+        .env("DRIVER_ITERATIONS", "20")
+        .output()
+        .expect("run driver");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fail_init_started=1"), "{stdout}");
+    assert!(stdout.contains("after_fail callbacks=0 context_status=2"), "{stdout}");
+    assert!(!stdout.contains("finalize"), "{stdout}");
+}
+
 #[test]
 fn example_print_calls() {
     let d = driver();

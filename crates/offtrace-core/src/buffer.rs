@@ -36,7 +36,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::callback::{CorrelationId, OperationFilter, tagged_service};
-use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, validate, with_live_slot};
+use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
@@ -461,6 +461,12 @@ pub(crate) struct Buffer {
     delivery: Mutex<Delivery>,
     dropped: AtomicU64,
     dropped_total: AtomicU64,
+    /// Records of threads in teardown (no staging of their own): staged here under the
+    /// delivery lock and delivered at the watermark or a flush, like everybody's, instead of
+    /// one record per callback.
+    late: Mutex<Vec<BufferRecord>>,
+    /// Set under the delivery lock by `destroy_buffer`: the callback is never called again.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
@@ -660,11 +666,47 @@ impl Buffer {
         false
     }
 
-    /// The thread is being torn down (no staging): deliver the record on its own.
+    /// The thread is being torn down (no staging): the record goes to the buffer's shared late
+    /// staging, delivered at the watermark (or by a flush). A lossless buffer delivers it when
+    /// the late staging is full; a discard one drops and counts it then if another thread is
+    /// delivering.
     #[cold]
     fn write_direct(&self, record: &BufferRecord) {
-        let _d = lock(&self.delivery);
-        self.call(record, 1);
+        let mut late = lock(&self.late);
+        if late.len() >= self.capacity {
+            let d =
+                if self.policy == BufferPolicy::Lossless { Some(lock(&self.delivery)) } else { self.try_delivery() };
+            match d {
+                Some(_d) => self.deliver_late(&mut late),
+                None => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        late.push(*record);
+        if late.len() >= self.watermark
+            && let Some(_d) = self.try_delivery()
+        {
+            self.deliver_late(&mut late);
+        }
+    }
+
+    fn try_delivery(&self) -> Option<MutexGuard<'_, Delivery>> {
+        match self.delivery.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Delivers the late staging (the delivery lock and `late` are held).
+    fn deliver_late(&self, late: &mut Vec<BufferRecord>) {
+        if !late.is_empty() {
+            self.call(late.as_ptr(), late.len());
+            late.clear();
+        }
     }
 
     /// Calls the callback with `records[0..n]` and the drops counted since the last call (a
@@ -673,6 +715,11 @@ impl Buffer {
         // Relaxed: read under the delivery lock, which orders deliveries.
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if n == 0 && dropped == 0 {
+            return;
+        }
+        if self.retired.load(Ordering::Relaxed) {
+            // Destroyed: records that were still staged are dropped (counted).
+            self.dropped_total.fetch_add(n as u64, Ordering::Relaxed);
             return;
         }
         let was = THREAD.try_with(|t| t.in_callback.replace(true)).unwrap_or(true);
@@ -684,10 +731,13 @@ impl Buffer {
     }
 
     fn flush(&self) {
+        // Lock order: `late`, then `delivery` (as in `write_direct`).
+        let mut late = lock(&self.late);
         let mut d = lock(&self.delivery);
         for area in &d.areas {
             area.deliver(&d, |a, r| self.call(a.ptr(&r), r.len()));
         }
+        self.deliver_late(&mut late);
         self.call(ptr::null(), 0); // drops counted with nothing left to deliver
         // Areas of exited threads (no producer holds them) are empty now: forget them.
         d.areas.retain(|a| Arc::strong_count(a) > 1);
@@ -757,7 +807,11 @@ fn find(id: BufferId) -> Result<Arc<Buffer>, ServiceError> {
     lock(&BUFFERS).iter().find(|b| b.id == id).cloned().ok_or(ServiceError::BufferNotFound)
 }
 
-/// Creates a buffer of `size` bytes in the context. `watermark` (bytes, ≤ `size`) is the fill
+/// The largest `size` [`create_buffer`] accepts (each producing thread stages up to `size`
+/// bytes, so a larger buffer is a request the process cannot honour: `InvalidArgument`).
+pub const MAX_BUFFER_BYTES: usize = 1 << 30;
+
+/// Creates a buffer of `size` bytes (at most [`MAX_BUFFER_BYTES`]) in the context. `watermark` (bytes, ≤ `size`) is the fill
 /// at which the callback is called; `callback(context, buffer, records, count, data,
 /// drop_count)` runs on a producing thread or in `flush_buffer`.
 ///
@@ -776,7 +830,7 @@ pub unsafe fn create_buffer(
     validate(ctx)?;
     let rec = std::mem::size_of::<BufferRecord>();
     let capacity = size / rec;
-    if capacity == 0 || watermark > size {
+    if capacity == 0 || watermark > size || size > MAX_BUFFER_BYTES {
         return Err(ServiceError::InvalidArgument);
     }
     let watermark = (watermark / rec).clamp(1, capacity);
@@ -792,6 +846,8 @@ pub unsafe fn create_buffer(
         delivery: Mutex::new(Delivery { areas: Vec::new() }),
         dropped: AtomicU64::new(0),
         dropped_total: AtomicU64::new(0),
+        late: Mutex::new(Vec::new()),
+        retired: std::sync::atomic::AtomicBool::new(false),
     });
     lock(&BUFFERS).push(buffer);
     Ok(id)
@@ -813,12 +869,13 @@ pub fn configure_buffer_tracing_service(
     let filter = OperationFilter::new(kind, operations)?;
     let all = filter.all();
     let svc = Box::into_raw(Box::new(BufferService { buffer, filter }));
-    let result = with_live_slot(ctx, |i, slot, active| {
+    let result = with_live_slot(ctx, |_, slot, active| {
+        // A started context's configuration is locked (rocprofiler-sdk's rule): stop it first.
+        if active {
+            return Err(ServiceError::ContextActive);
+        }
         if !crate::callback::install_service(&slot.buffers[kind.index()], tagged_service(svc, all)) {
             return Err(ServiceError::ServiceAlreadyConfigured);
-        }
-        if active {
-            KIND_MASK[kind.index()].fetch_or(1 << (i as u32 + BUFFER_SHIFT), Ordering::Release);
         }
         Ok(())
     });
@@ -836,6 +893,29 @@ pub fn flush_buffer(buffer: BufferId) -> Result<(), ServiceError> {
         return Err(ServiceError::Busy);
     }
     find(buffer)?.flush();
+    Ok(())
+}
+
+/// Delivers what the buffer holds (as [`flush_buffer`]), then destroys it: its callback is
+/// never called again once this returns, and its id names nothing. `ContextActive` while its
+/// context is started (stop it first); `Busy` inside a callback. Records that services of the
+/// stopped context still send to it (exits of calls entered before the stop) are dropped and
+/// counted. Destroying the context destroys its buffers too.
+pub fn destroy_buffer(buffer: BufferId) -> Result<(), ServiceError> {
+    if crate::inflight::delivering(thread_state()) {
+        return Err(ServiceError::Busy);
+    }
+    let b = find(buffer)?;
+    if crate::context::context_is_active(b.context).unwrap_or(false) {
+        return Err(ServiceError::ContextActive);
+    }
+    b.flush();
+    {
+        let _late = lock(&b.late);
+        let _d = lock(&b.delivery);
+        b.retired.store(true, Ordering::Relaxed);
+    }
+    lock(&BUFFERS).retain(|x| !Arc::ptr_eq(x, &b));
     Ok(())
 }
 

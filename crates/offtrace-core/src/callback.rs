@@ -330,12 +330,13 @@ unsafe fn configure(
     let all = filter.all();
     let svc = Box::into_raw(Box::new(CallbackService { callback, data, filter, drop_data }));
     let tagged = tagged_service(svc, all);
-    let result = with_live_slot(ctx, |i, slot, active| {
+    let result = with_live_slot(ctx, |_, slot, active| {
+        // A started context's configuration is locked (rocprofiler-sdk's rule): stop it first.
+        if active {
+            return Err(ServiceError::ContextActive);
+        }
         if !install_service(&slot.callbacks[kind.index()], tagged) {
             return Err(ServiceError::ServiceAlreadyConfigured);
-        }
-        if active {
-            KIND_MASK[kind.index()].fetch_or(1 << i, Ordering::Release);
         }
         Ok(())
     });
@@ -703,25 +704,54 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
         let ptr = payload_ptr(kind, &payload);
         let thread_id = t.cached_thread_id();
-        for i in bits(mask & 0xff) {
-            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
-            // SAFETY: the thread is busy in the context, so the service outlives this use
-            // (destroy frees it only after no thread is busy in the context).
-            let svc = unsafe { &*svc };
-            if wants(all, &svc.filter, op) {
+        // One gate per context for its callback and its buffer service: a call enters a
+        // context whole (enter callback and, at the exit, its buffer record) or not at all,
+        // even when the context is stopped meanwhile.
+        for i in bits((mask | (mask >> BUFFER_SHIFT)) & 0xff) {
+            let slot = &SLOTS[i];
+            if !me.enter_if_active(busy, i, &slot.active) {
+                continue;
+            }
+            // Acquire: pairs with the Release that installed each service.
+            let (cb, cb_all) = if mask & (1 << i) != 0 {
+                untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire))
+            } else {
+                (ptr::null_mut(), false)
+            };
+            let (bs, bs_all) = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
+                untag_service(slot.buffers[kind.index()].load(Ordering::Acquire))
+            } else {
+                (ptr::null_mut(), false)
+            };
+            // SAFETY: the thread is busy in the context, so its services outlive this use
+            // (destroy frees them only after no thread is busy in the context).
+            let cb = (!cb.is_null()).then(|| unsafe { &*cb }).filter(|s| wants(cb_all, &s.filter, op));
+            // SAFETY: as above.
+            let wants_buffer = !bs.is_null() && wants(bs_all, &unsafe { &*bs }.filter, op);
+            if cb.is_none() && !wants_buffer {
+                me.leave(busy);
+                continue;
+            }
+            // One pair per context, whether it has a callback, a buffer service or both.
+            me.open_pair(i);
+            let id = slot.id();
+            // Read before the enter callback runs: a push from inside it applies to the
+            // records that follow the call, not to this call's exit or buffer record.
+            let external = t.external(i, id);
+            frame.handle[i] = id.handle;
+            frame.external[i] = external;
+            if wants_buffer {
+                buffered |= 1 << i;
+            }
+            if let Some(svc) = cb {
                 if correlation == 0 {
                     correlation = t.next_correlation_id();
                 }
-                me.open_pair(i);
                 delivered |= 1 << i;
-                let id = SLOTS[i].id();
                 let record = CallbackRecord {
                     context_id: id,
                     thread_id,
-                    correlation_id: CorrelationId {
-                        internal: correlation,
-                        external: UserData { value: t.external(i, id) },
-                    },
+                    correlation_id: CorrelationId { internal: correlation, external: UserData { value: external } },
                     kind: kind as u32,
                     operation: op,
                     phase: Phase::Enter as u32,
@@ -729,18 +759,6 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
                 };
                 frame.user[i] = UserData::default();
                 call(svc, &record, &mut frame.user[i]);
-            }
-            me.leave(busy);
-        }
-        for i in bits((mask >> BUFFER_SHIFT) & 0xff) {
-            let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].buffers, kind) else { continue };
-            // SAFETY: busy in the context (see above).
-            if wants(all, &unsafe { &*svc }.filter, op) {
-                // One pair per context, whether it has a callback, a buffer service or both.
-                if delivered & (1 << i) == 0 {
-                    me.open_pair(i);
-                }
-                buffered |= 1 << i;
             }
             me.leave(busy);
         }
@@ -775,7 +793,7 @@ fn exit_slow(
     match t.slot.get() {
         Some(me) => {
             let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
-            exit_body::<false>(t, me, token, payload)
+            exit_body(t, me, token, payload)
         }
         // Plain arguments, not the token: a token built for this cold call was spilled to the
         // stack on every exit.
@@ -803,8 +821,8 @@ fn exit_late(
     // Re-entrant: the thread holds the slot already (depth >= 1), so this cannot fail.
     let Some(late) = take_late_slot(t) else { return };
     // The late slot is always alive (never reused): destroy waits for its open pairs like a
-    // live thread's, so the exit needs no gate.
-    exit_body::<false>(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+    // live thread's (bounded), and the exit passes the gate like every exit.
+    exit_body(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
     release_late_slot(t); // this exit's take
     release_late_slot(t); // the enter's
 }
@@ -830,17 +848,18 @@ fn exit_dying(
         // The guard by flag here: `destroy_context` and `flush_buffer` from these callbacks
         // must see it, and they do not look at a dying slot's busy word (it may be reused).
         let was = t.in_callback.replace(true);
-        exit_body::<true>(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+        exit_body(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
         t.in_callback.set(was);
     }
 }
 
-/// Delivers an exit from slot `me`. `GATED`: the thread is in teardown, so destroy does not wait
-/// for its pairs: each delivery passes the context's `exits` gate (the same handshake as
-/// `active`), and a context being destroyed gets nothing. Frames are touched only before the
-/// pairs close: the last close may make `me` reusable by another thread.
+/// Delivers an exit from slot `me`. Each delivery passes the context's `exits` gate (the
+/// handshake of `active`) and checks that the slot still hosts the context the enter went to:
+/// `destroy_context` waits for open pairs only for a bounded time, then closes the gate, so an
+/// abandoned pair's exit (or one of a thread in teardown) reaches no one. Frames are touched
+/// only before the pairs close: the last close may make `me` reusable by another thread.
 #[inline(always)]
-fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
+fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
     let pairs = u32::from(token.delivered | token.buffered);
     let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
     // SAFETY: this thread owns `me` (or owned it and still holds open pairs in it, which keeps
@@ -851,65 +870,50 @@ fn exit_body<const GATED: bool>(t: &ThreadState, me: &ThreadSlot, token: CallTok
     let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
-    for i in bits(u32::from(token.delivered)) {
+    let end = if token.buffered != 0 { timestamp_ns() } else { 0 };
+    // One gate per context for both the exit callback and the buffer record: a call's exit
+    // reaches a context whole (callback and record) or not at all (abandoned by destroy).
+    for i in bits(pairs) {
         let slot = &SLOTS[i];
-        if GATED {
-            if !me.enter_if_active(busy, i, &slot.exits) {
-                continue;
-            }
-        } else {
-            // Busy without the gate: `stop` waits for this callback too.
-            me.enter_unconditionally(busy, i);
+        if !me.enter_if_active(busy, i, &slot.exits) {
+            continue;
         }
-        let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
-        // SAFETY: our open pair keeps the context and its services alive (destroy waits for
-        // open pairs of live threads; a dying thread passed the `exits` gate above); non-null:
-        // services are removed only by destroy.
-        let svc = unsafe { &*svc };
+        // Acquire: pairs with `create_context`'s Release of a new handle.
+        if slot.handle.load(Ordering::Acquire) != frame.handle[i] {
+            me.leave(busy);
+            continue;
+        }
         let id = slot.id();
-        let record = CallbackRecord {
-            context_id: id,
-            thread_id,
-            correlation_id: CorrelationId {
-                internal: token.correlation,
-                external: UserData { value: t.external(i, id) },
-            },
-            kind: kind as u32,
-            operation: token.operation,
-            phase: Phase::Exit as u32,
-            // Here, not before the loop: an exit with buffer records only skips the check.
-            payload: payload_ptr(kind, &payload),
-        };
-        call(svc, &record, &mut frame.user[i]);
-        me.leave(busy);
-    }
-    if token.buffered != 0 {
-        let end = timestamp_ns();
-        let start = frame.start;
-        for i in bits(u32::from(token.buffered)) {
-            let slot = &SLOTS[i];
-            if GATED && !me.enter_if_active(busy, i, &slot.exits) {
-                continue;
-            }
-            let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
-            // SAFETY: as for the callback service above.
-            let svc = unsafe { &*svc };
-            let id = slot.id();
-            svc.write(
-                i,
-                id,
-                kind,
-                token.operation,
-                CorrelationId { internal: token.correlation, external: UserData { value: t.external(i, id) } },
-                thread_id,
-                start,
-                end,
-                &payload,
-            );
-            if GATED {
-                me.leave(busy);
+        let correlation_id =
+            CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } };
+        if token.delivered & (1 << i) != 0 {
+            let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
+            if !svc.is_null() {
+                // SAFETY: we are busy in the context and passed its `exits` gate while it was
+                // the context of the enter (handle checked), so destroy has not freed its
+                // services and will not before we leave; non-null (checked).
+                let svc = unsafe { &*svc };
+                let record = CallbackRecord {
+                    context_id: id,
+                    thread_id,
+                    correlation_id,
+                    kind: kind as u32,
+                    operation: token.operation,
+                    phase: Phase::Exit as u32,
+                    payload: payload_ptr(kind, &payload),
+                };
+                call(svc, &record, &mut frame.user[i]);
             }
         }
+        if token.buffered & (1 << i) != 0 {
+            let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
+            if !svc.is_null() {
+                // SAFETY: as for the callback service above.
+                let svc = unsafe { &*svc };
+                svc.write(i, id, kind, token.operation, correlation_id, thread_id, frame.start, end, &payload);
+            }
+        }
+        me.leave(busy);
     }
     me.free_frame(token.frame);
     for i in bits(pairs) {

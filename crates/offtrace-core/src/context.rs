@@ -18,12 +18,13 @@
 //!   exit is delivered to every slot in the token, started or not, and then closes the pair. An
 //!   enter not delivered (context stopped, or started only after it) has no exit, even if the
 //!   context is started before the exit;
-//! - `destroy` stops, then waits until no thread is busy in the context and no live thread holds
-//!   an open pair, so no callback of the context runs after it returns and no exit is lost. It
-//!   returns `Busy` inside a callback or inside a traced call of the context (the calling
-//!   thread's own pair would never close). A thread in teardown (its thread-locals destroyed)
-//!   with an open pair is not waited for: it may never emit the exit. If it does, the exit is
-//!   delivered unless destroy has begun (the `exits` gate, the same handshake as `active`).
+//! - `destroy` stops, then waits until no thread is busy in the context and no other live
+//!   thread holds an open pair, for at most [`DESTROY_PAIR_WAIT`]; then it closes the `exits`
+//!   gate (the same handshake as `active`, passed by every exit delivery) and waits for the
+//!   callbacks in progress, so no callback of the context runs after it returns. Pairs still
+//!   open then (another thread blocked in a call or holding a marker range, the calling
+//!   thread's own, a thread in teardown that may never emit its exit) are abandoned: their
+//!   exits reach no one ([`abandoned_pairs`]). It returns `Busy` only inside a callback.
 
 #![allow(unsafe_code)] // services are owned through raw pointers in `AtomicPtr`s (see SAFETY notes)
 
@@ -64,10 +65,10 @@ struct Control {
 pub(crate) struct Slot {
     control: Mutex<Control>,
     /// The live handle of this slot (0 = free). Release on create, Acquire in `validate`.
-    handle: AtomicU64,
+    pub(crate) handle: AtomicU64,
     pub(crate) active: AtomicBool,
-    /// Cleared (SeqCst) when destroy begins: the gate of exits delivered by a thread in
-    /// teardown, whose open pairs destroy does not wait for (see [`crate::inflight`]).
+    /// The gate every exit delivery passes (the handshake of `active`): cleared (SeqCst) by
+    /// destroy after its bounded wait for open pairs, so abandoned pairs' exits reach no one.
     pub(crate) exits: AtomicBool,
     /// Owned `Box<CallbackService>` per kind (null = not configured), its low bit set when the
     /// service wants every operation (`callback::untag_service`).
@@ -208,8 +209,14 @@ pub fn stop_context(ctx: ContextId) -> Result<(), ServiceError> {
         }
     }
     // Waiting outside the lock: a callback of this context may itself call start/stop.
-    crate::inflight::quiesce(i, false);
+    crate::inflight::quiesce(i, None);
     Ok(())
+}
+
+/// Whether the calling thread is inside a callback or buffer delivery of the services (where
+/// `destroy_context` and `flush_buffer` return `Busy`).
+pub fn in_callback() -> bool {
+    crate::inflight::delivering(crate::correlation::thread_state())
 }
 
 /// Whether the context is started.
@@ -218,17 +225,29 @@ pub fn context_is_active(ctx: ContextId) -> Result<bool, ServiceError> {
     Ok(SLOTS[i].active.load(Ordering::Acquire))
 }
 
-/// Stops the context, waits until no callback of it runs and every delivered enter has had its
-/// exit, flushes its buffers, and frees the slot. Returns `Busy` inside any callback.
+/// How long [`destroy_context`] waits for other threads' open enter/exit pairs of the context.
+pub const DESTROY_PAIR_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Pairs that [`destroy_context`] abandoned since the process started (see there).
+pub fn abandoned_pairs() -> u64 {
+    ABANDONED.load(Ordering::Relaxed)
+}
+
+static ABANDONED: AtomicU64 = AtomicU64::new(0);
+
+/// Stops the context, waits until no callback of it runs, flushes its buffers, and frees the
+/// slot. Returns `Busy` inside any callback. Never waits without bound on the application:
+/// open enter/exit pairs (an enter delivered, its exit not yet) of other threads are waited for
+/// at most [`DESTROY_PAIR_WAIT`], those of the calling thread not at all (a marker range it
+/// still holds, a traced call it is inside); then they are *abandoned*: their exits are
+/// delivered to no one (neither callback nor buffer record; the tool has seen the enter only),
+/// and each thread that still held some is counted in [`abandoned_pairs`]. It waits for
+/// callbacks that are running (they are the tool's own code, and return).
 pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
     if crate::inflight::delivering(crate::correlation::thread_state()) {
         return Err(ServiceError::Busy);
     }
     let i = validate(ctx)?;
-    if crate::inflight::own_activity(i) {
-        // This thread is inside a traced call of the context: its own pair would never close.
-        return Err(ServiceError::Busy);
-    }
     let slot = &SLOTS[i];
     {
         let mut c = slot.lock();
@@ -237,11 +256,16 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
         }
         c.state = State::Destroying;
         slot.active.store(false, Ordering::SeqCst);
-        // SeqCst: the stopper's side of the handshake for exits from threads in teardown.
-        slot.exits.store(false, Ordering::SeqCst);
         clear_mask_bits(i);
     }
-    crate::inflight::quiesce(i, true);
+    // Exits still arrive while destroy waits for the pairs (bounded), then the gate closes:
+    // every exit delivery passes `exits` with the handshake of `active`, so once the second
+    // quiesce returns no exit of the context is being delivered or will be.
+    let n = crate::inflight::quiesce(i, Some(std::time::Instant::now() + DESTROY_PAIR_WAIT));
+    ABANDONED.fetch_add(u64::from(n), Ordering::Relaxed);
+    // SeqCst: the stopper's side of the handshake of the exit gate.
+    slot.exits.store(false, Ordering::SeqCst);
+    crate::inflight::quiesce(i, None);
     crate::buffer::retire_context_buffers(ctx);
     let mut c = slot.lock();
     for k in 0..KIND_COUNT {
@@ -249,10 +273,10 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
         if !cb.is_null() {
             // SAFETY:
             // - `cb` came from `Box::into_raw` in `configure_callback_tracing_service`;
-            // - the swap removed the only owner; no emitter can still hold it: `active` is
-            //   false, `quiesce` saw no thread busy in the context and no open pair after
-            //   that, and an emitter that marks itself busy later sees `active == false` and
-            //   does not load it.
+            // - the swap removed the only owner; no emitter can still hold it: `active` and
+            //   `exits` are false, the second `quiesce` saw no thread busy in the context after
+            //   that, and an emitter that marks itself busy later sees both false (enters and
+            //   instants check `active`, exits `exits`) and does not load it.
             drop(unsafe { Box::from_raw(cb) });
         }
         let bs = retire_service(&slot.buffers[k]);

@@ -135,7 +135,7 @@ impl ThreadState {
     #[inline]
     pub(crate) fn external(&self, slot: usize, ctx: ContextId) -> u64 {
         let (h, v) = self.external_top[slot].get();
-        if h == ctx.handle { v } else { 0 }
+        if h == ctx.handle { v } else { process_external(slot, ctx) }
     }
 }
 
@@ -204,18 +204,87 @@ fn check_thread(thread_id: u64) -> Result<(), ServiceError> {
     }
 }
 
+/// Per context slot: the process-wide external id (the context's handle, the value), carried by
+/// records of threads whose own stack for the context is empty.
+static PROCESS_HANDLE: [AtomicU64; MAX_CONTEXTS] = [const { AtomicU64::new(0) }; MAX_CONTEXTS];
+static PROCESS_VALUE: [AtomicU64; MAX_CONTEXTS] = [const { AtomicU64::new(0) }; MAX_CONTEXTS];
+
+/// The process-wide external id of `ctx` (0 = none).
+#[inline]
+fn process_external(slot: usize, ctx: ContextId) -> u64 {
+    // Acquire: pairs with the Release in `set_process_external_correlation_id`, so the value
+    // read is at least the one stored with this handle.
+    if PROCESS_HANDLE[slot].load(Ordering::Acquire) == ctx.handle {
+        PROCESS_VALUE[slot].load(Ordering::Relaxed)
+    } else {
+        0
+    }
+}
+
+/// Sets the context's process-wide external correlation id (0 clears it): every record of the
+/// context emitted by a thread whose own external stack for the context is empty carries it,
+/// whichever thread emits it (worker threads of the runtime or of the application). A thread's
+/// own stack, when not empty, wins. This is how a tool labels the work of the whole process
+/// (a phase, an iteration) without pushing on every thread, as rocprofiler-sdk's fallback to
+/// the main thread's id does.
+pub fn set_process_external_correlation_id(ctx: ContextId, value: u64) -> Result<(), ServiceError> {
+    let slot = crate::context::validate(ctx)?;
+    PROCESS_VALUE[slot].store(value, Ordering::Relaxed);
+    // Release: the value above is visible to whoever reads this handle.
+    PROCESS_HANDLE[slot].store(if value == 0 { 0 } else { ctx.handle }, Ordering::Release);
+    Ok(())
+}
+
+/// Entries below the top of the external stacks of threads whose thread-locals are destroyed
+/// (a tool's finalize inside `exit()`, a destructor): keyed by (thread id, context slot).
+/// Only those threads touch it, so the lock is never on a live thread's path.
+static LATE_BELOW: std::sync::Mutex<Vec<(u64, usize, Vec<u64>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `f` on the calling thread's stack below the top for `slot`: the thread-local one, or
+/// after the thread's teardown the shared one (never a panic: `try_with`, `try_borrow_mut`).
+fn with_below<R>(slot: usize, f: impl FnOnce(&mut Vec<u64>) -> R) -> Option<R> {
+    let mut f = Some(f);
+    let done = EXTERNAL_BELOW
+        .try_with(|b| {
+            let mut below = b.try_borrow_mut().ok()?;
+            f.take().map(|f| f(&mut below[slot]))
+        })
+        .ok()
+        .flatten();
+    match (done, f) {
+        (Some(r), _) => Some(r),
+        (None, Some(f)) => Some(with_below_late(slot, f)),
+        (None, None) => None,
+    }
+}
+
+fn with_below_late<R>(slot: usize, f: impl FnOnce(&mut Vec<u64>) -> R) -> R {
+    let tid = current_thread_id();
+    let mut all = LATE_BELOW.lock().unwrap_or_else(|e| e.into_inner());
+    let i = match all.iter().position(|e| e.0 == tid && e.1 == slot) {
+        Some(i) => i,
+        None => {
+            all.push((tid, slot, Vec::new()));
+            all.len() - 1
+        }
+    };
+    f(&mut all[i].2)
+}
+
 /// Pushes `value` on the calling thread's external correlation stack of `ctx`.
-/// `thread_id` must be 0 or the calling thread's id.
+/// `thread_id` must be 0 or the calling thread's id. Works at any point of the thread's life,
+/// its teardown included (the thread-local part of the stack is then replaced by a shared one).
 pub fn push_external_correlation_id(ctx: ContextId, thread_id: u64, value: u64) -> Result<(), ServiceError> {
     let slot = crate::context::validate(ctx)?;
     check_thread(thread_id)?;
+    // `THREAD` is const-initialised and has no destructor: `with` cannot fail.
     THREAD.with(|t| {
         let (h, v) = t.external_top[slot].get();
-        EXTERNAL_BELOW.with_borrow_mut(|below| {
+        with_below(slot, |below| {
             if h == ctx.handle {
-                below[slot].push(v);
+                below.push(v);
             } else {
-                below[slot].clear();
+                below.clear();
             }
         });
         t.external_top[slot].set((ctx.handle, value));
@@ -232,7 +301,7 @@ pub fn pop_external_correlation_id(ctx: ContextId, thread_id: u64) -> Result<u64
         if h != ctx.handle {
             return Err(ServiceError::StackEmpty);
         }
-        let below = EXTERNAL_BELOW.with_borrow_mut(|below| below[slot].pop());
+        let below = with_below(slot, |below| below.pop()).flatten();
         t.external_top[slot].set(match below {
             Some(b) => (ctx.handle, b),
             None => (0, 0),

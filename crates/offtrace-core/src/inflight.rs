@@ -67,6 +67,12 @@ pub const MAX_FRAMES: usize = 64;
 #[derive(Clone, Copy)]
 pub(crate) struct Frame {
     pub(crate) user: [UserData; MAX_CONTEXTS],
+    /// The handle of each context the enter was delivered to: its exit goes to that context
+    /// only while the slot still hosts it (a destroyed context's abandoned pairs get nothing).
+    pub(crate) handle: [u64; MAX_CONTEXTS],
+    /// The external correlation id each context's enter record carried (read before the enter
+    /// callback ran): the exit record and the buffer record of the call carry the same one.
+    pub(crate) external: [u64; MAX_CONTEXTS],
     /// The thread's current correlation id before this call.
     pub(crate) previous: u64,
     /// Enter timestamp (buffer services only).
@@ -101,8 +107,8 @@ const REG_DONE: u8 = 2;
 static REG_STATE: AtomicU8 = AtomicU8::new(REG_IDLE);
 
 /// Registers the process for expedited membarrier, once (cold: at the first context), on a
-/// background thread: the registration waits for an RCU grace period in the kernel
-/// (milliseconds), which must not stall the application thread that created
+/// background thread: the registration waits for an RCU grace period in the kernel (9 ms
+/// measured on the development VM), which must not stall the application thread that created
 /// the first context (the runtime's, during its initialisation). Until it finishes, emitters use
 /// full fences (`ASYMMETRIC` is still false) and stoppers wait for it (see [`heavy_fence`]).
 pub(crate) fn init() {
@@ -304,8 +310,15 @@ impl ThreadSlot {
             open: std::array::from_fn(|_| AtomicU32::new(0)),
             alive: AtomicBool::new(false),
             used_frames: AtomicU64::new(0),
-            frames: [const { UnsafeCell::new(Frame { user: [UserData { value: 0 }; MAX_CONTEXTS], previous: 0, start: 0 }) };
-                MAX_FRAMES],
+            frames: [const {
+                UnsafeCell::new(Frame {
+                    user: [UserData { value: 0 }; MAX_CONTEXTS],
+                    handle: [0; MAX_CONTEXTS],
+                    external: [0; MAX_CONTEXTS],
+                    previous: 0,
+                    start: 0,
+                })
+            }; MAX_FRAMES],
         }
     }
 
@@ -332,12 +345,6 @@ impl ThreadSlot {
         }
         self.busy.store(before, Ordering::Release);
         false
-    }
-
-    /// Marks this thread busy in context slot `i` without the gate (exit deliveries).
-    #[inline(always)]
-    pub(crate) fn enter_unconditionally(&self, before: u32, i: usize) {
-        self.busy.store(before | (1 << i), Ordering::Relaxed);
     }
 
     /// Ends a busy section, restoring the word its enter found. Release: the callback's effects
@@ -394,8 +401,10 @@ impl ThreadSlot {
 
 /// After `active` was cleared: waits until no thread is busy in context slot `i` (the calling
 /// thread's own busy bit excepted: a callback may stop its own context), and, with
-/// `open_pairs`, until no live thread holds an open pair of it.
-pub(crate) fn quiesce(i: usize, open_pairs: bool) {
+/// `pairs_until`, until no other live thread holds an open pair of it or the deadline passes
+/// (the calling thread's own pairs are never waited for). Returns how many threads still held
+/// open pairs at the deadline (abandoned: see `context::destroy_context`).
+pub(crate) fn quiesce(i: usize, pairs_until: Option<std::time::Instant>) -> u32 {
     heavy_fence();
     let me = OWNER.try_with(|o| o.0.get()).ok().flatten().map(|s| s as *const ThreadSlot);
     // A callback run through the late slot may stop its own context too.
@@ -405,25 +414,50 @@ pub(crate) fn quiesce(i: usize, open_pairs: bool) {
         None
     };
     let slots: Vec<&'static ThreadSlot> = THREADS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut abandoned = 0;
     for s in slots {
         let p = s as *const ThreadSlot;
         let own = me == Some(p) || late == Some(p);
-        s.wait_idle(i, own, open_pairs);
+        if s.wait_idle_until(i, own, pairs_until.is_some(), pairs_until) {
+            abandoned += 1;
+        }
     }
+    abandoned
 }
 
 impl ThreadSlot {
     /// The stopper's wait on one slot, after its `active` store and [`heavy_fence`]: until the
     /// slot's thread is not busy in context slot `i` (unless `own`: the caller's own slot) and,
-    /// with `open_pairs`, holds no open pair of it while alive.
+    /// with `open_pairs`, holds no open pair of it while alive (never for `own`).
+    #[cfg(all(test, loom))]
     pub(crate) fn wait_idle(&self, i: usize, own: bool, open_pairs: bool) {
+        self.wait_idle_until(i, own, open_pairs, None);
+    }
+
+    /// [`Self::wait_idle`], waiting for open pairs only until `deadline` (when given); `true`
+    /// when pairs were still open then (abandoned; busy sections are still waited for).
+    pub(crate) fn wait_idle_until(
+        &self,
+        i: usize,
+        own: bool,
+        open_pairs: bool,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         let mut spins = 0u32;
+        let mut open_pairs = open_pairs && !own;
+        let mut abandoned = false;
         loop {
             // Acquire: pairs with `leave` / `close_pair`.
             let busy = !own && self.busy.load(Ordering::Acquire) & (1 << i) != 0;
-            let open = open_pairs && self.alive.load(Ordering::Acquire) && self.open[i].load(Ordering::Acquire) != 0;
+            let mut open =
+                open_pairs && self.alive.load(Ordering::Acquire) && self.open[i].load(Ordering::Acquire) != 0;
+            if open && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                abandoned = true;
+                open_pairs = false;
+                open = false;
+            }
             if !busy && !open {
-                return;
+                return abandoned;
             }
             sync::spin_wait(&mut spins);
         }
@@ -443,17 +477,6 @@ pub(crate) fn delivering(t: &ThreadState) -> bool {
         l.busy_word() != 0
     };
     t.in_callback.get() || own || late
-}
-
-/// Whether the calling thread holds an open pair of context slot `i` or is busy in it.
-pub(crate) fn own_activity(i: usize) -> bool {
-    OWNER
-        .try_with(|o| {
-            o.0.get().is_some_and(|s| {
-                s.busy.load(Ordering::Relaxed) & (1 << i) != 0 || s.open[i].load(Ordering::Relaxed) != 0
-            })
-        })
-        .unwrap_or(false)
 }
 
 /// The stop/destroy handshake on its fence path (`fence(SeqCst)` on both sides: no process is
@@ -514,32 +537,74 @@ mod loom_tests {
         });
     }
 
-    /// An enter/exit pair across a destroy: destroy waits for the open pair, so the exit's
-    /// callback (delivered without the `active` gate) still sees the context alive.
+    /// An enter/exit pair across a destroy that waits for the open pair: the exit passes the
+    /// `exits` gate, which destroy closes only after the pair closed, so the exit's callback
+    /// is delivered and still sees the context alive.
     #[test]
     fn loom_destroy_waits_for_open_pairs() {
         loom::model(|| {
             let ctx = Arc::new(Context { active: AtomicBool::new(true), state: LoomUnsafeCell::new(LIVE) });
+            let exits = Arc::new(AtomicBool::new(true));
             let slot = Arc::new(ThreadSlot::new());
             slot.alive.store(true, Ordering::Relaxed);
             let emitter = {
-                let (ctx, slot) = (ctx.clone(), slot.clone());
+                let (ctx, exits, slot) = (ctx.clone(), exits.clone(), slot.clone());
                 loom::thread::spawn(move || {
                     if slot.enter_if_active(0, 0, &ctx.active) {
                         callback(&ctx);
                         slot.open_pair(0);
                         slot.leave(0);
-                        // The exit: no gate (its enter was delivered), then the pair closes.
-                        slot.enter_unconditionally(0, 0);
+                        // The exit: through the exit gate, then the pair closes.
+                        assert!(slot.enter_if_active(0, 0, &*exits), "destroy closed the gate before the pair closed");
                         callback(&ctx);
-                        slot.close_pair(0);
                         slot.leave(0);
+                        slot.close_pair(0);
                     }
                 })
             };
             ctx.active.store(false, Ordering::SeqCst);
             heavy_fence();
             slot.wait_idle(0, false, true);
+            exits.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
+            // SAFETY: as above.
+            ctx.state.with_mut(|p| unsafe { *p = DEAD });
+            emitter.join().expect("emitter");
+        });
+    }
+
+    /// A destroy that abandons the open pair (its bounded wait ran out; modelled as no wait):
+    /// the exit either passed the gate before destroy closed it (and destroy waits for its
+    /// callback) or is delivered to no one; never a callback on a destroyed context.
+    #[test]
+    fn loom_destroy_abandoning_an_open_pair_never_delivers_after_it() {
+        loom::model(|| {
+            let ctx = Arc::new(Context { active: AtomicBool::new(true), state: LoomUnsafeCell::new(LIVE) });
+            let exits = Arc::new(AtomicBool::new(true));
+            let slot = Arc::new(ThreadSlot::new());
+            slot.alive.store(true, Ordering::Relaxed);
+            let emitter = {
+                let (ctx, exits, slot) = (ctx.clone(), exits.clone(), slot.clone());
+                loom::thread::spawn(move || {
+                    if slot.enter_if_active(0, 0, &ctx.active) {
+                        callback(&ctx);
+                        slot.open_pair(0);
+                        slot.leave(0);
+                        if slot.enter_if_active(0, 0, &*exits) {
+                            callback(&ctx);
+                            slot.leave(0);
+                        }
+                        slot.close_pair(0);
+                    }
+                })
+            };
+            ctx.active.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
+            exits.store(false, Ordering::SeqCst);
+            heavy_fence();
+            slot.wait_idle(0, false, false);
             // SAFETY: as above.
             ctx.state.with_mut(|p| unsafe { *p = DEAD });
             emitter.join().expect("emitter");

@@ -26,8 +26,8 @@ pub use allocation::{
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
-    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, buffer_capacity, buffer_dropped_total,
-    configure_buffer_tracing_service, create_buffer, flush_buffer,
+    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, MAX_BUFFER_BYTES, buffer_capacity, buffer_dropped_total,
+    configure_buffer_tracing_service, create_buffer, destroy_buffer, flush_buffer,
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
@@ -35,12 +35,12 @@ pub use callback::{
     kind_enabled,
 };
 pub use context::{
-    ContextId, MAX_CONTEXTS, configured_kinds, context_is_active, create_context, destroy_context, start_context,
-    stop_context,
+    ContextId, DESTROY_PAIR_WAIT, MAX_CONTEXTS, abandoned_pairs, configured_kinds, context_is_active, create_context,
+    destroy_context, in_callback, start_context, stop_context,
 };
 pub use correlation::{
     ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id, pop_external_correlation_id,
-    push_external_correlation_id, reported_in_call,
+    push_external_correlation_id, reported_in_call, set_process_external_correlation_id,
 };
 pub use error::ServiceError;
 pub use inflight::{asymmetric_fences, late_lost};

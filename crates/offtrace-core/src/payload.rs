@@ -144,7 +144,9 @@ pub struct KernelDispatchPayload {
     pub kernel_name: *const c_char,
     pub work_dim: u32,
     pub kernel_arg_count: u32,
+    /// Dimensions past `work_dim` are 1 (every backend, every path).
     pub global_size: [u64; 3],
+    /// All 0 when the runtime chooses; else dimensions past `work_dim` are 1.
     pub local_size: [u64; 3],
     pub kernel_args: [u64; MAX_KERNEL_ARGS],
     pub implicit_allocations: *const ImplicitAllocation,

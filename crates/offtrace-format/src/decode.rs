@@ -41,7 +41,20 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
+    /// Inlined fast path for the one-byte varints most fields are (deltas, flags, counts).
+    #[inline(always)]
     pub(crate) fn varint(&mut self, what: &'static str) -> Result<u64, DecodeError> {
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
+        self.varint_long(what)
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         let rest = self.rest();
         match get_u64(rest) {
             Some((v, len)) => {
@@ -55,6 +68,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         let v = self.varint(what)?;
         u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
@@ -107,11 +121,31 @@ impl Decoder {
 
     /// Decodes the record at the cursor. Notification timestamps are raw ticks.
     pub fn decode(&mut self, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+        let mut out = None;
+        self.decode_with(c, |r| out = Some(r))?;
+        out.ok_or(DecodeError::Invalid { what: "record (none decoded)", found: 0 })
+    }
+
+    /// Decodes the record at the cursor and appends it to `out` (what the tool's reader uses:
+    /// the record is built in place, not copied through return values).
+    #[inline]
+    pub fn decode_into(&mut self, c: &mut Cursor<'_>, out: &mut Vec<Record>) -> Result<(), DecodeError> {
+        self.decode_with(c, |r| out.push(r))
+    }
+
+    /// Decodes the record at the cursor and hands it to `sink` (see [`crate::typed`]'s
+    /// `decode_with` for why a sink).
+    #[inline(always)]
+    fn decode_with(&mut self, c: &mut Cursor<'_>, sink: impl FnOnce(Record)) -> Result<(), DecodeError> {
         let tag = c.u8("record tag")?;
         if tag & TAG_NOTIFICATION != 0 {
-            return self.decode_notification(tag, c).map(Record::Notification);
+            sink(Record::Notification(self.decode_notification(tag, c)?));
+            return Ok(());
         }
-        Ok(match tag {
+        if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
+            return crate::typed::decode_with(tag, &mut self.threads, c, sink);
+        }
+        let record = match tag {
             TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },
             TAG_CLOCK_SYNC => Record::ClockSync {
                 ticks: c.varint("ClockSync ticks")?,
@@ -162,12 +196,14 @@ impl Decoder {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
             }
             TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
-            FIRST_V3_TAG..=LAST_V3_TAG if self.version < 3 => {
+            // Version 3 and later decoded them above.
+            FIRST_V3_TAG..=LAST_V3_TAG => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 3 });
             }
-            FIRST_V3_TAG..=LAST_V3_TAG => crate::typed::decode(tag, &mut self.threads, c)?,
             _ => return Err(DecodeError::UnknownTag { tag }),
-        })
+        };
+        sink(record);
+        Ok(())
     }
 
     fn decode_notification(&mut self, tag: u8, c: &mut Cursor<'_>) -> Result<Notification, DecodeError> {

@@ -163,11 +163,10 @@ fn decode_part(
     out.reserve((end - at.next) as usize);
     while at.next < end {
         let mut c = Cursor::new(bytes.get(at.pos..).unwrap_or(&[]));
-        match decoder.decode(&mut c) {
-            Ok(r) => {
+        match decoder.decode_into(&mut c, out) {
+            Ok(()) => {
                 at.pos += c.pos();
                 at.next += 1;
-                out.push(r);
             }
             Err(source) => {
                 let i = at.next;

@@ -56,6 +56,9 @@ impl Hasher for KeyHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
     }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
 }
 
 impl ThreadState {
@@ -93,7 +96,9 @@ impl ThreadState {
 /// notification came from.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadStates {
-    slot_of_tid: HashMap<u32, usize>,
+    /// Thread id → slot. Same cheap hasher as the API-argument map: a thread switch is on the
+    /// decode path of every record that changes thread (SipHash was a visible part of it).
+    slot_of_tid: HashMap<u32, usize, BuildHasherDefault<KeyHasher>>,
     states: Vec<ThreadState>,
     last_tid: Option<u32>,
     last_slot: usize,

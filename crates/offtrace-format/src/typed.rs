@@ -328,8 +328,18 @@ fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) 
 }
 
 /// Decodes the typed record whose tag (`FIRST_V3_TAG..=LAST_V3_TAG`) was just read.
-pub(crate) fn decode(tag: u8, threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
-    Ok(match tag {
+/// Decodes a typed record and hands it to `sink`. A sink rather than a return value: a
+/// [`Record`] is a few hundred bytes, and each `Result<Record, _>` level it was returned through
+/// cost a copy of it (a fifth of the decoding's instructions); with the sink inlined, the record
+/// is built where it is stored.
+#[inline(always)]
+pub(crate) fn decode_with(
+    tag: u8,
+    threads: &mut ThreadStates,
+    c: &mut Cursor<'_>,
+    sink: impl FnOnce(Record),
+) -> Result<(), DecodeError> {
+    let record = match tag {
         TAG_KIND_DEF => Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) },
         TAG_OPERATION_DEF => {
             let kind = c.u32("OperationDef kind")?;
@@ -480,11 +490,14 @@ pub(crate) fn decode(tag: u8, threads: &mut ThreadStates, c: &mut Cursor<'_>) ->
             let op = c.u32("Generic op")?;
             let phase = c.u8("Generic phase")?;
             let (ts, correlation) = times(st, c)?;
-            let values = values(c, "Generic value count", None)?;
+            let mut values = ApiArgs::default();
+            values_into(c, "Generic value count", &mut values, false)?;
             Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })
         }
         _ => return Err(DecodeError::UnknownTag { tag }),
-    })
+    };
+    sink(record);
+    Ok(())
 }
 
 /// Reads the flags and the thread; `allowed`: the record's own flag bits besides `F_SAME_TID`.
@@ -530,30 +543,34 @@ fn memory_type(c: &mut Cursor<'_>, what: &'static str) -> Result<MemoryType, Dec
 }
 
 /// A count byte and that many values: raw, or differences from `base` (same count).
-fn values(c: &mut Cursor<'_>, what: &'static str, base: Option<&ApiArgs>) -> Result<ApiArgs, DecodeError> {
+/// Reads an argument list into `a`: fresh values, or (`deltas`) deltas against the values `a`
+/// holds. In place: an [`ApiArgs`] is 200 bytes, and copying it around was a visible part of the
+/// decoding time.
+fn values_into(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: bool) -> Result<(), DecodeError> {
     let n = c.u8(what)?;
     if usize::from(n) > MAX_API_ARGS {
         return Err(DecodeError::Invalid { what, found: n.into() });
     }
-    let mut a = ApiArgs { len: n, ..ApiArgs::default() };
-    match base {
-        Some(b) => {
-            if b.len != n {
-                return Err(DecodeError::Invalid { what: "argument deltas with another count", found: n.into() });
-            }
-            for i in 0..usize::from(n) {
-                a.values[i] = apply_delta(b.values[i], c.varint("argument delta")?);
-            }
+    if deltas {
+        if a.len != n {
+            return Err(DecodeError::Invalid { what: "argument deltas with another count", found: n.into() });
         }
-        None => {
-            for v in a.values.iter_mut().take(usize::from(n)) {
-                *v = c.varint("argument value")?;
-            }
+        for v in a.values.iter_mut().take(usize::from(n)) {
+            *v = apply_delta(*v, c.varint("argument delta")?);
         }
+    } else {
+        let n = usize::from(n);
+        a.len = n as u8;
+        for v in a.values.iter_mut().take(n) {
+            *v = c.varint("argument value")?;
+        }
+        // Canonical form: zero past `len` (as `ApiArgs::from_slice` makes them).
+        a.values[n..].fill(0);
     }
-    Ok(a)
+    Ok(())
 }
 
+#[inline(always)]
 fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
     let (flags, tid, st) =
         thread_flags(threads, c, F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS)?;
@@ -568,29 +585,31 @@ fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Rec
     let external = if flags & F_API_EXTERNAL != 0 { c.varint("ApiCall external")? } else { 0 };
     let result = if flags & F_API_RESULT != 0 { Some(unzigzag(c.varint("ApiCall result")?)) } else { None };
     let key = api_key(kind, op);
-    let args = if flags & F_API_SAME_ARGS != 0 {
-        *st.api_args
-            .get(&key)
-            .ok_or(DecodeError::Invalid { what: "same-args flag with no previous call", found: flags })?
-    } else {
-        let base = if flags & F_API_ARG_DELTAS != 0 {
-            Some(
-                *st.api_args
-                    .get(&key)
-                    .ok_or(DecodeError::Invalid { what: "argument deltas with no previous call", found: flags })?,
-            )
-        } else {
-            None
+    let args = if flags & (F_API_SAME_ARGS | F_API_ARG_DELTAS) != 0 {
+        let Some(prev) = st.api_args.get_mut(&key) else {
+            let what = if flags & F_API_SAME_ARGS != 0 {
+                "same-args flag with no previous call"
+            } else {
+                "argument deltas with no previous call"
+            };
+            return Err(DecodeError::Invalid { what, found: flags });
         };
-        let a = values(c, "ApiCall arg count", base.as_ref())?;
-        st.api_args.insert(key, a);
-        a
+        if flags & F_API_ARG_DELTAS != 0 {
+            // A failure leaves the state half-updated: the chunk's decoding stops there anyway.
+            values_into(c, "ApiCall arg count", prev, true)?;
+        }
+        *prev
+    } else {
+        let a = st.api_args.entry(key).or_default();
+        values_into(c, "ApiCall arg count", a, false)?;
+        *a
     };
     st.ts = end;
     st.correlation = correlation;
     Ok(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }))
 }
 
+#[inline(always)]
 fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
     let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
     let kind = c.u32("Activity kind")?;

@@ -1020,6 +1020,13 @@ unsafe fn code_object_load(p: &ApiCallPayload) {
     if op != code_object::PROGRAM_BUILD {
         code_objects::created(co.handle);
     }
+    // A kernel's name as every other record reports it (readable, demangled; `pKernelName`
+    // is the mangled `_ZTS…`): one answer per kernel.
+    let readable = if op == code_object::KERNEL { kernel_name(co.handle) } else { None };
+    let mut co = co;
+    if let Some(n) = &readable {
+        co.name = n.as_ptr();
+    }
     emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&co));
 }
 
@@ -1184,6 +1191,15 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
             if a[5] != 0 {
                 k.local_size[d] = (a[5] as *const u64).add(d).read_unaligned();
             }
+        }
+    }
+    // The geometry convention of every path (`KernelDispatchPayload`): dimensions past
+    // `work_dim` are 1 (local sizes too, when the program chose them; all 0 when the runtime
+    // chooses), as the SYCL streams report them without UR.
+    for d in dims..3 {
+        k.global_size[d] = 1;
+        if a[5] != 0 {
+            k.local_size[d] = 1;
         }
     }
     // SAFETY: `pArgs` has `numArgs` entries (UR contract).
@@ -1980,9 +1996,13 @@ unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData
         unsafe {
             for_metadata(d, e, |k, o| match k {
                 Key::KernelName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
-                    let n = o.size.min(NAME_CAP - 1);
                     // SAFETY: the object holds `size` bytes at `data`.
-                    std::ptr::copy_nonoverlapping(o.data.cast::<u8>(), name.as_mut_ptr(), n);
+                    let raw = std::slice::from_raw_parts(o.data.cast::<u8>(), o.size);
+                    let raw = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+                    // The same readable name as the UR path gives (`_ZTS4axpy` → `axpy`).
+                    let readable = readable_kernel_name(raw);
+                    let n = readable.len().min(NAME_CAP - 1);
+                    name[..n].copy_from_slice(&readable[..n]);
                     name[n] = 0;
                 }
                 Key::Arg(i) if !ur_seen && usize::from(i) < MAX_KERNEL_ARGS && o.size >= 24 && !o.data.is_null() => {

@@ -99,6 +99,18 @@ enum {
     OFFTRACE_XPTI_FUNCTION_WITH_ARGS_END = 29
 };
 
+/* Phases by kind (the `phase` of a callback record; buffer records carry the record of an API
+ * call once, at its exit, with start/end timestamps):
+ *   API kinds (UR_API, OPENCL_API, CUDA_*): ENTER then EXIT on the calling thread, same
+ *     correlation id; the exit's payload has the result;
+ *   KERNEL_DISPATCH, MEMORY_COPY, MEMORY_FILL: NONE at the enqueue (inside its API call, with
+ *     its correlation id), then COMPLETE with device_start/device_end when the backend learns
+ *     the device times (same correlation id, possibly on another thread);
+ *   SYNC: ENTER/EXIT around a host wait, NONE for a barrier enqueued (COMPLETE as above);
+ *   TASK_GRAPH: NONE for node/edge/signal, ENTER/EXIT around a task;
+ *   MEMORY_ALLOC, QUEUE, DEVICE, MARKER (mark), COUNTER, XPTI: NONE;
+ *   MARKER ranges: ENTER at offtrace_marker_range_push, EXIT at its pop;
+ *   CODE_OBJECT: LOAD when created/built, UNLOAD when the last reference is released. */
 typedef uint32_t offtrace_callback_phase_t;
 enum {
     OFFTRACE_CALLBACK_PHASE_NONE = 0, /* a one-shot record */
@@ -203,11 +215,12 @@ typedef struct offtrace_implicit_allocation_t {
 typedef struct offtrace_callback_tracing_kernel_dispatch_data_t {
     uint64_t queue;
     uint64_t kernel;
-    const char* kernel_name;
+    const char* kernel_name; /* readable: demangled, a SYCL kernel's type name (`axpy`, not `_ZTS4axpy`),
+                                the same in KERNEL_DISPATCH and CODE_OBJECT records */
     uint32_t work_dim;
     uint32_t kernel_arg_count;
-    uint64_t global_size[3];
-    uint64_t local_size[3];
+    uint64_t global_size[3]; /* dimensions past work_dim are 1 */
+    uint64_t local_size[3];  /* all 0: chosen by the runtime; else dimensions past work_dim are 1 */
     uint64_t kernel_args[OFFTRACE_MAX_KERNEL_ARGS];
     const offtrace_implicit_allocation_t* implicit_allocations;
     uint64_t implicit_allocation_count;
@@ -345,10 +358,38 @@ typedef struct offtrace_tool_configure_result_t {
     void* tool_data;
 } offtrace_tool_configure_result_t;
 
+/* Version encoding of `version` below and of offtrace_get_version's three numbers. */
+#define OFFTRACE_VERSION_MAJOR 0
+#define OFFTRACE_VERSION_MINOR 1
+#define OFFTRACE_VERSION_PATCH 0
+#define OFFTRACE_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define OFFTRACE_VERSION OFFTRACE_VERSION_ENCODE(OFFTRACE_VERSION_MAJOR, OFFTRACE_VERSION_MINOR, OFFTRACE_VERSION_PATCH)
+
 /* What a tool library exports (return NULL to decline). */
 typedef offtrace_tool_configure_result_t* (*offtrace_configure_func_t)(uint32_t version, const char* runtime_version,
                                                                        uint32_t priority,
                                                                        offtrace_client_id_t* client_id);
+
+/*
+ * The registration entry point a tool library defines (rocprofiler-sdk's rocprofiler_configure).
+ * The loader (OFFTRACE_TOOLS, `offtrace record --tool LIB`, offtrace_load_tools) dlopens the
+ * library and calls it once, on the thread that loads tools, before any record is delivered:
+ *   version         OFFTRACE_VERSION_ENCODE(major, minor, patch) of the loading offtrace;
+ *   runtime_version a text such as "offtrace 0.1.0";
+ *   priority        0 for the first tool loaded, 1 for the next, ...;
+ *   client_id       the tool's identity: it may set client_id->name (static storage).
+ * Return convention: NULL declines (the tool is not counted and nothing of it is called again);
+ * otherwise a pointer to static storage whose `size` is sizeof(offtrace_tool_configure_result_t).
+ * Then initialize(client_finalize, tool_data) runs: 0 = success, where the tool creates,
+ * configures and starts its contexts. Nonzero = failure: every context the tool created during
+ * initialize is stopped and destroyed with its buffers (flushed), and nothing of the tool runs
+ * again (no finalize). finalize(tool_data) runs once: at the end of the process, in reverse load
+ * order, or earlier when the tool calls client_finalize(client_id); called from inside one of
+ * its callbacks, client_finalize is deferred to a thread of offtrace and runs as soon as that
+ * callback returns (so finalize can still flush and destroy; the end of the process waits for it).
+ */
+offtrace_tool_configure_result_t* offtrace_configure(uint32_t version, const char* runtime_version, uint32_t priority,
+                                                     offtrace_client_id_t* client_id);
 
 /* ------------------------------------------------------------------ metrics (zet-shaped) */
 
@@ -545,6 +586,15 @@ offtrace_status_t offtrace_configure_buffer_tracing_service(offtrace_context_id_
 offtrace_status_t offtrace_flush_buffer(offtrace_buffer_id_t buffer_id);
 
 /**
+ * Delivers what the buffer holds, then destroys it: its callback is never called again once
+ * this returns and the id names nothing. OFFTRACE_STATUS_ERROR_CONTEXT_ACTIVE while its
+ * context is started (stop it first); OFFTRACE_STATUS_ERROR_BUSY inside a callback. Records
+ * its services still send (exits of calls entered before the stop) are dropped and counted.
+ * offtrace_destroy_context destroys the context's buffers too.
+ */
+offtrace_status_t offtrace_destroy_buffer(offtrace_buffer_id_t buffer_id);
+
+/**
  * Total records a discard-policy buffer dropped since it was created.
  *
  * Safety:
@@ -602,6 +652,13 @@ offtrace_status_t offtrace_iterate_callback_tracing_kind_operation_args(offtrace
  * calling thread's id (stacks are per thread).
  */
 offtrace_status_t offtrace_push_external_correlation_id(offtrace_context_id_t context_id, offtrace_thread_id_t thread_id, offtrace_user_data_t external_correlation_id);
+
+/**
+ * Sets the context's process-wide external correlation id (0 clears it). Records of the
+ * context from any thread whose own stack for the context is empty carry it (worker threads
+ * of the runtime included); a thread's own pushed id wins. Call it from any thread.
+ */
+offtrace_status_t offtrace_set_process_external_correlation_id(offtrace_context_id_t context_id, offtrace_user_data_t external_correlation_id);
 
 /**
  * Pops the top external correlation id of the calling thread's stack for the context into

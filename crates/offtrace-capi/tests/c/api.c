@@ -254,9 +254,16 @@ int main(void) {
     offtrace_buffer_id_t nobuf = {0};
     CHECK(offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, nobuf) ==
           OFFTRACE_STATUS_ERROR_BUFFER_NOT_FOUND);
+    /* A started context's configuration is locked. */
+    CHECK(offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, buf) ==
+          OFFTRACE_STATUS_ERROR_CONTEXT_ACTIVE);
+    CHECK(offtrace_create_buffer(ctx, (size_t)1 << 62, 0, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_buffer, &bs, &nobuf) ==
+          OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
+    OK(offtrace_stop_context(ctx));
     OK(offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, buf));
     CHECK(offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_UR_API, NULL, 0, buf) ==
           OFFTRACE_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED);
+    OK(offtrace_start_context(ctx));
     OK(offtrace_push_external_correlation_id(ctx, 0, ext));
     for (int i = 0; i < 7; i++) offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
     CHECK(bs.calls == 0); /* below the watermark */
