@@ -163,6 +163,9 @@ pub struct Analyzer {
     completed_order: VecDeque<(u32, u64)>,
     queues: FxHashMap<u64, QueueAcc>,
     queue_order: Vec<u64>,
+    /// Queues whose handle a later queue reused (created after the first one was destroyed), by
+    /// their position in `queue_order`: each queue the program created is one row.
+    retired_queues: BTreeMap<usize, QueueAcc>,
     live: FxHashMap<u64, (u64, MemoryType, u64)>,
     live_bytes: u64,
     peak_live: u64,
@@ -264,6 +267,12 @@ impl Analyzer {
             Record::Activity(a) => self.activity(a),
             Record::Queue(q) => {
                 self.seen(q.ts);
+                if q.op == 0 && self.queues.get(&q.queue).is_some_and(|a| a.destroyed_ns.is_some()) {
+                    let pos = self.queue_order.iter().rposition(|&h| h == q.queue);
+                    if let (Some(pos), Some(old)) = (pos, self.queues.remove(&q.queue)) {
+                        self.retired_queues.insert(pos, old);
+                    }
+                }
                 let known = self.queues.contains_key(&q.queue);
                 if !known {
                     self.queue_order.push(q.queue);
@@ -745,7 +754,8 @@ impl Analyzer {
         let queues = self
             .queue_order
             .iter()
-            .filter_map(|q| self.queues.get(q).map(|acc| (*q, acc)))
+            .enumerate()
+            .filter_map(|(i, q)| self.retired_queues.get(&i).or_else(|| self.queues.get(q)).map(|acc| (*q, acc)))
             .map(|(queue, q)| QueueStats {
                 queue,
                 device: self.device_name(q.device),

@@ -156,3 +156,21 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.longest_chain, vec!["a", "b", "c", "d", "e"]);
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
+
+/// A queue created at the address of a destroyed one (the runtime reuses the memory) is a queue
+/// of its own: each queue the program created is one row, with its own lifetime and commands.
+#[test]
+fn a_reused_queue_handle_is_a_new_queue() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.queue_create(1, 10, 0x500, 0xd1, false);
+    b.queue_destroy(1, 20, 0x500);
+    b.queue_create(1, 30, 0x500, 0xd1, true);
+    b.kernel(1, 40, 1, 0x500, 0xd1, "k", Some((50, 60)));
+    b.queue_create(1, 45, 0x600, 0xd1, true);
+    b.queue_destroy(1, 70, 0x500);
+    let r = analyze(&b.out);
+    let rows: Vec<_> = r.queues.iter().map(|q| (q.queue, q.created_ns, q.destroyed_ns, q.total_commands)).collect();
+    assert_eq!(rows, [(0x500, Some(10), Some(20), 0), (0x500, Some(30), Some(70), 1), (0x600, Some(45), None, 0)]);
+    assert_eq!(r.queues[1].in_order, Some(true));
+}

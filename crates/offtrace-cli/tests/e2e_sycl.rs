@@ -180,6 +180,24 @@ fn record_report_and_export_a_multithreaded_program() {
     assert!(names.contains(&"scale_add") && names.contains(&"square"), "{names:?}");
     let threads = rep["threads"].as_array().expect("threads");
     assert_eq!(threads.iter().filter(|t| t["device_activities"].as_u64().unwrap_or(0) > 0).count(), 4, "{threads:?}");
+    // One record per object and runtime level (`docs/record-model.md`): the OpenCL layer, nested
+    // in the UR calls, defines none of the OpenCL queues, buffers or programs the UR adapter
+    // creates; the report shows the program's queues and allocations once each.
+    let ur_queues = api_calls(&rep, "UR_API", "urQueueCreate");
+    assert_eq!(ur_queues, count(&c, "sycl", "queue_create"), "{c:?}");
+    assert!(ur_queues >= 4 * 2 + 1, "two queues per thread and a shared one: {ur_queues}");
+    assert_eq!(rep["queues"].as_array().expect("queues").len() as u64, ur_queues, "{}", rep["queues"]);
+    let ur_allocs = ["urUSMDeviceAlloc", "urUSMSharedAlloc", "urUSMHostAlloc"]
+        .iter()
+        .map(|op| api_calls(&rep, "UR_API", op))
+        .sum::<u64>();
+    assert!(ur_allocs > 0);
+    let m = &rep["memory"];
+    let allocs: u64 =
+        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().expect("count")).sum();
+    assert_eq!(allocs, ur_allocs, "{m}");
+    assert_eq!(m["unmatched_frees"], 0, "no frees of unknown allocations: {m}");
+    assert_eq!(m["frees"].as_u64(), Some(api_calls(&rep, "UR_API", "urUSMFree")), "{m}");
     // Queues and allocations name their device by the runtime's name, not by a handle.
     for q in rep["queues"].as_array().expect("queues") {
         let device = q["device"].as_str().expect("device");
@@ -252,6 +270,12 @@ fn record_report_and_export_a_multithreaded_program() {
          print(db.execute('select count(*) from (select queue, sum(device_ns) s, max(device_end_ns) - min(device_start_ns) span from device_activity a join queues q using (queue) where q.in_order = 1 group by queue) where s > span').fetchone()[0])\n\
          for v in ['top_kernels', 'api_calls_by_thread', 'copy_bandwidth', 'queue_wait']:\n    db.execute(f'select * from {v}').fetchall()\n",
     );
+    let threads = sql(
+        &dir.path().join("t.sqlite"),
+        "print(db.execute('select count(*) - count(distinct tid) from threads').fetchone()[0])\n\
+         print(db.execute('select count(*) from api_calls_named').fetchone()[0] - db.execute('select count(*) from api_calls').fetchone()[0])\n",
+    );
+    assert_eq!(threads.split_whitespace().collect::<Vec<_>>(), ["0", "0"], "one threads row per tid, no call twice");
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
     assert_eq!(lines[0], ur_begin);
     assert_eq!(lines[1], 0, "every device activity has its queue");

@@ -60,7 +60,11 @@ impl Defs {
                 self.ops.insert((d.kind, d.op), (d.name, d.args.clone()));
             }
             Record::Thread { tid, name } => {
-                self.threads.insert(*tid, *name);
+                // Defined once per layer that saw the thread: the first non-empty name wins.
+                let known = self.threads.get(tid).is_some_and(|&s| !self.str(s).is_empty());
+                if !known {
+                    self.threads.insert(*tid, *name);
+                }
             }
             Record::Device(d) => {
                 self.devices.insert(d.handle, d.name);

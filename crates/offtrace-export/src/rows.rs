@@ -57,6 +57,9 @@ struct Rows<'w> {
     /// Commands completed already: a later completion of one is not written again.
     completed: crate::timeline::Completed,
     queues: BTreeMap<u64, QueueRow>,
+    /// One row per tid, written at the end: a thread can be defined more than once (by each
+    /// backend's layer that saw it); the first non-empty name wins.
+    threads: BTreeMap<u32, String>,
     drops: BTreeMap<u32, u64>,
     notifications: BTreeMap<(u8, u16), u64>,
     streams: FxHashMap<u8, offtrace_format::StrId>,
@@ -95,8 +98,10 @@ impl Rows<'_> {
                 self.put(Table::Operations, &[Cell::Int(d.kind.into()), Cell::Int(d.op.into()), t(&name), t(&args)])?;
             }
             Record::Thread { tid, name } => {
-                let name = self.defs.str(*name).to_owned();
-                self.put(Table::Threads, &[Cell::Int((*tid).into()), t(&name)])?;
+                let row = self.threads.entry(*tid).or_default();
+                if row.is_empty() {
+                    self.defs.str(*name).clone_into(row);
+                }
             }
             Record::Device(d) => {
                 let name = self.defs.str(d.name).to_owned();
@@ -408,6 +413,9 @@ impl Rows<'_> {
                 self.activity_row(&w)?;
             }
         }
+        for (tid, name) in std::mem::take(&mut self.threads) {
+            self.put(Table::Threads, &[Cell::Int(tid.into()), t(&name)])?;
+        }
         for (q, row) in std::mem::take(&mut self.queues) {
             self.put(
                 Table::Queues,
@@ -454,6 +462,7 @@ pub(crate) fn write_tables(
         early_order: VecDeque::new(),
         completed: crate::timeline::Completed::default(),
         queues: BTreeMap::new(),
+        threads: BTreeMap::new(),
         drops: BTreeMap::new(),
         notifications: BTreeMap::new(),
         streams: FxHashMap::default(),

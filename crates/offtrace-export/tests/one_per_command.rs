@@ -110,3 +110,27 @@ fn every_export_has_one_row_or_slice_per_command() {
     assert_eq!(device.len(), 5, "{device:?}");
     assert!(device.iter().all(|n| !n.starts_with("enqueued: ")), "{device:?}");
 }
+
+/// A thread defined by two layers (the SYCL backend and the OpenCL layer both saw it) is one
+/// row of `threads`, named by the first non-empty name; joins through it do not duplicate calls.
+#[test]
+fn a_thread_defined_twice_is_one_row() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "");
+    b.thread(1, "main");
+    b.thread(1, "other");
+    b.kind(kind::UR_API, "UR_API");
+    b.op(kind::UR_API, 1, "urEnqueueSomething", &[("hQueue", "ur_queue_handle_t", 3)]);
+    b.api_call(kind::UR_API, 1, 1, 10, 20, 1, &[Q], 0);
+    b.api_call(kind::UR_API, 1, 1, 30, 40, 2, &[Q], 0);
+    b.out.push(Record::End { records: 0, drops: 0 });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.sqlite");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Sqlite, &db)).unwrap();
+    let db = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT COUNT(*) FROM threads"), 1);
+    let name: String = db.query_row("SELECT name FROM threads WHERE tid = 1", [], |r| r.get(0)).unwrap();
+    assert_eq!(name, "main");
+    assert_eq!(one("SELECT COUNT(*) FROM api_calls_named"), 2);
+}

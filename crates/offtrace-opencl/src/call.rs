@@ -46,6 +46,21 @@ thread_local! {
     static LAST_OUTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Whether the OpenCL call the calling thread is in runs nested inside another backend's API
+/// call (a UR call on the SYCL path). Read from the layer's hooks, between the call's enter and
+/// exit: when `OPENCL_API` is traced the call's enter recorded its enclosing call in
+/// `LAST_OUTER`; otherwise the thread's current call is the enclosing one. Objects the layer sees
+/// nested (queues, memory, programs, kernels, devices) are reported by the enclosing level, so the
+/// layer emits no records of its own for them (`docs/record-model.md`, one record per runtime
+/// level).
+pub(crate) fn nested_now() -> bool {
+    if offtrace_core::kind_enabled(OPENCL_API) {
+        LAST_OUTER.try_with(std::cell::Cell::get).unwrap_or(0) != 0
+    } else {
+        current_correlation_id() != 0
+    }
+}
+
 /// An `OPENCL_API` call in progress on this thread. Lives in the wrapper's frame and is filled
 /// in place (`enter`, `exit` take `&mut self`): the 152-byte payload is never moved.
 pub(crate) struct ApiCall {

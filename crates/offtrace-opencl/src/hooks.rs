@@ -47,7 +47,8 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     }
     crate::calibration::calibrate_device(device, queue);
     objects::device_seen(device, context);
-    if kind_enabled(Kind::Queue) {
+    let info = QueueInfo { nested: crate::call::nested_now(), ..info };
+    if kind_enabled(Kind::Queue) && !info.nested {
         let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;
         let p = QueuePayload {
             queue: queue as u64,
@@ -77,7 +78,13 @@ pub(crate) unsafe fn clCreateCommandQueue(
         q,
         context,
         device,
-        QueueInfo { device: device as usize, app_properties: properties, app_property_list: None, counters: None },
+        QueueInfo {
+            device: device as usize,
+            app_properties: properties,
+            app_property_list: None,
+            counters: None,
+            nested: false,
+        },
     );
     q
 }
@@ -159,7 +166,7 @@ unsafe fn create_queue_with_properties(
         q,
         context,
         device,
-        QueueInfo { device: device as usize, app_properties, app_property_list: app_list, counters },
+        QueueInfo { device: device as usize, app_properties, app_property_list: app_list, counters, nested: false },
     );
     q
 }
@@ -262,7 +269,7 @@ pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, 
     // SAFETY: forwarded.
     let r = unsafe { next(queue) };
     if r == CL_SUCCESS && rc == 1 {
-        if let Some(info) = queues::get(queue).filter(|_| kind_enabled(Kind::Queue)) {
+        if let Some(info) = queues::get(queue).filter(|i| kind_enabled(Kind::Queue) && !i.nested) {
             let p = QueuePayload { queue: queue as u64, device: info.device as u64, ..Default::default() };
             emit_instant(Kind::Queue, queue_op::DESTROY, Phase::None, Payload::Queue(&p));
         }

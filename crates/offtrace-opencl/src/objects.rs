@@ -80,7 +80,7 @@ pub(crate) fn kernel_created(kernel: *mut c_void, program: *mut c_void, name: *c
         Some(intern(unsafe { CStr::from_ptr(name) }))
     };
     with_kernels(|m| m.insert(kernel as usize, KernelInfo { name, args: Vec::new() }));
-    if kind_enabled(Kind::CodeObject) {
+    if kind_enabled(Kind::CodeObject) && !nested_now() {
         let p = CodeObjectPayload {
             handle: kernel as u64,
             program: program as u64,
@@ -127,7 +127,7 @@ pub(crate) fn query_string(f: impl Fn(usize, *mut c_void, *mut usize) -> Option<
 
 /// A buffer or image `mem` was created (size from the runtime when `size` is 0).
 pub(crate) fn mem_created(mem: *mut c_void, size: u64) {
-    if mem.is_null() || !kind_enabled(Kind::MemoryAlloc) && !kind_enabled(Kind::KernelDispatch) {
+    if mem.is_null() || !kind_enabled(Kind::MemoryAlloc) && !kind_enabled(Kind::KernelDispatch) || nested_now() {
         return;
     }
     let size = if size != 0 { size } else { mem_info(mem, CL_MEM_SIZE).unwrap_or(0) };
@@ -144,7 +144,7 @@ pub(crate) fn mem_info(mem: *mut c_void, param: u32) -> Option<u64> {
 
 /// An SVM or USM allocation.
 pub(crate) fn usm_allocated(ptr: *mut c_void, size: usize, memory_type: MemoryType, device: *mut c_void) {
-    if !ptr.is_null() {
+    if !ptr.is_null() && !nested_now() {
         emit_memory_alloc(&MemoryAllocPayload {
             ptr: ptr as u64,
             size: size as u64,
@@ -155,14 +155,14 @@ pub(crate) fn usm_allocated(ptr: *mut c_void, size: usize, memory_type: MemoryTy
 }
 
 pub(crate) fn freed(ptr: *mut c_void) {
-    if !ptr.is_null() {
+    if !ptr.is_null() && !nested_now() {
         emit_memory_free(ptr as u64);
     }
 }
 
 /// A program object was created or built (`op` = PROGRAM or PROGRAM_BUILD).
 pub(crate) fn program_event(op: u32, program: *mut c_void, name: *const c_char, binary_size: u64) {
-    if program.is_null() || !kind_enabled(Kind::CodeObject) {
+    if program.is_null() || !kind_enabled(Kind::CodeObject) || nested_now() {
         return;
     }
     let p = CodeObjectPayload { handle: program as u64, program: program as u64, name, binary_size };
@@ -170,7 +170,7 @@ pub(crate) fn program_event(op: u32, program: *mut c_void, name: *const c_char, 
 }
 
 pub(crate) fn code_object_unloaded(op: u32, handle: *mut c_void) {
-    if kind_enabled(Kind::CodeObject) {
+    if kind_enabled(Kind::CodeObject) && !nested_now() {
         let p = CodeObjectPayload { handle: handle as u64, program: 0, name: ptr::null(), binary_size: 0 };
         emit_instant(Kind::CodeObject, op, Phase::Unload, Payload::CodeObject(&p));
     }
@@ -178,9 +178,10 @@ pub(crate) fn code_object_unloaded(op: u32, handle: *mut c_void) {
 
 static DEVICES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
 
-/// Defines `device` (name, type; parent = the context it was first used in) once.
+/// Defines `device` (name, type; parent = the context it was first used in) once; not for a
+/// device first used nested inside another backend's call, which that backend defines.
 pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
-    if device.is_null() || !kind_enabled(Kind::Device) {
+    if device.is_null() || !kind_enabled(Kind::Device) || nested_now() {
         return;
     }
     if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::default).insert(device as usize) {

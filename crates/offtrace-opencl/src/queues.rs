@@ -20,6 +20,9 @@ pub(crate) struct QueueInfo {
     /// The program's `cl_queue_properties` list (for `CL_QUEUE_PROPERTIES_ARRAY`), if it gave one.
     pub app_property_list: Option<Vec<u64>>,
     pub counters: Option<Arc<CounterSet>>,
+    /// Created nested inside another backend's call (a UR queue's `cl_command_queue`): that
+    /// backend reports the queue, the layer emits no QUEUE records for it.
+    pub nested: bool,
 }
 
 static QUEUES: RwLock<Option<HashMap<usize, QueueInfo>>> = RwLock::new(None);
