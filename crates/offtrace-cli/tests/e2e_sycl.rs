@@ -185,7 +185,7 @@ fn record_report_and_export_a_multithreaded_program() {
     // creates; the report shows the program's queues and allocations once each.
     let ur_queues = api_calls(&rep, "UR_API", "urQueueCreate");
     assert_eq!(ur_queues, count(&c, "sycl", "queue_create"), "{c:?}");
-    assert!(ur_queues >= 4 * 2 + 1, "two queues per thread and a shared one: {ur_queues}");
+    assert!(ur_queues > 4 * 2, "two queues per thread and a shared one: {ur_queues}");
     assert_eq!(rep["queues"].as_array().expect("queues").len() as u64, ur_queues, "{}", rep["queues"]);
     let ur_allocs = ["urUSMDeviceAlloc", "urUSMSharedAlloc", "urUSMHostAlloc"]
         .iter()

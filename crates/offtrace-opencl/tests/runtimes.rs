@@ -558,6 +558,26 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
     let ur: std::collections::HashMap<u64, u32> =
         calls.iter().filter(|c| c.kind == 1).map(|c| (c.correlation, c.op)).collect();
     assert!(calls.iter().any(|c| c.kind == 12), "no OPENCL_API calls in the agent's trace");
+    // One record per object and runtime level: nested in UR calls, the layer defines none of the
+    // queues, allocations, programs or kernels the UR adapter creates (the UR level does). The
+    // program's own OpenCL calls (dpctl builds its kernels with clCreateProgramWithSource) are
+    // OpenCL's level: their records stay.
+    let nested: std::collections::HashSet<u64> = calls
+        .iter()
+        .filter(|c| c.kind == 12)
+        .filter(|c| calls.iter().any(|u| u.kind == 1 && u.tid == c.tid && u.start <= c.start && c.end <= u.end))
+        .map(|c| c.correlation)
+        .collect();
+    assert!(nested.len() > 100, "OpenCL calls inside UR calls: {}", nested.len());
+    let in_nested = |r: &&Record| match r {
+        Record::Queue(q) => nested.contains(&q.correlation),
+        Record::Memory(m) => nested.contains(&m.correlation),
+        Record::CodeObject(c) => nested.contains(&c.correlation),
+        _ => false,
+    };
+    let objects: Vec<_> = records.iter().filter(in_nested).collect();
+    assert!(objects.is_empty(), "QUEUE / MEMORY_ALLOC / CODE_OBJECT records of the nested OpenCL layer: {objects:?}");
+    assert!(records.iter().any(|r| matches!(r, Record::Queue(_))), "the UR level's queues");
     let acts: Vec<_> =
         records.iter().filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None }).collect();
     // Every enqueue the SYCL backend reported (phase NONE, inside its UR call) is completed by a
