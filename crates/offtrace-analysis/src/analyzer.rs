@@ -149,7 +149,7 @@ pub struct Analyzer {
     activity_index: FxHashMap<(u32, ActivityName), usize>,
     /// Device work enqueued without device times: (kind, correlation) → its group, so that the
     /// completion record adds its device time to the same group instead of counting it again.
-    awaiting_completion: FxHashMap<(u32, u64), usize>,
+    awaiting_completion: FxHashMap<(u32, u64), (usize, u64)>,
     completion_order: VecDeque<(u32, u64)>,
     /// Completions whose enqueue record has not come yet ((kind, correlation) → the completion):
     /// two backends' records of one command reach the file in either order (different threads'
@@ -472,9 +472,11 @@ impl Analyzer {
         let key = (a.kind, a.correlation);
         // A completion of work already counted adds its device time to that work's group.
         let completes = a.phase == phase::COMPLETE && a.correlation != 0;
-        let (group, counted) = match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
-            Some(g) => (g, true),
-            None => (self.activity_group(a), false),
+        // The queue is the enqueue record's: a completion from a lower runtime level (the OpenCL
+        // layer under SYCL) names its own queue handle, not the one the program used.
+        let (group, counted, queue) = match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
+            Some((g, queue)) => (g, true, queue),
+            None => (self.activity_group(a), false, a.queue),
         };
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let acc = &mut self.activity[group];
@@ -498,7 +500,7 @@ impl Analyzer {
                 }
                 waiting.push((a.correlation, group as u32));
                 if !known {
-                    self.awaiting_completion.insert(key, group);
+                    self.awaiting_completion.insert(key, (group, a.queue));
                     self.completion_order.push_back(key);
                     if self.completion_order.len() > PENDING_MAX
                         && let Some(old) = self.completion_order.pop_front()
@@ -517,7 +519,7 @@ impl Analyzer {
             *q.commands.entry(a.kind).or_default() += 1;
         }
         if known {
-            self.queues.entry(a.queue).or_default().busy_ns += a.device_end - a.device_start;
+            self.queues.entry(queue).or_default().busy_ns += a.device_end - a.device_start;
         }
         // Copies and fills by direction (a kernel has no bytes).
         if a.bytes != 0 || a.direction != CopyDirection::Unknown {

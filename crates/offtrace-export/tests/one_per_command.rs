@@ -134,3 +134,28 @@ fn a_thread_defined_twice_is_one_row() {
     assert_eq!(name, "main");
     assert_eq!(one("SELECT COUNT(*) FROM api_calls_named"), 2);
 }
+
+/// A completion from a lower runtime level (the OpenCL layer under SYCL) names its own queue
+/// handle: its device time is the busy time of the queue the command was enqueued on, and the
+/// lower level's handle does not become a queue of its own.
+#[test]
+fn a_completion_naming_another_queue_counts_for_the_enqueue_records_queue() {
+    const LOWER: u64 = 0x7000;
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.kind(kind::UR_API, "UR_API");
+    b.op(kind::UR_API, 1, "urEnqueueSomething", &[("hQueue", "ur_queue_handle_t", 3)]);
+    b.queue_create(1, 10, Q, D, true);
+    b.kernel(1, 100, 1, Q, D, "k", None);
+    b.api_call(kind::UR_API, 1, 1, 90, 110, 1, &[Q], 0);
+    b.complete(kind::KERNEL_DISPATCH, 0, 1, 300, 1, LOWER, 1_000, 1_250);
+    b.out.push(Record::End { records: 0, drops: 0 });
+    let mut a = Analyzer::new();
+    for r in &b.out {
+        a.push(r);
+    }
+    let rep = a.finish(true, Vec::new(), None);
+    let q = rep.queues.iter().find(|q| q.queue == Q).unwrap();
+    assert_eq!(q.device_busy_ns, 250);
+    assert!(rep.queues.iter().all(|q| q.queue != LOWER), "{:?}", rep.queues);
+}
