@@ -28,6 +28,7 @@ pub(crate) fn agent_loaded() -> bool {
 pub(crate) fn inside_agent() -> bool {
     static INSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *INSIDE.get_or_init(|| {
+        // SAFETY: `Dl_info` is plain pointers and an int, for which all-zero bytes are valid.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
         // SAFETY: dladdr only reads the address; `info` is a valid out struct.
         let found = unsafe { libc::dladdr(inside_agent as *const libc::c_void, &mut info) } != 0;

@@ -168,7 +168,9 @@ fn xptiTraceEnabled() -> bool = false, d::trace_enabled());
 export!(/// #30
 fn xptiCheckTraceEnabled(stream: u32, trace_type: u32) -> bool = false, d::check_trace_enabled(u8_of(stream), u16_of(trace_type)));
 export!(/// #31
-fn xptiReset() -> () = (), unsafe { d::reset() });
+fn xptiReset() -> () = (),
+    // SAFETY: see the note above the exports.
+    unsafe { d::reset() });
 export!(/// #32
 fn xptiForceSetTraceEnabled(on: u32) -> () = (), d::force_set_trace_enabled(bool_of(on)));
 export!(/// #33
@@ -180,7 +182,9 @@ fn xptiCreateTracepoint(func: *const c_char, file: *const c_char, line: u32, col
     // SAFETY: see the note above the exports; `code_ptr` is never dereferenced.
     unsafe { d::create_tracepoint(func, file, line, column, code_ptr) });
 export!(/// #36
-fn xptiDeleteTracepoint(tp: *mut c_void) -> XptiResult = XPTI_RESULT_FAIL, unsafe { d::delete_tracepoint(tp) });
+fn xptiDeleteTracepoint(tp: *mut c_void) -> XptiResult = XPTI_RESULT_FAIL,
+    // SAFETY: see the note above the exports.
+    unsafe { d::delete_tracepoint(tp) });
 export!(/// #37
 fn xptiGetTracepointScopeData() -> *const c_void = std::ptr::null(), d::get_tracepoint_scope_data());
 export!(/// #38
