@@ -299,7 +299,7 @@ fn child_process_does_not_clobber_the_trace() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// With a ring too small for bursts, lost records are counted: notifications + `Drops` cover
+/// With a ring too small for bursts, any lost records are counted: notifications + `Drops` cover
 /// what the full-dump subscriber saw in the same process, and `End` carries the drop total.
 #[test]
 fn tiny_ring_counts_every_drop() {
@@ -320,7 +320,9 @@ fn tiny_ring_counts_every_drop() {
     let notifications: u64 = counts(&t.records).values().sum();
     let drops: u64 = t.records.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum();
     let seen: u64 = dump_counts(&dir.join("tiny.jsonl")).values().sum();
-    assert!(drops > 0, "a 64-word ring (the minimum) should overflow during W4");
+    // Whether a 64-word ring overflows depends on how fast the writer drains it (most runs drop,
+    // a quiet machine may not): the accounting below holds either way; overflow itself is
+    // forced deterministically by offtrace-recorder's `default_mode_counts_every_drop`.
     assert!(notifications > 0, "a tiny ring still records");
     // `Drops` count every lost ring entry, of the raw layer and of the typed records alike (one
     // counter per thread): the raw notifications recorded plus every drop cover what the dump
