@@ -321,8 +321,8 @@ fn tiny_ring_counts_every_drop() {
     let drops: u64 = t.records.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum();
     let seen: u64 = dump_counts(&dir.join("tiny.jsonl")).values().sum();
     // Whether a 64-word ring overflows depends on how fast the writer drains it (most runs drop,
-    // a quiet machine may not): the accounting below holds either way; overflow itself is
-    // forced deterministically by offtrace-recorder's `default_mode_counts_every_drop`.
+    // a quiet machine may not): the accounting below holds either way, as in offtrace-recorder's
+    // `default_mode_counts_every_drop`.
     assert!(notifications > 0, "a tiny ring still records");
     // `Drops` count every lost ring entry, of the raw layer and of the typed records alike (one
     // counter per thread): the raw notifications recorded plus every drop cover what the dump
