@@ -54,7 +54,7 @@ step "1. CUDA C workload"
 nvcc -O2 -arch=sm_90 -cudart shared -lineinfo -o "$W/workload" examples/cuda/workload.cu || note_fail "nvcc"
 timeout 60 "$W/workload" > "$W/workload-untraced.json" || note_fail "workload untraced"
 cat "$W/workload-untraced.json"
-OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-traced.json" 2> "$W/workload.err" \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-traced.json" 2> "$W/workload.err" \
   || note_fail "workload traced"
 cat "$W/workload.err"
 $PY scripts/cuda/check.py workload "$W/workload.jsonl" "$W/workload-traced.json" || note_fail "workload checks"
@@ -97,7 +97,8 @@ if [ -x "$BIN" ] && want 4; then
   cat "$W/rec-train.err" | tail -3
   TRACE_JSONL_CALLS=1 target/release/trace_jsonl "$W/train.offtrace" > "$W/train.trace.jsonl" || note_fail "trace_jsonl train"
   ${PYTHON:-python3} scripts/cuda/check.py trace "$W/train.trace.jsonl" "$W/rec-train.jsonl" train || note_fail "train trace checks"
-  timeout 120 "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -60 "$W/workload-report.txt"
+  timeout 120 "$BIN" report "$W/workload.offtrace" > "$OUT/workload-report.txt" 2>&1; head -60 "$OUT/workload-report.txt"
+  timeout 120 "$BIN" report "$W/train.offtrace" > "$OUT/train-report.txt" 2>&1; head -80 "$OUT/train-report.txt"
 fi
 
 want 5 && for size in ${SIZES:-base small}; do
