@@ -43,6 +43,8 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 note_fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
 inject() { CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 "$@"; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# Steps 1-3 read synchronisation, NVTX markers ("window") and memory records from the dump:
+# every activity kind there (the default has kernels, copies and memsets only).
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -66,7 +68,7 @@ fi
 
 if want 2; then
 step "2. PyTorch workload: offtrace vs torch.profiler"
-OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
   2> "$W/train.err" || note_fail "train.py traced"
 tail -5 "$W/train.err"
 $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch --out "$W/train-torch.json" 2> "$W/train-torch.err" \
@@ -77,7 +79,7 @@ $PY scripts/cuda/check.py compare "$W/train.jsonl" "$W/train-torch.json.torch.js
 fi
 if want 3; then
 step "3. offtrace injected, the program starts torch.profiler"
-OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
   --out "$W/coexist.json" 2> "$W/coexist.err"
 echo "exit status: $?"
 $PY scripts/cuda/check.py coexist "$W/coexist.jsonl" "$W/coexist.json.torch.json" "$W/coexist.err" "$OUT/coexist.json"

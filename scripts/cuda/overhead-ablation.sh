@@ -12,7 +12,8 @@
 # callbacks); record_cbonly (launch callbacks enabled, nothing done in them); record_noargs
 # (launch-time dispatch without kernel parameters); record_noapi (OFFTRACE_CUDA_API=0: no runtime
 # callbacks); record_noflush (OFFTRACE_CUDA_FLUSH_MS=0); record_fewkinds (torch.profiler's
-# activity kinds only); record_min (kernels, copies and memsets only); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB); inject (the
+# activity kinds only); record_min (kernels, copies and memsets only: the default since run E3);
+# record_all (every activity kind); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB); inject (the
 # injection without a trace: CUPTI and its callbacks, no records). Results: $OUT/ablation-$SIZE.json
 # and the per-process JSON in $OUT/ablation-$SIZE/.
 set -uo pipefail
@@ -45,6 +46,7 @@ run_mode() { # mode rep
     record_noflush) OFFTRACE_CUDA_FLUSH_MS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_fewkinds) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset,sync,marker "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_min) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_all) OFFTRACE_CUDA_ACTIVITY=all "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_devbuf) OFFTRACE_CUDA_DEVICE_BUFFER_MB=${DEVBUF_MB:-32} "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     inject) CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 $PY "${a[@]}" --out "$out" ;;
     *) echo "unknown mode $m"; return 1 ;;

@@ -569,15 +569,14 @@ fn activity_kinds() -> Vec<&'static i64> {
         .collect()
 }
 
-/// The kinds whose records reach the trace. Left out unless named: `memory` and `pool`
-/// (`MEMORY2`, `MEMORY_POOL`: the trace's allocations come from the API callbacks, which also
-/// feed the allocation table; the activity records only reach `OFFTRACE_CUDA_DUMP`) and
-/// `extcorr` (CUPTI writes those only beside API activity records, which are not enabled; the
-/// services' external ids reach device records through [`external`]). Each enabled kind costs
-/// the launching threads: on the H100, `offtrace record` of `train.py` ran +34..+78 % per step
-/// with every kind and −0..+21 % with kernels, copies and memsets only
-/// (`docs/cuda-runs/run-e2`).
-const DEFAULT_ACTIVITY: &str = "kernel,memcpy,memset,sync,marker,overhead";
+/// The kinds enabled unless `OFFTRACE_CUDA_ACTIVITY` says otherwise: kernels, copies and
+/// memsets. Every other kind is opt-in because on the H100 it made the launching threads slower
+/// on `train.py` (a launch-bound step): with `sync,marker,overhead` added, `offtrace record` ran
+/// +30 % per step against +7 % without (run E3, 7 interleaved processes each); with every kind,
+/// +44 % against +11 % (run E2). `memory` and `pool` (`MEMORY2`, `MEMORY_POOL`) add nothing to
+/// the trace (allocations come from the API callbacks); `extcorr` needs CUPTI's API activity
+/// records, which are not enabled (external ids reach device records through [`external`]).
+const DEFAULT_ACTIVITY: &str = "kernel,memcpy,memset";
 
 /// The activity kinds the backend can enable.
 const ACTIVITY_KINDS: &[i64] = &[
