@@ -559,7 +559,10 @@ pub const STATE_QUERIES: &[&str] = &[
 /// `OFFTRACE_CUDA_ACTIVITY` names (comma-separated: kernel, memcpy, memset, sync, memory, pool,
 /// marker, extcorr, overhead; `all` for every kind of [`ACTIVITY_KINDS`]).
 fn activity_kinds() -> Vec<&'static i64> {
-    let list = std::env::var("OFFTRACE_CUDA_ACTIVITY").unwrap_or_else(|_| DEFAULT_ACTIVITY.to_string());
+    kinds_named(&std::env::var("OFFTRACE_CUDA_ACTIVITY").unwrap_or_else(|_| DEFAULT_ACTIVITY.to_string()))
+}
+
+fn kinds_named(list: &str) -> Vec<&'static i64> {
     let names = ["kernel", "memcpy", "memcpy", "memset", "sync", "memory", "pool", "marker", "extcorr", "overhead"];
     ACTIVITY_KINDS
         .iter()
@@ -1522,4 +1525,125 @@ fn with_external_ids(correlation: u32, emit: impl FnOnce()) {
 fn name_of(p: *const c_char) -> String {
     // SAFETY: callers pass CUPTI strings or null.
     unsafe { activity::c_str(p) }.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_rules_resolve_geometry_once() {
+        let rules = launch_rules(ApiDomain::Driver);
+        let f = |n: &str| ApiDomain::Driver.functions().iter().find(|f| f.name == n).expect("function");
+        let plain = rules[f("cuLaunchKernel").id as usize];
+        assert!(plain.active);
+        assert_eq!(plain.config, NONE);
+        assert_eq!(plain.func, 0);
+        assert_eq!(plain.params, 9);
+        assert_eq!(plain.geometry, [1, 2, 3, 4, 5, 6], "gridDimX..Z, blockDimX..Z follow f");
+        let ex = rules[f("cuLaunchKernelEx").id as usize];
+        assert!(ex.active);
+        assert_ne!(ex.config, NONE);
+        assert_eq!(ex.geometry, [NONE; 6], "cuLaunchKernelEx passes its geometry in the config");
+        assert!(!rules[f("cuMemAlloc_v2").id as usize].active);
+    }
+
+    #[test]
+    fn default_kinds_are_kernels_copies_and_memsets() {
+        let k = |list: &str| kinds_named(list).into_iter().copied().collect::<Vec<_>>();
+        assert_eq!(
+            k(DEFAULT_ACTIVITY),
+            [
+                l::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                l::CUPTI_ACTIVITY_KIND_MEMCPY,
+                l::CUPTI_ACTIVITY_KIND_MEMCPY2,
+                l::CUPTI_ACTIVITY_KIND_MEMSET
+            ]
+        );
+        assert_eq!(k("all"), ACTIVITY_KINDS);
+        assert_eq!(k(" sync ,marker"), [l::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, l::CUPTI_ACTIVITY_KIND_MARKER]);
+        assert!(k("").is_empty());
+    }
+
+    #[test]
+    fn buffers_come_back_zeroed_and_are_reused() {
+        let (mut p, mut size) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: valid out-pointers.
+        unsafe { buffer_requested(&mut p, &mut size, std::ptr::null_mut()) };
+        assert!(!p.is_null());
+        assert_eq!(size, BUFFER_SIZE);
+        // SAFETY: p is BUFFER_SIZE bytes.
+        let b = unsafe { std::slice::from_raw_parts_mut(p, BUFFER_SIZE) };
+        assert!(b.iter().all(|&x| x == 0), "a fresh buffer is zeroed");
+        b[..4096].fill(0xab);
+        release_buffer(p, 4096);
+        let mut q = std::ptr::null_mut();
+        // SAFETY: as above.
+        unsafe { buffer_requested(&mut q, &mut size, std::ptr::null_mut()) };
+        assert_eq!(q, p, "the spare is handed out again");
+        // SAFETY: q is BUFFER_SIZE bytes.
+        let b = unsafe { std::slice::from_raw_parts(q, BUFFER_SIZE) };
+        assert!(b.iter().all(|&x| x == 0), "a reused buffer is zeroed where CUPTI wrote");
+        release_buffer(q, 0);
+    }
+
+    #[test]
+    fn external_ids_follow_the_threads_stacks() {
+        assert_eq!(external::current(), None);
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(70));
+        mirror_external(offtrace_core::ContextId { handle: 9 }, Some(90));
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(71));
+        let ids = external::current().expect("pushed");
+        assert_eq!(&ids[..2], &[(7, 71), (9, 90)], "the top of each context's stack, newest first");
+        external::remember_call(1234);
+        assert_eq!(external::lookup(1234), Some(ids));
+        assert_eq!(external::lookup(1235), None);
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+        let mut ids = external::current().expect("pushed");
+        ids.sort_unstable();
+        assert_eq!(&ids[2..], &[(7, 70), (9, 90)], "the older id of context 7 is its top again");
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+        mirror_external(offtrace_core::ContextId { handle: 9 }, None);
+        assert_eq!(external::current(), None);
+        // Another thread has its own stacks.
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(1));
+        std::thread::spawn(|| assert_eq!(external::current(), None)).join().expect("thread");
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+    }
+
+    #[test]
+    fn device_records_carry_the_launching_calls_external_ids() {
+        use std::sync::Mutex;
+        static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+        let ctx = offtrace_core::create_context().expect("context");
+        offtrace_core::configure_callback_tracing_closure(ctx, offtrace_core::Kind::Marker, None, |r, _| {
+            SEEN.lock().expect("lock").push(r.correlation_id.external.value);
+        })
+        .expect("configure");
+        offtrace_core::start_context(ctx).expect("start");
+        mirror_external(ctx, Some(0x5eed));
+        external::remember_call(77);
+        mirror_external(ctx, None);
+        // On another thread (CUPTI's buffer thread): the record of call 77 carries the id, a
+        // record of another call none.
+        std::thread::spawn(|| {
+            let emit = || {
+                let p = offtrace_core::MarkerPayload { message: c"m".as_ptr(), range_id: 0 };
+                offtrace_core::emit_activity(
+                    offtrace_core::Kind::Marker,
+                    offtrace_core::marker_op::MARK,
+                    1,
+                    5,
+                    5,
+                    offtrace_core::Payload::Marker(&p),
+                );
+            };
+            with_external_ids(77, emit);
+            with_external_ids(78, emit);
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(*SEEN.lock().expect("lock"), [0x5eed, 0]);
+        offtrace_core::destroy_context(ctx).expect("destroy");
+    }
 }
