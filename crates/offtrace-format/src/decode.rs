@@ -102,6 +102,8 @@ pub(crate) struct Decoder {
     threads: ThreadStates,
     /// The file's format version: tags added later are errors in older files.
     version: u16,
+    /// Whether API calls carry their argument values (see [`crate::ReadOptions::api_args`]).
+    api_args: bool,
 }
 
 impl Default for Decoder {
@@ -112,7 +114,14 @@ impl Default for Decoder {
 
 impl Decoder {
     pub fn for_version(version: u16) -> Self {
-        Self { threads: ThreadStates::default(), version }
+        Self { threads: ThreadStates::default(), version, api_args: true }
+    }
+
+    /// API calls come out without their argument values (`args.len` = 0) when `false`: what a
+    /// reader that never looks at them saves (the values are still read past and checked).
+    pub fn with_api_args(mut self, api_args: bool) -> Self {
+        self.api_args = api_args;
+        self
     }
 
     pub fn reset(&mut self) {
@@ -143,7 +152,7 @@ impl Decoder {
             return Ok(());
         }
         if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
-            return crate::typed::decode_with(tag, &mut self.threads, c, sink);
+            return crate::typed::decode_with(tag, &mut self.threads, self.api_args, c, sink);
         }
         let record = match tag {
             TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },

@@ -52,6 +52,11 @@ use crate::timebase::Timebase;
 pub struct ReadOptions {
     /// Threads that decode chunks; `0` decodes on the caller's thread (and starts no thread).
     pub decode_threads: usize,
+    /// Whether API calls carry their argument values. A reader that never looks at them (the
+    /// report) sets `false`: its [`crate::ApiCall::args`] are then empty, and each call costs
+    /// no copy of its 200-byte argument block. Everything else decodes the same, with the same
+    /// checks.
+    pub api_args: bool,
 }
 
 impl Default for ReadOptions {
@@ -60,7 +65,7 @@ impl Default for ReadOptions {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
         let decode_threads = std::env::var("OFFTRACE_READ_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(cores);
-        Self { decode_threads }
+        Self { decode_threads, api_args: true }
     }
 }
 
@@ -277,12 +282,12 @@ impl TraceRecords {
         let pipeline = if options.decode_threads == 0 {
             Pipeline::Inline {
                 scanner,
-                decoder: Decoder::for_version(header.version),
+                decoder: Decoder::for_version(header.version).with_api_args(options.api_args),
                 raw: Vec::new(),
                 ready: VecDeque::new(),
             }
         } else {
-            Self::start_threads(scanner, header.version, options.decode_threads, &pool)
+            Self::start_threads(scanner, header.version, options, &pool)
         };
         Ok(Self {
             header,
@@ -295,7 +300,8 @@ impl TraceRecords {
         })
     }
 
-    fn start_threads(scanner: ChunkScanner, version: u16, n: usize, pool: &Pool) -> Pipeline {
+    fn start_threads(scanner: ChunkScanner, version: u16, options: ReadOptions, pool: &Pool) -> Pipeline {
+        let n = options.decode_threads;
         let mut to_workers: Vec<SyncSender<Work>> = Vec::with_capacity(n);
         let mut from_workers = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n + 1);
@@ -306,7 +312,7 @@ impl TraceRecords {
             from_workers.push(drx);
             let pool = Arc::clone(pool);
             let spawned = std::thread::Builder::new().name(format!("offtrace-decode-{i}")).spawn(move || {
-                let mut decoder = Decoder::for_version(version);
+                let mut decoder = Decoder::for_version(version).with_api_args(options.api_args);
                 let mut raw = Vec::new();
                 // Ends when the I/O thread is done (its sender dropped) or the reader is dropped.
                 while let Ok(work) = rx.recv() {
@@ -335,7 +341,7 @@ impl TraceRecords {
             // Could not start the threads: decode on the caller's thread instead.
             return Pipeline::Inline {
                 scanner,
-                decoder: Decoder::for_version(version),
+                decoder: Decoder::for_version(version).with_api_args(options.api_args),
                 raw: Vec::new(),
                 ready: VecDeque::new(),
             };

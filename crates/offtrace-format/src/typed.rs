@@ -336,9 +336,15 @@ fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) 
 pub(crate) fn decode_with(
     tag: u8,
     threads: &mut ThreadStates,
+    api_args: bool,
     c: &mut Cursor<'_>,
     sink: impl FnOnce(Record),
 ) -> Result<(), DecodeError> {
+    if tag == TAG_API_CALL {
+        // The most frequent record: built in the sink's storage, not returned through a
+        // temporary (its argument block alone is 200 bytes).
+        return decode_api_call(threads, api_args, c, sink);
+    }
     let record = match tag {
         TAG_KIND_DEF => Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) },
         TAG_OPERATION_DEF => {
@@ -376,7 +382,6 @@ pub(crate) fn decode_with(
             unit: StrId(c.u32("CounterDef unit")?),
             value_type: c.u8("CounterDef value_type")?,
         }),
-        TAG_API_CALL => decode_api_call(threads, c)?,
         TAG_ACTIVITY => decode_activity(threads, c)?,
         TAG_QUEUE => {
             let (tid, st) = thread(threads, c, 0)?;
@@ -570,8 +575,31 @@ fn values_into(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: 
     Ok(())
 }
 
+/// Reads past an argument list as [`values_into`] reads it, with the same checks, keeping only
+/// its count in `a` (what a later call's deltas are checked against).
+fn skip_values(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: bool) -> Result<(), DecodeError> {
+    let n = c.u8(what)?;
+    if usize::from(n) > MAX_API_ARGS {
+        return Err(DecodeError::Invalid { what, found: n.into() });
+    }
+    if deltas && a.len != n {
+        return Err(DecodeError::Invalid { what: "argument deltas with another count", found: n.into() });
+    }
+    let value = if deltas { "argument delta" } else { "argument value" };
+    for _ in 0..n {
+        c.varint(value)?;
+    }
+    a.len = n;
+    Ok(())
+}
+
 #[inline(always)]
-fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+fn decode_api_call(
+    threads: &mut ThreadStates,
+    api_args: bool,
+    c: &mut Cursor<'_>,
+    sink: impl FnOnce(Record),
+) -> Result<(), DecodeError> {
     let (flags, tid, st) =
         thread_flags(threads, c, F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS)?;
     if flags & F_API_SAME_ARGS != 0 && flags & F_API_ARG_DELTAS != 0 {
@@ -596,17 +624,27 @@ fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Rec
         };
         if flags & F_API_ARG_DELTAS != 0 {
             // A failure leaves the state half-updated: the chunk's decoding stops there anyway.
-            values_into(c, "ApiCall arg count", prev, true)?;
+            if api_args {
+                values_into(c, "ApiCall arg count", prev, true)?;
+            } else {
+                skip_values(c, "ApiCall arg count", prev, true)?;
+            }
         }
-        *prev
+        prev
     } else {
         let a = st.api_args.entry(key).or_default();
-        values_into(c, "ApiCall arg count", a, false)?;
-        *a
+        if api_args {
+            values_into(c, "ApiCall arg count", a, false)?;
+        } else {
+            skip_values(c, "ApiCall arg count", a, false)?;
+        }
+        a
     };
+    let args = if api_args { *args } else { ApiArgs::default() };
     st.ts = end;
     st.correlation = correlation;
-    Ok(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }))
+    sink(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }));
+    Ok(())
 }
 
 #[inline(always)]
