@@ -9,7 +9,7 @@
 //! operations, devices, counters) carry no thread and no delta state. Byte tables:
 //! `docs/format.md`.
 
-use crate::decode::{Cursor, decode_allocations};
+use crate::decode::{Cursor, RecordSink, decode_allocations};
 use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
@@ -338,15 +338,15 @@ pub(crate) fn decode_with(
     threads: &mut ThreadStates,
     api_args: bool,
     c: &mut Cursor<'_>,
-    sink: impl FnOnce(Record),
+    sink: &mut impl RecordSink,
 ) -> Result<(), DecodeError> {
     if tag == TAG_API_CALL {
         // The most frequent record: built in the sink's storage, not returned through a
         // temporary (its argument block alone is 200 bytes).
         return decode_api_call(threads, api_args, c, sink);
     }
-    let record = match tag {
-        TAG_KIND_DEF => Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) },
+    match tag {
+        TAG_KIND_DEF => sink.put(Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) }),
         TAG_OPERATION_DEF => {
             let kind = c.u32("OperationDef kind")?;
             let op = c.u32("OperationDef op")?;
@@ -366,28 +366,28 @@ pub(crate) fn decode_with(
                     format: c.u8("ArgDef format")?,
                 });
             }
-            Record::OperationDef(OperationDef { kind, op, name, args })
+            sink.put(Record::OperationDef(OperationDef { kind, op, name, args }))
         }
-        TAG_DEVICE => Record::Device(DeviceRecord {
+        TAG_DEVICE => sink.put(Record::Device(DeviceRecord {
             op: c.u32("Device op")?,
             handle: c.varint("Device handle")?,
             parent: c.varint("Device parent")?,
             name: StrId(c.u32("Device name")?),
             device_type: c.u8("Device type")?,
-        }),
-        TAG_COUNTER_DEF => Record::CounterDef(CounterDef {
+        })),
+        TAG_COUNTER_DEF => sink.put(Record::CounterDef(CounterDef {
             counter: c.varint("CounterDef counter")?,
             device: c.varint("CounterDef device")?,
             name: StrId(c.u32("CounterDef name")?),
             unit: StrId(c.u32("CounterDef unit")?),
             value_type: c.u8("CounterDef value_type")?,
-        }),
-        TAG_ACTIVITY => decode_activity(threads, c)?,
+        })),
+        TAG_ACTIVITY => decode_activity(threads, c, sink)?,
         TAG_QUEUE => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Queue op")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Queue(QueueRecord {
+            sink.put(Record::Queue(QueueRecord {
                 op,
                 tid,
                 ts,
@@ -396,7 +396,7 @@ pub(crate) fn decode_with(
                 device: c.varint("Queue device")?,
                 context: c.varint("Queue context")?,
                 flags: c.varint("Queue flags")?,
-            })
+            }))
         }
         TAG_MEMORY => {
             let (tid, st) = thread(threads, c, 0)?;
@@ -405,7 +405,7 @@ pub(crate) fn decode_with(
             let ptr = c.varint("Memory ptr")?;
             let size = c.varint("Memory size")?;
             let memory_type = memory_type(c, "Memory type")?;
-            Record::Memory(MemoryRecord {
+            sink.put(Record::Memory(MemoryRecord {
                 op,
                 tid,
                 ts,
@@ -414,14 +414,14 @@ pub(crate) fn decode_with(
                 size,
                 memory_type,
                 device: c.varint("Memory device")?,
-            })
+            }))
         }
         TAG_CODE_OBJECT => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("CodeObject op")?;
             let phase = c.u8("CodeObject phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::CodeObject(CodeObjectRecord {
+            sink.put(Record::CodeObject(CodeObjectRecord {
                 op,
                 phase,
                 tid,
@@ -431,14 +431,14 @@ pub(crate) fn decode_with(
                 program: c.varint("CodeObject program")?,
                 name: StrId(c.u32("CodeObject name")?),
                 size: c.varint("CodeObject size")?,
-            })
+            }))
         }
         TAG_TASK_GRAPH => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("TaskGraph op")?;
             let phase = c.u8("TaskGraph phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::TaskGraph(TaskGraphRecord {
+            sink.put(Record::TaskGraph(TaskGraphRecord {
                 op,
                 phase,
                 tid,
@@ -450,14 +450,14 @@ pub(crate) fn decode_with(
                 name: StrId(c.u32("TaskGraph name")?),
                 event: c.varint("TaskGraph event")?,
                 queue: c.varint("TaskGraph queue")?,
-            })
+            }))
         }
         TAG_SYNC => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Sync op")?;
             let phase = c.u8("Sync phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Sync(SyncRecord {
+            sink.put(Record::Sync(SyncRecord {
                 op,
                 phase,
                 tid,
@@ -465,14 +465,14 @@ pub(crate) fn decode_with(
                 correlation,
                 object: c.varint("Sync object")?,
                 event_count: c.u32("Sync event_count")?,
-            })
+            }))
         }
         TAG_MARKER => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Marker op")?;
             let phase = c.u8("Marker phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Marker(MarkerRecord {
+            sink.put(Record::Marker(MarkerRecord {
                 op,
                 phase,
                 tid,
@@ -480,14 +480,14 @@ pub(crate) fn decode_with(
                 correlation,
                 message: StrId(c.u32("Marker message")?),
                 range_id: c.varint("Marker range_id")?,
-            })
+            }))
         }
         TAG_COUNTER_SAMPLE => {
             let (tid, st) = thread(threads, c, 0)?;
             let counter = c.varint("CounterSample counter")?;
             let ts = apply_delta(st.ts, c.varint("CounterSample ts")?);
             st.ts = ts;
-            Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? })
+            sink.put(Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? }))
         }
         TAG_GENERIC => {
             let (tid, st) = thread(threads, c, 0)?;
@@ -497,11 +497,10 @@ pub(crate) fn decode_with(
             let (ts, correlation) = times(st, c)?;
             let mut values = ApiArgs::default();
             values_into(c, "Generic value count", &mut values, false)?;
-            Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })
+            sink.put(Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values }))
         }
         _ => return Err(DecodeError::UnknownTag { tag }),
-    };
-    sink(record);
+    }
     Ok(())
 }
 
@@ -598,7 +597,7 @@ fn decode_api_call(
     threads: &mut ThreadStates,
     api_args: bool,
     c: &mut Cursor<'_>,
-    sink: impl FnOnce(Record),
+    sink: &mut impl RecordSink,
 ) -> Result<(), DecodeError> {
     let (flags, tid, st) =
         thread_flags(threads, c, F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS)?;
@@ -643,12 +642,16 @@ fn decode_api_call(
     let args = if api_args { *args } else { ApiArgs::default() };
     st.ts = end;
     st.correlation = correlation;
-    sink(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }));
+    sink.put(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }));
     Ok(())
 }
 
 #[inline(always)]
-fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+fn decode_activity(
+    threads: &mut ThreadStates,
+    c: &mut Cursor<'_>,
+    sink: &mut impl RecordSink,
+) -> Result<(), DecodeError> {
     let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
     let kind = c.u32("Activity kind")?;
     let op = c.u32("Activity op")?;
@@ -698,5 +701,6 @@ fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Rec
     st.correlation = correlation;
     st.queue = queue;
     st.device = device;
-    Ok(Record::Activity(a))
+    sink.put(Record::Activity(a));
+    Ok(())
 }
