@@ -169,7 +169,7 @@ impl Decoder {
     fn decode_with(&mut self, c: &mut Cursor<'_>, sink: &mut impl RecordSink) -> Result<(), DecodeError> {
         let tag = c.u8("record tag")?;
         if tag & TAG_NOTIFICATION != 0 {
-            sink.put(Record::Notification(self.decode_notification(tag, c)?));
+            sink.put(Record::Notification(Box::new(self.decode_notification(tag, c)?)));
             return Ok(());
         }
         if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
@@ -225,7 +225,7 @@ impl Decoder {
             TAG_KERNEL_DISPATCH if self.version < 2 => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
             }
-            TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
+            TAG_KERNEL_DISPATCH => Record::KernelDispatch(Box::new(decode_kernel_dispatch(c)?)),
             // Version 3 and later decoded them above.
             FIRST_V3_TAG..=LAST_V3_TAG => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 3 });
@@ -519,7 +519,7 @@ mod tests {
         let r = Decoder::default().decode(&mut c).expect("decodes");
         assert_eq!(c.pos(), bytes.len(), "consumes the whole record");
         match r {
-            Record::Notification(d) => (d, bytes.len()),
+            Record::Notification(d) => (*d, bytes.len()),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -596,8 +596,8 @@ mod tests {
         assert!(exit_len <= 9, "exit notification took {exit_len} bytes");
         let mut dec = Decoder::default();
         let mut c = Cursor::new(&bytes);
-        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(entry)));
-        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(exit)));
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(Box::new(entry))));
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(Box::new(exit))));
     }
 
     #[test]
