@@ -9,7 +9,7 @@ use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
 use crate::thread_state::ThreadStates;
-use crate::varint::{apply_delta, get_u64, unzigzag};
+use crate::varint::{MAX_VARINT_LEN, apply_delta, get_u64, unzigzag};
 
 /// A read position in one chunk's bytes.
 #[derive(Debug)]
@@ -56,6 +56,22 @@ impl<'a> Cursor<'a> {
     #[inline(never)]
     fn varint_long(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         let rest = self.rest();
+        // Away from the chunk's end (nearly always), a fixed-length window: the compiler drops
+        // the bounds checks and unrolls (timestamps, correlation ids and pointers are 2-9 bytes).
+        if let Some(w) = rest.first_chunk::<MAX_VARINT_LEN>() {
+            let mut value = 0u64;
+            for (i, &b) in w.iter().enumerate() {
+                value |= u64::from(b & 0x7f) << (7 * i);
+                if b < 0x80 {
+                    if i == MAX_VARINT_LEN - 1 && b > 1 {
+                        break;
+                    }
+                    self.pos += i + 1;
+                    return Ok(value);
+                }
+            }
+            return Err(DecodeError::VarintOverflow { what });
+        }
         match get_u64(rest) {
             Some((v, len)) => {
                 self.pos += len;
@@ -66,6 +82,30 @@ impl<'a> Cursor<'a> {
             }
             None => Err(DecodeError::VarintOverflow { what }),
         }
+    }
+
+    /// Reads past a varint without building its value: same checks and errors as
+    /// [`Self::varint`].
+    #[inline(always)]
+    pub(crate) fn skip_varint(&mut self, what: &'static str) -> Result<(), DecodeError> {
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(());
+        }
+        if let Some(w) = self.rest().first_chunk::<MAX_VARINT_LEN>() {
+            // The terminating byte is the first without the continuation bit; a tenth byte may
+            // hold only the 64th bit.
+            let end = w.iter().position(|&b| b < 0x80);
+            if let Some(i) = end
+                && (i < MAX_VARINT_LEN - 1 || w[i] <= 1)
+            {
+                self.pos += i + 1;
+                return Ok(());
+            }
+        }
+        self.varint(what).map(|_| ())
     }
 
     #[inline]

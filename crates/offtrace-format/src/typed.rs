@@ -586,7 +586,7 @@ fn skip_values(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: 
     }
     let value = if deltas { "argument delta" } else { "argument value" };
     for _ in 0..n {
-        c.varint(value)?;
+        c.skip_varint(value)?;
     }
     a.len = n;
     Ok(())
