@@ -35,6 +35,7 @@ impl<'a> Cursor<'a> {
         self.buf.get(self.pos..).unwrap_or(&[])
     }
 
+    #[inline(always)]
     pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
         let b = *self.rest().first().ok_or(DecodeError::UnexpectedEnd { what })?;
         self.pos += 1;
@@ -108,7 +109,7 @@ impl<'a> Cursor<'a> {
         self.varint(what).map(|_| ())
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         let v = self.varint(what)?;
         u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
