@@ -505,6 +505,7 @@ pub(crate) fn decode_with(
 }
 
 /// Reads the flags and the thread; `allowed`: the record's own flag bits besides `F_SAME_TID`.
+#[inline(always)]
 fn thread_flags<'a>(
     threads: &'a mut ThreadStates,
     c: &mut Cursor<'_>,
@@ -533,6 +534,7 @@ fn thread<'a>(
     thread_flags(threads, c, allowed).map(|(_, tid, st)| (tid, st))
 }
 
+#[inline(always)]
 fn times(st: &mut ThreadState, c: &mut Cursor<'_>) -> Result<(u64, u64), DecodeError> {
     let ts = apply_delta(st.ts, c.varint("record ts delta")?);
     let correlation = apply_delta(st.correlation, c.varint("record correlation delta")?);
