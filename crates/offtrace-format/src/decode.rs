@@ -7,6 +7,7 @@
 
 use crate::error::DecodeError;
 use crate::record::*;
+use crate::records::ApiCallBrief;
 use crate::tag::*;
 use crate::thread_state::ThreadStates;
 use crate::varint::{MAX_VARINT_LEN, apply_delta, get_u64, unzigzag};
@@ -144,6 +145,41 @@ impl<'a> Cursor<'a> {
 /// (returning it through `Result`, or from a `match` into a closure: a fifth of the decoding).
 pub(crate) trait RecordSink {
     fn put(&mut self, record: Record);
+
+    /// An API call (the most frequent record): a sink may keep it apart.
+    #[inline(always)]
+    fn put_api_call(&mut self, call: ApiCall) {
+        self.put(Record::ApiCall(call));
+    }
+}
+
+/// A batch whose API calls are kept apart, without their arguments (see
+/// [`crate::ReadOptions::api_calls_apart`]).
+pub(crate) struct SplitSink<'a> {
+    pub records: &'a mut Vec<Record>,
+    pub calls: &'a mut Vec<ApiCallBrief>,
+}
+
+impl RecordSink for SplitSink<'_> {
+    #[inline(always)]
+    fn put(&mut self, record: Record) {
+        self.records.push(record);
+    }
+
+    #[inline(always)]
+    fn put_api_call(&mut self, a: ApiCall) {
+        self.calls.push(ApiCallBrief {
+            at: self.records.len() as u32,
+            kind: a.kind,
+            op: a.op,
+            tid: a.tid,
+            start: a.start,
+            end: a.end,
+            correlation: a.correlation,
+            external: a.external,
+            result: a.result,
+        });
+    }
 }
 
 impl RecordSink for Vec<Record> {
@@ -203,6 +239,12 @@ impl Decoder {
     #[inline]
     pub fn decode_into(&mut self, c: &mut Cursor<'_>, out: &mut Vec<Record>) -> Result<(), DecodeError> {
         self.decode_with(c, out)
+    }
+
+    /// Like [`Self::decode_into`], an API call going to `sink.calls` instead.
+    #[inline]
+    pub fn decode_split(&mut self, c: &mut Cursor<'_>, sink: &mut SplitSink<'_>) -> Result<(), DecodeError> {
+        self.decode_with(c, sink)
     }
 
     /// Decodes the record at the cursor and hands it to `sink` (see [`RecordSink`]).

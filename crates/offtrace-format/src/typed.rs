@@ -644,7 +644,7 @@ fn decode_api_call(
     let args = if api_args { *args } else { ApiArgs::default() };
     st.ts = end;
     st.correlation = correlation;
-    sink.put(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }));
+    sink.put_api_call(ApiCall { kind, op, tid, start, end, correlation, external, args, result });
     Ok(())
 }
 
