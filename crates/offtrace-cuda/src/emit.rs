@@ -177,10 +177,11 @@ pub fn dispatch_wanted() -> bool {
     kind_enabled(Kind::KernelDispatch)
 }
 
-/// A kernel launch inside the launching call (its correlation id), with the kernel's
-/// demangled name, geometry and pointer-sized parameter values (for allocation properties).
-pub fn kernel_dispatch(function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
-    let mut p = KernelDispatchPayload { kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
+/// A kernel launch inside the launching call (its correlation id) on the queue of its stream,
+/// with the kernel's demangled name, geometry and pointer-sized parameter values (for
+/// allocation properties).
+pub fn kernel_dispatch(queue: u64, function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
+    let mut p = KernelDispatchPayload { queue, kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
     for i in 0..3 {
         p.local_size[i] = block[i];
         p.global_size[i] = grid[i] * block[i];
