@@ -335,6 +335,24 @@ fn copy_direction(k: CopyKind) -> CopyDirection {
     }
 }
 
+/// CUPTI's `CUpti_ActivityMemcpyKind` value of a copy kind (what the copy's name is made of).
+fn copy_kind_value(k: CopyKind) -> u32 {
+    let v = match k {
+        CopyKind::Unknown => 0,
+        CopyKind::HostToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+        CopyKind::DeviceToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
+        CopyKind::HostToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOA,
+        CopyKind::ArrayToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOH,
+        CopyKind::ArrayToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOA,
+        CopyKind::ArrayToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOD,
+        CopyKind::DeviceToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOA,
+        CopyKind::DeviceToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD,
+        CopyKind::HostToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOH,
+        CopyKind::PeerToPeer => l::CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
+    };
+    v as u32
+}
+
 fn memory_type(cupti_kind: u32) -> MemoryType {
     match i64::from(cupti_kind) {
         l::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE | l::CUPTI_ACTIVITY_MEMORY_KIND_PINNED => MemoryType::Host,
@@ -389,7 +407,8 @@ pub fn activity(a: &Activity, corr: u64) {
                 device_end: c.end,
                 ..Default::default()
             };
-            emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, corr, c.start, c.end, Payload::MemoryCopy(&p));
+            let op = memory_copy::cuda(copy_kind_value(c.kind), c.src_kind, c.dst_kind);
+            emit_activity(Kind::MemoryCopy, op, corr, c.start, c.end, Payload::MemoryCopy(&p));
         }
         Activity::Set(s) => {
             let p = MemoryFillPayload {
@@ -402,7 +421,8 @@ pub fn activity(a: &Activity, corr: u64) {
                 device_end: s.end,
                 ..Default::default()
             };
-            emit_activity(Kind::MemoryFill, memory_fill::USM_FILL, corr, s.start, s.end, Payload::MemoryFill(&p));
+            let op = memory_fill::cuda(s.memory_kind);
+            emit_activity(Kind::MemoryFill, op, corr, s.start, s.end, Payload::MemoryFill(&p));
         }
         Activity::Sync(s) => {
             let op = if s.kind == SyncKind::EventSynchronize || s.kind == SyncKind::StreamWaitEvent {
@@ -454,5 +474,23 @@ mod tests {
         assert_eq!(launch.args[9].name, "kernelParams");
         assert_eq!(launch.args[9].format, ArgFormat::Pointer);
         assert_eq!(launch.args[9].indirection_count(), 2);
+    }
+
+    #[test]
+    fn copies_and_memsets_take_cuptis_kinds_for_their_names() {
+        let copy = |k, s, d| Kind::MemoryCopy.operation(memory_copy::cuda(copy_kind_value(k), s, d)).map(|o| o.name);
+        let (pageable, pinned, device) = (
+            l::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u32,
+            l::CUPTI_ACTIVITY_MEMORY_KIND_PINNED as u32,
+            l::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u32,
+        );
+        assert_eq!(copy(CopyKind::HostToDevice, pageable, device), Some("Memcpy HtoD (Pageable -> Device)"));
+        assert_eq!(copy(CopyKind::DeviceToHost, device, pinned), Some("Memcpy DtoH (Device -> Pinned)"));
+        assert_eq!(copy(CopyKind::DeviceToDevice, device, device), Some("Memcpy DtoD (Device -> Device)"));
+        assert_eq!(copy(CopyKind::PeerToPeer, device, device), Some("Memcpy PtoP (Device -> Device)"));
+        for k in [CopyKind::HostToArray, CopyKind::ArrayToHost, CopyKind::HostToHost, CopyKind::Unknown] {
+            assert_eq!(CopyKind::from_cupti(copy_kind_value(k) as u8), k);
+        }
+        assert_eq!(Kind::MemoryFill.operation(memory_fill::cuda(device)).map(|o| o.name), Some("Memset (Device)"));
     }
 }
