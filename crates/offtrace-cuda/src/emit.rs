@@ -25,13 +25,13 @@ use std::sync::{Mutex, OnceLock};
 
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, CopyDirection, DevicePayload, DeviceType,
-    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType,
-    Operation, Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity,
-    emit_enter, emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
+    KernelDispatchPayload, Kind, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation,
+    Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity, emit_enter,
+    emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
     register_kind_operations, sync_op, task_graph,
 };
 
-use crate::activity::{Activity, CopyKind, SyncKind};
+use crate::activity::{Activity, CopyKind, MarkerActivity, SyncKind};
 use crate::generated::cupti_layout as l;
 use crate::injection::Injection;
 use crate::table::{self, ApiDomain, ApiFunction, ParamFormat};
@@ -442,9 +442,12 @@ pub fn activity(a: &Activity, corr: u64) {
             emit_activity(Kind::Sync, op, corr, s.start, s.end, Payload::Sync(&p));
         }
         Activity::Marker(m) => {
-            let p = MarkerPayload { message: m.name, range_id: u64::from(m.id) };
-            let op = if m.is_instant() { marker_op::MARK } else { marker_op::RANGE };
-            emit_activity(Kind::Marker, op, 0, m.timestamp, m.timestamp, Payload::Marker(&p));
+            if let Some(defs) = offtrace_recorder::definitions() {
+                let mut ranges = OPEN_RANGES.lock().unwrap_or_else(|e| e.into_inner());
+                for r in ranges.marker(m, std::process::id(), |b| defs.string(b)) {
+                    defs.push(r);
+                }
+            }
         }
         Activity::Graph(g) => {
             let p = TaskGraphPayload {
@@ -456,6 +459,66 @@ pub fn activity(a: &Activity, corr: u64) {
         }
         _ => {}
     }
+}
+
+/// NVTX ranges whose start CUPTI delivered and whose end it has not (CUPTI's buffer thread).
+static OPEN_RANGES: Mutex<OpenRanges> = Mutex::new(OpenRanges { open: Vec::new() });
+
+/// Most NVTX ranges open at once (a program that never ends its ranges must not grow this).
+const OPEN_RANGES_MAX: usize = 4096;
+
+/// Pairs CUPTI's NVTX marker records: a range's start (its name and time) waits for its end
+/// (same id, no name), and the pair becomes the trace's `MARKER` range enter and exit at CUPTI's
+/// times; a mark is one record. They go into the trace directly, not through the services'
+/// `emit_activity`: a record's time there is the time of delivery (on CUPTI's buffer thread,
+/// up to a flush period late), and a range needs its start and end time. CUPTI's marker
+/// records name a pthread id, not the OS thread: the records are on the process's main thread
+/// (tid = pid), where programs usually open their ranges.
+#[derive(Debug)]
+pub struct OpenRanges {
+    /// (CUPTI's range id, name, start) in start order.
+    open: Vec<(u32, Box<[u8]>, u64)>,
+}
+
+impl OpenRanges {
+    /// The trace records of one CUPTI marker record (none for a range's start, or an end
+    /// whose start was not seen); `string` interns a name.
+    pub fn marker(
+        &mut self,
+        m: &MarkerActivity,
+        tid: u32,
+        mut string: impl FnMut(&[u8]) -> offtrace_format::StrId,
+    ) -> Vec<offtrace_format::Record> {
+        use offtrace_format::{MarkerRecord, Record, phase};
+        let name = || if m.name.is_null() { Box::default() } else { unsafe_name(m.name) };
+        let record = |op, phase, ts, message, range_id| {
+            Record::Marker(MarkerRecord { op, phase, tid, ts, correlation: 0, message, range_id })
+        };
+        if m.is_start() {
+            if self.open.len() >= OPEN_RANGES_MAX {
+                self.open.remove(0);
+            }
+            self.open.push((m.id, name(), m.timestamp));
+            return Vec::new();
+        }
+        if m.is_end() {
+            let Some(i) = self.open.iter().rposition(|o| o.0 == m.id) else { return Vec::new() };
+            let (id, name, start) = self.open.remove(i);
+            let message = string(&name);
+            let id = u64::from(id);
+            return vec![
+                record(marker_op::RANGE, phase::ENTER, start, message, id),
+                record(marker_op::RANGE, phase::EXIT, m.timestamp.max(start), message, id),
+            ];
+        }
+        vec![record(marker_op::MARK, phase::NONE, m.timestamp, string(&name()), 0)]
+    }
+}
+
+/// A copy of CUPTI's NUL-terminated marker name.
+fn unsafe_name(name: *const c_char) -> Box<[u8]> {
+    // SAFETY: CUPTI's marker name is NUL-terminated and valid while its buffer is processed.
+    unsafe { CStr::from_ptr(name) }.to_bytes().into()
 }
 
 #[cfg(test)]
@@ -492,5 +555,63 @@ mod tests {
             assert_eq!(CopyKind::from_cupti(copy_kind_value(k) as u8), k);
         }
         assert_eq!(Kind::MemoryFill.operation(memory_fill::cuda(device)).map(|o| o.name), Some("Memset (Device)"));
+    }
+
+    #[test]
+    fn nvtx_range_start_and_end_become_one_named_range_at_cuptis_times() {
+        use offtrace_format::{MarkerRecord, Record, StrId, phase};
+        let flag = |f: i64| f as u32;
+        let m = |flags, timestamp, id, name: &CStr| MarkerActivity {
+            flags,
+            timestamp,
+            id,
+            name: if name.is_empty() { std::ptr::null() } else { name.as_ptr() },
+            domain: std::ptr::null(),
+        };
+        let names = std::cell::RefCell::new(Vec::<Vec<u8>>::new());
+        let intern = |b: &[u8]| {
+            names.borrow_mut().push(b.to_vec());
+            StrId(names.borrow().len() as u32)
+        };
+        let mut r = OpenRanges { open: Vec::new() };
+        let start = m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_START), 100, 7, c"step");
+        let inner = m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_START), 120, 8, c"train");
+        assert!(r.marker(&start, 42, intern).is_empty(), "a start waits for its end");
+        assert!(r.marker(&inner, 42, intern).is_empty());
+        let end_inner = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 150, 8, c""), 42, intern);
+        let end = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 400, 7, c""), 42, intern);
+        let range = |ph, ts, message, range_id| {
+            Record::Marker(MarkerRecord {
+                op: marker_op::RANGE,
+                phase: ph,
+                tid: 42,
+                ts,
+                correlation: 0,
+                message,
+                range_id,
+            })
+        };
+        assert_eq!(end_inner, [range(phase::ENTER, 120, StrId(1), 8), range(phase::EXIT, 150, StrId(1), 8)]);
+        assert_eq!(end, [range(phase::ENTER, 100, StrId(2), 7), range(phase::EXIT, 400, StrId(2), 7)]);
+        assert_eq!(
+            *names.borrow(),
+            [b"train".to_vec(), b"step".to_vec()],
+            "the end carries its start's name, no unnamed row"
+        );
+        assert!(r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 500, 7, c""), 42, intern).is_empty());
+        let mark = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS), 600, 9, c"here"), 42, intern);
+        assert_eq!(
+            mark,
+            [Record::Marker(MarkerRecord {
+                op: marker_op::MARK,
+                phase: phase::NONE,
+                tid: 42,
+                ts: 600,
+                correlation: 0,
+                message: StrId(3),
+                range_id: 0
+            })]
+        );
+        assert!(r.open.is_empty());
     }
 }
