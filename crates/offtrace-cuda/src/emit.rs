@@ -233,6 +233,8 @@ fn graph_node_type_name(t: u32) -> &'static CStr {
         l::CU_GRAPH_NODE_TYPE_HOST => c"host",
         l::CU_GRAPH_NODE_TYPE_GRAPH => c"graph",
         l::CU_GRAPH_NODE_TYPE_EMPTY => c"empty",
+        // A node first seen as an edge's end (injection::GraphNodes).
+        0xffff_ffff => c"node",
         _ => c"other",
     }
 }

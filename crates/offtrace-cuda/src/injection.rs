@@ -85,6 +85,7 @@ pub struct Injection {
     /// Queues (streams) with a definition in the trace: created streams, each context's
     /// default stream, per-thread default streams when a launch first uses them.
     defined_queues: Mutex<HashSet<u64>>,
+    graph_nodes: Mutex<GraphNodes>,
     finished: AtomicBool,
     /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
     driver_all: bool,
@@ -643,6 +644,7 @@ impl Injection {
             driver: resolve_driver_fns(),
             kernel_params: Mutex::new(HashMap::new()),
             defined_queues: Mutex::new(HashSet::new()),
+            graph_nodes: Mutex::new(GraphNodes::default()),
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
             driver_all: driver_api_wanted(),
@@ -1342,15 +1344,58 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         };
         if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED {
             let n = node_id(node);
-            emit::graph_node(graph_id, n, node_type);
+            if inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).first_sight(n) {
+                emit::graph_node(graph_id, n, node_type);
+            }
             inj.dump_line(|| format!(r#"{{"t":"graph_node","graph":{graph_id},"node":{n},"node_type":{node_type}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED {
             let (from, to) = (node_id(dependency), node_id(node));
+            for n in inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).edge(from, to).into_iter().flatten() {
+                emit::graph_node(graph_id, n, GRAPH_NODE_TYPE_UNKNOWN);
+            }
             emit::graph_edge(graph_id, from, to);
             inj.dump_line(|| format!(r#"{{"t":"graph_edge","graph":{graph_id},"from":{from},"to":{to}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED {
             inj.dump_line(|| format!(r#"{{"t":"graph_exec","graph":{graph_id}}}"#));
         }
+    }
+}
+
+/// The graph nodes the trace has a creation record of (CUPTI's node ids). CUPTI reports a node
+/// twice when a graph is instantiated (created and cloned, both with the clone's id), reports
+/// the dependency of a node added with dependencies before the node itself, and reports edges
+/// between nodes of internal copies it never reports as created: a node is created in the
+/// trace when first seen, as a node or as an end of an edge, so every edge joins two nodes.
+#[derive(Debug, Default)]
+pub(crate) struct GraphNodes {
+    seen: HashSet<u64>,
+    order: std::collections::VecDeque<u64>,
+}
+
+/// Node ids remembered (a program that builds graphs forever must not grow the set).
+const GRAPH_NODES_MAX: usize = 1 << 16;
+
+/// The node type of a node first seen as an edge's end (not a `CUgraphNodeType`).
+const GRAPH_NODE_TYPE_UNKNOWN: u32 = u32::MAX;
+
+impl GraphNodes {
+    /// Whether `node` is new (and now known). Node 0 (no node) is never new.
+    pub(crate) fn first_sight(&mut self, node: u64) -> bool {
+        if node == 0 || !self.seen.insert(node) {
+            return false;
+        }
+        self.order.push_back(node);
+        if self.order.len() > GRAPH_NODES_MAX
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        true
+    }
+
+    /// The ends of an edge `from` → `to` the trace has no node of yet (to be created first).
+    pub(crate) fn edge(&mut self, from: u64, to: u64) -> [Option<u64>; 2] {
+        [from, to].map(|n| self.first_sight(n).then_some(n))
     }
 }
 
@@ -1711,6 +1756,56 @@ mod tests {
         assert_eq!(ex.stream, NONE, "cuLaunchKernelEx passes its stream in the config");
         assert!(rules[f("cuLaunchKernelEx_ptsz").id as usize].per_thread);
         assert_eq!(l::CUlaunchConfig::hStream, (32, 8));
+    }
+
+    /// The order CUPTI reported the CUDA C workload's graph in on the H100 (run F,
+    /// `docs/cuda-runs/run-f/workload-dump-graph.jsonl`): every edge's ends are nodes of the
+    /// trace, each node once.
+    #[test]
+    fn every_graph_edge_joins_nodes_created_once() {
+        enum Ev {
+            Node(u64),
+            Edge(u64, u64),
+        }
+        use Ev::*;
+        let (g1, g2, g3) = (1u64 << 32, 2u64 << 32, 3u64 << 32);
+        let events = [
+            Node(g1),
+            Edge(g1, g1 + 1),
+            Node(g1 + 1),
+            Edge(g1 + 1, g1 + 2),
+            Node(g1 + 2),
+            Edge(g1 + 2, g1 + 3),
+            Node(g1 + 3),
+            Node(g2),
+            Node(g2),
+            Node(g2 + 1),
+            Node(g2 + 1),
+            Edge(g2, g2 + 1),
+            Edge(g3, g3 + 1),
+            Edge(g3 + 1, g3 + 2),
+            Node(g2 + 4),
+            Edge(g2 + 4, g2 + 1),
+        ];
+        let mut nodes = GraphNodes::default();
+        let mut created = Vec::new();
+        let mut unresolved = 0;
+        for e in events {
+            match e {
+                Node(n) => {
+                    if nodes.first_sight(n) {
+                        created.push(n);
+                    }
+                }
+                Edge(a, b) => {
+                    created.extend(nodes.edge(a, b).into_iter().flatten());
+                    unresolved += usize::from(!created.contains(&a) || !created.contains(&b));
+                }
+            }
+        }
+        assert_eq!(unresolved, 0);
+        assert_eq!(created, [g1, g1 + 1, g1 + 2, g1 + 3, g2, g2 + 1, g3, g3 + 1, g3 + 2, g2 + 4], "each node once");
+        assert!(!nodes.first_sight(0), "no node");
     }
 
     #[test]
