@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::error::MetricsError;
 use crate::model::{Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, SamplingTypes};
 use crate::nvml::Gpu;
-use crate::perf::{self, Counter, Scope};
+use crate::perf::{self, EventSet, Scope};
 use crate::procfs;
 use crate::sysfs::{self, SysPlan};
 
@@ -66,7 +66,7 @@ pub struct Group {
 #[derive(Debug)]
 pub struct Collector {
     backend: Backend,
-    perf: Vec<Counter>,
+    perf: Option<EventSet>,
     proc: Option<procfs::OpenFiles>,
 }
 
@@ -75,18 +75,16 @@ impl Collector {
     pub fn read(&mut self, out: &mut [u64]) -> Result<(), MetricsError> {
         match &self.backend {
             Backend::PerfSoftware(_) | Backend::PerfHardware => {
-                for (o, c) in out.iter_mut().zip(&self.perf) {
-                    *o = c.read();
-                }
+                self.perf.as_ref().ok_or(MetricsError::Uninitialized)?.read(out);
                 Ok(())
             }
             Backend::ProcProcess | Backend::ProcSystem => {
                 let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
-                let t = files.read()?;
+                files.read()?;
                 if matches!(self.backend, Backend::ProcProcess) {
-                    procfs::parse_process(t[0], t[1], out)
+                    procfs::parse_process(files.text(0), files.text(1), out)
                 } else {
-                    procfs::parse_system(t[0], t[1], out)
+                    procfs::parse_system(files.text(0), files.text(1), out)
                 }
             }
             Backend::Sys(plan) => sysfs::read(plan, out),
@@ -101,9 +99,9 @@ impl Group {
     /// thread).
     pub fn open(&self) -> Result<Collector, MetricsError> {
         let perf = match &self.backend {
-            Backend::PerfSoftware(scope) => perf::open_counters(&perf::SOFTWARE_EVENTS, *scope)?,
-            Backend::PerfHardware => perf::open_counters(&perf::HARDWARE_EVENTS, Scope::Process)?,
-            _ => Vec::new(),
+            Backend::PerfSoftware(scope) => Some(perf::open_set(&perf::SOFTWARE_EVENTS, *scope)?),
+            Backend::PerfHardware => Some(perf::open_set(&perf::HARDWARE_EVENTS, Scope::Process)?),
+            _ => None,
         };
         let proc = match &self.backend {
             Backend::ProcProcess => Some(procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()])?),

@@ -58,10 +58,17 @@ pub fn parse_process(stat: &str, io: &str, out: &mut [u64]) -> Result<(), Metric
 
 /// `/proc` files kept open and re-read from offset 0 (the kernel regenerates their text), so a
 /// sample costs one `pread` per file instead of open + read + close.
+///
+/// One `pread` per file, not a read loop up to end of file (which costs a second system call
+/// per file and sample): the files read here are single-record `/proc` files (`single_open`),
+/// whose whole text one read returns when the buffer holds it. A read that fills the buffer is
+/// the only case read further (the buffer then grows). Not for multi-record files (`maps`),
+/// which return a page's worth of records per read.
 #[derive(Debug)]
 pub struct OpenFiles {
     files: Vec<Option<std::fs::File>>,
     bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
 }
 
 impl OpenFiles {
@@ -71,25 +78,31 @@ impl OpenFiles {
         if files.first().is_none_or(Option::is_none) {
             return Err(MetricsError::UnsupportedFeature);
         }
-        Ok(Self { bufs: vec![Vec::with_capacity(4096); files.len()], files })
+        Ok(Self { bufs: vec![vec![0u8; 4096]; files.len()], lens: vec![0; files.len()], files })
     }
 
-    /// Re-reads every file; their texts in order.
-    pub fn read(&mut self) -> Result<Vec<&str>, MetricsError> {
+    /// Re-reads every file (no allocation unless a text outgrew its buffer); then [`Self::text`].
+    pub fn read(&mut self) -> Result<(), MetricsError> {
         use std::os::unix::fs::FileExt;
-        for (f, b) in self.files.iter().zip(self.bufs.iter_mut()) {
-            b.clear();
+        for ((f, b), len) in self.files.iter().zip(self.bufs.iter_mut()).zip(self.lens.iter_mut()) {
+            *len = 0;
             let Some(f) = f else { continue };
-            let mut chunk = [0u8; 4096];
             loop {
-                let n = f.read_at(&mut chunk, b.len() as u64).map_err(|_| MetricsError::DeviceLost)?;
-                if n == 0 {
+                let n = f.read_at(&mut b[*len..], *len as u64).map_err(|_| MetricsError::DeviceLost)?;
+                *len += n;
+                if *len < b.len() {
                     break;
                 }
-                b.extend_from_slice(&chunk[..n]);
+                // Filled: the text may go on. Grow and read on (rare: the first sample of a big file).
+                b.resize(b.len() * 2, 0);
             }
         }
-        Ok(self.bufs.iter().map(|b| std::str::from_utf8(b).unwrap_or("")).collect())
+        Ok(())
+    }
+
+    /// The text of file `i` as of the last [`Self::read`] (empty if missing or not UTF-8).
+    pub fn text(&self, i: usize) -> &str {
+        self.bufs.get(i).map_or("", |b| std::str::from_utf8(&b[..self.lens[i]]).unwrap_or(""))
     }
 }
 
@@ -163,15 +176,27 @@ mod tests {
     fn open_files_read_the_same_as_fresh_reads() {
         let mut f = OpenFiles::open(&[PathBuf::from("/proc/self/stat"), PathBuf::from("/proc/self/io")]).expect("open");
         let mut a = [0u64; PROCESS_SLOTS];
-        {
-            let t = f.read().expect("read");
-            parse_process(t[0], t[1], &mut a).expect("parse");
-        }
-        let t = f.read().expect("re-read");
+        f.read().expect("read");
+        parse_process(f.text(0), f.text(1), &mut a).expect("parse");
+        f.read().expect("re-read");
         let mut b = [0u64; PROCESS_SLOTS];
-        parse_process(t[0], t[1], &mut b).expect("parse");
+        parse_process(f.text(0), f.text(1), &mut b).expect("parse");
+        assert!(f.text(1).contains("wchar:") && f.text(0).ends_with('\n'), "whole texts read");
         assert!(a[2] >= 1 && b[2] >= 1 && b[1] > 0, "{a:?} {b:?}");
         assert!(b[0] >= a[0] && b[3] >= a[3], "counters move forward: {a:?} {b:?}");
+    }
+
+    #[test]
+    fn open_files_grow_past_a_full_buffer() {
+        let d = tempfile::tempdir().expect("tmp");
+        let text: String = (0..1000).map(|i| format!("line {i:5}\n")).collect();
+        assert!(text.len() > 2 * 4096);
+        std::fs::write(d.path().join("big"), &text).expect("write");
+        let mut f = OpenFiles::open(&[d.path().join("big")]).expect("open");
+        f.read().expect("read");
+        assert_eq!(f.text(0), text);
+        f.read().expect("re-read");
+        assert_eq!(f.text(0), text);
     }
 
     #[test]
