@@ -92,19 +92,19 @@ fn main() {
         4 => {
             stat.read().expect("read");
             out[0] = stat.text(0).len() as u64;
-        },
+        }
         5 => {
             io.read().expect("read");
             out[0] = io.text(0).len() as u64;
-        },
+        }
         6 => {
             statm.read().expect("read");
             out[0] = statm.text(0).len() as u64;
-        },
+        }
         7 => {
             status.read().expect("read");
             out[0] = status.text(0).len() as u64;
-        },
+        }
         8 => {
             let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
             // SAFETY: writes a timespec into a live local.

@@ -17,6 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cupti;
 use crate::error::MetricsError;
 use crate::model::{Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, SamplingTypes};
 use crate::nvml::Gpu;
@@ -36,6 +37,10 @@ pub enum Backend {
     ProcSystem,
     Sys(SysPlan),
     Nvml(Gpu),
+    /// CUPTI's range profiler on CUDA device `index` (event-based: per-kernel queries).
+    CuptiRange(usize),
+    /// CUPTI's PM sampling on CUDA device `index` (time-based).
+    CuptiPm(usize),
     /// A source given by the embedding program (tests, tools with counters of their own).
     Function(ReadFn),
 }
@@ -49,6 +54,8 @@ impl std::fmt::Debug for Backend {
             Self::ProcSystem => write!(f, "ProcSystem"),
             Self::Sys(_) => write!(f, "Sys"),
             Self::Nvml(g) => write!(f, "Nvml({})", g.index),
+            Self::CuptiRange(i) => write!(f, "CuptiRange({i})"),
+            Self::CuptiPm(i) => write!(f, "CuptiPm({i})"),
             Self::Function(_) => write!(f, "Function"),
         }
     }
@@ -68,6 +75,17 @@ pub struct Collector {
     backend: Backend,
     perf: Option<EventSet>,
     proc: Option<procfs::OpenFiles>,
+    range: Option<cupti::RangeProfiler>,
+    pm: Option<PmState>,
+}
+
+/// PM sampling behind a streamer: the hardware samples at the streamer's period; each read
+/// decodes what arrived and reports the mean of those samples (the last values when none did).
+#[derive(Debug)]
+struct PmState {
+    sampler: cupti::PmSampler,
+    samples: Vec<cupti::PmSample>,
+    last: Vec<f64>,
 }
 
 impl Collector {
@@ -88,16 +106,57 @@ impl Collector {
                 }
             }
             Backend::Sys(plan) => sysfs::read(plan, out),
+            // Values per kernel, not a snapshot: only queries read it (`range_start/stop`).
+            Backend::CuptiRange(_) => Err(MetricsError::InvalidArgument),
+            Backend::CuptiPm(_) => {
+                let pm = self.pm.as_mut().ok_or(MetricsError::Uninitialized)?;
+                pm.samples.clear();
+                pm.sampler.decode(&mut pm.samples)?;
+                if !pm.samples.is_empty() {
+                    let n = pm.samples.len() as f64;
+                    for (i, l) in pm.last.iter_mut().enumerate() {
+                        *l = pm.samples.iter().map(|s| s.values.get(i).copied().unwrap_or(0.0)).sum::<f64>() / n;
+                    }
+                }
+                for (o, v) in out.iter_mut().zip(&pm.last) {
+                    *o = v.to_bits();
+                }
+                Ok(())
+            }
             Backend::Nvml(gpu) => crate::nvml::read(gpu, out),
             Backend::Function(f) => f(out),
         }
     }
 }
 
+impl Collector {
+    /// Whether queries of this collector are GPU ranges ([`Self::range_start`]) rather than
+    /// host snapshots.
+    pub fn is_range(&self) -> bool {
+        self.range.is_some()
+    }
+
+    /// Begins a range-profiler query: every kernel launched from now is one range.
+    pub fn range_start(&mut self) -> Result<(), MetricsError> {
+        self.range.as_mut().ok_or(MetricsError::InvalidArgument)?.start()
+    }
+
+    /// Ends a range-profiler query: one entry per kernel.
+    pub fn range_stop(&mut self) -> Result<Vec<cupti::RangeValues>, MetricsError> {
+        self.range.as_mut().ok_or(MetricsError::InvalidArgument)?.stop()
+    }
+}
+
 impl Group {
     /// Opens a collector (perf events are opened here: a thread-scope group counts the calling
-    /// thread).
+    /// thread). GPU range-profiler groups need a current CUDA context on the calling thread.
     pub fn open(&self) -> Result<Collector, MetricsError> {
+        self.open_for(None)
+    }
+
+    /// [`Self::open`] for a streamer of `period` (PM sampling samples at that period on the GPU;
+    /// 1 ms otherwise).
+    pub fn open_for(&self, period: Option<std::time::Duration>) -> Result<Collector, MetricsError> {
         let perf = match &self.backend {
             Backend::PerfSoftware(scope) => Some(perf::open_set(&perf::SOFTWARE_EVENTS, *scope)?),
             Backend::PerfHardware => Some(perf::open_set(&perf::HARDWARE_EVENTS, Scope::Process)?),
@@ -108,9 +167,28 @@ impl Group {
             Backend::ProcSystem => Some(procfs::OpenFiles::open(&["/proc/stat".into(), "/proc/meminfo".into()])?),
             _ => None,
         };
-        Ok(Collector { backend: self.backend.clone(), perf, proc })
+        let names = || self.info.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let range = match self.backend {
+            Backend::CuptiRange(index) => {
+                Some(cupti::RangeProfiler::new(cupti::current_context(), index, &names(), MAX_KERNELS_PER_QUERY)?)
+            }
+            _ => None,
+        };
+        let pm = match self.backend {
+            Backend::CuptiPm(index) => {
+                let ns = period.map_or(1_000_000, |p| p.as_nanos().clamp(1_000, u128::from(u64::MAX)) as u64);
+                let mut sampler = cupti::PmSampler::new(index, &names(), ns, 4096)?;
+                sampler.start()?;
+                Some(PmState { sampler, samples: Vec::new(), last: vec![0.0; self.slots] })
+            }
+            _ => None,
+        };
+        Ok(Collector { backend: self.backend.clone(), perf, proc, range, pm })
     }
 }
+
+/// Kernels one range-profiler query keeps (ranges beyond are dropped by CUPTI).
+pub const MAX_KERNELS_PER_QUERY: usize = 64;
 
 /// Devices and groups.
 #[derive(Debug, Clone, Default)]
@@ -340,8 +418,44 @@ impl Catalog {
                     metrics: gpu.metrics.clone(),
                 },
                 slots: gpu.queries.len(),
-                backend: Backend::Nvml(gpu),
+                backend: Backend::Nvml(gpu.clone()),
             });
+            if cupti::available() {
+                // NVML's index is the CUDA ordinal where both enumerate in PCI order (one GPU,
+                // or CUDA_DEVICE_ORDER=PCI_BUS_ID).
+                let index = gpu.index as usize;
+                let gpu_metrics = |list: &[(&str, &str, &str)]| {
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, &(n, d, u))| MetricInfo::new(n, d, "gpu", u, MetricType::Raw, Calc::GaugeF64(i)))
+                        .collect::<Vec<_>>()
+                };
+                // One domain for both: they program the same performance monitors.
+                c.groups.push(Group {
+                    info: GroupInfo {
+                        name: "cupti.range_profiler".into(),
+                        description: format!("CUPTI range profiler, values per kernel (kernel replay), GPU {index}"),
+                        device: id,
+                        domain: 1,
+                        sampling: SamplingTypes::EVENT_BASED,
+                        metrics: gpu_metrics(&cupti::RANGE_METRICS),
+                    },
+                    slots: cupti::RANGE_METRICS.len(),
+                    backend: Backend::CuptiRange(index),
+                });
+                c.groups.push(Group {
+                    info: GroupInfo {
+                        name: "cupti.pm_sampling".into(),
+                        description: format!("CUPTI PM sampling, sampled by the GPU every period, GPU {index}"),
+                        device: id,
+                        domain: 1,
+                        sampling: SamplingTypes::TIME_BASED,
+                        metrics: gpu_metrics(&cupti::PM_METRICS),
+                    },
+                    slots: cupti::PM_METRICS.len(),
+                    backend: Backend::CuptiPm(index),
+                });
+            }
         }
         c
     }

@@ -158,7 +158,7 @@ impl Sampler {
         let mut sampled = Vec::new();
         for g in &handles {
             let group = &groups[g.0];
-            let opened = group.open().and_then(|mut c| {
+            let opened = group.open_for(Some(period)).and_then(|mut c| {
                 let mut base = vec![0u64; group.slots];
                 c.read(&mut base)?;
                 Ok((c, base))
@@ -241,7 +241,7 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
         // A final report right after the last one spans both intervals (no rate over a sliver).
         let widen = stopping && rounds > 0 && ts.saturating_sub(prev_ts) < period.as_nanos() as u64 / 2;
         let from_ts = if widen { prev2_ts } else { prev_ts };
-        let timed = rounds % ATTRIBUTE_EVERY == 0;
+        let timed = rounds.is_multiple_of(ATTRIBUTE_EVERY);
         for g in &mut groups {
             let t0 = if timed { thread_cpu_ns() } else { 0 };
             if g.collector.read(&mut g.now).is_err() {

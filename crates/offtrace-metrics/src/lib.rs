@@ -25,6 +25,7 @@
 
 pub mod catalog;
 pub mod counters;
+pub mod cupti;
 pub mod error;
 pub mod model;
 pub mod nvml;

@@ -286,7 +286,8 @@ pub fn open_set(events: &[(&str, u32, u64)], scope: Scope) -> Result<EventSet, M
         && let Some(leader) = inherited(events[0].0)
     {
         let mut buf = [0u64; 1 + MAX_GROUP];
-        if read_raw(leader.as_raw_fd(), &mut buf) as usize == 8 * (1 + events.len()) && buf[0] as usize == events.len() {
+        if read_raw(leader.as_raw_fd(), &mut buf) as usize == 8 * (1 + events.len()) && buf[0] as usize == events.len()
+        {
             return Ok(EventSet { leaders: vec![leader], _siblings: Vec::new(), singles: Vec::new(), n: events.len() });
         }
         // Plain inherited events (an older `record`): one read each.

@@ -1,0 +1,330 @@
+//! The GPU check of the CUPTI groups (run on the accelerator machine; `scripts/metrics/cupti_run.sh`):
+//! two hand-written PTX kernels (a memory-bound `saxpy` over 64 Mi floats and a compute-bound
+//! `fma_loop`) launched through the driver API (`dlopen("libcuda.so.1")`), measured
+//!
+//! - `range`: per kernel through the model's event-based queries on `cupti.range_profiler`
+//!   (query begin, launch, synchronise, query end, calculate): one line per launch;
+//! - `plain`: the same launches with no profiling, for `ncu --metrics` to measure;
+//! - `pm`: `cupti.pm_sampling` through a streamer at `PERIOD_US` (default 1000) while phases of
+//!   idle / fma_loop / idle / saxpy / idle run, printing every report and the phase boundaries
+//!   (CLOCK_MONOTONIC, the streamer's clock), so the curve can be checked against the kernels.
+//!
+//! `cargo build --release -p offtrace-metrics --example cupti_kernels`
+
+#![allow(unsafe_code)] // the CUDA driver API through dlopen
+
+use std::ffi::{CStr, c_void};
+use std::time::{Duration, Instant};
+
+use offtrace_metrics::{GroupHandle, Metrics, StreamerDesc, monotonic_ns};
+
+const PTX: &CStr = c".version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry saxpy(.param .u64 px, .param .u64 py, .param .f32 a, .param .u32 n)
+{
+  .reg .pred p;
+  .reg .b32 r<6>;
+  .reg .b64 rd<8>;
+  .reg .f32 f<4>;
+  ld.param.u64 rd1, [px];
+  ld.param.u64 rd2, [py];
+  ld.param.f32 f1, [a];
+  ld.param.u32 r1, [n];
+  mov.u32 r2, %ctaid.x;
+  mov.u32 r3, %ntid.x;
+  mov.u32 r4, %tid.x;
+  mad.lo.u32 r5, r2, r3, r4;
+  setp.ge.u32 p, r5, r1;
+  @p bra DONE;
+  cvta.to.global.u64 rd3, rd1;
+  cvta.to.global.u64 rd4, rd2;
+  mul.wide.u32 rd5, r5, 4;
+  add.u64 rd6, rd3, rd5;
+  add.u64 rd7, rd4, rd5;
+  ld.global.f32 f2, [rd6];
+  ld.global.f32 f3, [rd7];
+  fma.rn.f32 f3, f1, f2, f3;
+  st.global.f32 [rd7], f3;
+DONE:
+  ret;
+}
+
+.visible .entry fma_loop(.param .u64 py, .param .u32 iters)
+{
+  .reg .pred p;
+  .reg .b32 r<6>;
+  .reg .b64 rd<4>;
+  .reg .f32 f<6>;
+  ld.param.u64 rd1, [py];
+  ld.param.u32 r1, [iters];
+  mov.u32 r2, %ctaid.x;
+  mov.u32 r3, %ntid.x;
+  mov.u32 r4, %tid.x;
+  mad.lo.u32 r5, r2, r3, r4;
+  cvt.rn.f32.u32 f1, r5;
+  mov.f32 f2, 0f3F800000;
+  mov.f32 f3, 0f3F000000;
+  mov.f32 f4, 0f00000000;
+  mov.u32 r0, 0;
+LOOP:
+  fma.rn.f32 f4, f1, f3, f4;
+  fma.rn.f32 f1, f4, f3, f2;
+  add.u32 r0, r0, 1;
+  setp.lt.u32 p, r0, r1;
+  @p bra LOOP;
+  cvta.to.global.u64 rd2, rd1;
+  mul.wide.u32 rd3, r5, 4;
+  add.u64 rd2, rd2, rd3;
+  st.global.f32 [rd2], f4;
+  ret;
+}
+";
+
+type CuResult = i32;
+
+struct Cuda {
+    launch: unsafe extern "C" fn(
+        *mut c_void,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        *mut c_void,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CuResult,
+    sync: unsafe extern "C" fn() -> CuResult,
+    saxpy: *mut c_void,
+    fma: *mut c_void,
+    x: u64,
+    y: u64,
+    n: u32,
+}
+
+fn sym<T: Copy>(lib: *mut c_void, name: &CStr) -> T {
+    // SAFETY: a live handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+    assert!(!p.is_null(), "libcuda has no {name:?}");
+    // SAFETY: `T` is the documented prototype of the driver function `name` (cuda.h).
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+fn check(r: CuResult, what: &str) {
+    assert_eq!(r, 0, "{what} failed: CUresult {r}");
+}
+
+impl Cuda {
+    fn new() -> Self {
+        // SAFETY: dlopen of the driver library; RTLD_GLOBAL so CUPTI finds the same one.
+        let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        assert!(!lib.is_null(), "no libcuda.so.1");
+        let init: unsafe extern "C" fn(u32) -> CuResult = sym(lib, c"cuInit");
+        let device_get: unsafe extern "C" fn(*mut i32, i32) -> CuResult = sym(lib, c"cuDeviceGet");
+        let retain: unsafe extern "C" fn(*mut *mut c_void, i32) -> CuResult = sym(lib, c"cuDevicePrimaryCtxRetain");
+        let set_current: unsafe extern "C" fn(*mut c_void) -> CuResult = sym(lib, c"cuCtxSetCurrent");
+        let load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CuResult = sym(lib, c"cuModuleLoadData");
+        let get_fn: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const i8) -> CuResult =
+            sym(lib, c"cuModuleGetFunction");
+        let alloc: unsafe extern "C" fn(*mut u64, usize) -> CuResult = sym(lib, c"cuMemAlloc_v2");
+        let memset: unsafe extern "C" fn(u64, u32, usize) -> CuResult = sym(lib, c"cuMemsetD32_v2");
+        let n: u32 = 1 << 26;
+        let (mut dev, mut ctx, mut module) = (0i32, std::ptr::null_mut(), std::ptr::null_mut());
+        let (mut saxpy, mut fma, mut x, mut y) = (std::ptr::null_mut(), std::ptr::null_mut(), 0u64, 0u64);
+        // SAFETY: the driver API on live out-pointers, in the documented order.
+        unsafe {
+            check(init(0), "cuInit");
+            check(device_get(&mut dev, 0), "cuDeviceGet");
+            check(retain(&mut ctx, dev), "cuDevicePrimaryCtxRetain");
+            check(set_current(ctx), "cuCtxSetCurrent");
+            check(load(&mut module, PTX.as_ptr().cast()), "cuModuleLoadData");
+            check(get_fn(&mut saxpy, module, c"saxpy".as_ptr()), "saxpy");
+            check(get_fn(&mut fma, module, c"fma_loop".as_ptr()), "fma_loop");
+            check(alloc(&mut x, n as usize * 4), "alloc x");
+            check(alloc(&mut y, n as usize * 4), "alloc y");
+            check(memset(x, 0x3f80_0000, n as usize), "memset x");
+            check(memset(y, 0x4000_0000, n as usize), "memset y");
+        }
+        Self { launch: sym(lib, c"cuLaunchKernel"), sync: sym(lib, c"cuCtxSynchronize"), saxpy, fma, x, y, n }
+    }
+
+    fn saxpy(&self) {
+        let (mut x, mut y, mut a, mut n) = (self.x, self.y, 2.0f32, self.n);
+        let mut args: [*mut c_void; 4] =
+            [(&raw mut x).cast(), (&raw mut y).cast(), (&raw mut a).cast(), (&raw mut n).cast()];
+        // SAFETY: a loaded kernel with its four parameters, on the current context.
+        let r = unsafe {
+            (self.launch)(
+                self.saxpy,
+                self.n / 256,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(r, "launch saxpy");
+    }
+
+    fn fma(&self, iters: u32) {
+        let (mut y, mut it) = (self.y, iters);
+        let mut args: [*mut c_void; 2] = [(&raw mut y).cast(), (&raw mut it).cast()];
+        // 132 SMs x 8 blocks of 256 threads (H100 SXM); writes the first 270k floats of y.
+        // SAFETY: as above.
+        let r = unsafe {
+            (self.launch)(
+                self.fma,
+                132 * 8,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        check(r, "launch fma_loop");
+    }
+
+    fn sync(&self) {
+        // SAFETY: no arguments; the current context.
+        check(unsafe { (self.sync)() }, "cuCtxSynchronize");
+    }
+}
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "range".into());
+    let reps: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let cuda = Cuda::new();
+    // Warm-up (module load, first-launch costs) outside any measurement.
+    cuda.saxpy();
+    cuda.fma(100);
+    cuda.sync();
+    match mode.as_str() {
+        "plain" => {
+            for _ in 0..reps {
+                cuda.saxpy();
+                cuda.sync();
+                cuda.fma(20_000);
+                cuda.sync();
+            }
+        }
+        "range" => range(&cuda, reps),
+        "pm" => pm(&cuda),
+        m => panic!("unknown mode {m}"),
+    }
+}
+
+fn range(cuda: &Cuda, reps: usize) {
+    let m = Metrics::global();
+    let found = m.catalog().find("cupti.range_profiler@1");
+    let Some(&gi) = found.first() else {
+        eprintln!("no cupti.range_profiler on device 1: {}", offtrace_metrics::cupti::last_error());
+        std::process::exit(2);
+    };
+    let g = GroupHandle(gi);
+    let names: Vec<String> = m.group_info(g).expect("group").metrics.iter().map(|x| x.name.clone()).collect();
+    m.activate(1, &[g]).expect("activate");
+    let pool = match m.query_pool_create(1, g, 4) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("query pool: {e}: {}", offtrace_metrics::cupti::last_error());
+            std::process::exit(3);
+        }
+    };
+    let q = m.query_create(pool, 0).expect("query");
+    println!("kernel,launch,{}", names.join(","));
+    for rep in 0..reps {
+        for kernel in ["saxpy", "fma_loop"] {
+            m.query_reset(q).expect("reset");
+            if let Err(e) = m.query_begin(q) {
+                eprintln!("begin: {e}: {}", offtrace_metrics::cupti::last_error());
+                std::process::exit(4);
+            }
+            if kernel == "saxpy" {
+                cuda.saxpy()
+            } else {
+                cuda.fma(20_000)
+            }
+            cuda.sync();
+            if let Err(e) = m.query_end(q) {
+                eprintln!("end: {e}: {}", offtrace_metrics::cupti::last_error());
+                std::process::exit(5);
+            }
+            let raw = m.query_get_data(q).expect("data");
+            let kernels = m.query_range_names(q).expect("names");
+            for (name, values) in kernels.iter().zip(m.calculate(g, &raw).expect("calculate")) {
+                let v: Vec<String> = values.iter().map(|v| format!("{}", v.as_f64())).collect();
+                println!("{name},{rep},{}", v.join(","));
+            }
+        }
+    }
+    m.query_destroy(q).expect("destroy");
+    m.query_pool_destroy(pool).expect("pool");
+}
+
+fn pm(cuda: &Cuda) {
+    let period_us: u64 = std::env::var("PERIOD_US").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let m = Metrics::global();
+    let Some(&gi) = m.catalog().find("cupti.pm_sampling@1").first() else {
+        eprintln!("no cupti.pm_sampling on device 1");
+        std::process::exit(2);
+    };
+    let g = GroupHandle(gi);
+    let names: Vec<String> = m.group_info(g).expect("group").metrics.iter().map(|x| x.name.clone()).collect();
+    m.activate(1, &[g]).expect("activate");
+    let desc = StreamerDesc { sampling_period: Duration::from_micros(period_us), ..StreamerDesc::default() };
+    let s = match m.streamer_open(1, g, desc, None) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("streamer: {e}: {}", offtrace_metrics::cupti::last_error());
+            std::process::exit(3);
+        }
+    };
+    let phase = |name: &str, ms: u64, work: &dyn Fn()| {
+        let t0 = monotonic_ns();
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            work();
+        }
+        cuda.sync();
+        println!("phase,{name},{t0},{}", monotonic_ns());
+    };
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+    phase("fma_loop", 300, &|| {
+        cuda.fma(20_000);
+        cuda.sync();
+    });
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+    phase("saxpy", 300, &|| {
+        cuda.saxpy();
+        cuda.sync();
+    });
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+    std::thread::sleep(Duration::from_millis(20));
+    let raw = m.streamer_read_data(s, u32::MAX).expect("read");
+    let stats = m.streamer_close(s).expect("close");
+    let reports = offtrace_metrics::RawReport::decode_all(&raw, names.len()).expect("reports");
+    println!("report,ts_ns,{}", names.join(","));
+    for (r, v) in reports.iter().zip(m.calculate(g, &raw).expect("calculate")) {
+        let v: Vec<String> = v.iter().map(|x| format!("{:.2}", x.as_f64())).collect();
+        println!("report,{},{}", r.ts_ns, v.join(","));
+    }
+    eprintln!(
+        "pm: {} reports, sampling thread {} us per report",
+        stats.reports,
+        stats.sampling_cpu_ns / stats.reports.max(1) / 1000
+    );
+}
