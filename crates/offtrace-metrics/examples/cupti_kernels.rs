@@ -223,6 +223,27 @@ fn main() {
         }
         "range" => range(&cuda, reps),
         "pm" => pm(&cuda),
+        "pmprobe" => {
+            // Which metric names PM sampling accepts on this chip (one at a time), so a failing
+            // `pm` run says which of `cupti::PM_METRICS` to replace.
+            for name in [
+                "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+                "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+                "gr__cycles_active.avg",
+                "gr__cycles_elapsed.max",
+                "sm__cycles_active.avg",
+                "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",
+                "sm__warps_active.avg.pct_of_peak_sustained_active",
+                "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+            ] {
+                match offtrace_metrics::cupti::PmSampler::new(0, &[name.to_owned()], 1_000_000, 16) {
+                    Ok(_) => println!("pmprobe,{name},ok"),
+                    Err(e) => println!("pmprobe,{name},{e},{}", offtrace_metrics::cupti::last_error()),
+                }
+            }
+        }
         m => panic!("unknown mode {m}"),
     }
 }
@@ -245,7 +266,7 @@ fn range(cuda: &Cuda, reps: usize) {
         }
     };
     let q = m.query_create(pool, 0).expect("query");
-    println!("kernel,launch,{}", names.join(","));
+    println!("kernel,launch,range,{}", names.join(","));
     for rep in 0..reps {
         for kernel in ["saxpy", "fma_loop"] {
             m.query_reset(q).expect("reset");
@@ -265,9 +286,10 @@ fn range(cuda: &Cuda, reps: usize) {
             }
             let raw = m.query_get_data(q).expect("data");
             let kernels = m.query_range_names(q).expect("names");
+            // CUPTI names auto ranges by a running number, not the kernel: the launch says which.
             for (name, values) in kernels.iter().zip(m.calculate(g, &raw).expect("calculate")) {
                 let v: Vec<String> = values.iter().map(|v| format!("{}", v.as_f64())).collect();
-                println!("{name},{rep},{}", v.join(","));
+                println!("{kernel},{rep},{name},{}", v.join(","));
             }
         }
     }
@@ -286,6 +308,7 @@ fn pm(cuda: &Cuda) {
     let names: Vec<String> = m.group_info(g).expect("group").metrics.iter().map(|x| x.name.clone()).collect();
     m.activate(1, &[g]).expect("activate");
     let desc = StreamerDesc { sampling_period: Duration::from_micros(period_us), ..StreamerDesc::default() };
+    eprintln!("pm: opening the streamer");
     let s = match m.streamer_open(1, g, desc, None) {
         Ok(s) => s,
         Err(e) => {
@@ -293,6 +316,7 @@ fn pm(cuda: &Cuda) {
             std::process::exit(3);
         }
     };
+    eprintln!("pm: streamer open");
     let phase = |name: &str, ms: u64, work: &dyn Fn()| {
         let t0 = monotonic_ns();
         let until = Instant::now() + Duration::from_millis(ms);
@@ -301,6 +325,7 @@ fn pm(cuda: &Cuda) {
         }
         cuda.sync();
         println!("phase,{name},{t0},{}", monotonic_ns());
+        eprintln!("pm: phase {name} done");
     };
     phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
     phase("fma_loop", 300, &|| {
@@ -315,7 +340,9 @@ fn pm(cuda: &Cuda) {
     phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
     std::thread::sleep(Duration::from_millis(20));
     let raw = m.streamer_read_data(s, u32::MAX).expect("read");
+    eprintln!("pm: read {} bytes; closing", raw.len());
     let stats = m.streamer_close(s).expect("close");
+    eprintln!("pm: closed");
     let reports = offtrace_metrics::RawReport::decode_all(&raw, names.len()).expect("reports");
     println!("report,ts_ns,{}", names.join(","));
     for (r, v) in reports.iter().zip(m.calculate(g, &raw).expect("calculate")) {

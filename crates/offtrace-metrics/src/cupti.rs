@@ -132,7 +132,6 @@ struct Api {
     lib: *mut c_void,
     get_result_string: Option<unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult>,
     get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> CuptiResult>,
-    cu_ctx_get_current: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
 }
 
 // SAFETY: a library handle that is never closed and C function pointers into it; CUPTI's
@@ -166,22 +165,16 @@ fn load() -> Option<Api> {
     if dlsym_in(lib, c"cuptiRangeProfilerEnable").is_null() {
         return None; // a CUPTI older than the range profiler (CUDA 12.6)
     }
-    // libcuda is already loaded in any process that has a CUDA context.
-    let cuda = {
-        // SAFETY: as above; RTLD_NOLOAD only finds an already loaded library.
-        unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) }
-    };
     let get = |l: *mut c_void, n: &CStr| {
         let p = if l.is_null() { std::ptr::null_mut() } else { dlsym_in(l, n) };
         (!p.is_null()).then_some(p)
     };
-    // SAFETY (the three transmutes): each symbol is the C function of the prototype named
-    // (cupti.h, cupti_activity.h, cuda.h), of pointer size.
+    // SAFETY (both transmutes): each symbol is the C function of the prototype named (cupti.h,
+    // cupti_activity.h), of pointer size.
     Some(Api {
         lib,
         get_result_string: get(lib, c"cuptiGetResultString").map(|p| unsafe { std::mem::transmute(p) }),
         get_timestamp: get(lib, c"cuptiGetTimestamp").map(|p| unsafe { std::mem::transmute(p) }),
-        cu_ctx_get_current: get(cuda, c"cuCtxGetCurrent").map(|p| unsafe { std::mem::transmute(p) }),
     })
 }
 
@@ -209,6 +202,9 @@ fn call<P>(name: &CStr, params: &mut P) -> Result<(), MetricsError> {
     if f.is_null() {
         set_error(name, 0, "symbol not found");
         return Err(MetricsError::UnsupportedFeature);
+    }
+    if trace() {
+        eprintln!("offtrace cupti: {} (thread {:?})", name.to_string_lossy(), std::thread::current().id());
     }
     // SAFETY: `f` is CUPTI's `name`, a `CUptiResult f(Params*)` whose parameter struct `P` copies
     // the header's layout, with its size set by `new()`; `params` is live for the call.
@@ -239,6 +235,13 @@ fn call<P>(name: &CStr, params: &mut P) -> Result<(), MetricsError> {
     })
 }
 
+/// `OFFTRACE_CUPTI_TRACE=1`: every CUPTI call named on stderr before it is made (diagnosing a
+/// driver or CUPTI failure on a GPU machine; off by default: nothing is printed into the app).
+fn trace() -> bool {
+    static T: OnceLock<bool> = OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("OFFTRACE_CUPTI_TRACE").is_some_and(|v| v == "1"))
+}
+
 fn set_error(name: &CStr, code: u32, text: &str) {
     if let Ok(mut e) = LAST_ERROR.lock() {
         *e = format!("{}: {code} {text}", name.to_string_lossy());
@@ -253,9 +256,24 @@ pub fn gpu_timestamp() -> Option<u64> {
     (unsafe { f(&mut t) } == 0).then_some(t)
 }
 
-/// The calling thread's current CUDA context (null when none or when libcuda is not loaded).
+/// The calling thread's current CUDA context (null when none or when libcuda is not loaded: a
+/// process with a CUDA context has it loaded, so it is only looked up, never loaded here).
 pub fn current_context() -> *mut c_void {
-    let Some(f) = api().and_then(|a| a.cu_ctx_get_current) else { return std::ptr::null_mut() };
+    if api().is_none() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: RTLD_NOLOAD only finds an already loaded library (a reference it holds is never
+    // released: libcuda stays loaded for the process's life anyway).
+    let cuda = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if cuda.is_null() {
+        return std::ptr::null_mut();
+    }
+    let p = dlsym_in(cuda, c"cuCtxGetCurrent");
+    if p.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: `cuCtxGetCurrent` is `CUresult (CUcontext*)` (cuda.h), of pointer size.
+    let f: unsafe extern "C" fn(*mut *mut c_void) -> i32 = unsafe { std::mem::transmute(p) };
     let mut ctx = std::ptr::null_mut();
     // SAFETY: writes a CUcontext into a live local.
     if unsafe { f(&mut ctx) } == 0 { ctx } else { std::ptr::null_mut() }
@@ -295,19 +313,23 @@ impl Names {
     }
 }
 
-/// A profiler host object (metric configuration and evaluation) for one chip.
+/// A profiler host object (metric configuration and evaluation) for one chip. It keeps the
+/// chip name and the counter availability image it was given: CUPTI's documentation does not say
+/// it copies them, so they live as long as the object.
 struct Host {
     host: *mut c_void,
+    _chip: CString,
+    _availability: Vec<u8>,
 }
 
 impl Host {
-    fn new(kind: u32, chip: &CStr, availability: &[u8]) -> Result<Self, MetricsError> {
+    fn new(kind: u32, chip: CString, availability: Vec<u8>) -> Result<Self, MetricsError> {
         let mut p = HostInitialize::new();
         p.profiler_type = kind;
         p.chip = chip.as_ptr();
         p.availability = if availability.is_empty() { std::ptr::null() } else { availability.as_ptr() };
         call(c"cuptiProfilerHostInitialize", &mut p)?;
-        Ok(Self { host: p.host })
+        Ok(Self { host: p.host, _chip: chip, _availability: availability })
     }
 
     /// The configuration image for `names` and how many passes it takes.
@@ -413,7 +435,7 @@ impl RangeProfiler {
             let mut availability = vec![0u8; av.image_size];
             av.image = availability.as_mut_ptr();
             call(c"cuptiProfilerGetCounterAvailability", &mut av)?;
-            let host = Host::new(PROFILER_TYPE_RANGE, &chip, &availability)?;
+            let host = Host::new(PROFILER_TYPE_RANGE, chip, availability)?;
             let names = Names::new(metrics)?;
             let (config, passes) = host.config(&names)?;
             let mut ds = RangeDataSize::new();
@@ -539,6 +561,9 @@ pub struct PmSampler {
     object: *mut c_void,
     host: Host,
     names: Names,
+    /// The configuration image given to `cuptiPmSamplingSetConfig` (kept: CUPTI may read it at
+    /// start).
+    _config: Vec<u8>,
     data: Vec<u8>,
     /// Samples of the current counter data image already returned.
     taken: usize,
@@ -568,7 +593,7 @@ impl PmSampler {
         en.device_index = device_index;
         call(c"cuptiPmSamplingEnable", &mut en)?;
         let object = en.object;
-        let build = || -> Result<(Host, Names, Vec<u8>), MetricsError> {
+        let build = || -> Result<(Host, Names, Vec<u8>, Vec<u8>), MetricsError> {
             let chip = chip_name(device_index)?;
             let mut av = PmAvailability::new();
             av.device_index = device_index;
@@ -576,7 +601,7 @@ impl PmSampler {
             let mut availability = vec![0u8; av.image_size];
             av.image = availability.as_mut_ptr();
             call(c"cuptiPmSamplingGetCounterAvailability", &mut av)?;
-            let host = Host::new(PROFILER_TYPE_PM_SAMPLING, &chip, &availability)?;
+            let host = Host::new(PROFILER_TYPE_PM_SAMPLING, chip, availability)?;
             let names = Names::new(metrics)?;
             let (config, passes) = host.config(&names)?;
             if passes > 1 {
@@ -598,11 +623,11 @@ impl PmSampler {
             ds.count = names.ptrs.len();
             ds.max_samples = max_samples;
             call(c"cuptiPmSamplingGetCounterDataSize", &mut ds)?;
-            Ok((host, names, vec![0u8; ds.size]))
+            Ok((host, names, config, vec![0u8; ds.size]))
         };
         match build() {
-            Ok((host, names, data)) => {
-                let mut s = Self { object, host, names, data, taken: 0, started: false };
+            Ok((host, names, config, data)) => {
+                let mut s = Self { object, host, names, _config: config, data, taken: 0, started: false };
                 s.reset_data()?;
                 Ok(s)
             }
