@@ -28,6 +28,16 @@ fn read_into(fd: RawFd, buf: &mut [u64]) -> isize {
     unsafe { libc::read(fd, buf.as_mut_ptr().cast(), std::mem::size_of_val(buf)) }
 }
 
+/// Threads of this process: `/proc/self/task`'s link count is 2 + the number of threads.
+fn task_links(dir: &std::fs::File) -> u64 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fstat into a live zeroed stat of an open descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstat(dir.as_raw_fd(), &mut st) };
+    st.st_nlink.saturating_sub(2)
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).map(|s| s.parse::<u64>().expect("number"));
     let busy = args.next().unwrap_or(3) as usize;
@@ -59,6 +69,7 @@ fn main() {
             })
         })
         .collect();
+    let task = std::fs::File::open("/proc/self/task").expect("task");
     let mut files = procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()]).expect("proc");
     let mut out = [0u64; 8];
     let mut buf = [0u64; 1 + 5];
@@ -76,6 +87,8 @@ fn main() {
         "status",
         "process cputime clock",
         "getrusage",
+        "fstat /proc/self/task",
+        "cputime+statm+fstat(task)+io",
     ];
     let mut run = |i: usize| match i {
         0 => {}
@@ -111,6 +124,15 @@ fn main() {
             unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
             out[0] = ts.tv_nsec as u64;
         }
+        10 => out[0] = task_links(&task),
+        11 => {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: writes a timespec into a live local.
+            unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+            statm.read().expect("read");
+            io.read().expect("read");
+            out[0] = ts.tv_nsec as u64 + task_links(&task) + statm.text(0).len() as u64 + io.text(0).len() as u64;
+        }
         _ => {
             // SAFETY: writes an rusage into a live zeroed local.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -121,8 +143,8 @@ fn main() {
     };
     // Interleaved: each round runs every variant once, each after its own sleep to the next
     // period boundary (a cold wake-up, as in the sampler).
-    let mut cpu = [0u64; 10];
-    let mut work = [0u64; 10];
+    let mut cpu = [0u64; 12];
+    let mut work = [0u64; 12];
     let start = Instant::now();
     let mut k = 1;
     for _ in 0..rounds {

@@ -6,7 +6,7 @@
 //! | cpu (0) | `cpu.sw` | 0 perf_event | event + time | software events of the process |
 //! | cpu (0) | `cpu.thread_sw` | 0 perf_event | event | software events of the calling thread |
 //! | cpu (0) | `cpu.hw` | 1 pmu | event + time | cycles, instructions (only with a PMU) |
-//! | cpu (0) | `proc.process` | 2 procfs process | time | `/proc/self/{stat,io}` |
+//! | cpu (0) | `proc.process` | 2 procfs process | time | process CPU clock, `/proc/self/{statm,io,task}` |
 //! | cpu (0) | `proc.system` | 3 procfs system | time | `/proc/{stat,meminfo}` |
 //! | cpu (0) | `sys.cpu` | 4 sysfs | time | cpufreq, thermal zones, RAPL |
 //! | each GPU (1..) | `nvml.telemetry` | 0 nvml | time | NVML |
@@ -75,6 +75,7 @@ pub struct Collector {
     backend: Backend,
     perf: Option<EventSet>,
     proc: Option<procfs::OpenFiles>,
+    process: Option<procfs::SelfProcess>,
     range: Option<cupti::RangeProfiler>,
     pm: Option<PmState>,
 }
@@ -96,14 +97,11 @@ impl Collector {
                 self.perf.as_ref().ok_or(MetricsError::Uninitialized)?.read(out);
                 Ok(())
             }
-            Backend::ProcProcess | Backend::ProcSystem => {
+            Backend::ProcProcess => self.process.as_mut().ok_or(MetricsError::Uninitialized)?.read(out),
+            Backend::ProcSystem => {
                 let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
                 files.read()?;
-                if matches!(self.backend, Backend::ProcProcess) {
-                    procfs::parse_process(files.text(0), files.text(1), out)
-                } else {
-                    procfs::parse_system(files.text(0), files.text(1), out)
-                }
+                procfs::parse_system(files.text(0), files.text(1), out)
             }
             Backend::Sys(plan) => sysfs::read(plan, out),
             // Values per kernel, not a snapshot: only queries read it (`range_start/stop`).
@@ -163,7 +161,6 @@ impl Group {
             _ => None,
         };
         let proc = match &self.backend {
-            Backend::ProcProcess => Some(procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()])?),
             Backend::ProcSystem => Some(procfs::OpenFiles::open(&["/proc/stat".into(), "/proc/meminfo".into()])?),
             _ => None,
         };
@@ -183,7 +180,11 @@ impl Group {
             }
             _ => None,
         };
-        Ok(Collector { backend: self.backend.clone(), perf, proc, range, pm })
+        let process = match self.backend {
+            Backend::ProcProcess => Some(procfs::SelfProcess::open()?),
+            _ => None,
+        };
+        Ok(Collector { backend: self.backend.clone(), perf, proc, process, range, pm })
     }
 }
 
@@ -308,7 +309,7 @@ impl Catalog {
             use MetricType::*;
             c.groups.push(group(
                 "proc.process",
-                "this process from /proc/self (stat, io)",
+                "this process: CPU clock, /proc/self (statm, io, task)",
                 2,
                 SamplingTypes::TIME_BASED,
                 vec![
@@ -322,7 +323,7 @@ impl Catalog {
                     ),
                     MetricInfo::new(
                         "cpu_time",
-                        "user + system CPU time (clock-tick resolution)",
+                        "user + system CPU time of every thread (CLOCK_PROCESS_CPUTIME_ID)",
                         "process",
                         "ns",
                         Duration,

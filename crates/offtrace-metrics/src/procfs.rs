@@ -106,6 +106,58 @@ impl OpenFiles {
     }
 }
 
+/// `proc.process` of this process, sampled cheaply (the sampler's per-sample path): CPU time from
+/// `CLOCK_PROCESS_CPUTIME_ID` (exact, where `/proc/self/stat` has clock ticks), resident pages from
+/// `/proc/self/statm`, threads from the link count of `/proc/self/task` (2 + one per thread: one
+/// `fstat`, no text), and `rchar`/`wchar` from `/proc/self/io`. Same slots as [`read_process`];
+/// 15 % cheaper per sample than `stat` + `io` on the loaded 2-vCPU VM (`perf_read_cost` example).
+#[derive(Debug)]
+pub struct SelfProcess {
+    files: OpenFiles,
+    task: std::fs::File,
+    page: u64,
+}
+
+impl SelfProcess {
+    pub fn open() -> Result<Self, MetricsError> {
+        let files = OpenFiles::open(&[PathBuf::from("/proc/self/statm"), PathBuf::from("/proc/self/io")])?;
+        let task = std::fs::File::open("/proc/self/task").map_err(|_| MetricsError::UnsupportedFeature)?;
+        Ok(Self { files, task, page: page_size() })
+    }
+
+    /// `[cpu_ns, rss_bytes, threads, rchar, wchar]` now.
+    pub fn read(&mut self, out: &mut [u64]) -> Result<(), MetricsError> {
+        use std::os::fd::AsRawFd;
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        #[allow(unsafe_code)]
+        // SAFETY: clock_gettime writes a timespec into a live local.
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        if r != 0 {
+            return Err(MetricsError::DeviceLost);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a zeroed `stat` (plain integers) is a valid value for fstat to overwrite.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        #[allow(unsafe_code)]
+        // SAFETY: fstat of an open descriptor into a live `stat`.
+        let r = unsafe { libc::fstat(self.task.as_raw_fd(), &mut st) };
+        if r != 0 {
+            return Err(MetricsError::DeviceLost);
+        }
+        self.files.read()?;
+        out[0] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        // statm: size resident shared text lib data dt (pages).
+        out[1] = self.files.text(0).split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0) * self.page;
+        out[2] = st.st_nlink.saturating_sub(2);
+        let io = self.files.text(1);
+        let key =
+            |k: &str| io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0);
+        out[3] = key("rchar");
+        out[4] = key("wchar");
+        Ok(())
+    }
+}
+
 /// Raw slots of `proc.system`.
 pub const SYSTEM_SLOTS: usize = 5;
 
@@ -197,6 +249,34 @@ mod tests {
         assert_eq!(f.text(0), text);
         f.read().expect("re-read");
         assert_eq!(f.text(0), text);
+    }
+
+    #[test]
+    fn self_process_agrees_with_stat_and_io() {
+        let mut fast = SelfProcess::open().expect("open");
+        let mut a = [0u64; PROCESS_SLOTS];
+        let mut b = [0u64; PROCESS_SLOTS];
+        let mut c = [0u64; PROCESS_SLOTS];
+        read_process(Path::new("/proc"), None, &mut a).expect("stat");
+        fast.read(&mut b).expect("fast");
+        read_process(Path::new("/proc"), None, &mut c).expect("stat");
+        // CPU time: exact here, clock ticks there (10 ms): within a tick of the two stat reads.
+        let tick = 1_000_000_000 / clock_ticks();
+        assert!(b[0] + tick >= a[0] && b[0] <= c[0] + tick, "{a:?} {b:?} {c:?}");
+        // RSS and threads: the same numbers (the test harness may start or end a thread between).
+        assert!(b[1].abs_diff(a[1]) <= 64 * page_size(), "rss {a:?} {b:?}");
+        assert!(b[2] >= 1 && b[2].abs_diff(a[2]) <= 2, "threads {a:?} {b:?}");
+        assert!(b[3] >= a[3] && b[3] <= c[3] && b[4] >= a[4] && b[4] <= c[4], "io {a:?} {b:?} {c:?}");
+        // A new thread shows in the thread count.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv());
+        let mut d = [0u64; PROCESS_SLOTS];
+        fast.read(&mut d).expect("fast");
+        drop(tx);
+        let _ = t.join();
+        let mut e = [0u64; PROCESS_SLOTS];
+        fast.read(&mut e).expect("fast");
+        assert_eq!(d[2], e[2] + 1, "one thread more while it lived: {d:?} {e:?}");
     }
 
     #[test]
