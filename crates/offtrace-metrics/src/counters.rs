@@ -28,7 +28,7 @@ pub fn device_handle(id: u32) -> u64 {
 
 /// Emits a `DEVICE` record for each metric device (name, CPU/GPU), so tools name the counters'
 /// devices.
-fn define_devices(metrics: &Metrics, ids: &[u32]) {
+pub fn define_devices(metrics: &Metrics, ids: &[u32]) {
     for d in metrics.catalog().devices.iter().filter(|d| ids.contains(&d.id)) {
         let name = CString::new(d.name.replace('\0', "")).unwrap_or_default();
         let p = DevicePayload {

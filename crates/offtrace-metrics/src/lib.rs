@@ -36,7 +36,7 @@ pub mod sysfs;
 pub mod sysman;
 
 pub use catalog::{Backend, Catalog, Group};
-pub use counters::{Sampler, SamplerStats, counter_id, device_handle};
+pub use counters::{Sampler, SamplerStats, counter_id, define_devices, device_handle};
 pub use error::MetricsError;
 pub use model::{
     Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, RawReport, SamplingTypes, TypedValue, ValueType,

@@ -147,11 +147,13 @@ impl SelfProcess {
         self.files.read()?;
         out[0] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
         // statm: size resident shared text lib data dt (pages).
-        out[1] = self.files.text(0).split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0) * self.page;
+        out[1] =
+            self.files.text(0).split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0) * self.page;
         out[2] = st.st_nlink.saturating_sub(2);
         let io = self.files.text(1);
-        let key =
-            |k: &str| io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0);
+        let key = |k: &str| {
+            io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0)
+        };
         out[3] = key("rchar");
         out[4] = key("wchar");
         Ok(())
