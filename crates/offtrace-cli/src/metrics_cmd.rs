@@ -116,6 +116,12 @@ pub fn record_env(cmd: &mut Command, m: &RecordMetrics) -> anyhow::Result<()> {
         {
             bail!("--query-metrics {n}: not an event-based group (`offtrace metrics list` says which are)");
         }
+        // A command's query begins on the enqueuing thread and ends on the thread that reports
+        // its completion: a group counting one thread would measure neither.
+        use offtrace_metrics::{Backend, perf::Scope};
+        if c.find(n).iter().any(|&g| matches!(c.groups[g].backend, Backend::PerfSoftware(Scope::Thread))) {
+            bail!("--query-metrics {n}: counts one thread, and a command's query spans two (use cpu.sw)");
+        }
     }
     if m.telemetry {
         groups.extend(telemetry_present(c));

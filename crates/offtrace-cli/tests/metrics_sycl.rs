@@ -134,6 +134,9 @@ fn query_metrics_give_one_value_per_command() {
     let o = offtrace().args(["record", "--query-metrics", "proc.process", "--", "true"]).output().expect("run");
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an event-based group"), "{o:?}");
+    let o = offtrace().args(["record", "--query-metrics", "cpu.thread_sw", "--", "true"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("counts one thread"), "{o:?}");
 
     let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
     assert!(venv.join("bin/python").exists(), "no SYCL runtime in {} (OFFTRACE_SKIP_SYCL=1 skips)", venv.display());
