@@ -4,7 +4,7 @@
 # range profiler per kernel through offtrace's event-based queries vs `ncu --metrics` on the
 # same kernels (clocks unlocked as in the range profiler, and ncu's default base clocks), PM
 # sampling at 1 ms through a streamer during idle / compute / idle / memory / idle phases.
-# Usage: cupti_run.sh [range] [ncu] [nocache] [pm]   (default: range ncu pm)
+# Usage: cupti_run.sh [range] [ncu] [nocache] [pm] [pmtrace]   (default: range ncu pm)
 set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -31,10 +31,17 @@ if [[ $parts == *nocache* ]]; then
   timeout 150 ncu --metrics $M --cache-control none --clock-control none --print-units base --csv ./cupti_kernels plain 5 > "$OUT/ncu-nocache.csv" 2>> "$LOG"; echo "ncu nocache rc $?" >> "$LOG"
   python3 compare_cupti_ncu.py "$OUT/range.csv" "$OUT/ncu-nocache.csv" >> "$LOG" 2>&1
 fi
-if [[ $parts == *pm* ]]; then
+if [[ " $parts " == *" pm "* ]]; then
   echo "== pm" >> "$LOG"
   OFFTRACE_CUPTI_TRACE=${OFFTRACE_CUPTI_TRACE:-0} PERIOD_US=1000 timeout 60 ./cupti_kernels pm > "$OUT/pm.csv" 2> "$OUT/pm.err"; echo "pm rc $?" >> "$LOG"
   tail -40 "$OUT/pm.err" >> "$LOG"; rm -f "$OUT/pm.err"
   python3 compare_cupti_ncu.py --pm "$OUT/pm.csv" >> "$LOG" 2>&1
+fi
+if [[ $parts == *pmtrace* ]]; then
+  echo "== pmtrace (Sampler into a trace, 1 ms)" >> "$LOG"
+  timeout 60 ./cupti_kernels pmtrace "$OUT/pm.offtrace" >> "$LOG" 2>&1; echo "pmtrace rc $?" >> "$LOG"
+  timeout 60 ./offtrace report "$OUT/pm.offtrace" 2>&1 | grep -A6 -i "^counters" >> "$LOG"
+  echo "== pm at 10 ms (host cost per report)" >> "$LOG"
+  PERIOD_US=10000 timeout 60 ./cupti_kernels pm > /dev/null 2>> "$LOG"; echo "pm10 rc $?" >> "$LOG"
 fi
 cat "$LOG"

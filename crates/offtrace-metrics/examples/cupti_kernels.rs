@@ -9,11 +9,15 @@
 //!   idle / fma_loop / idle / saxpy / idle run, printing every report and the phase boundaries
 //!   (CLOCK_MONOTONIC, the streamer's clock), so the curve can be checked against the kernels.
 //!
+//! - `pmtrace FILE`: the same phases recorded into a trace (offtrace-recorder) by the agent's
+//!   `Sampler` (the path of `record --metrics`): PM samples as `COUNTER` records, each phase as a
+//!   marker range; then the trace is read back and each phase's mean printed from the trace.
+//!
 //! `cargo build --release -p offtrace-metrics --example cupti_kernels`
 
 #![allow(unsafe_code)] // the CUDA driver API through dlopen
 
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, CString, c_void};
 use std::time::{Duration, Instant};
 
 use offtrace_metrics::{GroupHandle, Metrics, StreamerDesc, monotonic_ns};
@@ -223,6 +227,7 @@ fn main() {
         }
         "range" => range(&cuda, reps),
         "pm" => pm(&cuda),
+        "pmtrace" => pm_trace(&cuda, &std::env::args().nth(2).unwrap_or_else(|| "pm.offtrace".into())),
         "pmprobe" => {
             // Which metric names PM sampling accepts on this chip (one at a time), so a failing
             // `pm` run says which of `cupti::PM_METRICS` to replace.
@@ -354,4 +359,107 @@ fn pm(cuda: &Cuda) {
         stats.reports,
         stats.sampling_cpu_ns / stats.reports.max(1) / 1000
     );
+}
+
+fn run_phases(cuda: &Cuda, mut phase_hook: impl FnMut(&str, bool)) {
+    let mut phase = |name: &str, ms: u64, work: &dyn Fn()| {
+        phase_hook(name, true);
+        let until = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < until {
+            work();
+        }
+        cuda.sync();
+        phase_hook(name, false);
+    };
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+    phase("fma_loop", 300, &|| {
+        cuda.fma(20_000);
+        cuda.sync();
+    });
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+    phase("saxpy", 300, &|| {
+        cuda.saxpy();
+        cuda.sync();
+    });
+    phase("idle", 100, &|| std::thread::sleep(Duration::from_millis(1)));
+}
+
+fn pm_trace(cuda: &Cuda, path: &str) {
+    use offtrace_format::{Record, TraceReader};
+    let period_us: u64 = std::env::var("PERIOD_US").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    offtrace_recorder::start_file(offtrace_recorder::Config::default(), std::path::Path::new(path), &[("command", "cupti_kernels pmtrace")])
+        .expect("start the recording");
+    let ctx = offtrace_recorder::subscribe(false).expect("subscribe");
+    let m = Metrics::global();
+    let sampler = match offtrace_metrics::Sampler::start(m, &["cupti.pm_sampling@1"], Duration::from_micros(period_us)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sampler: {e}: {}", offtrace_metrics::cupti::last_error());
+            std::process::exit(3);
+        }
+    };
+    let names: Vec<CString> = ["idle", "fma_loop", "saxpy"].iter().map(|n| CString::new(*n).expect("name")).collect();
+    let mut host_phases: Vec<(String, u64, u64)> = Vec::new();
+    run_phases(cuda, |name, begin| {
+        let now = monotonic_ns();
+        if begin {
+            host_phases.push((name.to_owned(), now, 0));
+        } else if let Some(p) = host_phases.last_mut() {
+            p.2 = now;
+        }
+        if begin {
+            let c = names.iter().find(|c| c.to_bytes() == name.as_bytes()).expect("phase");
+            offtrace_core::marker_range_push(c);
+        } else {
+            offtrace_core::marker_range_pop();
+        }
+    });
+    let stats = sampler.stop();
+    offtrace_core::destroy_context(ctx).expect("context");
+    let fin = offtrace_recorder::finish().expect("finish");
+    eprintln!("pmtrace: {} drops; sampler {:?}", fin.drops, stats.iter().map(|s| (s.group.clone(), s.stats.reports, s.stats.sampling_cpu_ns / s.stats.reports.max(1) / 1000)).collect::<Vec<_>>());
+    // Read the trace back: counter definitions and samples, marker ranges.
+    let mut strings = std::collections::HashMap::new();
+    let mut defs = Vec::new();
+    let mut samples: std::collections::HashMap<u64, Vec<(u64, f64)>> = Default::default();
+    let mut ranges: Vec<(u64, u64, u64)> = Vec::new(); // (message id, begin, end)
+    let mut open: Vec<(u64, u64)> = Vec::new();
+    for r in TraceReader::open(path).expect("open the trace") {
+        match r.expect("record") {
+            Record::String { id, text } => {
+                strings.insert(u64::from(id.0), text);
+            }
+            Record::CounterDef(d) => defs.push(d),
+            Record::CounterSample(s) => samples.entry(s.counter).or_default().push((s.ts, f64::from_bits(s.value))),
+            Record::Marker(mk) if mk.phase == offtrace_format::phase::ENTER => open.push((u64::from(mk.message.0), mk.ts)),
+            Record::Marker(mk) if mk.phase == offtrace_format::phase::EXIT => {
+                if let Some((msg, t0)) = open.pop() {
+                    ranges.push((msg, t0, mk.ts));
+                }
+            }
+            _ => {}
+        }
+    }
+    println!("trace,{path},{} counters,{} marker ranges,{} unmatched marker begins", defs.len(), ranges.len(), open.len());
+    for d in &defs {
+        let name = strings.get(&u64::from(d.name.0)).cloned().unwrap_or_default();
+        let s = samples.get(&d.counter).map(Vec::as_slice).unwrap_or(&[]);
+        print!("trace_counter,{name},{} samples", s.len());
+        // By the host's phase times (CLOCK_MONOTONIC, the trace's clock after reading), then by
+        // the trace's marker ranges.
+        for (name, t0, t1) in &host_phases {
+            let from = t0 + (t1 - t0) / 15;
+            let inside: Vec<f64> = s.iter().filter(|(ts, _)| *ts >= from && ts <= t1).map(|(_, v)| *v).collect();
+            let mean = inside.iter().sum::<f64>() / inside.len().max(1) as f64;
+            print!(",host:{name}={mean:.2} ({} samples)", inside.len());
+        }
+        for (msg, t0, t1) in &ranges {
+            // The phase minus its first fifteenth (20 ms of 300; whatever the trace's time unit).
+            let from = t0 + (t1 - t0) / 15;
+            let inside: Vec<f64> = s.iter().filter(|(ts, _)| *ts >= from && ts <= t1).map(|(_, v)| *v).collect();
+            let mean = inside.iter().sum::<f64>() / inside.len().max(1) as f64;
+            print!(",{}={mean:.2} ({} samples)", strings.get(msg).map_or("?", String::as_str), inside.len());
+        }
+        println!();
+    }
 }
