@@ -387,11 +387,16 @@ fn run_phases(cuda: &Cuda, mut phase_hook: impl FnMut(&str, bool)) {
 fn pm_trace(cuda: &Cuda, path: &str) {
     use offtrace_format::{Record, TraceReader};
     let period_us: u64 = std::env::var("PERIOD_US").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
-    offtrace_recorder::start_file(offtrace_recorder::Config::default(), std::path::Path::new(path), &[("command", "cupti_kernels pmtrace")])
-        .expect("start the recording");
+    offtrace_recorder::start_file(
+        offtrace_recorder::Config::default(),
+        std::path::Path::new(path),
+        &[("command", "cupti_kernels pmtrace")],
+    )
+    .expect("start the recording");
     let ctx = offtrace_recorder::subscribe(false).expect("subscribe");
     let m = Metrics::global();
-    let sampler = match offtrace_metrics::Sampler::start(m, &["cupti.pm_sampling@1"], Duration::from_micros(period_us)) {
+    let sampler = match offtrace_metrics::Sampler::start(m, &["cupti.pm_sampling@1"], Duration::from_micros(period_us))
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("sampler: {e}: {}", offtrace_metrics::cupti::last_error());
@@ -417,7 +422,14 @@ fn pm_trace(cuda: &Cuda, path: &str) {
     let stats = sampler.stop();
     offtrace_core::destroy_context(ctx).expect("context");
     let fin = offtrace_recorder::finish().expect("finish");
-    eprintln!("pmtrace: {} drops; sampler {:?}", fin.drops, stats.iter().map(|s| (s.group.clone(), s.stats.reports, s.stats.sampling_cpu_ns / s.stats.reports.max(1) / 1000)).collect::<Vec<_>>());
+    eprintln!(
+        "pmtrace: {} drops; sampler {:?}",
+        fin.drops,
+        stats
+            .iter()
+            .map(|s| (s.group.clone(), s.stats.reports, s.stats.sampling_cpu_ns / s.stats.reports.max(1) / 1000))
+            .collect::<Vec<_>>()
+    );
     // Read the trace back: counter definitions and samples, marker ranges.
     let mut strings = std::collections::HashMap::new();
     let mut defs = Vec::new();
@@ -431,7 +443,9 @@ fn pm_trace(cuda: &Cuda, path: &str) {
             }
             Record::CounterDef(d) => defs.push(d),
             Record::CounterSample(s) => samples.entry(s.counter).or_default().push((s.ts, f64::from_bits(s.value))),
-            Record::Marker(mk) if mk.phase == offtrace_format::phase::ENTER => open.push((u64::from(mk.message.0), mk.ts)),
+            Record::Marker(mk) if mk.phase == offtrace_format::phase::ENTER => {
+                open.push((u64::from(mk.message.0), mk.ts))
+            }
             Record::Marker(mk) if mk.phase == offtrace_format::phase::EXIT => {
                 if let Some((msg, t0)) = open.pop() {
                     ranges.push((msg, t0, mk.ts));
@@ -440,7 +454,12 @@ fn pm_trace(cuda: &Cuda, path: &str) {
             _ => {}
         }
     }
-    println!("trace,{path},{} counters,{} marker ranges,{} unmatched marker begins", defs.len(), ranges.len(), open.len());
+    println!(
+        "trace,{path},{} counters,{} marker ranges,{} unmatched marker begins",
+        defs.len(),
+        ranges.len(),
+        open.len()
+    );
     for d in &defs {
         let name = strings.get(&u64::from(d.name.0)).cloned().unwrap_or_default();
         let s = samples.get(&d.counter).map(Vec::as_slice).unwrap_or(&[]);

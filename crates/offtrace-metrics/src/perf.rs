@@ -288,7 +288,10 @@ pub fn open_set(events: &[(&str, u32, u64)], scope: Scope) -> Result<EventSet, M
         let mut buf = [0u64; 1 + MAX_GROUP];
         if read_raw(leader.as_raw_fd(), &mut buf) as usize == 8 * (1 + events.len()) && buf[0] as usize == events.len()
         {
-            return Ok(EventSet { leaders: vec![leader], _siblings: Vec::new(), singles: Vec::new(), n: events.len() });
+            // Keep the siblings' descriptors too: a sibling lives as long as one is open, and the
+            // program might close the numbers `record` gave them.
+            let siblings = events[1..].iter().filter_map(|&(name, _, _)| inherited(name)).collect();
+            return Ok(EventSet { leaders: vec![leader], _siblings: siblings, singles: Vec::new(), n: events.len() });
         }
         // Plain inherited events (an older `record`): one read each.
         let singles = open_counters(events, scope)?;
