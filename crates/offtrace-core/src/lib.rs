@@ -6,6 +6,7 @@
 mod allocation;
 mod args;
 mod buffer;
+mod buffer_record;
 mod callback;
 pub mod clock;
 mod context;
@@ -26,8 +27,13 @@ pub use allocation::{
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
-    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, MAX_BUFFER_BYTES, buffer_capacity, buffer_dropped_total,
+    BufferCallbackFn, BufferId, BufferPolicy, MAX_BUFFER_BYTES, buffer_capacity, buffer_dropped_total,
     configure_buffer_tracing_service, create_buffer, destroy_buffer, flush_buffer,
+};
+pub use buffer_record::{
+    ApiCallRecord, BufferRecordHeader, CodeObjectRecord, CounterRecord, DeviceRecord, HeaderOnlyRecord,
+    KernelDispatchRecord, MAX_RECORD_BYTES, MAX_RECORD_STRING, MarkerRecord, MemoryAllocRecord, MemoryCopyRecord,
+    MemoryFillRecord, QueueRecord, SyncRecord, TaskGraphRecord,
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,

@@ -44,7 +44,14 @@ unsafe extern "C" fn cb(r: CallbackRecord, user: *mut UserData, _d: *mut c_void)
     }
 }
 
-unsafe extern "C" fn buf_cb(_c: ContextId, _b: BufferId, _r: *const BufferRecord, n: usize, _d: *mut c_void, _x: u64) {
+unsafe extern "C" fn buf_cb(
+    _c: ContextId,
+    _b: BufferId,
+    _r: *const *const BufferRecordHeader,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
     ACTIVITY.fetch_add(n as u64, Ordering::SeqCst);
 }
 
@@ -61,7 +68,7 @@ fn context() -> (ContextId, BufferId) {
         configure_callback_tracing_service(ctx, Kind::CodeObject, None, cb, std::ptr::null_mut()).unwrap();
         configure_callback_tracing_service(ctx, Kind::UrApi, None, cb, std::ptr::null_mut()).unwrap();
     }
-    let rec = std::mem::size_of::<BufferRecord>();
+    let rec = 104; // the buffer sizes of the fixed 104-byte records, for side-by-side numbers
     // SAFETY: as above.
     let buf = unsafe {
         create_buffer(ctx, 64 * rec, 64 * rec, BufferPolicy::Lossless, buf_cb, std::ptr::null_mut()).unwrap()
