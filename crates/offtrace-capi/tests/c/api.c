@@ -1,8 +1,11 @@
 /* Every function of offtrace.h and its error codes, driven by the mock backend. */
+#define _DEFAULT_SOURCE /* usleep */
 #include <offtrace/offtrace.h>
 #include <offtrace/offtrace_testing.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +87,7 @@ static void on_code_object(offtrace_callback_tracing_record_t r, offtrace_user_d
 }
 
 static void noop_cb(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) { (void)r; (void)u; (void)d; }
-static void noop_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* r,
+static void noop_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* r,
                         size_t n, void* d, uint64_t drops) { (void)c; (void)b; (void)r; (void)n; (void)d; (void)drops; }
 
 static int count_kinds(offtrace_tracing_kind_t kind, void* data) { (void)kind; ++*(int*)data; return 0; }
@@ -93,22 +96,39 @@ static int count_ops(offtrace_tracing_kind_t kind, offtrace_tracing_operation_t 
     (void)kind; (void)op; ++*(int*)data; return 0;
 }
 
-typedef struct { size_t records; uint64_t drops; int calls; uint64_t ext; } buf_seen_t;
-static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* r,
+/* Written by the delivery thread; `calls` last (release), read first (acquire). */
+typedef struct { size_t records; uint64_t drops; int calls; uint64_t ext; pthread_t thread; int bad; } buf_seen_t;
+static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* r,
                       size_t n, void* d, uint64_t drops) {
     buf_seen_t* s = (buf_seen_t*)d;
-    (void)c; (void)b;
-    s->calls++;
+    (void)c;
     s->records += n;
     s->drops += drops;
-    if (n) s->ext = r[n - 1].correlation_id.external.value;
-    CHECK(offtrace_flush_buffer(b) == OFFTRACE_STATUS_ERROR_BUSY);
+    s->thread = pthread_self();
+    for (size_t i = 0; i < n; i++) {
+        /* The mock's UR call: an API call record with its one argument inline. */
+        const offtrace_buffer_tracing_api_call_record_t* a = (const offtrace_buffer_tracing_api_call_record_t*)r[i];
+        const uint64_t* args = (const uint64_t*)OFFTRACE_BUFFER_RECORD_AT(a, a->args_offset);
+        if (a->header.kind != OFFTRACE_TRACING_KIND_UR_API || a->header.size != sizeof *a + 8 || a->arg_count != 1 ||
+            args[0] != 0x1000 || a->header.phase != OFFTRACE_CALLBACK_PHASE_NONE ||
+            a->header.end_timestamp < a->header.start_timestamp)
+            s->bad++;
+    }
+    if (n) s->ext = r[n - 1]->correlation_id.external.value;
+    if (offtrace_flush_buffer(b) != OFFTRACE_STATUS_ERROR_BUSY) s->bad++;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELEASE);
+}
+
+/* Deliveries run on offtrace's delivery thread: waits (at most 10 s) until `calls` is reached. */
+static int wait_calls(buf_seen_t* s, int calls) {
+    for (int i = 0; i < 10000 && __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE) < calls; i++) usleep(1000);
+    return __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE);
 }
 
 int main(void) {
     uint32_t major = 9, minor = 9, patch = 9;
     OK(offtrace_get_version(&major, &minor, &patch));
-    CHECK(major == 0 && minor == 1);
+    CHECK(major == 0 && minor == 2);
     CHECK(strstr(offtrace_get_status_string(OFFTRACE_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED), "ALREADY") != NULL);
     CHECK(strcmp(offtrace_get_status_string(999), "unknown status") == 0);
     OK(offtrace_testing_register_mock_ur_table());
@@ -239,8 +259,9 @@ int main(void) {
     buf_seen_t bs;
     memset(&bs, 0, sizeof bs);
     offtrace_buffer_id_t buf;
-    const size_t rec = sizeof(offtrace_buffer_tracing_record_t);
-    CHECK(rec == 104);
+    /* The mock's UR_QUEUE_FINISH record: the API call record and its one argument. */
+    const size_t rec = sizeof(offtrace_buffer_tracing_api_call_record_t) + 8;
+    CHECK(sizeof(offtrace_buffer_tracing_record_t) == 64 && rec == 88);
     CHECK(offtrace_create_buffer(ctx, 16 * rec, 8 * rec, 7, on_buffer, &bs, &buf) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
     CHECK(offtrace_create_buffer(ctx, 16 * rec, 8 * rec, OFFTRACE_BUFFER_POLICY_LOSSLESS, NULL, &bs, &buf) ==
           OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
@@ -266,12 +287,15 @@ int main(void) {
     OK(offtrace_start_context(ctx));
     OK(offtrace_push_external_correlation_id(ctx, 0, ext));
     for (int i = 0; i < 7; i++) offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    CHECK(bs.calls == 0); /* below the watermark */
+    usleep(20000);
+    CHECK(wait_calls(&bs, 0) == 0); /* below the watermark */
     offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    CHECK(bs.calls == 1 && bs.records == 8); /* at the watermark */
+    CHECK(wait_calls(&bs, 1) == 1 && bs.records == 8); /* at the watermark, on the delivery thread */
+    CHECK(!pthread_equal(bs.thread, pthread_self()));
     offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    OK(offtrace_flush_buffer(buf));
-    CHECK(bs.calls == 2 && bs.records == 9 && bs.drops == 0 && bs.ext == 4242);
+    OK(offtrace_flush_buffer(buf)); /* returns when delivered */
+    CHECK(__atomic_load_n(&bs.calls, __ATOMIC_ACQUIRE) == 2 && bs.records == 9 && bs.drops == 0 && bs.ext == 4242);
+    CHECK(bs.bad == 0);
     CHECK(offtrace_flush_buffer(nobuf) == OFFTRACE_STATUS_ERROR_BUFFER_NOT_FOUND);
     uint64_t dropped = 99;
     OK(offtrace_buffer_get_dropped_count(buf, &dropped));
