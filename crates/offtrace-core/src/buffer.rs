@@ -178,7 +178,8 @@ impl Area {
         self.head.store(end, Ordering::Release);
     }
 
-    /// Consumer: the word at position `pos`.
+    /// Consumer: the word at position `pos` (the loom model reads records through it).
+    #[cfg(loom)]
     fn word(&self, pos: usize) -> u64 {
         // SAFETY: `pos` is in a range `take` returned, so published and not reused until
         // `release` (see the `Sync` impl).
@@ -187,18 +188,27 @@ impl Area {
 
     /// Consumer: pushes a pointer to each record in `range` (pads skipped) onto `out`.
     fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
-        let mut pos = range.start;
+        let cap = self.capacity();
+        let (mut pos, mut idx) = (range.start, range.start % cap);
+        // At most one record per word: no reallocation in the loop.
+        out.reserve(range.len());
         while pos < range.end {
-            let w = self.word(pos);
+            // SAFETY: `idx` < `cap` (wrapped below); the word is published and not reused until
+            // `release` (see the `Sync` impl).
+            let w = self.words[idx].with(|p| unsafe { (*p).assume_init() });
             let (bytes, kind) = (w & 0xffff_ffff, w >> 32);
             let words = (bytes / 8) as usize;
             if words == 0 {
                 break; // cannot happen: every record and pad has a size; never loop forever
             }
             if kind != PAD_KIND {
-                out.push(self.words[pos % self.capacity()].with(|p| p.cast::<BufferRecordHeader>()));
+                out.push(self.words[idx].with(|p| p.cast::<BufferRecordHeader>()));
             }
             pos += words;
+            idx += words;
+            if idx >= cap {
+                idx -= cap;
+            }
         }
     }
 }
@@ -405,7 +415,7 @@ impl Buffer {
 
     /// Stages one record on the calling thread (context slot `slot`'s cache).
     #[inline(always)]
-    fn write<D: RecordData>(self: &Arc<Self>, slot: usize, head: &RecordHead, payload: &D) {
+    pub(crate) fn write<D: RecordData>(self: &Arc<Self>, slot: usize, head: &RecordHead, payload: &D) {
         // The calling thread's staging of this buffer, through the cache of context slot `slot`.
         let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
         if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
@@ -668,7 +678,7 @@ impl BufferService {
         payload: &D,
     ) {
         let head = RecordHead { kind, operation, phase, context_id, correlation_id, thread_id, start, end };
-        self.buffer.write(slot, &head, payload);
+        payload.write_to(&self.buffer, slot, &head);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache

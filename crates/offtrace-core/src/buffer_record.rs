@@ -18,6 +18,7 @@
 
 use std::ffi::c_char;
 
+use crate::buffer::Buffer;
 use crate::callback::{CorrelationId, Phase};
 use crate::context::ContextId;
 use crate::kind::Kind;
@@ -26,6 +27,7 @@ use crate::payload::{
     MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Payload, QueuePayload, SyncPayload,
     TaskGraphPayload,
 };
+use crate::sync::Arc;
 
 /// Longest string a record copies (bytes before the NUL; longer ones are cut there).
 pub const MAX_RECORD_STRING: usize = 1023;
@@ -346,13 +348,18 @@ unsafe fn put_string(dst: *mut u8, at: usize, s: *const c_char, len: u32) -> (u3
 }
 
 /// A payload that can be encoded as a buffer record of kind `kind`.
-pub(crate) trait RecordData {
+pub(crate) trait RecordData: Sized {
     fn layout(&self, kind: Kind) -> Layout;
     /// Writes the record (`layout` from [`Self::layout`] with the same `kind`).
     ///
     /// # Safety
     /// `dst` must be 8-aligned and writable for `layout.bytes` bytes.
     unsafe fn store(&self, layout: &Layout, dst: *mut u64, head: &RecordHead);
+    /// Stages the record in `buffer` ([`Payload`] picks its variant's type first).
+    #[inline(always)]
+    fn write_to(&self, buffer: &Arc<Buffer>, slot: usize, head: &RecordHead) {
+        buffer.write(slot, head, self);
+    }
 }
 
 /// One payload struct's record: the fixed struct, then its inline data.
@@ -457,7 +464,12 @@ impl RecordData for ApiCallPayload {
         // SAFETY: 8-aligned, writable for the fixed part and `n` words after it (the layout).
         unsafe {
             dst.cast::<ApiCallRecord>().write(fixed);
-            std::ptr::copy_nonoverlapping(self.args.as_ptr(), dst.add(size_of::<ApiCallRecord>() / 8), n);
+            let args = dst.add(size_of::<ApiCallRecord>() / 8);
+            // A loop, not `copy_nonoverlapping`: most calls have a handful of arguments, and
+            // the copy of a variable length became a call to `memcpy`.
+            for i in 0..n {
+                args.add(i).write(*self.args.get_unchecked(i));
+            }
         }
     }
 }
@@ -656,6 +668,24 @@ macro_rules! payload_dispatch {
     };
 }
 
+/// The payloads other than an API call's (out of line: an API call is the common record of the
+/// exit path, and the `match` over every variant would otherwise sit in it).
+struct OtherPayload<'p, 'a>(&'p Payload<'a>);
+
+impl RecordData for OtherPayload<'_, '_> {
+    #[inline(never)]
+    fn layout(&self, kind: Kind) -> Layout {
+        let this = self.0;
+        payload_dispatch!(this, kind, |r| r.layout(kind))
+    }
+    #[inline(never)]
+    unsafe fn store(&self, layout: &Layout, dst: *mut u64, head: &RecordHead) {
+        let (this, kind) = (self.0, head.kind);
+        // SAFETY: forwarded from the caller.
+        payload_dispatch!(this, kind, |r| unsafe { r.store(layout, dst, head) })
+    }
+}
+
 impl RecordData for Payload<'_> {
     #[inline]
     fn layout(&self, kind: Kind) -> Layout {
@@ -666,6 +696,14 @@ impl RecordData for Payload<'_> {
         let kind = head.kind;
         // SAFETY: forwarded from the caller.
         payload_dispatch!(self, kind, |r| unsafe { r.store(layout, dst, head) })
+    }
+    #[inline(always)]
+    fn write_to(&self, buffer: &Arc<Buffer>, slot: usize, head: &RecordHead) {
+        match self.as_api_call() {
+            // One check of the variant and the kind, then the API call's record, typed.
+            Some(p) if self.kind() == Some(head.kind) => buffer.write(slot, head, p),
+            _ => buffer.write(slot, head, &OtherPayload(self)),
+        }
     }
 }
 

@@ -402,6 +402,7 @@ impl<'a> Payload<'a> {
     }
 
     /// The API call payload, for any API kind.
+    #[inline]
     pub fn as_api_call(&self) -> Option<&'a ApiCallPayload> {
         match *self {
             Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
