@@ -1133,7 +1133,9 @@ macro_rules! activity_paths {
         #[inline(always)]
         fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: NonZeroU32) {
             match payload {
-                $(Payload::$variant(p) if kind == Kind::$kind => $path(op, correlation, start, end, p, bm),)*
+                $(Payload::$variant(p) if kind == Kind::$kind => {
+                    $path(&ActivityArgs { op, correlation, start, end, payload: p, bm })
+                })*
                 // No payload, or one of another kind: the record is its header.
                 _ => activity_slow(kind, op, correlation, start, end, &Payload::None, bm),
             }
@@ -1141,13 +1143,25 @@ macro_rules! activity_paths {
 
         $(
             #[inline(never)]
-            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
-                if !activity_fast(Kind::$kind, op, correlation, start, end, payload, bm) {
-                    activity_slow(Kind::$kind, op, correlation, start, end, &Payload::$variant(payload), bm);
+            fn $path(a: &ActivityArgs<'_, $payload>) {
+                if !activity_fast(Kind::$kind, a) {
+                    activity_slow(Kind::$kind, a.op, a.correlation, a.start, a.end, &Payload::$variant(a.payload), a.bm);
                 }
             }
         )*
     };
+}
+
+/// An activity record's arguments, passed by one pointer: the fast path reads them from memory
+/// and the slow path after it needs only that pointer kept (six arguments in registers had to
+/// survive the fast path in callee-saved registers: six pushes and pops per record).
+struct ActivityArgs<'a, P> {
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &'a P,
+    bm: NonZeroU32,
 }
 
 activity_paths! {
@@ -1173,15 +1187,7 @@ activity_paths! {
 /// the staging search, a delivery, another context's loop) as calls in the same function, its
 /// prologue saves registers and spills arguments that the common case never needs.
 #[inline(always)]
-fn activity_fast<P: RecordData>(
-    kind: Kind,
-    op: u32,
-    correlation: u64,
-    start: u64,
-    end: u64,
-    payload: &P,
-    bm: NonZeroU32,
-) -> bool {
+fn activity_fast<P: RecordData>(kind: Kind, a: &ActivityArgs<'_, P>) -> bool {
     let t = thread_state();
     if t.in_callback.get() {
         return true; // inside a buffer callback: deliver nothing
@@ -1192,6 +1198,7 @@ fn activity_fast<P: RecordData>(
     if busy != 0 {
         return true;
     }
+    let bm = a.bm;
     if !bm.is_power_of_two() {
         return false;
     }
@@ -1211,15 +1218,15 @@ fn activity_fast<P: RecordData>(
         let id = slot.id();
         let head = RecordHead {
             kind,
-            operation: op,
+            operation: a.op,
             phase: Phase::Complete,
             context_id: id,
-            correlation_id: CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
+            correlation_id: CorrelationId { internal: a.correlation, external: UserData { value: t.external(i, id) } },
             thread_id: t.cached_thread_id(),
-            start,
-            end,
+            start: a.start,
+            end: a.end,
         };
-        svc.try_write(i, &head, payload)
+        svc.try_write(i, &head, a.payload)
     };
     me.leave(busy);
     done
