@@ -477,3 +477,18 @@ fn callbacks_and_buffer_records_agree_kind_by_kind_on_threads_queues() {
     }
     eprintln!("{}", stdout.lines().filter(|l| l.starts_with("kinds_agree")).collect::<Vec<_>>().join("\n"));
 }
+
+/// `kinds_agree.c` on W4, which reads its kernel's profiling info: callbacks and typed buffer
+/// records still agree kind by kind, and the completion's record carries the device times
+/// (phase COMPLETE, its start timestamp = `device_start`).
+#[test]
+fn w4_completion_buffer_records_carry_device_times() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("kinds_agree_w4");
+    let so = tool(&workspace().join("crates/offtrace-agent/tests/c/kinds_agree.c"), &dir);
+    let (out, _) = run_w4(&venv, &so, &dir);
+    let summary = out.lines().find(|l| l.contains("kinds_agree: total=")).unwrap_or_else(|| panic!("{out}"));
+    let value = |key: &str| -> u64 { field(summary, key).parse().unwrap_or_else(|_| panic!("{key}: {summary}")) };
+    assert_eq!(value("mismatches"), 0, "{out}");
+    assert!(value("timed") >= 1, "a kernel completion with device times: {summary}");
+}
