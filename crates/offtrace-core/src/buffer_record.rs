@@ -10,6 +10,10 @@
 //! pointers a callback sees are valid during the emit only, a buffer record is read later on
 //! another thread.
 //!
+//! The fixed fields of the device activity, memory and queue records follow the order of their
+//! callback payloads (`offtrace_callback_tracing_*_data_t`), so a record's body is the payload's
+//! bytes: a few 16-byte copies on the record path.
+//!
 //! Cost: the fixed part is one struct store; an API call copies `arg_count` words; a string is
 //! measured (bounded by [`MAX_RECORD_STRING`]) and copied. The encoding is split in two steps,
 //! [`RecordData::layout`] (the size, so the staging can reserve it) and [`RecordData::store`].
@@ -99,10 +103,10 @@ pub struct KernelDispatchRecord {
 pub struct MemoryCopyRecord {
     pub header: BufferRecordHeader,
     pub queue: u64,
-    pub device: u64,
     pub dst: u64,
     pub src: u64,
     pub bytes: u64,
+    pub device: u64,
     /// `offtrace_copy_direction_t`.
     pub direction: u32,
     /// `offtrace_memory_type_t` of each end.
@@ -119,12 +123,12 @@ pub struct MemoryCopyRecord {
 pub struct MemoryFillRecord {
     pub header: BufferRecordHeader,
     pub queue: u64,
-    pub device: u64,
     pub dst: u64,
     /// The pattern's first 8 bytes.
     pub pattern: u64,
     pub pattern_size: u64,
     pub bytes: u64,
+    pub device: u64,
     pub device_start: u64,
     pub device_end: u64,
 }
@@ -136,10 +140,10 @@ pub struct MemoryAllocRecord {
     pub header: BufferRecordHeader,
     pub ptr: u64,
     pub bytes: u64,
-    pub device: u64,
     /// `offtrace_memory_type_t`.
     pub memory_type: u32,
     pub reserved: u32,
+    pub device: u64,
 }
 
 /// `offtrace_buffer_tracing_sync_record_t`: a host wait or a barrier (device activity when
@@ -149,10 +153,10 @@ pub struct MemoryAllocRecord {
 pub struct SyncRecord {
     pub header: BufferRecordHeader,
     pub object: u64,
-    pub queue: u64,
-    pub device: u64,
     pub event_count: u32,
     pub reserved: u32,
+    pub queue: u64,
+    pub device: u64,
     pub device_start: u64,
     pub device_end: u64,
 }
@@ -362,88 +366,51 @@ pub(crate) trait RecordData: Sized {
     }
 }
 
-/// One payload struct's record: the fixed struct, then its inline data.
-macro_rules! fixed_record {
-    ($payload:ty => $record:ident |$p:ident, $h:ident, $hdr:ident| $body:expr) => {
+/// A record whose body is its payload's bytes (same fields, same order, same size: checked at
+/// compile time): the header, then one fixed-size copy (16-byte moves, no call), then the
+/// fields the payload leaves undefined (`reserved`, padding there) and the device times of a
+/// completion that the payload lacks.
+macro_rules! mirrored_record {
+    ($payload:ty => $record:ident, reserved: [$($reserved:ident),*], device_times: $times:tt) => {
+        const _: () = assert!(size_of::<$record>() == size_of::<BufferRecordHeader>() + size_of::<$payload>());
         impl RecordData for $payload {
             #[inline(always)]
             fn layout(&self, _kind: Kind) -> Layout {
                 Layout { bytes: size_of::<$record>(), strings: [0; 2] }
             }
             #[inline(always)]
-            unsafe fn store(&self, layout: &Layout, dst: *mut u64, $h: &RecordHead) {
-                let $p = self;
-                let $hdr = $h.header(layout.bytes);
-                // SAFETY: 8-aligned and writable for the record (the caller's contract).
-                unsafe { dst.cast::<$record>().write($body) };
+            unsafe fn store(&self, layout: &Layout, dst: *mut u64, h: &RecordHead) {
+                let r = dst.cast::<$record>();
+                // SAFETY: 8-aligned and writable for the record (the caller's contract); the
+                // body has the payload's layout (asserted above), so the byte copy gives each
+                // field its value (padding bytes are overwritten below or are padding there too).
+                unsafe {
+                    (&raw mut (*r).header).write(h.header(layout.bytes));
+                    std::ptr::copy_nonoverlapping(
+                        (self as *const $payload).cast::<u8>(),
+                        dst.cast::<u8>().add(size_of::<BufferRecordHeader>()),
+                        size_of::<$payload>(),
+                    );
+                    $((&raw mut (*r).$reserved).write(0);)*
+                    mirrored_record!(@times $times, self, r, h);
+                }
             }
         }
     };
+    (@times yes, $p:ident, $r:ident, $h:ident) => {
+        if $h.phase == Phase::Complete && $p.device_start == 0 && $p.device_end == 0 {
+            (&raw mut (*$r).device_start).write($h.start);
+            (&raw mut (*$r).device_end).write($h.end);
+        }
+    };
+    (@times no, $p:ident, $r:ident, $h:ident) => {};
 }
 
-fixed_record!(MemoryCopyPayload => MemoryCopyRecord |p, h, header| {
-    let (device_start, device_end) = h.device_times(p.device_start, p.device_end);
-    MemoryCopyRecord {
-        header,
-        queue: p.queue,
-        device: p.device,
-        dst: p.dst,
-        src: p.src,
-        bytes: p.size,
-        direction: p.direction as u32,
-        src_type: p.src_type as u32,
-        dst_type: p.dst_type as u32,
-        reserved: 0,
-        device_start,
-        device_end,
-    }
-});
-
-fixed_record!(MemoryFillPayload => MemoryFillRecord |p, h, header| {
-    let (device_start, device_end) = h.device_times(p.device_start, p.device_end);
-    MemoryFillRecord {
-        header,
-        queue: p.queue,
-        device: p.device,
-        dst: p.dst,
-        pattern: p.pattern,
-        pattern_size: p.pattern_size,
-        bytes: p.size,
-        device_start,
-        device_end,
-    }
-});
-
-fixed_record!(MemoryAllocPayload => MemoryAllocRecord |p, _h, header| MemoryAllocRecord {
-    header,
-    ptr: p.ptr,
-    bytes: p.size,
-    device: p.device,
-    memory_type: p.memory_type as u32,
-    reserved: 0,
-});
-
-fixed_record!(SyncPayload => SyncRecord |p, h, header| {
-    let (device_start, device_end) = h.device_times(p.device_start, p.device_end);
-    SyncRecord {
-        header,
-        object: p.object,
-        queue: p.queue,
-        device: p.device,
-        event_count: p.event_count,
-        reserved: 0,
-        device_start,
-        device_end,
-    }
-});
-
-fixed_record!(QueuePayload => QueueRecord |p, _h, header| QueueRecord {
-    header,
-    queue: p.queue,
-    device: p.device,
-    context: p.context,
-    flags: p.flags,
-});
+mirrored_record!(MemoryCopyPayload => MemoryCopyRecord, reserved: [reserved], device_times: yes);
+mirrored_record!(MemoryFillPayload => MemoryFillRecord, reserved: [], device_times: yes);
+mirrored_record!(MemoryAllocPayload => MemoryAllocRecord, reserved: [reserved], device_times: no);
+mirrored_record!(SyncPayload => SyncRecord, reserved: [reserved], device_times: yes);
+mirrored_record!(QueuePayload => QueueRecord, reserved: [], device_times: no);
 
 impl RecordData for ApiCallPayload {
     #[inline(always)]
@@ -803,6 +770,70 @@ mod tests {
         assert_eq!(v.len() * 8, size_of::<BufferRecordHeader>());
         let v = encode(&Payload::None, &head(Kind::Xpti, Phase::None));
         assert_eq!(v.len() * 8, size_of::<BufferRecordHeader>());
+    }
+
+    /// The mirrored records' fields sit where their payloads' do (after the header).
+    #[test]
+    fn mirrored_records_have_their_payloads_layout() {
+        use std::mem::offset_of;
+        const H: usize = size_of::<BufferRecordHeader>();
+        macro_rules! same {
+            ($r:ty, $p:ty, $($rf:ident = $pf:ident),*) => {$(
+                assert_eq!(offset_of!($r, $rf) - H, offset_of!($p, $pf), "{}.{}", stringify!($r), stringify!($rf));
+            )*};
+        }
+        same!(
+            MemoryCopyRecord,
+            MemoryCopyPayload,
+            queue = queue,
+            dst = dst,
+            src = src,
+            bytes = size,
+            device = device,
+            direction = direction,
+            src_type = src_type,
+            dst_type = dst_type,
+            device_start = device_start,
+            device_end = device_end
+        );
+        same!(
+            MemoryFillRecord,
+            MemoryFillPayload,
+            queue = queue,
+            dst = dst,
+            pattern = pattern,
+            pattern_size = pattern_size,
+            bytes = size,
+            device = device,
+            device_start = device_start,
+            device_end = device_end
+        );
+        same!(
+            MemoryAllocRecord,
+            MemoryAllocPayload,
+            ptr = ptr,
+            bytes = size,
+            memory_type = memory_type,
+            device = device
+        );
+        same!(
+            SyncRecord,
+            SyncPayload,
+            object = object,
+            event_count = event_count,
+            queue = queue,
+            device = device,
+            device_start = device_start,
+            device_end = device_end
+        );
+        same!(QueueRecord, QueuePayload, queue = queue, device = device, context = context, flags = flags);
+        // The padding the copy brings along is overwritten.
+        let p = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, device: 5, ..Default::default() };
+        let v = encode(&Payload::MemoryCopy(&p), &head(Kind::MemoryCopy, Phase::Complete));
+        // SAFETY: `v` holds a `MemoryCopyRecord`.
+        let r = unsafe { &*v.as_ptr().cast::<MemoryCopyRecord>() };
+        assert_eq!((r.queue, r.dst, r.src, r.bytes, r.device, r.reserved), (1, 2, 3, 4, 5, 0));
+        assert_eq!((r.device_start, r.device_end), (100, 200));
     }
 
     #[test]

@@ -668,16 +668,16 @@ fn activity_paths() {
     assert_eq!(
         got_a,
         vec![
-            // queue, device, dst, src, bytes, direction | src type, dst type | 0, device times
-            (ctx_a, copy_k, memory_copy::USM_MEMCPY, 10, 100, vec![1, 0, 2, 3, 4, 0, 0, 100, 200]),
+            // queue, dst, src, bytes, device, direction | src type, dst type | 0, device times
+            (ctx_a, copy_k, memory_copy::USM_MEMCPY, 10, 100, vec![1, 2, 3, 4, 0, 0, 0, 100, 200]),
             (ctx_a, copy_k, memory_copy::BUFFER_COPY, 11, 100, vec![]),
             (ctx_a, copy_k, memory_copy::BUFFER_READ, 12, 100, vec![]),
-            // queue, device, dst, pattern, pattern size, bytes, device times
-            (ctx_a, fill_k, memory_fill::USM_FILL, 13, 300, vec![5, 0, 6, 7, 8, 9, 300, 400]),
-            (ctx_a, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 0, 6, 7, 8, 9, 500, 600]),
+            // queue, dst, pattern, pattern size, bytes, device, device times
+            (ctx_a, fill_k, memory_fill::USM_FILL, 13, 300, vec![5, 6, 7, 8, 9, 0, 300, 400]),
+            (ctx_a, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 6, 7, 8, 9, 0, 500, 600]),
         ]
     );
-    assert_eq!(got_b, vec![(ctx_b, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 0, 6, 7, 8, 9, 500, 600])]);
+    assert_eq!(got_b, vec![(ctx_b, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 6, 7, 8, 9, 0, 500, 600])]);
     destroy_context(ctx_a).unwrap();
     destroy_context(ctx_b).unwrap();
 }

@@ -324,7 +324,8 @@ typedef struct offtrace_callback_tracing_xpti_data_t {
  * phase: the emit's (NONE, LOAD/UNLOAD, ENTER/EXIT of instants); COMPLETE for device activity
  * with device times, whose start/end timestamps are then the device times, as its
  * device_start/device_end. Device times are in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
- * Data of variable length is inline after the fixed fields, at an offset from the record's
+ * The fixed fields of MEMORY_COPY, MEMORY_FILL, MEMORY_ALLOC, SYNC and QUEUE records follow their
+ * callback payloads' order. Data of variable length is inline after the fixed fields, at an offset from the record's
  * start (0 = absent): strings are NUL-terminated (cut at 1023 bytes), arguments one uint64_t
  * each. Records, and the array of pointers to them, are valid during the buffer callback only.
  */
@@ -371,10 +372,10 @@ typedef struct offtrace_buffer_tracing_kernel_dispatch_record_t {
 typedef struct offtrace_buffer_tracing_memory_copy_record_t {
     offtrace_buffer_tracing_record_t header;
     uint64_t queue;
-    uint64_t device;
     uint64_t dst;
     uint64_t src;
     uint64_t bytes;
+    uint64_t device;
     offtrace_copy_direction_t direction;
     offtrace_memory_type_t src_type;
     offtrace_memory_type_t dst_type;
@@ -386,11 +387,11 @@ typedef struct offtrace_buffer_tracing_memory_copy_record_t {
 typedef struct offtrace_buffer_tracing_memory_fill_record_t {
     offtrace_buffer_tracing_record_t header;
     uint64_t queue;
-    uint64_t device;
     uint64_t dst;
     uint64_t pattern; /* its first 8 bytes */
     uint64_t pattern_size;
     uint64_t bytes;
+    uint64_t device;
     offtrace_timestamp_t device_start;
     offtrace_timestamp_t device_end;
 } offtrace_buffer_tracing_memory_fill_record_t;
@@ -400,19 +401,19 @@ typedef struct offtrace_buffer_tracing_memory_alloc_record_t {
     offtrace_buffer_tracing_record_t header;
     uint64_t ptr;
     uint64_t bytes;
-    uint64_t device;
     offtrace_memory_type_t memory_type;
     uint32_t reserved;
+    uint64_t device;
 } offtrace_buffer_tracing_memory_alloc_record_t;
 
 /* A host wait or a barrier (device activity when queue is set). */
 typedef struct offtrace_buffer_tracing_sync_record_t {
     offtrace_buffer_tracing_record_t header;
     uint64_t object;
-    uint64_t queue;
-    uint64_t device;
     uint32_t event_count;
     uint32_t reserved;
+    uint64_t queue;
+    uint64_t device;
     offtrace_timestamp_t device_start;
     offtrace_timestamp_t device_end;
 } offtrace_buffer_tracing_sync_record_t;
