@@ -190,26 +190,36 @@ impl Area {
     fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
         let cap = self.capacity();
         let (mut pos, mut idx) = (range.start, range.start % cap);
-        // At most one record per word: no reallocation in the loop.
+        // At most one record per word: room for all, so the loop writes without checks.
         out.reserve(range.len());
+        let (dst, mut n) = (out.as_mut_ptr(), out.len());
         while pos < range.end {
-            // SAFETY: `idx` < `cap` (wrapped below); the word is published and not reused until
-            // `release` (see the `Sync` impl).
-            let w = self.words[idx].with(|p| unsafe { (*p).assume_init() });
+            let at = self.record_at(idx);
+            // SAFETY: `idx` < `cap` (wrapped below); the word is published and not reused
+            // until `release` (see the `Sync` impl).
+            let w = unsafe { at.cast::<u64>().read() };
             let (bytes, kind) = (w & 0xffff_ffff, w >> 32);
             let words = (bytes / 8) as usize;
             if words == 0 {
                 break; // cannot happen: every record and pad has a size; never loop forever
             }
-            if kind != PAD_KIND {
-                out.push(self.words[idx].with(|p| p.cast::<BufferRecordHeader>()));
-            }
+            // SAFETY: `n` < the capacity reserved above (one entry per word at most).
+            unsafe { dst.add(n).write(at) };
+            n += usize::from(kind != PAD_KIND);
             pos += words;
             idx += words;
             if idx >= cap {
                 idx -= cap;
             }
         }
+        // SAFETY: entries `[..n]` are written (above, or before the call).
+        unsafe { out.set_len(n) };
+    }
+
+    /// The address of word `idx` (< capacity) as a record.
+    #[inline(always)]
+    fn record_at(&self, idx: usize) -> *const BufferRecordHeader {
+        self.words[idx].with(|p| p.cast::<BufferRecordHeader>())
     }
 }
 
