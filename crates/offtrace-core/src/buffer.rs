@@ -1,25 +1,29 @@
 //! The buffer tracing service: typed records ([`crate::buffer_record`]) staged per producing
 //! thread and handed to the tool's callback in batches, on a thread of the services.
 //!
-//! Shape: each producing thread has its own staging ring per buffer holding up to `size` bytes
-//! of records (8-byte words; a record takes its `size`, a multiple of 8, contiguously: one that
-//! would wrap leaves a pad word and starts again at the ring's beginning). The thread appends
-//! without a lock, a read-modify-write or a cache line shared with another thread: one
-//! `Release` store of its tail per record, one compare against a precomputed limit (room,
-//! watermark and the ring's end in one bound). The thread finds its ring through a per-context
-//! cache in its thread state (no lookup).
+//! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded down
+//! to a power of two, as 8-byte words (a record takes its `size`, a multiple of 8, contiguously:
+//! one that would wrap starts again at the ring's beginning), and beside it a ring of record
+//! starts (one word position per record). The thread appends without a lock, a read-modify-write
+//! or a cache line shared with another thread: the record, its start, one `Release` store of its
+//! record count, after one compare against a precomputed limit (room, watermark and the ring's
+//! end in one bound). The thread finds its ring through a per-context cache in its thread state
+//! (no lookup).
 //!
 //! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
 //! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
 //! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
-//! never overlap), collects every ring's published records (and the late staging's) into one
-//! array of pointers, calls the tool's callback with it (the records are read in place, no copy),
-//! then releases the rings' space (`Release` store of each ring's head). So the application
-//! thread never runs the tool's buffer callback.
+//! never overlap), turns every ring's published record starts (and the late staging's records)
+//! into one array of pointers, calls the tool's callback with it (the records are read in
+//! place, no copy), then releases the rings' space (`Release` store of each ring's record head).
+//! The delivery thread reads the starts only, never the records: a record's cache lines move to
+//! another core only if the tool reads it. So the application thread never runs the tool's
+//! buffer callback.
 //!
 //! Semantics:
-//! - `size` bounds each producing thread's staging: memory grows with the number of producing
-//!   threads; a record larger than `size` is dropped and counted;
+//! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
+//!   record header): memory grows with the number of producing threads; a record larger than
+//!   the staging is dropped and counted;
 //! - `watermark` is per thread (bytes). Records of a thread that stays below it wait for a
 //!   flush, or for the thread's exit (its staging is then queued for delivery);
 //! - [`BufferPolicy::Lossless`] never drops: when a thread's staging is full, the thread waits
@@ -90,9 +94,6 @@ pub type BufferCallbackFn = unsafe extern "C" fn(
     drop_count: u64,
 );
 
-/// A pad word's `kind` (no kind is 0): the rest of the ring up to its end is unused.
-const PAD_KIND: u64 = 0;
-
 /// Held by whoever consumes staging rings (the delivery thread, or a caller in the fallback),
 /// so each ring has one consumer at a time and callbacks never overlap.
 struct Delivery {
@@ -107,126 +108,93 @@ struct Delivery {
 // SAFETY: the pointers are into rings this struct's owner consumes, used under its lock only.
 unsafe impl Send for Delivery {}
 
-/// One producing thread's staging ring for one buffer. Positions are monotonic word counts
-/// (`pos % capacity` is the index). Aligned to 128 bytes (two lines, against adjacent-line
-/// prefetch): the producer stores `tail` per record, and another thread's ring must not share
-/// its line.
+/// One producing thread's staging ring for one buffer: the records' words and, per record, the
+/// word position where it starts. Word positions and record counts are monotonic (`& mask` is
+/// the index). Aligned to 128 bytes (two lines, against adjacent-line prefetch): the producer
+/// stores `tail` per record, and another thread's ring must not share its line.
 #[repr(align(128))]
 struct Area {
     words: Box<[UnsafeCell<MaybeUninit<u64>>]>,
-    /// Words `[.., tail)` are written. Stored by the producer (Release, after the record);
-    /// loaded by the consumer (Acquire).
+    /// `starts[r & start_mask]` is the word position of record `r`. A record takes at least 8
+    /// words (its header), so at most `words.len() / 8` records are staged at once: the entry
+    /// of a record being written never is one the consumer still reads.
+    starts: Box<[UnsafeCell<MaybeUninit<u64>>]>,
+    /// Records `[.., tail)` are written. Stored by the producer (Release, after the record and
+    /// its start); loaded by the consumer (Acquire).
     tail: AtomicUsize,
-    /// Words `[.., head)` were delivered and may be overwritten. Stored by the consumer
-    /// (Release, after the callback returned); loaded by the producer (Acquire) when it needs
-    /// room.
+    /// Records `[.., head)` were delivered; their words may be overwritten. Stored by the
+    /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
+    /// it needs room.
     head: AtomicUsize,
 }
 
-// SAFETY: a word is written only by the producing thread, at a position in `[tail, head +
-// capacity)`, which no consumer reads (consumers read `[head, tail)` as published by the
-// Release store of `tail`, and give it back by the Release store of `head` after reading).
+// SAFETY: words and starts are written only by the producing thread, at positions past the
+// records the consumer may read (`[head, tail)` as published by the Release store of `tail`,
+// given back by the Release store of `head` after reading); the consumer only reads.
 unsafe impl Sync for Area {}
 // SAFETY: as above.
 unsafe impl Send for Area {}
 
 impl Area {
+    /// A ring of `capacity` words (a power of two, at least 8).
     fn new(capacity: usize) -> Self {
+        debug_assert!(capacity.is_power_of_two() && capacity >= 8);
+        let cells = |n: usize| (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
         Self {
-            words: (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
+            words: cells(capacity),
+            starts: cells(capacity / 8),
             tail: AtomicUsize::new(0),
             head: AtomicUsize::new(0),
         }
     }
 
-    fn capacity(&self) -> usize {
-        self.words.len()
+    /// Producer: the address of word 0 of `cells` (the std facade's cell is
+    /// `repr(transparent)`, so word `i` is at `base().add(i)`).
+    fn base(cells: &[UnsafeCell<MaybeUninit<u64>>]) -> *mut u64 {
+        assert!(!cells.is_empty(), "a ring has room for at least one entry");
+        cells[0].with_mut(|p| p.cast::<u64>())
     }
 
-    /// Producer: the address of word 0 (the std facade's cell is `repr(transparent)`, so word
-    /// `i` is at `base().add(i)`).
-    fn base(&self) -> *mut u64 {
-        assert!(!self.words.is_empty(), "a ring has room for at least one word");
-        self.words[0].with_mut(|p| p.cast::<u64>())
-    }
-
-    /// Producer: words `[.., tail)` are written.
+    /// Producer: records `[.., tail)` are written.
     #[inline(always)]
     fn publish(&self, tail: usize) {
-        // Release: publishes the records to the consumer's Acquire in `take`.
+        // Release: publishes the records and their starts to the consumer's Acquire in `take`.
         self.tail.store(tail, Ordering::Release);
     }
 
-    /// Producer: the consumer's head (words before it may be overwritten).
+    /// Producer: the consumer's record head (records before it may be overwritten).
     fn head(&self) -> usize {
-        // Acquire: pairs with `release`: the consumer has finished reading those words.
+        // Acquire: pairs with `release`: the consumer has finished reading those records.
         self.head.load(Ordering::Acquire)
     }
 
-    /// Consumer, under the delivery lock: the published, undelivered words' positions.
+    /// Consumer, under the delivery lock: the published, undelivered records.
     fn take(&self) -> std::ops::Range<usize> {
-        // Acquire: pairs with the producer's Release in `publish`: the words below are written.
+        // Acquire: pairs with the producer's Release in `publish`: the records below are written.
         let tail = self.tail.load(Ordering::Acquire);
         // Relaxed: only the consumer (under the delivery lock) stores `head`.
         let head = self.head.load(Ordering::Relaxed);
         head..tail
     }
 
-    /// Consumer: words up to `end` were read; the producer may reuse them.
+    /// Consumer: records up to `end` were read; the producer may reuse their words.
     fn release(&self, end: usize) {
         // Release: the reads of the delivered records happen before the producer's reuse.
         self.head.store(end, Ordering::Release);
     }
 
-    /// Consumer: the word at position `pos` (the loom model reads records through it).
-    #[cfg(loom)]
-    fn word(&self, pos: usize) -> u64 {
-        // SAFETY: `pos` is in a range `take` returned, so published and not reused until
-        // `release` (see the `Sync` impl).
-        self.words[pos % self.capacity()].with(|p| unsafe { (*p).assume_init() })
-    }
-
-    /// Consumer: pushes a pointer to each record in `range` (pads skipped) onto `out`.
+    /// Consumer: pushes a pointer to each record of `range` onto `out`, from the starts alone
+    /// (the records themselves are not touched).
     fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
-        let cap = self.capacity();
-        let (mut pos, mut idx) = (range.start, range.start % cap);
-        // At most one record per word: room for all, so the loop writes without checks.
+        let (mask, start_mask) = (self.words.len() - 1, self.starts.len() - 1);
         out.reserve(range.len());
-        let (dst, mut n) = (out.as_mut_ptr(), out.len());
-        while pos < range.end {
-            let at = self.record_at(idx);
-            // SAFETY: `idx` < `cap` (wrapped below); the word is published and not reused
-            // until `release` (see the `Sync` impl).
-            let w = unsafe { at.cast::<u64>().read() };
-            let (bytes, kind) = (w & 0xffff_ffff, w >> 32);
-            let words = (bytes / 8) as usize;
-            if words == 0 {
-                break; // cannot happen: every record and pad has a size; never loop forever
-            }
-            // SAFETY: `n` < the capacity reserved above (one entry per word at most).
-            unsafe { dst.add(n).write(at) };
-            n += usize::from(kind != PAD_KIND);
-            pos += words;
-            idx += words;
-            if idx >= cap {
-                idx -= cap;
-            }
+        for r in range {
+            // SAFETY: record `r` is published and its start not reused until `release` (see
+            // the `Sync` impl).
+            let start = self.starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
+            out.push(self.words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
         }
-        // SAFETY: entries `[..n]` are written (above, or before the call).
-        unsafe { out.set_len(n) };
     }
-
-    /// The address of word `idx` (< capacity) as a record.
-    #[inline(always)]
-    fn record_at(&self, idx: usize) -> *const BufferRecordHeader {
-        self.words[idx].with(|p| p.cast::<BufferRecordHeader>())
-    }
-}
-
-/// A pad word covering `words` words: size in the low half, kind 0 in the high half (the
-/// header's `size` and `kind` fields).
-fn pad_word(words: usize) -> u64 {
-    (words as u64 * 8) | (PAD_KIND << 32)
 }
 
 pub(crate) struct Buffer {
@@ -337,19 +305,56 @@ fn deliver_forever(d: &'static Deliverer) {
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
 #[repr(align(128))]
 pub(crate) struct Staging {
-    /// The producer's copy of `area.tail` (exact: only this thread moves it).
+    /// The word position of the next record (only this thread moves it).
     tail: usize,
-    /// `tail % capacity`.
-    idx: usize,
+    /// The producer's copy of `area.tail`: records written.
+    records: usize,
     /// The fast path writes a record of `w` words while `tail + w <= limit` (see
     /// `Buffer::set_limit`).
     limit: usize,
-    /// The position at which the thread queues its records for delivery.
+    /// The word position at which the thread queues its records for delivery.
     notify_at: usize,
-    /// `area`'s first word (a copy: one dependent load less per record).
+    /// `area`'s first word and first start, and their index masks (copies: no dependent loads
+    /// per record).
     base: *mut u64,
+    starts: *mut u64,
+    mask: usize,
+    start_mask: usize,
     area: Arc<Area>,
     buffer: Arc<Buffer>,
+}
+
+impl Staging {
+    /// Writes the record (`w` words, room checked by the caller) and publishes it.
+    ///
+    /// # Safety
+    /// `[tail, tail + w)` must be within the room the consumer left and not wrap the ring.
+    #[inline(always)]
+    unsafe fn put<D: RecordData>(&mut self, layout: &Layout, head: &RecordHead, payload: &D) {
+        // SAFETY:
+        // - the words and the start entry are in the ring (masked; the caller's contract for
+        //   the record's length) and not yet published, so ours alone (see `Area`);
+        // - the start entry is not one the consumer reads (see `Area::starts`).
+        unsafe {
+            payload.store(layout, self.base.add(self.tail & self.mask), head);
+            self.starts.add(self.records & self.start_mask).write(self.tail as u64);
+        }
+        self.tail += layout.words();
+        self.records += 1;
+        self.area.publish(self.records);
+    }
+
+    /// The word position before which the consumer has released everything.
+    fn head_words(&self) -> usize {
+        let h = self.area.head();
+        if h == self.records {
+            self.tail
+        } else {
+            // SAFETY: record `h` is staged (below `records`), so its start entry holds its
+            // position; only this thread writes it.
+            unsafe { self.starts.add(h & self.start_mask).read() as usize }
+        }
+    }
 }
 
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
@@ -365,7 +370,7 @@ impl Drop for Stagings {
             c.set((ptr::null(), ptr::null_mut()));
         }
         for st in self.0.borrow().iter() {
-            if st.area.head() < st.tail {
+            if st.area.head() < st.records {
                 st.buffer.signal();
             }
         }
@@ -387,14 +392,17 @@ impl Buffer {
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
         let area = Arc::new(Area::new(self.capacity));
         lock(&self.delivery).areas.push(area.clone());
-        let base = area.base();
+        let (base, starts) = (Area::base(&area.words), Area::base(&area.starts));
         let notify_at = self.watermark;
         Box::new(Staging {
             tail: 0,
-            idx: 0,
+            records: 0,
             limit: (notify_at - 1).min(self.capacity),
             notify_at,
             base,
+            starts,
+            mask: self.capacity - 1,
+            start_mask: self.capacity / 8 - 1,
             area,
             buffer: self.clone(),
         })
@@ -438,18 +446,11 @@ impl Buffer {
         // `cache_staging` borrows only the vector.
         let st = unsafe { &mut *cache.get().1 };
         let layout = payload.layout(head.kind);
-        let w = layout.words();
-        if st.tail + w > st.limit {
+        if st.tail + layout.words() > st.limit {
             return self.write_slow(st, &layout, head, payload);
         }
-        // SAFETY:
-        // - `idx + w` is within the ring and `[tail, tail + w)` within the room the consumer
-        //   left (the limit covers both); `base` is the ring's first word;
-        // - the words are not yet published, so ours alone (see `Area`).
-        unsafe { payload.store(&layout, st.base.add(st.idx), head) };
-        st.tail += w;
-        st.idx += w;
-        st.area.publish(st.tail);
+        // SAFETY: below the limit: within the room the consumer left, before the ring's end.
+        unsafe { st.put(&layout, head, payload) };
     }
 
     /// A record that does not fit below the staging's limit: makes room for it (or drops it),
@@ -458,32 +459,29 @@ impl Buffer {
     #[cold]
     #[inline(never)]
     fn write_slow<D: RecordData>(&self, st: &mut Staging, layout: &Layout, head: &RecordHead, payload: &D) {
-        let w = layout.words();
-        if !self.reserve(st, w) {
+        if !self.reserve(st, layout.words()) {
             return;
         }
-        // SAFETY: `reserve` made room for `w` words at `idx`, contiguous; unpublished, so ours.
-        unsafe { payload.store(layout, st.base.add(st.idx), head) };
-        st.tail += w;
-        st.idx += w;
-        st.area.publish(st.tail);
+        // SAFETY: `reserve` made room for the record at `tail`, contiguous.
+        unsafe { st.put(layout, head, payload) };
         if st.tail >= st.notify_at {
             st.buffer.signal();
             st.notify_at = st.tail + self.watermark;
         }
-        self.set_limit(st, st.area.head());
+        self.set_limit(st, st.head_words());
     }
 
     /// The fast path's bound: a record ending at `limit` fits in the room the consumer left
     /// (`head + capacity`), before the ring's end, and below the watermark (a record that
     /// reaches it takes `write_slow`, which queues the records after writing it).
     fn set_limit(&self, st: &mut Staging, head: usize) {
-        st.limit = (st.notify_at - 1).min(head + self.capacity).min(st.tail + (self.capacity - st.idx));
+        let ring_end = st.tail + (self.capacity - (st.tail & st.mask));
+        st.limit = (st.notify_at - 1).min(head + self.capacity).min(ring_end);
     }
 
-    /// Makes room for a record of `w` words at `st.idx`, contiguous: wraps at the ring's end
-    /// (a pad word), and when the ring is full, lossless waits for the delivery thread, discard
-    /// drops and counts the record (`false`).
+    /// Makes room for a record of `w` words at `st.tail`, contiguous: skips to the ring's start
+    /// when it would wrap, and when the ring is full, lossless waits for the delivery thread,
+    /// discard drops and counts the record (`false`).
     fn reserve(&self, st: &mut Staging, w: usize) -> bool {
         let cap = self.capacity;
         if w > cap {
@@ -491,20 +489,16 @@ impl Buffer {
             return false;
         }
         loop {
-            if st.idx == cap {
-                st.idx = 0;
-            }
-            let contiguous = cap - st.idx;
-            let need = if w > contiguous { contiguous + w } else { w };
-            let head = st.area.head();
-            if st.tail + need <= head + cap {
-                if w > contiguous {
-                    // SAFETY: `idx < cap` and the word is in the room checked above (ours).
-                    unsafe { st.base.add(st.idx).write(pad_word(contiguous)) };
+            let contiguous = cap - (st.tail & st.mask);
+            let head = st.head_words();
+            if w > contiguous {
+                // Skip to the ring's start (the rest stays unused this round: no record starts
+                // there), once the skipped words are room too.
+                if st.tail + contiguous <= head + cap {
                     st.tail += contiguous;
-                    st.idx = 0;
-                    st.area.publish(st.tail);
+                    continue;
                 }
+            } else if st.tail + w <= head + cap {
                 return true;
             }
             st.buffer.signal();
@@ -513,9 +507,14 @@ impl Buffer {
                 self.set_limit(st, head);
                 return false;
             }
-            let need_head = st.tail + need - cap;
+            let need_records = st.records;
             let area = st.area.clone();
-            self.wait_for_space(|| area.head() >= need_head);
+            // Progress: the consumer released at least one more record (or all of them).
+            let before = area.head();
+            self.wait_for_space(|| {
+                let h = area.head();
+                h != before || h == need_records
+            });
         }
     }
 
@@ -704,15 +703,11 @@ impl BufferService {
         // SAFETY: as in `Buffer::write`.
         let st = unsafe { &mut *st };
         let layout = payload.layout(head.kind);
-        let w = layout.words();
-        if st.tail + w > st.limit {
+        if st.tail + layout.words() > st.limit {
             return false;
         }
-        // SAFETY: as in `Buffer::write` (below the limit).
-        unsafe { payload.store(&layout, st.base.add(st.idx), head) };
-        st.tail += w;
-        st.idx += w;
-        st.area.publish(st.tail);
+        // SAFETY: below the limit, as in `Buffer::write`.
+        unsafe { st.put(&layout, head, payload) };
         true
     }
 }
@@ -744,10 +739,11 @@ pub unsafe fn create_buffer(
     data: *mut c_void,
 ) -> Result<BufferId, ServiceError> {
     validate(ctx)?;
-    let capacity = size / 8;
     if size < size_of::<BufferRecordHeader>() || watermark > size || size > MAX_BUFFER_BYTES {
         return Err(ServiceError::InvalidArgument);
     }
+    // A power of two: the rings index by masking.
+    let capacity = 1 << (size / 8).ilog2();
     start_deliverer();
     let watermark = (watermark / 8).clamp(1, capacity);
     let id = BufferId { handle: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed) };
@@ -862,51 +858,52 @@ pub(crate) fn retire_context_buffers(ctx: ContextId) {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use super::{Area, pad_word};
-    use loom::sync::{Arc, Mutex};
+    use super::Area;
+    use loom::sync::Arc;
     use std::mem::MaybeUninit;
 
-    /// One producer staging three one-word records into a ring of two words (so it must wait
-    /// for the consumer's `release` before it reuses a word) while a consumer delivers until it has them all,
-    /// through the shipped `publish`, `head`, `take`, `collect` and `release`: every record is
-    /// read exactly once, with the value written, and never after it was overwritten. (The
-    /// words are written through the cell here: the shipped path stores through a raw pointer,
-    /// which loom cannot follow. A one-word record is its own size word: `pad_word(1)` with the
-    /// value in the kind half, which `collect` treats as a record.)
+    /// One producer staging three one-header records (8 words) into a ring of 8 words, so it
+    /// must wait for the consumer's `release` before it reuses the words and the start entry,
+    /// while a consumer delivers until it has them all, through the shipped `publish`, `head`,
+    /// `take`, `collect` and `release`: every record is read exactly once, with the value
+    /// written, and never after it was overwritten. (Words are written and read through the
+    /// cells here: the shipped path uses raw pointers, which loom cannot follow.)
     #[test]
     fn loom_staging_ring_delivers_each_record_once() {
         loom::model(|| {
-            let area = Arc::new(Area::new(2));
-            let lock = Arc::new(Mutex::new(Vec::<u64>::new()));
-            let consume = |area: &Area, seen: &mut Vec<u64>| {
-                let r = area.take();
-                let mut out = Vec::new();
-                area.collect(r.clone(), &mut out);
-                seen.extend((r.start..r.end).map(|p| area.word(p) >> 32));
-                assert_eq!(out.len(), r.len());
-                area.release(r.end);
-            };
+            let area = Arc::new(Area::new(8));
             let producer = {
                 let area = area.clone();
                 loom::thread::spawn(move || {
-                    for (tail, v) in (1..=3u64).enumerate() {
-                        while area.head() + area.capacity() < tail + 1 {
+                    for (record, v) in (1..=3u64).enumerate() {
+                        while area.head() != record {
                             loom::thread::yield_now();
                         }
-                        let i = tail % area.capacity();
-                        // SAFETY: the word is in the room the consumer released: ours.
-                        area.words[i].with_mut(|p| unsafe { p.write(MaybeUninit::new(pad_word(1) | (v << 32))) });
-                        area.publish(tail + 1);
+                        let start = record * 8;
+                        // SAFETY: the record's words and start entry were released: ours.
+                        area.words[start % 8].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
+                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(start as u64)) });
+                        area.publish(record + 1);
                     }
                 })
             };
-            let mut seen = lock.lock().expect("lock");
+            let mut seen = Vec::new();
             while seen.len() < 3 {
-                consume(&area, &mut seen);
+                let r = area.take();
+                let mut out = Vec::new();
+                area.collect(r.clone(), &mut out);
+                assert_eq!(out.len(), r.len());
+                for ptr in out {
+                    // The record's first word, read through its cell (found by its address).
+                    let i = area.words.iter().position(|c| c.with(|p| p.cast::<super::BufferRecordHeader>()) == ptr);
+                    // SAFETY: a published record, not reused before `release`.
+                    seen.push(area.words[i.expect("a word of the ring")].with(|p| unsafe { (*p).assume_init() }));
+                }
+                area.release(r.end);
                 loom::thread::yield_now();
             }
             producer.join().expect("producer");
-            assert_eq!(*seen, vec![1, 2, 3]);
+            assert_eq!(seen, vec![1, 2, 3]);
         });
     }
 }
