@@ -334,6 +334,15 @@ fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
     OPEN.try_with(|o| {
         let mut o = o.borrow_mut();
         let n = o.len;
+        // The usual case: the call that ends is the innermost open one.
+        if n > 0
+            && let Some((t, id, _)) = &o.entries[n - 1]
+            && *t == tag
+            && *id == instance
+        {
+            o.len = n - 1;
+            return o.entries[n - 1].take().map(|(_, _, token)| token);
+        }
         let i = (0..n).rev().find(|&i| matches!(o.entries[i], Some((t, id, _)) if t == tag && id == instance))?;
         let e = o.entries[i].take();
         for j in i..n - 1 {
