@@ -79,6 +79,7 @@ fn run_w4_with(venv: &Path, tool: &Path, dir: &Path, ur_calls: bool, detail: &st
         .env("OFFTRACE_DETAIL", detail)
         .env("OFFTRACE_TOOLS", tool)
         .env("OFFTRACE_OUTPUT", &trace)
+        .env("OFFTRACE_RAW", "1")
         .env("PYTHONUNBUFFERED", "1")
         .current_dir(dir)
         .output()

@@ -935,13 +935,14 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
 
 #[inline(never)]
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+    // One thread-local look-up for the enclosing call and the delivery.
+    let t = thread_state();
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
-        let c = crate::correlation::current_correlation_id();
+        let c = t.current.get();
         if c != 0 {
             crate::correlation::note_reported(c, kind);
         }
     }
-    let t = thread_state();
     if t.in_callback.get() {
         return;
     }

@@ -12,6 +12,7 @@ pub mod clock;
 mod context;
 mod correlation;
 mod error;
+mod generation;
 mod inflight;
 mod kind;
 mod marker;
@@ -49,6 +50,7 @@ pub use correlation::{
     push_external_correlation_id, reported_in_call, set_process_external_correlation_id,
 };
 pub use error::ServiceError;
+pub use generation::{Generation, GenerationCounter, Memo};
 pub use inflight::{asymmetric_fences, late_lost};
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, counter_op, device_op,
