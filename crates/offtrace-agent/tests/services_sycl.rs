@@ -451,6 +451,8 @@ fn callbacks_and_buffer_records_agree_kind_by_kind_on_threads_queues() {
         .env("XPTI_SUBSCRIBERS", agent())
         .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
         .env("OFFTRACE_TOOLS", &so)
+        // The raw layer (XPTI kind) is opt-in: on, so that it is compared too.
+        .env("OFFTRACE_RAW", "1")
         .env("PYTHONUNBUFFERED", "1")
         .current_dir(&dir)
         .output()
