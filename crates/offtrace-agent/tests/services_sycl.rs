@@ -494,4 +494,5 @@ fn w4_completion_buffer_records_carry_device_times() {
     let value = |key: &str| -> u64 { field(summary, key).parse().unwrap_or_else(|_| panic!("{key}: {summary}")) };
     assert_eq!(value("mismatches"), 0, "{out}");
     assert!(value("timed") >= 1, "a kernel completion with device times: {summary}");
+    eprintln!("{summary}");
 }
