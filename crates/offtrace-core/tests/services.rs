@@ -659,7 +659,7 @@ fn activity_paths() {
     flush_buffer(buf_b).unwrap();
     // The record's fields after the header, as words (the header alone: none).
     let fields = |r: &Owned| {
-        let body: Vec<u64> = r.0[8..].iter().copied().collect();
+        let body: Vec<u64> = r.0[8..].to_vec();
         (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, body)
     };
     let got_a: Vec<_> = a.records.lock().unwrap().iter().map(fields).collect();
