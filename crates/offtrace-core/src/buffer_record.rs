@@ -31,7 +31,7 @@ use crate::payload::{
     MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Payload, QueuePayload, SyncPayload,
     TaskGraphPayload,
 };
-use crate::sync::Arc;
+use std::sync::Arc;
 
 /// Longest string a record copies (bytes before the NUL; longer ones are cut there).
 pub const MAX_RECORD_STRING: usize = 1023;
