@@ -507,6 +507,36 @@ fn watermark_triggers_delivery_and_flush_delivers_the_rest() {
     assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound), "destroy retires the context's buffers");
 }
 
+/// A thread's records below the watermark are delivered when the thread exits (its staging is
+/// queued for the delivery thread), without a flush; `destroy_buffer` delivers what is staged,
+/// and after it the callback is never called again and the id names nothing.
+#[test]
+fn thread_exit_delivers_its_staging_and_destroy_buffer_drains_then_retires() {
+    let _g = serial();
+    let b = Batches::default();
+    let (ctx, buf) = buffered_ctx(&b, 100, 50, BufferPolicy::Lossless);
+    std::thread::spawn(|| {
+        for _ in 0..3 {
+            mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+        }
+    })
+    .join()
+    .unwrap();
+    wait_until("the exited thread's records", || b.records.lock().unwrap().len() == 3);
+    for _ in 0..2 {
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    }
+    assert_eq!(destroy_buffer(buf), Err(ServiceError::ContextActive), "its context is started");
+    stop_context(ctx).unwrap();
+    destroy_buffer(buf).unwrap();
+    assert_eq!(b.records.lock().unwrap().len(), 5, "destroy delivered the staged records");
+    let calls = b.sizes.lock().unwrap().len();
+    assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(b.sizes.lock().unwrap().len(), calls, "no callback after destroy");
+    destroy_context(ctx).unwrap();
+}
+
 #[test]
 fn lossless_never_drops_under_many_threads() {
     let _g = serial();
