@@ -637,6 +637,62 @@ pub unsafe extern "C" fn offtrace_kernel_get_allocation_properties(
     })
 }
 
+/// The allocations a typed `KERNEL_DISPATCH` buffer record's kernel uses, two-step as
+/// `offtrace_kernel_get_allocation_properties`: its inline argument values matched against the
+/// live allocation table *as it is at this call* (in a buffer callback, later than the dispatch:
+/// an allocation freed since is not found). No implicit allocations (a buffer record does not
+/// carry them).
+///
+/// # Safety
+/// `record` must be a record delivered to a buffer callback, used during it; `count` writable;
+/// `properties` null or writable for `*count` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn offtrace_buffer_kernel_get_allocation_properties(
+    record: *const offtrace_buffer_tracing_record_t,
+    count: *mut u32,
+    properties: *mut offtrace_kernel_allocation_properties_t,
+) -> offtrace_status_t {
+    guard(|| {
+        nonnull(record)?;
+        nonnull(count)?;
+        // SAFETY: non-null (checked), a delivered record (contract).
+        let h = unsafe { &*record };
+        if h.kind != Kind::KernelDispatch as u32 {
+            return Err(ServiceError::KindNotFound);
+        }
+        if (h.size as usize) < std::mem::size_of::<offtrace_core::KernelDispatchRecord>() {
+            return Err(ServiceError::InvalidArgument);
+        }
+        // SAFETY: a KERNEL_DISPATCH record at least as large as the struct (checked); its
+        // `kernel_arg_count` arguments are inline at `args_offset`, inside its `size` bytes.
+        let all = unsafe {
+            let r = &*record.cast::<offtrace_core::KernelDispatchRecord>();
+            let n = (r.kernel_arg_count as usize).min(offtrace_core::MAX_KERNEL_ARGS);
+            if r.args_offset as usize + 8 * n > h.size as usize {
+                return Err(ServiceError::InvalidArgument);
+            }
+            let args = record.cast::<u8>().add(r.args_offset as usize).cast::<u64>();
+            let mut p = offtrace_core::KernelDispatchPayload { kernel_arg_count: n as u32, ..Default::default() };
+            for (i, a) in p.kernel_args[..n].iter_mut().enumerate() {
+                *a = args.add(i).read_unaligned();
+            }
+            offtrace_core::kernel_allocation_properties(&p)
+        };
+        // SAFETY: `count` is non-null and writable; `properties`, when non-null, is writable
+        // for `*count` entries (contract).
+        unsafe {
+            if properties.is_null() {
+                *count = all.len() as u32;
+            } else {
+                let n = (*count as usize).min(all.len());
+                std::ptr::copy_nonoverlapping(all.as_ptr(), properties, n);
+                *count = n as u32;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// A one-shot `MARKER` record with the message.
 ///
 /// # Safety

@@ -366,7 +366,8 @@ typedef struct offtrace_buffer_tracing_kernel_dispatch_record_t {
     offtrace_timestamp_t device_start;
     offtrace_timestamp_t device_end;
     uint32_t name_offset;    /* the kernel's readable name (demangled), 0 = unknown */
-    uint32_t args_offset;    /* kernel_arg_count uint64_t kernel argument values (pointers as USM addresses) */
+    uint32_t args_offset;    /* kernel_arg_count uint64_t argument values (pointers as USM addresses);
+                                offtrace_buffer_kernel_get_allocation_properties matches them */
 } offtrace_buffer_tracing_kernel_dispatch_record_t;
 
 typedef struct offtrace_buffer_tracing_memory_copy_record_t {
@@ -857,6 +858,19 @@ offtrace_status_t offtrace_get_thread_id(offtrace_thread_id_t* thread_id);
  * writable; properties null or writable for *count entries.
  */
 offtrace_status_t offtrace_kernel_get_allocation_properties(const offtrace_callback_tracing_record_t* record, uint32_t* count, offtrace_kernel_allocation_properties_t* properties);
+
+/**
+ * The allocations a typed KERNEL_DISPATCH buffer record's kernel uses, two-step as
+ * offtrace_kernel_get_allocation_properties: its inline argument values matched against the
+ * live allocation table *as it is at this call* (in a buffer callback, later than the dispatch:
+ * an allocation freed since is not found). No implicit allocations (a buffer record does not
+ * carry them).
+ *
+ * Safety:
+ * record must be a record delivered to a buffer callback, used during it; count writable;
+ * properties null or writable for *count entries.
+ */
+offtrace_status_t offtrace_buffer_kernel_get_allocation_properties(const offtrace_buffer_tracing_record_t* record, uint32_t* count, offtrace_kernel_allocation_properties_t* properties);
 
 /**
  * A one-shot MARKER record with the message.

@@ -119,6 +119,38 @@ static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const off
     __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELEASE);
 }
 
+/* A typed KERNEL_DISPATCH buffer record: name, geometry, arguments inline, and its allocation
+ * properties from its argument values. */
+typedef struct { int calls, records, allocs, named, args_ok, not_dispatch, null_count; } kbuf_seen_t;
+static void on_kernel_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b,
+                             const offtrace_buffer_tracing_record_t* const* r, size_t n, void* d, uint64_t drops) {
+    kbuf_seen_t* s = (kbuf_seen_t*)d;
+    (void)c; (void)b; (void)drops;
+    for (size_t i = 0; i < n; i++) {
+        const offtrace_buffer_tracing_kernel_dispatch_record_t* k = (const void*)r[i];
+        s->records++;
+        uint32_t count = 0;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], &count, NULL) == OFFTRACE_STATUS_SUCCESS)
+            s->allocs = (int)count;
+        offtrace_kernel_allocation_properties_t props[4];
+        count = 4;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], &count, props) != OFFTRACE_STATUS_SUCCESS ||
+            count != 2 || props[0].base != 0x50000000 || props[0].arg_index != 0 || props[1].base != 0x60000000 ||
+            props[1].arg_index != 2)
+            s->allocs = -1;
+        if (k->name_offset && strcmp((const char*)OFFTRACE_BUFFER_RECORD_AT(k, k->name_offset), "k") == 0) s->named++;
+        const uint64_t* args = (const uint64_t*)OFFTRACE_BUFFER_RECORD_AT(k, k->args_offset);
+        if (k->kernel_arg_count == 4 && args[0] == 0x50000010 && args[1] == 7 && args[3] == 0x50000020) s->args_ok++;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], NULL, NULL) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT)
+            s->null_count++;
+    }
+    offtrace_buffer_tracing_record_t other = {.size = 64, .kind = OFFTRACE_TRACING_KIND_UR_API};
+    uint32_t count = 0;
+    if (offtrace_buffer_kernel_get_allocation_properties(&other, &count, NULL) == OFFTRACE_STATUS_ERROR_KIND_NOT_FOUND)
+        s->not_dispatch++;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELEASE);
+}
+
 /* Deliveries run on offtrace's delivery thread: waits (at most 10 s) until `calls` is reached. */
 static int wait_calls(buf_seen_t* s, int calls) {
     for (int i = 0; i < 10000 && __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE) < calls; i++) usleep(1000);
@@ -302,6 +334,27 @@ int main(void) {
     CHECK(dropped == 0);
     CHECK(offtrace_buffer_get_dropped_count(buf, NULL) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
     OK(offtrace_pop_external_correlation_id(ctx, 0, NULL));
+
+    /* Typed KERNEL_DISPATCH buffer records and their allocation properties. */
+    {
+        offtrace_context_id_t kctx;
+        offtrace_buffer_id_t kbuf;
+        kbuf_seen_t ks;
+        memset(&ks, 0, sizeof ks);
+        OK(offtrace_create_context(&kctx));
+        OK(offtrace_create_buffer(kctx, 1 << 16, 1 << 15, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_kernel_buffer, &ks, &kbuf));
+        OK(offtrace_configure_buffer_tracing_service(kctx, OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, NULL, 0, kbuf));
+        OK(offtrace_start_context(kctx));
+        OK(offtrace_testing_emit_memory_alloc(0x50000000, 65536, OFFTRACE_MEMORY_TYPE_SHARED));
+        OK(offtrace_testing_emit_memory_alloc(0x60000000, 1024, OFFTRACE_MEMORY_TYPE_DEVICE));
+        OK(offtrace_testing_emit_kernel_dispatch(0x99, "k", kargs, 4, 0xfff00000, 4096));
+        OK(offtrace_flush_buffer(kbuf));
+        CHECK(__atomic_load_n(&ks.calls, __ATOMIC_ACQUIRE) == 1 && ks.records == 1);
+        CHECK(ks.allocs == 2 && ks.named == 1 && ks.args_ok == 1 && ks.not_dispatch == 1 && ks.null_count == 1);
+        OK(offtrace_testing_emit_memory_free(0x60000000));
+        OK(offtrace_testing_emit_memory_free(0x50000000));
+        OK(offtrace_destroy_context(kctx));
+    }
 
     /* Markers. */
     CHECK(offtrace_marker_range_push("outer") == 0);
