@@ -54,6 +54,7 @@ use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
 use crate::kind::Kind;
+use crate::payload::Payload;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
 /// `offtrace_buffer_policy_t`.
@@ -688,6 +689,14 @@ impl BufferService {
     ) {
         let head = RecordHead { kind, operation, phase, context_id, correlation_id, thread_id, start, end };
         payload.write_to(&self.buffer, slot, &head);
+    }
+
+    /// The record of a call at its exit: out of line, with the header's fields by reference, so
+    /// that the exit path's callback delivery keeps its registers (inlined, the record's
+    /// encoding made the exit path save more of them for every callback pair).
+    #[inline(never)]
+    pub(crate) fn write_exit(&self, slot: usize, head: &RecordHead, payload: &Payload<'_>) {
+        payload.write_to(&self.buffer, slot, head);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache

@@ -911,18 +911,17 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
             if !svc.is_null() {
                 // SAFETY: as for the callback service above.
                 let svc = unsafe { &*svc };
-                svc.write(
-                    i,
-                    id,
+                let head = RecordHead {
                     kind,
-                    token.operation,
-                    Phase::None,
+                    operation: token.operation,
+                    phase: Phase::None,
+                    context_id: id,
                     correlation_id,
                     thread_id,
-                    frame.start,
+                    start: frame.start,
                     end,
-                    &payload,
-                );
+                };
+                svc.write_exit(i, &head, &payload);
             }
         }
         me.leave(busy);
