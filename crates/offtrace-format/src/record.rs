@@ -333,6 +333,57 @@ pub struct ApiCall {
     pub result: Option<i64>,
 }
 
+/// An [`ApiCall`] whose arguments are borrowed (the recorder's ring entry): what
+/// [`crate::TraceWriter::write_api_call_ref`] encodes without copying the arguments into an
+/// [`ApiArgs`] first. Same bytes on disk as the `ApiCall` it stands for (arguments past
+/// [`MAX_API_ARGS`] are cut, as by [`ApiArgs::from_slice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCallRef<'a> {
+    pub kind: u32,
+    pub op: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub correlation: u64,
+    pub external: u64,
+    pub args: &'a [u64],
+    pub result: Option<i64>,
+}
+
+impl ApiCall {
+    /// This call with its arguments borrowed.
+    pub fn borrowed(&self) -> ApiCallRef<'_> {
+        ApiCallRef {
+            kind: self.kind,
+            op: self.op,
+            tid: self.tid,
+            start: self.start,
+            end: self.end,
+            correlation: self.correlation,
+            external: self.external,
+            args: self.args.as_slice(),
+            result: self.result,
+        }
+    }
+}
+
+impl ApiCallRef<'_> {
+    /// The owned record.
+    pub fn to_api_call(&self) -> ApiCall {
+        ApiCall {
+            kind: self.kind,
+            op: self.op,
+            tid: self.tid,
+            start: self.start,
+            end: self.end,
+            correlation: self.correlation,
+            external: self.external,
+            args: ApiArgs::from_slice(self.args),
+            result: self.result,
+        }
+    }
+}
+
 /// Which way a copy goes (the services' `CopyDirection`). One byte on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 #[repr(u8)]

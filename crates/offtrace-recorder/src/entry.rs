@@ -32,7 +32,7 @@
 
 use offtrace_core::{Kind, sync_op};
 use offtrace_format::{
-    Activity, ApiArgs, ApiCall, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
+    Activity, ApiArgs, ApiCall, ApiCallRef, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
     KernelAllocation, MarkerRecord, MemoryRecord, MemoryType, QueueRecord, Record, StrId, SyncRecord, TaskGraphRecord,
     phase,
 };
@@ -70,21 +70,30 @@ fn str_id(v: u64) -> StrId {
     StrId(v as u32)
 }
 
-/// An API call entry as its record, without the [`Record`] wrapper (the writer's fast path);
-/// `None` when `tag` is not an API kind or the entry is too short.
-pub(crate) fn decode_api_call(tid: u32, tag: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<ApiCall> {
+/// An API call entry as its record, the arguments borrowed from the entry (the writer's fast
+/// path: no [`Record`], no argument copy); `None` when `tag` is not an API kind or the entry is
+/// too short.
+#[inline]
+pub(crate) fn decode_api_call(
+    tid: u32,
+    tag: u8,
+    op: u32,
+    ts: u64,
+    correlation: u64,
+    body: &[u64],
+) -> Option<ApiCallRef<'_>> {
     let kind = Kind::from_u32(u32::from(tag)).filter(|k| k.is_api())?;
-    let result = *body.get(2)?;
-    Some(ApiCall {
+    let [start, external, result, args @ ..] = body else { return None };
+    Some(ApiCallRef {
         kind: kind as u32,
         op,
         tid,
-        start: body[0],
+        start: *start,
         end: ts,
         correlation,
-        external: body[1],
-        args: ApiArgs::from_slice(body.get(3..)?),
-        result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
+        external: *external,
+        args,
+        result: (result >> 32 != 0).then_some(i64::from(*result as u32 as i32)),
     })
 }
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use offtrace_core::Kind;
-use offtrace_format::{ApiCall, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
+use offtrace_format::{ApiCallRef, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
 
 use crate::entry::{self, HEAD_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
@@ -24,9 +24,10 @@ use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, i
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
 pub trait TraceSink: Send {
     fn write(&mut self, r: &Record) -> Result<(), String>;
-    /// An API call (the most frequent record): by default written as a [`Record`].
-    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
-        self.write(&Record::ApiCall(*a))
+    /// An API call (the most frequent record), its arguments borrowed from the ring entry: by
+    /// default written as a [`Record`].
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
+        self.write(&Record::ApiCall(a.to_api_call()))
     }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
@@ -37,8 +38,9 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn write(&mut self, r: &Record) -> Result<(), String> {
         TraceWriter::write(self, r).map_err(|e| e.to_string())
     }
-    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
-        TraceWriter::write_api_call(self, a).map_err(|e| e.to_string())
+    #[inline]
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
+        TraceWriter::write_api_call_ref(self, a).map_err(|e| e.to_string())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
@@ -217,7 +219,8 @@ impl Writer {
         }
     }
 
-    fn write_api_call(&mut self, a: &ApiCall) {
+    #[inline]
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) {
         if self.error.is_some() {
             return;
         }
