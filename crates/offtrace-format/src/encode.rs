@@ -100,6 +100,11 @@ impl Encoder {
         crate::typed::encode_api_call(&mut self.threads, &mut self.api_scratch, a, out);
     }
 
+    /// Encodes one device activity (format 3) whose `ts` is in raw ticks.
+    pub fn encode_activity(&mut self, a: &crate::record::ActivityRef<'_>, out: &mut Vec<u8>) {
+        crate::typed::encode_activity(&mut self.threads, a, out);
+    }
+
     /// Encodes one notification whose `ts` is in raw ticks.
     pub fn encode_notification(&mut self, n: &Notification, out: &mut Vec<u8>) {
         let (same_tid, st) = self.threads.switch_to(n.tid);

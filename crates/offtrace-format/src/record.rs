@@ -462,6 +462,89 @@ pub struct Activity {
     pub allocations: Vec<KernelAllocation>,
 }
 
+/// An [`Activity`] whose allocation properties are borrowed (the recorder's ring entry): what
+/// [`crate::TraceWriter::write_activity_ref`] encodes without building the record and its
+/// `Vec`. Same bytes on disk as the `Activity` it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActivityRef<'a> {
+    pub kind: u32,
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub queue: u64,
+    pub device: u64,
+    pub name: StrId,
+    pub kernel: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    pub bytes: u64,
+    pub direction: CopyDirection,
+    pub src_type: MemoryType,
+    pub dst_type: MemoryType,
+    pub device_start: u64,
+    pub device_end: u64,
+    pub allocations: &'a [KernelAllocation],
+}
+
+impl Activity {
+    /// This activity with its allocation properties borrowed.
+    pub fn borrowed(&self) -> ActivityRef<'_> {
+        ActivityRef {
+            kind: self.kind,
+            op: self.op,
+            phase: self.phase,
+            tid: self.tid,
+            ts: self.ts,
+            correlation: self.correlation,
+            queue: self.queue,
+            device: self.device,
+            name: self.name,
+            kernel: self.kernel,
+            work_dim: self.work_dim,
+            global_size: self.global_size,
+            local_size: self.local_size,
+            bytes: self.bytes,
+            direction: self.direction,
+            src_type: self.src_type,
+            dst_type: self.dst_type,
+            device_start: self.device_start,
+            device_end: self.device_end,
+            allocations: &self.allocations,
+        }
+    }
+}
+
+impl ActivityRef<'_> {
+    /// The owned record.
+    pub fn to_activity(&self) -> Activity {
+        Activity {
+            kind: self.kind,
+            op: self.op,
+            phase: self.phase,
+            tid: self.tid,
+            ts: self.ts,
+            correlation: self.correlation,
+            queue: self.queue,
+            device: self.device,
+            name: self.name,
+            kernel: self.kernel,
+            work_dim: self.work_dim,
+            global_size: self.global_size,
+            local_size: self.local_size,
+            bytes: self.bytes,
+            direction: self.direction,
+            src_type: self.src_type,
+            dst_type: self.dst_type,
+            device_start: self.device_start,
+            device_end: self.device_end,
+            allocations: self.allocations.to_vec(),
+        }
+    }
+}
+
 /// A queue or stream (`QUEUE` kind): created (a definition: its device, context, flags),
 /// destroyed, or (SYCL) a command-group submission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

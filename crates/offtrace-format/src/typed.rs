@@ -54,7 +54,7 @@ pub(crate) fn encode(threads: &mut ThreadStates, scratch: &mut ApiScratch, recor
             out.push(d.value_type);
         }
         Record::ApiCall(a) => encode_api_call(threads, scratch, &a.borrowed(), out),
-        Record::Activity(a) => encode_activity(threads, a, out),
+        Record::Activity(a) => encode_activity(threads, &a.borrowed(), out),
         Record::Queue(q) => {
             let st = head(threads, TAG_QUEUE, q.tid, 0, out);
             put_u64(out, q.op.into());
@@ -295,7 +295,7 @@ pub(crate) fn encode_api_call(
     st.correlation = a.correlation;
 }
 
-fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) {
+pub(crate) fn encode_activity(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut Vec<u8>) {
     let (same, st) = threads.switch_to(a.tid);
     let mut flags = if same { F_SAME_TID } else { 0 };
     let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
@@ -355,7 +355,7 @@ fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) 
     }
     if !a.allocations.is_empty() {
         put_u64(out, a.allocations.len() as u64);
-        for al in &a.allocations {
+        for al in a.allocations {
             put_u64(out, al.base);
             put_u64(out, al.size);
             put_u64(out, zigzag(al.arg_index.into()));

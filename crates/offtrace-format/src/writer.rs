@@ -118,6 +118,16 @@ impl<W: Write> TraceWriter<W> {
         self.after_record(before)
     }
 
+    /// Appends one device activity (`ts` in raw ticks), its allocation properties borrowed: the
+    /// bytes of [`Self::write`] with a [`Record::Activity`], without building one.
+    #[inline]
+    pub fn write_activity_ref(&mut self, a: &crate::ActivityRef<'_>) -> Result<(), WriteError> {
+        self.check_poisoned()?;
+        let before = self.chunk.len();
+        self.encoder.encode_activity(a, &mut self.chunk);
+        self.after_record(before)
+    }
+
     #[inline]
     fn after_record(&mut self, before: usize) -> Result<(), WriteError> {
         if self.chunk.len() > MAX_CHUNK_BYTES {

@@ -1,9 +1,13 @@
-//! The bytes of `ApiCall` records are fixed by the format (version 3), whichever way the writer
-//! is given them: an owned [`ApiCall`] through `write`, `write_api_call`, or a borrowed
-//! [`ApiCallRef`] (the recorder's path). The expected bytes were written by the encoder before
-//! the borrowed path existed (commit f54a3c2), so a faster encoder cannot change the file.
+//! The bytes of `ApiCall` and `Activity` records are fixed by the format (version 3), whichever
+//! way the writer is given them: an owned record through `write` (or `write_api_call`), or a
+//! borrowed [`ApiCallRef`] / [`ActivityRef`] (the recorder's path). The expected bytes were
+//! written by the encoder before the borrowed paths existed (commit f54a3c2), so a faster
+//! encoder cannot change the file.
 
-use offtrace_format::{ApiArgs, ApiCall, ApiCallRef, Record, TraceHeader, TraceWriter};
+use offtrace_format::{
+    Activity, ActivityRef, ApiArgs, ApiCall, ApiCallRef, CopyDirection, KernelAllocation, MemoryType, Record, StrId,
+    TraceHeader, TraceWriter, phase,
+};
 
 /// Calls that exercise every branch of the encoding: thread switches, result and external
 /// present or not, the same arguments, argument differences, another argument count, a new
@@ -54,4 +58,96 @@ fn every_way_of_writing_an_api_call_gives_the_format_3_bytes() {
     for how in 0..3 {
         assert_eq!(hex(&write(how)), expected, "way {how}");
     }
+}
+
+/// Activities that exercise every part of the encoding: a kernel with allocation properties, its
+/// completion, a copy, a fill, a barrier, another thread, the same and another queue.
+fn activities() -> Vec<Activity> {
+    let kernel = Activity {
+        kind: 2,
+        op: 0,
+        tid: 100,
+        ts: 5_000,
+        correlation: 11,
+        queue: 0x50,
+        device: 0xd1,
+        name: StrId(3),
+        kernel: 0x7000,
+        work_dim: 1,
+        global_size: [64, 1, 1],
+        local_size: [0; 3],
+        allocations: vec![
+            KernelAllocation { base: 0x9000, size: 256, arg_index: 0, memory_type: MemoryType::Device },
+            KernelAllocation { base: 0xa000, size: 4096, arg_index: -1, memory_type: MemoryType::Shared },
+        ],
+        ..Activity::default()
+    };
+    let complete = Activity {
+        phase: phase::COMPLETE,
+        ts: 9_000,
+        device_start: 1_000_000_123,
+        device_end: 1_000_004_000,
+        allocations: Vec::new(),
+        ..kernel.clone()
+    };
+    let copy = Activity {
+        kind: 3,
+        op: 1,
+        tid: 100,
+        ts: 9_500,
+        correlation: 12,
+        queue: 0x50,
+        device: 0xd1,
+        bytes: 1 << 20,
+        direction: CopyDirection::HostToDevice,
+        src_type: MemoryType::Host,
+        dst_type: MemoryType::Device,
+        ..Activity::default()
+    };
+    let fill = Activity {
+        kind: 4,
+        tid: 200,
+        ts: 9_700,
+        correlation: 13,
+        queue: 0x60,
+        device: 0xd1,
+        bytes: 4096,
+        device_start: 2_000_000_000,
+        device_end: 2_000_000_100,
+        phase: phase::COMPLETE,
+        ..Activity::default()
+    };
+    let barrier = Activity {
+        kind: 5,
+        op: 3,
+        tid: 100,
+        ts: 9_900,
+        correlation: 14,
+        queue: 0x50,
+        device: 0xd1,
+        ..Activity::default()
+    };
+    vec![kernel, complete, copy, fill, barrier]
+}
+
+fn write_activities(borrowed: bool) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+    for a in activities() {
+        let r: ActivityRef<'_> = a.borrowed();
+        assert_eq!(r.to_activity(), a);
+        if borrowed {
+            w.write_activity_ref(&r).expect("write");
+        } else {
+            w.write(&Record::Activity(a.clone())).expect("write");
+        }
+    }
+    w.flush_chunk().expect("flush");
+    w.get_ref().clone()
+}
+
+#[test]
+fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
+    let expected = include_str!("fixtures/activities_v3.hex").trim();
+    assert_eq!(hex(&write_activities(false)), expected, "owned");
+    assert_eq!(hex(&write_activities(true)), expected, "borrowed");
 }

@@ -32,9 +32,9 @@
 
 use offtrace_core::{Kind, sync_op};
 use offtrace_format::{
-    Activity, ApiArgs, ApiCall, ApiCallRef, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
-    KernelAllocation, MarkerRecord, MemoryRecord, MemoryType, QueueRecord, Record, StrId, SyncRecord, TaskGraphRecord,
-    phase,
+    ActivityRef, ApiArgs, ApiCall, ApiCallRef, CodeObjectRecord, CopyDirection, CounterDef, CounterSample,
+    DeviceRecord, KernelAllocation, MarkerRecord, MemoryRecord, MemoryType, QueueRecord, Record, StrId, SyncRecord,
+    TaskGraphRecord, phase,
 };
 
 /// Largest entry, header included (a kernel dispatch with [`MAX_ALLOCATIONS`] allocations).
@@ -97,6 +97,81 @@ pub(crate) fn decode_api_call(
     })
 }
 
+/// A device activity entry (kernel dispatch, copy, fill, barrier on a queue) as its record, the
+/// allocation properties in `allocations` (the writer's fast path: no [`Record`], no `Vec`);
+/// `None` for other kinds or a malformed entry.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_activity<'a>(
+    tid: u32,
+    tag: u8,
+    ph: u8,
+    op: u32,
+    ts: u64,
+    correlation: u64,
+    body: &[u64],
+    allocations: &'a mut [KernelAllocation; MAX_ALLOCATIONS],
+) -> Option<ActivityRef<'a>> {
+    let kind = Kind::from_u32(u32::from(tag))?;
+    let b = |i: usize| body.get(i).copied();
+    let base = ActivityRef { kind: kind as u32, op, phase: ph, tid, ts, correlation, ..ActivityRef::default() };
+    Some(match kind {
+        Kind::KernelDispatch => {
+            let fixed = body.get(..KERNEL_FIXED)?;
+            let mut n = 0;
+            for (slot, a) in allocations.iter_mut().zip(body[KERNEL_FIXED..].chunks_exact(3)) {
+                *slot = KernelAllocation {
+                    base: a[0],
+                    size: a[1],
+                    arg_index: a[2] as u32 as i32,
+                    memory_type: memory_type(a[2] >> 32),
+                };
+                n += 1;
+            }
+            ActivityRef {
+                queue: fixed[0],
+                device: fixed[1],
+                name: str_id(fixed[2]),
+                kernel: fixed[3],
+                work_dim: fixed[4] as u32,
+                global_size: [fixed[5], fixed[6], fixed[7]],
+                local_size: [fixed[8], fixed[9], fixed[10]],
+                device_start: fixed[11],
+                device_end: fixed[12],
+                allocations: &allocations[..n],
+                ..base
+            }
+        }
+        Kind::MemoryCopy => {
+            let d = b(3)?;
+            ActivityRef {
+                queue: b(0)?,
+                device: b(1)?,
+                bytes: b(2)?,
+                direction: direction(d),
+                src_type: memory_type(d >> 8),
+                dst_type: memory_type(d >> 16),
+                device_start: b(4)?,
+                device_end: b(5)?,
+                ..base
+            }
+        }
+        Kind::MemoryFill => {
+            ActivityRef { queue: b(0)?, device: b(1)?, bytes: b(2)?, device_start: b(3)?, device_end: b(4)?, ..base }
+        }
+        // A barrier enqueued on a queue is device activity; waits are host spans (`decode`).
+        Kind::Sync if op == sync_op::BARRIER && b(2)? != 0 => ActivityRef {
+            phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
+            queue: b(2)?,
+            device: b(3)?,
+            device_start: b(4)?,
+            device_end: b(5)?,
+            ..base
+        },
+        _ => return None,
+    })
+}
+
 /// Turns one typed entry (`tag` is a core kind) into its record; `None` for a malformed entry
 /// (too short for its tag) or an unknown tag.
 pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<Record> {
@@ -117,90 +192,15 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
                 result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
             })
         }
-        Kind::KernelDispatch => {
-            let fixed = body.get(..KERNEL_FIXED)?;
-            let allocations = body[KERNEL_FIXED..]
-                .chunks_exact(3)
-                .map(|a| KernelAllocation {
-                    base: a[0],
-                    size: a[1],
-                    arg_index: a[2] as u32 as i32,
-                    memory_type: memory_type(a[2] >> 32),
-                })
-                .collect();
-            Record::Activity(Activity {
-                kind: kind as u32,
-                op,
-                phase: ph,
-                tid,
-                ts,
-                correlation,
-                queue: fixed[0],
-                device: fixed[1],
-                name: str_id(fixed[2]),
-                kernel: fixed[3],
-                work_dim: fixed[4] as u32,
-                global_size: [fixed[5], fixed[6], fixed[7]],
-                local_size: [fixed[8], fixed[9], fixed[10]],
-                device_start: fixed[11],
-                device_end: fixed[12],
-                allocations,
-                ..Activity::default()
-            })
+        Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill => {
+            let mut allocations = [KernelAllocation::default(); MAX_ALLOCATIONS];
+            Record::Activity(decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations)?.to_activity())
         }
-        Kind::MemoryCopy => {
-            let d = b(3)?;
-            Record::Activity(Activity {
-                kind: kind as u32,
-                op,
-                phase: ph,
-                tid,
-                ts,
-                correlation,
-                queue: b(0)?,
-                device: b(1)?,
-                bytes: b(2)?,
-                direction: direction(d),
-                src_type: memory_type(d >> 8),
-                dst_type: memory_type(d >> 16),
-                device_start: b(4)?,
-                device_end: b(5)?,
-                ..Activity::default()
-            })
-        }
-        Kind::MemoryFill => Record::Activity(Activity {
-            kind: kind as u32,
-            op,
-            phase: ph,
-            tid,
-            ts,
-            correlation,
-            queue: b(0)?,
-            device: b(1)?,
-            bytes: b(2)?,
-            device_start: b(3)?,
-            device_end: b(4)?,
-            ..Activity::default()
-        }),
         Kind::Sync => {
-            let queue = b(2)?;
-            // A barrier enqueued on a queue is device activity; waits are host spans.
-            if op == sync_op::BARRIER && queue != 0 {
-                Record::Activity(Activity {
-                    kind: kind as u32,
-                    op,
-                    phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
-                    tid,
-                    ts,
-                    correlation,
-                    queue,
-                    device: b(3)?,
-                    device_start: b(4)?,
-                    device_end: b(5)?,
-                    ..Activity::default()
-                })
-            } else {
-                Record::Sync(SyncRecord {
+            let mut allocations = [KernelAllocation::default(); MAX_ALLOCATIONS];
+            match decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
+                Some(a) => Record::Activity(a.to_activity()),
+                None => Record::Sync(SyncRecord {
                     op,
                     phase: ph,
                     tid,
@@ -208,7 +208,7 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
                     correlation,
                     object: b(0)?,
                     event_count: b(1)? as u32,
-                })
+                }),
             }
         }
         Kind::Queue => Record::Queue(QueueRecord {
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn barriers_on_a_queue_are_activity_and_waits_are_sync() {
         let barrier = decode(1, Kind::Sync as u8, 0, sync_op::BARRIER, 10, 5, &[0, 0, 0x30, 0x40, 0, 0]);
-        assert!(matches!(barrier, Some(Record::Activity(Activity { queue: 0x30, device: 0x40, .. }))));
+        assert!(matches!(barrier, Some(Record::Activity(offtrace_format::Activity { queue: 0x30, device: 0x40, .. }))));
         let wait = decode(1, Kind::Sync as u8, 1, sync_op::WAIT, 10, 5, &[0x99, 2, 0, 0, 0, 0]);
         assert!(matches!(wait, Some(Record::Sync(SyncRecord { object: 0x99, event_count: 2, .. }))));
     }

@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use offtrace_core::Kind;
-use offtrace_format::{ApiCallRef, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
+use offtrace_format::{
+    ActivityRef, ApiCallRef, ArgDef, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
+};
 
 use crate::entry::{self, HEAD_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
@@ -30,6 +32,11 @@ pub trait TraceSink: Send {
     /// default written as a [`Record`].
     fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
         self.write(&Record::ApiCall(a.to_api_call()))
+    }
+    /// A device activity, its allocation properties borrowed from the ring entry: by default
+    /// written as a [`Record`].
+    fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
+        self.write(&Record::Activity(a.to_activity()))
     }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
@@ -43,6 +50,10 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     #[inline]
     fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
         TraceWriter::write_api_call_ref(self, a).map_err(|e| e.to_string())
+    }
+    #[inline]
+    fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
+        TraceWriter::write_activity_ref(self, a).map_err(|e| e.to_string())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
@@ -240,6 +251,17 @@ impl Writer {
         }
     }
 
+    #[inline]
+    fn write_activity(&mut self, a: &ActivityRef<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write_activity(a) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
     fn write_definitions(&mut self) {
         let mut defs = std::mem::take(&mut self.defs);
         self.inner.defs.take_queue(&mut defs);
@@ -301,6 +323,8 @@ impl Writer {
 
     fn entries(&mut self, tid: u32) {
         let words = std::mem::take(&mut self.words);
+        // A kernel dispatch's allocation properties, decoded from its entry (once per drain).
+        let mut allocations = [KernelAllocation::default(); crate::entry::MAX_ALLOCATIONS];
         let mut at = 0;
         while at < words.len() {
             let (n, tag, ph, op) = entry::parse_header(words[at]);
@@ -320,6 +344,9 @@ impl Writer {
             } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write_api_call(&a);
+            } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
+                self.define_operation(u32::from(tag), op);
+                self.write_activity(&a);
             } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write(&r);
