@@ -102,7 +102,7 @@ impl Encoder {
 
     /// Encodes one device activity (format 3) whose `ts` is in raw ticks.
     pub fn encode_activity(&mut self, a: &crate::record::ActivityRef<'_>, out: &mut Vec<u8>) {
-        crate::typed::encode_activity(&mut self.threads, a, out);
+        crate::typed::encode_activity(&mut self.threads, &mut self.api_scratch, a, out);
     }
 
     /// Encodes one notification whose `ts` is in raw ticks.

@@ -54,7 +54,7 @@ pub(crate) fn encode(threads: &mut ThreadStates, scratch: &mut ApiScratch, recor
             out.push(d.value_type);
         }
         Record::ApiCall(a) => encode_api_call(threads, scratch, &a.borrowed(), out),
-        Record::Activity(a) => encode_activity(threads, &a.borrowed(), out),
+        Record::Activity(a) => encode_activity(threads, scratch, &a.borrowed(), out),
         Record::Queue(q) => {
             let st = head(threads, TAG_QUEUE, q.tid, 0, out);
             put_u64(out, q.op.into());
@@ -166,10 +166,42 @@ const API_CALL_MAX_BYTES: usize = 3 + MAX_VARINT_LEN * (8 + crate::record::MAX_A
 pub(crate) struct ApiScratch(Box<[u8; SCRATCH]>);
 
 const SCRATCH: usize = API_CALL_MAX_BYTES.next_power_of_two();
+const _: () = assert!(API_CALL_MAX_BYTES <= SCRATCH);
 
 impl Default for ApiScratch {
     fn default() -> Self {
         Self(Box::new([0; SCRATCH]))
+    }
+}
+
+/// Where a record's bytes go: the chunk itself, or the scratch (then appended in one copy).
+trait Out {
+    fn byte(&mut self, b: u8);
+    fn u64(&mut self, v: u64);
+    fn delta(&mut self, v: u64, base: u64) {
+        self.u64(zigzag(v.wrapping_sub(base) as i64));
+    }
+}
+
+impl Out for Vec<u8> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.push(b);
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: u64) {
+        put_u64(self, v);
+    }
+}
+
+impl Out for Bytes<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        Bytes::byte(self, b);
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: u64) {
+        Bytes::u64(self, v);
     }
 }
 
@@ -183,8 +215,8 @@ struct Bytes<'a> {
 impl Bytes<'_> {
     #[inline(always)]
     fn byte(&mut self, b: u8) {
-        // Never wraps: an `ApiCall` takes at most `API_CALL_MAX_BYTES` < `SCRATCH` bytes; the
-        // mask only spares the bounds check.
+        // Never wraps: a record built here takes at most `API_CALL_MAX_BYTES` or
+        // `ACTIVITY_MAX_BYTES`, both at most `SCRATCH`; the mask only spares the bounds check.
         self.buf[self.len & (SCRATCH - 1)] = b;
         self.len += 1;
     }
@@ -203,15 +235,17 @@ impl Bytes<'_> {
         self.u64(zigzag(v.wrapping_sub(base) as i64));
     }
 
-    /// Appends the bytes to `out`. Most calls are short: a fixed 32-byte copy (inlined, no
-    /// `memcpy` call) and a truncate cost less than a copy of the exact length.
+    /// Appends the bytes to `out`. Most records are short: a fixed 32- or 64-byte copy
+    /// (inlined, no `memcpy` call) and a truncate cost less than a copy of the exact length.
     #[inline(always)]
     fn append_to(&self, out: &mut Vec<u8>) {
-        const SHORT: usize = 32;
-        let len = self.len.min(API_CALL_MAX_BYTES);
-        if len <= SHORT {
-            let at = out.len();
-            out.extend_from_slice(&self.buf[..SHORT]);
+        let len = self.len.min(SCRATCH);
+        let at = out.len();
+        if len <= 32 {
+            out.extend_from_slice(&self.buf[..32]);
+            out.truncate(at + len);
+        } else if len <= 64 {
+            out.extend_from_slice(&self.buf[..64]);
             out.truncate(at + len);
         } else {
             out.extend_from_slice(&self.buf[..len]);
@@ -295,7 +329,31 @@ pub(crate) fn encode_api_call(
     st.correlation = a.correlation;
 }
 
-pub(crate) fn encode_activity(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut Vec<u8>) {
+/// Activities with at most this many allocation properties are built in the scratch (see
+/// [`ACTIVITY_MAX_BYTES`]); longer ones are written byte by byte into the chunk.
+const SCRATCH_ALLOCATIONS: usize = 10;
+/// Bytes of the longest activity without allocation properties: tag, flags, 15 varints (tid,
+/// kind, op, ts, correlation, queue, device, name, kernel, work_dim, 3 + 3 sizes, bytes), the 3
+/// copy bytes and the 2 device-time varints; each allocation adds 3 varints and a byte.
+const ACTIVITY_MAX_BYTES: usize = 1 + 2 + MAX_VARINT_LEN * 18 + 3 + SCRATCH_ALLOCATIONS * (3 * MAX_VARINT_LEN + 1);
+const _: () = assert!(ACTIVITY_MAX_BYTES <= SCRATCH);
+
+pub(crate) fn encode_activity(
+    threads: &mut ThreadStates,
+    scratch: &mut ApiScratch,
+    a: &ActivityRef<'_>,
+    out: &mut Vec<u8>,
+) {
+    if a.allocations.len() <= SCRATCH_ALLOCATIONS {
+        let mut w = Bytes { buf: &mut scratch.0, len: 0 };
+        encode_activity_into(threads, a, &mut w);
+        w.append_to(out);
+    } else {
+        encode_activity_into(threads, a, out);
+    }
+}
+
+fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut impl Out) {
     let (same, st) = threads.switch_to(a.tid);
     let mut flags = if same { F_SAME_TID } else { 0 };
     let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
@@ -316,50 +374,50 @@ pub(crate) fn encode_activity(threads: &mut ThreadStates, a: &ActivityRef<'_>, o
             flags |= bit;
         }
     }
-    out.push(TAG_ACTIVITY);
-    put_u64(out, flags);
+    out.byte(TAG_ACTIVITY);
+    out.u64(flags);
     if !same {
-        put_u64(out, a.tid.into());
+        out.u64(a.tid.into());
     }
-    put_u64(out, a.kind.into());
-    put_u64(out, a.op.into());
-    put_delta(out, a.ts, st.ts);
-    put_delta(out, a.correlation, st.correlation);
+    out.u64(a.kind.into());
+    out.u64(a.op.into());
+    out.delta(a.ts, st.ts);
+    out.delta(a.correlation, st.correlation);
     if flags & F_ACT_SAME_QUEUE == 0 {
-        put_u64(out, a.queue);
+        out.u64(a.queue);
     }
     if flags & F_ACT_SAME_DEVICE == 0 {
-        put_u64(out, a.device);
+        out.u64(a.device);
     }
     if flags & F_ACT_NAME != 0 {
-        put_u64(out, a.name.0.into());
+        out.u64(a.name.0.into());
     }
     if kernel {
-        put_u64(out, a.kernel);
-        put_u64(out, a.work_dim.into());
+        out.u64(a.kernel);
+        out.u64(a.work_dim.into());
         for &v in a.global_size.iter().chain(&a.local_size) {
-            put_u64(out, v);
+            out.u64(v);
         }
     }
     if a.bytes != 0 {
-        put_u64(out, a.bytes);
+        out.u64(a.bytes);
     }
     if copy {
-        out.push(a.direction as u8);
-        out.push(a.src_type as u8);
-        out.push(a.dst_type as u8);
+        out.byte(a.direction as u8);
+        out.byte(a.src_type as u8);
+        out.byte(a.dst_type as u8);
     }
     if flags & F_ACT_DEVICE_TIMES != 0 {
-        put_u64(out, a.device_start);
-        put_delta(out, a.device_end, a.device_start);
+        out.u64(a.device_start);
+        out.delta(a.device_end, a.device_start);
     }
     if !a.allocations.is_empty() {
-        put_u64(out, a.allocations.len() as u64);
+        out.u64(a.allocations.len() as u64);
         for al in a.allocations {
-            put_u64(out, al.base);
-            put_u64(out, al.size);
-            put_u64(out, zigzag(al.arg_index.into()));
-            out.push(al.memory_type as u8);
+            out.u64(al.base);
+            out.u64(al.size);
+            out.u64(zigzag(al.arg_index.into()));
+            out.byte(al.memory_type as u8);
         }
     }
     st.ts = a.ts;
