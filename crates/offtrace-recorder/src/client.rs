@@ -19,9 +19,9 @@ use offtrace_core::{
     create_context, kernel_allocation_properties_into, start_context, timestamp_ns,
 };
 
-use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
+use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
 
-/// Words of an API call entry: the head, start, external, result, and the arguments.
+/// Words of the longest API call entry: the head, start, result, external, and the arguments.
 const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
 use crate::recorder::{Inner, Local, with_local};
 
@@ -107,14 +107,14 @@ fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecor
     // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
     // than the rest of the entry.
     let mut w = [0u64; API_WORDS];
-    head(&mut w, record, timestamp_ns());
-    w[3] = start;
-    w[4] = record.correlation_id.external.value;
-    w[5] = if p.has_result != 0 { (1 << 32) | u64::from(p.result as u32) } else { 0 };
+    let end = timestamp_ns();
+    head(&mut w, record, end);
+    let result = (p.has_result != 0).then_some(p.result);
     let n = (p.arg_count as usize).min(p.args.len());
-    w[6..6 + n].copy_from_slice(&p.args[..n]);
-    let len = 6 + n;
-    w[0] = header(len, kind as u8, record.phase as u8, record.operation);
+    let (flags, body) =
+        api_body(&mut w[HEAD_WORDS..], start, end, result, record.correlation_id.external.value, &p.args[..n]);
+    let len = HEAD_WORDS + body;
+    w[0] = header(len, kind as u8, flags, record.operation);
     local.push(inner, &w[..len]);
 }
 

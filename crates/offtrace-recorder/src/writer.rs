@@ -341,7 +341,7 @@ impl Writer {
                     self.write_definitions();
                     layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
                 }
-            } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
+            } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write_api_call(&a);
             } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
