@@ -89,7 +89,7 @@ static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b,
         kernels_timed++;
         if (known(r->header.correlation_id.internal)) kernels_correlated++;
         else kernels_uncorrelated++;
-        if (r->correlation_id.external.value == TOOL_EXTERNAL_ID) kernels_external++;
+        if (r->header.correlation_id.external.value == TOOL_EXTERNAL_ID) kernels_external++;
     }
 }
 
