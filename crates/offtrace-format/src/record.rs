@@ -788,3 +788,18 @@ impl Record {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader writes, moves and drops every record: a variant that grows `Record` costs
+    /// every reader (`docs/overhead.md`, "Reading at scale"). The largest inline variant is the
+    /// API call with its argument block; the raw layer's notification stays boxed.
+    #[test]
+    fn a_record_stays_272_bytes() {
+        assert_eq!(size_of::<ApiCall>(), 264);
+        assert!(size_of::<Notification>() > size_of::<ApiCall>(), "boxed for a reason");
+        assert_eq!(size_of::<Record>(), 272);
+    }
+}
