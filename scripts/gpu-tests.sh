@@ -43,6 +43,8 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 note_fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
 inject() { CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 "$@"; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# Steps 1-3 read synchronisation, NVTX markers ("window") and memory records from the dump:
+# every activity kind there (the default has kernels, copies and memsets only).
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -54,7 +56,7 @@ step "1. CUDA C workload"
 nvcc -O2 -arch=sm_90 -cudart shared -lineinfo -o "$W/workload" examples/cuda/workload.cu || note_fail "nvcc"
 timeout 60 "$W/workload" > "$W/workload-untraced.json" || note_fail "workload untraced"
 cat "$W/workload-untraced.json"
-OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-traced.json" 2> "$W/workload.err" \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/workload" > "$W/workload-traced.json" 2> "$W/workload.err" \
   || note_fail "workload traced"
 cat "$W/workload.err"
 $PY scripts/cuda/check.py workload "$W/workload.jsonl" "$W/workload-traced.json" || note_fail "workload checks"
@@ -66,7 +68,7 @@ fi
 
 if want 2; then
 step "2. PyTorch workload: offtrace vs torch.profiler"
-OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/train.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --out "$W/train-offtrace.json" \
   2> "$W/train.err" || note_fail "train.py traced"
 tail -5 "$W/train.err"
 $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch --out "$W/train-torch.json" 2> "$W/train-torch.err" \
@@ -77,7 +79,7 @@ $PY scripts/cuda/check.py compare "$W/train.jsonl" "$W/train-torch.json.torch.js
 fi
 if want 3; then
 step "3. offtrace injected, the program starts torch.profiler"
-OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
+OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/coexist.jsonl" inject $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch \
   --out "$W/coexist.json" 2> "$W/coexist.err"
 echo "exit status: $?"
 $PY scripts/cuda/check.py coexist "$W/coexist.jsonl" "$W/coexist.json.torch.json" "$W/coexist.err" "$OUT/coexist.json"
@@ -97,7 +99,8 @@ if [ -x "$BIN" ] && want 4; then
   cat "$W/rec-train.err" | tail -3
   TRACE_JSONL_CALLS=1 target/release/trace_jsonl "$W/train.offtrace" > "$W/train.trace.jsonl" || note_fail "trace_jsonl train"
   ${PYTHON:-python3} scripts/cuda/check.py trace "$W/train.trace.jsonl" "$W/rec-train.jsonl" train || note_fail "train trace checks"
-  timeout 120 "$BIN" report "$W/workload.offtrace" > "$W/workload-report.txt" 2>&1; head -60 "$W/workload-report.txt"
+  timeout 120 "$BIN" report "$W/workload.offtrace" > "$OUT/workload-report.txt" 2>&1; head -60 "$OUT/workload-report.txt"
+  timeout 120 "$BIN" report "$W/train.offtrace" > "$OUT/train-report.txt" 2>&1; head -80 "$OUT/train-report.txt"
 fi
 
 want 5 && for size in ${SIZES:-base small}; do

@@ -3,6 +3,11 @@
  * buffer service (device times, the correlation id of the launching call). Prints one summary
  * line at the end, which scripts/gpu-tests.sh checks.
  *
+ * External correlation: the tool pushes TOOL_EXTERNAL_ID for its context on the thread that
+ * initialises it (the thread calling cuInit: the program's main thread), so every runtime call of
+ * that thread and every kernel those calls launched must carry it; kernels reach the tool from
+ * CUPTI's buffer thread, so theirs comes through CUPTI's external correlation.
+ *
  *   cc -shared -fPIC -I crates/offtrace-capi/include examples/cuda/cuda_tool.c -o libcuda_tool.so
  *   OFFTRACE_TOOLS=$PWD/libcuda_tool.so CUDA_INJECTION64_PATH=.../libofftrace_cuda.so ./program
  */
@@ -19,6 +24,9 @@ static uint64_t enters, exits, unpaired, printed;
  * start and end from CUPTI's activity records; graph kernels have only these). */
 static uint64_t kernels, kernels_timed, kernels_correlated, kernels_uncorrelated;
 static __thread int64_t depth;
+#define TOOL_EXTERNAL_ID 0x5eedull
+/* Runtime calls carrying the tool's external id, and completed kernels carrying it. */
+static uint64_t calls_external, kernels_external;
 
 /* Correlation ids of the runtime calls seen (open addressing; ids are never 0). */
 #define SLOTS (1u << 20)
@@ -53,6 +61,7 @@ static void on_call(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
         depth++;
         user->value = r.correlation_id.internal;
         remember(r.correlation_id.internal); /* launches report their kernel inside the call */
+        if (r.correlation_id.external.value == TOOL_EXTERNAL_ID) __atomic_fetch_add(&calls_external, 1, __ATOMIC_RELAXED);
     } else if (r.phase == OFFTRACE_CALLBACK_PHASE_EXIT) {
         __atomic_fetch_add(&exits, 1, __ATOMIC_RELAXED);
         if (--depth < 0 || user->value != r.correlation_id.internal) __atomic_fetch_add(&unpaired, 1, __ATOMIC_RELAXED);
@@ -77,6 +86,7 @@ static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b, const of
         kernels_timed++;
         if (known(r->correlation_id.internal)) kernels_correlated++;
         else kernels_uncorrelated++;
+        if (r->correlation_id.external.value == TOOL_EXTERNAL_ID) kernels_external++;
     }
 }
 
@@ -91,6 +101,8 @@ static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
         OFFTRACE_STATUS_SUCCESS)
         return 1;
     offtrace_configure_buffer_tracing_service(ctx, OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, NULL, 0, buffer);
+    offtrace_user_data_t ext = {.value = TOOL_EXTERNAL_ID};
+    if (offtrace_push_external_correlation_id(ctx, 0, ext) != OFFTRACE_STATUS_SUCCESS) return 1;
     return offtrace_start_context(ctx) == OFFTRACE_STATUS_SUCCESS ? 0 : 1;
 }
 
@@ -102,8 +114,9 @@ static void tool_fini(void* tool_data) {
     offtrace_buffer_get_dropped_count(buffer, &dropped);
     printf("cuda_tool: {\"enters\":%" PRIu64 ",\"exits\":%" PRIu64 ",\"unpaired\":%" PRIu64 ",\"kernels\":%" PRIu64
            ",\"kernels_timed\":%" PRIu64 ",\"kernels_correlated\":%" PRIu64 ",\"kernels_uncorrelated\":%" PRIu64
-           ",\"dropped\":%" PRIu64 "}\n",
-           enters, exits, unpaired, kernels, kernels_timed, kernels_correlated, kernels_uncorrelated, dropped);
+           ",\"dropped\":%" PRIu64 ",\"calls_external\":%" PRIu64 ",\"kernels_external\":%" PRIu64 "}\n",
+           enters, exits, unpaired, kernels, kernels_timed, kernels_correlated, kernels_uncorrelated, dropped, calls_external,
+           kernels_external);
     offtrace_destroy_context(ctx);
     fflush(stdout);
 }

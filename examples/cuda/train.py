@@ -27,6 +27,25 @@ import torch.nn as nn
 SIZES = {"small": (256, 4, 1024, 2, 16, 64), "base": (512, 8, 2048, 4, 32, 128)}
 
 
+def thread_cpu():
+    """Per thread of this process: (name, CPU ticks user+system, last CPU, involuntary switches),
+    from /proc (what `top -H` shows), to see which threads a tracer adds and what they cost."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                nvcs = [ln for ln in f if ln.startswith("nonvoluntary_ctxt_switches")]
+        except OSError:
+            continue
+        name = st[st.index("(") + 1 : st.rindex(")")]
+        rest = st[st.rindex(")") + 2 :].split()
+        # Fields after the name start at 3 (state): utime 14, stime 15, processor 39.
+        out[tid] = (name, int(rest[11]) + int(rest[12]), int(rest[36]), int(nvcs[0].split()[1]) if nvcs else 0)
+    return out
+
+
 def build(device, size):
     d, h, ff, n, _, _ = SIZES[size]
     torch.manual_seed(0)
@@ -71,6 +90,10 @@ def main():
     with torch.cuda.graph(graph), torch.no_grad():
         static_out = infer_model(static_in)
 
+    # When each step's last launch returned (before its closing synchronize): a step whose
+    # issue time is close to its wall time is launch-bound (the CPU is the critical path).
+    issued = []
+
     def step(i):
         torch.cuda.nvtx.range_push("step")
         torch.cuda.nvtx.range_push("train")
@@ -84,6 +107,7 @@ def main():
         graph.replay()
         torch.cuda.nvtx.range_pop()
         torch.cuda.nvtx.range_pop()
+        issued.append(time.perf_counter_ns())
         torch.cuda.synchronize()
         return loss
 
@@ -98,18 +122,41 @@ def main():
         prof = profile(activities=[ProfilerActivity.CUDA])
         prof.__enter__()
     torch.cuda.synchronize()
+    # The speed of this process's CPU: a fixed pure-Python loop, timed (a process placed on a
+    # slower or shared core shows it here, with or without a tracer).
+    t0 = time.perf_counter_ns()
+    acc = 0
+    for k in range(200_000):
+        acc += k * k
+    cpu_probe_ns = time.perf_counter_ns() - t0
+    threads0 = thread_cpu()
     torch.cuda.nvtx.range_push("window")
     times = []
+    issue = []
     for i in range(args.steps):
         t0 = time.perf_counter_ns()
+        issued.clear()
         loss = step(i)
         times.append(time.perf_counter_ns() - t0)
+        issue.append(issued[0] - t0)
     # One DtoH copy inside the window, after the last step: the loss value.
     final_loss = loss.item()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
+    threads1 = thread_cpu()
     if prof is not None:
         prof.__exit__(None, None, None)
+    # CPU ticks (1/100 s) each thread used during the window, by thread name; the main
+    # thread's CPU at the end and its involuntary context switches in the window.
+    window_threads = {}
+    for tid, (name, ticks, cpu, nvcs) in threads1.items():
+        t0 = threads0.get(tid, (name, 0, cpu, 0))
+        key = "main" if int(tid) == os.getpid() else name
+        e = window_threads.setdefault(key, {"ticks": 0, "threads": 0, "cpus": [], "nvcs": 0})
+        e["ticks"] += ticks - t0[1]
+        e["threads"] += 1
+        e["cpus"].append(cpu)
+        e["nvcs"] += nvcs - t0[3]
     result = {
         "steps": args.steps,
         "warmup": args.warmup,
@@ -119,6 +166,9 @@ def main():
         "loss": final_loss,
         "graph_out_sum": float(static_out.double().sum().item()),
         "pid": os.getpid(),
+        "threads": window_threads,
+        "issue_ns": issue,
+        "cpu_probe_ns": cpu_probe_ns,
     }
     if args.out:
         if prof is not None:

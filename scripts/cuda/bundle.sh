@@ -9,9 +9,11 @@ rm -rf "$dest"
 mkdir -p "$dest/scripts/cuda" "$dest/examples/cuda" "$dest/target/release" "$dest/crates/offtrace-capi"
 cp -r crates/offtrace-capi/include "$dest/crates/offtrace-capi/"
 # The Rust tests marked #[ignore = "needs CUDA"], built here (no Rust toolchain there).
-t=$(ls -t target/release/deps/injection-* 2>/dev/null | grep -v '\.d$' | head -1)
-[ -n "$t" ] && strip -o "$dest/target/release/cuda-tests" "$t"
-[ -x target/release/examples/trace_jsonl ] && strip -o "$dest/target/release/trace_jsonl" target/release/examples/trace_jsonl
+t=$(ls -t target/release/deps/injection-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
+if [ -n "$t" ]; then strip -o "$dest/target/release/cuda-tests" "$t"; fi
+if [ -x target/release/examples/trace_jsonl ]; then
+  strip -o "$dest/target/release/trace_jsonl" target/release/examples/trace_jsonl
+fi
 cp scripts/gpu-tests.sh "$dest/scripts/"
 cp scripts/cuda/*.py scripts/cuda/*.sh "$dest/scripts/cuda/"
 cp examples/cuda/* "$dest/examples/cuda/"

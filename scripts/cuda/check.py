@@ -140,6 +140,9 @@ def tool(stdout_path, expect_kernels):
     check(r["kernels_timed"] == int(expect_kernels), f"buffered KERNEL_DISPATCH records with device times: {r['kernels_timed']} (program launched {expect_kernels}; {r['kernels']} records with the launch-time ones)")
     check(r["kernels_correlated"] == r["kernels_timed"], f"every completed kernel carries the correlation id of a runtime call the tool saw ({r['kernels_correlated']} of {r['kernels_timed']})")
     check(r["dropped"] == 0, "no records dropped")
+    check(r.get("calls_external", 0) > 0, f"runtime calls carry the external id the tool pushed ({r.get('calls_external')} calls)")
+    check(r.get("kernels_external", 0) == r["kernels_timed"],
+          f"completed kernels carry it too, through CUPTI's external correlation ({r.get('kernels_external')} of {r['kernels_timed']})")
 
 
 def trace(trace_jsonl, dump_jsonl, kind):
@@ -264,8 +267,13 @@ def compare(dump_path, torch_path, out_path):
 
 
 def overhead(results_dir, out_path):
+    """Per-step medians per mode (all steps of all runs), the spread of the per-process medians,
+    and which threads used CPU in the window (ticks of 10 ms, median over the mode's runs)."""
     per = collections.defaultdict(list)
     runs = collections.defaultdict(list)
+    threads = collections.defaultdict(lambda: collections.defaultdict(list))
+    cupti = collections.defaultdict(list)
+    procs = collections.defaultdict(list)
     for f in sorted(os.listdir(results_dir)):
         if not f.endswith(".json") or f.endswith(".torch.json"):
             continue
@@ -273,18 +281,55 @@ def overhead(results_dir, out_path):
         r = json.load(open(os.path.join(results_dir, f)))
         per[mode].extend(r["step_ns"])
         runs[mode].append(statistics.median(r["step_ns"]))
+        procs[mode].append((f, statistics.median(r["step_ns"]), statistics.median(r.get("issue_ns") or [0]),
+                            r.get("cpu_probe_ns", 0), r.get("threads", {})))
+        for name, t in r.get("threads", {}).items():
+            threads[mode][name].append(t["ticks"])
+        err = os.path.join(results_dir, f[:-5] + ".err")
+        if os.path.exists(err):
+            for ln in open(err):
+                if ln.startswith("offtrace-cuda-stats: "):
+                    cupti[mode].append(json.loads(ln.split(": ", 1)[1]))
     base = statistics.median(per["untraced"])
     res = {}
-    print(f"{'mode':12} {'runs':>4} {'steps':>6} {'median ms':>10} {'mean ms':>9} {'overhead':>9}  per-run medians (ms)")
-    for mode in ("untraced", "record", "record_nolaunch", "record_noflush", "record_fewkinds", "inject", "offtrace",
-                 "offtrace_dump", "torch"):
+    print(f"{'mode':16} {'runs':>4} {'steps':>6} {'median ms':>10} {'overhead':>9} {'run-median range':>17}  per-run medians (ms)")
+    known = ["untraced", "record", "record_nolaunch", "record_noflush", "record_fewkinds", "inject", "offtrace",
+             "offtrace_dump", "torch"]
+    for mode in known + sorted(m for m in per if m not in known):
         if mode not in per:
             continue
         m = statistics.median(per[mode])
+        rm = runs[mode]
         res[mode] = {"median_ns": m, "mean_ns": statistics.mean(per[mode]), "steps": len(per[mode]),
-                     "overhead_pct": (m / base - 1) * 100, "run_medians_ns": runs[mode]}
-        print(f"{mode:12} {len(runs[mode]):4} {len(per[mode]):6} {m / 1e6:10.3f} {statistics.mean(per[mode]) / 1e6:9.3f} "
-              f"{(m / base - 1) * 100:+8.2f}%  " + " ".join(f"{x / 1e6:.3f}" for x in runs[mode]))
+                     "overhead_pct": (m / base - 1) * 100, "run_medians_ns": rm,
+                     "run_median_min_pct": (min(rm) / base - 1) * 100, "run_median_max_pct": (max(rm) / base - 1) * 100,
+                     "threads_ticks": {k: statistics.median(v) for k, v in threads[mode].items()}}
+        rng = f"{(min(rm) / base - 1) * 100:+.1f}..{(max(rm) / base - 1) * 100:+.1f}%"
+        print(f"{mode:16} {len(rm):4} {len(per[mode]):6} {m / 1e6:10.3f} {(m / base - 1) * 100:+8.2f}% {rng:>17}  "
+              + " ".join(f"{x / 1e6:.3f}" for x in rm))
+    print("threads' CPU in the window (median ticks of 10 ms per run; main = the Python thread):")
+    for mode in res:
+        if mode == "fails":
+            continue
+        top = sorted(res[mode]["threads_ticks"].items(), key=lambda kv: -kv[1])[:6]
+        print(f"  {mode:16} " + "  ".join(f"{k}={v:g}" for k, v in top))
+    print("per process: step median, issue median (last launch returned), CPU probe (ms); "
+          "main / autograd thread: CPU ticks, last CPU")
+    for mode in procs:
+        for f, step, iss, probe, th in procs[mode]:
+            def t(name):
+                e = th.get(name)
+                return f"{e['ticks']}@{','.join(map(str, e['cpus']))}" if e else "-"
+            print(f"  {f:24} {step / 1e6:7.3f} {iss / 1e6:7.3f} {probe / 1e6:6.2f}  main {t('main'):>8} autograd {t('pt_autograd_0'):>8}")
+    if cupti:
+        print("CUPTI's own overhead per process (OVERHEAD records, ms: total, then by kind "
+              "[driver, buffer flush, instrumentation, resource, module loading, lazy function loading, "
+              "command buffer full, buffer request, UVM init, ...]) with the buffers delivered:")
+        for mode, stats in cupti.items():
+            for st in stats:
+                by = " ".join(f"{x / 1e6:.1f}" for x in st["cupti_overhead_by_kind_ns"])
+                print(f"  {mode:16} {st['cupti_overhead_ns'] / 1e6:7.1f}  [{by}]  buffers {st['buffers']}")
+            res[mode]["cupti_stats"] = stats
     main = "record" if "record" in res else "offtrace"
     if main in res and "torch" in res:
         check(res[main]["overhead_pct"] <= 3.0, f"offtrace {main} overhead per step {res[main]['overhead_pct']:+.2f}% <= 3%")

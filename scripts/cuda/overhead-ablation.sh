@@ -1,30 +1,65 @@
 #!/usr/bin/env bash
-# Which part of `offtrace record` costs what on examples/cuda/train.py: interleaved fresh
-# processes of untraced, `offtrace record` as is, without the 500 ms flusher
-# (OFFTRACE_CUDA_FLUSH_MS=0), with torch.profiler's activity kinds only
-# (OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset,sync,marker), and torch.profiler; REPS times.
-# Run from the repository root on the GPU machine after scripts/gpu-tests.sh's set-up
-# (target/release/offtrace and libofftrace_cuda.so side by side). Results: $OUT/ablation-$SIZE.json.
+# Which part of `offtrace record` costs what on examples/cuda/train.py: fresh processes of each
+# mode, interleaved (one of every mode per repetition, in a rotated order so no mode always runs
+# right after another), REPS times. Each process reports its per-step times and the CPU its
+# threads used in the measured window (train.py's "threads"). Run from the repository root on the
+# GPU machine, with target/release/offtrace and libofftrace_cuda.so side by side.
+#
+#   MODES="untraced torch record" REPS=6 STEPS=40 scripts/cuda/overhead-ablation.sh
+#
+# Modes: untraced; torch (torch.profiler, CUDA activities, over the measured steps); record
+# (`offtrace record`, defaults); record_nolaunch (OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch
+# callbacks); record_cbonly (launch callbacks enabled, nothing done in them); record_noargs
+# (launch-time dispatch without kernel parameters); record_noapi (OFFTRACE_CUDA_API=0: no runtime
+# callbacks); record_noflush (OFFTRACE_CUDA_FLUSH_MS=0); record_fewkinds (torch.profiler's
+# activity kinds only); record_min (kernels, copies and memsets only: the default since run E3);
+# record_all (every activity kind); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB); inject (the
+# injection without a trace: CUPTI and its callbacks, no records). Results: $OUT/ablation-$SIZE.json
+# and the per-process JSON in $OUT/ablation-$SIZE/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${OFFTRACE_BIN:-target/release/offtrace}
+LIB=$(realpath "${OFFTRACE_CUDA_LIB:-target/release/libofftrace_cuda.so}")
 PY=${PYTHON:-python3}
 OUT=${OUT:-gpu-results}
 REPS=${REPS:-4}
 STEPS=${STEPS:-40}
 SIZE=${SIZE:-base}
+MODES=${MODES:-untraced torch record record_nolaunch}
 mkdir -p "$OUT"
-o=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+o="$OUT/ablation-$SIZE"
+mkdir -p "$o"
+t=$(mktemp -d)
+export OFFTRACE_CUDA_STATS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 a=(examples/cuda/train.py --size "$SIZE" --steps "$STEPS" --warmup 10)
+run_mode() { # mode rep
+  local m=$1 r=$2 out="$o/$1-$2.json"
+  local rec=(timeout 180 "$BIN" record -o "$t/t.offtrace" --)
+  case $m in
+    untraced) timeout 180 $PY "${a[@]}" --out "$out" ;;
+    torch) timeout 180 $PY "${a[@]}" --profile torch --out "$out" ;;
+    record) "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_nolaunch) OFFTRACE_CUDA_LAUNCH_ARGS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_cbonly) OFFTRACE_CUDA_LAUNCH_ARGS=callbacks "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_noargs) OFFTRACE_CUDA_LAUNCH_ARGS=noargs "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_noapi) OFFTRACE_CUDA_API=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_noflush) OFFTRACE_CUDA_FLUSH_MS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_fewkinds) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset,sync,marker "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_min) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_all) OFFTRACE_CUDA_ACTIVITY=all "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_devbuf) OFFTRACE_CUDA_DEVICE_BUFFER_MB=${DEVBUF_MB:-32} "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    inject) CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 $PY "${a[@]}" --out "$out" ;;
+    *) echo "unknown mode $m"; return 1 ;;
+  esac > /dev/null 2> "$o/$m-$r.err" || { echo "FAILED: $m rep $r"; tail -3 "$o/$m-$r.err"; }
+}
+read -ra modes <<< "$MODES"
+n=${#modes[@]}
 for r in $(seq 1 "$REPS"); do
-  timeout 180 $PY "${a[@]}" --out "$o/untraced-$r.json" > /dev/null 2>&1
-  timeout 180 "$BIN" record -o "$o/t.offtrace" -- $PY "${a[@]}" --out "$o/record-$r.json" > /dev/null 2>&1
-  OFFTRACE_CUDA_FLUSH_MS=0 timeout 180 "$BIN" record -o "$o/t.offtrace" -- $PY "${a[@]}" \
-    --out "$o/record_noflush-$r.json" > /dev/null 2>&1
-  OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset,sync,marker timeout 180 "$BIN" record -o "$o/t.offtrace" -- $PY "${a[@]}" \
-    --out "$o/record_fewkinds-$r.json" > /dev/null 2>&1
-  timeout 180 $PY "${a[@]}" --profile torch --out "$o/torch-$r.json" > /dev/null 2>&1
+  for i in $(seq 0 $((n - 1))); do
+    run_mode "${modes[$(((i + r - 1) % n))]}" "$r"
+  done
   echo "rep $r done ($(date -u +%T))"
 done
 $PY scripts/cuda/check.py overhead "$o" "$OUT/ablation-$SIZE.json"
+# One file back instead of two per process.
+tar -C "$OUT" -czf "$OUT/ablation-$SIZE.tar.gz" "ablation-$SIZE" && rm -rf "$o"

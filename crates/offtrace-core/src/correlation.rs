@@ -276,6 +276,19 @@ fn with_below_late<R>(slot: usize, f: impl FnOnce(&mut Vec<u64>) -> R) -> R {
     f(&mut all[i].2)
 }
 
+/// A backend whose runtime keeps external correlation stacks of its own (CUPTI's, for the CUDA
+/// backend): called on the pushing thread after each successful push (`Some(value)`) and pop
+/// (`None`), so the runtime's stack mirrors the services' and the device records it produces
+/// later, on other threads, carry the ids.
+pub type ExternalCorrelationHook = fn(ctx: ContextId, value: Option<u64>);
+
+static EXTERNAL_HOOK: std::sync::OnceLock<ExternalCorrelationHook> = std::sync::OnceLock::new();
+
+/// Installs the [`ExternalCorrelationHook`] (one per process: false when one is installed).
+pub fn set_external_correlation_hook(hook: ExternalCorrelationHook) -> bool {
+    EXTERNAL_HOOK.set(hook).is_ok()
+}
+
 /// Pushes `value` on the calling thread's external correlation stack of `ctx`.
 /// `thread_id` must be 0 or the calling thread's id. Works at any point of the thread's life,
 /// its teardown included (the thread-local part of the stack is then replaced by a shared one).
@@ -294,6 +307,9 @@ pub fn push_external_correlation_id(ctx: ContextId, thread_id: u64, value: u64) 
         });
         t.external_top[slot].set((ctx.handle, value));
     });
+    if let Some(hook) = EXTERNAL_HOOK.get() {
+        hook(ctx, Some(value));
+    }
     Ok(())
 }
 
@@ -301,23 +317,50 @@ pub fn push_external_correlation_id(ctx: ContextId, thread_id: u64, value: u64) 
 pub fn pop_external_correlation_id(ctx: ContextId, thread_id: u64) -> Result<u64, ServiceError> {
     let slot = crate::context::validate(ctx)?;
     check_thread(thread_id)?;
-    THREAD.with(|t| {
-        let (h, v) = t.external_top[slot].get();
-        if h != ctx.handle {
-            return Err(ServiceError::StackEmpty);
-        }
-        let below = with_below(slot, |below| below.pop()).flatten();
-        t.external_top[slot].set(match below {
-            Some(b) => (ctx.handle, b),
-            None => (0, 0),
-        });
-        Ok(v)
-    })
+    THREAD
+        .with(|t| {
+            let (h, v) = t.external_top[slot].get();
+            if h != ctx.handle {
+                return Err(ServiceError::StackEmpty);
+            }
+            let below = with_below(slot, |below| below.pop()).flatten();
+            t.external_top[slot].set(match below {
+                Some(b) => (ctx.handle, b),
+                None => (0, 0),
+            });
+            Ok(v)
+        })
+        .inspect(|_| {
+            if let Some(hook) = EXTERNAL_HOOK.get() {
+                hook(ctx, None);
+            }
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn external_hook_sees_each_push_and_pop() {
+        use std::sync::Mutex;
+        static SEEN: Mutex<Vec<(u64, Option<u64>)>> = Mutex::new(Vec::new());
+        fn hook(ctx: ContextId, value: Option<u64>) {
+            SEEN.lock().expect("lock").push((ctx.handle, value));
+        }
+        // The hook is process-wide and other tests push too: look at this context's calls only.
+        assert!(set_external_correlation_hook(hook));
+        assert!(!set_external_correlation_hook(hook), "one hook per process");
+        let a = crate::create_context().expect("context");
+        push_external_correlation_id(a, 0, 7).expect("push");
+        push_external_correlation_id(a, 0, 8).expect("push");
+        assert_eq!(pop_external_correlation_id(a, 0), Ok(8));
+        assert_eq!(pop_external_correlation_id(a, 0), Ok(7));
+        assert_eq!(pop_external_correlation_id(a, 0), Err(ServiceError::StackEmpty));
+        let mine: Vec<_> = SEEN.lock().expect("lock").iter().filter(|e| e.0 == a.handle).map(|e| e.1).collect();
+        assert_eq!(mine, [Some(7), Some(8), None, None], "a failed pop is not passed on");
+        crate::destroy_context(a).expect("destroy");
+    }
 
     #[test]
     fn ids_are_unique_across_threads() {

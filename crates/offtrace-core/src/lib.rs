@@ -40,8 +40,9 @@ pub use context::{
     destroy_context, in_callback, start_context, stop_context,
 };
 pub use correlation::{
-    ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id, pop_external_correlation_id,
-    push_external_correlation_id, reported_in_call, set_process_external_correlation_id,
+    ExternalCorrelationHook, ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id,
+    pop_external_correlation_id, push_external_correlation_id, reported_in_call, set_external_correlation_hook,
+    set_process_external_correlation_id,
 };
 pub use error::ServiceError;
 pub use generation::{Generation, GenerationCounter, Memo};

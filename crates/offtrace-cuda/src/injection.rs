@@ -56,6 +56,10 @@ pub struct Stats {
     pub dropped: AtomicU64,
     /// CUPTI's own overhead records (`CUPTI_ACTIVITY_KIND_OVERHEAD`), summed, in ns.
     pub cupti_overhead_ns: AtomicU64,
+    /// The same by `CUpti_ActivityOverheadKind >> 16`: 0 the driver (compiler, unknown), 1 buffer
+    /// flush, 2 instrumentation, 3 resource, 4 runtime-triggered module loading, 5 lazy function
+    /// loading, 6 command buffer full, 7 activity buffer request, 8 UVM activity init.
+    pub cupti_overhead_by_kind: [AtomicU64; 12],
     /// Time spent in offtrace's buffer-completion processing, in ns.
     pub processing_ns: AtomicU64,
     pub unpaired_device_records: AtomicU64,
@@ -80,6 +84,7 @@ pub struct Injection {
     finished: AtomicBool,
     /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
     driver_all: bool,
+    launch_mode: LaunchMode,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
 }
@@ -120,14 +125,49 @@ struct AllocRule {
     memory_type: u8,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// Where a launch function passes what the launch-time dispatch needs (indices into its
+/// parameters, resolved once at start-up so a launch searches no names).
+#[derive(Debug, Clone, Copy)]
 struct LaunchRule {
     active: bool,
     func: u8,
     params: u8,
+    /// `cuLaunchKernelEx`: the `CUlaunchConfig*` holding the geometry ([`NONE`] otherwise).
+    config: u8,
+    /// gridDimX..Z, blockDimX..Z ([`NONE`] when passed in `config`).
+    geometry: [u8; 6],
+}
+
+impl Default for LaunchRule {
+    fn default() -> Self {
+        Self { active: false, func: NONE, params: NONE, config: NONE, geometry: [NONE; 6] }
+    }
 }
 
 const NONE: u8 = u8::MAX;
+
+/// What the launch callbacks do (`OFFTRACE_CUDA_LAUNCH_ARGS`). The last two exist to measure
+/// which part of a launch costs what (`scripts/cuda/overhead-ablation.sh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LaunchMode {
+    /// The launch-time `KERNEL_DISPATCH` with the kernel's pointer-sized parameters (default).
+    Full,
+    /// `0`: no launch callbacks at all (no launch-time dispatch, no allocation properties).
+    Off,
+    /// `callbacks`: CUPTI's launch callbacks enabled, nothing done in them.
+    CallbacksOnly,
+    /// `noargs`: the launch-time dispatch without kernel parameters (no allocation match).
+    NoArgs,
+}
+
+fn launch_mode() -> LaunchMode {
+    match std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").as_deref() {
+        Ok("0") => LaunchMode::Off,
+        Ok("callbacks") => LaunchMode::CallbacksOnly,
+        Ok("noargs") => LaunchMode::NoArgs,
+        _ => LaunchMode::Full,
+    }
+}
 
 fn alloc_rules(domain: ApiDomain) -> Box<[AllocRule]> {
     use offtrace_core::MemoryType as M;
@@ -205,7 +245,15 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
         if let (Some(a), Some(b)) = (table::param_index(f, func), table::param_index(f, params))
             && (f.id as usize) < MAX_CBID
         {
-            rules[f.id as usize] = LaunchRule { active: true, func: a as u8, params: b as u8 };
+            let idx = |n: &str| table::param_index(f, n).map_or(NONE, |i| i as u8);
+            let mut geometry = [NONE; 6];
+            for (g, n) in
+                geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"])
+            {
+                *g = idx(n);
+            }
+            rules[f.id as usize] =
+                LaunchRule { active: true, func: a as u8, params: b as u8, config: idx("config"), geometry };
         }
     }
     rules
@@ -293,6 +341,8 @@ pub fn start() -> bool {
 fn start_inner() -> Result<Injection, String> {
     let c = cupti::load().map_err(|e| e.to_string())?;
     emit::register_api_tables();
+    // Before the tools load: a tool may push an external id in its initialisation.
+    offtrace_core::set_external_correlation_hook(mirror_external);
     // Tools (`OFFTRACE_TOOLS`, `offtrace record --tool`) configure their services before CUPTI
     // is set up: a tool that wants CUDA_DRIVER_API gets every driver callback enabled.
     match offtrace::tools::load_tools_from_env() {
@@ -363,7 +413,7 @@ fn start_inner() -> Result<Injection, String> {
         let launches = launch_rules(ApiDomain::Driver);
         // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
         // kernel allocation properties); kernels still arrive with their device times.
-        let launch_args = std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").map_or(true, |v| v != "0");
+        let launch_args = launch_mode() != LaunchMode::Off;
         for cbid in 0..MAX_CBID {
             if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
                 // SAFETY: sub is the live subscriber; cbid is a driver callback id.
@@ -383,10 +433,28 @@ fn start_inner() -> Result<Injection, String> {
             mono - rt
         }
     };
+    declare_zeroed_buffers(&c);
     // SAFETY: plain extern "C" callbacks of the documented signatures.
     let r = unsafe { (c.activity_register_callbacks)(buffer_requested, buffer_completed) };
     if r != 0 {
         return Err(format!("cuptiActivityRegisterCallbacks failed: {}", c.result_string(r)));
+    }
+    // OFFTRACE_CUDA_DEVICE_BUFFER_MB: the size of CUPTI's device-side record buffers (CUPTI's
+    // default otherwise); for measuring whether their flushes cost the program time.
+    if let Some(mb) = std::env::var("OFFTRACE_CUDA_DEVICE_BUFFER_MB").ok().and_then(|v| v.parse::<usize>().ok()) {
+        let mut bytes = mb << 20;
+        let mut len = std::mem::size_of::<usize>();
+        // SAFETY: a size_t value and its size, as the attribute takes.
+        let r = unsafe {
+            (c.activity_set_attribute)(
+                l::CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE as u32,
+                &mut len,
+                (&mut bytes as *mut usize).cast(),
+            )
+        };
+        if r != 0 {
+            say(&format!("cuptiActivitySetAttribute(DEVICE_BUFFER_SIZE) failed: {}", c.result_string(r)));
+        }
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
     *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
@@ -487,14 +555,31 @@ pub const STATE_QUERIES: &[&str] = &[
     "cudaCtxGetDevice",
 ];
 
-/// The activity kinds the backend enables: all of [`ACTIVITY_KINDS`], or those
+/// The activity kinds the backend enables: [`DEFAULT_ACTIVITY`], or those
 /// `OFFTRACE_CUDA_ACTIVITY` names (comma-separated: kernel, memcpy, memset, sync, memory, pool,
-/// marker, extcorr, overhead).
+/// marker, extcorr, overhead; `all` for every kind of [`ACTIVITY_KINDS`]).
 fn activity_kinds() -> Vec<&'static i64> {
-    let Ok(list) = std::env::var("OFFTRACE_CUDA_ACTIVITY") else { return ACTIVITY_KINDS.iter().collect() };
-    let names = ["kernel", "memcpy", "memcpy", "memset", "sync", "memory", "pool", "marker", "extcorr", "overhead"];
-    ACTIVITY_KINDS.iter().zip(names).filter(|(_, n)| list.split(',').any(|w| w.trim() == *n)).map(|(k, _)| k).collect()
+    kinds_named(&std::env::var("OFFTRACE_CUDA_ACTIVITY").unwrap_or_else(|_| DEFAULT_ACTIVITY.to_string()))
 }
+
+fn kinds_named(list: &str) -> Vec<&'static i64> {
+    let names = ["kernel", "memcpy", "memcpy", "memset", "sync", "memory", "pool", "marker", "extcorr", "overhead"];
+    ACTIVITY_KINDS
+        .iter()
+        .zip(names)
+        .filter(|(_, n)| list.split(',').any(|w| w.trim() == *n || w.trim() == "all"))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The kinds enabled unless `OFFTRACE_CUDA_ACTIVITY` says otherwise: kernels, copies and
+/// memsets. Every other kind is opt-in because on the H100 it made the launching threads slower
+/// on `train.py` (a launch-bound step): with `sync,marker,overhead` added, `offtrace record` ran
+/// +30 % per step against +7 % without (run E3, 7 interleaved processes each); with every kind,
+/// +44 % against +11 % (run E2). `memory` and `pool` (`MEMORY2`, `MEMORY_POOL`) add nothing to
+/// the trace (allocations come from the API callbacks); `extcorr` needs CUPTI's API activity
+/// records, which are not enabled (external ids reach device records through [`external`]).
+const DEFAULT_ACTIVITY: &str = "kernel,memcpy,memset";
 
 /// The activity kinds the backend can enable.
 const ACTIVITY_KINDS: &[i64] = &[
@@ -537,6 +622,7 @@ impl Injection {
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
             driver_all: driver_api_wanted(),
+            launch_mode: launch_mode(),
         };
         if let Some(d) = &inj.dump {
             d.line(&format!(
@@ -552,6 +638,24 @@ impl Injection {
             ));
         }
         inj
+    }
+
+    /// `OFFTRACE_CUDA_STATS=1`: one line on stderr at exit with the backend's counters and
+    /// CUPTI's overhead by kind (for measurements: `scripts/cuda/overhead-ablation.sh`).
+    fn print_stats(&self) {
+        let s = &self.stats;
+        let by: Vec<String> = s.cupti_overhead_by_kind.iter().map(|c| c.load(Ordering::Relaxed).to_string()).collect();
+        eprintln!(
+            r#"offtrace-cuda-stats: {{"runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"cupti_overhead_by_kind_ns":[{}],"processing_ns":{}}}"#,
+            s.api_calls[0].load(Ordering::Relaxed),
+            s.api_calls[1].load(Ordering::Relaxed),
+            s.records.load(Ordering::Relaxed),
+            s.buffers.load(Ordering::Relaxed),
+            s.dropped.load(Ordering::Relaxed),
+            s.cupti_overhead_ns.load(Ordering::Relaxed),
+            by.join(","),
+            s.processing_ns.load(Ordering::Relaxed),
+        );
     }
 
     fn finish_recorder(&self) {
@@ -600,6 +704,9 @@ impl Injection {
         // SAFETY: the subscriber is live (finish runs once).
         unsafe { (self.cupti.unsubscribe)(self.subscriber as SubscriberHandle) };
         emit::finish(self);
+        if std::env::var("OFFTRACE_CUDA_STATS").is_ok_and(|v| v == "1") {
+            self.print_stats();
+        }
         offtrace::tools::finalize_tools();
         self.finish_recorder();
         if let Some(d) = &self.dump {
@@ -727,7 +834,11 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
     };
     let Some(f) = domain.function(cbid) else { return };
     if site == l::CUPTI_API_ENTER {
-        if let Some(c) = inj.per_cbid[di].get(cbid as usize) {
+        // Per-function counts are the dump's (a shared line per function, written by every
+        // launching thread: kept off the path unless the dump is on).
+        if inj.dump.is_some()
+            && let Some(c) = inj.per_cbid[di].get(cbid as usize)
+        {
             // Relaxed: statistics only.
             c.fetch_add(1, Ordering::Relaxed);
         }
@@ -749,6 +860,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         let call = if record { unsafe { emit::api_enter(domain, f, params) } } else { None };
         if let Some(call) = call {
             inj.correlations.insert(cupti_corr, call.correlation());
+            external::remember_call(cupti_corr);
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
         }
     } else if site == l::CUPTI_API_EXIT {
@@ -761,7 +873,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
                 unsafe { record_allocation(inj, f, params, rule) };
             }
             let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if launch.active && (emit::dispatch_wanted() || inj.dump.is_some()) {
+            if launch.active
+                && inj.launch_mode != LaunchMode::CallbacksOnly
+                && (emit::dispatch_wanted() || inj.dump.is_some())
+            {
                 // SAFETY: as above.
                 unsafe { record_launch(inj, f, params, launch, cupti_corr) };
             }
@@ -841,7 +956,36 @@ struct KernelInfo {
 // any thread.
 unsafe impl Send for KernelInfo {}
 
+/// Entries of each thread's kernel cache (direct-mapped by handle).
+const THREAD_KERNELS: usize = 64;
+
+thread_local! {
+    /// Kernels this thread launched lately: a launch finds its kernel without the shared lock.
+    static KERNELS: RefCell<Vec<(usize, KernelInfo)>> = const { RefCell::new(Vec::new()) };
+}
+
 fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
+    let key = func as usize;
+    // Handles are allocations of at least 16 bytes: the bits above 4 spread them.
+    let slot = (key >> 4) % THREAD_KERNELS;
+    let hit = KERNELS.try_with(|k| k.borrow().get(slot).filter(|e| e.0 == key).map(|e| e.1)).ok().flatten();
+    if let Some(v) = hit {
+        return v;
+    }
+    let info = kernel_info_shared(inj, func);
+    let _ = KERNELS.try_with(|k| {
+        let mut k = k.borrow_mut();
+        if k.is_empty() {
+            k.resize(THREAD_KERNELS, (0, KernelInfo { params: &[], name: std::ptr::null() }));
+        }
+        k[slot] = (key, info);
+    });
+    info
+}
+
+#[cold]
+#[inline(never)]
+fn kernel_info_shared(inj: &Injection, func: *mut c_void) -> KernelInfo {
     if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&(func as usize)) {
         return *v;
     }
@@ -882,18 +1026,19 @@ fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
 /// # Safety
 /// `params` is `f`'s parameter struct at a successful exit of a launch.
 unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
+    // One read of the arguments (a launch has at most 11).
+    let mut args = [0u64; offtrace_core::MAX_ARGS];
     // SAFETY: per the caller.
-    let (func, kernel_params) = unsafe {
-        (arg(f, params, rule.func) as usize as *mut c_void, arg(f, params, rule.params) as usize as *const *const u8)
-    };
+    let n_args = unsafe { table::read_args(f, params, &mut args) };
+    let at = |i: u8| if usize::from(i) < n_args { args[usize::from(i)] } else { 0 };
+    let (func, kernel_params) = (at(rule.func) as usize as *mut c_void, at(rule.params) as usize as *const *const u8);
     if func.is_null() {
         return;
     }
     // Geometry: cuLaunchKernel passes it as arguments, cuLaunchKernelEx in its CUlaunchConfig.
     let mut geometry = [0u64; 6];
-    if let Some(c) = table::param_index(f, "config") {
-        // SAFETY: per the caller.
-        let config = unsafe { arg(f, params, c as u8) } as usize as *const u8;
+    if rule.config != NONE {
+        let config = at(rule.config) as usize as *const u8;
         if !config.is_null() {
             use l::CUlaunchConfig as lc;
             let fields = [lc::gridDimX, lc::gridDimY, lc::gridDimZ, lc::blockDimX, lc::blockDimY, lc::blockDimZ];
@@ -903,19 +1048,14 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
             }
         }
     } else {
-        for (g, n) in
-            geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"])
-        {
-            if let Some(i) = table::param_index(f, n) {
-                // SAFETY: per the caller.
-                *g = unsafe { arg(f, params, i as u8) };
-            }
+        for (g, &i) in geometry.iter_mut().zip(&rule.geometry) {
+            *g = at(i);
         }
     }
     let info = kernel_info(inj, func);
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
-    if !kernel_params.is_null() {
+    if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {
         for (i, &(_, size)) in info.params.iter().enumerate() {
             // SAFETY: kernelParams holds one pointer per kernel parameter (CUDA's contract for
             // a successful launch), each to a value of the parameter's size.
@@ -1065,19 +1205,82 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     }
 }
 
+/// Activity buffers CUPTI handed back, kept for its next request.
+///
+/// CUPTI asks for a buffer on the thread that fills the last one (an application thread, in
+/// the middle of a launch) and, unless told that buffers come zeroed
+/// (`CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`), clears all 8 MiB there: 2,048 page faults
+/// and a memset, seen on the H100 as 2–4 ms of `ACTIVITY_BUFFER_REQUEST` overhead per buffer,
+/// 20–50 ms per run of `train.py`. So buffers are zeroed here: fresh ones come from `mmap`
+/// (zero pages), and a processed buffer has its written prefix cleared on CUPTI's buffer
+/// thread before it is kept for the next request. A few are kept (CUPTI holds one per
+/// thread that records, plus those being delivered).
+static SPARE_BUFFERS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+const MAX_SPARE_BUFFERS: usize = 8;
+
+/// Tells CUPTI that the buffers it is given are zeroed (before the buffer callbacks are
+/// registered, as CUPTI asks).
+fn declare_zeroed_buffers(c: &Cupti) {
+    let mut on: u8 = 1;
+    let mut len = std::mem::size_of::<u8>();
+    // SAFETY: a uint8_t value and its size, as the attribute takes.
+    let r = unsafe {
+        (c.activity_set_attribute)(
+            l::CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER as u32,
+            &mut len,
+            (&mut on as *mut u8).cast(),
+        )
+    };
+    if r != 0 {
+        say(&format!("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER) failed: {}", c.result_string(r)));
+    }
+}
+
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
     if buffer.is_null() || size.is_null() {
         return;
     }
-    // SAFETY: alignment is a power of two, size non-zero; out-pointers checked above.
+    let spare = SPARE_BUFFERS.lock().map(|mut v| v.pop()).unwrap_or(None);
+    let p = match spare {
+        Some(p) => p as *mut u8,
+        // SAFETY: an anonymous private mapping: no preconditions; zero-filled, page-aligned
+        // (CUPTI wants 8-byte alignment).
+        None => unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                BUFFER_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED { std::ptr::null_mut() } else { p.cast::<u8>() }
+        },
+    };
+    const _: () = assert!(4096 % BUFFER_ALIGN == 0);
+    // SAFETY: out-pointers checked above.
     unsafe {
-        let p = libc::aligned_alloc(BUFFER_ALIGN, BUFFER_SIZE).cast::<u8>();
         *buffer = p;
         *size = if p.is_null() { 0 } else { BUFFER_SIZE };
         if !max_records.is_null() {
             *max_records = 0;
         }
     }
+}
+
+/// Clears the `valid` bytes CUPTI wrote and keeps the buffer for the next request, or unmaps
+/// it when there are enough spares.
+fn release_buffer(buffer: *mut u8, valid: usize) {
+    if let Ok(mut v) = SPARE_BUFFERS.lock()
+        && v.len() < MAX_SPARE_BUFFERS
+    {
+        // SAFETY: the buffer is BUFFER_SIZE bytes (ours), CUPTI is done with it.
+        unsafe { std::ptr::write_bytes(buffer, 0, valid.min(BUFFER_SIZE)) };
+        v.push(buffer as usize);
+        return;
+    }
+    // SAFETY: the buffer is a BUFFER_SIZE mapping from buffer_requested, no longer used.
+    unsafe { libc::munmap(buffer.cast(), BUFFER_SIZE) };
 }
 
 unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream_id: u32, buffer: *mut u8, _size: usize, valid: usize) {
@@ -1090,8 +1293,7 @@ unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream_id: u32, buffer: 
             unsafe { inj.process_buffer(ctx, stream_id, buffer, valid) };
         }
     }));
-    // SAFETY: the buffer came from aligned_alloc in buffer_requested.
-    unsafe { libc::free(buffer.cast()) };
+    release_buffer(buffer, valid);
 }
 
 impl Injection {
@@ -1141,9 +1343,18 @@ impl Injection {
             self.stats.unpaired_device_records.fetch_add(1, Ordering::Relaxed);
         }
         if let Activity::Overhead(o) = a {
-            self.stats.cupti_overhead_ns.fetch_add(o.end.saturating_sub(o.start), Ordering::Relaxed);
+            let ns = o.end.saturating_sub(o.start);
+            self.stats.cupti_overhead_ns.fetch_add(ns, Ordering::Relaxed);
+            let k = (o.kind >> 16) as usize;
+            if let Some(c) = self.stats.cupti_overhead_by_kind.get(k) {
+                c.fetch_add(ns, Ordering::Relaxed);
+            }
         }
-        emit::activity(a, corr);
+        if cupti_corr != 0 && !matches!(a, Activity::ExternalCorrelation { .. }) {
+            with_external_ids(cupti_corr, || emit::activity(a, corr));
+        } else {
+            emit::activity(a, corr);
+        }
         if let Some(d) = &self.dump
             && let Some(line) = dump::record_line(a, corr)
         {
@@ -1152,30 +1363,287 @@ impl Injection {
     }
 }
 
-/// Pushes an external correlation id onto CUPTI's stack for this thread (kind `CUSTOM0`
-/// for offtrace's tools): device records of the calls made until the pop get an
-/// `EXTERNAL_CORRELATION` record with it.
-pub fn push_external_correlation(id: u64) -> bool {
-    get().is_some_and(|i| {
-        i.ownership == Ownership::Offtrace
-            // SAFETY: no memory preconditions.
-            && unsafe { (i.cupti.activity_push_external_correlation_id)(l::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32, id) } == 0
-    })
+/// The services' external correlation ids on device records.
+///
+/// A tool pushes an id for its context on a thread (`offtrace_push_external_correlation_id`);
+/// the API call records of that thread carry it. Device records are emitted later on CUPTI's
+/// buffer thread, whose own stacks are empty, so the backend carries the ids over itself: the
+/// services tell it each push and pop ([`mirror_external`], the core's external correlation hook)
+/// and it keeps a copy of the thread's stacks; an API call made while the copy is not empty
+/// stores its ids under its CUPTI correlation id ([`external::remember_call`]), and the buffer
+/// thread emits each device record of that call with those ids pushed on its own stacks
+/// ([`with_external_ids`]). Threads that never pushed pay one thread-local test per call.
+///
+/// CUPTI's own external correlation (`cuptiActivityPushExternalCorrelationId`) is not used:
+/// CUPTI writes its `EXTERNAL_CORRELATION` records only in front of API *activity* records
+/// (`CUPTI_ACTIVITY_KIND_RUNTIME`/`DRIVER`), which this backend does not enable (it takes API
+/// calls from callbacks; enabling both would add CUPTI's per-call record to every call). Seen
+/// on the H100: ids pushed onto CUPTI's stack produced no `EXTERNAL_CORRELATION` record.
+mod external {
+    use std::cell::RefCell;
+    use std::collections::{HashMap, VecDeque};
+    use std::sync::Mutex;
+
+    /// Contexts whose ids a device record carries (the services allow 8 contexts; tools that
+    /// push are few).
+    pub const MAX_CONTEXTS_CARRIED: usize = 4;
+    /// The ids a call carries: (context handle, id), one per context with a non-empty stack.
+    pub type CallIds = [(u64, u64); MAX_CONTEXTS_CARRIED];
+
+    thread_local! {
+        /// This thread's pushes, oldest first: (context handle, id).
+        static STACK: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn push(ctx: u64, id: u64) {
+        let _ = STACK.try_with(|s| s.borrow_mut().push((ctx, id)));
+    }
+
+    pub fn pop(ctx: u64) {
+        let _ = STACK.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(i) = s.iter().rposition(|e| e.0 == ctx) {
+                s.remove(i);
+            }
+        });
+    }
+
+    /// The top of each context's stack on this thread (`None` when nothing is pushed).
+    #[inline]
+    pub fn current() -> Option<CallIds> {
+        STACK
+            .try_with(|s| {
+                let s = s.try_borrow().ok()?;
+                if s.is_empty() {
+                    return None;
+                }
+                let mut ids = [(0u64, 0u64); MAX_CONTEXTS_CARRIED];
+                let mut n = 0;
+                for &(ctx, id) in s.iter().rev() {
+                    if n < MAX_CONTEXTS_CARRIED && !ids[..n].iter().any(|e| e.0 == ctx) {
+                        ids[n] = (ctx, id);
+                        n += 1;
+                    }
+                }
+                Some(ids)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// CUPTI correlation id → the ids of the call. Bounded: the oldest entries go first.
+    #[derive(Default)]
+    pub struct Calls {
+        ids: HashMap<u32, CallIds>,
+        order: VecDeque<u32>,
+    }
+
+    /// Calls kept; a device record delivered after this many newer calls with ids finds none
+    /// (CUPTI delivers within the flush period: far fewer calls).
+    const MAX_CALLS: usize = 1 << 16;
+
+    pub static CALLS: Mutex<Option<Calls>> = Mutex::new(None);
+    /// Set once a call stored ids: until then the buffer thread looks nothing up.
+    pub static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Stores the ids of this thread's stacks for the CUPTI call `correlation`, when any.
+    #[inline]
+    pub fn remember_call(correlation: u32) {
+        if correlation == 0 {
+            return;
+        }
+        if let Some(ids) = current() {
+            remember_slow(correlation, ids);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remember_slow(correlation: u32, ids: CallIds) {
+        let Ok(mut m) = CALLS.lock() else { return };
+        let m = m.get_or_insert_with(Calls::default);
+        ANY.store(true, std::sync::atomic::Ordering::Relaxed);
+        if m.ids.insert(correlation, ids).is_none() {
+            m.order.push_back(correlation);
+        }
+        while m.order.len() > MAX_CALLS {
+            if let Some(old) = m.order.pop_front() {
+                m.ids.remove(&old);
+            }
+        }
+    }
+
+    pub fn lookup(correlation: u32) -> Option<CallIds> {
+        CALLS.lock().ok()?.as_ref()?.ids.get(&correlation).copied()
+    }
 }
 
-/// Pops the id [`push_external_correlation`] pushed last on this thread.
-pub fn pop_external_correlation() -> Option<u64> {
-    let i = get()?;
-    let mut id = 0u64;
-    // SAFETY: id is a valid out-parameter.
-    let r = unsafe {
-        (i.cupti.activity_pop_external_correlation_id)(l::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 as u32, &mut id)
-    };
-    (r == 0).then_some(id)
+thread_local! {
+    /// Set while the buffer thread pushes a device record's external ids on its own stacks:
+    /// those pushes are not taken as the buffer thread's own.
+    static MIRRORING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The services' [`offtrace_core::ExternalCorrelationHook`]: keeps the thread's copy of its
+/// external stacks (see [`external`]).
+fn mirror_external(ctx: offtrace_core::ContextId, value: Option<u64>) {
+    if MIRRORING.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    match value {
+        Some(v) => external::push(ctx.handle, v),
+        None => external::pop(ctx.handle),
+    }
+}
+
+/// Runs `emit` with the external ids of CUPTI call `correlation` pushed on this thread's
+/// stacks of their contexts.
+fn with_external_ids(correlation: u32, emit: impl FnOnce()) {
+    // Relaxed: a hint; a call that stored ids did so before CUPTI could deliver its records.
+    if !external::ANY.load(Ordering::Relaxed) {
+        return emit();
+    }
+    let Some(ids) = external::lookup(correlation) else { return emit() };
+    let _ = MIRRORING.try_with(|m| m.set(true));
+    let mut pushed = [None; external::MAX_CONTEXTS_CARRIED];
+    for (slot, &(h, v)) in pushed.iter_mut().zip(&ids) {
+        if h != 0 {
+            let ctx = offtrace_core::ContextId { handle: h };
+            if offtrace_core::push_external_correlation_id(ctx, 0, v).is_ok() {
+                *slot = Some(ctx);
+            }
+        }
+    }
+    emit();
+    for ctx in pushed.into_iter().flatten() {
+        let _ = offtrace_core::pop_external_correlation_id(ctx, 0);
+    }
+    let _ = MIRRORING.try_with(|m| m.set(false));
 }
 
 /// A C string pointer as a `String`.
 fn name_of(p: *const c_char) -> String {
     // SAFETY: callers pass CUPTI strings or null.
     unsafe { activity::c_str(p) }.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_rules_resolve_geometry_once() {
+        let rules = launch_rules(ApiDomain::Driver);
+        let f = |n: &str| ApiDomain::Driver.functions().iter().find(|f| f.name == n).expect("function");
+        let plain = rules[f("cuLaunchKernel").id as usize];
+        assert!(plain.active);
+        assert_eq!(plain.config, NONE);
+        assert_eq!(plain.func, 0);
+        assert_eq!(plain.params, 9);
+        assert_eq!(plain.geometry, [1, 2, 3, 4, 5, 6], "gridDimX..Z, blockDimX..Z follow f");
+        let ex = rules[f("cuLaunchKernelEx").id as usize];
+        assert!(ex.active);
+        assert_ne!(ex.config, NONE);
+        assert_eq!(ex.geometry, [NONE; 6], "cuLaunchKernelEx passes its geometry in the config");
+        assert!(!rules[f("cuMemAlloc_v2").id as usize].active);
+    }
+
+    #[test]
+    fn default_kinds_are_kernels_copies_and_memsets() {
+        let k = |list: &str| kinds_named(list).into_iter().copied().collect::<Vec<_>>();
+        assert_eq!(
+            k(DEFAULT_ACTIVITY),
+            [
+                l::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                l::CUPTI_ACTIVITY_KIND_MEMCPY,
+                l::CUPTI_ACTIVITY_KIND_MEMCPY2,
+                l::CUPTI_ACTIVITY_KIND_MEMSET
+            ]
+        );
+        assert_eq!(k("all"), ACTIVITY_KINDS);
+        assert_eq!(k(" sync ,marker"), [l::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, l::CUPTI_ACTIVITY_KIND_MARKER]);
+        assert!(k("").is_empty());
+    }
+
+    #[test]
+    fn buffers_come_back_zeroed_and_are_reused() {
+        let (mut p, mut size) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: valid out-pointers.
+        unsafe { buffer_requested(&mut p, &mut size, std::ptr::null_mut()) };
+        assert!(!p.is_null());
+        assert_eq!(size, BUFFER_SIZE);
+        // SAFETY: p is BUFFER_SIZE bytes.
+        let b = unsafe { std::slice::from_raw_parts_mut(p, BUFFER_SIZE) };
+        assert!(b.iter().all(|&x| x == 0), "a fresh buffer is zeroed");
+        b[..4096].fill(0xab);
+        release_buffer(p, 4096);
+        let mut q = std::ptr::null_mut();
+        // SAFETY: as above.
+        unsafe { buffer_requested(&mut q, &mut size, std::ptr::null_mut()) };
+        assert_eq!(q, p, "the spare is handed out again");
+        // SAFETY: q is BUFFER_SIZE bytes.
+        let b = unsafe { std::slice::from_raw_parts(q, BUFFER_SIZE) };
+        assert!(b.iter().all(|&x| x == 0), "a reused buffer is zeroed where CUPTI wrote");
+        release_buffer(q, 0);
+    }
+
+    #[test]
+    fn external_ids_follow_the_threads_stacks() {
+        assert_eq!(external::current(), None);
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(70));
+        mirror_external(offtrace_core::ContextId { handle: 9 }, Some(90));
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(71));
+        let ids = external::current().expect("pushed");
+        assert_eq!(&ids[..2], &[(7, 71), (9, 90)], "the top of each context's stack, newest first");
+        external::remember_call(1234);
+        assert_eq!(external::lookup(1234), Some(ids));
+        assert_eq!(external::lookup(1235), None);
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+        let mut ids = external::current().expect("pushed");
+        ids.sort_unstable();
+        assert_eq!(&ids[2..], &[(7, 70), (9, 90)], "the older id of context 7 is its top again");
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+        mirror_external(offtrace_core::ContextId { handle: 9 }, None);
+        assert_eq!(external::current(), None);
+        // Another thread has its own stacks.
+        mirror_external(offtrace_core::ContextId { handle: 7 }, Some(1));
+        std::thread::spawn(|| assert_eq!(external::current(), None)).join().expect("thread");
+        mirror_external(offtrace_core::ContextId { handle: 7 }, None);
+    }
+
+    #[test]
+    fn device_records_carry_the_launching_calls_external_ids() {
+        use std::sync::Mutex;
+        static SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+        let ctx = offtrace_core::create_context().expect("context");
+        offtrace_core::configure_callback_tracing_closure(ctx, offtrace_core::Kind::Marker, None, |r, _| {
+            SEEN.lock().expect("lock").push(r.correlation_id.external.value);
+        })
+        .expect("configure");
+        offtrace_core::start_context(ctx).expect("start");
+        mirror_external(ctx, Some(0x5eed));
+        external::remember_call(77);
+        mirror_external(ctx, None);
+        // On another thread (CUPTI's buffer thread): the record of call 77 carries the id, a
+        // record of another call none.
+        std::thread::spawn(|| {
+            let emit = || {
+                let p = offtrace_core::MarkerPayload { message: c"m".as_ptr(), range_id: 0 };
+                offtrace_core::emit_activity(
+                    offtrace_core::Kind::Marker,
+                    offtrace_core::marker_op::MARK,
+                    1,
+                    5,
+                    5,
+                    offtrace_core::Payload::Marker(&p),
+                );
+            };
+            with_external_ids(77, emit);
+            with_external_ids(78, emit);
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(*SEEN.lock().expect("lock"), [0x5eed, 0]);
+        offtrace_core::destroy_context(ctx).expect("destroy");
+    }
 }
