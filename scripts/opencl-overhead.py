@@ -11,6 +11,8 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
   layer      the layer loaded, nothing listening (profiling forced on and hidden; no callbacks)
   record     the layer recording a trace (OFFTRACE_OUTPUT: OPENCL_API calls + device activity),
              what `offtrace record` does for an OpenCL program
+  record-compare  with --compare-layer PATH: `record` with another build of the layer (a build of
+             main, say), interleaved with this one's, for a before/after in one run
   intercept  with --cliloader PATH: Intel's opencl-intercept-layer recording the closest thing to a
              trace it makes (`cliloader -q -ccl -cdt`: every call and every command's device time
              into a Chrome JSON file)
@@ -37,6 +39,7 @@ ap.add_argument("--calls", type=int, default=1000000)
 ap.add_argument("--items", type=int, default=64, help="work items per kernel")
 ap.add_argument("--runtime", default="both", choices=["pocl", "intel", "both"])
 ap.add_argument("--cliloader", help="opencl-intercept-layer's cliloader (built from its sources)")
+ap.add_argument("--compare-layer", help="another libofftrace_opencl.so, recorded as `record-compare`")
 opts = ap.parse_args()
 
 layer = root / "target/release/libofftrace_opencl.so"
@@ -52,7 +55,8 @@ runtimes = {
     "intel": {"OFFTRACE_CL_PLATFORM": "Intel", "LD_LIBRARY_PATH": str(venv / "lib"),
               "OCL_ICD_FILENAMES": str(venv / "lib/libintelocl.so")},
 }
-configs = ["plain", "profiling", "layer", "record"] + (["intercept"] if opts.cliloader else [])
+configs = (["plain", "profiling", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
+           + (["intercept"] if opts.cliloader else []))
 
 
 def run(rt, cfg):
@@ -62,7 +66,9 @@ def run(rt, cfg):
         args.append("--profile")
     if cfg in ("layer", "record"):
         env["OPENCL_LAYERS"] = str(layer)
-    if cfg == "record":
+    if cfg == "record-compare":
+        env["OPENCL_LAYERS"] = opts.compare_layer
+    if cfg in ("record", "record-compare"):
         env["OFFTRACE_OUTPUT"] = str(tmp / f"{rt}.offtrace")
     if cfg == "intercept":
         env["CLI_DumpDir"] = str(tmp / f"cli-{rt}")
@@ -84,6 +90,8 @@ for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
             res[c][1].append(call)
     base_k = statistics.median(res["plain"][0])
     base_c = statistics.median(res["plain"][1])
+    load = os.getloadavg()
+    print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} after the runs")
     print(f"\n{rt}: {opts.kernels} kernels of {opts.items} work items, {opts.calls} calls, {opts.rounds} rounds (median / min)\n")
     print("| configuration | ns per kernel | vs plain | ns per clGetDeviceInfo | vs plain |")
     print("|---|---|---|---|---|")

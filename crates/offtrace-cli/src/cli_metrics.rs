@@ -68,6 +68,11 @@ pub struct RecordMetricsArgs {
     /// Sample the device telemetry too (system /proc, /sys, NVML GPUs: whatever is present).
     #[arg(long)]
     pub telemetry: bool,
+    /// Event-based metric groups measured per command: a query begins at each kernel, copy or
+    /// fill launch and ends at its completion; the values go into the trace as counter samples
+    /// with the command's correlation id (counters `<group>.<metric>.per_command`).
+    #[arg(long = "query-metrics", value_delimiter = ',', value_name = "GROUP[,GROUP...]")]
+    pub query_metrics: Vec<String>,
 }
 
 /// `10ms`, `1ms`, `500us`, `2s`, `100ns`; a bare number is milliseconds.
@@ -108,7 +113,12 @@ impl MonitorArgs {
 
 impl RecordMetricsArgs {
     pub fn into_config(self) -> RecordMetrics {
-        RecordMetrics { groups: self.metrics, period: self.sample_period, telemetry: self.telemetry }
+        RecordMetrics {
+            groups: self.metrics,
+            period: self.sample_period,
+            telemetry: self.telemetry,
+            query_groups: self.query_metrics,
+        }
     }
 }
 

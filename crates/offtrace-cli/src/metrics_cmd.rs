@@ -29,6 +29,8 @@ pub struct RecordMetrics {
     pub groups: Vec<String>,
     pub period: Duration,
     pub telemetry: bool,
+    /// Event-based groups measured per command (`OFFTRACE_QUERY_METRICS`).
+    pub query_groups: Vec<String>,
 }
 
 /// Telemetry groups: the system and device-level ones present here.
@@ -108,15 +110,33 @@ pub fn record_env(cmd: &mut Command, m: &RecordMetrics) -> anyhow::Result<()> {
     let mut groups = m.groups.clone();
     let c = Metrics::global().catalog();
     check_groups(c, &groups)?;
+    check_groups(c, &m.query_groups)?;
+    for n in &m.query_groups {
+        if c.find(n).iter().any(|&g| !c.groups[g].info.sampling.contains(offtrace_metrics::SamplingTypes::EVENT_BASED))
+        {
+            bail!("--query-metrics {n}: not an event-based group (`offtrace metrics list` says which are)");
+        }
+        // A command's query begins on the enqueuing thread and ends on the thread that reports
+        // its completion: a group counting one thread would measure neither.
+        use offtrace_metrics::{Backend, perf::Scope};
+        if c.find(n).iter().any(|&g| matches!(c.groups[g].backend, Backend::PerfSoftware(Scope::Thread))) {
+            bail!("--query-metrics {n}: counts one thread, and a command's query spans two (use cpu.sw)");
+        }
+    }
     if m.telemetry {
         groups.extend(telemetry_present(c));
     }
-    if groups.is_empty() {
+    if groups.is_empty() && m.query_groups.is_empty() {
         return Ok(());
     }
-    cmd.env("OFFTRACE_METRICS", groups.join(","));
-    cmd.env("OFFTRACE_SAMPLE_PERIOD_NS", m.period.as_nanos().to_string());
-    if groups.iter().any(|g| g.split('@').next() == Some("cpu.sw")) {
+    if !groups.is_empty() {
+        cmd.env("OFFTRACE_METRICS", groups.join(","));
+        cmd.env("OFFTRACE_SAMPLE_PERIOD_NS", m.period.as_nanos().to_string());
+    }
+    if !m.query_groups.is_empty() {
+        cmd.env("OFFTRACE_QUERY_METRICS", m.query_groups.join(","));
+    }
+    if groups.iter().chain(&m.query_groups).any(|g| g.split('@').next() == Some("cpu.sw")) {
         exec_counters(cmd);
     }
     Ok(())

@@ -117,3 +117,96 @@ fn monitor_prints_each_refresh_of_the_telemetry() {
     assert!(rows.iter().any(|r| r[2] == "proc.system"), "{out}");
     assert!(rows.iter().all(|r| r.len() == 6 && r[4].parse::<f64>().is_ok()), "{out}");
 }
+
+/// `record --query-metrics cpu.sw`: one per-command value of each metric per completed command
+/// (kernel, copy, fill), from its launch to its completion; their task clock stays within the
+/// whole run's, and a group that is not event-based is refused.
+#[test]
+fn query_metrics_give_one_value_per_command() {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let list = offtrace().args(["metrics", "list", "--format", "json"]).output().expect("list");
+    if !String::from_utf8_lossy(&list.stdout).contains("\"cpu.sw\"") {
+        eprintln!("no perf_event software counters here; skipped");
+        return;
+    }
+    let o = offtrace().args(["record", "--query-metrics", "proc.process", "--", "true"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not an event-based group"), "{o:?}");
+    let o = offtrace().args(["record", "--query-metrics", "cpu.thread_sw", "--", "true"]).output().expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("counts one thread"), "{o:?}");
+
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
+    assert!(venv.join("bin/python").exists(), "no SYCL runtime in {} (OFFTRACE_SKIP_SYCL=1 skips)", venv.display());
+    let dir = tempfile::tempdir().expect("tmp");
+    let trace = dir.path().join("q.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .args(["--query-metrics", "cpu.sw", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/usm_pipeline.py"))
+        .arg("20")
+        .output()
+        .expect("record");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+
+    let mut strings = HashMap::new();
+    let mut defs = HashMap::new();
+    let mut devices = HashMap::new();
+    let mut samples: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut launches = std::collections::HashSet::new();
+    let mut completes = std::collections::HashSet::new();
+    for r in TraceReader::open(&trace).expect("open") {
+        match r.expect("record") {
+            Record::String { id, text } => {
+                strings.insert(id, text);
+            }
+            Record::CounterDef(d) => {
+                defs.insert(d.counter, d);
+            }
+            Record::CounterSample(s) => samples.entry(s.counter).or_default().push(s.value),
+            Record::Device(d) => {
+                devices.insert(d.handle, d.name);
+            }
+            // Kernels, copies, fills (core's kinds 3, 4, 5): launches and completions by correlation.
+            Record::Activity(a) if (3..=5).contains(&a.kind) => {
+                if a.phase == offtrace_format::phase::COMPLETE {
+                    completes.insert(a.correlation);
+                } else {
+                    launches.insert(a.correlation);
+                }
+            }
+            _ => {}
+        }
+    }
+    let by_name: HashMap<&str, u64> = defs.values().map(|d| (strings[&d.name].as_str(), d.counter)).collect();
+    let tc = by_name["cpu.sw.task_clock.per_command"];
+    assert_eq!(strings[&defs[&tc].unit], "ns");
+    assert!(devices.contains_key(&defs[&tc].device), "the counters' device is defined");
+    assert!(!by_name.contains_key("cpu.sw.task_clock"), "no time series without --metrics");
+    let values = &samples[&tc];
+    // Every command launched and completed while recording got its values (a completion without
+    // a launch record — reported at another level — has no query to end).
+    let completed = launches.intersection(&completes).count();
+    assert!(completed >= 20, "{completed} launched and completed commands");
+    assert_eq!(values.len(), completed, "one value per completed command");
+    for m in ["context_switches", "page_faults", "cpu_migrations", "major_faults", "cpus_utilized"] {
+        assert_eq!(samples[&by_name[format!("cpu.sw.{m}.per_command").as_str()]].len(), completed, "{m}");
+    }
+    let whole: u64 = stderr
+        .lines()
+        .find(|l| l.contains("cpu.sw whole run"))
+        .and_then(|l| l.split("task_clock=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .expect("record prints the whole-run totals");
+    assert!(
+        values.iter().all(|&v| v > 0 && v < whole),
+        "each command's task clock within the run's {whole}: {values:?}"
+    );
+}

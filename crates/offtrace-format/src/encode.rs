@@ -14,6 +14,7 @@ use crate::varint::{put_delta, put_u64, zigzag};
 #[derive(Debug, Default)]
 pub(crate) struct Encoder {
     threads: ThreadStates,
+    api_scratch: crate::typed::ApiScratch,
 }
 
 impl Encoder {
@@ -88,15 +89,20 @@ impl Encoder {
                 put_u64(out, *drops);
             }
             typed => {
-                let encoded = crate::typed::encode(&mut self.threads, typed, out);
+                let encoded = crate::typed::encode(&mut self.threads, &mut self.api_scratch, typed, out);
                 debug_assert!(encoded, "every other record is typed");
             }
         }
     }
 
     /// Encodes one API call (format 3) whose times are raw ticks.
-    pub fn encode_api_call(&mut self, a: &crate::record::ApiCall, out: &mut Vec<u8>) {
-        crate::typed::encode_api_call(&mut self.threads, a, out);
+    pub fn encode_api_call(&mut self, a: &crate::record::ApiCallRef<'_>, out: &mut Vec<u8>) {
+        crate::typed::encode_api_call(&mut self.threads, &mut self.api_scratch, a, out);
+    }
+
+    /// Encodes one device activity (format 3) whose `ts` is in raw ticks.
+    pub fn encode_activity(&mut self, a: &crate::record::ActivityRef<'_>, out: &mut Vec<u8>) {
+        crate::typed::encode_activity(&mut self.threads, &mut self.api_scratch, a, out);
     }
 
     /// Encodes one notification whose `ts` is in raw ticks.

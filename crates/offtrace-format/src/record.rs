@@ -333,6 +333,57 @@ pub struct ApiCall {
     pub result: Option<i64>,
 }
 
+/// An [`ApiCall`] whose arguments are borrowed (the recorder's ring entry): what
+/// [`crate::TraceWriter::write_api_call_ref`] encodes without copying the arguments into an
+/// [`ApiArgs`] first. Same bytes on disk as the `ApiCall` it stands for (arguments past
+/// [`MAX_API_ARGS`] are cut, as by [`ApiArgs::from_slice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCallRef<'a> {
+    pub kind: u32,
+    pub op: u32,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub correlation: u64,
+    pub external: u64,
+    pub args: &'a [u64],
+    pub result: Option<i64>,
+}
+
+impl ApiCall {
+    /// This call with its arguments borrowed.
+    pub fn borrowed(&self) -> ApiCallRef<'_> {
+        ApiCallRef {
+            kind: self.kind,
+            op: self.op,
+            tid: self.tid,
+            start: self.start,
+            end: self.end,
+            correlation: self.correlation,
+            external: self.external,
+            args: self.args.as_slice(),
+            result: self.result,
+        }
+    }
+}
+
+impl ApiCallRef<'_> {
+    /// The owned record.
+    pub fn to_api_call(&self) -> ApiCall {
+        ApiCall {
+            kind: self.kind,
+            op: self.op,
+            tid: self.tid,
+            start: self.start,
+            end: self.end,
+            correlation: self.correlation,
+            external: self.external,
+            args: ApiArgs::from_slice(self.args),
+            result: self.result,
+        }
+    }
+}
+
 /// Which way a copy goes (the services' `CopyDirection`). One byte on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 #[repr(u8)]
@@ -409,6 +460,89 @@ pub struct Activity {
     pub device_end: u64,
     /// The kernel's allocation properties (kernels only).
     pub allocations: Vec<KernelAllocation>,
+}
+
+/// An [`Activity`] whose allocation properties are borrowed (the recorder's ring entry): what
+/// [`crate::TraceWriter::write_activity_ref`] encodes without building the record and its
+/// `Vec`. Same bytes on disk as the `Activity` it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActivityRef<'a> {
+    pub kind: u32,
+    pub op: u32,
+    pub phase: u8,
+    pub tid: u32,
+    pub ts: u64,
+    pub correlation: u64,
+    pub queue: u64,
+    pub device: u64,
+    pub name: StrId,
+    pub kernel: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+    pub bytes: u64,
+    pub direction: CopyDirection,
+    pub src_type: MemoryType,
+    pub dst_type: MemoryType,
+    pub device_start: u64,
+    pub device_end: u64,
+    pub allocations: &'a [KernelAllocation],
+}
+
+impl Activity {
+    /// This activity with its allocation properties borrowed.
+    pub fn borrowed(&self) -> ActivityRef<'_> {
+        ActivityRef {
+            kind: self.kind,
+            op: self.op,
+            phase: self.phase,
+            tid: self.tid,
+            ts: self.ts,
+            correlation: self.correlation,
+            queue: self.queue,
+            device: self.device,
+            name: self.name,
+            kernel: self.kernel,
+            work_dim: self.work_dim,
+            global_size: self.global_size,
+            local_size: self.local_size,
+            bytes: self.bytes,
+            direction: self.direction,
+            src_type: self.src_type,
+            dst_type: self.dst_type,
+            device_start: self.device_start,
+            device_end: self.device_end,
+            allocations: &self.allocations,
+        }
+    }
+}
+
+impl ActivityRef<'_> {
+    /// The owned record.
+    pub fn to_activity(&self) -> Activity {
+        Activity {
+            kind: self.kind,
+            op: self.op,
+            phase: self.phase,
+            tid: self.tid,
+            ts: self.ts,
+            correlation: self.correlation,
+            queue: self.queue,
+            device: self.device,
+            name: self.name,
+            kernel: self.kernel,
+            work_dim: self.work_dim,
+            global_size: self.global_size,
+            local_size: self.local_size,
+            bytes: self.bytes,
+            direction: self.direction,
+            src_type: self.src_type,
+            dst_type: self.dst_type,
+            device_start: self.device_start,
+            device_end: self.device_end,
+            allocations: self.allocations.to_vec(),
+        }
+    }
 }
 
 /// A queue or stream (`QUEUE` kind): created (a definition: its device, context, flags),

@@ -120,7 +120,7 @@ impl ThreadStates {
 
     /// Makes `tid` the current thread: whether it was already the previous notification's
     /// thread, and its state.
-    #[inline]
+    #[inline(always)]
     pub fn switch_to(&mut self, tid: u32) -> (bool, &mut ThreadState) {
         let same = self.last_tid == Some(tid) && self.last_slot < self.states.len();
         if !same {

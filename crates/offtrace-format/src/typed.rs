@@ -17,7 +17,7 @@ use crate::thread_state::{ThreadState, ThreadStates};
 use crate::varint::{MAX_VARINT_LEN, apply_delta, put_delta, put_u64, unzigzag, zigzag};
 
 /// Encodes `record` if it is a typed record; `false` otherwise (nothing written).
-pub(crate) fn encode(threads: &mut ThreadStates, record: &Record, out: &mut Vec<u8>) -> bool {
+pub(crate) fn encode(threads: &mut ThreadStates, scratch: &mut ApiScratch, record: &Record, out: &mut Vec<u8>) -> bool {
     match record {
         Record::KindDef { kind, name } => {
             out.push(TAG_KIND_DEF);
@@ -53,8 +53,8 @@ pub(crate) fn encode(threads: &mut ThreadStates, record: &Record, out: &mut Vec<
             put_u64(out, d.unit.0.into());
             out.push(d.value_type);
         }
-        Record::ApiCall(a) => encode_api_call(threads, a, out),
-        Record::Activity(a) => encode_activity(threads, a, out),
+        Record::ApiCall(a) => encode_api_call(threads, scratch, &a.borrowed(), out),
+        Record::Activity(a) => encode_activity(threads, scratch, &a.borrowed(), out),
         Record::Queue(q) => {
             let st = head(threads, TAG_QUEUE, q.tid, 0, out);
             put_u64(out, q.op.into());
@@ -159,20 +159,66 @@ fn api_key(kind: u32, op: u32) -> u64 {
 /// varints (tid, kind, op, 3 deltas, external, result, args).
 const API_CALL_MAX_BYTES: usize = 3 + MAX_VARINT_LEN * (8 + crate::record::MAX_API_ARGS);
 
-/// A record's bytes built on the stack and appended to the chunk with one copy (the writer's
+/// Scratch for one `ApiCall`'s bytes, kept by the encoder (not zeroed per record: zeroing a
+/// fresh stack buffer was a `memset` call per record). A power of two above the longest
+/// encoding, so that an index masked with `SCRATCH - 1` needs no bounds check.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiScratch(Box<[u8; SCRATCH]>);
+
+const SCRATCH: usize = API_CALL_MAX_BYTES.next_power_of_two();
+const _: () = assert!(API_CALL_MAX_BYTES <= SCRATCH);
+
+impl Default for ApiScratch {
+    fn default() -> Self {
+        Self(Box::new([0; SCRATCH]))
+    }
+}
+
+/// Where a record's bytes go: the chunk itself, or the scratch (then appended in one copy).
+trait Out {
+    fn byte(&mut self, b: u8);
+    fn u64(&mut self, v: u64);
+    fn delta(&mut self, v: u64, base: u64) {
+        self.u64(zigzag(v.wrapping_sub(base) as i64));
+    }
+}
+
+impl Out for Vec<u8> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.push(b);
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: u64) {
+        put_u64(self, v);
+    }
+}
+
+impl Out for Bytes<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        Bytes::byte(self, b);
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: u64) {
+        Bytes::u64(self, v);
+    }
+}
+
+/// A record's bytes built in the scratch and appended to the chunk with one copy (the writer's
 /// most frequent record: a `Vec::push` per byte, each with its capacity check, cost ~2x more).
-struct Bytes {
-    buf: [u8; API_CALL_MAX_BYTES],
+struct Bytes<'a> {
+    buf: &'a mut [u8; SCRATCH],
     len: usize,
 }
 
-impl Bytes {
+impl Bytes<'_> {
     #[inline(always)]
     fn byte(&mut self, b: u8) {
-        if let Some(x) = self.buf.get_mut(self.len) {
-            *x = b;
-            self.len += 1;
-        }
+        // Never wraps: a record built here takes at most `API_CALL_MAX_BYTES` or
+        // `ACTIVITY_MAX_BYTES`, both at most `SCRATCH`; the mask only spares the bounds check.
+        self.buf[self.len & (SCRATCH - 1)] = b;
+        self.len += 1;
     }
 
     #[inline(always)]
@@ -188,13 +234,33 @@ impl Bytes {
     fn delta(&mut self, v: u64, base: u64) {
         self.u64(zigzag(v.wrapping_sub(base) as i64));
     }
+
+    /// Appends the bytes to `out`. Most records are short: a fixed 32- or 64-byte copy
+    /// (inlined, no `memcpy` call) and a truncate cost less than a copy of the exact length.
+    #[inline(always)]
+    fn append_to(&self, out: &mut Vec<u8>) {
+        let len = self.len.min(SCRATCH);
+        let at = out.len();
+        if len <= 32 {
+            out.extend_from_slice(&self.buf[..32]);
+            out.truncate(at + len);
+        } else if len <= 64 {
+            out.extend_from_slice(&self.buf[..64]);
+            out.truncate(at + len);
+        } else {
+            out.extend_from_slice(&self.buf[..len]);
+        }
+    }
 }
 
-pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut Vec<u8>) {
+pub(crate) fn encode_api_call(
+    threads: &mut ThreadStates,
+    scratch: &mut ApiScratch,
+    a: &ApiCallRef<'_>,
+    out: &mut Vec<u8>,
+) {
     let (same, st) = threads.switch_to(a.tid);
-    let key = api_key(a.kind, a.op);
-    let args = a.args.as_slice();
-    let previous = st.api_args.get_mut(&key);
+    let args = &a.args[..a.args.len().min(MAX_API_ARGS)];
     let mut flags = if same { F_SAME_TID } else { 0 };
     if a.result.is_some() {
         flags |= F_API_RESULT;
@@ -202,14 +268,12 @@ pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut
     if a.external != 0 {
         flags |= F_API_EXTERNAL;
     }
-    match &previous {
-        Some(p) if p.as_slice() == args => flags |= F_API_SAME_ARGS,
-        Some(p) if p.len as usize == args.len() => flags |= F_API_ARG_DELTAS,
-        _ => {}
-    }
-    let mut w = Bytes { buf: [0; API_CALL_MAX_BYTES], len: 0 };
+    let mut w = Bytes { buf: &mut scratch.0, len: 0 };
     w.byte(TAG_API_CALL);
-    w.u64(flags);
+    // The flags byte, set once the arguments are compared: every API flag fits one byte, so
+    // its varint is that byte.
+    const { assert!((F_SAME_TID | F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS) & !0x7f == 0) };
+    w.byte(0);
     if !same {
         w.u64(a.tid.into());
     }
@@ -224,37 +288,72 @@ pub(crate) fn encode_api_call(threads: &mut ThreadStates, a: &ApiCall, out: &mut
     if let Some(r) = a.result {
         w.u64(zigzag(r));
     }
-    if flags & F_API_SAME_ARGS == 0 {
-        w.byte(args.len() as u8);
-        match previous {
-            Some(p) => {
-                if flags & F_API_ARG_DELTAS != 0 {
-                    for (&v, &base) in args.iter().zip(p.as_slice()) {
-                        w.delta(v, base);
-                    }
-                } else {
-                    for &v in args {
-                        w.u64(v);
-                    }
-                }
-                // The operation's previous arguments, updated in place.
-                p.len = args.len() as u8;
-                p.values[..args.len()].copy_from_slice(args);
+    match st.api_args.get_mut(&api_key(a.kind, a.op)) {
+        // The operation's previous arguments, as many: written as differences, compared and
+        // updated in the same pass; all equal, none is written.
+        Some(p) if usize::from(p.len) == args.len() => {
+            let at = w.len;
+            w.byte(args.len() as u8);
+            let mut differ = 0;
+            for (base, &v) in p.values.iter_mut().zip(args) {
+                let d = v.wrapping_sub(*base);
+                differ |= d;
+                w.u64(zigzag(d as i64));
+                *base = v;
             }
-            None => {
-                for &v in args {
-                    w.u64(v);
-                }
-                st.api_args.insert(key, ApiArgs::from_slice(args));
+            if differ == 0 {
+                w.len = at;
+                flags |= F_API_SAME_ARGS;
+            } else {
+                flags |= F_API_ARG_DELTAS;
             }
         }
+        Some(p) => {
+            w.byte(args.len() as u8);
+            for &v in args {
+                w.u64(v);
+            }
+            *p = ApiArgs::from_slice(args);
+        }
+        None => {
+            w.byte(args.len() as u8);
+            for &v in args {
+                w.u64(v);
+            }
+            st.api_args.insert(api_key(a.kind, a.op), ApiArgs::from_slice(args));
+        }
     }
-    out.extend_from_slice(&w.buf[..w.len]);
+    w.buf[1] = flags as u8;
+    w.append_to(out);
     st.ts = a.end;
     st.correlation = a.correlation;
 }
 
-fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) {
+/// Activities with at most this many allocation properties are built in the scratch (see
+/// [`ACTIVITY_MAX_BYTES`]); longer ones are written byte by byte into the chunk.
+const SCRATCH_ALLOCATIONS: usize = 10;
+/// Bytes of the longest activity without allocation properties: tag, flags, 15 varints (tid,
+/// kind, op, ts, correlation, queue, device, name, kernel, work_dim, 3 + 3 sizes, bytes), the 3
+/// copy bytes and the 2 device-time varints; each allocation adds 3 varints and a byte.
+const ACTIVITY_MAX_BYTES: usize = 1 + 2 + MAX_VARINT_LEN * 18 + 3 + SCRATCH_ALLOCATIONS * (3 * MAX_VARINT_LEN + 1);
+const _: () = assert!(ACTIVITY_MAX_BYTES <= SCRATCH);
+
+pub(crate) fn encode_activity(
+    threads: &mut ThreadStates,
+    scratch: &mut ApiScratch,
+    a: &ActivityRef<'_>,
+    out: &mut Vec<u8>,
+) {
+    if a.allocations.len() <= SCRATCH_ALLOCATIONS {
+        let mut w = Bytes { buf: &mut scratch.0, len: 0 };
+        encode_activity_into(threads, a, &mut w);
+        w.append_to(out);
+    } else {
+        encode_activity_into(threads, a, out);
+    }
+}
+
+fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut impl Out) {
     let (same, st) = threads.switch_to(a.tid);
     let mut flags = if same { F_SAME_TID } else { 0 };
     let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
@@ -275,50 +374,50 @@ fn encode_activity(threads: &mut ThreadStates, a: &Activity, out: &mut Vec<u8>) 
             flags |= bit;
         }
     }
-    out.push(TAG_ACTIVITY);
-    put_u64(out, flags);
+    out.byte(TAG_ACTIVITY);
+    out.u64(flags);
     if !same {
-        put_u64(out, a.tid.into());
+        out.u64(a.tid.into());
     }
-    put_u64(out, a.kind.into());
-    put_u64(out, a.op.into());
-    put_delta(out, a.ts, st.ts);
-    put_delta(out, a.correlation, st.correlation);
+    out.u64(a.kind.into());
+    out.u64(a.op.into());
+    out.delta(a.ts, st.ts);
+    out.delta(a.correlation, st.correlation);
     if flags & F_ACT_SAME_QUEUE == 0 {
-        put_u64(out, a.queue);
+        out.u64(a.queue);
     }
     if flags & F_ACT_SAME_DEVICE == 0 {
-        put_u64(out, a.device);
+        out.u64(a.device);
     }
     if flags & F_ACT_NAME != 0 {
-        put_u64(out, a.name.0.into());
+        out.u64(a.name.0.into());
     }
     if kernel {
-        put_u64(out, a.kernel);
-        put_u64(out, a.work_dim.into());
+        out.u64(a.kernel);
+        out.u64(a.work_dim.into());
         for &v in a.global_size.iter().chain(&a.local_size) {
-            put_u64(out, v);
+            out.u64(v);
         }
     }
     if a.bytes != 0 {
-        put_u64(out, a.bytes);
+        out.u64(a.bytes);
     }
     if copy {
-        out.push(a.direction as u8);
-        out.push(a.src_type as u8);
-        out.push(a.dst_type as u8);
+        out.byte(a.direction as u8);
+        out.byte(a.src_type as u8);
+        out.byte(a.dst_type as u8);
     }
     if flags & F_ACT_DEVICE_TIMES != 0 {
-        put_u64(out, a.device_start);
-        put_delta(out, a.device_end, a.device_start);
+        out.u64(a.device_start);
+        out.delta(a.device_end, a.device_start);
     }
     if !a.allocations.is_empty() {
-        put_u64(out, a.allocations.len() as u64);
-        for al in &a.allocations {
-            put_u64(out, al.base);
-            put_u64(out, al.size);
-            put_u64(out, zigzag(al.arg_index.into()));
-            out.push(al.memory_type as u8);
+        out.u64(a.allocations.len() as u64);
+        for al in a.allocations {
+            out.u64(al.base);
+            out.u64(al.size);
+            out.u64(zigzag(al.arg_index.into()));
+            out.byte(al.memory_type as u8);
         }
     }
     st.ts = a.ts;

@@ -105,9 +105,26 @@ impl<W: Write> TraceWriter<W> {
     /// Appends one API call (`start`/`end` in raw ticks): [`Self::write`] without wrapping it in
     /// a [`Record`] (the recorder's most frequent record; no allocation after warm-up).
     pub fn write_api_call(&mut self, a: &crate::ApiCall) -> Result<(), WriteError> {
+        self.write_api_call_ref(&a.borrowed())
+    }
+
+    /// [`Self::write_api_call`] with the arguments borrowed (the recorder's ring entry): the
+    /// same bytes, without building an [`crate::ApiCall`] (and its argument array) first.
+    #[inline]
+    pub fn write_api_call_ref(&mut self, a: &crate::ApiCallRef<'_>) -> Result<(), WriteError> {
         self.check_poisoned()?;
         let before = self.chunk.len();
         self.encoder.encode_api_call(a, &mut self.chunk);
+        self.after_record(before)
+    }
+
+    /// Appends one device activity (`ts` in raw ticks), its allocation properties borrowed: the
+    /// bytes of [`Self::write`] with a [`Record::Activity`], without building one.
+    #[inline]
+    pub fn write_activity_ref(&mut self, a: &crate::ActivityRef<'_>) -> Result<(), WriteError> {
+        self.check_poisoned()?;
+        let before = self.chunk.len();
+        self.encoder.encode_activity(a, &mut self.chunk);
         self.after_record(before)
     }
 

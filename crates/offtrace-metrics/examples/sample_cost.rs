@@ -34,5 +34,25 @@ fn main() -> Result<(), offtrace_metrics::MetricsError> {
             calc / 1000.0
         );
     }
+    // The per-command path of `record --query-metrics`: a query created, begun, ended, read,
+    // calculated and destroyed (one command), on the process group.
+    if let Some(&gi) = m.catalog().find("cpu.sw").first() {
+        let g = offtrace_metrics::GroupHandle(gi);
+        m.activate(0, &[g])?;
+        let pool = m.query_pool_create(0, g, u32::MAX)?;
+        let t0 = thread_cpu_ns();
+        for _ in 0..n {
+            let q = m.query_create(pool, 0)?;
+            m.query_begin(q)?;
+            m.query_end(q)?;
+            let raw = m.query_get_data(q)?;
+            std::hint::black_box(m.calculate(g, &raw)?);
+            m.query_destroy(q)?;
+        }
+        let per = (thread_cpu_ns() - t0) as f64 / n as f64;
+        println!("cpu.sw query per command (create, begin, end, data, calculate, destroy): {:.2} us", per / 1000.0);
+        m.query_pool_destroy(pool)?;
+        m.activate(0, &[])?;
+    }
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! | cpu (0) | `cpu.sw` | 0 perf_event | event + time | software events of the process |
 //! | cpu (0) | `cpu.thread_sw` | 0 perf_event | event | software events of the calling thread |
 //! | cpu (0) | `cpu.hw` | 1 pmu | event + time | cycles, instructions (only with a PMU) |
-//! | cpu (0) | `proc.process` | 2 procfs process | time | `/proc/self/{stat,io}` |
+//! | cpu (0) | `proc.process` | 2 procfs process | time | process CPU clock, `/proc/self/{statm,io,task}` |
 //! | cpu (0) | `proc.system` | 3 procfs system | time | `/proc/{stat,meminfo}` |
 //! | cpu (0) | `sys.cpu` | 4 sysfs | time | cpufreq, thermal zones, RAPL |
 //! | each GPU (1..) | `nvml.telemetry` | 0 nvml | time | NVML |
@@ -17,10 +17,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cupti;
 use crate::error::MetricsError;
 use crate::model::{Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, SamplingTypes};
 use crate::nvml::Gpu;
-use crate::perf::{self, Counter, Scope};
+use crate::perf::{self, EventSet, Scope};
 use crate::procfs;
 use crate::sysfs::{self, SysPlan};
 
@@ -36,6 +37,10 @@ pub enum Backend {
     ProcSystem,
     Sys(SysPlan),
     Nvml(Gpu),
+    /// CUPTI's range profiler on CUDA device `index` (event-based: per-kernel queries).
+    CuptiRange(usize),
+    /// CUPTI's PM sampling on CUDA device `index` (time-based).
+    CuptiPm(usize),
     /// A source given by the embedding program (tests, tools with counters of their own).
     Function(ReadFn),
 }
@@ -49,6 +54,8 @@ impl std::fmt::Debug for Backend {
             Self::ProcSystem => write!(f, "ProcSystem"),
             Self::Sys(_) => write!(f, "Sys"),
             Self::Nvml(g) => write!(f, "Nvml({})", g.index),
+            Self::CuptiRange(i) => write!(f, "CuptiRange({i})"),
+            Self::CuptiPm(i) => write!(f, "CuptiPm({i})"),
             Self::Function(_) => write!(f, "Function"),
         }
     }
@@ -66,8 +73,20 @@ pub struct Group {
 #[derive(Debug)]
 pub struct Collector {
     backend: Backend,
-    perf: Vec<Counter>,
+    perf: Option<EventSet>,
     proc: Option<procfs::OpenFiles>,
+    process: Option<procfs::SelfProcess>,
+    range: Option<cupti::RangeProfiler>,
+    pm: Option<PmState>,
+}
+
+/// PM sampling behind a streamer: the hardware samples at the streamer's period; each read
+/// decodes what arrived and reports the mean of those samples (the last values when none did).
+#[derive(Debug)]
+struct PmState {
+    sampler: cupti::PmSampler,
+    samples: Vec<cupti::PmSample>,
+    last: Vec<f64>,
 }
 
 impl Collector {
@@ -75,44 +94,102 @@ impl Collector {
     pub fn read(&mut self, out: &mut [u64]) -> Result<(), MetricsError> {
         match &self.backend {
             Backend::PerfSoftware(_) | Backend::PerfHardware => {
-                for (o, c) in out.iter_mut().zip(&self.perf) {
-                    *o = c.read();
+                self.perf.as_ref().ok_or(MetricsError::Uninitialized)?.read(out);
+                Ok(())
+            }
+            Backend::ProcProcess => self.process.as_mut().ok_or(MetricsError::Uninitialized)?.read(out),
+            Backend::ProcSystem => {
+                let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
+                files.read()?;
+                procfs::parse_system(files.text(0), files.text(1), out)
+            }
+            Backend::Sys(plan) => sysfs::read(plan, out),
+            // Values per kernel, not a snapshot: only queries read it (`range_start/stop`).
+            Backend::CuptiRange(_) => Err(MetricsError::InvalidArgument),
+            Backend::CuptiPm(_) => {
+                let pm = self.pm.as_mut().ok_or(MetricsError::Uninitialized)?;
+                pm.samples.clear();
+                pm.sampler.decode(&mut pm.samples)?;
+                if !pm.samples.is_empty() {
+                    let n = pm.samples.len() as f64;
+                    for (i, l) in pm.last.iter_mut().enumerate() {
+                        *l = pm.samples.iter().map(|s| s.values.get(i).copied().unwrap_or(0.0)).sum::<f64>() / n;
+                    }
+                }
+                for (o, v) in out.iter_mut().zip(&pm.last) {
+                    *o = v.to_bits();
                 }
                 Ok(())
             }
-            Backend::ProcProcess | Backend::ProcSystem => {
-                let files = self.proc.as_mut().ok_or(MetricsError::Uninitialized)?;
-                let t = files.read()?;
-                if matches!(self.backend, Backend::ProcProcess) {
-                    procfs::parse_process(t[0], t[1], out)
-                } else {
-                    procfs::parse_system(t[0], t[1], out)
-                }
-            }
-            Backend::Sys(plan) => sysfs::read(plan, out),
             Backend::Nvml(gpu) => crate::nvml::read(gpu, out),
             Backend::Function(f) => f(out),
         }
     }
 }
 
+impl Collector {
+    /// Whether queries of this collector are GPU ranges ([`Self::range_start`]) rather than
+    /// host snapshots.
+    pub fn is_range(&self) -> bool {
+        self.range.is_some()
+    }
+
+    /// Begins a range-profiler query: every kernel launched from now is one range.
+    pub fn range_start(&mut self) -> Result<(), MetricsError> {
+        self.range.as_mut().ok_or(MetricsError::InvalidArgument)?.start()
+    }
+
+    /// Ends a range-profiler query: one entry per kernel.
+    pub fn range_stop(&mut self) -> Result<Vec<cupti::RangeValues>, MetricsError> {
+        self.range.as_mut().ok_or(MetricsError::InvalidArgument)?.stop()
+    }
+}
+
 impl Group {
     /// Opens a collector (perf events are opened here: a thread-scope group counts the calling
-    /// thread).
+    /// thread). GPU range-profiler groups need a current CUDA context on the calling thread.
     pub fn open(&self) -> Result<Collector, MetricsError> {
+        self.open_for(None)
+    }
+
+    /// [`Self::open`] for a streamer of `period` (PM sampling samples at that period on the GPU;
+    /// 1 ms otherwise).
+    pub fn open_for(&self, period: Option<std::time::Duration>) -> Result<Collector, MetricsError> {
         let perf = match &self.backend {
-            Backend::PerfSoftware(scope) => perf::open_counters(&perf::SOFTWARE_EVENTS, *scope)?,
-            Backend::PerfHardware => perf::open_counters(&perf::HARDWARE_EVENTS, Scope::Process)?,
-            _ => Vec::new(),
+            Backend::PerfSoftware(scope) => Some(perf::open_set(&perf::SOFTWARE_EVENTS, *scope)?),
+            Backend::PerfHardware => Some(perf::open_set(&perf::HARDWARE_EVENTS, Scope::Process)?),
+            _ => None,
         };
         let proc = match &self.backend {
-            Backend::ProcProcess => Some(procfs::OpenFiles::open(&["/proc/self/stat".into(), "/proc/self/io".into()])?),
             Backend::ProcSystem => Some(procfs::OpenFiles::open(&["/proc/stat".into(), "/proc/meminfo".into()])?),
             _ => None,
         };
-        Ok(Collector { backend: self.backend.clone(), perf, proc })
+        let names = || self.info.metrics.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let range = match self.backend {
+            Backend::CuptiRange(index) => {
+                Some(cupti::RangeProfiler::new(cupti::current_context(), index, &names(), MAX_KERNELS_PER_QUERY)?)
+            }
+            _ => None,
+        };
+        let pm = match self.backend {
+            Backend::CuptiPm(index) => {
+                let ns = period.map_or(1_000_000, |p| p.as_nanos().clamp(1_000, u128::from(u64::MAX)) as u64);
+                let mut sampler = cupti::PmSampler::new(index, &names(), ns, 4096)?;
+                sampler.start()?;
+                Some(PmState { sampler, samples: Vec::new(), last: vec![0.0; self.slots] })
+            }
+            _ => None,
+        };
+        let process = match self.backend {
+            Backend::ProcProcess => Some(procfs::SelfProcess::open()?),
+            _ => None,
+        };
+        Ok(Collector { backend: self.backend.clone(), perf, proc, process, range, pm })
     }
 }
+
+/// Kernels one range-profiler query keeps (ranges beyond are dropped by CUPTI).
+pub const MAX_KERNELS_PER_QUERY: usize = 64;
 
 /// Devices and groups.
 #[derive(Debug, Clone, Default)]
@@ -232,7 +309,7 @@ impl Catalog {
             use MetricType::*;
             c.groups.push(group(
                 "proc.process",
-                "this process from /proc/self (stat, io)",
+                "this process: CPU clock, /proc/self (statm, io, task)",
                 2,
                 SamplingTypes::TIME_BASED,
                 vec![
@@ -246,7 +323,7 @@ impl Catalog {
                     ),
                     MetricInfo::new(
                         "cpu_time",
-                        "user + system CPU time (clock-tick resolution)",
+                        "user + system CPU time of every thread (CLOCK_PROCESS_CPUTIME_ID)",
                         "process",
                         "ns",
                         Duration,
@@ -342,8 +419,44 @@ impl Catalog {
                     metrics: gpu.metrics.clone(),
                 },
                 slots: gpu.queries.len(),
-                backend: Backend::Nvml(gpu),
+                backend: Backend::Nvml(gpu.clone()),
             });
+            if cupti::available() {
+                // NVML's index is the CUDA ordinal where both enumerate in PCI order (one GPU,
+                // or CUDA_DEVICE_ORDER=PCI_BUS_ID).
+                let index = gpu.index as usize;
+                let gpu_metrics = |list: &[(&str, &str, &str)]| {
+                    list.iter()
+                        .enumerate()
+                        .map(|(i, &(n, d, u))| MetricInfo::new(n, d, "gpu", u, MetricType::Raw, Calc::GaugeF64(i)))
+                        .collect::<Vec<_>>()
+                };
+                // One domain for both: they program the same performance monitors.
+                c.groups.push(Group {
+                    info: GroupInfo {
+                        name: "cupti.range_profiler".into(),
+                        description: format!("CUPTI range profiler, values per kernel (kernel replay), GPU {index}"),
+                        device: id,
+                        domain: 1,
+                        sampling: SamplingTypes::EVENT_BASED,
+                        metrics: gpu_metrics(&cupti::RANGE_METRICS),
+                    },
+                    slots: cupti::RANGE_METRICS.len(),
+                    backend: Backend::CuptiRange(index),
+                });
+                c.groups.push(Group {
+                    info: GroupInfo {
+                        name: "cupti.pm_sampling".into(),
+                        description: format!("CUPTI PM sampling, sampled by the GPU every period, GPU {index}"),
+                        device: id,
+                        domain: 1,
+                        sampling: SamplingTypes::TIME_BASED,
+                        metrics: gpu_metrics(&cupti::PM_METRICS),
+                    },
+                    slots: cupti::PM_METRICS.len(),
+                    backend: Backend::CuptiPm(index),
+                });
+            }
         }
         c
     }

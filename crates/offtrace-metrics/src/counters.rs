@@ -28,7 +28,7 @@ pub fn device_handle(id: u32) -> u64 {
 
 /// Emits a `DEVICE` record for each metric device (name, CPU/GPU), so tools name the counters'
 /// devices.
-fn define_devices(metrics: &Metrics, ids: &[u32]) {
+pub fn define_devices(metrics: &Metrics, ids: &[u32]) {
     for d in metrics.catalog().devices.iter().filter(|d| ids.contains(&d.id)) {
         let name = CString::new(d.name.replace('\0', "")).unwrap_or_default();
         let p = DevicePayload {
@@ -105,6 +105,8 @@ pub struct SamplerStats {
     pub device: u32,
     /// `sampling_cpu_ns`: the group's collect + calculate + emit time plus an equal share of the
     /// thread's remaining CPU time (waking up); the groups' sum is the thread's whole CPU time.
+    /// A group's own time is measured in one round of [`ATTRIBUTE_EVERY`] and scaled (each
+    /// measurement is two system calls, a sizeable part of a cheap group's cost).
     pub stats: StreamerStats,
 }
 
@@ -120,6 +122,7 @@ struct Sampled {
     defined: Defined,
     reports: u64,
     own_ns: u64,
+    timed: u64,
 }
 
 impl Sampler {
@@ -155,7 +158,7 @@ impl Sampler {
         let mut sampled = Vec::new();
         for g in &handles {
             let group = &groups[g.0];
-            let opened = group.open().and_then(|mut c| {
+            let opened = group.open_for(Some(period)).and_then(|mut c| {
                 let mut base = vec![0u64; group.slots];
                 c.read(&mut base)?;
                 Ok((c, base))
@@ -186,6 +189,7 @@ impl Sampler {
                 base,
                 reports: 0,
                 own_ns: 0,
+                timed: 0,
             });
         }
         define_devices(metrics, &devices);
@@ -209,6 +213,9 @@ impl Sampler {
         out
     }
 }
+
+/// One round in this many times its groups one by one (see [`SamplerStats`]).
+pub const ATTRIBUTE_EVERY: u64 = 16;
 
 fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, Condvar)) -> Vec<SamplerStats> {
     let start = Instant::now();
@@ -234,8 +241,9 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
         // A final report right after the last one spans both intervals (no rate over a sliver).
         let widen = stopping && rounds > 0 && ts.saturating_sub(prev_ts) < period.as_nanos() as u64 / 2;
         let from_ts = if widen { prev2_ts } else { prev_ts };
+        let timed = rounds.is_multiple_of(ATTRIBUTE_EVERY);
         for g in &mut groups {
-            let t0 = thread_cpu_ns();
+            let t0 = if timed { thread_cpu_ns() } else { 0 };
             if g.collector.read(&mut g.now).is_err() {
                 continue;
             }
@@ -263,7 +271,10 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
             }
             g.base = base;
             g.reports += 1;
-            g.own_ns += thread_cpu_ns().saturating_sub(t0);
+            if timed {
+                g.own_ns += thread_cpu_ns().saturating_sub(t0);
+                g.timed += 1;
+            }
         }
         prev2_ts = prev_ts;
         prev_ts = ts;
@@ -273,14 +284,16 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
         }
     }
     let total = thread_cpu_ns().saturating_sub(cpu_start);
-    let own: u64 = groups.iter().map(|g| g.own_ns).sum();
-    let share = total.saturating_sub(own) / groups.len().max(1) as u64;
+    // Each group's own time over all its reports, from the timed rounds.
+    let own: Vec<u64> = groups.iter().map(|g| g.own_ns * g.reports / g.timed.max(1)).collect();
+    let share = total.saturating_sub(own.iter().sum()) / groups.len().max(1) as u64;
     groups
         .iter()
-        .map(|g| SamplerStats {
+        .zip(own)
+        .map(|(g, own)| SamplerStats {
             group: g.info.name.clone(),
             device: g.info.device,
-            stats: StreamerStats { reports: g.reports, sampling_cpu_ns: g.own_ns + share, dropped: 0 },
+            stats: StreamerStats { reports: g.reports, sampling_cpu_ns: (own + share).min(total), dropped: 0 },
         })
         .collect()
 }

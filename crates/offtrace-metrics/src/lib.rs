@@ -25,6 +25,7 @@
 
 pub mod catalog;
 pub mod counters;
+pub mod cupti;
 pub mod error;
 pub mod model;
 pub mod nvml;
@@ -35,7 +36,7 @@ pub mod sysfs;
 pub mod sysman;
 
 pub use catalog::{Backend, Catalog, Group};
-pub use counters::{Sampler, SamplerStats, counter_id, device_handle};
+pub use counters::{Sampler, SamplerStats, counter_id, define_devices, device_handle};
 pub use error::MetricsError;
 pub use model::{
     Calc, DeviceInfo, DeviceKind, GroupInfo, MetricInfo, MetricType, RawReport, SamplingTypes, TypedValue, ValueType,

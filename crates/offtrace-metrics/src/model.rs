@@ -145,6 +145,9 @@ pub enum Calc {
     Gauge(usize),
     /// The value now, scaled (F64).
     GaugeScaled(usize, f64),
+    /// The value now, stored as the bits of an f64 (sources that compute values themselves:
+    /// CUPTI's metric evaluation).
+    GaugeF64(usize),
     /// Per interval: `(now - prev) / interval_ns * scale` (F64; scale 1e9 gives per second).
     Rate(usize, f64),
     /// Per interval: `(now_a - prev_a) / (now_b - prev_b) * scale` (F64; 0 when b did not move).
@@ -270,6 +273,7 @@ pub fn calculate_into(metrics: &[MetricInfo], r: &RawReport, out: &mut Vec<Typed
             Calc::TotalScaled(i, s) => TypedValue::F64(at(&r.now, i).saturating_sub(at(&r.base, i)) as f64 * s),
             Calc::Gauge(i) => TypedValue::U64(at(&r.now, i)),
             Calc::GaugeScaled(i, s) => TypedValue::F64(at(&r.now, i) as f64 * s),
+            Calc::GaugeF64(i) => TypedValue::F64(f64::from_bits(at(&r.now, i))),
             Calc::Rate(i, s) => TypedValue::F64(if interval == 0 { 0.0 } else { delta(i) / interval as f64 * s }),
             Calc::Ratio(a, b, s) => {
                 let d = delta(b);
@@ -310,6 +314,8 @@ mod tests {
             ],
             &r,
         );
+        let f = RawReport { now: vec![2.5f64.to_bits()], prev: vec![0], base: vec![0], ..r.clone() };
+        assert_eq!(calculate(&[m(Calc::GaugeF64(0))], &f), vec![TypedValue::F64(2.5)]);
         assert_eq!(v[0], TypedValue::U64(40));
         assert_eq!(v[1], TypedValue::U64(7));
         assert_eq!(v[2], TypedValue::F64(20.0 / 2_000.0 * 1e9));

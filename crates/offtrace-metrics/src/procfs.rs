@@ -58,10 +58,17 @@ pub fn parse_process(stat: &str, io: &str, out: &mut [u64]) -> Result<(), Metric
 
 /// `/proc` files kept open and re-read from offset 0 (the kernel regenerates their text), so a
 /// sample costs one `pread` per file instead of open + read + close.
+///
+/// One `pread` per file, not a read loop up to end of file (which costs a second system call
+/// per file and sample): the files read here are single-record `/proc` files (`single_open`),
+/// whose whole text one read returns when the buffer holds it. A read that fills the buffer is
+/// the only case read further (the buffer then grows). Not for multi-record files (`maps`),
+/// which return a page's worth of records per read.
 #[derive(Debug)]
 pub struct OpenFiles {
     files: Vec<Option<std::fs::File>>,
     bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
 }
 
 impl OpenFiles {
@@ -71,25 +78,85 @@ impl OpenFiles {
         if files.first().is_none_or(Option::is_none) {
             return Err(MetricsError::UnsupportedFeature);
         }
-        Ok(Self { bufs: vec![Vec::with_capacity(4096); files.len()], files })
+        Ok(Self { bufs: vec![vec![0u8; 4096]; files.len()], lens: vec![0; files.len()], files })
     }
 
-    /// Re-reads every file; their texts in order.
-    pub fn read(&mut self) -> Result<Vec<&str>, MetricsError> {
+    /// Re-reads every file (no allocation unless a text outgrew its buffer); then [`Self::text`].
+    pub fn read(&mut self) -> Result<(), MetricsError> {
         use std::os::unix::fs::FileExt;
-        for (f, b) in self.files.iter().zip(self.bufs.iter_mut()) {
-            b.clear();
+        for ((f, b), len) in self.files.iter().zip(self.bufs.iter_mut()).zip(self.lens.iter_mut()) {
+            *len = 0;
             let Some(f) = f else { continue };
-            let mut chunk = [0u8; 4096];
             loop {
-                let n = f.read_at(&mut chunk, b.len() as u64).map_err(|_| MetricsError::DeviceLost)?;
-                if n == 0 {
+                let n = f.read_at(&mut b[*len..], *len as u64).map_err(|_| MetricsError::DeviceLost)?;
+                *len += n;
+                if *len < b.len() {
                     break;
                 }
-                b.extend_from_slice(&chunk[..n]);
+                // Filled: the text may go on. Grow and read on (rare: the first sample of a big file).
+                b.resize(b.len() * 2, 0);
             }
         }
-        Ok(self.bufs.iter().map(|b| std::str::from_utf8(b).unwrap_or("")).collect())
+        Ok(())
+    }
+
+    /// The text of file `i` as of the last [`Self::read`] (empty if missing or not UTF-8).
+    pub fn text(&self, i: usize) -> &str {
+        self.bufs.get(i).map_or("", |b| std::str::from_utf8(&b[..self.lens[i]]).unwrap_or(""))
+    }
+}
+
+/// `proc.process` of this process, sampled cheaply (the sampler's per-sample path): CPU time from
+/// `CLOCK_PROCESS_CPUTIME_ID` (exact, where `/proc/self/stat` has clock ticks), resident pages from
+/// `/proc/self/statm`, threads from the link count of `/proc/self/task` (2 + one per thread: one
+/// `fstat`, no text), and `rchar`/`wchar` from `/proc/self/io`. Same slots as [`read_process`];
+/// 15 % cheaper per sample than `stat` + `io` on the loaded 2-vCPU VM (`perf_read_cost` example).
+#[derive(Debug)]
+pub struct SelfProcess {
+    files: OpenFiles,
+    task: std::fs::File,
+    page: u64,
+}
+
+impl SelfProcess {
+    pub fn open() -> Result<Self, MetricsError> {
+        let files = OpenFiles::open(&[PathBuf::from("/proc/self/statm"), PathBuf::from("/proc/self/io")])?;
+        let task = std::fs::File::open("/proc/self/task").map_err(|_| MetricsError::UnsupportedFeature)?;
+        Ok(Self { files, task, page: page_size() })
+    }
+
+    /// `[cpu_ns, rss_bytes, threads, rchar, wchar]` now.
+    pub fn read(&mut self, out: &mut [u64]) -> Result<(), MetricsError> {
+        use std::os::fd::AsRawFd;
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        #[allow(unsafe_code)]
+        // SAFETY: clock_gettime writes a timespec into a live local.
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        if r != 0 {
+            return Err(MetricsError::DeviceLost);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a zeroed `stat` (plain integers) is a valid value for fstat to overwrite.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        #[allow(unsafe_code)]
+        // SAFETY: fstat of an open descriptor into a live `stat`.
+        let r = unsafe { libc::fstat(self.task.as_raw_fd(), &mut st) };
+        if r != 0 {
+            return Err(MetricsError::DeviceLost);
+        }
+        self.files.read()?;
+        out[0] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        // statm: size resident shared text lib data dt (pages).
+        out[1] =
+            self.files.text(0).split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0) * self.page;
+        out[2] = st.st_nlink.saturating_sub(2);
+        let io = self.files.text(1);
+        let key = |k: &str| {
+            io.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0)
+        };
+        out[3] = key("rchar");
+        out[4] = key("wchar");
+        Ok(())
     }
 }
 
@@ -163,15 +230,55 @@ mod tests {
     fn open_files_read_the_same_as_fresh_reads() {
         let mut f = OpenFiles::open(&[PathBuf::from("/proc/self/stat"), PathBuf::from("/proc/self/io")]).expect("open");
         let mut a = [0u64; PROCESS_SLOTS];
-        {
-            let t = f.read().expect("read");
-            parse_process(t[0], t[1], &mut a).expect("parse");
-        }
-        let t = f.read().expect("re-read");
+        f.read().expect("read");
+        parse_process(f.text(0), f.text(1), &mut a).expect("parse");
+        f.read().expect("re-read");
         let mut b = [0u64; PROCESS_SLOTS];
-        parse_process(t[0], t[1], &mut b).expect("parse");
+        parse_process(f.text(0), f.text(1), &mut b).expect("parse");
+        assert!(f.text(1).contains("wchar:") && f.text(0).ends_with('\n'), "whole texts read");
         assert!(a[2] >= 1 && b[2] >= 1 && b[1] > 0, "{a:?} {b:?}");
         assert!(b[0] >= a[0] && b[3] >= a[3], "counters move forward: {a:?} {b:?}");
+    }
+
+    #[test]
+    fn open_files_grow_past_a_full_buffer() {
+        let d = tempfile::tempdir().expect("tmp");
+        let text: String = (0..1000).map(|i| format!("line {i:5}\n")).collect();
+        assert!(text.len() > 2 * 4096);
+        std::fs::write(d.path().join("big"), &text).expect("write");
+        let mut f = OpenFiles::open(&[d.path().join("big")]).expect("open");
+        f.read().expect("read");
+        assert_eq!(f.text(0), text);
+        f.read().expect("re-read");
+        assert_eq!(f.text(0), text);
+    }
+
+    #[test]
+    fn self_process_agrees_with_stat_and_io() {
+        let mut fast = SelfProcess::open().expect("open");
+        let mut a = [0u64; PROCESS_SLOTS];
+        let mut b = [0u64; PROCESS_SLOTS];
+        let mut c = [0u64; PROCESS_SLOTS];
+        read_process(Path::new("/proc"), None, &mut a).expect("stat");
+        fast.read(&mut b).expect("fast");
+        read_process(Path::new("/proc"), None, &mut c).expect("stat");
+        // CPU time: exact here, clock ticks there (10 ms): within a tick of the two stat reads.
+        let tick = 1_000_000_000 / clock_ticks();
+        assert!(b[0] + tick >= a[0] && b[0] <= c[0] + tick, "{a:?} {b:?} {c:?}");
+        // RSS and threads: the same numbers (the test harness may start or end a thread between).
+        assert!(b[1].abs_diff(a[1]) <= 64 * page_size(), "rss {a:?} {b:?}");
+        assert!(b[2] >= 1 && b[2].abs_diff(a[2]) <= 2, "threads {a:?} {b:?}");
+        assert!(b[3] >= a[3] && b[3] <= c[3] && b[4] >= a[4] && b[4] <= c[4], "io {a:?} {b:?} {c:?}");
+        // A new thread shows in the thread count.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv());
+        let mut d = [0u64; PROCESS_SLOTS];
+        fast.read(&mut d).expect("fast");
+        drop(tx);
+        let _ = t.join();
+        let mut e = [0u64; PROCESS_SLOTS];
+        fast.read(&mut e).expect("fast");
+        assert_eq!(d[2], e[2] + 1, "one thread more while it lived: {d:?} {e:?}");
     }
 
     #[test]

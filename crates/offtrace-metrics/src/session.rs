@@ -121,6 +121,8 @@ struct Query {
     pool: u64,
     begin: Option<(u64, Vec<u64>)>,
     end: Option<(u64, Vec<u64>)>,
+    /// A GPU range query's kernels (name, values), from its end.
+    ranges: Option<Vec<crate::cupti::RangeValues>>,
 }
 
 #[derive(Default)]
@@ -239,7 +241,7 @@ impl Metrics {
         if st.streamers.values().any(|s| s.shared.group == g.0) {
             return Err(MetricsError::NotAvailable);
         }
-        let mut collector = group.open()?;
+        let mut collector = group.open_for(Some(desc.sampling_period))?;
         let slots = group.slots;
         let mut base = vec![0u64; slots];
         collector.read(&mut base)?;
@@ -374,7 +376,7 @@ impl Metrics {
         }
         let id = st.next;
         st.next += 1;
-        st.queries.insert(id, Query { pool: p.0, begin: None, end: None });
+        st.queries.insert(id, Query { pool: p.0, begin: None, end: None, ranges: None });
         Ok(QueryHandle(id))
     }
 
@@ -388,6 +390,7 @@ impl Metrics {
         let query = st.queries.get_mut(&q.0).ok_or(MetricsError::InvalidNullHandle)?;
         query.begin = None;
         query.end = None;
+        query.ranges = None;
         Ok(())
     }
 
@@ -399,9 +402,26 @@ impl Metrics {
             (self.catalog.groups[pool.group].slots, pool)
         };
         let mut v = vec![0u64; slots];
-        lock(&pool.collector).read(&mut v)?;
+        let mut ranges = None;
+        {
+            let mut c = lock(&pool.collector);
+            if c.is_range() {
+                // GPU: begin starts the range profiler, end collects one range per kernel.
+                if end {
+                    if st.queries.get(&q.0).is_none_or(|q| q.begin.is_none()) {
+                        return Err(MetricsError::InvalidArgument);
+                    }
+                    ranges = Some(c.range_stop()?);
+                } else {
+                    c.range_start()?;
+                }
+            } else {
+                c.read(&mut v)?;
+            }
+        }
         let ts = monotonic_ns();
         let query = st.queries.get_mut(&q.0).ok_or(MetricsError::InvalidNullHandle)?;
+        query.ranges = ranges;
         if end {
             if query.begin.is_none() {
                 return Err(MetricsError::InvalidArgument);
@@ -432,10 +452,31 @@ impl Metrics {
         let (Some((t0, b)), Some((t1, e))) = (&query.begin, &query.end) else {
             return Err(MetricsError::NotReady);
         };
+        if let Some(ranges) = &query.ranges {
+            // One report per kernel; the values are CUPTI's, as f64 bits (`Calc::GaugeF64`).
+            let mut out = Vec::new();
+            for r in ranges {
+                let zeros = vec![0u64; r.values.len()];
+                let now = r.values.iter().map(|v| v.to_bits()).collect();
+                RawReport { ts_ns: *t1, prev_ts_ns: *t0, now, prev: zeros.clone(), base: zeros }.encode_into(&mut out);
+            }
+            return Ok(out);
+        }
         let r = RawReport { ts_ns: *t1, prev_ts_ns: *t0, now: e.clone(), prev: b.clone(), base: b.clone() };
         let mut out = Vec::new();
         r.encode_into(&mut out);
         Ok(out)
+    }
+
+    /// The kernels (range names) of a GPU range query, in the order of its reports; empty for a
+    /// host query. Before its end: `NOT_READY`.
+    pub fn query_range_names(&self, q: QueryHandle) -> Result<Vec<String>, MetricsError> {
+        let st = lock(&self.state);
+        let query = st.queries.get(&q.0).ok_or(MetricsError::InvalidNullHandle)?;
+        if query.end.is_none() {
+            return Err(MetricsError::NotReady);
+        }
+        Ok(query.ranges.as_ref().map(|r| r.iter().map(|r| r.name.clone()).collect()).unwrap_or_default())
     }
 
     /// `zetMetricGroupCalculateMetricValues`: one value per metric per report in `raw`.

@@ -211,14 +211,21 @@ pub(crate) fn offset(device: u64) -> i64 {
         .unwrap_or(0)
 }
 
-/// Whether the device's calibration still improves with QUEUED samples (no timer calibration).
-pub(crate) fn wants_queued(device: u64) -> bool {
-    DEVICES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&device))
-        .is_none_or(|c| c.method == Method::Queued)
+/// The device's calibration now (one read lock), `None` before its first.
+pub(crate) fn current(device: u64) -> Option<Calibration> {
+    DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&device).copied())
+}
+
+/// Whether a command enqueued between the host times `h0` and `h1` could narrow `calibration`
+/// with its QUEUED timestamp: only for the "queued" method, and only when its bracket is
+/// narrower. The bracket's width is `h1 - h0` whatever the timestamp, so this is known before
+/// the timestamp is queried: most completions skip the query (the outcome is the same as
+/// offering every one, see `observe_queued`).
+pub(crate) fn could_improve(calibration: Option<&Calibration>, h0: u64, h1: u64) -> bool {
+    match calibration {
+        None => true,
+        Some(c) => c.method == Method::Queued && h1 >= h0 && (h1 - h0) / 2 < c.uncertainty_ns,
+    }
 }
 
 /// A device timestamp in the trace clock (unchanged when the device has no calibration yet).
@@ -235,6 +242,23 @@ pub(crate) fn apply(offset: i64, device_ns: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A completion queries its QUEUED timestamp only when its bracket is narrower than the
+    /// calibration's, which is what `observe_queued` would accept.
+    #[test]
+    fn only_a_narrower_bracket_could_improve_a_queued_calibration() {
+        let queued = Calibration { device: 1, method: Method::Queued, offset_ns: 5, uncertainty_ns: 50, ordinal: 0 };
+        assert!(could_improve(None, 1_000, 5_000));
+        assert!(could_improve(Some(&queued), 1_000, 1_099), "half width 49 < 50");
+        assert!(!could_improve(Some(&queued), 1_000, 1_100), "half width 50, not narrower");
+        assert!(!could_improve(Some(&queued), 1_000, 999), "host times out of order");
+        let timer = Calibration { method: Method::DeviceAndHostTimer, ..queued };
+        assert!(!could_improve(Some(&timer), 1_000, 1_000));
+        // The same decision `observe_queued` takes with the timestamp in hand.
+        for (h0, h1) in [(1_000, 1_099), (1_000, 1_100), (1_000, 1_101)] {
+            assert_eq!(could_improve(Some(&queued), h0, h1), bracket(h0, h1, 700).1 < queued.uncertainty_ns);
+        }
+    }
 
     #[test]
     fn bracket_is_midpoint_and_half_width() {

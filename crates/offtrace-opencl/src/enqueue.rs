@@ -410,13 +410,16 @@ pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
 }
 
 fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate::perf::Snapshot>) {
+    let calibration = crate::calibration::current(p.device);
+    let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
         match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
             (Some(s), Some(e)) => {
-                if crate::calibration::wants_queued(p.device)
+                if crate::calibration::could_improve(calibration.as_ref(), p.host_before, p.host_after)
                     && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
                 {
                     crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after);
+                    offset = crate::calibration::offset(p.device);
                 }
                 Some((s, e))
             }
@@ -426,10 +429,7 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
         None
     };
     let (start, end) = match times {
-        Some((s, e)) => {
-            let off = crate::calibration::offset(p.device);
-            (crate::calibration::apply(off, s), crate::calibration::apply(off, e))
-        }
+        Some((s, e)) => (crate::calibration::apply(offset, s), crate::calibration::apply(offset, e)),
         None => (0, 0),
     };
     if times.is_some() {

@@ -19,9 +19,9 @@ use offtrace_core::{
     create_context, kernel_allocation_properties_into, start_context, timestamp_ns,
 };
 
-use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, header};
+use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
 
-/// Words of an API call entry: the head, start, external, result, and the arguments.
+/// Words of the longest API call entry: the head, start, result, external, and the arguments.
 const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
 use crate::recorder::{Inner, Local, with_local};
 
@@ -107,25 +107,29 @@ fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecor
     // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
     // than the rest of the entry.
     let mut w = [0u64; API_WORDS];
-    head(&mut w, record, timestamp_ns());
-    w[3] = start;
-    w[4] = record.correlation_id.external.value;
-    w[5] = if p.has_result != 0 { (1 << 32) | u64::from(p.result as u32) } else { 0 };
+    let end = timestamp_ns();
+    head(&mut w, record, end);
+    let result = (p.has_result != 0).then_some(p.result);
     let n = (p.arg_count as usize).min(p.args.len());
-    w[6..6 + n].copy_from_slice(&p.args[..n]);
-    let len = 6 + n;
-    w[0] = header(len, kind as u8, record.phase as u8, record.operation);
+    let (flags, body) =
+        api_body(&mut w[HEAD_WORDS..], start, end, result, record.correlation_id.external.value, &p.args[..n]);
+    let len = HEAD_WORDS + body;
+    w[0] = header(len, kind as u8, flags, record.operation);
     local.push(inner, &w[..len]);
 }
 
 /// # Safety
 /// `payload` points at `kind`'s payload struct, valid during the call.
 unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, payload: *const c_void) {
-    // Kernel dispatches need the large array, raw entries their own; everything else fits a
-    // small one (zeroing 1 KiB per record showed in profiles: 250 instructions per UR pair).
-    if kind == Kind::KernelDispatch {
+    // Kernel launches need the large array (allocation properties), raw entries their own;
+    // everything else fits a small one, kernel completions included (they carry no allocation
+    // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
+    if kind == Kind::KernelDispatch && record.phase != Phase::Complete as u32 {
         // SAFETY: forwarded.
         unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+    } else if kind == Kind::KernelDispatch {
+        // SAFETY: forwarded.
+        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, payload) }
     } else if kind == Kind::Xpti {
         // SAFETY: forwarded.
         unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, payload) }
@@ -135,6 +139,8 @@ unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackR
     }
 }
 
+/// Words of a kernel completion's entry: the head and the fixed part (no allocation properties).
+const KERNEL_COMPLETE_WORDS: usize = HEAD_WORDS + crate::entry::KERNEL_FIXED;
 /// Words of a raw entry.
 const RAW_WORDS: usize = HEAD_WORDS + crate::recorder::RAW_BODY_WORDS;
 /// Words of the entries of the kinds other than kernel dispatches and raw records.

@@ -16,7 +16,7 @@
 //!
 //! | tag | body |
 //! |---|---|
-//! | API kinds | start, external, result (bit 32 = has result, low 32 = the `i32`), args... |
+//! | API kinds | the phase byte holds flags ([`API_RESULT`], [`API_LONG`], [`API_EXTERNAL`]); end − start (low 32) \| result as `u32` << 32, or with `API_LONG` start and result in two words; the external correlation id if `API_EXTERNAL`; args... |
 //! | KERNEL_DISPATCH | queue, device, name, kernel, work_dim, global[3], local[3], device start, device end, then 3 words per allocation: base, size, arg_index (low 32) \| memory type << 32 |
 //! | MEMORY_COPY | queue, device, bytes, direction \| src type << 8 \| dst type << 16, device start, device end |
 //! | MEMORY_FILL | queue, device, bytes, device start, device end |
@@ -32,7 +32,7 @@
 
 use offtrace_core::{Kind, sync_op};
 use offtrace_format::{
-    Activity, ApiArgs, ApiCall, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
+    ActivityRef, ApiCallRef, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
     KernelAllocation, MarkerRecord, MemoryRecord, MemoryType, QueueRecord, Record, StrId, SyncRecord, TaskGraphRecord,
     phase,
 };
@@ -43,9 +43,16 @@ pub const MAX_ENTRY_WORDS: usize = 128;
 pub const HEAD_WORDS: usize = 3;
 /// Allocations kept per kernel dispatch (more are cut, and the cut is not counted).
 pub const MAX_ALLOCATIONS: usize = (MAX_ENTRY_WORDS - HEAD_WORDS - KERNEL_FIXED) / 3;
-const KERNEL_FIXED: usize = 13;
+/// Words of a kernel dispatch's body before its allocation properties.
+pub(crate) const KERNEL_FIXED: usize = 13;
 /// The tag of a raw-layer entry.
 pub const TAG_RAW: u8 = 0xf0;
+/// API entries (their phase byte is free: the exit is the only phase pushed): the call has a result.
+pub(crate) const API_RESULT: u8 = 1;
+/// API entries: the call took 2^32 ns or more (or has no start): start and result take a word each.
+pub(crate) const API_LONG: u8 = 2;
+/// API entries: an external correlation id follows.
+pub(crate) const API_EXTERNAL: u8 = 4;
 
 #[inline(always)]
 pub(crate) fn header(words: usize, tag: u8, phase: u8, op: u32) -> u64 {
@@ -70,21 +77,157 @@ fn str_id(v: u64) -> StrId {
     StrId(v as u32)
 }
 
-/// An API call entry as its record, without the [`Record`] wrapper (the writer's fast path);
-/// `None` when `tag` is not an API kind or the entry is too short.
-pub(crate) fn decode_api_call(tid: u32, tag: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<ApiCall> {
+/// Writes an API call's body into `out` (room for 3 words + the arguments); returns the flags
+/// for the phase byte and the words written. The compact form: the duration and the result share
+/// a word, the external id only when there is one, so most calls take 1 + arguments words.
+#[inline]
+pub(crate) fn api_body(
+    out: &mut [u64],
+    start: u64,
+    end: u64,
+    result: Option<i32>,
+    external: u64,
+    args: &[u64],
+) -> (u8, usize) {
+    let mut flags = 0;
+    let result = match result {
+        Some(r) => {
+            flags |= API_RESULT;
+            u64::from(r as u32)
+        }
+        None => 0,
+    };
+    let duration = end.wrapping_sub(start);
+    let mut len = if duration <= u64::from(u32::MAX) {
+        out[0] = duration | (result << 32);
+        1
+    } else {
+        flags |= API_LONG;
+        out[0] = start;
+        out[1] = result;
+        2
+    };
+    if external != 0 {
+        flags |= API_EXTERNAL;
+        out[len] = external;
+        len += 1;
+    }
+    out[len..len + args.len()].copy_from_slice(args);
+    (flags, len + args.len())
+}
+
+/// An API call entry as its record, the arguments borrowed from the entry (the writer's fast
+/// path: no [`Record`], no argument copy); `None` when `tag` is not an API kind or the entry is
+/// too short. `flags` is the entry's phase byte.
+#[inline]
+pub(crate) fn decode_api_call(
+    tid: u32,
+    tag: u8,
+    flags: u8,
+    op: u32,
+    ts: u64,
+    correlation: u64,
+    body: &[u64],
+) -> Option<ApiCallRef<'_>> {
     let kind = Kind::from_u32(u32::from(tag)).filter(|k| k.is_api())?;
-    let result = *body.get(2)?;
-    Some(ApiCall {
+    let (start, result, rest) = if flags & API_LONG != 0 {
+        let [start, result, rest @ ..] = body else { return None };
+        (*start, *result, rest)
+    } else {
+        let [packed, rest @ ..] = body else { return None };
+        (ts.wrapping_sub(packed & u64::from(u32::MAX)), packed >> 32, rest)
+    };
+    let (external, args) = if flags & API_EXTERNAL != 0 {
+        let [external, args @ ..] = rest else { return None };
+        (*external, args)
+    } else {
+        (0, rest)
+    };
+    Some(ApiCallRef {
         kind: kind as u32,
         op,
         tid,
-        start: body[0],
+        start,
         end: ts,
         correlation,
-        external: body[1],
-        args: ApiArgs::from_slice(body.get(3..)?),
-        result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
+        external,
+        args,
+        result: (flags & API_RESULT != 0).then_some(i64::from(result as u32 as i32)),
+    })
+}
+
+/// A device activity entry (kernel dispatch, copy, fill, barrier on a queue) as its record, the
+/// allocation properties in `allocations` (the writer's fast path: no [`Record`], no `Vec`);
+/// `None` for other kinds or a malformed entry.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_activity<'a>(
+    tid: u32,
+    tag: u8,
+    ph: u8,
+    op: u32,
+    ts: u64,
+    correlation: u64,
+    body: &[u64],
+    allocations: &'a mut [KernelAllocation; MAX_ALLOCATIONS],
+) -> Option<ActivityRef<'a>> {
+    let kind = Kind::from_u32(u32::from(tag))?;
+    let b = |i: usize| body.get(i).copied();
+    let base = ActivityRef { kind: kind as u32, op, phase: ph, tid, ts, correlation, ..ActivityRef::default() };
+    Some(match kind {
+        Kind::KernelDispatch => {
+            let fixed = body.get(..KERNEL_FIXED)?;
+            let mut n = 0;
+            for (slot, a) in allocations.iter_mut().zip(body[KERNEL_FIXED..].chunks_exact(3)) {
+                *slot = KernelAllocation {
+                    base: a[0],
+                    size: a[1],
+                    arg_index: a[2] as u32 as i32,
+                    memory_type: memory_type(a[2] >> 32),
+                };
+                n += 1;
+            }
+            ActivityRef {
+                queue: fixed[0],
+                device: fixed[1],
+                name: str_id(fixed[2]),
+                kernel: fixed[3],
+                work_dim: fixed[4] as u32,
+                global_size: [fixed[5], fixed[6], fixed[7]],
+                local_size: [fixed[8], fixed[9], fixed[10]],
+                device_start: fixed[11],
+                device_end: fixed[12],
+                allocations: &allocations[..n],
+                ..base
+            }
+        }
+        Kind::MemoryCopy => {
+            let d = b(3)?;
+            ActivityRef {
+                queue: b(0)?,
+                device: b(1)?,
+                bytes: b(2)?,
+                direction: direction(d),
+                src_type: memory_type(d >> 8),
+                dst_type: memory_type(d >> 16),
+                device_start: b(4)?,
+                device_end: b(5)?,
+                ..base
+            }
+        }
+        Kind::MemoryFill => {
+            ActivityRef { queue: b(0)?, device: b(1)?, bytes: b(2)?, device_start: b(3)?, device_end: b(4)?, ..base }
+        }
+        // A barrier enqueued on a queue is device activity; waits are host spans (`decode`).
+        Kind::Sync if op == sync_op::BARRIER && b(2)? != 0 => ActivityRef {
+            phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
+            queue: b(2)?,
+            device: b(3)?,
+            device_start: b(4)?,
+            device_end: b(5)?,
+            ..base
+        },
+        _ => return None,
     })
 }
 
@@ -95,103 +238,17 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
     let b = |i: usize| body.get(i).copied();
     Some(match kind {
         Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => {
-            let result = b(2)?;
-            Record::ApiCall(ApiCall {
-                kind: kind as u32,
-                op,
-                tid,
-                start: b(0)?,
-                end: ts,
-                correlation,
-                external: b(1)?,
-                args: ApiArgs::from_slice(body.get(3..)?),
-                result: (result >> 32 != 0).then_some(i64::from(result as u32 as i32)),
-            })
+            Record::ApiCall(decode_api_call(tid, tag, ph, op, ts, correlation, body)?.to_api_call())
         }
-        Kind::KernelDispatch => {
-            let fixed = body.get(..KERNEL_FIXED)?;
-            let allocations = body[KERNEL_FIXED..]
-                .chunks_exact(3)
-                .map(|a| KernelAllocation {
-                    base: a[0],
-                    size: a[1],
-                    arg_index: a[2] as u32 as i32,
-                    memory_type: memory_type(a[2] >> 32),
-                })
-                .collect();
-            Record::Activity(Activity {
-                kind: kind as u32,
-                op,
-                phase: ph,
-                tid,
-                ts,
-                correlation,
-                queue: fixed[0],
-                device: fixed[1],
-                name: str_id(fixed[2]),
-                kernel: fixed[3],
-                work_dim: fixed[4] as u32,
-                global_size: [fixed[5], fixed[6], fixed[7]],
-                local_size: [fixed[8], fixed[9], fixed[10]],
-                device_start: fixed[11],
-                device_end: fixed[12],
-                allocations,
-                ..Activity::default()
-            })
+        Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill => {
+            let mut allocations = [KernelAllocation::default(); MAX_ALLOCATIONS];
+            Record::Activity(decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations)?.to_activity())
         }
-        Kind::MemoryCopy => {
-            let d = b(3)?;
-            Record::Activity(Activity {
-                kind: kind as u32,
-                op,
-                phase: ph,
-                tid,
-                ts,
-                correlation,
-                queue: b(0)?,
-                device: b(1)?,
-                bytes: b(2)?,
-                direction: direction(d),
-                src_type: memory_type(d >> 8),
-                dst_type: memory_type(d >> 16),
-                device_start: b(4)?,
-                device_end: b(5)?,
-                ..Activity::default()
-            })
-        }
-        Kind::MemoryFill => Record::Activity(Activity {
-            kind: kind as u32,
-            op,
-            phase: ph,
-            tid,
-            ts,
-            correlation,
-            queue: b(0)?,
-            device: b(1)?,
-            bytes: b(2)?,
-            device_start: b(3)?,
-            device_end: b(4)?,
-            ..Activity::default()
-        }),
         Kind::Sync => {
-            let queue = b(2)?;
-            // A barrier enqueued on a queue is device activity; waits are host spans.
-            if op == sync_op::BARRIER && queue != 0 {
-                Record::Activity(Activity {
-                    kind: kind as u32,
-                    op,
-                    phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
-                    tid,
-                    ts,
-                    correlation,
-                    queue,
-                    device: b(3)?,
-                    device_start: b(4)?,
-                    device_end: b(5)?,
-                    ..Activity::default()
-                })
-            } else {
-                Record::Sync(SyncRecord {
+            let mut allocations = [KernelAllocation::default(); MAX_ALLOCATIONS];
+            match decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
+                Some(a) => Record::Activity(a.to_activity()),
+                None => Record::Sync(SyncRecord {
                     op,
                     phase: ph,
                     tid,
@@ -199,7 +256,7 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
                     correlation,
                     object: b(0)?,
                     event_count: b(1)? as u32,
-                })
+                }),
             }
         }
         Kind::Queue => Record::Queue(QueueRecord {
@@ -292,16 +349,38 @@ mod tests {
 
     #[test]
     fn short_entries_are_refused() {
-        assert_eq!(decode(1, Kind::UrApi as u8, 2, 7, 10, 1, &[1, 2]), None);
+        assert_eq!(decode(1, Kind::UrApi as u8, 0, 7, 10, 1, &[]), None);
+        assert_eq!(decode(1, Kind::UrApi as u8, API_LONG, 7, 10, 1, &[1]), None);
+        assert_eq!(decode(1, Kind::UrApi as u8, API_EXTERNAL, 7, 10, 1, &[1]), None);
         assert_eq!(decode(1, Kind::KernelDispatch as u8, 0, 0, 10, 1, &[0; 12]), None);
         assert_eq!(decode(1, 0, 0, 0, 10, 1, &[0; 12]), None);
         assert_eq!(decode(1, Kind::Xpti as u8, 0, 0, 10, 1, &[0; 12]), None);
     }
 
+    /// Every shape of the compact API body decodes to the call it was written from: short and
+    /// long (or unknown-start) durations, with and without result and external id.
+    #[test]
+    fn api_bodies_round_trip() {
+        let args = [0x5555_0000_2000, 7, u64::MAX];
+        let end = 5_000_000_000_u64;
+        for start in [end - 120, end, end - u64::from(u32::MAX), end - u64::from(u32::MAX) - 1, 0, end + 5] {
+            for result in [None, Some(0), Some(-5), Some(i32::MIN), Some(i32::MAX)] {
+                for external in [0, 42, u64::MAX] {
+                    let mut w = [0u64; 3 + 3];
+                    let (flags, n) = api_body(&mut w, start, end, result, external, &args);
+                    let a = decode_api_call(9, Kind::OpenclApi as u8, flags, 59, end, 77, &w[..n]).expect("decodes");
+                    assert_eq!((a.start, a.end, a.external, a.args), (start, end, external, &args[..]));
+                    assert_eq!(a.result, result.map(i64::from));
+                    assert_eq!((a.kind, a.op, a.tid, a.correlation), (Kind::OpenclApi as u32, 59, 9, 77));
+                }
+            }
+        }
+    }
+
     #[test]
     fn barriers_on_a_queue_are_activity_and_waits_are_sync() {
         let barrier = decode(1, Kind::Sync as u8, 0, sync_op::BARRIER, 10, 5, &[0, 0, 0x30, 0x40, 0, 0]);
-        assert!(matches!(barrier, Some(Record::Activity(Activity { queue: 0x30, device: 0x40, .. }))));
+        assert!(matches!(barrier, Some(Record::Activity(offtrace_format::Activity { queue: 0x30, device: 0x40, .. }))));
         let wait = decode(1, Kind::Sync as u8, 1, sync_op::WAIT, 10, 5, &[0x99, 2, 0, 0, 0, 0]);
         assert!(matches!(wait, Some(Record::Sync(SyncRecord { object: 0x99, event_count: 2, .. }))));
     }

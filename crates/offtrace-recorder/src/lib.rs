@@ -42,6 +42,7 @@
 mod client;
 mod definitions;
 mod entry;
+mod quiesce;
 mod recorder;
 mod writer;
 

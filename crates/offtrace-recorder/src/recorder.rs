@@ -13,6 +13,14 @@
 //! writer and yields until the entry fits: it never drops, and it blocks the application thread
 //! for as long as the writer needs to make room (the writer never calls into the runtime, so this
 //! cannot deadlock on the runtime's locks). A recording that is finishing drops instead of waiting.
+//!
+//! Finishing counts every record that passed the gate: a thread marks its ring `busy` (a plain
+//! store to its own ring) before it looks at the gate a second time and clears the mark after the
+//! push; `finish` closes the gate, and the writer makes every thread's marks visible with one
+//! `membarrier` (an asymmetric fence: the record path itself pays no fence instruction) and waits
+//! until no ring is busy before its last drain. A record that meets the closed gate at the second
+//! look is counted as dropped; one whose thread is registering as the recording finishes, too
+//! (`quiesce.rs`).
 
 #![allow(unsafe_code)] // the current recording is a leaked `Inner` behind an `AtomicPtr`
 
@@ -103,6 +111,9 @@ pub(crate) struct RingShared {
     pub dropped: AtomicU64,
     /// The thread exited: the writer drains the ring and forgets it.
     pub orphaned: AtomicBool,
+    /// The thread is between its second look at the gate and the end of its push (see the
+    /// module docs): the writer's last drain waits for it.
+    pub busy: AtomicBool,
 }
 
 pub(crate) struct Inner {
@@ -112,8 +123,13 @@ pub(crate) struct Inner {
     pub writer: std::sync::OnceLock<Thread>,
     /// A producer asked the writer to wake since its last cycle (one unpark per cycle at most).
     pub wake_pending: AtomicBool,
-    /// `finish` was called: lossless threads stop waiting.
+    /// `finish` was called: lossless threads stop waiting, threads stop registering.
     pub stopping: AtomicBool,
+    /// Threads registering a ring now (the writer's last drain waits for them).
+    pub registering: std::sync::atomic::AtomicUsize,
+    /// Records refused because the recording finished while their thread was registering: the
+    /// writer reports them as drops of thread 0.
+    pub refused: AtomicU64,
     pub raw: std::sync::OnceLock<Box<dyn RawLayer>>,
     /// Flush requests made and served: `(requested, served)`, with the condvar `flush` waits on.
     pub flushes: (Mutex<(u64, u64)>, std::sync::Condvar),
@@ -146,7 +162,8 @@ pub(crate) fn install(inner: Box<Inner>) -> &'static Inner {
 }
 
 pub(crate) fn uninstall() {
-    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+    // SeqCst: before `stopping` in the order the writer's quiescence relies on (`quiesce.rs`).
+    CURRENT.store(std::ptr::null_mut(), Ordering::SeqCst);
 }
 
 /// In a forked child (`pthread_atfork`): the child has no writer thread, so it records nothing
@@ -237,6 +254,7 @@ fn register(inner: &'static Inner) -> Local {
         consumer: Mutex::new(consumer),
         dropped: AtomicU64::new(0),
         orphaned: AtomicBool::new(false),
+        busy: AtomicBool::new(false),
     });
     let name = inner.defs.string(&thread_name(tid));
     inner.defs.push(Record::Thread { tid, name });
@@ -260,19 +278,43 @@ pub(crate) fn with_local(f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
     let mut f = Some(f);
     let done = LOCAL.try_with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else { return false };
-        if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
-            *slot = Some(register(inner));
+        match (slot.as_mut(), f.take()) {
+            (Some(local), Some(f)) if local.inner == inner as *const Inner as usize => local.record(inner, f),
+            (_, Some(f)) => register_and_record(inner, &mut slot, f),
+            (_, None) => false,
         }
-        if let (Some(local), Some(f)) = (slot.as_mut(), f.take()) {
-            f(inner, local);
-        }
-        true
     });
     match (done, f) {
         (Ok(done), _) => done,
         (Err(_), Some(f)) => with_late(inner, f),
         (Err(_), None) => false,
     }
+}
+
+/// The first record of a thread in this recording: registers its ring, unless the recording is
+/// finishing (then the record is counted in `refused`).
+#[cold]
+#[inline(never)]
+fn register_and_record(
+    inner: &'static Inner,
+    slot: &mut Option<Local>,
+    f: impl FnOnce(&'static Inner, &mut Local),
+) -> bool {
+    // SeqCst (with the load of `stopping` below, `finish`'s store of it and the writer's load of
+    // `registering`): either this thread sees `stopping`, or the writer sees it registering and
+    // waits for it before the last drain.
+    inner.registering.fetch_add(1, Ordering::SeqCst);
+    let recorded = if inner.stopping.load(Ordering::SeqCst) {
+        inner.refused.fetch_add(1, Ordering::Relaxed);
+        false
+    } else {
+        let local = slot.insert(register(inner));
+        f(inner, local);
+        true
+    };
+    // Release: the push (or the `refused` count) is visible to the writer that sees 0.
+    inner.registering.fetch_sub(1, Ordering::Release);
+    recorded
 }
 
 /// Threads whose thread-locals are destroyed (the main thread inside `exit`, while the runtime
@@ -287,19 +329,40 @@ fn with_late(inner: &'static Inner, f: impl FnOnce(&'static Inner, &mut Local)) 
         LATE_LOST.fetch_add(1, Ordering::Relaxed);
         return false;
     };
-    if slot.as_ref().is_none_or(|l| l.inner != inner as *const Inner as usize) {
-        *slot = Some(register(inner));
-    }
     match slot.as_mut() {
-        Some(local) => {
-            f(inner, local);
-            true
-        }
-        None => false,
+        Some(local) if local.inner == inner as *const Inner as usize => local.record(inner, f),
+        _ => register_and_record(inner, &mut slot, f),
     }
 }
 
 impl Local {
+    /// Runs `f` (which pushes at most one entry) inside the ring's busy mark, after a second look
+    /// at the gate: a record that meets a recording being finished is counted as dropped.
+    #[inline(always)]
+    fn record(&mut self, inner: &'static Inner, f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
+        // Relaxed store, then a fence for the compiler only: the writer's `membarrier` orders the
+        // store before the load of `CURRENT` below on this thread's CPU (`quiesce.rs`).
+        self.shared.busy.store(true, Ordering::Relaxed);
+        crate::quiesce::enter_fence();
+        let recorded = if std::ptr::eq(CURRENT.load(Ordering::Relaxed), inner) {
+            f(inner, self);
+            true
+        } else {
+            self.count_drop();
+            false
+        };
+        // Release: the push and any drop count happen before the writer sees the ring idle.
+        self.shared.busy.store(false, Ordering::Release);
+        recorded
+    }
+
+    #[inline]
+    fn count_drop(&self) {
+        // Relaxed: a counter the writer reads now and then; only this thread writes it.
+        let d = self.shared.dropped.load(Ordering::Relaxed);
+        self.shared.dropped.store(d + 1, Ordering::Relaxed);
+    }
+
     /// The id of `bytes` in this recording's string table (per-thread cache in front).
     #[inline]
     pub(crate) fn string(&mut self, inner: &Inner, bytes: &[u8]) -> StrId {
@@ -328,9 +391,7 @@ impl Local {
                 return;
             }
             if !inner.config.lossless || inner.stopping.load(Ordering::Relaxed) {
-                // Relaxed: a counter the writer reads now and then; only this thread writes it.
-                let d = self.shared.dropped.load(Ordering::Relaxed);
-                self.shared.dropped.store(d + 1, Ordering::Relaxed);
+                self.count_drop();
                 wake_writer(inner);
                 return;
             }

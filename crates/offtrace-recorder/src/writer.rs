@@ -5,8 +5,10 @@
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
 //! flush interval passed, so a crash loses at most that much. The writer sleeps until a producer
-//! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` runs a last
-//! cycle and writes the `End` record.
+//! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
+//! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
+//! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
+//! count (thread 0 for records refused while their thread was registering).
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -16,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use offtrace_core::Kind;
-use offtrace_format::{ApiCall, ArgDef, OperationDef, Record, TraceHeader, TraceWriter};
+use offtrace_format::{
+    ActivityRef, ApiCallRef, ArgDef, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
+};
 
 use crate::entry::{self, HEAD_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
@@ -24,9 +28,15 @@ use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, i
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
 pub trait TraceSink: Send {
     fn write(&mut self, r: &Record) -> Result<(), String>;
-    /// An API call (the most frequent record): by default written as a [`Record`].
-    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
-        self.write(&Record::ApiCall(*a))
+    /// An API call (the most frequent record), its arguments borrowed from the ring entry: by
+    /// default written as a [`Record`].
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
+        self.write(&Record::ApiCall(a.to_api_call()))
+    }
+    /// A device activity, its allocation properties borrowed from the ring entry: by default
+    /// written as a [`Record`].
+    fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
+        self.write(&Record::Activity(a.to_activity()))
     }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
@@ -37,8 +47,13 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn write(&mut self, r: &Record) -> Result<(), String> {
         TraceWriter::write(self, r).map_err(|e| e.to_string())
     }
-    fn write_api_call(&mut self, a: &ApiCall) -> Result<(), String> {
-        TraceWriter::write_api_call(self, a).map_err(|e| e.to_string())
+    #[inline]
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) -> Result<(), String> {
+        TraceWriter::write_api_call_ref(self, a).map_err(|e| e.to_string())
+    }
+    #[inline]
+    fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
+        TraceWriter::write_activity_ref(self, a).map_err(|e| e.to_string())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
@@ -83,6 +98,9 @@ pub enum FinishError {
     WriterPanicked,
 }
 
+/// How long the last drain waits for a thread that is pushing (see [`Writer::quiesce`]).
+const QUIESCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 static WRITER: Mutex<Option<std::thread::JoinHandle<Result<Stats, String>>>> = Mutex::new(None);
 
 /// Starts recording into the trace file `path` (created; an existing file is replaced), with
@@ -125,6 +143,7 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
     if current().is_some() {
         return Err(StartError::AlreadyRecording);
     }
+    crate::quiesce::prepare();
     let inner = install(Box::new(Inner {
         config,
         defs: Default::default(),
@@ -132,6 +151,8 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         writer: std::sync::OnceLock::new(),
         wake_pending: Default::default(),
         stopping: Default::default(),
+        registering: Default::default(),
+        refused: Default::default(),
         raw: std::sync::OnceLock::new(),
         flushes: Default::default(),
     }));
@@ -166,7 +187,9 @@ pub fn finish() -> Result<Stats, FinishError> {
     // No new record starts from here; one already past the gate may still land in its ring
     // before the writer's last cycle (or be dropped, counted, if it comes after).
     uninstall();
-    inner.stopping.store(true, Ordering::Release);
+    // SeqCst: see `register_and_record` (a registering thread sees it, or the writer sees the
+    // thread registering).
+    inner.stopping.store(true, Ordering::SeqCst);
     let handle = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take();
     match handle {
         Some(h) => {
@@ -217,11 +240,23 @@ impl Writer {
         }
     }
 
-    fn write_api_call(&mut self, a: &ApiCall) {
+    #[inline]
+    fn write_api_call(&mut self, a: &ApiCallRef<'_>) {
         if self.error.is_some() {
             return;
         }
         match self.sink.write_api_call(a) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    #[inline]
+    fn write_activity(&mut self, a: &ActivityRef<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write_activity(a) {
             Ok(()) => self.records += 1,
             Err(e) => self.error = Some(e),
         }
@@ -288,6 +323,8 @@ impl Writer {
 
     fn entries(&mut self, tid: u32) {
         let words = std::mem::take(&mut self.words);
+        // A kernel dispatch's allocation properties, decoded from its entry (once per drain).
+        let mut allocations = [KernelAllocation::default(); crate::entry::MAX_ALLOCATIONS];
         let mut at = 0;
         while at < words.len() {
             let (n, tag, ph, op) = entry::parse_header(words[at]);
@@ -304,9 +341,12 @@ impl Writer {
                     self.write_definitions();
                     layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
                 }
-            } else if let Some(a) = entry::decode_api_call(tid, tag, op, ts, correlation, body) {
+            } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write_api_call(&a);
+            } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
+                self.define_operation(u32::from(tag), op);
+                self.write_activity(&a);
             } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
                 self.define_operation(u32::from(tag), op);
                 self.write(&r);
@@ -359,6 +399,39 @@ impl Writer {
         }
     }
 
+    /// Before the last drain: waits until no thread is registering a ring or between its second
+    /// look at the gate and the end of its push (`quiesce.rs`), so that the last drain sees every
+    /// entry and every drop count. A thread that stays busy longer than [`QUIESCE_TIMEOUT`]
+    /// (stopped, or descheduled on a starved machine) has its one record counted as dropped.
+    fn quiesce(&mut self) {
+        crate::quiesce::barrier();
+        let deadline = Instant::now() + QUIESCE_TIMEOUT;
+        // SeqCst: pairs with `register_and_record`'s increment (see there); Acquire at least, so
+        // that a registered ring is in `rings` and its push visible.
+        while self.inner.registering.load(Ordering::SeqCst) != 0 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let rings: Vec<Arc<RingShared>> = self.inner.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for r in &rings {
+            // Acquire: pairs with the Release of `busy = false`, publishing the push and the
+            // thread's drop count.
+            while r.busy.load(Ordering::Acquire) {
+                if Instant::now() >= deadline {
+                    self.drops += 1;
+                    self.write(&Record::Drops { tid: r.tid, count: 1 });
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        // Relaxed: published by `registering`'s Release decrement read above.
+        let refused = self.inner.refused.load(Ordering::Relaxed);
+        if refused > 0 {
+            self.drops += refused;
+            self.write(&Record::Drops { tid: 0, count: refused });
+        }
+    }
+
     /// Writes a `Drops` record for each ring that dropped entries since the last cycle.
     fn write_drops(&mut self, rings: &[Arc<RingShared>]) {
         for r in rings {
@@ -393,6 +466,9 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
     };
     loop {
         let stopping = inner.stopping.load(Ordering::Acquire);
+        if stopping {
+            w.quiesce();
+        }
         w.cycle(stopping);
         if stopping {
             break;

@@ -1,0 +1,153 @@
+//! The bytes of `ApiCall` and `Activity` records are fixed by the format (version 3), whichever
+//! way the writer is given them: an owned record through `write` (or `write_api_call`), or a
+//! borrowed [`ApiCallRef`] / [`ActivityRef`] (the recorder's path). The expected bytes were
+//! written by the encoder before the borrowed paths existed (commit f54a3c2), so a faster
+//! encoder cannot change the file.
+
+use offtrace_format::{
+    Activity, ActivityRef, ApiArgs, ApiCall, ApiCallRef, CopyDirection, KernelAllocation, MemoryType, Record, StrId,
+    TraceHeader, TraceWriter, phase,
+};
+
+/// Calls that exercise every branch of the encoding: thread switches, result and external
+/// present or not, the same arguments, argument differences, another argument count, a new
+/// operation, and more arguments than a record keeps.
+/// kind, op, tid, start, end, correlation, external, arguments, result.
+type Call = (u32, u32, u32, u64, u64, u64, u64, Vec<u64>, Option<i64>);
+
+fn calls() -> Vec<Call> {
+    let many: Vec<u64> = (0..30).map(|i| i * 1000 + 7).collect();
+    vec![
+        (1, 19, 100, 1_000, 1_250, 1, 0, vec![0x5555_0000_2000, 0x5555_0000_3000, 1, 0x7ffd_0000_1000], Some(0)),
+        (1, 19, 100, 1_300, 1_420, 2, 0, vec![0x5555_0000_2000, 0x5555_0000_3000, 1, 0x7ffd_0000_1040], Some(0)),
+        (1, 19, 100, 1_500, 1_600, 3, 0, vec![0x5555_0000_2000, 0x5555_0000_3000, 1, 0x7ffd_0000_1040], Some(0)),
+        (1, 19, 200, 1_510, 1_700, 9, 77, vec![0x10, 0x20], None),
+        (1, 19, 100, 1_800, 1_900, 4, 0, vec![0x5555_0000_2000, 0x5555_0000_3000], Some(-5)),
+        (1, 19, 100, 2_000, 2_100, 5, 0, vec![0x5555_0000_1000, 0x5555_0000_3008], Some(-5)),
+        (1, 7, 100, 2_200, 2_300, 6, u64::MAX, many.clone(), Some(i64::from(i32::MIN))),
+        (2, 3, 100, 2_400, 2_300, 7, 0, vec![], None),
+        (1, 7, 100, 2_500, 2_600, 8, 0, many, Some(1)),
+    ]
+}
+
+fn write(how: u8) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+    for (kind, op, tid, start, end, correlation, external, args, result) in calls() {
+        let borrowed = ApiCallRef { kind, op, tid, start, end, correlation, external, args: &args, result };
+        let owned =
+            ApiCall { kind, op, tid, start, end, correlation, external, args: ApiArgs::from_slice(&args), result };
+        assert_eq!(borrowed.to_api_call(), owned);
+        match how {
+            0 => w.write(&Record::ApiCall(owned)).expect("write"),
+            1 => w.write_api_call(&owned).expect("write"),
+            _ => w.write_api_call_ref(&borrowed).expect("write"),
+        }
+    }
+    w.flush_chunk().expect("flush");
+    w.get_ref().clone()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn every_way_of_writing_an_api_call_gives_the_format_3_bytes() {
+    // The whole file: the header (fixed for `monotonic()`) and one chunk.
+    let expected = include_str!("fixtures/api_calls_v3.hex").trim();
+    for how in 0..3 {
+        assert_eq!(hex(&write(how)), expected, "way {how}");
+    }
+}
+
+/// Activities that exercise every part of the encoding: a kernel with allocation properties, its
+/// completion, a copy, a fill, a barrier, another thread, the same and another queue.
+fn activities() -> Vec<Activity> {
+    let kernel = Activity {
+        kind: 2,
+        op: 0,
+        tid: 100,
+        ts: 5_000,
+        correlation: 11,
+        queue: 0x50,
+        device: 0xd1,
+        name: StrId(3),
+        kernel: 0x7000,
+        work_dim: 1,
+        global_size: [64, 1, 1],
+        local_size: [0; 3],
+        allocations: vec![
+            KernelAllocation { base: 0x9000, size: 256, arg_index: 0, memory_type: MemoryType::Device },
+            KernelAllocation { base: 0xa000, size: 4096, arg_index: -1, memory_type: MemoryType::Shared },
+        ],
+        ..Activity::default()
+    };
+    let complete = Activity {
+        phase: phase::COMPLETE,
+        ts: 9_000,
+        device_start: 1_000_000_123,
+        device_end: 1_000_004_000,
+        allocations: Vec::new(),
+        ..kernel.clone()
+    };
+    let copy = Activity {
+        kind: 3,
+        op: 1,
+        tid: 100,
+        ts: 9_500,
+        correlation: 12,
+        queue: 0x50,
+        device: 0xd1,
+        bytes: 1 << 20,
+        direction: CopyDirection::HostToDevice,
+        src_type: MemoryType::Host,
+        dst_type: MemoryType::Device,
+        ..Activity::default()
+    };
+    let fill = Activity {
+        kind: 4,
+        tid: 200,
+        ts: 9_700,
+        correlation: 13,
+        queue: 0x60,
+        device: 0xd1,
+        bytes: 4096,
+        device_start: 2_000_000_000,
+        device_end: 2_000_000_100,
+        phase: phase::COMPLETE,
+        ..Activity::default()
+    };
+    let barrier = Activity {
+        kind: 5,
+        op: 3,
+        tid: 100,
+        ts: 9_900,
+        correlation: 14,
+        queue: 0x50,
+        device: 0xd1,
+        ..Activity::default()
+    };
+    vec![kernel, complete, copy, fill, barrier]
+}
+
+fn write_activities(borrowed: bool) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+    for a in activities() {
+        let r: ActivityRef<'_> = a.borrowed();
+        assert_eq!(r.to_activity(), a);
+        if borrowed {
+            w.write_activity_ref(&r).expect("write");
+        } else {
+            w.write(&Record::Activity(a.clone())).expect("write");
+        }
+    }
+    w.flush_chunk().expect("flush");
+    w.get_ref().clone()
+}
+
+#[test]
+fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
+    let expected = include_str!("fixtures/activities_v3.hex").trim();
+    assert_eq!(hex(&write_activities(false)), expected, "owned");
+    assert_eq!(hex(&write_activities(true)), expected, "borrowed");
+}
