@@ -9,7 +9,7 @@ use offtrace_analysis::naming::shorten_left;
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration};
+use crate::format::{bytes, count, duration, value};
 
 /// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
 /// each stretch skipped; a file that is no trace at all (or empty) is an error.
@@ -61,6 +61,12 @@ fn opt_num(v: Option<u64>) -> String {
 
 fn queues_text(q: &[u64]) -> String {
     q.iter().map(|q| format!("{q:#x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The text report's queue column: the handles when there are a few, else how many (the
+/// queues section lists each; CSV and JSON keep the whole list).
+fn queues_short(q: &[u64]) -> String {
+    if q.len() <= 3 { queues_text(q) } else { format!("{} queues", q.len()) }
 }
 
 type Section = (&'static str, Vec<&'static str>, Vec<Vec<String>>);
@@ -414,7 +420,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 opt_dur(d.device_max_ns),
                 if d.host_enqueue_count > 0 { duration(d.host_enqueue_mean_ns) } else { "n/a".into() },
                 if d.bytes > 0 { bytes(d.bytes) } else { String::new() },
-                queues_text(&d.queues),
+                queues_short(&d.queues),
             ]);
         }
         write_named(out, tb, "name", &names)?;
@@ -550,10 +556,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 c.unit.clone(),
                 c.device.clone(),
                 count(c.samples),
-                format!("{:.6}", c.min),
-                format!("{:.6}", c.mean),
-                format!("{:.6}", c.max),
-                format!("{:.6}", c.last),
+                value(c.min),
+                value(c.mean),
+                value(c.max),
+                value(c.last),
             ]);
         }
         writeln!(out, "{tb}")?;
