@@ -226,7 +226,7 @@ pub fn graph_node(graph: u32, node: u64, node_type: u32) {
     emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&p));
 }
 
-fn graph_node_type_name(t: u32) -> &'static CStr {
+pub(crate) fn graph_node_type_name(t: u32) -> &'static CStr {
     match i64::from(t) {
         l::CU_GRAPH_NODE_TYPE_KERNEL => c"kernel",
         l::CU_GRAPH_NODE_TYPE_MEMCPY => c"memcpy",

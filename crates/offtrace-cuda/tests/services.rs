@@ -189,7 +189,9 @@ fn api_calls_and_device_activity_reach_a_services_client() {
 fn a_graph_nodes_command_is_that_nodes_task() {
     use offtrace_core::TaskGraphPayload;
     use offtrace_cuda::activity::SetActivity;
-    let seen: Arc<Mutex<Vec<(u32, u32, u64, u64, u64, u64)>>> = Arc::default();
+    /// Operation, phase, correlation, node, graph, queue.
+    type Task = (u32, u32, u64, u64, u64, u64);
+    let seen: Arc<Mutex<Vec<Task>>> = Arc::default();
     let ctx = create_context().expect("context");
     {
         let seen = seen.clone();
