@@ -679,6 +679,10 @@ impl Analyzer {
                 {
                     n.real = true;
                     n.len += 1;
+                    // The command's name (a kernel's) says more than the node's type.
+                    if t.phase == phase::COMPLETE && t.name != StrId(0) {
+                        n.name = t.name;
+                    }
                     self.lengthen_chains_from(t.node);
                 }
             }

@@ -183,10 +183,13 @@ fn a_cuda_graph_chain_spans_the_commands_its_launches_ran() {
     }
     let before = analyze(&b.out);
     assert_eq!(before.task_graph.longest_chain_len, 0, "no node has run yet");
+    // A kernel's task names the kernel; a copy's or fill's none (the node's type names it).
+    let kernels = [StrId(0), b.str("scale"), b.str("add"), StrId(0)];
     let mut ts = 100;
     for launch in 0..5u64 {
         for i in 0..4 {
             b.out.push(Record::TaskGraph(TaskGraphRecord {
+                name: kernels[i as usize],
                 op: 2,
                 phase: phase::COMPLETE,
                 tid: 2,
@@ -202,7 +205,7 @@ fn a_cuda_graph_chain_spans_the_commands_its_launches_ran() {
     }
     let r = analyze(&b.out);
     assert_eq!(r.task_graph.longest_chain_len, 4);
-    assert_eq!(r.task_graph.longest_chain, names);
+    assert_eq!(r.task_graph.longest_chain, ["memset", "scale", "add", "memcpy"]);
     assert_eq!(r.task_graph.unresolved_edges, 0);
     assert_eq!((r.task_graph.nodes, r.task_graph.edges), (12, 9));
 }

@@ -379,7 +379,12 @@ pub fn activity(a: &Activity, corr: u64) {
         _ => return,
     };
     if node != 0 {
-        graph_node_ran(node, graph, queue_id(place.context, place.stream), corr, start, end);
+        let name = match a {
+            // SAFETY: CUPTI's kernel names live for the process.
+            Activity::Kernel(k) => unsafe { demangled(k.name) },
+            _ => std::ptr::null(),
+        };
+        graph_node_ran(node, graph, queue_id(place.context, place.stream), name, corr, start, end);
     }
 }
 
@@ -387,9 +392,10 @@ pub fn activity(a: &Activity, corr: u64) {
 /// it produced in one launch of its graph: a `TASK_GRAPH` task activity naming the node, with
 /// the command's correlation (the graph launch's), queue and device times, so a reader joins
 /// the node to the kernel, copy or fill record of the same correlation, queue and times, and
-/// counts the node as a real command. `source` is the graph id, as on the node.
-pub fn graph_node_ran(node: u64, graph: u32, queue: u64, corr: u64, start: u64, end: u64) {
-    let p = TaskGraphPayload { node, source: u64::from(graph), queue, ..Default::default() };
+/// counts the node as a real command. `source` is the graph id, as on the node; `name` the
+/// kernel's name (null for a copy or fill: the node's type names it).
+pub fn graph_node_ran(node: u64, graph: u32, queue: u64, name: *const c_char, corr: u64, start: u64, end: u64) {
+    let p = TaskGraphPayload { node, source: u64::from(graph), queue, name, ..Default::default() };
     emit_activity(Kind::TaskGraph, task_graph::TASK, corr, start, end, Payload::TaskGraph(&p));
 }
 
