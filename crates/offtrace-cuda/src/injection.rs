@@ -379,6 +379,10 @@ fn start_inner() -> Result<Injection, String> {
         Err(e) => say(&format!("a tool failed to load: {e}")),
     }
     let recorder = start_recorder(&c);
+    if recorder.is_some() {
+        // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
+        crate::metrics::start_from_env(say);
+    }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
     let r = match c.subscribe_v2 {
@@ -720,6 +724,8 @@ impl Injection {
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
+        // The samplers' last samples go in before the recorder finishes.
+        crate::metrics::stop();
         if self.ownership != Ownership::Offtrace {
             if let (Ownership::Other(o), Some(d)) = (&self.ownership, offtrace_recorder::definitions()) {
                 d.push(offtrace_format::Record::Info { key: "cuda.cupti_owner".into(), value: o.clone() });
@@ -1271,6 +1277,7 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
+            crate::metrics::context_created(say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);
