@@ -14,6 +14,7 @@ LOG=$OUT/log.txt
 nvidia-smi --query-gpu=name,driver_version --format=csv
 nvcc -O2 -arch=sm_90 -o /tmp/pm_duty examples/cuda/pm_duty.cu || echo "nvcc failed"
 echo "== untraced"; timeout 60 /tmp/pm_duty 3
+echo "== record without --metrics (control)"; timeout 60 target/release/offtrace record -o "$OUT/control.offtrace" -- /tmp/pm_duty 3; echo "record rc $?"; rm -f "$OUT/control.offtrace"
 for p in 1ms 10ms; do
   echo "== record --metrics cupti.pm_sampling --sample-period $p"
   OFFTRACE_METRICS_STATS=$OUT/stats-$p.jsonl timeout 120 target/release/offtrace record -o "$OUT/pm_duty-$p.offtrace" \

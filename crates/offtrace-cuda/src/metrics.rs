@@ -70,6 +70,15 @@ fn start_now(p: &Plan, say: fn(&str)) {
                 let _ = s.stop();
             } else {
                 *lock(&SAMPLER) = Some(s);
+                if p.at_context && !AT_EXIT.swap(true, Ordering::AcqRel) {
+                    // Stop before CUDA and CUPTI tear down: exit handlers run last-registered
+                    // first, and CUPTI's (and the CUDA runtime's) were registered before this
+                    // point. Stopping after them (the injection's own handler, registered at
+                    // cuInit) let the sampler thread decode into PM sampling state CUPTI had
+                    // freed: "double free or corruption" at exit on the H100 (first device run).
+                    // SAFETY: registering a plain extern "C" function with libc's atexit.
+                    unsafe { libc::atexit(stop_at_exit) };
+                }
             }
         }
         Err(e) => {
@@ -91,6 +100,12 @@ fn start_now(p: &Plan, say: fn(&str)) {
             ))
         }
     }
+}
+
+static AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn stop_at_exit() {
+    let _ = std::panic::catch_unwind(stop);
 }
 
 /// Called once the recorder runs: starts the sampler, or keeps the plan for the first context.
