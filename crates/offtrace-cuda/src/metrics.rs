@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn cpu_and_telemetry_groups_start_at_once() {
-        let p = plan(Some("cpu.sw, nvml.telemetry@1"), Some("5000000")).unwrap();
+        let p = plan(Some("cpu.sw, nvml.telemetry@1"), Some("5000000")).expect("a plan");
         assert_eq!(p.groups, ["cpu.sw", "nvml.telemetry@1"]);
         assert_eq!(p.period, Duration::from_millis(5));
         assert!(!p.at_context);
@@ -177,17 +177,17 @@ mod tests {
 
     #[test]
     fn cupti_groups_wait_for_a_context() {
-        let p = plan(Some("cupti.pm_sampling"), Some("1000000")).unwrap();
+        let p = plan(Some("cupti.pm_sampling"), Some("1000000")).expect("a plan");
         assert_eq!(p.groups, ["cupti.pm_sampling"]);
         assert_eq!(p.period, Duration::from_millis(1));
         assert!(p.at_context);
-        assert!(plan(Some("cpu.sw,cupti.pm_sampling@1"), None).unwrap().at_context);
+        assert!(plan(Some("cpu.sw,cupti.pm_sampling@1"), None).expect("a plan").at_context);
     }
 
     #[test]
     fn bad_or_zero_periods_take_the_default() {
         for period in [None, Some("0"), Some("ten"), Some("-5")] {
-            assert_eq!(plan(Some("cpu.sw"), period).unwrap().period, DEFAULT_PERIOD);
+            assert_eq!(plan(Some("cpu.sw"), period).expect("a plan").period, DEFAULT_PERIOD);
         }
     }
 
@@ -210,7 +210,7 @@ mod tests {
             assert!(m.contains("no.such.group"), "{m}");
             SAID.fetch_add(1, Ordering::Relaxed);
         }
-        let p = plan(Some("no.such.group"), None).unwrap();
+        let p = plan(Some("no.such.group"), None).expect("a plan");
         start_now(&p, say);
         assert_eq!(SAID.load(Ordering::Relaxed), 1);
         assert!(lock(&SAMPLER).is_none());
