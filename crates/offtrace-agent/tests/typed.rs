@@ -81,7 +81,7 @@ impl Trace {
     }
 
     fn notifications(&self) -> impl Iterator<Item = &Notification> {
-        self.records.iter().filter_map(|r| if let Record::Notification(n) = r { Some(n) } else { None })
+        self.records.iter().filter_map(|r| if let Record::Notification(n) = r { Some(&**n) } else { None })
     }
 
     fn op_name(&self, c: &ApiCall) -> &str {

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use offtrace_format::{
-    Activity, ApiCall, CopyDirection, MemoryRecord, MemoryType, Record, StrId, TaskGraphRecord, phase,
+    Activity, ApiCall, ApiCallBrief, CopyDirection, MemoryRecord, MemoryType, Record, StrId, TaskGraphRecord, phase,
 };
 use rustc_hash::FxHashMap;
 
@@ -128,6 +128,18 @@ struct NodeAcc {
     real: bool,
     pred: u64,
     name: StrId,
+}
+
+/// What the report takes from an API call.
+#[derive(Debug, Clone, Copy)]
+struct CallFacts {
+    kind: u32,
+    op: u32,
+    tid: u32,
+    start: u64,
+    end: u64,
+    correlation: u64,
+    failed: bool,
 }
 
 /// Reads typed records in file order and aggregates them into a [`Report`].
@@ -358,12 +370,42 @@ impl Analyzer {
     }
 
     fn api_call(&mut self, a: &ApiCall) {
+        self.call(CallFacts {
+            kind: a.kind,
+            op: a.op,
+            tid: a.tid,
+            start: a.start,
+            end: a.end,
+            correlation: a.correlation,
+            failed: a.result.is_some_and(|r| r != 0),
+        });
+    }
+
+    /// Takes an API call read apart from the records ([`ReadOptions::api_calls_apart`]), at its
+    /// place in file order.
+    ///
+    /// [`ReadOptions::api_calls_apart`]: offtrace_format::ReadOptions::api_calls_apart
+    pub fn push_api_call(&mut self, a: &ApiCallBrief) {
+        self.records += 1;
+        self.call(CallFacts {
+            kind: a.kind,
+            op: a.op,
+            tid: a.tid,
+            start: a.start,
+            end: a.end,
+            correlation: a.correlation,
+            failed: a.result.is_some_and(|r| r != 0),
+        });
+    }
+
+    #[inline(always)]
+    fn call(&mut self, a: CallFacts) {
         self.seen(a.start);
         self.seen(a.end);
         let ns = a.end.saturating_sub(a.start);
         let acc = self.api.entry((a.kind, a.op)).or_default();
         acc.d.add(ns);
-        if a.result.is_some_and(|r| r != 0) {
+        if a.failed {
             acc.errors += 1;
         }
         let t = self.threads.entry(a.tid).or_default();

@@ -88,7 +88,7 @@ fn memory_threads_graph_counters() {
     assert_eq!(r.threads.len(), 2);
     assert_eq!(
         r.threads.iter().map(|t| t.device_activities).sum::<u64>(),
-        r.device_activity.iter().map(|d| d.count).sum()
+        r.device_activity.iter().map(|d| d.count).sum::<u64>()
     );
     assert_eq!(r.task_graph.nodes, submits);
     assert_eq!(r.task_graph.edges, submits - 2);
@@ -173,4 +173,43 @@ fn a_reused_queue_handle_is_a_new_queue() {
     let rows: Vec<_> = r.queues.iter().map(|q| (q.queue, q.created_ns, q.destroyed_ns, q.total_commands)).collect();
     assert_eq!(rows, [(0x500, Some(10), Some(20), 0), (0x500, Some(30), Some(70), 1), (0x600, Some(45), None, 0)]);
     assert_eq!(r.queues[1].in_order, Some(true));
+}
+
+/// The report of a file (the parallel reader that skips argument values) is exactly the report
+/// of the same records read one by one with every value (`TraceReader`, an independent decoding
+/// path), on every format fixture and on a multi-chunk typed trace.
+#[test]
+fn the_report_of_a_file_equals_the_report_of_its_records_read_one_by_one() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../offtrace-format/tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let synth = dir.path().join("synth.offtrace");
+    {
+        let mut b = TypedBuilder::new(Vec::new());
+        sycl_like(&mut b, 3, 60_000, |v: &Vec<Record>| v.len() as u64);
+        let header = TraceHeader { pid: 4242, ..TraceHeader::monotonic() };
+        // Small chunks: the parallel reader hands chunks to both decode threads.
+        let mut w = TraceWriter::with_chunk_size(std::fs::File::create(&synth).unwrap(), &header, 16 << 10).unwrap();
+        for r in &b.out {
+            w.write(r).unwrap();
+        }
+        w.write(&Record::End { records: b.out.len() as u64 + 1, drops: 0 }).unwrap();
+        w.finish().unwrap();
+    }
+    for path in ["v1", "v2", "v3"].map(|v| fixtures.join(format!("{v}.offtrace"))).into_iter().chain([synth]) {
+        let whole = offtrace_analysis::analyze_file(&path, |w| panic!("{w}")).unwrap();
+        let mut reader = TraceReader::open(&path).unwrap();
+        let mut a = Analyzer::new();
+        a.set_format_version(reader.header().version);
+        for r in reader.by_ref() {
+            a.push(&r.unwrap());
+        }
+        let one_by_one = a.finish(reader.finished_cleanly(), Vec::new(), None);
+        assert!(whole.trace.records > 0);
+        assert_eq!(
+            serde_json::to_string_pretty(&whole).unwrap(),
+            serde_json::to_string_pretty(&one_by_one).unwrap(),
+            "{}",
+            path.display()
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use offtrace_analysis::naming::display_name;
-use offtrace_format::{ArgDef, Record, StrId};
+use offtrace_format::{ArgDef, QueueRecord, Record, StrId};
 use rustc_hash::FxHashMap;
 
 /// `ArgDef.format` values (`offtrace_core::ArgFormat`).
@@ -17,6 +17,10 @@ mod format {
     pub const BOOL: u8 = 4;
     pub const C_STRING: u8 = 5;
 }
+
+/// `QUEUE` operations (as the services number them).
+const QUEUE_CREATE: u32 = 0;
+const QUEUE_DESTROY: u32 = 1;
 
 /// How one argument value is shown.
 #[derive(Debug, Clone, Copy)]
@@ -29,10 +33,16 @@ pub(crate) enum ArgValue {
     Text(&'static str),
 }
 
+/// A queue as its definition gave it, under its definition id (see [`Defs::queue_id`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct QueueDef {
+    /// The runtime's handle (several queues may have had it, one after the other).
+    pub handle: u64,
     pub device: u64,
+    pub context: u64,
     pub flags: Option<u64>,
+    /// Created at the handle of an earlier, destroyed queue.
+    pub reused: bool,
 }
 
 #[derive(Debug, Default)]
@@ -42,7 +52,10 @@ pub(crate) struct Defs {
     ops: FxHashMap<(u32, u32), (StrId, Vec<ArgDef>)>,
     pub threads: FxHashMap<u32, StrId>,
     pub devices: FxHashMap<u64, StrId>,
+    /// Queues by definition id.
     pub queues: FxHashMap<u64, QueueDef>,
+    /// Handle → the definition id of the queue that has it now, and whether it was destroyed.
+    queue_at: FxHashMap<u64, (u64, bool)>,
     pub info: Vec<(String, String)>,
 }
 
@@ -73,6 +86,53 @@ impl Defs {
             _ => return false,
         }
         true
+    }
+
+    /// Takes a queue record (created, destroyed, submission); returns the queue's definition id.
+    pub fn queue_record(&mut self, q: &QueueRecord) -> u64 {
+        // A queue created at the handle of a destroyed one (the runtime reuses the memory) is a
+        // queue of its own, as in the report.
+        let reused = q.op == QUEUE_CREATE && self.queue_at.get(&q.queue).is_some_and(|&(_, destroyed)| destroyed);
+        let id = if reused { self.new_queue(q.queue, true) } else { self.queue_id(q.queue, 0) };
+        let (def, at) = (self.queues.entry(id).or_default(), self.queue_at.entry(q.queue).or_default());
+        match q.op {
+            QUEUE_CREATE => {
+                def.device = q.device;
+                def.context = q.context;
+                def.flags = Some(q.flags);
+            }
+            QUEUE_DESTROY => at.1 = true,
+            _ => {}
+        }
+        id
+    }
+
+    /// The definition id of the queue that has `handle` now: 1, 2, ... in the order the trace
+    /// first names each queue (the report's order of queue rows). A handle no queue record
+    /// defined gets one too (`device`, if not 0, becomes its device).
+    pub fn queue_id(&mut self, handle: u64, device: u64) -> u64 {
+        let id = match self.queue_at.get(&handle) {
+            Some(&(id, _)) => id,
+            None => self.new_queue(handle, false),
+        };
+        if let Some(def) = self.queues.get_mut(&id)
+            && def.device == 0
+        {
+            def.device = device;
+        }
+        id
+    }
+
+    /// The definition id of the queue that has `handle` now, if any record named it.
+    pub fn known_queue_id(&self, handle: u64) -> Option<u64> {
+        self.queue_at.get(&handle).map(|&(id, _)| id)
+    }
+
+    fn new_queue(&mut self, handle: u64, reused: bool) -> u64 {
+        let id = self.queues.len() as u64 + 1;
+        self.queues.insert(id, QueueDef { handle, reused, ..QueueDef::default() });
+        self.queue_at.insert(handle, (id, false));
+        id
     }
 
     pub fn str(&self, id: StrId) -> &str {

@@ -35,27 +35,27 @@ fn op_name(defs: &Defs, kind: u32, op: u32) -> String {
     defs.op(kind, op).into_owned()
 }
 
+/// What the queue records said of a queue (its device, context and flags are in `Defs`).
 #[derive(Debug, Default)]
 struct QueueRow {
-    device: u64,
-    context: u64,
-    flags: Option<u64>,
     created: Option<u64>,
     destroyed: Option<u64>,
-    tid: u32,
+    tid: Option<u32>,
 }
 
 struct Rows<'w> {
     out: &'w mut dyn TableWriter,
     defs: Defs,
     rows: u64,
-    pending: FxHashMap<(u32, u64), Activity>,
+    /// Work waiting for its completion, with the definition id of its queue at enqueue.
+    pending: FxHashMap<(u32, u64), (Activity, u64)>,
     pending_order: VecDeque<(u32, u64)>,
     /// Completions whose enqueue record has not come yet (written at the end, or when forgotten).
     early: FxHashMap<(u32, u64), Activity>,
     early_order: VecDeque<(u32, u64)>,
     /// Commands completed already: a later completion of one is not written again.
     completed: crate::timeline::Completed,
+    /// By the queue's definition id.
     queues: BTreeMap<u64, QueueRow>,
     /// One row per tid, written at the end: a thread can be defined more than once (by each
     /// backend's layer that saw it); the first non-empty name wins.
@@ -143,14 +143,12 @@ impl Rows<'_> {
             }
             Record::Activity(a) => self.activity(a)?,
             Record::Queue(q) => {
-                let row = self.queues.entry(q.queue).or_default();
+                let id = self.defs.queue_record(q);
+                let row = self.queues.entry(id).or_default();
                 match q.op {
                     0 => {
-                        row.device = q.device;
-                        row.context = q.context;
-                        row.flags = Some(q.flags);
                         row.created = Some(q.ts);
-                        row.tid = q.tid;
+                        row.tid = Some(q.tid);
                     }
                     1 => row.destroyed = Some(q.ts),
                     _ => {}
@@ -191,6 +189,7 @@ impl Rows<'_> {
                         t(&name),
                         Cell::u(g.event),
                         Cell::u(g.queue),
+                        if g.queue != 0 { Cell::opt(self.defs.known_queue_id(g.queue)) } else { Cell::Null },
                     ],
                 )?;
             }
@@ -296,25 +295,25 @@ impl Rows<'_> {
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let key = (a.kind, a.correlation);
         if a.correlation == 0 {
-            return self.activity_row(a);
+            return self.activity_row(a, None);
         }
         // One row per command and runtime level (`docs/record-model.md`).
         if a.phase == phase::COMPLETE {
             if self.completed.contains(key) || self.early.contains_key(&key) {
                 return Ok(());
             }
-            if let Some(mut work) = self.pending.remove(&key) {
+            if let Some((mut work, queue_id)) = self.pending.remove(&key) {
                 self.completed.insert(key);
                 work.device_start = a.device_start;
                 work.device_end = a.device_end;
-                return self.activity_row(&work);
+                return self.activity_row(&work, Some(queue_id));
             }
             self.early.insert(key, a.clone());
             self.early_order.push_back(key);
             while self.early_order.len() > PENDING_MAX {
                 let Some(old) = self.early_order.pop_front() else { break };
                 if let Some(c) = self.early.remove(&old) {
-                    self.activity_row(&c)?;
+                    self.activity_row(&c, None)?;
                 }
             }
             return Ok(());
@@ -326,25 +325,31 @@ impl Rows<'_> {
                 work.device_start = c.device_start;
                 work.device_end = c.device_end;
             }
-            return self.activity_row(&work);
+            return self.activity_row(&work, None);
         }
         if known {
             self.completed.insert(key);
-            return self.activity_row(a);
+            return self.activity_row(a, None);
         }
-        if self.pending.insert(key, a.clone()).is_none() {
+        // The queue that has the handle now, when the work is enqueued: by the time its
+        // completion comes, a later queue may have the handle.
+        let queue_id = self.defs.queue_id(a.queue, a.device);
+        if self.pending.insert(key, (a.clone(), queue_id)).is_none() {
             self.pending_order.push_back(key);
         }
         while self.pending_order.len() > PENDING_MAX {
             let Some(old) = self.pending_order.pop_front() else { break };
-            if let Some(w) = self.pending.remove(&old) {
-                self.activity_row(&w)?;
+            if let Some((w, queue_id)) = self.pending.remove(&old) {
+                self.activity_row(&w, Some(queue_id))?;
             }
         }
         Ok(())
     }
 
-    fn activity_row(&mut self, a: &Activity) -> Result<(), ExportError> {
+    /// Writes `a`'s row; `queue_id`: its queue's definition id when it was enqueued, `None` for
+    /// the queue that has its handle now.
+    fn activity_row(&mut self, a: &Activity, queue_id: Option<u64>) -> Result<(), ExportError> {
+        let queue_id = queue_id.unwrap_or_else(|| self.defs.queue_id(a.queue, a.device));
         let name = if a.name.0 != 0 { self.defs.str(a.name).to_owned() } else { op_name(&self.defs, a.kind, a.op) };
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let allocations = if a.allocations.is_empty() {
@@ -381,6 +386,7 @@ impl Rows<'_> {
                 Cell::u(a.ts),
                 Cell::u(a.correlation),
                 Cell::u(a.queue),
+                Cell::u(queue_id),
                 Cell::u(a.device),
                 if a.kernel != 0 { Cell::u(a.kernel) } else { Cell::Null },
                 if kernel { Cell::Int(a.work_dim.into()) } else { Cell::Null },
@@ -405,29 +411,36 @@ impl Rows<'_> {
     fn finish(&mut self) -> Result<(), ExportError> {
         while let Some(k) = self.early_order.pop_front() {
             if let Some(c) = self.early.remove(&k) {
-                self.activity_row(&c)?;
+                self.activity_row(&c, None)?;
             }
         }
         while let Some(k) = self.pending_order.pop_front() {
-            if let Some(w) = self.pending.remove(&k) {
-                self.activity_row(&w)?;
+            if let Some((w, queue_id)) = self.pending.remove(&k) {
+                self.activity_row(&w, Some(queue_id))?;
             }
         }
         for (tid, name) in std::mem::take(&mut self.threads) {
             self.put(Table::Threads, &[Cell::Int(tid.into()), t(&name)])?;
         }
-        for (q, row) in std::mem::take(&mut self.queues) {
+        // One row per queue the program created (a handle reused by a later queue is two rows),
+        // and per handle that device work named without a queue record.
+        let mut ids: Vec<u64> = self.defs.queues.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let def = self.defs.queues.get(&id).copied().unwrap_or_default();
+            let row = self.queues.remove(&id).unwrap_or_default();
             self.put(
                 Table::Queues,
                 &[
-                    Cell::u(q),
-                    Cell::u(row.device),
-                    Cell::u(row.context),
-                    Cell::opt(row.flags),
-                    row.flags.map_or(Cell::Null, |f| Cell::Int((f & 1) as i64)),
+                    Cell::u(id),
+                    Cell::u(def.handle),
+                    Cell::u(def.device),
+                    Cell::u(def.context),
+                    Cell::opt(def.flags),
+                    def.flags.map_or(Cell::Null, |f| Cell::Int((f & 1) as i64)),
                     Cell::opt(row.created),
                     Cell::opt(row.destroyed),
-                    Cell::Int(row.tid.into()),
+                    row.tid.map_or(Cell::Null, |t| Cell::Int(t.into())),
                 ],
             )?;
         }

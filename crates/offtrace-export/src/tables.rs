@@ -69,7 +69,7 @@ tables! {
         "device" "INTEGER", "parent" "INTEGER", "name" "TEXT", "device_type" "INTEGER", "is_context" "INTEGER"
     ] indices ["device"];
     Queues "queues" [
-        "queue" "INTEGER", "device" "INTEGER", "context" "INTEGER", "flags" "INTEGER", "in_order" "INTEGER",
+        "id" "INTEGER PRIMARY KEY", "queue" "INTEGER", "device" "INTEGER", "context" "INTEGER", "flags" "INTEGER", "in_order" "INTEGER",
         "created_ns" "INTEGER", "destroyed_ns" "INTEGER", "tid" "INTEGER"
     ] indices ["queue"];
     ApiCalls "api_calls" [
@@ -79,12 +79,12 @@ tables! {
     ] indices ["correlation", "tid", "kind, operation"];
     DeviceActivity "device_activity" [
         "id" "INTEGER PRIMARY KEY", "kind" "INTEGER", "operation" "INTEGER", "name" "TEXT", "tid" "INTEGER",
-        "enqueue_ns" "INTEGER", "correlation" "INTEGER", "queue" "INTEGER", "device" "INTEGER",
+        "enqueue_ns" "INTEGER", "correlation" "INTEGER", "queue" "INTEGER", "queue_id" "INTEGER", "device" "INTEGER",
         "kernel" "INTEGER", "work_dim" "INTEGER", "global_x" "INTEGER", "global_y" "INTEGER",
         "global_z" "INTEGER", "local_x" "INTEGER", "local_y" "INTEGER", "local_z" "INTEGER", "bytes" "INTEGER",
         "direction" "TEXT", "src_type" "TEXT", "dst_type" "TEXT", "device_start_ns" "INTEGER",
         "device_end_ns" "INTEGER", "device_ns" "INTEGER", "allocations" "TEXT"
-    ] indices ["correlation", "name", "queue"];
+    ] indices ["correlation", "name", "queue", "queue_id"];
     Memory "memory" [
         "id" "INTEGER PRIMARY KEY", "op" "TEXT", "tid" "INTEGER", "ts_ns" "INTEGER", "correlation" "INTEGER",
         "address" "INTEGER", "bytes" "INTEGER", "memory_type" "TEXT", "device" "INTEGER"
@@ -92,7 +92,7 @@ tables! {
     TaskGraph "task_graph" [
         "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
         "correlation" "INTEGER", "node" "INTEGER", "source" "INTEGER", "target" "INTEGER", "name" "TEXT",
-        "event" "INTEGER", "queue" "INTEGER"
+        "event" "INTEGER", "queue" "INTEGER", "queue_id" "INTEGER"
     ] indices ["node", "correlation"];
     Sync "sync" [
         "id" "INTEGER PRIMARY KEY", "op" "TEXT", "phase" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER",
@@ -159,7 +159,7 @@ pub const VIEWS: &[(&str, &str)] = &[
     ),
     (
         "queue_wait",
-        "SELECT a.id AS activity, a.queue, a.name, c.id AS api_call, c.start_ns AS call_start_ns, \
+        "SELECT a.id AS activity, a.queue, a.queue_id, a.name, c.id AS api_call, c.start_ns AS call_start_ns, \
          a.device_start_ns, a.device_start_ns - c.start_ns AS wait_ns FROM device_activity a \
          JOIN api_calls c ON c.correlation = a.correlation \
          WHERE a.correlation != 0 AND a.device_start_ns IS NOT NULL",

@@ -84,13 +84,17 @@ pub(crate) trait TimelineOut {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum TrackKey {
     Thread(u32),
+    /// A queue's definition id.
     Queue(u64),
 }
 
 /// Device work waiting for its completion.
 #[derive(Debug, Clone)]
 struct PendingWork {
+    /// The queue's handle, and its definition id when the work was enqueued (a later queue may
+    /// get the same handle).
     queue: u64,
+    queue_id: u64,
     device: u64,
     name: StrId,
     op: u32,
@@ -102,9 +106,11 @@ struct PendingWork {
 }
 
 impl PendingWork {
+    /// The work of `a`; its queue id is resolved when it is drawn, unless set before.
     fn of(a: &Activity) -> Self {
         Self {
             queue: a.queue,
+            queue_id: 0,
             device: a.device,
             name: a.name,
             op: a.op,
@@ -250,11 +256,14 @@ impl Timeline {
         id
     }
 
-    fn queue_track(&mut self, out: &mut dyn TimelineOut, queue: u64, device: u64) -> u64 {
-        if let Some(&t) = self.queue_tracks.get(&queue) {
+    /// The track of the queue with definition id `queue_id` (one per queue the program created,
+    /// also when a later queue got the handle of a destroyed one).
+    fn queue_track(&mut self, out: &mut dyn TimelineOut, queue_id: u64, device: u64) -> u64 {
+        if let Some(&t) = self.queue_tracks.get(&queue_id) {
             return t;
         }
-        let def = self.defs.queues.get(&queue).copied().unwrap_or_default();
+        let def = self.defs.queues.get(&queue_id).copied().unwrap_or_default();
+        let queue = def.handle;
         let device = if def.device != 0 { def.device } else { device };
         let group = match self.devices_declared.get(&device) {
             Some(&g) => g,
@@ -271,9 +280,14 @@ impl Timeline {
             Some(_) => " (out-of-order)",
             None => "",
         };
-        let name = if queue == 0 { "unknown queue".to_owned() } else { format!("queue {queue:#x}{order}") };
+        let name = match (queue, def.reused) {
+            (0, _) => "unknown queue".to_owned(),
+            (_, false) => format!("queue {queue:#x}{order}"),
+            // Named apart from the earlier queue at the same handle.
+            (_, true) => format!("queue {queue:#x}{order} #{queue_id}"),
+        };
         out.track(t, Some(group), &name, &TrackKind::Queue);
-        self.queue_tracks.insert(queue, t);
+        self.queue_tracks.insert(queue_id, t);
         t
     }
 
@@ -327,8 +341,8 @@ impl Timeline {
         match r {
             Record::ApiCall(a) => self.api_call(a, out),
             Record::Activity(a) => self.activity(a, out),
-            Record::Queue(q) if q.op == 0 => {
-                self.defs.queues.insert(q.queue, crate::defs::QueueDef { device: q.device, flags: Some(q.flags) });
+            Record::Queue(q) => {
+                self.defs.queue_record(q);
             }
             Record::Memory(m) => {
                 if m.op == MEMORY_FREE {
@@ -561,7 +575,11 @@ impl Timeline {
         if a.correlation != 0 && !known {
             self.flow_targets.insert(a.correlation, ());
         }
-        let work = PendingWork::of(a);
+        let mut work = PendingWork::of(a);
+        // The queue that has the handle now, when the work was enqueued (a completion from a
+        // lower runtime level names its own handle: its queue is resolved only if it is drawn
+        // without an enqueue record).
+        work.queue_id = self.defs.queue_id(a.queue, a.device);
         if known && a.correlation != 0 {
             // Drawn when its call comes (with the flow from it), or at the end without.
             let waiting = self.awaiting_call.entry(a.tid).or_default();
@@ -593,12 +611,13 @@ impl Timeline {
         times: Option<(u64, u64)>,
         flow_in: Option<u64>,
     ) {
-        let base = self.queue_track(out, w.queue, w.device);
+        let queue_id = if w.queue_id != 0 { w.queue_id } else { self.defs.queue_id(w.queue, w.device) };
+        let base = self.queue_track(out, queue_id, w.device);
         let (start, end, instant) = match times {
             Some((s, e)) => (s, e, false),
             None => (w.ts, w.ts, true),
         };
-        let track = self.lane(out, TrackKey::Queue(w.queue), base, start, end);
+        let track = self.lane(out, TrackKey::Queue(queue_id), base, start, end);
         let mut name = self.work_name(kind, w.op, w.name);
         if instant {
             name.insert_str(0, "enqueued: ");
@@ -606,6 +625,7 @@ impl Timeline {
         let cat = self.defs.kind(kind).into_owned();
         let mut args: Vec<(&str, ArgValue)> = vec![("correlation", ArgValue::Unsigned(correlation))];
         args.push(("queue", ArgValue::Hex(w.queue)));
+        args.push(("queue_id", ArgValue::Unsigned(queue_id)));
         if w.bytes != 0 {
             args.push(("bytes", ArgValue::Unsigned(w.bytes)));
         }

@@ -49,7 +49,7 @@ impl Gen {
         user_data: UserData,
     ) -> Result<(), WriteError> {
         let tid = self.tid;
-        self.put(Record::Notification(Notification {
+        self.put(Record::from(Notification {
             ts,
             tid,
             stream,

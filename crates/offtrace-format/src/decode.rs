@@ -7,9 +7,10 @@
 
 use crate::error::DecodeError;
 use crate::record::*;
+use crate::records::ApiCallBrief;
 use crate::tag::*;
 use crate::thread_state::ThreadStates;
-use crate::varint::{apply_delta, get_u64, unzigzag};
+use crate::varint::{MAX_VARINT_LEN, apply_delta, get_u64, unzigzag};
 
 /// A read position in one chunk's bytes.
 #[derive(Debug)]
@@ -35,6 +36,7 @@ impl<'a> Cursor<'a> {
         self.buf.get(self.pos..).unwrap_or(&[])
     }
 
+    #[inline(always)]
     pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8, DecodeError> {
         let b = *self.rest().first().ok_or(DecodeError::UnexpectedEnd { what })?;
         self.pos += 1;
@@ -56,6 +58,22 @@ impl<'a> Cursor<'a> {
     #[inline(never)]
     fn varint_long(&mut self, what: &'static str) -> Result<u64, DecodeError> {
         let rest = self.rest();
+        // Away from the chunk's end (nearly always), a fixed-length window: the compiler drops
+        // the bounds checks and unrolls (timestamps, correlation ids and pointers are 2-9 bytes).
+        if let Some(w) = rest.first_chunk::<MAX_VARINT_LEN>() {
+            let mut value = 0u64;
+            for (i, &b) in w.iter().enumerate() {
+                value |= u64::from(b & 0x7f) << (7 * i);
+                if b < 0x80 {
+                    if i == MAX_VARINT_LEN - 1 && b > 1 {
+                        break;
+                    }
+                    self.pos += i + 1;
+                    return Ok(value);
+                }
+            }
+            return Err(DecodeError::VarintOverflow { what });
+        }
         match get_u64(rest) {
             Some((v, len)) => {
                 self.pos += len;
@@ -68,7 +86,31 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    #[inline]
+    /// Reads past a varint without building its value: same checks and errors as
+    /// [`Self::varint`].
+    #[inline(always)]
+    pub(crate) fn skip_varint(&mut self, what: &'static str) -> Result<(), DecodeError> {
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(());
+        }
+        if let Some(w) = self.rest().first_chunk::<MAX_VARINT_LEN>() {
+            // The terminating byte is the first without the continuation bit; a tenth byte may
+            // hold only the 64th bit.
+            let end = w.iter().position(|&b| b < 0x80);
+            if let Some(i) = end
+                && (i < MAX_VARINT_LEN - 1 || w[i] <= 1)
+            {
+                self.pos += i + 1;
+                return Ok(());
+            }
+        }
+        self.varint(what).map(|_| ())
+    }
+
+    #[inline(always)]
     pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
         let v = self.varint(what)?;
         u32::try_from(v).map_err(|_| DecodeError::OutOfRange { what, found: v, max: u32::MAX.into() })
@@ -97,11 +139,70 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Where a decoded record goes. Records are built by the decoder directly in their destination
+/// (each arm of the decoder calls [`RecordSink::put`] with the record it builds): a [`Record`] is
+/// a few hundred bytes, and each place it was built first and moved from cost a copy of it
+/// (returning it through `Result`, or from a `match` into a closure: a fifth of the decoding).
+pub(crate) trait RecordSink {
+    fn put(&mut self, record: Record);
+
+    /// An API call (the most frequent record): a sink may keep it apart.
+    #[inline(always)]
+    fn put_api_call(&mut self, call: ApiCall) {
+        self.put(Record::ApiCall(call));
+    }
+}
+
+/// A batch whose API calls are kept apart, without their arguments (see
+/// [`crate::ReadOptions::api_calls_apart`]).
+pub(crate) struct SplitSink<'a> {
+    pub records: &'a mut Vec<Record>,
+    pub calls: &'a mut Vec<ApiCallBrief>,
+}
+
+impl RecordSink for SplitSink<'_> {
+    #[inline(always)]
+    fn put(&mut self, record: Record) {
+        self.records.push(record);
+    }
+
+    #[inline(always)]
+    fn put_api_call(&mut self, a: ApiCall) {
+        self.calls.push(ApiCallBrief {
+            at: self.records.len() as u32,
+            kind: a.kind,
+            op: a.op,
+            tid: a.tid,
+            start: a.start,
+            end: a.end,
+            correlation: a.correlation,
+            external: a.external,
+            result: a.result,
+        });
+    }
+}
+
+impl RecordSink for Vec<Record> {
+    #[inline(always)]
+    fn put(&mut self, record: Record) {
+        self.push(record);
+    }
+}
+
+impl RecordSink for Option<Record> {
+    #[inline(always)]
+    fn put(&mut self, record: Record) {
+        *self = Some(record);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Decoder {
     threads: ThreadStates,
     /// The file's format version: tags added later are errors in older files.
     version: u16,
+    /// Whether API calls carry their argument values (see [`crate::ReadOptions::api_args`]).
+    api_args: bool,
 }
 
 impl Default for Decoder {
@@ -112,7 +213,14 @@ impl Default for Decoder {
 
 impl Decoder {
     pub fn for_version(version: u16) -> Self {
-        Self { threads: ThreadStates::default(), version }
+        Self { threads: ThreadStates::default(), version, api_args: true }
+    }
+
+    /// API calls come out without their argument values (`args.len` = 0) when `false`: what a
+    /// reader that never looks at them saves (the values are still read past and checked).
+    pub fn with_api_args(mut self, api_args: bool) -> Self {
+        self.api_args = api_args;
+        self
     }
 
     pub fn reset(&mut self) {
@@ -122,7 +230,7 @@ impl Decoder {
     /// Decodes the record at the cursor. Notification timestamps are raw ticks.
     pub fn decode(&mut self, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
         let mut out = None;
-        self.decode_with(c, |r| out = Some(r))?;
+        self.decode_with(c, &mut out)?;
         out.ok_or(DecodeError::Invalid { what: "record (none decoded)", found: 0 })
     }
 
@@ -130,20 +238,25 @@ impl Decoder {
     /// the record is built in place, not copied through return values).
     #[inline]
     pub fn decode_into(&mut self, c: &mut Cursor<'_>, out: &mut Vec<Record>) -> Result<(), DecodeError> {
-        self.decode_with(c, |r| out.push(r))
+        self.decode_with(c, out)
     }
 
-    /// Decodes the record at the cursor and hands it to `sink` (see [`crate::typed`]'s
-    /// `decode_with` for why a sink).
+    /// Like [`Self::decode_into`], an API call going to `sink.calls` instead.
+    #[inline]
+    pub fn decode_split(&mut self, c: &mut Cursor<'_>, sink: &mut SplitSink<'_>) -> Result<(), DecodeError> {
+        self.decode_with(c, sink)
+    }
+
+    /// Decodes the record at the cursor and hands it to `sink` (see [`RecordSink`]).
     #[inline(always)]
-    fn decode_with(&mut self, c: &mut Cursor<'_>, sink: impl FnOnce(Record)) -> Result<(), DecodeError> {
+    fn decode_with(&mut self, c: &mut Cursor<'_>, sink: &mut impl RecordSink) -> Result<(), DecodeError> {
         let tag = c.u8("record tag")?;
         if tag & TAG_NOTIFICATION != 0 {
-            sink(Record::Notification(self.decode_notification(tag, c)?));
+            sink.put(Record::Notification(Box::new(self.decode_notification(tag, c)?)));
             return Ok(());
         }
         if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
-            return crate::typed::decode_with(tag, &mut self.threads, c, sink);
+            return crate::typed::decode_with(tag, &mut self.threads, self.api_args, c, sink);
         }
         let record = match tag {
             TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },
@@ -195,14 +308,14 @@ impl Decoder {
             TAG_KERNEL_DISPATCH if self.version < 2 => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 2 });
             }
-            TAG_KERNEL_DISPATCH => Record::KernelDispatch(decode_kernel_dispatch(c)?),
+            TAG_KERNEL_DISPATCH => Record::KernelDispatch(Box::new(decode_kernel_dispatch(c)?)),
             // Version 3 and later decoded them above.
             FIRST_V3_TAG..=LAST_V3_TAG => {
                 return Err(DecodeError::TagNotInVersion { tag, version: self.version, since: 3 });
             }
             _ => return Err(DecodeError::UnknownTag { tag }),
         };
-        sink(record);
+        sink.put(record);
         Ok(())
     }
 
@@ -489,7 +602,7 @@ mod tests {
         let r = Decoder::default().decode(&mut c).expect("decodes");
         assert_eq!(c.pos(), bytes.len(), "consumes the whole record");
         match r {
-            Record::Notification(d) => (d, bytes.len()),
+            Record::Notification(d) => (*d, bytes.len()),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -566,8 +679,8 @@ mod tests {
         assert!(exit_len <= 9, "exit notification took {exit_len} bytes");
         let mut dec = Decoder::default();
         let mut c = Cursor::new(&bytes);
-        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(entry)));
-        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(exit)));
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(Box::new(entry))));
+        assert_eq!(dec.decode(&mut c), Ok(Record::Notification(Box::new(exit))));
     }
 
     #[test]

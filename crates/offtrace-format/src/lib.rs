@@ -71,6 +71,6 @@ pub use header::{
 };
 pub use reader::TraceReader;
 pub use record::*;
-pub use records::{Batch, ReadOptions, ReadOutcome, TraceRecords};
+pub use records::{ApiCallBrief, Batch, ReadOptions, ReadOutcome, TraceRecords};
 pub use scan::TraceScan;
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

@@ -9,7 +9,7 @@
 //! operations, devices, counters) carry no thread and no delta state. Byte tables:
 //! `docs/format.md`.
 
-use crate::decode::{Cursor, decode_allocations};
+use crate::decode::{Cursor, RecordSink, decode_allocations};
 use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
@@ -435,11 +435,17 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
 pub(crate) fn decode_with(
     tag: u8,
     threads: &mut ThreadStates,
+    api_args: bool,
     c: &mut Cursor<'_>,
-    sink: impl FnOnce(Record),
+    sink: &mut impl RecordSink,
 ) -> Result<(), DecodeError> {
-    let record = match tag {
-        TAG_KIND_DEF => Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) },
+    if tag == TAG_API_CALL {
+        // The most frequent record: built in the sink's storage, not returned through a
+        // temporary (its argument block alone is 200 bytes).
+        return decode_api_call(threads, api_args, c, sink);
+    }
+    match tag {
+        TAG_KIND_DEF => sink.put(Record::KindDef { kind: c.u32("KindDef kind")?, name: StrId(c.u32("KindDef name")?) }),
         TAG_OPERATION_DEF => {
             let kind = c.u32("OperationDef kind")?;
             let op = c.u32("OperationDef op")?;
@@ -459,29 +465,28 @@ pub(crate) fn decode_with(
                     format: c.u8("ArgDef format")?,
                 });
             }
-            Record::OperationDef(OperationDef { kind, op, name, args })
+            sink.put(Record::OperationDef(OperationDef { kind, op, name, args }))
         }
-        TAG_DEVICE => Record::Device(DeviceRecord {
+        TAG_DEVICE => sink.put(Record::Device(DeviceRecord {
             op: c.u32("Device op")?,
             handle: c.varint("Device handle")?,
             parent: c.varint("Device parent")?,
             name: StrId(c.u32("Device name")?),
             device_type: c.u8("Device type")?,
-        }),
-        TAG_COUNTER_DEF => Record::CounterDef(CounterDef {
+        })),
+        TAG_COUNTER_DEF => sink.put(Record::CounterDef(CounterDef {
             counter: c.varint("CounterDef counter")?,
             device: c.varint("CounterDef device")?,
             name: StrId(c.u32("CounterDef name")?),
             unit: StrId(c.u32("CounterDef unit")?),
             value_type: c.u8("CounterDef value_type")?,
-        }),
-        TAG_API_CALL => decode_api_call(threads, c)?,
-        TAG_ACTIVITY => decode_activity(threads, c)?,
+        })),
+        TAG_ACTIVITY => decode_activity(threads, c, sink)?,
         TAG_QUEUE => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Queue op")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Queue(QueueRecord {
+            sink.put(Record::Queue(QueueRecord {
                 op,
                 tid,
                 ts,
@@ -490,7 +495,7 @@ pub(crate) fn decode_with(
                 device: c.varint("Queue device")?,
                 context: c.varint("Queue context")?,
                 flags: c.varint("Queue flags")?,
-            })
+            }))
         }
         TAG_MEMORY => {
             let (tid, st) = thread(threads, c, 0)?;
@@ -499,7 +504,7 @@ pub(crate) fn decode_with(
             let ptr = c.varint("Memory ptr")?;
             let size = c.varint("Memory size")?;
             let memory_type = memory_type(c, "Memory type")?;
-            Record::Memory(MemoryRecord {
+            sink.put(Record::Memory(MemoryRecord {
                 op,
                 tid,
                 ts,
@@ -508,14 +513,14 @@ pub(crate) fn decode_with(
                 size,
                 memory_type,
                 device: c.varint("Memory device")?,
-            })
+            }))
         }
         TAG_CODE_OBJECT => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("CodeObject op")?;
             let phase = c.u8("CodeObject phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::CodeObject(CodeObjectRecord {
+            sink.put(Record::CodeObject(CodeObjectRecord {
                 op,
                 phase,
                 tid,
@@ -525,14 +530,14 @@ pub(crate) fn decode_with(
                 program: c.varint("CodeObject program")?,
                 name: StrId(c.u32("CodeObject name")?),
                 size: c.varint("CodeObject size")?,
-            })
+            }))
         }
         TAG_TASK_GRAPH => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("TaskGraph op")?;
             let phase = c.u8("TaskGraph phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::TaskGraph(TaskGraphRecord {
+            sink.put(Record::TaskGraph(TaskGraphRecord {
                 op,
                 phase,
                 tid,
@@ -544,14 +549,14 @@ pub(crate) fn decode_with(
                 name: StrId(c.u32("TaskGraph name")?),
                 event: c.varint("TaskGraph event")?,
                 queue: c.varint("TaskGraph queue")?,
-            })
+            }))
         }
         TAG_SYNC => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Sync op")?;
             let phase = c.u8("Sync phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Sync(SyncRecord {
+            sink.put(Record::Sync(SyncRecord {
                 op,
                 phase,
                 tid,
@@ -559,14 +564,14 @@ pub(crate) fn decode_with(
                 correlation,
                 object: c.varint("Sync object")?,
                 event_count: c.u32("Sync event_count")?,
-            })
+            }))
         }
         TAG_MARKER => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Marker op")?;
             let phase = c.u8("Marker phase")?;
             let (ts, correlation) = times(st, c)?;
-            Record::Marker(MarkerRecord {
+            sink.put(Record::Marker(MarkerRecord {
                 op,
                 phase,
                 tid,
@@ -574,14 +579,14 @@ pub(crate) fn decode_with(
                 correlation,
                 message: StrId(c.u32("Marker message")?),
                 range_id: c.varint("Marker range_id")?,
-            })
+            }))
         }
         TAG_COUNTER_SAMPLE => {
             let (tid, st) = thread(threads, c, 0)?;
             let counter = c.varint("CounterSample counter")?;
             let ts = apply_delta(st.ts, c.varint("CounterSample ts")?);
             st.ts = ts;
-            Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? })
+            sink.put(Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? }))
         }
         TAG_GENERIC => {
             let (tid, st) = thread(threads, c, 0)?;
@@ -591,15 +596,15 @@ pub(crate) fn decode_with(
             let (ts, correlation) = times(st, c)?;
             let mut values = ApiArgs::default();
             values_into(c, "Generic value count", &mut values, false)?;
-            Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })
+            sink.put(Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values }))
         }
         _ => return Err(DecodeError::UnknownTag { tag }),
-    };
-    sink(record);
+    }
     Ok(())
 }
 
 /// Reads the flags and the thread; `allowed`: the record's own flag bits besides `F_SAME_TID`.
+#[inline(always)]
 fn thread_flags<'a>(
     threads: &'a mut ThreadStates,
     c: &mut Cursor<'_>,
@@ -628,6 +633,7 @@ fn thread<'a>(
     thread_flags(threads, c, allowed).map(|(_, tid, st)| (tid, st))
 }
 
+#[inline(always)]
 fn times(st: &mut ThreadState, c: &mut Cursor<'_>) -> Result<(u64, u64), DecodeError> {
     let ts = apply_delta(st.ts, c.varint("record ts delta")?);
     let correlation = apply_delta(st.correlation, c.varint("record correlation delta")?);
@@ -669,8 +675,31 @@ fn values_into(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: 
     Ok(())
 }
 
+/// Reads past an argument list as [`values_into`] reads it, with the same checks, keeping only
+/// its count in `a` (what a later call's deltas are checked against).
+fn skip_values(c: &mut Cursor<'_>, what: &'static str, a: &mut ApiArgs, deltas: bool) -> Result<(), DecodeError> {
+    let n = c.u8(what)?;
+    if usize::from(n) > MAX_API_ARGS {
+        return Err(DecodeError::Invalid { what, found: n.into() });
+    }
+    if deltas && a.len != n {
+        return Err(DecodeError::Invalid { what: "argument deltas with another count", found: n.into() });
+    }
+    let value = if deltas { "argument delta" } else { "argument value" };
+    for _ in 0..n {
+        c.skip_varint(value)?;
+    }
+    a.len = n;
+    Ok(())
+}
+
 #[inline(always)]
-fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+fn decode_api_call(
+    threads: &mut ThreadStates,
+    api_args: bool,
+    c: &mut Cursor<'_>,
+    sink: &mut impl RecordSink,
+) -> Result<(), DecodeError> {
     let (flags, tid, st) =
         thread_flags(threads, c, F_API_RESULT | F_API_EXTERNAL | F_API_SAME_ARGS | F_API_ARG_DELTAS)?;
     if flags & F_API_SAME_ARGS != 0 && flags & F_API_ARG_DELTAS != 0 {
@@ -695,21 +724,35 @@ fn decode_api_call(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Rec
         };
         if flags & F_API_ARG_DELTAS != 0 {
             // A failure leaves the state half-updated: the chunk's decoding stops there anyway.
-            values_into(c, "ApiCall arg count", prev, true)?;
+            if api_args {
+                values_into(c, "ApiCall arg count", prev, true)?;
+            } else {
+                skip_values(c, "ApiCall arg count", prev, true)?;
+            }
         }
-        *prev
+        prev
     } else {
         let a = st.api_args.entry(key).or_default();
-        values_into(c, "ApiCall arg count", a, false)?;
-        *a
+        if api_args {
+            values_into(c, "ApiCall arg count", a, false)?;
+        } else {
+            skip_values(c, "ApiCall arg count", a, false)?;
+        }
+        a
     };
+    let args = if api_args { *args } else { ApiArgs::default() };
     st.ts = end;
     st.correlation = correlation;
-    Ok(Record::ApiCall(ApiCall { kind, op, tid, start, end, correlation, external, args, result }))
+    sink.put_api_call(ApiCall { kind, op, tid, start, end, correlation, external, args, result });
+    Ok(())
 }
 
 #[inline(always)]
-fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Record, DecodeError> {
+fn decode_activity(
+    threads: &mut ThreadStates,
+    c: &mut Cursor<'_>,
+    sink: &mut impl RecordSink,
+) -> Result<(), DecodeError> {
     let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
     let kind = c.u32("Activity kind")?;
     let op = c.u32("Activity op")?;
@@ -759,5 +802,6 @@ fn decode_activity(threads: &mut ThreadStates, c: &mut Cursor<'_>) -> Result<Rec
     st.correlation = correlation;
     st.queue = queue;
     st.device = device;
-    Ok(Record::Activity(a))
+    sink.put(Record::Activity(a));
+    Ok(())
 }

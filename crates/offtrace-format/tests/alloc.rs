@@ -44,7 +44,7 @@ fn allocations() -> u64 {
 fn write_notification_does_not_allocate_after_warm_up() {
     let notifications: Vec<Notification> = synthetic_sycl_trace(3000, 5)
         .into_iter()
-        .filter_map(|r| if let Record::Notification(n) = r { Some(n) } else { None })
+        .filter_map(|r| if let Record::Notification(n) = r { Some(*n) } else { None })
         .collect();
     let mut out = Vec::with_capacity(64 << 20);
     out.clear();

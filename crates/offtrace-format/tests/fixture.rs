@@ -20,7 +20,7 @@ const V3_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v3
 fn v1_fixture_records() -> Vec<Record> {
     let mut records = synthetic_sycl_trace(40, 2024);
     let n = |ts: u64, user_data| {
-        Record::Notification(Notification {
+        Record::from(Notification {
             ts,
             tid: 77,
             stream: 3,
@@ -83,7 +83,7 @@ fn v2_fixture_records() -> Vec<Record> {
     let alloc = |base, size, arg_index, memory_type| KernelAllocation { base, size, arg_index, memory_type };
     records.extend([
         Record::String { id: StrId(60), text: "_ZTS10vector_add".into() },
-        Record::KernelDispatch(KernelDispatch {
+        Record::from(KernelDispatch {
             tid: 4242,
             ts: t,
             correlation: 17,
@@ -102,7 +102,7 @@ fn v2_fixture_records() -> Vec<Record> {
                 alloc(0x1000, 1, 3, MemoryType::Unknown),
             ],
         }),
-        Record::KernelDispatch(KernelDispatch {
+        Record::from(KernelDispatch {
             tid: 4251,
             ts: t + 1,
             kernel: StrId(60),
@@ -111,7 +111,7 @@ fn v2_fixture_records() -> Vec<Record> {
             local_size: [0, 0, 0],
             ..KernelDispatch::default()
         }),
-        Record::KernelDispatch(KernelDispatch {
+        Record::from(KernelDispatch {
             tid: u32::MAX,
             ts: u64::MAX,
             correlation: u64::MAX,

@@ -38,7 +38,7 @@ fn read(bytes: &[u8], threads: usize) -> Read {
     let dir = tempfile::tempdir().unwrap();
     let path: PathBuf = dir.path().join("t.offtrace");
     std::fs::write(&path, bytes).unwrap();
-    let mut r = TraceRecords::open(&path, ReadOptions { decode_threads: threads }).unwrap();
+    let mut r = TraceRecords::open(&path, ReadOptions { decode_threads: threads, ..ReadOptions::default() }).unwrap();
     let mut records = Vec::new();
     let mut warnings = Vec::new();
     r.for_each(
@@ -171,7 +171,7 @@ fn dropping_the_reader_midway_stops_its_threads() {
     let path = dir.path().join("t.offtrace");
     std::fs::write(&path, &bytes).unwrap();
     for _ in 0..20 {
-        let mut r = TraceRecords::open(&path, ReadOptions { decode_threads: 2 }).unwrap();
+        let mut r = TraceRecords::open(&path, ReadOptions { decode_threads: 2, ..ReadOptions::default() }).unwrap();
         assert!(r.next_batch().is_some());
         drop(r);
     }

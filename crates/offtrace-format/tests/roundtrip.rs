@@ -337,7 +337,7 @@ fn typed_record() -> impl Strategy<Value = Record> {
 fn record() -> impl Strategy<Value = Record> {
     let value_type = (0u8..6).prop_map(ValueType::from_u8);
     prop_oneof![
-        6 => notification().prop_map(Record::Notification),
+        6 => notification().prop_map(Record::from),
         1 => (".*", ".*").prop_map(|(key, value)| Record::Info { key, value }),
         1 => (any::<u64>(), any::<u64>(), any::<u64>())
             .prop_map(|(ticks, monotonic_ns, realtime_ns)| Record::ClockSync { ticks, monotonic_ns, realtime_ns }),
@@ -352,7 +352,7 @@ fn record() -> impl Strategy<Value = Record> {
             .prop_map(|(id, value_type, bytes)| Record::Object { id: ObjectId(id), value_type, bytes }),
         1 => (any::<u32>(), proptest::collection::vec((str_id(), any::<u32>().prop_map(ObjectId)), 0..6))
             .prop_map(|(id, items)| Record::MetadataSet { id: MetadataSetId(id), items }),
-        1 => kernel_dispatch().prop_map(Record::KernelDispatch),
+        1 => kernel_dispatch().prop_map(Record::from),
         6 => typed_record(),
         1 => (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Record::Drops { tid, count }),
         1 => (any::<u64>(), any::<u64>()).prop_map(|(records, drops)| Record::End { records, drops }),
@@ -431,11 +431,11 @@ fn non_canonical_blocks_are_clamped() {
         user_data: UserData::FunctionWithArgs { function_id: 1, name: StrId(1), result: Some(-1), args, outs },
         ..Notification::default()
     };
-    let bytes = write_trace(&TraceHeader::monotonic(), &[Record::Notification(n)], 1024, 0);
+    let bytes = write_trace(&TraceHeader::monotonic(), &[Record::from(n)], 1024, 0);
     let (read, err, _) = read_all(&bytes);
     assert!(err.is_none());
     match &read[0] {
-        Record::Notification(Notification { user_data: UserData::FunctionWithArgs { args, outs, .. }, .. }) => {
+        Record::Notification(n) if let UserData::FunctionWithArgs { args, outs, .. } = &n.user_data => {
             assert_eq!(args.as_slice(), &[9; MAX_ARGS][..]);
             assert_eq!(outs.as_slice(), &[(1, 2); MAX_OUTS][..]);
         }

@@ -11,9 +11,7 @@ fn bytes_per_record_on_a_synthetic_sycl_trace() {
     let notifications = records.iter().filter(|r| matches!(r, Record::Notification(_))).count();
     let fwa = records
         .iter()
-        .filter(|r| {
-            matches!(r, Record::Notification(Notification { user_data: UserData::FunctionWithArgs { .. }, .. }))
-        })
+        .filter(|r| matches!(r, Record::Notification(n) if matches!(n.user_data, UserData::FunctionWithArgs { .. })))
         .count();
     let mut w = TraceWriter::new(Vec::new(), &tsc_header()).expect("header");
     for (i, r) in records.iter().enumerate() {

@@ -11,7 +11,7 @@ use std::time::Instant;
 fn write_and_read_throughput() {
     let records = synthetic_sycl_trace(20_000, 11);
     let notifications: Vec<Notification> =
-        records.iter().filter_map(|r| if let Record::Notification(n) = r { Some(*n) } else { None }).collect();
+        records.iter().filter_map(|r| if let Record::Notification(n) = r { Some(**n) } else { None }).collect();
     let rounds = 5;
     let mut best_write = f64::MAX;
     let mut bytes = Vec::new();

@@ -100,6 +100,6 @@ impl RawLayer for XptiRawLayer {
         let mut n = compact::decode(body, 0, &mut compact::Delta::default());
         n.ts = ts;
         n.tid = tid;
-        out(Record::Notification(n));
+        out(Record::from(n));
     }
 }

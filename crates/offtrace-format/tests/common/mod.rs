@@ -143,7 +143,7 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
             metadata: MetadataSetId(k + 1),
         };
         let sycl = |ticks: u64, trace_type: u16, ud: UserData| {
-            Record::Notification(Notification {
+            Record::from(Notification {
                 ts: ticks,
                 tid: main_tid,
                 stream: SYCL_STREAM,
@@ -173,7 +173,7 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
             o.len = outs.len() as u8;
             o.values[..outs.len()].copy_from_slice(outs);
             let n = |ts, trace_type, result, outs| {
-                Record::Notification(Notification {
+                Record::from(Notification {
                     ts,
                     tid: main_tid,
                     stream: UR_STREAM,
@@ -232,7 +232,7 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
                 ..EventInfo::default()
             };
             let w = |ticks, trace_type| {
-                Record::Notification(Notification {
+                Record::from(Notification {
                     ts: ticks,
                     tid: main_tid,
                     stream: SYCL_STREAM,
@@ -248,7 +248,7 @@ pub fn synthetic_sycl_trace(kernels: usize, seed: u64) -> Vec<Record> {
             call(&mut out, &mut ticks, &q_finish, &[queue], &[], 5_000 + rng.below(5_000));
             out.push(w(ticks, WAIT_END));
             // Host-side completion on a runtime worker thread.
-            out.push(Record::Notification(Notification {
+            out.push(Record::from(Notification {
                 ts: ticks + 10,
                 tid: worker_tid,
                 stream: SYCL_STREAM,
