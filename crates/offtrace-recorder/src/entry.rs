@@ -328,7 +328,7 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
                     unit: str_id(b(4)?),
                 })
             } else {
-                Record::CounterSample(CounterSample { counter: b(0)?, tid, ts, value: b(2)? })
+                Record::CounterSample(CounterSample { counter: b(0)?, tid, ts, value: b(2)?, correlation })
             }
         }
         Kind::Xpti => return None,
