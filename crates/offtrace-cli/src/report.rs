@@ -264,6 +264,27 @@ fn sections(r: &Report) -> Vec<Section> {
             .collect(),
     ));
     v.push((
+        "command_metrics",
+        vec!["kind", "name", "metric", "unit", "device", "commands", "total", "mean", "min", "max"],
+        r.command_metrics
+            .iter()
+            .map(|m| {
+                vec![
+                    m.kind.clone(),
+                    m.name.clone(),
+                    m.metric.clone(),
+                    m.unit.clone(),
+                    m.device.clone(),
+                    m.commands.to_string(),
+                    m.total.to_string(),
+                    m.mean.to_string(),
+                    m.min.to_string(),
+                    m.max.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    v.push((
         "markers",
         vec!["name", "kind", "count", "total_ns"],
         r.markers
@@ -512,6 +533,24 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 format!("{:.6}", c.mean),
                 format!("{:.6}", c.max),
                 format!("{:.6}", c.last),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+    if !r.command_metrics.is_empty() {
+        writeln!(out, "\nMetrics per command (event-based queries), per device activity: {}", r.command_metrics.len())?;
+        let mut tb = table(&["kind", "name", "metric", "unit", "commands", "total", "mean", "min", "max"], 4);
+        for m in &r.command_metrics {
+            tb.add_row(vec![
+                if m.kind.is_empty() { "(no device activity)".to_owned() } else { m.kind.clone() },
+                m.name.clone(),
+                m.metric.clone(),
+                m.unit.clone(),
+                count(m.commands),
+                format!("{:.6}", m.total),
+                format!("{:.6}", m.mean),
+                format!("{:.6}", m.min),
+                format!("{:.6}", m.max),
             ]);
         }
         writeln!(out, "{tb}")?;
