@@ -161,6 +161,7 @@ fn query_metrics_give_one_value_per_command() {
     let mut defs = HashMap::new();
     let mut devices = HashMap::new();
     let mut samples: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut sample_commands: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut launches = std::collections::HashSet::new();
     let mut completes = std::collections::HashSet::new();
     for r in TraceReader::open(&trace).expect("open") {
@@ -171,7 +172,10 @@ fn query_metrics_give_one_value_per_command() {
             Record::CounterDef(d) => {
                 defs.insert(d.counter, d);
             }
-            Record::CounterSample(s) => samples.entry(s.counter).or_default().push(s.value),
+            Record::CounterSample(s) => {
+                samples.entry(s.counter).or_default().push(s.value);
+                sample_commands.entry(s.counter).or_default().push(s.correlation);
+            }
             Record::Device(d) => {
                 devices.insert(d.handle, d.name);
             }
@@ -209,4 +213,40 @@ fn query_metrics_give_one_value_per_command() {
         values.iter().all(|&v| v > 0 && v < whole),
         "each command's task clock within the run's {whole}: {values:?}"
     );
+
+    // On disk each value names its command: the launched and completed commands, once each.
+    let mut measured = sample_commands[&tc].clone();
+    measured.sort_unstable();
+    let mut expected: Vec<u64> = launches.intersection(&completes).copied().collect();
+    expected.sort_unstable();
+    assert_eq!(measured, expected, "one value per command, tied to it by correlation");
+
+    // The report's per-kernel view: every value joined with its command's device activity, the
+    // totals per kernel name adding up to the values in the file.
+    let o = offtrace().args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let rows: Vec<&serde_json::Value> = rep["command_metrics"]
+        .as_array()
+        .expect("command_metrics")
+        .iter()
+        .filter(|m| m["metric"] == "cpu.sw.task_clock.per_command")
+        .collect();
+    assert!(rows.iter().all(|m| m["kind"] != ""), "every value has its command's device activity: {rows:?}");
+    let kernels: Vec<&str> =
+        rows.iter().filter(|m| m["kind"] == "KERNEL_DISPATCH").filter_map(|m| m["name"].as_str()).collect();
+    assert!(!kernels.is_empty(), "per-kernel rows: {rows:?}");
+    let commands: u64 = rows.iter().map(|m| m["commands"].as_u64().expect("commands")).sum();
+    assert_eq!(commands, completed as u64, "{rows:?}");
+    let total: f64 = rows.iter().map(|m| m["total"].as_f64().expect("total")).sum();
+    let in_file: u64 = values.iter().sum();
+    assert!((total - in_file as f64).abs() <= 1e-9 * in_file as f64, "report {total} vs file {in_file}");
+    for m in &rows {
+        let (n, t, mean) = (
+            m["commands"].as_f64().unwrap_or(0.0),
+            m["total"].as_f64().unwrap_or(0.0),
+            m["mean"].as_f64().unwrap_or(0.0),
+        );
+        assert!((mean * n - t).abs() <= 1e-6 * t.max(1.0), "{m}");
+    }
 }
