@@ -250,3 +250,69 @@ fn query_metrics_give_one_value_per_command() {
         assert!((mean * n - t).abs() <= 1e-6 * t.max(1.0), "{m}");
     }
 }
+
+/// `record --query-metrics cpu.sw` on four threads submitting to their own and a shared queue
+/// (`examples/sycl/threads_queues.py 4 10`: 80 kernels, 120 copies, 40 fills): every command
+/// has its launch and its completion, each completion emitted after its launch (the agent ends
+/// the query the launch began), and exactly one value of each metric names it.
+#[test]
+fn query_metrics_value_every_command_of_threads_and_queues() {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let list = offtrace().args(["metrics", "list", "--format", "json"]).output().expect("list");
+    if !String::from_utf8_lossy(&list.stdout).contains("\"cpu.sw\"") {
+        eprintln!("no perf_event software counters here; skipped");
+        return;
+    }
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
+    assert!(venv.join("bin/python").exists(), "no SYCL runtime in {} (OFFTRACE_SKIP_SYCL=1 skips)", venv.display());
+    let dir = tempfile::tempdir().expect("tmp");
+    let trace = dir.path().join("tq.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .args(["--query-metrics", "cpu.sw", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/threads_queues.py"))
+        .args(["4", "10"])
+        .output()
+        .expect("record");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let mut launches: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut completions: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut values: HashMap<u64, u32> = HashMap::new();
+    let mut task_clock = None;
+    let mut strings = HashMap::new();
+    for r in TraceReader::open(&trace).expect("open") {
+        match r.expect("record") {
+            Record::String { id, text } => {
+                strings.insert(id, text);
+            }
+            Record::CounterDef(d) if strings.get(&d.name).is_some_and(|n| n == "cpu.sw.task_clock.per_command") => {
+                task_clock = Some(d.counter);
+            }
+            Record::CounterSample(s) if Some(s.counter) == task_clock => *values.entry(s.correlation).or_default() += 1,
+            Record::Activity(a) if (3..=5).contains(&a.kind) => {
+                let at = if a.phase == offtrace_format::phase::COMPLETE { &mut completions } else { &mut launches };
+                assert!(at.insert((a.kind, a.correlation), a.ts).is_none(), "one record of each: {a:?}");
+            }
+            _ => {}
+        }
+    }
+    let count = |kind| launches.keys().filter(|(k, _)| *k == kind).count();
+    assert_eq!((count(3), count(4), count(5)), (80, 120, 40), "kernels, copies, fills");
+    let mut launched: Vec<_> = launches.keys().collect();
+    let mut completed: Vec<_> = completions.keys().collect();
+    launched.sort_unstable();
+    completed.sort_unstable();
+    assert_eq!(launched, completed, "every completion has its launch record and every launch its completion");
+    let early: Vec<_> = completions.iter().filter(|(k, ts)| **ts < launches[k]).collect();
+    assert!(early.is_empty(), "completions emitted before their launch: {early:?}");
+    assert_eq!(values.len(), launches.len(), "a value for every command");
+    assert!(values.iter().all(|(c, &n)| n == 1 && launches.keys().any(|(_, l)| l == c)), "one value per command");
+}
