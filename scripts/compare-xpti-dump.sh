@@ -33,7 +33,7 @@ env LD_LIBRARY_PATH="$venv/lib" OCL_ICD_FILENAMES="$venv/lib/libintelocl.so" \
   XPTI_TRACE_ENABLE=1 XPTI_FRAMEWORK_DISPATCHER="$disp" \
   XPTI_SUBSCRIBERS="$dump,$bindir/libofftrace_agent.so" UR_ENABLE_LAYERS=UR_LAYER_TRACING \
   DUMP_FILE="$out/$name.jsonl" DUMP_SKIP=sycl.debug,ur.call.debug DUMP_DETAIL=2 \
-  OFFTRACE_OUTPUT="$out/$name.offtrace" OFFTRACE_DETAIL=normal \
+  OFFTRACE_OUTPUT="$out/$name.offtrace" OFFTRACE_DETAIL=normal OFFTRACE_RAW=1 \
   "$venv/bin/python" "$@" > "$out/$name.stdout" 2>&1 || rc=$?
 [ $rc = 0 ] || { echo "compare-xpti-dump: $1 exited with $rc (see $out/$name.stdout)" >&2; exit 1; }
 "$bindir/offtrace" report "$out/$name.offtrace" --format json > "$out/$name.report.json"

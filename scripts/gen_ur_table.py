@@ -154,6 +154,9 @@ o.append("    /// The `ur_function_t` value.")
 o.append("    pub id: u32,")
 o.append("    pub name: &'static str,")
 o.append("    pub params: &'static [Param],")
+o.append("    /// A `urEnqueue*` function: it puts a command on a queue (the task graph wants its queue,")
+o.append("    /// event and wait list). A flag, so the record path compares no names.")
+o.append("    pub is_enqueue: bool,")
 o.append("}")
 o.append("")
 o.append(f"/// The largest number of parameters of any function ({max_args}).")
@@ -170,7 +173,7 @@ o.append("")
 o.append(f"/// Every function of `ur_api.h` {version} with a params struct, sorted by id.")
 o.append("pub static FUNCTIONS: &[Function] = &[")
 for fid, name, params in funcs:
-    o.append(f"    Function {{ id: {fid}, name: \"{name}\", params: &[")
+    o.append(f"    Function {{ id: {fid}, name: \"{name}\", is_enqueue: {str(name.startswith('urEnqueue')).lower()}, params: &[")
     for (pn, pt, ps, pk) in params:
         o.append(f"        p!(\"{pn}\", \"{pt}\", {ps}, {pk}),")
     o.append("    ] },")
@@ -229,6 +232,7 @@ mod tests {
             assert_eq!(function(f.id).map(|g| g.name), Some(f.name));
             assert!(f.params.len() <= MAX_PARAMS);
             assert!(i == 0 || FUNCTIONS[i - 1].id < f.id);
+            assert_eq!(f.is_enqueue, f.name.starts_with("urEnqueue"), "{}", f.name);
             for p in f.params {
                 assert!(matches!(p.size, 1 | 2 | 4 | 8), "{} {}", f.name, p.name);
             }

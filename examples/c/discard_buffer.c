@@ -16,13 +16,27 @@ static offtrace_buffer_id_t buffer;
 static uint64_t delivered, dropped, deliveries;
 static uint64_t by_operation[512];
 
-static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* records,
-                       size_t count, void* data, uint64_t drop_count) {
+static uint64_t arguments, longest_call_ns;
+
+/* Runs on offtrace's delivery thread, one delivery at a time: the counters need no lock (the
+ * flush in tool_fini returns after the last delivery). Each record is an API call record
+ * (the only kind configured): its arguments are inline. */
+static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b,
+                       const offtrace_buffer_tracing_record_t* const* records, size_t count, void* data,
+                       uint64_t drop_count) {
     (void)c; (void)b; (void)data;
     deliveries++;
     delivered += count;
     dropped += drop_count;
-    for (size_t i = 0; i < count; i++) by_operation[records[i].operation & 511]++;
+    for (size_t i = 0; i < count; i++) {
+        by_operation[records[i]->operation & 511]++;
+        if (records[i]->kind != OFFTRACE_TRACING_KIND_UR_API) continue;
+        const offtrace_buffer_tracing_api_call_record_t* call =
+            (const offtrace_buffer_tracing_api_call_record_t*)records[i];
+        arguments += call->arg_count;
+        uint64_t ns = call->header.end_timestamp - call->header.start_timestamp;
+        if (ns > longest_call_ns) longest_call_ns = ns;
+    }
     struct timespec slow = {0, 200000}; /* a slow consumer: 0.2 ms per delivery */
     nanosleep(&slow, NULL);
 }
@@ -30,7 +44,7 @@ static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b, const of
 static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
     (void)fini; (void)tool_data;
     if (offtrace_create_context(&ctx) != OFFTRACE_STATUS_SUCCESS) return 1;
-    const size_t rec = sizeof(offtrace_buffer_tracing_record_t);
+    const size_t rec = 128; /* an API call record with a few arguments */
     if (offtrace_create_buffer(ctx, 64 * rec, 32 * rec, OFFTRACE_BUFFER_POLICY_DISCARD, on_records, NULL, &buffer) !=
         OFFTRACE_STATUS_SUCCESS)
         return 1;
@@ -44,8 +58,9 @@ static void tool_fini(void* tool_data) {
     offtrace_flush_buffer(buffer);
     uint64_t total = 0;
     offtrace_buffer_get_dropped_count(buffer, &total);
-    printf("discard_buffer: delivered=%" PRIu64 " dropped=%" PRIu64 " dropped_total=%" PRIu64 " deliveries=%" PRIu64 "\n",
-           delivered, dropped, total, deliveries);
+    printf("discard_buffer: delivered=%" PRIu64 " dropped=%" PRIu64 " dropped_total=%" PRIu64 " deliveries=%" PRIu64
+           " arguments=%" PRIu64 " longest_call_ns=%" PRIu64 "\n",
+           delivered, dropped, total, deliveries, arguments, longest_call_ns);
     for (unsigned op = 0; op < 512; op++) {
         if (!by_operation[op]) continue;
         const char* name = NULL;

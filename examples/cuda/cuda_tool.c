@@ -75,18 +75,21 @@ static void on_call(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
     }
 }
 
-static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* records,
-                       size_t count, void* data, uint64_t drop_count) {
+/* Runs on offtrace's delivery thread. */
+static void on_records(offtrace_context_id_t c, offtrace_buffer_id_t b,
+                       const offtrace_buffer_tracing_record_t* const* records, size_t count, void* data,
+                       uint64_t drop_count) {
     (void)c; (void)b; (void)data; (void)drop_count;
     for (size_t i = 0; i < count; i++) {
-        const offtrace_buffer_tracing_record_t* r = &records[i];
-        if (r->kind != OFFTRACE_TRACING_KIND_KERNEL_DISPATCH) continue;
+        if (records[i]->kind != OFFTRACE_TRACING_KIND_KERNEL_DISPATCH) continue;
+        const offtrace_buffer_tracing_kernel_dispatch_record_t* r =
+            (const offtrace_buffer_tracing_kernel_dispatch_record_t*)records[i];
         kernels++;
-        if (!(r->start_timestamp > 0 && r->end_timestamp > r->start_timestamp)) continue;
+        if (!(r->device_start > 0 && r->device_end > r->device_start)) continue;
         kernels_timed++;
-        if (known(r->correlation_id.internal)) kernels_correlated++;
+        if (known(r->header.correlation_id.internal)) kernels_correlated++;
         else kernels_uncorrelated++;
-        if (r->correlation_id.external.value == TOOL_EXTERNAL_ID) kernels_external++;
+        if (r->header.correlation_id.external.value == TOOL_EXTERNAL_ID) kernels_external++;
     }
 }
 
@@ -96,7 +99,7 @@ static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
     if (offtrace_configure_callback_tracing_service(ctx, OFFTRACE_TRACING_KIND_CUDA_RUNTIME_API, NULL, 0, on_call, NULL) !=
         OFFTRACE_STATUS_SUCCESS)
         return 1;
-    const size_t rec = sizeof(offtrace_buffer_tracing_record_t);
+    const size_t rec = sizeof(offtrace_buffer_tracing_kernel_dispatch_record_t) + 256; /* with a name */
     if (offtrace_create_buffer(ctx, 4096 * rec, 2048 * rec, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_records, NULL, &buffer) !=
         OFFTRACE_STATUS_SUCCESS)
         return 1;

@@ -8,7 +8,7 @@
 //! | `OFFTRACE_DEBUG_STREAMS` | `1`: also subscribe `sycl.debug` and `ur.call.debug` (the runtime then sends there *instead*) | `0` |
 //! | `OFFTRACE_BUFFER_RECORDS` | per-thread ring capacity in records of 16 words (128 bytes), rounded up to a power of two: a typed UR call takes ~6 + its argument count words, a raw notification ~10-15 | `65536` (8 MiB per thread) |
 //! | `OFFTRACE_LOSSLESS` | `1`: never drop; a thread whose ring is full waits for the writer | `0` (drop and count) |
-//! | `OFFTRACE_RAW` | `1` / `0`: keep the raw layer (every XPTI notification as sent) beside the typed records | `1` (until the analysis reads typed records only) |
+//! | `OFFTRACE_RAW` | `1` / `0`: keep the raw layer (every XPTI notification as sent) beside the typed records; nothing downstream needs it, it is there to compare with the runtime's stream | `1` with `OFFTRACE_DETAIL=verbose`, else `0` |
 
 use std::path::PathBuf;
 
@@ -58,7 +58,9 @@ impl Config {
             debug_streams: flag("OFFTRACE_DEBUG_STREAMS", false),
             ring_words: ring_records * 16,
             lossless: flag("OFFTRACE_LOSSLESS", false),
-            raw: flag("OFFTRACE_RAW", true),
+            // The raw layer doubles the agent's work per notification (its decode and encode):
+            // on only when asked for, explicitly or with the most detailed level.
+            raw: flag("OFFTRACE_RAW", detail == detail_level::VERBOSE),
         }
     }
 

@@ -2,8 +2,8 @@
 //! writer thread), which the agent subscribes to the tracing services. The SYCL/UR backend
 //! (`services_bridge`) emits typed records into the services; the recorder writes them. The raw
 //! layer — every XPTI notification exactly as the runtime sent it — is the backend's
-//! [`crate::raw_layer::XptiRawLayer`], on by default while the analysis still reads it
-//! (`OFFTRACE_RAW=0` turns it off).
+//! [`crate::raw_layer::XptiRawLayer`], off unless asked for (`OFFTRACE_RAW=1`, or
+//! `OFFTRACE_DETAIL=verbose`; `offtrace record --raw`): nothing downstream needs it.
 //!
 //! Start: the first `xptiTraceInit` (`lib.rs`). Finish: the last `xptiTraceFinish`, else the
 //! agent's ELF destructor; an `atexit` handler only asks the writer for a cycle.

@@ -79,6 +79,7 @@ fn run_w4_with(venv: &Path, tool: &Path, dir: &Path, ur_calls: bool, detail: &st
         .env("OFFTRACE_DETAIL", detail)
         .env("OFFTRACE_TOOLS", tool)
         .env("OFFTRACE_OUTPUT", &trace)
+        .env("OFFTRACE_RAW", "1")
         .env("PYTHONUNBUFFERED", "1")
         .current_dir(dir)
         .output()
@@ -425,4 +426,73 @@ fn lifecycle_tool_on_threads_queues() {
     assert_eq!(value("push"), "0,0", "{stdout}");
     assert_eq!(value("pop"), "0,0,12", "{stdout}");
     eprintln!("{}", stdout.lines().filter(|l| l.contains('=')).collect::<Vec<_>>().join("\n"));
+}
+
+/// `tests/c/kinds_agree.c` (written against the header only) subscribes every kind twice in one
+/// context, as callbacks and into a lossless buffer, on `examples/sycl/threads_queues.py` (4
+/// worker threads x 3 queues): every callback record (a pair's exit; instants; activity) has
+/// exactly one typed buffer record with the same kind, operation, correlation id, phase and
+/// content (a digest of the fields both carry: arguments, kernel name and geometry, copy
+/// ends and sizes, names, ...), and no buffer record is without its callback, kind by kind; the
+/// buffer callback never runs on a thread that emitted records (the delivery thread) and
+/// deliveries are batched.
+#[test]
+fn callbacks_and_buffer_records_agree_kind_by_kind_on_threads_queues() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("kinds_agree");
+    let so = tool(&workspace().join("crates/offtrace-agent/tests/c/kinds_agree.c"), &dir);
+    let out = Command::new(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/threads_queues.py"))
+        .args(["4", "6"])
+        .env("LD_LIBRARY_PATH", venv.join("lib"))
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .env("XPTI_TRACE_ENABLE", "1")
+        .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
+        .env("XPTI_SUBSCRIBERS", agent())
+        .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
+        .env("OFFTRACE_TOOLS", &so)
+        // The raw layer (XPTI kind) is opt-in: on, so that it is compared too.
+        .env("OFFTRACE_RAW", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .current_dir(&dir)
+        .output()
+        .expect("run threads_queues");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stdout.contains("threads_queues: ok"), "{stdout}\n{stderr}");
+    let summary = stdout.lines().find(|l| l.contains("kinds_agree: total=")).unwrap_or_else(|| panic!("{stdout}"));
+    let value = |line: &str, key: &str| -> u64 { field(line, key).parse().unwrap_or_else(|_| panic!("{key}: {line}")) };
+    assert_eq!(value(summary, "mismatches"), 0, "{stdout}");
+    assert_eq!(value(summary, "delivery_on_app_thread"), 0, "{stdout}");
+    let total = value(summary, "total");
+    assert!(value(summary, "deliveries") * 10 < total, "batched deliveries: {summary}");
+    assert!(value(summary, "named_dispatches") > 0, "{summary}");
+    let kinds: BTreeMap<u64, (u64, u64)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("kinds_agree: kind="))
+        .map(|l| (value(l, "kind"), (value(l, "callbacks"), value(l, "buffered"))))
+        .collect();
+    // UR_API, QUEUE, KERNEL_DISPATCH, MEMORY_COPY, MEMORY_FILL, MEMORY_ALLOC, TASK_GRAPH, SYNC,
+    // CODE_OBJECT, XPTI, DEVICE: every kind this program makes the runtime report.
+    for kind in [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 15] {
+        let (callbacks, buffered) = kinds.get(&kind).copied().unwrap_or_default();
+        assert!(callbacks > 0 && buffered > 0, "kind {kind}: {callbacks} callbacks, {buffered} records\n{stdout}");
+    }
+    eprintln!("{}", stdout.lines().filter(|l| l.starts_with("kinds_agree")).collect::<Vec<_>>().join("\n"));
+}
+
+/// `kinds_agree.c` on W4, which reads its kernel's profiling info: callbacks and typed buffer
+/// records still agree kind by kind, and the completion's record carries the device times
+/// (phase COMPLETE, its start timestamp = `device_start`).
+#[test]
+fn w4_completion_buffer_records_carry_device_times() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("kinds_agree_w4");
+    let so = tool(&workspace().join("crates/offtrace-agent/tests/c/kinds_agree.c"), &dir);
+    let (out, _) = run_w4(&venv, &so, &dir);
+    let summary = out.lines().find(|l| l.contains("kinds_agree: total=")).unwrap_or_else(|| panic!("{out}"));
+    let value = |key: &str| -> u64 { field(summary, key).parse().unwrap_or_else(|_| panic!("{key}: {summary}")) };
+    assert_eq!(value("mismatches"), 0, "{out}");
+    assert!(value("timed") >= 1, "a kernel completion with device times: {summary}");
+    eprintln!("{summary}");
 }

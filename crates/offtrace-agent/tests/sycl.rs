@@ -34,7 +34,8 @@ fn traced(venv: &Path, subscribers: &str, out: &Path, script: &Path) -> Command 
         .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
         .env("XPTI_SUBSCRIBERS", subscribers)
         .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
-        .env("OFFTRACE_OUTPUT", out);
+        .env("OFFTRACE_OUTPUT", out)
+        .env("OFFTRACE_RAW", "1");
     c
 }
 
@@ -545,6 +546,7 @@ for i in range(1, 101):
         .arg(agent())
         .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
         .env("OFFTRACE_OUTPUT", &out)
+        .env("OFFTRACE_RAW", "1")
         .env_remove("XPTI_SUBSCRIBERS")
         .output()
         .expect("run python");
@@ -597,6 +599,7 @@ a.xptiTraceFinish(b"ur.call")
         .arg(agent())
         .env("XPTI_FRAMEWORK_DISPATCHER", venv.join("lib/libxptifw.so.1"))
         .env("OFFTRACE_OUTPUT", &out)
+        .env("OFFTRACE_RAW", "1")
         .env("OFFTRACE_BUFFER_RECORDS", "65536")
         .env_remove("XPTI_SUBSCRIBERS")
         .output()

@@ -37,6 +37,7 @@ fn run(venv: &Path, out: &Path, script: &Path, args: &[&str]) -> String {
         .env("XPTI_SUBSCRIBERS", agent())
         .env("UR_ENABLE_LAYERS", "UR_LAYER_TRACING")
         .env("OFFTRACE_OUTPUT", out)
+        .env("OFFTRACE_RAW", "1")
         .output()
         .expect("run python");
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

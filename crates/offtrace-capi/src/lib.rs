@@ -31,7 +31,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 use offtrace_core::{
-    AllocationProperties, BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, CallbackFn, CallbackRecord,
+    AllocationProperties, BufferCallbackFn, BufferId, BufferPolicy, BufferRecordHeader, CallbackFn, CallbackRecord,
     ContextId, Kind, ServiceError, UserData,
 };
 
@@ -52,7 +52,7 @@ pub type offtrace_context_id_t = ContextId;
 pub type offtrace_buffer_id_t = BufferId;
 pub type offtrace_user_data_t = UserData;
 pub type offtrace_callback_tracing_record_t = CallbackRecord;
-pub type offtrace_buffer_tracing_record_t = BufferRecord;
+pub type offtrace_buffer_tracing_record_t = BufferRecordHeader;
 pub type offtrace_kernel_allocation_properties_t = AllocationProperties;
 pub type offtrace_callback_tracing_cb_t = CallbackFn;
 pub type offtrace_buffer_tracing_cb_t = BufferCallbackFn;
@@ -85,7 +85,7 @@ pub const OFFTRACE_STATUS_ERROR_TOOL_LOAD: offtrace_status_t = 13;
 pub const OFFTRACE_STATUS_ERROR_INTERNAL: offtrace_status_t = 14;
 
 pub const OFFTRACE_VERSION_MAJOR: u32 = 0;
-pub const OFFTRACE_VERSION_MINOR: u32 = 1;
+pub const OFFTRACE_VERSION_MINOR: u32 = 2;
 pub const OFFTRACE_VERSION_PATCH: u32 = 0;
 
 thread_local! {
@@ -290,15 +290,16 @@ pub unsafe extern "C" fn offtrace_configure_callback_tracing_service(
     })
 }
 
-/// Creates a buffer in the context. Each producing thread stages up to `size` bytes
-/// (`size / sizeof(offtrace_buffer_tracing_record_t)` records) and, when it has staged
-/// `watermark` bytes, delivers them itself: `callback(context, buffer, records, count, data,
-/// drop_count)` runs on that thread, never concurrently with another delivery of the buffer.
+/// Creates a buffer in the context. Each producing thread stages up to `size` bytes of typed
+/// records (`size` at least 64, at most 1 GiB; with `OFFTRACE_BUFFER_RECORD_MAX_SIZE` or more
+/// every record fits, a larger record is dropped and counted) and, when its records reach
+/// `watermark` bytes, hands them to offtrace's delivery thread (`offtrace-buffers`) and goes
+/// on: `callback(context, buffer, records, count, data, drop_count)` runs on that thread, never
+/// concurrently with another delivery of the buffer, never on an application thread.
 /// `offtrace_flush_buffer` delivers every thread's staged records. `policy`:
 /// `OFFTRACE_BUFFER_POLICY_LOSSLESS` (never drops; a producing thread whose staging is full
-/// delivers synchronously, waiting for a delivery in progress) or
-/// `OFFTRACE_BUFFER_POLICY_DISCARD` (never blocks; drops and counts when staging is full and
-/// another thread is delivering).
+/// waits until the delivery thread has made room) or `OFFTRACE_BUFFER_POLICY_DISCARD` (never
+/// blocks; drops and counts a record that finds the staging full).
 ///
 /// # Safety
 /// `buffer_id` must be null or writable; `callback` must be callable from any thread with `data`
@@ -346,8 +347,10 @@ pub unsafe extern "C" fn offtrace_configure_buffer_tracing_service(
     })
 }
 
-/// Delivers every record written to the buffer before the call (all threads) before returning.
-/// `OFFTRACE_STATUS_ERROR_BUSY` inside a callback.
+/// Has the delivery thread deliver every record written to the buffer before the call (all
+/// threads, and records of threads in teardown), and returns when the callback has returned
+/// for them; an empty buffer calls nothing (except to report drops counted since the last
+/// delivery). `OFFTRACE_STATUS_ERROR_BUSY` inside a callback.
 #[unsafe(no_mangle)]
 pub extern "C" fn offtrace_flush_buffer(buffer_id: offtrace_buffer_id_t) -> offtrace_status_t {
     guard(|| offtrace_core::flush_buffer(buffer_id))
@@ -619,6 +622,62 @@ pub unsafe extern "C" fn offtrace_kernel_get_allocation_properties(
         // SAFETY: a KERNEL_DISPATCH record's payload is a `KernelDispatchPayload`, live during
         // the callback (contract); the same for its implicit-allocation array.
         let all = unsafe { offtrace_core::kernel_allocation_properties(&*r.payload.cast()) };
+        // SAFETY: `count` is non-null and writable; `properties`, when non-null, is writable
+        // for `*count` entries (contract).
+        unsafe {
+            if properties.is_null() {
+                *count = all.len() as u32;
+            } else {
+                let n = (*count as usize).min(all.len());
+                std::ptr::copy_nonoverlapping(all.as_ptr(), properties, n);
+                *count = n as u32;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The allocations a typed `KERNEL_DISPATCH` buffer record's kernel uses, two-step as
+/// `offtrace_kernel_get_allocation_properties`: its inline argument values matched against the
+/// live allocation table *as it is at this call* (in a buffer callback, later than the dispatch:
+/// an allocation freed since is not found). No implicit allocations (a buffer record does not
+/// carry them).
+///
+/// # Safety
+/// `record` must be a record delivered to a buffer callback, used during it; `count` writable;
+/// `properties` null or writable for `*count` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn offtrace_buffer_kernel_get_allocation_properties(
+    record: *const offtrace_buffer_tracing_record_t,
+    count: *mut u32,
+    properties: *mut offtrace_kernel_allocation_properties_t,
+) -> offtrace_status_t {
+    guard(|| {
+        nonnull(record)?;
+        nonnull(count)?;
+        // SAFETY: non-null (checked), a delivered record (contract).
+        let h = unsafe { &*record };
+        if h.kind != Kind::KernelDispatch as u32 {
+            return Err(ServiceError::KindNotFound);
+        }
+        if (h.size as usize) < std::mem::size_of::<offtrace_core::KernelDispatchRecord>() {
+            return Err(ServiceError::InvalidArgument);
+        }
+        // SAFETY: a KERNEL_DISPATCH record at least as large as the struct (checked); its
+        // `kernel_arg_count` arguments are inline at `args_offset`, inside its `size` bytes.
+        let all = unsafe {
+            let r = &*record.cast::<offtrace_core::KernelDispatchRecord>();
+            let n = (r.kernel_arg_count as usize).min(offtrace_core::MAX_KERNEL_ARGS);
+            if r.args_offset as usize + 8 * n > h.size as usize {
+                return Err(ServiceError::InvalidArgument);
+            }
+            let args = record.cast::<u8>().add(r.args_offset as usize).cast::<u64>();
+            let mut p = offtrace_core::KernelDispatchPayload { kernel_arg_count: n as u32, ..Default::default() };
+            for (i, a) in p.kernel_args[..n].iter_mut().enumerate() {
+                *a = args.add(i).read_unaligned();
+            }
+            offtrace_core::kernel_allocation_properties(&p)
+        };
         // SAFETY: `count` is non-null and writable; `properties`, when non-null, is writable
         // for `*count` entries (contract).
         unsafe {

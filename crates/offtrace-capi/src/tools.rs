@@ -238,7 +238,7 @@ fn load_one(path: &str) -> Result<bool, ToolError> {
     };
     let mut client = offtrace_client_id_t { name: std::ptr::null(), handle };
     // SAFETY: calling the tool's configure per the contract; `client` is writable.
-    let result = unsafe { configure(OFFTRACE_VERSION, c"offtrace 0.1.0".as_ptr(), handle - 1, &mut client) };
+    let result = unsafe { configure(OFFTRACE_VERSION, c"offtrace 0.2.0".as_ptr(), handle - 1, &mut client) };
     if result.is_null() {
         return Ok(false);
     }

@@ -55,6 +55,10 @@ pub struct RecordArgs {
     /// Subscribe the debug streams (sycl.debug, ur.call.debug) instead of the normal ones.
     #[arg(long)]
     pub debug_streams: bool,
+    /// Also record the raw layer: every XPTI notification as the runtime sent it (sets
+    /// OFFTRACE_RAW=1) [default: with --detail verbose only].
+    #[arg(long)]
+    pub raw: bool,
     /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
     #[arg(long, value_name = "DIR")]
     pub runtime: Option<PathBuf>,
@@ -127,6 +131,7 @@ pub struct RecordConfig {
     pub detail: &'static str,
     pub ur_calls: bool,
     pub debug_streams: bool,
+    pub raw: bool,
     pub runtime: Option<PathBuf>,
     pub dispatcher: DispatcherChoice,
     pub agent: Option<PathBuf>,
@@ -152,6 +157,7 @@ impl RecordArgs {
             },
             ur_calls: !self.no_ur_calls,
             debug_streams: self.debug_streams,
+            raw: self.raw,
             runtime: self.runtime,
             dispatcher,
             agent: self.agent,

@@ -240,6 +240,9 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DETAIL", cfg.detail)
         .env("OFFTRACE_UR_CALLS", if cfg.ur_calls { "1" } else { "0" })
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
+    if cfg.raw {
+        cmd.env("OFFTRACE_RAW", "1");
+    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),

@@ -134,7 +134,8 @@ fn record_report_and_export_a_multithreaded_program() {
     let dir = tmpdir("threads");
     let trace = dir.path().join("tq.offtrace");
     let (code, stdout, stderr) =
-        record(&venv, &trace, &[], &[example("threads_queues.py").to_str().expect("utf8"), "4", "5"]);
+        // `--raw`: the typed records are checked against the raw layer's notifications.
+        record(&venv, &trace, &["--raw"], &[example("threads_queues.py").to_str().expect("utf8"), "4", "5"]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("threads_queues: ok"), "the program's own output passes through: {stdout}");
     assert!(stderr.contains("records") && stderr.contains("dropped"), "summary line: {stderr}");
@@ -335,6 +336,10 @@ fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     let w4 = example("w4_usm_multiqueue.py");
     let (code, stdout, stderr) = record(&venv, &trace, &[], &[w4.to_str().expect("utf8")]);
     assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    // Without `--raw` (or `--detail verbose`) the trace holds typed records only.
+    let rep = report_json(&trace);
+    assert!(notification_counts(&rep).is_empty(), "no raw layer by default: {}", rep["notifications"]);
+    assert!(api_calls(&rep, "UR_API", "urEnqueueKernelLaunch") >= 2, "{}", rep["api_calls"]);
     let db = dir.path().join("w4.sqlite");
     let o = Command::new(offtrace())
         .arg("export")
@@ -400,6 +405,7 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
         .env("DUMP_DETAIL", "2")
         .env("OFFTRACE_OUTPUT", &trace)
         .env("OFFTRACE_DETAIL", "normal")
+        .env("OFFTRACE_RAW", "1")
         .stdout(Stdio::null())
         .status()
         .expect("run program");
@@ -569,8 +575,7 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     // calls: the condition is read from the trace, not guessed from a delay.
     let ur_begins = || {
         let o = Command::new(offtrace()).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
-        serde_json::from_slice(&o.stdout)
-            .map_or(0, |rep| count(&notification_counts(&rep), "ur.call", "function_with_args_begin"))
+        serde_json::from_slice(&o.stdout).map_or(0, |rep| api_calls(&rep, "UR_API", ""))
     };
     while !trace.exists() || ur_begins() <= 100 {
         assert!(start.elapsed() < Duration::from_secs(120), "the trace never held 100 UR calls");
@@ -585,8 +590,7 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     let o = Command::new(offtrace()).args(["report", "--format", "json"]).arg(&trace).output().expect("report");
     assert!(o.status.success(), "report of a killed trace: {}", String::from_utf8_lossy(&o.stderr));
     let rep: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    let c = notification_counts(&rep);
-    assert!(count(&c, "ur.call", "function_with_args_begin") > 100, "{c:?}");
+    assert!(api_calls(&rep, "UR_API", "") > 100, "{}", rep["api_calls"]);
     let err = String::from_utf8_lossy(&o.stderr).to_lowercase();
     assert!(
         err.contains("truncated") || err.contains("did not finish") || err.contains("unfinished"),

@@ -9,8 +9,10 @@
 //! (argument index -1).
 //!
 //! Cost: the table takes a write lock per allocation and free (tens of ns, against runtime
-//! allocation calls of microseconds); lookups take the read lock. It is maintained whether or
-//! not a tool listens, because a dispatch may be queried at any time.
+//! allocation calls of microseconds). Lookups answer from the calling thread's memo of its last
+//! few answers while the table is unchanged (one load, no lock: [`crate::generation`]), else
+//! take the read lock. It is maintained whether or not a tool listens, because a dispatch may be
+//! queried at any time.
 
 #![allow(unsafe_code)] // reads the dispatch payload's implicit-allocation array
 
@@ -18,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::RwLock;
 
 use crate::callback::{Phase, emit_instant};
+use crate::generation::{Generation, GenerationCounter, Memo};
 use crate::kind::{Kind, memory_alloc};
 use crate::payload::{KernelDispatchPayload, MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryType, Payload};
 
@@ -33,21 +36,43 @@ pub struct AllocationProperties {
 }
 
 static TABLE: RwLock<BTreeMap<u64, (u64, MemoryType)>> = RwLock::new(BTreeMap::new());
+/// Bumped by every change of [`TABLE`], under its write lock.
+static TABLE_GENERATION: Generation = Generation::new();
+
+/// A look-up's answer: the live allocation containing a pointer, (base, size, type).
+type Found = Option<(u64, u64, MemoryType)>;
+
+thread_local! {
+    /// This thread's last answers by pointer: a copy reads its source and its destination, a
+    /// kernel its pointer arguments, usually the same few buffers call after call.
+    static MEMO: Memo<u64, Found, 4> = const { Memo::new() };
+}
 
 /// Adds a live allocation (replacing any with the same base).
 pub fn record_alloc(base: u64, size: u64, memory_type: MemoryType) {
     if base != 0 && size != 0 {
-        TABLE.write().unwrap_or_else(|e| e.into_inner()).insert(base, (size, memory_type));
+        let mut t = TABLE.write().unwrap_or_else(|e| e.into_inner());
+        t.insert(base, (size, memory_type));
+        TABLE_GENERATION.bump();
     }
 }
 
 /// Removes the allocation starting at `base`; returns it if it was live.
 pub fn record_free(base: u64) -> Option<(u64, MemoryType)> {
-    TABLE.write().unwrap_or_else(|e| e.into_inner()).remove(&base)
+    let mut t = TABLE.write().unwrap_or_else(|e| e.into_inner());
+    let removed = t.remove(&base);
+    if removed.is_some() {
+        TABLE_GENERATION.bump();
+    }
+    removed
 }
 
 /// The live allocation containing `ptr`: (base, size, type).
-pub fn lookup(ptr: u64) -> Option<(u64, u64, MemoryType)> {
+pub fn lookup(ptr: u64) -> Found {
+    MEMO.try_with(|m| m.get(&TABLE_GENERATION, ptr, lookup_locked)).unwrap_or_else(|_| lookup_locked(ptr))
+}
+
+fn lookup_locked(ptr: u64) -> Found {
     let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
     let (&base, &(size, ty)) = t.range(..=ptr).next_back()?;
     (ptr - base < size).then_some((base, size, ty))

@@ -1,41 +1,55 @@
-//! The buffer tracing service: fixed-size records collected into a buffer and handed to the
-//! tool's callback in batches.
+//! The buffer tracing service: typed records ([`crate::buffer_record`]) staged per producing
+//! thread and handed to the tool's callback in batches, on a thread of the services.
 //!
-//! Shape: each producing thread has its own staging area per buffer holding up to `size` bytes
-//! of records: a linear array the thread appends to (no lock, no read-modify-write, no cache
-//! line shared with another thread; one `Release` store of its fill index per record). The
-//! thread finds its area through a per-context cache in its thread state (no lookup). When it
-//! has staged `watermark` bytes of records, *that thread* delivers them: it takes the buffer's
-//! delivery lock (so callbacks never run concurrently for one buffer), hands the callback a
-//! pointer into its own area (no copy), and rewinds the area. A flush (any thread, under the
-//! same lock) consumes every area from its read index up to its published fill index; only
-//! the producing thread rewinds its area, and only under the lock, so a consumer never reads a
-//! record being written.
+//! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded down
+//! to a power of two, as 8-byte words (a record takes its `size`, a multiple of 8, contiguously:
+//! one that would wrap starts again at the ring's beginning), and beside it a ring of record
+//! starts (one word position per record). The thread appends without a lock, a read-modify-write
+//! or a cache line shared with another thread: the record, its start, one `Release` store of its
+//! record count, after one compare against a precomputed limit (room, watermark and the ring's
+//! end in one bound). The thread finds its ring through a per-context cache in its thread state
+//! (no lookup).
+//!
+//! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
+//! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
+//! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
+//! never overlap), turns every ring's published record starts (and the late staging's records)
+//! into one array of pointers, calls the tool's callback with it (the records are read in
+//! place, no copy), then releases the rings' space (`Release` store of each ring's record head).
+//! The delivery thread reads the starts only, never the records: a record's cache lines move to
+//! another core only if the tool reads it. So the application thread never runs the tool's
+//! buffer callback.
 //!
 //! Semantics:
-//! - `size` bounds each producing thread's staging (`size / size_of::<BufferRecord>()`
-//!   records per thread): memory grows with the number of producing threads;
-//! - `watermark` is per thread: a thread delivers its staged records when it has `watermark`
-//!   bytes' worth. Records of a thread that stays below it wait for a flush;
-//! - [`BufferPolicy::Lossless`] never drops: at the watermark, or when its staging is full, the
-//!   producing thread delivers synchronously, waiting for a delivery in progress on another
-//!   thread. The application thread pays for the tool's callback;
-//! - [`BufferPolicy::Discard`] never blocks: when another thread is delivering, the producer
-//!   keeps staging; when its staging is full, the record is dropped and counted. The next
-//!   callback gets the count (`drop_count`); [`buffer_dropped_total`] sums them;
-//! - [`flush_buffer`] drains every thread's staging and delivers everything recorded before it
-//!   was called (in chunks of at most `size` bytes) before it returns.
+//! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
+//!   record header): memory grows with the number of producing threads; a record larger than
+//!   the staging is dropped and counted;
+//! - `watermark` is per thread (bytes). Records of a thread that stays below it wait for a
+//!   flush, or for the thread's exit (its staging is then queued for delivery);
+//! - [`BufferPolicy::Lossless`] never drops: when a thread's staging is full, the thread waits
+//!   until the delivery thread has released space;
+//! - [`BufferPolicy::Discard`] never blocks: a record that finds the staging full is dropped
+//!   and counted; the next callback gets the count (`drop_count`), [`buffer_dropped_total`]
+//!   sums them;
+//! - [`flush_buffer`] has the delivery thread deliver everything recorded (on every thread)
+//!   before the call and returns when it has been delivered.
+//!
+//! Where no delivery thread can run (it could not be started, or in the child of a `fork`, which
+//! has no copy of it), deliveries fall back to the calling thread, as before the thread existed.
 
-#![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks
+#![allow(unsafe_code)] // calls tools' `extern "C"` buffer callbacks, writes records into rings
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
-use crate::callback::{CorrelationId, OperationFilter, tagged_service};
+use crate::buffer_record::{BufferRecordHeader, Layout, RecordData, RecordHead};
+use crate::callback::{CorrelationId, OperationFilter, Phase, tagged_service};
 use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
 use crate::error::ServiceError;
@@ -43,264 +57,13 @@ use crate::kind::Kind;
 use crate::payload::Payload;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 
-/// `offtrace_buffer_tracing_record_t`: one fixed-size record (104 bytes).
-///
-/// `data` keeps six kind-specific values, the leading fields of the kind's payload: `UR_API`:
-/// function id, result, args 0–3; `KERNEL_DISPATCH`: queue, kernel, global size x/y/z, work dim;
-/// `MEMORY_COPY`: queue, dst, src, size; `MEMORY_FILL`: queue, dst, pattern, pattern size,
-/// size; `MEMORY_ALLOC`: ptr, size, type, device; others: their payload's fields in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(C)]
-pub struct BufferRecord {
-    pub context_id: ContextId,
-    pub kind: u32,
-    pub operation: u32,
-    pub correlation_id: CorrelationId,
-    pub thread_id: u64,
-    pub start_timestamp: u64,
-    pub end_timestamp: u64,
-    pub data: [u64; 6],
-}
-
-impl BufferRecord {
-    #[allow(clippy::too_many_arguments, reason = "one argument per field of the C record it builds")]
-    #[inline(always)]
-    pub(crate) fn new(
-        context_id: ContextId,
-        kind: Kind,
-        operation: u32,
-        correlation_id: CorrelationId,
-        thread_id: u64,
-        start_timestamp: u64,
-        end_timestamp: u64,
-        data: [u64; 6],
-    ) -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_set_epi64x};
-            const _: () = assert!(std::mem::size_of::<BufferRecord>() == 104);
-            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
-            // Built in 16-byte chunks: the ring's copy of a record written field by field would
-            // stall on store forwarding (see `callback::invoke`).
-            // SAFETY: SSE2 is part of the x86-64 baseline.
-            let chunks: [__m128i; 7] = unsafe {
-                [
-                    _mm_set_epi64x(k, context_id.handle as i64),
-                    _mm_set_epi64x(correlation_id.external.value as i64, correlation_id.internal as i64),
-                    _mm_set_epi64x(start_timestamp as i64, thread_id as i64),
-                    _mm_set_epi64x(data[0] as i64, end_timestamp as i64),
-                    _mm_set_epi64x(data[2] as i64, data[1] as i64),
-                    _mm_set_epi64x(data[4] as i64, data[3] as i64),
-                    _mm_set_epi64x(0, data[5] as i64),
-                ]
-            };
-            // SAFETY: `chunks` holds 112 readable bytes laid out as `BufferRecord` (context 0,
-            // kind 8, operation 12, correlation 16, thread 32, start 40, end 48, data 56; checked
-            // by the layout test) plus 8 unused bytes; every bit pattern is valid for its fields.
-            unsafe { std::mem::transmute_copy::<[__m128i; 7], BufferRecord>(&chunks) }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        Self {
-            context_id,
-            kind: kind as u32,
-            operation,
-            correlation_id,
-            thread_id,
-            start_timestamp,
-            end_timestamp,
-            data,
-        }
-    }
-}
-
-impl BufferRecord {
-    /// Writes the record to `dst` as [`BufferRecord::new`] builds it, with 16-byte stores
-    /// straight into the staging area (no copy through the stack).
-    ///
-    /// # Safety
-    /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
-    #[allow(clippy::too_many_arguments, reason = "one argument per field of the C record it stores")]
-    #[inline(always)]
-    pub(crate) unsafe fn store(
-        dst: *mut BufferRecord,
-        context_id: ContextId,
-        kind: Kind,
-        operation: u32,
-        correlation_id: CorrelationId,
-        thread_id: u64,
-        start_timestamp: u64,
-        end_timestamp: u64,
-        data: [u64; 6],
-    ) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
-            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
-            let d = dst.cast::<__m128i>();
-            // SAFETY:
-            // - SSE2 is part of the x86-64 baseline;
-            // - six unaligned 16-byte stores cover bytes 0..96 of `*dst` and the last 8 bytes are
-            //   one u64 store: all inside the record (104 bytes, layout as in `new`).
-            unsafe {
-                _mm_storeu_si128(d, _mm_set_epi64x(k, context_id.handle as i64));
-                _mm_storeu_si128(
-                    d.add(1),
-                    _mm_set_epi64x(correlation_id.external.value as i64, correlation_id.internal as i64),
-                );
-                _mm_storeu_si128(d.add(2), _mm_set_epi64x(start_timestamp as i64, thread_id as i64));
-                _mm_storeu_si128(d.add(3), _mm_set_epi64x(data[0] as i64, end_timestamp as i64));
-                _mm_storeu_si128(d.add(4), _mm_set_epi64x(data[2] as i64, data[1] as i64));
-                _mm_storeu_si128(d.add(5), _mm_set_epi64x(data[4] as i64, data[3] as i64));
-                dst.cast::<u64>().add(12).write_unaligned(data[5]);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            dst.write_unaligned(Self::new(
-                context_id,
-                kind,
-                operation,
-                correlation_id,
-                thread_id,
-                start_timestamp,
-                end_timestamp,
-                data,
-            ))
-        };
-    }
-}
-
-/// The fields of a record known before its context is chosen (kind and operation, internal
-/// correlation id, timestamps, data), as 16-byte values. Activity's fast path builds it first
-/// and hands it to the full path when it gives up, so the arguments it comes from need not
-/// survive the fast path (kept for that fallback, they took six callee-saved registers).
-#[derive(Clone, Copy)]
-pub(crate) struct RecordTemplate {
-    /// Bytes 8..24 (kind, operation, internal id), 40..56 (start, end), 56..104 (data).
-    #[cfg(target_arch = "x86_64")]
-    chunks: [std::arch::x86_64::__m128i; 5],
-    /// The record, context, external id and thread still 0.
-    #[cfg(not(target_arch = "x86_64"))]
-    record: BufferRecord,
-}
-
-impl RecordTemplate {
-    #[inline(always)]
-    pub(crate) fn new(kind: Kind, operation: u32, internal: u64, start: u64, end: u64, data: [u64; 6]) -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::_mm_set_epi64x;
-            let k = (u64::from(kind as u32) | (u64::from(operation) << 32)) as i64;
-            // SAFETY: SSE2 is part of the x86-64 baseline.
-            let chunks = unsafe {
-                [
-                    _mm_set_epi64x(internal as i64, k),
-                    _mm_set_epi64x(end as i64, start as i64),
-                    _mm_set_epi64x(data[1] as i64, data[0] as i64),
-                    _mm_set_epi64x(data[3] as i64, data[2] as i64),
-                    _mm_set_epi64x(data[5] as i64, data[4] as i64),
-                ]
-            };
-            Self { chunks }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        Self {
-            record: BufferRecord::new(
-                ContextId::default(),
-                kind,
-                operation,
-                CorrelationId { internal, external: crate::callback::UserData::default() },
-                0,
-                start,
-                end,
-                data,
-            ),
-        }
-    }
-
-    /// The fields back: (kind, operation, internal correlation id, start, end, data).
-    #[inline(always)]
-    pub(crate) fn fields(&self) -> (u32, u32, u64, u64, u64, [u64; 6]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: five 16-byte vectors are ten u64s; every bit pattern is valid.
-            let w = unsafe { std::mem::transmute::<[std::arch::x86_64::__m128i; 5], [u64; 10]>(self.chunks) };
-            (w[0] as u32, (w[0] >> 32) as u32, w[1], w[2], w[3], [w[4], w[5], w[6], w[7], w[8], w[9]])
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let r = &self.record;
-            (r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.end_timestamp, r.data)
-        }
-    }
-
-    /// Writes the record to `dst` with its context, external correlation id and thread.
-    ///
-    /// # Safety
-    /// `dst` must be valid for writes of one `BufferRecord` (any alignment).
-    #[inline(always)]
-    unsafe fn store(&self, dst: *mut BufferRecord, context_id: ContextId, external: u64, thread_id: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{__m128i, _mm_storeu_si128};
-            let b = dst.cast::<u8>();
-            // SAFETY:
-            // - SSE2 is part of the x86-64 baseline;
-            // - the stores cover bytes 0..104 of `*dst`, each inside it (layout: context 0, kind
-            //   8, operation 12, correlation 16 and 24, thread 32, start 40, end 48, data 56;
-            //   checked by the layout test).
-            unsafe {
-                b.cast::<u64>().write_unaligned(context_id.handle);
-                _mm_storeu_si128(b.add(8).cast::<__m128i>(), self.chunks[0]);
-                b.add(24).cast::<u64>().write_unaligned(external);
-                b.add(32).cast::<u64>().write_unaligned(thread_id);
-                _mm_storeu_si128(b.add(40).cast::<__m128i>(), self.chunks[1]);
-                _mm_storeu_si128(b.add(56).cast::<__m128i>(), self.chunks[2]);
-                _mm_storeu_si128(b.add(72).cast::<__m128i>(), self.chunks[3]);
-                _mm_storeu_si128(b.add(88).cast::<__m128i>(), self.chunks[4]);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let mut r = self.record;
-            r.context_id = context_id;
-            r.correlation_id.external.value = external;
-            r.thread_id = thread_id;
-            // SAFETY: forwarded from the caller.
-            unsafe { dst.write_unaligned(r) };
-        }
-    }
-}
-
-/// Where a record's `data` comes from: a [`Payload`] (its kind checked against the record's,
-/// its summary through a `match` on the variant), or the summary itself (activity's full path:
-/// its callers took it from a payload of known type).
-pub(crate) trait RecordData {
-    fn data(&self, kind: Kind) -> [u64; 6];
-}
-
-impl RecordData for Payload<'_> {
-    #[inline(always)]
-    fn data(&self, kind: Kind) -> [u64; 6] {
-        if self.kind() == Some(kind) { self.summary() } else { [0; 6] }
-    }
-}
-
-impl RecordData for [u64; 6] {
-    #[inline(always)]
-    fn data(&self, _kind: Kind) -> [u64; 6] {
-        *self
-    }
-}
-
 /// `offtrace_buffer_policy_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum BufferPolicy {
-    /// Drop (and count) records when the buffer is full and a delivery is in progress.
+    /// Drop (and count) records when the producing thread's staging is full.
     Discard = 1,
-    /// Never drop: the producing thread delivers synchronously when the buffer is full.
+    /// Never drop: the producing thread waits for the delivery thread when its staging is full.
     Lossless = 2,
 }
 
@@ -321,139 +84,126 @@ pub struct BufferId {
     pub handle: u64,
 }
 
-/// `offtrace_buffer_tracing_cb_t`: `records[0..count]` is valid during the call only.
+/// `offtrace_buffer_tracing_cb_t`: `records[0..count]` point at typed records (each starts with
+/// its [`BufferRecordHeader`]), valid during the call only. Runs on the delivery thread.
 pub type BufferCallbackFn = unsafe extern "C" fn(
     context: ContextId,
     buffer: BufferId,
-    records: *const BufferRecord,
+    records: *const *const BufferRecordHeader,
     count: usize,
     data: *mut c_void,
     drop_count: u64,
 );
 
-/// Held by whoever consumes staging areas: a delivering producer (its own area) or a flush
-/// (every area). So each area has one consumer at a time, and callbacks never overlap.
+/// Held by whoever consumes staging rings (the delivery thread, or a caller in the fallback),
+/// so each ring has one consumer at a time and callbacks never overlap.
 struct Delivery {
-    /// Every producing thread's staging area (kept after the thread exits until it is empty).
+    /// Every producing thread's ring (kept after the thread exits until it is empty).
     areas: Vec<Arc<Area>>,
+    /// The pointer array handed to the callback (kept: no allocation per delivery).
+    records: Vec<*const BufferRecordHeader>,
+    /// Where each ring's delivered records end (released after the callback).
+    ends: Vec<usize>,
 }
 
-/// One producing thread's staging for one buffer (see the module docs). Generic over the record
-/// so the loom model below checks the same code with small values. Aligned to 128 bytes (two
-/// lines, against adjacent-line prefetch): the producer stores `tail` per record, and another
-/// thread's area must not share its line.
+// SAFETY: the pointers are into rings this struct's owner consumes, used under its lock only.
+unsafe impl Send for Delivery {}
+
+/// One producing thread's staging ring for one buffer: the records' words and, per record, the
+/// word position where it starts. Word positions and record counts are monotonic (`& mask` is
+/// the index). Aligned to 128 bytes (two lines, against adjacent-line prefetch): the producer
+/// stores `tail` per record, and another thread's ring must not share its line.
 #[repr(align(128))]
-struct Area<T = BufferRecord> {
-    records: Box<[UnsafeCell<MaybeUninit<T>>]>,
-    /// Records `[0, tail)` are written. Stored by the producer (Release, after the record);
-    /// loaded by consumers (Acquire).
+struct Area {
+    words: Box<[UnsafeCell<MaybeUninit<u64>>]>,
+    /// `starts[r & start_mask]` is the word position of record `r`. A record takes at least 8
+    /// words (its header), so at most `words.len() / 8` records are staged at once: the entry
+    /// of a record being written never is one the consumer still reads.
+    starts: Box<[UnsafeCell<MaybeUninit<u64>>]>,
+    /// Records `[.., tail)` are written. Stored by the producer (Release, after the record and
+    /// its start); loaded by the consumer (Acquire).
     tail: AtomicUsize,
-    /// Records `[0, head)` were delivered. Read and written under the delivery lock only
-    /// (Relaxed: the lock orders them).
+    /// Records `[.., head)` were delivered; their words may be overwritten. Stored by the
+    /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
+    /// it needs room.
     head: AtomicUsize,
 }
 
-// SAFETY: a record is written only by the producing thread, at an index at or past `tail` that no
-// consumer reads (consumers read `[head, tail)` as published by the Release store of `tail`);
-// the producer rewinds `head` and `tail` only under the delivery lock, after every consumer
-// that read the records released it. `T` is plain data (`Copy + Send`).
-unsafe impl<T: Copy + Send> Sync for Area<T> {}
+// SAFETY: words and starts are written only by the producing thread, at positions past the
+// records the consumer may read (`[head, tail)` as published by the Release store of `tail`,
+// given back by the Release store of `head` after reading); the consumer only reads.
+unsafe impl Sync for Area {}
 // SAFETY: as above.
-unsafe impl<T: Copy + Send> Send for Area<T> {}
+unsafe impl Send for Area {}
 
-impl<T: Copy + Send> Area<T> {
+impl Area {
+    /// A ring of `capacity` words (a power of two, at least 8).
     fn new(capacity: usize) -> Self {
+        debug_assert!(capacity.is_power_of_two() && capacity >= 8);
+        let cells = |n: usize| (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
         Self {
-            records: (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
+            words: cells(capacity),
+            starts: cells(capacity / 8),
             tail: AtomicUsize::new(0),
             head: AtomicUsize::new(0),
         }
     }
 
-    /// Producer: the address of record `i`, to write it before [`Self::publish`] (see the
-    /// `Sync` impl: no consumer reads it until then).
-    ///
-    /// # Safety
-    /// `i` must be the producer's `tail` and below the capacity.
-    #[inline(always)]
-    unsafe fn slot(&self, i: usize) -> *mut T {
-        // SAFETY: `i < capacity == records.len()` (the caller's contract). The pointer leaves
-        // the closure: the std facade's `with_mut` is a plain `get` (LLVM outlines a closure
-        // here, on the per-record path); the loom model writes through `with_mut` itself.
-        unsafe { self.records.get_unchecked(i) }.with_mut(|p| p.cast::<T>())
+    /// Producer: the address of word 0 of `cells` (the std facade's cell is
+    /// `repr(transparent)`, so word `i` is at `base().add(i)`).
+    fn base(cells: &[UnsafeCell<MaybeUninit<u64>>]) -> *mut u64 {
+        assert!(!cells.is_empty(), "a ring has room for at least one entry");
+        cells[0].with_mut(|p| p.cast::<u64>())
     }
 
-    /// Producer: the address of record 0 (see [`Self::slot`]; the std facade's cell is
-    /// `repr(transparent)`, so record `i` is at `base().add(i)`).
-    fn base(&self) -> *mut T {
-        assert!(!self.records.is_empty(), "an area has room for at least one record");
-        // SAFETY: index 0 is in bounds (checked above).
-        unsafe { self.slot(0) }
-    }
-
-    /// Producer: records `[0, tail)` are written.
+    /// Producer: records `[.., tail)` are written.
     #[inline(always)]
     fn publish(&self, tail: usize) {
-        // Release: publishes the records to a consumer's Acquire in `take`.
+        // Release: publishes the records and their starts to the consumer's Acquire in `take`.
         self.tail.store(tail, Ordering::Release);
     }
 
-    /// Consumer, under the delivery lock: the published, undelivered records' index range;
-    /// marks them delivered. They stay readable until the lock is released.
+    /// Producer: the consumer's record head (records before it may be overwritten).
+    fn head(&self) -> usize {
+        // Acquire: pairs with `release`: the consumer has finished reading those records.
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Consumer, under the delivery lock: the published, undelivered records.
     fn take(&self) -> std::ops::Range<usize> {
-        // Acquire: pairs with the producer's Release in `publish`: the records below `tail`
-        // are written.
+        // Acquire: pairs with the producer's Release in `publish`: the records below are written.
         let tail = self.tail.load(Ordering::Acquire);
+        // Relaxed: only the consumer (under the delivery lock) stores `head`.
         let head = self.head.load(Ordering::Relaxed);
-        self.head.store(tail, Ordering::Relaxed);
-        head.min(tail)..tail
+        head..tail
     }
 
-    /// Producer: record `i` (its tail) is written; publishes it. Whether the area reached
-    /// `limit` (the watermark): the producer then delivers its own records.
-    #[inline(always)]
-    fn commit(&self, i: usize, limit: usize) -> bool {
-        self.publish(i + 1);
-        i + 1 >= limit
+    /// Consumer: records up to `end` were read; the producer may reuse their words.
+    fn release(&self, end: usize) {
+        // Release: the reads of the delivered records happen before the producer's reuse.
+        self.head.store(end, Ordering::Release);
     }
 
-    /// Producer, holding the delivery lock (`_held`): hands its published, undelivered records
-    /// to `consume` (which may read them until it returns), then rewinds the area to empty.
-    fn deliver_own<G>(&self, _held: &G, consume: impl FnOnce(&Self, std::ops::Range<usize>)) {
-        let r = self.take();
-        consume(self, r);
-        // Every consumer has released the records (see `Area`).
-        self.rewind();
-    }
-
-    /// Any thread (a flush), holding the delivery lock (`_held`): hands the published,
-    /// undelivered records to `consume`.
-    fn deliver<G>(&self, _held: &G, consume: impl FnOnce(&Self, std::ops::Range<usize>)) {
-        let r = self.take();
-        consume(self, r);
-    }
-
-    /// Producer, under the delivery lock, after a `take` by itself: back to empty.
-    fn rewind(&self) {
-        // Relaxed: consumers read these under the same lock.
-        self.head.store(0, Ordering::Relaxed);
-        self.tail.store(0, Ordering::Relaxed);
-    }
-
-    /// The records of `range` (from `take`) as a pointer to the first, for the callback: the
-    /// std facade's cell is `repr(transparent)`, so the slice is the records back to back (under
-    /// loom it is not; the loom model reads through `with` instead and never calls this).
-    fn ptr(&self, range: &std::ops::Range<usize>) -> *const T {
-        self.records[range.start.min(self.records.len())..].as_ptr().cast()
+    /// Consumer: pushes a pointer to each record of `range` onto `out`, from the starts alone
+    /// (the records themselves are not touched).
+    fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
+        let (mask, start_mask) = (self.words.len() - 1, self.starts.len() - 1);
+        out.reserve(range.len());
+        for r in range {
+            // SAFETY: record `r` is published and its start not reused until `release` (see
+            // the `Sync` impl).
+            let start = self.starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
+            out.push(self.words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
+        }
     }
 }
 
 pub(crate) struct Buffer {
     id: BufferId,
     context: ContextId,
-    /// Records one thread may stage (`size / size_of::<BufferRecord>()`).
+    /// Words one thread may stage (`size / 8`).
     capacity: usize,
-    /// Staged records at which a thread delivers.
+    /// Staged words at which a thread queues its records for delivery.
     watermark: usize,
     policy: BufferPolicy,
     callback: BufferCallbackFn,
@@ -461,18 +211,22 @@ pub(crate) struct Buffer {
     delivery: Mutex<Delivery>,
     dropped: AtomicU64,
     dropped_total: AtomicU64,
-    /// Records of threads in teardown (no staging of their own): staged here under the
-    /// delivery lock and delivered at the watermark or a flush, like everybody's, instead of
-    /// one record per callback.
-    late: Mutex<Vec<BufferRecord>>,
+    /// Records of threads in teardown (no staging of their own), as words: delivered with
+    /// everybody's, at the watermark or a flush, never one record per callback.
+    late: Mutex<Vec<u64>>,
     /// Set under the delivery lock by `destroy_buffer`: the callback is never called again.
-    retired: std::sync::atomic::AtomicBool,
+    retired: AtomicBool,
+    /// The buffer is in the delivery thread's queue (or being taken off it): no second entry.
+    queued: AtomicBool,
+    /// Producers waiting for room wait here; the consumer notifies after releasing space.
+    space: Mutex<()>,
+    space_freed: Condvar,
 }
 
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
 // callback may be called with it from any thread. Everything else is `Send + Sync`.
 unsafe impl Send for Buffer {}
-// SAFETY: as above; shared state is behind a mutex and atomics.
+// SAFETY: as above; shared state is behind mutexes and atomics.
 unsafe impl Sync for Buffer {}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -483,25 +237,130 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
+/// The delivery thread's work: buffers to drain, in order; a flush waits for its ticket.
+struct Work {
+    jobs: VecDeque<(Arc<Buffer>, u64)>,
+    next_ticket: u64,
+    completed: u64,
+}
+
+struct Deliverer {
+    work: Mutex<Work>,
+    wake: Condvar,
+    done: Condvar,
+    /// The process that started the thread (a `fork` child has no copy of it).
+    pid: u32,
+}
+
+static DELIVERER: OnceLock<Option<&'static Deliverer>> = OnceLock::new();
+
+thread_local! {
+    /// Set on the delivery thread: a flush there delivers itself (never waits for itself).
+    static ON_DELIVERY_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Starts the delivery thread (once); `None` when it could not be started.
+fn start_deliverer() -> Option<&'static Deliverer> {
+    *DELIVERER.get_or_init(|| {
+        let d: &'static Deliverer = Box::leak(Box::new(Deliverer {
+            work: Mutex::new(Work { jobs: VecDeque::new(), next_ticket: 1, completed: 0 }),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+            pid: std::process::id(),
+        }));
+        std::thread::Builder::new().name("offtrace-buffers".into()).spawn(move || deliver_forever(d)).ok().map(|_| d)
+    })
+}
+
+/// The delivery thread, if it runs in this process.
+fn deliverer() -> Option<&'static Deliverer> {
+    let d = (*DELIVERER.get()?)?;
+    (d.pid == std::process::id() && !ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false)).then_some(d)
+}
+
+fn deliver_forever(d: &'static Deliverer) {
+    let _ = ON_DELIVERY_THREAD.try_with(|f| f.set(true));
+    loop {
+        let (buffer, ticket) = {
+            let mut w = lock(&d.work);
+            loop {
+                if let Some(job) = w.jobs.pop_front() {
+                    break job;
+                }
+                w = d.wake.wait(w).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        // Release: a producer that signals after this sees the flag clear and queues again,
+        // and its records are published before its signal, so the drain below or the next
+        // one delivers them.
+        buffer.queued.store(false, Ordering::Release);
+        buffer.drain(&mut lock(&buffer.delivery));
+        if ticket != 0 {
+            let mut w = lock(&d.work);
+            w.completed = w.completed.max(ticket);
+            d.done.notify_all();
+        }
+    }
+}
+
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
 #[repr(align(128))]
 pub(crate) struct Staging {
-    /// The producer's copy of `area.tail` (exact: only this thread moves it). Also the count of
-    /// records staged since this thread last delivered (both go back to 0 only in
-    /// `deliver_own`; a flush may have consumed some meanwhile).
+    /// The word position of the next record (only this thread moves it).
     tail: usize,
-    /// The buffer's watermark (a copy: the record path compares `tail` with it alone, without
-    /// loading the buffer; at most the capacity, so below it there is room).
+    /// The producer's copy of `area.tail`: records written.
+    records: usize,
+    /// The fast path writes a record of `w` words while `tail + w <= limit` (see
+    /// `Buffer::set_limit`).
     limit: usize,
-    /// `area`'s first record (a copy: one dependent load less per record).
-    records: *mut BufferRecord,
+    /// The word position at which the thread queues its records for delivery.
+    notify_at: usize,
+    /// `area`'s first word and first start, and their index masks (copies: no dependent loads
+    /// per record).
+    base: *mut u64,
+    starts: *mut u64,
+    mask: usize,
+    start_mask: usize,
     area: Arc<Area>,
     buffer: Arc<Buffer>,
 }
 
+impl Staging {
+    /// Writes the record (`w` words, room checked by the caller) and publishes it.
+    ///
+    /// # Safety
+    /// `[tail, tail + w)` must be within the room the consumer left and not wrap the ring.
+    #[inline(always)]
+    unsafe fn put<D: RecordData>(&mut self, layout: &Layout, head: &RecordHead, payload: &D) {
+        // SAFETY:
+        // - the words and the start entry are in the ring (masked; the caller's contract for
+        //   the record's length) and not yet published, so ours alone (see `Area`);
+        // - the start entry is not one the consumer reads (see `Area::starts`).
+        unsafe {
+            payload.store(layout, self.base.add(self.tail & self.mask), head);
+            self.starts.add(self.records & self.start_mask).write(self.tail as u64);
+        }
+        self.tail += layout.words();
+        self.records += 1;
+        self.area.publish(self.records);
+    }
+
+    /// The word position before which the consumer has released everything.
+    fn head_words(&self) -> usize {
+        let h = self.area.head();
+        if h == self.records {
+            self.tail
+        } else {
+            // SAFETY: record `h` is staged (below `records`), so its start entry holds its
+            // position; only this thread writes it.
+            unsafe { self.starts.add(h & self.start_mask).read() as usize }
+        }
+    }
+}
+
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
-/// Dropping it (thread teardown) clears that cache; later records of the thread go out through
-/// [`Buffer::write_direct`].
+/// Dropping it (thread teardown) clears that cache and queues what the thread staged for
+/// delivery; later records of the thread go out through [`Buffer::write_late`].
 #[allow(clippy::vec_box)] // the boxes are the point: their addresses stay put when the vector grows
 struct Stagings(RefCell<Vec<Box<Staging>>>);
 
@@ -510,6 +369,11 @@ impl Drop for Stagings {
         let t = thread_state();
         for c in &t.staging_cache {
             c.set((ptr::null(), ptr::null_mut()));
+        }
+        for st in self.0.borrow().iter() {
+            if st.area.head() < st.records {
+                st.buffer.signal();
+            }
         }
     }
 }
@@ -529,13 +393,25 @@ impl Buffer {
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
         let area = Arc::new(Area::new(self.capacity));
         lock(&self.delivery).areas.push(area.clone());
-        let records = area.base();
-        Box::new(Staging { tail: 0, limit: self.watermark, records, area, buffer: self.clone() })
+        let (base, starts) = (Area::base(&area.words), Area::base(&area.starts));
+        let notify_at = self.watermark;
+        Box::new(Staging {
+            tail: 0,
+            records: 0,
+            limit: (notify_at - 1).min(self.capacity),
+            notify_at,
+            base,
+            starts,
+            mask: self.capacity - 1,
+            start_mask: self.capacity / 8 - 1,
+            area,
+            buffer: self.clone(),
+        })
     }
 
     /// Makes context slot `slot`'s cache entry hold this buffer and the calling thread's
     /// staging of it (found, or made and registered); `false` during thread teardown (no
-    /// staging: the caller delivers the record on its own).
+    /// staging: the caller stages the record in the late staging).
     #[cold]
     #[inline(never)]
     fn cache_staging(self: &Arc<Self>, slot: usize) -> bool {
@@ -556,54 +432,13 @@ impl Buffer {
         true
     }
 
-    /// Delivers the calling thread's staged records and rewinds its area. `blocking = false`
-    /// gives up (returns `false`) when another delivery is in progress.
-    #[cold]
-    #[inline(never)]
-    fn deliver_own(&self, st: &mut Staging, blocking: bool) -> bool {
-        let _d = if blocking {
-            lock(&self.delivery)
-        } else {
-            match self.delivery.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return false,
-            }
-        };
-        st.area.deliver_own(&_d, |a, r| self.call(a.ptr(&r), r.len()));
-        st.tail = 0;
-        true
-    }
-
     /// Stages one record on the calling thread (context slot `slot`'s cache).
-    #[allow(clippy::too_many_arguments, reason = "one record's fields, as the emit path passes them (inlined)")]
     #[inline(always)]
-    fn write<D: RecordData>(
-        self: &Arc<Self>,
-        slot: usize,
-        context_id: ContextId,
-        kind: Kind,
-        operation: u32,
-        correlation_id: CorrelationId,
-        thread_id: u64,
-        start: u64,
-        end: u64,
-        payload: &D,
-    ) {
+    pub(crate) fn write<D: RecordData>(self: &Arc<Self>, slot: usize, head: &RecordHead, payload: &D) {
         // The calling thread's staging of this buffer, through the cache of context slot `slot`.
         let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
         if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
-            let r = BufferRecord::new(
-                context_id,
-                kind,
-                operation,
-                correlation_id,
-                thread_id,
-                start,
-                end,
-                payload.data(kind),
-            );
-            return self.write_direct(&r);
+            return self.write_late(head, payload);
         }
         // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
         // until `Stagings::drop` clears it (and then this buffer is not in it); only this
@@ -611,107 +446,188 @@ impl Buffer {
         // not re-enter (the buffer callback runs with the re-entrancy guard set) and
         // `cache_staging` borrows only the vector.
         let st = unsafe { &mut *cache.get().1 };
-        // Below the watermark there is room (watermark <= capacity): one compare per record.
-        let i = if st.tail < st.limit {
-            st.tail
-        } else {
-            match self.past_watermark(st) {
-                Some(i) => i,
-                None => return,
+        let layout = payload.layout(head.kind);
+        if st.tail + layout.words() > st.limit {
+            return self.write_slow(st, &layout, head, payload);
+        }
+        // SAFETY: below the limit: within the room the consumer left, before the ring's end.
+        unsafe { st.put(&layout, head, payload) };
+    }
+
+    /// A record that does not fit below the staging's limit: makes room for it (or drops it),
+    /// writes it, and when the thread's records reach the watermark with it, queues them for
+    /// delivery.
+    #[cold]
+    #[inline(never)]
+    fn write_slow<D: RecordData>(&self, st: &mut Staging, layout: &Layout, head: &RecordHead, payload: &D) {
+        if !self.reserve(st, layout.words()) {
+            return;
+        }
+        // SAFETY: `reserve` made room for the record at `tail`, contiguous.
+        unsafe { st.put(layout, head, payload) };
+        if st.tail >= st.notify_at {
+            st.buffer.signal();
+            st.notify_at = st.tail + self.watermark;
+        }
+        self.set_limit(st, st.head_words());
+    }
+
+    /// The fast path's bound: a record ending at `limit` fits in the room the consumer left
+    /// (`head + capacity`), before the ring's end, and below the watermark (a record that
+    /// reaches it takes `write_slow`, which queues the records after writing it).
+    fn set_limit(&self, st: &mut Staging, head: usize) {
+        let ring_end = st.tail + (self.capacity - (st.tail & st.mask));
+        st.limit = (st.notify_at - 1).min(head + self.capacity).min(ring_end);
+    }
+
+    /// Makes room for a record of `w` words at `st.tail`, contiguous: skips to the ring's start
+    /// when it would wrap, and when the ring is full, lossless waits for the delivery thread,
+    /// discard drops and counts the record (`false`).
+    fn reserve(&self, st: &mut Staging, w: usize) -> bool {
+        let cap = self.capacity;
+        if w > cap {
+            self.count_drop();
+            return false;
+        }
+        loop {
+            let contiguous = cap - (st.tail & st.mask);
+            let head = st.head_words();
+            if w > contiguous {
+                // Skip to the ring's start (the rest stays unused this round: no record starts
+                // there), once the skipped words are room too.
+                if st.tail + contiguous <= head + cap {
+                    st.tail += contiguous;
+                    continue;
+                }
+            } else if st.tail + w <= head + cap {
+                return true;
             }
-        };
-        // SAFETY:
-        // - `i` is the producer's tail, below the capacity (checked above or in
-        //   `past_watermark`); `records` is the area's first record;
-        // - the record is not yet published, so ours alone (see `Area`).
-        unsafe {
-            let dst = st.records.add(i);
-            BufferRecord::store(
-                dst,
-                context_id,
-                kind,
-                operation,
-                correlation_id,
-                thread_id,
-                start,
-                end,
-                payload.data(kind),
-            );
-        }
-        st.tail = i + 1;
-        if st.area.commit(i, st.limit) {
-            self.deliver_own(st, self.policy == BufferPolicy::Lossless);
+            st.buffer.signal();
+            if self.policy == BufferPolicy::Discard {
+                self.count_drop();
+                self.set_limit(st, head);
+                return false;
+            }
+            let need_records = st.records;
+            let area = st.area.clone();
+            // Progress: the consumer released at least one more record (or all of them).
+            let before = area.head();
+            self.wait_for_space(|| {
+                let h = area.head();
+                h != before || h == need_records
+            });
         }
     }
 
-    /// The thread's staging is at or past the watermark: a discard-policy delivery gave way to
-    /// another thread's. The index to write the record at, or `None`: the staging is full and
-    /// the record is dropped (counted).
-    #[cold]
-    #[inline(never)]
-    fn past_watermark(&self, st: &mut Staging) -> Option<usize> {
-        (st.tail < self.capacity || self.make_room(st)).then_some(st.tail)
-    }
-
-    /// The thread's area is full. Lossless waits for the delivery lock and empties it; discard
-    /// tries once and drops (and counts) the record if another thread is delivering.
-    #[cold]
-    #[inline(never)]
-    fn make_room(&self, st: &mut Staging) -> bool {
-        if self.deliver_own(st, self.policy == BufferPolicy::Lossless) {
-            return true;
-        }
+    fn count_drop(&self) {
+        // Relaxed: counters, read under the delivery lock or as a total.
         self.dropped.fetch_add(1, Ordering::Relaxed);
         self.dropped_total.fetch_add(1, Ordering::Relaxed);
-        false
+    }
+
+    /// Lossless and full: waits until `ready()` (the delivery thread released space). Without a
+    /// delivery thread, delivers on this thread instead.
+    #[cold]
+    fn wait_for_space(&self, ready: impl Fn() -> bool) {
+        let mut g = lock(&self.space);
+        while !ready() {
+            if deliverer().is_none() {
+                drop(g);
+                self.drain(&mut lock(&self.delivery));
+                g = lock(&self.space);
+                continue;
+            }
+            // A timeout as well as the notification: the delivery thread may be queued behind
+            // another buffer's delivery that a signal has not reached yet.
+            g = self.space_freed.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Queues the buffer for the delivery thread (once until it is taken off the queue); without
+    /// one, delivers on this thread if no other delivery is in progress.
+    #[cold]
+    #[inline(never)]
+    fn signal(self: &Arc<Self>) {
+        let Some(d) = deliverer() else {
+            if let Ok(mut g) = self.delivery.try_lock() {
+                self.drain(&mut g);
+            }
+            return;
+        };
+        // AcqRel: pairs with the delivery thread's Release clearing it.
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let mut w = lock(&d.work);
+            w.jobs.push_back((self.clone(), 0));
+            d.wake.notify_one();
+        }
     }
 
     /// The thread is being torn down (no staging): the record goes to the buffer's shared late
-    /// staging, delivered at the watermark (or by a flush). A lossless buffer delivers it when
-    /// the late staging is full; a discard one drops and counts it then if another thread is
-    /// delivering.
+    /// staging, delivered with the rest at the watermark (or by a flush).
     #[cold]
-    fn write_direct(&self, record: &BufferRecord) {
+    #[inline(never)]
+    fn write_late<D: RecordData>(self: &Arc<Self>, head: &RecordHead, payload: &D) {
+        let layout = payload.layout(head.kind);
+        let w = layout.words();
+        if w > self.capacity {
+            return self.count_drop();
+        }
         let mut late = lock(&self.late);
-        if late.len() >= self.capacity {
-            let d =
-                if self.policy == BufferPolicy::Lossless { Some(lock(&self.delivery)) } else { self.try_delivery() };
-            match d {
-                Some(_d) => self.deliver_late(&mut late),
-                None => {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    self.dropped_total.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
+        while late.len() + w > self.capacity {
+            drop(late);
+            self.signal();
+            if self.policy == BufferPolicy::Discard {
+                return self.count_drop();
             }
+            self.wait_for_space(|| lock(&self.late).len() + w <= self.capacity);
+            late = lock(&self.late);
         }
-        late.push(*record);
-        if late.len() >= self.watermark
-            && let Some(_d) = self.try_delivery()
-        {
-            self.deliver_late(&mut late);
-        }
-    }
-
-    fn try_delivery(&self) -> Option<MutexGuard<'_, Delivery>> {
-        match self.delivery.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+        let at = late.len();
+        late.resize(at + w, 0);
+        // SAFETY: `late[at..at + w]` is ours (under the lock), 8-aligned and `w` words long.
+        unsafe { payload.store(&layout, late.as_mut_ptr().add(at), head) };
+        let full = late.len() >= self.watermark;
+        drop(late);
+        if full {
+            self.signal();
         }
     }
 
-    /// Delivers the late staging (the delivery lock and `late` are held).
-    fn deliver_late(&self, late: &mut Vec<BufferRecord>) {
-        if !late.is_empty() {
-            self.call(late.as_ptr(), late.len());
-            late.clear();
+    /// Delivers every published record of every ring and the late staging in one callback,
+    /// then releases their space (the delivery lock is held: `d`).
+    fn drain(&self, d: &mut Delivery) {
+        let Delivery { areas, records, ends } = d;
+        records.clear();
+        ends.clear();
+        for area in areas.iter() {
+            let r = area.take();
+            ends.push(r.end);
+            area.collect(r, records);
         }
+        let late = std::mem::take(&mut *lock(&self.late));
+        let mut pos = 0;
+        while pos < late.len() {
+            let words = ((late[pos] & 0xffff_ffff) / 8) as usize;
+            if words == 0 {
+                break;
+            }
+            records.push(late[pos..].as_ptr().cast());
+            pos += words;
+        }
+        self.call(records.as_ptr(), records.len());
+        records.clear();
+        for (area, end) in areas.iter().zip(ends.iter()) {
+            area.release(*end);
+        }
+        // Rings of exited threads (no producer holds them) are empty now: forget them.
+        areas.retain(|a| Arc::strong_count(a) > 1 || a.take().start < a.take().end);
+        drop(lock(&self.space));
+        self.space_freed.notify_all();
     }
 
     /// Calls the callback with `records[0..n]` and the drops counted since the last call (a
     /// drop-count-only call when `n == 0`). The delivery lock is held.
-    fn call(&self, records: *const BufferRecord, n: usize) {
+    fn call(&self, records: *const *const BufferRecordHeader, n: usize) {
         // Relaxed: read under the delivery lock, which orders deliveries.
         let dropped = self.dropped.swap(0, Ordering::Relaxed);
         if n == 0 && dropped == 0 {
@@ -725,22 +641,26 @@ impl Buffer {
         let was = THREAD.try_with(|t| t.in_callback.replace(true)).unwrap_or(true);
         let records = if n == 0 { ptr::null() } else { records };
         // SAFETY: the tool promised at `create_buffer` that `callback` is callable with its
-        // `data` from any thread; `records[0..n]` is valid (and not written) during the call.
+        // `data` from any thread; `records[0..n]` and the records they point at are valid (and
+        // not written) during the call.
         unsafe { (self.callback)(self.context, self.id, records, n, self.data, dropped) };
         let _ = THREAD.try_with(|t| t.in_callback.set(was));
     }
 
-    fn flush(&self) {
-        // Lock order: `late`, then `delivery` (as in `write_direct`).
-        let mut late = lock(&self.late);
-        let mut d = lock(&self.delivery);
-        for area in &d.areas {
-            area.deliver(&d, |a, r| self.call(a.ptr(&r), r.len()));
+    /// Delivers everything staged before the call: through the delivery thread (waiting for
+    /// it), or on this thread when there is none.
+    fn flush(self: &Arc<Self>) {
+        let Some(d) = deliverer() else {
+            return self.drain(&mut lock(&self.delivery));
+        };
+        let mut w = lock(&d.work);
+        let ticket = w.next_ticket;
+        w.next_ticket += 1;
+        w.jobs.push_back((self.clone(), ticket));
+        d.wake.notify_one();
+        while w.completed < ticket {
+            w = d.done.wait(w).unwrap_or_else(|e| e.into_inner());
         }
-        self.deliver_late(&mut late);
-        self.call(ptr::null(), 0); // drops counted with nothing left to deliver
-        // Areas of exited threads (no producer holds them) are empty now: forget them.
-        d.areas.retain(|a| Arc::strong_count(a) > 1);
     }
 }
 
@@ -760,45 +680,43 @@ impl BufferService {
         context_id: ContextId,
         kind: Kind,
         operation: u32,
+        phase: Phase,
         correlation_id: CorrelationId,
         thread_id: u64,
         start: u64,
         end: u64,
         payload: &D,
     ) {
-        self.buffer.write(slot, context_id, kind, operation, correlation_id, thread_id, start, end, payload);
+        let head = RecordHead { kind, operation, phase, context_id, correlation_id, thread_id, start, end };
+        payload.write_to(&self.buffer, slot, &head);
+    }
+
+    /// The record of a call at its exit: out of line, with the header's fields by reference, so
+    /// that the exit path's callback delivery keeps its registers (inlined, the record's
+    /// encoding made the exit path save more of them for every callback pair).
+    #[inline(never)]
+    pub(crate) fn write_exit(&self, slot: usize, head: &RecordHead, payload: &Payload<'_>) {
+        payload.write_to(&self.buffer, slot, head);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache
-    /// of context slot `slot`, and the record fits below the watermark (so no delivery follows
-    /// it). `false`, having written nothing, otherwise. Makes no calls (see
-    /// `callback::activity_fast`).
+    /// of context slot `slot`, and the record fits below the limit (so nothing else follows
+    /// it). `false`, having written nothing, otherwise. Makes no calls other than the
+    /// payload's encoding (see `callback::activity_fast`).
     #[inline(always)]
-    pub(crate) fn try_write(
-        &self,
-        slot: usize,
-        context_id: ContextId,
-        external: u64,
-        thread_id: u64,
-        record: RecordTemplate,
-    ) -> bool {
+    pub(crate) fn try_write<D: RecordData>(&self, slot: usize, head: &RecordHead, payload: &D) -> bool {
         let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
         if b != Arc::as_ptr(&self.buffer) {
             return false;
         }
         // SAFETY: as in `Buffer::write`.
         let st = unsafe { &mut *st };
-        let i = st.tail;
-        if i + 1 >= st.limit {
+        let layout = payload.layout(head.kind);
+        if st.tail + layout.words() > st.limit {
             return false;
         }
-        // SAFETY:
-        // - `i` is the producer's tail, below the watermark and so the capacity; `records` is
-        //   the area's first record;
-        // - the record is not yet published, so ours alone (see `Area`).
-        unsafe { record.store(st.records.add(i), context_id, external, thread_id) };
-        st.tail = i + 1;
-        st.area.publish(i + 1);
+        // SAFETY: below the limit, as in `Buffer::write`.
+        unsafe { st.put(&layout, head, payload) };
         true
     }
 }
@@ -811,9 +729,11 @@ fn find(id: BufferId) -> Result<Arc<Buffer>, ServiceError> {
 /// bytes, so a larger buffer is a request the process cannot honour: `InvalidArgument`).
 pub const MAX_BUFFER_BYTES: usize = 1 << 30;
 
-/// Creates a buffer of `size` bytes (at most [`MAX_BUFFER_BYTES`]) in the context. `watermark` (bytes, ≤ `size`) is the fill
-/// at which the callback is called; `callback(context, buffer, records, count, data,
-/// drop_count)` runs on a producing thread or in `flush_buffer`.
+/// Creates a buffer of `size` bytes (at least one record header, at most [`MAX_BUFFER_BYTES`];
+/// with at least [`crate::MAX_RECORD_BYTES`] every record fits, larger ones are dropped and
+/// counted) in the context. `watermark` (bytes, ≤ `size`) is the fill at which a thread's
+/// records are queued for delivery; `callback(context, buffer, records, count, data,
+/// drop_count)` runs on the services' delivery thread.
 ///
 /// # Safety
 ///
@@ -828,12 +748,13 @@ pub unsafe fn create_buffer(
     data: *mut c_void,
 ) -> Result<BufferId, ServiceError> {
     validate(ctx)?;
-    let rec = std::mem::size_of::<BufferRecord>();
-    let capacity = size / rec;
-    if capacity == 0 || watermark > size || size > MAX_BUFFER_BYTES {
+    if size < size_of::<BufferRecordHeader>() || watermark > size || size > MAX_BUFFER_BYTES {
         return Err(ServiceError::InvalidArgument);
     }
-    let watermark = (watermark / rec).clamp(1, capacity);
+    // A power of two: the rings index by masking.
+    let capacity = 1 << (size / 8).ilog2();
+    start_deliverer();
+    let watermark = (watermark / 8).clamp(1, capacity);
     let id = BufferId { handle: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed) };
     let buffer = Arc::new(Buffer {
         id,
@@ -843,18 +764,19 @@ pub unsafe fn create_buffer(
         policy,
         callback,
         data,
-        delivery: Mutex::new(Delivery { areas: Vec::new() }),
+        delivery: Mutex::new(Delivery { areas: Vec::new(), records: Vec::new(), ends: Vec::new() }),
         dropped: AtomicU64::new(0),
         dropped_total: AtomicU64::new(0),
         late: Mutex::new(Vec::new()),
-        retired: std::sync::atomic::AtomicBool::new(false),
+        retired: AtomicBool::new(false),
+        queued: AtomicBool::new(false),
+        space: Mutex::new(()),
+        space_freed: Condvar::new(),
     });
     lock(&BUFFERS).push(buffer);
     Ok(id)
 }
 
-/// Sends records of `kind` (operations in `operations`; `None`/empty = all) to `buffer`, which
-/// must belong to the context. A second configuration of the kind fails.
 pub fn configure_buffer_tracing_service(
     ctx: ContextId,
     kind: Kind,
@@ -886,8 +808,10 @@ pub fn configure_buffer_tracing_service(
     result
 }
 
-/// Delivers every record written to the buffer before this call (all threads), then returns.
-/// Returns `Busy` from inside a callback (the delivery lock may be held by this thread).
+/// Has the delivery thread deliver every record written to the buffer before this call (all
+/// threads) and returns when it has. Returns `Busy` from inside a callback (a tool's callback
+/// on this thread may hold what the delivery waits for; on the delivery thread, the delivery
+/// lock).
 pub fn flush_buffer(buffer: BufferId) -> Result<(), ServiceError> {
     if crate::inflight::delivering(thread_state()) {
         return Err(ServiceError::Busy);
@@ -911,7 +835,6 @@ pub fn destroy_buffer(buffer: BufferId) -> Result<(), ServiceError> {
     }
     b.flush();
     {
-        let _late = lock(&b.late);
         let _d = lock(&b.delivery);
         b.retired.store(true, Ordering::Relaxed);
     }
@@ -924,9 +847,9 @@ pub fn buffer_dropped_total(buffer: BufferId) -> Result<u64, ServiceError> {
     Ok(find(buffer)?.dropped_total.load(Ordering::Relaxed))
 }
 
-/// The buffer's capacity in records (per producing thread).
+/// The buffer's staging capacity in bytes (per producing thread).
 pub fn buffer_capacity(buffer: BufferId) -> Result<usize, ServiceError> {
-    Ok(find(buffer)?.capacity)
+    Ok(find(buffer)?.capacity * 8)
 }
 
 /// Flushes and unregisters the buffers of a context being destroyed.
@@ -945,64 +868,51 @@ pub(crate) fn retire_context_buffers(ctx: ContextId) {
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::Area;
-    use loom::sync::{Arc, Mutex};
+    use loom::sync::Arc;
     use std::mem::MaybeUninit;
 
-    /// One producer staging 3 records in an area of 2 with the watermark at 2 (so it delivers
-    /// its own area once, under the lock, and rewinds it) while a flush delivers concurrently,
-    /// through the shipped `commit`, `deliver_own` and `deliver` of `Buffer::write` and
-    /// `Buffer::flush`: every record is read exactly once, with the value written. (The record
-    /// itself is written through the cell here: the shipped path stores it through a raw
-    /// pointer, which loom cannot follow.)
+    /// One producer staging three one-header records (8 words) into a ring of 8 words, so it
+    /// must wait for the consumer's `release` before it reuses the words and the start entry,
+    /// while a consumer delivers until it has them all, through the shipped `publish`, `head`,
+    /// `take`, `collect` and `release`: every record is read exactly once, with the value
+    /// written, and never after it was overwritten. (Words are written and read through the
+    /// cells here: the shipped path uses raw pointers, which loom cannot follow.)
     #[test]
-    fn loom_staging_area_delivers_each_record_once() {
+    fn loom_staging_ring_delivers_each_record_once() {
         loom::model(|| {
-            const LIMIT: usize = 2;
-            let area = Arc::new(Area::<u64>::new(2));
-            let lock = Arc::new(Mutex::new(Vec::<u64>::new()));
-            // A delivery's callback: reads the records it was handed.
-            fn read(seen: &mut Vec<u64>) -> impl FnOnce(&Area<u64>, std::ops::Range<usize>) + '_ {
-                move |area, range| {
-                    for i in range {
-                        area.records[i].with(|p| {
-                            // SAFETY: `i` is in `[head, tail)` as published (see `Area`).
-                            seen.push(unsafe { (*p).assume_init() })
-                        });
-                    }
-                }
-            }
+            let area = Arc::new(Area::new(8));
             let producer = {
-                let (area, lock) = (area.clone(), lock.clone());
+                let area = area.clone();
                 loom::thread::spawn(move || {
-                    let mut tail = 0;
-                    for v in 1..=3u64 {
-                        // SAFETY: writing a plain value to our own unpublished record.
-                        area.records[tail].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
-                        let full = area.commit(tail, LIMIT);
-                        tail += 1;
-                        if full {
-                            let mut seen = lock.lock().expect("lock");
-                            let mut got = Vec::new();
-                            area.deliver_own(&seen, read(&mut got));
-                            seen.extend(got);
-                            tail = 0;
+                    for (record, v) in (1..=3u64).enumerate() {
+                        while area.head() != record {
+                            loom::thread::yield_now();
                         }
+                        let start = record * 8;
+                        // SAFETY: the record's words and start entry were released: ours.
+                        area.words[start % 8].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
+                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(start as u64)) });
+                        area.publish(record + 1);
                     }
                 })
             };
-            {
-                let mut seen = lock.lock().expect("lock");
-                let mut got = Vec::new();
-                area.deliver(&seen, read(&mut got));
-                seen.extend(got);
+            let mut seen = Vec::new();
+            while seen.len() < 3 {
+                let r = area.take();
+                let mut out = Vec::new();
+                area.collect(r.clone(), &mut out);
+                assert_eq!(out.len(), r.len());
+                for ptr in out {
+                    // The record's first word, read through its cell (found by its address).
+                    let i = area.words.iter().position(|c| c.with(|p| p.cast::<super::BufferRecordHeader>()) == ptr);
+                    // SAFETY: a published record, not reused before `release`.
+                    seen.push(area.words[i.expect("a word of the ring")].with(|p| unsafe { (*p).assume_init() }));
+                }
+                area.release(r.end);
+                loom::thread::yield_now();
             }
             producer.join().expect("producer");
-            let mut seen = lock.lock().expect("lock");
-            let mut got = Vec::new();
-            area.deliver(&seen, read(&mut got));
-            seen.extend(got);
-            seen.sort_unstable();
-            assert_eq!(*seen, vec![1, 2, 3]);
+            assert_eq!(seen, vec![1, 2, 3]);
         });
     }
 }

@@ -51,13 +51,14 @@ use std::num::NonZeroU32;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::buffer::{BufferService, RecordData, RecordTemplate};
+use crate::buffer::BufferService;
+use crate::buffer_record::{RecordData, RecordHead};
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::payload::{Payload, Summary};
+use crate::payload::Payload;
 use crate::timestamp::timestamp_ns;
 
 /// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
@@ -910,7 +911,17 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
             if !svc.is_null() {
                 // SAFETY: as for the callback service above.
                 let svc = unsafe { &*svc };
-                svc.write(i, id, kind, token.operation, correlation_id, thread_id, frame.start, end, &payload);
+                let head = RecordHead {
+                    kind,
+                    operation: token.operation,
+                    phase: Phase::None,
+                    context_id: id,
+                    correlation_id,
+                    thread_id,
+                    start: frame.start,
+                    end,
+                };
+                svc.write_exit(i, &head, &payload);
             }
         }
         me.leave(busy);
@@ -923,13 +934,14 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
 
 #[inline(never)]
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+    // One thread-local look-up for the enclosing call and the delivery.
+    let t = thread_state();
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
-        let c = crate::correlation::current_correlation_id();
+        let c = t.current.get();
         if c != 0 {
             crate::correlation::note_reported(c, kind);
         }
     }
-    let t = thread_state();
     if t.in_callback.get() {
         return;
     }
@@ -989,7 +1001,7 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
             let now = timestamp_ns();
-            write_buffers(me, busy, t, kind, op, correlation, now, now, payload, bm);
+            write_buffers(me, busy, t, kind, op, phase, correlation, now, now, payload, bm);
         }
     }
 }
@@ -1005,6 +1017,7 @@ fn write_buffers<D: RecordData>(
     t: &ThreadState,
     kind: Kind,
     op: u32,
+    phase: Phase,
     correlation: u64,
     start: u64,
     end: u64,
@@ -1017,7 +1030,7 @@ fn write_buffers<D: RecordData>(
         // SAFETY: busy in the context.
         let svc = unsafe { &*svc };
         if wants(all, &svc.filter, op) {
-            stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
+            stage(svc, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
         }
         me.leave(busy);
     }
@@ -1040,6 +1053,7 @@ fn write_buffer<D: RecordData>(
     i: usize,
     kind: Kind,
     op: u32,
+    phase: Phase,
     correlation: u64,
     start: u64,
     end: u64,
@@ -1056,10 +1070,10 @@ fn write_buffer<D: RecordData>(
         // SAFETY: tagged, so non-null; busy in the context, so the service outlives this use
         // (destroy frees it only after no thread is busy in the context).
         let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
-        stage(svc, t, thread_id, i, kind, op, correlation, start, end, payload);
+        stage(svc, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
     } else if wants_listed(p, op) {
         // SAFETY: non-null (checked by `wants_listed`); alive as above.
-        stage(unsafe { &*p }, t, thread_id, i, kind, op, correlation, start, end, payload);
+        stage(unsafe { &*p }, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
     }
     me.leave(busy);
 }
@@ -1086,6 +1100,7 @@ fn stage<D: RecordData>(
     i: usize,
     kind: Kind,
     op: u32,
+    phase: Phase,
     correlation: u64,
     start: u64,
     end: u64,
@@ -1097,6 +1112,7 @@ fn stage<D: RecordData>(
         id,
         kind,
         op,
+        phase,
         CorrelationId { internal: correlation, external: UserData { value: t.external(i, id) } },
         thread_id,
         start,
@@ -1107,35 +1123,45 @@ fn stage<D: RecordData>(
 
 /// One activity path per payload struct, and [`emit_activity`]'s choice among them: call sites
 /// name the variant and the kind, so the `match` folds to one call, and that path's fast case
-/// ([`activity_fast`]) reads the record's summary straight from the struct with the kind a
-/// constant (no kind check, no `match` on the variant: two jump tables per record); every other
-/// case goes to the one [`activity_slow`] with the summary. Plain functions, not one generic: a
-/// generic would be instantiated in the caller's crate, and the statics it uses (slots, masks)
-/// would then be reached through the GOT from this crate's own record paths too (+3
-/// instructions per instant).
+/// ([`activity_fast`]) encodes the typed record straight from the struct with the kind a
+/// constant (no kind check, no `match` on the variant); every other case goes to the one
+/// [`activity_slow`] with the payload. Plain functions, not one generic: a generic would be
+/// instantiated in the caller's crate, and the statics it uses (slots, masks) would then be
+/// reached through the GOT from this crate's own record paths too.
 macro_rules! activity_paths {
     ($($variant:ident($payload:ty) if $kind:ident => $path:ident;)*) => {
         #[inline(always)]
         fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: NonZeroU32) {
             match payload {
-                $(Payload::$variant(p) if kind == Kind::$kind => $path(op, correlation, start, end, p, bm),)*
-                // No payload, or one of another kind: the record's data is zeros.
-                _ => activity_none(kind, op, correlation, start, end, bm),
+                $(Payload::$variant(p) if kind == Kind::$kind => {
+                    $path(&ActivityArgs { op, correlation, start, end, payload: p, bm })
+                })*
+                // No payload, or one of another kind: the record is its header.
+                _ => activity_slow(kind, op, correlation, start, end, &Payload::None, bm),
             }
         }
 
         $(
             #[inline(never)]
-            fn $path(op: u32, correlation: u64, start: u64, end: u64, payload: &$payload, bm: NonZeroU32) {
-                // The kind is the payload's (a constant here): one argument less. The record's
-                // fields first (see `RecordTemplate`), the slow path takes them from there.
-                let record = RecordTemplate::new(Kind::$kind, op, correlation, start, end, payload.summary());
-                if !activity_fast(Kind::$kind, record, bm) {
-                    activity_slow_template(&record, bm);
+            fn $path(a: &ActivityArgs<'_, $payload>) {
+                if !activity_fast(Kind::$kind, a) {
+                    activity_slow(Kind::$kind, a.op, a.correlation, a.start, a.end, &Payload::$variant(a.payload), a.bm);
                 }
             }
         )*
     };
+}
+
+/// An activity record's arguments, passed by one pointer: the fast path reads them from memory
+/// and the slow path after it needs only that pointer kept (six arguments in registers had to
+/// survive the fast path in callee-saved registers: six pushes and pops per record).
+struct ActivityArgs<'a, P> {
+    op: u32,
+    correlation: u64,
+    start: u64,
+    end: u64,
+    payload: &'a P,
+    bm: NonZeroU32,
 }
 
 activity_paths! {
@@ -1153,20 +1179,15 @@ activity_paths! {
     Counter(crate::payload::CounterPayload) if Counter => activity_counter;
 }
 
-#[inline(never)]
-fn activity_none(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, bm: NonZeroU32) {
-    activity_slow(kind, op, correlation, start, end, &[0; 6], bm);
-}
-
-/// The common case of an activity record, as a leaf: a registered thread outside any delivery,
-/// one context, a service that wants every operation, this thread's staging of its buffer in
-/// the cache with room for the record below the watermark. `false`, having done nothing (a
-/// busy section entered is left again), when any of that does not hold: the caller then takes
-/// the full path from the start. No calls: with the cold cases (registration, the staging
-/// search, a delivery, another context's loop) as calls in the same function, its prologue
-/// saves registers and spills arguments that the common case never needs.
+/// The common case of an activity record: a registered thread outside any delivery, one
+/// context, a service that wants every operation, this thread's staging of its buffer in the
+/// cache with room for the record below its limit. `false`, having done nothing (a busy section
+/// entered is left again), when any of that does not hold: the caller then takes the full path
+/// from the start. No calls besides the record's encoding: with the cold cases (registration,
+/// the staging search, a delivery, another context's loop) as calls in the same function, its
+/// prologue saves registers and spills arguments that the common case never needs.
 #[inline(always)]
-fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
+fn activity_fast<P: RecordData>(kind: Kind, a: &ActivityArgs<'_, P>) -> bool {
     let t = thread_state();
     if t.in_callback.get() {
         return true; // inside a buffer callback: deliver nothing
@@ -1177,6 +1198,7 @@ fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
     if busy != 0 {
         return true;
     }
+    let bm = a.bm;
     if !bm.is_power_of_two() {
         return false;
     }
@@ -1194,27 +1216,26 @@ fn activity_fast(kind: Kind, record: RecordTemplate, bm: NonZeroU32) -> bool {
         // (destroy frees it only after no thread is busy in the context).
         let svc = unsafe { &*p.wrapping_byte_sub(ALL_OPS) };
         let id = slot.id();
-        svc.try_write(i, id, t.external(i, id), t.cached_thread_id(), record)
+        let head = RecordHead {
+            kind,
+            operation: a.op,
+            phase: Phase::Complete,
+            context_id: id,
+            correlation_id: CorrelationId { internal: a.correlation, external: UserData { value: t.external(i, id) } },
+            thread_id: t.cached_thread_id(),
+            start: a.start,
+            end: a.end,
+        };
+        svc.try_write(i, &head, a.payload)
     };
     me.leave(busy);
     done
 }
 
-/// [`activity_slow`] with the record's fields from `record`. The fast path built the template
-/// first and hands it over (not the arguments it came from), so the arguments need not
-/// survive the fast path: its prologue saved six callee-saved registers for them.
+/// The activity path, every case. One function for all payload types: only the fast path is
+/// per type.
 #[inline(never)]
-fn activity_slow_template(record: &RecordTemplate, bm: NonZeroU32) {
-    let (kind, op, correlation, start, end, data) = record.fields();
-    if let Some(kind) = Kind::from_u32(kind) {
-        activity_slow(kind, op, correlation, start, end, &data, bm);
-    }
-}
-
-/// The activity path, every case (`data`: the record's summary of the payload). One function
-/// for all payload types: only the fast path is per type.
-#[inline(never)]
-fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, data: &[u64; 6], bm: NonZeroU32) {
+fn activity_slow(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, data: &Payload<'_>, bm: NonZeroU32) {
     let t = thread_state();
     if t.in_callback.get() {
         return;
@@ -1251,7 +1272,7 @@ fn activity_body<D: RecordData>(
         // One context (the common case): no loop, so nothing is kept for a next iteration.
         // Non-zero: one `tzcnt`; masked: no bounds check.
         let i = bm.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
-        write_buffer(me, busy, t, i, kind, op, correlation, start, end, payload);
+        write_buffer(me, busy, t, i, kind, op, Phase::Complete, correlation, start, end, payload);
     } else {
         activity_contexts(me, busy, t, kind, op, correlation, start, end, payload, bm.get() & 0xff);
     }
@@ -1276,7 +1297,7 @@ fn activity_contexts<D: RecordData>(
     payload: &D,
     bm: u32,
 ) {
-    write_buffers(me, busy, t, kind, op, correlation, start, end, payload, bm);
+    write_buffers(me, busy, t, kind, op, Phase::Complete, correlation, start, end, payload, bm);
 }
 
 /// Activity from a thread in teardown: through the late slot (see [`crate::inflight`]).

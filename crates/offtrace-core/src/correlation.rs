@@ -169,14 +169,19 @@ thread_local! {
 pub(crate) fn note_reported(correlation: u64, kind: crate::Kind) {
     let bit = 1u32 << (kind.index() & 31);
     let _ = REPORTED.try_with(|r| {
-        let mut ring = r.get();
-        if let Some(e) = ring.iter_mut().find(|e| e.0 == correlation) {
-            e.1 |= bit;
+        // Entry by entry in place: a copy of the whole ring out and back (`get`/`set`) cost
+        // more than the search.
+        let r: &std::cell::Cell<[(u64, u32)]> = r;
+        let ring = r.as_slice_of_cells();
+        if let Some(e) = ring.iter().find(|e| e.get().0 == correlation) {
+            let (c, bits) = e.get();
+            e.set((c, bits | bit));
         } else {
-            ring.rotate_right(1);
-            ring[0] = (correlation, bit);
+            for i in (1..ring.len()).rev() {
+                ring[i].set(ring[i - 1].get());
+            }
+            ring[0].set((correlation, bit));
         }
-        r.set(ring);
     });
 }
 

@@ -6,11 +6,13 @@
 mod allocation;
 mod args;
 mod buffer;
+mod buffer_record;
 mod callback;
 pub mod clock;
 mod context;
 mod correlation;
 mod error;
+mod generation;
 mod inflight;
 mod kind;
 mod marker;
@@ -26,8 +28,13 @@ pub use allocation::{
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
-    BufferCallbackFn, BufferId, BufferPolicy, BufferRecord, MAX_BUFFER_BYTES, buffer_capacity, buffer_dropped_total,
+    BufferCallbackFn, BufferId, BufferPolicy, MAX_BUFFER_BYTES, buffer_capacity, buffer_dropped_total,
     configure_buffer_tracing_service, create_buffer, destroy_buffer, flush_buffer,
+};
+pub use buffer_record::{
+    ApiCallRecord, BufferRecordHeader, CodeObjectRecord, CounterRecord, DeviceRecord, HeaderOnlyRecord,
+    KernelDispatchRecord, MAX_RECORD_BYTES, MAX_RECORD_STRING, MarkerRecord, MemoryAllocRecord, MemoryCopyRecord,
+    MemoryFillRecord, QueueRecord, SyncRecord, TaskGraphRecord,
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
@@ -44,6 +51,7 @@ pub use correlation::{
     set_process_external_correlation_id,
 };
 pub use error::ServiceError;
+pub use generation::{Generation, GenerationCounter, Memo};
 pub use inflight::{asymmetric_fences, late_lost};
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, counter_op, device_op,

@@ -402,6 +402,7 @@ impl<'a> Payload<'a> {
     }
 
     /// The API call payload, for any API kind.
+    #[inline]
     pub fn as_api_call(&self) -> Option<&'a ApiCallPayload> {
         match *self {
             Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
@@ -481,66 +482,6 @@ impl Payload<'_> {
             Payload::Counter(p) => (p as *const CounterPayload).cast(),
         }
     }
-
-    /// Up to six leading `u64` values a buffer record keeps of this payload (documented per
-    /// kind in the C header: the kind's first argument descriptors, in order).
-    #[inline]
-    pub fn summary(&self) -> [u64; 6] {
-        match *self {
-            Payload::None => [0; 6],
-            Payload::UrApi(p) | Payload::OpenclApi(p) | Payload::CudaRuntimeApi(p) | Payload::CudaDriverApi(p) => {
-                p.summary()
-            }
-            Payload::Queue(p) => p.summary(),
-            Payload::KernelDispatch(p) => p.summary(),
-            Payload::MemoryCopy(p) => p.summary(),
-            Payload::MemoryFill(p) => p.summary(),
-            Payload::MemoryAlloc(p) => p.summary(),
-            Payload::TaskGraph(p) => p.summary(),
-            Payload::Sync(p) => p.summary(),
-            Payload::CodeObject(p) => p.summary(),
-            Payload::Marker(p) => p.summary(),
-            Payload::Raw(p) => [p.0 as u64, 0, 0, 0, 0, 0],
-            Payload::Device(p) => p.summary(),
-            Payload::Counter(p) => p.summary(),
-        }
-    }
-}
-
-/// A payload struct's [`Payload::summary`], per type: a record path that knows the payload's
-/// type at compile time (`emit_activity`, monomorphised per type) reads the fields directly,
-/// without matching on [`Payload`].
-pub(crate) trait Summary {
-    fn summary(&self) -> [u64; 6];
-}
-
-macro_rules! summary {
-    ($($t:ty => |$p:ident| $e:expr;)*) => {$(
-        impl Summary for $t {
-            #[inline(always)]
-            fn summary(&self) -> [u64; 6] {
-                let $p = self;
-                $e
-            }
-        }
-    )*};
-}
-
-summary! {
-    ApiCallPayload => |p| [u64::from(p.function_id), p.result as u64, p.args[0], p.args[1], p.args[2], p.args[3]];
-    QueuePayload => |p| [p.queue, p.device, p.context, p.flags, 0, 0];
-    KernelDispatchPayload => |p| {
-        [p.queue, p.kernel, p.global_size[0], p.global_size[1], p.global_size[2], u64::from(p.work_dim)]
-    };
-    MemoryCopyPayload => |p| [p.queue, p.dst, p.src, p.size, 0, 0];
-    MemoryFillPayload => |p| [p.queue, p.dst, p.pattern, p.pattern_size, p.size, 0];
-    MemoryAllocPayload => |p| [p.ptr, p.size, p.memory_type as u64, p.device, 0, 0];
-    TaskGraphPayload => |p| [p.node, p.source, p.target, p.name as u64, p.event, p.queue];
-    SyncPayload => |p| [p.object, u64::from(p.event_count), 0, 0, 0, 0];
-    CodeObjectPayload => |p| [p.handle, p.program, p.name as u64, p.binary_size, 0, 0];
-    MarkerPayload => |p| [p.message as u64, p.range_id, 0, 0, 0, 0];
-    DevicePayload => |p| [p.handle, p.parent, p.name as u64, p.device_type as u64, 0, 0];
-    CounterPayload => |p| [p.counter, p.device, p.value, p.name as u64, p.unit as u64, 0];
 }
 
 /// Raw values of the arguments of one record, for argument iteration: `(value, address)` where
@@ -661,49 +602,44 @@ mod tests {
     use super::*;
 
     /// `Payload::kind`'s table is indexed by the variant's position: each variant maps to its
-    /// own kind, and `Summary` per type agrees with `Payload::summary`.
+    /// own kind.
     #[test]
-    fn kind_and_summary_of_every_variant() {
+    fn kind_of_every_variant() {
         let api = ApiCallPayload::new(7, &[1, 2, 3, 4, 5]);
         let queue = QueuePayload { queue: 1, device: 2, context: 3, flags: 4 };
-        let kernel =
-            KernelDispatchPayload { queue: 1, kernel: 2, global_size: [3, 4, 5], work_dim: 3, ..Default::default() };
-        let copy = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
-        let fill = MemoryFillPayload { queue: 1, dst: 2, pattern: 3, pattern_size: 4, size: 5, ..Default::default() };
-        let alloc = MemoryAllocPayload { ptr: 1, size: 2, memory_type: MemoryType::Device, device: 4 };
-        let graph = TaskGraphPayload { node: 1, source: 2, target: 3, event: 5, ..Default::default() };
-        let sync = SyncPayload { object: 1, event_count: 2, ..Default::default() };
-        let code = CodeObjectPayload { handle: 1, program: 2, binary_size: 4, ..Default::default() };
+        let kernel = KernelDispatchPayload::default();
+        let copy = MemoryCopyPayload::default();
+        let fill = MemoryFillPayload::default();
+        let alloc = MemoryAllocPayload::default();
+        let graph = TaskGraphPayload::default();
+        let sync = SyncPayload::default();
+        let code = CodeObjectPayload::default();
         let marker = MarkerPayload { message: std::ptr::null(), range_id: 2 };
         let raw = RawPayload(std::ptr::dangling::<u64>().cast());
-        let device = DevicePayload { handle: 1, parent: 2, device_type: DeviceType::Gpu, ..Default::default() };
-        let counter = CounterPayload { counter: 1, device: 2, value: 3, ..Default::default() };
-        let cases: [(Payload<'_>, Option<Kind>, [u64; 6]); 17] = [
-            (Payload::None, None, [0; 6]),
-            (Payload::UrApi(&api), Some(Kind::UrApi), api.summary()),
-            (Payload::Queue(&queue), Some(Kind::Queue), queue.summary()),
-            (Payload::KernelDispatch(&kernel), Some(Kind::KernelDispatch), kernel.summary()),
-            (Payload::MemoryCopy(&copy), Some(Kind::MemoryCopy), copy.summary()),
-            (Payload::MemoryFill(&fill), Some(Kind::MemoryFill), fill.summary()),
-            (Payload::MemoryAlloc(&alloc), Some(Kind::MemoryAlloc), alloc.summary()),
-            (Payload::TaskGraph(&graph), Some(Kind::TaskGraph), graph.summary()),
-            (Payload::Sync(&sync), Some(Kind::Sync), sync.summary()),
-            (Payload::CodeObject(&code), Some(Kind::CodeObject), code.summary()),
-            (Payload::Marker(&marker), Some(Kind::Marker), marker.summary()),
-            (Payload::Raw(raw), Some(Kind::Xpti), [raw.0 as u64, 0, 0, 0, 0, 0]),
-            (Payload::OpenclApi(&api), Some(Kind::OpenclApi), api.summary()),
-            (Payload::CudaRuntimeApi(&api), Some(Kind::CudaRuntimeApi), api.summary()),
-            (Payload::CudaDriverApi(&api), Some(Kind::CudaDriverApi), api.summary()),
-            (Payload::Device(&device), Some(Kind::Device), device.summary()),
-            (Payload::Counter(&counter), Some(Kind::Counter), counter.summary()),
+        let device = DevicePayload::default();
+        let counter = CounterPayload::default();
+        let cases: [(Payload<'_>, Option<Kind>); 17] = [
+            (Payload::None, None),
+            (Payload::UrApi(&api), Some(Kind::UrApi)),
+            (Payload::Queue(&queue), Some(Kind::Queue)),
+            (Payload::KernelDispatch(&kernel), Some(Kind::KernelDispatch)),
+            (Payload::MemoryCopy(&copy), Some(Kind::MemoryCopy)),
+            (Payload::MemoryFill(&fill), Some(Kind::MemoryFill)),
+            (Payload::MemoryAlloc(&alloc), Some(Kind::MemoryAlloc)),
+            (Payload::TaskGraph(&graph), Some(Kind::TaskGraph)),
+            (Payload::Sync(&sync), Some(Kind::Sync)),
+            (Payload::CodeObject(&code), Some(Kind::CodeObject)),
+            (Payload::Marker(&marker), Some(Kind::Marker)),
+            (Payload::Raw(raw), Some(Kind::Xpti)),
+            (Payload::OpenclApi(&api), Some(Kind::OpenclApi)),
+            (Payload::CudaRuntimeApi(&api), Some(Kind::CudaRuntimeApi)),
+            (Payload::CudaDriverApi(&api), Some(Kind::CudaDriverApi)),
+            (Payload::Device(&device), Some(Kind::Device)),
+            (Payload::Counter(&counter), Some(Kind::Counter)),
         ];
-        for (p, kind, summary) in cases {
+        for (p, kind) in cases {
             assert_eq!(p.kind(), kind, "{p:?}");
-            assert_eq!(p.summary(), summary, "{p:?}");
         }
-        assert_eq!(api.summary(), [7, 0, 1, 2, 3, 4]);
-        assert_eq!(kernel.summary(), [1, 2, 3, 4, 5, 3]);
-        assert_eq!(alloc.summary(), [1, 2, 2, 4, 0, 0]);
     }
 }
 

@@ -44,12 +44,25 @@ unsafe extern "C" fn cb(r: CallbackRecord, user: *mut UserData, _d: *mut c_void)
     }
 }
 
-unsafe extern "C" fn buf_cb(_c: ContextId, _b: BufferId, _r: *const BufferRecord, n: usize, _d: *mut c_void, _x: u64) {
+/// Buffer deliveries (callbacks with at least one record).
+static DELIVERIES: AtomicU64 = AtomicU64::new(0);
+
+unsafe extern "C" fn buf_cb(
+    _c: ContextId,
+    _b: BufferId,
+    _r: *const *const BufferRecordHeader,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
     ACTIVITY.fetch_add(n as u64, Ordering::SeqCst);
+    if n > 0 {
+        DELIVERIES.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 fn reset() {
-    for c in [&INSTANTS, &ENTERS, &EXITS, &BAD_USER_DATA, &ACTIVITY] {
+    for c in [&INSTANTS, &ENTERS, &EXITS, &BAD_USER_DATA, &ACTIVITY, &DELIVERIES] {
         c.store(0, Ordering::SeqCst);
     }
 }
@@ -61,7 +74,7 @@ fn context() -> (ContextId, BufferId) {
         configure_callback_tracing_service(ctx, Kind::CodeObject, None, cb, std::ptr::null_mut()).unwrap();
         configure_callback_tracing_service(ctx, Kind::UrApi, None, cb, std::ptr::null_mut()).unwrap();
     }
-    let rec = std::mem::size_of::<BufferRecord>();
+    let rec = 104; // 6656 bytes (64 of the former fixed records): a 4096-byte ring
     // SAFETY: as above.
     let buf = unsafe {
         create_buffer(ctx, 64 * rec, 64 * rec, BufferPolicy::Lossless, buf_cb, std::ptr::null_mut()).unwrap()
@@ -278,5 +291,47 @@ fn contended_late_slot_loses_and_counts() {
     HOLD.store(false, Ordering::SeqCst);
     holder.join().unwrap();
     destroy_context(ctx2).unwrap();
+    destroy_context(ctx).unwrap();
+}
+
+/// Emits `MANY_LATE` activity records from a thread-local destructor that runs after the
+/// services' thread-locals are gone.
+struct ManyLate;
+
+const MANY_LATE: u64 = 392;
+
+impl Drop for ManyLate {
+    fn drop(&mut self) {
+        for _ in 0..MANY_LATE {
+            activity();
+        }
+    }
+}
+
+thread_local! {
+    static MANY: RefCell<Option<ManyLate>> = const { RefCell::new(None) };
+}
+
+/// Records emitted during a thread's teardown go to the buffer's late staging and are delivered
+/// in batches (at the watermark or a flush), not one record per delivery: 392 records, each
+/// delivery as many as the 4096-byte staging holds (30 `MEMORY_COPY` records of 136 bytes),
+/// plus the thread's own staging.
+#[test]
+fn records_in_thread_teardown_are_delivered_in_batches() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    reset();
+    let (ctx, buf) = context();
+    std::thread::spawn(|| {
+        MANY.with(|m| drop(m.borrow())); // registers its destructor before the services' ones
+        activity(); // the services' thread-locals: registered now
+        MANY.with(|m| *m.borrow_mut() = Some(ManyLate));
+    })
+    .join()
+    .unwrap();
+    flush_buffer(buf).unwrap();
+    assert_eq!(ACTIVITY.load(Ordering::SeqCst), 1 + MANY_LATE, "every record delivered");
+    let deliveries = DELIVERIES.load(Ordering::SeqCst);
+    let per_delivery = (4096 / std::mem::size_of::<MemoryCopyRecord>()) as u64;
+    assert!(deliveries <= MANY_LATE / per_delivery + 2, "{deliveries} deliveries for {} records", 1 + MANY_LATE);
     destroy_context(ctx).unwrap();
 }

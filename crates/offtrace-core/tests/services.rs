@@ -338,18 +338,48 @@ fn destroy_waits_for_open_pairs() {
 
 // ---------------------------------------------------------------- buffers
 
+/// A delivered record, copied out of the callback (its `size` bytes).
+#[derive(Clone, Debug)]
+struct Owned(Vec<u64>);
+
+impl Owned {
+    /// # Safety
+    /// `h` must point at a delivered record, during the callback.
+    unsafe fn copy(h: *const BufferRecordHeader) -> Self {
+        // SAFETY: a record is `size` readable bytes, 8-aligned (the caller's contract).
+        Self(unsafe { std::slice::from_raw_parts(h.cast::<u64>(), (*h).size as usize / 8) }.to_vec())
+    }
+
+    /// The record as its kind's struct (checked against its size).
+    fn get<T: Copy>(&self) -> T {
+        assert!(std::mem::size_of::<T>() <= self.0.len() * 8, "the record is smaller than the struct");
+        // SAFETY: checked above; the words are 8-aligned and every record struct is plain data.
+        unsafe { self.0.as_ptr().cast::<T>().read() }
+    }
+}
+
+impl std::ops::Deref for Owned {
+    type Target = BufferRecordHeader;
+    fn deref(&self) -> &BufferRecordHeader {
+        assert!(self.0.len() * 8 >= std::mem::size_of::<BufferRecordHeader>());
+        // SAFETY: at least a header (checked), 8-aligned.
+        unsafe { &*self.0.as_ptr().cast() }
+    }
+}
+
 #[derive(Default)]
 struct Batches {
     sizes: Mutex<Vec<usize>>,
     drops: AtomicU64,
-    records: Mutex<Vec<BufferRecord>>,
+    records: Mutex<Vec<Owned>>,
     slow: AtomicBool,
+    threads: Mutex<Vec<std::thread::ThreadId>>,
 }
 
 unsafe extern "C" fn batch_cb(
     _c: ContextId,
     _b: BufferId,
-    recs: *const BufferRecord,
+    recs: *const *const BufferRecordHeader,
     n: usize,
     data: *mut c_void,
     drops: u64,
@@ -358,14 +388,26 @@ unsafe extern "C" fn batch_cb(
     let (b, recs) =
         unsafe { (&*data.cast::<Batches>(), if n == 0 { &[][..] } else { std::slice::from_raw_parts(recs, n) }) };
     b.sizes.lock().unwrap().push(n);
-    b.records.lock().unwrap().extend_from_slice(recs);
+    // SAFETY: each pointer is a delivered record, read during the call.
+    b.records.lock().unwrap().extend(recs.iter().map(|&r| unsafe { Owned::copy(r) }));
+    b.threads.lock().unwrap().push(std::thread::current().id());
     b.drops.fetch_add(drops, Ordering::SeqCst);
     if b.slow.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
-const REC: usize = std::mem::size_of::<BufferRecord>();
+/// Waits (at most 10 s) until `cond` holds: deliveries run on the services' delivery thread.
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "timed out waiting: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The size of the mock's `UR_QUEUE_FINISH` record (one argument).
+const REC: usize = std::mem::size_of::<ApiCallRecord>() + 8;
 
 fn buffered_ctx(b: &Batches, records: usize, watermark: usize, policy: BufferPolicy) -> (ContextId, BufferId) {
     let ctx = create_context().unwrap();
@@ -381,8 +423,9 @@ fn buffered_ctx(b: &Batches, records: usize, watermark: usize, policy: BufferPol
 
 #[test]
 fn buffer_record_layout() {
-    assert_eq!(REC, 104);
-    assert_eq!(std::mem::align_of::<BufferRecord>(), 8);
+    assert_eq!(std::mem::size_of::<BufferRecordHeader>(), 64);
+    assert_eq!(std::mem::align_of::<BufferRecordHeader>(), 8);
+    assert_eq!(REC, 88);
     assert_eq!(std::mem::size_of::<CallbackRecord>(), 56);
 }
 
@@ -395,7 +438,14 @@ fn buffer_arguments_are_checked() {
     // SAFETY: as in `buffered_ctx`.
     unsafe {
         assert_eq!(
-            create_buffer(ctx, REC - 1, 0, BufferPolicy::Lossless, batch_cb, data),
+            create_buffer(
+                ctx,
+                std::mem::size_of::<BufferRecordHeader>() - 1,
+                0,
+                BufferPolicy::Lossless,
+                batch_cb,
+                data
+            ),
             Err(ServiceError::InvalidArgument)
         );
         assert_eq!(
@@ -407,7 +457,7 @@ fn buffer_arguments_are_checked() {
             Err(ServiceError::ContextInvalid)
         );
         let buf = create_buffer(ctx, 4 * REC, REC, BufferPolicy::Lossless, batch_cb, data).unwrap();
-        assert_eq!(buffer_capacity(buf), Ok(4));
+        assert_eq!(buffer_capacity(buf), Ok(256), "4 records of 88 bytes, rounded down to a power of two");
         configure_buffer_tracing_service(ctx, Kind::Marker, None, buf).unwrap();
         assert_eq!(
             configure_buffer_tracing_service(ctx, Kind::Marker, None, buf),
@@ -429,23 +479,62 @@ fn watermark_triggers_delivery_and_flush_delivers_the_rest() {
     for _ in 0..9 {
         mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
     }
+    std::thread::sleep(std::time::Duration::from_millis(50));
     assert!(b.sizes.lock().unwrap().is_empty(), "below the watermark: no delivery");
     mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    wait_until("the delivery at the watermark", || !b.sizes.lock().unwrap().is_empty());
     assert_eq!(*b.sizes.lock().unwrap(), vec![10], "at the watermark: one delivery");
     for _ in 0..5 {
         mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
     }
     flush_buffer(buf).unwrap();
-    assert_eq!(*b.sizes.lock().unwrap(), vec![10, 5]);
+    assert_eq!(*b.sizes.lock().unwrap(), vec![10, 5], "a flush returns when it has delivered");
     flush_buffer(buf).unwrap();
     assert_eq!(b.sizes.lock().unwrap().len(), 2, "an empty flush calls nothing");
     let recs = b.records.lock().unwrap();
-    assert!(
-        recs.iter().all(|r| r.kind == Kind::UrApi as u32 && r.end_timestamp >= r.start_timestamp && r.data[0] == 3)
-    );
+    assert!(recs.iter().all(|r| {
+        let a: ApiCallRecord = r.get();
+        r.kind == Kind::UrApi as u32
+            && r.size as usize == REC
+            && r.end_timestamp >= r.start_timestamp
+            && (a.function_id, a.arg_count) == (3, 1)
+            && r.0[a.args_offset as usize / 8] == 1
+    }));
     drop(recs);
+    let me = std::thread::current().id();
+    assert!(b.threads.lock().unwrap().iter().all(|t| *t != me), "deliveries run on the services' thread");
     destroy_context(ctx).unwrap();
     assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound), "destroy retires the context's buffers");
+}
+
+/// A thread's records below the watermark are delivered when the thread exits (its staging is
+/// queued for the delivery thread), without a flush; `destroy_buffer` delivers what is staged,
+/// and after it the callback is never called again and the id names nothing.
+#[test]
+fn thread_exit_delivers_its_staging_and_destroy_buffer_drains_then_retires() {
+    let _g = serial();
+    let b = Batches::default();
+    let (ctx, buf) = buffered_ctx(&b, 100, 50, BufferPolicy::Lossless);
+    std::thread::spawn(|| {
+        for _ in 0..3 {
+            mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+        }
+    })
+    .join()
+    .unwrap();
+    wait_until("the exited thread's records", || b.records.lock().unwrap().len() == 3);
+    for _ in 0..2 {
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    }
+    assert_eq!(destroy_buffer(buf), Err(ServiceError::ContextActive), "its context is started");
+    stop_context(ctx).unwrap();
+    destroy_buffer(buf).unwrap();
+    assert_eq!(b.records.lock().unwrap().len(), 5, "destroy delivered the staged records");
+    let calls = b.sizes.lock().unwrap().len();
+    assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(b.sizes.lock().unwrap().len(), calls, "no callback after destroy");
+    destroy_context(ctx).unwrap();
 }
 
 #[test]
@@ -513,9 +602,12 @@ fn activity_records_carry_explicit_timestamps() {
     let p = KernelDispatchPayload { queue: 1, kernel: 2, global_size: [64, 1, 1], work_dim: 1, ..Default::default() };
     emit_activity(Kind::KernelDispatch, kernel_dispatch::LAUNCH, 42, 100, 200, Payload::KernelDispatch(&p));
     flush_buffer(buf).unwrap();
-    let r = b.records.lock().unwrap()[0];
+    let r = b.records.lock().unwrap()[0].clone();
     assert_eq!((r.correlation_id.internal, r.start_timestamp, r.end_timestamp), (42, 100, 200));
-    assert_eq!(r.data, [1, 2, 64, 1, 1, 1]);
+    assert_eq!(r.phase, Phase::Complete as u32);
+    let k: KernelDispatchRecord = r.get();
+    assert_eq!((k.queue, k.kernel, k.global_size, k.work_dim), (1, 2, [64, 1, 1], 1));
+    assert_eq!((k.device_start, k.device_end), (100, 200), "a completion's device times");
     destroy_context(ctx).unwrap();
 }
 
@@ -544,8 +636,9 @@ fn buffer_operation_filter() {
     destroy_context(ctx).unwrap();
 }
 
-/// Activity records through each of `emit_activity`'s paths: one slow path per payload type
-/// (the summary read from the struct), a payload of another kind or none (zeros), one context
+/// Activity records through each of `emit_activity`'s paths: one path per payload type
+/// (the typed record encoded from the struct), a payload of another kind or none (the header
+/// alone), one context
 /// with an operation list, and several contexts at once.
 #[test]
 fn activity_paths() {
@@ -594,22 +687,27 @@ fn activity_paths() {
     emit_activity(Kind::MemoryFill, memory_fill::BUFFER_FILL, 14, 500, 600, Payload::MemoryFill(&fill));
     flush_buffer(buf_a).unwrap();
     flush_buffer(buf_b).unwrap();
-    let fields =
-        |r: &BufferRecord| (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, r.data);
+    // The record's fields after the header, as words (the header alone: none).
+    let fields = |r: &Owned| {
+        let body: Vec<u64> = r.0[8..].to_vec();
+        (r.context_id, r.kind, r.operation, r.correlation_id.internal, r.start_timestamp, body)
+    };
     let got_a: Vec<_> = a.records.lock().unwrap().iter().map(fields).collect();
     let got_b: Vec<_> = b.records.lock().unwrap().iter().map(fields).collect();
     let (copy_k, fill_k) = (Kind::MemoryCopy as u32, Kind::MemoryFill as u32);
     assert_eq!(
         got_a,
         vec![
-            (ctx_a, copy_k, memory_copy::USM_MEMCPY, 10, 100, [1, 2, 3, 4, 0, 0]),
-            (ctx_a, copy_k, memory_copy::BUFFER_COPY, 11, 100, [0; 6]),
-            (ctx_a, copy_k, memory_copy::BUFFER_READ, 12, 100, [0; 6]),
-            (ctx_a, fill_k, memory_fill::USM_FILL, 13, 300, [5, 6, 7, 8, 9, 0]),
-            (ctx_a, fill_k, memory_fill::BUFFER_FILL, 14, 500, [5, 6, 7, 8, 9, 0]),
+            // queue, dst, src, bytes, device, direction | src type, dst type | 0, device times
+            (ctx_a, copy_k, memory_copy::USM_MEMCPY, 10, 100, vec![1, 2, 3, 4, 0, 0, 0, 100, 200]),
+            (ctx_a, copy_k, memory_copy::BUFFER_COPY, 11, 100, vec![]),
+            (ctx_a, copy_k, memory_copy::BUFFER_READ, 12, 100, vec![]),
+            // queue, dst, pattern, pattern size, bytes, device, device times
+            (ctx_a, fill_k, memory_fill::USM_FILL, 13, 300, vec![5, 6, 7, 8, 9, 0, 300, 400]),
+            (ctx_a, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 6, 7, 8, 9, 0, 500, 600]),
         ]
     );
-    assert_eq!(got_b, vec![(ctx_b, fill_k, memory_fill::BUFFER_FILL, 14, 500, [5, 6, 7, 8, 9, 0])]);
+    assert_eq!(got_b, vec![(ctx_b, fill_k, memory_fill::BUFFER_FILL, 14, 500, vec![5, 6, 7, 8, 9, 0, 500, 600])]);
     destroy_context(ctx_a).unwrap();
     destroy_context(ctx_b).unwrap();
 }
@@ -825,7 +923,7 @@ fn everything_nested_in_a_callback_is_guarded() {
     unsafe extern "C" fn count_batch(
         _c: ContextId,
         _b: BufferId,
-        _r: *const BufferRecord,
+        _r: *const *const BufferRecordHeader,
         n: usize,
         d: *mut c_void,
         _x: u64,
@@ -833,7 +931,7 @@ fn everything_nested_in_a_callback_is_guarded() {
         // SAFETY: `d` is the `AtomicUsize` of the test, alive until its context is destroyed.
         unsafe { &*d.cast::<AtomicUsize>() }.fetch_add(n, Ordering::Relaxed);
     }
-    let rec = std::mem::size_of::<BufferRecord>();
+    let rec = std::mem::size_of::<MemoryCopyRecord>();
     // SAFETY: `count_batch` is sound for any delivery with the test's counter.
     let buf = unsafe {
         create_buffer(

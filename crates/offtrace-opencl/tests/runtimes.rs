@@ -236,6 +236,54 @@ fn vector_add_matches_program(rt: Runtime) {
     assert!(overlap <= 5_000, "{rt:?}: in-order commands overlap by {overlap} ns: {acts:?}");
 }
 
+/// The agent's `tests/c/kinds_agree.c` tool (every kind as callbacks and into a buffer, in one
+/// context) on `vector_add.c` through the layer: every callback record has exactly one typed
+/// buffer record with the same kind, operation, correlation, phase and content, kind by kind
+/// (OpenCL calls, queues, devices, dispatches, copies, fills, counters), and the completions'
+/// typed records carry the device times (phase COMPLETE, start = device start).
+fn kinds_agree(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "examples/opencl/vector_add.c", "vector_add", false);
+    let tool = cc(s.dir.path(), "crates/offtrace-agent/tests/c/kinds_agree.c", "libkinds_agree.so", true);
+    let out = s
+        .command(rt, &prog)
+        .args(["--profile", "--iters", "6"])
+        .env("OPENCL_LAYERS", layer())
+        .env("OFFTRACE_TOOLS", &tool)
+        .output()
+        .expect("run program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let value = |line: &str, key: &str| -> u64 {
+        let at = line.find(&format!("{key}=")).unwrap_or_else(|| panic!("no {key} in {line}")) + key.len() + 1;
+        line[at..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("number")
+    };
+    let summary = stdout.lines().find(|l| l.contains("kinds_agree: total=")).unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(value(summary, "mismatches"), 0, "{rt:?}: {stdout}");
+    assert_eq!(value(summary, "delivery_on_app_thread"), 0, "{rt:?}: {stdout}");
+    // 6 kernels and 6 copies completed with device times (phase COMPLETE; the fill is not counted).
+    assert!(value(summary, "timed") >= 12, "{rt:?}: {summary}");
+    let kinds: BTreeMap<u64, (u64, u64)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("kinds_agree: kind="))
+        .map(|l| (value(l, "kind"), (value(l, "callbacks"), value(l, "buffered"))))
+        .collect();
+    // QUEUE, KERNEL_DISPATCH, MEMORY_COPY, MEMORY_FILL, OPENCL_API, DEVICE.
+    for kind in [2, 3, 4, 5, 12, 15] {
+        let (callbacks, buffered) = kinds.get(&kind).copied().unwrap_or_default();
+        assert!(
+            callbacks > 0 && buffered > 0,
+            "{rt:?} kind {kind}: {callbacks} callbacks, {buffered} records\n{stdout}"
+        );
+    }
+    eprintln!("{}", stdout.lines().filter(|l| l.starts_with("kinds_agree")).collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn pocl_callbacks_and_buffer_records_agree_kind_by_kind() {
+    kinds_agree(Runtime::Pocl);
+}
+
 #[test]
 fn vector_add_on_pocl_counts_and_device_times_equal_the_programs() {
     vector_add_matches_program(Runtime::Pocl);

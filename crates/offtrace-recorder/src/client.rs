@@ -121,11 +121,15 @@ fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecor
 /// # Safety
 /// `payload` points at `kind`'s payload struct, valid during the call.
 unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, payload: *const c_void) {
-    // Kernel dispatches need the large array, raw entries their own; everything else fits a
-    // small one (zeroing 1 KiB per record showed in profiles: 250 instructions per UR pair).
-    if kind == Kind::KernelDispatch {
+    // Kernel launches need the large array (allocation properties), raw entries their own;
+    // everything else fits a small one, kernel completions included (they carry no allocation
+    // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
+    if kind == Kind::KernelDispatch && record.phase != Phase::Complete as u32 {
         // SAFETY: forwarded.
         unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+    } else if kind == Kind::KernelDispatch {
+        // SAFETY: forwarded.
+        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, payload) }
     } else if kind == Kind::Xpti {
         // SAFETY: forwarded.
         unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, payload) }
@@ -135,6 +139,8 @@ unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackR
     }
 }
 
+/// Words of a kernel completion's entry: the head and the fixed part (no allocation properties).
+const KERNEL_COMPLETE_WORDS: usize = HEAD_WORDS + crate::entry::KERNEL_FIXED;
 /// Words of a raw entry.
 const RAW_WORDS: usize = HEAD_WORDS + crate::recorder::RAW_BODY_WORDS;
 /// Words of the entries of the kinds other than kernel dispatches and raw records.

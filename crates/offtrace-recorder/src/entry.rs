@@ -43,7 +43,8 @@ pub const MAX_ENTRY_WORDS: usize = 128;
 pub const HEAD_WORDS: usize = 3;
 /// Allocations kept per kernel dispatch (more are cut, and the cut is not counted).
 pub const MAX_ALLOCATIONS: usize = (MAX_ENTRY_WORDS - HEAD_WORDS - KERNEL_FIXED) / 3;
-const KERNEL_FIXED: usize = 13;
+/// Words of a kernel dispatch's body before its allocation properties.
+pub(crate) const KERNEL_FIXED: usize = 13;
 /// The tag of a raw-layer entry.
 pub const TAG_RAW: u8 = 0xf0;
 /// API entries (their phase byte is free: the exit is the only phase pushed): the call has a result.

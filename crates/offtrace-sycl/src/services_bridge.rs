@@ -43,11 +43,11 @@ use std::sync::{OnceLock, RwLock};
 
 use offtrace::XptiPayload;
 use offtrace_core::{
-    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, KernelDispatchPayload, Kind,
-    MAX_KERNEL_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation, Payload, Phase,
-    QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object, emit_activity, emit_enter, emit_exit,
-    emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled, memory_copy,
-    memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+    ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Generation, GenerationCounter,
+    KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, Memo, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload,
+    MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
+    emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free,
+    kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -334,6 +334,15 @@ fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
     OPEN.try_with(|o| {
         let mut o = o.borrow_mut();
         let n = o.len;
+        // The usual case: the call that ends is the innermost open one.
+        if n > 0
+            && let Some((t, id, _)) = &o.entries[n - 1]
+            && *t == tag
+            && *id == instance
+        {
+            o.len = n - 1;
+            return o.entries[n - 1].take().map(|(_, _, token)| token);
+        }
         let i = (0..n).rev().find(|&i| matches!(o.entries[i], Some((t, id, _)) if t == tag && id == instance))?;
         let e = o.entries[i].take();
         for j in i..n - 1 {
@@ -426,7 +435,7 @@ unsafe fn ur_call_wanted(raw: &Raw, end: bool) -> bool {
 /// Whether the task graph wants this call: a `urEnqueue*` (its queue, event and wait list).
 #[inline(always)]
 fn graph_wanted(id: u32) -> bool {
-    kind_enabled(Kind::TaskGraph) && ur::function(id).is_some_and(|f| f.name.starts_with("urEnqueue"))
+    kind_enabled(Kind::TaskGraph) && ur::function(id).is_some_and(|f| f.is_enqueue)
 }
 
 /// # Safety
@@ -670,22 +679,27 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             _ if kind_enabled(Kind::CodeObject) => code_object_load(p),
             _ => {}
         }
-        if graph_wanted(p.function_id) {
-            // The command's name as its device activity has it (kernel, or the operation).
-            let name: Option<std::sync::Arc<CStr>> = match p.function_id {
-                urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => kernel_name(a[1]),
-                urf::ENQUEUE_USM_MEMCPY => Some(c"usm_memcpy".into()),
-                urf::ENQUEUE_MEM_BUFFER_READ => Some(c"buffer_read".into()),
-                urf::ENQUEUE_MEM_BUFFER_WRITE => Some(c"buffer_write".into()),
-                urf::ENQUEUE_MEM_BUFFER_COPY => Some(c"buffer_copy".into()),
-                urf::ENQUEUE_USM_FILL => Some(c"usm_fill".into()),
-                urf::ENQUEUE_MEM_BUFFER_FILL => Some(c"buffer_fill".into()),
-                urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => {
-                    Some(c"barrier".into())
+        // Only inside a SYCL task: an enqueue outside one (a UR program, the runtime's own) has
+        // no node to complete.
+        if graph_wanted(p.function_id) && graph::task_open() {
+            // The command's name as its device activity has it (kernel, or the operation); the
+            // operations' names are static, so no allocation per enqueue.
+            let kernel;
+            let name: Option<&CStr> = match p.function_id {
+                urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP => {
+                    kernel = kernel_name(a[1]);
+                    kernel.as_deref()
                 }
+                urf::ENQUEUE_USM_MEMCPY => Some(c"usm_memcpy"),
+                urf::ENQUEUE_MEM_BUFFER_READ => Some(c"buffer_read"),
+                urf::ENQUEUE_MEM_BUFFER_WRITE => Some(c"buffer_write"),
+                urf::ENQUEUE_MEM_BUFFER_COPY => Some(c"buffer_copy"),
+                urf::ENQUEUE_USM_FILL => Some(c"usm_fill"),
+                urf::ENQUEUE_MEM_BUFFER_FILL => Some(c"buffer_fill"),
+                urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => Some(c"barrier"),
                 _ => None,
             };
-            graph::enqueued(p, name.as_deref());
+            graph::enqueued(p, name);
         }
     }
 }
@@ -743,10 +757,20 @@ fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
 /// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
 /// its device; only launches on a profiling queue wait for their device times).
 static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
+/// Bumped by every change of [`QUEUE_DEVICES`], under its write lock: enqueues read the table
+/// through their thread's memo ([`offtrace_core::Memo`]), without the lock.
+static QUEUE_GENERATION: Generation = Generation::new();
+
+thread_local! {
+    /// This thread's last queues: a thread usually enqueues to one or two.
+    static QUEUE_MEMO: Memo<u64, (u64, bool), 2> = const { Memo::new() };
+}
 
 fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     if queue != 0 {
-        QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner()).insert(queue, (device, profiling));
+        let mut t = QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner());
+        t.insert(queue, (device, profiling));
+        QUEUE_GENERATION.bump();
     }
 }
 
@@ -760,8 +784,10 @@ struct QueueInfo {
 }
 
 fn queue_info(queue: u64) -> QueueInfo {
+    let locked =
+        |q: u64| QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&q).copied().unwrap_or((0, false));
     let (device, profiling) =
-        QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).copied().unwrap_or((0, false));
+        QUEUE_MEMO.try_with(|m| m.get(&QUEUE_GENERATION, queue, locked)).unwrap_or_else(|_| locked(queue));
     QueueInfo { queue, device, profiling }
 }
 
@@ -1578,6 +1604,11 @@ mod graph {
         exit(&TaskGraphPayload { node, name: name_or(&name, ev), queue, ..Default::default() });
     }
 
+    /// Whether a SYCL task is open on this thread (what [`enqueued`] needs to do anything).
+    pub(super) fn task_open() -> bool {
+        CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.task != 0)).unwrap_or(false)
+    }
+
     /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
     /// enqueue's queue and the command's name as its device activity has it (`name`), the event
     /// it returned is noted, and its wait list becomes edges when the runtime made none.
@@ -1585,10 +1616,24 @@ mod graph {
     /// # Safety
     /// `p` holds the arguments of the live call, which succeeded (output pointers written).
     pub(super) unsafe fn enqueued(p: &ApiCallPayload, name: Option<&CStr>) {
-        let Ok(Some(c)) = CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| *c)) else { return };
+        // The three fields used below, not the whole node (over 1 KiB with its held edges).
+        let Ok(Some((node, had_edges, node_queue))) =
+            CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue)))
+        else {
+            return;
+        };
         let Some(func) = ur::function(p.function_id) else { return };
-        let arg = |param: &str| func.params.iter().position(|q| q.name == param).and_then(|i| p.args.get(i).copied());
-        let queue = arg("hQueue").unwrap_or(0);
+        // The four arguments by name, in one pass over the parameters.
+        let (mut queue, mut event_out, mut count, mut list) = (0, 0, 0, 0);
+        for (param, &value) in func.params.iter().zip(&p.args) {
+            match param.name {
+                "hQueue" => queue = value,
+                "phEvent" => event_out = value,
+                "numEventsInWaitList" => count = value,
+                "phEventWaitList" => list = value,
+                _ => {}
+            }
+        }
         let _ = CUR.try_with(|cur| {
             let Ok(mut cur) = cur.try_borrow_mut() else { return };
             if !cur.emitted {
@@ -1605,8 +1650,8 @@ mod graph {
         });
         flush();
         // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
-        let event = unsafe { read_out(arg("phEvent").unwrap_or(0)) };
-        put(&EVENTS, event, c.node);
+        let event = unsafe { read_out(event_out) };
+        put(&EVENTS, event, node);
         let _ = CUR.try_with(|cur| {
             if let Ok(mut cur) = cur.try_borrow_mut()
                 && cur.enqueue_event == 0
@@ -1614,19 +1659,18 @@ mod graph {
                 cur.enqueue_event = event;
             }
         });
-        let (count, list) = (arg("numEventsInWaitList").unwrap_or(0), arg("phEventWaitList").unwrap_or(0));
-        if c.had_edges || count == 0 || list == 0 {
+        if had_edges || count == 0 || list == 0 {
             return;
         }
-        let q = if c.queue != 0 { c.queue } else { queue };
+        let q = if node_queue != 0 { node_queue } else { queue };
         for i in 0..(count as usize).min(MAX_OPEN) {
             // SAFETY: `phEventWaitList` has `numEventsInWaitList` entries (UR contract).
             let waited = unsafe { (list as *const u64).add(i).read_unaligned() };
             let Some(source) = get(&EVENTS, waited) else { continue };
-            if source == c.node {
+            if source == node {
                 continue;
             }
-            let g = TaskGraphPayload { source, target: c.node, event: waited, queue: q, ..Default::default() };
+            let g = TaskGraphPayload { source, target: node, event: waited, queue: q, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
         }
     }

@@ -39,6 +39,9 @@ pub struct Function {
     pub id: u32,
     pub name: &'static str,
     pub params: &'static [Param],
+    /// A `urEnqueue*` function: it puts a command on a queue (the task graph wants its queue,
+    /// event and wait list). A flag, so the record path compares no names.
+    pub is_enqueue: bool,
 }
 
 /// The largest number of parameters of any function (17).
@@ -57,6 +60,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 1,
         name: "urContextCreate",
+        is_enqueue: false,
         params: &[
             p!("DeviceCount", "uint32_t", 4, Value),
             p!("phDevices", "const ur_device_handle_t *", 8, Pointer),
@@ -64,11 +68,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phContext", "ur_context_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 2, name: "urContextRetain", params: &[p!("hContext", "ur_context_handle_t", 8, Handle)] },
-    Function { id: 3, name: "urContextRelease", params: &[p!("hContext", "ur_context_handle_t", 8, Handle)] },
+    Function {
+        id: 2,
+        name: "urContextRetain",
+        is_enqueue: false,
+        params: &[p!("hContext", "ur_context_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 3,
+        name: "urContextRelease",
+        is_enqueue: false,
+        params: &[p!("hContext", "ur_context_handle_t", 8, Handle)],
+    },
     Function {
         id: 4,
         name: "urContextGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("propName", "ur_context_info_t", 4, Enum),
@@ -80,6 +95,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 5,
         name: "urContextGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("phNativeContext", "ur_native_handle_t *", 8, OutPointer),
@@ -88,6 +104,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 6,
         name: "urContextCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeContext", "ur_native_handle_t", 8, Handle),
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
@@ -100,6 +117,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 7,
         name: "urContextSetExtendedDeleter",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pfnDeleter", "ur_context_extended_deleter_t", 8, Value),
@@ -109,6 +127,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 8,
         name: "urDeviceGet",
+        is_enqueue: false,
         params: &[
             p!("hPlatform", "ur_platform_handle_t", 8, Handle),
             p!("DeviceType", "ur_device_type_t", 4, Enum),
@@ -120,6 +139,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 9,
         name: "urDeviceGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("propName", "ur_device_info_t", 4, Enum),
@@ -128,11 +148,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("pPropSizeRet", "size_t *", 8, OutPointer),
         ],
     },
-    Function { id: 10, name: "urDeviceRetain", params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)] },
-    Function { id: 11, name: "urDeviceRelease", params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)] },
+    Function {
+        id: 10,
+        name: "urDeviceRetain",
+        is_enqueue: false,
+        params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 11,
+        name: "urDeviceRelease",
+        is_enqueue: false,
+        params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)],
+    },
     Function {
         id: 12,
         name: "urDevicePartition",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("pProperties", "const ur_device_partition_properties_t *", 8, Pointer),
@@ -144,6 +175,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 13,
         name: "urDeviceSelectBinary",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("pBinaries", "const ur_device_binary_t *", 8, Pointer),
@@ -154,6 +186,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 14,
         name: "urDeviceGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("phNativeDevice", "ur_native_handle_t *", 8, OutPointer),
@@ -162,6 +195,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 15,
         name: "urDeviceCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeDevice", "ur_native_handle_t", 8, Handle),
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
@@ -172,6 +206,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 16,
         name: "urDeviceGetGlobalTimestamps",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("pDeviceTimestamp", "uint64_t *", 8, Pointer),
@@ -181,6 +216,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 18,
         name: "urEnqueueEventsWait",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("numEventsInWaitList", "uint32_t", 4, Value),
@@ -191,6 +227,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 19,
         name: "urEnqueueEventsWaitWithBarrier",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("numEventsInWaitList", "uint32_t", 4, Value),
@@ -201,6 +238,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 20,
         name: "urEnqueueMemBufferRead",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -216,6 +254,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 21,
         name: "urEnqueueMemBufferWrite",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -231,6 +270,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 22,
         name: "urEnqueueMemBufferReadRect",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -251,6 +291,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 23,
         name: "urEnqueueMemBufferWriteRect",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -271,6 +312,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 24,
         name: "urEnqueueMemBufferCopy",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBufferSrc", "ur_mem_handle_t", 8, Handle),
@@ -286,6 +328,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 25,
         name: "urEnqueueMemBufferCopyRect",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBufferSrc", "ur_mem_handle_t", 8, Handle),
@@ -305,6 +348,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 26,
         name: "urEnqueueMemBufferFill",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -320,6 +364,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 27,
         name: "urEnqueueMemImageRead",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hImage", "ur_mem_handle_t", 8, Handle),
@@ -337,6 +382,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 28,
         name: "urEnqueueMemImageWrite",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hImage", "ur_mem_handle_t", 8, Handle),
@@ -354,6 +400,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 29,
         name: "urEnqueueMemImageCopy",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hImageSrc", "ur_mem_handle_t", 8, Handle),
@@ -369,6 +416,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 30,
         name: "urEnqueueMemBufferMap",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -385,6 +433,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 31,
         name: "urEnqueueMemUnmap",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hMem", "ur_mem_handle_t", 8, Handle),
@@ -397,6 +446,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 32,
         name: "urEnqueueUSMFill",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pMem", "void *", 8, Pointer),
@@ -411,6 +461,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 33,
         name: "urEnqueueUSMMemcpy",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("blocking", "bool", 1, Value),
@@ -425,6 +476,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 34,
         name: "urEnqueueUSMPrefetch",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pMem", "const void *", 8, Pointer),
@@ -438,6 +490,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 35,
         name: "urEnqueueUSMAdvise",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pMem", "const void *", 8, Pointer),
@@ -449,6 +502,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 38,
         name: "urEnqueueDeviceGlobalVariableWrite",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -465,6 +519,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 39,
         name: "urEnqueueDeviceGlobalVariableRead",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -481,6 +536,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 40,
         name: "urEventGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hEvent", "ur_event_handle_t", 8, Handle),
             p!("propName", "ur_event_info_t", 4, Enum),
@@ -492,6 +548,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 41,
         name: "urEventGetProfilingInfo",
+        is_enqueue: false,
         params: &[
             p!("hEvent", "ur_event_handle_t", 8, Handle),
             p!("propName", "ur_profiling_info_t", 4, Enum),
@@ -503,16 +560,28 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 42,
         name: "urEventWait",
+        is_enqueue: false,
         params: &[
             p!("numEvents", "uint32_t", 4, Value),
             p!("phEventWaitList", "const ur_event_handle_t *", 8, Pointer),
         ],
     },
-    Function { id: 43, name: "urEventRetain", params: &[p!("hEvent", "ur_event_handle_t", 8, Handle)] },
-    Function { id: 44, name: "urEventRelease", params: &[p!("hEvent", "ur_event_handle_t", 8, Handle)] },
+    Function {
+        id: 43,
+        name: "urEventRetain",
+        is_enqueue: false,
+        params: &[p!("hEvent", "ur_event_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 44,
+        name: "urEventRelease",
+        is_enqueue: false,
+        params: &[p!("hEvent", "ur_event_handle_t", 8, Handle)],
+    },
     Function {
         id: 45,
         name: "urEventGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hEvent", "ur_event_handle_t", 8, Handle),
             p!("phNativeEvent", "ur_native_handle_t *", 8, OutPointer),
@@ -521,6 +590,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 46,
         name: "urEventCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeEvent", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -531,6 +601,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 47,
         name: "urEventSetCallback",
+        is_enqueue: false,
         params: &[
             p!("hEvent", "ur_event_handle_t", 8, Handle),
             p!("execStatus", "ur_execution_info_t", 4, Enum),
@@ -541,6 +612,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 48,
         name: "urKernelCreate",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("pKernelName", "const char *", 8, Pointer),
@@ -550,6 +622,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 51,
         name: "urKernelGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("propName", "ur_kernel_info_t", 4, Enum),
@@ -561,6 +634,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 52,
         name: "urKernelGetGroupInfo",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -573,6 +647,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 53,
         name: "urKernelGetSubGroupInfo",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -582,11 +657,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("pPropSizeRet", "size_t *", 8, OutPointer),
         ],
     },
-    Function { id: 54, name: "urKernelRetain", params: &[p!("hKernel", "ur_kernel_handle_t", 8, Handle)] },
-    Function { id: 55, name: "urKernelRelease", params: &[p!("hKernel", "ur_kernel_handle_t", 8, Handle)] },
+    Function {
+        id: 54,
+        name: "urKernelRetain",
+        is_enqueue: false,
+        params: &[p!("hKernel", "ur_kernel_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 55,
+        name: "urKernelRelease",
+        is_enqueue: false,
+        params: &[p!("hKernel", "ur_kernel_handle_t", 8, Handle)],
+    },
     Function {
         id: 57,
         name: "urKernelSetExecInfo",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("propName", "ur_kernel_exec_info_t", 4, Enum),
@@ -598,6 +684,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 60,
         name: "urKernelSetSpecializationConstants",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("count", "uint32_t", 4, Value),
@@ -607,6 +694,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 61,
         name: "urKernelGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("phNativeKernel", "ur_native_handle_t *", 8, OutPointer),
@@ -615,6 +703,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 62,
         name: "urKernelCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeKernel", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -626,6 +715,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 63,
         name: "urMemImageCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("flags", "ur_mem_flags_t", 4, Value),
@@ -638,6 +728,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 64,
         name: "urMemBufferCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("flags", "ur_mem_flags_t", 4, Value),
@@ -646,11 +737,12 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phBuffer", "ur_mem_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 65, name: "urMemRetain", params: &[p!("hMem", "ur_mem_handle_t", 8, Handle)] },
-    Function { id: 66, name: "urMemRelease", params: &[p!("hMem", "ur_mem_handle_t", 8, Handle)] },
+    Function { id: 65, name: "urMemRetain", is_enqueue: false, params: &[p!("hMem", "ur_mem_handle_t", 8, Handle)] },
+    Function { id: 66, name: "urMemRelease", is_enqueue: false, params: &[p!("hMem", "ur_mem_handle_t", 8, Handle)] },
     Function {
         id: 67,
         name: "urMemBufferPartition",
+        is_enqueue: false,
         params: &[
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
             p!("flags", "ur_mem_flags_t", 4, Value),
@@ -662,6 +754,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 68,
         name: "urMemGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hMem", "ur_mem_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -671,6 +764,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 69,
         name: "urEnqueueReadHostPipe",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -686,6 +780,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 70,
         name: "urMemGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hMemory", "ur_mem_handle_t", 8, Handle),
             p!("propName", "ur_mem_info_t", 4, Enum),
@@ -697,6 +792,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 71,
         name: "urMemImageGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hMemory", "ur_mem_handle_t", 8, Handle),
             p!("propName", "ur_image_info_t", 4, Enum),
@@ -708,6 +804,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 72,
         name: "urPlatformGet",
+        is_enqueue: false,
         params: &[
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
             p!("NumEntries", "uint32_t", 4, Value),
@@ -718,6 +815,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 73,
         name: "urPlatformGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hPlatform", "ur_platform_handle_t", 8, Handle),
             p!("propName", "ur_platform_info_t", 4, Enum),
@@ -729,11 +827,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 74,
         name: "urPlatformGetApiVersion",
+        is_enqueue: false,
         params: &[p!("hPlatform", "ur_platform_handle_t", 8, Handle), p!("pVersion", "ur_api_version_t *", 8, Pointer)],
     },
     Function {
         id: 75,
         name: "urPlatformGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hPlatform", "ur_platform_handle_t", 8, Handle),
             p!("phNativePlatform", "ur_native_handle_t *", 8, OutPointer),
@@ -742,6 +842,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 76,
         name: "urPlatformCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativePlatform", "ur_native_handle_t", 8, Handle),
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
@@ -752,6 +853,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 78,
         name: "urProgramCreateWithIL",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pIL", "const void *", 8, Pointer),
@@ -763,6 +865,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 79,
         name: "urProgramCreateWithBinary",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("numDevices", "uint32_t", 4, Value),
@@ -776,6 +879,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 80,
         name: "urProgramBuild",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -785,6 +889,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 81,
         name: "urProgramCompile",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -794,6 +899,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 82,
         name: "urProgramLink",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("count", "uint32_t", 4, Value),
@@ -802,11 +908,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phProgram", "ur_program_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 83, name: "urProgramRetain", params: &[p!("hProgram", "ur_program_handle_t", 8, Handle)] },
-    Function { id: 84, name: "urProgramRelease", params: &[p!("hProgram", "ur_program_handle_t", 8, Handle)] },
+    Function {
+        id: 83,
+        name: "urProgramRetain",
+        is_enqueue: false,
+        params: &[p!("hProgram", "ur_program_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 84,
+        name: "urProgramRelease",
+        is_enqueue: false,
+        params: &[p!("hProgram", "ur_program_handle_t", 8, Handle)],
+    },
     Function {
         id: 85,
         name: "urProgramGetFunctionPointer",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -817,6 +934,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 86,
         name: "urProgramGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("propName", "ur_program_info_t", 4, Enum),
@@ -828,6 +946,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 87,
         name: "urProgramGetBuildInfo",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -840,6 +959,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 88,
         name: "urProgramSetSpecializationConstants",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("count", "uint32_t", 4, Value),
@@ -849,6 +969,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 89,
         name: "urProgramGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("phNativeProgram", "ur_native_handle_t *", 8, OutPointer),
@@ -857,6 +978,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 90,
         name: "urProgramCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeProgram", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -867,6 +989,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 91,
         name: "urQueueGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("propName", "ur_queue_info_t", 4, Enum),
@@ -878,6 +1001,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 92,
         name: "urQueueCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -885,11 +1009,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phQueue", "ur_queue_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 93, name: "urQueueRetain", params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)] },
-    Function { id: 94, name: "urQueueRelease", params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)] },
+    Function {
+        id: 93,
+        name: "urQueueRetain",
+        is_enqueue: false,
+        params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 94,
+        name: "urQueueRelease",
+        is_enqueue: false,
+        params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)],
+    },
     Function {
         id: 95,
         name: "urQueueGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pDesc", "ur_queue_native_desc_t *", 8, Pointer),
@@ -899,6 +1034,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 96,
         name: "urQueueCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeQueue", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -907,22 +1043,44 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phQueue", "ur_queue_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 97, name: "urQueueFinish", params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)] },
-    Function { id: 98, name: "urQueueFlush", params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)] },
+    Function {
+        id: 97,
+        name: "urQueueFinish",
+        is_enqueue: false,
+        params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 98,
+        name: "urQueueFlush",
+        is_enqueue: false,
+        params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)],
+    },
     Function {
         id: 101,
         name: "urSamplerCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pDesc", "const ur_sampler_desc_t *", 8, Pointer),
             p!("phSampler", "ur_sampler_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 102, name: "urSamplerRetain", params: &[p!("hSampler", "ur_sampler_handle_t", 8, Handle)] },
-    Function { id: 103, name: "urSamplerRelease", params: &[p!("hSampler", "ur_sampler_handle_t", 8, Handle)] },
+    Function {
+        id: 102,
+        name: "urSamplerRetain",
+        is_enqueue: false,
+        params: &[p!("hSampler", "ur_sampler_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 103,
+        name: "urSamplerRelease",
+        is_enqueue: false,
+        params: &[p!("hSampler", "ur_sampler_handle_t", 8, Handle)],
+    },
     Function {
         id: 104,
         name: "urSamplerGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hSampler", "ur_sampler_handle_t", 8, Handle),
             p!("propName", "ur_sampler_info_t", 4, Enum),
@@ -934,6 +1092,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 105,
         name: "urSamplerGetNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hSampler", "ur_sampler_handle_t", 8, Handle),
             p!("phNativeSampler", "ur_native_handle_t *", 8, OutPointer),
@@ -942,6 +1101,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 106,
         name: "urSamplerCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeSampler", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -952,6 +1112,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 107,
         name: "urUSMHostAlloc",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pUSMDesc", "const ur_usm_desc_t *", 8, Pointer),
@@ -963,6 +1124,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 108,
         name: "urUSMDeviceAlloc",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -975,6 +1137,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 109,
         name: "urUSMSharedAlloc",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -987,11 +1150,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 110,
         name: "urUSMFree",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pMem", "void *", 8, Pointer)],
     },
     Function {
         id: 111,
         name: "urUSMGetMemAllocInfo",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pMem", "const void *", 8, Pointer),
@@ -1004,6 +1169,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 112,
         name: "urUSMPoolCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pPoolDesc", "ur_usm_pool_desc_t *", 8, Pointer),
@@ -1013,6 +1179,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 113,
         name: "urCommandBufferCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1023,6 +1190,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 114,
         name: "urPlatformGetBackendOption",
+        is_enqueue: false,
         params: &[
             p!("hPlatform", "ur_platform_handle_t", 8, Handle),
             p!("pFrontendOption", "const char *", 8, Pointer),
@@ -1032,6 +1200,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 115,
         name: "urMemBufferCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeMem", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -1042,6 +1211,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 116,
         name: "urMemImageCreateWithNativeHandle",
+        is_enqueue: false,
         params: &[
             p!("hNativeMem", "ur_native_handle_t", 8, Handle),
             p!("hContext", "ur_context_handle_t", 8, Handle),
@@ -1054,6 +1224,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 117,
         name: "urEnqueueWriteHostPipe",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -1066,11 +1237,22 @@ pub static FUNCTIONS: &[Function] = &[
             p!("phEvent", "ur_event_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 118, name: "urUSMPoolRetain", params: &[p!("pPool", "ur_usm_pool_handle_t", 8, Handle)] },
-    Function { id: 119, name: "urUSMPoolRelease", params: &[p!("pPool", "ur_usm_pool_handle_t", 8, Handle)] },
+    Function {
+        id: 118,
+        name: "urUSMPoolRetain",
+        is_enqueue: false,
+        params: &[p!("pPool", "ur_usm_pool_handle_t", 8, Handle)],
+    },
+    Function {
+        id: 119,
+        name: "urUSMPoolRelease",
+        is_enqueue: false,
+        params: &[p!("pPool", "ur_usm_pool_handle_t", 8, Handle)],
+    },
     Function {
         id: 120,
         name: "urUSMPoolGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hPool", "ur_usm_pool_handle_t", 8, Handle),
             p!("propName", "ur_usm_pool_info_t", 4, Enum),
@@ -1082,21 +1264,25 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 121,
         name: "urCommandBufferRetainExp",
+        is_enqueue: false,
         params: &[p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle)],
     },
     Function {
         id: 122,
         name: "urCommandBufferReleaseExp",
+        is_enqueue: false,
         params: &[p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle)],
     },
     Function {
         id: 123,
         name: "urCommandBufferFinalizeExp",
+        is_enqueue: false,
         params: &[p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle)],
     },
     Function {
         id: 125,
         name: "urCommandBufferAppendKernelLaunchExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
@@ -1118,6 +1304,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 132,
         name: "urUSMPitchedAllocExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1133,6 +1320,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 134,
         name: "urBindlessImagesSampledImageHandleDestroyExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1142,6 +1330,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 135,
         name: "urBindlessImagesImageAllocateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1153,6 +1342,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 136,
         name: "urBindlessImagesImageFreeExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1162,6 +1352,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 137,
         name: "urBindlessImagesUnsampledImageCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1174,6 +1365,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 138,
         name: "urBindlessImagesSampledImageCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1187,6 +1379,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 139,
         name: "urBindlessImagesImageCopyExp",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pSrc", "const void *", 8, Pointer),
@@ -1206,6 +1399,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 140,
         name: "urBindlessImagesImageGetInfoExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hImageMem", "ur_exp_image_mem_native_handle_t", 8, Handle),
@@ -1217,6 +1411,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 141,
         name: "urBindlessImagesMipmapGetLevelExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1228,6 +1423,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 142,
         name: "urBindlessImagesMipmapFreeExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1237,6 +1433,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 144,
         name: "urBindlessImagesMapExternalArrayExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1249,6 +1446,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 147,
         name: "urBindlessImagesReleaseExternalSemaphoreExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1258,6 +1456,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 148,
         name: "urBindlessImagesWaitExternalSemaphoreExp",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hSemaphore", "ur_exp_external_semaphore_handle_t", 8, Handle),
@@ -1271,6 +1470,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 149,
         name: "urBindlessImagesSignalExternalSemaphoreExp",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hSemaphore", "ur_exp_external_semaphore_handle_t", 8, Handle),
@@ -1284,6 +1484,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 151,
         name: "urEnqueueUSMFill2D",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pMem", "void *", 8, Pointer),
@@ -1300,6 +1501,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 152,
         name: "urEnqueueUSMMemcpy2D",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("blocking", "bool", 1, Value),
@@ -1317,6 +1519,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 153,
         name: "urVirtualMemGranularityGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1330,6 +1533,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 154,
         name: "urVirtualMemReserve",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1340,6 +1544,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 155,
         name: "urVirtualMemFree",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1349,6 +1554,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 156,
         name: "urVirtualMemMap",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1361,6 +1567,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 157,
         name: "urVirtualMemUnmap",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1370,6 +1577,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 158,
         name: "urVirtualMemSetAccess",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1380,6 +1588,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 159,
         name: "urVirtualMemGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pStart", "const void *", 8, Pointer),
@@ -1393,6 +1602,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 160,
         name: "urPhysicalMemCreate",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1404,16 +1614,19 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 161,
         name: "urPhysicalMemRetain",
+        is_enqueue: false,
         params: &[p!("hPhysicalMem", "ur_physical_mem_handle_t", 8, Handle)],
     },
     Function {
         id: 162,
         name: "urPhysicalMemRelease",
+        is_enqueue: false,
         params: &[p!("hPhysicalMem", "ur_physical_mem_handle_t", 8, Handle)],
     },
     Function {
         id: 163,
         name: "urUSMImportExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pMem", "void *", 8, Pointer),
@@ -1423,11 +1636,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 164,
         name: "urUSMReleaseExp",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pMem", "void *", 8, Pointer)],
     },
     Function {
         id: 165,
         name: "urUsmP2PEnablePeerAccessExp",
+        is_enqueue: false,
         params: &[
             p!("commandDevice", "ur_device_handle_t", 8, Handle),
             p!("peerDevice", "ur_device_handle_t", 8, Handle),
@@ -1436,6 +1651,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 166,
         name: "urUsmP2PDisablePeerAccessExp",
+        is_enqueue: false,
         params: &[
             p!("commandDevice", "ur_device_handle_t", 8, Handle),
             p!("peerDevice", "ur_device_handle_t", 8, Handle),
@@ -1444,6 +1660,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 167,
         name: "urUsmP2PPeerAccessGetInfoExp",
+        is_enqueue: false,
         params: &[
             p!("commandDevice", "ur_device_handle_t", 8, Handle),
             p!("peerDevice", "ur_device_handle_t", 8, Handle),
@@ -1456,21 +1673,25 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 172,
         name: "urLoaderConfigCreate",
+        is_enqueue: false,
         params: &[p!("phLoaderConfig", "ur_loader_config_handle_t *", 8, OutPointer)],
     },
     Function {
         id: 173,
         name: "urLoaderConfigRelease",
+        is_enqueue: false,
         params: &[p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle)],
     },
     Function {
         id: 174,
         name: "urLoaderConfigRetain",
+        is_enqueue: false,
         params: &[p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle)],
     },
     Function {
         id: 175,
         name: "urLoaderConfigGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle),
             p!("propName", "ur_loader_config_info_t", 4, Enum),
@@ -1482,25 +1703,38 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 176,
         name: "urLoaderConfigEnableLayer",
+        is_enqueue: false,
         params: &[
             p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle),
             p!("pLayerName", "const char *", 8, Pointer),
         ],
     },
-    Function { id: 177, name: "urAdapterRelease", params: &[p!("hAdapter", "ur_adapter_handle_t", 8, Handle)] },
+    Function {
+        id: 177,
+        name: "urAdapterRelease",
+        is_enqueue: false,
+        params: &[p!("hAdapter", "ur_adapter_handle_t", 8, Handle)],
+    },
     Function {
         id: 178,
         name: "urAdapterGet",
+        is_enqueue: false,
         params: &[
             p!("NumEntries", "uint32_t", 4, Value),
             p!("phAdapters", "ur_adapter_handle_t *", 8, OutPointer),
             p!("pNumAdapters", "uint32_t *", 8, OutPointer),
         ],
     },
-    Function { id: 179, name: "urAdapterRetain", params: &[p!("hAdapter", "ur_adapter_handle_t", 8, Handle)] },
+    Function {
+        id: 179,
+        name: "urAdapterRetain",
+        is_enqueue: false,
+        params: &[p!("hAdapter", "ur_adapter_handle_t", 8, Handle)],
+    },
     Function {
         id: 180,
         name: "urAdapterGetLastError",
+        is_enqueue: false,
         params: &[
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
             p!("ppMessage", "const char **", 8, Pointer),
@@ -1510,6 +1744,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 181,
         name: "urAdapterGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
             p!("propName", "ur_adapter_info_t", 4, Enum),
@@ -1521,6 +1756,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 197,
         name: "urProgramBuildExp",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("numDevices", "uint32_t", 4, Value),
@@ -1532,6 +1768,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 198,
         name: "urProgramCompileExp",
+        is_enqueue: false,
         params: &[
             p!("hProgram", "ur_program_handle_t", 8, Handle),
             p!("numDevices", "uint32_t", 4, Value),
@@ -1543,6 +1780,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 199,
         name: "urProgramLinkExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("numDevices", "uint32_t", 4, Value),
@@ -1557,6 +1795,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 200,
         name: "urLoaderConfigSetCodeLocationCallback",
+        is_enqueue: false,
         params: &[
             p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle),
             p!("pfnCodeloc", "ur_code_location_callback_t", 8, Value),
@@ -1566,6 +1805,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 201,
         name: "urLoaderInit",
+        is_enqueue: false,
         params: &[
             p!("device_flags", "ur_device_init_flags_t", 4, Value),
             p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle),
@@ -1574,6 +1814,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 216,
         name: "urProgramGetGlobalVariablePointer",
+        is_enqueue: false,
         params: &[
             p!("hDevice", "ur_device_handle_t", 8, Handle),
             p!("hProgram", "ur_program_handle_t", 8, Handle),
@@ -1585,6 +1826,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 217,
         name: "urDeviceGetSelected",
+        is_enqueue: false,
         params: &[
             p!("hPlatform", "ur_platform_handle_t", 8, Handle),
             p!("DeviceType", "ur_device_type_t", 4, Enum),
@@ -1596,6 +1838,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 220,
         name: "urCommandBufferUpdateKernelLaunchExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("numKernelUpdates", "uint32_t", 4, Value),
@@ -1605,6 +1848,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 221,
         name: "urCommandBufferGetInfoExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("propName", "ur_exp_command_buffer_info_t", 4, Enum),
@@ -1616,6 +1860,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 223,
         name: "urEnqueueTimestampRecordingExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("blocking", "bool", 1, Value),
@@ -1627,6 +1872,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 225,
         name: "urKernelGetSuggestedLocalWorkSize",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
@@ -1639,6 +1885,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 226,
         name: "urBindlessImagesImportExternalMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1651,6 +1898,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 227,
         name: "urBindlessImagesImportExternalSemaphoreExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1662,6 +1910,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 228,
         name: "urEnqueueNativeCommandExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pfnNativeEnqueue", "ur_exp_enqueue_native_command_function_t", 8, Value),
@@ -1677,11 +1926,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 229,
         name: "urLoaderConfigSetMockingEnabled",
+        is_enqueue: false,
         params: &[p!("hLoaderConfig", "ur_loader_config_handle_t", 8, Handle), p!("enable", "ur_bool_t", 1, Value)],
     },
     Function {
         id: 230,
         name: "urBindlessImagesReleaseExternalMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1691,6 +1942,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 231,
         name: "urCommandBufferAppendUSMMemcpyExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("pDst", "void *", 8, Pointer),
@@ -1708,6 +1960,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 232,
         name: "urCommandBufferAppendUSMFillExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("pMemory", "void *", 8, Pointer),
@@ -1726,6 +1979,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 233,
         name: "urCommandBufferAppendMemBufferCopyExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hSrcMem", "ur_mem_handle_t", 8, Handle),
@@ -1745,6 +1999,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 234,
         name: "urCommandBufferAppendMemBufferWriteExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -1763,6 +2018,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 235,
         name: "urCommandBufferAppendMemBufferReadExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -1781,6 +2037,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 236,
         name: "urCommandBufferAppendMemBufferCopyRectExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hSrcMem", "ur_mem_handle_t", 8, Handle),
@@ -1804,6 +2061,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 237,
         name: "urCommandBufferAppendMemBufferWriteRectExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -1827,6 +2085,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 238,
         name: "urCommandBufferAppendMemBufferReadRectExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -1850,6 +2109,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 239,
         name: "urCommandBufferAppendMemBufferFillExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hBuffer", "ur_mem_handle_t", 8, Handle),
@@ -1869,6 +2129,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 240,
         name: "urCommandBufferAppendUSMPrefetchExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("pMemory", "const void *", 8, Pointer),
@@ -1886,6 +2147,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 241,
         name: "urCommandBufferAppendUSMAdviseExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("pMemory", "const void *", 8, Pointer),
@@ -1903,6 +2165,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 242,
         name: "urEnqueueCommandBufferExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
@@ -1914,6 +2177,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 243,
         name: "urCommandBufferUpdateSignalEventExp",
+        is_enqueue: false,
         params: &[
             p!("hCommand", "ur_exp_command_buffer_command_handle_t", 8, Handle),
             p!("phSignalEvent", "ur_event_handle_t *", 8, OutPointer),
@@ -1922,6 +2186,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 244,
         name: "urCommandBufferUpdateWaitEventsExp",
+        is_enqueue: false,
         params: &[
             p!("hCommand", "ur_exp_command_buffer_command_handle_t", 8, Handle),
             p!("numEventsInWaitList", "uint32_t", 4, Value),
@@ -1931,6 +2196,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 245,
         name: "urBindlessImagesMapExternalLinearMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -1943,6 +2209,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 246,
         name: "urEnqueueEventsWaitWithBarrierExt",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pProperties", "const ur_exp_enqueue_ext_properties_t *", 8, Pointer),
@@ -1954,6 +2221,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 249,
         name: "urPhysicalMemGetInfo",
+        is_enqueue: false,
         params: &[
             p!("hPhysicalMem", "ur_physical_mem_handle_t", 8, Handle),
             p!("propName", "ur_physical_mem_info_t", 4, Enum),
@@ -1965,6 +2233,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 250,
         name: "urEnqueueUSMDeviceAllocExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pPool", "ur_usm_pool_handle_t", 8, Handle),
@@ -1979,6 +2248,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 251,
         name: "urEnqueueUSMSharedAllocExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pPool", "ur_usm_pool_handle_t", 8, Handle),
@@ -1993,6 +2263,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 252,
         name: "urEnqueueUSMHostAllocExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pPool", "ur_usm_pool_handle_t", 8, Handle),
@@ -2007,6 +2278,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 253,
         name: "urEnqueueUSMFreeExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pPool", "ur_usm_pool_handle_t", 8, Handle),
@@ -2019,6 +2291,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 254,
         name: "urUSMPoolCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2029,6 +2302,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 255,
         name: "urUSMPoolDestroyExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2038,6 +2312,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 257,
         name: "urUSMPoolGetDefaultDevicePoolExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2047,6 +2322,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 259,
         name: "urUSMPoolSetDevicePoolExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2056,6 +2332,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 260,
         name: "urUSMPoolGetDevicePoolExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2065,6 +2342,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 261,
         name: "urUSMPoolTrimToExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2075,6 +2353,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 262,
         name: "urUSMPoolGetInfoExp",
+        is_enqueue: false,
         params: &[
             p!("hPool", "ur_usm_pool_handle_t", 8, Handle),
             p!("propName", "ur_usm_pool_info_t", 4, Enum),
@@ -2085,6 +2364,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 263,
         name: "urCommandBufferAppendNativeCommandExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("pfnNativeCommand", "ur_exp_command_buffer_native_command_function_t", 8, Value),
@@ -2098,6 +2378,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 264,
         name: "urCommandBufferGetNativeHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("phNativeCommandBuffer", "ur_native_handle_t *", 8, OutPointer),
@@ -2106,6 +2387,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 265,
         name: "urUSMPoolSetInfoExp",
+        is_enqueue: false,
         params: &[
             p!("hPool", "ur_usm_pool_handle_t", 8, Handle),
             p!("propName", "ur_usm_pool_info_t", 4, Enum),
@@ -2116,6 +2398,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 266,
         name: "urAdapterSetLoggerCallback",
+        is_enqueue: false,
         params: &[
             p!("hAdapter", "ur_adapter_handle_t", 8, Handle),
             p!("pfnLoggerCallback", "ur_logger_callback_t", 8, Value),
@@ -2126,11 +2409,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 267,
         name: "urAdapterSetLoggerCallbackLevel",
+        is_enqueue: false,
         params: &[p!("hAdapter", "ur_adapter_handle_t", 8, Handle), p!("level", "ur_logger_level_t", 4, Enum)],
     },
     Function {
         id: 271,
         name: "urBindlessImagesFreeMappedLinearMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2140,6 +2425,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 272,
         name: "urKernelSuggestMaxCooperativeGroupCount",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2152,6 +2438,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 273,
         name: "urUSMContextMemcpyExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pDst", "void *", 8, Pointer),
@@ -2162,6 +2449,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 285,
         name: "urMemoryExportAllocExportableMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2174,6 +2462,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 286,
         name: "urMemoryExportFreeExportableMemoryExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2183,6 +2472,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 287,
         name: "urMemoryExportExportMemoryHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2194,6 +2484,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 289,
         name: "urIPCGetMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pMem", "void *", 8, Pointer),
@@ -2204,11 +2495,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 290,
         name: "urIPCPutMemHandleExp",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pIPCMemHandleData", "void *", 8, Pointer)],
     },
     Function {
         id: 291,
         name: "urIPCOpenMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2220,12 +2513,19 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 292,
         name: "urIPCCloseMemHandleExp",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pMem", "void *", 8, Pointer)],
     },
-    Function { id: 293, name: "urDeviceWaitExp", params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)] },
+    Function {
+        id: 293,
+        name: "urDeviceWaitExp",
+        is_enqueue: false,
+        params: &[p!("hDevice", "ur_device_handle_t", 8, Handle)],
+    },
     Function {
         id: 294,
         name: "urProgramDynamicLinkExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("count", "uint32_t", 4, Value),
@@ -2235,6 +2535,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 295,
         name: "urEnqueueKernelLaunchWithArgsExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
@@ -2253,49 +2554,67 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 296,
         name: "urGraphCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("phGraph", "ur_exp_graph_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 297, name: "urQueueBeginGraphCaptureExp", params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)] },
+    Function {
+        id: 297,
+        name: "urQueueBeginGraphCaptureExp",
+        is_enqueue: false,
+        params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle)],
+    },
     Function {
         id: 298,
         name: "urQueueBeginCaptureIntoGraphExp",
+        is_enqueue: false,
         params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle), p!("hGraph", "ur_exp_graph_handle_t", 8, Handle)],
     },
     Function {
         id: 299,
         name: "urQueueEndGraphCaptureExp",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("phGraph", "ur_exp_graph_handle_t *", 8, OutPointer),
         ],
     },
-    Function { id: 302, name: "urGraphDestroyExp", params: &[p!("hGraph", "ur_exp_graph_handle_t", 8, Handle)] },
+    Function {
+        id: 302,
+        name: "urGraphDestroyExp",
+        is_enqueue: false,
+        params: &[p!("hGraph", "ur_exp_graph_handle_t", 8, Handle)],
+    },
     Function {
         id: 303,
         name: "urGraphExecutableGraphDestroyExp",
+        is_enqueue: false,
         params: &[p!("hExecutableGraph", "ur_exp_executable_graph_handle_t", 8, Handle)],
     },
     Function {
         id: 304,
         name: "urQueueIsGraphCaptureEnabledExp",
+        is_enqueue: false,
         params: &[p!("hQueue", "ur_queue_handle_t", 8, Handle), p!("pResult", "bool *", 8, Pointer)],
     },
     Function {
         id: 305,
         name: "urGraphIsEmptyExp",
+        is_enqueue: false,
         params: &[p!("hGraph", "ur_exp_graph_handle_t", 8, Handle), p!("pResult", "bool *", 8, Pointer)],
     },
     Function {
         id: 306,
         name: "urGraphDumpContentsExp",
+        is_enqueue: false,
         params: &[p!("hGraph", "ur_exp_graph_handle_t", 8, Handle), p!("filePath", "const char *", 8, Pointer)],
     },
     Function {
         id: 307,
         name: "urGraphInstantiateGraphExp",
+        is_enqueue: false,
         params: &[
             p!("hGraph", "ur_exp_graph_handle_t", 8, Handle),
             p!("phExecGraph", "ur_exp_executable_graph_handle_t *", 8, OutPointer),
@@ -2304,6 +2623,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 308,
         name: "urEnqueueGraphExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("hGraph", "ur_exp_executable_graph_handle_t", 8, Handle),
@@ -2315,6 +2635,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 309,
         name: "urEnqueueHostTaskExp",
+        is_enqueue: true,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("pfnHostTask", "ur_exp_host_task_function_t", 8, Value),
@@ -2328,6 +2649,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 310,
         name: "urCommandBufferAppendKernelLaunchWithArgsExp",
+        is_enqueue: false,
         params: &[
             p!("hCommandBuffer", "ur_exp_command_buffer_handle_t", 8, Handle),
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
@@ -2351,6 +2673,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 311,
         name: "urKernelGetSuggestedLocalWorkSizeWithArgs",
+        is_enqueue: false,
         params: &[
             p!("hKernel", "ur_kernel_handle_t", 8, Handle),
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
@@ -2365,6 +2688,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 312,
         name: "urUSMHostAllocRegisterExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pHostMem", "void *", 8, Pointer),
@@ -2375,11 +2699,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 313,
         name: "urUSMHostAllocUnregisterExp",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pHostMem", "void *", 8, Pointer)],
     },
     Function {
         id: 314,
         name: "urQueueGetGraphExp",
+        is_enqueue: false,
         params: &[
             p!("hQueue", "ur_queue_handle_t", 8, Handle),
             p!("phGraph", "ur_exp_graph_handle_t *", 8, OutPointer),
@@ -2388,6 +2714,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 315,
         name: "urGraphSetDestructionCallbackExp",
+        is_enqueue: false,
         params: &[
             p!("hGraph", "ur_exp_graph_handle_t", 8, Handle),
             p!("pfnCallback", "ur_exp_graph_destruction_callback_t", 8, Value),
@@ -2397,6 +2724,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 316,
         name: "urIPCGetPhysMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hPhysMem", "ur_physical_mem_handle_t", 8, Handle),
@@ -2407,6 +2735,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 317,
         name: "urIPCPutPhysMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pIPCPhysMemHandleData", "const void *", 8, Pointer),
@@ -2415,6 +2744,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 318,
         name: "urIPCOpenPhysMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2426,6 +2756,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 319,
         name: "urIPCClosePhysMemHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hPhysMem", "ur_physical_mem_handle_t", 8, Handle),
@@ -2434,6 +2765,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 320,
         name: "urGraphGetNativeHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hGraph", "ur_exp_graph_handle_t", 8, Handle),
             p!("phNativeGraph", "ur_native_handle_t *", 8, OutPointer),
@@ -2442,6 +2774,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 321,
         name: "urGraphExecutableGraphGetNativeHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hExecutableGraph", "ur_exp_executable_graph_handle_t", 8, Handle),
             p!("phNativeExecutableGraph", "ur_native_handle_t *", 8, OutPointer),
@@ -2450,6 +2783,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 322,
         name: "urEventCreateExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("hDevice", "ur_device_handle_t", 8, Handle),
@@ -2460,6 +2794,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 323,
         name: "urIPCGetEventHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hEvent", "ur_event_handle_t", 8, Handle),
             p!("ppIPCEventHandleData", "void **", 8, OutPointer),
@@ -2469,11 +2804,13 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 324,
         name: "urIPCPutEventHandleExp",
+        is_enqueue: false,
         params: &[p!("hContext", "ur_context_handle_t", 8, Handle), p!("pIPCEventHandleData", "void *", 8, Pointer)],
     },
     Function {
         id: 325,
         name: "urIPCOpenEventHandleExp",
+        is_enqueue: false,
         params: &[
             p!("hContext", "ur_context_handle_t", 8, Handle),
             p!("pIPCEventHandleData", "const void *", 8, Pointer),
@@ -2484,6 +2821,7 @@ pub static FUNCTIONS: &[Function] = &[
     Function {
         id: 326,
         name: "urGraphGetIdExp",
+        is_enqueue: false,
         params: &[p!("hGraph", "ur_exp_graph_handle_t", 8, Handle), p!("pGraphId", "uint64_t *", 8, Pointer)],
     },
 ];
@@ -4933,6 +5271,7 @@ mod tests {
             assert_eq!(function(f.id).map(|g| g.name), Some(f.name));
             assert!(f.params.len() <= MAX_PARAMS);
             assert!(i == 0 || FUNCTIONS[i - 1].id < f.id);
+            assert_eq!(f.is_enqueue, f.name.starts_with("urEnqueue"), "{}", f.name);
             for p in f.params {
                 assert!(matches!(p.size, 1 | 2 | 4 | 8), "{} {}", f.name, p.name);
             }

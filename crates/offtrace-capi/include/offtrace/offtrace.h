@@ -99,8 +99,8 @@ enum {
     OFFTRACE_XPTI_FUNCTION_WITH_ARGS_END = 29
 };
 
-/* Phases by kind (the `phase` of a callback record; buffer records carry the record of an API
- * call once, at its exit, with start/end timestamps):
+/* Phases by kind (the `phase` of a callback record; a buffer record of an API call is one
+ * record at its exit, phase NONE, with start/end timestamps):
  *   API kinds (UR_API, OPENCL_API, CUDA_*): ENTER then EXIT on the calling thread, same
  *     correlation id; the exit's payload has the result;
  *   KERNEL_DISPATCH, MEMORY_COPY, MEMORY_FILL: NONE at the enqueue (inside its API call, with
@@ -124,7 +124,7 @@ enum {
 typedef uint32_t offtrace_buffer_policy_t;
 enum {
     OFFTRACE_BUFFER_POLICY_DISCARD = 1,  /* never blocks: drops and counts when full */
-    OFFTRACE_BUFFER_POLICY_LOSSLESS = 2  /* never drops: the producing thread delivers when full */
+    OFFTRACE_BUFFER_POLICY_LOSSLESS = 2  /* never drops: the producing thread waits for the delivery thread when full */
 };
 
 typedef uint32_t offtrace_memory_type_t;
@@ -303,20 +303,178 @@ typedef struct offtrace_callback_tracing_xpti_data_t {
     uint32_t stream_class; /* backend-private */
 } offtrace_callback_tracing_xpti_data_t;
 
-/* One buffered record (104 bytes). data[]: UR_API: function id, result, args 0-3;
- * KERNEL_DISPATCH: queue, kernel, global x, y, z, work dim; MEMORY_COPY: queue, dst, src, size;
- * MEMORY_FILL: queue, dst, pattern, pattern size, size; MEMORY_ALLOC: ptr, size, type, device;
- * others: the payload's fields in order. */
+/* ------------------------------------------------------------------ buffer records
+ *
+ * A buffer delivers typed records (since 0.2.0; 0.1 had one flat 104-byte record with six data
+ * words). Every record starts with offtrace_buffer_tracing_record_t, whose first field `size` is
+ * the whole record's size in bytes (fixed fields and inline data; a multiple of 8), as
+ * rocprofiler-sdk's rocprofiler_buffer_tracing_*_record_t are versioned: later versions only
+ * append fixed fields, so read a field only when `size` covers it, e.g.
+ *     if (r->header.size >= offsetof(offtrace_buffer_tracing_kernel_dispatch_record_t, x) + sizeof r->x)
+ * Switch on header.kind to pick the struct:
+ *   UR_API, OPENCL_API, CUDA_RUNTIME_API, CUDA_DRIVER_API -> ..._api_call_record_t (one per call,
+ *     at its exit: phase NONE, start/end = host enter/exit)
+ *   KERNEL_DISPATCH -> ..._kernel_dispatch_record_t    MEMORY_COPY -> ..._memory_copy_record_t
+ *   MEMORY_FILL -> ..._memory_fill_record_t            MEMORY_ALLOC -> ..._memory_alloc_record_t
+ *   SYNC -> ..._sync_record_t        QUEUE -> ..._queue_record_t   TASK_GRAPH -> ..._task_graph_record_t
+ *   CODE_OBJECT -> ..._code_object_record_t            MARKER -> ..._marker_record_t
+ *   DEVICE -> ..._device_record_t    COUNTER -> ..._counter_record_t
+ *   XPTI -> the header alone (the raw layer's struct lives during the emit only: callbacks only)
+ * A record whose backend passed no payload of its kind is the header alone (size = 64).
+ * phase: the emit's (NONE, LOAD/UNLOAD, ENTER/EXIT of instants); COMPLETE for device activity
+ * with device times, whose start/end timestamps are then the device times, as its
+ * device_start/device_end. Device times are in the trace clock (CLOCK_MONOTONIC ns), 0 = unknown.
+ * The fixed fields of MEMORY_COPY, MEMORY_FILL, MEMORY_ALLOC, SYNC and QUEUE records follow their
+ * callback payloads' order. Data of variable length is inline after the fixed fields, at an offset from the record's
+ * start (0 = absent): strings are NUL-terminated (cut at 1023 bytes), arguments one uint64_t
+ * each. Records, and the array of pointers to them, are valid during the buffer callback only.
+ */
+
 typedef struct offtrace_buffer_tracing_record_t {
-    offtrace_context_id_t context_id;
-    offtrace_tracing_kind_t kind;
+    uint32_t size;                        /* this record's bytes, header and inline data included */
+    offtrace_tracing_kind_t kind;         /* which offtrace_buffer_tracing_*_record_t follows */
     offtrace_tracing_operation_t operation;
+    offtrace_callback_phase_t phase;
+    offtrace_context_id_t context_id;
     offtrace_correlation_id_t correlation_id;
     offtrace_thread_id_t thread_id;
-    offtrace_timestamp_t start_timestamp;
-    offtrace_timestamp_t end_timestamp;
-    uint64_t data[6];
+    offtrace_timestamp_t start_timestamp; /* API call: host enter; COMPLETE: device start; else emit time */
+    offtrace_timestamp_t end_timestamp;   /* API call: host exit; COMPLETE: device end; else emit time */
 } offtrace_buffer_tracing_record_t;
+
+#define OFFTRACE_BUFFER_RECORD_AT(record, offset) ((const void*)((const char*)(record) + (offset)))
+
+/* An API call; its arguments (raw values, as the callback payload's args, named and typed by
+ * offtrace_iterate_kind_operation_args / the kind's operation table) at args_offset. */
+typedef struct offtrace_buffer_tracing_api_call_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint32_t function_id;
+    uint32_t arg_count;
+    int32_t result;
+    uint32_t args_offset; /* (const uint64_t*)OFFTRACE_BUFFER_RECORD_AT(r, r->args_offset) */
+} offtrace_buffer_tracing_api_call_record_t;
+
+typedef struct offtrace_buffer_tracing_kernel_dispatch_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t queue;
+    uint64_t kernel;
+    uint64_t device;
+    uint32_t work_dim;
+    uint32_t kernel_arg_count;
+    uint64_t global_size[3]; /* dimensions past work_dim are 1 */
+    uint64_t local_size[3];  /* all 0: chosen by the runtime; else dimensions past work_dim are 1 */
+    offtrace_timestamp_t device_start;
+    offtrace_timestamp_t device_end;
+    uint32_t name_offset;    /* the kernel's readable name (demangled), 0 = unknown */
+    uint32_t args_offset;    /* kernel_arg_count uint64_t argument values (pointers as USM addresses);
+                                offtrace_buffer_kernel_get_allocation_properties matches them */
+} offtrace_buffer_tracing_kernel_dispatch_record_t;
+
+typedef struct offtrace_buffer_tracing_memory_copy_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t queue;
+    uint64_t dst;
+    uint64_t src;
+    uint64_t bytes;
+    uint64_t device;
+    offtrace_copy_direction_t direction;
+    offtrace_memory_type_t src_type;
+    offtrace_memory_type_t dst_type;
+    uint32_t reserved;
+    offtrace_timestamp_t device_start;
+    offtrace_timestamp_t device_end;
+} offtrace_buffer_tracing_memory_copy_record_t;
+
+typedef struct offtrace_buffer_tracing_memory_fill_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t queue;
+    uint64_t dst;
+    uint64_t pattern; /* its first 8 bytes */
+    uint64_t pattern_size;
+    uint64_t bytes;
+    uint64_t device;
+    offtrace_timestamp_t device_start;
+    offtrace_timestamp_t device_end;
+} offtrace_buffer_tracing_memory_fill_record_t;
+
+/* operation OFFTRACE_MEMORY_ALLOC_ALLOC or _FREE */
+typedef struct offtrace_buffer_tracing_memory_alloc_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t ptr;
+    uint64_t bytes;
+    offtrace_memory_type_t memory_type;
+    uint32_t reserved;
+    uint64_t device;
+} offtrace_buffer_tracing_memory_alloc_record_t;
+
+/* A host wait or a barrier (device activity when queue is set). */
+typedef struct offtrace_buffer_tracing_sync_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t object;
+    uint32_t event_count;
+    uint32_t reserved;
+    uint64_t queue;
+    uint64_t device;
+    offtrace_timestamp_t device_start;
+    offtrace_timestamp_t device_end;
+} offtrace_buffer_tracing_sync_record_t;
+
+typedef struct offtrace_buffer_tracing_queue_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t queue;
+    uint64_t device;
+    uint64_t context;
+    uint64_t flags; /* bit 0: in-order */
+} offtrace_buffer_tracing_queue_record_t;
+
+typedef struct offtrace_buffer_tracing_task_graph_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t node;
+    uint64_t source;
+    uint64_t target;
+    uint64_t event;
+    uint64_t queue;
+    uint32_t name_offset;
+    uint32_t reserved;
+} offtrace_buffer_tracing_task_graph_record_t;
+
+typedef struct offtrace_buffer_tracing_code_object_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t handle;
+    uint64_t program;
+    uint64_t binary_size;
+    uint32_t name_offset;
+    uint32_t reserved;
+} offtrace_buffer_tracing_code_object_record_t;
+
+typedef struct offtrace_buffer_tracing_marker_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t range_id;
+    uint32_t message_offset;
+    uint32_t reserved;
+} offtrace_buffer_tracing_marker_record_t;
+
+typedef struct offtrace_buffer_tracing_device_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t handle;
+    uint64_t parent;
+    offtrace_device_type_t device_type;
+    uint32_t name_offset;
+} offtrace_buffer_tracing_device_record_t;
+
+/* COUNTER: DEFINE (value = offtrace_counter_value_type_t) or SAMPLE (value = the bits). */
+typedef struct offtrace_buffer_tracing_counter_record_t {
+    offtrace_buffer_tracing_record_t header;
+    uint64_t counter;
+    uint64_t device;
+    uint64_t value;
+    uint32_t name_offset;
+    uint32_t unit_offset;
+} offtrace_buffer_tracing_counter_record_t;
+
+/* The largest record any kind makes: a buffer of at least this size holds every record (a
+ * record larger than the buffer is dropped and counted). */
+#define OFFTRACE_BUFFER_RECORD_MAX_SIZE 2144
 
 typedef struct offtrace_kernel_allocation_properties_t {
     uint64_t base;
@@ -329,8 +487,10 @@ typedef struct offtrace_kernel_allocation_properties_t {
 
 typedef void (*offtrace_callback_tracing_cb_t)(offtrace_callback_tracing_record_t record,
                                                offtrace_user_data_t* user_data, void* callback_data);
+/* records[0..count] point at typed records (see "buffer records"); runs on offtrace's delivery
+ * thread (offtrace-buffers), never concurrently with another delivery of the same buffer. */
 typedef void (*offtrace_buffer_tracing_cb_t)(offtrace_context_id_t context, offtrace_buffer_id_t buffer,
-                                             const offtrace_buffer_tracing_record_t* records, size_t count,
+                                             const offtrace_buffer_tracing_record_t* const* records, size_t count,
                                              void* data, uint64_t drop_count);
 typedef int (*offtrace_tracing_kind_cb_t)(offtrace_tracing_kind_t kind, void* data);
 typedef int (*offtrace_tracing_kind_operation_cb_t)(offtrace_tracing_kind_t kind,
@@ -360,7 +520,7 @@ typedef struct offtrace_tool_configure_result_t {
 
 /* Version encoding of `version` below and of offtrace_get_version's three numbers. */
 #define OFFTRACE_VERSION_MAJOR 0
-#define OFFTRACE_VERSION_MINOR 1
+#define OFFTRACE_VERSION_MINOR 2
 #define OFFTRACE_VERSION_PATCH 0
 #define OFFTRACE_VERSION_ENCODE(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
 #define OFFTRACE_VERSION OFFTRACE_VERSION_ENCODE(OFFTRACE_VERSION_MAJOR, OFFTRACE_VERSION_MINOR, OFFTRACE_VERSION_PATCH)
@@ -375,7 +535,7 @@ typedef offtrace_tool_configure_result_t* (*offtrace_configure_func_t)(uint32_t 
  * The loader (OFFTRACE_TOOLS, `offtrace record --tool LIB`, offtrace_load_tools) dlopens the
  * library and calls it once, on the thread that loads tools, before any record is delivered:
  *   version         OFFTRACE_VERSION_ENCODE(major, minor, patch) of the loading offtrace;
- *   runtime_version a text such as "offtrace 0.1.0";
+ *   runtime_version a text such as "offtrace 0.2.0";
  *   priority        0 for the first tool loaded, 1 for the next, ...;
  *   client_id       the tool's identity: it may set client_id->name (static storage).
  * Return convention: NULL declines (the tool is not counted and nothing of it is called again);
@@ -554,15 +714,16 @@ offtrace_status_t offtrace_context_is_active(offtrace_context_id_t context_id, i
 offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_id_t context_id, offtrace_tracing_kind_t kind, const offtrace_tracing_operation_t* operations, size_t operations_count, offtrace_callback_tracing_cb_t callback, void* callback_args);
 
 /**
- * Creates a buffer in the context. Each producing thread stages up to size bytes
- * (size / sizeof(offtrace_buffer_tracing_record_t) records) and, when it has staged
- * watermark bytes, delivers them itself: callback(context, buffer, records, count, data,
- * drop_count) runs on that thread, never concurrently with another delivery of the buffer.
+ * Creates a buffer in the context. Each producing thread stages up to size bytes of typed
+ * records (size at least 64, at most 1 GiB; with OFFTRACE_BUFFER_RECORD_MAX_SIZE or more
+ * every record fits, a larger record is dropped and counted) and, when its records reach
+ * watermark bytes, hands them to offtrace's delivery thread (offtrace-buffers) and goes
+ * on: callback(context, buffer, records, count, data, drop_count) runs on that thread, never
+ * concurrently with another delivery of the buffer, never on an application thread.
  * offtrace_flush_buffer delivers every thread's staged records. policy:
  * OFFTRACE_BUFFER_POLICY_LOSSLESS (never drops; a producing thread whose staging is full
- * delivers synchronously, waiting for a delivery in progress) or
- * OFFTRACE_BUFFER_POLICY_DISCARD (never blocks; drops and counts when staging is full and
- * another thread is delivering).
+ * waits until the delivery thread has made room) or OFFTRACE_BUFFER_POLICY_DISCARD (never
+ * blocks; drops and counts a record that finds the staging full).
  *
  * Safety:
  * buffer_id must be null or writable; callback must be callable from any thread with data
@@ -580,8 +741,10 @@ offtrace_status_t offtrace_create_buffer(offtrace_context_id_t context_id, size_
 offtrace_status_t offtrace_configure_buffer_tracing_service(offtrace_context_id_t context_id, offtrace_tracing_kind_t kind, const offtrace_tracing_operation_t* operations, size_t operations_count, offtrace_buffer_id_t buffer_id);
 
 /**
- * Delivers every record written to the buffer before the call (all threads) before returning.
- * OFFTRACE_STATUS_ERROR_BUSY inside a callback.
+ * Has the delivery thread deliver every record written to the buffer before the call (all
+ * threads, and records of threads in teardown), and returns when the callback has returned
+ * for them; an empty buffer calls nothing (except to report drops counted since the last
+ * delivery). OFFTRACE_STATUS_ERROR_BUSY inside a callback.
  */
 offtrace_status_t offtrace_flush_buffer(offtrace_buffer_id_t buffer_id);
 
@@ -695,6 +858,19 @@ offtrace_status_t offtrace_get_thread_id(offtrace_thread_id_t* thread_id);
  * writable; properties null or writable for *count entries.
  */
 offtrace_status_t offtrace_kernel_get_allocation_properties(const offtrace_callback_tracing_record_t* record, uint32_t* count, offtrace_kernel_allocation_properties_t* properties);
+
+/**
+ * The allocations a typed KERNEL_DISPATCH buffer record's kernel uses, two-step as
+ * offtrace_kernel_get_allocation_properties: its inline argument values matched against the
+ * live allocation table *as it is at this call* (in a buffer callback, later than the dispatch:
+ * an allocation freed since is not found). No implicit allocations (a buffer record does not
+ * carry them).
+ *
+ * Safety:
+ * record must be a record delivered to a buffer callback, used during it; count writable;
+ * properties null or writable for *count entries.
+ */
+offtrace_status_t offtrace_buffer_kernel_get_allocation_properties(const offtrace_buffer_tracing_record_t* record, uint32_t* count, offtrace_kernel_allocation_properties_t* properties);
 
 /**
  * A one-shot MARKER record with the message.

@@ -1,8 +1,11 @@
 /* Every function of offtrace.h and its error codes, driven by the mock backend. */
+#define _DEFAULT_SOURCE /* usleep */
 #include <offtrace/offtrace.h>
 #include <offtrace/offtrace_testing.h>
 
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +87,7 @@ static void on_code_object(offtrace_callback_tracing_record_t r, offtrace_user_d
 }
 
 static void noop_cb(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) { (void)r; (void)u; (void)d; }
-static void noop_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* r,
+static void noop_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* r,
                         size_t n, void* d, uint64_t drops) { (void)c; (void)b; (void)r; (void)n; (void)d; (void)drops; }
 
 static int count_kinds(offtrace_tracing_kind_t kind, void* data) { (void)kind; ++*(int*)data; return 0; }
@@ -93,22 +96,71 @@ static int count_ops(offtrace_tracing_kind_t kind, offtrace_tracing_operation_t 
     (void)kind; (void)op; ++*(int*)data; return 0;
 }
 
-typedef struct { size_t records; uint64_t drops; int calls; uint64_t ext; } buf_seen_t;
-static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* r,
+/* Written by the delivery thread; `calls` last (release), read first (acquire). */
+typedef struct { size_t records; uint64_t drops; int calls; uint64_t ext; pthread_t thread; int bad; } buf_seen_t;
+static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* r,
                       size_t n, void* d, uint64_t drops) {
     buf_seen_t* s = (buf_seen_t*)d;
-    (void)c; (void)b;
-    s->calls++;
+    (void)c;
     s->records += n;
     s->drops += drops;
-    if (n) s->ext = r[n - 1].correlation_id.external.value;
-    CHECK(offtrace_flush_buffer(b) == OFFTRACE_STATUS_ERROR_BUSY);
+    s->thread = pthread_self();
+    for (size_t i = 0; i < n; i++) {
+        /* The mock's UR call: an API call record with its one argument inline. */
+        const offtrace_buffer_tracing_api_call_record_t* a = (const offtrace_buffer_tracing_api_call_record_t*)r[i];
+        const uint64_t* args = (const uint64_t*)OFFTRACE_BUFFER_RECORD_AT(a, a->args_offset);
+        if (a->header.kind != OFFTRACE_TRACING_KIND_UR_API || a->header.size != sizeof *a + 8 || a->arg_count != 1 ||
+            args[0] != 0x1000 || a->header.phase != OFFTRACE_CALLBACK_PHASE_NONE ||
+            a->header.end_timestamp < a->header.start_timestamp)
+            s->bad++;
+    }
+    if (n) s->ext = r[n - 1]->correlation_id.external.value;
+    if (offtrace_flush_buffer(b) != OFFTRACE_STATUS_ERROR_BUSY) s->bad++;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELEASE);
+}
+
+/* A typed KERNEL_DISPATCH buffer record: name, geometry, arguments inline, and its allocation
+ * properties from its argument values. */
+typedef struct { int calls, records, allocs, named, args_ok, not_dispatch, null_count; } kbuf_seen_t;
+static void on_kernel_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b,
+                             const offtrace_buffer_tracing_record_t* const* r, size_t n, void* d, uint64_t drops) {
+    kbuf_seen_t* s = (kbuf_seen_t*)d;
+    (void)c; (void)b; (void)drops;
+    for (size_t i = 0; i < n; i++) {
+        const offtrace_buffer_tracing_kernel_dispatch_record_t* k = (const void*)r[i];
+        s->records++;
+        uint32_t count = 0;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], &count, NULL) == OFFTRACE_STATUS_SUCCESS)
+            s->allocs = (int)count;
+        offtrace_kernel_allocation_properties_t props[4];
+        count = 4;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], &count, props) != OFFTRACE_STATUS_SUCCESS ||
+            count != 2 || props[0].base != 0x50000000 || props[0].arg_index != 0 || props[1].base != 0x60000000 ||
+            props[1].arg_index != 2)
+            s->allocs = -1;
+        if (k->name_offset && strcmp((const char*)OFFTRACE_BUFFER_RECORD_AT(k, k->name_offset), "k") == 0) s->named++;
+        const uint64_t* args = (const uint64_t*)OFFTRACE_BUFFER_RECORD_AT(k, k->args_offset);
+        if (k->kernel_arg_count == 4 && args[0] == 0x50000010 && args[1] == 7 && args[3] == 0x50000020) s->args_ok++;
+        if (offtrace_buffer_kernel_get_allocation_properties(r[i], NULL, NULL) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT)
+            s->null_count++;
+    }
+    offtrace_buffer_tracing_record_t other = {.size = 64, .kind = OFFTRACE_TRACING_KIND_UR_API};
+    uint32_t count = 0;
+    if (offtrace_buffer_kernel_get_allocation_properties(&other, &count, NULL) == OFFTRACE_STATUS_ERROR_KIND_NOT_FOUND)
+        s->not_dispatch++;
+    __atomic_fetch_add(&s->calls, 1, __ATOMIC_RELEASE);
+}
+
+/* Deliveries run on offtrace's delivery thread: waits (at most 10 s) until `calls` is reached. */
+static int wait_calls(buf_seen_t* s, int calls) {
+    for (int i = 0; i < 10000 && __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE) < calls; i++) usleep(1000);
+    return __atomic_load_n(&s->calls, __ATOMIC_ACQUIRE);
 }
 
 int main(void) {
     uint32_t major = 9, minor = 9, patch = 9;
     OK(offtrace_get_version(&major, &minor, &patch));
-    CHECK(major == 0 && minor == 1);
+    CHECK(major == 0 && minor == 2);
     CHECK(strstr(offtrace_get_status_string(OFFTRACE_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED), "ALREADY") != NULL);
     CHECK(strcmp(offtrace_get_status_string(999), "unknown status") == 0);
     OK(offtrace_testing_register_mock_ur_table());
@@ -239,8 +291,9 @@ int main(void) {
     buf_seen_t bs;
     memset(&bs, 0, sizeof bs);
     offtrace_buffer_id_t buf;
-    const size_t rec = sizeof(offtrace_buffer_tracing_record_t);
-    CHECK(rec == 104);
+    /* The mock's UR_QUEUE_FINISH record: the API call record and its one argument. */
+    const size_t rec = sizeof(offtrace_buffer_tracing_api_call_record_t) + 8;
+    CHECK(sizeof(offtrace_buffer_tracing_record_t) == 64 && rec == 88);
     CHECK(offtrace_create_buffer(ctx, 16 * rec, 8 * rec, 7, on_buffer, &bs, &buf) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
     CHECK(offtrace_create_buffer(ctx, 16 * rec, 8 * rec, OFFTRACE_BUFFER_POLICY_LOSSLESS, NULL, &bs, &buf) ==
           OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
@@ -266,18 +319,42 @@ int main(void) {
     OK(offtrace_start_context(ctx));
     OK(offtrace_push_external_correlation_id(ctx, 0, ext));
     for (int i = 0; i < 7; i++) offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    CHECK(bs.calls == 0); /* below the watermark */
+    usleep(20000);
+    CHECK(wait_calls(&bs, 0) == 0); /* below the watermark */
     offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    CHECK(bs.calls == 1 && bs.records == 8); /* at the watermark */
+    CHECK(wait_calls(&bs, 1) == 1 && bs.records == 8); /* at the watermark, on the delivery thread */
+    CHECK(!pthread_equal(bs.thread, pthread_self()));
     offtrace_testing_emit_ur_call(UR_QUEUE_FINISH, a1, 1, 0);
-    OK(offtrace_flush_buffer(buf));
-    CHECK(bs.calls == 2 && bs.records == 9 && bs.drops == 0 && bs.ext == 4242);
+    OK(offtrace_flush_buffer(buf)); /* returns when delivered */
+    CHECK(__atomic_load_n(&bs.calls, __ATOMIC_ACQUIRE) == 2 && bs.records == 9 && bs.drops == 0 && bs.ext == 4242);
+    CHECK(bs.bad == 0);
     CHECK(offtrace_flush_buffer(nobuf) == OFFTRACE_STATUS_ERROR_BUFFER_NOT_FOUND);
     uint64_t dropped = 99;
     OK(offtrace_buffer_get_dropped_count(buf, &dropped));
     CHECK(dropped == 0);
     CHECK(offtrace_buffer_get_dropped_count(buf, NULL) == OFFTRACE_STATUS_ERROR_INVALID_ARGUMENT);
     OK(offtrace_pop_external_correlation_id(ctx, 0, NULL));
+
+    /* Typed KERNEL_DISPATCH buffer records and their allocation properties. */
+    {
+        offtrace_context_id_t kctx;
+        offtrace_buffer_id_t kbuf;
+        kbuf_seen_t ks;
+        memset(&ks, 0, sizeof ks);
+        OK(offtrace_create_context(&kctx));
+        OK(offtrace_create_buffer(kctx, 1 << 16, 1 << 15, OFFTRACE_BUFFER_POLICY_LOSSLESS, on_kernel_buffer, &ks, &kbuf));
+        OK(offtrace_configure_buffer_tracing_service(kctx, OFFTRACE_TRACING_KIND_KERNEL_DISPATCH, NULL, 0, kbuf));
+        OK(offtrace_start_context(kctx));
+        OK(offtrace_testing_emit_memory_alloc(0x50000000, 65536, OFFTRACE_MEMORY_TYPE_SHARED));
+        OK(offtrace_testing_emit_memory_alloc(0x60000000, 1024, OFFTRACE_MEMORY_TYPE_DEVICE));
+        OK(offtrace_testing_emit_kernel_dispatch(0x99, "k", kargs, 4, 0xfff00000, 4096));
+        OK(offtrace_flush_buffer(kbuf));
+        CHECK(__atomic_load_n(&ks.calls, __ATOMIC_ACQUIRE) == 1 && ks.records == 1);
+        CHECK(ks.allocs == 2 && ks.named == 1 && ks.args_ok == 1 && ks.not_dispatch == 1 && ks.null_count == 1);
+        OK(offtrace_testing_emit_memory_free(0x60000000));
+        OK(offtrace_testing_emit_memory_free(0x50000000));
+        OK(offtrace_destroy_context(kctx));
+    }
 
     /* Markers. */
     CHECK(offtrace_marker_range_push("outer") == 0);

@@ -113,19 +113,19 @@ static void on_call(offtrace_callback_tracing_record_t r, offtrace_user_data_t* 
     }
 }
 
-static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* recs,
+static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* recs,
                       size_t count, void* data, uint64_t drops) {
     (void)c; (void)b; (void)data; (void)drops;
     atomic_fetch_add(&deliveries, 1);
     for (size_t i = 0; i < count; i++) {
         uint64_t ext;
-        if (!table_get(recs[i].correlation_id.internal, &ext) || ext != recs[i].correlation_id.external.value)
+        if (!table_get(recs[i]->correlation_id.internal, &ext) || ext != recs[i]->correlation_id.external.value)
             atomic_fetch_add(&mismatches, 1);
     }
     atomic_fetch_add(&buffered, (long)count);
 }
 
-static void on_spare(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* recs,
+static void on_spare(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* recs,
                      size_t count, void* data, uint64_t drops) {
     (void)c; (void)b; (void)recs; (void)count; (void)data; (void)drops;
 }

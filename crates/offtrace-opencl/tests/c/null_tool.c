@@ -8,7 +8,7 @@ static offtrace_context_id_t ctx;
 static offtrace_buffer_id_t buf;
 
 static void on_api(offtrace_callback_tracing_record_t r, offtrace_user_data_t* u, void* d) { (void)r; (void)u; (void)d; }
-static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* recs,
+static void on_buffer(offtrace_context_id_t c, offtrace_buffer_id_t b, const offtrace_buffer_tracing_record_t* const* recs,
                       size_t count, void* d, uint64_t drops) { (void)c; (void)b; (void)recs; (void)count; (void)d; (void)drops; }
 
 static int tool_init(offtrace_client_finalize_t fini, void* tool_data) {
