@@ -80,6 +80,23 @@ pub struct ApiCallBrief {
     pub result: Option<i64>,
 }
 
+impl ApiCallBrief {
+    /// The call as a record, without arguments.
+    pub fn to_api_call(&self) -> crate::ApiCall {
+        crate::ApiCall {
+            kind: self.kind,
+            op: self.op,
+            tid: self.tid,
+            start: self.start,
+            end: self.end,
+            correlation: self.correlation,
+            external: self.external,
+            args: crate::ApiArgs::default(),
+            result: self.result,
+        }
+    }
+}
+
 impl Default for ReadOptions {
     /// One decode thread per available core (at most 8), or `OFFTRACE_READ_THREADS` when set
     /// (read once, here).
@@ -548,7 +565,9 @@ impl TraceRecords {
     }
 
     /// Calls `on_record` for every record in file order and `on_warning` for damage stepped
-    /// over. Stops at the first error `on_record` returns.
+    /// over. Stops at the first error `on_record` returns. API calls kept apart
+    /// ([`ReadOptions::api_calls_apart`]) come as [`Record::ApiCall`]s without arguments, in
+    /// their places.
     pub fn for_each<E>(
         &mut self,
         mut on_record: impl FnMut(&Record) -> Result<(), E>,
@@ -557,8 +576,16 @@ impl TraceRecords {
         while let Some(batch) = self.next_batch() {
             match batch {
                 Batch::Records(records) => {
-                    for r in &records {
+                    let calls = std::mem::take(&mut self.calls);
+                    let mut next_call = calls.iter().peekable();
+                    for (i, r) in records.iter().enumerate() {
+                        while let Some(c) = next_call.next_if(|c| c.at as usize <= i) {
+                            on_record(&Record::ApiCall(c.to_api_call()))?;
+                        }
                         on_record(r)?;
+                    }
+                    for c in next_call {
+                        on_record(&Record::ApiCall(c.to_api_call()))?;
                     }
                     self.recycle(records);
                 }

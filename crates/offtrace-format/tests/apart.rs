@@ -99,4 +99,22 @@ fn api_calls_apart_come_back_in_file_order_with_their_times_converted() {
             assert!(read(&path, options) == plain, "{options:?}");
         }
     }
+    // `for_each` hands the calls kept apart back as records, in their places.
+    let options = ReadOptions { decode_threads: 2, api_args: false, api_calls_apart: true };
+    let mut t = TraceRecords::open(&path, options).unwrap();
+    let mut each = Vec::new();
+    t.for_each(
+        |r| {
+            each.push(match r {
+                Record::ApiCall(a) => {
+                    Seen::Call(a.kind, a.op, a.tid, a.start, a.end, a.correlation, a.external, a.result)
+                }
+                other => Seen::Other(Box::new(other.clone())),
+            });
+            Ok::<(), ()>(())
+        },
+        |w| panic!("{w}"),
+    )
+    .unwrap();
+    assert!(each == plain);
 }
