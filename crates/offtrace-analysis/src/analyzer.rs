@@ -148,8 +148,8 @@ pub struct Analyzer {
     records: u64,
     info: BTreeMap<String, String>,
     format_version: u16,
-    /// The trace defines counters: values per command may follow (see `command_groups`).
-    has_counters: bool,
+    /// A value per command was seen: `command_groups` is kept for every command from then on.
+    has_command_values: bool,
     first_ns: Option<u64>,
     last_ns: u64,
     end: Option<(u64, u64)>,
@@ -203,9 +203,13 @@ pub struct Analyzer {
     /// joined with the commands' device activity at the end (either may come first in the file).
     command_values: Vec<(u64, u64, f64)>,
     /// Command (correlation) → the device-activity groups it was counted in (one per runtime
-    /// level, at most two kept; `u32::MAX` = none). Kept only once the trace defines counters,
-    /// so that a trace without metrics pays nothing for it.
+    /// level, at most two kept; `u32::MAX` = none). Filled once the trace has shown a value per
+    /// command; before that, only the last [`PENDING_MAX`] commands are kept, in
+    /// `recent_commands` (a push and a pop per command instead of a hash insert: most traces
+    /// have no values per command), and moved here when the first value comes (values come
+    /// within milliseconds of their command's completion).
     command_groups: FxHashMap<u64, [u32; 2]>,
+    recent_commands: VecDeque<(u64, u32)>,
     markers: BTreeMap<(u32, u32), (u64, u64)>,
     open_ranges: FxHashMap<(u32, u64), u64>,
     other: BTreeMap<(u32, u32), u64>,
@@ -335,7 +339,6 @@ impl Analyzer {
                 }
             }
             Record::CounterDef(d) => {
-                self.has_counters = true;
                 let c = self.counters.entry(d.counter).or_default();
                 c.device = d.device;
                 c.name = d.name;
@@ -361,6 +364,12 @@ impl Analyzer {
                 c.sum += v;
                 c.last = v;
                 if s.correlation != 0 {
+                    if !self.has_command_values {
+                        self.has_command_values = true;
+                        for (correlation, g) in std::mem::take(&mut self.recent_commands) {
+                            self.command_group(correlation, g);
+                        }
+                    }
                     self.command_values.push((s.correlation, s.counter, v));
                 }
             }
@@ -503,6 +512,14 @@ impl Analyzer {
         self.activity_record(a)
     }
 
+    /// Remembers that command `correlation` was counted in activity group `g`.
+    fn command_group(&mut self, correlation: u64, g: u32) {
+        let slots = self.command_groups.entry(correlation).or_insert([u32::MAX; 2]);
+        if let Some(free) = slots.iter_mut().find(|s| **s == g || **s == u32::MAX) {
+            *free = g;
+        }
+    }
+
     fn mark_completed(&mut self, key: (u32, u64)) {
         if self.completed.insert(key) {
             self.completed_order.push_back(key);
@@ -548,11 +565,14 @@ impl Analyzer {
             self.seen(a.device_end);
         }
         if !counted {
-            if self.has_counters && a.correlation != 0 {
-                let g = group as u32;
-                let slots = self.command_groups.entry(a.correlation).or_insert([u32::MAX; 2]);
-                if let Some(free) = slots.iter_mut().find(|s| **s == g || **s == u32::MAX) {
-                    *free = g;
+            if a.correlation != 0 {
+                if self.has_command_values {
+                    self.command_group(a.correlation, group as u32);
+                } else {
+                    if self.recent_commands.len() == PENDING_MAX {
+                        self.recent_commands.pop_front();
+                    }
+                    self.recent_commands.push_back((a.correlation, group as u32));
                 }
             }
             if a.correlation != 0 && a.phase != phase::COMPLETE {
