@@ -199,6 +199,20 @@ def window(recs):
     return (ws, ends[0]) if ends else None
 
 
+# CUPTI memory kinds as the dump spells them -> as torch.profiler (Kineto) and offtrace's trace
+# spell them in copy and memset names ("Memcpy HtoD (Pageable -> Device)", "Memset (Device)").
+MEMORY_KIND = {"unknown": "Unknown", "pageable": "Pageable", "pinned": "Pinned", "device": "Device", "array": "Array",
+               "managed": "Managed", "device_static": "Device Static", "managed_static": "Managed Static"}
+
+
+def copy_name(c):
+    return f"Memcpy {c['kind']} ({MEMORY_KIND.get(c['src_kind'], '?')} -> {MEMORY_KIND.get(c['dst_kind'], '?')})"
+
+
+def memset_name(s):
+    return f"Memset ({MEMORY_KIND.get(s['memory_kind'], '?')})"
+
+
 def torch_records(trace_path):
     tr = json.load(open(trace_path))
     evs = tr["traceEvents"] if isinstance(tr, dict) else tr
@@ -210,10 +224,9 @@ def torch_records(trace_path):
         if cat == "kernel":
             kernels.append((e["name"], e["dur"] * 1000.0))
         elif cat == "gpu_memcpy":
-            n = e["name"]  # "Memcpy HtoD (Pageable -> Device)"
-            copies.append((n.split()[1], e.get("args", {}).get("bytes", -1)))
+            copies.append((e["name"], e.get("args", {}).get("bytes", -1)))  # "Memcpy HtoD (Pageable -> Device)"
         elif cat == "gpu_memset":
-            sets.append(e.get("args", {}).get("bytes", -1))
+            sets.append((e["name"], e.get("args", {}).get("bytes", -1)))  # "Memset (Device)"
     return kernels, copies, sets
 
 
@@ -255,11 +268,13 @@ def compare(dump_path, torch_path, out_path):
           f"total GPU ms offtrace {total_a:.3f} torch {total_b:.3f} ({(total_a - total_b) / total_b * 100:+.2f}%)")
     check(set(ours) == set(theirs), f"same kernel names ({len(ours)} offtrace, {len(theirs)} torch.profiler)")
     check(same_counts == len(names), f"same count per kernel name ({same_counts} of {len(names)})")
-    oc = sorted((c["kind"], c["bytes"]) for c in cs)
+    oc = sorted((copy_name(c), c["bytes"]) for c in cs)
     tcs = sorted(tc)
     print("copies offtrace:", collections.Counter(oc), "torch:", collections.Counter(tcs))
-    check(oc == tcs, f"same copies (direction, bytes): {len(oc)} offtrace, {len(tcs)} torch.profiler")
-    check(sorted(s["bytes"] for s in ss) == sorted(tset), f"same memsets: {len(ss)} offtrace, {len(tset)} torch.profiler")
+    check(oc == tcs, f"same copies (name, bytes): {len(oc)} offtrace, {len(tcs)} torch.profiler")
+    os_ = sorted((memset_name(s), s["bytes"]) for s in ss)
+    print("memsets offtrace:", collections.Counter(os_), "torch:", collections.Counter(sorted(tset)))
+    check(os_ == sorted(tset), f"same memsets (name, bytes): {len(ss)} offtrace, {len(tset)} torch.profiler")
     mangled_left = [n for n in ours if n.startswith("_Z")]
     check(not mangled_left, f"kernel names demangle ({len(mangled_left)} left mangled)")
     json.dump({"rows": rows, "window_ns": we - ws, "total_ms_offtrace": total_a, "total_ms_torch": total_b,

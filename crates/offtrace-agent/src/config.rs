@@ -26,10 +26,10 @@ pub struct Config {
     pub raw: bool,
 }
 
-fn flag(name: &str, default: bool) -> bool {
-    match std::env::var(name) {
-        Ok(v) => matches!(v.trim(), "1" | "true" | "yes" | "on"),
-        Err(_) => default,
+fn flag(var: &impl Fn(&str) -> Option<String>, name: &str, default: bool) -> bool {
+    match var(name) {
+        Some(v) => matches!(v.trim(), "1" | "true" | "yes" | "on"),
+        None => default,
     }
 }
 
@@ -40,13 +40,18 @@ impl Config {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(format!("offtrace-{}.offtrace", std::process::id())));
-        let detail = match std::env::var("OFFTRACE_DETAIL").as_deref().map(str::trim) {
-            Ok("basic") => detail_level::BASIC,
-            Ok("verbose") => detail_level::VERBOSE,
+        Self::from_vars(output, |name| std::env::var(name).ok())
+    }
+
+    /// The configuration from variables looked up by `var` (the environment in
+    /// [`Self::from_env`]), the output path aside.
+    fn from_vars(output: PathBuf, var: impl Fn(&str) -> Option<String>) -> Self {
+        let detail = match var("OFFTRACE_DETAIL").as_deref().map(str::trim) {
+            Some("basic") => detail_level::BASIC,
+            Some("verbose") => detail_level::VERBOSE,
             _ => detail_level::NORMAL,
         };
-        let ring_records = std::env::var("OFFTRACE_BUFFER_RECORDS")
-            .ok()
+        let ring_records = var("OFFTRACE_BUFFER_RECORDS")
             .and_then(|v| v.trim().parse::<usize>().ok())
             .filter(|&n| n >= 2)
             .unwrap_or(1 << 16)
@@ -54,13 +59,13 @@ impl Config {
         Self {
             output,
             detail,
-            ur_calls: flag("OFFTRACE_UR_CALLS", true),
-            debug_streams: flag("OFFTRACE_DEBUG_STREAMS", false),
+            ur_calls: flag(&var, "OFFTRACE_UR_CALLS", true),
+            debug_streams: flag(&var, "OFFTRACE_DEBUG_STREAMS", false),
             ring_words: ring_records * 16,
-            lossless: flag("OFFTRACE_LOSSLESS", false),
+            lossless: flag(&var, "OFFTRACE_LOSSLESS", false),
             // The raw layer doubles the agent's work per notification (its decode and encode):
             // on only when asked for, explicitly or with the most detailed level.
-            raw: flag("OFFTRACE_RAW", detail == detail_level::VERBOSE),
+            raw: flag(&var, "OFFTRACE_RAW", detail == detail_level::VERBOSE),
         }
     }
 
@@ -70,5 +75,38 @@ impl Config {
             detail_level::VERBOSE => "verbose",
             _ => "normal",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Config {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Config::from_vars(PathBuf::from("t.offtrace"), |name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn the_raw_layer_is_off_unless_asked_for_or_verbose() {
+        assert!(!config(&[]).raw);
+        assert!(!config(&[("OFFTRACE_DETAIL", "normal")]).raw);
+        assert!(config(&[("OFFTRACE_RAW", "1")]).raw);
+        assert!(config(&[("OFFTRACE_DETAIL", "verbose")]).raw);
+        assert!(!config(&[("OFFTRACE_DETAIL", "verbose"), ("OFFTRACE_RAW", "0")]).raw);
+        assert!(config(&[("OFFTRACE_DETAIL", "basic"), ("OFFTRACE_RAW", "on")]).raw);
+    }
+
+    #[test]
+    fn defaults_and_limits() {
+        let c = config(&[]);
+        assert!(c.ur_calls && !c.debug_streams && !c.lossless);
+        assert_eq!(c.detail, detail_level::NORMAL);
+        assert_eq!(c.ring_words, (1 << 16) * 16);
+        assert_eq!(config(&[("OFFTRACE_BUFFER_RECORDS", "1")]).ring_words, (1 << 16) * 16, "below 2: default");
+        assert_eq!(config(&[("OFFTRACE_BUFFER_RECORDS", "2")]).ring_words, 2 * 16);
+        assert_eq!(config(&[("OFFTRACE_BUFFER_RECORDS", "99999999")]).ring_words, (1 << 22) * 16);
     }
 }

@@ -191,6 +191,10 @@ pub struct Analyzer {
     fills: FillStats,
     nodes: FxHashMap<u64, NodeAcc>,
     node_order: VecDeque<u64>,
+    /// Node → the nodes depending on it, so a node that becomes a real command after its edges
+    /// were made (a CUDA graph node, linked to its command when the device activity arrives)
+    /// lengthens the chains through it. Dropped with the node.
+    successors: FxHashMap<u64, Vec<u64>>,
     /// Event (signalled by a command) → the command's node, for nodes that stand for an event.
     signalled: FxHashMap<u64, u64>,
     signal_order: VecDeque<u64>,
@@ -684,6 +688,7 @@ impl Analyzer {
                         && let Some(old) = self.node_order.pop_front()
                     {
                         self.nodes.remove(&old);
+                        self.successors.remove(&old);
                     }
                 }
             }
@@ -702,15 +707,23 @@ impl Analyzer {
                     n.len = len;
                     n.pred = t.source;
                 }
+                self.successors.entry(t.source).or_default().push(t.target);
             }
             // A node whose command runs as a task is a real command, whatever its creation said.
-            // Its task begins when it is submitted, before later nodes depend on it.
-            GRAPH_TASK if t.phase == phase::ENTER => {
+            // A SYCL node's task begins when it is submitted, before later nodes depend on it; a
+            // CUDA graph node's task is the device activity it produced (phase COMPLETE), which
+            // arrives after the whole graph was built, so the chains through it grow here.
+            GRAPH_TASK if t.phase == phase::ENTER || t.phase == phase::COMPLETE => {
                 if let Some(n) = self.nodes.get_mut(&t.node)
                     && !n.real
                 {
                     n.real = true;
                     n.len += 1;
+                    // The command's name (a kernel's) says more than the node's type.
+                    if t.phase == phase::COMPLETE && t.name != StrId(0) {
+                        n.name = t.name;
+                    }
+                    self.lengthen_chains_from(t.node);
                 }
             }
             GRAPH_SIGNAL => {
@@ -725,6 +738,32 @@ impl Analyzer {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Carries a longer chain ending at `from` on to the nodes that depend on it (longest
+    /// path by relaxation; a graph is acyclic, and a bounded number of steps keeps a malformed
+    /// trace with a cycle from looping).
+    fn lengthen_chains_from(&mut self, from: u64) {
+        let mut work = vec![from];
+        let mut steps = 0usize;
+        while let Some(x) = work.pop() {
+            let Some(len) = self.nodes.get(&x).map(|n| n.len) else { continue };
+            let Some(next) = self.successors.get(&x) else { continue };
+            for &y in next {
+                steps += 1;
+                if steps > 4 * GRAPH_NODES_MAX {
+                    return;
+                }
+                if let Some(n) = self.nodes.get_mut(&y) {
+                    let cand = len + u32::from(n.real);
+                    if cand > n.len {
+                        n.len = cand;
+                        n.pred = x;
+                        work.push(y);
+                    }
+                }
+            }
         }
     }
 

@@ -34,7 +34,8 @@ pub use report::*;
 /// file cannot be read as a trace at all (missing, empty, not a trace).
 pub fn analyze_file(path: impl AsRef<Path>, mut on_warning: impl FnMut(&ReadWarning)) -> Result<Report, ReadError> {
     // The report never looks at argument values, and needs of an API call (most records) only
-    // its times and ids: the reader keeps the calls apart, 56 bytes each instead of a record.
+    // its times and ids: the reader keeps the calls apart, 64 bytes each instead of a 264-byte
+    // record.
     let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
     let mut trace = TraceRecords::open(path, options)?;
     let mut analyzer = Analyzer::new();

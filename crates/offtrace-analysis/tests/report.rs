@@ -157,6 +157,59 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
 
+/// A CUDA graph as the CUDA backend writes it in the order CUPTI reports it (run F of the CUDA
+/// C workload): nodes and edges while the graph is built, none on a queue, a node first seen as
+/// an edge's end created before the edge; the instantiated graph's nodes (reported twice,
+/// written once) and edges; an internal copy's edges. Only when the graph runs do the device
+/// activities name their nodes (a task record per activity, phase COMPLETE), five launches of
+/// memset -> kernel -> kernel -> memcpy: the chain spans those commands.
+#[test]
+fn a_cuda_graph_chain_spans_the_commands_its_launches_ran() {
+    let (g1, g2, g3) = (1u64 << 32, 2u64 << 32, 3u64 << 32);
+    let names = ["memset", "kernel", "kernel", "memcpy"];
+    let mut b = TypedBuilder::new(Vec::new());
+    for g in [g1, g3] {
+        b.node(1, 1, g, names[0], 0);
+        for i in 1..4 {
+            b.node(1, 2, g + i, names[i as usize], 0);
+            b.edge(1, 2, g + i - 1, g + i);
+        }
+    }
+    for i in 0..4 {
+        b.node(1, 4, g2 + i, names[i as usize], 0);
+    }
+    for i in 1..4 {
+        b.edge(1, 5, g2 + i - 1, g2 + i);
+    }
+    let before = analyze(&b.out);
+    assert_eq!(before.task_graph.longest_chain_len, 0, "no node has run yet");
+    // A kernel's task names the kernel; a copy's or fill's none (the node's type names it).
+    let kernels = [StrId(0), b.str("scale"), b.str("add"), StrId(0)];
+    let mut ts = 100;
+    for launch in 0..5u64 {
+        for i in 0..4 {
+            b.out.push(Record::TaskGraph(TaskGraphRecord {
+                name: kernels[i as usize],
+                op: 2,
+                phase: phase::COMPLETE,
+                tid: 2,
+                ts,
+                correlation: 40 + launch,
+                node: g2 + i,
+                source: 2,
+                queue: 0x10000000f,
+                ..Default::default()
+            }));
+            ts += 10;
+        }
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain_len, 4);
+    assert_eq!(r.task_graph.longest_chain, ["memset", "scale", "add", "memcpy"]);
+    assert_eq!(r.task_graph.unresolved_edges, 0);
+    assert_eq!((r.task_graph.nodes, r.task_graph.edges), (12, 9));
+}
+
 /// A queue created at the address of a destroyed one (the runtime reuses the memory) is a queue
 /// of its own: each queue the program created is one row, with its own lifetime and commands.
 #[test]

@@ -9,7 +9,7 @@ use offtrace_analysis::naming::shorten_left;
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration};
+use crate::format::{bytes, count, duration, value};
 
 /// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
 /// each stretch skipped; a file that is no trace at all (or empty) is an error.
@@ -61,6 +61,12 @@ fn opt_num(v: Option<u64>) -> String {
 
 fn queues_text(q: &[u64]) -> String {
     q.iter().map(|q| format!("{q:#x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The text report's queue column: the handles when there are a few, else how many (the
+/// queues section lists each; CSV and JSON keep the whole list).
+fn queues_short(q: &[u64]) -> String {
+    if q.len() <= 3 { queues_text(q) } else { format!("{} queues", q.len()) }
 }
 
 type Section = (&'static str, Vec<&'static str>, Vec<Vec<String>>);
@@ -324,6 +330,33 @@ fn table(header: &[&str], right_from: usize) -> Table {
     t
 }
 
+/// Writes `tb` with a last column of names appended unpadded: the header line gets `header`,
+/// each row line its name, in `tb`'s row order. Names stay whole and never widen the other
+/// rows (PyTorch's kernel names run past 1,000 characters; padding every row to the longest
+/// made each line that wide). The table is not wrapped, so each row is one line.
+fn write_named(out: &mut dyn Write, mut tb: Table, header: &str, names: &[&str]) -> anyhow::Result<()> {
+    tb.set_content_arrangement(ContentArrangement::Disabled);
+    let text = tb.to_string();
+    let mut lines = text.lines();
+    if let Some(h) = lines.next() {
+        writeln!(out, "{h}  {header}")?;
+    }
+    if let Some(sep) = lines.next() {
+        let width = header.chars().count().min(NAME_RULE_MAX);
+        writeln!(out, "{sep}{}", "─".repeat(width + 2))?;
+    }
+    for (line, name) in lines.zip(names.iter().copied().chain(std::iter::repeat(""))) {
+        writeln!(out, "{}", format!("{line}  {name}").trim_end())?;
+    }
+    Ok(())
+}
+
+/// The rule under a name column goes as far as its header (names are as long as they are).
+const NAME_RULE_MAX: usize = 40;
+
+/// Queues with no commands shown before the rest are counted on one line.
+const EMPTY_QUEUES_SHOWN: usize = 4;
+
 /// Commands shown at each end of the longest chain.
 const CHAIN_ENDS: usize = 4;
 
@@ -364,10 +397,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         let rows: Vec<_> = r.api_calls.iter().filter(|c| c.kind == *kind).collect();
         let n: u64 = rows.iter().map(|c| c.calls).sum();
         writeln!(out, "{kind}: {} calls of {} operations", count(n), rows.len())?;
-        let mut tb = table(&["operation", "calls", "total", "mean", "min", "max", "errors", "device work"], 1);
+        let mut tb = table(&["calls", "total", "mean", "min", "max", "errors", "device work"], 0);
+        let names: Vec<&str> = rows.iter().map(|c| c.operation.as_str()).collect();
         for c in rows {
             tb.add_row(vec![
-                c.operation.clone(),
                 count(c.calls),
                 duration(c.total_ns),
                 duration(c.mean_ns),
@@ -377,7 +410,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 count(c.device_activities),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        write_named(out, tb, "operation", &names)?;
     }
 
     let n: u64 = r.device_activity.iter().map(|d| d.count).sum();
@@ -387,10 +420,13 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         count(n)
     )?;
     if !r.device_activity.is_empty() {
-        let mut tb = table(
-            &["kind", "name", "count", "device total", "device mean", "min", "max", "host mean", "bytes", "queues"],
-            2,
-        );
+        let mut tb =
+            table(&["kind", "count", "device total", "device mean", "min", "max", "host mean", "bytes", "queues"], 1);
+        // The queues column is left-aligned text of any length: right-aligned it would pad.
+        if let Some(c) = tb.column_mut(8) {
+            c.set_cell_alignment(CellAlignment::Left);
+        }
+        let names: Vec<&str> = r.device_activity.iter().map(|d| d.name.as_str()).collect();
         for d in &r.device_activity {
             let total = match d.device_total_ns {
                 Some(t) if d.device_count < d.count => format!("{} ({} of {})", duration(t), d.device_count, d.count),
@@ -398,7 +434,6 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
             };
             tb.add_row(vec![
                 d.kind.clone(),
-                d.name.clone(),
                 count(d.count),
                 total,
                 opt_dur(d.device_mean_ns),
@@ -406,10 +441,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 opt_dur(d.device_max_ns),
                 if d.host_enqueue_count > 0 { duration(d.host_enqueue_mean_ns) } else { "n/a".into() },
                 if d.bytes > 0 { bytes(d.bytes) } else { String::new() },
-                queues_text(&d.queues),
+                queues_short(&d.queues),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        write_named(out, tb, "name", &names)?;
     }
 
     let m = &r.memory;
@@ -462,7 +497,17 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     writeln!(out, "\nQueues: {}", r.queues.len())?;
     if !r.queues.is_empty() {
         let mut tb = table(&["queue", "device", "order", "commands", "by kind", "device busy", "lifetime"], 3);
+        // Streams a program created and never used (PyTorch makes 128): a few shown, the rest
+        // counted.
+        let empty = r.queues.iter().filter(|q| q.total_commands == 0).count();
+        let mut empty_shown = 0;
         for q in &r.queues {
+            if q.total_commands == 0 && empty > EMPTY_QUEUES_SHOWN + 1 {
+                if empty_shown == EMPTY_QUEUES_SHOWN {
+                    continue;
+                }
+                empty_shown += 1;
+            }
             let life = match (q.created_ns, q.destroyed_ns) {
                 (Some(c), Some(d)) => duration(d.saturating_sub(c)),
                 (Some(_), None) => "not destroyed".into(),
@@ -479,6 +524,9 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
             ]);
         }
         writeln!(out, "{tb}")?;
+        if empty > EMPTY_QUEUES_SHOWN + 1 {
+            writeln!(out, " … {} more queues with no commands", count((empty - EMPTY_QUEUES_SHOWN) as u64))?;
+        }
     }
 
     let g = &r.task_graph;
@@ -529,10 +577,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 c.unit.clone(),
                 c.device.clone(),
                 count(c.samples),
-                format!("{:.6}", c.min),
-                format!("{:.6}", c.mean),
-                format!("{:.6}", c.max),
-                format!("{:.6}", c.last),
+                value(c.min),
+                value(c.mean),
+                value(c.max),
+                value(c.last),
             ]);
         }
         writeln!(out, "{tb}")?;
@@ -557,11 +605,12 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     }
     if !r.markers.is_empty() {
         writeln!(out, "\nMarkers: {}", r.markers.len())?;
-        let mut tb = table(&["marker", "kind", "count", "total"], 2);
+        let mut tb = table(&["kind", "count", "total"], 1);
+        let names: Vec<&str> = r.markers.iter().map(|m| m.name.as_str()).collect();
         for mk in &r.markers {
-            tb.add_row(vec![mk.name.clone(), mk.kind.clone(), count(mk.count), duration(mk.total_ns)]);
+            tb.add_row(vec![mk.kind.clone(), count(mk.count), duration(mk.total_ns)]);
         }
-        writeln!(out, "{tb}")?;
+        write_named(out, tb, "marker", &names)?;
     }
 
     if !r.other.is_empty() {
@@ -589,4 +638,61 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         writeln!(out, "{tb}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use offtrace_analysis::{DeviceActivityStats, MarkerStats, QueueStats};
+
+    fn text_of(r: &Report) -> String {
+        let mut out = Vec::new();
+        write_text(&mut out, Path::new("t.offtrace"), r).expect("write");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn long_kernel_names_come_last_whole_and_pad_no_other_row() {
+        let long = format!("void at::native::elementwise_kernel<128, 2, {}>(int)", "x".repeat(1200));
+        let mut r = Report::default();
+        for (name, n) in [(long.as_str(), 3), ("scale(float*, float const*, float, int)", 17)] {
+            r.device_activity.push(DeviceActivityStats {
+                kind: "KERNEL_DISPATCH".into(),
+                name: name.into(),
+                count: n,
+                queues: vec![0x1_0000_000d],
+                ..Default::default()
+            });
+        }
+        r.markers.push(MarkerStats { name: "step".into(), kind: "RANGE".into(), count: 7, total_ns: 5_000 });
+        let s = text_of(&r);
+        let line_of = |needle: &str| s.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}: {s}"));
+        let short = line_of("scale(float*");
+        assert!(short.ends_with("scale(float*, float const*, float, int)"), "name last: {short:?}");
+        assert!(short.chars().count() < 200, "a short name's row is short: {} chars", short.chars().count());
+        let longest = line_of("elementwise_kernel");
+        assert!(longest.ends_with(&long), "the long name whole, at the end");
+        assert!(s.lines().all(|l| l == l.trim_end()), "no trailing padding");
+        let header = line_of("device total");
+        assert!(header.ends_with("name") && header.chars().count() < 200, "{header:?}");
+        let step = line_of("step");
+        assert!(step.contains("RANGE") && step.ends_with("step"), "{step:?}");
+    }
+
+    #[test]
+    fn queues_with_no_commands_are_counted_on_one_line() {
+        let mut r = Report::default();
+        let q = |queue, total_commands| QueueStats { queue, total_commands, ..Default::default() };
+        r.queues.push(q(0x1_0000_0007, 428));
+        r.queues.extend((0..131).map(|i| q(0x1_0000_000d + i, 0)));
+        let s = text_of(&r);
+        assert!(s.contains("0x100000007"), "{s}");
+        let empty_rows = s.lines().filter(|l| l.trim_start().starts_with("0x1") && l.contains(" 0 ")).count();
+        assert_eq!(empty_rows, EMPTY_QUEUES_SHOWN, "{s}");
+        assert!(s.contains(&format!("… {} more queues with no commands", 131 - EMPTY_QUEUES_SHOWN)), "{s}");
+        // Below the threshold every queue has its row.
+        r.queues.truncate(1 + EMPTY_QUEUES_SHOWN + 1);
+        let s = text_of(&r);
+        assert!(!s.contains("more queues"), "{s}");
+    }
 }

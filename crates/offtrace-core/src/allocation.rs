@@ -43,9 +43,9 @@ static TABLE_GENERATION: Generation = Generation::new();
 type Found = Option<(u64, u64, MemoryType)>;
 
 thread_local! {
-    /// This thread's last answers by pointer: a copy reads its source and its destination, a
-    /// kernel its pointer arguments, usually the same few buffers call after call.
-    static MEMO: Memo<u64, Found, 4> = const { Memo::new() };
+    /// This thread's last answers by pointer: a copy reads its source and its destination,
+    /// usually the same buffers call after call.
+    static MEMO: Memo<u64, Found, 2> = const { Memo::new(0, None) };
 }
 
 /// Adds a live allocation (replacing any with the same base).

@@ -70,14 +70,22 @@ impl GenerationCounter for crate::sync::AtomicU64 {
 /// Not `Sync`: keep it in a thread-local.
 #[derive(Debug)]
 pub struct Memo<K: Copy + Eq, V: Copy, const N: usize> {
-    entries: [Cell<Option<(u64, K, V)>>; N],
+    /// (generation, key, answer); an entry never filled holds [`EMPTY`] as its generation (no
+    /// `Option`: its tag would be one more test per entry on every hit).
+    entries: Cell<[(u64, K, V); N]>,
     /// The entry the next miss replaces (round robin).
     next: Cell<usize>,
 }
 
+/// The generation of an entry never filled: a counter bumped once per table change never gets
+/// there.
+const EMPTY: u64 = u64::MAX;
+
 impl<K: Copy + Eq, V: Copy, const N: usize> Memo<K, V, N> {
-    pub const fn new() -> Self {
-        Self { entries: [const { Cell::new(None) }; N], next: Cell::new(0) }
+    /// An empty memo; `key` and `value` only fill the unused entries (const, so that the memo
+    /// can be a const-initialised thread-local).
+    pub const fn new(key: K, value: V) -> Self {
+        Self { entries: Cell::new([(EMPTY, key, value); N]), next: Cell::new(0) }
     }
 
     /// The table's answer for `key`: a remembered one while `generation` has not moved, else
@@ -86,25 +94,26 @@ impl<K: Copy + Eq, V: Copy, const N: usize> Memo<K, V, N> {
     pub fn get(&self, generation: &impl GenerationCounter, key: K, look_up: impl FnOnce(K) -> V) -> V {
         // Before the look-up: a change after this load moves the generation and drops the memo.
         let g = generation.current();
-        for e in &self.entries {
-            if let Some((eg, ek, v)) = e.get()
-                && eg == g
-                && ek == key
-            {
+        // Entry by entry: a copy of the whole array out of the cell would cost more than the test.
+        let entries: &Cell<[(u64, K, V)]> = &self.entries;
+        let entries = entries.as_slice_of_cells();
+        for e in entries {
+            let (eg, ek, v) = e.get();
+            if eg == g && ek == key {
                 return v;
             }
         }
         let v = look_up(key);
         let i = self.next.get() % N;
-        self.entries[i].set(Some((g, key, v)));
+        entries[i].set((g, key, v));
         self.next.set(i + 1);
         v
     }
 }
 
-impl<K: Copy + Eq, V: Copy, const N: usize> Default for Memo<K, V, N> {
+impl<K: Copy + Eq + Default, V: Copy + Default, const N: usize> Default for Memo<K, V, N> {
     fn default() -> Self {
-        Self::new()
+        Self::new(K::default(), V::default())
     }
 }
 
@@ -117,7 +126,7 @@ mod tests {
     fn a_memo_answers_from_the_table_until_the_generation_moves() {
         let table = RwLock::new(1u64);
         let generation = Generation::new();
-        let memo: Memo<u64, u64, 2> = Memo::new();
+        let memo: Memo<u64, u64, 2> = Memo::default();
         let looked_up = Cell::new(0);
         let read = |k: u64| {
             memo.get(&generation, k, |_| {
@@ -171,7 +180,7 @@ mod loom_tests {
                     done.store(true, Ordering::Release);
                 })
             };
-            let memo: Memo<u64, u64, 1> = Memo::new();
+            let memo: Memo<u64, u64, 1> = Memo::default();
             let read = || memo.get(&*generation, 7, |_| *table.lock().expect("lock"));
             let first = read();
             let seen = done.load(Ordering::Acquire);

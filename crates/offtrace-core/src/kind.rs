@@ -122,8 +122,8 @@ impl Kind {
             }
             Kind::Queue => QUEUE_OPS,
             Kind::KernelDispatch => KERNEL_DISPATCH_OPS,
-            Kind::MemoryCopy => MEMORY_COPY_OPS,
-            Kind::MemoryFill => MEMORY_FILL_OPS,
+            Kind::MemoryCopy => memory_copy_ops(),
+            Kind::MemoryFill => memory_fill_ops(),
             Kind::MemoryAlloc => MEMORY_ALLOC_OPS,
             Kind::TaskGraph => TASK_GRAPH_OPS,
             Kind::Sync => SYNC_OPS,
@@ -338,11 +338,72 @@ pub mod memory_copy {
     pub const BUFFER_READ: u32 = 1;
     pub const BUFFER_WRITE: u32 = 2;
     pub const BUFFER_COPY: u32 = 3;
+    /// The first CUDA copy: CUDA users know a copy by its CUPTI copy kind and source and
+    /// destination memory kinds, named as torch.profiler (Kineto) names them: `Memcpy HtoD
+    /// (Pageable -> Device)`. See [`cuda`].
+    pub const CUDA_FIRST: u32 = 0x100;
+
+    /// The operation of a CUDA copy of CUPTI's `CUpti_ActivityMemcpyKind` `copy_kind` from
+    /// memory of `CUpti_ActivityMemoryKind` `src` to `dst` (values out of range read as 0,
+    /// unknown).
+    pub fn cuda(copy_kind: u32, src: u32, dst: u32) -> u32 {
+        let k = |v: u32, n: usize| if (v as usize) < n { v } else { 0 };
+        CUDA_FIRST
+            + k(copy_kind, super::CUDA_COPY_KINDS.len()) * 64
+            + k(src, super::CUDA_MEMORY_KINDS.len()) * 8
+            + k(dst, super::CUDA_MEMORY_KINDS.len())
+    }
 }
 /// Operation ids of `MEMORY_FILL`.
 pub mod memory_fill {
     pub const USM_FILL: u32 = 0;
     pub const BUFFER_FILL: u32 = 1;
+    /// The first CUDA memset, named as torch.profiler names it: `Memset (Device)`. See [`cuda`].
+    pub const CUDA_FIRST: u32 = 0x100;
+
+    /// The operation of a CUDA memset of memory of CUPTI's `CUpti_ActivityMemoryKind` `kind`.
+    pub fn cuda(kind: u32) -> u32 {
+        CUDA_FIRST + if (kind as usize) < super::CUDA_MEMORY_KINDS.len() { kind } else { 0 }
+    }
+}
+
+/// `CUpti_ActivityMemcpyKind` 0..=10 as Kineto's `memcpyKindString` spells them.
+const CUDA_COPY_KINDS: [&str; 11] =
+    ["<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"];
+/// `CUpti_ActivityMemoryKind` 0..=7 as Kineto's `memoryKindString` spells them.
+const CUDA_MEMORY_KINDS: [&str; 8] =
+    ["Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"];
+
+/// `MEMORY_COPY`'s operations: the SYCL/OpenCL ones, then one per CUDA copy kind and memory
+/// kinds (built once; a trace defines only the operations it uses).
+fn memory_copy_ops() -> &'static [Operation] {
+    static OPS: OnceLock<&'static [Operation]> = OnceLock::new();
+    OPS.get_or_init(|| {
+        let mut ops = MEMORY_COPY_OPS.to_vec();
+        for (c, copy) in CUDA_COPY_KINDS.iter().enumerate() {
+            for (s, src) in CUDA_MEMORY_KINDS.iter().enumerate() {
+                for (d, dst) in CUDA_MEMORY_KINDS.iter().enumerate() {
+                    let name: &'static str = Box::leak(format!("Memcpy {copy} ({src} -> {dst})").into_boxed_str());
+                    let id = memory_copy::cuda(c as u32, s as u32, d as u32);
+                    ops.push(Operation { id, name, args: COPY_ARGS });
+                }
+            }
+        }
+        Box::leak(ops.into_boxed_slice())
+    })
+}
+
+/// `MEMORY_FILL`'s operations: the SYCL/OpenCL ones, then one per CUDA memory kind.
+fn memory_fill_ops() -> &'static [Operation] {
+    static OPS: OnceLock<&'static [Operation]> = OnceLock::new();
+    OPS.get_or_init(|| {
+        let mut ops = MEMORY_FILL_OPS.to_vec();
+        for (k, kind) in CUDA_MEMORY_KINDS.iter().enumerate() {
+            let name: &'static str = Box::leak(format!("Memset ({kind})").into_boxed_str());
+            ops.push(Operation { id: memory_fill::cuda(k as u32), name, args: FILL_ARGS });
+        }
+        Box::leak(ops.into_boxed_slice())
+    })
 }
 /// Operation ids of `MEMORY_ALLOC`.
 pub mod memory_alloc {
@@ -443,6 +504,21 @@ mod tests {
         assert_eq!(Kind::ALL.iter().filter(|k| k.is_api()).count(), Kind::API.len());
         assert_eq!(Kind::TaskGraph.operation(task_graph::SIGNAL).map(|o| o.name), Some("signal"));
         assert_eq!(Kind::TaskGraph.operation(99), None);
+    }
+
+    #[test]
+    fn cuda_copies_and_memsets_are_named_as_torch_profiler_names_them() {
+        let name = |k: Kind, op: u32| k.operation(op).map(|o| o.name);
+        // CUPTI: HTOD = 1, PAGEABLE = 1, PINNED = 2, DEVICE = 3; DTOD = 8; PTOP = 10.
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::cuda(1, 1, 3)), Some("Memcpy HtoD (Pageable -> Device)"));
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::cuda(2, 3, 2)), Some("Memcpy DtoH (Device -> Pinned)"));
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::cuda(8, 3, 3)), Some("Memcpy DtoD (Device -> Device)"));
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::cuda(10, 3, 3)), Some("Memcpy PtoP (Device -> Device)"));
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::cuda(99, 99, 3)), Some("Memcpy <unknown> (Unknown -> Device)"));
+        assert_eq!(name(Kind::MemoryFill, memory_fill::cuda(3)), Some("Memset (Device)"));
+        assert_eq!(name(Kind::MemoryFill, memory_fill::cuda(5)), Some("Memset (Managed)"));
+        assert_eq!(name(Kind::MemoryCopy, memory_copy::USM_MEMCPY), Some("usm_memcpy"), "SYCL keeps its names");
+        assert_eq!(name(Kind::MemoryFill, memory_fill::USM_FILL), Some("usm_fill"));
     }
 
     /// A second and a third backend register their tables beside UR's; each kind takes one.

@@ -10,7 +10,8 @@
 //! | `MEMSET` | `MEMORY_FILL` activity (value, bytes) |
 //! | `SYNCHRONIZATION` | `SYNC` activity (wait for events, barrier for stream/context synchronisation) |
 //! | `MARKER` (NVTX) | `MARKER` activity (mark, or range start/end by id) |
-//! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch) |
+//! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch; node = graph id) |
+//! | kernel, copy, memset with a graph node id | also a `TASK_GRAPH` task activity of that node (the node ran as that command: same correlation, queue, device times) |
 //! | resource: module loaded / unloading | `CODE_OBJECT` program LOAD / UNLOAD (module id, cubin size) |
 //! | resource: graph node created, dependency created | `TASK_GRAPH` node_create / edge_create (CUPTI's graph node ids, the ids kernel records carry) |
 //! | driver/runtime allocation and free calls | `MEMORY_ALLOC` alloc / free + the live allocation table |
@@ -25,13 +26,13 @@ use std::sync::{Mutex, OnceLock};
 
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, CopyDirection, DevicePayload, DeviceType,
-    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType,
-    Operation, Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity,
-    emit_enter, emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
+    KernelDispatchPayload, Kind, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation,
+    Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity, emit_enter,
+    emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
     register_kind_operations, sync_op, task_graph,
 };
 
-use crate::activity::{Activity, CopyKind, SyncKind};
+use crate::activity::{Activity, CopyKind, MarkerActivity, SyncKind};
 use crate::generated::cupti_layout as l;
 use crate::injection::Injection;
 use crate::table::{self, ApiDomain, ApiFunction, ParamFormat};
@@ -177,10 +178,11 @@ pub fn dispatch_wanted() -> bool {
     kind_enabled(Kind::KernelDispatch)
 }
 
-/// A kernel launch inside the launching call (its correlation id), with the kernel's
-/// demangled name, geometry and pointer-sized parameter values (for allocation properties).
-pub fn kernel_dispatch(function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
-    let mut p = KernelDispatchPayload { kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
+/// A kernel launch inside the launching call (its correlation id) on the queue of its stream,
+/// with the kernel's demangled name, geometry and pointer-sized parameter values (for
+/// allocation properties).
+pub fn kernel_dispatch(queue: u64, function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
+    let mut p = KernelDispatchPayload { queue, kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
     for i in 0..3 {
         p.local_size[i] = block[i];
         p.global_size[i] = grid[i] * block[i];
@@ -224,7 +226,7 @@ pub fn graph_node(graph: u32, node: u64, node_type: u32) {
     emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&p));
 }
 
-fn graph_node_type_name(t: u32) -> &'static CStr {
+pub(crate) fn graph_node_type_name(t: u32) -> &'static CStr {
     match i64::from(t) {
         l::CU_GRAPH_NODE_TYPE_KERNEL => c"kernel",
         l::CU_GRAPH_NODE_TYPE_MEMCPY => c"memcpy",
@@ -232,6 +234,8 @@ fn graph_node_type_name(t: u32) -> &'static CStr {
         l::CU_GRAPH_NODE_TYPE_HOST => c"host",
         l::CU_GRAPH_NODE_TYPE_GRAPH => c"graph",
         l::CU_GRAPH_NODE_TYPE_EMPTY => c"empty",
+        // A node first seen as an edge's end (injection::GraphNodes).
+        0xffff_ffff => c"node",
         _ => c"other",
     }
 }
@@ -334,6 +338,24 @@ fn copy_direction(k: CopyKind) -> CopyDirection {
     }
 }
 
+/// CUPTI's `CUpti_ActivityMemcpyKind` value of a copy kind (what the copy's name is made of).
+fn copy_kind_value(k: CopyKind) -> u32 {
+    let v = match k {
+        CopyKind::Unknown => 0,
+        CopyKind::HostToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+        CopyKind::DeviceToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
+        CopyKind::HostToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOA,
+        CopyKind::ArrayToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOH,
+        CopyKind::ArrayToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOA,
+        CopyKind::ArrayToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_ATOD,
+        CopyKind::DeviceToArray => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOA,
+        CopyKind::DeviceToDevice => l::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD,
+        CopyKind::HostToHost => l::CUPTI_ACTIVITY_MEMCPY_KIND_HTOH,
+        CopyKind::PeerToPeer => l::CUPTI_ACTIVITY_MEMCPY_KIND_PTOP,
+    };
+    v as u32
+}
+
 fn memory_type(cupti_kind: u32) -> MemoryType {
     match i64::from(cupti_kind) {
         l::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE | l::CUPTI_ACTIVITY_MEMORY_KIND_PINNED => MemoryType::Host,
@@ -346,8 +368,38 @@ fn memory_type(cupti_kind: u32) -> MemoryType {
 }
 
 /// One device record, on CUPTI's buffer thread, with the correlation id of the call that
-/// caused it.
+/// caused it. A kernel, copy or memset that a CUDA graph node produced is also that node's
+/// task ([`graph_node_ran`]).
 pub fn activity(a: &Activity, corr: u64) {
+    device_record(a, corr);
+    let (node, graph, place, start, end) = match a {
+        Activity::Kernel(k) => (k.graph_node, k.graph, k.place, k.start, k.end),
+        Activity::Copy(c) => (c.graph_node, c.graph, c.place, c.start, c.end),
+        Activity::Set(s) => (s.graph_node, s.graph, s.place, s.start, s.end),
+        _ => return,
+    };
+    if node != 0 {
+        let name = match a {
+            // SAFETY: CUPTI's kernel names live for the process.
+            Activity::Kernel(k) => unsafe { demangled(k.name) },
+            _ => std::ptr::null(),
+        };
+        graph_node_ran(node, graph, queue_id(place.context, place.stream), name, corr, start, end);
+    }
+}
+
+/// Links graph node `node` (CUPTI's id, as in its `node_create` record) to the device command
+/// it produced in one launch of its graph: a `TASK_GRAPH` task activity naming the node, with
+/// the command's correlation (the graph launch's), queue and device times, so a reader joins
+/// the node to the kernel, copy or fill record of the same correlation, queue and times, and
+/// counts the node as a real command. `source` is the graph id, as on the node; `name` the
+/// kernel's name (null for a copy or fill: the node's type names it).
+pub fn graph_node_ran(node: u64, graph: u32, queue: u64, name: *const c_char, corr: u64, start: u64, end: u64) {
+    let p = TaskGraphPayload { node, source: u64::from(graph), queue, name, ..Default::default() };
+    emit_activity(Kind::TaskGraph, task_graph::TASK, corr, start, end, Payload::TaskGraph(&p));
+}
+
+fn device_record(a: &Activity, corr: u64) {
     match a {
         Activity::Kernel(k) => {
             if !kind_enabled(Kind::KernelDispatch) {
@@ -388,7 +440,8 @@ pub fn activity(a: &Activity, corr: u64) {
                 device_end: c.end,
                 ..Default::default()
             };
-            emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, corr, c.start, c.end, Payload::MemoryCopy(&p));
+            let op = memory_copy::cuda(copy_kind_value(c.kind), c.src_kind, c.dst_kind);
+            emit_activity(Kind::MemoryCopy, op, corr, c.start, c.end, Payload::MemoryCopy(&p));
         }
         Activity::Set(s) => {
             let p = MemoryFillPayload {
@@ -401,7 +454,8 @@ pub fn activity(a: &Activity, corr: u64) {
                 device_end: s.end,
                 ..Default::default()
             };
-            emit_activity(Kind::MemoryFill, memory_fill::USM_FILL, corr, s.start, s.end, Payload::MemoryFill(&p));
+            let op = memory_fill::cuda(s.memory_kind);
+            emit_activity(Kind::MemoryFill, op, corr, s.start, s.end, Payload::MemoryFill(&p));
         }
         Activity::Sync(s) => {
             let op = if s.kind == SyncKind::EventSynchronize || s.kind == SyncKind::StreamWaitEvent {
@@ -421,9 +475,12 @@ pub fn activity(a: &Activity, corr: u64) {
             emit_activity(Kind::Sync, op, corr, s.start, s.end, Payload::Sync(&p));
         }
         Activity::Marker(m) => {
-            let p = MarkerPayload { message: m.name, range_id: u64::from(m.id) };
-            let op = if m.is_instant() { marker_op::MARK } else { marker_op::RANGE };
-            emit_activity(Kind::Marker, op, 0, m.timestamp, m.timestamp, Payload::Marker(&p));
+            if let Some(defs) = offtrace_recorder::definitions() {
+                let mut ranges = OPEN_RANGES.lock().unwrap_or_else(|e| e.into_inner());
+                for r in ranges.marker(m, std::process::id(), |b| defs.string(b)) {
+                    defs.push(r);
+                }
+            }
         }
         Activity::Graph(g) => {
             let p = TaskGraphPayload {
@@ -435,6 +492,66 @@ pub fn activity(a: &Activity, corr: u64) {
         }
         _ => {}
     }
+}
+
+/// NVTX ranges whose start CUPTI delivered and whose end it has not (CUPTI's buffer thread).
+static OPEN_RANGES: Mutex<OpenRanges> = Mutex::new(OpenRanges { open: Vec::new() });
+
+/// Most NVTX ranges open at once (a program that never ends its ranges must not grow this).
+const OPEN_RANGES_MAX: usize = 4096;
+
+/// Pairs CUPTI's NVTX marker records: a range's start (its name and time) waits for its end
+/// (same id, no name), and the pair becomes the trace's `MARKER` range enter and exit at CUPTI's
+/// times; a mark is one record. They go into the trace directly, not through the services'
+/// `emit_activity`: a record's time there is the time of delivery (on CUPTI's buffer thread,
+/// up to a flush period late), and a range needs its start and end time. CUPTI's marker
+/// records name a pthread id, not the OS thread: the records are on the process's main thread
+/// (tid = pid), where programs usually open their ranges.
+#[derive(Debug)]
+pub struct OpenRanges {
+    /// (CUPTI's range id, name, start) in start order.
+    open: Vec<(u32, Box<[u8]>, u64)>,
+}
+
+impl OpenRanges {
+    /// The trace records of one CUPTI marker record (none for a range's start, or an end
+    /// whose start was not seen); `string` interns a name.
+    pub fn marker(
+        &mut self,
+        m: &MarkerActivity,
+        tid: u32,
+        mut string: impl FnMut(&[u8]) -> offtrace_format::StrId,
+    ) -> Vec<offtrace_format::Record> {
+        use offtrace_format::{MarkerRecord, Record, phase};
+        let name = || if m.name.is_null() { Box::default() } else { unsafe_name(m.name) };
+        let record = |op, phase, ts, message, range_id| {
+            Record::Marker(MarkerRecord { op, phase, tid, ts, correlation: 0, message, range_id })
+        };
+        if m.is_start() {
+            if self.open.len() >= OPEN_RANGES_MAX {
+                self.open.remove(0);
+            }
+            self.open.push((m.id, name(), m.timestamp));
+            return Vec::new();
+        }
+        if m.is_end() {
+            let Some(i) = self.open.iter().rposition(|o| o.0 == m.id) else { return Vec::new() };
+            let (id, name, start) = self.open.remove(i);
+            let message = string(&name);
+            let id = u64::from(id);
+            return vec![
+                record(marker_op::RANGE, phase::ENTER, start, message, id),
+                record(marker_op::RANGE, phase::EXIT, m.timestamp.max(start), message, id),
+            ];
+        }
+        vec![record(marker_op::MARK, phase::NONE, m.timestamp, string(&name()), 0)]
+    }
+}
+
+/// A copy of CUPTI's NUL-terminated marker name.
+fn unsafe_name(name: *const c_char) -> Box<[u8]> {
+    // SAFETY: CUPTI's marker name is NUL-terminated and valid while its buffer is processed.
+    unsafe { CStr::from_ptr(name) }.to_bytes().into()
 }
 
 #[cfg(test)]
@@ -453,5 +570,81 @@ mod tests {
         assert_eq!(launch.args[9].name, "kernelParams");
         assert_eq!(launch.args[9].format, ArgFormat::Pointer);
         assert_eq!(launch.args[9].indirection_count(), 2);
+    }
+
+    #[test]
+    fn copies_and_memsets_take_cuptis_kinds_for_their_names() {
+        let copy = |k, s, d| Kind::MemoryCopy.operation(memory_copy::cuda(copy_kind_value(k), s, d)).map(|o| o.name);
+        let (pageable, pinned, device) = (
+            l::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u32,
+            l::CUPTI_ACTIVITY_MEMORY_KIND_PINNED as u32,
+            l::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u32,
+        );
+        assert_eq!(copy(CopyKind::HostToDevice, pageable, device), Some("Memcpy HtoD (Pageable -> Device)"));
+        assert_eq!(copy(CopyKind::DeviceToHost, device, pinned), Some("Memcpy DtoH (Device -> Pinned)"));
+        assert_eq!(copy(CopyKind::DeviceToDevice, device, device), Some("Memcpy DtoD (Device -> Device)"));
+        assert_eq!(copy(CopyKind::PeerToPeer, device, device), Some("Memcpy PtoP (Device -> Device)"));
+        for k in [CopyKind::HostToArray, CopyKind::ArrayToHost, CopyKind::HostToHost, CopyKind::Unknown] {
+            assert_eq!(CopyKind::from_cupti(copy_kind_value(k) as u8), k);
+        }
+        assert_eq!(Kind::MemoryFill.operation(memory_fill::cuda(device)).map(|o| o.name), Some("Memset (Device)"));
+    }
+
+    #[test]
+    fn nvtx_range_start_and_end_become_one_named_range_at_cuptis_times() {
+        use offtrace_format::{MarkerRecord, Record, StrId, phase};
+        let flag = |f: i64| f as u32;
+        let m = |flags, timestamp, id, name: &CStr| MarkerActivity {
+            flags,
+            timestamp,
+            id,
+            name: if name.is_empty() { std::ptr::null() } else { name.as_ptr() },
+            domain: std::ptr::null(),
+        };
+        let names = std::cell::RefCell::new(Vec::<Vec<u8>>::new());
+        let intern = |b: &[u8]| {
+            names.borrow_mut().push(b.to_vec());
+            StrId(names.borrow().len() as u32)
+        };
+        let mut r = OpenRanges { open: Vec::new() };
+        let start = m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_START), 100, 7, c"step");
+        let inner = m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_START), 120, 8, c"train");
+        assert!(r.marker(&start, 42, intern).is_empty(), "a start waits for its end");
+        assert!(r.marker(&inner, 42, intern).is_empty());
+        let end_inner = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 150, 8, c""), 42, intern);
+        let end = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 400, 7, c""), 42, intern);
+        let range = |ph, ts, message, range_id| {
+            Record::Marker(MarkerRecord {
+                op: marker_op::RANGE,
+                phase: ph,
+                tid: 42,
+                ts,
+                correlation: 0,
+                message,
+                range_id,
+            })
+        };
+        assert_eq!(end_inner, [range(phase::ENTER, 120, StrId(1), 8), range(phase::EXIT, 150, StrId(1), 8)]);
+        assert_eq!(end, [range(phase::ENTER, 100, StrId(2), 7), range(phase::EXIT, 400, StrId(2), 7)]);
+        assert_eq!(
+            *names.borrow(),
+            [b"train".to_vec(), b"step".to_vec()],
+            "the end carries its start's name, no unnamed row"
+        );
+        assert!(r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_END), 500, 7, c""), 42, intern).is_empty());
+        let mark = r.marker(&m(flag(l::CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS), 600, 9, c"here"), 42, intern);
+        assert_eq!(
+            mark,
+            [Record::Marker(MarkerRecord {
+                op: marker_op::MARK,
+                phase: phase::NONE,
+                tid: 42,
+                ts: 600,
+                correlation: 0,
+                message: StrId(3),
+                range_id: 0
+            })]
+        );
+        assert!(r.open.is_empty());
     }
 }

@@ -16,9 +16,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::activity::{self, Activity};
@@ -81,6 +82,10 @@ pub struct Injection {
     launch_rules: [Box<[LaunchRule]>; 2],
     driver: DriverFns,
     kernel_params: Mutex<HashMap<usize, KernelInfo>>,
+    /// Queues (streams) with a definition in the trace: created streams, each context's
+    /// default stream, per-thread default streams when a launch first uses them.
+    defined_queues: Mutex<HashSet<u64>>,
+    graph_nodes: Mutex<GraphNodes>,
     finished: AtomicBool,
     /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
     driver_all: bool,
@@ -136,11 +141,23 @@ struct LaunchRule {
     config: u8,
     /// gridDimX..Z, blockDimX..Z ([`NONE`] when passed in `config`).
     geometry: [u8; 6],
+    /// `hStream` ([`NONE`] when passed in `config`).
+    stream: u8,
+    /// A `_ptsz` entry point: a NULL stream is the calling thread's default stream.
+    per_thread: bool,
 }
 
 impl Default for LaunchRule {
     fn default() -> Self {
-        Self { active: false, func: NONE, params: NONE, config: NONE, geometry: [NONE; 6] }
+        Self {
+            active: false,
+            func: NONE,
+            params: NONE,
+            config: NONE,
+            geometry: [NONE; 6],
+            stream: NONE,
+            per_thread: false,
+        }
     }
 }
 
@@ -252,8 +269,15 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
             {
                 *g = idx(n);
             }
-            rules[f.id as usize] =
-                LaunchRule { active: true, func: a as u8, params: b as u8, config: idx("config"), geometry };
+            rules[f.id as usize] = LaunchRule {
+                active: true,
+                func: a as u8,
+                params: b as u8,
+                config: idx("config"),
+                geometry,
+                stream: idx("hStream"),
+                per_thread: f.name.ends_with("_ptsz"),
+            };
         }
     }
     rules
@@ -275,7 +299,11 @@ struct DriverFns {
     kernel_name: Option<NameFn>,
     /// `cuDeviceGetName(char*, int, CUdevice)`.
     device_name: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
+    /// `cuGraphNodeGetType(CUgraphNode, CUgraphNodeType*)`.
+    graph_node_type: Option<GraphNodeTypeFn>,
 }
+
+type GraphNodeTypeFn = unsafe extern "C" fn(*mut c_void, *mut u32) -> i32;
 
 fn resolve_driver_fns() -> DriverFns {
     let sym = |name: &CStr| -> *mut c_void {
@@ -301,6 +329,7 @@ fn resolve_driver_fns() -> DriverFns {
         func_name: f!(c"cuFuncGetName"),
         kernel_name: f!(c"cuKernelGetName"),
         device_name: f!(c"cuDeviceGetName"),
+        graph_node_type: f!(c"cuGraphNodeGetType"),
     }
 }
 
@@ -619,6 +648,8 @@ impl Injection {
             launch_rules: [launch_rules(ApiDomain::Runtime), launch_rules(ApiDomain::Driver)],
             driver: resolve_driver_fns(),
             kernel_params: Mutex::new(HashMap::new()),
+            defined_queues: Mutex::new(HashSet::new()),
+            graph_nodes: Mutex::new(GraphNodes::default()),
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
             driver_all: driver_api_wanted(),
@@ -878,7 +909,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
                 && (emit::dispatch_wanted() || inj.dump.is_some())
             {
                 // SAFETY: as above.
-                unsafe { record_launch(inj, f, params, launch, cupti_corr) };
+                unsafe { record_launch(inj, f, params, launch, cupti_corr, data) };
             }
         }
         if domain == ApiDomain::Runtime {
@@ -1023,9 +1054,114 @@ fn kernel_info_shared(inj: &Injection, func: *mut c_void) -> KernelInfo {
     info
 }
 
+/// The key of a launch's stream in the per-thread stream cache: the handle of a created
+/// stream, or [`LEGACY_STREAM`] / [`PER_THREAD_STREAM`] for the default streams (NULL is the
+/// legacy default stream, or the thread's own in a `_ptsz` entry point; CUDA's special handles
+/// `CU_STREAM_LEGACY` = 1 and `CU_STREAM_PER_THREAD` = 2 name them whatever the entry point).
+fn stream_key(handle: u64, per_thread_entry: bool) -> u64 {
+    match handle {
+        0 if per_thread_entry => PER_THREAD_STREAM,
+        0 | LEGACY_STREAM => LEGACY_STREAM,
+        h => h,
+    }
+}
+
+const LEGACY_STREAM: u64 = 1;
+const PER_THREAD_STREAM: u64 = 2;
+
+/// Bumped when a stream is destroyed: its handle may come back as another stream, so every
+/// thread's cached stream ids are stale (Relaxed: a launch racing the destruction of its own
+/// stream is a program error; the counter only needs to change eventually).
+static STREAM_GENERATION: AtomicU32 = AtomicU32::new(0);
+
+/// Entries of each thread's stream cache (direct-mapped by handle).
+const THREAD_STREAMS: usize = 16;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct StreamSlot {
+    context: usize,
+    key: u64,
+    generation: u32,
+    queue: u64,
+}
+
+thread_local! {
+    /// Streams this thread launched on lately: (context, stream) → queue id without asking CUPTI.
+    static STREAMS: RefCell<[StreamSlot; THREAD_STREAMS]> =
+        const { RefCell::new([StreamSlot { context: 0, key: 0, generation: 0, queue: 0 }; THREAD_STREAMS]) };
+}
+
+/// The queue id of the stream a launch went to (0 when CUPTI cannot tell): the id CUPTI's
+/// activity records carry for the same stream, so the launch and its completion agree.
+fn launch_queue(inj: &Injection, ctx: *mut c_void, ctx_id: u32, key: u64) -> u64 {
+    let generation = STREAM_GENERATION.load(Ordering::Relaxed);
+    let slot = ((key >> 4) ^ (ctx as u64 >> 4)) as usize % THREAD_STREAMS;
+    let hit = STREAMS
+        .try_with(|s| {
+            let e = s.borrow()[slot];
+            (e.context == ctx as usize && e.key == key && e.generation == generation && e.queue != 0).then_some(e.queue)
+        })
+        .ok()
+        .flatten();
+    if let Some(q) = hit {
+        return q;
+    }
+    let queue = launch_queue_slow(inj, ctx, ctx_id, key);
+    let _ = STREAMS.try_with(|s| s.borrow_mut()[slot] = StreamSlot { context: ctx as usize, key, generation, queue });
+    queue
+}
+
+#[cold]
+#[inline(never)]
+fn launch_queue_slow(inj: &Injection, ctx: *mut c_void, ctx_id: u32, key: u64) -> u64 {
+    let Some(get_stream_id) = inj.cupti.get_stream_id_ex else { return 0 };
+    if ctx.is_null() {
+        return 0;
+    }
+    let (stream, per_thread) = match key {
+        LEGACY_STREAM => (std::ptr::null_mut(), 0),
+        PER_THREAD_STREAM => (std::ptr::null_mut(), 1),
+        h => (h as usize as *mut c_void, 0),
+    };
+    let mut sid = 0u32;
+    let _ = BUSY.try_with(|b| b.set(true));
+    // SAFETY: ctx is the context current to the launching call; stream is the launch's stream
+    // handle (NULL for a default stream); sid is an out-parameter.
+    let ok = unsafe { get_stream_id(ctx, stream, per_thread, &mut sid) } == 0;
+    let _ = BUSY.try_with(|b| b.set(false));
+    if !ok {
+        return 0;
+    }
+    define_queue(inj, ctx, ctx_id, sid);
+    emit::queue_id(ctx_id, sid)
+}
+
+/// Writes the queue definition of stream `sid` of a context once (a default stream has no
+/// stream-created callback; created streams have one, and a launch may come first).
+fn define_queue(inj: &Injection, ctx: *mut c_void, ctx_id: u32, sid: u32) {
+    let queue = emit::queue_id(ctx_id, sid);
+    if !inj.defined_queues.lock().unwrap_or_else(|e| e.into_inner()).insert(queue) {
+        return;
+    }
+    let mut dev = 0u32;
+    if let Some(g) = inj.cupti.get_device_id {
+        // SAFETY: ctx is a live context; dev is an out-parameter.
+        unsafe { g(ctx, &mut dev) };
+    }
+    emit::stream(ctx_id, sid, dev, true);
+}
+
 /// # Safety
-/// `params` is `f`'s parameter struct at a successful exit of a launch.
-unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule, cupti_corr: u32) {
+/// `params` is `f`'s parameter struct at a successful exit of a launch; `data` its
+/// `CUpti_CallbackData`.
+unsafe fn record_launch(
+    inj: &Injection,
+    f: &table::ApiFunction,
+    params: *const u8,
+    rule: LaunchRule,
+    cupti_corr: u32,
+    data: *const u8,
+) {
     // One read of the arguments (a launch has at most 11).
     let mut args = [0u64; offtrace_core::MAX_ARGS];
     // SAFETY: per the caller.
@@ -1037,10 +1173,13 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
     }
     // Geometry: cuLaunchKernel passes it as arguments, cuLaunchKernelEx in its CUlaunchConfig.
     let mut geometry = [0u64; 6];
+    let mut stream = at(rule.stream);
     if rule.config != NONE {
         let config = at(rule.config) as usize as *const u8;
         if !config.is_null() {
             use l::CUlaunchConfig as lc;
+            // SAFETY: as below.
+            stream = unsafe { field(config, lc::hStream) };
             let fields = [lc::gridDimX, lc::gridDimY, lc::gridDimZ, lc::blockDimX, lc::blockDimY, lc::blockDimZ];
             for (g, fld) in geometry.iter_mut().zip(fields) {
                 // SAFETY: config is the launch's CUlaunchConfig (read at the generated offsets).
@@ -1069,7 +1208,12 @@ unsafe fn record_launch(inj: &Injection, f: &table::ApiFunction, params: *const 
     }
     let grid = [geometry[0], geometry[1], geometry[2]];
     let block = [geometry[3], geometry[4], geometry[5]];
-    emit::kernel_dispatch(func as u64, info.name, grid, block, &values[..n]);
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: fields of the launch's CUpti_CallbackData (caller's guarantee).
+    let (ctx, ctx_id) =
+        unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
+    let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
+    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
@@ -1127,6 +1271,9 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
+            // The legacy default stream has no stream-created callback: its queue is defined
+            // with its context (copies and fills on it have no launch to define it).
+            let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);
             inj.dump_line(|| {
                 format!(
                     r#"{{"t":"device","device":{dev},"context":{ctx_id},"name":{}}}"#,
@@ -1140,7 +1287,16 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
                 unsafe { g(ctx, stream, 0, &mut sid) };
             }
             let created = c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED;
-            emit::stream(ctx_id, sid, dev, created);
+            let queue = emit::queue_id(ctx_id, sid);
+            let mut defined = inj.defined_queues.lock().unwrap_or_else(|e| e.into_inner());
+            // A launch on a new stream may have defined it already (its callback can come first).
+            if !created || defined.insert(queue) {
+                emit::stream(ctx_id, sid, dev, created);
+            }
+            if !created {
+                defined.remove(&queue);
+                STREAM_GENERATION.fetch_add(1, Ordering::Relaxed);
+            }
         }
         return;
     }
@@ -1193,15 +1349,78 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         };
         if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED {
             let n = node_id(node);
-            emit::graph_node(graph_id, n, node_type);
+            let node_type = graph_node_type(inj.driver.graph_node_type, node, node_type);
+            if inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).first_sight(n) {
+                emit::graph_node(graph_id, n, node_type);
+            }
             inj.dump_line(|| format!(r#"{{"t":"graph_node","graph":{graph_id},"node":{n},"node_type":{node_type}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED {
             let (from, to) = (node_id(dependency), node_id(node));
+            let new = inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).edge(from, to);
+            for (n, handle) in new.into_iter().zip([dependency, node]) {
+                if let Some(n) = n {
+                    let t = graph_node_type(inj.driver.graph_node_type, handle, GRAPH_NODE_TYPE_UNKNOWN);
+                    emit::graph_node(graph_id, n, t);
+                }
+            }
             emit::graph_edge(graph_id, from, to);
             inj.dump_line(|| format!(r#"{{"t":"graph_edge","graph":{graph_id},"from":{from},"to":{to}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED {
             inj.dump_line(|| format!(r#"{{"t":"graph_exec","graph":{graph_id}}}"#));
         }
+    }
+}
+
+/// The `CUgraphNodeType` of graph node `node`: the driver's (`cuGraphNodeGetType`), else
+/// `fallback` (CUPTI's `nodeType` field, which read 0, kernel, for every node of the CUDA C
+/// workload's graph on the H100 with CUDA 13, memset and memcpy nodes included: run F).
+/// The driver call is the backend's own: not recorded.
+fn graph_node_type(get: Option<GraphNodeTypeFn>, node: *mut c_void, fallback: u32) -> u32 {
+    let Some(get) = get.filter(|_| !node.is_null()) else { return fallback };
+    let mut t = u32::MAX;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    // SAFETY: node is a live graph node (CUPTI's callback argument, during the callback); t is
+    // an out-param of the enum's size (CUgraphNodeType is a C enum: 4 bytes).
+    let rc = unsafe { get(node, &mut t) };
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+    if rc == 0 && t != u32::MAX { t } else { fallback }
+}
+
+/// The graph nodes the trace has a creation record of (CUPTI's node ids). CUPTI reports a node
+/// twice when a graph is instantiated (created and cloned, both with the clone's id), reports
+/// the dependency of a node added with dependencies before the node itself, and reports edges
+/// between nodes of internal copies it never reports as created: a node is created in the
+/// trace when first seen, as a node or as an end of an edge, so every edge joins two nodes.
+#[derive(Debug, Default)]
+pub(crate) struct GraphNodes {
+    seen: HashSet<u64>,
+    order: std::collections::VecDeque<u64>,
+}
+
+/// Node ids remembered (a program that builds graphs forever must not grow the set).
+const GRAPH_NODES_MAX: usize = 1 << 16;
+
+/// The node type of a node first seen as an edge's end (not a `CUgraphNodeType`).
+const GRAPH_NODE_TYPE_UNKNOWN: u32 = u32::MAX;
+
+impl GraphNodes {
+    /// Whether `node` is new (and now known). Node 0 (no node) is never new.
+    pub(crate) fn first_sight(&mut self, node: u64) -> bool {
+        if node == 0 || !self.seen.insert(node) {
+            return false;
+        }
+        self.order.push_back(node);
+        if self.order.len() > GRAPH_NODES_MAX
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        true
+    }
+
+    /// The ends of an edge `from` → `to` the trace has no node of yet (to be created first).
+    pub(crate) fn edge(&mut self, from: u64, to: u64) -> [Option<u64>; 2] {
+        [from, to].map(|n| self.first_sight(n).then_some(n))
     }
 }
 
@@ -1546,6 +1765,115 @@ mod tests {
         assert_ne!(ex.config, NONE);
         assert_eq!(ex.geometry, [NONE; 6], "cuLaunchKernelEx passes its geometry in the config");
         assert!(!rules[f("cuMemAlloc_v2").id as usize].active);
+    }
+
+    #[test]
+    fn launch_rules_find_the_stream_of_each_launch() {
+        let rules = launch_rules(ApiDomain::Driver);
+        let f = |n: &str| ApiDomain::Driver.functions().iter().find(|f| f.name == n).expect("function");
+        let plain = rules[f("cuLaunchKernel").id as usize];
+        assert_eq!(plain.stream, 8, "hStream follows sharedMemBytes");
+        assert!(!plain.per_thread);
+        let ptsz = rules[f("cuLaunchKernel_ptsz").id as usize];
+        assert_eq!(ptsz.stream, 8);
+        assert!(ptsz.per_thread, "a _ptsz entry point's NULL stream is the thread's own");
+        let ex = rules[f("cuLaunchKernelEx").id as usize];
+        assert_eq!(ex.stream, NONE, "cuLaunchKernelEx passes its stream in the config");
+        assert!(rules[f("cuLaunchKernelEx_ptsz").id as usize].per_thread);
+        assert_eq!(l::CUlaunchConfig::hStream, (32, 8));
+    }
+
+    /// The order CUPTI reported the CUDA C workload's graph in on the H100 (run F,
+    /// `docs/cuda-runs/run-f/workload-dump-graph.jsonl`): every edge's ends are nodes of the
+    /// trace, each node once.
+    #[test]
+    fn every_graph_edge_joins_nodes_created_once() {
+        enum Ev {
+            Node(u64),
+            Edge(u64, u64),
+        }
+        use Ev::*;
+        let (g1, g2, g3) = (1u64 << 32, 2u64 << 32, 3u64 << 32);
+        let events = [
+            Node(g1),
+            Edge(g1, g1 + 1),
+            Node(g1 + 1),
+            Edge(g1 + 1, g1 + 2),
+            Node(g1 + 2),
+            Edge(g1 + 2, g1 + 3),
+            Node(g1 + 3),
+            Node(g2),
+            Node(g2),
+            Node(g2 + 1),
+            Node(g2 + 1),
+            Edge(g2, g2 + 1),
+            Edge(g3, g3 + 1),
+            Edge(g3 + 1, g3 + 2),
+            Node(g2 + 4),
+            Edge(g2 + 4, g2 + 1),
+        ];
+        let mut nodes = GraphNodes::default();
+        let mut created = Vec::new();
+        let mut unresolved = 0;
+        for e in events {
+            match e {
+                Node(n) => {
+                    if nodes.first_sight(n) {
+                        created.push(n);
+                    }
+                }
+                Edge(a, b) => {
+                    created.extend(nodes.edge(a, b).into_iter().flatten());
+                    unresolved += usize::from(!created.contains(&a) || !created.contains(&b));
+                }
+            }
+        }
+        assert_eq!(unresolved, 0);
+        assert_eq!(created, [g1, g1 + 1, g1 + 2, g1 + 3, g2, g2 + 1, g3, g3 + 1, g3 + 2, g2 + 4], "each node once");
+        assert!(!nodes.first_sight(0), "no node");
+    }
+
+    /// A stand-in for `cuGraphNodeGetType`: nodes at addresses 0x10.. are memsets, 0x20..
+    /// memcpys, 0x30.. kernels; any other is an invalid handle (CUDA_ERROR_INVALID_VALUE).
+    unsafe extern "C" fn fake_node_get_type(node: *mut c_void, t: *mut u32) -> i32 {
+        let ty = match node as usize & !0xf {
+            0x10 => l::CU_GRAPH_NODE_TYPE_MEMSET,
+            0x20 => l::CU_GRAPH_NODE_TYPE_MEMCPY,
+            0x30 => l::CU_GRAPH_NODE_TYPE_KERNEL,
+            _ => return 1,
+        };
+        // SAFETY: t is the caller's out-param.
+        unsafe { *t = ty as u32 };
+        0
+    }
+
+    /// CUPTI's field said kernel (0) for the workload's memset and memcpy nodes: the driver's
+    /// answer wins; the field stands where the driver has none or fails.
+    #[test]
+    fn graph_node_types_come_from_the_driver() {
+        let get: Option<GraphNodeTypeFn> = Some(fake_node_get_type);
+        let kernel = l::CU_GRAPH_NODE_TYPE_KERNEL as u32;
+        let node = |a: usize| a as *mut c_void;
+        assert_eq!(graph_node_type(get, node(0x11), kernel), l::CU_GRAPH_NODE_TYPE_MEMSET as u32);
+        assert_eq!(graph_node_type(get, node(0x22), kernel), l::CU_GRAPH_NODE_TYPE_MEMCPY as u32);
+        assert_eq!(graph_node_type(get, node(0x33), 7), kernel);
+        assert_eq!(graph_node_type(get, node(0x99), 7), 7, "driver error: CUPTI's field");
+        assert_eq!(graph_node_type(get, std::ptr::null_mut(), 7), 7, "no node");
+        assert_eq!(graph_node_type(None, node(0x11), 7), 7, "no driver function");
+        assert!(!BUSY.with(Cell::get), "the guard is lowered again");
+        let names: Vec<_> = [0x11, 0x33, 0x33, 0x22]
+            .map(|a| emit::graph_node_type_name(graph_node_type(get, node(a), kernel)).to_str().unwrap_or(""))
+            .to_vec();
+        assert_eq!(names, ["memset", "kernel", "kernel", "memcpy"]);
+    }
+
+    #[test]
+    fn default_stream_handles_map_to_the_default_streams() {
+        assert_eq!(stream_key(0, false), LEGACY_STREAM, "NULL in a plain entry point: legacy stream");
+        assert_eq!(stream_key(0, true), PER_THREAD_STREAM, "NULL in a _ptsz entry point: the thread's");
+        assert_eq!(stream_key(1, true), LEGACY_STREAM, "CU_STREAM_LEGACY whatever the entry point");
+        assert_eq!(stream_key(2, false), PER_THREAD_STREAM, "CU_STREAM_PER_THREAD whatever the entry point");
+        assert_eq!(stream_key(0x7f00_1234_5670, false), 0x7f00_1234_5670, "a created stream is its handle");
     }
 
     #[test]

@@ -683,7 +683,7 @@ pub struct GenericRecord {
 ///
 /// The raw layer's [`Notification`] (392 bytes) and the version-2 [`KernelDispatch`] are boxed:
 /// typed traces hold none or few of them, and every record in memory is as large as the largest
-/// inline variant (the reader moves and stores each one: 392 bytes a record before, 272 now).
+/// inline variant (the reader moves and stores each one: 392 bytes a record before, 264 now).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     /// Facts about the recording: `("pid", "1234")`, `("command", "python w4.py")`, `("agent_version", ..)`,
@@ -790,5 +790,21 @@ impl Record {
             | Record::Device(_)
             | Record::CounterDef(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader writes, moves and drops every record: a variant that grows `Record` costs
+    /// every reader (`docs/overhead.md`, "Reading at scale"). The largest inline variant is the
+    /// API call with its argument block; the raw layer's notification stays boxed.
+    #[test]
+    fn a_record_stays_264_bytes() {
+        assert_eq!(size_of::<ApiCall>(), 264);
+        assert!(size_of::<Notification>() > size_of::<ApiCall>(), "boxed for a reason");
+        assert_eq!(size_of::<Record>(), 264);
+        assert_eq!(size_of::<crate::ApiCallBrief>(), 64);
     }
 }

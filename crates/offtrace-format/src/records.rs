@@ -60,7 +60,7 @@ pub struct ReadOptions {
     /// API calls (most of a trace's records) do not come in [`Batch::Records`] but apart,
     /// without their arguments, from [`TraceRecords::api_calls`], each with its place among the
     /// batch's records. For a reader that needs only their times and ids (the report): a call
-    /// is then 56 bytes in memory instead of a 272-byte [`Record`].
+    /// is then 64 bytes in memory instead of a 264-byte [`Record`].
     pub api_calls_apart: bool,
 }
 
@@ -164,7 +164,7 @@ enum Decoded {
 }
 
 /// Records per batch: a chunk is handed over in batches of at most this many records, so
-/// memory does not grow with the chunk size. A record is 272 bytes in memory: a batch (544 KiB)
+/// memory does not grow with the chunk size. A record is 264 bytes in memory: a batch (528 KiB)
 /// stays in a core's L2 cache between the decode thread that writes it and the reader; 8192 took
 /// the same CPU time and 8 MB more peak RSS.
 const BATCH_RECORDS: usize = 2048;

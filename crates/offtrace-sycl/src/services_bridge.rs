@@ -763,7 +763,7 @@ static QUEUE_GENERATION: Generation = Generation::new();
 
 thread_local! {
     /// This thread's last queues: a thread usually enqueues to one or two.
-    static QUEUE_MEMO: Memo<u64, (u64, bool), 2> = const { Memo::new() };
+    static QUEUE_MEMO: Memo<u64, (u64, bool), 2> = const { Memo::new(0, (0, false)) };
 }
 
 fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
