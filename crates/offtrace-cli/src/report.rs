@@ -595,10 +595,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 m.metric.clone(),
                 m.unit.clone(),
                 count(m.commands),
-                format!("{:.6}", m.total),
-                format!("{:.6}", m.mean),
-                format!("{:.6}", m.min),
-                format!("{:.6}", m.max),
+                value(m.total),
+                value(m.mean),
+                value(m.min),
+                value(m.max),
             ]);
         }
         writeln!(out, "{tb}")?;
