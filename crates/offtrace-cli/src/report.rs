@@ -270,6 +270,27 @@ fn sections(r: &Report) -> Vec<Section> {
             .collect(),
     ));
     v.push((
+        "command_metrics",
+        vec!["kind", "name", "metric", "unit", "device", "commands", "total", "mean", "min", "max"],
+        r.command_metrics
+            .iter()
+            .map(|m| {
+                vec![
+                    m.kind.clone(),
+                    m.name.clone(),
+                    m.metric.clone(),
+                    m.unit.clone(),
+                    m.device.clone(),
+                    m.commands.to_string(),
+                    m.total.to_string(),
+                    m.mean.to_string(),
+                    m.min.to_string(),
+                    m.max.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    v.push((
         "markers",
         vec!["name", "kind", "count", "total_ns"],
         r.markers
@@ -560,6 +581,24 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 value(c.mean),
                 value(c.max),
                 value(c.last),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+    if !r.command_metrics.is_empty() {
+        writeln!(out, "\nMetrics per command (event-based queries), per device activity: {}", r.command_metrics.len())?;
+        let mut tb = table(&["kind", "name", "metric", "unit", "commands", "total", "mean", "min", "max"], 4);
+        for m in &r.command_metrics {
+            tb.add_row(vec![
+                if m.kind.is_empty() { "(no device activity)".to_owned() } else { m.kind.clone() },
+                m.name.clone(),
+                m.metric.clone(),
+                m.unit.clone(),
+                count(m.commands),
+                value(m.total),
+                value(m.mean),
+                value(m.min),
+                value(m.max),
             ]);
         }
         writeln!(out, "{tb}")?;

@@ -324,8 +324,9 @@ fn typed_record() -> impl Strategy<Value = Record> {
                 value_type
             })
         ),
-        (tid_ts(), u64_value(), u64_value())
-            .prop_map(|((tid, ts), counter, value)| Record::CounterSample(CounterSample { counter, tid, ts, value })),
+        (tid_ts(), u64_value(), u64_value(), u64_value()).prop_map(|((tid, ts), counter, value, correlation)| {
+            Record::CounterSample(CounterSample { counter, tid, ts, value, correlation })
+        }),
         (tid_ts(), kind, any::<u32>(), any::<u8>(), u64_value(), api_args()).prop_map(
             |((tid, ts), kind, op, phase, correlation, values)| {
                 Record::Generic(GenericRecord { kind, op, phase, tid, ts, correlation, values })

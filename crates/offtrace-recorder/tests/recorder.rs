@@ -220,6 +220,9 @@ fn completions_and_every_kind_reach_the_trace() {
     emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&c));
     let s = CounterPayload { counter: 1, value: 42.5f64.to_bits(), ..Default::default() };
     emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&s));
+    // A value per command: emitted as the command's activity, with its correlation id.
+    let per_command = CounterPayload { counter: 1, value: 7.0f64.to_bits(), ..Default::default() };
+    emit_activity(Kind::Counter, counter_op::SAMPLE, corr, 6_000, 7_000, Payload::Counter(&per_command));
     destroy_context(ctx).unwrap();
     finish().unwrap();
     let records = read(&path);
@@ -244,7 +247,9 @@ fn completions_and_every_kind_reach_the_trace() {
     assert!(has(&|r| matches!(r, Record::TaskGraph(g) if g.node == 11 && g.queue == 0x30)));
     assert!(has(&|r| matches!(r, Record::Marker(m) if strings[&m.message] == "hello")));
     assert!(has(&|r| matches!(r, Record::CounterDef(c) if c.value_type == 2 && strings[&c.unit] == "W")));
-    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 42.5)));
+    // A time series' sample (an instant) names no command; a value per command names its own.
+    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 42.5 && c.correlation == 0)));
+    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 7.0 && c.correlation == corr)));
     for kind in [Kind::Queue, Kind::Device, Kind::MemoryAlloc, Kind::Counter, Kind::Marker] {
         assert!(has(&|r| matches!(r, Record::KindDef { kind: k, .. } if *k == kind as u32)), "{kind:?} defined");
     }
