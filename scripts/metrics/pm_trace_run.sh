@@ -17,9 +17,11 @@ echo "== untraced"; timeout 60 /tmp/pm_duty 3
 echo "== record without --metrics (control)"; timeout 60 target/release/offtrace record -o "$OUT/control.offtrace" -- /tmp/pm_duty 3; echo "record rc $?"; rm -f "$OUT/control.offtrace"
 for p in 1ms 10ms; do
   echo "== record --metrics cupti.pm_sampling --sample-period $p"
-  OFFTRACE_METRICS_STATS=$OUT/stats-$p.jsonl timeout 120 target/release/offtrace record -o "$OUT/pm_duty-$p.offtrace" \
+  OFFTRACE_PM_CLOCK_LOG=$OUT/pmclock-$p.txt OFFTRACE_METRICS_STATS=$OUT/stats-$p.jsonl timeout 120 target/release/offtrace record -o "$OUT/pm_duty-$p.offtrace" \
     --metrics cupti.pm_sampling --sample-period $p -- /tmp/pm_duty 3; echo "record rc $?"
   cat "$OUT/stats-$p.jsonl"
+  echo "-- PM clock mapping (first decodes, last decode; OFFTRACE_PM_CLOCK_LOG)"
+  head -3 "$OUT/pmclock-$p.txt"; tail -1 "$OUT/pmclock-$p.txt"; wc -l < "$OUT/pmclock-$p.txt"
   timeout 60 target/release/trace_jsonl "$OUT/pm_duty-$p.offtrace" > "$OUT/pm_duty-$p.jsonl"; echo "trace_jsonl rc $?"
   grep -c '"t":"kernel"' "$OUT/pm_duty-$p.jsonl"; grep '"t":"counter_def"' "$OUT/pm_duty-$p.jsonl"
   for m in gr__cycles_active sm__cycles_active; do

@@ -4,8 +4,9 @@
 Input: the JSON lines of `trace_jsonl TRACE` (crates/offtrace-cuda/examples/trace_jsonl.rs) for a
 trace recorded with `offtrace record --metrics cupti.pm_sampling --sample-period 1ms -- PROGRAM`.
 
-Each counter sample of METRIC (default gr__cycles_active...) is the mean of the PM hardware
-samples decoded since the previous report; its time is its emission time, so report k covers
+Each counter sample of METRIC (default gr__cycles_active...) is one PM hardware sample at its
+own end on the GPU, mapped onto the trace clock (traces recorded before that: the mean of the
+samples decoded since the previous report, at its emission time); either way sample k covers
 (ts[k-1], ts[k]]. For every such bin the kernels' busy fraction (the union of the kernels'
 [start, end) on the trace clock, clipped to the bin) is compared with value/100. Reported: the
 number of bins, mean |difference| (percentage points), Pearson correlation, and the same with

@@ -443,3 +443,21 @@ fn non_canonical_blocks_are_clamped() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// A counter sample may be earlier than the thread's previous record (a GPU sample written at
+/// its own time, decoded a period later): Δts is a signed delta, so it round-trips unchanged.
+#[test]
+fn counter_sample_earlier_than_the_threads_previous_record() {
+    let sample = |ts: u64, v: f64| {
+        Record::CounterSample(CounterSample { counter: 7, tid: 3, ts, value: v.to_bits(), correlation: 0 })
+    };
+    let records =
+        vec![sample(5_000_000_000, 1.0), sample(4_997_000_000, 2.0), sample(1, 3.0), sample(5_000_000_001, 4.0)];
+    for chunk_bytes in [1024, DEFAULT_CHUNK_BYTES] {
+        let header = TraceHeader::monotonic();
+        let (read, err, clean) = read_all(&write_trace(&header, &records, chunk_bytes, 0));
+        assert!(err.is_none() && clean, "{err:?}");
+        assert_eq!(read, expected(&header, &records));
+        assert_eq!(read[1], sample(4_997_000_000, 2.0));
+    }
+}

@@ -385,10 +385,17 @@ pub(crate) fn emit_samples(set: &CounterSet, device: u64, correlation: u64, time
         if new {
             let value_type =
                 if c.storage == STORAGE_FLOAT64 { CounterValueType::F64 } else { CounterValueType::U64 } as u64;
-            let p = CounterPayload { counter: id, device, value: value_type, name: name.as_ptr(), unit: unit.as_ptr() };
+            let p = CounterPayload {
+                counter: id,
+                device,
+                value: value_type,
+                name: name.as_ptr(),
+                unit: unit.as_ptr(),
+                ts: 0,
+            };
             emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
         }
-        let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr() };
+        let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr(), ts: 0 };
         emit_activity(Kind::Counter, counter_op::SAMPLE, correlation, times.0, times.1, Payload::Counter(&p));
     }
 }
