@@ -382,6 +382,8 @@ fn start_inner() -> Result<Injection, String> {
     if recorder.is_some() {
         // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
         crate::metrics::start_from_env(say);
+        // `record --query-metrics cupti.range_profiler`: per-kernel values from the first context.
+        crate::range_query::start_from_env(say);
     }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
@@ -726,6 +728,7 @@ impl Injection {
         }
         // The samplers' last samples go in before the recorder finishes.
         crate::metrics::stop();
+        crate::range_query::stop();
         if self.ownership != Ownership::Offtrace {
             if let (Ownership::Other(o), Some(d)) = (&self.ownership, offtrace_recorder::definitions()) {
                 d.push(offtrace_format::Record::Info { key: "cuda.cupti_owner".into(), value: o.clone() });
@@ -910,6 +913,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
                 unsafe { record_allocation(inj, f, params, rule) };
             }
             let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
+            if launch.active && crate::range_query::active() {
+                // The range profiler's ranges follow launch order: the kernel's correlation.
+                crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0));
+            }
             if launch.active
                 && inj.launch_mode != LaunchMode::CallbacksOnly
                 && (emit::dispatch_wanted() || inj.dump.is_some())
@@ -1278,6 +1285,7 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
             crate::metrics::context_created(say);
+            crate::range_query::context_created(ctx, dev, say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);

@@ -30,6 +30,7 @@ pub mod emit;
 mod generated;
 pub mod injection;
 pub mod metrics;
+pub mod range_query;
 pub mod table;
 
 pub use generated::cupti_layout;

@@ -1,0 +1,368 @@
+//! Per-kernel values of CUPTI's range profiler in the CUDA trace (`offtrace record
+//! --query-metrics cupti.range_profiler`, `OFFTRACE_QUERY_METRICS`): the SYCL agent brackets each
+//! command with an event-based query (crates/offtrace-agent/src/metrics.rs); here the range
+//! profiler itself does the bracketing. It runs in auto-range mode with kernel replay on the
+//! program's first CUDA context, so every kernel launched on it is one range with its own values
+//! (`offtrace_metrics::cupti::RangeProfiler`).
+//!
+//! - **Start**: at the first context (the resource callback) on a thread of this module (a CUPTI
+//!   callback must not call into CUPTI's profiler), with that context made current there. The
+//!   callback waits up to [`START_WAIT`] for it, so the program's first kernels are ranges too.
+//! - **Launches**: while the profiler runs, each successful kernel launch (the driver launch
+//!   callback's exit) appends the services' correlation id of the API call that launched it
+//!   (the CUPTI correlation → services id map), in launch order: the order of the ranges.
+//! - **Stop** (before CUDA tears down: an exit handler registered after CUDA's; or the
+//!   injection's finish): synchronise the context, decode the ranges, pair range *i* with a
+//!   launch ([`pair`]), and emit each metric as a `COUNTER` sample carrying the **kernel's
+//!   correlation id**, counters `cupti.range_profiler.<metric>.per_command` — what the report's
+//!   `command_metrics` section joins with the kernels' device activity.
+//!
+//! A profiler that cannot start (CUPTI refuses the range profiler beside this process's
+//! activity tracing, another profiler holds the device, no CUPTI) is reported in one line on
+//! stderr with CUPTI's reason; the program runs on traced without the values. Other groups named
+//! in `OFFTRACE_QUERY_METRICS` are not hosted by the CUDA injection: said once, ignored.
+
+use std::ffi::{CString, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::Duration;
+
+use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_activity, emit_instant};
+use offtrace_metrics::cupti::{RANGE_METRICS, RangeProfiler, RangeValues};
+
+/// The group this module hosts.
+pub const GROUP: &str = "cupti.range_profiler";
+/// Kernels one run of the profiler keeps (CUPTI drops ranges beyond; the counter data image
+/// grows with it: a few KiB per range for 4 metrics).
+pub const MAX_RANGES: usize = 4096;
+/// How long the first context's callback waits for the profiler to start.
+pub const START_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether `OFFTRACE_QUERY_METRICS` names the range profiler, and what else it names (groups
+/// this injection does not host).
+pub fn parse(spec: &str) -> (bool, Vec<String>) {
+    let mut wanted = false;
+    let mut other = Vec::new();
+    for n in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if n.split_once('@').map_or(n, |(g, _)| g) == GROUP {
+            wanted = true;
+        } else {
+            other.push(n.to_owned());
+        }
+    }
+    (wanted, other)
+}
+
+/// Pairs `ranges` decoded ranges with the `launches` recorded (services' correlation ids, in
+/// launch order; 0 = a launch whose id was not found). Returns, per range, the correlation to
+/// emit it with (`None`: no launch for it).
+///
+/// Equal counts pair one to one. Otherwise the difference is at one end: launches that raced
+/// the profiler's start are at the front (recorded, not profiled, or the reverse), ranges CUPTI
+/// dropped past `max` are at the back. So when the profiler kept fewer than `max` ranges, the
+/// two lists are paired from their ends; when it kept `max` (it may have dropped the rest),
+/// from their starts.
+pub fn pair(ranges: usize, launches: &[u64], max: usize) -> Vec<Option<u64>> {
+    let nz = |c: u64| (c != 0).then_some(c);
+    if ranges == launches.len() || ranges >= max {
+        return (0..ranges).map(|i| launches.get(i).copied().and_then(nz)).collect();
+    }
+    let n = launches.len();
+    (0..ranges)
+        .map(|i| {
+            let from_end = ranges - 1 - i;
+            (from_end < n).then(|| launches[n - 1 - from_end]).and_then(nz)
+        })
+        .collect()
+}
+
+struct Running {
+    profiler: RangeProfiler,
+    ctx: usize,
+    /// The metric device (`offtrace_metrics` catalog id) the counters are defined on.
+    device: u32,
+}
+
+/// The plan waits for the first context.
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// Launches are recorded (the profiler runs).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static LAUNCHES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+static AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Reads `OFFTRACE_QUERY_METRICS` (called once the recorder runs).
+pub fn start_from_env(say: fn(&str)) {
+    let Ok(spec) = std::env::var("OFFTRACE_QUERY_METRICS") else { return };
+    let (wanted, other) = parse(&spec);
+    if !other.is_empty() {
+        say(&format!(
+            "query metrics {}: only {GROUP} is measured per kernel in a CUDA program; those are not recorded",
+            other.join(",")
+        ));
+    }
+    ARMED.store(wanted, Ordering::Release);
+}
+
+/// Whether launches are being recorded (one load on the launch path).
+#[inline]
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// A kernel launch succeeded; `correlation` is the services' id of its API call (0 unknown).
+pub fn launched(correlation: u64) {
+    if active() {
+        lock(&LAUNCHES).push(correlation);
+    }
+}
+
+/// The driver's `cuCtxSetCurrent` / `cuCtxSynchronize` (libcuda is loaded: a context exists).
+fn driver_fn(name: &std::ffi::CStr) -> *mut c_void {
+    // SAFETY: RTLD_NOLOAD finds the loaded libcuda only; dlsym with a NUL-terminated name.
+    unsafe {
+        let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() { std::ptr::null_mut() } else { libc::dlsym(h, name.as_ptr()) }
+    }
+}
+
+fn set_current(ctx: *mut c_void) -> bool {
+    let p = driver_fn(c"cuCtxSetCurrent");
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: `CUresult cuCtxSetCurrent(CUcontext)` (cuda.h); ctx is a live context.
+    let f: unsafe extern "C" fn(*mut c_void) -> i32 = unsafe { std::mem::transmute(p) };
+    // SAFETY: as above.
+    unsafe { f(ctx) == 0 }
+}
+
+fn synchronize() {
+    let p = driver_fn(c"cuCtxSynchronize");
+    if !p.is_null() {
+        // SAFETY: `CUresult cuCtxSynchronize(void)` (cuda.h), on the context made current.
+        let f: unsafe extern "C" fn() -> i32 = unsafe { std::mem::transmute(p) };
+        // SAFETY: as above.
+        unsafe { f() };
+    }
+}
+
+/// The message for a profiler that could not start.
+pub fn start_failed_message(gpu: u32, e: &dyn std::fmt::Display, cupti: &str) -> String {
+    let why = if cupti.is_empty() { String::new() } else { format!(" (CUPTI: {cupti})") };
+    format!(
+        "query metrics {GROUP}: the range profiler did not start on GPU {gpu}: {e}{why}; it cannot run beside another profiler of the device, and some CUPTI versions refuse it beside activity tracing; no per-kernel values recorded, the program is traced without them"
+    )
+}
+
+/// Enables and starts the profiler on `ctx` (device ordinal `gpu`); on this thread.
+fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
+    if !ctx.is_null() && !set_current(ctx) {
+        say(&format!("query metrics {GROUP}: cannot make the context current; no per-kernel values recorded"));
+        return;
+    }
+    let names: Vec<String> = RANGE_METRICS.iter().map(|m| m.0.to_owned()).collect();
+    let started = RangeProfiler::new(ctx, gpu as usize, &names, MAX_RANGES).and_then(|mut p| p.start().map(|()| p));
+    match started {
+        Ok(profiler) => {
+            let c = offtrace_metrics::Metrics::global().catalog();
+            let device = c
+                .devices
+                .iter()
+                .filter(|d| d.kind == offtrace_metrics::DeviceKind::Gpu)
+                .nth(gpu as usize)
+                .map_or(0, |d| d.id);
+            *lock(&RUNNING) = Some(Running { profiler, ctx: ctx as usize, device });
+            ACTIVE.store(true, Ordering::Release);
+            if !AT_EXIT.swap(true, Ordering::AcqRel) {
+                // Stop before CUDA and CUPTI tear down (exit handlers run last-registered first;
+                // theirs were registered before this point), as the PM sampler (metrics.rs).
+                // SAFETY: registering a plain extern "C" function with libc's atexit.
+                unsafe { libc::atexit(stop_at_exit) };
+            }
+        }
+        Err(e) => say(&start_failed_message(gpu, &e, &offtrace_metrics::cupti::last_error())),
+    }
+}
+
+extern "C" fn stop_at_exit() {
+    let _ = std::panic::catch_unwind(stop);
+}
+
+/// The first CUDA context was created (resource callback): starts the profiler on a thread and
+/// waits for it up to [`START_WAIT`]. Cheap when nothing is armed.
+pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
+    if !ARMED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    let ctx_addr = ctx as usize;
+    let spawned = std::thread::Builder::new().name("offtrace-rangeq".into()).spawn(move || {
+        start_on(ctx_addr as *mut c_void, gpu, say);
+        let _ = tx.send(());
+    });
+    match spawned {
+        Ok(_) => {
+            let _ = rx.recv_timeout(START_WAIT);
+        }
+        Err(e) => say(&format!("query metrics {GROUP}: cannot start a thread: {e}; no per-kernel values recorded")),
+    }
+}
+
+/// Counter ids of per-kernel values: the agent's per-command tag (`0x4d51…`), group field
+/// 0xffff (apart from the catalog's group indices the agent uses).
+fn counter_id(metric: usize) -> u64 {
+    0x4d51_0000_0000_0000 | (0xffff << 16) | metric as u64
+}
+
+/// Emits one kernel's values per `pairs`; returns how many kernels got values.
+fn emit(ranges: &[RangeValues], pairs: &[Option<u64>], device: u32) -> usize {
+    // Name the metric device (the sampler does the same; a repeat is harmless).
+    offtrace_metrics::define_devices(offtrace_metrics::Metrics::global(), &[device]);
+    let device = offtrace_metrics::device_handle(device);
+    let cstr = |s: String| CString::new(s.replace('\0', "")).unwrap_or_default();
+    let names: Vec<CString> = RANGE_METRICS.iter().map(|m| cstr(format!("{GROUP}.{}.per_command", m.0))).collect();
+    let units: Vec<CString> = RANGE_METRICS.iter().map(|m| cstr(m.2.to_owned())).collect();
+    for (mi, (name, unit)) in names.iter().zip(&units).enumerate() {
+        let p = CounterPayload {
+            counter: counter_id(mi),
+            device,
+            value: CounterValueType::F64 as u64,
+            name: name.as_ptr(),
+            unit: unit.as_ptr(),
+            ts: 0,
+        };
+        emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
+    }
+    let now = offtrace_metrics::monotonic_ns();
+    let mut n = 0;
+    for (r, c) in ranges.iter().zip(pairs) {
+        let Some(correlation) = *c else { continue };
+        for (mi, v) in r.values.iter().enumerate().take(names.len()) {
+            let p = CounterPayload {
+                counter: counter_id(mi),
+                device,
+                value: v.to_bits(),
+                name: std::ptr::null(),
+                unit: std::ptr::null(),
+                ts: 0,
+            };
+            emit_activity(Kind::Counter, counter_op::SAMPLE, correlation, now, now, Payload::Counter(&p));
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Stops the profiler, decodes every kernel's values and emits them (the recorder must still
+/// run). Idempotent; errors go to stderr in one line.
+pub fn stop() {
+    ARMED.store(false, Ordering::Release);
+    let Some(mut r) = lock(&RUNNING).take() else { return };
+    ACTIVE.store(false, Ordering::Release);
+    let launches = std::mem::take(&mut *lock(&LAUNCHES));
+    // The ranges are complete once the kernels are: on the profiler's context.
+    if set_current(r.ctx as *mut c_void) {
+        synchronize();
+    }
+    match r.profiler.stop() {
+        Ok(ranges) => {
+            let pairs = pair(ranges.len(), &launches, MAX_RANGES);
+            let n = emit(&ranges, &pairs, r.device);
+            if std::env::var_os("OFFTRACE_RANGEQ_LOG").is_some() {
+                eprintln!(
+                    "offtrace: {GROUP}: {} ranges, {} launches recorded, {n} kernels with values",
+                    ranges.len(),
+                    launches.len()
+                );
+            }
+            if ranges.len() >= MAX_RANGES {
+                eprintln!(
+                    "offtrace: query metrics {GROUP}: the first {MAX_RANGES} kernels have values; later ones were not kept"
+                );
+            }
+        }
+        Err(e) => eprintln!(
+            "offtrace: query metrics {GROUP}: the range profiler's values could not be read: {e} (CUPTI: {}); no per-kernel values recorded",
+            offtrace_metrics::cupti::last_error()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_finds_the_range_profiler_and_the_rest() {
+        assert_eq!(parse("cupti.range_profiler"), (true, vec![]));
+        assert_eq!(parse(" cupti.range_profiler@1 , cpu.sw"), (true, vec!["cpu.sw".to_owned()]));
+        assert_eq!(parse("cpu.sw"), (false, vec!["cpu.sw".to_owned()]));
+        assert_eq!(parse(""), (false, vec![]));
+        assert_eq!(parse("cupti.pm_sampling"), (false, vec!["cupti.pm_sampling".to_owned()]));
+    }
+
+    #[test]
+    fn equal_counts_pair_one_to_one() {
+        assert_eq!(pair(3, &[11, 0, 13], 64), vec![Some(11), None, Some(13)]);
+        assert_eq!(pair(0, &[], 64), Vec::<Option<u64>>::new());
+    }
+
+    #[test]
+    fn a_start_race_pairs_from_the_end() {
+        // One launch recorded before its kernel was profiled: the ranges are the last two.
+        assert_eq!(pair(2, &[10, 20, 30], 64), vec![Some(20), Some(30)]);
+        // One kernel profiled before launches were recorded: the first range has no launch.
+        assert_eq!(pair(3, &[20, 30], 64), vec![None, Some(20), Some(30)]);
+    }
+
+    #[test]
+    fn a_full_profiler_pairs_from_the_start() {
+        // CUPTI kept the first 2 (max) of 4 kernels.
+        assert_eq!(pair(2, &[10, 20, 30, 40], 2), vec![Some(10), Some(20)]);
+    }
+
+    #[test]
+    fn counter_ids_stay_apart_from_the_agents() {
+        // The agent's per-command ids use the catalog's group index (< 0xffff groups).
+        assert_eq!(counter_id(3) >> 48, 0x4d51);
+        assert_eq!((counter_id(3) >> 16) & 0xffff, 0xffff);
+        assert_ne!(counter_id(0), counter_id(1));
+    }
+
+    #[test]
+    fn a_profiler_that_cannot_start_says_so_in_one_line() {
+        use std::sync::atomic::AtomicUsize;
+        static SAID: AtomicUsize = AtomicUsize::new(0);
+        static LINE: Mutex<String> = Mutex::new(String::new());
+        fn say(m: &str) {
+            *lock(&LINE) = m.to_owned();
+            SAID.fetch_add(1, Ordering::Relaxed);
+        }
+        // No context (and, on this machine, no CUPTI): RangeProfiler::new fails.
+        start_on(std::ptr::null_mut(), 0, say);
+        assert_eq!(SAID.load(Ordering::Relaxed), 1);
+        let line = lock(&LINE).clone();
+        assert!(
+            line.starts_with("query metrics cupti.range_profiler: the range profiler did not start on GPU 0"),
+            "{line}"
+        );
+        assert!(line.contains("no per-kernel values recorded"), "{line}");
+        assert!(!line.contains('\n'));
+        assert!(lock(&RUNNING).is_none());
+        assert!(!active());
+        // Nothing to stop, nothing emitted, no panic.
+        stop();
+    }
+
+    #[test]
+    fn the_message_carries_cuptis_reason() {
+        let m = start_failed_message(1, &"UNKNOWN", "cuptiRangeProfilerEnable: 17 CUPTI_ERROR_NOT_COMPATIBLE");
+        assert!(m.contains("GPU 1: UNKNOWN (CUPTI: cuptiRangeProfilerEnable: 17 CUPTI_ERROR_NOT_COMPATIBLE)"), "{m}");
+        assert!(m.contains("beside activity tracing"), "{m}");
+    }
+}
