@@ -913,13 +913,9 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
                 unsafe { record_allocation(inj, f, params, rule) };
             }
             let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if launch.active && crate::range_query::active() {
-                // The range profiler's ranges follow launch order: the kernel's correlation.
-                crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0));
-            }
             if launch.active
                 && inj.launch_mode != LaunchMode::CallbacksOnly
-                && (emit::dispatch_wanted() || inj.dump.is_some())
+                && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active())
             {
                 // SAFETY: as above.
                 unsafe { record_launch(inj, f, params, launch, cupti_corr, data) };
@@ -1205,6 +1201,10 @@ unsafe fn record_launch(
         }
     }
     let info = kernel_info(inj, func);
+    if crate::range_query::active() {
+        // The range profiler's ranges follow launch order: this kernel's correlation and name.
+        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), info.name);
+    }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {

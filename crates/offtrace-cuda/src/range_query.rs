@@ -21,6 +21,8 @@
 //! activity tracing, another profiler holds the device, no CUPTI) is reported in one line on
 //! stderr with CUPTI's reason; the program runs on traced without the values. Other groups named
 //! in `OFFTRACE_QUERY_METRICS` are not hosted by the CUDA injection: said once, ignored.
+//! `OFFTRACE_RANGEQ_LOG=FILE` writes each range, the correlation it was emitted with and its
+//! values there (CSV) at the stop, for the evidence runs.
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,27 +55,59 @@ pub fn parse(spec: &str) -> (bool, Vec<String>) {
     (wanted, other)
 }
 
-/// Pairs `ranges` decoded ranges with the `launches` recorded (services' correlation ids, in
-/// launch order; 0 = a launch whose id was not found). Returns, per range, the correlation to
-/// emit it with (`None`: no launch for it).
+/// The identifier of a demangled kernel name: `void ns::scale<float>(float*, int)` → `scale`.
+pub fn identifier(demangled: &str) -> &str {
+    let head = demangled.split('(').next().unwrap_or(demangled);
+    let head = head.split('<').next().unwrap_or(head);
+    let head = head.rsplit("::").next().unwrap_or(head);
+    head.rsplit(' ').next().unwrap_or(head).trim()
+}
+
+/// Whether range `range` (CUPTI's range name: the kernel's name, mangled in auto-range mode)
+/// may be the kernel launched as `launch` (demangled). Unknown names match.
+pub fn same_kernel(range: &str, launch: &str) -> bool {
+    let id = identifier(launch);
+    range.is_empty() || id.is_empty() || range.contains(id)
+}
+
+/// Pairs the decoded ranges (their names) with the launches recorded (services' correlation
+/// id, 0 when not found, and kernel name; in launch order). Returns, per range, the
+/// correlation to emit it with (`None`: no launch for it).
 ///
-/// Equal counts pair one to one. Otherwise the difference is at one end: launches that raced
-/// the profiler's start are at the front (recorded, not profiled, or the reverse), ranges CUPTI
-/// dropped past `max` are at the back. So when the profiler kept fewer than `max` ranges, the
-/// two lists are paired from their ends; when it kept `max` (it may have dropped the rest),
-/// from their starts.
-pub fn pair(ranges: usize, launches: &[u64], max: usize) -> Vec<Option<u64>> {
+/// Equal counts with every name agreeing pair one to one. Otherwise the difference lies at one
+/// end: launches that raced the profiler's start are at the front, ranges CUPTI dropped past
+/// `max` are at the back; so when the profiler kept fewer than `max` ranges the lists are walked
+/// from their ends, else from their starts. Walking, a range pairs with the next launch when
+/// the names agree, and is left without one when they do not (a kernel with no launch callback,
+/// e.g. a CUDA graph's node).
+pub fn pair(ranges: &[String], launches: &[(u64, String)], max: usize) -> Vec<Option<u64>> {
     let nz = |c: u64| (c != 0).then_some(c);
-    if ranges == launches.len() || ranges >= max {
-        return (0..ranges).map(|i| launches.get(i).copied().and_then(nz)).collect();
+    let mut out = vec![None; ranges.len()];
+    if ranges.len() == launches.len() && ranges.iter().zip(launches).all(|(r, l)| same_kernel(r, &l.1)) {
+        for (o, l) in out.iter_mut().zip(launches) {
+            *o = nz(l.0);
+        }
+        return out;
     }
-    let n = launches.len();
-    (0..ranges)
-        .map(|i| {
-            let from_end = ranges - 1 - i;
-            (from_end < n).then(|| launches[n - 1 - from_end]).and_then(nz)
-        })
-        .collect()
+    let walk =
+        |order: &mut dyn Iterator<Item = usize>, next: &mut dyn FnMut() -> Option<usize>, out: &mut [Option<u64>]| {
+            let mut j = next();
+            for i in order {
+                let Some(lj) = j else { break };
+                if same_kernel(&ranges[i], &launches[lj].1) {
+                    out[i] = nz(launches[lj].0);
+                    j = next();
+                }
+            }
+        };
+    if ranges.len() >= max {
+        let mut it = 0..launches.len();
+        walk(&mut (0..ranges.len()), &mut || it.next(), &mut out);
+    } else {
+        let mut it = (0..launches.len()).rev();
+        walk(&mut (0..ranges.len()).rev(), &mut || it.next(), &mut out);
+    }
+    out
 }
 
 struct Running {
@@ -87,7 +121,7 @@ struct Running {
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// Launches are recorded (the profiler runs).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
-static LAUNCHES: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static LAUNCHES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 
@@ -114,10 +148,17 @@ pub fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
 
-/// A kernel launch succeeded; `correlation` is the services' id of its API call (0 unknown).
-pub fn launched(correlation: u64) {
+/// A kernel launch succeeded; `correlation` is the services' id of its API call (0 unknown),
+/// `name` the kernel's (demangled) name, null when unknown.
+pub fn launched(correlation: u64, name: *const std::ffi::c_char) {
     if active() {
-        lock(&LAUNCHES).push(correlation);
+        let name = if name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the injection's cached NUL-terminated kernel name (caller's guarantee).
+            unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned()
+        };
+        lock(&LAUNCHES).push((correlation, name));
     }
 }
 
@@ -170,12 +211,12 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
     match started {
         Ok(profiler) => {
             let c = offtrace_metrics::Metrics::global().catalog();
+            // The catalog's range-profiler group of this CUDA ordinal gives its metric device.
             let device = c
-                .devices
+                .groups
                 .iter()
-                .filter(|d| d.kind == offtrace_metrics::DeviceKind::Gpu)
-                .nth(gpu as usize)
-                .map_or(0, |d| d.id);
+                .find(|g| matches!(g.backend, offtrace_metrics::Backend::CuptiRange(i) if i == gpu as usize))
+                .map_or(0, |g| g.info.device);
             *lock(&RUNNING) = Some(Running { profiler, ctx: ctx as usize, device });
             ACTIVE.store(true, Ordering::Release);
             if !AT_EXIT.swap(true, Ordering::AcqRel) {
@@ -271,14 +312,22 @@ pub fn stop() {
     }
     match r.profiler.stop() {
         Ok(ranges) => {
-            let pairs = pair(ranges.len(), &launches, MAX_RANGES);
+            let names: Vec<String> = ranges.iter().map(|r| r.name.clone()).collect();
+            let pairs = pair(&names, &launches, MAX_RANGES);
             let n = emit(&ranges, &pairs, r.device);
-            if std::env::var_os("OFFTRACE_RANGEQ_LOG").is_some() {
-                eprintln!(
-                    "offtrace: {GROUP}: {} ranges, {} launches recorded, {n} kernels with values",
+            if let Ok(path) = std::env::var("OFFTRACE_RANGEQ_LOG") {
+                // The evidence runs: each range, the correlation it went out with, its values.
+                let mut text = format!(
+                    "# {} ranges, {} launches recorded, {n} kernels with values\nrange,name,correlation,{}\n",
                     ranges.len(),
-                    launches.len()
+                    launches.len(),
+                    RANGE_METRICS.map(|m| m.0).join(",")
                 );
+                for (i, (rv, c)) in ranges.iter().zip(&pairs).enumerate() {
+                    let v: Vec<String> = rv.values.iter().map(f64::to_string).collect();
+                    text.push_str(&format!("{i},{},{},{}\n", rv.name, c.unwrap_or(0), v.join(",")));
+                }
+                let _ = std::fs::write(path, text);
             }
             if ranges.len() >= MAX_RANGES {
                 eprintln!(
@@ -306,24 +355,59 @@ mod tests {
         assert_eq!(parse("cupti.pm_sampling"), (false, vec!["cupti.pm_sampling".to_owned()]));
     }
 
+    fn l(v: &[(u64, &str)]) -> Vec<(u64, String)> {
+        v.iter().map(|&(c, n)| (c, n.to_owned())).collect()
+    }
+
+    fn r(v: &[&str]) -> Vec<String> {
+        v.iter().map(|&n| n.to_owned()).collect()
+    }
+
+    const SCALE: &str = "scale(float*, float const*, float, int)";
+    const ADD: &str = "void ns::add<float>(float*, float const*, int)";
+
+    #[test]
+    fn identifiers_of_demangled_names() {
+        assert_eq!(identifier(SCALE), "scale");
+        assert_eq!(identifier(ADD), "add");
+        assert_eq!(identifier("saxpy"), "saxpy");
+        assert!(same_kernel("_Z5scalePfPKffi", SCALE));
+        assert!(!same_kernel("_Z5scalePfPKffi", ADD));
+        assert!(same_kernel("", ADD) && same_kernel("saxpy", ""));
+    }
+
     #[test]
     fn equal_counts_pair_one_to_one() {
-        assert_eq!(pair(3, &[11, 0, 13], 64), vec![Some(11), None, Some(13)]);
-        assert_eq!(pair(0, &[], 64), Vec::<Option<u64>>::new());
+        assert_eq!(
+            pair(&r(&["saxpy", "fma_loop", "saxpy"]), &l(&[(11, "saxpy"), (0, "fma_loop"), (13, "saxpy")]), 64),
+            vec![Some(11), None, Some(13)]
+        );
+        assert_eq!(pair(&[], &[], 64), Vec::<Option<u64>>::new());
     }
 
     #[test]
     fn a_start_race_pairs_from_the_end() {
         // One launch recorded before its kernel was profiled: the ranges are the last two.
-        assert_eq!(pair(2, &[10, 20, 30], 64), vec![Some(20), Some(30)]);
+        assert_eq!(pair(&r(&["a", "a"]), &l(&[(10, "a"), (20, "a"), (30, "a")]), 64), vec![Some(20), Some(30)]);
         // One kernel profiled before launches were recorded: the first range has no launch.
-        assert_eq!(pair(3, &[20, 30], 64), vec![None, Some(20), Some(30)]);
+        assert_eq!(pair(&r(&["a", "a", "a"]), &l(&[(20, "a"), (30, "a")]), 64), vec![None, Some(20), Some(30)]);
+    }
+
+    #[test]
+    fn ranges_without_a_launch_are_stepped_over() {
+        // A graph's kernel node (no launch callback) between two launches.
+        let ranges = r(&["_Z5scalePfPKffi", "_Z10reduce_sumPfPKfi", "_Z3addPfPKfi"]);
+        let launches = l(&[(7, SCALE), (9, "add(float*, float const*, int)")]);
+        assert_eq!(pair(&ranges, &launches, 64), vec![Some(7), None, Some(9)]);
     }
 
     #[test]
     fn a_full_profiler_pairs_from_the_start() {
         // CUPTI kept the first 2 (max) of 4 kernels.
-        assert_eq!(pair(2, &[10, 20, 30, 40], 2), vec![Some(10), Some(20)]);
+        assert_eq!(
+            pair(&r(&["a", "b"]), &l(&[(10, "a"), (20, "b"), (30, "a"), (40, "b")]), 2),
+            vec![Some(10), Some(20)]
+        );
     }
 
     #[test]
