@@ -18,11 +18,11 @@ nvcc -O2 -arch=sm_90 -cudart shared -o /tmp/workload examples/cuda/workload.cu |
 for prog in cupti_kernels workload; do
   if [ $prog = cupti_kernels ]; then cmd=("$B/cupti_kernels" plain 5); else cmd=(/tmp/workload); fi
   echo "== $prog: record --query-metrics cupti.range_profiler"
-  OFFTRACE_RANGEQ_LOG=$OUT/$prog-ranges.csv timeout 150 $B/offtrace record -o "$OUT/$prog.offtrace" \
+  OFFTRACE_RANGEQ_LOG=$OUT/$prog-ranges.csv timeout 40 $B/offtrace record -o "$OUT/$prog.offtrace" \
     --query-metrics cupti.range_profiler -- "${cmd[@]}" > "$OUT/$prog-stdout.txt" 2>&1; echo "record rc $?"
   tail -5 "$OUT/$prog-stdout.txt"
   head -1 "$OUT/$prog-ranges.csv"
-  timeout 60 $B/offtrace report "$OUT/$prog.offtrace" --format json > "$OUT/$prog-report.json" 2>&1; echo "report rc $?"
+  timeout 20 $B/offtrace report "$OUT/$prog.offtrace" --format json > "$OUT/$prog-report.json" 2>&1; echo "report rc $?"
   python3 - "$OUT/$prog-report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -31,10 +31,10 @@ print(f"command_metrics rows: {len(rows)}")
 for x in rows:
     print(f'{x["kind"]:16} {x["name"][:40]:40} {x["metric"][21:]:70} n={x["commands"]:3} mean={x["mean"]:.6g} min={x["min"]:.6g} max={x["max"]:.6g} {x["unit"]}')
 PY
-  timeout 60 $B/offtrace report "$OUT/$prog.offtrace" > "$OUT/$prog-report.txt" 2>&1
+  timeout 20 $B/offtrace report "$OUT/$prog.offtrace" > "$OUT/$prog-report.txt" 2>&1
 done
 echo "== control: cupti_kernels recorded without --query-metrics"
-timeout 60 $B/offtrace record -o /tmp/control.offtrace -- $B/cupti_kernels plain 5; echo "record rc $?"
+timeout 20 $B/offtrace record -o /tmp/control.offtrace -- $B/cupti_kernels plain 5; echo "record rc $?"
 } > "$LOG" 2>&1
 rm -f "$OUT"/*.offtrace.cuda
 cat "$LOG"
