@@ -1203,7 +1203,9 @@ unsafe fn record_launch(
     let info = kernel_info(inj, func);
     if crate::range_query::active() {
         // The range profiler's ranges follow launch order: this kernel's correlation and name.
-        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), info.name);
+        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
+        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
+        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), name);
     }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;

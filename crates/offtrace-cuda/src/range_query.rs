@@ -149,15 +149,10 @@ pub fn active() -> bool {
 }
 
 /// A kernel launch succeeded; `correlation` is the services' id of its API call (0 unknown),
-/// `name` the kernel's (demangled) name, null when unknown.
-pub fn launched(correlation: u64, name: *const std::ffi::c_char) {
+/// `name` the kernel's (demangled) name when known.
+pub fn launched(correlation: u64, name: Option<&std::ffi::CStr>) {
     if active() {
-        let name = if name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: the injection's cached NUL-terminated kernel name (caller's guarantee).
-            unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned()
-        };
+        let name = name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         lock(&LAUNCHES).push((correlation, name));
     }
 }
