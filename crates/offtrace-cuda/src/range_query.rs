@@ -125,6 +125,16 @@ static LAUNCHES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 
+/// Appends `line` to `OFFTRACE_RANGEQ_LOG` (the evidence runs; nothing when unset).
+fn log(line: &str) {
+    use std::io::Write;
+    if let Some(path) = std::env::var_os("OFFTRACE_RANGEQ_LOG")
+        && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -140,6 +150,7 @@ pub fn start_from_env(say: fn(&str)) {
         ));
     }
     ARMED.store(wanted, Ordering::Release);
+    log(&format!("# {spec}: {}", if wanted { "armed for the first context" } else { "not armed" }));
 }
 
 /// Whether launches are being recorded (one load on the launch path).
@@ -221,7 +232,11 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
                 unsafe { libc::atexit(stop_at_exit) };
             }
         }
-        Err(e) => say(&start_failed_message(gpu, &e, &offtrace_metrics::cupti::last_error())),
+        Err(e) => {
+            let m = start_failed_message(gpu, &e, &offtrace_metrics::cupti::last_error());
+            log(&format!("# {m}"));
+            say(&m);
+        }
     }
 }
 
@@ -235,6 +250,7 @@ pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
     if !ARMED.swap(false, Ordering::AcqRel) {
         return;
     }
+    log(&format!("# first context {ctx:?} on GPU {gpu}: starting"));
     let (tx, rx) = mpsc::channel();
     let ctx_addr = ctx as usize;
     let spawned = std::thread::Builder::new().name("offtrace-rangeq".into()).spawn(move || {
@@ -310,7 +326,7 @@ pub fn stop() {
             let names: Vec<String> = ranges.iter().map(|r| r.name.clone()).collect();
             let pairs = pair(&names, &launches, MAX_RANGES);
             let n = emit(&ranges, &pairs, r.device);
-            if let Ok(path) = std::env::var("OFFTRACE_RANGEQ_LOG") {
+            if std::env::var_os("OFFTRACE_RANGEQ_LOG").is_some() {
                 // The evidence runs: each range, the correlation it went out with, its values.
                 let mut text = format!(
                     "# {} ranges, {} launches recorded, {n} kernels with values\nrange,name,correlation,{}\n",
@@ -322,7 +338,7 @@ pub fn stop() {
                     let v: Vec<String> = rv.values.iter().map(f64::to_string).collect();
                     text.push_str(&format!("{i},{},{},{}\n", rv.name, c.unwrap_or(0), v.join(",")));
                 }
-                let _ = std::fs::write(path, text);
+                log(text.trim_end());
             }
             if ranges.len() >= MAX_RANGES {
                 eprintln!(
@@ -330,10 +346,14 @@ pub fn stop() {
                 );
             }
         }
-        Err(e) => eprintln!(
-            "offtrace: query metrics {GROUP}: the range profiler's values could not be read: {e} (CUPTI: {}); no per-kernel values recorded",
-            offtrace_metrics::cupti::last_error()
-        ),
+        Err(e) => {
+            let m = format!(
+                "query metrics {GROUP}: the range profiler's values could not be read: {e} (CUPTI: {}); no per-kernel values recorded",
+                offtrace_metrics::cupti::last_error()
+            );
+            log(&format!("# {m}"));
+            eprintln!("offtrace: {m}");
+        }
     }
 }
 
