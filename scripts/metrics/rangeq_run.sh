@@ -21,7 +21,7 @@ for prog in cupti_kernels workload; do
   OFFTRACE_RANGEQ_LOG=$OUT/$prog-ranges.csv timeout 40 $B/offtrace record -o "$OUT/$prog.offtrace" \
     --query-metrics cupti.range_profiler -- "${cmd[@]}" > "$OUT/$prog-stdout.txt" 2>&1; echo "record rc $?"
   tail -5 "$OUT/$prog-stdout.txt"
-  head -1 "$OUT/$prog-ranges.csv"
+  head -40 "$OUT/$prog-ranges.csv"
   timeout 20 $B/offtrace report "$OUT/$prog.offtrace" --format json > "$OUT/$prog-report.json" 2>&1; echo "report rc $?"
   python3 - "$OUT/$prog-report.json" <<'PY'
 import json, sys
