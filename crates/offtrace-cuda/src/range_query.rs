@@ -212,10 +212,12 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
         say(&format!("query metrics {GROUP}: cannot make the context current; no per-kernel values recorded"));
         return;
     }
+    log("# context current on the profiler's thread");
     let names: Vec<String> = RANGE_METRICS.iter().map(|m| m.0.to_owned()).collect();
     let started = RangeProfiler::new(ctx, gpu as usize, &names, MAX_RANGES).and_then(|mut p| p.start().map(|()| p));
     match started {
         Ok(profiler) => {
+            log("# range profiler started");
             let c = offtrace_metrics::Metrics::global().catalog();
             // The catalog's range-profiler group of this CUDA ordinal gives its metric device.
             let device = c
@@ -223,6 +225,7 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
                 .iter()
                 .find(|g| matches!(g.backend, offtrace_metrics::Backend::CuptiRange(i) if i == gpu as usize))
                 .map_or(0, |g| g.info.device);
+            log(&format!("# metric device {device}"));
             *lock(&RUNNING) = Some(Running { profiler, ctx: ctx as usize, device });
             ACTIVE.store(true, Ordering::Release);
             if !AT_EXIT.swap(true, Ordering::AcqRel) {
@@ -259,7 +262,16 @@ pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
     });
     match spawned {
         Ok(_) => {
-            let _ = rx.recv_timeout(START_WAIT);
+            // OFFTRACE_RANGEQ_WAIT_MS: how long to wait (0: not at all; diagnosing a start).
+            let wait = std::env::var("OFFTRACE_RANGEQ_WAIT_MS")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map_or(START_WAIT, Duration::from_millis);
+            let r = rx.recv_timeout(wait);
+            log(&format!(
+                "# the context callback waited {wait:?}: {}",
+                if r.is_ok() { "started" } else { "still starting" }
+            ));
         }
         Err(e) => say(&format!("query metrics {GROUP}: cannot start a thread: {e}; no per-kernel values recorded")),
     }
