@@ -115,6 +115,7 @@ struct Running {
     ctx: usize,
     /// The metric device (`offtrace_metrics` catalog id) the counters are defined on.
     device: u32,
+    max: usize,
 }
 
 /// The plan waits for the first context.
@@ -124,6 +125,23 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 static LAUNCHES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
+/// A start is under way on the profiler's thread (what it is doing: [`STEP`]).
+static STARTING: AtomicBool = AtomicBool::new(false);
+static STEP: Mutex<&str> = Mutex::new("");
+
+fn step(s: &'static str) {
+    *lock(&STEP) = s;
+    log(&format!("# {s}"));
+}
+
+/// Kernels one run keeps: `OFFTRACE_RANGEQ_MAX_RANGES`, else [`MAX_RANGES`].
+fn max_ranges() -> usize {
+    std::env::var("OFFTRACE_RANGEQ_MAX_RANGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(MAX_RANGES)
+}
 
 /// Appends `line` to `OFFTRACE_RANGEQ_LOG` (the evidence runs; nothing when unset).
 fn log(line: &str) {
@@ -212,12 +230,16 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
         say(&format!("query metrics {GROUP}: cannot make the context current; no per-kernel values recorded"));
         return;
     }
-    log("# context current on the profiler's thread");
+    step("enabling the range profiler (cuptiProfilerInitialize, cuptiRangeProfilerEnable, configuration)");
     let names: Vec<String> = RANGE_METRICS.iter().map(|m| m.0.to_owned()).collect();
-    let started = RangeProfiler::new(ctx, gpu as usize, &names, MAX_RANGES).and_then(|mut p| p.start().map(|()| p));
+    let max = max_ranges();
+    let started = RangeProfiler::new(ctx, gpu as usize, &names, max).and_then(|mut p| {
+        step("starting the range profiler (counter data image, cuptiRangeProfilerSetConfig, cuptiRangeProfilerStart)");
+        p.start().map(|()| p)
+    });
     match started {
         Ok(profiler) => {
-            log("# range profiler started");
+            step("range profiler started");
             let c = offtrace_metrics::Metrics::global().catalog();
             // The catalog's range-profiler group of this CUDA ordinal gives its metric device.
             let device = c
@@ -226,7 +248,7 @@ fn start_on(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
                 .find(|g| matches!(g.backend, offtrace_metrics::Backend::CuptiRange(i) if i == gpu as usize))
                 .map_or(0, |g| g.info.device);
             log(&format!("# metric device {device}"));
-            *lock(&RUNNING) = Some(Running { profiler, ctx: ctx as usize, device });
+            *lock(&RUNNING) = Some(Running { profiler, ctx: ctx as usize, device, max });
             ACTIVE.store(true, Ordering::Release);
             if !AT_EXIT.swap(true, Ordering::AcqRel) {
                 // Stop before CUDA and CUPTI tear down (exit handlers run last-registered first;
@@ -256,8 +278,10 @@ pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
     log(&format!("# first context {ctx:?} on GPU {gpu}: starting"));
     let (tx, rx) = mpsc::channel();
     let ctx_addr = ctx as usize;
+    STARTING.store(true, Ordering::Release);
     let spawned = std::thread::Builder::new().name("offtrace-rangeq".into()).spawn(move || {
         start_on(ctx_addr as *mut c_void, gpu, say);
+        STARTING.store(false, Ordering::Release);
         let _ = tx.send(());
     });
     match spawned {
@@ -273,8 +297,18 @@ pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
                 if r.is_ok() { "started" } else { "still starting" }
             ));
         }
-        Err(e) => say(&format!("query metrics {GROUP}: cannot start a thread: {e}; no per-kernel values recorded")),
+        Err(e) => {
+            STARTING.store(false, Ordering::Release);
+            say(&format!("query metrics {GROUP}: cannot start a thread: {e}; no per-kernel values recorded"))
+        }
     }
+}
+
+/// The line said when the program ends before the profiler's start returned.
+pub fn not_started_message(step: &str) -> String {
+    format!(
+        "query metrics {GROUP}: the range profiler had not started when the program ended (still {step}); CUPTI did not start it beside this process's activity tracing in time; no per-kernel values recorded, the program was traced without them"
+    )
 }
 
 /// Counter ids of per-kernel values: the agent's per-command tag (`0x4d51…`), group field
@@ -326,6 +360,13 @@ fn emit(ranges: &[RangeValues], pairs: &[Option<u64>], device: u32) -> usize {
 /// run). Idempotent; errors go to stderr in one line.
 pub fn stop() {
     ARMED.store(false, Ordering::Release);
+    if STARTING.swap(false, Ordering::AcqRel) {
+        // The profiler's thread is still inside CUPTI: leave it there, say so once.
+        let m = not_started_message(&lock(&STEP));
+        log(&format!("# {m}"));
+        eprintln!("offtrace: {m}");
+        return;
+    }
     let Some(mut r) = lock(&RUNNING).take() else { return };
     ACTIVE.store(false, Ordering::Release);
     let launches = std::mem::take(&mut *lock(&LAUNCHES));
@@ -336,7 +377,7 @@ pub fn stop() {
     match r.profiler.stop() {
         Ok(ranges) => {
             let names: Vec<String> = ranges.iter().map(|r| r.name.clone()).collect();
-            let pairs = pair(&names, &launches, MAX_RANGES);
+            let pairs = pair(&names, &launches, r.max);
             let n = emit(&ranges, &pairs, r.device);
             if std::env::var_os("OFFTRACE_RANGEQ_LOG").is_some() {
                 // The evidence runs: each range, the correlation it went out with, its values.
@@ -352,9 +393,10 @@ pub fn stop() {
                 }
                 log(text.trim_end());
             }
-            if ranges.len() >= MAX_RANGES {
+            if ranges.len() >= r.max {
                 eprintln!(
-                    "offtrace: query metrics {GROUP}: the first {MAX_RANGES} kernels have values; later ones were not kept"
+                    "offtrace: query metrics {GROUP}: the first {} kernels have values; later ones were not kept (OFFTRACE_RANGEQ_MAX_RANGES)",
+                    r.max
                 );
             }
         }
@@ -468,6 +510,14 @@ mod tests {
         assert!(!active());
         // Nothing to stop, nothing emitted, no panic.
         stop();
+    }
+
+    #[test]
+    fn a_start_still_under_way_at_the_end_is_said_in_one_line() {
+        let m = not_started_message("starting the range profiler (counter data image)");
+        assert!(m.starts_with("query metrics cupti.range_profiler: the range profiler had not started"), "{m}");
+        assert!(m.contains("still starting the range profiler") && m.contains("no per-kernel values recorded"), "{m}");
+        assert!(!m.contains('\n'));
     }
 
     #[test]
