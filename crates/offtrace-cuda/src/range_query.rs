@@ -21,6 +21,13 @@
 //! activity tracing, another profiler holds the device, no CUPTI) is reported in one line on
 //! stderr with CUPTI's reason; the program runs on traced without the values. Other groups named
 //! in `OFFTRACE_QUERY_METRICS` are not hosted by the CUDA injection: said once, ignored.
+//! **Off unless `OFFTRACE_RANGEQ_EXPERIMENTAL=1`** (then [`off_message`] is said instead): on
+//! the H100 (CUDA 13.0, driver 580; docs/metrics-evidence/rangeq/) the start stalled inside
+//! `cuptiRangeProfilerCounterDataImageInitialize` with 4096 ranges, and with 64 it started and
+//! the program then died of SIGSEGV before the stop. Never hurting the program comes first; the
+//! path stays for the investigation (which CUPTI call, which thread; beside activity tracing or
+//! not).
+//!
 //! `OFFTRACE_RANGEQ_LOG=FILE` writes each range, the correlation it was emitted with and its
 //! values there (CSV) at the stop, for the evidence runs.
 
@@ -167,6 +174,13 @@ pub fn start_from_env(say: fn(&str)) {
             other.join(",")
         ));
     }
+    let wanted = wanted && {
+        let on = std::env::var("OFFTRACE_RANGEQ_EXPERIMENTAL").is_ok_and(|v| v == "1");
+        if !on {
+            say(&off_message());
+        }
+        on
+    };
     ARMED.store(wanted, Ordering::Release);
     log(&format!("# {spec}: {}", if wanted { "armed for the first context" } else { "not armed" }));
 }
@@ -302,6 +316,14 @@ pub fn context_created(ctx: *mut c_void, gpu: u32, say: fn(&str)) {
             say(&format!("query metrics {GROUP}: cannot start a thread: {e}; no per-kernel values recorded"))
         }
     }
+}
+
+/// The line said when `--query-metrics cupti.range_profiler` names the range profiler in a CUDA
+/// program without `OFFTRACE_RANGEQ_EXPERIMENTAL=1` (see the module's doc).
+pub fn off_message() -> String {
+    format!(
+        "query metrics {GROUP}: not run in a CUDA program: started from offtrace's CUDA backend beside its activity tracing, CUPTI's range profiler stalled or crashed the program on the H100 (CUDA 13.0, docs/metrics.md); no per-kernel values recorded, the program is traced without them"
+    )
 }
 
 /// The line said when the program ends before the profiler's start returned.
@@ -518,6 +540,34 @@ mod tests {
         assert!(m.starts_with("query metrics cupti.range_profiler: the range profiler had not started"), "{m}");
         assert!(m.contains("still starting the range profiler") && m.contains("no per-kernel values recorded"), "{m}");
         assert!(!m.contains('\n'));
+    }
+
+    #[test]
+    fn off_by_default_in_one_line() {
+        let m = off_message();
+        assert!(m.starts_with("query metrics cupti.range_profiler: not run in a CUDA program"), "{m}");
+        assert!(m.contains("no per-kernel values recorded") && !m.contains('\n'), "{m}");
+    }
+
+    #[test]
+    fn the_record_env_without_the_switch_says_so_and_arms_nothing() {
+        static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        fn say(m: &str) {
+            lock(&SAID).push(m.to_owned());
+        }
+        // SAFETY: nextest runs each test in a process of its own: no other thread reads these.
+        unsafe {
+            std::env::set_var("OFFTRACE_QUERY_METRICS", "cupti.range_profiler,cpu.sw");
+            std::env::remove_var("OFFTRACE_RANGEQ_EXPERIMENTAL");
+        }
+        start_from_env(say);
+        let said = lock(&SAID).clone();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].contains("cpu.sw") && said[1] == off_message(), "{said:?}");
+        assert!(!ARMED.load(Ordering::Acquire));
+        // A context now starts nothing.
+        context_created(std::ptr::null_mut(), 0, say);
+        assert!(!active() && lock(&RUNNING).is_none() && !STARTING.load(Ordering::Acquire));
     }
 
     #[test]
