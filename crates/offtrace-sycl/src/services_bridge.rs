@@ -1330,26 +1330,31 @@ mod graph {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
+    /// foldhash, not the default SipHash: the keys are ids and handles the runtime chose, not
+    /// input an attacker controls, and SipHash was most of each look-up's cost (one per node,
+    /// one per signal, two per edge).
+    type Table = Mutex<Option<HashMap<u64, u64, foldhash::fast::FixedState>>>;
+
     /// uid64 of a live node event → the node id.
-    static NODES: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    static NODES: Table = Mutex::new(None);
     /// UR event handle → the node whose command returned it.
-    static EVENTS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    static EVENTS: Table = Mutex::new(None);
     /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
     const MAX: usize = 1 << 16;
 
-    fn put(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64, v: u64) {
+    fn put(t: &Table, k: u64, v: u64) {
         if k == 0 {
             return;
         }
         let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
-        let m = g.get_or_insert_with(HashMap::new);
+        let m = g.get_or_insert_with(HashMap::default);
         if m.len() >= MAX {
             m.clear();
         }
         m.insert(k, v);
     }
 
-    fn get(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64) -> Option<u64> {
+    fn get(t: &Table, k: u64) -> Option<u64> {
         t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
     }
 
