@@ -1430,25 +1430,24 @@ mod graph {
 
     /// Emits the held-back node record, if any.
     fn flush() {
+        // Copied out before emitting (a callback may run SYCL code that makes a node here), the
+        // held edges only when there are some: the whole node is over 1 KiB.
         let pending = CUR.try_with(|c| {
             let mut c = c.try_borrow_mut().ok()?;
             if c.emitted {
                 return None;
             }
             c.emitted = true;
-            Some(*c)
+            let edges = (c.held > 0).then(|| (c.edges, c.held));
+            Some((c.node, c.name, c.queue, c.event, edges))
         });
-        if let Ok(Some(c)) = pending {
-            let g = TaskGraphPayload {
-                node: c.node,
-                name: name_ptr(&c.name),
-                queue: c.queue,
-                event: c.event,
-                ..Default::default()
-            };
+        if let Ok(Some((node, name, queue, event, edges))) = pending {
+            let g = TaskGraphPayload { node, name: name_ptr(&name), queue, event, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
-            for (source, uid, name) in &c.edges[..c.held] {
-                emit_edge(*uid, *source, c.node, name_ptr(name));
+            if let Some((edges, held)) = edges {
+                for (source, uid, name) in &edges[..held] {
+                    emit_edge(*uid, *source, node, name_ptr(name));
+                }
             }
         }
     }
@@ -1499,9 +1498,28 @@ mod graph {
         flush();
         let _ = CUR.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return };
-            *c = Current { node, queue, emitted: false, host, ..NONE };
+            // Field by field, as `NONE` has them, except the held edges past `held` (never read)
+            // and the name (written next): a whole new node was a 1 KiB copy per command. The
+            // pattern names every field, so a new one cannot be left out.
+            let Current {
+                node: c_node,
+                name: c_name,
+                queue: c_queue,
+                event,
+                emitted,
+                had_edges,
+                task,
+                edges: _,
+                held,
+                host: c_host,
+                signalled,
+                enqueue_event,
+            } = &mut *c;
+            (*c_node, *c_queue, *c_host) = (node, queue, host);
+            (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
+            (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
             // SAFETY: the payload's name is valid during the callback.
-            unsafe { copy_name(name, &mut c.name) };
+            unsafe { copy_name(name, c_name) };
         });
     }
 
