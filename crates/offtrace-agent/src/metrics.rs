@@ -149,6 +149,7 @@ fn emitter(shared: &Shared) {
                         value: vt as u64,
                         name: g.names[mi].as_ptr(),
                         unit: g.units[mi].as_ptr(),
+                        ts: 0,
                     };
                     emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
                 }
@@ -165,6 +166,7 @@ fn emitter(shared: &Shared) {
                     value,
                     name: std::ptr::null(),
                     unit: std::ptr::null(),
+                    ts: 0,
                 };
                 emit_activity(Kind::Counter, counter_op::SAMPLE, d.correlation, d.start, d.end, Payload::Counter(&p));
             }

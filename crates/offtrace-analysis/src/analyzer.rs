@@ -148,6 +148,8 @@ pub struct Analyzer {
     records: u64,
     info: BTreeMap<String, String>,
     format_version: u16,
+    /// A value per command was seen: `command_groups` is kept for every command from then on.
+    has_command_values: bool,
     first_ns: Option<u64>,
     last_ns: u64,
     end: Option<(u64, u64)>,
@@ -189,6 +191,10 @@ pub struct Analyzer {
     fills: FillStats,
     nodes: FxHashMap<u64, NodeAcc>,
     node_order: VecDeque<u64>,
+    /// Node → the nodes depending on it, so a node that becomes a real command after its edges
+    /// were made (a CUDA graph node, linked to its command when the device activity arrives)
+    /// lengthens the chains through it. Dropped with the node.
+    successors: FxHashMap<u64, Vec<u64>>,
     /// Event (signalled by a command) → the command's node, for nodes that stand for an event.
     signalled: FxHashMap<u64, u64>,
     signal_order: VecDeque<u64>,
@@ -197,6 +203,17 @@ pub struct Analyzer {
     graph_signals: u64,
     unresolved_edges: u64,
     counters: BTreeMap<u64, CounterAcc>,
+    /// Values per command (samples with a correlation id): (correlation, counter, value),
+    /// joined with the commands' device activity at the end (either may come first in the file).
+    command_values: Vec<(u64, u64, f64)>,
+    /// Command (correlation) → the device-activity groups it was counted in (one per runtime
+    /// level, at most two kept; `u32::MAX` = none). Filled once the trace has shown a value per
+    /// command; before that, only the last [`PENDING_MAX`] commands are kept, in
+    /// `recent_commands` (a push and a pop per command instead of a hash insert: most traces
+    /// have no values per command), and moved here when the first value comes (values come
+    /// within milliseconds of their command's completion).
+    command_groups: FxHashMap<u64, [u32; 2]>,
+    recent_commands: VecDeque<(u64, u32)>,
     markers: BTreeMap<(u32, u32), (u64, u64)>,
     open_ranges: FxHashMap<(u32, u64), u64>,
     other: BTreeMap<(u32, u32), u64>,
@@ -350,6 +367,15 @@ impl Analyzer {
                 c.samples += 1;
                 c.sum += v;
                 c.last = v;
+                if s.correlation != 0 {
+                    if !self.has_command_values {
+                        self.has_command_values = true;
+                        for (correlation, g) in std::mem::take(&mut self.recent_commands) {
+                            self.command_group(correlation, g);
+                        }
+                    }
+                    self.command_values.push((s.correlation, s.counter, v));
+                }
             }
             Record::Generic(g) => {
                 self.seen(g.ts);
@@ -490,6 +516,14 @@ impl Analyzer {
         self.activity_record(a)
     }
 
+    /// Remembers that command `correlation` was counted in activity group `g`.
+    fn command_group(&mut self, correlation: u64, g: u32) {
+        let slots = self.command_groups.entry(correlation).or_insert([u32::MAX; 2]);
+        if let Some(free) = slots.iter_mut().find(|s| **s == g || **s == u32::MAX) {
+            *free = g;
+        }
+    }
+
     fn mark_completed(&mut self, key: (u32, u64)) {
         if self.completed.insert(key) {
             self.completed_order.push_back(key);
@@ -535,6 +569,16 @@ impl Analyzer {
             self.seen(a.device_end);
         }
         if !counted {
+            if a.correlation != 0 {
+                if self.has_command_values {
+                    self.command_group(a.correlation, group as u32);
+                } else {
+                    if self.recent_commands.len() == PENDING_MAX {
+                        self.recent_commands.pop_front();
+                    }
+                    self.recent_commands.push_back((a.correlation, group as u32));
+                }
+            }
             if a.correlation != 0 && a.phase != phase::COMPLETE {
                 let waiting = &mut self.threads.entry(a.tid).or_default().awaiting_call;
                 if waiting.len() >= AWAITING_CALL_MAX {
@@ -644,6 +688,7 @@ impl Analyzer {
                         && let Some(old) = self.node_order.pop_front()
                     {
                         self.nodes.remove(&old);
+                        self.successors.remove(&old);
                     }
                 }
             }
@@ -662,15 +707,23 @@ impl Analyzer {
                     n.len = len;
                     n.pred = t.source;
                 }
+                self.successors.entry(t.source).or_default().push(t.target);
             }
             // A node whose command runs as a task is a real command, whatever its creation said.
-            // Its task begins when it is submitted, before later nodes depend on it.
-            GRAPH_TASK if t.phase == phase::ENTER => {
+            // A SYCL node's task begins when it is submitted, before later nodes depend on it; a
+            // CUDA graph node's task is the device activity it produced (phase COMPLETE), which
+            // arrives after the whole graph was built, so the chains through it grow here.
+            GRAPH_TASK if t.phase == phase::ENTER || t.phase == phase::COMPLETE => {
                 if let Some(n) = self.nodes.get_mut(&t.node)
                     && !n.real
                 {
                     n.real = true;
                     n.len += 1;
+                    // The command's name (a kernel's) says more than the node's type.
+                    if t.phase == phase::COMPLETE && t.name != StrId(0) {
+                        n.name = t.name;
+                    }
+                    self.lengthen_chains_from(t.node);
                 }
             }
             GRAPH_SIGNAL => {
@@ -685,6 +738,32 @@ impl Analyzer {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Carries a longer chain ending at `from` on to the nodes that depend on it (longest
+    /// path by relaxation; a graph is acyclic, and a bounded number of steps keeps a malformed
+    /// trace with a cycle from looping).
+    fn lengthen_chains_from(&mut self, from: u64) {
+        let mut work = vec![from];
+        let mut steps = 0usize;
+        while let Some(x) = work.pop() {
+            let Some(len) = self.nodes.get(&x).map(|n| n.len) else { continue };
+            let Some(next) = self.successors.get(&x) else { continue };
+            for &y in next {
+                steps += 1;
+                if steps > 4 * GRAPH_NODES_MAX {
+                    return;
+                }
+                if let Some(n) = self.nodes.get_mut(&y) {
+                    let cand = len + u32::from(n.real);
+                    if cand > n.len {
+                        n.len = cand;
+                        n.pred = x;
+                        work.push(y);
+                    }
+                }
+            }
         }
     }
 
@@ -706,6 +785,70 @@ impl Analyzer {
         }
         names.reverse();
         (u64::from(best.len), names)
+    }
+
+    fn activity_name(&self, a: &ActivityAcc) -> String {
+        match a.name {
+            ActivityName::Str(s) => self.str(s).to_owned(),
+            ActivityName::Op(op) => self.op_name(a.kind, op),
+        }
+    }
+
+    /// Values per command joined with their commands' device activity by correlation: one row
+    /// per (activity group, counter), then one per counter for values whose command has no
+    /// device activity in the trace. Groups in the device-activity section's order (most device
+    /// time first), counters by name.
+    fn command_metrics(&self) -> Vec<CommandMetricStats> {
+        const NO_ACTIVITY: u32 = u32::MAX;
+        let mut acc: BTreeMap<(u32, u64), (u64, f64, f64, f64)> = BTreeMap::new();
+        let mut add = |group: u32, counter: u64, v: f64| {
+            let e = acc.entry((group, counter)).or_insert((0, 0.0, v, v));
+            e.0 += 1;
+            e.1 += v;
+            e.2 = e.2.min(v);
+            e.3 = e.3.max(v);
+        };
+        for &(correlation, counter, v) in &self.command_values {
+            match self.command_groups.get(&correlation) {
+                Some(groups) if groups[0] != NO_ACTIVITY => {
+                    for &g in groups.iter().filter(|&&g| g != NO_ACTIVITY) {
+                        add(g, counter, v);
+                    }
+                }
+                _ => add(NO_ACTIVITY, counter, v),
+            }
+        }
+        let mut rows: Vec<(u32, CommandMetricStats)> = acc
+            .into_iter()
+            .map(|((group, counter), (commands, total, min, max))| {
+                let c = self.counters.get(&counter);
+                let (kind, name) = match self.activity.get(group as usize) {
+                    Some(a) => (self.kind_name(a.kind), self.activity_name(a)),
+                    None => (String::new(), String::new()),
+                };
+                let row = CommandMetricStats {
+                    kind,
+                    name,
+                    metric: c.map_or_else(|| format!("counter_{counter}"), |c| self.str(c.name).to_owned()),
+                    unit: c.map_or_else(String::new, |c| self.str(c.unit).to_owned()),
+                    device: c.map_or_else(String::new, |c| self.device_name(c.device)),
+                    commands,
+                    total,
+                    mean: total / commands as f64,
+                    min,
+                    max,
+                };
+                (group, row)
+            })
+            .collect();
+        let rank = |g: u32| match self.activity.get(g as usize) {
+            Some(a) => (false, std::cmp::Reverse(a.device.total_ns), std::cmp::Reverse(a.count)),
+            None => (true, std::cmp::Reverse(0), std::cmp::Reverse(0)),
+        };
+        rows.sort_by(|(ga, a), (gb, b)| {
+            rank(*ga).cmp(&rank(*gb)).then_with(|| a.name.cmp(&b.name)).then_with(|| a.metric.cmp(&b.metric))
+        });
+        rows.into_iter().map(|(_, r)| r).collect()
     }
 
     /// The report. `outcome` says how the reading ended; `warnings` what was stepped over.
@@ -852,6 +995,8 @@ impl Analyzer {
             })
             .collect();
 
+        let command_metrics = self.command_metrics();
+
         let markers = self
             .markers
             .iter()
@@ -904,6 +1049,7 @@ impl Analyzer {
             task_graph,
             threads,
             counters,
+            command_metrics,
             markers,
             other,
             drops: self.drops,

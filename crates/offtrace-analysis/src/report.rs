@@ -20,6 +20,10 @@ pub struct Report {
     pub task_graph: TaskGraphReport,
     pub threads: Vec<ThreadStats>,
     pub counters: Vec<CounterStats>,
+    /// Values per command (event-based metric queries) per device-activity kind and name,
+    /// joined with the commands by correlation id. Empty without such values.
+    #[serde(default)]
+    pub command_metrics: Vec<CommandMetricStats>,
     pub markers: Vec<MarkerStats>,
     /// Records of kinds without a typed record (a newer or made-up kind), per kind and operation.
     pub other: Vec<OtherStats>,
@@ -221,6 +225,26 @@ pub struct CounterStats {
     pub max: f64,
     pub mean: f64,
     pub last: f64,
+}
+
+/// One metric's values per command over the commands of one device-activity kind and name
+/// (a kernel, a copy, ...): what an event-based query measured around each of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CommandMetricStats {
+    /// The activity's kind and name as in `device_activity`; both empty for values whose
+    /// command has no device activity in the trace.
+    pub kind: String,
+    pub name: String,
+    /// The counter (`<group>.<metric>.per_command`).
+    pub metric: String,
+    pub unit: String,
+    pub device: String,
+    /// Commands with a value.
+    pub commands: u64,
+    pub total: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

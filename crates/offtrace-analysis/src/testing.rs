@@ -358,7 +358,12 @@ impl<S: RecordSink> TypedBuilder<S> {
     }
 
     pub fn counter_sample(&mut self, counter: u64, tid: u32, ts: u64, value: f64) {
-        self.out.put(Record::CounterSample(CounterSample { counter, tid, ts, value: value.to_bits() }));
+        self.command_sample(counter, tid, ts, value, 0);
+    }
+
+    /// A value measured for one command (an event-based query): with its correlation id.
+    pub fn command_sample(&mut self, counter: u64, tid: u32, ts: u64, value: f64, correlation: u64) {
+        self.out.put(Record::CounterSample(CounterSample { counter, tid, ts, value: value.to_bits(), correlation }));
     }
 
     /// A range marker: its push and pop.

@@ -157,6 +157,59 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
 
+/// A CUDA graph as the CUDA backend writes it in the order CUPTI reports it (run F of the CUDA
+/// C workload): nodes and edges while the graph is built, none on a queue, a node first seen as
+/// an edge's end created before the edge; the instantiated graph's nodes (reported twice,
+/// written once) and edges; an internal copy's edges. Only when the graph runs do the device
+/// activities name their nodes (a task record per activity, phase COMPLETE), five launches of
+/// memset -> kernel -> kernel -> memcpy: the chain spans those commands.
+#[test]
+fn a_cuda_graph_chain_spans_the_commands_its_launches_ran() {
+    let (g1, g2, g3) = (1u64 << 32, 2u64 << 32, 3u64 << 32);
+    let names = ["memset", "kernel", "kernel", "memcpy"];
+    let mut b = TypedBuilder::new(Vec::new());
+    for g in [g1, g3] {
+        b.node(1, 1, g, names[0], 0);
+        for i in 1..4 {
+            b.node(1, 2, g + i, names[i as usize], 0);
+            b.edge(1, 2, g + i - 1, g + i);
+        }
+    }
+    for i in 0..4 {
+        b.node(1, 4, g2 + i, names[i as usize], 0);
+    }
+    for i in 1..4 {
+        b.edge(1, 5, g2 + i - 1, g2 + i);
+    }
+    let before = analyze(&b.out);
+    assert_eq!(before.task_graph.longest_chain_len, 0, "no node has run yet");
+    // A kernel's task names the kernel; a copy's or fill's none (the node's type names it).
+    let kernels = [StrId(0), b.str("scale"), b.str("add"), StrId(0)];
+    let mut ts = 100;
+    for launch in 0..5u64 {
+        for i in 0..4 {
+            b.out.push(Record::TaskGraph(TaskGraphRecord {
+                name: kernels[i as usize],
+                op: 2,
+                phase: phase::COMPLETE,
+                tid: 2,
+                ts,
+                correlation: 40 + launch,
+                node: g2 + i,
+                source: 2,
+                queue: 0x10000000f,
+                ..Default::default()
+            }));
+            ts += 10;
+        }
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain_len, 4);
+    assert_eq!(r.task_graph.longest_chain, ["memset", "scale", "add", "memcpy"]);
+    assert_eq!(r.task_graph.unresolved_edges, 0);
+    assert_eq!((r.task_graph.nodes, r.task_graph.edges), (12, 9));
+}
+
 /// A queue created at the address of a destroyed one (the runtime reuses the memory) is a queue
 /// of its own: each queue the program created is one row, with its own lifetime and commands.
 #[test]
@@ -195,7 +248,7 @@ fn the_report_of_a_file_equals_the_report_of_its_records_read_one_by_one() {
         w.write(&Record::End { records: b.out.len() as u64 + 1, drops: 0 }).unwrap();
         w.finish().unwrap();
     }
-    for path in ["v1", "v2", "v3"].map(|v| fixtures.join(format!("{v}.offtrace"))).into_iter().chain([synth]) {
+    for path in ["v1", "v2", "v3", "v4"].map(|v| fixtures.join(format!("{v}.offtrace"))).into_iter().chain([synth]) {
         let whole = offtrace_analysis::analyze_file(&path, |w| panic!("{w}")).unwrap();
         let mut reader = TraceReader::open(&path).unwrap();
         let mut a = Analyzer::new();
@@ -212,4 +265,74 @@ fn the_report_of_a_file_equals_the_report_of_its_records_read_one_by_one() {
             path.display()
         );
     }
+}
+
+/// Values per command (event-based queries) reach the per-kernel view through the file: joined
+/// with their command by correlation whichever comes first (value, launch or completion),
+/// a command's value counted once per kernel name, values without a command kept apart, and
+/// samples of a time series left out.
+#[test]
+fn values_per_command_are_joined_with_their_kernels_through_the_file() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.device(0xd0, "cpu");
+    b.counter_def(100, 0xd0, "cpu.sw.task_clock.per_command", "ns");
+    b.counter_def(101, 0xd0, "cpu.sw.page_faults.per_command", "");
+    b.counter_def(102, 0xd0, "cpu.sw.task_clock", "ns");
+    // vadd: commands 1, 2, 3. Command 2's value comes before its launch; command 3 completes
+    // before its launch is in the file (another thread's buffer).
+    b.kernel(10, 1_000, 1, 0x9, 0xd0, "vadd", None);
+    b.complete(kind::KERNEL_DISPATCH, 0, 11, 1_500, 1, 0x9, 10_000, 11_000);
+    b.command_sample(100, 11, 1_600, 1_000.0, 1);
+    b.command_sample(101, 11, 1_600, 2.0, 1);
+    b.command_sample(100, 11, 1_700, 3_000.0, 2);
+    b.command_sample(101, 11, 1_700, 0.0, 2);
+    b.kernel(10, 1_800, 2, 0x9, 0xd0, "vadd", Some((12_000, 15_000)));
+    b.complete(kind::KERNEL_DISPATCH, 0, 11, 2_000, 3, 0x9, 16_000, 18_000);
+    b.command_sample(100, 11, 2_100, 2_000.0, 3);
+    b.command_sample(101, 11, 2_100, 1.0, 3);
+    b.kernel(10, 2_200, 3, 0x9, 0xd0, "vadd", None);
+    // scale: commands 7 and 8; a time-series sample between them.
+    b.kernel(10, 3_000, 7, 0x9, 0xd0, "scale", Some((20_000, 20_500)));
+    b.command_sample(100, 11, 3_100, 500.0, 7);
+    b.counter_sample(102, 12, 3_150, 123_456.0);
+    b.kernel(10, 3_200, 8, 0x9, 0xd0, "scale", Some((21_000, 21_700)));
+    b.command_sample(100, 11, 3_300, 700.0, 8);
+    // A value whose command left no device activity in the trace.
+    b.command_sample(100, 11, 3_400, 50.0, 999);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("percmd.offtrace");
+    let mut w = TraceWriter::new(std::fs::File::create(&path).unwrap(), &TraceHeader::monotonic()).unwrap();
+    for r in &b.out {
+        w.write(r).unwrap();
+    }
+    w.write(&Record::End { records: b.out.len() as u64 + 1, drops: 0 }).unwrap();
+    w.finish().unwrap();
+    let r = offtrace_analysis::analyze_file(&path, |w| panic!("{w}")).unwrap();
+    assert_eq!(r.trace.format_version, FORMAT_VERSION);
+
+    let row = |name: &str, metric: &str| {
+        r.command_metrics
+            .iter()
+            .find(|m| m.name == name && m.metric == metric)
+            .unwrap_or_else(|| panic!("{name} {metric}: {:#?}", r.command_metrics))
+    };
+    let vadd = row("vadd", "cpu.sw.task_clock.per_command");
+    assert_eq!((vadd.kind.as_str(), vadd.unit.as_str(), vadd.device.as_str()), ("KERNEL_DISPATCH", "ns", "cpu"));
+    assert_eq!((vadd.commands, vadd.total, vadd.mean, vadd.min, vadd.max), (3, 6_000.0, 2_000.0, 1_000.0, 3_000.0));
+    let faults = row("vadd", "cpu.sw.page_faults.per_command");
+    assert_eq!((faults.commands, faults.total, faults.min, faults.max), (3, 3.0, 0.0, 2.0));
+    let scale = row("scale", "cpu.sw.task_clock.per_command");
+    assert_eq!((scale.commands, scale.total, scale.mean), (2, 1_200.0, 600.0));
+    let orphan = row("", "cpu.sw.task_clock.per_command");
+    assert_eq!((orphan.kind.as_str(), orphan.commands, orphan.total), ("", 1, 50.0));
+    assert_eq!(r.command_metrics.len(), 4, "the time series is no command's: {:#?}", r.command_metrics);
+    // Most device time first (vadd: 1 + 3 + 2 µs), the commands without activity last.
+    let order: Vec<&str> = r.command_metrics.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(order, ["vadd", "vadd", "scale", ""]);
+    let vadd_activity = r.device_activity.iter().find(|d| d.name == "vadd").unwrap();
+    assert_eq!(vadd_activity.count, 3, "a value does not add a command");
+    // The counters section still has every sample.
+    let all = r.counters.iter().find(|c| c.name == "cpu.sw.task_clock.per_command").unwrap();
+    assert_eq!(all.samples, 6);
 }

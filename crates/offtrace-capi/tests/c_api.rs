@@ -306,6 +306,7 @@ fn header_layouts_match_rust() {
         ("offtrace_callback_tracing_counter_data_t", size_of::<CounterPayload>()),
         ("offtrace_callback_tracing_counter_data_t.value", offset_of!(CounterPayload, value)),
         ("offtrace_callback_tracing_counter_data_t.unit", offset_of!(CounterPayload, unit)),
+        ("offtrace_callback_tracing_counter_data_t.ts", offset_of!(CounterPayload, ts)),
         ("offtrace_callback_tracing_xpti_data_t", size_of::<XptiPayload>()),
         ("offtrace_callback_tracing_xpti_data_t.instance", offset_of!(XptiPayload, instance)),
         ("offtrace_callback_tracing_xpti_data_t.trace_type", offset_of!(XptiPayload, trace_type)),

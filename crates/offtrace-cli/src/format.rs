@@ -13,6 +13,18 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// A counter value: whole numbers with thousands separators (`-956`, `247,896,352`), others
+/// with three decimals (`0.725`), so integer counters (ns, bytes, events) do not read as
+/// `247896352.000000`.
+pub fn value(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        let sign = if v < 0.0 { "-" } else { "" };
+        format!("{sign}{}", count(v.abs() as u64))
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 /// Bytes in binary units: `"512 B"`, `"64.0 KiB"`, `"1.50 MiB"`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -55,5 +67,9 @@ mod tests {
         assert_eq!(duration(999), "999 ns");
         assert_eq!(duration(12_345), "12.35 µs");
         assert_eq!(duration(2_500_000_000), "2.500 s");
+        assert_eq!(value(247_896_352.0), "247,896,352");
+        assert_eq!(value(-956.0), "-956");
+        assert_eq!(value(0.725), "0.725");
+        assert_eq!(value(f64::NAN), "NaN");
     }
 }

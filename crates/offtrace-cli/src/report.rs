@@ -9,7 +9,7 @@ use offtrace_analysis::naming::shorten_left;
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration};
+use crate::format::{bytes, count, duration, value};
 
 /// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
 /// each stretch skipped; a file that is no trace at all (or empty) is an error.
@@ -61,6 +61,12 @@ fn opt_num(v: Option<u64>) -> String {
 
 fn queues_text(q: &[u64]) -> String {
     q.iter().map(|q| format!("{q:#x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The text report's queue column: the handles when there are a few, else how many (the
+/// queues section lists each; CSV and JSON keep the whole list).
+fn queues_short(q: &[u64]) -> String {
+    if q.len() <= 3 { queues_text(q) } else { format!("{} queues", q.len()) }
 }
 
 type Section = (&'static str, Vec<&'static str>, Vec<Vec<String>>);
@@ -264,6 +270,27 @@ fn sections(r: &Report) -> Vec<Section> {
             .collect(),
     ));
     v.push((
+        "command_metrics",
+        vec!["kind", "name", "metric", "unit", "device", "commands", "total", "mean", "min", "max"],
+        r.command_metrics
+            .iter()
+            .map(|m| {
+                vec![
+                    m.kind.clone(),
+                    m.name.clone(),
+                    m.metric.clone(),
+                    m.unit.clone(),
+                    m.device.clone(),
+                    m.commands.to_string(),
+                    m.total.to_string(),
+                    m.mean.to_string(),
+                    m.min.to_string(),
+                    m.max.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    v.push((
         "markers",
         vec!["name", "kind", "count", "total_ns"],
         r.markers
@@ -414,7 +441,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 opt_dur(d.device_max_ns),
                 if d.host_enqueue_count > 0 { duration(d.host_enqueue_mean_ns) } else { "n/a".into() },
                 if d.bytes > 0 { bytes(d.bytes) } else { String::new() },
-                queues_text(&d.queues),
+                queues_short(&d.queues),
             ]);
         }
         write_named(out, tb, "name", &names)?;
@@ -550,10 +577,28 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 c.unit.clone(),
                 c.device.clone(),
                 count(c.samples),
-                format!("{:.6}", c.min),
-                format!("{:.6}", c.mean),
-                format!("{:.6}", c.max),
-                format!("{:.6}", c.last),
+                value(c.min),
+                value(c.mean),
+                value(c.max),
+                value(c.last),
+            ]);
+        }
+        writeln!(out, "{tb}")?;
+    }
+    if !r.command_metrics.is_empty() {
+        writeln!(out, "\nMetrics per command (event-based queries), per device activity: {}", r.command_metrics.len())?;
+        let mut tb = table(&["kind", "name", "metric", "unit", "commands", "total", "mean", "min", "max"], 4);
+        for m in &r.command_metrics {
+            tb.add_row(vec![
+                if m.kind.is_empty() { "(no device activity)".to_owned() } else { m.kind.clone() },
+                m.name.clone(),
+                m.metric.clone(),
+                m.unit.clone(),
+                count(m.commands),
+                value(m.total),
+                value(m.mean),
+                value(m.min),
+                value(m.max),
             ]);
         }
         writeln!(out, "{tb}")?;

@@ -161,6 +161,7 @@ fn query_metrics_give_one_value_per_command() {
     let mut defs = HashMap::new();
     let mut devices = HashMap::new();
     let mut samples: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut sample_commands: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut launches = std::collections::HashSet::new();
     let mut completes = std::collections::HashSet::new();
     for r in TraceReader::open(&trace).expect("open") {
@@ -171,7 +172,10 @@ fn query_metrics_give_one_value_per_command() {
             Record::CounterDef(d) => {
                 defs.insert(d.counter, d);
             }
-            Record::CounterSample(s) => samples.entry(s.counter).or_default().push(s.value),
+            Record::CounterSample(s) => {
+                samples.entry(s.counter).or_default().push(s.value);
+                sample_commands.entry(s.counter).or_default().push(s.correlation);
+            }
             Record::Device(d) => {
                 devices.insert(d.handle, d.name);
             }
@@ -209,4 +213,106 @@ fn query_metrics_give_one_value_per_command() {
         values.iter().all(|&v| v > 0 && v < whole),
         "each command's task clock within the run's {whole}: {values:?}"
     );
+
+    // On disk each value names its command: the launched and completed commands, once each.
+    let mut measured = sample_commands[&tc].clone();
+    measured.sort_unstable();
+    let mut expected: Vec<u64> = launches.intersection(&completes).copied().collect();
+    expected.sort_unstable();
+    assert_eq!(measured, expected, "one value per command, tied to it by correlation");
+
+    // The report's per-kernel view: every value joined with its command's device activity, the
+    // totals per kernel name adding up to the values in the file.
+    let o = offtrace().args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let rows: Vec<&serde_json::Value> = rep["command_metrics"]
+        .as_array()
+        .expect("command_metrics")
+        .iter()
+        .filter(|m| m["metric"] == "cpu.sw.task_clock.per_command")
+        .collect();
+    assert!(rows.iter().all(|m| m["kind"] != ""), "every value has its command's device activity: {rows:?}");
+    let kernels: Vec<&str> =
+        rows.iter().filter(|m| m["kind"] == "KERNEL_DISPATCH").filter_map(|m| m["name"].as_str()).collect();
+    assert!(!kernels.is_empty(), "per-kernel rows: {rows:?}");
+    let commands: u64 = rows.iter().map(|m| m["commands"].as_u64().expect("commands")).sum();
+    assert_eq!(commands, completed as u64, "{rows:?}");
+    let total: f64 = rows.iter().map(|m| m["total"].as_f64().expect("total")).sum();
+    let in_file: u64 = values.iter().sum();
+    assert!((total - in_file as f64).abs() <= 1e-9 * in_file as f64, "report {total} vs file {in_file}");
+    for m in &rows {
+        let (n, t, mean) = (
+            m["commands"].as_f64().unwrap_or(0.0),
+            m["total"].as_f64().unwrap_or(0.0),
+            m["mean"].as_f64().unwrap_or(0.0),
+        );
+        assert!((mean * n - t).abs() <= 1e-6 * t.max(1.0), "{m}");
+    }
+}
+
+/// `record --query-metrics cpu.sw` on four threads submitting to their own and a shared queue
+/// (`examples/sycl/threads_queues.py 4 10`: 80 kernels, 120 copies, 40 fills): every command
+/// has its launch and its completion, each completion emitted after its launch (the agent ends
+/// the query the launch began), and exactly one value of each metric names it.
+#[test]
+fn query_metrics_value_every_command_of_threads_and_queues() {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let list = offtrace().args(["metrics", "list", "--format", "json"]).output().expect("list");
+    if !String::from_utf8_lossy(&list.stdout).contains("\"cpu.sw\"") {
+        eprintln!("no perf_event software counters here; skipped");
+        return;
+    }
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace().join(".venv"));
+    assert!(venv.join("bin/python").exists(), "no SYCL runtime in {} (OFFTRACE_SKIP_SYCL=1 skips)", venv.display());
+    let dir = tempfile::tempdir().expect("tmp");
+    let trace = dir.path().join("tq.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .args(["--query-metrics", "cpu.sw", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(workspace().join("examples/sycl/threads_queues.py"))
+        .args(["4", "10"])
+        .output()
+        .expect("record");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let mut launches: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut completions: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut values: HashMap<u64, u32> = HashMap::new();
+    let mut task_clock = None;
+    let mut strings = HashMap::new();
+    for r in TraceReader::open(&trace).expect("open") {
+        match r.expect("record") {
+            Record::String { id, text } => {
+                strings.insert(id, text);
+            }
+            Record::CounterDef(d) if strings.get(&d.name).is_some_and(|n| n == "cpu.sw.task_clock.per_command") => {
+                task_clock = Some(d.counter);
+            }
+            Record::CounterSample(s) if Some(s.counter) == task_clock => *values.entry(s.correlation).or_default() += 1,
+            Record::Activity(a) if (3..=5).contains(&a.kind) => {
+                let at = if a.phase == offtrace_format::phase::COMPLETE { &mut completions } else { &mut launches };
+                assert!(at.insert((a.kind, a.correlation), a.ts).is_none(), "one record of each: {a:?}");
+            }
+            _ => {}
+        }
+    }
+    let count = |kind| launches.keys().filter(|(k, _)| *k == kind).count();
+    assert_eq!((count(3), count(4), count(5)), (80, 120, 40), "kernels, copies, fills");
+    let mut launched: Vec<_> = launches.keys().collect();
+    let mut completed: Vec<_> = completions.keys().collect();
+    launched.sort_unstable();
+    completed.sort_unstable();
+    assert_eq!(launched, completed, "every completion has its launch record and every launch its completion");
+    let early: Vec<_> = completions.iter().filter(|(k, ts)| **ts < launches[k]).collect();
+    assert!(early.is_empty(), "completions emitted before their launch: {early:?}");
+    assert_eq!(values.len(), launches.len(), "a value for every command");
+    assert!(values.iter().all(|(c, &n)| n == 1 && launches.keys().any(|(_, l)| l == c)), "one value per command");
 }

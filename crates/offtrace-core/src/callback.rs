@@ -1000,7 +1000,11 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
         }
         let bm = (mask >> BUFFER_SHIFT) & 0xff;
         if bm != 0 {
-            let now = timestamp_ns();
+            let mut now = timestamp_ns();
+            // A counter sample may carry its own time (a GPU sample decoded later).
+            if let Payload::Counter(c) = payload {
+                now = c.sample_ts(now);
+            }
             write_buffers(me, busy, t, kind, op, phase, correlation, now, now, payload, bm);
         }
     }

@@ -339,7 +339,8 @@ impl CounterValueType {
 }
 
 /// `COUNTER`: a definition (`counter_op::DEFINE`: id, device, name, unit, value type in
-/// `value`) or a sample (`counter_op::SAMPLE`: id, device, value; sampled at the emit's time).
+/// `value`) or a sample (`counter_op::SAMPLE`: id, device, value; sampled at `ts`, or at the
+/// emit's time when `ts` is 0).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct CounterPayload {
@@ -350,11 +351,23 @@ pub struct CounterPayload {
     pub value: u64,
     pub name: *const c_char,
     pub unit: *const c_char,
+    /// SAMPLE: the time the value belongs to on the trace clock (CLOCK_MONOTONIC ns), when it is
+    /// not the emit's time, e.g. a GPU sample's end decoded a period later; 0: the emit's time.
+    /// It may be earlier than records already emitted. Ignored for DEFINE.
+    pub ts: u64,
+}
+
+impl CounterPayload {
+    /// The sample's time: `ts`, or `now` when `ts` is 0.
+    #[inline]
+    pub fn sample_ts(&self, now: u64) -> u64 {
+        if self.ts != 0 { self.ts } else { now }
+    }
 }
 
 impl Default for CounterPayload {
     fn default() -> Self {
-        Self { counter: 0, device: 0, value: 0, name: std::ptr::null(), unit: std::ptr::null() }
+        Self { counter: 0, device: 0, value: 0, name: std::ptr::null(), unit: std::ptr::null(), ts: 0 }
     }
 }
 

@@ -611,6 +611,34 @@ fn activity_records_carry_explicit_timestamps() {
     destroy_context(ctx).unwrap();
 }
 
+/// A buffered counter sample is at the payload's `ts` when it carries one (a GPU sample decoded
+/// later, earlier than records before it), at the emit's time otherwise.
+#[test]
+fn buffered_counter_samples_at_their_own_time() {
+    let _g = serial();
+    let b = Batches::default();
+    let ctx = create_context().unwrap();
+    // SAFETY: as in `buffered_ctx`.
+    let buf = unsafe {
+        create_buffer(ctx, 8 * REC, 8 * REC, BufferPolicy::Lossless, batch_cb, &b as *const Batches as *mut c_void)
+            .unwrap()
+    };
+    configure_buffer_tracing_service(ctx, Kind::Counter, None, buf).unwrap();
+    start_context(ctx).unwrap();
+    let now = CounterPayload { counter: 3, value: 1, ..Default::default() };
+    let before = timestamp_ns();
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&now));
+    let after = timestamp_ns();
+    let own = CounterPayload { counter: 3, value: 2, ts: before - 1_000_000, ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&own));
+    flush_buffer(buf).unwrap();
+    let recs = b.records.lock().unwrap().clone();
+    assert_eq!(recs.len(), 2);
+    assert!((before..=after).contains(&recs[0].start_timestamp) && recs[0].end_timestamp == recs[0].start_timestamp);
+    assert_eq!((recs[1].start_timestamp, recs[1].end_timestamp), (before - 1_000_000, before - 1_000_000));
+    destroy_context(ctx).unwrap();
+}
+
 /// A buffer service with an operation list records only those operations (its slot pointer
 /// carries no "all operations" bit), next to one without a list (which does).
 #[test]

@@ -28,6 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut strings: HashMap<StrId, String> = HashMap::new();
     let mut ops: HashMap<(u32, u32), String> = HashMap::new();
     let mut kinds: HashMap<u32, String> = HashMap::new();
+    let mut counter_types: HashMap<u64, u8> = HashMap::new();
     let mut calls: HashMap<(u32, u32), u64> = HashMap::new();
     let mut call_correlations = std::collections::HashSet::new();
     // Lines are written at the end: an activity's call may come later in the file (a call's
@@ -144,6 +145,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             Record::Drops { tid, count } => writeln!(out, r#"{{"t":"drops","tid":{tid},"count":{count}}}"#)?,
+            // Counters (`record --metrics`): definitions and samples, values decoded per the
+            // definition's type (scripts/metrics/pm_vs_kernels.py bins them against kernels).
+            Record::CounterDef(d) => {
+                counter_types.insert(d.counter, d.value_type);
+                writeln!(
+                    out,
+                    r#"{{"t":"counter_def","counter":{},"device":{},"name":{},"unit":{}}}"#,
+                    d.counter,
+                    d.device,
+                    esc(&s(&strings, d.name)),
+                    esc(&s(&strings, d.unit))
+                )?
+            }
+            Record::CounterSample(c) => {
+                let value = match counter_types.get(&c.counter) {
+                    Some(2) => f64::from_bits(c.value),
+                    Some(1) => c.value as i64 as f64,
+                    _ => c.value as f64,
+                };
+                writeln!(out, r#"{{"t":"counter","counter":{},"ts":{},"value":{}}}"#, c.counter, c.ts, value)?
+            }
             _ => {}
         }
     }

@@ -10,7 +10,8 @@
 //! | `MEMSET` | `MEMORY_FILL` activity (value, bytes) |
 //! | `SYNCHRONIZATION` | `SYNC` activity (wait for events, barrier for stream/context synchronisation) |
 //! | `MARKER` (NVTX) | `MARKER` activity (mark, or range start/end by id) |
-//! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch) |
+//! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch; node = graph id) |
+//! | kernel, copy, memset with a graph node id | also a `TASK_GRAPH` task activity of that node (the node ran as that command: same correlation, queue, device times) |
 //! | resource: module loaded / unloading | `CODE_OBJECT` program LOAD / UNLOAD (module id, cubin size) |
 //! | resource: graph node created, dependency created | `TASK_GRAPH` node_create / edge_create (CUPTI's graph node ids, the ids kernel records carry) |
 //! | driver/runtime allocation and free calls | `MEMORY_ALLOC` alloc / free + the live allocation table |
@@ -225,7 +226,7 @@ pub fn graph_node(graph: u32, node: u64, node_type: u32) {
     emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&p));
 }
 
-fn graph_node_type_name(t: u32) -> &'static CStr {
+pub(crate) fn graph_node_type_name(t: u32) -> &'static CStr {
     match i64::from(t) {
         l::CU_GRAPH_NODE_TYPE_KERNEL => c"kernel",
         l::CU_GRAPH_NODE_TYPE_MEMCPY => c"memcpy",
@@ -367,8 +368,38 @@ fn memory_type(cupti_kind: u32) -> MemoryType {
 }
 
 /// One device record, on CUPTI's buffer thread, with the correlation id of the call that
-/// caused it.
+/// caused it. A kernel, copy or memset that a CUDA graph node produced is also that node's
+/// task ([`graph_node_ran`]).
 pub fn activity(a: &Activity, corr: u64) {
+    device_record(a, corr);
+    let (node, graph, place, start, end) = match a {
+        Activity::Kernel(k) => (k.graph_node, k.graph, k.place, k.start, k.end),
+        Activity::Copy(c) => (c.graph_node, c.graph, c.place, c.start, c.end),
+        Activity::Set(s) => (s.graph_node, s.graph, s.place, s.start, s.end),
+        _ => return,
+    };
+    if node != 0 {
+        let name = match a {
+            // SAFETY: CUPTI's kernel names live for the process.
+            Activity::Kernel(k) => unsafe { demangled(k.name) },
+            _ => std::ptr::null(),
+        };
+        graph_node_ran(node, graph, queue_id(place.context, place.stream), name, corr, start, end);
+    }
+}
+
+/// Links graph node `node` (CUPTI's id, as in its `node_create` record) to the device command
+/// it produced in one launch of its graph: a `TASK_GRAPH` task activity naming the node, with
+/// the command's correlation (the graph launch's), queue and device times, so a reader joins
+/// the node to the kernel, copy or fill record of the same correlation, queue and times, and
+/// counts the node as a real command. `source` is the graph id, as on the node; `name` the
+/// kernel's name (null for a copy or fill: the node's type names it).
+pub fn graph_node_ran(node: u64, graph: u32, queue: u64, name: *const c_char, corr: u64, start: u64, end: u64) {
+    let p = TaskGraphPayload { node, source: u64::from(graph), queue, name, ..Default::default() };
+    emit_activity(Kind::TaskGraph, task_graph::TASK, corr, start, end, Payload::TaskGraph(&p));
+}
+
+fn device_record(a: &Activity, corr: u64) {
     match a {
         Activity::Kernel(k) => {
             if !kind_enabled(Kind::KernelDispatch) {

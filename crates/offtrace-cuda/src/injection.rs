@@ -299,7 +299,11 @@ struct DriverFns {
     kernel_name: Option<NameFn>,
     /// `cuDeviceGetName(char*, int, CUdevice)`.
     device_name: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
+    /// `cuGraphNodeGetType(CUgraphNode, CUgraphNodeType*)`.
+    graph_node_type: Option<GraphNodeTypeFn>,
 }
+
+type GraphNodeTypeFn = unsafe extern "C" fn(*mut c_void, *mut u32) -> i32;
 
 fn resolve_driver_fns() -> DriverFns {
     let sym = |name: &CStr| -> *mut c_void {
@@ -325,6 +329,7 @@ fn resolve_driver_fns() -> DriverFns {
         func_name: f!(c"cuFuncGetName"),
         kernel_name: f!(c"cuKernelGetName"),
         device_name: f!(c"cuDeviceGetName"),
+        graph_node_type: f!(c"cuGraphNodeGetType"),
     }
 }
 
@@ -374,6 +379,10 @@ fn start_inner() -> Result<Injection, String> {
         Err(e) => say(&format!("a tool failed to load: {e}")),
     }
     let recorder = start_recorder(&c);
+    if recorder.is_some() {
+        // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
+        crate::metrics::start_from_env(say);
+    }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
     let r = match c.subscribe_v2 {
@@ -715,6 +724,8 @@ impl Injection {
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
+        // The samplers' last samples go in before the recorder finishes.
+        crate::metrics::stop();
         if self.ownership != Ownership::Offtrace {
             if let (Ownership::Other(o), Some(d)) = (&self.ownership, offtrace_recorder::definitions()) {
                 d.push(offtrace_format::Record::Info { key: "cuda.cupti_owner".into(), value: o.clone() });
@@ -1266,6 +1277,7 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             // SAFETY: zero-initialised and at most len-1 bytes written: NUL-terminated.
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
+            crate::metrics::context_created(say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);
@@ -1344,14 +1356,19 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         };
         if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED {
             let n = node_id(node);
+            let node_type = graph_node_type(inj.driver.graph_node_type, node, node_type);
             if inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).first_sight(n) {
                 emit::graph_node(graph_id, n, node_type);
             }
             inj.dump_line(|| format!(r#"{{"t":"graph_node","graph":{graph_id},"node":{n},"node_type":{node_type}}}"#));
         } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED {
             let (from, to) = (node_id(dependency), node_id(node));
-            for n in inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).edge(from, to).into_iter().flatten() {
-                emit::graph_node(graph_id, n, GRAPH_NODE_TYPE_UNKNOWN);
+            let new = inj.graph_nodes.lock().unwrap_or_else(|e| e.into_inner()).edge(from, to);
+            for (n, handle) in new.into_iter().zip([dependency, node]) {
+                if let Some(n) = n {
+                    let t = graph_node_type(inj.driver.graph_node_type, handle, GRAPH_NODE_TYPE_UNKNOWN);
+                    emit::graph_node(graph_id, n, t);
+                }
             }
             emit::graph_edge(graph_id, from, to);
             inj.dump_line(|| format!(r#"{{"t":"graph_edge","graph":{graph_id},"from":{from},"to":{to}}}"#));
@@ -1359,6 +1376,21 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             inj.dump_line(|| format!(r#"{{"t":"graph_exec","graph":{graph_id}}}"#));
         }
     }
+}
+
+/// The `CUgraphNodeType` of graph node `node`: the driver's (`cuGraphNodeGetType`), else
+/// `fallback` (CUPTI's `nodeType` field, which read 0, kernel, for every node of the CUDA C
+/// workload's graph on the H100 with CUDA 13, memset and memcpy nodes included: run F).
+/// The driver call is the backend's own: not recorded.
+fn graph_node_type(get: Option<GraphNodeTypeFn>, node: *mut c_void, fallback: u32) -> u32 {
+    let Some(get) = get.filter(|_| !node.is_null()) else { return fallback };
+    let mut t = u32::MAX;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    // SAFETY: node is a live graph node (CUPTI's callback argument, during the callback); t is
+    // an out-param of the enum's size (CUgraphNodeType is a C enum: 4 bytes).
+    let rc = unsafe { get(node, &mut t) };
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+    if rc == 0 && t != u32::MAX { t } else { fallback }
 }
 
 /// The graph nodes the trace has a creation record of (CUPTI's node ids). CUPTI reports a node
@@ -1806,6 +1838,40 @@ mod tests {
         assert_eq!(unresolved, 0);
         assert_eq!(created, [g1, g1 + 1, g1 + 2, g1 + 3, g2, g2 + 1, g3, g3 + 1, g3 + 2, g2 + 4], "each node once");
         assert!(!nodes.first_sight(0), "no node");
+    }
+
+    /// A stand-in for `cuGraphNodeGetType`: nodes at addresses 0x10.. are memsets, 0x20..
+    /// memcpys, 0x30.. kernels; any other is an invalid handle (CUDA_ERROR_INVALID_VALUE).
+    unsafe extern "C" fn fake_node_get_type(node: *mut c_void, t: *mut u32) -> i32 {
+        let ty = match node as usize & !0xf {
+            0x10 => l::CU_GRAPH_NODE_TYPE_MEMSET,
+            0x20 => l::CU_GRAPH_NODE_TYPE_MEMCPY,
+            0x30 => l::CU_GRAPH_NODE_TYPE_KERNEL,
+            _ => return 1,
+        };
+        // SAFETY: t is the caller's out-param.
+        unsafe { *t = ty as u32 };
+        0
+    }
+
+    /// CUPTI's field said kernel (0) for the workload's memset and memcpy nodes: the driver's
+    /// answer wins; the field stands where the driver has none or fails.
+    #[test]
+    fn graph_node_types_come_from_the_driver() {
+        let get: Option<GraphNodeTypeFn> = Some(fake_node_get_type);
+        let kernel = l::CU_GRAPH_NODE_TYPE_KERNEL as u32;
+        let node = |a: usize| a as *mut c_void;
+        assert_eq!(graph_node_type(get, node(0x11), kernel), l::CU_GRAPH_NODE_TYPE_MEMSET as u32);
+        assert_eq!(graph_node_type(get, node(0x22), kernel), l::CU_GRAPH_NODE_TYPE_MEMCPY as u32);
+        assert_eq!(graph_node_type(get, node(0x33), 7), kernel);
+        assert_eq!(graph_node_type(get, node(0x99), 7), 7, "driver error: CUPTI's field");
+        assert_eq!(graph_node_type(get, std::ptr::null_mut(), 7), 7, "no node");
+        assert_eq!(graph_node_type(None, node(0x11), 7), 7, "no driver function");
+        assert!(!BUSY.with(Cell::get), "the guard is lowered again");
+        let names: Vec<_> = [0x11, 0x33, 0x33, 0x22]
+            .map(|a| emit::graph_node_type_name(graph_node_type(get, node(a), kernel)).to_str().unwrap_or(""))
+            .to_vec();
+        assert_eq!(names, ["memset", "kernel", "kernel", "memcpy"]);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod dump;
 pub mod emit;
 mod generated;
 pub mod injection;
+pub mod metrics;
 pub mod table;
 
 pub use generated::cupti_layout;

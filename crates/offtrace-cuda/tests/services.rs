@@ -181,3 +181,75 @@ fn api_calls_and_device_activity_reach_a_services_client() {
         }
     );
 }
+
+/// A kernel and a memset that a CUDA graph launched (CUPTI's records carry the graph node id)
+/// reach a client as their own records and as task records of their nodes, with the launch's
+/// correlation, the stream's queue and the device times; a kernel outside a graph has none.
+#[test]
+fn a_graph_nodes_command_is_that_nodes_task() {
+    use offtrace_core::TaskGraphPayload;
+    use offtrace_cuda::activity::SetActivity;
+    /// Operation, phase, correlation, node, graph, queue.
+    type Task = (u32, u32, u64, u64, u64, u64);
+    let seen: Arc<Mutex<Vec<Task>>> = Arc::default();
+    let ctx = create_context().expect("context");
+    {
+        let seen = seen.clone();
+        configure_callback_tracing_closure(ctx, Kind::TaskGraph, None, move |r, _| {
+            // SAFETY: TASK_GRAPH carries a TaskGraphPayload, valid during the call.
+            let p = unsafe { &*r.payload.cast::<TaskGraphPayload>() };
+            seen.lock().expect("lock").push((
+                r.operation,
+                r.phase,
+                r.correlation_id.internal,
+                p.node,
+                p.source,
+                p.queue,
+            ));
+        })
+        .expect("configure");
+    }
+    start_context(ctx).expect("start");
+    let place = Place { device: 0, context: 1, stream: 9 };
+    let node = (2u64 << 32) | 1;
+    let kernel = |graph_node, graph| KernelActivity {
+        name: c"k".as_ptr(),
+        start: 500,
+        end: 600,
+        place,
+        correlation: 77,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        registers_per_thread: 8,
+        static_shared_memory: 0,
+        dynamic_shared_memory: 0,
+        local_memory_per_thread: 0,
+        graph_node,
+        graph,
+        cluster: [0; 3],
+        device_launched: false,
+    };
+    emit::activity(&Activity::Kernel(kernel(node, 2)), 1234);
+    emit::activity(&Activity::Kernel(kernel(0, 0)), 1235);
+    let set = SetActivity {
+        value: 0,
+        bytes: 64,
+        start: 400,
+        end: 450,
+        place,
+        correlation: 77,
+        memory_kind: 0,
+        graph_node: node - 1,
+        graph: 2,
+    };
+    emit::activity(&Activity::Set(set), 1234);
+    destroy_context(ctx).expect("destroy");
+
+    let task = offtrace_core::task_graph::TASK;
+    let complete = Phase::Complete as u32;
+    let queue = emit::queue_id(1, 9);
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [(task, complete, 1234, node, 2, queue), (task, complete, 1234, node - 1, 2, queue)]
+    );
+}

@@ -262,7 +262,14 @@ impl Rows<'_> {
                 };
                 self.put(
                     Table::CounterSamples,
-                    &[Cell::u(s.counter), Cell::Int(s.tid.into()), Cell::u(s.ts), Cell::Real(v)],
+                    &[
+                        Cell::u(s.counter),
+                        Cell::Int(s.tid.into()),
+                        Cell::u(s.ts),
+                        Cell::Real(v),
+                        // NULL for a time series' sample: no command to join.
+                        if s.correlation == 0 { Cell::Null } else { Cell::u(s.correlation) },
+                    ],
                 )?;
             }
             Record::Generic(g) => {

@@ -109,8 +109,9 @@ tables! {
     Counters "counters" [
         "counter" "INTEGER", "device" "INTEGER", "name" "TEXT", "unit" "TEXT", "value_type" "INTEGER"
     ] indices ["counter"];
-    CounterSamples "counter_samples" ["counter" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "value" "REAL"]
-        indices ["counter"];
+    CounterSamples "counter_samples" [
+        "counter" "INTEGER", "tid" "INTEGER", "ts_ns" "INTEGER", "value" "REAL", "correlation" "INTEGER"
+    ] indices ["counter", "correlation"];
     OtherRecords "other_records" [
         "id" "INTEGER PRIMARY KEY", "kind" "INTEGER", "operation" "INTEGER", "phase" "INTEGER", "tid" "INTEGER",
         "ts_ns" "INTEGER", "correlation" "INTEGER", "args" "TEXT"
@@ -140,6 +141,19 @@ pub const VIEWS: &[(&str, &str)] = &[
          CAST(AVG(a.device_ns) AS INTEGER) AS device_mean_ns, MIN(a.device_ns) AS device_min_ns, \
          MAX(a.device_ns) AS device_max_ns FROM device_activity a JOIN kinds k ON k.kind = a.kind \
          WHERE k.name = 'KERNEL_DISPATCH' GROUP BY a.name ORDER BY device_total_ns DESC, dispatches DESC",
+    ),
+    (
+        "command_metrics",
+        "SELECT s.correlation, s.counter, c.name AS metric, c.unit, s.value, s.ts_ns, a.id AS activity, \
+         k.name AS kind_name, a.name, a.device_ns FROM counter_samples s JOIN counters c ON c.counter = s.counter \
+         LEFT JOIN device_activity a ON a.correlation = s.correlation LEFT JOIN kinds k ON k.kind = a.kind \
+         WHERE s.correlation IS NOT NULL",
+    ),
+    (
+        "kernel_metrics",
+        "SELECT kind_name, name, metric, unit, COUNT(*) AS commands, SUM(value) AS total, AVG(value) AS mean, \
+         MIN(value) AS min, MAX(value) AS max FROM command_metrics GROUP BY kind_name, name, metric, unit \
+         ORDER BY kind_name IS NULL, SUM(device_ns) DESC, name, metric",
     ),
     (
         "api_calls_by_thread",

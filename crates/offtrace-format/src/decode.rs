@@ -256,7 +256,7 @@ impl Decoder {
             return Ok(());
         }
         if (FIRST_V3_TAG..=LAST_V3_TAG).contains(&tag) && self.version >= 3 {
-            return crate::typed::decode_with(tag, &mut self.threads, self.api_args, c, sink);
+            return crate::typed::decode_with(tag, &mut self.threads, self.version, self.api_args, c, sink);
         }
         let record = match tag {
             TAG_INFO => Record::Info { key: c.string("Info key")?, value: c.string("Info value")? },

@@ -660,6 +660,10 @@ pub struct CounterSample {
     pub ts: u64,
     /// The value's bits, per the definition's value type.
     pub value: u64,
+    /// The command this value was measured for (an event-based query around it), the
+    /// correlation id of its launch and device activity; 0 for a sample of a time series.
+    /// On disk since format version 4.
+    pub correlation: u64,
 }
 
 /// A record of a kind this build has no typed record for (a made-up or newer kind): its

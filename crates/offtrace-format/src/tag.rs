@@ -59,6 +59,9 @@ pub(crate) const F_ACT_DEVICE_TIMES: u64 = 0x80;
 pub(crate) const F_ACT_ALLOCATIONS: u64 = 0x100;
 pub(crate) const F_ACT_COMPLETE: u64 = 0x200;
 pub(crate) const F_ACT_ALL: u64 = 0x3ff;
+// CounterSample.
+/// A correlation id follows the value (a value per command); since format version 4.
+pub(crate) const F_SAMPLE_CORRELATION: u64 = 0x02;
 
 /// Notification tag: high bit set.
 pub(crate) const TAG_NOTIFICATION: u8 = 0x80;

@@ -1,4 +1,4 @@
-//! Typed records (format version 3) ↔ bytes: the tracing services' records.
+//! Typed records (format version 3; 4 added a counter sample's correlation) ↔ bytes: the tracing services' records.
 //!
 //! Every record with a thread starts `tag flags:varint [tid]` (tid omitted when the flags say
 //! it is the previous thread-carrying record's, as for notifications), and its host
@@ -100,11 +100,17 @@ pub(crate) fn encode(threads: &mut ThreadStates, scratch: &mut ApiScratch, recor
             put_u64(out, r.range_id);
         }
         Record::CounterSample(r) => {
-            let st = head(threads, TAG_COUNTER_SAMPLE, r.tid, 0, out);
+            // A time-series sample has no command: the flag keeps its bytes as in version 3.
+            let flags = if r.correlation != 0 { F_SAMPLE_CORRELATION } else { 0 };
+            let st = head(threads, TAG_COUNTER_SAMPLE, r.tid, flags, out);
             put_u64(out, r.counter);
             put_delta(out, r.ts, st.ts);
             st.ts = r.ts;
             put_u64(out, r.value);
+            if r.correlation != 0 {
+                put_delta(out, r.correlation, st.correlation);
+                st.correlation = r.correlation;
+            }
         }
         Record::Generic(r) => {
             let st = head(threads, TAG_GENERIC, r.tid, 0, out);
@@ -457,6 +463,7 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
 pub(crate) fn decode_with(
     tag: u8,
     threads: &mut ThreadStates,
+    version: u16,
     api_args: bool,
     c: &mut Cursor<'_>,
     sink: &mut impl RecordSink,
@@ -604,11 +611,18 @@ pub(crate) fn decode_with(
             }))
         }
         TAG_COUNTER_SAMPLE => {
-            let (tid, st) = thread(threads, c, 0)?;
+            let allowed = if version >= 4 { F_SAMPLE_CORRELATION } else { 0 };
+            let (flags, tid, st) = thread_flags(threads, c, allowed)?;
             let counter = c.varint("CounterSample counter")?;
             let ts = apply_delta(st.ts, c.varint("CounterSample ts")?);
             st.ts = ts;
-            sink.put(Record::CounterSample(CounterSample { counter, tid, ts, value: c.varint("CounterSample value")? }))
+            let value = c.varint("CounterSample value")?;
+            let mut correlation = 0;
+            if flags & F_SAMPLE_CORRELATION != 0 {
+                correlation = apply_delta(st.correlation, c.varint("CounterSample correlation")?);
+                st.correlation = correlation;
+            }
+            sink.put(Record::CounterSample(CounterSample { counter, tid, ts, value, correlation }))
         }
         TAG_GENERIC => {
             let (tid, st) = thread(threads, c, 0)?;

@@ -51,10 +51,22 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The expected file as written today: version 4 changed no `ApiCall` or `Activity` byte, only
+/// the header's version (and so its crc).
+fn in_today_header(v3_hex: &str) -> String {
+    let mut bytes: Vec<u8> =
+        (0..v3_hex.len()).step_by(2).map(|i| u8::from_str_radix(&v3_hex[i..i + 2], 16).expect("hex")).collect();
+    assert_eq!(bytes[8], 3, "the expected bytes are version 3's");
+    bytes[8] = offtrace_format::FORMAT_VERSION.to_le_bytes()[0];
+    let crc = crc32fast::hash(&bytes[..60]);
+    bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    hex(&bytes)
+}
+
 #[test]
 fn every_way_of_writing_an_api_call_gives_the_format_3_bytes() {
     // The whole file: the header (fixed for `monotonic()`) and one chunk.
-    let expected = include_str!("fixtures/api_calls_v3.hex").trim();
+    let expected = in_today_header(include_str!("fixtures/api_calls_v3.hex").trim());
     for how in 0..3 {
         assert_eq!(hex(&write(how)), expected, "way {how}");
     }
@@ -147,7 +159,7 @@ fn write_activities(borrowed: bool) -> Vec<u8> {
 
 #[test]
 fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
-    let expected = include_str!("fixtures/activities_v3.hex").trim();
+    let expected = in_today_header(include_str!("fixtures/activities_v3.hex").trim());
     assert_eq!(hex(&write_activities(false)), expected, "owned");
     assert_eq!(hex(&write_activities(true)), expected, "borrowed");
 }

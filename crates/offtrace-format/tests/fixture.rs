@@ -14,6 +14,7 @@ use offtrace_format::*;
 const V1_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.offtrace");
 const V2_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v2.offtrace");
 const V3_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v3.offtrace");
+const V4_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v4.offtrace");
 
 /// The records of the v1 fixture: the synthetic SYCL workload plus every other variant and
 /// user-data kind, ending with an explicit End.
@@ -192,7 +193,7 @@ fn v2_records_still_encode_as_in_v2() {
     let (v2_header, v2_chunks, v2_end) = framing(&fixture);
     assert_eq!(now_chunks, v2_chunks);
     assert_eq!(now_end, v2_end);
-    assert_eq!((now_header[8], v2_header[8]), (3, 2));
+    assert_eq!((now_header[8], v2_header[8]), (4, 2));
     assert_eq!(&now_header[9..60], &v2_header[9..60]);
 }
 
@@ -486,7 +487,13 @@ fn v3_fixture_records() -> Vec<Record> {
             unit: StrId(78),
             value_type: 2,
         }),
-        Record::CounterSample(CounterSample { counter: 1, tid: 4244, ts: t + 7000, value: 42.5f64.to_bits() }),
+        Record::CounterSample(CounterSample {
+            counter: 1,
+            tid: 4244,
+            ts: t + 7000,
+            value: 42.5f64.to_bits(),
+            correlation: 0,
+        }),
         Record::Generic(GenericRecord {
             kind: 99,
             op: 0,
@@ -542,13 +549,89 @@ fn v3_fixture_reads_forever() {
     assert_eq!(read.iter().filter(|r| matches!(r, Record::Activity(_))).count(), 7);
 }
 
-/// Today's writer still produces the v3 layout. If this fails on purpose, bump
-/// `FORMAT_VERSION`, keep `v3.offtrace` and its reader path, and add a v4 fixture.
+/// Version 4 only added a flag to `CounterSample` (its correlation id): the records of the v3
+/// fixture, whose samples have none, still encode byte for byte as in version 3; only the
+/// header's version (and crc) differ.
+#[test]
+fn v3_records_still_encode_as_in_v3() {
+    let fixture = std::fs::read(V3_FIXTURE).expect("fixture");
+    let (now_header, now_chunks, now_end) = framing(&v3_fixture_bytes());
+    let (v3_header, v3_chunks, v3_end) = framing(&fixture);
+    assert_eq!(now_chunks, v3_chunks);
+    assert_eq!(now_end, v3_end);
+    assert_eq!((now_header[8], v3_header[8]), (4, 3));
+    assert_eq!(&now_header[9..60], &v3_header[9..60]);
+}
+
+/// The records of the v4 fixture: the v3 fixture's records, then values per command (counter
+/// samples with the correlation id of their command, on two threads, a correlation going down
+/// as well as up, the largest id) between samples of a time series (no correlation).
+fn v4_fixture_records() -> Vec<Record> {
+    let mut records = v3_fixture_records();
+    let end = records.pop().expect("the v3 records end with End");
+    let t = START_TICKS + 40_000_000;
+    let sample = |counter, tid, ts, value: u64, correlation| {
+        Record::CounterSample(CounterSample { counter, tid, ts, value, correlation })
+    };
+    records.extend([
+        Record::CounterDef(CounterDef { counter: 2, device: 0, name: StrId(77), unit: StrId(78), value_type: 0 }),
+        sample(2, 4244, t, 1_000_000, 3001),
+        sample(1, 4244, t + 10, 7.25f64.to_bits(), 0),
+        sample(2, 4245, t + 20, 0, 2999),
+        sample(2, 4244, t + 30, u64::MAX, 3002),
+        sample(2, 4245, t + 40, 5, 17),
+        sample(2, 4245, t + 50, 6, u64::MAX),
+        sample(1, 4245, t + 60, 8.5f64.to_bits(), 0),
+    ]);
+    let Record::End { drops, .. } = end else { unreachable!("checked above") };
+    let count = records.len() as u64;
+    records.push(Record::End { records: count, drops });
+    records
+}
+
+fn v4_fixture_bytes() -> Vec<u8> {
+    write_trace(&tsc_header(), &v4_fixture_records(), 1024, 50)
+}
+
+#[test]
+fn v4_fixture_reads_forever() {
+    let mut r = TraceReader::open(V4_FIXTURE).expect("the v4 fixture opens");
+    assert_eq!(r.header().version, 4);
+    let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("the v4 fixture reads");
+    assert!(r.finished_cleanly());
+    let mut expected = expected_after_read(&v4_fixture_records());
+    expected.pop(); // the fixture has its own End
+    assert_eq!(read, expected);
+    let correlations: Vec<u64> = read
+        .iter()
+        .filter_map(|r| match r {
+            Record::CounterSample(s) => Some(s.correlation),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(correlations, [0, 3001, 0, 2999, 3002, 17, u64::MAX, 0]);
+}
+
+/// Today's writer still produces the v4 layout. If this fails on purpose, bump
+/// `FORMAT_VERSION`, keep `v4.offtrace` and its reader path, and add a v5 fixture.
 /// (Compared after decompression, so a different LZ4 compressor version does not matter.)
 #[test]
-fn writer_still_writes_v3() {
-    let fixture = std::fs::read(V3_FIXTURE).expect("fixture");
-    assert_eq!(framing(&v3_fixture_bytes()), framing(&fixture));
+fn writer_still_writes_v4() {
+    let fixture = std::fs::read(V4_FIXTURE).expect("fixture");
+    assert_eq!(framing(&v4_fixture_bytes()), framing(&fixture));
+}
+
+/// A reader of version 3 refuses a sample's correlation flag: a v3 file holding a v4 sample is
+/// an error, not a misread.
+#[test]
+fn sample_correlation_is_not_in_v3() {
+    let mut bytes = v4_fixture_bytes();
+    bytes[8] = 3;
+    let crc = crc32fast::hash(&bytes[..60]);
+    bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    let r = TraceReader::new(&bytes[..]).expect("header");
+    let err = r.into_iter().find_map(Result::err).expect("a v4 sample in a v3 file fails");
+    assert!(err.to_string().contains("flags"), "{err}");
 }
 
 /// A reader of version 2 refuses typed records: a v2 file holding a v3 tag is an error, not a
@@ -574,7 +657,7 @@ fn v1_records_still_encode_as_in_v1() {
     assert_eq!(now_chunks, v1_chunks);
     assert_eq!(now_end, v1_end);
     assert_eq!(&now_header[..8], &v1_header[..8]);
-    assert_eq!((now_header[8], v1_header[8]), (3, 1));
+    assert_eq!((now_header[8], v1_header[8]), (4, 1));
     assert_eq!(&now_header[9..60], &v1_header[9..60]);
 }
 
@@ -582,10 +665,10 @@ fn v1_records_still_encode_as_in_v1() {
 #[ignore = "writes tests/fixtures/v<FORMAT_VERSION>.offtrace; only for creating a new version's fixture"]
 fn regenerate_fixture() {
     if std::env::var_os("OFFTRACE_REGENERATE_FIXTURE").is_some() {
-        assert_eq!(FORMAT_VERSION, 3, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
-        if std::path::Path::new(V3_FIXTURE).exists() {
+        assert_eq!(FORMAT_VERSION, 4, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
+        if std::path::Path::new(V4_FIXTURE).exists() {
             return;
         }
-        std::fs::write(V3_FIXTURE, v3_fixture_bytes()).expect("write fixture");
+        std::fs::write(V4_FIXTURE, v4_fixture_bytes()).expect("write fixture");
     }
 }

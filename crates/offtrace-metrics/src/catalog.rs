@@ -82,11 +82,47 @@ pub struct Collector {
 
 /// PM sampling behind a streamer: the hardware samples at the streamer's period; each read
 /// decodes what arrived and reports the mean of those samples (the last values when none did).
+/// The samples themselves, with their ends on the trace clock, stay readable until the next
+/// read ([`Collector::pm_samples`]): the counter sampler emits each at its own time.
 #[derive(Debug)]
 struct PmState {
     sampler: cupti::PmSampler,
     samples: Vec<cupti::PmSample>,
+    /// Each sample's end on the trace clock.
+    ends: Vec<u64>,
+    clock: cupti::PmClock,
     last: Vec<f64>,
+    /// `OFFTRACE_PM_CLOCK_LOG=FILE`: one line per decode with samples (the clocks read, the
+    /// samples' raw start/end, the domain chosen), for checking the mapping on a GPU machine.
+    log: Option<std::fs::File>,
+}
+
+impl PmState {
+    fn map_times(&mut self) {
+        self.ends.clear();
+        let Some(last) = self.samples.last() else { return };
+        let reading = cupti::ClockReading::now();
+        let off = self.clock.offset(last.end_ns, &reading);
+        self.ends.extend(self.samples.iter().map(|s| cupti::PmClock::map(s.end_ns, off)));
+        if let Some(f) = self.log.as_mut() {
+            use std::io::Write;
+            let first = &self.samples[0];
+            let _ = writeln!(
+                f,
+                "trace_now={} cupti_now={} realtime_now={} n={} first_start={} first_end={} last_end={} domain={:?} offset={} last_end_trace={}",
+                reading.trace_now,
+                reading.cupti_now.unwrap_or(0),
+                reading.realtime_now,
+                self.samples.len(),
+                first.start_ns,
+                first.end_ns,
+                last.end_ns,
+                self.clock.domain(),
+                off,
+                self.ends.last().copied().unwrap_or(0),
+            );
+        }
+    }
 }
 
 impl Collector {
@@ -110,6 +146,7 @@ impl Collector {
                 let pm = self.pm.as_mut().ok_or(MetricsError::Uninitialized)?;
                 pm.samples.clear();
                 pm.sampler.decode(&mut pm.samples)?;
+                pm.map_times();
                 if !pm.samples.is_empty() {
                     let n = pm.samples.len() as f64;
                     for (i, l) in pm.last.iter_mut().enumerate() {
@@ -128,6 +165,13 @@ impl Collector {
 }
 
 impl Collector {
+    /// PM sampling: the hardware samples the last [`Self::read`] decoded, each with its end on
+    /// the trace clock (`None` for other backends).
+    pub fn pm_samples(&self) -> Option<impl Iterator<Item = (u64, &[f64])>> {
+        let pm = self.pm.as_ref()?;
+        Some(pm.ends.iter().copied().zip(pm.samples.iter().map(|s| s.values.as_slice())))
+    }
+
     /// Whether queries of this collector are GPU ranges ([`Self::range_start`]) rather than
     /// host snapshots.
     pub fn is_range(&self) -> bool {
@@ -176,7 +220,16 @@ impl Group {
                 let ns = period.map_or(1_000_000, |p| p.as_nanos().clamp(1_000, u128::from(u64::MAX)) as u64);
                 let mut sampler = cupti::PmSampler::new(index, &names(), ns, 4096)?;
                 sampler.start()?;
-                Some(PmState { sampler, samples: Vec::new(), last: vec![0.0; self.slots] })
+                let log = std::env::var_os("OFFTRACE_PM_CLOCK_LOG")
+                    .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+                Some(PmState {
+                    sampler,
+                    samples: Vec::new(),
+                    ends: Vec::new(),
+                    clock: cupti::PmClock::default(),
+                    last: vec![0.0; self.slots],
+                    log,
+                })
             }
             _ => None,
         };

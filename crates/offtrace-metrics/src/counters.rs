@@ -52,7 +52,8 @@ struct Defined {
     defined: bool,
 }
 
-fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[TypedValue]) {
+/// Emits `values` as samples at `ts` (trace clock; 0: now), after the definitions the first time.
+fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[TypedValue], ts: u64) {
     if !d.defined {
         for (i, m) in info.metrics.iter().enumerate() {
             let vt = match values.get(i) {
@@ -65,6 +66,7 @@ fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[Type
                 value: vt as u64,
                 name: d.names[i].as_ptr(),
                 unit: d.units[i].as_ptr(),
+                ts: 0,
             };
             let _ = m;
             emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
@@ -83,6 +85,7 @@ fn emit_counters(group: usize, d: &mut Defined, info: &GroupInfo, values: &[Type
             value: bits,
             name: std::ptr::null(),
             unit: std::ptr::null(),
+            ts,
         };
         emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
     }
@@ -254,8 +257,19 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
                 prev: std::mem::take(if widen { &mut g.prev2 } else { &mut g.prev }),
                 base: std::mem::take(&mut g.base),
             };
-            crate::model::calculate_into(&g.info.metrics, &report, &mut g.values);
-            emit_counters(g.gi, &mut g.defined, &g.info, &g.values);
+            if let Some(samples) = g.collector.pm_samples() {
+                // PM sampling: each hardware sample at its own end on the GPU (a read decodes the
+                // samples completed since the last one, so the newest interval arrives a report
+                // late; at the report's time the curve would be one period late).
+                for (end, values) in samples {
+                    g.values.clear();
+                    g.values.extend(values.iter().map(|&v| TypedValue::F64(v)));
+                    emit_counters(g.gi, &mut g.defined, &g.info, &g.values, end);
+                }
+            } else {
+                crate::model::calculate_into(&g.info.metrics, &report, &mut g.values);
+                emit_counters(g.gi, &mut g.defined, &g.info, &g.values, 0);
+            }
             let RawReport { now, prev, base, .. } = report;
             // prev2 <- the interval's start, prev <- now; the spare vector is reused for `now`.
             if widen {

@@ -716,6 +716,104 @@ impl Drop for PmSampler {
     }
 }
 
+/// Which clock PM sample timestamps turned out to be on (see [`PmClock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmClockDomain {
+    /// Already the trace clock: CUPTI's timestamps follow the timestamp callback the CUDA
+    /// backend registers (`cuptiActivityRegisterTimestampCallback`).
+    Trace,
+    /// `cuptiGetTimestamp`'s clock: shifted by (trace now − CUPTI now), read back to back.
+    Cupti,
+    /// CLOCK_REALTIME (the GPU's global timer, which the driver keeps on the host's wall clock):
+    /// shifted by (trace now − realtime now).
+    Realtime,
+    /// None of those within [`PmClock::WINDOW_NS`]: the least (decode time − last sample end)
+    /// seen so far, i.e. a sample is taken to have ended no later than its earliest decode.
+    Anchored,
+}
+
+/// Maps PM sample timestamps onto the trace clock. `cupti_pmsampling.h` only says a sample's
+/// start/end are timestamps in ns; which clock depends on CUPTI and on whether a timestamp
+/// callback is registered. At each decode, the candidates are tried in order and the first one
+/// that puts the newest sample's end within [`Self::WINDOW_NS`] before the decode (and not after
+/// it by more than [`Self::SLACK_NS`]) is kept for the rest of the run.
+#[derive(Debug, Clone, Default)]
+pub struct PmClock {
+    domain: Option<PmClockDomain>,
+    /// `Anchored`: the least (trace now − sample end) seen, as a wrapping i64.
+    anchor: Option<i64>,
+}
+
+/// The clocks read at one decode, besides the samples' own (ns).
+#[derive(Debug, Clone, Copy)]
+pub struct ClockReading {
+    pub trace_now: u64,
+    pub cupti_now: Option<u64>,
+    pub realtime_now: u64,
+}
+
+impl ClockReading {
+    /// The clocks now: the trace clock (`offtrace_core::timestamp_ns`, what the recorder
+    /// stamps), CUPTI's and CLOCK_REALTIME, the trace clock read on both sides of the others.
+    pub fn now() -> Self {
+        let a = offtrace_core::timestamp_ns();
+        let cupti_now = gpu_timestamp();
+        let realtime_now = offtrace_core::clock::realtime_ns();
+        let b = offtrace_core::timestamp_ns();
+        Self { trace_now: a + (b.saturating_sub(a)) / 2, cupti_now, realtime_now }
+    }
+}
+
+impl PmClock {
+    /// How far before a decode the newest sample's end may be on a matching clock.
+    pub const WINDOW_NS: u64 = 2_000_000_000;
+    /// How far after a decode it may be (the clocks are read a little apart).
+    pub const SLACK_NS: u64 = 1_000_000;
+
+    pub fn domain(&self) -> Option<PmClockDomain> {
+        self.domain
+    }
+
+    /// The offset (added, wrapping) that maps this decode's samples onto the trace clock, given
+    /// the newest sample's end `last_end`.
+    pub fn offset(&mut self, last_end: u64, r: &ClockReading) -> i64 {
+        let diff = |to: u64, from: u64| to.wrapping_sub(from) as i64;
+        let cand = |d: PmClockDomain| -> Option<i64> {
+            match d {
+                PmClockDomain::Trace => Some(0),
+                PmClockDomain::Cupti => r.cupti_now.map(|c| diff(r.trace_now, c)),
+                PmClockDomain::Realtime => Some(diff(r.trace_now, r.realtime_now)),
+                PmClockDomain::Anchored => None,
+            }
+        };
+        if self.domain.is_none() {
+            let fits = |off: i64| {
+                let end = last_end.wrapping_add(off as u64);
+                let lag = diff(r.trace_now, end);
+                lag >= -(Self::SLACK_NS as i64) && lag <= Self::WINDOW_NS as i64
+            };
+            self.domain = [PmClockDomain::Trace, PmClockDomain::Cupti, PmClockDomain::Realtime]
+                .into_iter()
+                .find(|&d| cand(d).is_some_and(fits))
+                .or(Some(PmClockDomain::Anchored));
+        }
+        match self.domain.and_then(cand) {
+            Some(off) => off,
+            None => {
+                let lag = diff(r.trace_now, last_end);
+                let a = self.anchor.map_or(lag, |a| a.min(lag));
+                self.anchor = Some(a);
+                a
+            }
+        }
+    }
+
+    /// `t` (a sample's timestamp) on the trace clock under `offset`.
+    pub fn map(t: u64, offset: i64) -> u64 {
+        t.wrapping_add(offset as u64)
+    }
+}
+
 /// The metrics of the `cupti.range_profiler` group (name, description, unit).
 pub const RANGE_METRICS: [(&str, &str, &str); 4] = [
     ("gpu__time_duration.sum", "kernel duration", "ns"),
@@ -765,6 +863,54 @@ mod tests {
         assert_eq!(PmDecode::new().struct_size, 45);
         assert_eq!(PmDataInfo::new().struct_size, 56);
         assert_eq!(PmSampleInfo::new().struct_size, 64);
+    }
+
+    fn reading(trace_now: u64, cupti_now: Option<u64>, realtime_now: u64) -> ClockReading {
+        ClockReading { trace_now, cupti_now, realtime_now }
+    }
+
+    #[test]
+    fn pm_samples_on_the_trace_clock_stay_put() {
+        let mut c = PmClock::default();
+        // The newest sample ended 0.4 ms before the decode, on the trace clock.
+        let off = c.offset(10_000_000_000 - 400_000, &reading(10_000_000_000, Some(77), 1_700_000_000_000_000_000));
+        assert_eq!((off, c.domain()), (0, Some(PmClockDomain::Trace)));
+        assert_eq!(PmClock::map(9_999_000_000, off), 9_999_000_000);
+    }
+
+    #[test]
+    fn pm_samples_on_cuptis_clock_are_shifted() {
+        let mut c = PmClock::default();
+        let r = reading(10_000_000_000, Some(500_000_000_000), 1_700_000_000_000_000_000);
+        let off = c.offset(500_000_000_000 - 700_000, &r);
+        assert_eq!(c.domain(), Some(PmClockDomain::Cupti));
+        assert_eq!(PmClock::map(500_000_000_000 - 700_000, off), 10_000_000_000 - 700_000);
+        // Kept for the run, re-measured at each decode: a later decode 1 ms on.
+        let r2 = reading(10_001_000_000, Some(500_001_000_000 + 3), 1);
+        let off2 = c.offset(5, &r2);
+        assert_eq!((PmClock::map(500_000_999_000, off2), c.domain()), (10_000_998_997, Some(PmClockDomain::Cupti)));
+    }
+
+    #[test]
+    fn pm_samples_on_the_wall_clock_are_shifted() {
+        let mut c = PmClock::default();
+        let rt = 1_700_000_000_000_000_000u64;
+        let off = c.offset(rt - 2_000_000, &reading(10_000_000_000, None, rt));
+        assert_eq!(c.domain(), Some(PmClockDomain::Realtime));
+        assert_eq!(PmClock::map(rt - 2_000_000, off), 9_998_000_000);
+    }
+
+    #[test]
+    fn pm_samples_on_an_unknown_clock_are_anchored_at_the_least_lag() {
+        let mut c = PmClock::default();
+        // Neither trace, CUPTI nor wall clock: the first decode anchors end = decode time...
+        let off = c.offset(123_000_000, &reading(10_000_000_000, Some(1), 2));
+        assert_eq!((c.domain(), PmClock::map(123_000_000, off)), (Some(PmClockDomain::Anchored), 10_000_000_000));
+        // ... a later decode with less lag moves the anchor; more lag does not.
+        let off = c.offset(124_000_000, &reading(10_000_900_000, Some(1), 2));
+        assert_eq!(PmClock::map(124_000_000, off), 10_000_900_000);
+        let off = c.offset(125_000_000, &reading(10_002_500_000, Some(1), 2));
+        assert_eq!(PmClock::map(125_000_000, off), 10_001_900_000);
     }
 
     #[test]

@@ -115,6 +115,7 @@ fn record(c: &Calibration) {
             value: ty as u64,
             name: name.as_ptr(),
             unit: c"ns".as_ptr(),
+            ts: 0,
         };
         if first {
             emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));

@@ -23,7 +23,7 @@ use std::ffi::{CStr, CString, c_void};
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
-use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_instant};
+use offtrace_core::{CounterPayload, CounterValueType, Kind, Payload, Phase, counter_op, emit_activity, emit_instant};
 
 use crate::api::next;
 use crate::call::*;
@@ -360,8 +360,10 @@ fn unit_text(unit: u32) -> &'static CStr {
 }
 
 /// The same results as trace counter samples (`COUNTER` kind): each counter is defined once
-/// per device (name `codeplay.<name>`), then sampled at the command's completion.
-pub(crate) fn emit_samples(set: &CounterSet, device: u64, values: &CounterValues) {
+/// per device (name `codeplay.<name>`), then sampled at the command's completion as a value
+/// per command: emitted as the command's activity (`correlation`, its device `times`), so that
+/// the trace ties each value to its command (`docs/metrics.md`, values per command).
+pub(crate) fn emit_samples(set: &CounterSet, device: u64, correlation: u64, times: (u64, u64), values: &CounterValues) {
     if !offtrace_core::kind_enabled(Kind::Counter) {
         return;
     }
@@ -383,11 +385,18 @@ pub(crate) fn emit_samples(set: &CounterSet, device: u64, values: &CounterValues
         if new {
             let value_type =
                 if c.storage == STORAGE_FLOAT64 { CounterValueType::F64 } else { CounterValueType::U64 } as u64;
-            let p = CounterPayload { counter: id, device, value: value_type, name: name.as_ptr(), unit: unit.as_ptr() };
+            let p = CounterPayload {
+                counter: id,
+                device,
+                value: value_type,
+                name: name.as_ptr(),
+                unit: unit.as_ptr(),
+                ts: 0,
+            };
             emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
         }
-        let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr() };
-        emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&p));
+        let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr(), ts: 0 };
+        emit_activity(Kind::Counter, counter_op::SAMPLE, correlation, times.0, times.1, Payload::Counter(&p));
     }
 }
 

@@ -445,7 +445,7 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
             p.perf_at_start.as_ref(),
             perf_end.as_ref(),
         );
-        crate::counters::emit_samples(set, p.device, &values);
+        crate::counters::emit_samples(set, p.device, p.correlation, (start, end), &values);
         crate::counters::store_results(event as usize, values);
     }
     if p.nested {

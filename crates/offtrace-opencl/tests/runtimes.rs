@@ -537,6 +537,21 @@ fn codeplay_counters_reach_the_trace_as_counter_samples() {
     let codeplay = named("codeplay.");
     assert!(codeplay.len() >= 3, "{} codeplay counter definitions", codeplay.len());
     assert_eq!(samples_of(&codeplay), 3 * codeplay.len());
+    // Values per command: each sample names its command (correlation), one of each counter per
+    // completed command, and those commands are the program's three.
+    let commands: std::collections::HashSet<u64> =
+        records.iter().filter_map(|r| if let Record::Activity(a) = r { Some(a.correlation) } else { None }).collect();
+    let mut per_command: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for r in &records {
+        if let Record::CounterSample(c) = r
+            && codeplay.contains(&c.counter)
+        {
+            assert!(commands.contains(&c.correlation), "codeplay sample of no command: {c:?}");
+            *per_command.entry(c.correlation).or_default() += 1;
+        }
+    }
+    assert_eq!(per_command.len(), 3, "{per_command:?}");
+    assert!(per_command.values().all(|&n| n == codeplay.len()), "{per_command:?}");
     // The device clock's calibration is recorded too: offset and uncertainty, sampled.
     let clock = named("opencl.clock_");
     assert_eq!(clock.len(), 2, "calibration counters of the one device");

@@ -158,6 +158,7 @@ unsafe fn typed_in<const N: usize>(
 ) {
     let mut w = [0u64; N];
     head(&mut w, record, timestamp_ns());
+    let mut own_ts = 0;
     let b = &mut w[HEAD_WORDS..];
     // SAFETY (every arm): the services pass `kind`'s own payload struct; its strings are valid
     // during the callback.
@@ -240,6 +241,11 @@ unsafe fn typed_in<const N: usize>(
             }
             Kind::Counter => {
                 let p = &*payload.cast::<CounterPayload>();
+                // A sample at its own time (trace clock), e.g. a GPU sample's end: the entry's
+                // ts; the format's ts delta is signed, so it may precede the thread's last one.
+                if record.operation == offtrace_core::counter_op::SAMPLE {
+                    own_ts = p.ts;
+                }
                 let name = local.string(inner, c_bytes(p.name));
                 let unit = local.string(inner, c_bytes(p.unit));
                 put(b, &[p.counter, p.device, p.value, u64::from(name.0), u64::from(unit.0)])
@@ -254,6 +260,9 @@ unsafe fn typed_in<const N: usize>(
             Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => return,
         }
     };
+    if own_ts != 0 {
+        w[1] = own_ts;
+    }
     let tag = if kind == Kind::Xpti { TAG_RAW } else { kind as u8 };
     let len = HEAD_WORDS + body;
     w[0] = header(len, tag, record.phase as u8, record.operation);

@@ -330,7 +330,11 @@ pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u
                     unit: str_id(b(4)?),
                 })
             } else {
-                Record::CounterSample(CounterSample { counter: b(0)?, tid, ts, value: b(2)? })
+                // A value per command is emitted as that command's activity (phase COMPLETE, its
+                // correlation); a time series' sample as an instant, whose correlation is only
+                // the enclosing call's or a fresh one: no command's, so none on disk.
+                let correlation = if ph == phase::COMPLETE { correlation } else { 0 };
+                Record::CounterSample(CounterSample { counter: b(0)?, tid, ts, value: b(2)?, correlation })
             }
         }
         Kind::Xpti => return None,

@@ -220,6 +220,9 @@ fn completions_and_every_kind_reach_the_trace() {
     emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&c));
     let s = CounterPayload { counter: 1, value: 42.5f64.to_bits(), ..Default::default() };
     emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&s));
+    // A value per command: emitted as the command's activity, with its correlation id.
+    let per_command = CounterPayload { counter: 1, value: 7.0f64.to_bits(), ..Default::default() };
+    emit_activity(Kind::Counter, counter_op::SAMPLE, corr, 6_000, 7_000, Payload::Counter(&per_command));
     destroy_context(ctx).unwrap();
     finish().unwrap();
     let records = read(&path);
@@ -244,7 +247,9 @@ fn completions_and_every_kind_reach_the_trace() {
     assert!(has(&|r| matches!(r, Record::TaskGraph(g) if g.node == 11 && g.queue == 0x30)));
     assert!(has(&|r| matches!(r, Record::Marker(m) if strings[&m.message] == "hello")));
     assert!(has(&|r| matches!(r, Record::CounterDef(c) if c.value_type == 2 && strings[&c.unit] == "W")));
-    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 42.5)));
+    // A time series' sample (an instant) names no command; a value per command names its own.
+    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 42.5 && c.correlation == 0)));
+    assert!(has(&|r| matches!(r, Record::CounterSample(c) if f64::from_bits(c.value) == 7.0 && c.correlation == corr)));
     for kind in [Kind::Queue, Kind::Device, Kind::MemoryAlloc, Kind::Counter, Kind::Marker] {
         assert!(has(&|r| matches!(r, Record::KindDef { kind: k, .. } if *k == kind as u32)), "{kind:?} defined");
     }
@@ -280,4 +285,37 @@ fn the_header_has_the_start_on_both_clocks() {
     assert_eq!(h.start_ticks, h.start_monotonic_ns, "one tick = 1 ns from CLOCK_MONOTONIC");
     assert!((wall_before..=wall_after).contains(&h.start_realtime_ns), "{h:?}");
     assert_eq!(h.pid, std::process::id());
+}
+
+/// A counter sample with its own time (a GPU sample decoded a period after it ended) is written
+/// at that time, even before the thread's previous record; a sample without one at the emit's.
+#[test]
+fn counter_sample_at_its_own_time() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let def =
+        CounterPayload { counter: 5, name: c"util".as_ptr(), unit: c"%".as_ptr(), value: 2, ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&def));
+    let now = CounterPayload { counter: 5, value: 1.0f64.to_bits(), ..Default::default() };
+    let before = timestamp_ns();
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&now));
+    let after = timestamp_ns();
+    // 3 ms before the previous sample, then one after it: both deltas from the thread's last ts.
+    let early = CounterPayload { counter: 5, value: 2.0f64.to_bits(), ts: before - 3_000_000, ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&early));
+    let later = CounterPayload { counter: 5, value: 3.0f64.to_bits(), ts: after + 1_000, ..Default::default() };
+    emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&later));
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let samples: Vec<(u64, f64)> = read(&path)
+        .iter()
+        .filter_map(|r| if let Record::CounterSample(c) = r { Some((c.ts, f64::from_bits(c.value))) } else { None })
+        .collect();
+    assert_eq!(samples.len(), 3, "{samples:?}");
+    assert!((before..=after).contains(&samples[0].0) && samples[0].1 == 1.0, "{samples:?}");
+    assert_eq!(samples[1], (before - 3_000_000, 2.0));
+    assert_eq!(samples[2], (after + 1_000, 3.0));
 }

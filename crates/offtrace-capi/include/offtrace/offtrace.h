@@ -281,13 +281,16 @@ typedef struct offtrace_callback_tracing_device_data_t {
     offtrace_device_type_t device_type;
 } offtrace_callback_tracing_device_data_t;
 
-/* COUNTER: DEFINE (value = offtrace_counter_value_type_t) or SAMPLE (value = the bits). */
+/* COUNTER: DEFINE (value = offtrace_counter_value_type_t) or SAMPLE (value = the bits; ts = the
+ * time the value belongs to on the trace clock, 0 = the emit's time; it may be earlier than
+ * records already emitted, e.g. a GPU sample decoded a period after it ended). */
 typedef struct offtrace_callback_tracing_counter_data_t {
     uint64_t counter;
     uint64_t device;
     uint64_t value;
     const char* name;
     const char* unit;
+    uint64_t ts;
 } offtrace_callback_tracing_counter_data_t;
 
 /* XPTI (the SYCL backend's raw layer): one notification exactly as the dispatcher passed it to

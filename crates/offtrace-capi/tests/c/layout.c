@@ -172,6 +172,7 @@ int main(void) {
     S(offtrace_callback_tracing_counter_data_t);
     F(offtrace_callback_tracing_counter_data_t, value);
     F(offtrace_callback_tracing_counter_data_t, unit);
+    F(offtrace_callback_tracing_counter_data_t, ts);
     S(offtrace_callback_tracing_xpti_data_t);
     F(offtrace_callback_tracing_xpti_data_t, instance);
     F(offtrace_callback_tracing_xpti_data_t, trace_type);
