@@ -169,6 +169,9 @@ def main():
         "threads": window_threads,
         "issue_ns": issue,
         "cpu_probe_ns": cpu_probe_ns,
+        # The placement the process ran under (taskset) and PyTorch's intra-op thread count.
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "torch_threads": torch.get_num_threads(),
     }
     if args.out:
         if prof is not None:

@@ -15,7 +15,14 @@
 # activity kinds only); record_min (kernels, copies and memsets only: the default since run E3);
 # record_all (every activity kind); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB); inject (the
 # injection without a trace: CUPTI and its callbacks, no records). Results: $OUT/ablation-$SIZE.json
-# and the per-process JSON in $OUT/ablation-$SIZE/.
+# and the per-process JSON in $OUT/ablation-$SIZE/. untraced_b is a second untraced process per
+# repetition: untraced_b against untraced is the noise floor of the method.
+#
+# Placement, the same for every mode (run I): PIN_CPUS="4-7" runs every process (the `offtrace`
+# parent, Python and all their threads) under `taskset -c $PIN_CPUS`; THREADS=4 sets
+# OMP_NUM_THREADS / MKL_NUM_THREADS (PyTorch's intra-op pool); WARMUP (default 10) steps before
+# the window; DEADLINE_S stops starting repetitions after that many seconds (the last one
+# finishes), so a time-boxed device run keeps what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${OFFTRACE_BIN:-target/release/offtrace}
@@ -31,13 +38,18 @@ o="$OUT/ablation-$SIZE"
 mkdir -p "$o"
 t=$(mktemp -d)
 export OFFTRACE_CUDA_STATS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-a=(examples/cuda/train.py --size "$SIZE" --steps "$STEPS" --warmup 10)
+WARMUP=${WARMUP:-10}
+a=(examples/cuda/train.py --size "$SIZE" --steps "$STEPS" --warmup "$WARMUP")
+pin=()
+if [ -n "${PIN_CPUS:-}" ]; then pin=(taskset -c "$PIN_CPUS"); fi
+if [ -n "${THREADS:-}" ]; then export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS; fi
 run_mode() { # mode rep
   local m=$1 r=$2 out="$o/$1-$2.json"
-  local rec=(timeout 180 "$BIN" record -o "$t/t.offtrace" --)
+  local rec=("${pin[@]}" timeout 180 "$BIN" record -o "$t/t.offtrace" --)
+  local py=("${pin[@]}" timeout 180 $PY)
   case $m in
-    untraced) timeout 180 $PY "${a[@]}" --out "$out" ;;
-    torch) timeout 180 $PY "${a[@]}" --profile torch --out "$out" ;;
+    untraced | untraced_b) "${py[@]}" "${a[@]}" --out "$out" ;;
+    torch) "${py[@]}" "${a[@]}" --profile torch --out "$out" ;;
     record) "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_nolaunch) OFFTRACE_CUDA_LAUNCH_ARGS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_cbonly) OFFTRACE_CUDA_LAUNCH_ARGS=callbacks "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
@@ -48,18 +60,24 @@ run_mode() { # mode rep
     record_min) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_all) OFFTRACE_CUDA_ACTIVITY=all "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_devbuf) OFFTRACE_CUDA_DEVICE_BUFFER_MB=${DEVBUF_MB:-32} "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
-    inject) CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" timeout 180 $PY "${a[@]}" --out "$out" ;;
+    inject) CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" "${py[@]}" "${a[@]}" --out "$out" ;;
     *) echo "unknown mode $m"; return 1 ;;
   esac > /dev/null 2> "$o/$m-$r.err" || { echo "FAILED: $m rep $r"; tail -3 "$o/$m-$r.err"; }
 }
 read -ra modes <<< "$MODES"
 n=${#modes[@]}
+start=$SECONDS
 for r in $(seq 1 "$REPS"); do
+  if [ -n "${DEADLINE_S:-}" ] && [ $((SECONDS - start)) -ge "$DEADLINE_S" ]; then
+    echo "deadline: stopped after $((r - 1)) repetitions"
+    break
+  fi
   for i in $(seq 0 $((n - 1))); do
     run_mode "${modes[$(((i + r - 1) % n))]}" "$r"
   done
   echo "rep $r done ($(date -u +%T))"
 done
 $PY scripts/cuda/check.py overhead "$o" "$OUT/ablation-$SIZE.json"
+$PY scripts/cuda/overhead_stats.py "$o" "$OUT/stats-$SIZE.json"
 # One file back instead of two per process.
 tar -C "$OUT" -czf "$OUT/ablation-$SIZE.tar.gz" "ablation-$SIZE" && rm -rf "$o"

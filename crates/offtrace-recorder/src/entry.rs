@@ -233,6 +233,7 @@ pub(crate) fn decode_activity<'a>(
 
 /// Turns one typed entry (`tag` is a core kind) into its record; `None` for a malformed entry
 /// (too short for its tag) or an unknown tag.
+#[inline]
 pub(crate) fn decode(tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) -> Option<Record> {
     let kind = Kind::from_u32(u32::from(tag))?;
     let b = |i: usize| body.get(i).copied();

@@ -1330,26 +1330,31 @@ mod graph {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
+    /// foldhash, not the default SipHash: the keys are ids and handles the runtime chose, not
+    /// input an attacker controls, and SipHash was most of each look-up's cost (one per node,
+    /// one per signal, two per edge).
+    type Table = Mutex<Option<HashMap<u64, u64, foldhash::fast::FixedState>>>;
+
     /// uid64 of a live node event → the node id.
-    static NODES: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    static NODES: Table = Mutex::new(None);
     /// UR event handle → the node whose command returned it.
-    static EVENTS: Mutex<Option<HashMap<u64, u64>>> = Mutex::new(None);
+    static EVENTS: Table = Mutex::new(None);
     /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
     const MAX: usize = 1 << 16;
 
-    fn put(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64, v: u64) {
+    fn put(t: &Table, k: u64, v: u64) {
         if k == 0 {
             return;
         }
         let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
-        let m = g.get_or_insert_with(HashMap::new);
+        let m = g.get_or_insert_with(HashMap::default);
         if m.len() >= MAX {
             m.clear();
         }
         m.insert(k, v);
     }
 
-    fn get(t: &Mutex<Option<HashMap<u64, u64>>>, k: u64) -> Option<u64> {
+    fn get(t: &Table, k: u64) -> Option<u64> {
         t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
     }
 
@@ -1425,25 +1430,24 @@ mod graph {
 
     /// Emits the held-back node record, if any.
     fn flush() {
+        // Copied out before emitting (a callback may run SYCL code that makes a node here), the
+        // held edges only when there are some: the whole node is over 1 KiB.
         let pending = CUR.try_with(|c| {
             let mut c = c.try_borrow_mut().ok()?;
             if c.emitted {
                 return None;
             }
             c.emitted = true;
-            Some(*c)
+            let edges = (c.held > 0).then(|| (c.edges, c.held));
+            Some((c.node, c.name, c.queue, c.event, edges))
         });
-        if let Ok(Some(c)) = pending {
-            let g = TaskGraphPayload {
-                node: c.node,
-                name: name_ptr(&c.name),
-                queue: c.queue,
-                event: c.event,
-                ..Default::default()
-            };
+        if let Ok(Some((node, name, queue, event, edges))) = pending {
+            let g = TaskGraphPayload { node, name: name_ptr(&name), queue, event, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
-            for (source, uid, name) in &c.edges[..c.held] {
-                emit_edge(*uid, *source, c.node, name_ptr(name));
+            if let Some((edges, held)) = edges {
+                for (source, uid, name) in &edges[..held] {
+                    emit_edge(*uid, *source, node, name_ptr(name));
+                }
             }
         }
     }
@@ -1494,9 +1498,28 @@ mod graph {
         flush();
         let _ = CUR.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return };
-            *c = Current { node, queue, emitted: false, host, ..NONE };
+            // Field by field, as `NONE` has them, except the held edges past `held` (never read)
+            // and the name (written next): a whole new node was a 1 KiB copy per command. The
+            // pattern names every field, so a new one cannot be left out.
+            let Current {
+                node: c_node,
+                name: c_name,
+                queue: c_queue,
+                event,
+                emitted,
+                had_edges,
+                task,
+                edges: _,
+                held,
+                host: c_host,
+                signalled,
+                enqueue_event,
+            } = &mut *c;
+            (*c_node, *c_queue, *c_host) = (node, queue, host);
+            (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
+            (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
             // SAFETY: the payload's name is valid during the callback.
-            unsafe { copy_name(name, &mut c.name) };
+            unsafe { copy_name(name, c_name) };
         });
     }
 

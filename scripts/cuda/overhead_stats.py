@@ -1,0 +1,113 @@
+"""Per-mode statistics of an overhead run (scripts/cuda/overhead-ablation.sh's per-process JSON),
+with the process as the unit: each fresh process gives one number (its median step time), so a
+process that lands in a slow state counts once, whatever its mode.
+
+    python overhead_stats.py RESULTS_DIR OUT.json
+
+Per mode: the median of the per-process medians, their interquartile range and extremes, and
+the overhead against `untraced` two ways: (1) median against median; (2) paired: in each
+repetition, the mode's process against that repetition's untraced process, median over the
+repetitions (drift of the machine between repetitions cancels). `untraced_b` (a second untraced
+process per repetition) against `untraced` is the noise floor: an overhead smaller than it is
+not resolved by the run. Also each process's CPU probe (a fixed Python loop) and placement, and
+the medians within the fast-probe and slow-probe processes (split where the two groups' summed squared
+deviations are smallest, over the probes of all processes: two-means in one dimension): a mode that happened to get more fast processes looks cheaper
+than it is, a comparison inside one group does not.
+"""
+import collections
+import json
+import os
+import statistics
+import sys
+
+
+def quartiles(xs):
+    xs = sorted(xs)
+    if len(xs) < 4:
+        return xs[0], xs[-1]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def main(results_dir, out_path):
+    per = collections.defaultdict(dict)  # mode -> rep -> per-process median
+    probe = collections.defaultdict(dict)  # mode -> rep -> CPU probe (ms)
+    placement = collections.defaultdict(set)
+    for f in sorted(os.listdir(results_dir)):
+        if not f.endswith(".json") or f.endswith(".torch.json"):
+            continue
+        mode, rep = f[:-5].rsplit("-", 1)
+        r = json.load(open(os.path.join(results_dir, f)))
+        per[mode][int(rep)] = statistics.median(r["step_ns"])
+        probe[mode][int(rep)] = r.get("cpu_probe_ns", 0) / 1e6
+        placement[mode].add((tuple(r.get("affinity", [])), r.get("torch_threads")))
+    base = per["untraced"]
+    bmed = statistics.median(base.values())
+    res = {}
+    print(f"{'mode':11} {'procs':>5} {'median ms':>9} {'IQR ms':>15} {'min..max ms':>15} "
+          f"{'vs median':>9} {'IQR %':>13} {'paired':>8} {'paired IQR %':>14}  CPU probe ms (median, min..max)")
+    for mode in ["untraced", "untraced_b"] + sorted(m for m in per if m not in ("untraced", "untraced_b")):
+        if mode not in per:
+            continue
+        v = per[mode]
+        xs = list(v.values())
+        m = statistics.median(xs)
+        lo, hi = quartiles(xs)
+        paired = [(v[r] / base[r] - 1) * 100 for r in sorted(v) if r in base]
+        pm = statistics.median(paired) if paired else float("nan")
+        plo, phi = quartiles(paired) if paired else (float("nan"), float("nan"))
+        res[mode] = {
+            "processes": len(xs),
+            "median_ns": m,
+            "iqr_ns": [lo, hi],
+            "min_ns": min(xs),
+            "max_ns": max(xs),
+            "overhead_pct": (m / bmed - 1) * 100,
+            "iqr_pct": [(lo / bmed - 1) * 100, (hi / bmed - 1) * 100],
+            "paired_overhead_pct": pm,
+            "paired_iqr_pct": [plo, phi],
+            "paired_pct": paired,
+            "process_medians_ns": {str(r): v[r] for r in sorted(v)},
+            "cpu_probe_ms": [probe[mode][r] for r in sorted(v)],
+            "placement": sorted([list(a), t] for a, t in placement[mode]),
+        }
+        p = sorted(probe[mode].values())
+        print(f"{mode:11} {len(xs):5} {m / 1e6:9.3f} {lo / 1e6:7.3f}..{hi / 1e6:<7.3f} "
+              f"{min(xs) / 1e6:7.3f}..{max(xs) / 1e6:<7.3f} {(m / bmed - 1) * 100:+8.2f}% "
+              f"{(lo / bmed - 1) * 100:+6.1f}..{(hi / bmed - 1) * 100:+.1f} {pm:+7.2f}% {plo:+6.1f}..{phi:+.1f}  "
+              f"{statistics.median(p):.2f}, {p[0]:.2f}..{p[-1]:.2f}")
+    print("per-process medians (ms) by repetition:")
+    for mode in res:
+        v = per[mode]
+        print(f"  {mode:11} " + " ".join(f"{r}:{v[r] / 1e6:.3f}" for r in sorted(v)))
+    probes = sorted(p for m in per for p in probe[m].values())
+    def sse(xs):
+        mu = statistics.mean(xs)
+        return sum((x - mu) ** 2 for x in xs)
+
+    _, split = min((sse(probes[:i]) + sse(probes[i:]), (probes[i - 1] + probes[i]) / 2) for i in range(1, len(probes)))
+    procs = collections.defaultdict(lambda: {"fast": [], "slow": []})
+    for mode in res:
+        for r in per[mode]:
+            procs[mode]["fast" if probe[mode][r] < split else "slow"].append(per[mode][r])
+    bases = {g: procs["untraced"][g] + procs["untraced_b"][g] for g in ("fast", "slow")}
+    print(f"by CPU probe (fast < {split:.2f} ms <= slow); against untraced and "
+          "untraced_b together in the same group:")
+    for mode in res:
+        cells = []
+        for g in ("fast", "slow"):
+            xs = procs[mode][g]
+            if not xs or not bases[g]:
+                cells.append(f"{g} {len(xs)} -")
+                continue
+            m, b = statistics.median(xs), statistics.median(bases[g])
+            res[mode][f"{g}_probe"] = {"processes": len(xs), "median_ns": m, "overhead_pct": (m / b - 1) * 100}
+            cells.append(f"{g} {len(xs)} {m / 1e6:.3f} ms {(m / b - 1) * 100:+.1f}%")
+        print(f"  {mode:11} " + "   ".join(cells))
+    print("placement (CPUs, torch threads) per mode: "
+          + "; ".join(f"{k} {v['placement']}" for k, v in res.items()))
+    json.dump(res, open(out_path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
