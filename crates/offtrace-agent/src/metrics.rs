@@ -277,19 +277,16 @@ pub fn start_from_env() {
 }
 
 fn start_sampler_from_env() {
-    let Ok(spec) = std::env::var("OFFTRACE_METRICS") else { return };
-    let names: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    if names.is_empty() {
+    let Some((groups, period)) = offtrace_metrics::counters::requested(
+        std::env::var("OFFTRACE_METRICS").ok().as_deref(),
+        std::env::var("OFFTRACE_SAMPLE_PERIOD_NS").ok().as_deref(),
+    ) else {
         return;
-    }
-    let period = std::env::var("OFFTRACE_SAMPLE_PERIOD_NS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .filter(|&ns| ns > 0)
-        .map_or(Duration::from_millis(10), Duration::from_nanos);
+    };
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
     match Sampler::start(Metrics::global(), &names, period) {
         Ok(s) => *SAMPLER.lock().unwrap_or_else(|p| p.into_inner()) = Some(s),
-        Err(e) => eprintln!("offtrace: metrics {spec}: {e}; no metrics recorded"),
+        Err(e) => eprintln!("offtrace: metrics {}: {e}; no metrics recorded", groups.join(",")),
     }
 }
 
@@ -302,15 +299,6 @@ pub fn stop() {
     let Some(s) = SAMPLER.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
     let stats = s.stop();
     if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
-        let lines: String = stats
-            .iter()
-            .map(|s| {
-                format!(
-                    "{{\"group\":\"{}\",\"device\":{},\"reports\":{},\"sampling_cpu_ns\":{},\"dropped\":{}}}\n",
-                    s.group, s.device, s.stats.reports, s.stats.sampling_cpu_ns, s.stats.dropped
-                )
-            })
-            .collect();
-        let _ = std::fs::write(path, lines);
+        offtrace_metrics::counters::write_stats(&path, &stats);
     }
 }

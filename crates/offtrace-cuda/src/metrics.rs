@@ -33,19 +33,12 @@ pub struct Plan {
     pub at_context: bool,
 }
 
-/// The default sampling period (as the agent's).
-pub const DEFAULT_PERIOD: Duration = Duration::from_millis(10);
+/// The default sampling period (the agent's too).
+pub const DEFAULT_PERIOD: Duration = offtrace_metrics::counters::DEFAULT_PERIOD;
 
 /// Parses the environment's values; `None` when no group is named.
 pub fn plan(metrics: Option<&str>, period_ns: Option<&str>) -> Option<Plan> {
-    let groups: Vec<String> = metrics?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-    if groups.is_empty() {
-        return None;
-    }
-    let period = period_ns
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .filter(|&ns| ns > 0)
-        .map_or(DEFAULT_PERIOD, Duration::from_nanos);
+    let (groups, period) = offtrace_metrics::counters::requested(metrics, period_ns)?;
     let at_context = groups.iter().any(|g| g.starts_with("cupti."));
     Some(Plan { groups, period, at_context })
 }
@@ -143,16 +136,7 @@ pub fn stop() {
     let Some(s) = lock(&SAMPLER).take() else { return };
     let stats = s.stop();
     if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
-        let lines: String = stats
-            .iter()
-            .map(|s| {
-                format!(
-                    "{{\"group\":\"{}\",\"device\":{},\"reports\":{},\"sampling_cpu_ns\":{},\"dropped\":{}}}\n",
-                    s.group, s.device, s.stats.reports, s.stats.sampling_cpu_ns, s.stats.dropped
-                )
-            })
-            .collect();
-        let _ = std::fs::write(path, lines);
+        offtrace_metrics::counters::write_stats(&path, &stats);
     }
 }
 

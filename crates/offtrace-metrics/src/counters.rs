@@ -113,6 +113,41 @@ pub struct SamplerStats {
     pub stats: StreamerStats,
 }
 
+/// The sampling period when `OFFTRACE_SAMPLE_PERIOD_NS` names none.
+pub const DEFAULT_PERIOD: Duration = Duration::from_millis(10);
+
+/// What `offtrace record --metrics` asks a backend's agent for: the groups named in
+/// `OFFTRACE_METRICS` (comma-separated, `name` or `name@device`) and the period in
+/// `OFFTRACE_SAMPLE_PERIOD_NS` ([`DEFAULT_PERIOD`] when absent, zero or not a number). `None`
+/// when no group is named. Every backend that hosts a [`Sampler`] reads them through this.
+pub fn requested(metrics: Option<&str>, period_ns: Option<&str>) -> Option<(Vec<String>, Duration)> {
+    let groups: Vec<String> = metrics?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    if groups.is_empty() {
+        return None;
+    }
+    let period = period_ns
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&ns| ns > 0)
+        .map_or(DEFAULT_PERIOD, Duration::from_nanos);
+    Some((groups, period))
+}
+
+/// Writes what [`Sampler::stop`] measured as JSON lines to `path` (`OFFTRACE_METRICS_STATS`):
+/// one `{group, device, reports, sampling_cpu_ns, dropped}` per group. Errors are ignored: the
+/// file is a diagnostic, never worth disturbing the traced program's exit.
+pub fn write_stats(path: &str, stats: &[SamplerStats]) {
+    let lines: String = stats
+        .iter()
+        .map(|s| {
+            format!(
+                "{{\"group\":\"{}\",\"device\":{},\"reports\":{},\"sampling_cpu_ns\":{},\"dropped\":{}}}\n",
+                s.group, s.device, s.stats.reports, s.stats.sampling_cpu_ns, s.stats.dropped
+            )
+        })
+        .collect();
+    let _ = std::fs::write(path, lines);
+}
+
 struct Sampled {
     gi: usize,
     info: GroupInfo,
