@@ -46,8 +46,9 @@ use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Generation, GenerationCounter,
     KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, Memo, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload,
     MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
-    emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free,
-    kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+    emit_activity, emit_enter, emit_enter_with, emit_exit, emit_instant, emit_instant_with, emit_memory_alloc,
+    emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue,
+    sync_op, task_graph,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -446,32 +447,21 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     let f = unsafe { &*f };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
-    // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
-    let mut p = ApiCallPayload {
-        function_id: f.function_id,
-        arg_count: 0,
-        result: 0,
-        has_result: 0,
-        args: [0; offtrace_core::MAX_ARGS],
-    };
-    if !f.args_data.is_null() {
-        let params = f.args_data.cast::<*const u8>();
-        let n = func.params.len().min(offtrace_core::MAX_ARGS);
-        for (i, d) in func.params[..n].iter().enumerate() {
-            // SAFETY: `args_data` is the function's `ur_*_params_t` (name verified): one pointer
-            // per parameter, in this order, to the caller's variable of `d.size` bytes.
-            let ptr = unsafe { params.add(i).read() };
-            p.args[i] = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, d.size) } };
-        }
-        p.arg_count = n as u32;
-    }
     if !end {
-        let token = emit_enter(Kind::UrApi, f.function_id, Payload::UrApi(&p));
+        // The arguments are read only for a consumer of the enter's payload: the recorder alone
+        // (the services' direct path) reads only the exit's.
+        // SAFETY (both reads): `f` is the live call's, its name verified against `func`.
+        let token =
+            emit_enter_with(Kind::UrApi, f.function_id, || unsafe { read_args(f, func) }, |p| Payload::UrApi(p));
         push_open(OpenTag::UrCall, instance, token);
-        // SAFETY: the arguments were just read from the live params struct.
-        unsafe { ur_begin_effects(&p) };
+        if f.function_id == urf::USM_FREE {
+            // SAFETY: as above; the arguments of the live call.
+            unsafe { ur_begin_effects(&read_args(f, func)) };
+        }
         return;
     }
+    // SAFETY: as above.
+    let mut p = unsafe { read_args(f, func) };
     let result = if f.ret_data.is_null() {
         XPTI_RESULT_SUCCESS
     } else {
@@ -490,6 +480,35 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     if let Some(token) = pop_open(OpenTag::UrCall, instance) {
         emit_exit(token, Payload::UrApi(&p));
     }
+}
+
+/// The call's arguments, raw values masked to their width (its payload without a result).
+///
+/// # Safety
+/// `f` is the `function_with_args_t` of a live `ur.call` notification of `func` (name verified).
+#[inline(always)]
+unsafe fn read_args(f: &FunctionWithArgs, func: &ur::Function) -> ApiCallPayload {
+    // Built in place (inlined into its caller): `ApiCallPayload::new` returns 160 bytes by
+    // value, a `memmove` per call.
+    let mut p = ApiCallPayload {
+        function_id: f.function_id,
+        arg_count: 0,
+        result: 0,
+        has_result: 0,
+        args: [0; offtrace_core::MAX_ARGS],
+    };
+    if !f.args_data.is_null() {
+        let params = f.args_data.cast::<*const u8>();
+        let n = func.params.len().min(offtrace_core::MAX_ARGS);
+        for (i, d) in func.params[..n].iter().enumerate() {
+            // SAFETY: `args_data` is the function's `ur_*_params_t` (name verified): one pointer
+            // per parameter, in this order, to the caller's variable of `d.size` bytes.
+            let ptr = unsafe { params.add(i).read() };
+            p.args[i] = if ptr.is_null() { 0 } else { unsafe { load_sized(ptr, d.size) } };
+        }
+        p.arg_count = n as u32;
+    }
+    p
 }
 
 /// Whether a call of `ur_function_t` `id` feeds a kind some context wants now, beyond `UR_API`
