@@ -434,7 +434,7 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
         return CallToken::NONE;
     }
     if direct::applies(mask)
-        && let Some(token) = direct::enter(kind, op)
+        && let Some(token) = direct::enter(kind, op, Some(&payload))
     {
         return token;
     }
@@ -454,13 +454,23 @@ where
     if mask == 0 {
         return CallToken::NONE;
     }
+    if kind.is_api() {
+        if direct::applies(mask)
+            && let Some(token) = direct::enter(kind, op, None)
+        {
+            return token;
+        }
+        let value = build();
+        return enter_slow(kind, op, payload(&value), mask);
+    }
+    let value = build();
+    let payload = payload(&value);
     if direct::applies(mask)
-        && let Some(token) = direct::enter(kind, op)
+        && let Some(token) = direct::enter(kind, op, Some(&payload))
     {
         return token;
     }
-    let value = build();
-    enter_slow(kind, op, payload(&value), mask)
+    enter_slow(kind, op, payload, mask)
 }
 
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).

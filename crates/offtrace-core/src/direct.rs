@@ -14,15 +14,15 @@
 //!   external id in the thread's state (a 64-entry stack of [`DirectFrame`]s), builds no payload
 //!   ([`crate::emit_enter_with`] skips the builder) and calls nothing;
 //! - its exit calls [`DirectSink::api_call`] once, with the start time and the exit's payload;
-//! - an instant calls [`DirectSink::record`].
+//! - an instant calls [`DirectSink::record`], and so do the enter and the exit of a call of
+//!   another kind (waits, tasks, ranges: the recorder writes an entry for each).
 //!
 //! What the sink sees equals what its context's callback would have seen (kind, operation,
 //! phase, correlation ids, payload; the recorder builds the same ring entries from either, test
 //! `direct_and_services_paths_write_the_same_records` in `offtrace-recorder`). Everything the
 //! services do for the other kinds and contexts is unchanged: as soon as a tool starts a service
 //! for a kind, that kind's emits take the services' path again (a call entered on one path exits
-//! on it). Not direct: non-API enters and exits (waits, tasks, ranges), completions
-//! (`emit_activity`), and any emit on a thread inside a callback delivery (the services' rules of
+//! on it). Not direct: completions (`emit_activity`), and any emit on a thread inside a callback delivery (the services' rules of
 //! re-entrancy apply).
 //!
 //! Lifetime: the sink is `'static`; destroying the context forgets it, and an exit whose enter
@@ -155,13 +155,11 @@ fn quiet(t: &ThreadState) -> bool {
     !t.in_callback.get() && t.late_depth.get() == 0 && t.slot.get().is_none_or(|s| s.busy_word() == 0)
 }
 
-/// The direct enter of an API call of `kind` (see the module docs); `None`: take the services'
-/// path.
+/// The direct enter of a call of `kind` (see the module docs); `None`: take the services' path.
+/// `payload` is the enter's: needed for the other kinds (the sink records their enter), not
+/// read for API kinds (their one record is made at the exit).
 #[inline(always)]
-pub(crate) fn enter(kind: Kind, op: u32) -> Option<CallToken> {
-    if !kind.is_api() {
-        return None;
-    }
+pub(crate) fn enter(kind: Kind, op: u32, payload: Option<&Payload<'_>>) -> Option<CallToken> {
     let t = crate::correlation::thread_state();
     if !quiet(t) {
         return None;
@@ -177,6 +175,14 @@ pub(crate) fn enter(kind: Kind, op: u32) -> Option<CallToken> {
     // The handle names its slot in its low byte (1-based); `external` checks the handle itself.
     let slot = ((handle & 0xff) as usize).wrapping_sub(1) % MAX_CONTEXTS;
     let external = t.external(slot, ContextId { handle });
+    if !kind.is_api()
+        && let Some(payload) = payload
+        && payload.kind() == Some(kind)
+        && let Some(sink) = sink()
+    {
+        // As the services: the enter is delivered before the call becomes the current one.
+        (sink.record)(&DirectRecord { kind, operation: op, phase: Phase::Enter, correlation }, payload);
+    }
     let previous = t.current.replace(correlation);
     t.direct[f].set(DirectFrame { start: timestamp_ns(), previous, external, handle });
     Some(CallToken::direct(kind, op, correlation, f as u8 | DIRECT_FRAME))
@@ -200,9 +206,14 @@ pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, payload: Payl
     if payload.kind() != Some(kind) {
         return;
     }
-    let (Some(p), Some(sink)) = (payload.as_api_call(), sink()) else { return };
-    let call = DirectCall { kind, operation: op, start: d.start, correlation, external: d.external };
-    (sink.api_call)(&call, p);
+    let Some(sink) = sink() else { return };
+    match payload.as_api_call() {
+        Some(p) => {
+            let call = DirectCall { kind, operation: op, start: d.start, correlation, external: d.external };
+            (sink.api_call)(&call, p);
+        }
+        None => (sink.record)(&DirectRecord { kind, operation: op, phase: Phase::Exit, correlation }, &payload),
+    }
 }
 
 /// The direct delivery of an instant; `false`: take the services' path.
