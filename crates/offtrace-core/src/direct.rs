@@ -74,8 +74,8 @@ pub struct DirectSink {
     pub record: fn(record: &DirectRecord, payload: &Payload<'_>),
 }
 
-/// The direct frames a thread keeps (open direct API calls); a deeper call takes the services'
-/// path.
+/// The direct frames a thread keeps (open direct calls); a deeper call is not delivered, as on
+/// the services' path ([`crate::inflight::MAX_FRAMES`]).
 pub(crate) const DIRECT_FRAMES: usize = 64;
 /// `CallToken::frame` flag of a call entered on the direct path (frame indices are below 64;
 /// `0x80` is the services' late-slot flag).
@@ -166,7 +166,8 @@ pub(crate) fn enter(kind: Kind, op: u32, payload: Option<&Payload<'_>>) -> Optio
     }
     let used = t.direct_used.get();
     if used == u64::MAX {
-        return None;
+        // As the services with their frames used up: the call is not delivered.
+        return Some(CallToken::NONE);
     }
     let f = (!used).trailing_zeros() as usize;
     t.direct_used.set(used | (1 << f));

@@ -882,6 +882,42 @@ struct PendingLaunch {
 static PENDING: std::sync::Mutex<BTreeMap<u64, PendingLaunch>> = std::sync::Mutex::new(BTreeMap::new());
 const MAX_PENDING: usize = 1 << 16;
 
+/// Where an enqueue's queue, returned event and wait list are among its arguments
+/// ([`NO_PARAM`] = it has none).
+#[derive(Clone, Copy)]
+struct EnqueuePositions {
+    queue: u8,
+    event: u8,
+    count: u8,
+    list: u8,
+}
+
+/// An index past every argument list (`ApiCallPayload::args` reads 0 there).
+const NO_PARAM: u8 = u8::MAX;
+
+/// Per `ur_function_t`: its [`EnqueuePositions`] packed in the low 32 bits, bit 32 set once
+/// computed (0 = not yet). The positions come from the parameters' names, compared once per
+/// function instead of per enqueue.
+static ENQUEUE_POSITIONS: [std::sync::atomic::AtomicU64; ur::MAX_FUNCTION_ID as usize + 1] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
+
+fn enqueue_positions(id: u32) -> Option<EnqueuePositions> {
+    let slot = ENQUEUE_POSITIONS.get(id as usize)?;
+    // Relaxed: a cache of a pure function of the id; a race computes the same value twice.
+    let mut packed = slot.load(Ordering::Relaxed);
+    if packed == 0 {
+        let func = ur::function(id)?;
+        let at = |name: &str| {
+            func.params.iter().position(|q| q.name == name).and_then(|i| u8::try_from(i).ok()).unwrap_or(NO_PARAM)
+        };
+        let bytes = [at("hQueue"), at("phEvent"), at("numEventsInWaitList"), at("phEventWaitList")];
+        packed = u64::from(u32::from_le_bytes(bytes)) | (1 << 32);
+        slot.store(packed, Ordering::Relaxed);
+    }
+    let [queue, event, count, list] = (packed as u32).to_le_bytes();
+    Some(EnqueuePositions { queue, event, count, list })
+}
+
 /// `UR_PROFILING_INFO_COMMAND_START` / `_END`.
 const PROFILING_START: u64 = 2;
 const PROFILING_END: u64 = 3;
@@ -891,10 +927,8 @@ const PROFILING_END: u64 = 3;
 /// Keeps a launch on a profiling queue (the caller checks [`QueueInfo::profiling`]) for the
 /// device times its event may report.
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
-    let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
-        return;
-    };
-    let ph = p.args.get(idx).copied().unwrap_or(0);
+    let Some(pos) = enqueue_positions(p.function_id) else { return };
+    let ph = p.args.get(usize::from(pos.event)).copied().unwrap_or(0);
     // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
     let event = unsafe { read_out(ph) };
     if event == 0 {
@@ -1664,18 +1698,9 @@ mod graph {
         else {
             return;
         };
-        let Some(func) = ur::function(p.function_id) else { return };
-        // The four arguments by name, in one pass over the parameters.
-        let (mut queue, mut event_out, mut count, mut list) = (0, 0, 0, 0);
-        for (param, &value) in func.params.iter().zip(&p.args) {
-            match param.name {
-                "hQueue" => queue = value,
-                "phEvent" => event_out = value,
-                "numEventsInWaitList" => count = value,
-                "phEventWaitList" => list = value,
-                _ => {}
-            }
-        }
+        let Some(pos) = enqueue_positions(p.function_id) else { return };
+        let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
+        let (queue, event_out, count, list) = (arg(pos.queue), arg(pos.event), arg(pos.count), arg(pos.list));
         let _ = CUR.try_with(|cur| {
             let Ok(mut cur) = cur.try_borrow_mut() else { return };
             if !cur.emitted {
