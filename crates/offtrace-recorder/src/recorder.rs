@@ -231,7 +231,7 @@ impl Drop for Local {
 }
 
 /// Strings kept in [`Local::recent`].
-const RECENT: usize = 4;
+const RECENT: usize = 8;
 
 thread_local! {
     static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
@@ -387,19 +387,20 @@ impl Local {
                 return id;
             }
         }
-        let (key, id) = match self.strings.get_key_value(bytes) {
-            Some((k, &id)) => (k.as_ptr() as usize, id),
+        match self.strings.get_key_value(bytes) {
+            // Seen before: a string that repeats. A string seen once (a virtual node's name
+            // holds an address) does not take the place of one that repeats.
+            Some((k, &id)) => {
+                self.recent[self.next_recent] = (k.as_ptr() as usize, bytes.len(), id);
+                self.next_recent = (self.next_recent + 1) % RECENT;
+                id
+            }
             None => {
                 let id = inner.defs.string(bytes);
-                let key: Box<[u8]> = bytes.into();
-                let p = key.as_ptr() as usize;
-                self.strings.insert(key, id);
-                (p, id)
+                self.strings.insert(bytes.into(), id);
+                id
             }
-        };
-        self.recent[self.next_recent] = (key, bytes.len(), id);
-        self.next_recent = (self.next_recent + 1) % RECENT;
-        id
+        }
     }
 
     /// Pushes one entry (see `entry.rs`); drops and counts it, or in lossless mode waits, when
