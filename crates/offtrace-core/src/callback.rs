@@ -476,9 +476,18 @@ where
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).
 #[inline(always)]
 pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
+    emit_exit_at(token, 0, payload);
+}
+
+/// [`emit_exit`] at a time the backend already read (`ts`, [`crate::timestamp_ns`]; 0 = now),
+/// so that the records it emitted at the end of the call ([`emit_instant_at`]) and the call's
+/// end share one clock reading. Only the direct path ([`crate::direct`]) uses `ts`: callbacks
+/// carry no time, and buffer records take their own.
+#[inline(always)]
+pub fn emit_exit_at(token: CallToken, ts: u64, payload: Payload<'_>) {
     // Frame indices are below 64 and the late flag is 0x80: only a direct token has 0x40.
     if token.frame & direct::DIRECT_FRAME != 0 {
-        direct::exit(token.kind, token.operation, token.correlation, token.frame, payload);
+        direct::exit(token.kind, token.operation, token.correlation, token.frame, ts, payload);
     } else if token.is_delivered() {
         // Field by field: a 16-byte copy of the token, just written with narrow stores, would
         // stall on store forwarding.
@@ -498,8 +507,15 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
 /// enclosing API call's, or a fresh one outside any call.
 #[inline(always)]
 pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
+    emit_instant_at(kind, op, phase, 0, payload);
+}
+
+/// [`emit_instant`] at a time the backend already read (`ts`; 0 = now): used, like
+/// [`emit_exit_at`], only by the direct path.
+#[inline(always)]
+pub fn emit_instant_at(kind: Kind, op: u32, phase: Phase, ts: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
-    if mask != 0 && !(direct::applies(mask) && direct::instant(kind, op, phase, &payload)) {
+    if mask != 0 && !(direct::applies(mask) && direct::instant(kind, op, phase, ts, &payload)) {
         instant_slow(kind, op, phase, payload, mask);
     }
 }
@@ -517,7 +533,7 @@ where
     if mask != 0 {
         let value = build();
         let payload = payload(&value);
-        if !(direct::applies(mask) && direct::instant(kind, op, phase, &payload)) {
+        if !(direct::applies(mask) && direct::instant(kind, op, phase, 0, &payload)) {
             instant_slow(kind, op, phase, payload, mask);
         }
     }

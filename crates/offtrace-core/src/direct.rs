@@ -49,6 +49,8 @@ pub struct DirectCall {
     pub operation: u32,
     /// Trace clock at the enter.
     pub start: u64,
+    /// Trace clock at the exit.
+    pub end: u64,
     pub correlation: u64,
     /// The external correlation id of the sink's context at the enter (0 = none).
     pub external: u64,
@@ -61,6 +63,8 @@ pub struct DirectRecord {
     pub operation: u32,
     pub phase: Phase,
     pub correlation: u64,
+    /// Trace clock at the emit (or the time the backend gave: [`crate::emit_instant_at`]).
+    pub ts: u64,
 }
 
 /// An in-process consumer's entry points (see the module docs). Plain Rust functions: called on
@@ -176,22 +180,25 @@ pub(crate) fn enter(kind: Kind, op: u32, payload: Option<&Payload<'_>>) -> Optio
     // The handle names its slot in its low byte (1-based); `external` checks the handle itself.
     let slot = ((handle & 0xff) as usize).wrapping_sub(1) % MAX_CONTEXTS;
     let external = t.external(slot, ContextId { handle });
+    let start = timestamp_ns();
     if !kind.is_api()
         && let Some(payload) = payload
         && payload.kind() == Some(kind)
         && let Some(sink) = sink()
     {
         // As the services: the enter is delivered before the call becomes the current one.
-        (sink.record)(&DirectRecord { kind, operation: op, phase: Phase::Enter, correlation }, payload);
+        let record = DirectRecord { kind, operation: op, phase: Phase::Enter, correlation, ts: start };
+        (sink.record)(&record, payload);
     }
     let previous = t.current.replace(correlation);
-    t.direct[f].set(DirectFrame { start: timestamp_ns(), previous, external, handle });
+    t.direct[f].set(DirectFrame { start, previous, external, handle });
     Some(CallToken::direct(kind, op, correlation, f as u8 | DIRECT_FRAME))
 }
 
-/// The direct exit of a call whose enter was direct (`frame` has [`DIRECT_FRAME`]).
+/// The direct exit of a call whose enter was direct (`frame` has [`DIRECT_FRAME`]), at `end`
+/// (0: now).
 #[inline(never)]
-pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, payload: Payload<'_>) {
+pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, end: u64, payload: Payload<'_>) {
     let t = crate::correlation::thread_state();
     let f = usize::from(frame & !DIRECT_FRAME) % DIRECT_FRAMES;
     let d = t.direct[f].get();
@@ -208,18 +215,22 @@ pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, payload: Payl
         return;
     }
     let Some(sink) = sink() else { return };
+    let end = if end == 0 { timestamp_ns() } else { end };
     match payload.as_api_call() {
         Some(p) => {
-            let call = DirectCall { kind, operation: op, start: d.start, correlation, external: d.external };
+            let call = DirectCall { kind, operation: op, start: d.start, end, correlation, external: d.external };
             (sink.api_call)(&call, p);
         }
-        None => (sink.record)(&DirectRecord { kind, operation: op, phase: Phase::Exit, correlation }, &payload),
+        None => {
+            let record = DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end };
+            (sink.record)(&record, &payload)
+        }
     }
 }
 
-/// The direct delivery of an instant; `false`: take the services' path.
+/// The direct delivery of an instant at `ts` (0: now); `false`: take the services' path.
 #[inline(never)]
-pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>) -> bool {
+pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payload<'_>) -> bool {
     let t = crate::correlation::thread_state();
     if !quiet(t) {
         return false;
@@ -238,7 +249,8 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>) 
         return true;
     }
     if let Some(sink) = sink() {
-        (sink.record)(&DirectRecord { kind, operation: op, phase, correlation }, payload);
+        let ts = if ts == 0 { timestamp_ns() } else { ts };
+        (sink.record)(&DirectRecord { kind, operation: op, phase, correlation, ts }, payload);
     }
     true
 }

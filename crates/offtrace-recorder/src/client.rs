@@ -60,7 +60,8 @@ static DIRECT_SINK: DirectSink = DirectSink { api_call: direct_api_call, record:
 fn direct_api_call(call: &DirectCall, p: &ApiCallPayload) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         with_local(|inner, local| {
-            api_call(inner, local, call.kind, call.operation, call.correlation, call.external, call.start, p)
+            let (start, end) = (call.start, call.end);
+            api_call(inner, local, call.kind, call.operation, call.correlation, call.external, start, end, p)
         });
     }));
 }
@@ -72,11 +73,10 @@ fn direct_record(record: &DirectRecord, payload: &Payload<'_>) {
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
         with_local(|inner, local| {
-            let (kind, op, phase, correlation) =
-                (record.kind, record.operation, record.phase as u32, record.correlation);
+            let head = Head { op: record.operation, phase: record.phase as u32, correlation: record.correlation };
             // SAFETY: the services pass `kind`'s own payload (checked by `direct::instant`),
             // valid during the call.
-            unsafe { typed(inner, local, kind, op, phase, correlation, ptr) }
+            unsafe { typed(inner, local, record.kind, &head, record.ts, ptr) }
         });
     }));
 }
@@ -126,7 +126,7 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
         let Some(p) = (unsafe { record.payload.cast::<ApiCallPayload>().as_ref() }) else { return };
         let (op, correlation, external) =
             (record.operation, record.correlation_id.internal, record.correlation_id.external.value);
-        with_local(|inner, local| api_call(inner, local, kind, op, correlation, external, start, p));
+        with_local(|inner, local| api_call(inner, local, kind, op, correlation, external, start, timestamp_ns(), p));
         return;
     }
     let payload = record.payload;
@@ -134,9 +134,10 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
         return;
     }
     let (op, correlation) = (record.operation, record.correlation_id.internal);
+    let head = Head { op, phase, correlation };
     with_local(|inner, local| {
         // SAFETY: forwarded: `payload` points at `kind`'s payload struct.
-        unsafe { typed(inner, local, kind, op, phase, correlation, payload) }
+        unsafe { typed(inner, local, kind, &head, timestamp_ns(), payload) }
     });
 }
 
@@ -145,7 +146,7 @@ fn head(words: &mut [u64], correlation: u64, ts: u64) {
     words[2] = correlation;
 }
 
-/// An API call's one entry, at its exit (`start`: the enter's time).
+/// An API call's one entry, at its exit (`start`, `end`: the enter's and the exit's times).
 #[allow(clippy::too_many_arguments, reason = "one record's fields, from either path")]
 #[inline]
 fn api_call(
@@ -156,12 +157,12 @@ fn api_call(
     correlation: u64,
     external: u64,
     start: u64,
+    end: u64,
     p: &ApiCallPayload,
 ) {
     // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
     // than the rest of the entry.
     let mut w = [0u64; API_WORDS];
-    let end = timestamp_ns();
     head(&mut w, correlation, end);
     let result = (p.has_result != 0).then_some(p.result);
     let n = (p.arg_count as usize).min(p.args.len());
@@ -171,34 +172,27 @@ fn api_call(
     local.push(inner, &w[..len]);
 }
 
+/// The entry of a record other than an API call, at `ts`.
+///
 /// # Safety
 /// `payload` points at `kind`'s payload struct, valid during the call.
-#[allow(clippy::too_many_arguments, reason = "one record's fields, from either path")]
-unsafe fn typed(
-    inner: &Inner,
-    local: &mut Local,
-    kind: Kind,
-    op: u32,
-    phase: u32,
-    correlation: u64,
-    payload: *const c_void,
-) {
-    let record = &Head { op, phase, correlation };
+unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts: u64, payload: *const c_void) {
+    let phase = record.phase;
     // Kernel launches need the large array (allocation properties), raw entries their own;
     // everything else fits a small one, kernel completions included (they carry no allocation
     // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
     if kind == Kind::KernelDispatch && phase != Phase::Complete as u32 {
         // SAFETY: forwarded.
-        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, ts, payload) }
     } else if kind == Kind::KernelDispatch {
         // SAFETY: forwarded.
-        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, ts, payload) }
     } else if kind == Kind::Xpti {
         // SAFETY: forwarded.
-        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, ts, payload) }
     } else {
         // SAFETY: forwarded.
-        unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, ts, payload) }
     }
 }
 
@@ -217,10 +211,11 @@ unsafe fn typed_in<const N: usize>(
     local: &mut Local,
     kind: Kind,
     record: &Head,
+    ts: u64,
     payload: *const c_void,
 ) {
     let mut w = [0u64; N];
-    head(&mut w, record.correlation, timestamp_ns());
+    head(&mut w, record.correlation, ts);
     let mut own_ts = 0;
     let b = &mut w[HEAD_WORDS..];
     // SAFETY (every arm): the services pass `kind`'s own payload struct; its strings are valid

@@ -214,3 +214,29 @@ fn a_tool_subscribing_takes_the_kind_off_the_direct_path() {
         .count();
     assert_eq!(calls, 2, "both calls recorded, one per path");
 }
+
+/// On the direct path a backend's one clock reading at the end of a call is the call's end and
+/// the time of the device work it reported there (`emit_instant_at`, `emit_exit_at`).
+#[test]
+fn one_clock_reading_ends_the_call_and_times_its_device_work() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe_with(false, true).unwrap();
+    let mut p = ApiCallPayload::new(20, &[0x30]);
+    let t = emit_enter(Kind::UrApi, 20, Payload::UrApi(&p));
+    let now = timestamp_ns();
+    let c = MemoryCopyPayload { queue: 0x30, size: 8, ..Default::default() };
+    emit_instant_at(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, now, Payload::MemoryCopy(&c));
+    p.has_result = 1;
+    emit_exit_at(t, now, Payload::UrApi(&p));
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records: Vec<Record> = TraceReader::open(&path).unwrap().map(|r| r.unwrap()).collect();
+    let call = records.iter().find_map(|r| if let Record::ApiCall(c) = r { Some(c) } else { None }).unwrap();
+    let copy = records.iter().find_map(|r| if let Record::Activity(a) = r { Some(a) } else { None }).unwrap();
+    assert_eq!(copy.ts, call.end);
+    assert!(call.start <= call.end);
+    assert_eq!(copy.correlation, call.correlation);
+}

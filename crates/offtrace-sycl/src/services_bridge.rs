@@ -46,9 +46,9 @@ use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Generation, GenerationCounter,
     KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, Memo, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload,
     MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
-    emit_activity, emit_enter, emit_enter_with, emit_exit, emit_instant, emit_instant_with, emit_memory_alloc,
-    emit_memory_free, kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue,
-    sync_op, task_graph,
+    direct_path_applies, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at, emit_instant,
+    emit_instant_at, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled,
+    memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -470,15 +470,18 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     };
     p.result = result;
     p.has_result = 1;
+    // One clock reading for the call's end and the device work it reports at its end, where the
+    // recorder alone takes them (`offtrace_core::direct_path_applies`); 0: each takes its own.
+    let now = if direct_path_applies(Kind::UrApi) { timestamp_ns() } else { 0 };
     if result == 0 {
         let _ = UR_INSTANCE.try_with(|c| c.set(instance));
         // SAFETY: the call succeeded: its output pointers were written, its input pointers
         // are still the caller's live variables.
-        unsafe { ur_end_effects(&p) };
+        unsafe { ur_end_effects(&p, now) };
         let _ = UR_INSTANCE.try_with(|c| c.set(0));
     }
     if let Some(token) = pop_open(OpenTag::UrCall, instance) {
-        emit_exit(token, Payload::UrApi(&p));
+        emit_exit_at(token, now, Payload::UrApi(&p));
     }
 }
 
@@ -569,11 +572,12 @@ unsafe fn ur_begin_effects(p: &ApiCallPayload) {
     }
 }
 
-/// Effects at the end of a successful call, before its exit.
+/// Effects at the end of a successful call, before its exit; the device work it reports is at
+/// `now` (0: its own clock reading).
 ///
 /// # Safety
 /// `p` holds the arguments of the live call, which succeeded.
-unsafe fn ur_end_effects(p: &ApiCallPayload) {
+unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
     let a = &p.args;
     // SAFETY (each read_out / deref): output pointers of a successful call were written;
     // input pointers are the caller's variables, live during the callback.
@@ -582,11 +586,11 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_HOST_ALLOC => alloc(read_out(a[4]), a[3], MemoryType::Host, 0),
             urf::USM_DEVICE_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Device, a[1]),
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
-            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
+            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a, now),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
-                emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
                 }
@@ -595,7 +599,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
                 }
@@ -603,7 +607,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
                 }
@@ -612,7 +616,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
                 }
@@ -629,7 +633,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
+                emit_instant_at(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, now, Payload::MemoryFill(&f));
                 if q.profiling {
                     remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
                 }
@@ -646,7 +650,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
+                emit_instant_at(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, now, Payload::MemoryFill(&f));
                 if q.profiling {
                     remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
                 }
@@ -664,7 +668,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
+                emit_instant_at(Kind::Sync, sync_op::BARRIER, Phase::None, now, Payload::Sync(&s));
                 if q.profiling {
                     remember_launch(p, Launch::Barrier(s));
                 }
@@ -1258,7 +1262,7 @@ unsafe fn kernel_args(args: u64, count: u64, out: &mut [u64; MAX_KERNEL_ARGS]) -
 ///
 /// # Safety
 /// As [`ur_end_effects`].
-unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
+unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
     let mut k = KernelDispatchPayload { queue: a[0], kernel: a[1], work_dim: a[2] as u32, ..Default::default() };
     let dims = (a[2] as usize).min(3);
     for d in 0..dims {
@@ -1290,7 +1294,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
         k.kernel_name = own.as_ptr();
-        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
         if q.profiling {
             remember_kernel_launch(a, &k, own);
         }
@@ -1305,7 +1309,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
         if t.instance.get() != 0 && name[0] != 0 {
             k.kernel_name = name.as_ptr().cast();
         }
-        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
         // The name's copy (an allocation) only for a launch kept for its device times.
         if q.profiling
             && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
