@@ -37,7 +37,11 @@ pub fn run(cfg: &ExportConfig) -> anyhow::Result<u8> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let stats = result.with_context(|| format!("exporting {} to {}", cfg.file.display(), cfg.output.display()))?;
+    let stats = match result {
+        // Found before reading: the trace is fine, the place is not.
+        Err(e @ offtrace_export::ExportError::Output { .. }) => anyhow::bail!("{e}: choose another -o"),
+        r => r.with_context(|| format!("exporting {} to {}", cfg.file.display(), cfg.output.display()))?,
+    };
     for w in &stats.warnings {
         eprintln!("offtrace: warning: {w}");
     }

@@ -357,6 +357,9 @@ const NAME_RULE_MAX: usize = 40;
 /// Queues with no commands shown before the rest are counted on one line.
 const EMPTY_QUEUES_SHOWN: usize = 4;
 
+/// Damage warnings listed under the trace line (a badly damaged file can have thousands).
+const WARNINGS_SHOWN: usize = 10;
+
 /// Commands shown at each end of the longest chain.
 const CHAIN_ENDS: usize = 4;
 
@@ -376,11 +379,26 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         if t.complete {
             "complete".to_owned()
         } else if !t.warnings.is_empty() {
-            format!("DAMAGED ({} stretches skipped, see the warnings)", t.warnings.len())
+            let n = t.warnings.len();
+            format!("DAMAGED ({n} {} skipped, listed below)", if n == 1 { "stretch" } else { "stretches" })
         } else {
             "INCOMPLETE (the recording was cut off)".to_owned()
         }
     )?;
+    // The report is often kept in a file while stderr scrolls away: what was lost goes with it.
+    for w in t.warnings.iter().take(WARNINGS_SHOWN) {
+        writeln!(out, "  warning: {w}")?;
+    }
+    if t.warnings.len() > WARNINGS_SHOWN {
+        writeln!(
+            out,
+            "  … {} more warnings (all in --format json: trace.warnings)",
+            t.warnings.len() - WARNINGS_SHOWN
+        )?;
+    }
+    if let Some(p) = &t.problem {
+        writeln!(out, "  {p}")?;
+    }
 
     let calls: u64 = r.api_calls.iter().map(|c| c.calls).sum();
     let mut kinds: Vec<&str> = r.api_calls.iter().map(|c| c.kind.as_str()).collect();
@@ -677,6 +695,24 @@ mod tests {
         assert!(header.ends_with("name") && header.chars().count() < 200, "{header:?}");
         let step = line_of("step");
         assert!(step.contains("RANGE") && step.ends_with("step"), "{step:?}");
+    }
+
+    #[test]
+    fn damage_and_truncation_are_told_in_the_report_itself() {
+        let mut r = Report::default();
+        r.trace.warnings = vec!["corrupt trace: chunk 1 at byte 463: checksum mismatch; skipped 2576 bytes".into()];
+        let s = text_of(&r);
+        assert!(s.contains("DAMAGED (1 stretch skipped, listed below)"), "{s}");
+        assert!(s.contains("\n  warning: corrupt trace: chunk 1 at byte 463"), "{s}");
+        r.trace.warnings = (0..25).map(|i| format!("corrupt trace: chunk {i}")).collect();
+        let s = text_of(&r);
+        assert!(s.contains("DAMAGED (25 stretches skipped"), "{s}");
+        assert_eq!(s.lines().filter(|l| l.starts_with("  warning: ")).count(), WARNINGS_SHOWN, "{s}");
+        assert!(s.contains("… 15 more warnings"), "{s}");
+        let mut r = Report::default();
+        r.trace.problem = Some("trace truncated at byte 5913, after 3 complete chunks".into());
+        let s = text_of(&r);
+        assert!(s.contains("INCOMPLETE") && s.contains("\n  trace truncated at byte 5913"), "{s}");
     }
 
     #[test]

@@ -201,7 +201,8 @@ fn a_corrupt_chunk_is_skipped_with_a_warning_in_report_and_export() {
     assert_eq!(v["trace"]["warnings"].as_array().unwrap().len(), 1);
     let o = offtrace().arg("report").arg(&t).output().unwrap();
     ok(&o);
-    assert!(text(&o.stdout).contains("DAMAGED (1 stretches skipped"), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains("DAMAGED (1 stretch skipped, listed below)"), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains("  warning: corrupt trace: chunk 2"), "{}", text(&o.stdout));
     let out = dir.path().join("t.sqlite");
     let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(&out).output().unwrap();
     ok(&o);
@@ -295,6 +296,20 @@ fn export_all_four_formats() {
     let names: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+}
+
+#[test]
+fn export_to_a_place_that_cannot_hold_it_says_so_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let missing = dir.path().join("no-such-folder/run.pftrace");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "perfetto", "-o"]).arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains("does not exist: choose another -o") && !e.contains("partial"), "{e}");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(dir.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("it is a folder: choose another -o"), "{}", text(&o.stderr));
 }
 
 #[test]

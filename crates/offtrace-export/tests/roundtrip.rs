@@ -328,3 +328,50 @@ fn a_failed_export_leaves_no_partial_output() {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{format:?}");
     }
 }
+
+/// A source that counts how often it was asked for records.
+struct Counting<'a>(&'a [Record], usize);
+
+impl RecordSource for Counting<'_> {
+    fn header(&self) -> TraceHeader {
+        TraceHeader::monotonic()
+    }
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
+        self.1 += 1;
+        for r in self.0 {
+            f(r)?;
+        }
+        Ok(ExportStats::default())
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_made_is_refused_before_reading_naming_the_users_path() {
+    let records = trace();
+    let dir = tmp();
+    let folder = dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"keep me").unwrap();
+    let missing = dir.path().join("no-such-folder").join("out.pftrace");
+    let cases = [
+        (ExportFormat::Perfetto, &missing, "does not exist"),
+        (ExportFormat::Sqlite, &folder, "it is a folder"),
+        (ExportFormat::Chrome, &folder, "it is a folder"),
+        (ExportFormat::Csv, &file, "it is a file"),
+        (ExportFormat::Csv, &missing, "does not exist"),
+    ];
+    for (format, out, says) in cases {
+        let mut src = Counting(&records, 0);
+        let e = export(&mut src, &ExportOptions::new(format, out)).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, ExportError::Output { .. }), "{format:?} {}: {msg}", out.display());
+        assert!(msg.contains(says) && msg.contains(&out.display().to_string()), "{msg}");
+        assert!(!msg.contains("partial"), "the temporary name is ours, not the user's: {msg}");
+        assert_eq!(src.1, 0, "{format:?}: nothing read");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+    // A CSV folder that exists, and a file name in the current folder, are fine.
+    export_records(&records, &ExportOptions::new(ExportFormat::Csv, &folder)).unwrap();
+}
