@@ -714,6 +714,16 @@ impl Analyzer {
             // CUDA graph node's task is the device activity it produced (phase COMPLETE), which
             // arrives after the whole graph was built, so the chains through it grow here.
             GRAPH_TASK if t.phase == phase::ENTER || t.phase == phase::COMPLETE => {
+                // The SYCL backend names a node at its creation with the kernel's name cut to a
+                // fixed size, and its task with the whole name: the whole one is shown.
+                let whole = t.name != StrId(0)
+                    && self.nodes.get(&t.node).is_some_and(|n| {
+                        let (cut, task) = (self.str(n.name), self.str(t.name));
+                        task.len() > cut.len() && task.starts_with(cut)
+                    });
+                if whole && let Some(n) = self.nodes.get_mut(&t.node) {
+                    n.name = t.name;
+                }
                 if let Some(n) = self.nodes.get_mut(&t.node)
                     && !n.real
                 {

@@ -157,6 +157,37 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
 
+/// The SYCL backend names a node when it is created with its kernel's name cut to 256 bytes
+/// (dpnp's names run longer), and the node's task with the whole name: the chain shows the
+/// whole name, and a node whose task says nothing more keeps its own.
+#[test]
+fn a_chain_names_its_commands_by_their_tasks_whole_names() {
+    let whole = format!("dpnp::tensor::kernels::reduction_over_group_temps_krn<{}>", "float, ".repeat(60));
+    let cut: String = whole.chars().take(237).collect();
+    let mut b = TypedBuilder::new(Vec::new());
+    b.node(1, 1, 10, "host task", 0x5000);
+    b.node(1, 2, 11, &cut, 0x5000);
+    b.edge(1, 3, 10, 11);
+    b.node(1, 4, 12, "host task", 0x5000);
+    b.edge(1, 5, 11, 12);
+    for (node, name) in [(10, "host task"), (11, whole.as_str()), (12, "")] {
+        let name = if name.is_empty() { StrId(0) } else { b.str(name) };
+        b.out.push(Record::TaskGraph(TaskGraphRecord {
+            op: 2,
+            phase: phase::ENTER,
+            tid: 1,
+            ts: 10 + node,
+            node,
+            name,
+            queue: 0x5000,
+            ..Default::default()
+        }));
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain_len, 3);
+    assert_eq!(r.task_graph.longest_chain, ["host task", whole.as_str(), "host task"]);
+}
+
 /// A CUDA graph as the CUDA backend writes it in the order CUPTI reports it (run F of the CUDA
 /// C workload): nodes and edges while the graph is built, none on a queue, a node first seen as
 /// an edge's end created before the edge; the instantiated graph's nodes (reported twice,

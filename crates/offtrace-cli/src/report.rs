@@ -5,7 +5,6 @@ use std::path::Path;
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
-use offtrace_analysis::naming::shorten_left;
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
@@ -363,6 +362,9 @@ const WARNINGS_SHOWN: usize = 10;
 /// Commands shown at each end of the longest chain.
 const CHAIN_ENDS: usize = 4;
 
+/// The longest chain goes on one line (`a → b → c`) up to this width, else a command per line.
+const CHAIN_LINE_MAX: usize = 160;
+
 fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()> {
     let t = &r.trace;
     writeln!(out, "offtrace report: {}", file.display())?;
@@ -558,16 +560,36 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         count(g.longest_chain_len),
     )?;
     if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
-        let names: Vec<String> = g.longest_chain.iter().map(|n| shorten_left(n, 48).into_owned()).collect();
-        let shown = if names.len() > 2 * CHAIN_ENDS {
-            let mut v = names[..CHAIN_ENDS].to_vec();
-            v.push(format!("… {} more …", count(g.longest_chain_len - 2 * CHAIN_ENDS as u64)));
-            v.extend_from_slice(&names[names.len() - CHAIN_ENDS..]);
-            v
+        let n = g.longest_chain.len();
+        let more = n.saturating_sub(2 * CHAIN_ENDS);
+        // Both ends of a long chain; `more` commands between them are counted.
+        let shown: Vec<(usize, &str)> = g
+            .longest_chain
+            .iter()
+            .map(String::as_str)
+            .enumerate()
+            .filter(|&(i, _)| more == 0 || i < CHAIN_ENDS || i >= n - CHAIN_ENDS)
+            .collect();
+        let gap = format!("… {} more …", count(more as u64));
+        let mut parts: Vec<&str> = Vec::with_capacity(shown.len() + 1);
+        for &(i, name) in &shown {
+            if more > 0 && i == n - CHAIN_ENDS {
+                parts.push(&gap);
+            }
+            parts.push(name);
+        }
+        let line = parts.join(" → ");
+        if line.chars().count() <= CHAIN_LINE_MAX {
+            writeln!(out, "  {line}")?;
         } else {
-            names
-        };
-        writeln!(out, "  {}", shown.join(" → "))?;
+            // Names stay whole (cut, dpnp's read the same at either end): a command per line.
+            for &(i, name) in &shown {
+                if more > 0 && i == n - CHAIN_ENDS {
+                    writeln!(out, "        {gap}")?;
+                }
+                writeln!(out, "  {:>4}  {name}", i + 1)?;
+            }
+        }
     }
 
     writeln!(out, "\nThreads: {}", r.threads.len())?;
@@ -713,6 +735,29 @@ mod tests {
         r.trace.problem = Some("trace truncated at byte 5913, after 3 complete chunks".into());
         let s = text_of(&r);
         assert!(s.contains("INCOMPLETE") && s.contains("\n  trace truncated at byte 5913"), "{s}");
+    }
+
+    #[test]
+    fn the_longest_chain_shows_whole_names_on_one_line_or_one_per_line() {
+        let mut r = Report::default();
+        r.task_graph.longest_chain = ["usm_memcpy", "scale_add", "host task"].map(String::from).to_vec();
+        r.task_graph.longest_chain_len = 3;
+        assert!(text_of(&r).contains("\n  usm_memcpy → scale_add → host task\n"), "{}", text_of(&r));
+        // dpnp's names differ in the middle; cut at either end two would read the same.
+        let name = |t: &str| {
+            format!(
+                "dpnp::tensor::kernels::merge_sort_detail::sort_over_work_group_contig_krn<{t}, \
+                 dpnp::tensor::rich_comparisons::detail::ExtendedRealFPLess<float> >"
+            )
+        };
+        let names: Vec<String> = (0..12).map(|i| if i % 2 == 0 { name("long") } else { name("float") }).collect();
+        r.task_graph.longest_chain = names.clone();
+        r.task_graph.longest_chain_len = 12;
+        let s = text_of(&r);
+        for (pos, n) in [(1, &names[0]), (2, &names[1]), (4, &names[3]), (9, &names[8]), (12, &names[11])] {
+            assert!(s.contains(&format!("\n  {pos:>4}  {n}\n")), "{pos}: {s}");
+        }
+        assert!(!s.contains("     5  ") && s.contains("\n        … 4 more …\n     9  "), "{s}");
     }
 
     #[test]
