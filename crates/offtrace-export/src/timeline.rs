@@ -96,6 +96,8 @@ struct PendingWork {
     queue: u64,
     queue_id: u64,
     device: u64,
+    /// The thread that enqueued it (whose call record starts its flow).
+    tid: u32,
     name: StrId,
     op: u32,
     ts: u64,
@@ -112,6 +114,7 @@ impl PendingWork {
             queue: a.queue,
             queue_id: 0,
             device: a.device,
+            tid: a.tid,
             name: a.name,
             op: a.op,
             ts: a.ts,
@@ -566,10 +569,18 @@ impl Timeline {
                 Some(w) => w,
                 None => PendingWork::of(a),
             };
-            if known {
-                let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
-                self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), flow_in);
+            if !known {
+                return;
             }
+            let times = (a.device_start, a.device_end);
+            if self.flow_targets.contains_key(&a.correlation) {
+                // Completed before its call's record came (a blocking call, or a runtime thread
+                // whose records reach the file first): drawn when the call comes, so the flow
+                // has both ends.
+                return self.await_call(out, work.tid, (a.kind, a.correlation, work, times));
+            }
+            let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
+            self.device_slice(out, a.kind, &work, a.correlation, Some(times), flow_in);
             return;
         }
         if a.correlation != 0 && !known {
@@ -582,17 +593,7 @@ impl Timeline {
         work.queue_id = self.defs.queue_id(a.queue, a.device);
         if known && a.correlation != 0 {
             // Drawn when its call comes (with the flow from it), or at the end without.
-            let waiting = self.awaiting_call.entry(a.tid).or_default();
-            if waiting.len() >= AWAITING_CALL_MAX {
-                let (kind, corr, old, times) = waiting.remove(0);
-                self.device_slice(out, kind, &old, corr, Some(times), None);
-            }
-            self.awaiting_call.entry(a.tid).or_default().push((
-                a.kind,
-                a.correlation,
-                work,
-                (a.device_start, a.device_end),
-            ));
+            self.await_call(out, a.tid, (a.kind, a.correlation, work, (a.device_start, a.device_end)));
         } else if known {
             self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), None);
         } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
@@ -600,6 +601,17 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &old, corr, None, flow_in);
         }
+    }
+
+    /// Device work with its times, kept until thread `tid`'s call record with its correlation
+    /// comes (at most [`AWAITING_CALL_MAX`] per thread: the oldest is drawn without a flow).
+    fn await_call(&mut self, out: &mut dyn TimelineOut, tid: u32, work: AwaitingCall) {
+        let waiting = self.awaiting_call.entry(tid).or_default();
+        if waiting.len() >= AWAITING_CALL_MAX {
+            let (kind, corr, old, times) = waiting.remove(0);
+            self.device_slice(out, kind, &old, corr, Some(times), None);
+        }
+        self.awaiting_call.entry(tid).or_default().push(work);
     }
 
     fn device_slice(
