@@ -130,6 +130,15 @@ struct NodeAcc {
     name: StrId,
 }
 
+/// What a command's enqueue record said, which its completion (from a lower runtime level, with
+/// that level's queue handle and its own view of the copy) does not change.
+#[derive(Debug, Clone, Copy)]
+struct Enqueued {
+    queue: u64,
+    direction: CopyDirection,
+    bytes: u64,
+}
+
 /// What the report takes from an API call.
 #[derive(Debug, Clone, Copy)]
 struct CallFacts {
@@ -161,9 +170,10 @@ pub struct Analyzer {
     api: FxHashMap<(u32, u32), ApiAcc>,
     activity: Vec<ActivityAcc>,
     activity_index: FxHashMap<(u32, ActivityName), usize>,
-    /// Device work enqueued without device times: (kind, correlation) → its group, so that the
-    /// completion record adds its device time to the same group instead of counting it again.
-    awaiting_completion: FxHashMap<(u32, u64), (usize, u64)>,
+    /// Device work enqueued without device times: (kind, correlation) → its group and what the
+    /// enqueue record said (queue, copy direction, bytes), so that the completion record adds
+    /// its device time to the same group, queue and direction instead of counting it again.
+    awaiting_completion: FxHashMap<(u32, u64), (usize, Enqueued)>,
     completion_order: VecDeque<(u32, u64)>,
     /// Completions whose enqueue record has not come yet ((kind, correlation) → the completion):
     /// two backends' records of one command reach the file in either order (different threads'
@@ -550,10 +560,15 @@ impl Analyzer {
         let completes = a.phase == phase::COMPLETE && a.correlation != 0;
         // The queue is the enqueue record's: a completion from a lower runtime level (the OpenCL
         // layer under SYCL) names its own queue handle, not the one the program used.
-        let (group, counted, queue) = match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
-            Some((g, queue)) => (g, true, queue),
-            None => (self.activity_group(a), false, a.queue),
-        };
+        // The copy's direction too: the OpenCL layer sees a SYCL buffer read into USM device
+        // memory as a read to the host, the UR level as device to device.
+        let (group, counted, Enqueued { queue, direction, bytes }) =
+            match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
+                Some((g, enqueued)) => (g, true, enqueued),
+                None => {
+                    (self.activity_group(a), false, Enqueued { queue: a.queue, direction: a.direction, bytes: a.bytes })
+                }
+            };
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let acc = &mut self.activity[group];
         if !counted {
@@ -586,7 +601,8 @@ impl Analyzer {
                 }
                 waiting.push((a.correlation, group as u32));
                 if !known {
-                    self.awaiting_completion.insert(key, (group, a.queue));
+                    let enqueued = Enqueued { queue: a.queue, direction: a.direction, bytes: a.bytes };
+                    self.awaiting_completion.insert(key, (group, enqueued));
                     self.completion_order.push_back(key);
                     if self.completion_order.len() > PENDING_MAX
                         && let Some(old) = self.completion_order.pop_front()
@@ -608,26 +624,26 @@ impl Analyzer {
             self.queues.entry(queue).or_default().busy_ns += a.device_end - a.device_start;
         }
         // Copies and fills by direction (a kernel has no bytes).
-        if a.bytes != 0 || a.direction != CopyDirection::Unknown {
+        if bytes != 0 || direction != CopyDirection::Unknown {
             let device_ns = if known { Some(a.device_end - a.device_start) } else { None };
             if self.is_fill(a.kind) {
                 if !counted {
                     self.fills.count += 1;
-                    self.fills.bytes += a.bytes;
+                    self.fills.bytes += bytes;
                 }
                 if let Some(ns) = device_ns {
                     self.fills.device_count += 1;
                     self.fills.device_ns += ns;
                 }
             } else {
-                let c = self.copies.entry(a.direction as u8).or_default();
+                let c = self.copies.entry(direction as u8).or_default();
                 if !counted {
                     c.count += 1;
-                    c.bytes += a.bytes;
+                    c.bytes += bytes;
                 }
                 if let Some(ns) = device_ns {
                     c.device_count += 1;
-                    c.device_bytes += a.bytes;
+                    c.device_bytes += bytes;
                     c.device_ns += ns;
                 }
             }

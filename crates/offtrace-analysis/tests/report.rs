@@ -367,3 +367,43 @@ fn values_per_command_are_joined_with_their_kernels_through_the_file() {
     let all = r.counters.iter().find(|c| c.name == "cpu.sw.task_clock.per_command").unwrap();
     assert_eq!(all.samples, 6);
 }
+
+/// A SYCL buffer read into USM device memory: the UR level enqueues a device-to-device copy, the
+/// OpenCL layer under it completes a `clEnqueueReadBuffer` (a read to the host, on its own queue
+/// handle). The copies table keeps the enqueue record's direction and bytes: the device time
+/// goes to DEVICE_TO_DEVICE, not to DEVICE_TO_HOST ("5 of 3" copies timed there, on dpnp's
+/// sort), and a completion whose record holds no bytes still times its copy.
+#[test]
+fn a_completion_times_the_copy_in_the_direction_its_enqueue_record_gave() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_COPY, "MEMORY_COPY");
+    b.copy(1, 10, 7, 0x5000, 0xd1, 4096, CopyDirection::DeviceToDevice, None);
+    b.copy(1, 20, 8, 0x5000, 0xd1, 64, CopyDirection::DeviceToHost, Some((300, 400)));
+    b.copy(1, 30, 9, 0x5000, 0xd1, 128, CopyDirection::HostToDevice, None);
+    for (correlation, direction, bytes, start) in
+        [(7u64, CopyDirection::DeviceToHost, 4096u64, 100u64), (9, CopyDirection::Unknown, 0, 500)]
+    {
+        b.out.push(Record::Activity(Activity {
+            kind: kind::MEMORY_COPY,
+            phase: phase::COMPLETE,
+            tid: 2,
+            ts: start + 1_000,
+            correlation,
+            queue: 0x9000,
+            bytes,
+            direction,
+            device_start: start,
+            device_end: start + 50,
+            ..Default::default()
+        }));
+    }
+    let r = analyze(&b.out);
+    let dir = |d: &str| r.memory.copies.iter().find(|c| c.direction == d).unwrap_or_else(|| panic!("{d}: {r:?}"));
+    let d2d = dir("DEVICE_TO_DEVICE");
+    assert_eq!((d2d.count, d2d.bytes, d2d.device_count, d2d.device_bytes, d2d.device_ns), (1, 4096, 1, 4096, 50));
+    let d2h = dir("DEVICE_TO_HOST");
+    assert_eq!((d2h.count, d2h.device_count, d2h.device_bytes, d2h.device_ns), (1, 1, 64, 100));
+    let h2d = dir("HOST_TO_DEVICE");
+    assert_eq!((h2d.count, h2d.device_count, h2d.device_bytes, h2d.device_ns), (1, 1, 128, 50));
+    assert_eq!(r.queues.iter().map(|q| q.queue).collect::<Vec<_>>(), [0x5000], "no queue of the lower level");
+}
