@@ -50,6 +50,28 @@ pub fn bytes(n: u64) -> String {
     if v < 10.0 { format!("{v:.2} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
 }
 
+/// A rate given in bytes per nanosecond (= GB/s): `6.41 GB/s` as before from 1 GB/s up, below
+/// that in MB/s or kB/s with three significant digits (`7.52 MB/s`, `312 kB/s`; decimal units,
+/// as rates are quoted), where small copies read `0.01 GB/s`, which says little.
+pub fn bandwidth(gb_s: f64) -> String {
+    let three = |v: f64| {
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else if v >= 10.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    if !gb_s.is_finite() || gb_s >= 1.0 {
+        format!("{gb_s:.2} GB/s")
+    } else if gb_s >= 1e-3 {
+        format!("{} MB/s", three(gb_s * 1e3))
+    } else {
+        format!("{} kB/s", three(gb_s * 1e6))
+    }
+}
+
 /// Nanoseconds with a unit that keeps 3–4 significant digits.
 pub fn duration(ns: u64) -> String {
     let f = ns as f64;
@@ -81,6 +103,16 @@ mod tests {
         assert_eq!(value(-956.0), "-956");
         assert_eq!(value(0.725), "0.725");
         assert_eq!(value(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn small_rates_get_a_unit_that_shows_them() {
+        assert_eq!(bandwidth(15.027_799), "15.03 GB/s");
+        assert_eq!(bandwidth(1.0), "1.00 GB/s");
+        assert_eq!(bandwidth(0.007_49), "7.49 MB/s");
+        assert_eq!(bandwidth(0.314_2), "314 MB/s");
+        assert_eq!(bandwidth(0.000_312_4), "312 kB/s");
+        assert_eq!(bandwidth(0.000_000_5), "0.50 kB/s");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyl
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration, value};
+use crate::format::{bandwidth, bytes, count, duration, value};
 
 /// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
 /// each stretch skipped; a file that is no trace at all (or empty) is an error.
@@ -505,7 +505,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 } else {
                     "n/a".into()
                 },
-                c.bandwidth_gb_s.map_or("n/a".into(), |b| format!("{b:.2} GB/s")),
+                c.bandwidth_gb_s.map_or("n/a".into(), bandwidth),
             ]);
         }
         writeln!(out, "{tb}")?;
