@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, LineStyle, Table, TableStyle, Width};
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
@@ -329,6 +329,38 @@ fn table(header: &[&str], right_from: usize) -> Table {
     t
 }
 
+/// `tb` with each column at least as wide as its longest word (up to [`WORD_MAX`]): on a narrow
+/// terminal comfy-table wraps cells at spaces, and cuts a longer word in the middle
+/// (`KERNEL_DISPAT` / `CH 11`, `pthread-skyla` / `ke-avx512-AMD`) unless told not to.
+fn whole_words(mut tb: Table) -> Table {
+    let longest_word = |text: String| text.split_whitespace().map(|w| w.chars().count()).max().unwrap_or(0);
+    let header: Vec<usize> =
+        tb.header().map(|h| h.cell_iter().map(|c| longest_word(c.content())).collect()).unwrap_or_default();
+    let widths: Vec<usize> = (0..tb.column_count())
+        .map(|i| {
+            tb.column_cells_iter(i)
+                .flatten()
+                .map(|c| longest_word(c.content()))
+                .chain(header.get(i).copied())
+                .max()
+                .unwrap_or(0)
+                .min(WORD_MAX)
+        })
+        .collect();
+    for (column, width) in tb.column_iter_mut().zip(widths) {
+        // comfy-table's boundaries count the cell's padding.
+        if let Ok(w) = u16::try_from(width + usize::from(column.padding_width()))
+            && width > 0
+        {
+            column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(w)));
+        }
+    }
+    tb
+}
+
+/// Words longer than this may still be cut on a narrow terminal.
+const WORD_MAX: usize = 40;
+
 /// Writes `tb` with a last column of names appended unpadded: the header line gets `header`,
 /// each row line its name, in `tb`'s row order. Names stay whole and never widen the other
 /// rows (PyTorch's kernel names run past 1,000 characters; padding every row to the longest
@@ -491,7 +523,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 bytes(a.max_bytes),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !m.copies.is_empty() {
         let mut tb = table(&["copies", "count", "bytes", "device time", "bandwidth"], 1);
@@ -508,7 +540,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 c.bandwidth_gb_s.map_or("n/a".into(), bandwidth),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if m.fills.count > 0 {
         writeln!(out, "fills: {}, {}", count(m.fills.count), bytes(m.fills.bytes))?;
@@ -543,7 +575,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 life,
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
         if empty > EMPTY_QUEUES_SHOWN + 1 {
             writeln!(out, " … {} more queues with no commands", count((empty - EMPTY_QUEUES_SHOWN) as u64))?;
         }
@@ -605,7 +637,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 count(th.drops),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
 
     if !r.counters.is_empty() {
@@ -623,7 +655,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 value(c.last),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !r.command_metrics.is_empty() {
         writeln!(out, "\nMetrics per command (event-based queries), per device activity: {}", r.command_metrics.len())?;
@@ -641,7 +673,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 value(m.max),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !r.markers.is_empty() {
         writeln!(out, "\nMarkers: {}", r.markers.len())?;
@@ -659,7 +691,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         for o in &r.other {
             tb.add_row(vec![o.kind.clone(), o.operation.clone(), count(o.count)]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
 
     writeln!(out, "\nDropped records: {}", count(r.drops.total))?;
@@ -675,7 +707,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 tb.add_row(vec![stream.clone(), tt.clone(), count(*n)]);
             }
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     Ok(())
 }
@@ -758,6 +790,26 @@ mod tests {
             assert!(s.contains(&format!("\n  {pos:>4}  {n}\n")), "{pos}: {s}");
         }
         assert!(!s.contains("     5  ") && s.contains("\n        … 4 more …\n     9  "), "{s}");
+    }
+
+    #[test]
+    fn a_narrow_terminal_wraps_cells_between_words_never_inside_one() {
+        let mut tb = table(&["queue", "device", "order", "commands", "by kind", "device busy", "lifetime"], 3);
+        // What the queues of dpnp's sort needed at 100 columns (a terminal of 100 columns).
+        tb.set_width(100);
+        tb.add_row(vec![
+            "0x55da4c15ff40",
+            "pthread-skylake-avx512-AMD EPYC",
+            "out-of-order",
+            "19",
+            "KERNEL_DISPATCH 11, MEMORY_COPY 8",
+            "2.33 ms",
+            "not destroyed",
+        ]);
+        let s = whole_words(tb).to_string();
+        for word in ["pthread-skylake-avx512-AMD", "KERNEL_DISPATCH", "out-of-order", "0x55da4c15ff40"] {
+            assert!(s.contains(word), "{word} cut:\n{s}");
+        }
     }
 
     #[test]
