@@ -349,7 +349,7 @@ fn summarize(path: &Path, shown: &Path) {
         Ok(m) => m.len(),
         Err(_) => {
             eprintln!(
-                "offtrace: warning: no trace was written to {} (did the program load the SYCL or CUDA runtime? is the agent loadable?)",
+                "offtrace: warning: no trace was written to {} (did the program load a SYCL, OpenCL or CUDA runtime? is the agent loadable?)",
                 shown.display()
             );
             return;

@@ -416,6 +416,7 @@ fn record_returns_the_programs_status_and_signal() {
     let o = record(&args);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("no trace was written"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("a SYCL, OpenCL or CUDA runtime"), "{}", text(&o.stderr));
     let env = std::fs::read_to_string(&env_dump).unwrap();
     for needle in [
         "XPTI_TRACE_ENABLE=1",
