@@ -30,6 +30,9 @@ use crate::report::*;
 pub const PENDING_MAX: usize = 1 << 16;
 /// Device work waiting for its call's record, per thread, at most (calls nest a few deep).
 pub const AWAITING_CALL_MAX: usize = 64;
+/// Calls per thread that a later (enclosing) call may still contain, at most: a UR call makes
+/// tens of OpenCL calls; one with more than this many counts the oldest of them twice.
+const OUTER_CALLS_MAX: usize = 4096;
 /// Task-graph nodes remembered for the longest chain, at most.
 pub const GRAPH_NODES_MAX: usize = 1 << 16;
 
@@ -86,7 +89,13 @@ struct ThreadAcc {
     awaiting_call: Vec<(u64, u32)>,
     name: StrId,
     api_calls: u64,
+    /// Time inside API calls, a call nested in another (an OpenCL call inside a UR call, a
+    /// runtime's own calls) counted once: the per-thread sum used to exceed the wall time.
     api_ns: u64,
+    /// The newest calls not known to be nested in another, (start, end). Calls nest on a thread
+    /// and reach the file at their exit, inner ones first: a call that contains the newest
+    /// entries is their parent, and their time is already inside its own.
+    outer_calls: VecDeque<(u64, u64)>,
     device_activities: u64,
     drops: u64,
 }
@@ -446,7 +455,21 @@ impl Analyzer {
         }
         let t = self.threads.entry(a.tid).or_default();
         t.api_calls += 1;
-        t.api_ns += ns;
+        while let Some(&(s, e)) = t.outer_calls.back()
+            && a.start <= s
+            && e <= a.end
+        {
+            t.api_ns = t.api_ns.saturating_sub(e - s);
+            t.outer_calls.pop_back();
+        }
+        // A call inside the newest outer one (records of one thread out of exit order) is in it.
+        if !t.outer_calls.back().is_some_and(|&(s, e)| s <= a.start && a.end <= e) {
+            t.api_ns += ns;
+            t.outer_calls.push_back((a.start, a.start + ns));
+            if t.outer_calls.len() > OUTER_CALLS_MAX {
+                t.outer_calls.pop_front();
+            }
+        }
         if !t.awaiting_call.is_empty() {
             let before = t.awaiting_call.len();
             let activity = &mut self.activity;

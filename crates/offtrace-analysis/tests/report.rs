@@ -407,3 +407,36 @@ fn a_completion_times_the_copy_in_the_direction_its_enqueue_record_gave() {
     assert_eq!((h2d.count, h2d.device_count, h2d.device_bytes, h2d.device_ns), (1, 1, 128, 50));
     assert_eq!(r.queues.iter().map(|q| q.queue).collect::<Vec<_>>(), [0x5000], "no queue of the lower level");
 }
+
+/// A UR call makes OpenCL calls inside it (their records come first: each is written at its
+/// exit): the thread's API time counts the nested time once, so it never exceeds the time the
+/// thread spent (the main thread of `threads_queues.py` had 725.90 ms of API time in a 719.92 ms
+/// trace). Every call is still counted, and each operation keeps its own total.
+#[test]
+fn a_threads_api_time_counts_nested_calls_once() {
+    /// `OPENCL_API`, as the services number it.
+    const OPENCL_API: u32 = 12;
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::UR_API, "UR_API");
+    b.kind(OPENCL_API, "OPENCL_API");
+    b.op(kind::UR_API, 1, "urContextCreate", &[]);
+    b.op(OPENCL_API, 1, "clCreateContext", &[]);
+    b.op(OPENCL_API, 2, "clGetDeviceInfo", &[]);
+    // urContextCreate [100, 200] holding clGetDeviceInfo [110, 120] and clCreateContext
+    // [130, 190], which holds clGetDeviceInfo [140, 150]; then a call of its own, [300, 310].
+    b.api_call(OPENCL_API, 2, 1, 110, 120, 2, &[], 0);
+    b.api_call(OPENCL_API, 2, 1, 140, 150, 4, &[], 0);
+    b.api_call(OPENCL_API, 1, 1, 130, 190, 3, &[], 0);
+    b.api_call(kind::UR_API, 1, 1, 100, 200, 1, &[], 0);
+    b.api_call(OPENCL_API, 2, 1, 300, 310, 5, &[], 0);
+    // Another thread's calls are its own.
+    b.api_call(OPENCL_API, 2, 2, 105, 195, 6, &[], 0);
+    let r = analyze(&b.out);
+    let t = |tid: u32| r.threads.iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("{tid}"));
+    assert_eq!((t(1).api_calls, t(1).api_total_ns), (5, 110));
+    assert_eq!((t(2).api_calls, t(2).api_total_ns), (1, 90));
+    let op = |name: &str| r.api_calls.iter().find(|c| c.operation == name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!((op("clGetDeviceInfo").calls, op("clGetDeviceInfo").total_ns), (4, 120));
+    assert_eq!(op("clCreateContext").total_ns, 60);
+    assert_eq!(op("urContextCreate").total_ns, 100);
+}
