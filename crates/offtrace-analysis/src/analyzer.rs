@@ -22,6 +22,7 @@ use offtrace_format::{
 };
 use rustc_hash::FxHashMap;
 
+use crate::live_memory::{Change, LiveMemory};
 use crate::names;
 use crate::naming::display_name;
 use crate::report::*;
@@ -199,12 +200,8 @@ pub struct Analyzer {
     /// Queues whose handle a later queue reused (created after the first one was destroyed), by
     /// their position in `queue_order`: each queue the program created is one row.
     retired_queues: BTreeMap<usize, QueueAcc>,
-    live: FxHashMap<u64, (u64, MemoryType, u64)>,
-    live_bytes: u64,
-    peak_live: u64,
-    peak_live_ns: Option<u64>,
-    frees: u64,
-    unmatched_frees: u64,
+    /// Live bytes and their peak, in time order (threads' records reach the file out of it).
+    live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
     copies: BTreeMap<u8, CopyAcc>,
     fills: FillStats,
@@ -680,26 +677,14 @@ impl Analyzer {
     fn memory(&mut self, m: &MemoryRecord) {
         self.seen(m.ts);
         if m.op == MEMORY_FREE {
-            self.frees += 1;
-            match self.live.remove(&m.ptr) {
-                Some((size, _, _)) => self.live_bytes = self.live_bytes.saturating_sub(size),
-                None => self.unmatched_frees += 1,
-            }
+            self.live.push(m.ts, Change::Free { ptr: m.ptr }, |_, _| {});
             return;
         }
         let a = self.allocations.entry((m.memory_type as u8, m.device)).or_default();
         a.count += 1;
         a.bytes += m.size;
         a.max = a.max.max(m.size);
-        if let Some((old, _, _)) = self.live.insert(m.ptr, (m.size, m.memory_type, m.device)) {
-            // The address came back without a free we saw: the old allocation is gone.
-            self.live_bytes = self.live_bytes.saturating_sub(old);
-        }
-        self.live_bytes += m.size;
-        if self.live_bytes > self.peak_live {
-            self.peak_live = self.live_bytes;
-            self.peak_live_ns = Some(m.ts);
-        }
+        self.live.push(m.ts, Change::Alloc { ptr: m.ptr, size: m.size }, |_, _| {});
     }
 
     fn task_graph(&mut self, t: &TaskGraphRecord) {
@@ -903,6 +888,7 @@ impl Analyzer {
     /// The report. `outcome` says how the reading ended; `warnings` what was stepped over.
     pub fn finish(mut self, complete: bool, warnings: Vec<String>, problem: Option<String>) -> Report {
         self.flush_early_completions();
+        self.live.finish(|_, _| {});
         let mut api_calls: Vec<ApiCallStats> = self
             .api
             .iter()
@@ -966,11 +952,11 @@ impl Analyzer {
                     max_bytes: a.max,
                 })
                 .collect(),
-            peak_live_bytes: self.peak_live,
-            peak_live_ns: self.peak_live_ns,
-            live_bytes_at_end: self.live_bytes,
-            frees: self.frees,
-            unmatched_frees: self.unmatched_frees,
+            peak_live_bytes: self.live.peak_bytes(),
+            peak_live_ns: self.live.peak_ns(),
+            live_bytes_at_end: self.live.live_bytes(),
+            frees: self.live.frees(),
+            unmatched_frees: self.live.unmatched_frees(),
             copies: self
                 .copies
                 .iter()

@@ -440,3 +440,21 @@ fn a_threads_api_time_counts_nested_calls_once() {
     assert_eq!(op("clCreateContext").total_ns, 60);
     assert_eq!(op("urContextCreate").total_ns, 100);
 }
+
+/// Each thread's records reach the file as a block (its buffer): the four workers of
+/// `threads_queues.py` each allocate 64 KiB before any frees, but thread 1's frees come before
+/// thread 2's allocations in the file. The peak is what was live at once (256 KiB, not 64 KiB).
+#[test]
+fn the_peak_of_live_memory_is_taken_in_time_order_not_file_order() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_ALLOC, "MEMORY_ALLOC");
+    for t in 0..4u64 {
+        let tid = 10 + t as u32;
+        b.alloc(tid, 100 + t, 0, 0x1000 * (t + 1), 65536, MemoryType::Device, 0xd1);
+        b.free(tid, 1_000 + t, 0, 0x1000 * (t + 1));
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.memory.peak_live_bytes, 4 * 65536);
+    assert_eq!(r.memory.peak_live_ns, Some(103));
+    assert_eq!((r.memory.live_bytes_at_end, r.memory.frees, r.memory.unmatched_frees), (0, 4, 0));
+}

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use offtrace_analysis::live_memory::{Change, LiveMemory};
 use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -208,8 +209,7 @@ pub(crate) struct Timeline {
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
-    live: FxHashMap<u64, u64>,
-    live_bytes: u64,
+    live: LiveMemory,
     pid: i64,
     process_declared: bool,
     args: Vec<(String, ArgValue)>,
@@ -237,8 +237,7 @@ impl Timeline {
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
             counters: FxHashMap::default(),
-            live: FxHashMap::default(),
-            live_bytes: 0,
+            live: LiveMemory::default(),
             pid: 0,
             process_declared: false,
             args: Vec::new(),
@@ -348,16 +347,6 @@ impl Timeline {
                 self.defs.queue_record(q);
             }
             Record::Memory(m) => {
-                if m.op == MEMORY_FREE {
-                    if let Some(size) = self.live.remove(&m.ptr) {
-                        self.live_bytes = self.live_bytes.saturating_sub(size);
-                    }
-                } else {
-                    if let Some(old) = self.live.insert(m.ptr, m.size) {
-                        self.live_bytes = self.live_bytes.saturating_sub(old);
-                    }
-                    self.live_bytes += m.size;
-                }
                 if self.declared.insert(LIVE_BYTES_TRACK) {
                     out.track(
                         LIVE_BYTES_TRACK,
@@ -366,7 +355,13 @@ impl Timeline {
                         &TrackKind::Counter { unit: "bytes".into() },
                     );
                 }
-                out.counter(LIVE_BYTES_TRACK, m.ts, self.live_bytes as f64);
+                // Values in time order: each thread's records reach the file as a block.
+                let change = if m.op == MEMORY_FREE {
+                    Change::Free { ptr: m.ptr }
+                } else {
+                    Change::Alloc { ptr: m.ptr, size: m.size }
+                };
+                self.live.push(m.ts, change, |ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
             }
             Record::CounterDef(d) => {
                 let t = self.new_track();
@@ -673,6 +668,7 @@ impl Timeline {
 
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
+        self.live.finish(|ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
         while let Some(key) = self.early_order.pop_front() {
             if let Some((w, times)) = self.early.remove(&key) {
                 let flow_in = self.flows_started.remove(&key.1).map(|()| key.1);
