@@ -310,6 +310,13 @@ fn export_to_a_place_that_cannot_hold_it_says_so_and_what_to_do() {
     let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(dir.path()).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("it is a folder: choose another -o"), "{}", text(&o.stderr));
+    // Over the trace itself (the same file by another name): refused, the trace kept.
+    let before = std::fs::read(&t).unwrap();
+    let same = t.parent().unwrap().join(".").join(t.file_name().unwrap());
+    let o = offtrace().arg("export").arg(&t).args(["--format", "chrome", "-o"]).arg(&same).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("it is the trace being exported: choose another -o"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&t).unwrap(), before);
 }
 
 #[test]
