@@ -625,9 +625,12 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     }
 
     writeln!(out, "\nThreads: {}", r.threads.len())?;
-    if !r.threads.is_empty() {
+    // Threads the runtimes started and that made no call (worker pools): counted, not listed.
+    let idle = |th: &&offtrace_analysis::ThreadStats| th.api_calls == 0 && th.device_activities == 0 && th.drops == 0;
+    let idle_threads = r.threads.iter().filter(idle).count();
+    if idle_threads < r.threads.len() {
         let mut tb = table(&["tid", "name", "API calls", "API time", "device work", "dropped"], 2);
-        for th in &r.threads {
+        for th in r.threads.iter().filter(|th| idle_threads <= 1 || !idle(th)) {
             tb.add_row(vec![
                 th.tid.to_string(),
                 th.name.clone(),
@@ -638,6 +641,14 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
             ]);
         }
         writeln!(out, "{}", whole_words(tb))?;
+    }
+    if idle_threads > 1 || (idle_threads == 1 && r.threads.len() == 1) {
+        let names: std::collections::BTreeSet<&str> =
+            r.threads.iter().filter(idle).map(|t| t.name.as_str()).filter(|n| !n.is_empty()).collect();
+        let names = names.into_iter().collect::<Vec<_>>().join(", ");
+        let named = if names.is_empty() { String::new() } else { format!(" ({names})") };
+        let what = if idle_threads == 1 { "thread" } else { "threads" };
+        writeln!(out, " … {} {what} with no API calls{named}", count(idle_threads as u64))?;
     }
 
     if !r.counters.is_empty() {
@@ -810,6 +821,23 @@ mod tests {
         for word in ["pthread-skylake-avx512-AMD", "KERNEL_DISPATCH", "out-of-order", "0x55da4c15ff40"] {
             assert!(s.contains(word), "{word} cut:\n{s}");
         }
+    }
+
+    #[test]
+    fn threads_that_made_no_call_are_counted_on_one_line() {
+        use offtrace_analysis::ThreadStats;
+        let mut r = Report::default();
+        let th = |tid, name: &str, api_calls| ThreadStats { tid, name: name.into(), api_calls, ..Default::default() };
+        r.threads =
+            vec![th(100, "python", 244), th(101, "python", 0), th(102, "pocl-worker", 0), th(103, "python", 598)];
+        let s = text_of(&r);
+        assert!(s.contains("Threads: 4\n"), "{s}");
+        assert!(s.contains(" 100 ") && s.contains(" 103 ") && !s.contains(" 101 ") && !s.contains(" 102 "), "{s}");
+        assert!(s.contains(" … 2 threads with no API calls (pocl-worker, python)"), "{s}");
+        // One such thread keeps its row.
+        r.threads.truncate(2);
+        let s = text_of(&r);
+        assert!(s.contains(" 101 ") && !s.contains("with no API calls"), "{s}");
     }
 
     #[test]
