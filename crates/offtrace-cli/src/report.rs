@@ -584,12 +584,13 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     let g = &r.task_graph;
     writeln!(
         out,
-        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} commands",
+        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} {}",
         count(g.nodes),
         count(g.edges),
         if g.unresolved_edges > 0 { format!(" ({} unresolved)", count(g.unresolved_edges)) } else { String::new() },
         count(g.signals),
         count(g.longest_chain_len),
+        if g.longest_chain_len == 1 { "command" } else { "commands" },
     )?;
     if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
         let n = g.longest_chain.len();
@@ -783,6 +784,8 @@ mod tests {
     #[test]
     fn the_longest_chain_shows_whole_names_on_one_line_or_one_per_line() {
         let mut r = Report::default();
+        r.task_graph.longest_chain_len = 1;
+        assert!(text_of(&r).contains("over real commands: 1 command\n"), "{}", text_of(&r));
         r.task_graph.longest_chain = ["usm_memcpy", "scale_add", "host task"].map(String::from).to_vec();
         r.task_graph.longest_chain_len = 3;
         assert!(text_of(&r).contains("\n  usm_memcpy → scale_add → host task\n"), "{}", text_of(&r));
