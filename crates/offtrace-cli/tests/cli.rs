@@ -398,6 +398,41 @@ fn record_missing_agent() {
     assert!(text(&o.stderr).contains("agent not found: /nonexistent/libagent.so"), "{}", text(&o.stderr));
 }
 
+/// A program run from a venv (its `bin/python`) is traced with that venv's SYCL runtime, also
+/// when it is not the project's venv and nothing names it: before, `record` took it for an
+/// OpenCL-only program and set none of the runtime's environment (dpctl then failed with "USM
+/// allocation failed"; `scripts/test.sh` with `OFFTRACE_SYCL_VENV` elsewhere failed so).
+#[test]
+fn record_finds_the_runtime_of_the_venv_the_program_runs_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let bin = rt.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let env_dump = dir.path().join("env");
+    let prog = bin.join("python");
+    std::fs::write(&prog, format!("#!/bin/sh\nenv > {}\n", env_dump.display())).unwrap();
+    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let o = offtrace()
+        .args(["record", "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o", out.to_str().unwrap()])
+        .arg("--")
+        .arg(&prog)
+        .env_remove("OFFTRACE_SYCL_RUNTIME")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let env = std::fs::read_to_string(&env_dump).unwrap();
+    let lib = rt.join("lib").canonicalize().unwrap();
+    assert!(
+        env.lines().any(|l| l.starts_with("LD_LIBRARY_PATH=") && l.contains(&lib.display().to_string())),
+        "the program's venv's lib in LD_LIBRARY_PATH:\n{env}"
+    );
+    assert!(env.contains(&format!("XPTI_FRAMEWORK_DISPATCHER={}", lib.join("libxptifw.so.1").display())), "{env}");
+}
+
 #[test]
 fn record_returns_the_programs_status_and_signal() {
     let dir = tempfile::tempdir().unwrap();
