@@ -153,6 +153,7 @@ def main():
         set_phase.argtypes = [ctypes.c_uint32]
         phases = [int(p) for p in args.ab.split(",")]
         ab = {str(p): [] for p in phases}
+        ab_issue = {str(p): [] for p in phases}
         for r in range(args.ab_rounds):
             k = r % len(phases)
             for p in phases[k:] + phases[:k]:
@@ -164,6 +165,7 @@ def main():
                     issued.clear()
                     loss = step(0)
                     ab[str(p)].append(time.perf_counter_ns() - t0)
+                    ab_issue[str(p)].append(issued[0] - t0)
                     times.append(ab[str(p)][-1])
                     issue.append(issued[0] - t0)
         set_phase(1)
@@ -209,6 +211,7 @@ def main():
     }
     if ab:
         result["ab_step_ns"] = ab
+        result["ab_issue_ns"] = ab_issue
         result["ab_block"] = args.ab_block
     if args.out:
         if prof is not None:

@@ -88,5 +88,7 @@ for r in $(seq 1 "$REPS"); do
 done
 $PY scripts/cuda/check.py overhead "$o" "$OUT/ablation-$SIZE.json"
 $PY scripts/cuda/overhead_stats.py "$o" "$OUT/stats-$SIZE.json"
-# One file back instead of two per process.
+# One file back instead of two per process; torch.profiler's Chrome traces (20+ MB each) stay
+# unless KEEP_TORCH_TRACES=1.
+[ "${KEEP_TORCH_TRACES:-0}" = 1 ] || rm -f "$o"/*.torch.json
 tar -C "$OUT" -czf "$OUT/ablation-$SIZE.tar.gz" "ablation-$SIZE" && rm -rf "$o"
