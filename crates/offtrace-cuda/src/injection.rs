@@ -577,9 +577,10 @@ impl Plan {
 
     /// Turns the API callbacks of this plan on and the others off.
     fn apply_callbacks(&self, c: &Cupti, sub: SubscriberHandle) {
+        // Relaxed: a flag read by each callback on its own; a callback racing the switch may
+        // still do (or skip) its work once, which a measurement phase tolerates.
         EMPTY_CALLBACKS.store(self.empty, Ordering::Relaxed);
-        // SAFETY (every CUPTI call below): sub is the live subscriber; the ids are callback
-        // ids of their domain.
+        // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
         let r = unsafe { (c.enable_domain)(u32::from(self.runtime), sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32) };
         if r != 0 {
             say(&format!("cuptiEnableDomain(runtime) failed: {}", c.result_string(r)));
@@ -588,6 +589,7 @@ impl Plan {
             for f in ApiDomain::Runtime.functions() {
                 let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
                 if STATE_QUERIES.contains(&base) {
+                    // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
                     unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
                 }
             }
@@ -596,6 +598,7 @@ impl Plan {
         // one or more driver calls): all of it only when asked for, else the functions the
         // backend reads (allocations, frees, launches).
         if driver_api_wanted() {
+            // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
             unsafe { (c.enable_domain)(u32::from(self.driver), sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
         } else {
             let allocs = alloc_rules(ApiDomain::Driver);
@@ -605,6 +608,7 @@ impl Plan {
             let launch_args = launch_mode() != LaunchMode::Off;
             for cbid in 0..MAX_CBID {
                 if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
+                    // SAFETY: sub is the live subscriber; cbid is a driver callback id.
                     unsafe {
                         (c.enable_callback)(
                             u32::from(self.driver),
@@ -938,6 +942,7 @@ unsafe fn field(base: *const u8, (off, size): (usize, usize)) -> u64 {
 
 /// The CUPTI callback (application threads). Never unwinds.
 unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    // Relaxed: see Plan::apply_callbacks.
     if data.is_null() || EMPTY_CALLBACKS.load(Ordering::Relaxed) {
         return;
     }
