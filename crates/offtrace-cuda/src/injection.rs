@@ -369,6 +369,8 @@ pub fn start() -> bool {
 
 fn start_inner() -> Result<Injection, String> {
     let c = cupti::load().map_err(|e| e.to_string())?;
+    // offtrace-metrics' CUPTI groups (PM sampling, the range profiler) call this same copy.
+    offtrace_metrics::cupti::prefer_library(c.path);
     emit::register_api_tables();
     // Before the tools load: a tool may push an external id in its initialisation.
     offtrace_core::set_external_correlation_hook(mirror_external);
@@ -383,7 +385,7 @@ fn start_inner() -> Result<Injection, String> {
         // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
         crate::metrics::start_from_env(say);
         // `record --query-metrics cupti.range_profiler`: per-kernel values from the first context.
-        crate::range_query::start_from_env(say);
+        crate::range_query::start_from_env(say, offtrace_metrics::cupti::object_of(c.subscribe as *const c_void));
     }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
@@ -886,6 +888,14 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
         }
+        if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
+            // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_enter(inj, data) };
+        }
+        if crate::range_query::active() && crate::range_query::is_graph_launch(f.name) {
+            // SAFETY: as above.
+            unsafe { range_query_graph(data) };
+        }
         let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
         if rule.op == 2 && owns_memory_calls(domain) {
             // SAFETY: params is f's parameter struct.
@@ -904,6 +914,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
         }
     } else if site == l::CUPTI_API_EXIT {
+        if crate::range_query::active() && crate::range_query::is_graph_launch(f.name) {
+            // SAFETY: the call's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_graph(data) };
+        }
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
         if result == 0 {
@@ -937,6 +951,48 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             unsafe { emit::api_exit(call, f, params, result) };
         }
     }
+}
+
+/// A kernel launch is about to be made: the range profiler starts in its context if this is the
+/// context's first (`record --query-metrics cupti.range_profiler`). CUPTI's and the driver's
+/// calls it makes are the backend's own: not traced.
+///
+/// # Safety
+/// `data` is the launch's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_enter(inj: &Injection, data: *const u8) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the launch's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
+    if ctx.is_null() {
+        return; // a runtime launch creating its context: the driver's launch inside it starts
+    }
+    let mut dev = 0u32;
+    if let Some(g) = inj.cupti.get_device_id {
+        // SAFETY: ctx is the launch's live context; dev is an out-parameter.
+        unsafe { g(ctx, &mut dev) };
+    }
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::launch_enter(ctx, dev);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+}
+
+/// A graph launch's enter or exit: the range profiler's batch ends there (see
+/// `range_query::graph_launch`).
+///
+/// # Safety
+/// `data` is the call's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_graph(data: *const u8) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the call's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::graph_launch(ctx);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
 }
 
 /// Whether allocations, frees and launches are taken from this domain's call on this thread:
@@ -1201,12 +1257,6 @@ unsafe fn record_launch(
         }
     }
     let info = kernel_info(inj, func);
-    if crate::range_query::active() {
-        // The range profiler's ranges follow launch order: this kernel's correlation and name.
-        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
-        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
-        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), name);
-    }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {
@@ -1229,6 +1279,15 @@ unsafe fn record_launch(
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
     emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
+    if crate::range_query::active() {
+        // The range profiler's ranges follow launch order: this kernel's correlation and name
+        // (a full batch is decoded here, with the launch's context current).
+        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
+        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::launched(ctx, inj.correlations.get(cupti_corr).unwrap_or(0), name);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+    }
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
@@ -1254,6 +1313,14 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     let c = i64::from(cbid);
     // SAFETY: field of CUpti_ResourceData.
     let descriptor = unsafe { field(data, rd::resourceDescriptor) } as usize as *const u8;
+    if c == l::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && crate::range_query::active() {
+        // SAFETY: field of CUpti_ResourceData.
+        let ctx = unsafe { field(data, rd::context) } as usize as *mut c_void;
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::context_destroying(ctx);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+        return;
+    }
     if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING
@@ -1287,7 +1354,6 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
             crate::metrics::context_created(say);
-            crate::range_query::context_created(ctx, dev, say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);
