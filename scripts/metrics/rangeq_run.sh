@@ -14,15 +14,15 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda-13.0/bin:$PATH
 B=target/release
-LOG=$OUT/log.txt
-now() { date +%s.%N; }
+LOG=/tmp/rangeq-log.txt
+now() { date +%s%N; }
 # run NAME TIMEOUT ENV... -- CMD...: stdout+stderr to $OUT/NAME.txt, rc and seconds to the log.
 run() {
   local name=$1 limit=$2; shift 2
   local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   local t0; t0=$(now)
   env "${envs[@]}" timeout -k 5 "$limit" "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
-  echo "== $name: rc $rc, $(echo "$(now) - $t0" | bc) s: ${envs[*]} $*"
+  echo "== $name: rc $rc, $(( ($(now) - t0) / 1000000 )) ms: ${envs[*]} $*"
 }
 report() { timeout 60 $B/offtrace report "$OUT/$1.offtrace" --format json > "$OUT/$1-report.json" 2>"$OUT/$1-report.err"
   timeout 60 $B/offtrace report "$OUT/$1.offtrace" > "$OUT/$1-report.txt" 2>&1; }
@@ -33,26 +33,33 @@ ls -la /usr/local/cuda/lib64/libcupti.so* /usr/local/cuda-13.0/extras/CUPTI/lib6
 ls /usr/local/cuda-13.0/extras/CUPTI/samples/ 2>&1 | tr '\n' ' '; echo
 nvcc -O2 -arch=sm_90 -cudart shared -o /tmp/workload examples/cuda/workload.cu || echo "nvcc failed"
 
+command -v gdb || echo "no gdb"
 run ck-untraced 60 A=1 -- $B/cupti_kernels plain 5
 run ck-control 60 A=1 -- $B/offtrace record -o "$OUT/ck-control.offtrace" -- $B/cupti_kernels plain 5
-run ck-range 90 OFFTRACE_RANGEQ_LOG="$OUT/ck-range-ranges.log" OFFTRACE_CUPTI_TRACE=1 -- \
+run ck-range 90 OFFTRACE_RANGEQ_LOG="$OUT/ck-range-ranges.log" -- \
   $B/offtrace record -o "$OUT/ck-range.offtrace" "${Q[@]}" -- $B/cupti_kernels plain 5
-tail -4 "$OUT/ck-range.txt"
-if ! grep -q "[1-9][0-9]* kernels with values" "$OUT/ck-range-ranges.log" 2>/dev/null; then
-  echo "no values: again without CUPTI's kernel activity (OFFTRACE_CUDA_ACTIVITY=memcpy,memset)"
-  run ck-range-noact 90 OFFTRACE_CUDA_ACTIVITY=memcpy,memset OFFTRACE_RANGEQ_LOG="$OUT/ck-range-noact-ranges.log" \
-    OFFTRACE_CUPTI_TRACE=1 -- $B/offtrace record -o "$OUT/ck-range-noact.offtrace" "${Q[@]}" -- $B/cupti_kernels plain 5
-  tail -4 "$OUT/ck-range-noact.txt"; cat "$OUT/ck-range-noact-ranges.log"
-fi
+tail -3 "$OUT/ck-range.txt"
 run wl-untraced 60 A=1 -- /tmp/workload
 run wl-control 60 A=1 -- $B/offtrace record -o "$OUT/wl-control.offtrace" -- /tmp/workload
 run wl-range 120 OFFTRACE_RANGEQ_LOG="$OUT/wl-range-ranges.log" -- \
   $B/offtrace record -o "$OUT/wl-range.offtrace" "${Q[@]}" -- /tmp/workload
-tail -4 "$OUT/wl-range.txt"
+tail -3 "$OUT/wl-range.txt"; grep "^#" "$OUT/wl-range-ranges.log"
+# Diagnosing a crash at exit: the profiler left enabled; no kernel activity; under gdb.
+run wl-keep 120 OFFTRACE_RANGEQ_AT_EXIT=keep OFFTRACE_RANGEQ_LOG="$OUT/wl-keep-ranges.log" -- \
+  $B/offtrace record -o "$OUT/wl-keep.offtrace" "${Q[@]}" -- /tmp/workload
+tail -2 "$OUT/wl-keep.txt"; grep "^# context" "$OUT/wl-keep-ranges.log"
+run wl-noact 120 OFFTRACE_CUDA_ACTIVITY=memcpy,memset OFFTRACE_RANGEQ_LOG="$OUT/wl-noact-ranges.log" -- \
+  $B/offtrace record -o "$OUT/wl-noact.offtrace" "${Q[@]}" -- /tmp/workload
+tail -2 "$OUT/wl-noact.txt"
+if command -v gdb > /dev/null; then
+  CUDA_INJECTION64_PATH=$PWD/$B/libofftrace_cuda.so OFFTRACE_OUTPUT=/tmp/gdb.offtrace OFFTRACE_QUERY_METRICS=cupti.range_profiler \
+    timeout 120 gdb -q -batch -ex run -ex bt -ex "info threads" -ex "thread apply all bt 8" /tmp/workload > "$OUT/wl-gdb.txt" 2>&1
+  grep -A40 "SIGSEGV" "$OUT/wl-gdb.txt" | head -80
+fi
 run ck-batches 120 OFFTRACE_RANGEQ_MAX_RANGES=64 OFFTRACE_RANGEQ_LOG="$OUT/ck-batches-ranges.log" -- \
   $B/offtrace record -o "$OUT/ck-batches.offtrace" "${Q[@]}" -- $B/cupti_kernels plain 40
-tail -4 "$OUT/ck-batches.txt"
-for r in ck-control ck-range wl-control wl-range ck-batches; do report $r; done
+tail -2 "$OUT/ck-batches.txt"
+for r in ck-control ck-range wl-control wl-range wl-keep wl-noact ck-batches; do report $r; done
 echo "== program output: untraced vs recorded with the range profiler (offtrace's own lines removed)"
 for p in ck wl; do
   diff <(grep -v '^offtrace' "$OUT/$p-untraced.txt") <(grep -v '^offtrace' "$OUT/$p-range.txt") > /dev/null \
@@ -63,6 +70,19 @@ for p in ck wl; do
   python3 scripts/metrics/rangeq_check.py "$OUT/$p-range-report.json" "$OUT/$p-control-report.json" \
     "$OUT/$p-range-ranges.log" "$OUT/$p-ours.csv" 2>&1 | grep -v "^log #  *[0-9]" | head -60
 done
+echo "== wl-keep (profiler left enabled at exit), wl-noact (no kernel activity)"
+for r in wl-keep wl-noact; do
+  python3 scripts/metrics/rangeq_check.py "$OUT/$r-report.json" "$OUT/wl-control-report.json" \
+    "$OUT/$r-ranges.log" 2>&1 | grep -v "^log #  *[0-9]" | grep -v "^  KERNEL" | head -30
+done
+echo "== device activity with device times (count, device_count): control | range profiler"
+python3 - "$OUT/wl-control-report.json" "$OUT/wl-range-report.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+kb = {(x["kind"], x["name"]): (x["count"], x["device_count"]) for x in b.get("device_activity", [])}
+for x in a.get("device_activity", []):
+    print(f'  {x["kind"]:16} {x["name"][:40]:40} {(x["count"], x["device_count"])} | {kb.get((x["kind"], x["name"]))}')
+PY
 echo "== batches"
 python3 scripts/metrics/rangeq_check.py "$OUT/ck-batches-report.json" "$OUT/ck-control-report.json" \
   "$OUT/ck-batches-ranges.log" 2>&1 | grep -v "^log #  *[0-9]" | head -40
@@ -70,4 +90,7 @@ echo "== per-kernel values vs ncu (ncu-nocache: clocks and caches as the app lef
 python3 scripts/metrics/compare_cupti_ncu.py "$OUT/ck-ours.csv" ncu/ncu-nocache.csv ncu/ncu-default.csv
 } > "$LOG" 2>&1
 rm -f "$OUT"/*.offtrace.cuda
-cat "$LOG"
+# Only a few files come back from the device machine: everything else in one archive.
+(cd "$OUT" && tar czf /tmp/rangeq-all.tar.gz . && rm -rf ./* && mv /tmp/rangeq-all.tar.gz all.tar.gz)
+cp "$LOG" "$OUT/log.txt" 2>/dev/null
+cat "$OUT/log.txt"

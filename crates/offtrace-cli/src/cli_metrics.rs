@@ -18,6 +18,10 @@ pub struct MetricsArgs {
 pub enum MetricsCommand {
     /// Every metric group, metric, domain and sampling type available on this machine, per device.
     List(ListArgs),
+    /// (Internal) The OpenCL devices' Codeplay counters, asked through the OpenCL layer: run by
+    /// `metrics list` and `record --query-metrics codeplay` in a process of their own.
+    #[command(hide = true)]
+    OpenclProbe,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -451,8 +451,13 @@ fn start_inner() -> Result<Injection, String> {
         // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
         // kernel allocation properties); kernels still arrive with their device times.
         let launch_args = launch_mode() != LaunchMode::Off;
+        // The range profiler starts at launches and keeps other work (memsets, copies, graph
+        // launches) out of their batches: those callbacks too while it is asked for.
+        let rangeq = crate::range_query::armed();
         for cbid in 0..MAX_CBID {
-            if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
+            let other_work = rangeq
+                && ApiDomain::Driver.function(cbid as u32).is_some_and(|f| crate::range_query::is_other_work(f.name));
+            if allocs[cbid].op != 0 || (launches[cbid].active && (launch_args || rangeq)) || other_work {
                 // SAFETY: sub is the live subscriber; cbid is a driver callback id.
                 unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
             }
@@ -892,9 +897,9 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
             unsafe { range_query_enter(inj, data) };
         }
-        if crate::range_query::active() && crate::range_query::is_graph_launch(f.name) {
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
             // SAFETY: as above.
-            unsafe { range_query_graph(data) };
+            unsafe { range_query_other(data, true) };
         }
         let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
         if rule.op == 2 && owns_memory_calls(domain) {
@@ -914,9 +919,9 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
         }
     } else if site == l::CUPTI_API_EXIT {
-        if crate::range_query::active() && crate::range_query::is_graph_launch(f.name) {
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
             // SAFETY: the call's CUpti_CallbackData (caller's guarantee).
-            unsafe { range_query_graph(data) };
+            unsafe { range_query_other(data, false) };
         }
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
@@ -979,19 +984,19 @@ unsafe fn range_query_enter(inj: &Injection, data: *const u8) {
     let _ = BUSY.try_with(|b| b.set(was_busy));
 }
 
-/// A graph launch's enter or exit: the range profiler's batch ends there (see
-/// `range_query::graph_launch`).
+/// The enter or exit of a call that runs other device work than a launched kernel: the range
+/// profiler keeps it out of the launches' batches (see `range_query::other_work`).
 ///
 /// # Safety
 /// `data` is the call's `CUpti_CallbackData`.
 #[cold]
 #[inline(never)]
-unsafe fn range_query_graph(data: *const u8) {
+unsafe fn range_query_other(data: *const u8, enter: bool) {
     use l::CUpti_CallbackData as cd;
     // SAFETY: field of the call's CUpti_CallbackData (caller's guarantee).
     let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
     let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
-    crate::range_query::graph_launch(ctx);
+    crate::range_query::other_work(ctx, enter);
     let _ = BUSY.try_with(|b| b.set(was_busy));
 }
 

@@ -21,9 +21,10 @@
 //! - **Batches**: when a context's launches reach [`MAX_RANGES`] − [`MARGIN`] (room left for
 //!   kernels without a launch callback), at that launch's exit: synchronise, stop, decode,
 //!   emit, re-initialise the counter data and start again; a long program is not limited to one
-//!   image of ranges. A CUDA graph launch ends a batch at its enter and at its exit
-//!   ([`graph_launch`]): its kernel nodes are ranges with no launch callback, and CUPTI 13
-//!   numbers auto ranges rather than naming them, so they are kept apart by count.
+//!   image of ranges. CUPTI 13 numbers auto ranges rather than naming them, so ranges are
+//!   paired with launches by count, and work that may be ranges without a launch callback (a
+//!   graph launch's kernel nodes, memsets and copies) never shares a batch with launches
+//!   ([`other_work`]).
 //! - **End** (context destroy, [`context_destroying`]; an exit handler registered at the first
 //!   start, so it runs before CUDA's and CUPTI's; the injection's finish): make the context
 //!   current, synchronise, stop, decode, emit, disable.
@@ -71,7 +72,8 @@ pub fn parse(spec: &str) -> (bool, Vec<String>) {
     for n in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if n.split_once('@').map_or(n, |(g, _)| g) == GROUP {
             wanted = true;
-        } else {
+        } else if !offtrace_metrics::opencl::is_layer_group(n) {
+            // (The OpenCL layer's group is the layer's to collect.)
             other.push(n.to_owned());
         }
     }
@@ -143,6 +145,8 @@ struct Profiled {
     max: usize,
     launches: Vec<(u64, String)>,
     batches: usize,
+    /// The current batch holds other work's ranges ([`other_work`]).
+    other: bool,
 }
 
 /// `OFFTRACE_QUERY_METRICS` names the range profiler: launches start it in their context.
@@ -235,6 +239,9 @@ pub fn launch_enter(ctx: *mut c_void, gpu: u32) {
     if ctx.is_null() || !armed() {
         return;
     }
+    if OTHER_PENDING.load(Ordering::Relaxed) {
+        end_other_batches(ctx);
+    }
     {
         // Held briefly, never across a CUDA or CUPTI call: another thread decoding a batch under
         // PROFILED does not hold up this launch.
@@ -295,7 +302,16 @@ fn start_on(ctx: *mut c_void, gpu: u32) -> Option<Profiled> {
                 .find(|g| matches!(g.backend, offtrace_metrics::Backend::CuptiRange(i) if i == gpu as usize))
                 .map_or(0, |g| g.info.device);
             log(&format!("# started: {} passes, {max} ranges per batch, metric device {device}", profiler.passes()));
-            Some(Profiled { ctx: ctx as usize, gpu, device, profiler, max, launches: Vec::new(), batches: 0 })
+            Some(Profiled {
+                ctx: ctx as usize,
+                gpu,
+                device,
+                profiler,
+                max,
+                launches: Vec::new(),
+                batches: 0,
+                other: false,
+            })
         }
         Err(e) => {
             say(&start_failed_message(gpu, &e, &offtrace_metrics::cupti::last_error()));
@@ -321,25 +337,56 @@ pub fn launched(ctx: *mut c_void, correlation: u64, name: Option<&std::ffi::CStr
     }
 }
 
-/// Whether the API function `name` launches a CUDA graph (its kernel nodes are ranges without
-/// a launch callback of their own).
-pub fn is_graph_launch(name: &str) -> bool {
-    name.starts_with("cuGraphLaunch") || name.starts_with("cudaGraphLaunch")
+/// Whether the API function `name` may run device work other than a launched kernel: a CUDA
+/// graph launch (its kernel nodes), a memset or a copy (CUPTI may run them as kernels of its
+/// own). Such work can be ranges with no launch callback.
+pub fn is_other_work(name: &str) -> bool {
+    let graph = name.starts_with("cuGraph") || name.starts_with("cudaGraph");
+    if graph {
+        return name.starts_with("cuGraphLaunch") || name.starts_with("cudaGraphLaunch");
+    }
+    name.contains("Memset") || name.contains("Memcpy")
 }
 
-/// A graph launch on `ctx` is about to be made, or was (API enter and exit, `ctx` current):
-/// the batch is decoded at both, so the graph's kernels form a batch of their own and are
-/// never paired with other launches. CUPTI 13 names auto ranges by number, so names cannot
-/// tell a graph's kernels from launched ones; the graph's kernels share the graph launch's
-/// correlation, so they get no values (their ranges are logged).
-pub fn graph_launch(ctx: *mut c_void) {
+/// Other work ([`is_other_work`]) set going on some context since the last batch: the next
+/// launch ends the batch first.
+static OTHER_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// An API call running other work on `ctx` is about to be made (`enter`) or returned (API
+/// callbacks, `ctx` current). Ranges are paired with launches by count (CUPTI 13 numbers auto
+/// ranges rather than naming them), so other work never shares a batch with launches: at the
+/// enter, a batch holding launches is decoded; after the exit, the next launch decodes the
+/// other work's ranges first (emitted with no values: no launch is theirs; a graph's kernels
+/// share the graph launch's correlation).
+pub fn other_work(ctx: *mut c_void, enter: bool) {
     if !active() {
         return;
     }
     let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
     let mut profiled = lock(&PROFILED);
-    if let Some(i) = profiled.iter().position(|p| p.ctx == ctx as usize) {
+    let Some(i) = profiled.iter().position(|p| p.ctx == ctx as usize) else { return };
+    if enter {
+        if !profiled[i].launches.is_empty() {
+            cycle(&mut profiled, i);
+        }
+    } else {
+        profiled[i].other = true;
+        // Relaxed: a hint for this and other threads' next launches; PROFILED holds the truth.
+        OTHER_PENDING.store(true, Ordering::Relaxed);
+    }
+}
+
+/// At a launch's enter: decodes the batches that hold other work's ranges.
+#[cold]
+#[inline(never)]
+fn end_other_batches(ctx: *mut c_void) {
+    let mut profiled = lock(&PROFILED);
+    if let Some(i) = profiled.iter().position(|p| p.ctx == ctx as usize && p.other) {
+        profiled[i].other = false;
         cycle(&mut profiled, i);
+    }
+    if !profiled.iter().any(|p| p.other) {
+        OTHER_PENDING.store(false, Ordering::Relaxed);
     }
 }
 
@@ -383,31 +430,42 @@ pub fn context_destroying(ctx: *mut c_void) {
     let p = profiled.remove(i);
     ACTIVE.store(!profiled.is_empty(), Ordering::Release);
     drop(profiled);
-    finish(p);
+    finish(p, "context destroyed");
 }
 
 /// Stops every profiler, decodes their last batches and emits them (the recorder must still
 /// run). Idempotent.
 pub fn stop() {
+    stop_from("the backend's finish");
+}
+
+fn stop_from(from: &str) {
     ARMED.store(false, Ordering::Release);
     ACTIVE.store(false, Ordering::Release);
     let all = std::mem::take(&mut *lock(&PROFILED));
     for p in all {
-        finish(p);
+        finish(p, from);
     }
 }
 
 extern "C" fn stop_at_exit() {
-    let _ = std::panic::catch_unwind(stop);
+    let _ = std::panic::catch_unwind(|| stop_from("exit handler"));
 }
 
 /// Decodes `p`'s last batch with its context current, then disables its profiler.
-fn finish(mut p: Profiled) {
+fn finish(mut p: Profiled, from: &str) {
+    log(&format!("# {from}: the last batch of context {:#x}", p.ctx));
     let pushed = push_current(p.ctx as *mut c_void);
     synchronize();
     decode_batch(&mut p);
-    log(&format!("# context {:#x} (GPU {}): {} batches, profiler disabled", p.ctx, p.gpu, p.batches));
-    drop(p);
+    if std::env::var("OFFTRACE_RANGEQ_AT_EXIT").is_ok_and(|v| v == "keep") {
+        // Diagnosing a crash at exit: the profiler is left enabled for CUPTI's teardown.
+        log(&format!("# context {:#x} (GPU {}): {} batches, profiler left enabled", p.ctx, p.gpu, p.batches));
+        std::mem::forget(p);
+    } else {
+        log(&format!("# context {:#x} (GPU {}): {} batches, profiler disabled", p.ctx, p.gpu, p.batches));
+        drop(p);
+    }
     if pushed {
         pop_current();
     }
@@ -583,6 +641,7 @@ mod tests {
         assert_eq!(parse("cpu.sw"), (false, vec!["cpu.sw".to_owned()]));
         assert_eq!(parse(""), (false, vec![]));
         assert_eq!(parse("cupti.pm_sampling"), (false, vec!["cupti.pm_sampling".to_owned()]));
+        assert_eq!(parse("codeplay,cupti.range_profiler"), (true, vec![]));
     }
 
     fn l(v: &[(u64, &str)]) -> Vec<(u64, String)> {
@@ -611,8 +670,10 @@ mod tests {
         assert!(same_kernel("", ADD) && same_kernel("saxpy", ""));
         // CUPTI 13 numbers auto ranges: a number may be any kernel.
         assert!(same_kernel("17", ADD) && !same_kernel("17x", ADD));
-        assert!(is_graph_launch("cudaGraphLaunch_ptsz") && is_graph_launch("cuGraphLaunch"));
-        assert!(!is_graph_launch("cuLaunchKernel") && !is_graph_launch("cudaGraphInstantiate"));
+        assert!(is_other_work("cudaGraphLaunch_ptsz") && is_other_work("cuGraphLaunch"));
+        assert!(is_other_work("cudaMemsetAsync") && is_other_work("cuMemcpyHtoD_v2") && is_other_work("cudaMemcpy2D"));
+        assert!(!is_other_work("cuLaunchKernel") && !is_other_work("cudaGraphInstantiate"));
+        assert!(!is_other_work("cudaGraphAddMemsetNode") && !is_other_work("cuGraphAddMemcpyNode"));
     }
 
     #[test]
