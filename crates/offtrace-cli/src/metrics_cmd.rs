@@ -100,11 +100,10 @@ fn listing(c: &Catalog) -> Listing {
     let mut devices: Vec<(u32, String, String, String)> =
         c.devices.iter().map(|d| (d.id, d.kind.name().to_owned(), d.name.clone(), d.uuid.clone())).collect();
     let mut groups: Vec<offtrace_metrics::GroupInfo> = c.groups.iter().map(|g| g.info.clone()).collect();
-    let mut next = c.devices.iter().map(|d| d.id + 1).max().unwrap_or(0);
-    for d in codeplay_devices() {
-        devices.push((next, d.kind.clone(), format!("{} (OpenCL: {})", d.name, d.platform), String::new()));
-        groups.push(d.group(next));
-        next += 1;
+    let first = c.devices.iter().map(|d| d.id + 1).max().unwrap_or(0);
+    for (id, d) in (first..).zip(codeplay_devices()) {
+        devices.push((id, d.kind.clone(), format!("{} (OpenCL: {})", d.name, d.platform), String::new()));
+        groups.push(d.group(id));
     }
     Listing { devices, groups }
 }

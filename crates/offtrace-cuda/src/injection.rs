@@ -385,7 +385,7 @@ fn start_inner() -> Result<Injection, String> {
         // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
         crate::metrics::start_from_env(say);
         // `record --query-metrics cupti.range_profiler`: per-kernel values from the first context.
-        crate::range_query::start_from_env(say, offtrace_metrics::cupti::object_of(c.subscribe as *const c_void));
+        crate::range_query::start_from_env(say, offtrace_metrics::cupti::object_of(c.subscribe as usize));
     }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];

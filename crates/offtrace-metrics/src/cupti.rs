@@ -159,18 +159,19 @@ pub fn prefer_library(path: &str) -> bool {
 /// functions), or `None` when none is loaded. Equal load addresses are one loaded object.
 pub fn loaded_library() -> Option<(String, usize)> {
     let api = API.get()?.as_ref()?;
-    object_of(dlsym_in(api.lib, c"cuptiRangeProfilerEnable"))
+    object_of(dlsym_in(api.lib, c"cuptiRangeProfilerEnable") as usize)
 }
 
-/// The file and load address of the loaded object holding `addr`.
-pub fn object_of(addr: *const c_void) -> Option<(String, usize)> {
-    if addr.is_null() {
+/// The file and load address of the loaded object holding address `addr` (an address, never
+/// read).
+pub fn object_of(addr: usize) -> Option<(String, usize)> {
+    if addr == 0 {
         return None;
     }
     // SAFETY: all-zero is a valid Dl_info (pointers and integers).
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: any address may be asked about; info is a valid out-parameter.
-    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
     // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
