@@ -44,22 +44,22 @@ run wl-control 60 A=1 -- $B/offtrace record -o "$OUT/wl-control.offtrace" -- /tm
 run wl-range 120 OFFTRACE_RANGEQ_LOG="$OUT/wl-range-ranges.log" -- \
   $B/offtrace record -o "$OUT/wl-range.offtrace" "${Q[@]}" -- /tmp/workload
 tail -3 "$OUT/wl-range.txt"; grep "^#" "$OUT/wl-range-ranges.log"
-# Diagnosing a crash at exit: the profiler left enabled; no kernel activity; under gdb.
-run wl-keep 120 OFFTRACE_RANGEQ_AT_EXIT=keep OFFTRACE_RANGEQ_LOG="$OUT/wl-keep-ranges.log" -- \
-  $B/offtrace record -o "$OUT/wl-keep.offtrace" "${Q[@]}" -- /tmp/workload
-tail -2 "$OUT/wl-keep.txt"; grep "^# context" "$OUT/wl-keep-ranges.log"
-run wl-noact 120 OFFTRACE_CUDA_ACTIVITY=memcpy,memset OFFTRACE_RANGEQ_LOG="$OUT/wl-noact-ranges.log" -- \
-  $B/offtrace record -o "$OUT/wl-noact.offtrace" "${Q[@]}" -- /tmp/workload
-tail -2 "$OUT/wl-noact.txt"
-if command -v gdb > /dev/null; then
-  CUDA_INJECTION64_PATH=$PWD/$B/libofftrace_cuda.so OFFTRACE_OUTPUT=/tmp/gdb.offtrace OFFTRACE_QUERY_METRICS=cupti.range_profiler \
-    timeout 120 gdb -q -batch -ex run -ex bt -ex "info threads" -ex "thread apply all bt 8" /tmp/workload > "$OUT/wl-gdb.txt" 2>&1
-  grep -A40 "SIGSEGV" "$OUT/wl-gdb.txt" | head -80
-fi
+# Diagnosing the workload's crash: each variant with a stack on a fatal signal.
+BT=OFFTRACE_RANGEQ_BACKTRACE=1
+for v in "wl-bt" "wl-none OFFTRACE_CUDA_ACTIVITY=none" "wl-noact OFFTRACE_CUDA_ACTIVITY=memcpy,memset" \
+         "wl-noother OFFTRACE_RANGEQ_OTHER=0" "wl-keep OFFTRACE_RANGEQ_AT_EXIT=keep"; do
+  set -- $v; name=$1; shift
+  run $name 120 $BT "$@" OFFTRACE_RANGEQ_LOG="$OUT/$name-ranges.log" -- \
+    $B/offtrace record -o "$OUT/$name.offtrace" "${Q[@]}" -- /tmp/workload
+  grep -A30 "fatal signal" "$OUT/$name.txt" | head -34; grep "^# \(exit\|context\|batch 2[4-9]\)" "$OUT/$name-ranges.log"
+done
+S=/usr/local/cuda-13.0/extras/CUPTI/samples
+mkdir -p "$OUT/samples"; cp $S/callback_profiling/*.c* $S/range_profiling/*.c* $S/autorange_profiling/*.c* $S/profiling_injection/*.c* "$OUT/samples/" 2>/dev/null
+ls "$OUT/samples"
 run ck-batches 120 OFFTRACE_RANGEQ_MAX_RANGES=64 OFFTRACE_RANGEQ_LOG="$OUT/ck-batches-ranges.log" -- \
   $B/offtrace record -o "$OUT/ck-batches.offtrace" "${Q[@]}" -- $B/cupti_kernels plain 40
 tail -2 "$OUT/ck-batches.txt"
-for r in ck-control ck-range wl-control wl-range wl-keep wl-noact ck-batches; do report $r; done
+for r in ck-control ck-range wl-control wl-range wl-bt wl-none wl-noact wl-noother wl-keep ck-batches; do report $r; done
 echo "== program output: untraced vs recorded with the range profiler (offtrace's own lines removed)"
 for p in ck wl; do
   diff <(grep -v '^offtrace' "$OUT/$p-untraced.txt") <(grep -v '^offtrace' "$OUT/$p-range.txt") > /dev/null \
@@ -70,8 +70,8 @@ for p in ck wl; do
   python3 scripts/metrics/rangeq_check.py "$OUT/$p-range-report.json" "$OUT/$p-control-report.json" \
     "$OUT/$p-range-ranges.log" "$OUT/$p-ours.csv" 2>&1 | grep -v "^log #  *[0-9]" | head -60
 done
-echo "== wl-keep (profiler left enabled at exit), wl-noact (no kernel activity)"
-for r in wl-keep wl-noact; do
+echo "== the variants"
+for r in wl-none wl-noact wl-noother wl-keep; do
   python3 scripts/metrics/rangeq_check.py "$OUT/$r-report.json" "$OUT/wl-control-report.json" \
     "$OUT/$r-ranges.log" 2>&1 | grep -v "^log #  *[0-9]" | grep -v "^  KERNEL" | head -30
 done

@@ -215,8 +215,42 @@ pub fn start_from_env(say_fn: fn(&str), cupti: Option<(String, usize)>) {
         offtrace_metrics::cupti::prefer_library(path);
     }
     *lock(&BACKEND_CUPTI) = cupti;
+    if wanted && std::env::var("OFFTRACE_RANGEQ_BACKTRACE").is_ok_and(|v| v == "1") {
+        install_crash_backtrace();
+    }
     ARMED.store(wanted, Ordering::Release);
     log(&format!("# {spec}: {}", if wanted { "armed: starts at each context's first launch" } else { "not armed" }));
+}
+
+unsafe extern "C" {
+    fn backtrace(buffer: *mut *mut c_void, size: libc::c_int) -> libc::c_int;
+    fn backtrace_symbols_fd(buffer: *const *mut c_void, size: libc::c_int, fd: libc::c_int);
+}
+
+/// `OFFTRACE_RANGEQ_BACKTRACE=1` (diagnosing a crash on the GPU machine, which has no
+/// debugger): a fatal signal writes the thread's stack to stderr (glibc's `backtrace`), then
+/// takes its default action.
+fn install_crash_backtrace() {
+    extern "C" fn on_fatal(sig: libc::c_int) {
+        let mut frames = [std::ptr::null_mut::<c_void>(); 64];
+        // SAFETY: glibc's backtrace into a local array of its size; backtrace_symbols_fd
+        // writes to stderr without allocating; then the default action of the signal.
+        unsafe {
+            let n = backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int);
+            let msg = b"offtrace: fatal signal, stack:\n";
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            backtrace_symbols_fd(frames.as_ptr(), n, 2);
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    let mut warm = [std::ptr::null_mut::<c_void>(); 1];
+    // SAFETY: a first call outside any signal loads what backtrace needs (libgcc_s).
+    unsafe { backtrace(warm.as_mut_ptr(), 1) };
+    for sig in [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS] {
+        // SAFETY: installing a handler that only makes async-signal-safe calls (above).
+        unsafe { libc::signal(sig, on_fatal as *const () as libc::sighandler_t) };
+    }
 }
 
 /// Whether launches start the profiler in their context (one load on the API enter path).
@@ -359,7 +393,7 @@ static OTHER_PENDING: AtomicBool = AtomicBool::new(false);
 /// other work's ranges first (emitted with no values: no launch is theirs; a graph's kernels
 /// share the graph launch's correlation).
 pub fn other_work(ctx: *mut c_void, enter: bool) {
-    if !active() {
+    if !active() || std::env::var("OFFTRACE_RANGEQ_OTHER").is_ok_and(|v| v == "0") {
         return;
     }
     let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
