@@ -44,24 +44,28 @@ run wl-control 60 A=1 -- $B/offtrace record -o "$OUT/wl-control.offtrace" -- /tm
 run wl-range 120 OFFTRACE_RANGEQ_LOG="$OUT/wl-range-ranges.log" -- \
   $B/offtrace record -o "$OUT/wl-range.offtrace" "${Q[@]}" -- /tmp/workload
 tail -3 "$OUT/wl-range.txt"; grep "^#" "$OUT/wl-range-ranges.log"
-# Diagnosing the workload's crash: each variant with a stack on a fatal signal.
-BT=OFFTRACE_RANGEQ_BACKTRACE=1
-for v in "wl-bt" "wl-none OFFTRACE_CUDA_ACTIVITY=none" "wl-noact OFFTRACE_CUDA_ACTIVITY=memcpy,memset" \
-         "wl-noother OFFTRACE_RANGEQ_OTHER=0" "wl-keep OFFTRACE_RANGEQ_AT_EXIT=keep"; do
-  set -- $v; name=$1; shift
-  run $name 120 $BT "$@" OFFTRACE_RANGEQ_LOG="$OUT/$name-ranges.log" -- \
-    $B/offtrace record -o "$OUT/$name.offtrace" "${Q[@]}" -- /tmp/workload
-  grep -A30 "fatal signal" "$OUT/$name.txt" | head -34; grep "^# \(exit\|context\|batch 2[4-9]\)" "$OUT/$name-ranges.log"
-done
-S=/usr/local/cuda-13.0/extras/CUPTI/samples
-mkdir -p "$OUT/samples"; cp $S/callback_profiling/*.c* $S/range_profiling/*.c* $S/autorange_profiling/*.c* $S/profiling_injection/*.c* "$OUT/samples/" 2>/dev/null
-ls "$OUT/samples"
+# A PyTorch program (cuBLAS and PyTorch's own kernels, launched by the runtime and libraries).
+PY=/opt/torch/.venv/bin/python
+TORCH='import torch
+torch.manual_seed(0)
+x = torch.randn(2048, 2048, device="cuda")
+for i in range(5):
+    y = torch.relu(x @ x) + 1.0
+torch.cuda.synchronize()
+print("torch ok", round(float(y.mean()), 1))'
+if [ -x $PY ]; then
+  run torch-untraced 120 A=1 -- $PY -c "$TORCH"
+  run torch-control 120 A=1 -- $B/offtrace record -o "$OUT/torch-control.offtrace" -- $PY -c "$TORCH"
+  run torch-range 180 OFFTRACE_RANGEQ_LOG="$OUT/torch-range-ranges.log" -- \
+    $B/offtrace record -o "$OUT/torch-range.offtrace" "${Q[@]}" -- $PY -c "$TORCH"
+  tail -3 "$OUT/torch-range.txt"; grep "^# \(CUPTI\|started\|exit\|context\)" "$OUT/torch-range-ranges.log"
+fi
 run ck-batches 120 OFFTRACE_RANGEQ_MAX_RANGES=64 OFFTRACE_RANGEQ_LOG="$OUT/ck-batches-ranges.log" -- \
   $B/offtrace record -o "$OUT/ck-batches.offtrace" "${Q[@]}" -- $B/cupti_kernels plain 40
 tail -2 "$OUT/ck-batches.txt"
-for r in ck-control ck-range wl-control wl-range wl-bt wl-none wl-noact wl-noother wl-keep ck-batches; do report $r; done
+for r in ck-control ck-range wl-control wl-range ck-batches torch-control torch-range; do report $r; done
 echo "== program output: untraced vs recorded with the range profiler (offtrace's own lines removed)"
-for p in ck wl; do
+for p in ck wl torch; do
   diff <(grep -v '^offtrace' "$OUT/$p-untraced.txt") <(grep -v '^offtrace' "$OUT/$p-range.txt") > /dev/null \
     && echo "$p: same output" || { echo "$p: output differs"; diff <(grep -v '^offtrace' "$OUT/$p-untraced.txt") <(grep -v '^offtrace' "$OUT/$p-range.txt") | head; }
 done
@@ -70,11 +74,9 @@ for p in ck wl; do
   python3 scripts/metrics/rangeq_check.py "$OUT/$p-range-report.json" "$OUT/$p-control-report.json" \
     "$OUT/$p-range-ranges.log" "$OUT/$p-ours.csv" 2>&1 | grep -v "^log #  *[0-9]" | head -60
 done
-echo "== the variants"
-for r in wl-none wl-noact wl-noother wl-keep; do
-  python3 scripts/metrics/rangeq_check.py "$OUT/$r-report.json" "$OUT/wl-control-report.json" \
-    "$OUT/$r-ranges.log" 2>&1 | grep -v "^log #  *[0-9]" | grep -v "^  KERNEL" | head -30
-done
+echo "== torch: check"
+python3 scripts/metrics/rangeq_check.py "$OUT/torch-range-report.json" "$OUT/torch-control-report.json" \
+  "$OUT/torch-range-ranges.log" 2>&1 | grep -v "^log # batch" | head -40
 echo "== device activity with device times (count, device_count): control | range profiler"
 python3 - "$OUT/wl-control-report.json" "$OUT/wl-range-report.json" <<'PY'
 import json, sys

@@ -500,7 +500,17 @@ fn start_inner() -> Result<Injection, String> {
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
     *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
-    for k in activity_kinds() {
+    let kinds = activity_kinds();
+    let kinds = if crate::range_query::armed() && !kinds.is_empty() {
+        // On the H100 (CUDA 13.0) CUPTI's own activity thread crashed (SIGSEGV, or glibc's
+        // "free(): invalid pointer") in a program whose copies, memsets and kernels it traced
+        // while the range profiler ran (docs/metrics.md): the range profiler runs alone.
+        say(crate::range_query::NO_ACTIVITY_MESSAGE);
+        Vec::new()
+    } else {
+        kinds
+    };
+    for k in kinds {
         // SAFETY: enabling an activity kind has no memory preconditions.
         let r = unsafe { (c.activity_enable)(*k as u32) };
         if r != 0 {

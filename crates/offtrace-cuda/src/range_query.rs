@@ -40,6 +40,14 @@
 //! line with CUPTI's reason; the program runs on traced without the values. Other groups named
 //! in `OFFTRACE_QUERY_METRICS` are not hosted by the CUDA injection: said once, ignored.
 //!
+//! **No device activity beside it**: with the range profiler running, CUPTI's own activity
+//! thread crashed a CUDA runtime program on the H100 (CUDA 13.0, driver 580: SIGSEGV inside
+//! libcupti at exit with kernel, copy and memset activity on; glibc's "free(): invalid pointer"
+//! mid-run with copies and memsets only; clean with no activity kind; and CUPTI delivered no
+//! kernel records under kernel replay anyway). So while it is asked for, the backend enables no
+//! activity kind and says so once ([`NO_ACTIVITY_MESSAGE`]): the trace has the API calls and
+//! each launch (`KERNEL_DISPATCH` at launch, with the kernel's values), no device times.
+//!
 //! Kernel replay serialises the program's kernels and runs each as many times as the metrics
 //! need passes (the values are per kernel, in isolation, as `ncu` measures them): the program
 //! runs slower under `--query-metrics cupti.range_profiler`, its results unchanged.
@@ -299,6 +307,10 @@ pub fn launch_enter(ctx: *mut c_void, gpu: u32) {
         None => lock(&REFUSED).push(ctx as usize),
     }
 }
+
+/// Said once when the range profiler is asked for: the backend then enables no CUPTI activity
+/// kind (see the module's doc).
+pub const NO_ACTIVITY_MESSAGE: &str = "query metrics cupti.range_profiler: CUDA device activity (kernel, copy and memset times) is not recorded while the range profiler runs (CUPTI's activity tracing beside it crashed programs on the H100, CUDA 13.0); API calls and kernel launches are, with each kernel's values";
 
 /// The message for two CUPTI copies in the process.
 pub fn two_cuptis_message(backend: &str, metrics: &str) -> String {
@@ -800,6 +812,13 @@ mod tests {
         assert!(!armed());
         launch_enter(0x2000 as *mut c_void, 0);
         assert!(!active() && lock(&REFUSED).is_empty());
+    }
+
+    #[test]
+    fn the_missing_device_activity_is_said_in_one_line() {
+        let m = NO_ACTIVITY_MESSAGE;
+        assert!(m.starts_with("query metrics cupti.range_profiler: ") && !m.contains('\n'), "{m}");
+        assert!(m.contains("not recorded") && m.contains("values"), "{m}");
     }
 
     #[test]
