@@ -52,9 +52,10 @@
 //! need passes (the values are per kernel, in isolation, as `ncu` measures them): the program
 //! runs slower under `--query-metrics cupti.range_profiler`, its results unchanged.
 //!
-//! `OFFTRACE_RANGEQ_LOG=FILE` writes each step, each range, the correlation it was emitted with
-//! and its values there (CSV), for the evidence runs; `OFFTRACE_RANGEQ_MAX_RANGES` sets the
-//! ranges per batch.
+//! `OFFTRACE_RANGEQ_LOG=FILE` writes each step, each range, the launch and correlation it was
+//! emitted with and its values there (CSV), for the evidence runs; `OFFTRACE_RANGEQ_MAX_RANGES`
+//! sets the ranges per batch; `OFFTRACE_RANGEQ_BACKTRACE=1` writes a stack to stderr on a fatal
+//! signal (the GPU machine has no debugger; how the crashes above were placed in libcupti).
 
 use std::ffi::{CString, c_void};
 use std::sync::Mutex;
@@ -184,10 +185,16 @@ fn max_ranges() -> usize {
         .unwrap_or(MAX_RANGES)
 }
 
+/// `OFFTRACE_RANGEQ_LOG` (read once).
+fn log_path() -> Option<&'static std::ffi::OsString> {
+    static PATH: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| std::env::var_os("OFFTRACE_RANGEQ_LOG")).as_ref()
+}
+
 /// Appends `line` to `OFFTRACE_RANGEQ_LOG` (the evidence runs; nothing when unset).
 fn log(line: &str) {
     use std::io::Write;
-    if let Some(path) = std::env::var_os("OFFTRACE_RANGEQ_LOG")
+    if let Some(path) = log_path()
         && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
     {
         let _ = writeln!(f, "{line}");
@@ -405,7 +412,7 @@ static OTHER_PENDING: AtomicBool = AtomicBool::new(false);
 /// other work's ranges first (emitted with no values: no launch is theirs; a graph's kernels
 /// share the graph launch's correlation).
 pub fn other_work(ctx: *mut c_void, enter: bool) {
-    if !active() || std::env::var("OFFTRACE_RANGEQ_OTHER").is_ok_and(|v| v == "0") {
+    if !active() {
         return;
     }
     let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
@@ -504,14 +511,8 @@ fn finish(mut p: Profiled, from: &str) {
     let pushed = push_current(p.ctx as *mut c_void);
     synchronize();
     decode_batch(&mut p);
-    if std::env::var("OFFTRACE_RANGEQ_AT_EXIT").is_ok_and(|v| v == "keep") {
-        // Diagnosing a crash at exit: the profiler is left enabled for CUPTI's teardown.
-        log(&format!("# context {:#x} (GPU {}): {} batches, profiler left enabled", p.ctx, p.gpu, p.batches));
-        std::mem::forget(p);
-    } else {
-        log(&format!("# context {:#x} (GPU {}): {} batches, profiler disabled", p.ctx, p.gpu, p.batches));
-        drop(p);
-    }
+    log(&format!("# context {:#x} (GPU {}): {} batches, profiler disabled", p.ctx, p.gpu, p.batches));
+    drop(p);
     if pushed {
         pop_current();
     }
@@ -528,7 +529,7 @@ fn decode_batch(p: &mut Profiled) -> bool {
             let paired = pair(&names, &launches, p.max);
             let pairs: Vec<Option<u64>> = paired.iter().map(|j| j.map(|j| launches[j].0).filter(|&c| c != 0)).collect();
             let n = emit(&ranges, &pairs, p.device);
-            if std::env::var_os("OFFTRACE_RANGEQ_LOG").is_some() {
+            if log_path().is_some() {
                 // The evidence runs: each range, the correlation it went out with, its values.
                 let mut text = format!(
                     "# batch {}: {} ranges, {} launches recorded, {n} kernels with values\nbatch,range,name,kernel,correlation,{}\n",
