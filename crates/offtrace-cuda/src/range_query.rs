@@ -6,11 +6,12 @@
 //! values (`offtrace_metrics::cupti::RangeProfiler`).
 //!
 //! Everything happens on the application's own threads, inside the driver API callbacks of its
-//! launches, as NVIDIA's CUPTI samples profile from callbacks (`callback_profiling`): no thread of
-//! this module waits on one of the program's, so nothing here can hold a driver or CUPTI lock
-//! another thread needs (the earlier design, a thread of its own started from the context
-//! callback, stalled inside CUPTI or crashed the program on the H100:
-//! docs/metrics-evidence/rangeq/).
+//! launches, as NVIDIA's CUPTI samples profile from callbacks (`profiling_injection`,
+//! `callback_profiling`): no thread of this module is waited for (the earlier design, a thread of
+//! its own started from the context callback while that callback waited, stalled inside CUPTI or
+//! crashed the program on the H100: docs/metrics-evidence/rangeq/). One caveat, not tried: a
+//! launch that ends a batch holds this module's lock across CUDA and CUPTI calls, which other
+//! threads launching on the same context then wait for.
 //!
 //! - **Start**: at the API enter of the first kernel launch in a context ([`launch_enter`]),
 //!   with that context current: enable, configure and start the profiler for it. The kernel
@@ -32,7 +33,7 @@
 //! Emitting pairs range *i* of a batch with a launch ([`pair`]) and writes each metric as a
 //! `COUNTER` sample carrying the **kernel's correlation id**, counters
 //! `cupti.range_profiler.<metric>.per_command` — what the report's `command_metrics` section
-//! joins with the kernels' device activity.
+//! joins with the kernels' launch records.
 //!
 //! The profiler must be CUPTI's copy the backend traces with: [`start_from_env`] makes
 //! `offtrace-metrics` load the backend's file, and the start checks that both call one loaded
@@ -67,10 +68,10 @@ use offtrace_metrics::cupti::{RANGE_METRICS, RangeProfiler, RangeValues};
 /// The group this module hosts.
 pub const GROUP: &str = "cupti.range_profiler";
 /// Ranges one batch of the profiler keeps (CUPTI drops kernels beyond; the counter data image
-/// grows with it). 64 per image ran on the H100 in the query pools of `offtrace-metrics`.
+/// grows with it). Ran on the H100 (docs/metrics.md), as did 64.
 pub const MAX_RANGES: usize = 256;
-/// A batch is decoded when its launches reach `max − MARGIN`: room for kernels that have no
-/// launch callback (a CUDA graph's kernel nodes) but are ranges too.
+/// A batch is decoded when its launches reach `max − MARGIN`: room for ranges that no launch
+/// callback or other work ([`other_work`]) accounts for.
 pub const MARGIN: usize = 32;
 
 /// Whether `OFFTRACE_QUERY_METRICS` names the range profiler, and what else it names (groups
