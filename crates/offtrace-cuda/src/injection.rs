@@ -371,6 +371,8 @@ pub fn start() -> bool {
 
 fn start_inner() -> Result<Injection, String> {
     let c = cupti::load().map_err(|e| e.to_string())?;
+    // offtrace-metrics' CUPTI groups (PM sampling, the range profiler) call this same copy.
+    offtrace_metrics::cupti::prefer_library(c.path);
     emit::register_api_tables();
     // Before the tools load: a tool may push an external id in its initialisation.
     offtrace_core::set_external_correlation_hook(mirror_external);
@@ -385,7 +387,7 @@ fn start_inner() -> Result<Injection, String> {
         // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
         crate::metrics::start_from_env(say);
         // `record --query-metrics cupti.range_profiler`: per-kernel values from the first context.
-        crate::range_query::start_from_env(say);
+        crate::range_query::start_from_env(say, offtrace_metrics::cupti::object_of(c.subscribe as usize));
     }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
@@ -465,7 +467,16 @@ fn start_inner() -> Result<Injection, String> {
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
     *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
-    plan.apply_activity(&inj.cupti);
+    let plan = if crate::range_query::armed() && plan.activity && !activity_kinds().is_empty() {
+        // On the H100 (CUDA 13.0) CUPTI's own activity thread crashed (SIGSEGV, or glibc's
+        // "free(): invalid pointer") in a program whose copies, memsets and kernels it traced
+        // while the range profiler ran (docs/metrics.md): the range profiler runs alone.
+        say(crate::range_query::NO_ACTIVITY_MESSAGE);
+        Plan { activity: false, ..plan }
+    } else {
+        plan.apply_activity(&inj.cupti);
+        plan
+    };
     *inj.plan.lock().unwrap_or_else(|e| e.into_inner()) = (plan, plan);
     Ok(inj)
 }
@@ -606,8 +617,15 @@ impl Plan {
             // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so
             // no kernel allocation properties); kernels still arrive with their device times.
             let launch_args = launch_mode() != LaunchMode::Off;
+            // The range profiler starts at launches and keeps other work (memsets, copies, graph
+            // launches) out of their batches: those callbacks too while it is asked for.
+            let rangeq = crate::range_query::armed();
             for cbid in 0..MAX_CBID {
-                if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
+                let other_work = rangeq
+                    && ApiDomain::Driver
+                        .function(cbid as u32)
+                        .is_some_and(|f| crate::range_query::is_other_work(f.name));
+                if allocs[cbid].op != 0 || (launches[cbid].active && (launch_args || rangeq)) || other_work {
                     // SAFETY: sub is the live subscriber; cbid is a driver callback id.
                     unsafe {
                         (c.enable_callback)(
@@ -994,6 +1012,14 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
         }
+        if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
+            // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_enter(inj, data) };
+        }
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
+            // SAFETY: as above.
+            unsafe { range_query_other(data, true) };
+        }
         let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
         if rule.op == 2 && owns_memory_calls(domain) {
             // SAFETY: params is f's parameter struct.
@@ -1012,6 +1038,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
         }
     } else if site == l::CUPTI_API_EXIT {
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
+            // SAFETY: the call's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_other(data, false) };
+        }
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
         if result == 0 {
@@ -1045,6 +1075,48 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             unsafe { emit::api_exit(call, f, params, result) };
         }
     }
+}
+
+/// A kernel launch is about to be made: the range profiler starts in its context if this is the
+/// context's first (`record --query-metrics cupti.range_profiler`). CUPTI's and the driver's
+/// calls it makes are the backend's own: not traced.
+///
+/// # Safety
+/// `data` is the launch's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_enter(inj: &Injection, data: *const u8) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the launch's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
+    if ctx.is_null() {
+        return; // a runtime launch creating its context: the driver's launch inside it starts
+    }
+    let mut dev = 0u32;
+    if let Some(g) = inj.cupti.get_device_id {
+        // SAFETY: ctx is the launch's live context; dev is an out-parameter.
+        unsafe { g(ctx, &mut dev) };
+    }
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::launch_enter(ctx, dev);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+}
+
+/// The enter or exit of a call that runs other device work than a launched kernel: the range
+/// profiler keeps it out of the launches' batches (see `range_query::other_work`).
+///
+/// # Safety
+/// `data` is the call's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_other(data: *const u8, enter: bool) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the call's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::other_work(ctx, enter);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
 }
 
 /// Whether allocations, frees and launches are taken from this domain's call on this thread:
@@ -1309,12 +1381,6 @@ unsafe fn record_launch(
         }
     }
     let info = kernel_info(inj, func);
-    if crate::range_query::active() {
-        // The range profiler's ranges follow launch order: this kernel's correlation and name.
-        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
-        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
-        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), name);
-    }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {
@@ -1337,6 +1403,15 @@ unsafe fn record_launch(
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
     emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
+    if crate::range_query::active() {
+        // The range profiler's ranges follow launch order: this kernel's correlation and name
+        // (a full batch is decoded here, with the launch's context current).
+        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
+        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::launched(ctx, inj.correlations.get(cupti_corr).unwrap_or(0), name);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+    }
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
@@ -1362,6 +1437,14 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     let c = i64::from(cbid);
     // SAFETY: field of CUpti_ResourceData.
     let descriptor = unsafe { field(data, rd::resourceDescriptor) } as usize as *const u8;
+    if c == l::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && crate::range_query::active() {
+        // SAFETY: field of CUpti_ResourceData.
+        let ctx = unsafe { field(data, rd::context) } as usize as *mut c_void;
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::context_destroying(ctx);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+        return;
+    }
     if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING
@@ -1395,7 +1478,6 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
             crate::metrics::context_created(say);
-            crate::range_query::context_created(ctx, dev, say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);

@@ -47,7 +47,11 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     }
     crate::calibration::calibrate_device(device, queue);
     objects::device_seen(device, context);
-    let info = QueueInfo { nested: crate::call::nested_now(), ..info };
+    let mut info = QueueInfo { nested: crate::call::nested_now(), ..info };
+    if info.counters.is_none() && counters::requested_for_every_queue() {
+        // `record --query-metrics codeplay`: every counter on every queue, values per command.
+        info.counters = Some(counters::shared(counters::CounterSet { counters: counters::device_counters() }));
+    }
     if kind_enabled(Kind::Queue) && !info.nested {
         let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;
         let p = QueuePayload {
