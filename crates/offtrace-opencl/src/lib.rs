@@ -34,6 +34,7 @@ mod call;
 pub mod counters;
 pub mod enqueue;
 mod hooks;
+mod in_order;
 pub mod layer;
 #[cfg(test)]
 mod mock_runtime_tests;
