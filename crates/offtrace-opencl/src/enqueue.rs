@@ -374,6 +374,25 @@ pub(crate) struct Pending {
     nested: bool,
 }
 
+#[cfg(test)]
+impl Pending {
+    /// A kernel of queue 0x50 on device 0xd1 whose event is `event` (tests).
+    pub(crate) fn for_test(event: usize) -> Self {
+        Self {
+            event,
+            queue: 0x50,
+            device: 0xd1,
+            correlation: 1,
+            command: Command::Kernel { kernel: 0, work_dim: 1, global: [64, 1, 1], local: [0; 3] },
+            counters: None,
+            host_before: 0,
+            host_after: 0,
+            perf_at_start: None,
+            nested: false,
+        }
+    }
+}
+
 static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
 static PENDING_ID: AtomicU64 = AtomicU64::new(1);
 static RELEASES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -416,7 +435,8 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
         let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.remove(&(user as u64))) else { return };
         let perf_end = if p.counters.is_some() { perf_end } else { None };
         let held = p.event;
-        complete(p, event, status, perf_end);
+        // The runtime called this callback for `CL_COMPLETE`: the event is final.
+        let _ = complete(p, event, status, perf_end);
         // The reference is dropped outside the runtime's callback (next enqueue, or at exit).
         lock(&RELEASES).push(held);
         RELEASES_WAITING.store(true, Ordering::Relaxed);
@@ -434,8 +454,16 @@ pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
 }
 
 /// Reads a completed command's device times from `event` and emits its activity record (or
-/// completes its group); the caller drops the layer's event reference.
-pub(crate) fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate::perf::Snapshot>) {
+/// completes its group); the caller drops the layer's event reference. Returns the command
+/// instead when `status` said complete but the event is not (a batch harvested one command too
+/// many: see `in_order.rs`): the caller keeps it for later.
+#[must_use]
+pub(crate) fn complete(
+    p: Pending,
+    event: *mut c_void,
+    status: i32,
+    perf_end: Option<crate::perf::Snapshot>,
+) -> Option<Pending> {
     let calibration = crate::calibration::current(p.device);
     let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
@@ -454,6 +482,9 @@ pub(crate) fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Op
     } else {
         None
     };
+    if times.is_none() && status == CL_COMPLETE && !crate::in_order::terminal(event as usize) {
+        return Some(p);
+    }
     let (start, end) = match times {
         Some((s, e)) => (crate::calibration::apply(offset, s), crate::calibration::apply(offset, e)),
         None => (0, 0),
@@ -481,6 +512,7 @@ pub(crate) fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Op
             emit_activity(kind, op, p.correlation, start, end, payload)
         });
     }
+    None
 }
 
 /// The commands one enclosing API call (a UR call on the SYCL path) issued, of one kind: the

@@ -290,7 +290,7 @@ pub(crate) unsafe fn clWaitForEvents(next: sig::clWaitForEvents_fn, count: u32, 
     // SAFETY: forwarded.
     let r = unsafe { next(count, events) };
     if r == CL_SUCCESS {
-        crate::in_order::poll_all();
+        let _ = crate::in_order::poll_all();
     }
     r
 }

@@ -11,8 +11,9 @@
 //!   read completes before its enqueue returns) and from a binary search over the FIFO's
 //!   events (`O(log n)` status queries) after `clWaitForEvents` and on the harvest thread;
 //! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
-//!   outstanding commands once a millisecond (every 20 ms while there are none), so that
-//!   commands are reported also for programs that never wait, and the FIFOs stay short.
+//!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
+//!   completes), so that commands are reported also for programs that never wait, and the
+//!   FIFOs stay short.
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
 //! on the runtime's thread, no pending table, no event release); the harvest's profiling
@@ -86,8 +87,9 @@ pub(crate) fn fifo_for_new_queue() -> Arc<Fifo> {
     f
 }
 
-/// Whether `status` (`CL_EVENT_COMMAND_EXECUTION_STATUS`) is final: complete, or an error.
-fn terminal(event: usize) -> bool {
+/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
+/// error).
+pub(crate) fn terminal(event: usize) -> bool {
     let Some(info) = next().clGetEventInfo else { return false };
     let mut status = 1i32;
     // SAFETY: an event the FIFO holds a reference of; a 4-byte out value.
@@ -130,7 +132,7 @@ impl Fifo {
     pub(crate) fn harvest_upto(&self, upto: u64) {
         let mut batch = lock(&self.harvest);
         self.take(&mut batch, upto);
-        report(&mut batch);
+        self.report(&mut batch);
     }
 
     /// After a command that may have completed before its enqueue returned (a blocking copy):
@@ -142,17 +144,19 @@ impl Fifo {
     }
 
     /// Reports the completed prefix of the FIFO, found with a status query of its newest
-    /// command, else a binary search (completion is monotone along an in-order queue). Skips
-    /// the FIFO when another thread is harvesting it.
-    pub(crate) fn poll(&self) {
+    /// command, else a binary search (completion is monotone along an in-order queue; where
+    /// threads pushed in another order than they enqueued, `report` puts back what is not
+    /// complete). Skips the FIFO when another thread is harvesting it. Returns how many
+    /// commands it took.
+    pub(crate) fn poll(&self) -> usize {
         let mut batch = match self.harvest.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
+            Err(TryLockError::WouldBlock) => return 0,
         };
         let (front, len, newest) = {
             let e = lock(&self.entries);
-            let Some(newest) = e.commands.back() else { return };
+            let Some(newest) = e.commands.back() else { return 0 };
             (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event)
         };
         let complete = if terminal(newest) {
@@ -174,8 +178,9 @@ impl Fifo {
         };
         if complete > 0 {
             self.take(&mut batch, front + complete as u64);
-            report(&mut batch);
+            self.report(&mut batch);
         }
+        complete
     }
 
     fn take(&self, batch: &mut Vec<Pending>, upto: u64) {
@@ -184,38 +189,51 @@ impl Fifo {
         let n = (upto.saturating_sub(front) as usize).min(e.commands.len());
         batch.extend(e.commands.drain(..n));
     }
-}
 
-/// Emits each command of `batch` with its device times and drops the layer's event reference.
-fn report(batch: &mut Vec<Pending>) {
-    if batch.is_empty() {
-        return;
-    }
-    OUTSTANDING.fetch_sub(batch.len() as u64, Ordering::Relaxed);
-    let release = next().clReleaseEvent;
-    for p in batch.drain(..) {
-        let event = p.event;
-        complete(p, event as *mut c_void, CL_COMPLETE, None);
-        if let Some(release) = release {
-            // SAFETY: the FIFO held one reference of the event; it leaves the FIFO here, and
-            // this is not inside a runtime callback.
-            #[allow(unsafe_code)]
-            unsafe {
-                release(event as *mut c_void)
-            };
+    /// Emits each command of `batch` with its device times and drops the layer's event
+    /// reference. A command found not complete after all goes back to the front of the FIFO:
+    /// commands pushed by several threads may sit in the FIFO in another order than the
+    /// runtime's, so a prefix found by the binary search may hold one that is still running.
+    fn report(&self, batch: &mut Vec<Pending>) {
+        if batch.is_empty() {
+            return;
+        }
+        let release = next().clReleaseEvent;
+        let mut not_yet = Vec::new();
+        for p in batch.drain(..) {
+            let event = p.event;
+            if let Some(p) = complete(p, event as *mut c_void, CL_COMPLETE, None) {
+                not_yet.push(p);
+                continue;
+            }
+            OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+            if let Some(release) = release {
+                // SAFETY: the FIFO held one reference of the event; it leaves the FIFO here,
+                // and this is not inside a runtime callback.
+                #[allow(unsafe_code)]
+                unsafe {
+                    release(event as *mut c_void)
+                };
+            }
+        }
+        if !not_yet.is_empty() {
+            // Under `harvest`: nothing else takes from the front meanwhile.
+            let mut e = lock(&self.entries);
+            for p in not_yet.into_iter().rev() {
+                e.commands.push_front(p);
+            }
         }
     }
 }
 
-/// After `clWaitForEvents` returned: every in-order queue's completed prefix.
-pub(crate) fn poll_all() {
+/// After `clWaitForEvents` returned, and on the harvest thread: every in-order queue's
+/// completed prefix. Returns how many commands it took.
+pub(crate) fn poll_all() -> usize {
     if OUTSTANDING.load(Ordering::Relaxed) == 0 {
-        return;
+        return 0;
     }
     let fifos: Vec<Arc<Fifo>> = lock(&FIFOS).clone();
-    for f in fifos {
-        f.poll();
-    }
+    fifos.iter().map(|f| f.poll()).sum()
 }
 
 #[cold]
@@ -243,19 +261,18 @@ extern "C" fn stop_at_exit() {
 }
 
 fn harvest_thread() {
+    // 1 ms while commands complete; doubling up to 20 ms while none does (nothing outstanding,
+    // or a command waiting long, e.g. behind a user event).
+    let mut sleep_ms = 1;
     loop {
-        // Relaxed: a hint for the sleep's length only.
-        let busy = OUTSTANDING.load(Ordering::Relaxed) > 0;
-        std::thread::sleep(Duration::from_millis(if busy { 1 } else { 20 }));
+        std::thread::sleep(Duration::from_millis(sleep_ms));
         let _round = lock(&ROUND);
-        // Acquire: pairs with `stop`'s store, after which the runtime is not called.
+        // Acquire: pairs with `stop_harvest_thread`'s store, after which the runtime is not called.
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        if OUTSTANDING.load(Ordering::Relaxed) == 0 {
-            continue;
-        }
-        poll_all();
+        let took = poll_all();
+        sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
 }
@@ -283,6 +300,12 @@ pub(crate) fn stop() -> Vec<Pending> {
     }
     OUTSTANDING.store(0, Ordering::Relaxed);
     left
+}
+
+/// Commands in this FIFO (tests).
+#[cfg(test)]
+pub(crate) fn fifo_len(f: &Fifo) -> usize {
+    lock(&f.entries).commands.len()
 }
 
 /// Commands waiting in in-order FIFOs (tests).
