@@ -488,7 +488,7 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
 pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
-        instant_slow(kind, op, phase, payload, mask);
+        instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
     }
 }
 
@@ -504,7 +504,8 @@ where
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
         let value = build();
-        instant_slow(kind, op, phase, payload(&value), mask);
+        let payload = payload(&value);
+        instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
     }
 }
 
@@ -1120,8 +1121,13 @@ fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) 
     }
 }
 
+/// `ptr`: the callbacks' pointer to the payload, computed where the call site names the variant
+/// (see `emit_enter`). The kind's mask is loaded again here: with it, the arguments no longer
+/// fit the six argument registers.
 #[inline(never)]
-fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: Payload<'_>) {
+    // Relaxed: as in `emit_instant` (a mask of 0 now delivers nothing).
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     // One thread-local look-up for the enclosing call and the delivery.
     let t = thread_state();
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
@@ -1134,23 +1140,90 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u
         return;
     }
     match thread_slot(t) {
-        Some(me) => instant_body(t, me, kind, op, phase, &payload, mask),
-        None => instant_late(t, kind, op, phase, &payload, mask),
+        Some(me) if mask & !0xff == 0 && mask.is_power_of_two() => instant_one(t, me, kind, op, phase, ptr, mask),
+        Some(me) => instant_body(t, me, kind, op, phase, ptr, &payload, mask),
+        None => instant_late(t, kind, op, phase, ptr, &payload, mask),
     }
+}
+
+/// The common case of an instant: one context with a callback service for the kind and no
+/// buffer service. What [`instant_body`] does for it, without the loop's state.
+#[inline(always)]
+fn instant_one(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, ptr: *const c_void, mask: u32) {
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy != 0 {
+        return;
+    }
+    let correlation = match t.current.get() {
+        0 => t.next_correlation_id(),
+        c => c,
+    };
+    // One bit: one `tzcnt`; masked: no bounds check.
+    let i = mask.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.callbacks[kind.index()].load(Ordering::Acquire);
+    let (svc, all) = untag_service(p);
+    // SAFETY: busy in the context, so a non-null service outlives this use.
+    if !svc.is_null() && wants(all, &unsafe { &*svc }.filter, op) {
+        // SAFETY: as above.
+        let svc = unsafe { &*svc };
+        let id = slot.id();
+        let mut user = UserData::default();
+        // SAFETY: as in `call`.
+        unsafe {
+            invoke(
+                svc.callback,
+                svc.data,
+                &mut user,
+                id,
+                t.cached_thread_id(),
+                correlation,
+                t.external(i, id),
+                kind as u32,
+                op,
+                phase as u32,
+                ptr,
+            )
+        };
+    }
+    me.leave(busy);
 }
 
 /// An instant from a thread in teardown: through the late slot (see [`crate::inflight`]).
 #[cold]
 #[inline(never)]
-fn instant_late(t: &ThreadState, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
+fn instant_late(
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: &Payload<'_>,
+    mask: u32,
+) {
     if let Some(late) = take_late_slot(t) {
-        instant_body(t, late, kind, op, phase, payload, mask);
+        instant_body(t, late, kind, op, phase, ptr, payload, mask);
         release_late_slot(t);
     }
 }
 
+#[allow(clippy::too_many_arguments, reason = "the instant's arguments and the delivery state")]
 #[inline(always)]
-fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
+fn instant_body(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: &Payload<'_>,
+    mask: u32,
+) {
     {
         // Inside a callback delivery: deliver nothing (see `enter_body`).
         let busy = me.busy_word();
@@ -1161,7 +1234,6 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
             0 => t.next_correlation_id(),
             c => c,
         };
-        let ptr = payload_ptr(kind, payload);
         let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };
