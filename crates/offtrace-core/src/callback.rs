@@ -1139,8 +1139,20 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
     if t.in_callback.get() {
         return;
     }
+    if let Some(me) = t.slot.get()
+        && mask & !0xff == 0
+        && mask.is_power_of_two()
+    {
+        return instant_one(t, me, kind, op, phase, ptr, mask);
+    }
+    instant_any(kind, op, phase, ptr, payload, mask);
+}
+
+/// [`instant_slow`], every other case (out of line: its state was spilled on the common path).
+#[inline(never)]
+fn instant_any(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: Payload<'_>, mask: u32) {
+    let t = thread_state();
     match thread_slot(t) {
-        Some(me) if mask & !0xff == 0 && mask.is_power_of_two() => instant_one(t, me, kind, op, phase, ptr, mask),
         Some(me) => instant_body(t, me, kind, op, phase, ptr, &payload, mask),
         None => instant_late(t, kind, op, phase, ptr, &payload, mask),
     }
