@@ -1037,7 +1037,10 @@ fn activity_reaches_callbacks_with_the_launching_calls_correlation() {
 /// run to run) and the context handle dropped. Set up `a` (callbacks and a buffer for `UR_API`,
 /// callbacks for `MEMORY_ALLOC`, the UR services with `ops` as their operation list), start it
 /// and, with `other`, a second context with callbacks for both kinds.
-fn one_context_view(ops: Option<&[u32]>, other: bool) -> (Vec<(u32, u32, u32, u64, u64, u64)>, Vec<Vec<u64>>) {
+/// kind, operation, phase, correlation, user data, external correlation of a callback record.
+type CallbackView = (u32, u32, u32, u64, u64, u64);
+
+fn one_context_view(ops: Option<&[u32]>, other: bool) -> (Vec<CallbackView>, Vec<Vec<u64>>) {
     let seen = Seen::default();
     let batches = Batches::default();
     let ctx = create_context().unwrap();
@@ -1092,7 +1095,7 @@ fn one_context_view(ops: Option<&[u32]>, other: bool) -> (Vec<(u32, u32, u32, u6
         if v == 0 {
             return 0;
         }
-        let base = if v % 10 == 0 && ids.contains(&(v / 10)) { v / 10 } else { v };
+        let base = if v.is_multiple_of(10) && ids.contains(&(v / 10)) { v / 10 } else { v };
         let n = ids.iter().position(|&x| x == base).unwrap_or_else(|| {
             ids.push(base);
             ids.len() - 1
