@@ -919,7 +919,10 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) if token.pairs().is_power_of_two() => exit_one(t, me, token, ptr, payload),
+        // A buffer record only (no callback saw the enter): its own function, with the
+        // record's encoding inlined.
+        Some(me) if token.pairs().is_power_of_two() && token.delivered() == 0 => exit_one_record(t, me, token, payload),
+        Some(me) if token.pairs().is_power_of_two() => exit_one::<true>(t, me, token, ptr, payload),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
     }
@@ -1032,8 +1035,16 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_v
 
 /// [`exit_body`] for a call one context saw (`token.pairs()` has one bit), the common case:
 /// the same steps without a loop, so nothing is kept for a next context.
+///
+/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline).
 #[inline(always)]
-fn exit_one(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
+fn exit_one<const CALLBACK: bool>(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    token: CallToken,
+    ptr: *const c_void,
+    payload: Payload<'_>,
+) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     // SAFETY: as in `exit_body`.
     let frame = unsafe { me.frame(token.frame()) };
@@ -1052,7 +1063,7 @@ fn exit_one(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_vo
             let id = ContextId { handle };
             let correlation_id =
                 CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } };
-            if token.delivered() != 0 {
+            if CALLBACK && token.delivered() != 0 {
                 let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
                 if !svc.is_null() {
                     // SAFETY: as in `exit_body`.
@@ -1075,7 +1086,9 @@ fn exit_one(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_vo
                     };
                 }
             }
-            if token.buffered() != 0 {
+            if !CALLBACK {
+                write_exit_record(CallToken { ..token }, frame, end, payload);
+            } else if token.buffered() != 0 {
                 exit_record(CallToken { ..token }, frame, end, payload);
             }
         }
@@ -1090,6 +1103,19 @@ fn exit_one(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_vo
 /// registers. The caller is busy in context slot `i` and checked its handle.
 #[inline(never)]
 fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+    write_exit_record(token, frame, end, payload);
+}
+
+/// The exit of a call only a buffer service saw (one context): [`exit_one`] with the record
+/// written inline.
+#[inline(never)]
+fn exit_one_record(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
+    exit_one::<false>(t, me, token, ptr::null(), payload);
+}
+
+/// What [`exit_record`] does.
+#[inline(always)]
+fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     let slot = &SLOTS[i];

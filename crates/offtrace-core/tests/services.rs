@@ -1032,22 +1032,25 @@ fn activity_reaches_callbacks_with_the_launching_calls_correlation() {
     assert_eq!(*seen.lock().unwrap(), vec![(Phase::Complete as u32, corr, 1_000, 3_000)]);
 }
 
-/// What context `a` sees of a fixed sequence of emits: its callback records and its buffer
-/// records, with correlation ids and user data renumbered by first appearance (they differ from
-/// run to run) and the context handle dropped. Set up `a` (callbacks and a buffer for `UR_API`,
-/// callbacks for `MEMORY_ALLOC`, the UR services with `ops` as their operation list), start it
-/// and, with `other`, a second context with callbacks for both kinds.
 /// kind, operation, phase, correlation, user data, external correlation of a callback record.
 type CallbackView = (u32, u32, u32, u64, u64, u64);
 
-fn one_context_view(ops: Option<&[u32]>, other: bool) -> (Vec<CallbackView>, Vec<Vec<u64>>) {
+/// What context `a` sees of a fixed sequence of emits: its callback records and its buffer
+/// records, with correlation ids and user data renumbered by first appearance (they differ from
+/// run to run) and the context handle dropped. Set up `a` (a buffer for `UR_API`, callbacks for
+/// `UR_API` when `ur_callbacks`, callbacks for `MEMORY_ALLOC`, the UR services with `ops` as
+/// their operation list), start it and, with `other`, a second context with callbacks for both
+/// kinds.
+fn one_context_view(ops: Option<&[u32]>, other: bool, ur_callbacks: bool) -> (Vec<CallbackView>, Vec<Vec<u64>>) {
     let seen = Seen::default();
     let batches = Batches::default();
     let ctx = create_context().unwrap();
     // SAFETY: `record_cb` / `batch_cb` are sound with a `Seen` / `Batches` that outlive the context.
     let buf = unsafe {
         let data = &seen as *const Seen as *mut c_void;
-        configure_callback_tracing_service(ctx, Kind::UrApi, ops, record_cb, data).unwrap();
+        if ur_callbacks {
+            configure_callback_tracing_service(ctx, Kind::UrApi, ops, record_cb, data).unwrap();
+        }
         configure_callback_tracing_service(ctx, Kind::MemoryAlloc, None, record_cb, data).unwrap();
         let buf =
             create_buffer(ctx, 64 * REC, 64 * REC, BufferPolicy::Lossless, batch_cb, batches_ptr(&batches)).unwrap();
@@ -1138,10 +1141,10 @@ fn the_one_context_paths_deliver_what_the_several_contexts_path_does() {
     // One context, services for every operation: the enter, exit and instant paths for one
     // context; a second context started: the loops over contexts; an operation list (of
     // every operation used here): the one-context paths hand over to the loops.
-    let one = one_context_view(None, false);
-    let several = one_context_view(None, true);
-    let listed =
-        one_context_view(Some(&[mock::UR_QUEUE_FINISH, mock::UR_USM_DEVICE_ALLOC, mock::UR_KERNEL_CREATE]), false);
+    let ops = [mock::UR_QUEUE_FINISH, mock::UR_USM_DEVICE_ALLOC, mock::UR_KERNEL_CREATE];
+    let one = one_context_view(None, false, true);
+    let several = one_context_view(None, true, true);
+    let listed = one_context_view(Some(&ops), false, true);
     assert_eq!(one.0.len(), 7, "{:?}", one.0);
     assert_eq!(one.1.len(), 3, "{:?}", one.1);
     // The outer call's exit and its record carry the external id pushed before it; the
@@ -1161,4 +1164,12 @@ fn the_one_context_paths_deliver_what_the_several_contexts_path_does() {
     );
     assert_eq!(several, one);
     assert_eq!(listed, one);
+    // A buffer only for the calls (the exit writes the record without a callback): the same
+    // records, and the instant's callback.
+    for (ops, other) in [(None, false), (None, true), (Some(&ops[..]), false)] {
+        let (callbacks, records) = one_context_view(ops, other, false);
+        assert_eq!(records, one.1, "{ops:?} {other}");
+        assert_eq!(callbacks.len(), 1, "{callbacks:?}");
+        assert_eq!(callbacks[0].0, alloc);
+    }
 }
