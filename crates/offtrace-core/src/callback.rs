@@ -474,7 +474,13 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).
 #[inline(always)]
 pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
-    if token.is_delivered() {
+    if token.delivered() == 0 {
+        // No callback saw the enter: a buffer record or nothing. Straight to the record's path
+        // (one function less on the way, and no payload pointer to compute).
+        if token.buffered() != 0 {
+            exit_record_slow(token, payload);
+        }
+    } else {
         // The callbacks' pointer here, as in `emit_enter` (the payload's kind folds; the
         // token's is one compare).
         let ptr = if payload.kind().is_some_and(|k| k as u8 == token.kind()) { payload.as_ptr() } else { ptr::null() };
@@ -919,9 +925,6 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        // A buffer record only (no callback saw the enter): its own function, with the
-        // record's encoding inlined.
-        Some(me) if token.pairs().is_power_of_two() && token.delivered() == 0 => exit_one_record(t, me, token, payload),
         Some(me) if token.pairs().is_power_of_two() => exit_one::<true>(t, me, token, ptr, payload),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
@@ -1106,11 +1109,17 @@ fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) 
     write_exit_record(token, frame, end, payload);
 }
 
-/// The exit of a call only a buffer service saw (one context): [`exit_one`] with the record
-/// written inline.
+/// The exit of a call only buffer services saw: for one context, [`exit_one`] with the record
+/// written inline; otherwise [`exit_slow`]'s cases.
 #[inline(never)]
-fn exit_one_record(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
-    exit_one::<false>(t, me, token, ptr::null(), payload);
+fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && token.pairs().is_power_of_two() => {
+            exit_one::<false>(t, me, token, ptr::null(), payload)
+        }
+        _ => exit_slow(token, ptr::null(), payload),
+    }
 }
 
 /// What [`exit_record`] does.
@@ -1123,27 +1132,32 @@ fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload
     if !svc.is_null() {
         // SAFETY: as in `exit_body`.
         let svc = unsafe { &*svc };
-        // Built in each branch: one header for both, and its stores for the out-of-line call
-        // came before the branch.
-        let head = || RecordHead {
-            kind,
-            operation: token.operation(),
-            phase: Phase::None,
-            context_id: ContextId { handle: frame.handle[i] },
-            correlation_id: CorrelationId {
-                internal: token.correlation,
-                external: UserData { value: frame.external[i] },
-            },
-            thread_id: thread_state().cached_thread_id(),
-            start: frame.start,
-            end,
-        };
         match payload.as_api_call() {
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
-            Some(p) if payload.kind() == Some(kind) => svc.write_api_call(i, &head(), p),
-            _ => svc.write_exit(i, &head(), &payload),
+            Some(p) if payload.kind() == Some(kind) => {
+                svc.write_api_call(i, &exit_head(kind, &token, frame, i, end), p)
+            }
+            _ => svc.write_exit(i, &exit_head(kind, &token, frame, i, end), &payload),
         }
+    }
+}
+
+/// The header of a call's record at its exit (context slot `i`). Built in each branch of
+/// [`write_exit_record`]: one header for both had its stores, for the out-of-line call, before
+/// the branch; a closure for both was not inlined.
+#[inline(always)]
+fn exit_head(kind: Kind, token: &CallToken, frame: &Frame, i: usize, end: u64) -> RecordHead {
+    let i = i & (MAX_CONTEXTS - 1);
+    RecordHead {
+        kind,
+        operation: token.operation(),
+        phase: Phase::None,
+        context_id: ContextId { handle: frame.handle[i] },
+        correlation_id: CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } },
+        thread_id: thread_state().cached_thread_id(),
+        start: frame.start,
+        end,
     }
 }
 
