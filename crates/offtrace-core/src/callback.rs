@@ -466,6 +466,10 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
     if mask == 0 {
         return CallToken::NONE;
     }
+    if mask & 0xff == 0 {
+        // Buffer services only: their own path (no callback to prepare for).
+        return enter_record_slow(kind, op, mask);
+    }
     // The pointer callbacks get, here: where the call site names the variant and the kind, it
     // folds to the payload's address (inside, it took a table and a jump table per record).
     enter_slow(kind, op, payload_ptr(kind, &payload), mask)
@@ -712,11 +716,26 @@ fn enter_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let contexts = (mask | (mask >> BUFFER_SHIFT)) & 0xff;
     if let Some(me) = t.slot.get()
         && contexts.is_power_of_two()
-        && let Some(token) = enter_one(t, me, kind, op, ptr, mask, contexts)
+        && let Some(token) = enter_one::<true>(t, me, kind, op, ptr, mask, contexts)
     {
         return token;
     }
     enter_any(kind, op, ptr, mask)
+}
+
+/// [`enter_slow`] for a kind only buffer services want (`mask` has no callback bits): the
+/// one-context path without a callback's preparations, in a function of its own.
+#[inline(never)]
+fn enter_record_slow(kind: Kind, op: u32, mask: u32) -> CallToken {
+    let t = thread_state();
+    let contexts = (mask >> BUFFER_SHIFT) & 0xff;
+    if let Some(me) = t.slot.get()
+        && contexts.is_power_of_two()
+        && let Some(token) = enter_one::<false>(t, me, kind, op, ptr::null(), mask, contexts)
+    {
+        return token;
+    }
+    enter_any(kind, op, ptr::null(), mask)
 }
 
 /// [`enter_slow`], every case (several contexts, operation lists, a thread not registered yet
@@ -735,8 +754,10 @@ fn enter_any(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
 /// nothing kept for a next context (the loop's state was most of the enter's spills) and the
 /// services' tags tested before anything is written. `None`, having changed nothing, when a
 /// service has an operation list: the caller takes the full path from the start.
+///
+/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test).
 #[inline(always)]
-fn enter_one(
+fn enter_one<const CALLBACK: bool>(
     t: &ThreadState,
     me: &ThreadSlot,
     kind: Kind,
@@ -757,7 +778,11 @@ fn enter_one(
         return Some(CallToken::NONE);
     }
     // Acquire: pairs with the Release that installed each service.
-    let cb = if mask & (1 << i) != 0 { slot.callbacks[kind.index()].load(Ordering::Acquire) } else { ptr::null_mut() };
+    let cb = if CALLBACK && mask & (1 << i) != 0 {
+        slot.callbacks[kind.index()].load(Ordering::Acquire)
+    } else {
+        ptr::null_mut()
+    };
     let bs = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
         slot.buffers[kind.index()].load(Ordering::Acquire)
     } else {
