@@ -92,6 +92,8 @@ pub struct Injection {
     launch_mode: LaunchMode,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
+    /// The start's subscription plan and the current one ([`measure_phase`] changes it).
+    plan: Mutex<(Plan, Plan)>,
 }
 
 impl std::fmt::Debug for Injection {
@@ -417,45 +419,15 @@ fn start_inner() -> Result<Injection, String> {
         }
         return Err(format!("cuptiSubscribe failed: {}; CUDA tracing is off", c.result_string(r)));
     }
-    let api = std::env::var("OFFTRACE_CUDA_API").map_or(true, |v| v != "0");
-    for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
-        if d == l::CUPTI_CB_DOMAIN_RUNTIME_API && !api {
-            continue;
-        }
-        // SAFETY: sub is the live subscriber.
-        let r = unsafe { (c.enable_domain)(1, sub, d as u32) };
-        if r != 0 {
-            say(&format!("cuptiEnableDomain({d}) failed: {}", c.result_string(r)));
-        }
+    // Resource callbacks (contexts, streams, modules, graphs) always: they are rare and define
+    // what the device records refer to.
+    // SAFETY: sub is the live subscriber.
+    let r = unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_RESOURCE as u32) };
+    if r != 0 {
+        say(&format!("cuptiEnableDomain(resource) failed: {}", c.result_string(r)));
     }
-    // The driver domain doubles the callbacks of a runtime program (each runtime call makes one
-    // or more driver calls): all of it only when asked for, else the functions the backend
-    // reads (allocations, frees, launches).
-    if api && !all_calls() {
-        for f in ApiDomain::Runtime.functions() {
-            let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
-            if STATE_QUERIES.contains(&base) {
-                // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
-                unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
-            }
-        }
-    }
-    if driver_api_wanted() {
-        // SAFETY: sub is the live subscriber.
-        unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
-    } else {
-        let allocs = alloc_rules(ApiDomain::Driver);
-        let launches = launch_rules(ApiDomain::Driver);
-        // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
-        // kernel allocation properties); kernels still arrive with their device times.
-        let launch_args = launch_mode() != LaunchMode::Off;
-        for cbid in 0..MAX_CBID {
-            if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
-                // SAFETY: sub is the live subscriber; cbid is a driver callback id.
-                unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
-            }
-        }
-    }
+    let plan = Plan::from_env();
+    plan.apply_callbacks(&c, sub);
     // Device timestamps on the trace clock: CUPTI asks this function for the host time it
     // interpolates GPU timestamps to. Without it (older CUPTI), CUPTI uses CLOCK_REALTIME and
     // records are shifted by the offset measured here.
@@ -493,13 +465,8 @@ fn start_inner() -> Result<Injection, String> {
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
     *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
-    for k in activity_kinds() {
-        // SAFETY: enabling an activity kind has no memory preconditions.
-        let r = unsafe { (c.activity_enable)(*k as u32) };
-        if r != 0 {
-            say(&format!("cuptiActivityEnable({k}) failed: {}", c.result_string(r)));
-        }
-    }
+    plan.apply_activity(&inj.cupti);
+    *inj.plan.lock().unwrap_or_else(|e| e.into_inner()) = (plan, plan);
     Ok(inj)
 }
 
@@ -557,6 +524,145 @@ fn driver_api_wanted() -> bool {
 /// `OFFTRACE_CUDA_ALL_CALLS=1`: also the runtime's state queries ([`STATE_QUERIES`]).
 fn all_calls() -> bool {
     std::env::var("OFFTRACE_CUDA_ALL_CALLS").is_ok_and(|v| v == "1")
+}
+
+/// Which CUPTI callbacks and activity kinds are on. The start's comes from the environment
+/// ([`Plan::from_env`]); [`measure_phase`] switches between it and parts of it inside one
+/// process, to measure what each part costs the program's threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// Runtime API callbacks (less [`STATE_QUERIES`] unless `OFFTRACE_CUDA_ALL_CALLS=1`).
+    pub runtime: bool,
+    /// Driver API callbacks: every one with `OFFTRACE_CUDA_DRIVER_API=1`, else allocations,
+    /// frees and (unless `OFFTRACE_CUDA_LAUNCH_ARGS=0`) launches.
+    pub driver: bool,
+    /// The activity kinds of `OFFTRACE_CUDA_ACTIVITY`.
+    pub activity: bool,
+    /// Callbacks are delivered and return at once (CUPTI's own cost of a callback).
+    pub empty: bool,
+}
+
+impl Plan {
+    /// `OFFTRACE_CUDA_API`: unset or `1` runtime and driver callbacks; `0` no runtime callbacks;
+    /// `none` no API callbacks at all (activity records only, no launch-time dispatch, no
+    /// allocations); `empty` the default callbacks, doing nothing (for measuring).
+    pub fn parse(api: Option<&str>) -> Plan {
+        let on = Plan { runtime: true, driver: true, activity: true, empty: false };
+        match api.map(str::trim) {
+            Some("0") => Plan { runtime: false, ..on },
+            Some("none") => Plan { runtime: false, driver: false, ..on },
+            Some("empty") => Plan { empty: true, ..on },
+            _ => on,
+        }
+    }
+
+    fn from_env() -> Plan {
+        Plan::parse(std::env::var("OFFTRACE_CUDA_API").ok().as_deref())
+    }
+
+    /// The plan of measurement phase `phase` given the start's ([`measure_phase`]).
+    pub fn phase(started: Plan, phase: u32) -> Option<Plan> {
+        let off = Plan::default();
+        Some(match phase {
+            0 => off,
+            1 => started,
+            2 => Plan { activity: started.activity, ..off },
+            3 => Plan { empty: true, ..started },
+            4 => Plan { driver: false, ..started },
+            5 => Plan { activity: false, ..started },
+            6 => Plan { runtime: false, ..started },
+            _ => return None,
+        })
+    }
+
+    /// Turns the API callbacks of this plan on and the others off.
+    fn apply_callbacks(&self, c: &Cupti, sub: SubscriberHandle) {
+        // Relaxed: a flag read by each callback on its own; a callback racing the switch may
+        // still do (or skip) its work once, which a measurement phase tolerates.
+        EMPTY_CALLBACKS.store(self.empty, Ordering::Relaxed);
+        // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
+        let r = unsafe { (c.enable_domain)(u32::from(self.runtime), sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32) };
+        if r != 0 {
+            say(&format!("cuptiEnableDomain(runtime) failed: {}", c.result_string(r)));
+        }
+        if self.runtime && !all_calls() {
+            for f in ApiDomain::Runtime.functions() {
+                let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
+                if STATE_QUERIES.contains(&base) {
+                    // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
+                    unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
+                }
+            }
+        }
+        // The driver domain doubles the callbacks of a runtime program (each runtime call makes
+        // one or more driver calls): all of it only when asked for, else the functions the
+        // backend reads (allocations, frees, launches).
+        if driver_api_wanted() {
+            // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
+            unsafe { (c.enable_domain)(u32::from(self.driver), sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
+        } else {
+            let allocs = alloc_rules(ApiDomain::Driver);
+            let launches = launch_rules(ApiDomain::Driver);
+            // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so
+            // no kernel allocation properties); kernels still arrive with their device times.
+            let launch_args = launch_mode() != LaunchMode::Off;
+            for cbid in 0..MAX_CBID {
+                if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
+                    // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+                    unsafe {
+                        (c.enable_callback)(
+                            u32::from(self.driver),
+                            sub,
+                            l::CUPTI_CB_DOMAIN_DRIVER_API as u32,
+                            cbid as u32,
+                        )
+                    };
+                }
+            }
+        }
+    }
+
+    /// Enables this plan's activity kinds, or disables them.
+    fn apply_activity(&self, c: &Cupti) {
+        for k in activity_kinds() {
+            // SAFETY: enabling or disabling an activity kind has no memory preconditions.
+            let r =
+                unsafe { if self.activity { (c.activity_enable)(*k as u32) } else { (c.activity_disable)(*k as u32) } };
+            if r != 0 {
+                say(&format!("cuptiActivityEnable/Disable({k}) failed: {}", c.result_string(r)));
+            }
+        }
+    }
+}
+
+/// Set while the plan says callbacks return at once ([`Plan::empty`]).
+static EMPTY_CALLBACKS: AtomicBool = AtomicBool::new(false);
+
+/// For measuring, inside one process, what each part of the backend costs the program's
+/// threads (`examples/cuda/train.py --ab`, `scripts/cuda/overhead-ablation.sh` mode `ab`):
+/// switches CUPTI's callbacks and activity kinds to phase `phase` of the start's plan: 0 none
+/// (CUPTI stays subscribed), 1 the start's, 2 activity only, 3 the start's callbacks returning
+/// at once, 4 no driver callbacks, 5 no activity kinds, 6 no runtime callbacks. Call it between
+/// steps, with the device idle and no CUDA call in flight on another thread (a call open
+/// across a switch loses its enter or exit record; device records of calls made while
+/// callbacks were off carry correlation 0). Returns false when offtrace does not own CUPTI or
+/// the phase is unknown.
+pub fn measure_phase(phase: u32) -> bool {
+    let Some(inj) = get() else { return false };
+    if inj.ownership != Ownership::Offtrace {
+        return false;
+    }
+    let mut plans = inj.plan.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(new) = Plan::phase(plans.0, phase) else { return false };
+    let cur = plans.1;
+    if (new.runtime, new.driver, new.empty) != (cur.runtime, cur.driver, cur.empty) {
+        new.apply_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle);
+    }
+    if new.activity != cur.activity {
+        new.apply_activity(&inj.cupti);
+    }
+    plans.1 = new;
+    true
 }
 
 /// Runtime functions that only read state and that frameworks call thousands of times per step
@@ -658,6 +764,7 @@ impl Injection {
             graph_nodes: Mutex::new(GraphNodes::default()),
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
+            plan: Mutex::new((Plan::default(), Plan::default())),
             driver_all: driver_api_wanted(),
             launch_mode: launch_mode(),
         };
@@ -835,7 +942,8 @@ unsafe fn field(base: *const u8, (off, size): (usize, usize)) -> u64 {
 
 /// The CUPTI callback (application threads). Never unwinds.
 unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if data.is_null() {
+    // Relaxed: see Plan::apply_callbacks.
+    if data.is_null() || EMPTY_CALLBACKS.load(Ordering::Relaxed) {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -1766,6 +1874,35 @@ fn name_of(p: *const c_char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_switch_names_each_subscription() {
+        let on = Plan { runtime: true, driver: true, activity: true, empty: false };
+        assert_eq!(Plan::parse(None), on);
+        assert_eq!(Plan::parse(Some("1")), on);
+        assert_eq!(Plan::parse(Some("0")), Plan { runtime: false, ..on });
+        assert_eq!(Plan::parse(Some("none")), Plan { runtime: false, driver: false, ..on });
+        assert_eq!(Plan::parse(Some(" empty ")), Plan { empty: true, ..on });
+    }
+
+    #[test]
+    fn measurement_phases_are_parts_of_the_started_plan() {
+        // Started without runtime callbacks: no phase turns them on.
+        let started = Plan::parse(Some("0"));
+        for p in 0..=6 {
+            let plan = Plan::phase(started, p).expect("phases 0..=6 exist");
+            assert!(!plan.runtime, "phase {p}");
+        }
+        let on = Plan::parse(None);
+        assert_eq!(Plan::phase(on, 0), Some(Plan::default()));
+        assert_eq!(Plan::phase(on, 1), Some(on));
+        assert_eq!(Plan::phase(on, 2), Some(Plan { activity: true, ..Plan::default() }));
+        assert_eq!(Plan::phase(on, 3), Some(Plan { empty: true, ..on }));
+        assert_eq!(Plan::phase(on, 4), Some(Plan { driver: false, ..on }));
+        assert_eq!(Plan::phase(on, 5), Some(Plan { activity: false, ..on }));
+        assert_eq!(Plan::phase(on, 6), Some(Plan { runtime: false, ..on }));
+        assert_eq!(Plan::phase(on, 7), None);
+    }
 
     #[test]
     fn launch_rules_resolve_geometry_once() {
