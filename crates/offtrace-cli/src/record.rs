@@ -324,7 +324,7 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
 
 /// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or
 /// `OFFTRACE_OPENCL_LAYER`.
-fn find_opencl_layer() -> Option<PathBuf> {
+pub(crate) fn find_opencl_layer() -> Option<PathBuf> {
     let p = std::env::var_os("OFFTRACE_OPENCL_LAYER")
         .map(PathBuf::from)
         .or_else(|| exe_dir().map(|d| d.join(OPENCL_LAYER_LIB)))?;
