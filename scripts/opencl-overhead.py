@@ -8,6 +8,9 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
 
   plain      no layer
   profiling  no layer, the queue created with CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling)
+  events     `profiling`, and the program asks for each kernel's event (released right after the
+             enqueue): what an event with profiling costs the runtime, the floor of any tracer
+             that reads device times from events
   layer      the layer loaded, nothing listening (profiling forced on and hidden; no callbacks)
   record     the layer recording a trace (OFFTRACE_OUTPUT: OPENCL_API calls + device activity),
              what `offtrace record` does for an OpenCL program
@@ -55,7 +58,7 @@ runtimes = {
     "intel": {"OFFTRACE_CL_PLATFORM": "Intel", "LD_LIBRARY_PATH": str(venv / "lib"),
               "OCL_ICD_FILENAMES": str(venv / "lib/libintelocl.so")},
 }
-configs = (["plain", "profiling", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
+configs = (["plain", "profiling", "events", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
            + (["intercept"] if opts.cliloader else []))
 
 
@@ -64,6 +67,8 @@ def run(rt, cfg):
     args = [str(exe), "--kernels", str(opts.kernels), "--calls", str(opts.calls), "--items", str(opts.items)]
     if cfg == "profiling":
         args.append("--profile")
+    if cfg == "events":
+        args += ["--profile", "--events"]
     if cfg in ("layer", "record"):
         env["OPENCL_LAYERS"] = str(layer)
     if cfg == "record-compare":

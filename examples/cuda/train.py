@@ -3,12 +3,19 @@ a CUDA-graph-captured inference step, with NVTX ranges. The work it launches is 
 every run (fixed seeds, fixed shapes, deterministic algorithms where PyTorch has them).
 
     python train.py [--steps N] [--warmup W] [--profile torch|none] [--size base|small] [--out FILE.json]
+                    [--ab PHASES --ab-rounds R --ab-block B]
 
 Each step: NVTX range "step" > "train" (forward, loss, backward, AdamW) and "infer" (one replay
 of the captured graph); `torch.cuda.synchronize()` closes the step, so the step's wall time
 is its whole cost. The measured window (after the warm-up) is wrapped in the NVTX range
 "window" with a synchronize on both sides: every kernel of the window runs inside it, which
 lets the test pick the same steps out of an offtrace trace that `--profile torch` profiles.
+
+`--ab 0,1,2` (under `offtrace record`): instead of --steps, R rounds of the phases in a rotated
+order; each phase switches offtrace's CUPTI subscription (`offtrace_cuda_measure_phase` of the
+injection: 0 nothing traced, 1 the default, ...), runs one step to settle, then B timed steps.
+The steps of one process under each phase ("ab_step_ns") compare the parts of the tracer
+without the process-to-process differences of the host.
 
 Writes a JSON summary: per-step wall times (ns) of the window, and with `--profile torch` the
 profiler's Chrome trace next to it (FILE.torch.json).
@@ -61,6 +68,9 @@ def main():
     ap.add_argument("--profile", choices=["none", "torch"], default="none")
     ap.add_argument("--out", default="")
     ap.add_argument("--size", choices=sorted(SIZES), default="base")
+    ap.add_argument("--ab", default="")
+    ap.add_argument("--ab-rounds", type=int, default=8)
+    ap.add_argument("--ab-block", type=int, default=4)
     args = ap.parse_args()
 
     torch.backends.cudnn.deterministic = True
@@ -133,7 +143,33 @@ def main():
     torch.cuda.nvtx.range_push("window")
     times = []
     issue = []
-    for i in range(args.steps):
+    ab = {}
+    if args.ab:
+        import ctypes
+
+        # The injection the CUDA driver loaded (offtrace record names it): not a second copy.
+        lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"], mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        set_phase = lib.offtrace_cuda_measure_phase
+        set_phase.argtypes = [ctypes.c_uint32]
+        phases = [int(p) for p in args.ab.split(",")]
+        ab = {str(p): [] for p in phases}
+        ab_issue = {str(p): [] for p in phases}
+        for r in range(args.ab_rounds):
+            k = r % len(phases)
+            for p in phases[k:] + phases[:k]:
+                if set_phase(p) != 0:
+                    raise SystemExit(f"offtrace_cuda_measure_phase({p}) failed")
+                step(0)  # settles after the switch; not timed
+                for _ in range(args.ab_block):
+                    t0 = time.perf_counter_ns()
+                    issued.clear()
+                    loss = step(0)
+                    ab[str(p)].append(time.perf_counter_ns() - t0)
+                    ab_issue[str(p)].append(issued[0] - t0)
+                    times.append(ab[str(p)][-1])
+                    issue.append(issued[0] - t0)
+        set_phase(1)
+    for i in range(0 if args.ab else args.steps):
         t0 = time.perf_counter_ns()
         issued.clear()
         loss = step(i)
@@ -173,6 +209,10 @@ def main():
         "affinity": sorted(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
     }
+    if ab:
+        result["ab_step_ns"] = ab
+        result["ab_issue_ns"] = ab_issue
+        result["ab_block"] = args.ab_block
     if args.out:
         if prof is not None:
             prof.export_chrome_trace(args.out + ".torch.json")

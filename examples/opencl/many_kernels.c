@@ -2,12 +2,15 @@
  * overhead benchmark (scripts/opencl-overhead.py runs it with and without the layer).
  *
  *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
- *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--platform SUBSTRING]
+ *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--events] [--platform SUBSTRING]
  *
  * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
  * one in-order queue plus the final clFinish, and the time per call of M
  * clGetDeviceInfo(CL_DEVICE_TYPE) calls. --profile creates the queue with
- * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison).
+ * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison); --events asks for
+ * each kernel's event and releases it right after the enqueue (with --profile: what an event
+ * with profiling costs the runtime per command, the floor of any tracer that reads device times
+ * from events).
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -24,13 +27,14 @@ static double now_ns(void) {
 }
 
 int main(int argc, char** argv) {
-    int kernels = 20000, calls = 1000000, profile = 0, items = 64;
+    int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--items") && i + 1 < argc) items = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--events")) events = 1;
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
     }
     cl_platform_id ps[16], p = NULL;
@@ -60,8 +64,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 100; i++) clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
     clFinish(q);
     double t0 = now_ns();
-    for (int i = 0; i < kernels; i++)
-        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL) != CL_SUCCESS) return 3;
+    for (int i = 0; i < kernels; i++) {
+        cl_event ev = NULL;
+        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, events ? &ev : NULL) != CL_SUCCESS) return 3;
+        if (ev) clReleaseEvent(ev);
+    }
     clFinish(q);
     double t1 = now_ns();
     int out[1];

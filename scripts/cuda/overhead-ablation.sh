@@ -8,7 +8,12 @@
 #   MODES="untraced torch record" REPS=6 STEPS=40 scripts/cuda/overhead-ablation.sh
 #
 # Modes: untraced; torch (torch.profiler, CUDA activities, over the measured steps); record
-# (`offtrace record`, defaults); record_nolaunch (OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch
+# (`offtrace record`, defaults); record_none (OFFTRACE_CUDA_API=none: activity records only, no
+# API callbacks); record_empty (OFFTRACE_CUDA_API=empty: the default callbacks, returning at
+# once); ab (`offtrace record` of `train.py --ab $AB_PHASES`: the phases of
+# offtrace_cuda_measure_phase alternated inside one process, AB_ROUNDS rounds of one settling
+# step and AB_BLOCK timed steps per phase; overhead_stats.py compares each phase with phase 0
+# of the same process); record_nolaunch (OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch
 # callbacks); record_cbonly (launch callbacks enabled, nothing done in them); record_noargs
 # (launch-time dispatch without kernel parameters); record_noapi (OFFTRACE_CUDA_API=0: no runtime
 # callbacks); record_noflush (OFFTRACE_CUDA_FLUSH_MS=0); record_fewkinds (torch.profiler's
@@ -55,6 +60,10 @@ run_mode() { # mode rep
     record_cbonly) OFFTRACE_CUDA_LAUNCH_ARGS=callbacks "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_noargs) OFFTRACE_CUDA_LAUNCH_ARGS=noargs "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_noapi) OFFTRACE_CUDA_API=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_none) OFFTRACE_CUDA_API=none "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_empty) OFFTRACE_CUDA_API=empty "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    ab) "${rec[@]}" $PY "${a[@]}" --ab "${AB_PHASES:-0,1,2,3,4,5,6}" --ab-rounds "${AB_ROUNDS:-8}" \
+      --ab-block "${AB_BLOCK:-4}" --out "$out" ;;
     record_noflush) OFFTRACE_CUDA_FLUSH_MS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_fewkinds) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset,sync,marker "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_min) OFFTRACE_CUDA_ACTIVITY=kernel,memcpy,memset "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
@@ -79,5 +88,7 @@ for r in $(seq 1 "$REPS"); do
 done
 $PY scripts/cuda/check.py overhead "$o" "$OUT/ablation-$SIZE.json"
 $PY scripts/cuda/overhead_stats.py "$o" "$OUT/stats-$SIZE.json"
-# One file back instead of two per process.
+# One file back instead of two per process; torch.profiler's Chrome traces (20+ MB each) stay
+# unless KEEP_TORCH_TRACES=1.
+[ "${KEEP_TORCH_TRACES:-0}" = 1 ] || rm -f "$o"/*.torch.json
 tar -C "$OUT" -czf "$OUT/ablation-$SIZE.tar.gz" "ablation-$SIZE" && rm -rf "$o"

@@ -38,6 +38,8 @@ def main(results_dir, out_path):
             continue
         mode, rep = f[:-5].rsplit("-", 1)
         r = json.load(open(os.path.join(results_dir, f)))
+        if "ab_step_ns" in r:
+            continue  # phases alternated inside the process: ab_phases below
         per[mode][int(rep)] = statistics.median(r["step_ns"])
         probe[mode][int(rep)] = r.get("cpu_probe_ns", 0) / 1e6
         placement[mode].add((tuple(r.get("affinity", [])), r.get("torch_threads")))
@@ -106,7 +108,66 @@ def main(results_dir, out_path):
         print(f"  {mode:11} " + "   ".join(cells))
     print("placement (CPUs, torch threads) per mode: "
           + "; ".join(f"{k} {v['placement']}" for k, v in res.items()))
+    ab = ab_phases(results_dir, bmed)
+    if ab:
+        res["ab_phases"] = ab
     json.dump(res, open(out_path, "w"), indent=1)
+
+
+PHASES = {"0": "nothing (subscribed)", "1": "default", "2": "activity only", "3": "callbacks return at once",
+          "4": "no driver callbacks", "5": "callbacks, no activity", "6": "no runtime callbacks"}
+
+
+def ab_issue(r):
+    """Per phase, the issue times of its timed steps: `ab_issue_ns`, or (files written before
+    train.py kept it) rebuilt from `issue_ns` in the order train.py ran the phases: rounds of the
+    phases rotated by one per round, one untimed settling step and `ab_block` timed steps each."""
+    if "ab_issue_ns" in r:
+        return r["ab_issue_ns"]
+    phases = list(r["ab_step_ns"])
+    block = r["ab_block"]
+    rounds = len(r["ab_step_ns"][phases[0]]) // block
+    out = {p: [] for p in phases}
+    i = 0
+    for rd in range(rounds):
+        k = rd % len(phases)
+        for p in phases[k:] + phases[:k]:
+            for _ in range(block):
+                out[p].append(r["issue_ns"][i])
+                i += 1
+    return out
+
+
+def ab_phases(results_dir, untraced_ns):
+    """Processes of `train.py --ab` (mode `ab`): each phase's median step time against phase 0
+    (nothing traced) of the same process, then the median (and range) over the processes."""
+    per, issue = {}, {}
+    for f in sorted(os.listdir(results_dir)):
+        if not f.endswith(".json") or f.endswith(".torch.json"):
+            continue
+        r = json.load(open(os.path.join(results_dir, f)))
+        if "ab_step_ns" in r:
+            per[f[:-5]] = {p: statistics.median(v) for p, v in r["ab_step_ns"].items()}
+            issue[f[:-5]] = {p: statistics.median(v) for p, v in ab_issue(r).items()}
+    if not per:
+        return None
+    phases = sorted({p for v in per.values() for p in v}, key=int)
+    print(f"in-process phases (train.py --ab; {len(per)} processes): each phase's median step against "
+          "phase 0 of the same process, median (min..max) over the processes; issue: the same for the "
+          "time the step's last launch returned (the launching threads' cost), in ms")
+    out = {}
+    for p in phases:
+        pct = [(v[p] / v["0"] - 1) * 100 for v in per.values() if p in v and "0" in v]
+        ms = [v[p] for v in per.values() if p in v]
+        di = [(v[p] - v["0"]) / 1e6 for v in issue.values() if p in v and "0" in v]
+        out[p] = {"name": PHASES.get(p, p), "vs_phase0_pct": statistics.median(pct), "per_process_pct": pct,
+                  "median_ns": statistics.median(ms), "vs_untraced_processes_pct": (statistics.median(ms) / untraced_ns - 1) * 100,
+                  "issue_vs_phase0_ms": statistics.median(di), "issue_per_process_ms": di}
+        print(f"  phase {p} {PHASES.get(p, p):26} {statistics.median(ms) / 1e6:7.3f} ms  "
+              f"{statistics.median(pct):+6.2f}% ({min(pct):+.1f}..{max(pct):+.1f})  "
+              f"vs untraced processes {(statistics.median(ms) / untraced_ns - 1) * 100:+.1f}%  "
+              f"issue {statistics.median(di):+.2f} ms ({min(di):+.2f}..{max(di):+.2f})")
+    return out
 
 
 if __name__ == "__main__":

@@ -269,6 +269,13 @@ fn stop_queries(mut q: Queries) {
 pub fn start_from_env() {
     start_sampler_from_env();
     if let Ok(spec) = std::env::var("OFFTRACE_QUERY_METRICS") {
+        // The OpenCL layer's Codeplay counters are collected by the layer (hosted here too).
+        let spec: Vec<&str> =
+            spec.split(',').filter(|n| !n.trim().is_empty() && !offtrace_metrics::opencl::is_layer_group(n)).collect();
+        let spec = spec.join(",");
+        if spec.is_empty() {
+            return;
+        }
         match start_queries(&spec) {
             Ok(q) => *lock(&QUERIES) = Some(q),
             Err(e) => eprintln!("offtrace: query metrics {spec}: {e}; no per-command values recorded"),

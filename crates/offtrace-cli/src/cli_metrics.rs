@@ -18,6 +18,10 @@ pub struct MetricsArgs {
 pub enum MetricsCommand {
     /// Every metric group, metric, domain and sampling type available on this machine, per device.
     List(ListArgs),
+    /// (Internal) The OpenCL devices' Codeplay counters, asked through the OpenCL layer: run by
+    /// `metrics list` and `record --query-metrics codeplay` in a process of their own.
+    #[command(hide = true)]
+    OpenclProbe,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -70,7 +74,9 @@ pub struct RecordMetricsArgs {
     pub telemetry: bool,
     /// Event-based metric groups measured per command: a query begins at each kernel, copy or
     /// fill launch and ends at its completion; the values go into the trace as counter samples
-    /// with the command's correlation id (counters `<group>.<metric>.per_command`).
+    /// with the command's correlation id (counters `<group>.<metric>.per_command`). In a CUDA
+    /// program `cupti.range_profiler` measures every kernel (kernel replay; no CUDA device times
+    /// are recorded then); `codeplay` is the OpenCL layer's Codeplay counters of every command.
     #[arg(long = "query-metrics", value_delimiter = ',', value_name = "GROUP[,GROUP...]")]
     pub query_metrics: Vec<String>,
 }

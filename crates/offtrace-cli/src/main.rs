@@ -68,6 +68,7 @@ fn run(args: cli::Cli) -> anyhow::Result<u8> {
         cli::Command::Export(e) => export_cmd::run(&e.into_config()),
         cli::Command::Metrics(m) => match m.command {
             cli_metrics::MetricsCommand::List(l) => metrics_cmd::list(&l.into_config()),
+            cli_metrics::MetricsCommand::OpenclProbe => metrics_cmd::opencl_probe(),
         },
         cli::Command::Monitor(m) => metrics_cmd::monitor(&m.into_config()),
     }

@@ -50,21 +50,80 @@ fn check_groups(c: &Catalog, names: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long `metrics list` waits for the OpenCL probe (it initialises every OpenCL platform).
+const OPENCL_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `offtrace metrics opencl-probe` (hidden): the Codeplay counters of the OpenCL devices this
+/// process sees (`OPENCL_LAYERS` names the layer), one line each (`offtrace_metrics::opencl`).
+pub fn opencl_probe() -> anyhow::Result<u8> {
+    print!("{}", offtrace_metrics::opencl::format_probe(&offtrace_metrics::opencl::probe()));
+    Ok(0)
+}
+
+/// The OpenCL devices behind the layer with their Codeplay counters: asked by a process of our
+/// own (the probe initialises the OpenCL runtimes, which stay out of this one) with the layer in
+/// `OPENCL_LAYERS`. None when the layer is not built, no runtime answers, or the probe fails or
+/// takes longer than [`OPENCL_PROBE_TIMEOUT`].
+fn codeplay_devices() -> Vec<offtrace_metrics::opencl::CodeplayDevice> {
+    let Some(layer) = crate::record::find_opencl_layer() else { return Vec::new() };
+    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    let child = Command::new(exe)
+        .args(["metrics", "opencl-probe"])
+        .env("OPENCL_LAYERS", &layer)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else { return Vec::new() };
+    let Some(mut stdout) = child.stdout.take() else { return Vec::new() };
+    // Read on a thread so that a probe which hangs is killed at the timeout.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        let _ = tx.send(text);
+    });
+    let text = rx.recv_timeout(OPENCL_PROBE_TIMEOUT).unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    offtrace_metrics::opencl::parse_probe(&text)
+}
+
+/// The catalog's groups and devices plus the OpenCL layer's Codeplay groups (one per OpenCL
+/// device behind the layer, numbered after the catalog's devices).
+struct Listing {
+    devices: Vec<(u32, String, String, String)>,
+    groups: Vec<offtrace_metrics::GroupInfo>,
+}
+
+fn listing(c: &Catalog) -> Listing {
+    let mut devices: Vec<(u32, String, String, String)> =
+        c.devices.iter().map(|d| (d.id, d.kind.name().to_owned(), d.name.clone(), d.uuid.clone())).collect();
+    let mut groups: Vec<offtrace_metrics::GroupInfo> = c.groups.iter().map(|g| g.info.clone()).collect();
+    let first = c.devices.iter().map(|d| d.id + 1).max().unwrap_or(0);
+    for (id, d) in (first..).zip(codeplay_devices()) {
+        devices.push((id, d.kind.clone(), format!("{} (OpenCL: {})", d.name, d.platform), String::new()));
+        groups.push(d.group(id));
+    }
+    Listing { devices, groups }
+}
+
 pub fn list(cfg: &ListConfig) -> anyhow::Result<u8> {
     let c = Metrics::global().catalog();
+    let all = listing(c);
     let mut out = std::io::stdout().lock();
     if cfg.json {
-        let groups: Vec<serde_json::Value> = c
+        let groups: Vec<serde_json::Value> = all
             .groups
             .iter()
             .map(|g| {
                 serde_json::json!({
-                    "name": g.info.name,
-                    "device": g.info.device,
-                    "domain": g.info.domain,
-                    "sampling_types": g.info.sampling.names(),
-                    "description": g.info.description,
-                    "metrics": g.info.metrics.iter().map(|m| serde_json::json!({
+                    "name": g.name,
+                    "device": g.device,
+                    "domain": g.domain,
+                    "sampling_types": g.sampling.names(),
+                    "description": g.description,
+                    "metrics": g.metrics.iter().map(|m| serde_json::json!({
                         "name": m.name,
                         "description": m.description,
                         "component": m.component,
@@ -74,19 +133,18 @@ pub fn list(cfg: &ListConfig) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        let devices: Vec<serde_json::Value> = c
+        let devices: Vec<serde_json::Value> = all
             .devices
             .iter()
-            .map(|d| serde_json::json!({"id": d.id, "name": d.name, "type": d.kind.name(), "uuid": d.uuid}))
+            .map(|(id, kind, name, uuid)| serde_json::json!({"id": id, "name": name, "type": kind, "uuid": uuid}))
             .collect();
         serde_json::to_writer_pretty(&mut out, &serde_json::json!({"devices": devices, "groups": groups}))?;
         writeln!(out)?;
         return Ok(0);
     }
-    for d in &c.devices {
-        writeln!(out, "device {} ({}): {}", d.id, d.kind.name(), d.name)?;
-        for gi in c.groups_of(d.id) {
-            let g = &c.groups[gi].info;
+    for (id, kind, name, _) in &all.devices {
+        writeln!(out, "device {id} ({kind}): {name}")?;
+        for g in all.groups.iter().filter(|g| g.device == *id) {
             writeln!(out, "  {}  domain {}  {}  — {}", g.name, g.domain, g.sampling.names().join("+"), g.description)?;
             for m in &g.metrics {
                 writeln!(
@@ -110,8 +168,19 @@ pub fn record_env(cmd: &mut Command, m: &RecordMetrics) -> anyhow::Result<()> {
     let mut groups = m.groups.clone();
     let c = Metrics::global().catalog();
     check_groups(c, &groups)?;
-    check_groups(c, &m.query_groups)?;
-    for n in &m.query_groups {
+    // The OpenCL layer's Codeplay counters are collected by the layer: present when an OpenCL
+    // device behind it offers them.
+    let (layer_groups, model_groups): (Vec<String>, Vec<String>) =
+        m.query_groups.iter().cloned().partition(|n| offtrace_metrics::opencl::is_layer_group(n));
+    if !layer_groups.is_empty() && codeplay_devices().is_empty() {
+        bail!(
+            "--query-metrics {}: no OpenCL device offers the layer's Codeplay counters here (the layer, {}, is built with `cargo build -p offtrace-opencl`; `offtrace metrics list` shows them)",
+            offtrace_metrics::opencl::GROUP,
+            "libofftrace_opencl.so next to offtrace or OFFTRACE_OPENCL_LAYER"
+        );
+    }
+    check_groups(c, &model_groups)?;
+    for n in &model_groups {
         if c.find(n).iter().any(|&g| !c.groups[g].info.sampling.contains(offtrace_metrics::SamplingTypes::EVENT_BASED))
         {
             bail!("--query-metrics {n}: not an event-based group (`offtrace metrics list` says which are)");

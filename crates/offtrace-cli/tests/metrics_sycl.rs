@@ -316,3 +316,87 @@ fn query_metrics_value_every_command_of_threads_and_queues() {
     assert_eq!(values.len(), launches.len(), "a value for every command");
     assert!(values.iter().all(|(c, &n)| n == 1 && launches.keys().any(|(_, l)| l == c)), "one value per command");
 }
+
+/// The OpenCL layer's Codeplay counters as the event-based group `codeplay` (PoCL, through the
+/// system's ICD loader; `OFFTRACE_SKIP_OPENCL=1` skips): `metrics list` shows one group per
+/// OpenCL device behind the layer with the counters' units, and `record --query-metrics
+/// codeplay` on a plain OpenCL program gives every command a value of each of them, under the
+/// names `<group>.<metric>` the listing gives.
+#[test]
+fn query_metrics_codeplay_gives_every_opencl_command_the_layers_counters() {
+    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let icd = std::fs::read_to_string("/etc/OpenCL/vendors/pocl.icd")
+        .expect("no PoCL: run scripts/setup-opencl.sh (or OFFTRACE_SKIP_OPENCL=1 to skip)");
+    let dir = tempfile::tempdir().expect("tmp");
+    let program = dir.path().join("vector_add");
+    let st = Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&program)
+        .arg(workspace().join("examples/opencl/vector_add.c"))
+        .arg("-lOpenCL")
+        .status()
+        .expect("cc");
+    assert!(st.success(), "cc vector_add.c: run scripts/setup-opencl.sh");
+    // PoCL whichever ICD loader the program gets (record may put the SYCL venv's first).
+    let pocl = |c: &mut Command| {
+        c.env("OCL_ICD_FILENAMES", icd.trim()).env("OFFTRACE_CL_PLATFORM", "Portable");
+    };
+
+    let mut list = offtrace();
+    list.args(["metrics", "list", "--format", "json"]);
+    pocl(&mut list);
+    let list = list.output().expect("list");
+    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).expect("JSON");
+    let group = v["groups"].as_array().expect("groups").iter().find(|g| g["name"] == "codeplay").cloned();
+    let group = group.unwrap_or_else(|| panic!("no codeplay group: {v}"));
+    assert_eq!(group["sampling_types"], serde_json::json!(["event_based"]));
+    let device = v["devices"].as_array().expect("devices").iter().find(|d| d["id"] == group["device"]).expect("device");
+    assert!(device["name"].as_str().expect("name").contains("(OpenCL: Portable Computing Language)"), "{device}");
+    let metrics: Vec<(String, String)> = group["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap_or("").to_owned(), m["unit"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    for (name, unit) in [("device_time", "ns"), ("bytes_moved", "bytes"), ("bandwidth", "bytes/s")] {
+        assert!(metrics.contains(&(name.to_owned(), unit.to_owned())), "{name} {unit}: {metrics:?}");
+    }
+
+    let trace = dir.path().join("cl.offtrace");
+    let mut rec = offtrace();
+    rec.args(["record", "--query-metrics", "codeplay", "-o"]).arg(&trace).arg("--").arg(&program);
+    pocl(&mut rec);
+    let o = rec.output().expect("record");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("platform \"Portable Computing Language\"") && out.contains(", ok"), "{out}");
+    let rep = offtrace().args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    let rep: serde_json::Value = serde_json::from_slice(&rep.stdout).expect("report JSON");
+    let activity = rep["device_activity"].as_array().expect("device_activity");
+    let rows = rep["command_metrics"].as_array().expect("command_metrics");
+    assert!(!activity.is_empty());
+    // Every command (kernels, copies, fills, maps) has one value of each listed counter, named
+    // `codeplay.<metric>` as the listing names them.
+    for a in activity {
+        for (m, _) in &metrics {
+            let name = format!("codeplay.{m}");
+            let row = rows.iter().find(|r| r["kind"] == a["kind"] && r["name"] == a["name"] && r["metric"] == name);
+            let row = row.unwrap_or_else(|| panic!("no {name} for {a}: {rows:?}"));
+            assert_eq!(row["commands"], a["count"], "{name} of {a}");
+        }
+    }
+    assert!(rows.iter().all(|r| r["metric"].as_str().unwrap_or("").starts_with("codeplay.")), "{rows:?}");
+    // The kernels' device time is the commands' own (the layer's clock: END − START).
+    let kernels = activity.iter().find(|a| a["kind"] == "KERNEL_DISPATCH").expect("kernels");
+    let dt = rows
+        .iter()
+        .find(|r| r["kind"] == "KERNEL_DISPATCH" && r["metric"] == "codeplay.device_time")
+        .expect("device_time");
+    let (total, device_total) =
+        (dt["total"].as_f64().unwrap_or(0.0), kernels["device_total_ns"].as_f64().unwrap_or(-1.0));
+    assert!((total - device_total).abs() <= 0.01 * device_total + 1000.0, "{total} vs {device_total}");
+}

@@ -92,6 +92,8 @@ pub struct Injection {
     launch_mode: LaunchMode,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
+    /// The start's subscription plan and the current one ([`measure_phase`] changes it).
+    plan: Mutex<(Plan, Plan)>,
 }
 
 impl std::fmt::Debug for Injection {
@@ -369,6 +371,8 @@ pub fn start() -> bool {
 
 fn start_inner() -> Result<Injection, String> {
     let c = cupti::load().map_err(|e| e.to_string())?;
+    // offtrace-metrics' CUPTI groups (PM sampling, the range profiler) call this same copy.
+    offtrace_metrics::cupti::prefer_library(c.path);
     emit::register_api_tables();
     // Before the tools load: a tool may push an external id in its initialisation.
     offtrace_core::set_external_correlation_hook(mirror_external);
@@ -383,7 +387,7 @@ fn start_inner() -> Result<Injection, String> {
         // `record --metrics`: sampled into this trace (CUPTI groups from the first context).
         crate::metrics::start_from_env(say);
         // `record --query-metrics cupti.range_profiler`: per-kernel values from the first context.
-        crate::range_query::start_from_env(say);
+        crate::range_query::start_from_env(say, offtrace_metrics::cupti::object_of(c.subscribe as usize));
     }
     let mut sub: SubscriberHandle = std::ptr::null_mut();
     let mut old_name = [0u8; 128];
@@ -417,45 +421,15 @@ fn start_inner() -> Result<Injection, String> {
         }
         return Err(format!("cuptiSubscribe failed: {}; CUDA tracing is off", c.result_string(r)));
     }
-    let api = std::env::var("OFFTRACE_CUDA_API").map_or(true, |v| v != "0");
-    for d in [l::CUPTI_CB_DOMAIN_RUNTIME_API, l::CUPTI_CB_DOMAIN_RESOURCE] {
-        if d == l::CUPTI_CB_DOMAIN_RUNTIME_API && !api {
-            continue;
-        }
-        // SAFETY: sub is the live subscriber.
-        let r = unsafe { (c.enable_domain)(1, sub, d as u32) };
-        if r != 0 {
-            say(&format!("cuptiEnableDomain({d}) failed: {}", c.result_string(r)));
-        }
+    // Resource callbacks (contexts, streams, modules, graphs) always: they are rare and define
+    // what the device records refer to.
+    // SAFETY: sub is the live subscriber.
+    let r = unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_RESOURCE as u32) };
+    if r != 0 {
+        say(&format!("cuptiEnableDomain(resource) failed: {}", c.result_string(r)));
     }
-    // The driver domain doubles the callbacks of a runtime program (each runtime call makes one
-    // or more driver calls): all of it only when asked for, else the functions the backend
-    // reads (allocations, frees, launches).
-    if api && !all_calls() {
-        for f in ApiDomain::Runtime.functions() {
-            let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
-            if STATE_QUERIES.contains(&base) {
-                // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
-                unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
-            }
-        }
-    }
-    if driver_api_wanted() {
-        // SAFETY: sub is the live subscriber.
-        unsafe { (c.enable_domain)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
-    } else {
-        let allocs = alloc_rules(ApiDomain::Driver);
-        let launches = launch_rules(ApiDomain::Driver);
-        // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so no
-        // kernel allocation properties); kernels still arrive with their device times.
-        let launch_args = launch_mode() != LaunchMode::Off;
-        for cbid in 0..MAX_CBID {
-            if allocs[cbid].op != 0 || (launches[cbid].active && launch_args) {
-                // SAFETY: sub is the live subscriber; cbid is a driver callback id.
-                unsafe { (c.enable_callback)(1, sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
-            }
-        }
-    }
+    let plan = Plan::from_env();
+    plan.apply_callbacks(&c, sub);
     // Device timestamps on the trace clock: CUPTI asks this function for the host time it
     // interpolates GPU timestamps to. Without it (older CUPTI), CUPTI uses CLOCK_REALTIME and
     // records are shifted by the offset measured here.
@@ -493,13 +467,17 @@ fn start_inner() -> Result<Injection, String> {
     }
     let inj = Injection::new(c, sub as usize, Ownership::Offtrace, offset);
     *inj.recorder.lock().unwrap_or_else(|e| e.into_inner()) = recorder;
-    for k in activity_kinds() {
-        // SAFETY: enabling an activity kind has no memory preconditions.
-        let r = unsafe { (c.activity_enable)(*k as u32) };
-        if r != 0 {
-            say(&format!("cuptiActivityEnable({k}) failed: {}", c.result_string(r)));
-        }
-    }
+    let plan = if crate::range_query::armed() && plan.activity && !activity_kinds().is_empty() {
+        // On the H100 (CUDA 13.0) CUPTI's own activity thread crashed (SIGSEGV, or glibc's
+        // "free(): invalid pointer") in a program whose copies, memsets and kernels it traced
+        // while the range profiler ran (docs/metrics.md): the range profiler runs alone.
+        say(crate::range_query::NO_ACTIVITY_MESSAGE);
+        Plan { activity: false, ..plan }
+    } else {
+        plan.apply_activity(&inj.cupti);
+        plan
+    };
+    *inj.plan.lock().unwrap_or_else(|e| e.into_inner()) = (plan, plan);
     Ok(inj)
 }
 
@@ -557,6 +535,152 @@ fn driver_api_wanted() -> bool {
 /// `OFFTRACE_CUDA_ALL_CALLS=1`: also the runtime's state queries ([`STATE_QUERIES`]).
 fn all_calls() -> bool {
     std::env::var("OFFTRACE_CUDA_ALL_CALLS").is_ok_and(|v| v == "1")
+}
+
+/// Which CUPTI callbacks and activity kinds are on. The start's comes from the environment
+/// ([`Plan::from_env`]); [`measure_phase`] switches between it and parts of it inside one
+/// process, to measure what each part costs the program's threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// Runtime API callbacks (less [`STATE_QUERIES`] unless `OFFTRACE_CUDA_ALL_CALLS=1`).
+    pub runtime: bool,
+    /// Driver API callbacks: every one with `OFFTRACE_CUDA_DRIVER_API=1`, else allocations,
+    /// frees and (unless `OFFTRACE_CUDA_LAUNCH_ARGS=0`) launches.
+    pub driver: bool,
+    /// The activity kinds of `OFFTRACE_CUDA_ACTIVITY`.
+    pub activity: bool,
+    /// Callbacks are delivered and return at once (CUPTI's own cost of a callback).
+    pub empty: bool,
+}
+
+impl Plan {
+    /// `OFFTRACE_CUDA_API`: unset or `1` runtime and driver callbacks; `0` no runtime callbacks;
+    /// `none` no API callbacks at all (activity records only, no launch-time dispatch, no
+    /// allocations); `empty` the default callbacks, doing nothing (for measuring).
+    pub fn parse(api: Option<&str>) -> Plan {
+        let on = Plan { runtime: true, driver: true, activity: true, empty: false };
+        match api.map(str::trim) {
+            Some("0") => Plan { runtime: false, ..on },
+            Some("none") => Plan { runtime: false, driver: false, ..on },
+            Some("empty") => Plan { empty: true, ..on },
+            _ => on,
+        }
+    }
+
+    fn from_env() -> Plan {
+        Plan::parse(std::env::var("OFFTRACE_CUDA_API").ok().as_deref())
+    }
+
+    /// The plan of measurement phase `phase` given the start's ([`measure_phase`]).
+    pub fn phase(started: Plan, phase: u32) -> Option<Plan> {
+        let off = Plan::default();
+        Some(match phase {
+            0 => off,
+            1 => started,
+            2 => Plan { activity: started.activity, ..off },
+            3 => Plan { empty: true, ..started },
+            4 => Plan { driver: false, ..started },
+            5 => Plan { activity: false, ..started },
+            6 => Plan { runtime: false, ..started },
+            _ => return None,
+        })
+    }
+
+    /// Turns the API callbacks of this plan on and the others off.
+    fn apply_callbacks(&self, c: &Cupti, sub: SubscriberHandle) {
+        // Relaxed: a flag read by each callback on its own; a callback racing the switch may
+        // still do (or skip) its work once, which a measurement phase tolerates.
+        EMPTY_CALLBACKS.store(self.empty, Ordering::Relaxed);
+        // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
+        let r = unsafe { (c.enable_domain)(u32::from(self.runtime), sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32) };
+        if r != 0 {
+            say(&format!("cuptiEnableDomain(runtime) failed: {}", c.result_string(r)));
+        }
+        if self.runtime && !all_calls() {
+            for f in ApiDomain::Runtime.functions() {
+                let base = f.name.trim_end_matches("_ptsz").trim_end_matches("_ptds");
+                if STATE_QUERIES.contains(&base) {
+                    // SAFETY: sub is the live subscriber; f.id is a runtime callback id.
+                    unsafe { (c.enable_callback)(0, sub, l::CUPTI_CB_DOMAIN_RUNTIME_API as u32, f.id) };
+                }
+            }
+        }
+        // The driver domain doubles the callbacks of a runtime program (each runtime call makes
+        // one or more driver calls): all of it only when asked for, else the functions the
+        // backend reads (allocations, frees, launches).
+        if driver_api_wanted() {
+            // SAFETY: sub is the live subscriber; the domain is a CUPTI callback domain.
+            unsafe { (c.enable_domain)(u32::from(self.driver), sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32) };
+        } else {
+            let allocs = alloc_rules(ApiDomain::Driver);
+            let launches = launch_rules(ApiDomain::Driver);
+            // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so
+            // no kernel allocation properties); kernels still arrive with their device times.
+            let launch_args = launch_mode() != LaunchMode::Off;
+            // The range profiler starts at launches and keeps other work (memsets, copies, graph
+            // launches) out of their batches: those callbacks too while it is asked for.
+            let rangeq = crate::range_query::armed();
+            for cbid in 0..MAX_CBID {
+                let other_work = rangeq
+                    && ApiDomain::Driver
+                        .function(cbid as u32)
+                        .is_some_and(|f| crate::range_query::is_other_work(f.name));
+                if allocs[cbid].op != 0 || (launches[cbid].active && (launch_args || rangeq)) || other_work {
+                    // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+                    unsafe {
+                        (c.enable_callback)(
+                            u32::from(self.driver),
+                            sub,
+                            l::CUPTI_CB_DOMAIN_DRIVER_API as u32,
+                            cbid as u32,
+                        )
+                    };
+                }
+            }
+        }
+    }
+
+    /// Enables this plan's activity kinds, or disables them.
+    fn apply_activity(&self, c: &Cupti) {
+        for k in activity_kinds() {
+            // SAFETY: enabling or disabling an activity kind has no memory preconditions.
+            let r =
+                unsafe { if self.activity { (c.activity_enable)(*k as u32) } else { (c.activity_disable)(*k as u32) } };
+            if r != 0 {
+                say(&format!("cuptiActivityEnable/Disable({k}) failed: {}", c.result_string(r)));
+            }
+        }
+    }
+}
+
+/// Set while the plan says callbacks return at once ([`Plan::empty`]).
+static EMPTY_CALLBACKS: AtomicBool = AtomicBool::new(false);
+
+/// For measuring, inside one process, what each part of the backend costs the program's
+/// threads (`examples/cuda/train.py --ab`, `scripts/cuda/overhead-ablation.sh` mode `ab`):
+/// switches CUPTI's callbacks and activity kinds to phase `phase` of the start's plan: 0 none
+/// (CUPTI stays subscribed), 1 the start's, 2 activity only, 3 the start's callbacks returning
+/// at once, 4 no driver callbacks, 5 no activity kinds, 6 no runtime callbacks. Call it between
+/// steps, with the device idle and no CUDA call in flight on another thread (a call open
+/// across a switch loses its enter or exit record; device records of calls made while
+/// callbacks were off carry correlation 0). Returns false when offtrace does not own CUPTI or
+/// the phase is unknown.
+pub fn measure_phase(phase: u32) -> bool {
+    let Some(inj) = get() else { return false };
+    if inj.ownership != Ownership::Offtrace {
+        return false;
+    }
+    let mut plans = inj.plan.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(new) = Plan::phase(plans.0, phase) else { return false };
+    let cur = plans.1;
+    if (new.runtime, new.driver, new.empty) != (cur.runtime, cur.driver, cur.empty) {
+        new.apply_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle);
+    }
+    if new.activity != cur.activity {
+        new.apply_activity(&inj.cupti);
+    }
+    plans.1 = new;
+    true
 }
 
 /// Runtime functions that only read state and that frameworks call thousands of times per step
@@ -658,6 +782,7 @@ impl Injection {
             graph_nodes: Mutex::new(GraphNodes::default()),
             finished: AtomicBool::new(false),
             recorder: Mutex::new(None),
+            plan: Mutex::new((Plan::default(), Plan::default())),
             driver_all: driver_api_wanted(),
             launch_mode: launch_mode(),
         };
@@ -835,7 +960,8 @@ unsafe fn field(base: *const u8, (off, size): (usize, usize)) -> u64 {
 
 /// The CUPTI callback (application threads). Never unwinds.
 unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if data.is_null() {
+    // Relaxed: see Plan::apply_callbacks.
+    if data.is_null() || EMPTY_CALLBACKS.load(Ordering::Relaxed) {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -886,6 +1012,14 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
         }
+        if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
+            // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_enter(inj, data) };
+        }
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
+            // SAFETY: as above.
+            unsafe { range_query_other(data, true) };
+        }
         let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
         if rule.op == 2 && owns_memory_calls(domain) {
             // SAFETY: params is f's parameter struct.
@@ -904,6 +1038,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let _ = OPEN.try_with(|o| o.borrow_mut().push(call));
         }
     } else if site == l::CUPTI_API_EXIT {
+        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
+            // SAFETY: the call's CUpti_CallbackData (caller's guarantee).
+            unsafe { range_query_other(data, false) };
+        }
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
         if result == 0 {
@@ -937,6 +1075,48 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             unsafe { emit::api_exit(call, f, params, result) };
         }
     }
+}
+
+/// A kernel launch is about to be made: the range profiler starts in its context if this is the
+/// context's first (`record --query-metrics cupti.range_profiler`). CUPTI's and the driver's
+/// calls it makes are the backend's own: not traced.
+///
+/// # Safety
+/// `data` is the launch's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_enter(inj: &Injection, data: *const u8) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the launch's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
+    if ctx.is_null() {
+        return; // a runtime launch creating its context: the driver's launch inside it starts
+    }
+    let mut dev = 0u32;
+    if let Some(g) = inj.cupti.get_device_id {
+        // SAFETY: ctx is the launch's live context; dev is an out-parameter.
+        unsafe { g(ctx, &mut dev) };
+    }
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::launch_enter(ctx, dev);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+}
+
+/// The enter or exit of a call that runs other device work than a launched kernel: the range
+/// profiler keeps it out of the launches' batches (see `range_query::other_work`).
+///
+/// # Safety
+/// `data` is the call's `CUpti_CallbackData`.
+#[cold]
+#[inline(never)]
+unsafe fn range_query_other(data: *const u8, enter: bool) {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the call's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    crate::range_query::other_work(ctx, enter);
+    let _ = BUSY.try_with(|b| b.set(was_busy));
 }
 
 /// Whether allocations, frees and launches are taken from this domain's call on this thread:
@@ -1201,12 +1381,6 @@ unsafe fn record_launch(
         }
     }
     let info = kernel_info(inj, func);
-    if crate::range_query::active() {
-        // The range profiler's ranges follow launch order: this kernel's correlation and name.
-        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
-        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
-        crate::range_query::launched(inj.correlations.get(cupti_corr).unwrap_or(0), name);
-    }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {
@@ -1229,6 +1403,15 @@ unsafe fn record_launch(
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
     emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
+    if crate::range_query::active() {
+        // The range profiler's ranges follow launch order: this kernel's correlation and name
+        // (a full batch is decoded here, with the launch's context current).
+        // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
+        let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::launched(ctx, inj.correlations.get(cupti_corr).unwrap_or(0), name);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+    }
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
@@ -1254,6 +1437,14 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
     let c = i64::from(cbid);
     // SAFETY: field of CUpti_ResourceData.
     let descriptor = unsafe { field(data, rd::resourceDescriptor) } as usize as *const u8;
+    if c == l::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && crate::range_query::active() {
+        // SAFETY: field of CUpti_ResourceData.
+        let ctx = unsafe { field(data, rd::context) } as usize as *mut c_void;
+        let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+        crate::range_query::context_destroying(ctx);
+        let _ = BUSY.try_with(|b| b.set(was_busy));
+        return;
+    }
     if c == l::CUPTI_CBID_RESOURCE_CONTEXT_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_CREATED
         || c == l::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING
@@ -1287,7 +1478,6 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
             let name = unsafe { CStr::from_ptr(name.as_ptr()) };
             emit::device(dev, name);
             crate::metrics::context_created(say);
-            crate::range_query::context_created(ctx, dev, say);
             // The legacy default stream has no stream-created callback: its queue is defined
             // with its context (copies and fills on it have no launch to define it).
             let _ = launch_queue(inj, ctx, ctx_id, LEGACY_STREAM);
@@ -1766,6 +1956,35 @@ fn name_of(p: *const c_char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_switch_names_each_subscription() {
+        let on = Plan { runtime: true, driver: true, activity: true, empty: false };
+        assert_eq!(Plan::parse(None), on);
+        assert_eq!(Plan::parse(Some("1")), on);
+        assert_eq!(Plan::parse(Some("0")), Plan { runtime: false, ..on });
+        assert_eq!(Plan::parse(Some("none")), Plan { runtime: false, driver: false, ..on });
+        assert_eq!(Plan::parse(Some(" empty ")), Plan { empty: true, ..on });
+    }
+
+    #[test]
+    fn measurement_phases_are_parts_of_the_started_plan() {
+        // Started without runtime callbacks: no phase turns them on.
+        let started = Plan::parse(Some("0"));
+        for p in 0..=6 {
+            let plan = Plan::phase(started, p).expect("phases 0..=6 exist");
+            assert!(!plan.runtime, "phase {p}");
+        }
+        let on = Plan::parse(None);
+        assert_eq!(Plan::phase(on, 0), Some(Plan::default()));
+        assert_eq!(Plan::phase(on, 1), Some(on));
+        assert_eq!(Plan::phase(on, 2), Some(Plan { activity: true, ..Plan::default() }));
+        assert_eq!(Plan::phase(on, 3), Some(Plan { empty: true, ..on }));
+        assert_eq!(Plan::phase(on, 4), Some(Plan { driver: false, ..on }));
+        assert_eq!(Plan::phase(on, 5), Some(Plan { activity: false, ..on }));
+        assert_eq!(Plan::phase(on, 6), Some(Plan { runtime: false, ..on }));
+        assert_eq!(Plan::phase(on, 7), None);
+    }
 
     #[test]
     fn launch_rules_resolve_geometry_once() {

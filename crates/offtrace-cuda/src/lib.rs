@@ -77,3 +77,16 @@ pub extern "C" fn offtrace_cuda_flush() {
         }
     });
 }
+
+/// For measuring what each part of the backend costs inside one process: switches CUPTI's
+/// callbacks and activity kinds to measurement phase `phase` (0 none, 1 as started, 2 activity
+/// only, 3 callbacks that return at once, 4 no driver callbacks, 5 no activity, 6 no runtime
+/// callbacks; `injection::measure_phase`). Call between steps with the device idle. Returns 0,
+/// or -1 when offtrace does not trace CUDA in this process or the phase is unknown.
+#[unsafe(no_mangle)]
+pub extern "C" fn offtrace_cuda_measure_phase(phase: u32) -> i32 {
+    match catch_unwind(|| injection::measure_phase(phase)) {
+        Ok(true) => 0,
+        _ => -1,
+    }
+}

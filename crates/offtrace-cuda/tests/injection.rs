@@ -22,6 +22,8 @@ fn without_cupti_initialize_injection_returns_success_and_stays_off() {
     assert!(offtrace_cuda::injection::get().is_none(), "no injection without CUPTI");
     assert_eq!(offtrace_cuda::InitializeInjection(), 1);
     offtrace_cuda::offtrace_cuda_flush();
+    // The measurement switch has nothing to switch: an error code, not a crash.
+    assert_eq!(offtrace_cuda::offtrace_cuda_measure_phase(1), -1);
 }
 
 /// `OFFTRACE_GPU_WORKLOAD` = the built `examples/cuda/workload.cu`, `OFFTRACE_CUDA_LIB` = the

@@ -144,8 +144,44 @@ fn dlsym_in(lib: *mut c_void, name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(lib, name.as_ptr()) }
 }
 
+/// The CUPTI the process already traces with (see [`prefer_library`]).
+static PREFERRED: OnceLock<String> = OnceLock::new();
+
+/// Makes `path` — the CUPTI a host (the CUDA backend) has loaded for its own tracing — the
+/// first candidate, so this crate calls the same copy: two CUPTIs in one process would each
+/// take the driver's callbacks and profiler state for their own. Takes effect only before the
+/// first use of CUPTI here; returns whether it did.
+pub fn prefer_library(path: &str) -> bool {
+    PREFERRED.set(path.to_owned()).is_ok() && API.get().is_none()
+}
+
+/// The file and load address of the CUPTI this crate calls (`dladdr` of one of its
+/// functions), or `None` when none is loaded. Equal load addresses are one loaded object.
+pub fn loaded_library() -> Option<(String, usize)> {
+    let api = API.get()?.as_ref()?;
+    object_of(dlsym_in(api.lib, c"cuptiRangeProfilerEnable") as usize)
+}
+
+/// The file and load address of the loaded object holding address `addr` (an address, never
+/// read).
+pub fn object_of(addr: usize) -> Option<(String, usize)> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: all-zero is a valid Dl_info (pointers and integers).
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: any address may be asked about; info is a valid out-parameter.
+    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    Some((name, info.dli_fbase as usize))
+}
+
 fn load() -> Option<Api> {
-    let mut candidates: Vec<String> = std::env::var("OFFTRACE_CUPTI_LIBRARY").into_iter().collect();
+    let mut candidates: Vec<String> = PREFERRED.get().cloned().into_iter().collect();
+    candidates.extend(std::env::var("OFFTRACE_CUPTI_LIBRARY"));
     candidates.extend(
         [
             "libcupti.so.13",
@@ -178,8 +214,9 @@ fn load() -> Option<Api> {
     })
 }
 
+static API: OnceLock<Option<Api>> = OnceLock::new();
+
 fn api() -> Option<&'static Api> {
-    static API: OnceLock<Option<Api>> = OnceLock::new();
     API.get_or_init(load).as_ref()
 }
 

@@ -29,6 +29,7 @@ pub mod cupti;
 pub mod error;
 pub mod model;
 pub mod nvml;
+pub mod opencl;
 pub mod perf;
 pub mod procfs;
 pub mod session;

@@ -1478,7 +1478,7 @@ pub(crate) unsafe extern "C" fn clWaitForEvents(num_events: u32, event_list: *mu
     let mut call = ApiCall::new();
     call.enter(op::clWaitForEvents, &[num_events as u64, event_list as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clWaitForEvents.
-    let r = unsafe { next(num_events, event_list) };
+    let r = unsafe { crate::hooks::clWaitForEvents(next, num_events, event_list) };
     call.exit(r, 0);
     r
     })
@@ -1568,7 +1568,7 @@ pub(crate) unsafe extern "C" fn clFinish(command_queue: *mut c_void) -> i32 {
     let mut call = ApiCall::new();
     call.enter(op::clFinish, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clFinish.
-    let r = unsafe { next(command_queue) };
+    let r = unsafe { crate::hooks::clFinish(next, command_queue) };
     call.exit(r, 0);
     r
     })

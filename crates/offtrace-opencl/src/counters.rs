@@ -400,6 +400,20 @@ pub(crate) fn emit_samples(set: &CounterSet, device: u64, correlation: u64, time
     }
 }
 
+/// Whether `OFFTRACE_QUERY_METRICS` (`offtrace record --query-metrics codeplay`) names the
+/// `codeplay` group (`offtrace_metrics::opencl::GROUP`, as `metrics list` shows these counters):
+/// then every queue gets every counter, as if the program had enabled them, and each command's
+/// values reach the trace as its `codeplay.<name>` samples. Read once.
+pub(crate) fn requested_for_every_queue() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var("OFFTRACE_QUERY_METRICS").is_ok_and(|v| names_group(&v)))
+}
+
+/// Whether a comma-separated group list names `codeplay` (or `codeplay@<device>`).
+fn names_group(list: &str) -> bool {
+    list.split(',').any(|n| n.trim().split('@').next() == Some("codeplay"))
+}
+
 /// Keeps the `Arc` type in one place for the queue table.
 pub(crate) fn shared(set: CounterSet) -> Arc<CounterSet> {
     Arc::new(set)
@@ -445,6 +459,12 @@ mod tests {
         assert_eq!(&v.0[1..], &[2_000, 4_096]);
         let none = CounterValues::compute(&set, None, 0, None, None);
         assert_eq!(none.0, vec![0f64.to_bits(), 0, 0]);
+    }
+
+    #[test]
+    fn the_record_option_names_the_group() {
+        assert!(names_group("codeplay") && names_group("cpu.sw, codeplay@2"));
+        assert!(!names_group("cpu.sw") && !names_group("codeplay.device_time") && !names_group(""));
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! Protocol, per command (`Submission`): before the next layer's enqueue the wrapper points the
 //! `event` argument at a local when the program passed none (so every command has an event);
 //! after a successful enqueue it takes one reference of its own (`clRetainEvent`, not for the
-//! local: that one is already ours), files the command in the pending table and registers a
+//! local: that one is already ours). A command of an in-order queue then goes into its queue's
+//! FIFO and is completed in a batch (`in_order.rs`: no callback per command). Any other command
+//! (out-of-order queues, queues with Codeplay counters) is filed in the pending table with a
 //! `CL_COMPLETE` callback. The runtime calls it on one of its threads when the command ends;
 //! the callback reads `CL_PROFILING_COMMAND_START/END` (profiling is on for every queue, see
 //! `hooks.rs`), converts them (`calibration.rs`), emits one activity record
@@ -17,15 +19,16 @@
 //! own: their intervals are gathered per enclosing call and kind ([`Group`]) and delivered once.
 //!
 //! Commands whose callback never came (the program exited or was killed first, or the runtime
-//! dropped the command) are still in the pending table at exit: `finish` emits each as an
+//! dropped the command) are still in the pending table or a FIFO at exit: `finish` emits each as an
 //! activity record with start = end = 0 (no device time), and counts them (`incomplete()`).
 //! Commands that ended with an error status (the callback's status < 0) are emitted with start
 //! = end = 0 as well and counted in `failed()`.
 //!
-//! Cost per command when activity is wanted: one retain, one `clSetEventCallback`, one mutex
-//! push into the pending table; in the callback two profiling queries and one emit. When no
-//! context wants device activity and the queue has no counters, a submission is inert (one
-//! relaxed load).
+//! Cost per command when activity is wanted, on an in-order queue: one mutex push into its FIFO
+//! (and a retain when the program asked for the event); elsewhere one `clSetEventCallback` and
+//! one mutex push into the pending table. Then, off the program's thread as a rule, two
+//! profiling queries and one emit. When no context wants device activity and the queue has no
+//! counters, a submission is inert (one relaxed load).
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
@@ -160,7 +163,7 @@ impl Command {
                 let mut p = KernelDispatchPayload {
                     queue,
                     kernel,
-                    kernel_name: crate::objects::kernel_name(kernel),
+
                     work_dim,
                     global_size: global,
                     local_size: local,
@@ -169,7 +172,8 @@ impl Command {
                     device_end,
                     ..Default::default()
                 };
-                let n = crate::objects::kernel_args(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
+                let (name, n) = crate::objects::kernel_info(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
+                p.kernel_name = name;
                 p.kernel_arg_count = n as u32;
                 f(kind, op, Payload::KernelDispatch(&p));
             }
@@ -266,7 +270,10 @@ impl Submission {
     #[inline(never)]
     fn submitted_slow(self, result: i32, _api_op: u32, command: Command) {
         let host_after = offtrace_core::clock::monotonic_ns();
-        drain_releases();
+        // Relaxed: a hint; the list's mutex is the truth, and a miss waits for the next enqueue.
+        if RELEASES_WAITING.load(Ordering::Relaxed) {
+            drain_releases();
+        }
         if result != CL_SUCCESS {
             return;
         }
@@ -274,7 +281,8 @@ impl Submission {
         // The command itself, inside the API call that enqueued it (kernel allocation properties
         // at launch time), unless an enclosing API call's backend (UR on the SYCL path) reported
         // it already; its device times complete it later (`emit_activity`, same correlation).
-        let device = crate::queues::device(self.queue);
+        let view = crate::queues::view(self.queue);
+        let device = view.device;
         if !self.nested {
             command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
                 emit_instant(kind, op, offtrace_core::Phase::None, p)
@@ -316,10 +324,21 @@ impl Submission {
             // Before the callback can run: the group counts this command as outstanding.
             group_open(correlation, &command, self.queue as u64, device as u64);
         }
+        SUBMITTED.fetch_add(1, Ordering::Relaxed);
+        if let Some(fifo) = view.fifo {
+            // An in-order queue: completed in batches (`in_order.rs`). A command other than a
+            // kernel may have completed before its enqueue returned (a blocking read): if it did,
+            // it and the commands before it are reported now.
+            let kernel = matches!(command, Command::Kernel { .. });
+            let pushed = fifo.push(pending);
+            if !kernel {
+                fifo.harvest_if_complete(event as usize, pushed);
+            }
+            return;
+        }
         let has_counters = pending.counters.is_some();
         let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
         lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
-        SUBMITTED.fetch_add(1, Ordering::Relaxed);
         let Some(set_callback) = next().clSetEventCallback else {
             return;
         };
@@ -341,8 +360,8 @@ impl Submission {
 }
 
 /// A command whose device times have not arrived yet.
-struct Pending {
-    event: usize,
+pub(crate) struct Pending {
+    pub(crate) event: usize,
     queue: u64,
     device: u64,
     correlation: u64,
@@ -355,9 +374,29 @@ struct Pending {
     nested: bool,
 }
 
+#[cfg(test)]
+impl Pending {
+    /// A kernel of queue 0x50 on device 0xd1 whose event is `event` (tests).
+    pub(crate) fn for_test(event: usize) -> Self {
+        Self {
+            event,
+            queue: 0x50,
+            device: 0xd1,
+            correlation: 1,
+            command: Command::Kernel { kernel: 0, work_dim: 1, global: [64, 1, 1], local: [0; 3] },
+            counters: None,
+            host_before: 0,
+            host_after: 0,
+            perf_at_start: None,
+            nested: false,
+        }
+    }
+}
+
 static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
 static PENDING_ID: AtomicU64 = AtomicU64::new(1);
 static RELEASES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static RELEASES_WAITING: AtomicBool = AtomicBool::new(false);
 static SUBMITTED: AtomicU64 = AtomicU64::new(0);
 static COMPLETED: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
@@ -395,7 +434,12 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
         let perf_end = if crate::queues::any_counters() { crate::perf::snapshot() } else { None };
         let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.remove(&(user as u64))) else { return };
         let perf_end = if p.counters.is_some() { perf_end } else { None };
-        complete(p, event, status, perf_end);
+        let held = p.event;
+        // The runtime called this callback for `CL_COMPLETE`: the event is final.
+        let _ = complete(p, event, status, perf_end);
+        // The reference is dropped outside the runtime's callback (next enqueue, or at exit).
+        lock(&RELEASES).push(held);
+        RELEASES_WAITING.store(true, Ordering::Relaxed);
     });
 }
 
@@ -409,7 +453,17 @@ pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
     (r == CL_SUCCESS).then_some(v)
 }
 
-fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate::perf::Snapshot>) {
+/// Reads a completed command's device times from `event` and emits its activity record (or
+/// completes its group); the caller drops the layer's event reference. Returns the command
+/// instead when `status` said complete but the event is not (a batch harvested one command too
+/// many: see `in_order.rs`): the caller keeps it for later.
+#[must_use]
+pub(crate) fn complete(
+    p: Pending,
+    event: *mut c_void,
+    status: i32,
+    perf_end: Option<crate::perf::Snapshot>,
+) -> Option<Pending> {
     let calibration = crate::calibration::current(p.device);
     let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
@@ -428,6 +482,9 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
     } else {
         None
     };
+    if times.is_none() && status == CL_COMPLETE && !crate::in_order::terminal(event as usize) {
+        return Some(p);
+    }
     let (start, end) = match times {
         Some((s, e)) => (crate::calibration::apply(offset, s), crate::calibration::apply(offset, e)),
         None => (0, 0),
@@ -455,7 +512,7 @@ fn complete(p: Pending, event: *mut c_void, status: i32, perf_end: Option<crate:
             emit_activity(kind, op, p.correlation, start, end, payload)
         });
     }
-    lock(&RELEASES).push(p.event);
+    None
 }
 
 /// The commands one enclosing API call (a UR call on the SYCL path) issued, of one kind: the
@@ -578,6 +635,7 @@ fn flush_groups() {
 pub(crate) fn drain_releases() {
     let events = {
         let mut r = lock(&RELEASES);
+        RELEASES_WAITING.store(false, Ordering::Relaxed);
         if r.is_empty() {
             return;
         }
@@ -599,7 +657,8 @@ pub(crate) fn finish() {
     if FINISHED.swap(true, Ordering::AcqRel) {
         return;
     }
-    let left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
+    let mut left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
+    left.extend(crate::in_order::stop());
     for p in left {
         INCOMPLETE.fetch_add(1, Ordering::Relaxed);
         if p.nested {
@@ -618,7 +677,7 @@ pub(crate) fn finish() {
 
 /// Whether `event`'s command is still waiting for its completion callback (tests).
 pub fn pending_count() -> usize {
-    lock(&PENDING).as_ref().map_or(0, |m| m.len())
+    lock(&PENDING).as_ref().map_or(0, |m| m.len()) + crate::in_order::outstanding() as usize
 }
 
 #[allow(dead_code)]

@@ -47,9 +47,16 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     }
     crate::calibration::calibrate_device(device, queue);
     objects::device_seen(device, context);
-    let info = QueueInfo { nested: crate::call::nested_now(), ..info };
+    let mut info = info;
+    if info.counters.is_none() && counters::requested_for_every_queue() {
+        // `record --query-metrics codeplay`: every counter on every queue, values per command.
+        info.counters = Some(counters::shared(counters::CounterSet { counters: counters::device_counters() }));
+    }
+    // Queues with counters keep a completion callback per command (the counters are read there).
+    let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;
+    let fifo = (in_order && info.counters.is_none()).then(crate::in_order::fifo_for_new_queue);
+    let info = QueueInfo { nested: crate::call::nested_now(), fifo, ..info };
     if kind_enabled(Kind::Queue) && !info.nested {
-        let in_order = info.app_properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0;
         let p = QueuePayload {
             queue: queue as u64,
             device: device as u64,
@@ -84,6 +91,7 @@ pub(crate) unsafe fn clCreateCommandQueue(
             app_property_list: None,
             counters: None,
             nested: false,
+            fifo: None,
         },
     );
     q
@@ -166,7 +174,14 @@ unsafe fn create_queue_with_properties(
         q,
         context,
         device,
-        QueueInfo { device: device as usize, app_properties, app_property_list: app_list, counters, nested: false },
+        QueueInfo {
+            device: device as usize,
+            app_properties,
+            app_property_list: app_list,
+            counters,
+            nested: false,
+            fifo: None,
+        },
     );
     q
 }
@@ -258,6 +273,32 @@ pub(crate) unsafe fn clGetCommandQueueInfo(
     }
     // SAFETY: forwarded.
     unsafe { next(queue, param, size, value, size_ret) }
+}
+
+/// In-order queues: what was enqueued before the call is complete when it returns, and is
+/// reported from here (`in_order.rs`).
+pub(crate) unsafe fn clFinish(next: sig::clFinish_fn, queue: *mut c_void) -> i32 {
+    let fifo = if crate::in_order::outstanding() > 0 { queues::fifo(queue) } else { None };
+    let upto = fifo.as_ref().map(|f| f.pushed());
+    // SAFETY: forwarded.
+    let r = unsafe { next(queue) };
+    if r == CL_SUCCESS
+        && let (Some(f), Some(upto)) = (fifo, upto)
+    {
+        f.harvest_upto(upto);
+    }
+    r
+}
+
+/// The events waited for may end commands of in-order queues: their completed prefixes are
+/// reported from here.
+pub(crate) unsafe fn clWaitForEvents(next: sig::clWaitForEvents_fn, count: u32, events: *mut c_void) -> i32 {
+    // SAFETY: forwarded.
+    let r = unsafe { next(count, events) };
+    if r == CL_SUCCESS {
+        let _ = crate::in_order::poll_all();
+    }
+    r
 }
 
 pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, queue: *mut c_void) -> i32 {

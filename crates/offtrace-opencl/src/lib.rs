@@ -14,7 +14,8 @@
 //!   generated from the Khronos headers: `api.rs`, `scripts/gen_opencl_table.py`);
 //! - device activity (`KERNEL_DISPATCH`, `MEMORY_COPY`, `MEMORY_FILL`, `SYNC`) with each
 //!   command's device start and end in the trace clock, correlated with the enqueuing call (or
-//!   the UR call around it): `enqueue.rs`, `calibration.rs`;
+//!   the UR call around it), collected in batches on in-order queues: `enqueue.rs`,
+//!   `in_order.rs`, `calibration.rs`;
 //! - memory objects, SVM and USM allocations (`MEMORY_ALLOC`), programs and kernels
 //!   (`CODE_OBJECT`), kernel arguments for allocation properties: `objects.rs`;
 //! - and it implements `cl_codeplay_performance_counters` for every device: `counters.rs`,
@@ -34,6 +35,7 @@ mod call;
 pub mod counters;
 pub mod enqueue;
 mod hooks;
+mod in_order;
 pub mod layer;
 #[cfg(test)]
 mod mock_runtime_tests;

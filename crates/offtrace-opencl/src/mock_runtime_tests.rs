@@ -86,7 +86,71 @@ unsafe extern "C" fn release_queue(_q: *mut c_void) -> i32 {
     CL_SUCCESS
 }
 
+/// The mock runtime's events: their `CL_EVENT_COMMAND_EXECUTION_STATUS`; released ones.
+static EVENTS: Mutex<Vec<(usize, i32)>> = Mutex::new(Vec::new());
+static RELEASED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn set_status(event: usize, status: i32) {
+    let mut g = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+    g.retain(|&(e, _)| e != event);
+    g.push((event, status));
+}
+
+fn status_of(event: usize) -> Option<i32> {
+    EVENTS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|&&(e, _)| e == event).map(|&(_, s)| s)
+}
+
+unsafe extern "C" fn event_info(
+    ev: *mut c_void,
+    param: u32,
+    size: usize,
+    value: *mut c_void,
+    _ret: *mut c_void,
+) -> i32 {
+    let Some(status) = status_of(ev as usize) else {
+        return -58; /* CL_INVALID_EVENT */
+    };
+    if param != CL_EVENT_COMMAND_EXECUTION_STATUS || size < 4 || value.is_null() {
+        return CL_INVALID_VALUE;
+    }
+    // SAFETY: the caller's 4-byte buffer.
+    unsafe { value.cast::<i32>().write_unaligned(status) };
+    CL_SUCCESS
+}
+
+/// Profiling results as a runtime gives them: only for a complete command.
+unsafe extern "C" fn event_profiling(
+    ev: *mut c_void,
+    param: u32,
+    size: usize,
+    value: *mut c_void,
+    _ret: *mut c_void,
+) -> i32 {
+    match status_of(ev as usize) {
+        Some(CL_COMPLETE) if size >= 8 && !value.is_null() => {
+            // SAFETY: the caller's 8-byte buffer.
+            unsafe { value.cast::<u64>().write_unaligned(1_000 * ev as u64 + u64::from(param & 0xf)) };
+            CL_SUCCESS
+        }
+        Some(_) => CL_PROFILING_INFO_NOT_AVAILABLE,
+        None => -58,
+    }
+}
+
+unsafe extern "C" fn release_event(ev: *mut c_void) -> i32 {
+    RELEASED.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
+    CL_SUCCESS
+}
+
 fn layer_table() -> &'static IcdDispatch {
+    // One layer table per process (`clInitLayer` keeps its first target): built once.
+    static TABLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let t = *TABLE.get_or_init(|| ptr::from_ref(init_layer_table()) as usize);
+    // SAFETY: the address of the layer's table, which lives for the process.
+    unsafe { &*(t as *const IcdDispatch) }
+}
+
+fn init_layer_table() -> &'static IcdDispatch {
     let mut slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
     // SAFETY: IcdDispatch is DISPATCH_SLOTS nullable pointers (layer::tests checks the size).
     let mut target = unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) };
@@ -94,6 +158,9 @@ fn layer_table() -> &'static IcdDispatch {
     target.clGetCommandQueueInfo = Some(queue_info);
     target.clGetDeviceInfo = Some(device_info);
     target.clReleaseCommandQueue = Some(release_queue);
+    target.clGetEventInfo = Some(event_info);
+    target.clGetEventProfilingInfo = Some(event_profiling);
+    target.clReleaseEvent = Some(release_event);
     // SAFETY: as above, back.
     slots = unsafe { std::mem::transmute::<IcdDispatch, [*mut c_void; DISPATCH_SLOTS]>(target) };
     let mut n = 0u32;
@@ -187,4 +254,45 @@ fn the_layer_adds_profiling_and_counters_and_hides_them_again() {
     // A slot the runtime does not provide answers CL_INVALID_OPERATION instead of crashing.
     let finish = t.clFinish.expect("wrapped");
     assert_eq!(unsafe { finish(q) }, CL_INVALID_OPERATION);
+}
+
+/// An in-order queue's FIFO (`in_order.rs`) reports the completed prefix and releases its
+/// events; a command that sits before a completed one in the FIFO but is not complete itself
+/// (threads pushed in another order than they enqueued) goes back, and is reported once it is.
+#[test]
+fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running() {
+    let _ = layer_table();
+    let released = || {
+        let mut v = RELEASED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.sort_unstable();
+        v
+    };
+    // Not registered with the harvest thread: this test alone harvests it.
+    let fifo = crate::in_order::Fifo::default();
+    let events = [0xe1, 0xe2, 0xe3, 0xe4, 0xe5];
+    for e in events {
+        set_status(e, 1 /* CL_RUNNING */);
+        let _ = fifo.push(crate::enqueue::Pending::for_test(e));
+    }
+    assert_eq!(fifo.poll(), 0, "nothing complete, nothing taken");
+    assert!(released().is_empty());
+
+    set_status(0xe1, CL_COMPLETE);
+    set_status(0xe2, CL_COMPLETE);
+    assert_eq!(fifo.poll(), 2, "the completed prefix, found by the binary search");
+    assert_eq!(released(), vec![0xe1, 0xe2]);
+    assert_eq!(crate::in_order::fifo_len(&fifo), 3);
+
+    // 0xe4 completed before 0xe3: the prefix up to 0xe4 is taken, 0xe3 goes back.
+    set_status(0xe4, CL_COMPLETE);
+    assert_eq!(fifo.poll(), 2);
+    assert_eq!(released(), vec![0xe1, 0xe2, 0xe4]);
+    assert_eq!(crate::in_order::fifo_len(&fifo), 2, "0xe3 and 0xe5 are still waiting");
+
+    // After a clFinish everything pushed before it is complete: no status query needed.
+    set_status(0xe3, CL_COMPLETE);
+    set_status(0xe5, CL_COMPLETE);
+    fifo.harvest_upto(fifo.pushed());
+    assert_eq!(released(), events.to_vec());
+    assert_eq!(crate::in_order::fifo_len(&fifo), 0);
 }

@@ -44,23 +44,14 @@ fn with_kernels<R>(f: impl FnOnce(&mut HashMap<usize, KernelInfo>) -> R) -> R {
     f(KERNELS.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
 }
 
-/// The kernel's name (interned), or null when unknown.
-pub(crate) fn kernel_name(kernel: u64) -> *const c_char {
-    KERNELS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&(kernel as usize)).and_then(|k| k.name))
-        .map_or(ptr::null(), CStr::as_ptr)
-}
-
-/// Copies the kernel's argument values into `out`; returns how many.
-pub(crate) fn kernel_args(kernel: u64, out: &mut [u64]) -> usize {
+/// The kernel's name (interned; null when unknown) and its argument values copied into `out`
+/// (how many), from one look-up.
+pub(crate) fn kernel_info(kernel: u64, out: &mut [u64]) -> (*const c_char, usize) {
     let g = KERNELS.read().unwrap_or_else(|e| e.into_inner());
-    let Some(k) = g.as_ref().and_then(|m| m.get(&(kernel as usize))) else { return 0 };
+    let Some(k) = g.as_ref().and_then(|m| m.get(&(kernel as usize))) else { return (ptr::null(), 0) };
     let n = k.args.len().min(out.len());
     out[..n].copy_from_slice(&k.args[..n]);
-    n
+    (k.name.map_or(ptr::null(), CStr::as_ptr), n)
 }
 
 /// A kernel was created with `name` (null: ask the runtime).

@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
 
 use crate::counters::CounterSet;
+use crate::in_order::Fifo;
 
 #[derive(Clone, Debug)]
 pub(crate) struct QueueInfo {
@@ -23,6 +24,16 @@ pub(crate) struct QueueInfo {
     /// Created nested inside another backend's call (a UR queue's `cl_command_queue`): that
     /// backend reports the queue, the layer emits no QUEUE records for it.
     pub nested: bool,
+    /// In-order queues without counters: the commands awaiting their device times
+    /// (`in_order.rs`); the others complete command by command (`enqueue.rs`).
+    pub fifo: Option<Arc<Fifo>>,
+}
+
+/// What an enqueue needs of its queue, from one look-up.
+#[derive(Default)]
+pub(crate) struct QueueView {
+    pub device: usize,
+    pub fifo: Option<Arc<Fifo>>,
 }
 
 static QUEUES: RwLock<Option<HashMap<usize, QueueInfo>>> = RwLock::new(None);
@@ -44,13 +55,36 @@ pub(crate) fn insert(queue: *mut c_void, info: QueueInfo) {
 }
 
 pub(crate) fn remove(queue: *mut c_void) {
-    if let Some(m) = QUEUES.write().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        m.remove(&(queue as usize));
+    let removed = QUEUES.write().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|m| m.remove(&(queue as usize)));
+    if let Some(fifo) = removed.and_then(|q| q.fifo) {
+        fifo.release();
     }
 }
 
 pub(crate) fn get(queue: *mut c_void) -> Option<QueueInfo> {
     QUEUES.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&(queue as usize)).cloned())
+}
+
+/// The queue's device and FIFO (default when the queue was not created through the
+/// layer).
+#[inline]
+pub(crate) fn view(queue: *mut c_void) -> QueueView {
+    QUEUES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(queue as usize)))
+        .map(|q| QueueView { device: q.device, fifo: q.fifo.clone() })
+        .unwrap_or_default()
+}
+
+/// The queue's FIFO, if it is an in-order queue whose commands complete in batches.
+pub(crate) fn fifo(queue: *mut c_void) -> Option<Arc<Fifo>> {
+    QUEUES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&(queue as usize)).and_then(|q| q.fifo.clone()))
 }
 
 /// The queue's Codeplay counters, if it was created with them.
@@ -64,14 +98,4 @@ pub(crate) fn counters(queue: *mut c_void) -> Option<Arc<CounterSet>> {
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
         .and_then(|m| m.get(&(queue as usize)).and_then(|q| q.counters.clone()))
-}
-
-/// The queue's device (null when the queue was not created through the layer).
-pub(crate) fn device(queue: *mut c_void) -> *mut c_void {
-    QUEUES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&(queue as usize)).map(|q| q.device))
-        .unwrap_or(0) as *mut c_void
 }

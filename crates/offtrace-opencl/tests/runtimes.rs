@@ -428,6 +428,31 @@ fn intel_command_that_never_completes_is_reported_without_device_time() {
     never_completed_is_reported(Runtime::Intel);
 }
 
+/// In-order queues complete in batches (`in_order.rs`): a program that never waits for its
+/// commands (no `clFinish`, no `clWaitForEvents`, no blocking command) still gets each of them
+/// with device times, from the layer's harvest thread, before it exits.
+fn never_waits(rt: Runtime) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/never_waits.c", "never_waits", false);
+    let (out, lines) = s.traced(rt, &prog, &["300"], "never_waits");
+    assert_eq!(out.status.code(), Some(0), "{rt:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let acts = activities(&lines);
+    assert_eq!(acts.len(), 300, "{rt:?}: one completion per kernel");
+    assert!(acts.iter().all(|a| a.kind == KERNEL && a.start > 0 && a.end >= a.start), "{rt:?}: {acts:?}");
+    let correlations: Vec<u64> = acts.iter().map(|a| a.correlation).collect();
+    assert_eq!(correlations, enqueued(&lines), "{rt:?}: each enqueued kernel completed once");
+}
+
+#[test]
+fn pocl_program_that_never_waits_gets_device_times_for_every_command() {
+    never_waits(Runtime::Pocl);
+}
+
+#[test]
+fn intel_program_that_never_waits_gets_device_times_for_every_command() {
+    never_waits(Runtime::Intel);
+}
+
 #[test]
 fn dpctl_program_gets_a_device_time_for_every_kernel_copy_and_fill() {
     let Some(s) = setup() else { return };

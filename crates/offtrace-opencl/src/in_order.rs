@@ -1,0 +1,314 @@
+//! Commands of in-order queues, completed in batches instead of one event callback each.
+//!
+//! The commands of an in-order queue complete in the order they were enqueued, so the layer
+//! needs no completion callback per command: each in-order queue (without Codeplay counters)
+//! has a FIFO of its commands ([`Fifo`]: the retained event and what the launch knew), and a
+//! harvest takes the completed prefix of it, reads each command's profiling results, emits its
+//! activity record (`enqueue::complete`) and releases the event. What completed is known
+//!
+//! - without asking the runtime after `clFinish` (everything enqueued before the call);
+//! - from one `CL_EVENT_COMMAND_EXECUTION_STATUS` query after a non-kernel command (a blocking
+//!   read completes before its enqueue returns) and from a binary search over the FIFO's
+//!   events (`O(log n)` status queries) after `clWaitForEvents` and on the harvest thread;
+//! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
+//!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
+//!   completes), so that commands are reported also for programs that never wait, and the
+//!   FIFOs stay short.
+//!
+//! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
+//! on the runtime's thread, no pending table, no event release); the harvest's profiling
+//! queries, emits and releases run on the harvest thread, or in the program's `clFinish` /
+//! `clWaitForEvents` for what the thread has not taken yet.
+//!
+//! Concurrency: commands are pushed at the back under `entries`; they leave from the front only
+//! under `harvest`, held by one harvester at a time, so the events a harvester reads stay
+//! retained while it reads them. Neither lock is held by anything the runtime calls back (the
+//! layer's event callbacks never touch a FIFO), and `entries` is never held across a call into
+//! the runtime: a runtime that runs callbacks inside a status query cannot deadlock the layer.
+//!
+//! Out-of-order queues, queues with Codeplay counters (whose counters are read when each command
+//! starts and ends) and queues the layer did not create keep the per-event callback
+//! (`enqueue.rs`). Commands still in a FIFO at exit are reported as never completed, as the
+//! per-event path reports commands whose callback never came: the runtime is not called at exit
+//! (the harvest thread stops in an `atexit` handler that runs before the runtime's own).
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::time::Duration;
+
+use crate::api::next;
+use crate::call::*;
+use crate::enqueue::{Pending, complete};
+
+/// The commands of one in-order queue whose device times have not been read yet.
+#[derive(Default)]
+pub(crate) struct Fifo {
+    entries: Mutex<Entries>,
+    /// Held by the one thread harvesting this queue (entries leave the FIFO only under it); the
+    /// harvest's scratch buffer, reused.
+    harvest: Mutex<Vec<Pending>>,
+    /// The program released the queue: the harvest thread forgets the FIFO once it is empty.
+    released: AtomicBool,
+}
+
+impl std::fmt::Debug for Fifo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fifo").field("released", &self.released).finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Entries {
+    commands: VecDeque<Pending>,
+    /// Commands ever pushed: the front's sequence number is `pushed - commands.len()`.
+    pushed: u64,
+}
+
+/// Every FIFO of a live queue or with outstanding commands (the harvest thread's list).
+static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
+/// Commands in all FIFOs (a hint for the harvest thread: Relaxed, the FIFOs' locks are the truth).
+static OUTSTANDING: AtomicU64 = AtomicU64::new(0);
+/// Set at exit: the harvest thread calls the runtime no more.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+/// Held by the harvest thread during a round (`stop` waits for the round in progress).
+static ROUND: Mutex<()> = Mutex::new(());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The FIFO of a new in-order queue.
+pub(crate) fn fifo_for_new_queue() -> Arc<Fifo> {
+    let f = Arc::new(Fifo::default());
+    lock(&FIFOS).push(f.clone());
+    f
+}
+
+/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
+/// error).
+pub(crate) fn terminal(event: usize) -> bool {
+    let Some(info) = next().clGetEventInfo else { return false };
+    let mut status = 1i32;
+    // SAFETY: an event the FIFO holds a reference of; a 4-byte out value.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        info(event as *mut c_void, CL_EVENT_COMMAND_EXECUTION_STATUS, 4, (&raw mut status).cast(), ptr::null_mut())
+    };
+    r == CL_SUCCESS && status <= CL_COMPLETE
+}
+
+impl Fifo {
+    /// Files a command (its event retained by the layer); returns how many commands the queue
+    /// has pushed with it (the sequence number after it).
+    pub(crate) fn push(&self, p: Pending) -> u64 {
+        let pushed = {
+            let mut e = lock(&self.entries);
+            e.commands.push_back(p);
+            e.pushed += 1;
+            e.pushed
+        };
+        OUTSTANDING.fetch_add(1, Ordering::Relaxed);
+        start_harvest_thread();
+        pushed
+    }
+
+    /// How many commands were pushed so far (taken before a `clFinish`).
+    pub(crate) fn pushed(&self) -> u64 {
+        lock(&self.entries).pushed
+    }
+
+    pub(crate) fn release(&self) {
+        self.released.store(true, Ordering::Relaxed);
+    }
+
+    fn is_done(&self) -> bool {
+        self.released.load(Ordering::Relaxed) && lock(&self.entries).commands.is_empty()
+    }
+
+    /// Reports the commands pushed before sequence number `upto`, known to be complete.
+    pub(crate) fn harvest_upto(&self, upto: u64) {
+        let mut batch = lock(&self.harvest);
+        self.take(&mut batch, upto);
+        self.report(&mut batch);
+    }
+
+    /// After a command that may have completed before its enqueue returned (a blocking copy):
+    /// if it did (one status query), it and everything before it are reported.
+    pub(crate) fn harvest_if_complete(&self, event: usize, pushed: u64) {
+        if terminal(event) {
+            self.harvest_upto(pushed);
+        }
+    }
+
+    /// Reports the completed prefix of the FIFO, found with a status query of its newest
+    /// command, else a binary search (completion is monotone along an in-order queue; where
+    /// threads pushed in another order than they enqueued, `report` puts back what is not
+    /// complete). Skips the FIFO when another thread is harvesting it. Returns how many
+    /// commands it took.
+    pub(crate) fn poll(&self) -> usize {
+        let mut batch = match self.harvest.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return 0,
+        };
+        let (front, len, newest) = {
+            let e = lock(&self.entries);
+            let Some(newest) = e.commands.back() else { return 0 };
+            (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event)
+        };
+        let complete = if terminal(newest) {
+            len
+        } else {
+            // The first command not complete, in [lo, hi]; the newest is not.
+            let (mut lo, mut hi) = (0, len - 1);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                // Under `harvest` the front does not move: index `mid` is the same command.
+                let event = lock(&self.entries).commands[mid].event;
+                if terminal(event) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        if complete > 0 {
+            self.take(&mut batch, front + complete as u64);
+            self.report(&mut batch);
+        }
+        complete
+    }
+
+    fn take(&self, batch: &mut Vec<Pending>, upto: u64) {
+        let mut e = lock(&self.entries);
+        let front = e.pushed - e.commands.len() as u64;
+        let n = (upto.saturating_sub(front) as usize).min(e.commands.len());
+        batch.extend(e.commands.drain(..n));
+    }
+
+    /// Emits each command of `batch` with its device times and drops the layer's event
+    /// reference. A command found not complete after all goes back to the front of the FIFO:
+    /// commands pushed by several threads may sit in the FIFO in another order than the
+    /// runtime's, so a prefix found by the binary search may hold one that is still running.
+    fn report(&self, batch: &mut Vec<Pending>) {
+        if batch.is_empty() {
+            return;
+        }
+        let release = next().clReleaseEvent;
+        let mut not_yet = Vec::new();
+        for p in batch.drain(..) {
+            let event = p.event;
+            if let Some(p) = complete(p, event as *mut c_void, CL_COMPLETE, None) {
+                not_yet.push(p);
+                continue;
+            }
+            OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+            if let Some(release) = release {
+                // SAFETY: the FIFO held one reference of the event; it leaves the FIFO here,
+                // and this is not inside a runtime callback.
+                #[allow(unsafe_code)]
+                unsafe {
+                    release(event as *mut c_void)
+                };
+            }
+        }
+        if !not_yet.is_empty() {
+            // Under `harvest`: nothing else takes from the front meanwhile.
+            let mut e = lock(&self.entries);
+            for p in not_yet.into_iter().rev() {
+                e.commands.push_front(p);
+            }
+        }
+    }
+}
+
+/// After `clWaitForEvents` returned, and on the harvest thread: every in-order queue's
+/// completed prefix. Returns how many commands it took.
+pub(crate) fn poll_all() -> usize {
+    if OUTSTANDING.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    let fifos: Vec<Arc<Fifo>> = lock(&FIFOS).clone();
+    fifos.iter().map(|f| f.poll()).sum()
+}
+
+#[cold]
+fn start_harvest_thread() {
+    static START: Once = Once::new();
+    START.call_once(|| {
+        let started = std::thread::Builder::new().name("offtrace-cl-harvest".into()).spawn(|| {
+            let _ = std::panic::catch_unwind(harvest_thread);
+        });
+        if started.is_ok() {
+            // The thread stops calling the runtime before the runtime's own exit handlers and
+            // destructors run: handlers registered later run earlier, and the runtime registered
+            // its own when it was loaded, before the first command.
+            // SAFETY: registers a plain `extern "C"` function that never unwinds.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::atexit(stop_at_exit)
+            };
+        }
+    });
+}
+
+extern "C" fn stop_at_exit() {
+    let _ = std::panic::catch_unwind(stop_harvest_thread);
+}
+
+fn harvest_thread() {
+    // 1 ms while commands complete; doubling up to 20 ms while none does (nothing outstanding,
+    // or a command waiting long, e.g. behind a user event).
+    let mut sleep_ms = 1;
+    loop {
+        std::thread::sleep(Duration::from_millis(sleep_ms));
+        let _round = lock(&ROUND);
+        // Acquire: pairs with `stop_harvest_thread`'s store, after which the runtime is not called.
+        if STOPPED.load(Ordering::Acquire) {
+            return;
+        }
+        let took = poll_all();
+        sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
+        lock(&FIFOS).retain(|f| !f.is_done());
+    }
+}
+
+/// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
+/// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
+fn stop_harvest_thread() {
+    STOPPED.store(true, Ordering::Release);
+    for _ in 0..200 {
+        match ROUND.try_lock() {
+            Ok(_) | Err(TryLockError::Poisoned(_)) => return,
+            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+/// At exit: stops the harvest thread (waiting a bounded time for its round in progress) and
+/// returns every command still outstanding, to be reported as never completed.
+pub(crate) fn stop() -> Vec<Pending> {
+    stop_harvest_thread();
+    let fifos = std::mem::take(&mut *lock(&FIFOS));
+    let mut left = Vec::new();
+    for f in fifos {
+        left.extend(lock(&f.entries).commands.drain(..));
+    }
+    OUTSTANDING.store(0, Ordering::Relaxed);
+    left
+}
+
+/// Commands in this FIFO (tests).
+#[cfg(test)]
+pub(crate) fn fifo_len(f: &Fifo) -> usize {
+    lock(&f.entries).commands.len()
+}
+
+/// Commands waiting in in-order FIFOs (tests).
+pub(crate) fn outstanding() -> u64 {
+    OUTSTANDING.load(Ordering::Relaxed)
+}
