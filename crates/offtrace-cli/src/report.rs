@@ -367,6 +367,12 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         let pid = t.info.get("pid").map(|p| format!(" (pid {p})")).unwrap_or_default();
         writeln!(out, "program: {cmd}{pid}")?;
     }
+    let others = crate::traces::siblings(file);
+    if !others.is_empty() {
+        // The recording traced several processes: this trace is the first one's.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        writeln!(out, "other traces of this recording (one per traced process): {}", names.join(", "))?;
+    }
     writeln!(
         out,
         "trace: {} records over {}, {} dropped, {}",
