@@ -12,7 +12,8 @@ use offtrace_format::{Record, TraceReader};
 
 /// The other traces of the recording whose first trace is `path`, ordered by pid (the CUDA
 /// backend's after the rest): files beside it named `<name>.<pid>`, `<name>.cuda` or
-/// `<name>.cuda.<pid>`.
+/// `<name>.cuda.<pid>` that are traces (they start with the format's magic: a file of the
+/// user's that happens to have such a name is neither listed nor removed).
 pub fn siblings(path: &Path) -> Vec<PathBuf> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
         return Vec::new();
@@ -33,9 +34,16 @@ pub fn siblings(path: &Path) -> Vec<PathBuf> {
             (pid.is_empty() && cuda || digits(pid))
                 .then(|| (cuda, pid.parse().unwrap_or(0), path.with_file_name(&file)))
         })
+        .filter(|(_, _, p)| is_trace(p))
         .collect();
     found.sort();
     found.into_iter().map(|(_, _, p)| p).collect()
+}
+
+fn is_trace(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == offtrace_format::MAGIC
 }
 
 /// Removes an earlier recording's trace at `path` and its siblings before a new recording
@@ -115,8 +123,9 @@ mod tests {
             "t.offtrace2.5",
             "u.offtrace.5",
         ] {
-            std::fs::write(dir.path().join(n), b"").expect("write");
+            std::fs::write(dir.path().join(n), TRACE).expect("write");
         }
+        std::fs::write(dir.path().join("t.offtrace.44"), b"a file of the user's, no trace").expect("write");
         let names: Vec<String> =
             siblings(&main).iter().map(|p| p.file_name().expect("a name").to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["t.offtrace.31", "t.offtrace.900", "t.offtrace.cuda", "t.offtrace.cuda.77"]);
@@ -126,12 +135,13 @@ mod tests {
     fn clearing_removes_an_earlier_recording_but_not_a_trace_being_written() {
         let dir = tempfile::tempdir().expect("dir");
         let main = dir.path().join("t.offtrace");
-        std::fs::write(&main, b"old").expect("write");
-        std::fs::write(dir.path().join("t.offtrace.12"), b"old child").expect("write");
-        std::fs::write(dir.path().join("other.offtrace"), b"kept").expect("write");
+        std::fs::write(&main, TRACE).expect("write");
+        std::fs::write(dir.path().join("t.offtrace.12"), TRACE).expect("write");
+        std::fs::write(dir.path().join("t.offtrace.14"), b"no trace").expect("write");
+        std::fs::write(dir.path().join("other.offtrace"), TRACE).expect("write");
         clear_earlier(&main).expect("clear");
         assert!(!main.exists() && !dir.path().join("t.offtrace.12").exists());
-        assert!(dir.path().join("other.offtrace").exists());
+        assert!(dir.path().join("other.offtrace").exists() && dir.path().join("t.offtrace.14").exists());
 
         let (_held, written) = offtrace_recorder_like_claim(&dir.path().join("t.offtrace.13"));
         let e = clear_earlier(&main).expect_err("a trace being written");
@@ -139,9 +149,13 @@ mod tests {
         assert!(written.exists());
     }
 
+    /// The start of a trace file (what `siblings` looks at).
+    const TRACE: &[u8] = b"OFFTRACE and the rest";
+
     /// A file locked as a traced process's recorder locks its trace.
     fn offtrace_recorder_like_claim(p: &Path) -> (std::fs::File, PathBuf) {
-        let f = std::fs::File::create(p).expect("create");
+        std::fs::write(p, TRACE).expect("write");
+        let f = std::fs::OpenOptions::new().write(true).open(p).expect("open");
         f.try_lock().expect("lock");
         (f, p.to_path_buf())
     }

@@ -665,7 +665,9 @@ fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
     process_trace(&child, 4243, "python child.py");
     let out = dir.path().join("t.offtrace");
     std::fs::write(&out, b"an earlier recording").unwrap();
-    std::fs::write(dir.path().join("t.offtrace.77"), b"an earlier recording's child").unwrap();
+    process_trace(&dir.path().join("t.offtrace.77"), 77, "an earlier recording's child");
+    // A file of the user's with a sibling's name but no trace: neither removed nor listed.
+    std::fs::write(dir.path().join("t.offtrace.78"), b"notes").unwrap();
     let script = format!(
         "test ! -e \"$OFFTRACE_OUTPUT\" && test ! -e \"$OFFTRACE_OUTPUT.77\" && cp {} \"$OFFTRACE_OUTPUT\" && cp {} \"$OFFTRACE_OUTPUT.4243\"",
         parent.display(),
@@ -690,6 +692,8 @@ fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
     assert!(e.contains(&format!("dropped, {}.4243 (", out.display())), "{e}");
     assert!(e.contains("pid 4242: python parent.py") && e.contains("pid 4243: python child.py"), "{e}");
     assert!(!dir.path().join("t.offtrace.77").exists());
+    assert_eq!(std::fs::read(dir.path().join("t.offtrace.78")).unwrap(), b"notes");
+    assert!(!e.contains("t.offtrace.78"), "{e}");
     let r = offtrace().arg("report").arg(&out).output().unwrap();
     ok(&r);
     let t = text(&r.stdout);
