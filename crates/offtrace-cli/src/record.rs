@@ -188,7 +188,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let Some(program) = cfg.program.first() else { bail!("no program given: offtrace record -- CMD [ARGS...]") };
     let program_path = find_program(program)?;
     let tools = tools_env(&cfg.tools)?;
-    let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    let mut output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    if output.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        // A link to the trace: the trace it names is replaced, the link kept.
+        output = output.canonicalize().unwrap_or(output);
+    }
     if cfg.output.is_some() {
         // Every traced process keeps its trace (the path exists: `<path>.<pid>`), so an earlier
         // recording's files go first; listed afterwards are this recording's alone.

@@ -24,6 +24,12 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
 
 pub fn run(cfg: &ReportConfig) -> anyhow::Result<u8> {
     let report = read_report(&cfg.file)?;
+    let others = crate::traces::siblings(&cfg.file);
+    if !others.is_empty() && !matches!(cfg.format, ReportFormat::Text) {
+        // The text report says so in its header; JSON and CSV keep their shape.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("offtrace: note: other traces of this recording (one per traced process): {}", names.join(", "));
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cfg.format {
