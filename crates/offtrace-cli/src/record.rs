@@ -26,7 +26,9 @@ fn runtime_lib(dir: &Path) -> Option<PathBuf> {
     [dir.join("lib"), dir.to_path_buf()].into_iter().find(|d| d.join(SYCL_LIB).exists() && d.join(XPTIFW_LIB).exists())
 }
 
-pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// The SYCL runtime: `--runtime`, `$OFFTRACE_SYCL_RUNTIME`, the venv the program runs from
+/// (`<venv>/bin/python`: the runtime it will load), the project's venv, `./.venv`.
+pub(crate) fn find_runtime(explicit: Option<&Path>, program: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = explicit {
         return runtime_lib(dir).with_context(|| {
             format!(
@@ -45,6 +47,12 @@ pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         });
     }
     let mut candidates = Vec::new();
+    // A venv's interpreter (or any program in a venv's bin/): without this, a program run from a
+    // venv other than the project's was traced as an OpenCL-only program, without the SYCL
+    // runtime's environment (dpctl then fails: "USM allocation failed").
+    if let Some(venv) = program.and_then(Path::parent).filter(|b| b.ends_with("bin")).and_then(Path::parent) {
+        candidates.push(venv.to_path_buf());
+    }
     if let Some(d) = exe_dir() {
         candidates.push(d.join("../../.venv"));
     }
@@ -208,7 +216,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
-    let lib = match find_runtime(cfg.runtime.as_deref()) {
+    let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
         // No SYCL runtime: a program that uses OpenCL and/or CUDA alone is traced through the
         // OpenCL layer and/or the CUDA injection.
@@ -378,7 +386,7 @@ fn summarize(path: &Path, shown: &Path) {
         Ok(m) => m.len(),
         Err(_) => {
             eprintln!(
-                "offtrace: warning: no trace was written to {} (did the program load the SYCL or CUDA runtime? is the agent loadable?)",
+                "offtrace: warning: no trace was written to {} (did the program load a SYCL, OpenCL or CUDA runtime? is the agent loadable?)",
                 shown.display()
             );
             return;
