@@ -131,7 +131,7 @@ fn is_executable(p: &Path) -> bool {
     p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
-/// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet.
+/// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet (nor its siblings).
 fn default_output(program: &OsStr) -> PathBuf {
     let stem =
         Path::new(program).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
@@ -139,7 +139,7 @@ fn default_output(program: &OsStr) -> PathBuf {
         stem.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
     (1u32..)
         .map(|n| PathBuf::from(format!("offtrace-{stem}-{n}.offtrace")))
-        .find(|p| !p.exists())
+        .find(|p| !p.exists() && crate::traces::siblings(p).is_empty())
         .unwrap_or_else(|| PathBuf::from(format!("offtrace-{stem}.offtrace")))
 }
 
@@ -196,7 +196,16 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let Some(program) = cfg.program.first() else { bail!("no program given: offtrace record -- CMD [ARGS...]") };
     let program_path = find_program(program)?;
     let tools = tools_env(&cfg.tools)?;
-    let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    let mut output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    if output.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        // A link to the trace: the trace it names is replaced, the link kept.
+        output = output.canonicalize().unwrap_or(output);
+    }
+    if cfg.output.is_some() {
+        // Every traced process keeps its trace (the path exists: `<path>.<pid>`), so an earlier
+        // recording's files go first; listed afterwards are this recording's alone.
+        crate::traces::clear_earlier(&output)?;
+    }
     let output_abs = check_writable(&output)?;
     let mut cmd = Command::new(&program_path);
     cmd.args(&cfg.program[1..]);
@@ -318,7 +327,7 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
     if let Some(cuda) = cuda_output.filter(|c| c.exists() && !output_abs.exists()) {
         let _ = std::fs::rename(&cuda, output_abs);
     }
-    summarize(output_abs, output);
+    summarize_all(output_abs, output);
     Ok(code)
 }
 
@@ -347,6 +356,26 @@ fn opencl_environment(cmd: &mut Command, layer: &Path) {
     }
     v.push(layer.as_os_str());
     cmd.env("OPENCL_LAYERS", v);
+}
+
+/// [`summarize`] for each trace of the recording: with several (one per traced process), a
+/// line saying so, then each trace's line and its process.
+fn summarize_all(output_abs: &Path, output: &Path) {
+    let others = crate::traces::siblings(output_abs);
+    if others.is_empty() {
+        summarize(output_abs, output);
+        return;
+    }
+    eprintln!("offtrace: {} traces written, one per traced process:", others.len() + 1);
+    for path in std::iter::once(output_abs.to_path_buf()).chain(others) {
+        summarize(&path, &crate::traces::shown_as(output, output_abs, &path));
+        let (pid, command) = crate::traces::process_of(&path);
+        eprintln!(
+            "offtrace:   pid {}: {}",
+            pid.as_deref().unwrap_or("unknown"),
+            command.as_deref().unwrap_or("(command unknown)")
+        );
+    }
 }
 
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a

@@ -23,6 +23,12 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
 
 pub fn run(cfg: &ReportConfig) -> anyhow::Result<u8> {
     let report = read_report(&cfg.file)?;
+    let others = crate::traces::siblings(&cfg.file);
+    if !others.is_empty() && !matches!(cfg.format, ReportFormat::Text) {
+        // The text report says so in its header; JSON and CSV keep their shape.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("offtrace: note: other traces of this recording (one per traced process): {}", names.join(", "));
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cfg.format {
@@ -403,6 +409,12 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     if let Some(cmd) = t.info.get("command") {
         let pid = t.info.get("pid").map(|p| format!(" (pid {p})")).unwrap_or_default();
         writeln!(out, "program: {cmd}{pid}")?;
+    }
+    let others = crate::traces::siblings(file);
+    if !others.is_empty() {
+        // The recording traced several processes: this trace is the first one's.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        writeln!(out, "other traces of this recording (one per traced process): {}", names.join(", "))?;
     }
     writeln!(
         out,

@@ -697,3 +697,66 @@ fn record_uses_offtraces_dispatcher_by_default() {
         }
     }
 }
+
+/// A trace as a traced process writes it: its pid and command first.
+fn process_trace(path: &Path, pid: u32, command: &str) {
+    let mut records = vec![
+        Record::Info { key: "pid".into(), value: pid.to_string() },
+        Record::Info { key: "command".into(), value: command.into() },
+    ];
+    records.extend(sycl_records(1, 200));
+    records.push(Record::End { records: records.len() as u64 + 1, drops: 0 });
+    write_trace(path, &records, true);
+}
+
+#[test]
+fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
+    // Every traced process keeps its trace: the first writes the path, later ones
+    // `<path>.<pid>`. `record -o` clears an earlier recording's files first (the program checks
+    // that they are gone), then names each trace with its process; `report` names the others.
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let (parent, child) = (dir.path().join("parent.offtrace"), dir.path().join("child.offtrace"));
+    process_trace(&parent, 4242, "python parent.py");
+    process_trace(&child, 4243, "python child.py");
+    let out = dir.path().join("t.offtrace");
+    std::fs::write(&out, b"an earlier recording").unwrap();
+    process_trace(&dir.path().join("t.offtrace.77"), 77, "an earlier recording's child");
+    // A file of the user's with a sibling's name but no trace: neither removed nor listed.
+    std::fs::write(dir.path().join("t.offtrace.78"), b"notes").unwrap();
+    let script = format!(
+        "test ! -e \"$OFFTRACE_OUTPUT\" && test ! -e \"$OFFTRACE_OUTPUT.77\" && cp {} \"$OFFTRACE_OUTPUT\" && cp {} \"$OFFTRACE_OUTPUT.4243\"",
+        parent.display(),
+        child.display()
+    );
+    let o = record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    ok(&o);
+    let e = text(&o.stderr);
+    assert!(e.contains("offtrace: 2 traces written, one per traced process:"), "{e}");
+    assert!(e.contains(&format!("dropped, {} (", out.display())), "{e}");
+    assert!(e.contains(&format!("dropped, {}.4243 (", out.display())), "{e}");
+    assert!(e.contains("pid 4242: python parent.py") && e.contains("pid 4243: python child.py"), "{e}");
+    assert!(!dir.path().join("t.offtrace.77").exists());
+    assert_eq!(std::fs::read(dir.path().join("t.offtrace.78")).unwrap(), b"notes");
+    assert!(!e.contains("t.offtrace.78"), "{e}");
+    let r = offtrace().arg("report").arg(&out).output().unwrap();
+    ok(&r);
+    let t = text(&r.stdout);
+    assert!(
+        t.contains(&format!("other traces of this recording (one per traced process): {}.4243", out.display())),
+        "{t}"
+    );
+}
