@@ -662,7 +662,15 @@ fn the_tools_reader_takes_each_repeated_definition_once() {
     let mut trace = TraceRecords::open(V5_FIXTURE, ReadOptions { decode_threads: 0, ..ReadOptions::default() })
         .expect("the v5 fixture opens");
     let mut read = Vec::new();
-    trace.for_each(|r| Ok::<_, ()>(read.push(r.clone())), |w| panic!("no warning expected: {w}")).unwrap();
+    trace
+        .for_each(
+            |r| {
+                read.push(r.clone());
+                Ok::<_, ()>(())
+            },
+            |w| panic!("no warning expected: {w}"),
+        )
+        .unwrap();
     let repeats = v5_fixture_records().len() - v4_fixture_records().len();
     let mut expected = expected_after_read(&v4_fixture_records());
     expected.truncate(expected.len() - 2); // the End appended, and the v4 records' own (other counts)

@@ -550,8 +550,12 @@ fn codeplay_counters_reach_the_trace_as_counter_samples() {
         .iter()
         .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
         .collect();
-    let defs: Vec<_> =
-        records.iter().filter_map(|r| if let Record::CounterDef(d) = r { Some(d) } else { None }).collect();
+    // By counter: the trace repeats its definitions at the end (format version 5).
+    let defs: std::collections::BTreeMap<u64, _> = records
+        .iter()
+        .filter_map(|r| if let Record::CounterDef(d) = r { Some((d.counter, d)) } else { None })
+        .collect();
+    let defs: Vec<_> = defs.into_values().collect();
     let named = |prefix: &str| -> Vec<u64> {
         defs.iter().filter(|d| strings.get(&d.name).is_some_and(|n| n.starts_with(prefix))).map(|d| d.counter).collect()
     };

@@ -138,12 +138,8 @@ fn a_trace_whose_first_chunk_is_damaged_still_names_its_api_calls() {
     assert!(!trace.late_definitions().is_empty(), "an export reads the file again with these first");
 }
 
-/// What a sink was asked to do.
-#[derive(Debug)]
-enum Event {
-    Record(Record),
-    Flush,
-}
+/// What a sink was asked to do: write a record, or close a chunk (`None`).
+type Event = Option<Record>;
 
 /// A sink that says it holds 64 KiB per record: the writer repeats the definitions after some
 /// of its flushes.
@@ -151,11 +147,11 @@ struct Sink(Arc<Mutex<Vec<Event>>>);
 
 impl TraceSink for Sink {
     fn write(&mut self, r: &Record) -> Result<(), String> {
-        self.0.lock().unwrap().push(Event::Record(r.clone()));
+        self.0.lock().unwrap().push(Some(r.clone()));
         Ok(())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
-        self.0.lock().unwrap().push(Event::Flush);
+        self.0.lock().unwrap().push(None);
         Ok(())
     }
     fn finish(self: Box<Self>) -> Result<(), String> {
@@ -163,7 +159,7 @@ impl TraceSink for Sink {
     }
     fn bytes(&self) -> u64 {
         let events = self.0.lock().unwrap();
-        events.iter().filter(|e| matches!(e, Event::Record(_))).count() as u64 * (64 << 10)
+        events.iter().filter(|e| e.is_some()).count() as u64 * (64 << 10)
     }
 }
 
@@ -189,8 +185,8 @@ fn a_long_recording_repeats_its_definitions_at_a_chunk_start_now_and_then() {
     let mut after_flush = false;
     for (i, e) in events.iter().enumerate() {
         match e {
-            Event::Flush => after_flush = true,
-            Event::Record(r) => {
+            None => after_flush = true,
+            Some(r) => {
                 if let Some(key) = DefinitionKey::of(r) {
                     if !known.insert(key) && after_flush {
                         repeats.push(i);
