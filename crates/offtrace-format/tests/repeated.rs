@@ -171,3 +171,46 @@ fn a_reading_seeded_with_the_late_definitions_takes_the_files_copies_as_repeats(
     assert!(r.late_definitions().is_empty());
     assert_eq!(r.outcome().repeated_definitions, definitions().len() as u64);
 }
+
+/// A byte flipped anywhere before the last chunk (the repeat and `End`): reading never fails
+/// outright, and every API call read has its kind and operation defined somewhere in what was
+/// read.
+#[test]
+fn one_flipped_byte_before_the_repeat_leaves_every_call_read_named() {
+    let records = records();
+    let bytes = write_trace(&tsc_header(), &records, 1 << 20, 8);
+    let mut at = FILE_HEADER_LEN;
+    let mut last_chunk = at;
+    while &bytes[at..at + 4] == b"OTCK" {
+        last_chunk = at;
+        at += CHUNK_HEADER_LEN + u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    for i in FILE_HEADER_LEN..last_chunk {
+        let mut b = bytes.clone();
+        b[i] ^= 0x55;
+        std::fs::write(&path, &b).unwrap();
+        let mut r = TraceRecords::open(&path, options(0, false)).unwrap();
+        let (mut kinds, mut ops, mut strings, mut calls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        r.for_each(
+            |rec| {
+                match rec {
+                    Record::KindDef { kind, .. } => kinds.push(*kind),
+                    Record::OperationDef(d) => ops.push((d.kind, d.op)),
+                    Record::String { id, .. } => strings.push(*id),
+                    Record::ApiCall(c) => calls.push((c.kind, c.op)),
+                    _ => {}
+                }
+                Ok::<(), ()>(())
+            },
+            |_| {},
+        )
+        .unwrap();
+        assert!(!calls.is_empty(), "byte {i}: the other chunks' calls are read");
+        for (kind, op) in calls {
+            assert!(kinds.contains(&kind) && ops.contains(&(kind, op)), "byte {i}: call {kind}/{op} unnamed");
+        }
+        assert!(strings.contains(&StrId(1)) && strings.contains(&StrId(2)), "byte {i}");
+    }
+}
