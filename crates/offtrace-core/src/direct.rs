@@ -22,8 +22,17 @@
 //! `direct_and_services_paths_write_the_same_records` in `offtrace-recorder`). Everything the
 //! services do for the other kinds and contexts is unchanged: as soon as a tool starts a service
 //! for a kind, that kind's emits take the services' path again (a call entered on one path exits
-//! on it). Not direct: completions (`emit_activity`), and any emit on a thread inside a callback delivery (the services' rules of
-//! re-entrancy apply).
+//! on it). Not direct: completions (`emit_activity`), and any emit on a thread inside a callback
+//! or buffer delivery (the services' rules of re-entrancy apply there).
+//!
+//! Cost: the test is one more relaxed load (the sink's bit) compared with the kind's mask. An API
+//! enter is a thread-local frame and one clock reading; its exit and each instant one call of the
+//! sink; no atomic read-modify-write, no lock, nothing shared between threads is written
+//! (`docs/overhead.md`, *Agent: cost per notification*).
+//!
+//! Concurrency: the sink is installed once per recording (`set_direct_sink`: sink and handle,
+//! then the bit with Release) and read on the record path after an Acquire load of the bit;
+//! frames are the emitting thread's own.
 //!
 //! Lifetime: the sink is `'static`; destroying the context forgets it, and an exit whose enter
 //! was direct reaches the sink only while the same context still has it (else it is dropped, as
