@@ -21,6 +21,17 @@
 //!
 //! The agent's cost is `ur_pair − ur_pair_empty` (per pair: two notifications) and
 //! `task_begin − task_begin_empty`.
+//!
+//! [`wall`] times the same pairs (`ur_pair` and `ur_pair_empty` batches alternately, medians of
+//! `COST_ROUNDS` rounds of `COST_N` pairs) with the writer thread on another CPU than the
+//! measuring thread and no writer wake-up inside a timed batch: a ring large enough that the
+//! batch never reaches the quarter-full mark that wakes the writer, and every batch after a
+//! `flush_now` that has returned (the writer idle). What it prints is the record path's own
+//! time on the calling thread:
+//!
+//! ```sh
+//! COST_ROUNDS=41 COST_N=4096 target/release/deps/cost-* --ignored --exact wall --nocapture
+//! ```
 
 #![allow(unsafe_code, missing_docs)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,7 +42,7 @@ use offtrace_xpti::abi::{TraceEventData, trace_type as tt};
 
 #[path = "../benches/common/mod.rs"]
 mod common;
-use common::{MemcpyCall, Xpti, setup};
+use common::{MemcpyCall, Xpti, setup, setup_with_ring};
 
 /// Iterations per batch: 1024 pairs fit the 4096-record ring.
 const BATCH: u64 = 1024;
@@ -90,4 +101,92 @@ fn instructions() {
     offtrace_agent::finish();
     let drops = offtrace_agent::recorder::total_drops();
     assert_eq!(drops, 0, "records dropped: the counts would not be the record path's");
+}
+
+/// Pins the calling thread to `cpu` (threads it creates later inherit the set).
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within it for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore = "a measurement: wall time per pair, writer on another CPU"]
+fn wall() {
+    let rounds: usize = std::env::var("COST_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(21);
+    let n: u64 = std::env::var("COST_N").ok().and_then(|v| v.parse().ok()).unwrap_or(4096);
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // The writer thread starts in `setup` and keeps the set it inherits: CPU 1; this thread then
+    // moves to CPU 0.
+    if cpus >= 2 {
+        pin(1);
+    }
+    // 2^18 records of 16 words = 4 Mi words per ring: a batch (~12 words a pair) stays far below
+    // the quarter (1 Mi words) at which a push wakes the writer, except once every ~20 batches.
+    let x = setup_with_ring("262144").expect("the SYCL venv's dispatcher (set OFFTRACE_SYCL_VENV)");
+    if cpus >= 2 {
+        pin(0);
+    }
+    // SAFETY: a static C string key.
+    unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
+    let mut call = MemcpyCall::new();
+    let mut inst = 0u64;
+    let mut time = |stream: u8| {
+        offtrace_agent::recorder::flush_now();
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            inst += 1;
+            call.pair(&x, stream, black_box(inst));
+        }
+        t0.elapsed().as_nanos() as f64 / n as f64
+    };
+    // Warm-up: thread registration, first interning, caches.
+    time(x.ur_stream);
+    time(x.empty_ur);
+    let (mut agent, mut empty, mut diff) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        // Alternate which goes first: a load change between the two biases neither.
+        let (a, e) = if r % 2 == 0 {
+            let a = time(x.ur_stream);
+            (a, time(x.empty_ur))
+        } else {
+            let e = time(x.empty_ur);
+            (time(x.ur_stream), e)
+        };
+        agent.push(a);
+        empty.push(e);
+        diff.push(a - e);
+    }
+    let mut clock = Vec::new();
+    for _ in 0..rounds {
+        let t0 = std::time::Instant::now();
+        let mut acc = 0u64;
+        for _ in 0..n {
+            acc = acc.wrapping_add(black_box(offtrace_core::timestamp_ns()));
+        }
+        black_box(acc);
+        clock.push(t0.elapsed().as_nanos() as f64 / n as f64);
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "wall ns per urEnqueueUSMMemcpy pair ({rounds} rounds of {n}, medians): agent {:.1}, empty {:.1}, \
+         agent - empty {:.1} ({:.1} per notification); trace clock read {:.1}; load {}",
+        median(&mut agent),
+        median(&mut empty),
+        median(&mut diff),
+        median(&mut diff.clone()) / 2.0,
+        median(&mut clock),
+        load.split_whitespace().next().unwrap_or("?"),
+    );
+    // Before `finish`: the count is the running recording's.
+    assert_eq!(offtrace_agent::recorder::total_drops(), 0, "records dropped");
+    offtrace_agent::finish();
 }

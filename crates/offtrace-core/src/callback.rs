@@ -55,6 +55,7 @@ use crate::buffer::BufferService;
 use crate::buffer_record::{RecordData, RecordHead};
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
+use crate::direct;
 use crate::error::ServiceError;
 use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
@@ -409,6 +410,13 @@ impl CallToken {
     pub fn correlation_id(&self) -> u64 {
         self.correlation
     }
+
+    /// The token of a call entered on the direct path (`frame` carries
+    /// [`crate::direct::DIRECT_FRAME`]); `delivered` only makes it count as delivered.
+    #[inline(always)]
+    pub(crate) fn direct(kind: Kind, operation: u32, correlation: u64, frame: u8) -> CallToken {
+        CallToken { delivered: 1, buffered: 0, frame, kind: kind as u8, operation, correlation }
+    }
 }
 
 /// Whether any context wants `kind` now. One relaxed load: use it to skip building a payload.
@@ -425,13 +433,62 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
     if mask == 0 {
         return CallToken::NONE;
     }
+    if direct::applies(mask)
+        && let Some(token) = direct::enter(kind, op, Some(&payload))
+    {
+        return token;
+    }
+    enter_slow(kind, op, payload, mask)
+}
+
+/// [`emit_enter`] with a payload that costs something to build (arguments read from the
+/// runtime's memory): `build` runs only when a context's callback or buffer service will see the
+/// enter, not when the call is taken by the direct path (whose consumer reads only the exit's
+/// payload, [`crate::direct`]) or wanted by nobody.
+#[inline(always)]
+pub fn emit_enter_with<T, F>(kind: Kind, op: u32, build: impl FnOnce() -> T, payload: F) -> CallToken
+where
+    F: for<'a> FnOnce(&'a T) -> Payload<'a>,
+{
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
+    if mask == 0 {
+        return CallToken::NONE;
+    }
+    if kind.is_api() {
+        if direct::applies(mask)
+            && let Some(token) = direct::enter(kind, op, None)
+        {
+            return token;
+        }
+        let value = build();
+        return enter_slow(kind, op, payload(&value), mask);
+    }
+    let value = build();
+    let payload = payload(&value);
+    if direct::applies(mask)
+        && let Some(token) = direct::enter(kind, op, Some(&payload))
+    {
+        return token;
+    }
     enter_slow(kind, op, payload, mask)
 }
 
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).
 #[inline(always)]
 pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
-    if token.is_delivered() {
+    emit_exit_at(token, 0, payload);
+}
+
+/// [`emit_exit`] at a time the backend already read (`ts`, [`crate::timestamp_ns`]; 0 = now),
+/// so that the records it emitted at the end of the call ([`emit_instant_at`]) and the call's
+/// end share one clock reading. Only the direct path ([`crate::direct`]) uses `ts`: callbacks
+/// carry no time, and buffer records take their own.
+#[inline(always)]
+pub fn emit_exit_at(token: CallToken, ts: u64, payload: Payload<'_>) {
+    // Frame indices are below 64 and the late flag is 0x80: only a direct token has 0x40.
+    if token.frame & direct::DIRECT_FRAME != 0 {
+        direct::exit(token.kind, token.operation, token.correlation, token.frame, ts, payload);
+    } else if token.is_delivered() {
         // Field by field: a 16-byte copy of the token, just written with narrow stores, would
         // stall on store forwarding.
         exit_slow(
@@ -450,8 +507,15 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
 /// enclosing API call's, or a fresh one outside any call.
 #[inline(always)]
 pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
+    emit_instant_at(kind, op, phase, 0, payload);
+}
+
+/// [`emit_instant`] at a time the backend already read (`ts`; 0 = now): used, like
+/// [`emit_exit_at`], only by the direct path.
+#[inline(always)]
+pub fn emit_instant_at(kind: Kind, op: u32, phase: Phase, ts: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
-    if mask != 0 {
+    if mask != 0 && !(direct::applies(mask) && direct::instant(kind, op, phase, ts, &payload)) {
         instant_slow(kind, op, phase, payload, mask);
     }
 }
@@ -468,7 +532,10 @@ where
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
         let value = build();
-        instant_slow(kind, op, phase, payload(&value), mask);
+        let payload = payload(&value);
+        if !(direct::applies(mask) && direct::instant(kind, op, phase, 0, &payload)) {
+            instant_slow(kind, op, phase, payload, mask);
+        }
     }
 }
 

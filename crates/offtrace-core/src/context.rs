@@ -255,6 +255,7 @@ pub fn destroy_context(ctx: ContextId) -> Result<(), ServiceError> {
             return Err(ServiceError::ContextInvalid);
         }
         c.state = State::Destroying;
+        crate::direct::forget(i);
         slot.active.store(false, Ordering::SeqCst);
         clear_mask_bits(i);
     }

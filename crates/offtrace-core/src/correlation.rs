@@ -56,6 +56,10 @@ pub(crate) struct ThreadState {
     pub(crate) late_depth: Cell<u32>,
     /// This thread's buffer staging per context slot (see [`crate::buffer`]).
     pub(crate) staging_cache: crate::buffer::StagingCache,
+    /// The direct path's open API calls (see [`crate::direct`]): frames in use (bit per frame)
+    /// and the frames.
+    pub(crate) direct_used: Cell<u64>,
+    pub(crate) direct: [Cell<crate::direct::DirectFrame>; crate::direct::DIRECT_FRAMES],
 }
 
 thread_local! {
@@ -70,6 +74,8 @@ thread_local! {
             dying_slot: Cell::new(None),
             late_depth: Cell::new(0),
             staging_cache: [const { Cell::new((std::ptr::null(), std::ptr::null_mut())) }; MAX_CONTEXTS],
+            direct_used: Cell::new(0),
+            direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.

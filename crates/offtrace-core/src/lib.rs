@@ -11,6 +11,7 @@ mod callback;
 pub mod clock;
 mod context;
 mod correlation;
+mod direct;
 mod error;
 mod generation;
 mod inflight;
@@ -38,8 +39,8 @@ pub use buffer_record::{
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
-    configure_callback_tracing_service, emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with,
-    kind_enabled,
+    configure_callback_tracing_service, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at,
+    emit_instant, emit_instant_at, emit_instant_with, kind_enabled,
 };
 pub use context::{
     ContextId, DESTROY_PAIR_WAIT, MAX_CONTEXTS, abandoned_pairs, configured_kinds, context_is_active, create_context,
@@ -50,6 +51,7 @@ pub use correlation::{
     pop_external_correlation_id, push_external_correlation_id, reported_in_call, set_external_correlation_hook,
     set_process_external_correlation_id,
 };
+pub use direct::{DirectCall, DirectRecord, DirectSink, direct_path_applies, set_direct_sink};
 pub use error::ServiceError;
 pub use generation::{Generation, GenerationCounter, Memo};
 pub use inflight::{asymmetric_fences, late_lost};

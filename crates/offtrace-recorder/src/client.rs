@@ -14,9 +14,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
     AllocationProperties, ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload,
-    KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, Phase,
-    QueuePayload, ServiceError, SyncPayload, TaskGraphPayload, UserData, configure_callback_tracing_service,
-    create_context, kernel_allocation_properties_into, start_context, timestamp_ns,
+    DirectCall, DirectRecord, DirectSink, KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload,
+    MemoryCopyPayload, MemoryFillPayload, Payload, Phase, QueuePayload, ServiceError, SyncPayload, TaskGraphPayload,
+    UserData, configure_callback_tracing_service, create_context, kernel_allocation_properties_into, set_direct_sink,
+    start_context, timestamp_ns,
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
@@ -29,6 +30,14 @@ use crate::recorder::{Inner, Local, with_local};
 /// kind (the raw `XPTI` kind too when `raw` is set: the backend installs its [`crate::RawLayer`]
 /// with [`crate::set_raw_layer`]). Records reach the trace while a recording runs.
 pub fn subscribe(raw: bool) -> Result<ContextId, ServiceError> {
+    subscribe_with(raw, true)
+}
+
+/// [`subscribe`], choosing whether the recorder also takes the services' direct path
+/// (`offtrace_core::set_direct_sink`: while it is the only consumer of a kind, that kind's
+/// records reach it as plain Rust calls instead of callback deliveries). The records are the
+/// same either way; `direct = false` is for comparing the two paths.
+pub fn subscribe_with(raw: bool, direct: bool) -> Result<ContextId, ServiceError> {
     let ctx = create_context()?;
     for kind in Kind::ALL {
         if kind == Kind::Xpti && !raw {
@@ -39,7 +48,37 @@ pub fn subscribe(raw: bool) -> Result<ContextId, ServiceError> {
         unsafe { configure_callback_tracing_service(ctx, kind, None, on_record, std::ptr::null_mut())? };
     }
     start_context(ctx)?;
+    if direct {
+        set_direct_sink(ctx, &DIRECT_SINK)?;
+    }
     Ok(ctx)
+}
+
+/// The recorder's entry points on the direct path: the same entries as [`on_record`] builds.
+static DIRECT_SINK: DirectSink = DirectSink { api_call: direct_api_call, record: direct_record };
+
+fn direct_api_call(call: &DirectCall, p: &ApiCallPayload) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_local(|inner, local| {
+            let (start, end) = (call.start, call.end);
+            api_call(inner, local, call.kind, call.operation, call.correlation, call.external, start, end, p)
+        });
+    }));
+}
+
+fn direct_record(record: &DirectRecord, payload: &Payload<'_>) {
+    let ptr = payload.as_ptr();
+    if ptr.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        with_local(|inner, local| {
+            let head = Head { op: record.operation, phase: record.phase as u32, correlation: record.correlation };
+            // SAFETY: the services pass `kind`'s own payload (checked by `direct::instant`),
+            // valid during the call.
+            unsafe { typed(inner, local, record.kind, &head, record.ts, ptr) }
+        });
+    }));
 }
 
 /// The callback of every kind.
@@ -85,57 +124,75 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
         let start = if user.is_null() { 0 } else { unsafe { (*user).value } };
         // SAFETY: an API kind's payload is an `ApiCallPayload` (or null).
         let Some(p) = (unsafe { record.payload.cast::<ApiCallPayload>().as_ref() }) else { return };
-        with_local(|inner, local| api_call(inner, local, kind, record, start, p));
+        let (op, correlation, external) =
+            (record.operation, record.correlation_id.internal, record.correlation_id.external.value);
+        with_local(|inner, local| api_call(inner, local, kind, op, correlation, external, start, timestamp_ns(), p));
         return;
     }
     let payload = record.payload;
     if payload.is_null() {
         return;
     }
+    let (op, correlation) = (record.operation, record.correlation_id.internal);
+    let head = Head { op, phase, correlation };
     with_local(|inner, local| {
         // SAFETY: forwarded: `payload` points at `kind`'s payload struct.
-        unsafe { typed(inner, local, kind, record, payload) }
+        unsafe { typed(inner, local, kind, &head, timestamp_ns(), payload) }
     });
 }
 
-fn head(words: &mut [u64], record: &CallbackRecord, ts: u64) {
+fn head(words: &mut [u64], correlation: u64, ts: u64) {
     words[1] = ts;
-    words[2] = record.correlation_id.internal;
+    words[2] = correlation;
 }
 
-fn api_call(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, start: u64, p: &ApiCallPayload) {
+/// An API call's one entry, at its exit (`start`, `end`: the enter's and the exit's times).
+#[allow(clippy::too_many_arguments, reason = "one record's fields, from either path")]
+#[inline]
+fn api_call(
+    inner: &Inner,
+    local: &mut Local,
+    kind: Kind,
+    op: u32,
+    correlation: u64,
+    external: u64,
+    start: u64,
+    end: u64,
+    p: &ApiCallPayload,
+) {
     // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
     // than the rest of the entry.
     let mut w = [0u64; API_WORDS];
-    let end = timestamp_ns();
-    head(&mut w, record, end);
+    head(&mut w, correlation, end);
     let result = (p.has_result != 0).then_some(p.result);
     let n = (p.arg_count as usize).min(p.args.len());
-    let (flags, body) =
-        api_body(&mut w[HEAD_WORDS..], start, end, result, record.correlation_id.external.value, &p.args[..n]);
+    let (flags, body) = api_body(&mut w[HEAD_WORDS..], start, end, result, external, &p.args[..n]);
     let len = HEAD_WORDS + body;
-    w[0] = header(len, kind as u8, flags, record.operation);
+    w[0] = header(len, kind as u8, flags, op);
     local.push(inner, &w[..len]);
 }
 
+/// The entry of a record other than an API call, at `ts`.
+///
 /// # Safety
 /// `payload` points at `kind`'s payload struct, valid during the call.
-unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &CallbackRecord, payload: *const c_void) {
+unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts: u64, payload: *const c_void) {
+    let phase = record.phase;
     // Kernel launches need the large array (allocation properties), raw entries their own;
     // everything else fits a small one, kernel completions included (they carry no allocation
     // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
-    if kind == Kind::KernelDispatch && record.phase != Phase::Complete as u32 {
+    if kind == Kind::KernelDispatch && phase != Phase::Complete as u32 {
         // SAFETY: forwarded.
-        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, ts, payload) }
     } else if kind == Kind::KernelDispatch {
         // SAFETY: forwarded.
-        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, ts, payload) }
     } else if kind == Kind::Xpti {
         // SAFETY: forwarded.
-        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, ts, payload) }
     } else {
         // SAFETY: forwarded.
-        unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, payload) }
+        unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, ts, payload) }
     }
 }
 
@@ -153,11 +210,12 @@ unsafe fn typed_in<const N: usize>(
     inner: &Inner,
     local: &mut Local,
     kind: Kind,
-    record: &CallbackRecord,
+    record: &Head,
+    ts: u64,
     payload: *const c_void,
 ) {
     let mut w = [0u64; N];
-    head(&mut w, record, timestamp_ns());
+    head(&mut w, record.correlation, ts);
     let mut own_ts = 0;
     let b = &mut w[HEAD_WORDS..];
     // SAFETY (every arm): the services pass `kind`'s own payload struct; its strings are valid
@@ -243,7 +301,7 @@ unsafe fn typed_in<const N: usize>(
                 let p = &*payload.cast::<CounterPayload>();
                 // A sample at its own time (trace clock), e.g. a GPU sample's end: the entry's
                 // ts; the format's ts delta is signed, so it may precede the thread's last one.
-                if record.operation == offtrace_core::counter_op::SAMPLE {
+                if record.op == offtrace_core::counter_op::SAMPLE {
                     own_ts = p.ts;
                 }
                 let name = local.string(inner, c_bytes(p.name));
@@ -252,7 +310,7 @@ unsafe fn typed_in<const N: usize>(
             }
             Kind::Xpti => {
                 let Some(layer) = inner.raw.get() else { return };
-                match layer.encode(record.operation, payload, b) {
+                match layer.encode(record.op, payload, b) {
                     Some(n) if n <= b.len() => n,
                     _ => return,
                 }
@@ -265,8 +323,15 @@ unsafe fn typed_in<const N: usize>(
     }
     let tag = if kind == Kind::Xpti { TAG_RAW } else { kind as u8 };
     let len = HEAD_WORDS + body;
-    w[0] = header(len, tag, record.phase as u8, record.operation);
+    w[0] = header(len, tag, record.phase as u8, record.op);
     local.push(inner, &w[..len]);
+}
+
+/// The fields of a record's head that [`typed`] writes, whichever path delivered it.
+struct Head {
+    op: u32,
+    phase: u32,
+    correlation: u64,
 }
 
 fn put(b: &mut [u64], v: &[u64]) -> usize {

@@ -46,7 +46,7 @@ mod quiesce;
 mod recorder;
 mod writer;
 
-pub use client::subscribe;
+pub use client::{subscribe, subscribe_with};
 pub use definitions::Definitions;
 pub use entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS};
 pub use recorder::{Config, RAW_BODY_WORDS, RawLayer, flush, is_recording, late_lost, stop_in_child, total_drops};

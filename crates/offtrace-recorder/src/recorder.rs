@@ -212,6 +212,12 @@ pub(crate) struct Local {
     producer: Producer<u64>,
     shared: Arc<RingShared>,
     strings: HashMap<Box<[u8]>, StrId, foldhash::fast::FixedState>,
+    /// The strings looked up last, compared before the map (a thread names the same few kernels
+    /// and commands over and over): each points at a key of `strings`, whose heap bytes stay put
+    /// while the map grows or rehashes (the `Box` moves, not what it owns; keys are never
+    /// removed). Addresses, not pointers: the `Local` of the late ring moves between threads.
+    recent: [(usize, usize, StrId); RECENT],
+    next_recent: usize,
     /// Words pushed, and the count at which to wake the writer next (every quarter ring).
     pushed: usize,
     next_wake: usize,
@@ -223,6 +229,9 @@ impl Drop for Local {
         self.shared.orphaned.store(true, Ordering::Release);
     }
 }
+
+/// Strings kept in [`Local::recent`].
+const RECENT: usize = 8;
 
 thread_local! {
     static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
@@ -265,6 +274,8 @@ fn register(inner: &'static Inner) -> Local {
         producer,
         shared,
         strings: HashMap::default(),
+        recent: [(0, 0, StrId(0)); RECENT],
+        next_recent: 0,
         pushed: 0,
         next_wake: quarter,
     }
@@ -369,12 +380,27 @@ impl Local {
         if bytes.is_empty() {
             return StrId(0);
         }
-        if let Some(&id) = self.strings.get(bytes) {
-            return id;
+        for &(p, len, id) in &self.recent {
+            // SAFETY: a non-zero `p` is the address of `len` bytes of a key of `self.strings`
+            // (see `recent`), alive as long as `self`.
+            if len == bytes.len() && p != 0 && unsafe { std::slice::from_raw_parts(p as *const u8, len) } == bytes {
+                return id;
+            }
         }
-        let id = inner.defs.string(bytes);
-        self.strings.insert(bytes.into(), id);
-        id
+        match self.strings.get_key_value(bytes) {
+            // Seen before: a string that repeats. A string seen once (a virtual node's name
+            // holds an address) does not take the place of one that repeats.
+            Some((k, &id)) => {
+                self.recent[self.next_recent] = (k.as_ptr() as usize, bytes.len(), id);
+                self.next_recent = (self.next_recent + 1) % RECENT;
+                id
+            }
+            None => {
+                let id = inner.defs.string(bytes);
+                self.strings.insert(bytes.into(), id);
+                id
+            }
+        }
     }
 
     /// Pushes one entry (see `entry.rs`); drops and counts it, or in lossless mode waits, when

@@ -319,3 +319,31 @@ fn counter_sample_at_its_own_time() {
     assert_eq!(samples[1], (before - 3_000_000, 2.0));
     assert_eq!(samples[2], (after + 1_000, 3.0));
 }
+
+/// Names cycling through more strings than the per-thread cache of recent ones holds, from a
+/// reused buffer (as the SYCL backend's node names are): every record names its own string.
+#[test]
+fn names_from_a_reused_buffer_resolve_to_their_own_strings() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let names = ["a", "bb", "cc", "square", "scale_add", "usm_memcpy", "a_longer_kernel_name<int>"];
+    let mut buf = [0u8; 64];
+    let mut expected = Vec::new();
+    for i in 0..200 {
+        let n = names[(i * 5 + i / 7) % names.len()];
+        buf.fill(0);
+        buf[..n.len()].copy_from_slice(n.as_bytes());
+        let kd = KernelDispatchPayload { queue: 0x30, kernel_name: buf.as_ptr().cast(), ..Default::default() };
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&kd));
+        expected.push(n);
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records = read(&path);
+    let strings = strings(&records);
+    let got: Vec<&str> = activities(&records).iter().map(|a| strings[&a.name].as_str()).collect();
+    assert_eq!(got, expected);
+}

@@ -46,8 +46,9 @@ use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Generation, GenerationCounter,
     KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, Memo, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload,
     MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
-    emit_activity, emit_enter, emit_exit, emit_instant, emit_instant_with, emit_memory_alloc, emit_memory_free,
-    kernel_dispatch, kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph,
+    direct_path_applies, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at, emit_instant,
+    emit_instant_at, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled,
+    memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -446,7 +447,52 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     let f = unsafe { &*f };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
-    // Built in place: `ApiCallPayload::new` returns 160 bytes by value, a `memmove` per call.
+    if !end {
+        // The arguments are read only for a consumer of the enter's payload: the recorder alone
+        // (the services' direct path) reads only the exit's.
+        // SAFETY (both reads): `f` is the live call's, its name verified against `func`.
+        let token =
+            emit_enter_with(Kind::UrApi, f.function_id, || unsafe { read_args(f, func) }, |p| Payload::UrApi(p));
+        push_open(OpenTag::UrCall, instance, token);
+        if f.function_id == urf::USM_FREE {
+            // SAFETY: as above; the arguments of the live call.
+            unsafe { ur_begin_effects(&read_args(f, func)) };
+        }
+        return;
+    }
+    // SAFETY: as above.
+    let mut p = unsafe { read_args(f, func) };
+    let result = if f.ret_data.is_null() {
+        XPTI_RESULT_SUCCESS
+    } else {
+        // SAFETY: at end `ret_data` points to the call's `ur_result_t` (an i32 enum).
+        unsafe { f.ret_data.cast::<i32>().read_unaligned() }
+    };
+    p.result = result;
+    p.has_result = 1;
+    // One clock reading for the call's end and the device work it reports at its end, where the
+    // recorder alone takes them (`offtrace_core::direct_path_applies`); 0: each takes its own.
+    let now = if direct_path_applies(Kind::UrApi) { timestamp_ns() } else { 0 };
+    if result == 0 {
+        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
+        // SAFETY: the call succeeded: its output pointers were written, its input pointers
+        // are still the caller's live variables.
+        unsafe { ur_end_effects(&p, now) };
+        let _ = UR_INSTANCE.try_with(|c| c.set(0));
+    }
+    if let Some(token) = pop_open(OpenTag::UrCall, instance) {
+        emit_exit_at(token, now, Payload::UrApi(&p));
+    }
+}
+
+/// The call's arguments, raw values masked to their width (its payload without a result).
+///
+/// # Safety
+/// `f` is the `function_with_args_t` of a live `ur.call` notification of `func` (name verified).
+#[inline(always)]
+unsafe fn read_args(f: &FunctionWithArgs, func: &ur::Function) -> ApiCallPayload {
+    // Built in place (inlined into its caller): `ApiCallPayload::new` returns 160 bytes by
+    // value, a `memmove` per call.
     let mut p = ApiCallPayload {
         function_id: f.function_id,
         arg_count: 0,
@@ -465,31 +511,7 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
         }
         p.arg_count = n as u32;
     }
-    if !end {
-        let token = emit_enter(Kind::UrApi, f.function_id, Payload::UrApi(&p));
-        push_open(OpenTag::UrCall, instance, token);
-        // SAFETY: the arguments were just read from the live params struct.
-        unsafe { ur_begin_effects(&p) };
-        return;
-    }
-    let result = if f.ret_data.is_null() {
-        XPTI_RESULT_SUCCESS
-    } else {
-        // SAFETY: at end `ret_data` points to the call's `ur_result_t` (an i32 enum).
-        unsafe { f.ret_data.cast::<i32>().read_unaligned() }
-    };
-    p.result = result;
-    p.has_result = 1;
-    if result == 0 {
-        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
-        // SAFETY: the call succeeded: its output pointers were written, its input pointers
-        // are still the caller's live variables.
-        unsafe { ur_end_effects(&p) };
-        let _ = UR_INSTANCE.try_with(|c| c.set(0));
-    }
-    if let Some(token) = pop_open(OpenTag::UrCall, instance) {
-        emit_exit(token, Payload::UrApi(&p));
-    }
+    p
 }
 
 /// Whether a call of `ur_function_t` `id` feeds a kind some context wants now, beyond `UR_API`
@@ -550,11 +572,12 @@ unsafe fn ur_begin_effects(p: &ApiCallPayload) {
     }
 }
 
-/// Effects at the end of a successful call, before its exit.
+/// Effects at the end of a successful call, before its exit; the device work it reports is at
+/// `now` (0: its own clock reading).
 ///
 /// # Safety
 /// `p` holds the arguments of the live call, which succeeded.
-unsafe fn ur_end_effects(p: &ApiCallPayload) {
+unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
     let a = &p.args;
     // SAFETY (each read_out / deref): output pointers of a successful call were written;
     // input pointers are the caller's variables, live during the callback.
@@ -563,11 +586,11 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::USM_HOST_ALLOC => alloc(read_out(a[4]), a[3], MemoryType::Host, 0),
             urf::USM_DEVICE_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Device, a[1]),
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
-            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a),
+            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a, now),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
-                emit_instant(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::USM_MEMCPY, c));
                 }
@@ -576,7 +599,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_READ, c));
                 }
@@ -584,7 +607,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_WRITE, c));
                 }
@@ -593,7 +616,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
                 let q = queue_info(a[0]);
                 let c = copy(q, a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
-                emit_instant(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, Payload::MemoryCopy(&c));
+                emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
                     remember_launch(p, Launch::Copy(memory_copy::BUFFER_COPY, c));
                 }
@@ -610,7 +633,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, Payload::MemoryFill(&f));
+                emit_instant_at(Kind::MemoryFill, memory_fill::USM_FILL, Phase::None, now, Payload::MemoryFill(&f));
                 if q.profiling {
                     remember_launch(p, Launch::Fill(memory_fill::USM_FILL, f));
                 }
@@ -627,7 +650,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, Payload::MemoryFill(&f));
+                emit_instant_at(Kind::MemoryFill, memory_fill::BUFFER_FILL, Phase::None, now, Payload::MemoryFill(&f));
                 if q.profiling {
                     remember_launch(p, Launch::Fill(memory_fill::BUFFER_FILL, f));
                 }
@@ -645,7 +668,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload) {
                     device: q.device,
                     ..Default::default()
                 };
-                emit_instant(Kind::Sync, sync_op::BARRIER, Phase::None, Payload::Sync(&s));
+                emit_instant_at(Kind::Sync, sync_op::BARRIER, Phase::None, now, Payload::Sync(&s));
                 if q.profiling {
                     remember_launch(p, Launch::Barrier(s));
                 }
@@ -863,6 +886,42 @@ struct PendingLaunch {
 static PENDING: std::sync::Mutex<BTreeMap<u64, PendingLaunch>> = std::sync::Mutex::new(BTreeMap::new());
 const MAX_PENDING: usize = 1 << 16;
 
+/// Where an enqueue's queue, returned event and wait list are among its arguments
+/// ([`NO_PARAM`] = it has none).
+#[derive(Clone, Copy)]
+struct EnqueuePositions {
+    queue: u8,
+    event: u8,
+    count: u8,
+    list: u8,
+}
+
+/// An index past every argument list (`ApiCallPayload::args` reads 0 there).
+const NO_PARAM: u8 = u8::MAX;
+
+/// Per `ur_function_t`: its [`EnqueuePositions`] packed in the low 32 bits, bit 32 set once
+/// computed (0 = not yet). The positions come from the parameters' names, compared once per
+/// function instead of per enqueue.
+static ENQUEUE_POSITIONS: [std::sync::atomic::AtomicU64; ur::MAX_FUNCTION_ID as usize + 1] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; ur::MAX_FUNCTION_ID as usize + 1];
+
+fn enqueue_positions(id: u32) -> Option<EnqueuePositions> {
+    let slot = ENQUEUE_POSITIONS.get(id as usize)?;
+    // Relaxed: a cache of a pure function of the id; a race computes the same value twice.
+    let mut packed = slot.load(Ordering::Relaxed);
+    if packed == 0 {
+        let func = ur::function(id)?;
+        let at = |name: &str| {
+            func.params.iter().position(|q| q.name == name).and_then(|i| u8::try_from(i).ok()).unwrap_or(NO_PARAM)
+        };
+        let bytes = [at("hQueue"), at("phEvent"), at("numEventsInWaitList"), at("phEventWaitList")];
+        packed = u64::from(u32::from_le_bytes(bytes)) | (1 << 32);
+        slot.store(packed, Ordering::Relaxed);
+    }
+    let [queue, event, count, list] = (packed as u32).to_le_bytes();
+    Some(EnqueuePositions { queue, event, count, list })
+}
+
 /// `UR_PROFILING_INFO_COMMAND_START` / `_END`.
 const PROFILING_START: u64 = 2;
 const PROFILING_END: u64 = 3;
@@ -872,10 +931,8 @@ const PROFILING_END: u64 = 3;
 /// Keeps a launch on a profiling queue (the caller checks [`QueueInfo::profiling`]) for the
 /// device times its event may report.
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
-    let Some(idx) = ur::function(p.function_id).and_then(|f| f.params.iter().position(|q| q.name == "phEvent")) else {
-        return;
-    };
-    let ph = p.args.get(idx).copied().unwrap_or(0);
+    let Some(pos) = enqueue_positions(p.function_id) else { return };
+    let ph = p.args.get(usize::from(pos.event)).copied().unwrap_or(0);
     // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
     let event = unsafe { read_out(ph) };
     if event == 0 {
@@ -1205,7 +1262,7 @@ unsafe fn kernel_args(args: u64, count: u64, out: &mut [u64; MAX_KERNEL_ARGS]) -
 ///
 /// # Safety
 /// As [`ur_end_effects`].
-unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
+unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
     let mut k = KernelDispatchPayload { queue: a[0], kernel: a[1], work_dim: a[2] as u32, ..Default::default() };
     let dims = (a[2] as usize).min(3);
     for d in 0..dims {
@@ -1237,7 +1294,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
     k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
         k.kernel_name = own.as_ptr();
-        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
         if q.profiling {
             remember_kernel_launch(a, &k, own);
         }
@@ -1252,7 +1309,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS]) {
         if t.instance.get() != 0 && name[0] != 0 {
             k.kernel_name = name.as_ptr().cast();
         }
-        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&k));
+        emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
         // The name's copy (an allocation) only for a launch kept for its device times.
         if q.profiling
             && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
@@ -1645,18 +1702,9 @@ mod graph {
         else {
             return;
         };
-        let Some(func) = ur::function(p.function_id) else { return };
-        // The four arguments by name, in one pass over the parameters.
-        let (mut queue, mut event_out, mut count, mut list) = (0, 0, 0, 0);
-        for (param, &value) in func.params.iter().zip(&p.args) {
-            match param.name {
-                "hQueue" => queue = value,
-                "phEvent" => event_out = value,
-                "numEventsInWaitList" => count = value,
-                "phEventWaitList" => list = value,
-                _ => {}
-            }
-        }
+        let Some(pos) = enqueue_positions(p.function_id) else { return };
+        let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
+        let (queue, event_out, count, list) = (arg(pos.queue), arg(pos.event), arg(pos.count), arg(pos.list));
         let _ = CUR.try_with(|cur| {
             let Ok(mut cur) = cur.try_borrow_mut() else { return };
             if !cur.emitted {

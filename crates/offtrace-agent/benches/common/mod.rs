@@ -52,6 +52,12 @@ pub unsafe fn sym<T: Copy>(h: *mut c_void, name: &str) -> T {
 }
 
 pub fn setup() -> Option<Xpti> {
+    setup_with_ring("4096")
+}
+
+/// [`setup`] with `ring_records` as `OFFTRACE_BUFFER_RECORDS` (records of 16 words per thread
+/// ring).
+pub fn setup_with_ring(ring_records: &str) -> Option<Xpti> {
     let lib = venv().join("lib/libxptifw.so.1");
     if !lib.exists() {
         eprintln!("notify bench skipped: no {} (set OFFTRACE_SYCL_VENV)", lib.display());
@@ -61,7 +67,7 @@ pub fn setup() -> Option<Xpti> {
     unsafe {
         std::env::set_var("XPTI_FRAMEWORK_DISPATCHER", &lib);
         std::env::set_var("OFFTRACE_OUTPUT", "/dev/null");
-        std::env::set_var("OFFTRACE_BUFFER_RECORDS", "4096");
+        std::env::set_var("OFFTRACE_BUFFER_RECORDS", ring_records);
         std::env::remove_var("XPTI_SUBSCRIBERS");
         std::env::remove_var("OFFTRACE_TOOLS");
     }
