@@ -26,10 +26,10 @@ use std::sync::{Mutex, OnceLock};
 
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, CopyDirection, DevicePayload, DeviceType,
-    KernelDispatchPayload, Kind, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation,
-    Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity, emit_enter,
-    emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
-    register_kind_operations, sync_op, task_graph,
+    KernelDispatchPayload, Kind, MAX_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType,
+    Operation, Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity,
+    emit_enter_with, emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill,
+    queue_op, register_kind_operations, sync_op, task_graph,
 };
 
 use crate::activity::{Activity, CopyKind, MarkerActivity, SyncKind};
@@ -108,18 +108,20 @@ pub fn api_kind(domain: ApiDomain) -> Kind {
     }
 }
 
-/// The call's arguments as the services carry them.
+/// The call's arguments as the services carry them, read straight into the payload.
 ///
 /// # Safety
 /// `params` is null or `f`'s CUPTI parameter struct.
-unsafe fn payload(f: &ApiFunction, params: *const u8) -> ApiCallPayload {
-    let mut args = [0u64; offtrace_core::MAX_ARGS];
+pub unsafe fn call_payload(f: &ApiFunction, params: *const u8) -> ApiCallPayload {
+    let mut p = ApiCallPayload { function_id: f.id, arg_count: 0, result: 0, has_result: 0, args: [0; MAX_ARGS] };
     // SAFETY: per the caller.
-    let n = unsafe { table::read_args(f, params, &mut args) };
-    ApiCallPayload::new(f.id, &args[..n])
+    p.arg_count = unsafe { table::read_args(f, params, &mut p.args) } as u32;
+    p
 }
 
-/// Enter of an API call; `None` when no context wants the kind.
+/// Enter of an API call; `None` when no context wants the kind. The arguments are read only
+/// for a consumer of the enter's payload: the recorder on the services' direct path records a
+/// call once, at its exit, and reads nothing here.
 ///
 /// # Safety
 /// `params` is null or `f`'s CUPTI parameter struct, valid during the call.
@@ -128,9 +130,8 @@ pub unsafe fn api_enter(domain: ApiDomain, f: &ApiFunction, params: *const u8) -
     if !kind_enabled(kind) {
         return None;
     }
-    // SAFETY: per the caller.
-    let p = unsafe { payload(f, params) };
-    let token = emit_enter(kind, f.id, Payload::api(kind, &p));
+    // SAFETY: per the caller (the builder runs during the callback, if at all).
+    let token = emit_enter_with(kind, f.id, || unsafe { call_payload(f, params) }, |p| Payload::api(kind, p));
     if !token.is_delivered() {
         emit_exit(token, Payload::None);
         return None;
@@ -144,9 +145,14 @@ pub unsafe fn api_enter(domain: ApiDomain, f: &ApiFunction, params: *const u8) -
 /// # Safety
 /// As for [`api_enter`].
 pub unsafe fn api_exit(call: OpenCall, f: &ApiFunction, params: *const u8, result: i32) {
-    let kind = api_kind(call.domain);
     // SAFETY: per the caller.
-    let mut p = unsafe { payload(f, params) };
+    api_exit_read(call, unsafe { call_payload(f, params) }, result);
+}
+
+/// [`api_exit`] with the arguments already read at the exit ([`call_payload`]; the launch
+/// record reads the same ones).
+pub fn api_exit_read(call: OpenCall, mut p: ApiCallPayload, result: i32) {
+    let kind = api_kind(call.domain);
     p.result = result;
     p.has_result = 1;
     emit_exit(call.token, Payload::api(kind, &p));

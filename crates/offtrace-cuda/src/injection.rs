@@ -29,6 +29,7 @@ use crate::dump::{self, Dump};
 use crate::emit;
 use crate::generated::cupti_layout as l;
 use crate::table::{self, ApiDomain};
+use offtrace_core::ApiCallPayload;
 
 /// Activity buffer size handed to CUPTI (Kineto uses 4 MiB; fewer, larger buffers mean fewer
 /// completions on CUPTI's thread).
@@ -1014,19 +1015,24 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
     } else if site == l::CUPTI_API_EXIT {
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
+        // The arguments at the exit, read once for whichever of the allocation, the launch and
+        // the exit's record needs them.
+        let mut read = None;
+        // SAFETY: params is f's parameter struct, valid during the callback.
+        let mut args = || *read.get_or_insert_with(|| unsafe { emit::call_payload(f, params) });
         if result == 0 {
             let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
             if rule.op == 1 && owns_memory_calls(domain) {
-                // SAFETY: params is f's parameter struct; the out-pointer was written (success).
-                unsafe { record_allocation(inj, f, params, rule) };
+                // SAFETY: the out-pointer argument was written (success).
+                unsafe { record_allocation(inj, f, &args(), rule) };
             }
             let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
             if launch.active
                 && inj.launch_mode != LaunchMode::CallbacksOnly
                 && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active())
             {
-                // SAFETY: as above.
-                unsafe { record_launch(inj, f, params, launch, cupti_corr, data) };
+                // SAFETY: a successful launch's arguments; data is its CUpti_CallbackData.
+                unsafe { record_launch(inj, f, &args(), launch, cupti_corr, data) };
             }
         }
         if domain == ApiDomain::Runtime {
@@ -1041,8 +1047,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             }
         });
         if let Ok(Some(call)) = call {
-            // SAFETY: as at enter.
-            unsafe { emit::api_exit(call, f, params, result) };
+            emit::api_exit_read(call, args(), result);
         }
     }
 }
@@ -1065,20 +1070,21 @@ unsafe fn arg(f: &table::ApiFunction, params: *const u8, i: u8) -> u64 {
 }
 
 /// # Safety
-/// `params` is `f`'s parameter struct at a successful exit.
-unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: AllocRule) {
+/// `p` holds `f`'s arguments at a successful exit (its out-pointers were written).
+unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, p: &ApiCallPayload, rule: AllocRule) {
+    let arg = |i: u8| call_arg(p, i);
     // SAFETY: per the caller: the pointer parameter is an out-pointer the call wrote.
     unsafe {
-        let out = arg(f, params, rule.ptr) as usize as *const u64;
+        let out = arg(rule.ptr) as usize as *const u64;
         if out.is_null() {
             return;
         }
         let ptr = out.read_unaligned();
         let size = if rule.size != NONE {
-            arg(f, params, rule.size)
+            arg(rule.size)
         } else if rule.pitch != NONE && rule.height != NONE {
-            let pitch = arg(f, params, rule.pitch) as usize as *const usize;
-            if pitch.is_null() { 0 } else { pitch.read_unaligned() as u64 * arg(f, params, rule.height) }
+            let pitch = arg(rule.pitch) as usize as *const usize;
+            if pitch.is_null() { 0 } else { pitch.read_unaligned() as u64 * arg(rule.height) }
         } else {
             0
         };
@@ -1088,6 +1094,12 @@ unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *co
             format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name)
         });
     }
+}
+
+/// Argument `i` of a call's payload (0 when absent).
+fn call_arg(p: &ApiCallPayload, i: u8) -> u64 {
+    let i = usize::from(i);
+    if i < p.arg_count as usize { p.args.get(i).copied().unwrap_or(0) } else { 0 }
 }
 
 /// What the backend knows of a kernel function: its parameters' (offset, size) and its
@@ -1269,21 +1281,17 @@ fn define_queue(inj: &Injection, ctx: *mut c_void, ctx_id: u32, sid: u32) {
 }
 
 /// # Safety
-/// `params` is `f`'s parameter struct at a successful exit of a launch; `data` its
-/// `CUpti_CallbackData`.
+/// `p` holds `f`'s arguments at a successful exit of a launch (its `kernelParams` and launch
+/// configuration are readable); `data` is its `CUpti_CallbackData`.
 unsafe fn record_launch(
     inj: &Injection,
     f: &table::ApiFunction,
-    params: *const u8,
+    p: &ApiCallPayload,
     rule: LaunchRule,
     cupti_corr: u32,
     data: *const u8,
 ) {
-    // One read of the arguments (a launch has at most 11).
-    let mut args = [0u64; offtrace_core::MAX_ARGS];
-    // SAFETY: per the caller.
-    let n_args = unsafe { table::read_args(f, params, &mut args) };
-    let at = |i: u8| if usize::from(i) < n_args { args[usize::from(i)] } else { 0 };
+    let at = |i: u8| call_arg(p, i);
     let (func, kernel_params) = (at(rule.func) as usize as *mut c_void, at(rule.params) as usize as *const *const u8);
     if func.is_null() {
         return;
