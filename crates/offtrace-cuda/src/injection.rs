@@ -1015,39 +1015,46 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
     } else if site == l::CUPTI_API_EXIT {
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
-        // The arguments at the exit, read once for whichever of the allocation, the launch and
-        // the exit's record needs them.
-        let mut read = None;
-        // SAFETY: params is f's parameter struct, valid during the callback.
-        let mut args = || *read.get_or_insert_with(|| unsafe { emit::call_payload(f, params) });
-        if result == 0 {
-            let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if rule.op == 1 && owns_memory_calls(domain) {
-                // SAFETY: the out-pointer argument was written (success).
-                unsafe { record_allocation(inj, f, &args(), rule) };
-            }
-            let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if launch.active
-                && inj.launch_mode != LaunchMode::CallbacksOnly
-                && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active())
-            {
-                // SAFETY: a successful launch's arguments; data is its CUpti_CallbackData.
-                unsafe { record_launch(inj, f, &args(), launch, cupti_corr, data) };
-            }
-        }
+        let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        let allocation = result == 0 && rule.op == 1 && owns_memory_calls(domain);
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
         }
-        let call = OPEN.try_with(|o| {
-            let mut o = o.borrow_mut();
-            // The innermost open call is this one unless an enter was not delivered.
-            match o.last() {
-                Some(c) if c.matches(domain, cbid) => o.pop(),
-                _ => None,
-            }
-        });
-        if let Ok(Some(call)) = call {
-            emit::api_exit_read(call, args(), result);
+        let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        let launched = result == 0
+            && launch.active
+            && inj.launch_mode != LaunchMode::CallbacksOnly
+            && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active());
+        let call = OPEN
+            .try_with(|o| {
+                let mut o = o.borrow_mut();
+                // The innermost open call is this one unless an enter was not delivered.
+                match o.last() {
+                    Some(c) if c.matches(domain, cbid) => o.pop(),
+                    _ => None,
+                }
+            })
+            .ok()
+            .flatten();
+        if call.is_none() && !allocation && !launched {
+            return;
+        }
+        // The arguments at the exit, read once for the allocation, the launch and the exit's
+        // record.
+        // SAFETY: params is f's parameter struct, valid during the callback.
+        let mut p = unsafe { emit::call_payload(f, params) };
+        if allocation {
+            // SAFETY: the out-pointer argument was written (success).
+            unsafe { record_allocation(inj, f, &p, rule) };
+        }
+        // One clock reading for the launch record and the call's end (0: the exit reads it).
+        let now = if launched { offtrace_core::timestamp_ns() } else { 0 };
+        if launched {
+            // SAFETY: a successful launch's arguments; data is its CUpti_CallbackData.
+            unsafe { record_launch(inj, f, &p, launch, cupti_corr, data, now) };
+        }
+        if let Some(call) = call {
+            emit::api_exit_at(call, &mut p, result, now);
         }
     }
 }
@@ -1290,6 +1297,7 @@ unsafe fn record_launch(
     rule: LaunchRule,
     cupti_corr: u32,
     data: *const u8,
+    ts: u64,
 ) {
     let at = |i: u8| call_arg(p, i);
     let (func, kernel_params) = (at(rule.func) as usize as *mut c_void, at(rule.params) as usize as *const *const u8);
@@ -1344,7 +1352,7 @@ unsafe fn record_launch(
     let (ctx, ctx_id) =
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
-    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
+    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n], ts);
     inj.dump_line(|| {
         let mut allocations = String::new();
         for (i, v) in values[..n].iter().enumerate() {
