@@ -23,9 +23,9 @@ mod sync;
 mod timestamp;
 
 pub use allocation::{
-    AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties,
-    kernel_allocation_properties_into, live_count as live_allocation_count, lookup as lookup_allocation, record_alloc,
-    record_free,
+    AllocationProperties, emit_memory_alloc, emit_memory_free, for_each_kernel_allocation,
+    kernel_allocation_properties, kernel_allocation_properties_into, live_count as live_allocation_count,
+    lookup as lookup_allocation, record_alloc, record_free,
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
