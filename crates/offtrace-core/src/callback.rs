@@ -936,18 +936,22 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
 fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
     // One thread-local look-up for the enclosing call and the delivery.
     let t = thread_state();
+    let mut reported = 0;
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
-        let c = t.current.get();
-        if c != 0 {
-            crate::correlation::note_reported(c, kind);
+        reported = t.current.get();
+        if reported != 0 {
+            crate::correlation::note_reported(reported, kind);
         }
     }
-    if t.in_callback.get() {
-        return;
+    if !t.in_callback.get() {
+        match thread_slot(t) {
+            Some(me) => instant_body(t, me, kind, op, phase, &payload, mask),
+            None => instant_late(t, kind, op, phase, &payload, mask),
+        }
     }
-    match thread_slot(t) {
-        Some(me) => instant_body(t, me, kind, op, phase, &payload, mask),
-        None => instant_late(t, kind, op, phase, &payload, mask),
+    if reported != 0 {
+        // After the enqueue record: what the hook delivers for this command follows it.
+        crate::correlation::reported_hook(reported, kind);
     }
 }
 
