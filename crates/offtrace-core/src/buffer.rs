@@ -438,7 +438,8 @@ impl Buffer {
         // The calling thread's staging of this buffer, through the cache of context slot `slot`.
         let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
         if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
-            return self.write_late(head, payload);
+            let head = *head; // a copy for the cold call (see below)
+            return self.write_late(&head, payload);
         }
         // SAFETY: the cache holds a pointer into this thread's `STAGING` (boxed, so stable)
         // until `Stagings::drop` clears it (and then this buffer is not in it); only this
@@ -448,7 +449,10 @@ impl Buffer {
         let st = unsafe { &mut *cache.get().1 };
         let layout = payload.layout(head.kind);
         if st.tail + layout.words() > st.limit {
-            return self.write_slow(st, &layout, head, payload);
+            // A copy for the cold call: with the caller's header escaping to it, the fast path
+            // stored the header to memory first even when it wrote the record from registers.
+            let head = *head;
+            return self.write_slow(st, &layout, &head, payload);
         }
         // SAFETY: below the limit: within the room the consumer left, before the ring's end.
         unsafe { st.put(&layout, head, payload) };
@@ -697,6 +701,12 @@ impl BufferService {
     #[inline(never)]
     pub(crate) fn write_exit(&self, slot: usize, head: &RecordHead, payload: &Payload<'_>) {
         payload.write_to(&self.buffer, slot, head);
+    }
+
+    /// The record of an API call (the common pair) at its exit, inlined into the caller.
+    #[inline(always)]
+    pub(crate) fn write_api_call(&self, slot: usize, head: &RecordHead, payload: &crate::payload::ApiCallPayload) {
+        self.buffer.write(slot, head, payload);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache

@@ -56,7 +56,7 @@ use crate::buffer_record::{RecordData, RecordHead};
 use crate::context::{BUFFER_SHIFT, ContextId, KIND_MASK, MAX_CONTEXTS, SLOTS, with_live_slot};
 use crate::correlation::{ThreadState, thread_state};
 use crate::error::ServiceError;
-use crate::inflight::{ThreadSlot, release_late_slot, take_late_slot, thread_slot};
+use crate::inflight::{Frame, ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
 use crate::payload::Payload;
 use crate::timestamp::timestamp_ns;
@@ -381,28 +381,69 @@ where
 
 /// What [`emit_enter`] hands back: which contexts saw the enter, the call's frame (per-call
 /// user data, previous correlation id, start time, kept in the thread's in-flight slot) and the
-/// correlation id. 16 bytes, so it travels in registers and the disabled path builds it for
-/// free. Pass it to [`emit_exit`] exactly once, on the same thread. Not `Clone`.
+/// correlation id. Two words, so it travels in two registers (returned by the enter, passed to
+/// the exit: a struct of more fields went through memory both ways) and the disabled path
+/// builds it for free. Pass it to [`emit_exit`] exactly once, on the same thread. Not `Clone`.
 #[derive(Debug)]
 #[must_use = "every delivered enter needs its exit: pass the token to emit_exit"]
 pub struct CallToken {
-    delivered: u8,
-    buffered: u8,
-    frame: u8,
-    kind: u8,
-    operation: u32,
+    /// Bits 0-7: the contexts whose callback saw the enter; 8-15: the contexts with a buffer
+    /// record to write at the exit; 16-23: the frame; 24-31: the kind; 32-63: the operation.
+    bits: u64,
     correlation: u64,
 }
 
 impl CallToken {
     /// The token of a call no context saw.
-    pub const NONE: CallToken =
-        CallToken { delivered: 0, buffered: 0, frame: 0, kind: 0, operation: 0, correlation: 0 };
+    pub const NONE: CallToken = CallToken { bits: 0, correlation: 0 };
+
+    #[inline(always)]
+    fn new(delivered: u8, buffered: u8, frame: u8, kind: Kind, operation: u32, correlation: u64) -> Self {
+        let bits = u64::from(delivered)
+            | u64::from(buffered) << 8
+            | u64::from(frame) << 16
+            | (kind as u64) << 24
+            | u64::from(operation) << 32;
+        CallToken { bits, correlation }
+    }
+
+    /// Contexts whose callback saw the enter (bit per slot).
+    #[inline(always)]
+    fn delivered(&self) -> u8 {
+        self.bits as u8
+    }
+
+    /// Contexts that get a buffer record at the exit.
+    #[inline(always)]
+    fn buffered(&self) -> u8 {
+        (self.bits >> 8) as u8
+    }
+
+    /// Contexts with an open pair of this call: `delivered | buffered`.
+    #[inline(always)]
+    fn pairs(&self) -> u32 {
+        (self.delivered() | self.buffered()).into()
+    }
+
+    #[inline(always)]
+    fn frame(&self) -> u8 {
+        (self.bits >> 16) as u8
+    }
+
+    #[inline(always)]
+    fn kind(&self) -> u8 {
+        (self.bits >> 24) as u8
+    }
+
+    #[inline(always)]
+    fn operation(&self) -> u32 {
+        (self.bits >> 32) as u32
+    }
 
     /// Whether any context saw the enter (and so will see the exit).
     #[inline]
     pub fn is_delivered(&self) -> bool {
-        (self.delivered | self.buffered) != 0
+        self.bits & 0xffff != 0
     }
 
     /// The call's internal correlation id (0 when no context saw it).
@@ -425,24 +466,29 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
     if mask == 0 {
         return CallToken::NONE;
     }
-    enter_slow(kind, op, payload, mask)
+    if mask & 0xff == 0 {
+        // Buffer services only: their own path (no callback to prepare for).
+        return enter_record_slow(kind, op, mask);
+    }
+    // The pointer callbacks get, here: where the call site names the variant and the kind, it
+    // folds to the payload's address (inside, it took a table and a jump table per record).
+    enter_slow(kind, op, payload_ptr(kind, &payload), mask)
 }
 
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).
 #[inline(always)]
 pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
-    if token.is_delivered() {
-        // Field by field: a 16-byte copy of the token, just written with narrow stores, would
-        // stall on store forwarding.
-        exit_slow(
-            token.delivered,
-            token.buffered,
-            token.frame,
-            token.kind,
-            token.operation,
-            token.correlation,
-            payload,
-        );
+    if token.delivered() == 0 {
+        // No callback saw the enter: a buffer record or nothing. Straight to the record's path
+        // (one function less on the way, and no payload pointer to compute).
+        if token.buffered() != 0 {
+            exit_record_slow(token, payload);
+        }
+    } else {
+        // The callbacks' pointer here, as in `emit_enter` (the payload's kind folds; the
+        // token's is one compare).
+        let ptr = if payload.kind().is_some_and(|k| k as u8 == token.kind()) { payload.as_ptr() } else { ptr::null() };
+        exit_slow(token, ptr, payload);
     }
 }
 
@@ -452,7 +498,7 @@ pub fn emit_exit(token: CallToken, payload: Payload<'_>) {
 pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
-        instant_slow(kind, op, phase, payload, mask);
+        instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
     }
 }
 
@@ -468,7 +514,8 @@ where
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     if mask != 0 {
         let value = build();
-        instant_slow(kind, op, phase, payload(&value), mask);
+        let payload = payload(&value);
+        instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
     }
 }
 
@@ -551,7 +598,7 @@ fn complete_body(
     }
 }
 
-#[inline]
+#[inline(always)]
 fn payload_ptr(kind: Kind, payload: &Payload<'_>) -> *const c_void {
     // A payload of the wrong kind would be misread by argument iteration: pass none instead.
     if payload.kind() == Some(kind) { payload.as_ptr() } else { ptr::null() }
@@ -664,12 +711,132 @@ fn bits(mask: u32) -> impl Iterator<Item = usize> {
 const LATE_FRAME: u8 = 0x80;
 
 #[inline(never)]
-fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+fn enter_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
+    let t = thread_state();
+    let contexts = (mask | (mask >> BUFFER_SHIFT)) & 0xff;
+    if let Some(me) = t.slot.get()
+        && contexts.is_power_of_two()
+        && let Some(token) = enter_one::<true>(t, me, kind, op, ptr, mask, contexts)
+    {
+        return token;
+    }
+    enter_any(kind, op, ptr, mask)
+}
+
+/// [`enter_slow`] for a kind only buffer services want (`mask` has no callback bits): the
+/// one-context path without a callback's preparations, in a function of its own.
+#[inline(never)]
+fn enter_record_slow(kind: Kind, op: u32, mask: u32) -> CallToken {
+    let t = thread_state();
+    let contexts = (mask >> BUFFER_SHIFT) & 0xff;
+    if let Some(me) = t.slot.get()
+        && contexts.is_power_of_two()
+        && let Some(token) = enter_one::<false>(t, me, kind, op, ptr::null(), mask, contexts)
+    {
+        return token;
+    }
+    enter_any(kind, op, ptr::null(), mask)
+}
+
+/// [`enter_slow`], every case (several contexts, operation lists, a thread not registered yet
+/// or in teardown).
+#[inline(never)]
+fn enter_any(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let t = thread_state();
     match thread_slot(t) {
-        Some(me) => enter_body(t, me, kind, op, payload, mask),
-        None => enter_late(t, kind, op, payload, mask),
+        Some(me) => enter_body(t, me, kind, op, ptr, mask),
+        None => enter_late(t, kind, op, ptr, mask),
     }
+}
+
+/// The common case of an enter: a registered thread, one context (`contexts`, one bit) whose
+/// services for the kind want every operation. What [`enter_body`] does for that context, with
+/// nothing kept for a next context (the loop's state was most of the enter's spills) and the
+/// services' tags tested before anything is written. `None`, having changed nothing, when a
+/// service has an operation list: the caller takes the full path from the start.
+///
+/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test).
+#[inline(always)]
+fn enter_one<const CALLBACK: bool>(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    kind: Kind,
+    op: u32,
+    ptr: *const c_void,
+    mask: u32,
+    contexts: u32,
+) -> Option<CallToken> {
+    // Inside a buffer callback or a callback delivery: nested emits deliver nothing.
+    let busy = me.busy_word();
+    if t.in_callback.get() || busy != 0 {
+        return Some(CallToken::NONE);
+    }
+    // Non-zero: one `tzcnt`; masked: no bounds check.
+    let i = contexts.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return Some(CallToken::NONE);
+    }
+    // Acquire: pairs with the Release that installed each service.
+    let cb = if CALLBACK && mask & (1 << i) != 0 {
+        slot.callbacks[kind.index()].load(Ordering::Acquire)
+    } else {
+        ptr::null_mut()
+    };
+    let bs = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
+        slot.buffers[kind.index()].load(Ordering::Acquire)
+    } else {
+        ptr::null_mut()
+    };
+    // A service with an operation list (non-null, untagged): the full path.
+    if (!cb.is_null() && cb.addr() & ALL_OPS == 0) || (!bs.is_null() && bs.addr() & ALL_OPS == 0) {
+        me.leave(busy);
+        return None;
+    }
+    let buffered = u8::from(!bs.is_null()) << i;
+    // No service (a mask read before a stop), or no free frame: not delivered.
+    let Some(f) = (if cb.is_null() && buffered == 0 { None } else { me.alloc_frame() }) else {
+        me.leave(busy);
+        return Some(CallToken::NONE);
+    };
+    // SAFETY: this thread owns `me`; no other reference to frame `f` exists (just taken).
+    let frame = unsafe { me.frame(f) };
+    me.open_pair(i);
+    let id = slot.id();
+    // Read before the enter callback runs (see `enter_body`).
+    let external = t.external(i, id);
+    frame.handle[i] = id.handle;
+    frame.external[i] = external;
+    let correlation = t.next_correlation_id();
+    let delivered = u8::from(!cb.is_null()) << i;
+    // Built before the callback: fewer values to keep across it.
+    let token = CallToken::new(delivered, buffered, f, kind, op, correlation);
+    if !cb.is_null() {
+        // SAFETY: tagged, so non-null; the thread is busy in the context, so the service
+        // outlives this use (destroy frees it only after no thread is busy in the context).
+        let svc = unsafe { &*cb.wrapping_byte_sub(ALL_OPS) };
+        frame.user[i] = UserData::default();
+        // SAFETY: as in `call`: the tool's callback with its data; `user` is the frame's slot.
+        unsafe {
+            invoke(
+                svc.callback,
+                svc.data,
+                &mut frame.user[i],
+                id,
+                t.cached_thread_id(),
+                correlation,
+                external,
+                kind as u32,
+                op,
+                Phase::Enter as u32,
+                ptr,
+            )
+        };
+    }
+    me.leave(busy);
+    frame.start = if buffered != 0 { timestamp_ns() } else { 0 };
+    frame.previous = t.current.replace(correlation);
+    Some(token)
 }
 
 /// The enter of a call on a thread in teardown: through the late slot, which the thread then
@@ -677,18 +844,18 @@ fn enter_slow(kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken
 /// are not delivered meanwhile and are counted in `late_lost`).
 #[cold]
 #[inline(never)]
-fn enter_late(t: &ThreadState, kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+fn enter_late(t: &ThreadState, kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let Some(late) = take_late_slot(t) else { return CallToken::NONE };
-    let token = enter_body(t, late, kind, op, payload, mask);
+    let token = enter_body(t, late, kind, op, ptr, mask);
     if !token.is_delivered() {
         release_late_slot(t);
         return CallToken::NONE;
     }
-    CallToken { frame: token.frame | LATE_FRAME, ..token }
+    CallToken { bits: token.bits | u64::from(LATE_FRAME) << 16, ..token }
 }
 
 #[inline(always)]
-fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Payload<'_>, mask: u32) -> CallToken {
+fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     {
         // Inside a buffer callback (`in_callback`) or a callback delivery (a busy bit): nested
         // emits deliver nothing. Zero from here on: the sections below are balanced.
@@ -703,7 +870,6 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         // (a byte store to `delivered`, then a 16-byte load of the token for the record) stalls
         // on store forwarding on every enter.
         let (mut delivered, mut buffered, mut correlation) = (0u8, 0u8, 0u64);
-        let ptr = payload_ptr(kind, &payload);
         let thread_id = t.cached_thread_id();
         // One gate per context for its callback and its buffer service: a call enters a
         // context whole (enter callback and, at the exit, its buffer record) or not at all,
@@ -772,84 +938,47 @@ fn enter_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, payload: Pa
         }
         frame.start = if buffered != 0 { timestamp_ns() } else { 0 };
         frame.previous = t.current.replace(correlation);
-        CallToken { delivered, buffered, frame: f, kind: kind as u8, operation: op, correlation }
+        CallToken::new(delivered, buffered, f, kind, op, correlation)
     }
 }
 
 #[inline(never)]
-fn exit_slow(
-    delivered: u8,
-    buffered: u8,
-    frame_index: u8,
-    kind: u8,
-    operation: u32,
-    correlation: u64,
-    payload: Payload<'_>,
-) {
+fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     let t = thread_state();
-    if frame_index & LATE_FRAME != 0 {
-        return exit_late(t, delivered, buffered, frame_index & !LATE_FRAME, kind, operation, correlation, payload);
+    if token.frame() & LATE_FRAME != 0 {
+        return exit_late(t, token, ptr, payload);
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) => {
-            let token = CallToken { delivered, buffered, frame: frame_index, kind, operation, correlation };
-            exit_body(t, me, token, payload)
-        }
-        // Plain arguments, not the token: a token built for this cold call was spilled to the
-        // stack on every exit.
-        None => exit_dying(t, delivered, buffered, frame_index, kind, operation, correlation, payload),
+        Some(me) if token.pairs().is_power_of_two() => exit_one::<true>(t, me, token, ptr, payload),
+        Some(me) => exit_body(t, me, token, ptr, payload),
+        None => exit_dying(t, token, ptr, payload),
     }
 }
 
 /// The exit of a call entered through the late slot: the thread holds it since the enter.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the exit token's fields and the record, as the hot exit passes them (scalars in registers)"
-)]
 #[cold]
 #[inline(never)]
-fn exit_late(
-    t: &ThreadState,
-    delivered: u8,
-    buffered: u8,
-    frame: u8,
-    kind: u8,
-    operation: u32,
-    correlation: u64,
-    payload: Payload<'_>,
-) {
+fn exit_late(t: &ThreadState, token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     // Re-entrant: the thread holds the slot already (depth >= 1), so this cannot fail.
     let Some(late) = take_late_slot(t) else { return };
     // The late slot is always alive (never reused): destroy waits for its open pairs like a
     // live thread's (bounded), and the exit passes the gate like every exit.
-    exit_body(t, late, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+    let token = CallToken { bits: token.bits & !(u64::from(LATE_FRAME) << 16), ..token };
+    exit_body(t, late, token, ptr, payload);
     release_late_slot(t); // this exit's take
     release_late_slot(t); // the enter's
 }
 
 /// The exit of a call entered before the thread's teardown (see [`crate::inflight`]).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the exit token's fields and the record, as the hot exit passes them (scalars in registers)"
-)]
 #[cold]
 #[inline(never)]
-fn exit_dying(
-    t: &ThreadState,
-    delivered: u8,
-    buffered: u8,
-    frame: u8,
-    kind: u8,
-    operation: u32,
-    correlation: u64,
-    payload: Payload<'_>,
-) {
+fn exit_dying(t: &ThreadState, token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     if let Some(me) = t.dying_slot.get() {
         // The guard by flag here: `destroy_context` and `flush_buffer` from these callbacks
         // must see it, and they do not look at a dying slot's busy word (it may be reused).
         let was = t.in_callback.replace(true);
-        exit_body(t, me, CallToken { delivered, buffered, frame, kind, operation, correlation }, payload);
+        exit_body(t, me, token, ptr, payload);
         t.in_callback.set(was);
     }
 }
@@ -859,19 +988,19 @@ fn exit_dying(
 /// `destroy_context` waits for open pairs only for a bounded time, then closes the gate, so an
 /// abandoned pair's exit (or one of a thread in teardown) reaches no one. Frames are touched
 /// only before the pairs close: the last close may make `me` reusable by another thread.
-#[inline(always)]
-fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payload<'_>) {
-    let pairs = u32::from(token.delivered | token.buffered);
-    let Some(kind) = Kind::from_u32(u32::from(token.kind)) else { return };
+#[inline(never)]
+fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
+    let pairs = token.pairs();
+    let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     // SAFETY: this thread owns `me` (or owned it and still holds open pairs in it, which keeps
-    // it from being reused), and frame `token.frame` was taken by this call's enter (tokens are
-    // not `Clone`, so no other exit uses it).
-    let frame = unsafe { me.frame(token.frame) };
+    // it from being reused), and frame `token.frame()` was taken by this call's enter (tokens
+    // are not `Clone`, so no other exit uses it).
+    let frame = unsafe { me.frame(token.frame()) };
     t.current.set(frame.previous);
     let thread_id = t.cached_thread_id();
     // Not necessarily 0: nothing stops a backend from ending an outer call inside a callback.
     let busy = me.busy_word();
-    let end = if token.buffered != 0 { timestamp_ns() } else { 0 };
+    let end = if token.buffered() != 0 { timestamp_ns() } else { 0 };
     // One gate per context for both the exit callback and the buffer record: a call's exit
     // reaches a context whole (callback and record) or not at all (abandoned by destroy).
     for i in bits(pairs) {
@@ -887,7 +1016,7 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
         let id = slot.id();
         let correlation_id =
             CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } };
-        if token.delivered & (1 << i) != 0 {
+        if token.delivered() & (1 << i) != 0 {
             let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
             if !svc.is_null() {
                 // SAFETY: we are busy in the context and passed its `exits` gate while it was
@@ -899,21 +1028,21 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
                     thread_id,
                     correlation_id,
                     kind: kind as u32,
-                    operation: token.operation,
+                    operation: token.operation(),
                     phase: Phase::Exit as u32,
-                    payload: payload_ptr(kind, &payload),
+                    payload: ptr,
                 };
                 call(svc, &record, &mut frame.user[i]);
             }
         }
-        if token.buffered & (1 << i) != 0 {
+        if token.buffered() & (1 << i) != 0 {
             let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
             if !svc.is_null() {
                 // SAFETY: as for the callback service above.
                 let svc = unsafe { &*svc };
                 let head = RecordHead {
                     kind,
-                    operation: token.operation,
+                    operation: token.operation(),
                     phase: Phase::None,
                     context_id: id,
                     correlation_id,
@@ -926,47 +1055,277 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, payload: Payloa
         }
         me.leave(busy);
     }
-    me.free_frame(token.frame);
+    me.free_frame(token.frame());
     for i in bits(pairs) {
         me.close_pair(i);
     }
 }
 
+/// [`exit_body`] for a call one context saw (`token.pairs()` has one bit), the common case:
+/// the same steps without a loop, so nothing is kept for a next context.
+///
+/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline).
+#[inline(always)]
+fn exit_one<const CALLBACK: bool>(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    token: CallToken,
+    ptr: *const c_void,
+    payload: Payload<'_>,
+) {
+    let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
+    // SAFETY: as in `exit_body`.
+    let frame = unsafe { me.frame(token.frame()) };
+    t.current.set(frame.previous);
+    // Not necessarily 0 (see `exit_body`).
+    let busy = me.busy_word();
+    // One bit: one `tzcnt`; masked: no bounds check.
+    let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    // Before the exit callback, as in `exit_body`: the record's time leaves the tool's out.
+    let end = if token.buffered() != 0 { timestamp_ns() } else { 0 };
+    let slot = &SLOTS[i];
+    if me.enter_if_active(busy, i, &slot.exits) {
+        let handle = frame.handle[i];
+        // Acquire: pairs with `create_context`'s Release of a new handle.
+        if slot.handle.load(Ordering::Acquire) == handle {
+            let id = ContextId { handle };
+            let correlation_id =
+                CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } };
+            if CALLBACK && token.delivered() != 0 {
+                let (svc, _) = untag_service(slot.callbacks[kind.index()].load(Ordering::Acquire));
+                if !svc.is_null() {
+                    // SAFETY: as in `exit_body`.
+                    let svc = unsafe { &*svc };
+                    // SAFETY: as in `call`.
+                    unsafe {
+                        invoke(
+                            svc.callback,
+                            svc.data,
+                            &mut frame.user[i],
+                            id,
+                            t.cached_thread_id(),
+                            correlation_id.internal,
+                            correlation_id.external.value,
+                            kind as u32,
+                            token.operation(),
+                            Phase::Exit as u32,
+                            ptr,
+                        )
+                    };
+                }
+            }
+            if !CALLBACK {
+                write_exit_record(CallToken { ..token }, frame, end, payload);
+            } else if token.buffered() != 0 {
+                exit_record(CallToken { ..token }, frame, end, payload);
+            }
+        }
+        me.leave(busy);
+    }
+    me.free_frame(token.frame());
+    me.close_pair(i);
+}
+
+/// The buffer record of a call at its exit, one context (see [`exit_one`]): out of line, with
+/// what the frame holds read again here, so that the exit's callback delivery keeps its
+/// registers. The caller is busy in context slot `i` and checked its handle.
 #[inline(never)]
-fn instant_slow(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>, mask: u32) {
+fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+    write_exit_record(token, frame, end, payload);
+}
+
+/// The exit of a call only buffer services saw: for one context, [`exit_one`] with the record
+/// written inline; otherwise [`exit_slow`]'s cases.
+#[inline(never)]
+fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && token.pairs().is_power_of_two() => {
+            exit_one::<false>(t, me, token, ptr::null(), payload)
+        }
+        _ => exit_slow(token, ptr::null(), payload),
+    }
+}
+
+/// What [`exit_record`] does.
+#[inline(always)]
+fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+    let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
+    let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    let (svc, _) = untag_service(slot.buffers[kind.index()].load(Ordering::Acquire));
+    if !svc.is_null() {
+        // SAFETY: as in `exit_body`.
+        let svc = unsafe { &*svc };
+        match payload.as_api_call() {
+            // An API call (the common pair): its record inlined here, the header's fields going
+            // from registers into the record, with no header built in memory and read back.
+            Some(p) if payload.kind() == Some(kind) => {
+                svc.write_api_call(i, &exit_head(kind, &token, frame, i, end), p)
+            }
+            _ => svc.write_exit(i, &exit_head(kind, &token, frame, i, end), &payload),
+        }
+    }
+}
+
+/// The header of a call's record at its exit (context slot `i`). Built in each branch of
+/// [`write_exit_record`]: one header for both had its stores, for the out-of-line call, before
+/// the branch; a closure for both was not inlined.
+#[inline(always)]
+fn exit_head(kind: Kind, token: &CallToken, frame: &Frame, i: usize, end: u64) -> RecordHead {
+    let i = i & (MAX_CONTEXTS - 1);
+    RecordHead {
+        kind,
+        operation: token.operation(),
+        phase: Phase::None,
+        context_id: ContextId { handle: frame.handle[i] },
+        correlation_id: CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } },
+        thread_id: thread_state().cached_thread_id(),
+        start: frame.start,
+        end,
+    }
+}
+
+/// `ptr`: the callbacks' pointer to the payload, computed where the call site names the variant
+/// (see `emit_enter`). The kind's mask is loaded again here: with it, the arguments no longer
+/// fit the six argument registers.
+#[inline(never)]
+fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: Payload<'_>) {
+    // Relaxed: as in `emit_instant` (a mask of 0 now delivers nothing).
+    let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
     // One thread-local look-up for the enclosing call and the delivery.
     let t = thread_state();
-    let mut reported = 0;
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
-        reported = t.current.get();
-        if reported != 0 {
-            crate::correlation::note_reported(reported, kind);
+        let c = t.current.get();
+        if c != 0 {
+            crate::correlation::note_reported(c, kind);
+            if let Some(hook) = crate::correlation::reported_hook() {
+                return instant_reported(t.in_callback.get(), c, kind, op, phase, ptr, payload, mask, hook);
+            }
         }
     }
-    if !t.in_callback.get() {
-        match thread_slot(t) {
-            Some(me) => instant_body(t, me, kind, op, phase, &payload, mask),
-            None => instant_late(t, kind, op, phase, &payload, mask),
-        }
+    if t.in_callback.get() {
+        return;
     }
-    if reported != 0 {
-        // After the enqueue record: what the hook delivers for this command follows it.
-        crate::correlation::reported_hook(reported, kind);
+    if let Some(me) = t.slot.get()
+        && mask & !0xff == 0
+        && mask.is_power_of_two()
+    {
+        return instant_one(t, me, kind, op, phase, ptr, mask);
     }
+    instant_any(kind, op, phase, ptr, payload, mask);
+}
+
+/// [`instant_slow`] for a command reported at enqueue inside the call `correlation` while a
+/// reported hook is installed (the OpenCL layer on the SYCL path): the record, then the hook,
+/// so that what the hook delivers for the command follows its enqueue record.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn instant_reported(
+    in_callback: bool,
+    correlation: u64,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: Payload<'_>,
+    mask: u32,
+    hook: crate::correlation::ReportedHook,
+) {
+    if !in_callback {
+        instant_any(kind, op, phase, ptr, payload, mask);
+    }
+    hook(correlation, kind);
+}
+
+/// [`instant_slow`], every other case (out of line: its state was spilled on the common path).
+#[inline(never)]
+fn instant_any(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: Payload<'_>, mask: u32) {
+    let t = thread_state();
+    match thread_slot(t) {
+        Some(me) => instant_body(t, me, kind, op, phase, ptr, &payload, mask),
+        None => instant_late(t, kind, op, phase, ptr, &payload, mask),
+    }
+}
+
+/// The common case of an instant: one context with a callback service for the kind and no
+/// buffer service. What [`instant_body`] does for it, without the loop's state.
+#[inline(always)]
+fn instant_one(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, ptr: *const c_void, mask: u32) {
+    // Inside a callback delivery: deliver nothing (see `enter_body`).
+    let busy = me.busy_word();
+    if busy != 0 {
+        return;
+    }
+    let correlation = match t.current.get() {
+        0 => t.next_correlation_id(),
+        c => c,
+    };
+    // One bit: one `tzcnt`; masked: no bounds check.
+    let i = mask.trailing_zeros() as usize & (MAX_CONTEXTS - 1);
+    let slot = &SLOTS[i];
+    if !me.enter_if_active(busy, i, &slot.active) {
+        return;
+    }
+    // Acquire: pairs with the Release that installed the service.
+    let p = slot.callbacks[kind.index()].load(Ordering::Acquire);
+    let (svc, all) = untag_service(p);
+    // SAFETY: busy in the context, so a non-null service outlives this use.
+    if !svc.is_null() && wants(all, &unsafe { &*svc }.filter, op) {
+        // SAFETY: as above.
+        let svc = unsafe { &*svc };
+        let id = slot.id();
+        let mut user = UserData::default();
+        // SAFETY: as in `call`.
+        unsafe {
+            invoke(
+                svc.callback,
+                svc.data,
+                &mut user,
+                id,
+                t.cached_thread_id(),
+                correlation,
+                t.external(i, id),
+                kind as u32,
+                op,
+                phase as u32,
+                ptr,
+            )
+        };
+    }
+    me.leave(busy);
 }
 
 /// An instant from a thread in teardown: through the late slot (see [`crate::inflight`]).
 #[cold]
 #[inline(never)]
-fn instant_late(t: &ThreadState, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
+fn instant_late(
+    t: &ThreadState,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: &Payload<'_>,
+    mask: u32,
+) {
     if let Some(late) = take_late_slot(t) {
-        instant_body(t, late, kind, op, phase, payload, mask);
+        instant_body(t, late, kind, op, phase, ptr, payload, mask);
         release_late_slot(t);
     }
 }
 
+#[allow(clippy::too_many_arguments, reason = "the instant's arguments and the delivery state")]
 #[inline(always)]
-fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Phase, payload: &Payload<'_>, mask: u32) {
+fn instant_body(
+    t: &ThreadState,
+    me: &ThreadSlot,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: &Payload<'_>,
+    mask: u32,
+) {
     {
         // Inside a callback delivery: deliver nothing (see `enter_body`).
         let busy = me.busy_word();
@@ -977,7 +1336,6 @@ fn instant_body(t: &ThreadState, me: &ThreadSlot, kind: Kind, op: u32, phase: Ph
             0 => t.next_correlation_id(),
             c => c,
         };
-        let ptr = payload_ptr(kind, payload);
         let thread_id = t.cached_thread_id();
         for i in bits(mask & 0xff) {
             let Some((svc, all)) = acquire(me, busy, i, &SLOTS[i].callbacks, kind) else { continue };

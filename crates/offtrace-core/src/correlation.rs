@@ -134,6 +134,10 @@ impl ThreadState {
     /// context in the same slot).
     #[inline]
     pub(crate) fn external(&self, slot: usize, ctx: ContextId) -> u64 {
+        // Relaxed: see `EXTERNAL_IN_USE`.
+        if !EXTERNAL_IN_USE.load(Ordering::Relaxed) {
+            return 0;
+        }
         let (h, v) = self.external_top[slot].get();
         if h == ctx.handle { v } else { process_external(slot, ctx) }
     }
@@ -209,11 +213,10 @@ pub fn set_reported_hook(hook: ReportedHook) -> Result<(), ServiceError> {
     REPORTED_HOOK.set(hook).map_err(|_| ServiceError::InvalidArgument)
 }
 
+/// The installed reported hook, if any (one load).
 #[inline]
-pub(crate) fn reported_hook(correlation: u64, kind: crate::Kind) {
-    if let Some(h) = REPORTED_HOOK.get() {
-        h(correlation, kind);
-    }
+pub(crate) fn reported_hook() -> Option<ReportedHook> {
+    REPORTED_HOOK.get().copied()
 }
 
 /// The correlation id of the API call the calling thread is inside (0 = none).
@@ -230,6 +233,13 @@ fn check_thread(thread_id: u64) -> Result<(), ServiceError> {
         Err(ServiceError::InvalidArgument)
     }
 }
+
+/// Set (for good) by the first push or process-wide set of an external id: until then every
+/// record's external id is 0 without a look-up (most tools never use them). Relaxed: a thread
+/// that pushed reads its own store; a process-wide set that happens-before an emit (through
+/// whatever the tool synchronises with) makes the emit read `true`, as it makes it read the
+/// value; an emit concurrent with the set may carry either, as before.
+static EXTERNAL_IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Per context slot: the process-wide external id (the context's handle, the value), carried by
 /// records of threads whose own stack for the context is empty.
@@ -256,6 +266,7 @@ fn process_external(slot: usize, ctx: ContextId) -> u64 {
 /// the main thread's id does.
 pub fn set_process_external_correlation_id(ctx: ContextId, value: u64) -> Result<(), ServiceError> {
     let slot = crate::context::validate(ctx)?;
+    EXTERNAL_IN_USE.store(true, Ordering::Relaxed);
     PROCESS_VALUE[slot].store(value, Ordering::Relaxed);
     // Release: the value above is visible to whoever reads this handle.
     PROCESS_HANDLE[slot].store(if value == 0 { 0 } else { ctx.handle }, Ordering::Release);
@@ -317,6 +328,7 @@ pub fn set_external_correlation_hook(hook: ExternalCorrelationHook) -> bool {
 pub fn push_external_correlation_id(ctx: ContextId, thread_id: u64, value: u64) -> Result<(), ServiceError> {
     let slot = crate::context::validate(ctx)?;
     check_thread(thread_id)?;
+    EXTERNAL_IN_USE.store(true, Ordering::Relaxed);
     // `THREAD` is const-initialised and has no destructor: `with` cannot fail.
     THREAD.with(|t| {
         let (h, v) = t.external_top[slot].get();

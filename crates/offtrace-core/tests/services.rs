@@ -1031,3 +1031,145 @@ fn activity_reaches_callbacks_with_the_launching_calls_correlation() {
     destroy_context(ctx).unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![(Phase::Complete as u32, corr, 1_000, 3_000)]);
 }
+
+/// kind, operation, phase, correlation, user data, external correlation of a callback record.
+type CallbackView = (u32, u32, u32, u64, u64, u64);
+
+/// What context `a` sees of a fixed sequence of emits: its callback records and its buffer
+/// records, with correlation ids and user data renumbered by first appearance (they differ from
+/// run to run) and the context handle dropped. Set up `a` (a buffer for `UR_API`, callbacks for
+/// `UR_API` when `ur_callbacks`, callbacks for `MEMORY_ALLOC`, the UR services with `ops` as
+/// their operation list), start it and, with `other`, a second context with callbacks for both
+/// kinds.
+fn one_context_view(ops: Option<&[u32]>, other: bool, ur_callbacks: bool) -> (Vec<CallbackView>, Vec<Vec<u64>>) {
+    let seen = Seen::default();
+    let batches = Batches::default();
+    let ctx = create_context().unwrap();
+    // SAFETY: `record_cb` / `batch_cb` are sound with a `Seen` / `Batches` that outlive the context.
+    let buf = unsafe {
+        let data = &seen as *const Seen as *mut c_void;
+        if ur_callbacks {
+            configure_callback_tracing_service(ctx, Kind::UrApi, ops, record_cb, data).unwrap();
+        }
+        configure_callback_tracing_service(ctx, Kind::MemoryAlloc, None, record_cb, data).unwrap();
+        let buf =
+            create_buffer(ctx, 64 * REC, 64 * REC, BufferPolicy::Lossless, batch_cb, batches_ptr(&batches)).unwrap();
+        configure_buffer_tracing_service(ctx, Kind::UrApi, ops, buf).unwrap();
+        buf
+    };
+    let other_seen = Seen::default();
+    let other_ctx = other.then(|| {
+        let c = ctx_with_ur(&other_seen, None);
+        // SAFETY: as above.
+        unsafe {
+            configure_callback_tracing_service(
+                c,
+                Kind::MemoryAlloc,
+                None,
+                record_cb,
+                &other_seen as *const Seen as *mut c_void,
+            )
+            .unwrap()
+        };
+        start_context(c).unwrap();
+        c
+    });
+    start_context(ctx).unwrap();
+    push_external_correlation_id(ctx, 0, 77).unwrap();
+    mock::call(mock::UR_USM_DEVICE_ALLOC, &[1, 64, 2], || {
+        emit_instant(
+            Kind::MemoryAlloc,
+            memory_alloc::ALLOC,
+            Phase::None,
+            Payload::MemoryAlloc(&MemoryAllocPayload { ptr: 0x1000, size: 64, ..Default::default() }),
+        );
+        mock::call(mock::UR_QUEUE_FINISH, &[3], || {});
+    });
+    pop_external_correlation_id(ctx, 0).unwrap();
+    mock::call(mock::UR_KERNEL_CREATE, &[4, 5, 6], || {});
+    flush_buffer(buf).unwrap();
+    if let Some(c) = other_ctx {
+        destroy_context(c).unwrap();
+        assert_eq!(other_seen.records.lock().unwrap().len(), 7, "the other context saw every record");
+    }
+    destroy_context(ctx).unwrap();
+    let mut ids = Vec::new();
+    let mut renumber = |v: u64| -> u64 {
+        if v == 0 {
+            return 0;
+        }
+        let base = if v.is_multiple_of(10) && ids.contains(&(v / 10)) { v / 10 } else { v };
+        let n = ids.iter().position(|&x| x == base).unwrap_or_else(|| {
+            ids.push(base);
+            ids.len() - 1
+        }) as u64
+            + 1;
+        if base == v { n } else { n * 10 }
+    };
+    let callbacks = seen
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|&(_, corr, kind, op, phase, user, ext)| (kind, op, phase, renumber(corr), renumber(user), ext))
+        .collect();
+    let records = batches
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut w = r.0.clone();
+            w[2] = 0; // the context's handle
+            w[3] = renumber(w[3]); // internal correlation id
+            w[5] = 0; // thread id
+            assert!(w[7] >= w[6] && w[6] > 0, "a buffered call's end follows its start");
+            (w[6], w[7]) = (0, 0);
+            w
+        })
+        .collect();
+    (callbacks, records)
+}
+
+fn batches_ptr(b: &Batches) -> *mut c_void {
+    b as *const Batches as *mut c_void
+}
+
+#[test]
+fn the_one_context_paths_deliver_what_the_several_contexts_path_does() {
+    let _g = serial();
+    // One context, services for every operation: the enter, exit and instant paths for one
+    // context; a second context started: the loops over contexts; an operation list (of
+    // every operation used here): the one-context paths hand over to the loops.
+    let ops = [mock::UR_QUEUE_FINISH, mock::UR_USM_DEVICE_ALLOC, mock::UR_KERNEL_CREATE];
+    let one = one_context_view(None, false, true);
+    let several = one_context_view(None, true, true);
+    let listed = one_context_view(Some(&ops), false, true);
+    assert_eq!(one.0.len(), 7, "{:?}", one.0);
+    assert_eq!(one.1.len(), 3, "{:?}", one.1);
+    // The outer call's exit and its record carry the external id pushed before it; the
+    // nested call and the instant too; the last call none.
+    let (ur, alloc) = (Kind::UrApi as u32, Kind::MemoryAlloc as u32);
+    assert_eq!(
+        one.0,
+        vec![
+            (ur, mock::UR_USM_DEVICE_ALLOC, Phase::Enter as u32, 1, 10, 77),
+            (alloc, memory_alloc::ALLOC, Phase::None as u32, 1, 0, 77),
+            (ur, mock::UR_QUEUE_FINISH, Phase::Enter as u32, 2, 20, 77),
+            (ur, mock::UR_QUEUE_FINISH, Phase::Exit as u32, 2, 20, 77),
+            (ur, mock::UR_USM_DEVICE_ALLOC, Phase::Exit as u32, 1, 10, 77),
+            (ur, mock::UR_KERNEL_CREATE, Phase::Enter as u32, 3, 30, 0),
+            (ur, mock::UR_KERNEL_CREATE, Phase::Exit as u32, 3, 30, 0),
+        ]
+    );
+    assert_eq!(several, one);
+    assert_eq!(listed, one);
+    // A buffer only for the calls (the exit writes the record without a callback): the same
+    // records, and the instant's callback.
+    for (ops, other) in [(None, false), (None, true), (Some(&ops[..]), false)] {
+        let (callbacks, records) = one_context_view(ops, other, false);
+        assert_eq!(records, one.1, "{ops:?} {other}");
+        assert_eq!(callbacks.len(), 1, "{callbacks:?}");
+        assert_eq!(callbacks[0].0, alloc);
+    }
+}
