@@ -28,6 +28,8 @@ esac
 dump=${OFFTRACE_XPTI_DUMP:-$("$here/scripts/build-xpti-dump.sh" "$venv")}
 name=$(basename "$1" .py)
 mkdir -p "$out"
+# A trace already there would be kept and this run's written beside it (`<path>.<pid>`).
+rm -f "$out/$name.offtrace"
 rc=0
 env LD_LIBRARY_PATH="$venv/lib" OCL_ICD_FILENAMES="$venv/lib/libintelocl.so" \
   XPTI_TRACE_ENABLE=1 XPTI_FRAMEWORK_DISPATCHER="$disp" \

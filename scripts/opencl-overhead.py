@@ -75,6 +75,9 @@ def run(rt, cfg):
         env["OPENCL_LAYERS"] = opts.compare_layer
     if cfg in ("record", "record-compare"):
         env["OFFTRACE_OUTPUT"] = str(tmp / f"{rt}.offtrace")
+        # A trace already there would be kept and this run's written beside it (`<path>.<pid>`).
+        if os.path.exists(env["OFFTRACE_OUTPUT"]):
+            os.remove(env["OFFTRACE_OUTPUT"])
     if cfg == "intercept":
         env["CLI_DumpDir"] = str(tmp / f"cli-{rt}")
         if rt == "intel":  # the intercept library loads this loader (the venv's Khronos one)

@@ -2,7 +2,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `OFFTRACE_OUTPUT` | trace file path (`%p` = pid; if another live traced process holds the file, e.g. a child that inherited the variable, `<path>.<pid>`) | `offtrace-<pid>.offtrace` in the cwd |
+//! | `OFFTRACE_OUTPUT` | trace file path (`%p` = pid; when the file exists already, e.g. written by a parent or an earlier traced program, `<path>.<pid>`: `offtrace_recorder::claim_output`) | `offtrace-<pid>.offtrace` in the cwd |
 //! | `OFFTRACE_DETAIL` | `basic` / `normal` / `verbose`: the answer to the detail-level query | `normal` |
 //! | `OFFTRACE_UR_CALLS` | `1` / `0`: subscribe `ur.call` | `1` |
 //! | `OFFTRACE_DEBUG_STREAMS` | `1`: also subscribe `sycl.debug` and `ur.call.debug` (the runtime then sends there *instead*) | `0` |

@@ -8,7 +8,6 @@
 //! Start: the first `xptiTraceInit` (`lib.rs`). Finish: the last `xptiTraceFinish`, else the
 //! agent's ELF destructor; an `atexit` handler only asks the writer for a cycle.
 
-use std::fs::File;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,14 +45,15 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_owned()).unwrap_or_default()
 }
 
-/// Starts recording into `config.output` (see `claim_output`); `None` when tracing is off.
+/// Starts recording into `config.output` (or `<output>.<pid>` when that trace exists:
+/// `offtrace_recorder::claim_output`); `None` when tracing is off.
 #[cold]
 pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> Option<&'static Recorder> {
     if let Some(r) = RECORDER.get() {
         return Some(r);
     }
     let mut config = config;
-    let file = match claim_output(&config.output) {
+    let file = match offtrace_recorder::claim_output(&config.output) {
         Ok((f, path)) => {
             config.output = path;
             f
@@ -156,35 +156,4 @@ pub fn push_definition(r: Record) {
     if let Some(d) = offtrace_recorder::definitions() {
         d.push(r);
     }
-}
-
-/// Opens the trace file and holds an exclusive `flock` on it for the process's lifetime.
-/// `%p` in the path becomes the pid. When another live process already holds the file (a child
-/// process that inherited `OFFTRACE_OUTPUT` and loaded the agent too), this process writes to
-/// `<path>.<pid>` instead of clobbering that trace.
-#[cold]
-fn claim_output(path: &std::path::Path) -> std::io::Result<(File, std::path::PathBuf)> {
-    use std::os::fd::AsRawFd;
-    let pid = std::process::id();
-    let path = std::path::PathBuf::from(path.to_string_lossy().replace("%p", &pid.to_string()));
-    let lock = |f: &File| {
-        // SAFETY: flock on a valid, owned file descriptor.
-        #[allow(unsafe_code)]
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        r == 0
-    };
-    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path)?;
-    if lock(&f) {
-        // Only regular files are truncated (the output may be /dev/null or a FIFO).
-        if f.metadata()?.is_file() {
-            f.set_len(0)?;
-        }
-        return Ok((f, path));
-    }
-    let mut own = path.into_os_string();
-    own.push(format!(".{pid}"));
-    let own = std::path::PathBuf::from(own);
-    let f = File::create(&own)?;
-    lock(&f);
-    Ok((f, own))
 }

@@ -22,6 +22,7 @@ use offtrace_format::{
 };
 use rustc_hash::FxHashMap;
 
+use crate::live_memory::{Change, LiveMemory};
 use crate::names;
 use crate::naming::display_name;
 use crate::report::*;
@@ -30,6 +31,9 @@ use crate::report::*;
 pub const PENDING_MAX: usize = 1 << 16;
 /// Device work waiting for its call's record, per thread, at most (calls nest a few deep).
 pub const AWAITING_CALL_MAX: usize = 64;
+/// Calls per thread that a later (enclosing) call may still contain, at most: a UR call makes
+/// tens of OpenCL calls; one with more than this many counts the oldest of them twice.
+const OUTER_CALLS_MAX: usize = 4096;
 /// Task-graph nodes remembered for the longest chain, at most.
 pub const GRAPH_NODES_MAX: usize = 1 << 16;
 
@@ -86,7 +90,13 @@ struct ThreadAcc {
     awaiting_call: Vec<(u64, u32)>,
     name: StrId,
     api_calls: u64,
+    /// Time inside API calls, a call nested in another (an OpenCL call inside a UR call, a
+    /// runtime's own calls) counted once: the per-thread sum used to exceed the wall time.
     api_ns: u64,
+    /// The newest calls not known to be nested in another, (start, end). Calls nest on a thread
+    /// and reach the file at their exit, inner ones first: a call that contains the newest
+    /// entries is their parent, and their time is already inside its own.
+    outer_calls: VecDeque<(u64, u64)>,
     device_activities: u64,
     drops: u64,
 }
@@ -130,6 +140,15 @@ struct NodeAcc {
     name: StrId,
 }
 
+/// What a command's enqueue record said, which its completion (from a lower runtime level, with
+/// that level's queue handle and its own view of the copy) does not change.
+#[derive(Debug, Clone, Copy)]
+struct Enqueued {
+    queue: u64,
+    direction: CopyDirection,
+    bytes: u64,
+}
+
 /// What the report takes from an API call.
 #[derive(Debug, Clone, Copy)]
 struct CallFacts {
@@ -161,9 +180,10 @@ pub struct Analyzer {
     api: FxHashMap<(u32, u32), ApiAcc>,
     activity: Vec<ActivityAcc>,
     activity_index: FxHashMap<(u32, ActivityName), usize>,
-    /// Device work enqueued without device times: (kind, correlation) → its group, so that the
-    /// completion record adds its device time to the same group instead of counting it again.
-    awaiting_completion: FxHashMap<(u32, u64), (usize, u64)>,
+    /// Device work enqueued without device times: (kind, correlation) → its group and what the
+    /// enqueue record said (queue, copy direction, bytes), so that the completion record adds
+    /// its device time to the same group, queue and direction instead of counting it again.
+    awaiting_completion: FxHashMap<(u32, u64), (usize, Enqueued)>,
     completion_order: VecDeque<(u32, u64)>,
     /// Completions whose enqueue record has not come yet ((kind, correlation) → the completion):
     /// two backends' records of one command reach the file in either order (different threads'
@@ -180,12 +200,8 @@ pub struct Analyzer {
     /// Queues whose handle a later queue reused (created after the first one was destroyed), by
     /// their position in `queue_order`: each queue the program created is one row.
     retired_queues: BTreeMap<usize, QueueAcc>,
-    live: FxHashMap<u64, (u64, MemoryType, u64)>,
-    live_bytes: u64,
-    peak_live: u64,
-    peak_live_ns: Option<u64>,
-    frees: u64,
-    unmatched_frees: u64,
+    /// Live bytes and their peak, in time order (threads' records reach the file out of it).
+    live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
     copies: BTreeMap<u8, CopyAcc>,
     fills: FillStats,
@@ -436,7 +452,21 @@ impl Analyzer {
         }
         let t = self.threads.entry(a.tid).or_default();
         t.api_calls += 1;
-        t.api_ns += ns;
+        while let Some(&(s, e)) = t.outer_calls.back()
+            && a.start <= s
+            && e <= a.end
+        {
+            t.api_ns = t.api_ns.saturating_sub(e - s);
+            t.outer_calls.pop_back();
+        }
+        // A call inside the newest outer one (records of one thread out of exit order) is in it.
+        if !t.outer_calls.back().is_some_and(|&(s, e)| s <= a.start && a.end <= e) {
+            t.api_ns += ns;
+            t.outer_calls.push_back((a.start, a.start + ns));
+            if t.outer_calls.len() > OUTER_CALLS_MAX {
+                t.outer_calls.pop_front();
+            }
+        }
         if !t.awaiting_call.is_empty() {
             let before = t.awaiting_call.len();
             let activity = &mut self.activity;
@@ -550,10 +580,15 @@ impl Analyzer {
         let completes = a.phase == phase::COMPLETE && a.correlation != 0;
         // The queue is the enqueue record's: a completion from a lower runtime level (the OpenCL
         // layer under SYCL) names its own queue handle, not the one the program used.
-        let (group, counted, queue) = match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
-            Some((g, queue)) => (g, true, queue),
-            None => (self.activity_group(a), false, a.queue),
-        };
+        // The copy's direction too: the OpenCL layer sees a SYCL buffer read into USM device
+        // memory as a read to the host, the UR level as device to device.
+        let (group, counted, Enqueued { queue, direction, bytes }) =
+            match completes.then(|| self.awaiting_completion.remove(&key)).flatten() {
+                Some((g, enqueued)) => (g, true, enqueued),
+                None => {
+                    (self.activity_group(a), false, Enqueued { queue: a.queue, direction: a.direction, bytes: a.bytes })
+                }
+            };
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let acc = &mut self.activity[group];
         if !counted {
@@ -586,7 +621,8 @@ impl Analyzer {
                 }
                 waiting.push((a.correlation, group as u32));
                 if !known {
-                    self.awaiting_completion.insert(key, (group, a.queue));
+                    let enqueued = Enqueued { queue: a.queue, direction: a.direction, bytes: a.bytes };
+                    self.awaiting_completion.insert(key, (group, enqueued));
                     self.completion_order.push_back(key);
                     if self.completion_order.len() > PENDING_MAX
                         && let Some(old) = self.completion_order.pop_front()
@@ -608,26 +644,26 @@ impl Analyzer {
             self.queues.entry(queue).or_default().busy_ns += a.device_end - a.device_start;
         }
         // Copies and fills by direction (a kernel has no bytes).
-        if a.bytes != 0 || a.direction != CopyDirection::Unknown {
+        if bytes != 0 || direction != CopyDirection::Unknown {
             let device_ns = if known { Some(a.device_end - a.device_start) } else { None };
             if self.is_fill(a.kind) {
                 if !counted {
                     self.fills.count += 1;
-                    self.fills.bytes += a.bytes;
+                    self.fills.bytes += bytes;
                 }
                 if let Some(ns) = device_ns {
                     self.fills.device_count += 1;
                     self.fills.device_ns += ns;
                 }
             } else {
-                let c = self.copies.entry(a.direction as u8).or_default();
+                let c = self.copies.entry(direction as u8).or_default();
                 if !counted {
                     c.count += 1;
-                    c.bytes += a.bytes;
+                    c.bytes += bytes;
                 }
                 if let Some(ns) = device_ns {
                     c.device_count += 1;
-                    c.device_bytes += a.bytes;
+                    c.device_bytes += bytes;
                     c.device_ns += ns;
                 }
             }
@@ -641,26 +677,14 @@ impl Analyzer {
     fn memory(&mut self, m: &MemoryRecord) {
         self.seen(m.ts);
         if m.op == MEMORY_FREE {
-            self.frees += 1;
-            match self.live.remove(&m.ptr) {
-                Some((size, _, _)) => self.live_bytes = self.live_bytes.saturating_sub(size),
-                None => self.unmatched_frees += 1,
-            }
+            self.live.push(m.ts, Change::Free { ptr: m.ptr }, |_, _| {});
             return;
         }
         let a = self.allocations.entry((m.memory_type as u8, m.device)).or_default();
         a.count += 1;
         a.bytes += m.size;
         a.max = a.max.max(m.size);
-        if let Some((old, _, _)) = self.live.insert(m.ptr, (m.size, m.memory_type, m.device)) {
-            // The address came back without a free we saw: the old allocation is gone.
-            self.live_bytes = self.live_bytes.saturating_sub(old);
-        }
-        self.live_bytes += m.size;
-        if self.live_bytes > self.peak_live {
-            self.peak_live = self.live_bytes;
-            self.peak_live_ns = Some(m.ts);
-        }
+        self.live.push(m.ts, Change::Alloc { ptr: m.ptr, size: m.size }, |_, _| {});
     }
 
     fn task_graph(&mut self, t: &TaskGraphRecord) {
@@ -714,6 +738,16 @@ impl Analyzer {
             // CUDA graph node's task is the device activity it produced (phase COMPLETE), which
             // arrives after the whole graph was built, so the chains through it grow here.
             GRAPH_TASK if t.phase == phase::ENTER || t.phase == phase::COMPLETE => {
+                // The SYCL backend names a node at its creation with the kernel's name cut to a
+                // fixed size, and its task with the whole name: the whole one is shown.
+                let whole = t.name != StrId(0)
+                    && self.nodes.get(&t.node).is_some_and(|n| {
+                        let (cut, task) = (self.str(n.name), self.str(t.name));
+                        task.len() > cut.len() && task.starts_with(cut)
+                    });
+                if whole && let Some(n) = self.nodes.get_mut(&t.node) {
+                    n.name = t.name;
+                }
                 if let Some(n) = self.nodes.get_mut(&t.node)
                     && !n.real
                 {
@@ -854,6 +888,7 @@ impl Analyzer {
     /// The report. `outcome` says how the reading ended; `warnings` what was stepped over.
     pub fn finish(mut self, complete: bool, warnings: Vec<String>, problem: Option<String>) -> Report {
         self.flush_early_completions();
+        self.live.finish(|_, _| {});
         let mut api_calls: Vec<ApiCallStats> = self
             .api
             .iter()
@@ -917,11 +952,11 @@ impl Analyzer {
                     max_bytes: a.max,
                 })
                 .collect(),
-            peak_live_bytes: self.peak_live,
-            peak_live_ns: self.peak_live_ns,
-            live_bytes_at_end: self.live_bytes,
-            frees: self.frees,
-            unmatched_frees: self.unmatched_frees,
+            peak_live_bytes: self.live.peak_bytes(),
+            peak_live_ns: self.live.peak_ns(),
+            live_bytes_at_end: self.live.live_bytes(),
+            frees: self.live.frees(),
+            unmatched_frees: self.live.unmatched_frees(),
             copies: self
                 .copies
                 .iter()

@@ -157,6 +157,37 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
 
+/// The SYCL backend names a node when it is created with its kernel's name cut to 256 bytes
+/// (dpnp's names run longer), and the node's task with the whole name: the chain shows the
+/// whole name, and a node whose task says nothing more keeps its own.
+#[test]
+fn a_chain_names_its_commands_by_their_tasks_whole_names() {
+    let whole = format!("dpnp::tensor::kernels::reduction_over_group_temps_krn<{}>", "float, ".repeat(60));
+    let cut: String = whole.chars().take(237).collect();
+    let mut b = TypedBuilder::new(Vec::new());
+    b.node(1, 1, 10, "host task", 0x5000);
+    b.node(1, 2, 11, &cut, 0x5000);
+    b.edge(1, 3, 10, 11);
+    b.node(1, 4, 12, "host task", 0x5000);
+    b.edge(1, 5, 11, 12);
+    for (node, name) in [(10, "host task"), (11, whole.as_str()), (12, "")] {
+        let name = if name.is_empty() { StrId(0) } else { b.str(name) };
+        b.out.push(Record::TaskGraph(TaskGraphRecord {
+            op: 2,
+            phase: phase::ENTER,
+            tid: 1,
+            ts: 10 + node,
+            node,
+            name,
+            queue: 0x5000,
+            ..Default::default()
+        }));
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain_len, 3);
+    assert_eq!(r.task_graph.longest_chain, ["host task", whole.as_str(), "host task"]);
+}
+
 /// A CUDA graph as the CUDA backend writes it in the order CUPTI reports it (run F of the CUDA
 /// C workload): nodes and edges while the graph is built, none on a queue, a node first seen as
 /// an edge's end created before the edge; the instantiated graph's nodes (reported twice,
@@ -335,4 +366,95 @@ fn values_per_command_are_joined_with_their_kernels_through_the_file() {
     // The counters section still has every sample.
     let all = r.counters.iter().find(|c| c.name == "cpu.sw.task_clock.per_command").unwrap();
     assert_eq!(all.samples, 6);
+}
+
+/// A SYCL buffer read into USM device memory: the UR level enqueues a device-to-device copy, the
+/// OpenCL layer under it completes a `clEnqueueReadBuffer` (a read to the host, on its own queue
+/// handle). The copies table keeps the enqueue record's direction and bytes: the device time
+/// goes to DEVICE_TO_DEVICE, not to DEVICE_TO_HOST ("5 of 3" copies timed there, on dpnp's
+/// sort), and a completion whose record holds no bytes still times its copy.
+#[test]
+fn a_completion_times_the_copy_in_the_direction_its_enqueue_record_gave() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_COPY, "MEMORY_COPY");
+    b.copy(1, 10, 7, 0x5000, 0xd1, 4096, CopyDirection::DeviceToDevice, None);
+    b.copy(1, 20, 8, 0x5000, 0xd1, 64, CopyDirection::DeviceToHost, Some((300, 400)));
+    b.copy(1, 30, 9, 0x5000, 0xd1, 128, CopyDirection::HostToDevice, None);
+    for (correlation, direction, bytes, start) in
+        [(7u64, CopyDirection::DeviceToHost, 4096u64, 100u64), (9, CopyDirection::Unknown, 0, 500)]
+    {
+        b.out.push(Record::Activity(Activity {
+            kind: kind::MEMORY_COPY,
+            phase: phase::COMPLETE,
+            tid: 2,
+            ts: start + 1_000,
+            correlation,
+            queue: 0x9000,
+            bytes,
+            direction,
+            device_start: start,
+            device_end: start + 50,
+            ..Default::default()
+        }));
+    }
+    let r = analyze(&b.out);
+    let dir = |d: &str| r.memory.copies.iter().find(|c| c.direction == d).unwrap_or_else(|| panic!("{d}: {r:?}"));
+    let d2d = dir("DEVICE_TO_DEVICE");
+    assert_eq!((d2d.count, d2d.bytes, d2d.device_count, d2d.device_bytes, d2d.device_ns), (1, 4096, 1, 4096, 50));
+    let d2h = dir("DEVICE_TO_HOST");
+    assert_eq!((d2h.count, d2h.device_count, d2h.device_bytes, d2h.device_ns), (1, 1, 64, 100));
+    let h2d = dir("HOST_TO_DEVICE");
+    assert_eq!((h2d.count, h2d.device_count, h2d.device_bytes, h2d.device_ns), (1, 1, 128, 50));
+    assert_eq!(r.queues.iter().map(|q| q.queue).collect::<Vec<_>>(), [0x5000], "no queue of the lower level");
+}
+
+/// A UR call makes OpenCL calls inside it (their records come first: each is written at its
+/// exit): the thread's API time counts the nested time once, so it never exceeds the time the
+/// thread spent (the main thread of `threads_queues.py` had 725.90 ms of API time in a 719.92 ms
+/// trace). Every call is still counted, and each operation keeps its own total.
+#[test]
+fn a_threads_api_time_counts_nested_calls_once() {
+    /// `OPENCL_API`, as the services number it.
+    const OPENCL_API: u32 = 12;
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::UR_API, "UR_API");
+    b.kind(OPENCL_API, "OPENCL_API");
+    b.op(kind::UR_API, 1, "urContextCreate", &[]);
+    b.op(OPENCL_API, 1, "clCreateContext", &[]);
+    b.op(OPENCL_API, 2, "clGetDeviceInfo", &[]);
+    // urContextCreate [100, 200] holding clGetDeviceInfo [110, 120] and clCreateContext
+    // [130, 190], which holds clGetDeviceInfo [140, 150]; then a call of its own, [300, 310].
+    b.api_call(OPENCL_API, 2, 1, 110, 120, 2, &[], 0);
+    b.api_call(OPENCL_API, 2, 1, 140, 150, 4, &[], 0);
+    b.api_call(OPENCL_API, 1, 1, 130, 190, 3, &[], 0);
+    b.api_call(kind::UR_API, 1, 1, 100, 200, 1, &[], 0);
+    b.api_call(OPENCL_API, 2, 1, 300, 310, 5, &[], 0);
+    // Another thread's calls are its own.
+    b.api_call(OPENCL_API, 2, 2, 105, 195, 6, &[], 0);
+    let r = analyze(&b.out);
+    let t = |tid: u32| r.threads.iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("{tid}"));
+    assert_eq!((t(1).api_calls, t(1).api_total_ns), (5, 110));
+    assert_eq!((t(2).api_calls, t(2).api_total_ns), (1, 90));
+    let op = |name: &str| r.api_calls.iter().find(|c| c.operation == name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!((op("clGetDeviceInfo").calls, op("clGetDeviceInfo").total_ns), (4, 120));
+    assert_eq!(op("clCreateContext").total_ns, 60);
+    assert_eq!(op("urContextCreate").total_ns, 100);
+}
+
+/// Each thread's records reach the file as a block (its buffer): the four workers of
+/// `threads_queues.py` each allocate 64 KiB before any frees, but thread 1's frees come before
+/// thread 2's allocations in the file. The peak is what was live at once (256 KiB, not 64 KiB).
+#[test]
+fn the_peak_of_live_memory_is_taken_in_time_order_not_file_order() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_ALLOC, "MEMORY_ALLOC");
+    for t in 0..4u64 {
+        let tid = 10 + t as u32;
+        b.alloc(tid, 100 + t, 0, 0x1000 * (t + 1), 65536, MemoryType::Device, 0xd1);
+        b.free(tid, 1_000 + t, 0, 0x1000 * (t + 1));
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.memory.peak_live_bytes, 4 * 65536);
+    assert_eq!(r.memory.peak_live_ns, Some(103));
+    assert_eq!((r.memory.live_bytes_at_end, r.memory.frees, r.memory.unmatched_frees), (0, 4, 0));
 }

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "offtrace",
     version,
-    about = "Trace and profile accelerator runtimes (SYCL / Unified Runtime via XPTI)"
+    about = "Trace and profile accelerator runtimes: SYCL / Unified Runtime, OpenCL, CUDA"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -19,9 +19,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a program under the SYCL runtime with offtrace's agent and write a trace.
+    /// Run a program with offtrace's backends loaded (SYCL, OpenCL, CUDA) and write a trace.
     Record(RecordArgs),
-    /// Summarise a trace: UR calls, SYCL commands, memory, queues, task graph, threads.
+    /// Summarise a trace: API calls, device activity, memory, queues, task graph, threads, counters.
     Report(ReportArgs),
     /// Convert a trace to Perfetto, Chrome JSON, SQLite or CSV.
     Export(ExportArgs),

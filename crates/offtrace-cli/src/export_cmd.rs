@@ -30,6 +30,12 @@ pub fn run(cfg: &ExportConfig) -> anyhow::Result<u8> {
             b.tick();
         }
     };
+    // The export replaces its output when complete: over the trace itself, the trace is gone.
+    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(&cfg.file), std::fs::canonicalize(&cfg.output))
+        && a == b
+    {
+        anyhow::bail!("cannot write {}: it is the trace being exported: choose another -o", cfg.output.display());
+    }
     // Fails on a file that is no trace (or is empty) before any output is made.
     let source = FileSource::open(&cfg.file).with_context(|| format!("cannot read {}", cfg.file.display()))?;
     let mut source = source.with_progress(&mut on_progress);
@@ -37,7 +43,11 @@ pub fn run(cfg: &ExportConfig) -> anyhow::Result<u8> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let stats = result.with_context(|| format!("exporting {} to {}", cfg.file.display(), cfg.output.display()))?;
+    let stats = match result {
+        // Found before reading: the trace is fine, the place is not.
+        Err(e @ offtrace_export::ExportError::Output { .. }) => anyhow::bail!("{e}: choose another -o"),
+        r => r.with_context(|| format!("exporting {} to {}", cfg.file.display(), cfg.output.display()))?,
+    };
     for w in &stats.warnings {
         eprintln!("offtrace: warning: {w}");
     }

@@ -14,6 +14,7 @@ mod metrics_cmd;
 mod record;
 mod report;
 mod signals;
+mod traces;
 
 use std::process::ExitCode;
 

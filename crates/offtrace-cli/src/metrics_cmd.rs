@@ -142,24 +142,44 @@ pub fn list(cfg: &ListConfig) -> anyhow::Result<u8> {
         writeln!(out)?;
         return Ok(0);
     }
+    let widths = MetricColumns::fitting(all.groups.iter().flat_map(|g| &g.metrics));
     for (id, kind, name, _) in &all.devices {
         writeln!(out, "device {id} ({kind}): {name}")?;
         for g in all.groups.iter().filter(|g| g.device == *id) {
             writeln!(out, "  {}  domain {}  {}  — {}", g.name, g.domain, g.sampling.names().join("+"), g.description)?;
             for m in &g.metrics {
-                writeln!(
-                    out,
-                    "    {:<22} {:<9} {:<8} {:<10} {}",
-                    m.name,
-                    m.unit,
-                    m.result_type.name(),
-                    m.component,
-                    m.description
-                )?;
+                writeln!(out, "{}", widths.row(m))?;
             }
         }
     }
     Ok(0)
+}
+
+/// The widths of `metrics list`'s metric columns (name, unit, type, component): each as wide
+/// as its longest entry in the whole listing, so that every row lines up (a fixed width let a
+/// 10-character unit push its row's later columns out of line).
+struct MetricColumns([usize; 4]);
+
+impl MetricColumns {
+    fn cells(m: &offtrace_metrics::MetricInfo) -> [&str; 4] {
+        [&m.name, &m.unit, m.result_type.name(), &m.component]
+    }
+
+    fn fitting<'a>(metrics: impl Iterator<Item = &'a offtrace_metrics::MetricInfo>) -> Self {
+        let mut w = [0usize; 4];
+        for m in metrics {
+            for (w, c) in w.iter_mut().zip(Self::cells(m)) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        Self(w)
+    }
+
+    fn row(&self, m: &offtrace_metrics::MetricInfo) -> String {
+        let [n, u, t, c] = Self::cells(m);
+        let [wn, wu, wt, wc] = self.0;
+        format!("    {n:<wn$} {u:<wu$} {t:<wt$} {c:<wc$} {}", m.description)
+    }
 }
 
 /// Sets the agent's environment for `record --metrics/--telemetry` and arranges the perf_event
@@ -337,4 +357,44 @@ pub fn monitor(cfg: &MonitorConfig) -> anyhow::Result<u8> {
         let _ = metrics.activate(d, &[]);
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where each of a row's columns starts: the offset after each run of separating spaces.
+    fn column_starts(row: &str) -> Vec<usize> {
+        let b = row.as_bytes();
+        (5..b.len()).filter(|&i| b[i] != b' ' && b[i - 1] == b' ').take(4).collect()
+    }
+
+    #[test]
+    fn metrics_list_columns_line_up_whatever_the_widths_of_units() {
+        use offtrace_metrics::{Calc, MetricInfo, MetricType};
+        // cpu.sw's `cpu_migrations` (unit `migrations`, 10 characters) pushed its row out of line.
+        let long = [
+            MetricInfo::new("cpu_migrations", "d", "cpu", "migrations", MetricType::Event, Calc::Total(2)),
+            MetricInfo::new(
+                "a_rather_long_metric_name_here",
+                "d",
+                "a_component",
+                "B",
+                MetricType::Event,
+                Calc::Total(0),
+            ),
+        ];
+        let all = Metrics::global().catalog();
+        let metrics: Vec<&MetricInfo> = all.groups.iter().flat_map(|g| &g.info.metrics).chain(&long).collect();
+        let widths = MetricColumns::fitting(metrics.iter().copied());
+        let starts: Vec<Vec<usize>> = metrics
+            .iter()
+            .filter(|m| MetricColumns::cells(m).iter().all(|c| !c.is_empty() && !c.contains(' ')))
+            .map(|m| column_starts(&widths.row(m)))
+            .collect();
+        assert!(starts.len() > 10);
+        for s in &starts {
+            assert_eq!(s, &starts[0], "every row's columns start at the same offsets");
+        }
+    }
 }

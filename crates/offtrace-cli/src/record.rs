@@ -26,7 +26,9 @@ fn runtime_lib(dir: &Path) -> Option<PathBuf> {
     [dir.join("lib"), dir.to_path_buf()].into_iter().find(|d| d.join(SYCL_LIB).exists() && d.join(XPTIFW_LIB).exists())
 }
 
-pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// The SYCL runtime: `--runtime`, `$OFFTRACE_SYCL_RUNTIME`, the venv the program runs from
+/// (`<venv>/bin/python`: the runtime it will load), the project's venv, `./.venv`.
+pub(crate) fn find_runtime(explicit: Option<&Path>, program: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = explicit {
         return runtime_lib(dir).with_context(|| {
             format!(
@@ -45,6 +47,12 @@ pub(crate) fn find_runtime(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         });
     }
     let mut candidates = Vec::new();
+    // A venv's interpreter (or any program in a venv's bin/): without this, a program run from a
+    // venv other than the project's was traced as an OpenCL-only program, without the SYCL
+    // runtime's environment (dpctl then fails: "USM allocation failed").
+    if let Some(venv) = program.and_then(Path::parent).filter(|b| b.ends_with("bin")).and_then(Path::parent) {
+        candidates.push(venv.to_path_buf());
+    }
     if let Some(d) = exe_dir() {
         candidates.push(d.join("../../.venv"));
     }
@@ -123,7 +131,7 @@ fn is_executable(p: &Path) -> bool {
     p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
-/// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet.
+/// `offtrace-<program>-<n>.offtrace`, the first that does not exist yet (nor its siblings).
 fn default_output(program: &OsStr) -> PathBuf {
     let stem =
         Path::new(program).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
@@ -131,7 +139,7 @@ fn default_output(program: &OsStr) -> PathBuf {
         stem.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
     (1u32..)
         .map(|n| PathBuf::from(format!("offtrace-{stem}-{n}.offtrace")))
-        .find(|p| !p.exists())
+        .find(|p| !p.exists() && crate::traces::siblings(p).is_empty())
         .unwrap_or_else(|| PathBuf::from(format!("offtrace-{stem}.offtrace")))
 }
 
@@ -188,7 +196,16 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let Some(program) = cfg.program.first() else { bail!("no program given: offtrace record -- CMD [ARGS...]") };
     let program_path = find_program(program)?;
     let tools = tools_env(&cfg.tools)?;
-    let output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    let mut output = cfg.output.clone().unwrap_or_else(|| default_output(program));
+    if output.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        // A link to the trace: the trace it names is replaced, the link kept.
+        output = output.canonicalize().unwrap_or(output);
+    }
+    if cfg.output.is_some() {
+        // Every traced process keeps its trace (the path exists: `<path>.<pid>`), so an earlier
+        // recording's files go first; listed afterwards are this recording's alone.
+        crate::traces::clear_earlier(&output)?;
+    }
     let output_abs = check_writable(&output)?;
     let mut cmd = Command::new(&program_path);
     cmd.args(&cfg.program[1..]);
@@ -199,7 +216,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
-    let lib = match find_runtime(cfg.runtime.as_deref()) {
+    let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
         // No SYCL runtime: a program that uses OpenCL and/or CUDA alone is traced through the
         // OpenCL layer and/or the CUDA injection.
@@ -357,7 +374,7 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
     if let Some(cuda) = cuda_output.filter(|c| c.exists() && !output_abs.exists()) {
         let _ = std::fs::rename(&cuda, output_abs);
     }
-    summarize(output_abs, output);
+    summarize_all(output_abs, output);
     Ok(code)
 }
 
@@ -388,6 +405,26 @@ fn opencl_environment(cmd: &mut Command, layer: &Path) {
     cmd.env("OPENCL_LAYERS", v);
 }
 
+/// [`summarize`] for each trace of the recording: with several (one per traced process), a
+/// line saying so, then each trace's line and its process.
+fn summarize_all(output_abs: &Path, output: &Path) {
+    let others = crate::traces::siblings(output_abs);
+    if others.is_empty() {
+        summarize(output_abs, output);
+        return;
+    }
+    eprintln!("offtrace: {} traces written, one per traced process:", others.len() + 1);
+    for path in std::iter::once(output_abs.to_path_buf()).chain(others) {
+        summarize(&path, &crate::traces::shown_as(output, output_abs, &path));
+        let (pid, command) = crate::traces::process_of(&path);
+        eprintln!(
+            "offtrace:   pid {}: {}",
+            pid.as_deref().unwrap_or("unknown"),
+            command.as_deref().unwrap_or("(command unknown)")
+        );
+    }
+}
+
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
 /// truncated trace; a missing or unreadable trace is a warning too (the exit status stays the
 /// program's).
@@ -396,7 +433,7 @@ fn summarize(path: &Path, shown: &Path) {
         Ok(m) => m.len(),
         Err(_) => {
             eprintln!(
-                "offtrace: warning: no trace was written to {} (did the program load the SYCL or CUDA runtime? is the agent loadable?)",
+                "offtrace: warning: no trace was written to {} (did the program load a SYCL, OpenCL or CUDA runtime? is the agent loadable?)",
                 shown.display()
             );
             return;

@@ -4,12 +4,11 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
-use offtrace_analysis::naming::shorten_left;
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, LineStyle, Table, TableStyle, Width};
 use offtrace_analysis::{Report, analyze_file};
 
 use crate::cli::{ReportConfig, ReportFormat};
-use crate::format::{bytes, count, duration, value};
+use crate::format::{bandwidth, bytes, count, duration, value};
 
 /// Reads a whole trace into a report. Damage is stepped over with a warning on stderr for
 /// each stretch skipped; a file that is no trace at all (or empty) is an error.
@@ -24,6 +23,12 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
 
 pub fn run(cfg: &ReportConfig) -> anyhow::Result<u8> {
     let report = read_report(&cfg.file)?;
+    let others = crate::traces::siblings(&cfg.file);
+    if !others.is_empty() && !matches!(cfg.format, ReportFormat::Text) {
+        // The text report says so in its header; JSON and CSV keep their shape.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("offtrace: note: other traces of this recording (one per traced process): {}", names.join(", "));
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cfg.format {
@@ -330,6 +335,38 @@ fn table(header: &[&str], right_from: usize) -> Table {
     t
 }
 
+/// `tb` with each column at least as wide as its longest word (up to [`WORD_MAX`]): on a narrow
+/// terminal comfy-table wraps cells at spaces, and cuts a longer word in the middle
+/// (`KERNEL_DISPAT` / `CH 11`, `pthread-skyla` / `ke-avx512-AMD`) unless told not to.
+fn whole_words(mut tb: Table) -> Table {
+    let longest_word = |text: String| text.split_whitespace().map(|w| w.chars().count()).max().unwrap_or(0);
+    let header: Vec<usize> =
+        tb.header().map(|h| h.cell_iter().map(|c| longest_word(c.content())).collect()).unwrap_or_default();
+    let widths: Vec<usize> = (0..tb.column_count())
+        .map(|i| {
+            tb.column_cells_iter(i)
+                .flatten()
+                .map(|c| longest_word(c.content()))
+                .chain(header.get(i).copied())
+                .max()
+                .unwrap_or(0)
+                .min(WORD_MAX)
+        })
+        .collect();
+    for (column, width) in tb.column_iter_mut().zip(widths) {
+        // comfy-table's boundaries count the cell's padding.
+        if let Ok(w) = u16::try_from(width + usize::from(column.padding_width()))
+            && width > 0
+        {
+            column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(w)));
+        }
+    }
+    tb
+}
+
+/// Words longer than this may still be cut on a narrow terminal.
+const WORD_MAX: usize = 40;
+
 /// Writes `tb` with a last column of names appended unpadded: the header line gets `header`,
 /// each row line its name, in `tb`'s row order. Names stay whole and never widen the other
 /// rows (PyTorch's kernel names run past 1,000 characters; padding every row to the longest
@@ -357,8 +394,14 @@ const NAME_RULE_MAX: usize = 40;
 /// Queues with no commands shown before the rest are counted on one line.
 const EMPTY_QUEUES_SHOWN: usize = 4;
 
+/// Damage warnings listed under the trace line (a badly damaged file can have thousands).
+const WARNINGS_SHOWN: usize = 10;
+
 /// Commands shown at each end of the longest chain.
 const CHAIN_ENDS: usize = 4;
+
+/// The longest chain goes on one line (`a → b → c`) up to this width, else a command per line.
+const CHAIN_LINE_MAX: usize = 160;
 
 fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()> {
     let t = &r.trace;
@@ -366,6 +409,12 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     if let Some(cmd) = t.info.get("command") {
         let pid = t.info.get("pid").map(|p| format!(" (pid {p})")).unwrap_or_default();
         writeln!(out, "program: {cmd}{pid}")?;
+    }
+    let others = crate::traces::siblings(file);
+    if !others.is_empty() {
+        // The recording traced several processes: this trace is the first one's.
+        let names: Vec<String> = others.iter().map(|p| p.display().to_string()).collect();
+        writeln!(out, "other traces of this recording (one per traced process): {}", names.join(", "))?;
     }
     writeln!(
         out,
@@ -376,11 +425,26 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         if t.complete {
             "complete".to_owned()
         } else if !t.warnings.is_empty() {
-            format!("DAMAGED ({} stretches skipped, see the warnings)", t.warnings.len())
+            let n = t.warnings.len();
+            format!("DAMAGED ({n} {} skipped, listed below)", if n == 1 { "stretch" } else { "stretches" })
         } else {
             "INCOMPLETE (the recording was cut off)".to_owned()
         }
     )?;
+    // The report is often kept in a file while stderr scrolls away: what was lost goes with it.
+    for w in t.warnings.iter().take(WARNINGS_SHOWN) {
+        writeln!(out, "  warning: {w}")?;
+    }
+    if t.warnings.len() > WARNINGS_SHOWN {
+        writeln!(
+            out,
+            "  … {} more warnings (all in --format json: trace.warnings)",
+            t.warnings.len() - WARNINGS_SHOWN
+        )?;
+    }
+    if let Some(p) = &t.problem {
+        writeln!(out, "  {p}")?;
+    }
 
     let calls: u64 = r.api_calls.iter().map(|c| c.calls).sum();
     let mut kinds: Vec<&str> = r.api_calls.iter().map(|c| c.kind.as_str()).collect();
@@ -471,7 +535,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 bytes(a.max_bytes),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !m.copies.is_empty() {
         let mut tb = table(&["copies", "count", "bytes", "device time", "bandwidth"], 1);
@@ -485,10 +549,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 } else {
                     "n/a".into()
                 },
-                c.bandwidth_gb_s.map_or("n/a".into(), |b| format!("{b:.2} GB/s")),
+                c.bandwidth_gb_s.map_or("n/a".into(), bandwidth),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if m.fills.count > 0 {
         writeln!(out, "fills: {}, {}", count(m.fills.count), bytes(m.fills.bytes))?;
@@ -523,7 +587,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 life,
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
         if empty > EMPTY_QUEUES_SHOWN + 1 {
             writeln!(out, " … {} more queues with no commands", count((empty - EMPTY_QUEUES_SHOWN) as u64))?;
         }
@@ -532,30 +596,54 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     let g = &r.task_graph;
     writeln!(
         out,
-        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} commands",
+        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} {}",
         count(g.nodes),
         count(g.edges),
         if g.unresolved_edges > 0 { format!(" ({} unresolved)", count(g.unresolved_edges)) } else { String::new() },
         count(g.signals),
         count(g.longest_chain_len),
+        if g.longest_chain_len == 1 { "command" } else { "commands" },
     )?;
     if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
-        let names: Vec<String> = g.longest_chain.iter().map(|n| shorten_left(n, 48).into_owned()).collect();
-        let shown = if names.len() > 2 * CHAIN_ENDS {
-            let mut v = names[..CHAIN_ENDS].to_vec();
-            v.push(format!("… {} more …", count(g.longest_chain_len - 2 * CHAIN_ENDS as u64)));
-            v.extend_from_slice(&names[names.len() - CHAIN_ENDS..]);
-            v
+        let n = g.longest_chain.len();
+        let more = n.saturating_sub(2 * CHAIN_ENDS);
+        // Both ends of a long chain; `more` commands between them are counted.
+        let shown: Vec<(usize, &str)> = g
+            .longest_chain
+            .iter()
+            .map(String::as_str)
+            .enumerate()
+            .filter(|&(i, _)| more == 0 || i < CHAIN_ENDS || i >= n - CHAIN_ENDS)
+            .collect();
+        let gap = format!("… {} more …", count(more as u64));
+        let mut parts: Vec<&str> = Vec::with_capacity(shown.len() + 1);
+        for &(i, name) in &shown {
+            if more > 0 && i == n - CHAIN_ENDS {
+                parts.push(&gap);
+            }
+            parts.push(name);
+        }
+        let line = parts.join(" → ");
+        if line.chars().count() <= CHAIN_LINE_MAX {
+            writeln!(out, "  {line}")?;
         } else {
-            names
-        };
-        writeln!(out, "  {}", shown.join(" → "))?;
+            // Names stay whole (cut, dpnp's read the same at either end): a command per line.
+            for &(i, name) in &shown {
+                if more > 0 && i == n - CHAIN_ENDS {
+                    writeln!(out, "        {gap}")?;
+                }
+                writeln!(out, "  {:>4}  {name}", i + 1)?;
+            }
+        }
     }
 
     writeln!(out, "\nThreads: {}", r.threads.len())?;
-    if !r.threads.is_empty() {
+    // Threads the runtimes started and that made no call (worker pools): counted, not listed.
+    let idle = |th: &&offtrace_analysis::ThreadStats| th.api_calls == 0 && th.device_activities == 0 && th.drops == 0;
+    let idle_threads = r.threads.iter().filter(idle).count();
+    if idle_threads < r.threads.len() {
         let mut tb = table(&["tid", "name", "API calls", "API time", "device work", "dropped"], 2);
-        for th in &r.threads {
+        for th in r.threads.iter().filter(|th| idle_threads <= 1 || !idle(th)) {
             tb.add_row(vec![
                 th.tid.to_string(),
                 th.name.clone(),
@@ -565,7 +653,15 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 count(th.drops),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
+    }
+    if idle_threads > 1 || (idle_threads == 1 && r.threads.len() == 1) {
+        let names: std::collections::BTreeSet<&str> =
+            r.threads.iter().filter(idle).map(|t| t.name.as_str()).filter(|n| !n.is_empty()).collect();
+        let names = names.into_iter().collect::<Vec<_>>().join(", ");
+        let named = if names.is_empty() { String::new() } else { format!(" ({names})") };
+        let what = if idle_threads == 1 { "thread" } else { "threads" };
+        writeln!(out, " … {} {what} with no API calls{named}", count(idle_threads as u64))?;
     }
 
     if !r.counters.is_empty() {
@@ -583,7 +679,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 value(c.last),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !r.command_metrics.is_empty() {
         writeln!(out, "\nMetrics per command (event-based queries), per device activity: {}", r.command_metrics.len())?;
@@ -601,7 +697,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 value(m.max),
             ]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     if !r.markers.is_empty() {
         writeln!(out, "\nMarkers: {}", r.markers.len())?;
@@ -619,7 +715,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         for o in &r.other {
             tb.add_row(vec![o.kind.clone(), o.operation.clone(), count(o.count)]);
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
 
     writeln!(out, "\nDropped records: {}", count(r.drops.total))?;
@@ -635,7 +731,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 tb.add_row(vec![stream.clone(), tt.clone(), count(*n)]);
             }
         }
-        writeln!(out, "{tb}")?;
+        writeln!(out, "{}", whole_words(tb))?;
     }
     Ok(())
 }
@@ -677,6 +773,86 @@ mod tests {
         assert!(header.ends_with("name") && header.chars().count() < 200, "{header:?}");
         let step = line_of("step");
         assert!(step.contains("RANGE") && step.ends_with("step"), "{step:?}");
+    }
+
+    #[test]
+    fn damage_and_truncation_are_told_in_the_report_itself() {
+        let mut r = Report::default();
+        r.trace.warnings = vec!["corrupt trace: chunk 1 at byte 463: checksum mismatch; skipped 2576 bytes".into()];
+        let s = text_of(&r);
+        assert!(s.contains("DAMAGED (1 stretch skipped, listed below)"), "{s}");
+        assert!(s.contains("\n  warning: corrupt trace: chunk 1 at byte 463"), "{s}");
+        r.trace.warnings = (0..25).map(|i| format!("corrupt trace: chunk {i}")).collect();
+        let s = text_of(&r);
+        assert!(s.contains("DAMAGED (25 stretches skipped"), "{s}");
+        assert_eq!(s.lines().filter(|l| l.starts_with("  warning: ")).count(), WARNINGS_SHOWN, "{s}");
+        assert!(s.contains("… 15 more warnings"), "{s}");
+        let mut r = Report::default();
+        r.trace.problem = Some("trace truncated at byte 5913, after 3 complete chunks".into());
+        let s = text_of(&r);
+        assert!(s.contains("INCOMPLETE") && s.contains("\n  trace truncated at byte 5913"), "{s}");
+    }
+
+    #[test]
+    fn the_longest_chain_shows_whole_names_on_one_line_or_one_per_line() {
+        let mut r = Report::default();
+        r.task_graph.longest_chain_len = 1;
+        assert!(text_of(&r).contains("over real commands: 1 command\n"), "{}", text_of(&r));
+        r.task_graph.longest_chain = ["usm_memcpy", "scale_add", "host task"].map(String::from).to_vec();
+        r.task_graph.longest_chain_len = 3;
+        assert!(text_of(&r).contains("\n  usm_memcpy → scale_add → host task\n"), "{}", text_of(&r));
+        // dpnp's names differ in the middle; cut at either end two would read the same.
+        let name = |t: &str| {
+            format!(
+                "dpnp::tensor::kernels::merge_sort_detail::sort_over_work_group_contig_krn<{t}, \
+                 dpnp::tensor::rich_comparisons::detail::ExtendedRealFPLess<float> >"
+            )
+        };
+        let names: Vec<String> = (0..12).map(|i| if i % 2 == 0 { name("long") } else { name("float") }).collect();
+        r.task_graph.longest_chain = names.clone();
+        r.task_graph.longest_chain_len = 12;
+        let s = text_of(&r);
+        for (pos, n) in [(1, &names[0]), (2, &names[1]), (4, &names[3]), (9, &names[8]), (12, &names[11])] {
+            assert!(s.contains(&format!("\n  {pos:>4}  {n}\n")), "{pos}: {s}");
+        }
+        assert!(!s.contains("     5  ") && s.contains("\n        … 4 more …\n     9  "), "{s}");
+    }
+
+    #[test]
+    fn a_narrow_terminal_wraps_cells_between_words_never_inside_one() {
+        let mut tb = table(&["queue", "device", "order", "commands", "by kind", "device busy", "lifetime"], 3);
+        // What the queues of dpnp's sort needed at 100 columns (a terminal of 100 columns).
+        tb.set_width(100);
+        tb.add_row(vec![
+            "0x55da4c15ff40",
+            "pthread-skylake-avx512-AMD EPYC",
+            "out-of-order",
+            "19",
+            "KERNEL_DISPATCH 11, MEMORY_COPY 8",
+            "2.33 ms",
+            "not destroyed",
+        ]);
+        let s = whole_words(tb).to_string();
+        for word in ["pthread-skylake-avx512-AMD", "KERNEL_DISPATCH", "out-of-order", "0x55da4c15ff40"] {
+            assert!(s.contains(word), "{word} cut:\n{s}");
+        }
+    }
+
+    #[test]
+    fn threads_that_made_no_call_are_counted_on_one_line() {
+        use offtrace_analysis::ThreadStats;
+        let mut r = Report::default();
+        let th = |tid, name: &str, api_calls| ThreadStats { tid, name: name.into(), api_calls, ..Default::default() };
+        r.threads =
+            vec![th(100, "python", 244), th(101, "python", 0), th(102, "pocl-worker", 0), th(103, "python", 598)];
+        let s = text_of(&r);
+        assert!(s.contains("Threads: 4\n"), "{s}");
+        assert!(s.contains(" 100 ") && s.contains(" 103 ") && !s.contains(" 101 ") && !s.contains(" 102 "), "{s}");
+        assert!(s.contains(" … 2 threads with no API calls (pocl-worker, python)"), "{s}");
+        // One such thread keeps its row.
+        r.threads.truncate(2);
+        let s = text_of(&r);
+        assert!(s.contains(" 101 ") && !s.contains("with no API calls"), "{s}");
     }
 
     #[test]

@@ -201,7 +201,8 @@ fn a_corrupt_chunk_is_skipped_with_a_warning_in_report_and_export() {
     assert_eq!(v["trace"]["warnings"].as_array().unwrap().len(), 1);
     let o = offtrace().arg("report").arg(&t).output().unwrap();
     ok(&o);
-    assert!(text(&o.stdout).contains("DAMAGED (1 stretches skipped"), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains("DAMAGED (1 stretch skipped, listed below)"), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains("  warning: corrupt trace: chunk 2"), "{}", text(&o.stdout));
     let out = dir.path().join("t.sqlite");
     let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(&out).output().unwrap();
     ok(&o);
@@ -298,6 +299,27 @@ fn export_all_four_formats() {
 }
 
 #[test]
+fn export_to_a_place_that_cannot_hold_it_says_so_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let missing = dir.path().join("no-such-folder/run.pftrace");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "perfetto", "-o"]).arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains("does not exist: choose another -o") && !e.contains("partial"), "{e}");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "sqlite", "-o"]).arg(dir.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("it is a folder: choose another -o"), "{}", text(&o.stderr));
+    // Over the trace itself (the same file by another name): refused, the trace kept.
+    let before = std::fs::read(&t).unwrap();
+    let same = t.parent().unwrap().join(".").join(t.file_name().unwrap());
+    let o = offtrace().arg("export").arg(&t).args(["--format", "chrome", "-o"]).arg(&same).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("it is the trace being exported: choose another -o"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&t).unwrap(), before);
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let o = offtrace().args(["record", "--bogus", "--", "true"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -376,6 +398,41 @@ fn record_missing_agent() {
     assert!(text(&o.stderr).contains("agent not found: /nonexistent/libagent.so"), "{}", text(&o.stderr));
 }
 
+/// A program run from a venv (its `bin/python`) is traced with that venv's SYCL runtime, also
+/// when it is not the project's venv and nothing names it: before, `record` took it for an
+/// OpenCL-only program and set none of the runtime's environment (dpctl then failed with "USM
+/// allocation failed"; `scripts/test.sh` with `OFFTRACE_SYCL_VENV` elsewhere failed so).
+#[test]
+fn record_finds_the_runtime_of_the_venv_the_program_runs_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let bin = rt.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let env_dump = dir.path().join("env");
+    let prog = bin.join("python");
+    std::fs::write(&prog, format!("#!/bin/sh\nenv > {}\n", env_dump.display())).unwrap();
+    std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let out = dir.path().join("t.offtrace");
+    let o = offtrace()
+        .args(["record", "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o", out.to_str().unwrap()])
+        .arg("--")
+        .arg(&prog)
+        .env_remove("OFFTRACE_SYCL_RUNTIME")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let env = std::fs::read_to_string(&env_dump).unwrap();
+    let lib = rt.join("lib").canonicalize().unwrap();
+    assert!(
+        env.lines().any(|l| l.starts_with("LD_LIBRARY_PATH=") && l.contains(&lib.display().to_string())),
+        "the program's venv's lib in LD_LIBRARY_PATH:\n{env}"
+    );
+    assert!(env.contains(&format!("XPTI_FRAMEWORK_DISPATCHER={}", lib.join("libxptifw.so.1").display())), "{env}");
+}
+
 #[test]
 fn record_returns_the_programs_status_and_signal() {
     let dir = tempfile::tempdir().unwrap();
@@ -401,6 +458,7 @@ fn record_returns_the_programs_status_and_signal() {
     let o = record(&args);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("no trace was written"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("a SYCL, OpenCL or CUDA runtime"), "{}", text(&o.stderr));
     let env = std::fs::read_to_string(&env_dump).unwrap();
     for needle in [
         "XPTI_TRACE_ENABLE=1",
@@ -638,4 +696,67 @@ fn record_uses_offtraces_dispatcher_by_default() {
             assert!(text(&o.stderr).contains("not built"), "{}", text(&o.stderr));
         }
     }
+}
+
+/// A trace as a traced process writes it: its pid and command first.
+fn process_trace(path: &Path, pid: u32, command: &str) {
+    let mut records = vec![
+        Record::Info { key: "pid".into(), value: pid.to_string() },
+        Record::Info { key: "command".into(), value: command.into() },
+    ];
+    records.extend(sycl_records(1, 200));
+    records.push(Record::End { records: records.len() as u64 + 1, drops: 0 });
+    write_trace(path, &records, true);
+}
+
+#[test]
+fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
+    // Every traced process keeps its trace: the first writes the path, later ones
+    // `<path>.<pid>`. `record -o` clears an earlier recording's files first (the program checks
+    // that they are gone), then names each trace with its process; `report` names the others.
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = dir.path().join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    let (parent, child) = (dir.path().join("parent.offtrace"), dir.path().join("child.offtrace"));
+    process_trace(&parent, 4242, "python parent.py");
+    process_trace(&child, 4243, "python child.py");
+    let out = dir.path().join("t.offtrace");
+    std::fs::write(&out, b"an earlier recording").unwrap();
+    process_trace(&dir.path().join("t.offtrace.77"), 77, "an earlier recording's child");
+    // A file of the user's with a sibling's name but no trace: neither removed nor listed.
+    std::fs::write(dir.path().join("t.offtrace.78"), b"notes").unwrap();
+    let script = format!(
+        "test ! -e \"$OFFTRACE_OUTPUT\" && test ! -e \"$OFFTRACE_OUTPUT.77\" && cp {} \"$OFFTRACE_OUTPUT\" && cp {} \"$OFFTRACE_OUTPUT.4243\"",
+        parent.display(),
+        child.display()
+    );
+    let o = record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    ok(&o);
+    let e = text(&o.stderr);
+    assert!(e.contains("offtrace: 2 traces written, one per traced process:"), "{e}");
+    assert!(e.contains(&format!("dropped, {} (", out.display())), "{e}");
+    assert!(e.contains(&format!("dropped, {}.4243 (", out.display())), "{e}");
+    assert!(e.contains("pid 4242: python parent.py") && e.contains("pid 4243: python child.py"), "{e}");
+    assert!(!dir.path().join("t.offtrace.77").exists());
+    assert_eq!(std::fs::read(dir.path().join("t.offtrace.78")).unwrap(), b"notes");
+    assert!(!e.contains("t.offtrace.78"), "{e}");
+    let r = offtrace().arg("report").arg(&out).output().unwrap();
+    ok(&r);
+    let t = text(&r.stdout);
+    assert!(
+        t.contains(&format!("other traces of this recording (one per traced process): {}.4243", out.display())),
+        "{t}"
+    );
 }

@@ -622,3 +622,47 @@ fn record_with_tool_loads_print_calls_into_w4() {
     assert_eq!(stdout.matches("size: 65536 argIndex: 1 type: DEVICE").count(), 2, "{stdout}");
     assert!(trace.exists(), "the trace is still written");
 }
+
+/// A program that runs a SYCL child to completion, then uses SYCL itself: two traced processes
+/// one after the other. Each keeps its trace (the first the path, the second `<path>.<pid>`;
+/// the second used to replace the first's, the child's trace lost), `record` lists both with
+/// their processes, and the report of the path names the other.
+#[test]
+fn a_child_that_finished_before_its_parent_traced_keeps_its_trace() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("parent");
+    let script = dir.path().join("parent.py");
+    let smoke = example("w0_smoke.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import subprocess, sys, runpy\nsubprocess.run([sys.executable, {smoke:?}], check=True)\nrunpy.run_path({smoke:?})\n",
+            smoke = smoke.display().to_string()
+        ),
+    )
+    .expect("script");
+    let out = dir.path().join("par.offtrace");
+    let (code, _, err) = record(&venv, &out, &[], &[script.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    let traces: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("par.offtrace")))
+        .collect();
+    assert_eq!(traces.len(), 2, "{traces:?}\n{err}");
+    assert!(err.contains("offtrace: 2 traces written, one per traced process:"), "{err}");
+    let mut pids = Vec::new();
+    for t in &traces {
+        let r = report_json(t);
+        let info = &r["trace"]["info"];
+        let pid = info["pid"].as_str().expect("pid").to_owned();
+        assert!(err.contains(&format!("pid {pid}: ")), "{err}");
+        assert!(r["trace"]["complete"].as_bool().expect("complete"), "{}", t.display());
+        assert!(r["device_activity"].as_array().is_some_and(|a| !a.is_empty()), "{}: its kernels", t.display());
+        pids.push(pid);
+    }
+    assert_ne!(pids[0], pids[1]);
+    let o = Command::new(offtrace()).arg("report").arg(&out).output().expect("report");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("other traces of this recording (one per traced process): "), "{text}");
+}

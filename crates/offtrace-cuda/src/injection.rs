@@ -510,7 +510,8 @@ fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
     ];
     let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v == "1");
     let config = offtrace_recorder::Config::default().with_lossless(lossless);
-    if let Err(e) = offtrace_recorder::start_file(config, std::path::Path::new(&path), &info) {
+    // The first traced process writes the path, every later one `<path>.<pid>`.
+    if let Err(e) = offtrace_recorder::start_claimed(config, std::path::Path::new(&path), &info) {
         say(&format!("cannot write the trace {}: {e}", std::path::Path::new(&path).display()));
         return None;
     }

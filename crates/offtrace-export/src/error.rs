@@ -8,6 +8,9 @@ use std::path::PathBuf;
 pub enum ExportError {
     #[error(transparent)]
     Read(#[from] offtrace_format::ReadError),
+    /// The output cannot be made where it was asked for; found before anything is read.
+    #[error("cannot write {path}: {problem}")]
+    Output { path: PathBuf, problem: String },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("SQLite error writing {path}: {source}")]

@@ -107,9 +107,29 @@ fn commit(tmp: &Path, output: &Path, format: ExportFormat) -> Result<(), ExportE
     std::fs::remove_dir(tmp).map_err(werr(tmp))
 }
 
+/// Whether the output can be made, checked before anything is read (a large trace takes minutes
+/// to export; failing at the final rename, naming the temporary file, was the old way): its
+/// folder exists, and it is a file (a folder for CSV) or not there yet.
+fn check_output(output: &Path, format: ExportFormat) -> Result<(), ExportError> {
+    let problem = |problem: String| Err(ExportError::Output { path: output.to_owned(), problem });
+    let folder = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        return problem(format!("the folder {} does not exist", folder.display()));
+    }
+    let csv = format == ExportFormat::Csv;
+    if output.is_dir() && !csv {
+        return problem("it is a folder".into());
+    }
+    if output.exists() && !output.is_dir() && csv {
+        return problem("it is a file; CSV writes a folder of files (one per table)".into());
+    }
+    Ok(())
+}
+
 /// Exports `source` as `options` say.
 pub fn export(source: &mut dyn RecordSource, options: &ExportOptions) -> Result<ExportStats, ExportError> {
     let output = &options.output;
+    check_output(output, options.format)?;
     let tmp = partial_path(output);
     remove(&tmp);
     let result = match options.format {

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use offtrace_analysis::live_memory::{Change, LiveMemory};
 use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -96,6 +97,8 @@ struct PendingWork {
     queue: u64,
     queue_id: u64,
     device: u64,
+    /// The thread that enqueued it (whose call record starts its flow).
+    tid: u32,
     name: StrId,
     op: u32,
     ts: u64,
@@ -112,6 +115,7 @@ impl PendingWork {
             queue: a.queue,
             queue_id: 0,
             device: a.device,
+            tid: a.tid,
             name: a.name,
             op: a.op,
             ts: a.ts,
@@ -205,8 +209,7 @@ pub(crate) struct Timeline {
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
-    live: FxHashMap<u64, u64>,
-    live_bytes: u64,
+    live: LiveMemory,
     pid: i64,
     process_declared: bool,
     args: Vec<(String, ArgValue)>,
@@ -234,8 +237,7 @@ impl Timeline {
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
             counters: FxHashMap::default(),
-            live: FxHashMap::default(),
-            live_bytes: 0,
+            live: LiveMemory::default(),
             pid: 0,
             process_declared: false,
             args: Vec::new(),
@@ -345,16 +347,6 @@ impl Timeline {
                 self.defs.queue_record(q);
             }
             Record::Memory(m) => {
-                if m.op == MEMORY_FREE {
-                    if let Some(size) = self.live.remove(&m.ptr) {
-                        self.live_bytes = self.live_bytes.saturating_sub(size);
-                    }
-                } else {
-                    if let Some(old) = self.live.insert(m.ptr, m.size) {
-                        self.live_bytes = self.live_bytes.saturating_sub(old);
-                    }
-                    self.live_bytes += m.size;
-                }
                 if self.declared.insert(LIVE_BYTES_TRACK) {
                     out.track(
                         LIVE_BYTES_TRACK,
@@ -363,7 +355,13 @@ impl Timeline {
                         &TrackKind::Counter { unit: "bytes".into() },
                     );
                 }
-                out.counter(LIVE_BYTES_TRACK, m.ts, self.live_bytes as f64);
+                // Values in time order: each thread's records reach the file as a block.
+                let change = if m.op == MEMORY_FREE {
+                    Change::Free { ptr: m.ptr }
+                } else {
+                    Change::Alloc { ptr: m.ptr, size: m.size }
+                };
+                self.live.push(m.ts, change, |ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
             }
             Record::CounterDef(d) => {
                 let t = self.new_track();
@@ -566,10 +564,18 @@ impl Timeline {
                 Some(w) => w,
                 None => PendingWork::of(a),
             };
-            if known {
-                let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
-                self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), flow_in);
+            if !known {
+                return;
             }
+            let times = (a.device_start, a.device_end);
+            if self.flow_targets.contains_key(&a.correlation) {
+                // Completed before its call's record came (a blocking call, or a runtime thread
+                // whose records reach the file first): drawn when the call comes, so the flow
+                // has both ends.
+                return self.await_call(out, work.tid, (a.kind, a.correlation, work, times));
+            }
+            let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
+            self.device_slice(out, a.kind, &work, a.correlation, Some(times), flow_in);
             return;
         }
         if a.correlation != 0 && !known {
@@ -582,17 +588,7 @@ impl Timeline {
         work.queue_id = self.defs.queue_id(a.queue, a.device);
         if known && a.correlation != 0 {
             // Drawn when its call comes (with the flow from it), or at the end without.
-            let waiting = self.awaiting_call.entry(a.tid).or_default();
-            if waiting.len() >= AWAITING_CALL_MAX {
-                let (kind, corr, old, times) = waiting.remove(0);
-                self.device_slice(out, kind, &old, corr, Some(times), None);
-            }
-            self.awaiting_call.entry(a.tid).or_default().push((
-                a.kind,
-                a.correlation,
-                work,
-                (a.device_start, a.device_end),
-            ));
+            self.await_call(out, a.tid, (a.kind, a.correlation, work, (a.device_start, a.device_end)));
         } else if known {
             self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), None);
         } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
@@ -600,6 +596,17 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &old, corr, None, flow_in);
         }
+    }
+
+    /// Device work with its times, kept until thread `tid`'s call record with its correlation
+    /// comes (at most [`AWAITING_CALL_MAX`] per thread: the oldest is drawn without a flow).
+    fn await_call(&mut self, out: &mut dyn TimelineOut, tid: u32, work: AwaitingCall) {
+        let waiting = self.awaiting_call.entry(tid).or_default();
+        if waiting.len() >= AWAITING_CALL_MAX {
+            let (kind, corr, old, times) = waiting.remove(0);
+            self.device_slice(out, kind, &old, corr, Some(times), None);
+        }
+        self.awaiting_call.entry(tid).or_default().push(work);
     }
 
     fn device_slice(
@@ -661,6 +668,7 @@ impl Timeline {
 
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
+        self.live.finish(|ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
         while let Some(key) = self.early_order.pop_front() {
             if let Some((w, times)) = self.early.remove(&key) {
                 let flow_in = self.flows_started.remove(&key.1).map(|()| key.1);

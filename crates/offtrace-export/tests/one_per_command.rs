@@ -111,6 +111,45 @@ fn every_export_has_one_row_or_slice_per_command() {
     assert!(device.iter().all(|n| !n.starts_with("enqueued: ")), "{device:?}");
 }
 
+/// The calls' records come after their commands' completions here (a blocking call; a runtime
+/// thread whose buffer reached the file first): every flow a call starts still ends at its
+/// command, in Perfetto and in Chrome JSON. (Commands 1-4 have an enqueue record inside the
+/// call; 5 only a completion, from another thread, before any sign of its call: no flow.)
+#[test]
+fn every_flow_from_a_call_ends_at_its_command_whatever_reached_the_file_first() {
+    let records = trace();
+    let dir = tempfile::tempdir().unwrap();
+    let pf = dir.path().join("t.pftrace");
+    export_records(&records, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = common::decode_pftrace(&std::fs::read(&pf).unwrap());
+    let begun: Vec<u64> = d.slices.iter().flat_map(|s| s.flows.iter().copied()).collect();
+    let ended: Vec<u64> =
+        d.slices.iter().chain(d.instants.iter()).flat_map(|s| s.terminating.iter().copied()).collect();
+    assert_eq!(begun.len(), 4, "a flow from each call that enqueued: {begun:?}");
+    let mut sorted = ended.clone();
+    sorted.sort_unstable();
+    let mut b = begun.clone();
+    b.sort_unstable();
+    assert_eq!(sorted, b, "each flow ends at its command");
+
+    let json = dir.path().join("t.json");
+    export_records(&records, &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .filter_map(|e| e["id"].as_u64().or_else(|| e["id"].as_str().and_then(|s| s.parse().ok())))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(ids("s").len(), 4);
+    assert_eq!(ids("s"), ids("f"), "every Chrome flow start has its end");
+}
+
 /// A thread defined by two layers (the SYCL backend and the OpenCL layer both saw it) is one
 /// row of `threads`, named by the first non-empty name; joins through it do not duplicate calls.
 #[test]

@@ -328,3 +328,90 @@ fn a_failed_export_leaves_no_partial_output() {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{format:?}");
     }
 }
+
+/// A source that counts how often it was asked for records.
+struct Counting<'a>(&'a [Record], usize);
+
+impl RecordSource for Counting<'_> {
+    fn header(&self) -> TraceHeader {
+        TraceHeader::monotonic()
+    }
+    fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
+        self.1 += 1;
+        for r in self.0 {
+            f(r)?;
+        }
+        Ok(ExportStats::default())
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_made_is_refused_before_reading_naming_the_users_path() {
+    let records = trace();
+    let dir = tmp();
+    let folder = dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"keep me").unwrap();
+    let missing = dir.path().join("no-such-folder").join("out.pftrace");
+    let cases = [
+        (ExportFormat::Perfetto, &missing, "does not exist"),
+        (ExportFormat::Sqlite, &folder, "it is a folder"),
+        (ExportFormat::Chrome, &folder, "it is a folder"),
+        (ExportFormat::Csv, &file, "it is a file"),
+        (ExportFormat::Csv, &missing, "does not exist"),
+    ];
+    for (format, out, says) in cases {
+        let mut src = Counting(&records, 0);
+        let e = export(&mut src, &ExportOptions::new(format, out)).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, ExportError::Output { .. }), "{format:?} {}: {msg}", out.display());
+        assert!(msg.contains(says) && msg.contains(&out.display().to_string()), "{msg}");
+        assert!(!msg.contains("partial"), "the temporary name is ours, not the user's: {msg}");
+        assert_eq!(src.1, 0, "{format:?}: nothing read");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+    // A CSV folder that exists, and a file name in the current folder, are fine.
+    export_records(&records, &ExportOptions::new(ExportFormat::Csv, &folder)).unwrap();
+}
+
+/// The live-bytes counter takes its values in time order: four threads each allocate 64 KiB
+/// before any frees, but each thread's records reach the file as a block, the first thread's
+/// frees before the second's allocations. Perfetto and Chrome show 256 KiB at the peak.
+#[test]
+fn live_bytes_are_counted_in_time_order_in_perfetto_and_chrome() {
+    let mut b = offtrace_analysis::testing::TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_ALLOC, "MEMORY_ALLOC");
+    for t in 0..4u64 {
+        let tid = 10 + t as u32;
+        b.alloc(tid, 100 + t, 0, 0x1000 * (t + 1), 65536, offtrace_format::MemoryType::Device, 0xd1);
+        b.free(tid, 1_000 + t, 0, 0x1000 * (t + 1));
+    }
+    b.out.push(Record::End { records: 0, drops: 0 });
+    let dir = tmp();
+    let pf = dir.path().join("t.pftrace");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = decode_pftrace(&std::fs::read(&pf).unwrap());
+    let track = d.tracks.iter().find(|(_, t)| t.name.starts_with("live allocated bytes")).map(|(id, _)| *id).unwrap();
+    let mut values: Vec<(u64, f64)> = d.counters.iter().filter(|c| c.0 == track).map(|c| (c.1, c.2)).collect();
+    values.sort_by_key(|v| v.0);
+    let expect: Vec<(u64, f64)> =
+        [(100, 1.0), (101, 2.0), (102, 3.0), (103, 4.0), (1_000, 3.0), (1_001, 2.0), (1_002, 1.0), (1_003, 0.0)]
+            .iter()
+            .map(|&(ts, n)| (ts, n * 65536.0))
+            .collect();
+    assert_eq!(values, expect);
+
+    let json = dir.path().join("t.json");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let peak = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .filter_map(|e| e["args"]["value"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(peak, 4.0 * 65536.0);
+}

@@ -156,6 +156,9 @@ struct Sampled {
     prev: Vec<u64>,
     prev2: Vec<u64>,
     now: Vec<u64>,
+    /// When `prev` and `prev2` were read (right after the read: see [`sample_all`]).
+    prev_ts: u64,
+    prev2_ts: u64,
     values: Vec<TypedValue>,
     defined: Defined,
     reports: u64,
@@ -199,9 +202,9 @@ impl Sampler {
             let opened = group.open_for(Some(period)).and_then(|mut c| {
                 let mut base = vec![0u64; group.slots];
                 c.read(&mut base)?;
-                Ok((c, base))
+                Ok((c, base, monotonic_ns()))
             });
-            let (collector, base) = match opened {
+            let (collector, base, base_ts) = match opened {
                 Ok(x) => x,
                 Err(e) => {
                     for d in &devices {
@@ -225,6 +228,8 @@ impl Sampler {
                 prev2: base.clone(),
                 now: base.clone(),
                 base,
+                prev_ts: base_ts,
+                prev2_ts: base_ts,
                 reports: 0,
                 own_ns: 0,
                 timed: 0,
@@ -255,11 +260,24 @@ impl Sampler {
 /// One round in this many times its groups one by one (see [`SamplerStats`]).
 pub const ATTRIBUTE_EVERY: u64 = 16;
 
+/// The round whose deadline (`start + period * round`) comes next after `elapsed`, at least half
+/// a period away: a round that ends late (the thread was descheduled, a read was slow) skips the
+/// deadlines it missed instead of sampling again at once. Two samples microseconds apart made a
+/// rate of noise (615 % CPU utilisation on 2 vCPUs: a few µs of skew between the time and the
+/// counter read, over a 10 µs interval).
+fn next_round(elapsed: Duration, period: Duration) -> u32 {
+    let p = period.as_nanos().max(1);
+    u32::try_from((elapsed.as_nanos() + p / 2) / p + 1).unwrap_or(u32::MAX)
+}
+
+/// The sampling thread. Each group's reading is timed right after its read (not once per round
+/// before all reads: a read that waited would count its wait into the rate's numerator but not
+/// its denominator), and rates span from one reading to the next, at least half a period
+/// ([`next_round`]); the final report, which may come right after the last, spans both.
 fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, Condvar)) -> Vec<SamplerStats> {
     let start = Instant::now();
     let cpu_start = thread_cpu_ns();
-    let mut prev_ts = monotonic_ns();
-    let mut prev2_ts = prev_ts;
+    let half_period = period.as_nanos() as u64 / 2;
     let mut rounds = 0u64;
     let mut k: u32 = 1;
     loop {
@@ -274,20 +292,18 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
         }
         let stopping = *stopped;
         drop(stopped);
-        k = (start.elapsed().as_nanos() / period.as_nanos().max(1)) as u32 + 1;
-        let ts = monotonic_ns();
-        // A final report right after the last one spans both intervals (no rate over a sliver).
-        let widen = stopping && rounds > 0 && ts.saturating_sub(prev_ts) < period.as_nanos() as u64 / 2;
-        let from_ts = if widen { prev2_ts } else { prev_ts };
         let timed = rounds.is_multiple_of(ATTRIBUTE_EVERY);
         for g in &mut groups {
             let t0 = if timed { thread_cpu_ns() } else { 0 };
             if g.collector.read(&mut g.now).is_err() {
                 continue;
             }
+            let ts = monotonic_ns();
+            // A final report right after the last one spans both intervals (no rate over a sliver).
+            let widen = stopping && g.reports > 0 && ts.saturating_sub(g.prev_ts) < half_period;
             let report = RawReport {
                 ts_ns: ts,
-                prev_ts_ns: from_ts,
+                prev_ts_ns: if widen { g.prev2_ts } else { g.prev_ts },
                 now: std::mem::take(&mut g.now),
                 prev: std::mem::take(if widen { &mut g.prev2 } else { &mut g.prev }),
                 base: std::mem::take(&mut g.base),
@@ -319,18 +335,21 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
                 g.prev = now;
             }
             g.base = base;
+            if !widen {
+                g.prev2_ts = g.prev_ts;
+            }
+            g.prev_ts = ts;
             g.reports += 1;
             if timed {
                 g.own_ns += thread_cpu_ns().saturating_sub(t0);
                 g.timed += 1;
             }
         }
-        prev2_ts = prev_ts;
-        prev_ts = ts;
         rounds += 1;
         if stopping {
             break;
         }
+        k = next_round(start.elapsed(), period);
     }
     let total = thread_cpu_ns().saturating_sub(cpu_start);
     // Each group's own time over all its reports, from the timed rounds.
@@ -345,4 +364,23 @@ fn sample_all(mut groups: Vec<Sampled>, period: Duration, stop: &(Mutex<bool>, C
             stats: StreamerStats { reports: g.reports, sampling_cpu_ns: (own + share).min(total), dropped: 0 },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_round_is_at_least_half_a_period_away() {
+        let p = Duration::from_millis(10);
+        for us in (0..50_000).step_by(70) {
+            let e = Duration::from_micros(us);
+            let k = next_round(e, p);
+            let wait = p * k - e;
+            assert!(wait >= p / 2 && wait <= p * 3 / 2, "elapsed {e:?}: round {k}, waits {wait:?}");
+        }
+        // On time: the next deadline; 1.99 periods in (a late round): the third, not the second.
+        assert_eq!(next_round(Duration::from_millis(10), p), 2);
+        assert_eq!(next_round(Duration::from_micros(19_900), p), 3);
+    }
 }

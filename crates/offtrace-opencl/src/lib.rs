@@ -43,6 +43,7 @@ mod objects;
 pub mod perf;
 mod queues;
 mod recording;
+mod sampling;
 
 pub use api::{DISPATCH_SLOTS, OPERATIONS, op};
 pub use call::OPENCL_API;

@@ -5,12 +5,10 @@
 //!
 //! One process, one writer: the layer does not start a recorder when one already runs in its
 //! copy of the services (inside the agent on the SYCL path), nor as a separate library beside
-//! the agent (`layer.rs` decides). A child process that inherits `OFFTRACE_OUTPUT` and loads the layer too
-//! finds the file locked (`flock`) and writes `<path>.<pid>` instead of clobbering the parent's
-//! trace; `%p` in the path becomes the pid.
+//! the agent (`layer.rs` decides). A process that finds the trace file already there (a child
+//! that inherited `OFFTRACE_OUTPUT`, or a program run after another) writes `<path>.<pid>`
+//! instead (`offtrace_recorder::claim_output`); `%p` in the path becomes the pid.
 
-use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use offtrace_core::ContextId;
@@ -39,39 +37,12 @@ pub(crate) fn inside_agent() -> bool {
     })
 }
 
-/// Opens and locks the trace file (see the module docs); the lock is held until exit.
-fn claim(path: &std::ffi::OsStr) -> Option<PathBuf> {
-    use std::os::fd::AsRawFd;
-    let pid = std::process::id();
-    let path = PathBuf::from(path.to_string_lossy().replace("%p", &pid.to_string()));
-    let lock = |f: &File| {
-        // SAFETY: flock on a valid, owned file descriptor.
-        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        r == 0
-    };
-    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(&path).ok()?;
-    let (f, path) = if lock(&f) {
-        (f, path)
-    } else {
-        let mut own = path.into_os_string();
-        own.push(format!(".{pid}"));
-        let own = PathBuf::from(own);
-        let f = File::create(&own).ok()?;
-        lock(&f);
-        (f, own)
-    };
-    // The lock lives as long as the process: the descriptor is never closed.
-    std::mem::forget(f);
-    Some(path)
-}
-
 /// Starts recording when `OFFTRACE_OUTPUT` asks for it (see the module docs). Cold, once.
 pub(crate) fn start_if_requested() {
     let Some(output) = std::env::var_os("OFFTRACE_OUTPUT").filter(|v| !v.is_empty()) else { return };
     if offtrace_recorder::is_recording() {
         return;
     }
-    let Some(path) = claim(&output) else { return };
     let command = std::fs::read("/proc/self/cmdline")
         .map(|c| {
             c.split(|&b| b == 0).filter(|a| !a.is_empty()).map(String::from_utf8_lossy).collect::<Vec<_>>().join(" ")
@@ -81,11 +52,16 @@ pub(crate) fn start_if_requested() {
     let info = [("backend", "opencl"), ("command", command.as_str()), ("pid", pid.as_str())];
     let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v.trim() == "1");
     let config = offtrace_recorder::Config::default().with_lossless(lossless);
-    if offtrace_recorder::start_file(config, &path, &info).is_err() {
+    // The first traced process writes the path, every later one `<path>.<pid>`
+    // (`offtrace_recorder::claim_output`).
+    if offtrace_recorder::start_claimed(config, std::path::Path::new(&output), &info).is_err() {
         return;
     }
     match offtrace_recorder::subscribe(false) {
-        Ok(ctx) => *RECORDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx),
+        Ok(ctx) => {
+            *RECORDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
+            crate::sampling::start_from_env();
+        }
         Err(_) => {
             let _ = offtrace_recorder::finish();
         }
@@ -95,6 +71,8 @@ pub(crate) fn start_if_requested() {
 /// Ends the trace this layer started, if any.
 pub(crate) fn finish() {
     let Some(ctx) = RECORDING.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    // The samplers' last samples go in before the recorder stops.
+    crate::sampling::stop();
     let _ = offtrace_core::destroy_context(ctx);
     let _ = offtrace_recorder::finish();
 }

@@ -42,6 +42,7 @@
 mod client;
 mod definitions;
 mod entry;
+mod output;
 mod quiesce;
 mod recorder;
 mod writer;
@@ -49,6 +50,7 @@ mod writer;
 pub use client::subscribe;
 pub use definitions::Definitions;
 pub use entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS};
+pub use output::{claim_output, start_claimed};
 pub use recorder::{Config, RAW_BODY_WORDS, RawLayer, flush, is_recording, late_lost, stop_in_child, total_drops};
 pub use writer::{
     FinishError, StartError, Stats, TraceSink, definitions, finish, set_raw_layer, start, start_file, start_header,

@@ -1,0 +1,139 @@
+//! `offtrace record` of programs that use OpenCL alone (no SYCL runtime loaded: the OpenCL
+//! layer hosts the recorder), on PoCL (`scripts/setup-opencl.sh`; `OFFTRACE_SKIP_OPENCL=1`
+//! skips): `--metrics` samples land in the trace, and every traced process keeps its trace.
+//! The agent and the layer must be built next to `offtrace` (`scripts/test.sh` builds them).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+fn offtrace() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_offtrace"))
+}
+
+/// `examples/opencl/vector_add.c` built into `dir`; None when OpenCL tests are skipped.
+fn vector_add(dir: &Path) -> Option<PathBuf> {
+    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
+        return None;
+    }
+    assert!(
+        Path::new("/etc/OpenCL/vendors/pocl.icd").exists() && Path::new("/usr/include/CL/cl.h").exists(),
+        "PoCL or the OpenCL headers are missing: run scripts/setup-opencl.sh (or OFFTRACE_SKIP_OPENCL=1 to skip)"
+    );
+    let exe = dir.join("vector_add");
+    let st = Command::new("cc")
+        .arg("-O2")
+        .arg(workspace().join("examples/opencl/vector_add.c"))
+        .args(["-lOpenCL", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("cc");
+    assert!(st.success(), "cc examples/opencl/vector_add.c failed");
+    Some(exe)
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `offtrace report --format json` of a trace (the whole trace must decode).
+fn report(path: &Path) -> serde_json::Value {
+    let o = offtrace().args(["report", "--format", "json"]).arg(path).output().expect("report");
+    ok(&o);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(r["trace"]["complete"].as_bool().expect("complete"), "{}", path.display());
+    r
+}
+
+/// The samples of counter `name` in a report (0 when it has none).
+fn samples(r: &serde_json::Value, name: &str) -> u64 {
+    r["counters"]
+        .as_array()
+        .expect("counters")
+        .iter()
+        .find(|c| c["name"] == name)
+        .map_or(0, |c| c["samples"].as_u64().expect("samples"))
+}
+
+fn calls(r: &serde_json::Value, operation: &str) -> u64 {
+    r["api_calls"]
+        .as_array()
+        .expect("api_calls")
+        .iter()
+        .filter(|c| c["operation"] == operation)
+        .map(|c| c["calls"].as_u64().expect("calls"))
+        .sum()
+}
+
+/// `record --metrics` was silently ignored for OpenCL-only programs: the layer hosted the
+/// recorder but no sampler. Through `record` (the agent as the layer) and through the layer
+/// library alone (`OPENCL_LAYERS`), the trace holds the groups' samples.
+#[test]
+fn metrics_are_sampled_into_an_opencl_only_programs_trace() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let trace = dir.path().join("m.offtrace");
+    let o = offtrace()
+        .args(["record", "--metrics", "proc.process", "--sample-period", "5ms", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["--platform", "Portable", "--iters", "50"])
+        .output()
+        .expect("record");
+    ok(&o);
+    let r = report(&trace);
+    assert!(samples(&r, "proc.process.cpu_time") > 0, "record: {}", r["counters"]);
+
+    let layer = Path::new(env!("CARGO_BIN_EXE_offtrace")).with_file_name("libofftrace_opencl.so");
+    assert!(layer.exists(), "{} is not built: cargo build -p offtrace-opencl", layer.display());
+    let alone = dir.path().join("layer.offtrace");
+    let o = Command::new(&prog)
+        .args(["--platform", "Portable", "--iters", "50"])
+        .env("OPENCL_LAYERS", &layer)
+        .env("OFFTRACE_OUTPUT", &alone)
+        .env("OFFTRACE_METRICS", "proc.process")
+        .env("OFFTRACE_SAMPLE_PERIOD_NS", "5000000")
+        .output()
+        .expect("run");
+    ok(&o);
+    let r = report(&alone);
+    assert_eq!(r["trace"]["info"]["backend"], "opencl");
+    assert!(samples(&r, "proc.process.cpu_time") > 0, "the layer alone: {}", r["counters"]);
+}
+
+/// Two OpenCL programs run one after the other under one `record`: the second used to replace
+/// the first's trace (the file was claimed only against a live writer). Each keeps its trace.
+#[test]
+fn each_opencl_program_of_a_recording_keeps_its_trace() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let trace = dir.path().join("two.offtrace");
+    let run = format!("{p} --platform Portable --iters 3 && {p} --platform Portable --iters 4", p = prog.display());
+    let o = offtrace().arg("record").arg("-o").arg(&trace).args(["--", "sh", "-c", &run]).output().expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("offtrace: 2 traces written, one per traced process:"), "{err}");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("two.offtrace")))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let (first, second) = (report(&files[0]), report(&files[1]));
+    let pid = |r: &serde_json::Value| r["trace"]["info"]["pid"].as_str().expect("pid").to_owned();
+    assert_ne!(pid(&first), pid(&second));
+    assert_eq!(files[1], dir.path().join(format!("two.offtrace.{}", pid(&second))));
+    // The first program launched 3 kernels, the second 4: neither trace replaced the other.
+    let launches = |r: &serde_json::Value| calls(r, "clEnqueueNDRangeKernel");
+    assert_eq!((launches(&first), launches(&second)), (3, 4));
+}
