@@ -248,8 +248,8 @@ FALLBACK = {"clCreateCommandQueueWithPropertiesKHR"}
 K, C, F, S = "KernelDispatch", "MemoryCopy", "MemoryFill", "Sync"
 # Copies: `dir` is the direction when the command fixes it (buffers and images live on the
 # device, the host pointer on the host); USM / SVM copies find it from the allocation table.
-# Maps and unmaps are reported as reads and writes of the mapped region, images as buffers,
-# markers as barriers: the core's operations of each kind.
+# Maps and unmaps are the core's `map` / `unmap` copies (direction: the map's device to host, the
+# unmap's host to device), images are reported as buffers, markers as barriers.
 H2D, D2H, D2D, USM = "HostToDevice", "DeviceToHost", "DeviceToDevice", None
 ENQUEUE = {
     "clEnqueueNDRangeKernel": (K, "LAUNCH", dict(kernel="kernel", work_dim="work_dim", gws="global_work_size", lws="local_work_size")),
@@ -268,11 +268,11 @@ ENQUEUE = {
     "clEnqueueCopyBufferToImage": (C, "BUFFER_COPY", dict(dst="dst_image", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
     "clEnqueueSVMMemcpy": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
     "clEnqueueMemcpyINTEL": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
-    "clEnqueueMapBuffer": (C, "BUFFER_READ", dict(dst="0", src="buffer", size="size as u64", dir=D2H)),
-    "clEnqueueMapImage": (C, "BUFFER_READ", dict(dst="0", src="image", size="crate::call::region(region)", dir=D2H)),
-    "clEnqueueSVMMap": (C, "USM_MEMCPY", dict(dst="0", src="svm_ptr", size="size as u64", dir=D2H)),
-    "clEnqueueUnmapMemObject": (C, "BUFFER_WRITE", dict(dst="memobj", src="mapped_ptr", size="0", dir=H2D)),
-    "clEnqueueSVMUnmap": (C, "USM_MEMCPY", dict(dst="svm_ptr", src="0", size="0", dir=H2D)),
+    "clEnqueueMapBuffer": (C, "MAP", dict(dst="0", src="buffer", size="size as u64", dir=D2H)),
+    "clEnqueueMapImage": (C, "MAP", dict(dst="0", src="image", size="crate::call::region(region)", dir=D2H)),
+    "clEnqueueSVMMap": (C, "MAP", dict(dst="0", src="svm_ptr", size="size as u64", dir=D2H)),
+    "clEnqueueUnmapMemObject": (C, "UNMAP", dict(dst="memobj", src="mapped_ptr", size="0", dir=H2D)),
+    "clEnqueueSVMUnmap": (C, "UNMAP", dict(dst="svm_ptr", src="0", size="0", dir=H2D)),
     "clEnqueueMigrateMemObjects": (C, "BUFFER_COPY", dict(dst="0", src="0", size="0", dir=D2D)),
     "clEnqueueSVMMigrateMem": (C, "USM_MEMCPY", dict(dst="0", src="0", size="0", dir=D2D)),
     "clEnqueueMigrateMemINTEL": (C, "USM_MEMCPY", dict(dst="ptr", src="0", size="size as u64", dir=D2D)),

@@ -18,7 +18,9 @@
 # (launch-time dispatch without kernel parameters); record_noapi (OFFTRACE_CUDA_API=0: no runtime
 # callbacks); record_noflush (OFFTRACE_CUDA_FLUSH_MS=0); record_fewkinds (torch.profiler's
 # activity kinds only); record_min (kernels, copies and memsets only: the default since run E3);
-# record_all (every activity kind); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB); inject (the
+# record_all (every activity kind); record_devbuf (OFFTRACE_CUDA_DEVICE_BUFFER_MB=$DEVBUF_MB);
+# record_main (`offtrace record` with another build, $OFFTRACE_BIN_MAIN with its
+# libofftrace_cuda.so beside it: two builds side by side in one rotation); inject (the
 # injection without a trace: CUPTI and its callbacks, no records). Results: $OUT/ablation-$SIZE.json
 # and the per-process JSON in $OUT/ablation-$SIZE/. untraced_b is a second untraced process per
 # repetition: untraced_b against untraced is the noise floor of the method.
@@ -56,6 +58,7 @@ run_mode() { # mode rep
     untraced | untraced_b) "${py[@]}" "${a[@]}" --out "$out" ;;
     torch) "${py[@]}" "${a[@]}" --profile torch --out "$out" ;;
     record) "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_main) "${pin[@]}" timeout 180 "$OFFTRACE_BIN_MAIN" record -o "$t/t.offtrace" -- $PY "${a[@]}" --out "$out" ;;
     record_nolaunch) OFFTRACE_CUDA_LAUNCH_ARGS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_cbonly) OFFTRACE_CUDA_LAUNCH_ARGS=callbacks "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_noargs) OFFTRACE_CUDA_LAUNCH_ARGS=noargs "${rec[@]}" $PY "${a[@]}" --out "$out" ;;

@@ -203,8 +203,9 @@ pub struct Analyzer {
     /// Live bytes and their peak, in time order (threads' records reach the file out of it).
     live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
-    copies: BTreeMap<u8, CopyAcc>,
-    fills: FillStats,
+    /// Copies and fills by (kind, direction): which kind is a fill is known from the kind's
+    /// definition, which a damaged trace may give only at its end (the repeat).
+    copies: BTreeMap<(u32, u8), CopyAcc>,
     nodes: FxHashMap<u64, NodeAcc>,
     node_order: VecDeque<u64>,
     /// Node → the nodes depending on it, so a node that becomes a real command after its edges
@@ -646,26 +647,15 @@ impl Analyzer {
         // Copies and fills by direction (a kernel has no bytes).
         if bytes != 0 || direction != CopyDirection::Unknown {
             let device_ns = if known { Some(a.device_end - a.device_start) } else { None };
-            if self.is_fill(a.kind) {
-                if !counted {
-                    self.fills.count += 1;
-                    self.fills.bytes += bytes;
-                }
-                if let Some(ns) = device_ns {
-                    self.fills.device_count += 1;
-                    self.fills.device_ns += ns;
-                }
-            } else {
-                let c = self.copies.entry(direction as u8).or_default();
-                if !counted {
-                    c.count += 1;
-                    c.bytes += bytes;
-                }
-                if let Some(ns) = device_ns {
-                    c.device_count += 1;
-                    c.device_bytes += bytes;
-                    c.device_ns += ns;
-                }
+            let c = self.copies.entry((a.kind, direction as u8)).or_default();
+            if !counted {
+                c.count += 1;
+                c.bytes += bytes;
+            }
+            if let Some(ns) = device_ns {
+                c.device_count += 1;
+                c.device_bytes += bytes;
+                c.device_ns += ns;
             }
         }
     }
@@ -940,6 +930,22 @@ impl Analyzer {
         });
 
         let memory_type_name = |t: u8| MemoryType::from_u8(t).map_or("UNKNOWN", MemoryType::name).to_owned();
+        let (mut copies, mut fills) = (BTreeMap::<u8, CopyAcc>::new(), FillStats::default());
+        for (&(kind, direction), c) in &self.copies {
+            if self.is_fill(kind) {
+                fills.count += c.count;
+                fills.bytes += c.bytes;
+                fills.device_count += c.device_count;
+                fills.device_ns += c.device_ns;
+            } else {
+                let to = copies.entry(direction).or_default();
+                to.count += c.count;
+                to.bytes += c.bytes;
+                to.device_count += c.device_count;
+                to.device_bytes += c.device_bytes;
+                to.device_ns += c.device_ns;
+            }
+        }
         let memory = MemoryReport {
             allocations: self
                 .allocations
@@ -957,8 +963,7 @@ impl Analyzer {
             live_bytes_at_end: self.live.live_bytes(),
             frees: self.live.frees(),
             unmatched_frees: self.live.unmatched_frees(),
-            copies: self
-                .copies
+            copies: copies
                 .iter()
                 .map(|(&d, c)| CopyStats {
                     direction: CopyDirection::from_u8(d).unwrap_or_default().name().to_owned(),
@@ -970,7 +975,7 @@ impl Analyzer {
                     bandwidth_gb_s: (c.device_ns > 0).then(|| c.device_bytes as f64 / c.device_ns as f64),
                 })
                 .collect(),
-            fills: self.fills.clone(),
+            fills,
         };
 
         let queues = self

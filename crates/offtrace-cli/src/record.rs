@@ -250,6 +250,10 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
         cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
     }
+    let icd_vendors = IcdVendors::with_runtime(&lib);
+    if let Some(v) = &icd_vendors {
+        cmd.env("OCL_ICD_VENDORS", &v.0);
+    }
     cmd.env("XPTI_TRACE_ENABLE", "1")
         .env("XPTI_FRAMEWORK_DISPATCHER", &dispatcher)
         .env("XPTI_SUBSCRIBERS", &agent)
@@ -274,7 +278,50 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if hosts_opencl_layer(&agent) {
         opencl_environment(&mut cmd, &agent);
     }
-    spawn_and_summarize(cmd, &program_path, &output_abs, &output)
+    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output);
+    drop(icd_vendors);
+    code
+}
+
+/// A vendors folder for the OpenCL ICD loaders: the system's ICDs and the SYCL runtime's
+/// OpenCL CPU runtime, removed on drop (after the program exited). The Khronos loader (the SYCL
+/// venv's) reads `OCL_ICD_FILENAMES`; the ocl-icd that pyopencl bundles does not, and finds
+/// Intel's runtime only through `OCL_ICD_VENDORS` (a folder that replaces
+/// `/etc/OpenCL/vendors`, hence the system's ICDs beside it). Both loaders load an ICD named
+/// twice once. Not made when the user set `OCL_ICD_VENDORS`, or when it cannot be written.
+struct IcdVendors(PathBuf);
+
+impl IcdVendors {
+    const SYSTEM: &str = "/etc/OpenCL/vendors";
+
+    fn with_runtime(lib: &Path) -> Option<Self> {
+        if std::env::var_os("OCL_ICD_VENDORS").is_some() {
+            return None;
+        }
+        let runtime = lib.join("libintelocl.so");
+        if !runtime.is_file() {
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("offtrace-icd-{}", std::process::id()));
+        let made = Self(dir);
+        std::fs::create_dir_all(&made.0).ok()?;
+        for e in std::fs::read_dir(Self::SYSTEM).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            if Path::new(&name).extension().is_some_and(|x| x == "icd") {
+                std::fs::copy(e.path(), made.0.join(&name)).ok()?;
+            }
+        }
+        let mut line = runtime.into_os_string().into_encoded_bytes();
+        line.push(b'\n');
+        std::fs::write(made.0.join("offtrace-sycl-runtime.icd"), line).ok()?;
+        Some(made)
+    }
+}
+
+impl Drop for IcdVendors {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Where the CUDA backend writes when another backend writes `output_abs`.

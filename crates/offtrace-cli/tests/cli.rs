@@ -211,6 +211,41 @@ fn a_corrupt_chunk_is_skipped_with_a_warning_in_report_and_export() {
     assert!(out.exists());
 }
 
+/// Issue 11: a byte flipped in the first chunk, where the definitions are first written. The
+/// file repeats them before `End`, as the recorder does: the report and the export still name
+/// every API call (no `KIND_1`, no `op_9`).
+#[test]
+fn a_damaged_first_chunk_leaves_every_name_in_report_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.offtrace");
+    let mut records = sycl_records(3, 5000);
+    let repeat: Vec<Record> =
+        records.iter().filter(|r| offtrace_format::DefinitionKey::of(r).is_some()).cloned().collect();
+    let end = records.pop().unwrap();
+    records.extend(repeat);
+    records.push(end);
+    write_trace(&t, &records, true);
+    let clean = offtrace().arg("report").arg(&t).output().unwrap();
+    ok(&clean);
+    let mut b = std::fs::read(&t).unwrap();
+    b[64 + 24 + 100] ^= 0xff;
+    std::fs::write(&t, b).unwrap();
+    let o = offtrace().arg("report").arg(&t).output().unwrap();
+    ok(&o);
+    let s = text(&o.stdout);
+    assert!(s.contains("DAMAGED (1 stretch skipped"), "{s}");
+    assert!(!s.contains("KIND_") && !s.contains("op_"), "{s}");
+    for name in ["UR_API", "urEnqueueKernelLaunch", "urEventRelease"] {
+        assert!(s.contains(name), "{name}: {s}");
+    }
+    let out = dir.path().join("t.json");
+    let o = offtrace().arg("export").arg(&t).args(["--format", "chrome", "-o"]).arg(&out).output().unwrap();
+    ok(&o);
+    let json = std::fs::read_to_string(&out).unwrap();
+    assert!(!json.contains("KIND_") && !json.contains("\"op_"), "an unnamed kind or operation in the export");
+    assert!(json.contains("urEnqueueKernelLaunch"));
+}
+
 #[test]
 fn report_of_an_empty_file_says_it_is_empty() {
     let dir = tempfile::tempdir().unwrap();

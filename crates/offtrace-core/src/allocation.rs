@@ -11,11 +11,17 @@
 //! Cost: the table takes a write lock per allocation and free (tens of ns, against runtime
 //! allocation calls of microseconds). Lookups answer from the calling thread's memo of its last
 //! few answers while the table is unchanged (one load, no lock: [`crate::generation`]), else
-//! take the read lock. It is maintained whether or not a tool listens, because a dispatch may be
-//! queried at any time.
+//! take the read lock. A dispatch's arguments are matched against the thread's [`View`]: a
+//! sorted copy of the table, valid while the table's generation has not moved (one load, no
+//! lock), refreshed under the read lock after a change; an argument outside the span of every
+//! live allocation (a size, a count, a host pointer below the device heap) is rejected with two
+//! compares, the others take a binary search. Tables larger than [`VIEW_MAX`] are matched under
+//! the read lock instead (a copy per change would cost more than it saves). The table is
+//! maintained whether or not a tool listens, because a dispatch may be queried at any time.
 
-#![allow(unsafe_code)] // reads the dispatch payload's implicit-allocation array
+#![allow(unsafe_code)] // reads the dispatch payload's implicit-allocation array; unchecked indexing in the view's search
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
@@ -46,6 +52,113 @@ thread_local! {
     /// This thread's last answers by pointer: a copy reads its source and its destination,
     /// usually the same buffers call after call.
     static MEMO: Memo<u64, Found, 2> = const { Memo::new(0, None) };
+}
+
+/// Most live allocations a thread's [`View`] copies; a larger table is matched under its lock.
+pub const VIEW_MAX: usize = 1024;
+
+/// A thread's sorted copy of [`TABLE`] for matching dispatch arguments, valid for the
+/// generation it was copied at (see the module docs; exact for the reason
+/// [`crate::generation`] gives: the generation is loaded before the lock is taken).
+#[derive(Debug)]
+struct View {
+    /// The generation copied; [`VIEW_NONE`] when empty or the table was too large.
+    generation: u64,
+    /// (base, size, type) in ascending order of base.
+    entries: Vec<(u64, u64, MemoryType)>,
+    /// The lowest base and the highest end of the live allocations: every hit lies in
+    /// `low..high` (empty when there are none).
+    low: u64,
+    high: u64,
+}
+
+/// A generation no view holds (a counter bumped once per change never gets there).
+const VIEW_NONE: u64 = u64::MAX;
+
+impl View {
+    const fn new() -> Self {
+        Self { generation: VIEW_NONE, entries: Vec::new(), low: 0, high: 0 }
+    }
+
+    /// Copies the table as of `generation` (loaded before this call); `false` when the table is
+    /// larger than [`VIEW_MAX`] (the view stays invalid).
+    #[cold]
+    #[inline(never)]
+    fn refresh(&mut self, generation: u64) -> bool {
+        let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+        self.generation = VIEW_NONE;
+        if t.len() > VIEW_MAX {
+            return false;
+        }
+        self.entries.clear();
+        self.entries.extend(t.iter().map(|(&base, &(size, ty))| (base, size, ty)));
+        self.low = self.entries.first().map_or(0, |e| e.0);
+        self.high = self.entries.iter().map(|e| e.0.saturating_add(e.1)).max().unwrap_or(0);
+        self.generation = generation;
+        true
+    }
+
+    /// The index of the allocation containing `v`, as the table's range query answers it: the
+    /// one with the greatest base at or below `v`, if `v` lies inside it.
+    #[inline(always)]
+    fn find(&self, v: u64) -> Option<usize> {
+        if v < self.low || v >= self.high {
+            return None;
+        }
+        // The greatest base at or below `v` (there is one: `v >= low`, the first base). A
+        // halving search whose steps do not depend on the comparisons' outcome (a conditional
+        // move each), three steps for eight allocations.
+        let e = &self.entries[..];
+        let (mut at, mut len) = (0, e.len());
+        while len > 1 {
+            let half = len / 2;
+            // SAFETY: `at + half < at + len <= e.len()` (the loop keeps `at + len <= e.len()`).
+            if unsafe { e.get_unchecked(at + half) }.0 <= v {
+                at += half;
+            }
+            len -= half;
+        }
+        // SAFETY: `e` is not empty (`low < high`) and `at + len <= e.len()` with `len == 1`.
+        let (base, size, _) = unsafe { *e.get_unchecked(at) };
+        (v - base < size).then_some(at)
+    }
+
+    /// [`each_match`] on the view: allocations deduplicated by their index (a bit per index
+    /// for the first 64, a list beyond).
+    #[inline]
+    fn each_match(&self, args: &[u64], mut f: impl FnMut(AllocationProperties)) {
+        let mut seen = 0u64;
+        let mut seen_far = [0u16; MAX_KERNEL_ARGS];
+        let mut far = 0;
+        for (i, &v) in args.iter().enumerate() {
+            let Some(at) = self.find(v) else { continue };
+            let new = if at < 64 {
+                let bit = 1u64 << at;
+                let new = seen & bit == 0;
+                seen |= bit;
+                new
+            } else {
+                // `at < VIEW_MAX`, which fits.
+                let at = at as u16;
+                let new = !seen_far[..far].contains(&at);
+                if new {
+                    seen_far[far] = at;
+                    far += 1;
+                }
+                new
+            };
+            if new {
+                // SAFETY: `find` returns an index of `entries`.
+                let (base, size, memory_type) = unsafe { *self.entries.get_unchecked(at) };
+                f(AllocationProperties { base, size, arg_index: i as i32, memory_type });
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's copy of the table for matching dispatch arguments.
+    static VIEW: RefCell<View> = const { RefCell::new(View::new()) };
 }
 
 /// Adds a live allocation (replacing any with the same base).
@@ -112,9 +225,8 @@ pub unsafe fn kernel_allocation_properties(p: &KernelDispatchPayload) -> Vec<All
     out
 }
 
-/// [`kernel_allocation_properties`] without allocating (the recorder's record path): fills
-/// `out` from the start, in the same order, and returns how many it filled (at most
-/// `out.len()`; the rest are cut).
+/// [`kernel_allocation_properties`] without allocating: fills `out` from the start, in the same
+/// order, and returns how many it filled (at most `out.len()`; the rest are cut).
 ///
 /// # Safety
 ///
@@ -133,26 +245,19 @@ pub unsafe fn kernel_allocation_properties_into(p: &KernelDispatchPayload, out: 
     n
 }
 
-/// Calls `f` with each allocation a dispatch uses, in [`kernel_allocation_properties`]' order.
+/// Calls `f` with each allocation a dispatch uses, in [`kernel_allocation_properties`]' order,
+/// without allocating or filling an array first (the recorder's record path writes each into
+/// its entry). `f` must not call back into this module (it may run while the thread's view of
+/// the table is borrowed, or its read lock held).
 ///
 /// # Safety
 ///
 /// As [`kernel_allocation_properties`].
-unsafe fn for_each_kernel_allocation(p: &KernelDispatchPayload, mut f: impl FnMut(AllocationProperties)) {
-    let n = (p.kernel_arg_count as usize).min(MAX_KERNEL_ARGS);
-    if n > 0 {
-        // Bases already reported (one entry per allocation): at most one per argument.
-        let mut seen = [0u64; MAX_KERNEL_ARGS];
-        let mut count = 0;
-        let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
-        for (i, &v) in p.kernel_args[..n].iter().enumerate() {
-            let Some((&base, &(size, ty))) = t.range(..=v).next_back() else { continue };
-            if v.wrapping_sub(base) < size && !seen[..count].contains(&base) {
-                seen[count] = base;
-                count += 1;
-                f(AllocationProperties { base, size, arg_index: i as i32, memory_type: ty });
-            }
-        }
+#[inline]
+pub unsafe fn for_each_kernel_allocation(p: &KernelDispatchPayload, mut f: impl FnMut(AllocationProperties)) {
+    let args = &p.kernel_args[..(p.kernel_arg_count as usize).min(MAX_KERNEL_ARGS)];
+    if !args.is_empty() {
+        each_match(args, &mut f);
     }
     if !p.implicit_allocations.is_null() {
         // SAFETY: the caller's contract: `implicit_allocation_count` readable entries.
@@ -160,6 +265,46 @@ unsafe fn for_each_kernel_allocation(p: &KernelDispatchPayload, mut f: impl FnMu
             unsafe { std::slice::from_raw_parts(p.implicit_allocations, p.implicit_allocation_count as usize) };
         for a in implicit {
             f(AllocationProperties { base: a.base, size: a.size, arg_index: -1, memory_type: a.memory_type });
+        }
+    }
+}
+
+/// Matches a dispatch's arguments against the live allocations: `f` gets one entry per
+/// allocation an argument points into, with the first such argument's index, in argument
+/// order. From the thread's [`View`] while the table is unchanged, else under the table's read
+/// lock.
+fn each_match(args: &[u64], f: &mut impl FnMut(AllocationProperties)) {
+    // Before the view's check: a change after this load moves the generation (module docs).
+    let generation = TABLE_GENERATION.current();
+    let viewed = VIEW
+        .try_with(|view| {
+            let mut view = view.borrow_mut();
+            if view.generation != generation && !view.refresh(generation) {
+                return false;
+            }
+            view.each_match(args, &mut *f);
+            true
+        })
+        .unwrap_or(false);
+    if !viewed {
+        each_match_locked(args, f);
+    }
+}
+
+/// [`each_match`] under the table's read lock: a table too large for a view, or a thread in
+/// teardown.
+#[cold]
+#[inline(never)]
+fn each_match_locked(args: &[u64], f: &mut impl FnMut(AllocationProperties)) {
+    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let mut seen = [0u64; MAX_KERNEL_ARGS];
+    let mut count = 0;
+    for (i, &v) in args.iter().enumerate() {
+        let Some((&base, &(size, ty))) = t.range(..=v).next_back() else { continue };
+        if v.wrapping_sub(base) < size && !seen[..count].contains(&base) {
+            seen[count] = base;
+            count += 1;
+            f(AllocationProperties { base, size, arg_index: i as i32, memory_type: ty });
         }
     }
 }
@@ -201,5 +346,118 @@ mod tests {
         );
         record_free(0x20_0000);
         record_free(0x30_0000);
+    }
+
+    /// What a dispatch's arguments match, computed from a copy of the table the slow way.
+    fn reference(table: &BTreeMap<u64, (u64, MemoryType)>, args: &[u64]) -> Vec<AllocationProperties> {
+        let mut out: Vec<AllocationProperties> = Vec::new();
+        for (i, &v) in args.iter().enumerate() {
+            if let Some((&base, &(size, ty))) = table.range(..=v).next_back()
+                && v - base < size
+                && !out.iter().any(|a| a.base == base)
+            {
+                out.push(AllocationProperties { base, size, arg_index: i as i32, memory_type: ty });
+            }
+        }
+        out
+    }
+
+    fn dispatch(args: &[u64]) -> KernelDispatchPayload {
+        let mut p = KernelDispatchPayload { kernel_arg_count: args.len() as u32, ..Default::default() };
+        p.kernel_args[..args.len()].copy_from_slice(args);
+        p
+    }
+
+    /// A small deterministic generator (xorshift).
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    /// Checks `rounds` random dispatches against [`reference`], with arguments at, just inside
+    /// and just outside the allocations' bounds, between them and far from them.
+    fn check_random_dispatches(table: &BTreeMap<u64, (u64, MemoryType)>, rounds: usize, seed: u64) {
+        let bases: Vec<(u64, u64)> = table.iter().map(|(&b, &(s, _))| (b, s)).collect();
+        let mut x = seed;
+        for _ in 0..rounds {
+            let n = (next(&mut x) % MAX_KERNEL_ARGS as u64) as usize + 1;
+            let args: Vec<u64> = (0..n)
+                .map(|_| {
+                    let (b, s) = bases[(next(&mut x) % bases.len() as u64) as usize];
+                    match next(&mut x) % 8 {
+                        0 => b,
+                        1 => b - 1,
+                        2 => b + s - 1,
+                        3 => b + s,
+                        4 => b + next(&mut x) % s,
+                        5 => next(&mut x) % 4096,
+                        6 => u64::MAX - next(&mut x) % 4096,
+                        _ => next(&mut x),
+                    }
+                })
+                .collect();
+            let p = dispatch(&args);
+            // SAFETY: no implicit allocations.
+            let got = unsafe { kernel_allocation_properties(&p) };
+            assert_eq!(got, reference(table, &args), "arguments {args:x?}");
+            let mut cut = [AllocationProperties::default(); 2];
+            // SAFETY: as above.
+            let k = unsafe { kernel_allocation_properties_into(&p, &mut cut) };
+            assert_eq!(cut[..k], got[..got.len().min(2)], "the first ones, the rest cut");
+        }
+    }
+
+    /// Allocations with gaps, neighbours that touch, and more than 64 of them (the view's
+    /// deduplication switches from bits to a list there).
+    fn random_table(count: usize, seed: u64) -> BTreeMap<u64, (u64, MemoryType)> {
+        let mut table = BTreeMap::new();
+        let mut x = seed;
+        let mut at = 0x7f00_0000_0000u64;
+        let types = [MemoryType::Device, MemoryType::Host, MemoryType::Shared];
+        for i in 0..count {
+            let size = 1 + next(&mut x) % (1 << 16);
+            let ty = types[i % 3];
+            record_alloc(at, size, ty);
+            table.insert(at, (size, ty));
+            at += size + if next(&mut x).is_multiple_of(3) { 0 } else { 1 + next(&mut x) % (1 << 12) };
+        }
+        table
+    }
+
+    #[test]
+    fn dispatch_matches_equal_the_tables_range_query() {
+        let table = random_table(200, 0x5eed);
+        assert_eq!(live_count(), 200);
+        check_random_dispatches(&table, 3000, 0xfeed);
+    }
+
+    #[test]
+    fn a_table_larger_than_a_view_is_matched_under_its_lock() {
+        let table = random_table(VIEW_MAX + 50, 0xbeef);
+        check_random_dispatches(&table, 1000, 0xcafe);
+    }
+
+    #[test]
+    fn a_change_of_the_table_reaches_the_next_dispatch() {
+        let props = |args: &[u64]| {
+            // SAFETY: no implicit allocations.
+            unsafe { kernel_allocation_properties(&dispatch(args)) }
+        };
+        record_alloc(0x40_0000, 0x100, MemoryType::Device);
+        assert_eq!(props(&[0x40_0010]).len(), 1);
+        record_free(0x40_0000);
+        assert_eq!(props(&[0x40_0010]), []);
+        record_alloc(0x40_0000, 0x20, MemoryType::Host);
+        assert_eq!(
+            props(&[0x40_0010, 0x40_0020]),
+            [AllocationProperties { base: 0x40_0000, size: 0x20, arg_index: 0, memory_type: MemoryType::Host }]
+        );
+        // Another thread's change, seen by this thread's next dispatch.
+        std::thread::spawn(|| record_alloc(0x50_0000, 0x10, MemoryType::Shared)).join().expect("thread");
+        assert_eq!(props(&[0x50_0000]).len(), 1);
+        record_free(0x40_0000);
+        record_free(0x50_0000);
     }
 }

@@ -1273,6 +1273,9 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
         let c = t.current.get();
         if c != 0 {
             crate::correlation::note_reported(c, kind);
+            if let Some(hook) = crate::correlation::reported_hook() {
+                return instant_reported(t.in_callback.get(), c, kind, op, phase, ptr, payload, mask, hook);
+            }
         }
     }
     if t.in_callback.get() {
@@ -1285,6 +1288,28 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
         return instant_one(t, me, kind, op, phase, ptr, mask);
     }
     instant_any(kind, op, phase, ptr, payload, mask);
+}
+
+/// [`instant_slow`] for a command reported at enqueue inside the call `correlation` while a
+/// reported hook is installed (the OpenCL layer on the SYCL path): the record, then the hook,
+/// so that what the hook delivers for the command follows its enqueue record.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn instant_reported(
+    in_callback: bool,
+    correlation: u64,
+    kind: Kind,
+    op: u32,
+    phase: Phase,
+    ptr: *const c_void,
+    payload: Payload<'_>,
+    mask: u32,
+    hook: crate::correlation::ReportedHook,
+) {
+    if !in_callback {
+        instant_any(kind, op, phase, ptr, payload, mask);
+    }
+    hook(correlation, kind);
 }
 
 /// [`instant_slow`], every other case (out of line: its state was spilled on the common path).

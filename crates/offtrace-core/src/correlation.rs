@@ -204,6 +204,27 @@ pub fn reported_in_call(correlation: u64, kind: crate::Kind) -> bool {
     REPORTED.try_with(|r| r.get().iter().any(|e| e.0 == correlation && e.1 & bit != 0)).unwrap_or(false)
 }
 
+/// Called on the reporting thread, after the record, each time device work is reported at
+/// enqueue inside a call: (that call's correlation id, kind). See [`set_reported_hook`].
+pub type ReportedHook = fn(u64, crate::Kind);
+
+static REPORTED_HOOK: std::sync::OnceLock<ReportedHook> = std::sync::OnceLock::new();
+
+/// Installs the hook told of each command reported at enqueue inside a call (once per
+/// process; a second hook is refused). The OpenCL layer on the SYCL path uses it to deliver the
+/// device times of a UR call's OpenCL commands once the SYCL backend reported that command,
+/// without waiting for the calling thread's next OpenCL call (a runtime worker thread may make
+/// none). Costs the enqueue path one load when no hook is set.
+pub fn set_reported_hook(hook: ReportedHook) -> Result<(), ServiceError> {
+    REPORTED_HOOK.set(hook).map_err(|_| ServiceError::InvalidArgument)
+}
+
+/// The installed reported hook, if any (one load).
+#[inline]
+pub(crate) fn reported_hook() -> Option<ReportedHook> {
+    REPORTED_HOOK.get().copied()
+}
+
 /// The correlation id of the API call the calling thread is inside (0 = none).
 pub fn current_correlation_id() -> u64 {
     THREAD.with(|t| t.current.get())

@@ -351,6 +351,12 @@ pub mod memory_copy {
     pub const BUFFER_READ: u32 = 1;
     pub const BUFFER_WRITE: u32 = 2;
     pub const BUFFER_COPY: u32 = 3;
+    /// A map of a buffer, image or SVM region for the host (OpenCL `clEnqueueMap*`): the
+    /// runtime may copy the region to the host.
+    pub const MAP: u32 = 4;
+    /// The unmap that ends a map (OpenCL `clEnqueue{UnmapMemObject,SVMUnmap}`): the runtime may
+    /// copy the region back to the device.
+    pub const UNMAP: u32 = 5;
     /// The first CUDA copy: CUDA users know a copy by its CUPTI copy kind and source and
     /// destination memory kinds, named as torch.profiler (Kineto) names them: `Memcpy HtoD
     /// (Pageable -> Device)`. See [`cuda`].
@@ -465,8 +471,7 @@ const QUEUE_OPS: &[Operation] = ops!(QUEUE_ARGS: 0 => "queue_create", 1 => "queu
 const DEVICE_OPS: &[Operation] = ops!(DEVICE_ARGS: 0 => "device", 1 => "context");
 const COUNTER_OPS: &[Operation] = ops!(COUNTER_ARGS: 0 => "define", 1 => "sample");
 const KERNEL_DISPATCH_OPS: &[Operation] = ops!(KERNEL_ARGS: 0 => "kernel_launch");
-const MEMORY_COPY_OPS: &[Operation] =
-    ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy");
+const MEMORY_COPY_OPS: &[Operation] = ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy", 4 => "map", 5 => "unmap");
 const MEMORY_FILL_OPS: &[Operation] = ops!(FILL_ARGS: 0 => "usm_fill", 1 => "buffer_fill");
 const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free");
 const TASK_GRAPH_OPS: &[Operation] =

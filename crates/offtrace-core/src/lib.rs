@@ -23,9 +23,9 @@ mod sync;
 mod timestamp;
 
 pub use allocation::{
-    AllocationProperties, emit_memory_alloc, emit_memory_free, kernel_allocation_properties,
-    kernel_allocation_properties_into, live_count as live_allocation_count, lookup as lookup_allocation, record_alloc,
-    record_free,
+    AllocationProperties, emit_memory_alloc, emit_memory_free, for_each_kernel_allocation,
+    kernel_allocation_properties, kernel_allocation_properties_into, live_count as live_allocation_count,
+    lookup as lookup_allocation, record_alloc, record_free,
 };
 pub use args::{ArgInfo, MAX_STRING, format_value, iterate_operation_args};
 pub use buffer::{
@@ -47,9 +47,9 @@ pub use context::{
     destroy_context, in_callback, start_context, stop_context,
 };
 pub use correlation::{
-    ExternalCorrelationHook, ID_BLOCK, current_correlation_id, current_thread_id, next_correlation_id,
+    ExternalCorrelationHook, ID_BLOCK, ReportedHook, current_correlation_id, current_thread_id, next_correlation_id,
     pop_external_correlation_id, push_external_correlation_id, reported_in_call, set_external_correlation_hook,
-    set_process_external_correlation_id,
+    set_process_external_correlation_id, set_reported_hook,
 };
 pub use direct::{DirectCall, DirectRecord, DirectSink, direct_path_applies, set_direct_sink};
 pub use error::ServiceError;

@@ -32,10 +32,14 @@ fn main() {
         for _ in 0..k {
             // SAFETY: params is a zeroed buffer at least as large as the parameter struct.
             let call = unsafe { emit::api_enter(ApiDomain::Runtime, f, params.as_ptr()) };
-            emit::kernel_dispatch(0x1_0000_0007, 0xdead_0000, c"kernel".as_ptr(), [64, 1, 1], [256, 1, 1], &args);
+            // As the injection at a launch's exit: the arguments read once, one clock reading
+            // for the launch record and the call's end.
+            // SAFETY: as above.
+            let mut p = unsafe { emit::call_payload(f, params.as_ptr()) };
+            let now = offtrace_core::timestamp_ns();
+            emit::kernel_dispatch(0x1_0000_0007, 0xdead_0000, c"kernel".as_ptr(), [64, 1, 1], [256, 1, 1], &args, now);
             if let Some(call) = call {
-                // SAFETY: as above.
-                unsafe { emit::api_exit(call, f, params.as_ptr(), 0) };
+                emit::api_exit_at(call, &mut p, 0, now);
             }
         }
     };

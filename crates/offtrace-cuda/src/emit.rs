@@ -26,10 +26,10 @@ use std::sync::{Mutex, OnceLock};
 
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, CopyDirection, DevicePayload, DeviceType,
-    KernelDispatchPayload, Kind, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType, Operation,
-    Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity, emit_enter,
-    emit_exit, emit_instant, kernel_dispatch, kind_enabled, marker_op, memory_copy, memory_fill, queue_op,
-    register_kind_operations, sync_op, task_graph,
+    KernelDispatchPayload, Kind, MAX_ARGS, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload, MemoryType,
+    Operation, Payload, Phase, QueuePayload, SyncPayload, TaskGraphPayload, code_object, device_op, emit_activity,
+    emit_enter_with, emit_exit, emit_exit_at, emit_instant, emit_instant_at, kernel_dispatch, kind_enabled, marker_op,
+    memory_copy, memory_fill, queue_op, register_kind_operations, sync_op, task_graph,
 };
 
 use crate::activity::{Activity, CopyKind, MarkerActivity, SyncKind};
@@ -108,18 +108,21 @@ pub fn api_kind(domain: ApiDomain) -> Kind {
     }
 }
 
-/// The call's arguments as the services carry them.
+/// The call's arguments as the services carry them, read straight into the payload.
 ///
 /// # Safety
 /// `params` is null or `f`'s CUPTI parameter struct.
-unsafe fn payload(f: &ApiFunction, params: *const u8) -> ApiCallPayload {
-    let mut args = [0u64; offtrace_core::MAX_ARGS];
+#[inline]
+pub unsafe fn call_payload(f: &ApiFunction, params: *const u8) -> ApiCallPayload {
+    let mut p = ApiCallPayload { function_id: f.id, arg_count: 0, result: 0, has_result: 0, args: [0; MAX_ARGS] };
     // SAFETY: per the caller.
-    let n = unsafe { table::read_args(f, params, &mut args) };
-    ApiCallPayload::new(f.id, &args[..n])
+    p.arg_count = unsafe { table::read_args(f, params, &mut p.args) } as u32;
+    p
 }
 
-/// Enter of an API call; `None` when no context wants the kind.
+/// Enter of an API call; `None` when no context wants the kind. The arguments are read only
+/// for a consumer of the enter's payload: the recorder on the services' direct path records a
+/// call once, at its exit, and reads nothing here.
 ///
 /// # Safety
 /// `params` is null or `f`'s CUPTI parameter struct, valid during the call.
@@ -128,9 +131,8 @@ pub unsafe fn api_enter(domain: ApiDomain, f: &ApiFunction, params: *const u8) -
     if !kind_enabled(kind) {
         return None;
     }
-    // SAFETY: per the caller.
-    let p = unsafe { payload(f, params) };
-    let token = emit_enter(kind, f.id, Payload::api(kind, &p));
+    // SAFETY: per the caller (the builder runs during the callback, if at all).
+    let token = emit_enter_with(kind, f.id, || unsafe { call_payload(f, params) }, |p| Payload::api(kind, p));
     if !token.is_delivered() {
         emit_exit(token, Payload::None);
         return None;
@@ -144,12 +146,20 @@ pub unsafe fn api_enter(domain: ApiDomain, f: &ApiFunction, params: *const u8) -
 /// # Safety
 /// As for [`api_enter`].
 pub unsafe fn api_exit(call: OpenCall, f: &ApiFunction, params: *const u8, result: i32) {
-    let kind = api_kind(call.domain);
     // SAFETY: per the caller.
-    let mut p = unsafe { payload(f, params) };
+    let mut p = unsafe { call_payload(f, params) };
+    api_exit_at(call, &mut p, result, 0);
+}
+
+/// [`api_exit`] with the arguments already read at the exit ([`call_payload`]; an allocation
+/// or launch record reads the same ones), at `ts` ([`offtrace_core::timestamp_ns`]; 0 = now):
+/// the time a launch record made at this exit carries too, one clock reading for both.
+#[inline]
+pub fn api_exit_at(call: OpenCall, p: &mut ApiCallPayload, result: i32, ts: u64) {
+    let kind = api_kind(call.domain);
     p.result = result;
     p.has_result = 1;
-    emit_exit(call.token, Payload::api(kind, &p));
+    emit_exit_at(call.token, ts, Payload::api(kind, p));
 }
 
 /// The device id of a CUDA device ordinal (0 stays "unknown").
@@ -180,8 +190,16 @@ pub fn dispatch_wanted() -> bool {
 
 /// A kernel launch inside the launching call (its correlation id) on the queue of its stream,
 /// with the kernel's demangled name, geometry and pointer-sized parameter values (for
-/// allocation properties).
-pub fn kernel_dispatch(queue: u64, function: u64, name: *const c_char, grid: [u64; 3], block: [u64; 3], args: &[u64]) {
+/// allocation properties), at `ts` ([`offtrace_core::timestamp_ns`]; 0 = now).
+pub fn kernel_dispatch(
+    queue: u64,
+    function: u64,
+    name: *const c_char,
+    grid: [u64; 3],
+    block: [u64; 3],
+    args: &[u64],
+    ts: u64,
+) {
     let mut p = KernelDispatchPayload { queue, kernel: function, kernel_name: name, work_dim: 3, ..Default::default() };
     for i in 0..3 {
         p.local_size[i] = block[i];
@@ -190,7 +208,7 @@ pub fn kernel_dispatch(queue: u64, function: u64, name: *const c_char, grid: [u6
     let n = args.len().min(p.kernel_args.len());
     p.kernel_args[..n].copy_from_slice(&args[..n]);
     p.kernel_arg_count = n as u32;
-    emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&p));
+    emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, ts, Payload::KernelDispatch(&p));
 }
 
 pub fn module(id: u32, cubin_size: u64, loaded: bool) {

@@ -29,6 +29,7 @@ use crate::dump::{self, Dump};
 use crate::emit;
 use crate::generated::cupti_layout as l;
 use crate::table::{self, ApiDomain};
+use offtrace_core::ApiCallPayload;
 
 /// Activity buffer size handed to CUPTI (Kineto uses 4 MiB; fewer, larger buffers mean fewer
 /// completions on CUPTI's thread).
@@ -1045,35 +1046,46 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         }
         // SAFETY: functionReturnValue points to the call's cudaError_t / CUresult at exit.
         let result = if ret.is_null() { 0 } else { unsafe { ret.read_unaligned() } };
-        if result == 0 {
-            let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if rule.op == 1 && owns_memory_calls(domain) {
-                // SAFETY: params is f's parameter struct; the out-pointer was written (success).
-                unsafe { record_allocation(inj, f, params, rule) };
-            }
-            let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
-            if launch.active
-                && inj.launch_mode != LaunchMode::CallbacksOnly
-                && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active())
-            {
-                // SAFETY: as above.
-                unsafe { record_launch(inj, f, params, launch, cupti_corr, data) };
-            }
-        }
+        let rule = inj.allocation_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        let allocation = result == 0 && rule.op == 1 && owns_memory_calls(domain);
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
         }
-        let call = OPEN.try_with(|o| {
-            let mut o = o.borrow_mut();
-            // The innermost open call is this one unless an enter was not delivered.
-            match o.last() {
-                Some(c) if c.matches(domain, cbid) => o.pop(),
-                _ => None,
-            }
-        });
-        if let Ok(Some(call)) = call {
-            // SAFETY: as at enter.
-            unsafe { emit::api_exit(call, f, params, result) };
+        let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        let launched = result == 0
+            && launch.active
+            && inj.launch_mode != LaunchMode::CallbacksOnly
+            && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active());
+        let call = OPEN
+            .try_with(|o| {
+                let mut o = o.borrow_mut();
+                // The innermost open call is this one unless an enter was not delivered.
+                match o.last() {
+                    Some(c) if c.matches(domain, cbid) => o.pop(),
+                    _ => None,
+                }
+            })
+            .ok()
+            .flatten();
+        if call.is_none() && !allocation && !launched {
+            return;
+        }
+        // The arguments at the exit, read once for the allocation, the launch and the exit's
+        // record.
+        // SAFETY: params is f's parameter struct, valid during the callback.
+        let mut p = unsafe { emit::call_payload(f, params) };
+        if allocation {
+            // SAFETY: the out-pointer argument was written (success).
+            unsafe { record_allocation(inj, f, &p, rule) };
+        }
+        // One clock reading for the launch record and the call's end (0: the exit reads it).
+        let now = if launched { offtrace_core::timestamp_ns() } else { 0 };
+        if launched {
+            // SAFETY: a successful launch's arguments; data is its CUpti_CallbackData.
+            unsafe { record_launch(inj, f, &p, launch, cupti_corr, data, now) };
+        }
+        if let Some(call) = call {
+            emit::api_exit_at(call, &mut p, result, now);
         }
     }
 }
@@ -1138,20 +1150,21 @@ unsafe fn arg(f: &table::ApiFunction, params: *const u8, i: u8) -> u64 {
 }
 
 /// # Safety
-/// `params` is `f`'s parameter struct at a successful exit.
-unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: AllocRule) {
+/// `p` holds `f`'s arguments at a successful exit (its out-pointers were written).
+unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, p: &ApiCallPayload, rule: AllocRule) {
+    let arg = |i: u8| call_arg(p, i);
     // SAFETY: per the caller: the pointer parameter is an out-pointer the call wrote.
     unsafe {
-        let out = arg(f, params, rule.ptr) as usize as *const u64;
+        let out = arg(rule.ptr) as usize as *const u64;
         if out.is_null() {
             return;
         }
         let ptr = out.read_unaligned();
         let size = if rule.size != NONE {
-            arg(f, params, rule.size)
+            arg(rule.size)
         } else if rule.pitch != NONE && rule.height != NONE {
-            let pitch = arg(f, params, rule.pitch) as usize as *const usize;
-            if pitch.is_null() { 0 } else { pitch.read_unaligned() as u64 * arg(f, params, rule.height) }
+            let pitch = arg(rule.pitch) as usize as *const usize;
+            if pitch.is_null() { 0 } else { pitch.read_unaligned() as u64 * arg(rule.height) }
         } else {
             0
         };
@@ -1161,6 +1174,12 @@ unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, params: *co
             format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name)
         });
     }
+}
+
+/// Argument `i` of a call's payload (0 when absent).
+fn call_arg(p: &ApiCallPayload, i: u8) -> u64 {
+    let i = usize::from(i);
+    if i < p.arg_count as usize { p.args.get(i).copied().unwrap_or(0) } else { 0 }
 }
 
 /// What the backend knows of a kernel function: its parameters' (offset, size) and its
@@ -1342,21 +1361,18 @@ fn define_queue(inj: &Injection, ctx: *mut c_void, ctx_id: u32, sid: u32) {
 }
 
 /// # Safety
-/// `params` is `f`'s parameter struct at a successful exit of a launch; `data` its
-/// `CUpti_CallbackData`.
+/// `p` holds `f`'s arguments at a successful exit of a launch (its `kernelParams` and launch
+/// configuration are readable); `data` is its `CUpti_CallbackData`.
 unsafe fn record_launch(
     inj: &Injection,
     f: &table::ApiFunction,
-    params: *const u8,
+    p: &ApiCallPayload,
     rule: LaunchRule,
     cupti_corr: u32,
     data: *const u8,
+    ts: u64,
 ) {
-    // One read of the arguments (a launch has at most 11).
-    let mut args = [0u64; offtrace_core::MAX_ARGS];
-    // SAFETY: per the caller.
-    let n_args = unsafe { table::read_args(f, params, &mut args) };
-    let at = |i: u8| if usize::from(i) < n_args { args[usize::from(i)] } else { 0 };
+    let at = |i: u8| call_arg(p, i);
     let (func, kernel_params) = (at(rule.func) as usize as *mut c_void, at(rule.params) as usize as *const *const u8);
     if func.is_null() {
         return;
@@ -1403,7 +1419,7 @@ unsafe fn record_launch(
     let (ctx, ctx_id) =
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
-    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n]);
+    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n], ts);
     if crate::range_query::active() {
         // The range profiler's ranges follow launch order: this kernel's correlation and name
         // (a full batch is decoded here, with the launch's context current).

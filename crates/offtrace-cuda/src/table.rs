@@ -70,7 +70,12 @@ impl ApiDomain {
     /// The function with callback id `cbid`.
     pub fn function(self, cbid: u32) -> Option<&'static ApiFunction> {
         let f = self.functions();
-        f.binary_search_by_key(&cbid, |f| f.id).ok().map(|i| &f[i])
+        // CUPTI numbers ids densely from 1 (test `tables_are_sorted_unique_and_complete`): the
+        // id's own index, checked (every callback looks its function up, twice per call).
+        match f.get((cbid as usize).wrapping_sub(1)) {
+            Some(e) if e.id == cbid => Some(e),
+            _ => f.binary_search_by_key(&cbid, |f| f.id).ok().map(|i| &f[i]),
+        }
     }
 
     /// The kind name tools see.
@@ -145,6 +150,11 @@ mod tests {
         }
         assert_eq!(RUNTIME_API.len(), 522);
         assert_eq!(DRIVER_API.len(), 806);
+        for d in [ApiDomain::Runtime, ApiDomain::Driver] {
+            assert!(d.functions().iter().all(|f| d.function(f.id).map(|g| g.id) == Some(f.id)));
+            assert!(d.function(0).is_none() && d.function(d.functions().len() as u32 + 1).is_none());
+            assert!(d.function(u32::MAX).is_none());
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 #![forbid(unsafe_code)]
-//! Exports of offtrace traces over typed records, all streaming in one pass (memory bounded by
+//! Exports of offtrace traces over typed records, all streaming in one pass (two for a damaged
+//! trace whose definitions come again after the damage, `source.rs`; memory bounded by
 //! definitions, tracks and work waiting for its call or completion, not by the trace's size):
 //!
 //! - [`ExportFormat::Perfetto`]: a `.pftrace` protobuf `Trace`, hand-encoded (no protoc), with
@@ -132,12 +133,25 @@ pub fn export(source: &mut dyn RecordSource, options: &ExportOptions) -> Result<
     check_output(output, options.format)?;
     let tmp = partial_path(output);
     remove(&tmp);
-    let result = match options.format {
+    let run = |source: &mut dyn RecordSource| match options.format {
         ExportFormat::Perfetto => perfetto::export(source, &tmp),
         ExportFormat::Chrome => chrome::export(source, &tmp),
         ExportFormat::Sqlite => sqlite::export(source, &tmp),
         ExportFormat::Csv => csv_out::export(source, &tmp),
     };
+    let mut result = run(source);
+    // A damaged trace whose later records are defined only after them (`source.rs`): again,
+    // with those definitions first.
+    if result.is_ok() {
+        match source.prepare_second_reading() {
+            Ok(true) => {
+                remove(&tmp);
+                result = run(source);
+            }
+            Ok(false) => {}
+            Err(e) => result = Err(e),
+        }
+    }
     match result.and_then(|stats| commit(&tmp, output, options.format).map(|()| stats)) {
         Ok(stats) => Ok(stats),
         Err(e) => {

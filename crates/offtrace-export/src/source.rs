@@ -1,5 +1,10 @@
 //! Where records come from: a trace file (read once, chunks decoded on every core, damage
 //! stepped over) or records in memory (tests).
+//!
+//! A damaged trace is read twice when that names more: the exports name records as they stream
+//! past, and the definitions of the records after the damage may be in the file only after
+//! them (the recorder repeats its definitions, and the first copy was in the damaged part). The
+//! second reading gives those definitions first. An undamaged trace is read once.
 
 use std::path::PathBuf;
 
@@ -16,12 +21,23 @@ pub trait RecordSource {
     fn header(&self) -> TraceHeader;
     /// Calls `f` for every record; returns what the reading met (records, warnings, truncation).
     fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError>;
+    /// After a [`Self::read`]: whether a second reading would name records the first could not
+    /// (definitions met only after damage), and if so prepares it (the next `read` gives those
+    /// definitions first, then every record again). `false` by default.
+    fn prepare_second_reading(&mut self) -> Result<bool, ExportError> {
+        Ok(false)
+    }
 }
 
 /// A trace file.
 pub struct FileSource<'p> {
+    path: PathBuf,
     trace: TraceRecords,
     progress: Option<&'p mut ProgressFn<'p>>,
+    /// Definitions the last reading met only after damage.
+    late: Vec<Record>,
+    /// Definitions to give before the file's records (a second reading).
+    first: Vec<Record>,
 }
 
 impl std::fmt::Debug for FileSource<'_> {
@@ -33,8 +49,9 @@ impl std::fmt::Debug for FileSource<'_> {
 impl<'p> FileSource<'p> {
     /// Opens the trace (fails on a file that is no trace, before any output is made).
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, ExportError> {
-        let trace = TraceRecords::open(path.into(), ReadOptions::default())?;
-        Ok(Self { trace, progress: None })
+        let path = path.into();
+        let trace = TraceRecords::open(&path, ReadOptions::default())?;
+        Ok(Self { path, trace, progress: None, late: Vec::new(), first: Vec::new() })
     }
 
     pub fn with_progress(mut self, progress: &'p mut ProgressFn<'p>) -> Self {
@@ -53,6 +70,10 @@ impl RecordSource for FileSource<'_> {
     fn read(&mut self, f: &mut dyn FnMut(&Record) -> Result<(), ExportError>) -> Result<ExportStats, ExportError> {
         let mut stats = ExportStats::default();
         let mut next_progress = PROGRESS_EVERY;
+        self.trace.seed_definitions(&self.first);
+        for r in &std::mem::take(&mut self.first) {
+            f(r)?;
+        }
         while let Some(batch) = self.trace.next_batch() {
             match batch {
                 offtrace_format::Batch::Records(records) => {
@@ -75,7 +96,17 @@ impl RecordSource for FileSource<'_> {
             p(stats.records);
         }
         stats.problem = self.trace.outcome().problem.as_ref().map(ToString::to_string);
+        self.late = self.trace.late_definitions().to_vec();
         Ok(stats)
+    }
+
+    fn prepare_second_reading(&mut self) -> Result<bool, ExportError> {
+        if self.late.is_empty() {
+            return Ok(false);
+        }
+        self.trace = TraceRecords::open(&self.path, ReadOptions::default())?;
+        self.first = std::mem::take(&mut self.late);
+        Ok(true)
     }
 }
 

@@ -73,6 +73,10 @@ pub enum ReadError {
     )]
     Record { chunk: u64, offset: u64, record: u32, position: usize, source: DecodeError },
 
+    /// A definition that contradicts an earlier one of the same id (a repeat must say the same).
+    #[error("corrupt trace: chunk {chunk}: {key} is defined again with another value")]
+    ConflictingDefinition { chunk: u64, key: crate::DefinitionKey },
+
     #[error("corrupt trace: {len} unexpected bytes after the end marker at byte {offset}")]
     TrailingData { offset: u64, len: u64 },
 
@@ -101,6 +105,7 @@ impl ReadError {
             Self::Checksum { .. }
                 | Self::CorruptChunk { .. }
                 | Self::Record { .. }
+                | Self::ConflictingDefinition { .. }
                 | Self::TrailingData { .. }
                 | Self::MissingEndRecord { .. }
                 | Self::InvalidHeader { .. }

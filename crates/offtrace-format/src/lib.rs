@@ -50,6 +50,7 @@
 
 mod chunks;
 mod decode;
+mod definition;
 mod encode;
 mod error;
 mod header;
@@ -65,6 +66,7 @@ mod varint;
 mod writer;
 
 pub use chunks::ReadWarning;
+pub use definition::{Definition, DefinitionKey, DefinitionTable};
 pub use error::{DecodeError, ReadError, WriteError};
 pub use header::{
     CHUNK_HEADER_LEN, FILE_HEADER_LEN, FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, SUPPORTED_VERSIONS, TraceHeader,

@@ -41,6 +41,7 @@ use std::thread::JoinHandle;
 
 use crate::chunks::{ChunkScanner, FramedChunk, Framing, FramingEnd, ReadWarning};
 use crate::decode::{Cursor, Decoder, SplitSink};
+use crate::definition::{Definition, DefinitionTable};
 use crate::error::ReadError;
 use crate::header::{CHUNK_FLAG_LZ4, FILE_HEADER_LEN, TraceHeader};
 use crate::reader::TraceReader;
@@ -127,6 +128,8 @@ pub struct ReadOutcome {
     pub end_marker: bool,
     /// The trace's `End` record was read.
     pub end_record: bool,
+    /// Definitions the file repeats (identical to one read before): taken, not returned again.
+    pub repeated_definitions: u64,
     /// Why the file does not end cleanly (truncated, trailing bytes, counts that do not match),
     /// if it does not. A truncated file is a recording that was cut off: every complete chunk
     /// was read.
@@ -305,6 +308,11 @@ pub struct TraceRecords {
     calls_apart: bool,
     outcome: ReadOutcome,
     finished: bool,
+    definitions: DefinitionTable,
+    /// Damage was stepped over: definitions from here on may be needed by records before it.
+    damaged: bool,
+    /// The definitions first read after damage (see [`Self::late_definitions`]).
+    late_definitions: Vec<Record>,
 }
 
 impl std::fmt::Debug for TraceRecords {
@@ -351,7 +359,68 @@ impl TraceRecords {
             calls_apart: options.api_calls_apart,
             outcome: ReadOutcome::default(),
             finished: false,
+            definitions: DefinitionTable::default(),
+            damaged: false,
+            late_definitions: Vec::new(),
         })
+    }
+
+    /// Takes `definitions` as read already (a second reading that returned them first, see
+    /// [`Self::late_definitions`]): the file's own copies of them are then repeats.
+    pub fn seed_definitions(&mut self, definitions: &[Record]) {
+        for d in definitions {
+            self.definitions.observe(d);
+        }
+    }
+
+    /// The definitions first read after damage that was stepped over, in file order. The
+    /// records between the damage and these had no definition for the ids they define (the
+    /// writer repeats its definitions, and the first copy was in the damaged part): a reader
+    /// that names records as they stream past reads the file again with these first. Empty
+    /// for an undamaged file. Complete once [`Self::next_batch`] has returned `None`.
+    pub fn late_definitions(&self) -> &[Record] {
+        &self.late_definitions
+    }
+
+    /// Takes the definitions of a batch (file order): a repeat is dropped (the reader has it),
+    /// a conflict is dropped with a warning (the first definition stays), a definition first
+    /// met after damage is kept for [`Self::late_definitions`].
+    fn take_definitions(&mut self, records: &mut Vec<Record>, calls: &mut [ApiCallBrief]) {
+        let mut dropped: Vec<u32> = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            match self.definitions.observe(r) {
+                None | Some(Definition::Redefined) => {}
+                Some(Definition::New) => {
+                    if self.damaged {
+                        self.late_definitions.push(r.clone());
+                    }
+                }
+                Some(Definition::Repeat) => {
+                    self.outcome.repeated_definitions += 1;
+                    dropped.push(i as u32);
+                }
+                Some(Definition::Conflict(key)) => {
+                    self.outcome.warnings += 1;
+                    self.pending.push_back(Batch::Warning(ReadWarning {
+                        error: ReadError::ConflictingDefinition { chunk: self.outcome.chunks, key },
+                        action: "kept the first definition".to_owned(),
+                    }));
+                    dropped.push(i as u32);
+                }
+            }
+        }
+        if dropped.is_empty() {
+            return;
+        }
+        let (mut i, mut next) = (0u32, dropped.iter().peekable());
+        records.retain(|_| {
+            let keep = next.next_if_eq(&&i).is_none();
+            i += 1;
+            keep
+        });
+        for c in calls {
+            c.at -= dropped.partition_point(|&d| d < c.at) as u32;
+        }
     }
 
     fn start_threads(scanner: ChunkScanner, version: u16, options: ReadOptions, pool: &Pool) -> Pipeline {
@@ -516,9 +585,6 @@ impl TraceRecords {
         }
         match self.next_decoded() {
             Decoded::Records(mut records, mut calls, warning, last) => {
-                if last {
-                    self.outcome.chunks += 1;
-                }
                 self.outcome.records += (records.len() + calls.len()) as u64;
                 if !self.timebase.is_identity() {
                     // In file order: a calibration point applies to the calls after it.
@@ -535,18 +601,25 @@ impl TraceRecords {
                         c.end = self.timebase.ticks_to_ns(c.end);
                     }
                 }
+                // Counted after: a conflict's warning names this chunk, `chunks` until then.
+                self.take_definitions(&mut records, &mut calls);
+                if last {
+                    self.outcome.chunks += 1;
+                }
                 self.calls = calls;
                 if let Some(Record::End { .. }) = records.last() {
                     self.outcome.end_record = true;
                 }
                 if let Some(w) = warning {
                     self.outcome.warnings += 1;
+                    self.damaged = true;
                     self.pending.push_back(Batch::Warning(w));
                 }
                 Some(Batch::Records(records))
             }
             Decoded::Skipped(w) => {
                 self.outcome.warnings += 1;
+                self.damaged = true;
                 Some(Batch::Warning(w))
             }
             Decoded::End(end) => {

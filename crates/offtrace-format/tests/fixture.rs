@@ -15,6 +15,7 @@ const V1_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1
 const V2_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v2.offtrace");
 const V3_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v3.offtrace");
 const V4_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v4.offtrace");
+const V5_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v5.offtrace");
 
 /// The records of the v1 fixture: the synthetic SYCL workload plus every other variant and
 /// user-data kind, ending with an explicit End.
@@ -193,7 +194,7 @@ fn v2_records_still_encode_as_in_v2() {
     let (v2_header, v2_chunks, v2_end) = framing(&fixture);
     assert_eq!(now_chunks, v2_chunks);
     assert_eq!(now_end, v2_end);
-    assert_eq!((now_header[8], v2_header[8]), (4, 2));
+    assert_eq!((now_header[8], v2_header[8]), (5, 2));
     assert_eq!(&now_header[9..60], &v2_header[9..60]);
 }
 
@@ -559,7 +560,7 @@ fn v3_records_still_encode_as_in_v3() {
     let (v3_header, v3_chunks, v3_end) = framing(&fixture);
     assert_eq!(now_chunks, v3_chunks);
     assert_eq!(now_end, v3_end);
-    assert_eq!((now_header[8], v3_header[8]), (4, 3));
+    assert_eq!((now_header[8], v3_header[8]), (5, 3));
     assert_eq!(&now_header[9..60], &v3_header[9..60]);
 }
 
@@ -612,13 +613,81 @@ fn v4_fixture_reads_forever() {
     assert_eq!(correlations, [0, 3001, 0, 2999, 3002, 17, u64::MAX, 0]);
 }
 
-/// Today's writer still produces the v4 layout. If this fails on purpose, bump
-/// `FORMAT_VERSION`, keep `v4.offtrace` and its reader path, and add a v5 fixture.
+/// Version 5 changed no bytes of any record (a writer may now repeat a definition): the v4
+/// fixture's records still encode byte for byte as in version 4; only the header's version (and
+/// crc) differ.
+#[test]
+fn v4_records_still_encode_as_in_v4() {
+    let fixture = std::fs::read(V4_FIXTURE).expect("fixture");
+    let (now_header, now_chunks, now_end) = framing(&v4_fixture_bytes());
+    let (v4_header, v4_chunks, v4_end) = framing(&fixture);
+    assert_eq!(now_chunks, v4_chunks);
+    assert_eq!(now_end, v4_end);
+    assert_eq!((now_header[8], v4_header[8]), (5, 4));
+    assert_eq!(&now_header[9..60], &v4_header[9..60]);
+}
+
+/// The records of the v5 fixture: the v4 fixture's records, then every definition among them
+/// again (as the recorder repeats them at the end of a recording), then `End`.
+fn v5_fixture_records() -> Vec<Record> {
+    let mut records = v4_fixture_records();
+    let Some(Record::End { drops, .. }) = records.pop() else { unreachable!("the v4 records end with End") };
+    let repeat: Vec<Record> = records.iter().filter(|r| DefinitionKey::of(r).is_some()).cloned().collect();
+    assert!(repeat.len() > 20, "the fixture defines strings, kinds, operations, threads, devices, counters");
+    records.extend(repeat);
+    let count = records.len() as u64;
+    records.push(Record::End { records: count, drops });
+    records
+}
+
+fn v5_fixture_bytes() -> Vec<u8> {
+    write_trace(&tsc_header(), &v5_fixture_records(), 1024, 50)
+}
+
+#[test]
+fn v5_fixture_reads_forever() {
+    let mut r = TraceReader::open(V5_FIXTURE).expect("the v5 fixture opens");
+    assert_eq!(r.header().version, 5);
+    let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("the v5 fixture reads");
+    assert!(r.finished_cleanly());
+    let mut expected = expected_after_read(&v5_fixture_records());
+    expected.pop(); // the fixture has its own End
+    assert_eq!(read, expected, "the strict reader returns the records as the file has them, repeats too");
+}
+
+/// The tool's reader takes the v5 fixture's repeated definitions as nothing new: it returns
+/// the v4 fixture's records, and counts the repeats.
+#[test]
+fn the_tools_reader_takes_each_repeated_definition_once() {
+    let mut trace = TraceRecords::open(V5_FIXTURE, ReadOptions { decode_threads: 0, ..ReadOptions::default() })
+        .expect("the v5 fixture opens");
+    let mut read = Vec::new();
+    trace
+        .for_each(
+            |r| {
+                read.push(r.clone());
+                Ok::<_, ()>(())
+            },
+            |w| panic!("no warning expected: {w}"),
+        )
+        .unwrap();
+    let repeats = v5_fixture_records().len() - v4_fixture_records().len();
+    let mut expected = expected_after_read(&v4_fixture_records());
+    expected.truncate(expected.len() - 2); // the End appended, and the v4 records' own (other counts)
+    let end = read.pop();
+    assert!(matches!(end, Some(Record::End { .. })), "{end:?}");
+    assert_eq!(read, expected);
+    assert!(trace.outcome().finished_cleanly());
+    assert_eq!(trace.outcome().repeated_definitions, repeats as u64);
+}
+
+/// Today's writer still produces the v5 layout. If this fails on purpose, bump
+/// `FORMAT_VERSION`, keep `v5.offtrace` and its reader path, and add a v6 fixture.
 /// (Compared after decompression, so a different LZ4 compressor version does not matter.)
 #[test]
-fn writer_still_writes_v4() {
-    let fixture = std::fs::read(V4_FIXTURE).expect("fixture");
-    assert_eq!(framing(&v4_fixture_bytes()), framing(&fixture));
+fn writer_still_writes_v5() {
+    let fixture = std::fs::read(V5_FIXTURE).expect("fixture");
+    assert_eq!(framing(&v5_fixture_bytes()), framing(&fixture));
 }
 
 /// A reader of version 3 refuses a sample's correlation flag: a v3 file holding a v4 sample is
@@ -657,7 +726,7 @@ fn v1_records_still_encode_as_in_v1() {
     assert_eq!(now_chunks, v1_chunks);
     assert_eq!(now_end, v1_end);
     assert_eq!(&now_header[..8], &v1_header[..8]);
-    assert_eq!((now_header[8], v1_header[8]), (4, 1));
+    assert_eq!((now_header[8], v1_header[8]), (5, 1));
     assert_eq!(&now_header[9..60], &v1_header[9..60]);
 }
 
@@ -665,10 +734,10 @@ fn v1_records_still_encode_as_in_v1() {
 #[ignore = "writes tests/fixtures/v<FORMAT_VERSION>.offtrace; only for creating a new version's fixture"]
 fn regenerate_fixture() {
     if std::env::var_os("OFFTRACE_REGENERATE_FIXTURE").is_some() {
-        assert_eq!(FORMAT_VERSION, 4, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
-        if std::path::Path::new(V4_FIXTURE).exists() {
+        assert_eq!(FORMAT_VERSION, 5, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
+        if std::path::Path::new(V5_FIXTURE).exists() {
             return;
         }
-        std::fs::write(V4_FIXTURE, v4_fixture_bytes()).expect("write fixture");
+        std::fs::write(V5_FIXTURE, v5_fixture_bytes()).expect("write fixture");
     }
 }

@@ -103,6 +103,9 @@ fn record(c: &Calibration) {
         .get_or_insert_with(HashMap::default)
         .insert(c.device, ())
         .is_none();
+    if first {
+        crate::objects::define_device(c.device as *mut std::ffi::c_void, std::ptr::null_mut());
+    }
     let base = 0xC10C_0000_0000 + 2 * c.ordinal;
     let series = [
         (base, c"opencl.clock_offset_ns", CounterValueType::I64, c.offset_ns as u64),

@@ -393,6 +393,7 @@ pub(crate) fn emit_samples(set: &CounterSet, device: u64, correlation: u64, time
                 unit: unit.as_ptr(),
                 ts: 0,
             };
+            crate::objects::define_device(device as *mut std::ffi::c_void, std::ptr::null_mut());
             emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&p));
         }
         let p = CounterPayload { counter: id, device, value, name: name.as_ptr(), unit: unit.as_ptr(), ts: 0 };

@@ -623,10 +623,56 @@ pub(crate) fn close_outer(correlation: u64) {
     }
 }
 
-/// At the end: every group, with what arrived.
+/// The enclosing backend reported a command of `kind` in the call `correlation` (on the call's
+/// thread, at the end of the call, after its nested OpenCL calls: `offtrace_core::set_reported_hook`).
+/// That call's group of this kind is complete as far as enqueues go: it is delivered as soon as
+/// its commands completed (now, if they did). Without this a group waited for its thread's next
+/// OpenCL call outside the call (`close_outer`), which a runtime worker thread may never make:
+/// its last command then got its times only at the layer's finish, after the agent's trace ended.
+pub(crate) fn on_reported(correlation: u64, kind: Kind) {
+    // Relaxed: a group is opened on this same thread, earlier in the call being reported.
+    if OPEN_GROUPS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let index = match kind {
+        Kind::KernelDispatch => 0,
+        Kind::MemoryCopy => 1,
+        Kind::MemoryFill => 2,
+        Kind::Sync => 3,
+        _ => return,
+    };
+    let done = {
+        let mut g = lock(&GROUPS);
+        let Some(map) = g.as_mut() else { return };
+        let key = (correlation, index);
+        match map.get_mut(&key) {
+            Some(e) => {
+                e.closed = true;
+                e.unreported = false;
+                if e.outstanding == 0 { map.remove(&key) } else { None }
+            }
+            None => None,
+        }
+    };
+    if let Some(e) = done {
+        emit_group(correlation, e);
+    }
+}
+
+/// Whether the reported hook is the layer's (`on_reported`): then a group still open at the end
+/// is one its enclosing backend never reported.
+pub(crate) static REPORTED_HOOKED: AtomicBool = AtomicBool::new(false);
+
+/// At the end: every group, with what arrived (not those no backend reported, when the layer
+/// is told of the reports).
 fn flush_groups() {
     let all: Vec<((u64, u8), Group)> = lock(&GROUPS).take().map(|m| m.into_iter().collect()).unwrap_or_default();
-    for ((correlation, _), e) in all {
+    // Relaxed: set once at initialisation, long before the end.
+    let hooked = REPORTED_HOOKED.load(Ordering::Relaxed);
+    for ((correlation, _), mut e) in all {
+        if hooked && !e.closed {
+            e.unreported = true;
+        }
         emit_group(correlation, e);
     }
 }
@@ -720,9 +766,58 @@ mod tests {
     /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
     /// parts completed, with the union of their intervals and their bytes; a UR call whose
     /// backend reported no command gets no completion from the layer.
+    type Got = Vec<(u64, u64, u64, u64)>;
+
+    /// A started context that collects the COMPLETE copies: (correlation, start, end, bytes).
+    fn completed_copies() -> Arc<Mutex<Got>> {
+        let got: Arc<Mutex<Got>> = Arc::default();
+        let ctx = create_context().expect("context");
+        configure_callback_tracing_closure(ctx, Kind::UrApi, None, |_, _| {}).expect("ur");
+        let g = got.clone();
+        configure_callback_tracing_closure(ctx, Kind::MemoryCopy, None, move |r, _| {
+            if r.phase == Phase::Complete as u32 {
+                // SAFETY: MEMORY_COPY records carry a MemoryCopyPayload, valid during the call.
+                #[allow(unsafe_code)]
+                let p = unsafe { &*(r.payload as *const MemoryCopyPayload) };
+                lock(&g).push((r.correlation_id.internal, p.device_start, p.device_end, p.size));
+            }
+        })
+        .expect("copy");
+        start_context(ctx).expect("start");
+        got
+    }
+
+    /// A UR call on a thread that makes no OpenCL call after it (a runtime worker thread, or a
+    /// program's thread that enqueues once): the command's device times are delivered as soon
+    /// as the enclosing backend reported the command and the command completed, whichever
+    /// comes last, not at the layer's finish (which on the SYCL path comes after the trace
+    /// ended).
+    #[test]
+    fn a_command_whose_thread_makes_no_further_opencl_call_gets_its_device_times() {
+        let _ = offtrace_core::set_reported_hook(on_reported);
+        let got = completed_copies();
+        // Completed after the report (a command still running when its enqueue returned).
+        let corr = std::thread::spawn(|| enclosing_call(true, |corr| group_open(corr, &copy(64), 0x50, 0xd1)))
+            .join()
+            .expect("thread");
+        assert!(lock(&got).is_empty(), "nothing before the command completed");
+        group_complete(corr, &copy(64), (5_000, 5_100));
+        assert_eq!(*lock(&got), vec![(corr, 5_000, 5_100, 64)]);
+        // Completed before the report (a blocking copy).
+        let corr = std::thread::spawn(|| {
+            enclosing_call(true, |corr| {
+                group_open(corr, &copy(32), 0x50, 0xd1);
+                group_complete(corr, &copy(32), (6_000, 6_050));
+            })
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(lock(&got).last(), Some(&(corr, 6_000, 6_050, 32)));
+        assert_eq!(lock(&got).len(), 2);
+    }
+
     #[test]
     fn a_command_split_in_parts_is_completed_once_with_the_union_of_their_intervals() {
-        type Got = Vec<(u64, u64, u64, u64)>;
         let got: Arc<Mutex<Got>> = Arc::default();
         let ctx = create_context().expect("context");
         configure_callback_tracing_closure(ctx, Kind::UrApi, None, |_, _| {}).expect("ur");

@@ -45,8 +45,9 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     if queue.is_null() {
         return;
     }
-    crate::calibration::calibrate_device(device, queue);
+    // The device first: the calibration's counters name it.
     objects::device_seen(device, context);
+    crate::calibration::calibrate_device(device, queue);
     let mut info = info;
     if info.counters.is_none() && counters::requested_for_every_queue() {
         // `record --query-metrics codeplay`: every counter on every queue, values per command.

@@ -34,6 +34,10 @@ pub fn init_backend() {
     BACKEND.call_once(|| {
         let _ = offtrace_core::register_kind_operations(OPENCL_API, api::OPERATIONS);
         crate::perf::init();
+        if offtrace_core::set_reported_hook(crate::enqueue::on_reported).is_ok() {
+            // Relaxed: read at the end of the run, after every enqueue.
+            crate::enqueue::REPORTED_HOOKED.store(true, Ordering::Relaxed);
+        }
         // Who hosts the recorder and the tools: on the SYCL path offtrace's agent (which links
         // this crate: the layer then runs inside it) has started them at the runtime's XPTI
         // initialisation, before OpenCL was initialised; this layer only emits. Otherwise (a

@@ -172,7 +172,16 @@ static DEVICES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
 /// Defines `device` (name, type; parent = the context it was first used in) once; not for a
 /// device first used nested inside another backend's call, which that backend defines.
 pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
-    if device.is_null() || !kind_enabled(Kind::Device) || nested_now() {
+    if !nested_now() {
+        define_device(device, context);
+    }
+}
+
+/// Defines `device` once, nested or not: the layer's own counters (clock calibration, Codeplay
+/// counters) name the `cl_device_id`, which on the SYCL path no other record defines (the SYCL
+/// backend defines the UR device), so the counters' device gets its record before them.
+pub(crate) fn define_device(device: *mut c_void, context: *mut c_void) {
+    if device.is_null() || !kind_enabled(Kind::Device) {
         return;
     }
     if !DEVICES.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::default).insert(device as usize) {

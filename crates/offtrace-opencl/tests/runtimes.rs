@@ -204,6 +204,18 @@ fn vector_add_matches_program(rt: Runtime) {
     for ((what, ns), a) in profile.iter().zip(&acts) {
         assert!(a.end >= a.start && a.start != 0, "{rt:?}: {a:?}");
         assert_eq!(a.end - a.start, *ns, "{rt:?}: {what} {a:?}");
+        // Each copy is named for what the program enqueued: a map is no read, an unmap no write.
+        let op = match what.as_str() {
+            "read" => Some(offtrace_core::memory_copy::BUFFER_READ),
+            "write" => Some(offtrace_core::memory_copy::BUFFER_WRITE),
+            "copy" => Some(offtrace_core::memory_copy::BUFFER_COPY),
+            "map" => Some(offtrace_core::memory_copy::MAP),
+            "unmap" => Some(offtrace_core::memory_copy::UNMAP),
+            _ => None,
+        };
+        if let Some(op) = op {
+            assert_eq!((a.kind, a.op), (COPY, op), "{rt:?}: {what} {a:?}");
+        }
     }
     // Each activity carries the correlation of the enqueue call that made it.
     let enqueues: Vec<u64> = lines
@@ -527,6 +539,55 @@ fn trace_matches_program(rt: Runtime) {
     assert!(records.iter().any(|r| matches!(r, Record::Queue(q) if q.queue != 0 && q.device != 0)), "{rt:?}: QUEUE");
     assert!(records.iter().any(|r| matches!(r, Record::Device(_))), "{rt:?}: DEVICE");
     assert!(records.iter().any(|r| matches!(r, Record::End { .. })), "{rt:?}: the trace ends cleanly");
+    counters_name_defined_devices(&records, &format!("{rt:?}"));
+    // Maps and unmaps are named as such (the program made one of each).
+    let names = operation_names(&records, COPY);
+    let ops: Vec<&str> = done.iter().filter(|a| a.kind == COPY).map(|a| names[&a.op].as_str()).collect();
+    assert_eq!(ops.iter().filter(|&&n| n == "map").count(), 1, "{rt:?}: {ops:?}");
+    assert_eq!(ops.iter().filter(|&&n| n == "unmap").count(), 1, "{rt:?}: {ops:?}");
+    assert_eq!(ops.iter().filter(|&&n| n == "buffer_read").count(), 1, "{rt:?}: {ops:?}");
+    assert_eq!(ops.iter().filter(|&&n| n == "buffer_write").count(), 2, "{rt:?}: {ops:?}");
+}
+
+/// The operation names of `kind` the trace defines, by operation id.
+fn operation_names(records: &[offtrace_format::Record], kind: u32) -> BTreeMap<u32, String> {
+    use offtrace_format::Record;
+    let strings: std::collections::HashMap<_, _> = records
+        .iter()
+        .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
+        .collect();
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::OperationDef(d) if d.kind == kind => {
+                Some((d.op, strings.get(&d.name).cloned().unwrap_or_default()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every counter names a device defined by a `Device` record; the counters of the clock
+/// calibration come after it in the file (the same thread emits both: a reader that streams,
+/// as the Perfetto export does, names the counter's device).
+fn counters_name_defined_devices(records: &[offtrace_format::Record], what: &str) {
+    use offtrace_format::Record;
+    let first_device = |h: u64| records.iter().position(|r| matches!(r, Record::Device(d) if d.handle == h));
+    let defs: Vec<(usize, u64, u64)> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| if let Record::CounterDef(d) = r { Some((i, d.counter, d.device)) } else { None })
+        .filter(|(_, _, device)| *device != 0)
+        .collect();
+    assert!(!defs.is_empty(), "{what}: no counter of a device");
+    for (at, counter, device) in defs {
+        let defined = first_device(device).unwrap_or_else(|| {
+            panic!("{what}: counter {counter:#x} of device {device:#x}, which has no Device record")
+        });
+        if counter >> 32 == 0xC10C {
+            assert!(defined < at, "{what}: the Device record of {device:#x} comes after its calibration counter");
+        }
+    }
 }
 
 #[test]
@@ -550,8 +611,12 @@ fn codeplay_counters_reach_the_trace_as_counter_samples() {
         .iter()
         .filter_map(|r| if let Record::String { id, text } = r { Some((*id, text.clone())) } else { None })
         .collect();
-    let defs: Vec<_> =
-        records.iter().filter_map(|r| if let Record::CounterDef(d) = r { Some(d) } else { None }).collect();
+    // By counter: the trace repeats its definitions at the end (format version 5).
+    let defs: std::collections::BTreeMap<u64, _> = records
+        .iter()
+        .filter_map(|r| if let Record::CounterDef(d) = r { Some((d.counter, d)) } else { None })
+        .collect();
+    let defs: Vec<_> = defs.into_values().collect();
     let named = |prefix: &str| -> Vec<u64> {
         defs.iter().filter(|d| strings.get(&d.name).is_some_and(|n| n.starts_with(prefix))).map(|d| d.counter).collect()
     };
@@ -720,6 +785,104 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
         assert_eq!(total, expected, "{kind}: one per command");
         assert_eq!(d["device_count"], d["count"], "every {kind} timed: {d}");
         assert!(d["device_total_ns"].as_u64().unwrap_or(0) > 0, "{d}");
+    }
+}
+
+/// `offtrace record` of a SYCL program (the agent hosting the layer), with the environment
+/// the tests run it in; returns the trace's records.
+fn record_sycl(s: &Setup, name: &str, program: &[&std::ffi::OsStr]) -> (Output, PathBuf) {
+    let venv = sycl_venv();
+    let bin = layer().with_file_name("offtrace");
+    assert!(
+        bin.is_file() && layer().with_file_name("libofftrace_agent.so").is_file(),
+        "build the CLI and the agent: cargo build -p offtrace-cli -p offtrace-agent"
+    );
+    let trace = s.dir.path().join(format!("{name}.offtrace"));
+    let out = Command::new(&bin)
+        .args(["record", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .args(program)
+        .env("OFFTRACE_SYCL_VENV", &venv)
+        .env("OFFTRACE_LOSSLESS", "1")
+        .env_remove("OCL_ICD_VENDORS")
+        .env_remove("OCL_ICD_FILENAMES")
+        .output()
+        .expect("offtrace record");
+    (out, trace)
+}
+
+/// A copy enqueued by a thread that makes no OpenCL call afterwards (issue 13, a user's review:
+/// dpnp's last copy, enqueued on a runtime worker thread, had no device time): its UR call's
+/// device time reaches the trace, and the report times every command. Also: the layer's clock
+/// calibration counters name a device the trace defines (the `cl_device_id`, on this path
+/// defined by no other record).
+#[test]
+fn a_sycl_copy_from_a_thread_that_makes_no_further_opencl_call_gets_its_device_time() {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let venv = sycl_venv();
+    let script = "import threading, dpctl, dpctl.memory as dm\n\
+                  q = dpctl.SyclQueue()\n\
+                  src = dm.MemoryUSMDevice(1 << 16, queue=q); dst = dm.MemoryUSMDevice(1 << 16, queue=q)\n\
+                  out = []\n\
+                  t = threading.Thread(target=lambda: out.append(q.memcpy_async(dst, src, 1 << 16)))\n\
+                  t.start(); t.join()\n\
+                  out[0].wait()\n\
+                  print('copied')\n";
+    let py = venv.join("bin/python");
+    let (out, trace) = record_sycl(&s, "thread", &[py.as_os_str(), "-c".as_ref(), script.as_ref()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records =
+        offtrace_format::TraceReader::open(&trace).expect("trace").collect::<Result<Vec<_>, _>>().expect("decodes");
+    let acts: Vec<_> =
+        records.iter().filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None }).collect();
+    // The program's main thread makes the first call (it creates the queue).
+    let main_tid = records
+        .iter()
+        .filter_map(|r| if let Record::ApiCall(c) = r { Some((c.start, c.tid)) } else { None })
+        .min()
+        .map(|(_, tid)| tid);
+    let copies: Vec<_> = acts.iter().filter(|a| a.kind == COPY && a.device_end == 0).collect();
+    assert_eq!(copies.len(), 1, "the program's one copy: {copies:?}");
+    assert_ne!(Some(copies[0].tid), main_tid, "enqueued on the program's second thread");
+    let done = acts.iter().find(|a| a.kind == COPY && a.correlation == copies[0].correlation && a.device_end != 0);
+    let done = done.unwrap_or_else(|| panic!("no device time for the copy {:?}", copies[0]));
+    assert!(done.device_start != 0 && done.device_end >= done.device_start, "{done:?}");
+    counters_name_defined_devices(&records, "SYCL path");
+}
+
+/// `offtrace record` lets pyopencl (whose bundled ocl-icd reads `OCL_ICD_VENDORS`, not
+/// `OCL_ICD_FILENAMES`) find Intel's platform of the SYCL venv, and PoCL beside it.
+#[test]
+fn offtrace_record_lets_pyopencl_find_intels_platform_and_pocl() {
+    use offtrace_format::Record;
+    let Some(s) = setup() else { return };
+    let py = opencl_venv().join("bin/python");
+    let script = workspace().join("examples/opencl/pyopencl_vadd.py");
+    for platform in ["Intel", "Portable"] {
+        let (out, trace) = record_sycl(
+            &s,
+            platform,
+            &[
+                py.as_os_str(),
+                script.as_os_str(),
+                "--platform".as_ref(),
+                platform.as_ref(),
+                "--iters".as_ref(),
+                "2".as_ref(),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{platform}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("enqueued kernels=2"), "{platform}: {stdout}");
+        let records =
+            offtrace_format::TraceReader::open(&trace).expect("trace").collect::<Result<Vec<_>, _>>().expect("decodes");
+        let kernels = records
+            .iter()
+            .filter(|r| matches!(r, Record::Activity(a) if a.kind == KERNEL && a.device_end != 0))
+            .count();
+        assert_eq!(kernels, 2, "{platform}: kernels with device times");
     }
 }
 

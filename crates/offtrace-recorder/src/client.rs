@@ -13,11 +13,11 @@ use std::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
-    AllocationProperties, ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload,
-    DirectCall, DirectRecord, DirectSink, KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload,
-    MemoryCopyPayload, MemoryFillPayload, Payload, Phase, QueuePayload, ServiceError, SyncPayload, TaskGraphPayload,
-    UserData, configure_callback_tracing_service, create_context, kernel_allocation_properties_into, set_direct_sink,
-    start_context, timestamp_ns,
+    ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload, DirectCall,
+    DirectRecord, DirectSink, KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload,
+    MemoryFillPayload, Payload, Phase, QueuePayload, ServiceError, SyncPayload, TaskGraphPayload, UserData,
+    configure_callback_tracing_service, create_context, for_each_kernel_allocation, set_direct_sink, start_context,
+    timestamp_ns,
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
@@ -244,15 +244,18 @@ unsafe fn typed_in<const N: usize>(
                 let mut n = fixed.len();
                 // Allocation properties at launch only: a completion repeats the launch's.
                 if record.phase != Phase::Complete as u32 {
-                    // On the stack: no allocation per dispatch.
-                    let mut all = [AllocationProperties::default(); MAX_ALLOCATIONS];
-                    let count = kernel_allocation_properties_into(p, &mut all);
-                    for a in &all[..count] {
-                        b[n] = a.base;
-                        b[n + 1] = a.size;
-                        b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);
-                        n += 3;
-                    }
+                    // Each written straight into the entry (no array to fill and copy); at most
+                    // `MAX_ALLOCATIONS`, the rest are cut.
+                    // `b` holds them: MAX_ALLOCATIONS is what fits after the fixed part.
+                    let end = n + 3 * MAX_ALLOCATIONS;
+                    for_each_kernel_allocation(p, |a| {
+                        if n < end {
+                            b[n] = a.base;
+                            b[n + 1] = a.size;
+                            b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);
+                            n += 3;
+                        }
+                    });
                 }
                 n
             }

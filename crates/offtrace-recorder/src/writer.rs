@@ -9,6 +9,14 @@
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
 //! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
 //! count (thread 0 for records refused while their thread was registering).
+//!
+//! Repeated definitions (`docs/format.md`): the writer keeps every definition it wrote (strings,
+//! kinds, operations, threads, devices, counters, the raw layer's) and writes them all again at
+//! the start of the first chunk after every [`REPEAT_EVERY`] bytes of trace (or sixteen times
+//! the last repeat's size, if more), and at the end, in the last chunk, with `End`: a damaged
+//! chunk then takes with it only its own records, not the names of every later one. What it
+//! costs: one enum match per record written here (the API calls and device activity of the
+//! fast path are never definitions and are not looked at), and the repeats' bytes.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -19,7 +27,7 @@ use std::time::Instant;
 
 use offtrace_core::Kind;
 use offtrace_format::{
-    ActivityRef, ApiCallRef, ArgDef, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
+    ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
 };
 
 use crate::entry::{self, HEAD_WORDS, TAG_RAW};
@@ -41,6 +49,12 @@ pub trait TraceSink: Send {
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
     fn finish(self: Box<Self>) -> Result<(), String>;
+    /// Bytes of trace so far, the open chunk's uncompressed records included (when to repeat
+    /// the definitions); `0` for a sink that does not know (then they are repeated at the end
+    /// only).
+    fn bytes(&self) -> u64 {
+        0
+    }
 }
 
 impl<W: Write + Send> TraceSink for TraceWriter<W> {
@@ -61,7 +75,13 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn finish(self: Box<Self>) -> Result<(), String> {
         TraceWriter::finish(*self).map(|_| ()).map_err(|e| e.to_string())
     }
+    fn bytes(&self) -> u64 {
+        self.bytes_written() + self.open_chunk_bytes() as u64
+    }
 }
+
+/// Trace bytes between two repeats of the definitions, at least (see the module docs).
+pub const REPEAT_EVERY: u64 = 8 << 20;
 
 /// Why a recording could not start.
 #[derive(Debug, thiserror::Error)]
@@ -227,6 +247,12 @@ struct Writer {
     /// Drops already reported, per ring.
     reported: std::collections::HashMap<*const RingShared, u64>,
     flushes_served: u64,
+    /// Every definition written, in the order written (a reused thread id or handle: its
+    /// latest value in its first place), to be written again.
+    defined: Vec<Record>,
+    defined_at: std::collections::HashMap<DefinitionKey, usize, foldhash::fast::FixedState>,
+    /// The trace size ([`TraceSink::bytes`]) at which to repeat the definitions next.
+    next_repeat: u64,
 }
 
 impl Writer {
@@ -238,6 +264,39 @@ impl Writer {
             Ok(()) => self.records += 1,
             Err(e) => self.error = Some(e),
         }
+        if let Some(key) = DefinitionKey::of(r) {
+            self.keep_definition(key, r);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn keep_definition(&mut self, key: DefinitionKey, r: &Record) {
+        match self.defined_at.entry(key) {
+            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r.clone(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(self.defined.len());
+                self.defined.push(r.clone());
+            }
+        }
+    }
+
+    /// Writes every definition so far again (`docs/format.md`, "Repeated definitions").
+    #[cold]
+    #[inline(never)]
+    fn repeat_definitions(&mut self) {
+        let before = self.sink.bytes();
+        for r in &self.defined {
+            if self.error.is_some() {
+                return;
+            }
+            match self.sink.write(r) {
+                Ok(()) => self.records += 1,
+                Err(e) => self.error = Some(e),
+            }
+        }
+        let size = self.sink.bytes().saturating_sub(before);
+        self.next_repeat = self.sink.bytes() + REPEAT_EVERY.max(size.saturating_mul(16));
     }
 
     #[inline]
@@ -390,6 +449,10 @@ impl Writer {
             {
                 self.error = Some(e);
             }
+            // At the start of the chunk just opened; the last cycle repeats them before `End`.
+            if !last && self.sink.bytes() >= self.next_repeat {
+                self.repeat_definitions();
+            }
             if requested != self.flushes_served {
                 self.flushes_served = requested;
                 let (m, cv) = &self.inner.flushes;
@@ -463,6 +526,9 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         last_flush: Instant::now(),
         reported: Default::default(),
         flushes_served: 0,
+        defined: Vec::new(),
+        defined_at: Default::default(),
+        next_repeat: REPEAT_EVERY,
     };
     loop {
         let stopping = inner.stopping.load(Ordering::Acquire);
@@ -474,6 +540,11 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
             break;
         }
         std::thread::park_timeout(inner.config.flush_interval);
+    }
+    // The last cycle closed the last chunk of records: the repeat and `End` have one of their
+    // own, which damage to the records' chunks leaves readable.
+    if !w.defined.is_empty() {
+        w.repeat_definitions();
     }
     let (records, drops) = (w.records, w.drops);
     w.write(&Record::End { records, drops });
