@@ -349,6 +349,37 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
             assert!(n[0] >= 2 * 3 * 9, "{tag}: the nested OpenCL calls are there: {n:?}");
         }
     }
+    // A tool subscribed to OPENCL_API callbacks gets every call, nested or not, by default: every
+    // kernel's clEnqueueNDRangeKernel (all of them inside urEnqueueKernelLaunch).
+    let so = dir.path().join("librecord_tool.so");
+    let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-O1", "-shared", "-fPIC", "-I"])
+        .arg(workspace().join("crates/offtrace-capi/include"))
+        .arg(workspace().join("crates/offtrace-opencl/tests/c/record_tool.c"))
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc record_tool.c failed");
+    let lines = dir.path().join("tool.txt");
+    let o = Command::new(offtrace())
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .arg("-o")
+        .arg(dir.path().join("tool.offtrace"))
+        .arg("--tool")
+        .arg(&so)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .args(&program)
+        .env_remove("OFFTRACE_OPENCL_NESTED")
+        .env("OFFTRACE_TEST_OUT", &lines)
+        .output()
+        .expect("run offtrace record");
+    assert!(o.status.success(), "tool: record failed: {}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&lines).expect("the tool's lines");
+    assert_eq!(text.lines().filter(|l| l.starts_with("api clEnqueueNDRangeKernel ")).count(), 2 * 3 * 2, "{text}");
 }
 
 /// A chain of dependent kernels alternating between two queues (`examples/sycl/dependency_chain.py`):
