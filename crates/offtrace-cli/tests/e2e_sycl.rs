@@ -295,6 +295,93 @@ fn record_report_and_export_a_multithreaded_program() {
     assert!(rows.iter().any(|r| r[0] == "1" && r[1].starts_with("context of ") && r[3] != "0"), "a context: {out}");
 }
 
+/// The OpenCL calls the SYCL runtime's adapter makes inside each UR call are that call's
+/// implementation (`docs/opencl.md`, *Under SYCL*): by default the trace has none of them, with
+/// `OFFTRACE_OPENCL_NESTED=1` or `--detail verbose` it has them, and either way every kernel,
+/// copy, fill and barrier keeps its device time from the OpenCL layer.
+#[test]
+fn nested_opencl_calls_are_recorded_on_request_only() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("nested");
+    let program = [example("threads_queues.py").to_str().expect("utf8").to_owned(), "2".into(), "3".into()];
+    // OpenCL calls lying inside a UR call of their thread, and all OpenCL calls.
+    let nested_sql = "print(db.execute(\"select count(*) from api_calls_named o where o.kind_name = 'OPENCL_API' and exists (select 1 from api_calls_named u where u.kind_name = 'UR_API' and u.tid = o.tid and u.start_ns <= o.start_ns and o.end_ns <= u.end_ns)\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from api_calls_named where kind_name = 'OPENCL_API'\").fetchone()[0])\n\
+         print(db.execute('select count(*) from device_activity where device_ns is null').fetchone()[0])\n";
+    for (tag, extra, nested_env) in
+        [("default", &[][..], None), ("opt-in", &[][..], Some("1")), ("verbose", &["--detail", "verbose"][..], None)]
+    {
+        let trace = dir.path().join(format!("{tag}.offtrace"));
+        let mut cmd = Command::new(offtrace());
+        cmd.arg("record").arg("--runtime").arg(&venv).arg("-o").arg(&trace).args(extra).arg("--");
+        cmd.arg(venv.join("bin/python")).args(&program).env_remove("OFFTRACE_OPENCL_NESTED");
+        if let Some(v) = nested_env {
+            cmd.env("OFFTRACE_OPENCL_NESTED", v);
+        }
+        let o = cmd.output().expect("run offtrace record");
+        assert!(o.status.success(), "{tag}: record failed: {}", String::from_utf8_lossy(&o.stderr));
+        let rep = report_json(&trace);
+        // Every command of the program, with its device time.
+        assert_eq!(device_count(&rep, "KERNEL_DISPATCH"), 2 * 3 * 2, "{tag}");
+        assert_eq!(device_count(&rep, "MEMORY_COPY"), 2 * 3 * 3, "{tag}");
+        assert_eq!(device_count(&rep, "MEMORY_FILL"), 2 * 3, "{tag}");
+        assert_eq!(device_count(&rep, "SYNC"), 2 * 3, "{tag}");
+        for d in rep["device_activity"].as_array().expect("da") {
+            assert_eq!(d["device_count"], d["count"], "{tag}: every command timed: {d}");
+            assert!(d["device_total_ns"].as_u64().unwrap_or(0) > 0, "{tag}: {d}");
+        }
+        let db = dir.path().join(format!("{tag}.sqlite"));
+        let e = Command::new(offtrace())
+            .arg("export")
+            .arg(&trace)
+            .args(["--format", "sqlite", "-o"])
+            .arg(&db)
+            .output()
+            .expect("run export");
+        assert!(e.status.success(), "{tag}: export: {}", String::from_utf8_lossy(&e.stderr));
+        let n: Vec<u64> = sql(&db, nested_sql).lines().map(|l| l.trim().parse().expect("number")).collect();
+        assert_eq!(n[2], 0, "{tag}: every device activity has its device time");
+        if nested_env.is_none() && extra.is_empty() {
+            assert_eq!(n[0], 0, "no OpenCL call inside a UR call by default ({} OpenCL calls)", n[1]);
+        } else {
+            // The adapter makes several OpenCL calls per enqueue (the kernel's arguments, the
+            // enqueue, event queries): at least one per command.
+            assert!(n[0] >= 2 * 3 * 9, "{tag}: the nested OpenCL calls are there: {n:?}");
+        }
+    }
+    // A tool subscribed to OPENCL_API callbacks gets every call, nested or not, by default: every
+    // kernel's clEnqueueNDRangeKernel (all of them inside urEnqueueKernelLaunch).
+    let so = dir.path().join("librecord_tool.so");
+    let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-O1", "-shared", "-fPIC", "-I"])
+        .arg(workspace().join("crates/offtrace-capi/include"))
+        .arg(workspace().join("crates/offtrace-opencl/tests/c/record_tool.c"))
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc record_tool.c failed");
+    let lines = dir.path().join("tool.txt");
+    let o = Command::new(offtrace())
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .arg("-o")
+        .arg(dir.path().join("tool.offtrace"))
+        .arg("--tool")
+        .arg(&so)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .args(&program)
+        .env_remove("OFFTRACE_OPENCL_NESTED")
+        .env("OFFTRACE_TEST_OUT", &lines)
+        .output()
+        .expect("run offtrace record");
+    assert!(o.status.success(), "tool: record failed: {}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&lines).expect("the tool's lines");
+    assert_eq!(text.lines().filter(|l| l.starts_with("api clEnqueueNDRangeKernel ")).count(), 2 * 3 * 2, "{text}");
+}
+
 /// A chain of dependent kernels alternating between two queues (`examples/sycl/dependency_chain.py`):
 /// the task graph's longest chain is the whole chain, named by its kernels, and every node
 /// record carries its command's queue.

@@ -245,21 +245,26 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
         return false;
     }
     let current = t.current.get();
-    if phase == Phase::None
+    let reported = phase == Phase::None
         && current != 0
-        && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync)
-    {
+        && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync);
+    if reported {
         crate::correlation::note_reported(current, kind);
     }
     let correlation = if current == 0 { t.next_correlation_id() } else { current };
     // As in the services: a payload of another kind reaches a callback as null, and the
     // recorder records nothing for a null payload.
-    if payload.kind() != Some(kind) {
-        return true;
-    }
-    if let Some(sink) = sink() {
+    if payload.kind() == Some(kind)
+        && let Some(sink) = sink()
+    {
         let ts = if ts == 0 { timestamp_ns() } else { ts };
         (sink.record)(&DirectRecord { kind, operation: op, phase, correlation, ts }, payload);
+    }
+    // As the services' `instant_reported`: the record, then the reported hook (the OpenCL layer
+    // delivers the command's device time once its backend reported it; without the call, a
+    // command enqueued by a thread that makes no later OpenCL call got none).
+    if reported && let Some(hook) = crate::correlation::reported_hook() {
+        hook(current, kind);
     }
     true
 }

@@ -61,6 +61,29 @@ pub(crate) fn nested_now() -> bool {
     }
 }
 
+/// Whether the trace keeps the OpenCL calls made inside another backend's API call (the UR
+/// calls' implementation on the SYCL path): `OFFTRACE_OPENCL_NESTED=1`, or
+/// `OFFTRACE_DETAIL=verbose` (`offtrace record --detail verbose`) unless
+/// `OFFTRACE_OPENCL_NESTED=0`. Read once.
+pub(crate) fn nested_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| {
+        nested_wanted_from(
+            std::env::var("OFFTRACE_OPENCL_NESTED").ok().as_deref(),
+            std::env::var("OFFTRACE_DETAIL").ok().as_deref(),
+        )
+    })
+}
+
+/// [`nested_wanted`] from the two variables' values.
+fn nested_wanted_from(nested: Option<&str>, detail: Option<&str>) -> bool {
+    match nested.map(str::trim) {
+        Some("1" | "on" | "true") => true,
+        Some("0" | "off" | "false") => false,
+        _ => detail.is_some_and(|d| d.trim() == "verbose"),
+    }
+}
+
 /// An `OPENCL_API` call in progress on this thread. Lives in the wrapper's frame and is filled
 /// in place (`enter`, `exit` take `&mut self`): the 152-byte payload is never moved.
 pub(crate) struct ApiCall {
@@ -107,6 +130,14 @@ impl ApiCall {
             crate::enqueue::close_outer(last);
         }
         if !offtrace_core::kind_enabled(OPENCL_API) {
+            return;
+        }
+        // A call inside another backend's API call (a UR call on the SYCL path) is that call's
+        // implementation, which the enclosing call's record already stands for: when the recorder
+        // alone wants `OPENCL_API` (the direct path), it is not recorded unless asked for
+        // (`nested_wanted`). A tool's callbacks still see every call: with a tool subscribed the
+        // direct path does not apply. Device work keeps its correlation (`outer`, read above).
+        if outer != 0 && offtrace_core::direct_path_applies(OPENCL_API) && !nested_wanted() {
             return;
         }
         let p = self.payload.write(ApiCallPayload::new(op, args));
@@ -217,5 +248,21 @@ pub(crate) fn no_unwind<R: PanicResult>(errcode_ret: *mut std::ffi::c_void, body
             set_errcode(errcode_ret, CL_OUT_OF_HOST_MEMORY);
             R::on_panic()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nested_wanted_from;
+
+    #[test]
+    fn nested_calls_are_kept_on_request_or_at_verbose_detail() {
+        assert!(!nested_wanted_from(None, None));
+        assert!(!nested_wanted_from(None, Some("normal")));
+        assert!(nested_wanted_from(Some("1"), None));
+        assert!(nested_wanted_from(None, Some("verbose")));
+        assert!(!nested_wanted_from(Some("0"), Some("verbose")));
+        assert!(nested_wanted_from(Some(" on "), Some("basic")));
+        assert!(!nested_wanted_from(Some(""), None));
     }
 }

@@ -701,6 +701,9 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
         .arg(workspace().join("examples/sycl/usm_pipeline.py"))
         .env("OFFTRACE_SYCL_VENV", &venv)
         .env("OFFTRACE_LOSSLESS", "1")
+        // The OpenCL calls inside the UR calls are kept (off by default, `docs/opencl.md`), to
+        // check that the objects made in them have no records of their own.
+        .env("OFFTRACE_OPENCL_NESTED", "1")
         .output()
         .expect("offtrace record");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
