@@ -243,9 +243,11 @@ fn vector_add_matches_program(rt: Runtime) {
     assert!(lines.iter().filter(|l| l.starts_with("launch vadd ")).all(|l| l.ends_with("allocs=3")), "{rt:?}");
     // Device times are in the trace clock, in enqueue order for an in-order queue: a later
     // command starts after the earlier one ended, up to the calibration's refinements between
-    // their completions (each a shift within the previous bracket, a few µs; docs/opencl.md).
+    // their completions (each a shift within the previous bracket; docs/opencl.md). A bracket is
+    // a few µs on a quiet machine and wider when the calibrating thread is descheduled between
+    // its two reads: 7.2 µs was seen twice on the 2-vCPU VM under six parallel builds.
     let overlap = acts.windows(2).map(|w| w[0].end as i64 - w[1].start as i64).max().unwrap_or(0);
-    assert!(overlap <= 5_000, "{rt:?}: in-order commands overlap by {overlap} ns: {acts:?}");
+    assert!(overlap <= 25_000, "{rt:?}: in-order commands overlap by {overlap} ns: {acts:?}");
 }
 
 /// The agent's `tests/c/kinds_agree.c` tool (every kind as callbacks and into a buffer, in one
