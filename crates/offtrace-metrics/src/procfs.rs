@@ -266,11 +266,12 @@ mod tests {
         let tick = 1_000_000_000 / clock_ticks();
         assert!(b[0] + tick >= a[0] && b[0] <= c[0] + tick, "{a:?} {b:?} {c:?}");
         // RSS and threads: the same numbers (the test harness may start or end a thread between).
-        // RSS is bracketed by the two stat reads: the first reads fault pages in (one run of
-        // this test saw +72 pages between `a` and `b`), so it is compared with the range of both.
-        let slack = 64 * page_size();
+        // RSS moves between the reads (the first read faults pages in; the harness's threads
+        // allocate and free: runs saw +72 pages between `a` and `b`, and `b` 66 pages above both
+        // `a` and `c` of 728): compared with the range of both within a quarter, which still
+        // fails a unit error (pages for kB or bytes is a factor of 4 or more).
         let (lo, hi) = (a[1].min(c[1]), a[1].max(c[1]));
-        assert!(b[1] + slack >= lo && b[1] <= hi + slack, "rss {a:?} {b:?} {c:?}");
+        assert!(b[1] >= lo - lo / 4 && b[1] <= hi + hi / 4, "rss {a:?} {b:?} {c:?}");
         assert!(b[2] >= 1 && b[2].abs_diff(a[2]) <= 2, "threads {a:?} {b:?}");
         assert!(b[3] >= a[3] && b[3] <= c[3] && b[4] >= a[4] && b[4] <= c[4], "io {a:?} {b:?} {c:?}");
         // A new thread shows in the thread count.
