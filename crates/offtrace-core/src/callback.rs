@@ -516,16 +516,7 @@ where
         return enter_slow(kind, op, payload_ptr(kind, &payload), mask);
     }
     let value = build();
-    let payload = payload(&value);
-    if direct::applies(mask)
-        && let Some(token) = direct::enter(kind, op, Some(&payload))
-    {
-        return token;
-    }
-    if mask & 0xff == 0 {
-        return enter_record_slow(kind, op, mask);
-    }
-    enter_slow(kind, op, payload_ptr(kind, &payload), mask)
+    emit_enter(kind, op, payload(&value))
 }
 
 /// Reports the end of the call `token` came from, with the exit payload (results filled in).

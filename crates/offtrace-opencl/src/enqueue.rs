@@ -763,9 +763,6 @@ mod tests {
         corr
     }
 
-    /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
-    /// parts completed, with the union of their intervals and their bytes; a UR call whose
-    /// backend reported no command gets no completion from the layer.
     type Got = Vec<(u64, u64, u64, u64)>;
 
     /// A started context that collects the COMPLETE copies: (correlation, start, end, bytes).
@@ -816,22 +813,12 @@ mod tests {
         assert_eq!(lock(&got).len(), 2);
     }
 
+    /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
+    /// parts completed, with the union of their intervals and their bytes; a UR call whose
+    /// backend reported no command gets no completion from the layer.
     #[test]
     fn a_command_split_in_parts_is_completed_once_with_the_union_of_their_intervals() {
-        let got: Arc<Mutex<Got>> = Arc::default();
-        let ctx = create_context().expect("context");
-        configure_callback_tracing_closure(ctx, Kind::UrApi, None, |_, _| {}).expect("ur");
-        let g = got.clone();
-        configure_callback_tracing_closure(ctx, Kind::MemoryCopy, None, move |r, _| {
-            if r.phase == Phase::Complete as u32 {
-                // SAFETY: MEMORY_COPY records carry a MemoryCopyPayload, valid during the call.
-                #[allow(unsafe_code)]
-                let p = unsafe { &*(r.payload as *const MemoryCopyPayload) };
-                lock(&g).push((r.correlation_id.internal, p.device_start, p.device_end, p.size));
-            }
-        })
-        .expect("copy");
-        start_context(ctx).expect("start");
+        let got = completed_copies();
 
         let corr = enclosing_call(true, |corr| {
             group_open(corr, &copy(100), 0x50, 0xd1);
