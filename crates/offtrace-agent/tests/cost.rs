@@ -7,7 +7,10 @@
 //!
 //! - `ur_pair` / `ur_pair_empty`: a `function_with_args_begin` + `_end` pair of
 //!   `urEnqueueUSMMemcpy` on the agent's `ur.call` stream / on the baseline stream;
-//! - `task_begin` / `task_begin_empty`: a `task_begin` on an event with 6 metadata items.
+//! - `task_begin` / `task_begin_empty`: a `task_begin` on an event with 6 metadata items;
+//! - `graph` / `graph_empty`: one command's task-graph notifications as the SYCL runtime sends
+//!   them, `node_create`, `task_begin`, `signal`, `task_end`, on that event (four records: the
+//!   node, the task's enter and exit, the signal).
 //!
 //! `COST_N` iterations run in batches of 1024 inside [`measured_batch`]; between batches,
 //! outside it, `flush_now` lets the writer drain the ring (no drops). Count only what runs
@@ -76,7 +79,31 @@ fn measured_batch(x: &Xpti, op: &str, call: &mut MemcpyCall, inst: &mut u64, n: 
                 }
             }
         }
-        _ => panic!("unknown COST_OP {op:?}: ur_pair|ur_pair_empty|task_begin|task_begin_empty"),
+        "graph" | "graph_empty" => {
+            let stream = if op == "graph" { x.sycl_stream } else { x.empty_sycl };
+            let event = x.task_event as *mut TraceEventData;
+            for _ in 0..n {
+                *inst += 1;
+                let i = black_box(*inst);
+                // SAFETY: a live event of the dispatcher; user data as the runtime passes it (the
+                // node's name for a node or task, the signalled `ur_event_handle_t` for a signal).
+                unsafe {
+                    let name = c"command_group_node".as_ptr().cast();
+                    (x.notify)(stream, tt::NODE_CREATE, std::ptr::null_mut(), event, i, name);
+                    (x.notify)(stream, tt::TASK_BEGIN, std::ptr::null_mut(), event, i, name);
+                    (x.notify)(
+                        stream,
+                        tt::SIGNAL,
+                        std::ptr::null_mut(),
+                        event,
+                        i,
+                        (0x7f00_0000_0000 + i * 64) as *const _,
+                    );
+                    (x.notify)(stream, tt::TASK_END, std::ptr::null_mut(), event, i, name);
+                }
+            }
+        }
+        _ => panic!("unknown COST_OP {op:?}: ur_pair|ur_pair_empty|task_begin|task_begin_empty|graph|graph_empty"),
     }
 }
 
@@ -91,9 +118,16 @@ fn instructions() {
     unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
     let mut call = MemcpyCall::new();
     let mut inst = 0u64;
+    if op.starts_with("graph") {
+        // As in a SYCL program: UR calls arrive, so a task's end does not read its event's
+        // metadata for a dispatch of its own (the UR launch reports it).
+        inst += 1;
+        call.pair(&x, x.ur_stream, inst);
+    }
     let mut left = n;
     while left > 0 {
-        let k = left.min(BATCH);
+        // Four records per command: a quarter of the batch keeps the ring as full as the pairs do.
+        let k = left.min(if op.starts_with("graph") { BATCH / 4 } else { BATCH });
         measured_batch(&x, &op, &mut call, &mut inst, k);
         left -= k;
         offtrace_agent::recorder::flush_now();
