@@ -1602,7 +1602,7 @@ mod graph {
     type NodeMetaIds = [i32; 4];
     const NO_OBJECT: i32 = -1;
 
-    /// This thread's last node metadata: its value ids, what they read, and whether the
+    /// A node metadata this thread read: its value ids, what they read, and whether the
     /// `DEVICE` kind was wanted when its device was learnt.
     #[derive(Clone, Copy)]
     struct NodeMetaMemo {
@@ -1611,8 +1611,14 @@ mod graph {
         device_kind: bool,
     }
 
+    /// Distinct node metadata a thread keeps: a thread submitting to a few queues in turn (or
+    /// making virtual nodes between its commands) still finds its node's values.
+    const NODE_METAS: usize = 4;
+
     thread_local! {
-        static NODE_META: Cell<Option<NodeMetaMemo>> = const { Cell::new(None) };
+        /// This thread's last [`NODE_METAS`] node metadata, and the entry the next miss replaces.
+        static NODE_META: ([Cell<Option<NodeMetaMemo>>; NODE_METAS], Cell<usize>) =
+            const { ([const { Cell::new(None) }; NODE_METAS], Cell::new(0)) };
     }
 
     /// The node's queue id and host flag; its device learnt (`learn_device`).
@@ -1639,11 +1645,13 @@ mod graph {
             })
         };
         let device_kind = kind_enabled(Kind::Device);
-        let remembered = NODE_META.try_with(Cell::get).ok().flatten();
-        if let Some(m) = remembered
-            && m.ids == ids
-            && (m.device_kind || !device_kind)
-        {
+        let remembered = NODE_META
+            .try_with(|(memo, _)| {
+                memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)))
+            })
+            .ok()
+            .flatten();
+        if let Some(m) = remembered {
             return m.meta;
         }
         let (mut dev_name, mut dev_type) = ([0u8; DEVICE_NAME_CAP], None);
@@ -1668,7 +1676,11 @@ mod graph {
             }
         }
         crate::devices::learn_device(device, &dev_name, dev_type);
-        let _ = NODE_META.try_with(|c| c.set(Some(NodeMetaMemo { ids, meta, device_kind })));
+        let _ = NODE_META.try_with(|(memo, next)| {
+            let i = next.get() % NODE_METAS;
+            memo[i].set(Some(NodeMetaMemo { ids, meta, device_kind }));
+            next.set(i + 1);
+        });
         meta
     }
 
