@@ -369,7 +369,9 @@ pub(crate) struct Pending {
     counters: Option<Arc<CounterSet>>,
     host_before: u64,
     host_after: u64,
-    perf_at_start: Option<crate::perf::Snapshot>,
+    /// Boxed: only commands of queues with Codeplay counters have one, and every command of an
+    /// in-order queue is copied into its FIFO (`in_order.rs`).
+    perf_at_start: Option<Box<crate::perf::Snapshot>>,
     /// Issued inside another backend's API call: completes a [`Group`], not a record of its own.
     nested: bool,
 }
@@ -420,7 +422,7 @@ pub fn stats() -> (u64, u64, u64, u64) {
 
 extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        let snap = crate::perf::snapshot();
+        let snap = crate::perf::snapshot().map(Box::new);
         if let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.get_mut(&(user as u64))) {
             p.perf_at_start = snap;
         }
@@ -499,7 +501,7 @@ pub(crate) fn complete(
             set,
             times.map(|(s, e)| e.saturating_sub(s)),
             p.command.bytes(),
-            p.perf_at_start.as_ref(),
+            p.perf_at_start.as_deref(),
             perf_end.as_ref(),
         );
         crate::counters::emit_samples(set, p.device, p.correlation, (start, end), &values);
