@@ -33,6 +33,7 @@ def main(results_dir, out_path):
     per = collections.defaultdict(dict)  # mode -> rep -> per-process median
     probe = collections.defaultdict(dict)  # mode -> rep -> CPU probe (ms)
     placement = collections.defaultdict(set)
+    threads = collections.defaultdict(list)  # mode -> per process: see thread_summary
     for f in sorted(os.listdir(results_dir)):
         if not f.endswith(".json") or f.endswith(".torch.json"):
             continue
@@ -43,6 +44,8 @@ def main(results_dir, out_path):
         per[mode][int(rep)] = statistics.median(r["step_ns"])
         probe[mode][int(rep)] = r.get("cpu_probe_ns", 0) / 1e6
         placement[mode].add((tuple(r.get("affinity", [])), r.get("torch_threads")))
+        if r.get("threads"):
+            threads[mode].append(thread_summary(r["threads"]))
     base = per["untraced"]
     bmed = statistics.median(base.values())
     res = {}
@@ -108,10 +111,36 @@ def main(results_dir, out_path):
         print(f"  {mode:11} " + "   ".join(cells))
     print("placement (CPUs, torch threads) per mode: "
           + "; ".join(f"{k} {v['placement']}" for k, v in res.items()))
+    print("threads in the window, median per process (min..max): threads; involuntary switches of "
+          "the launching threads (main + pt_autograd_0); their CPU ticks (10 ms); ticks of all other threads")
+    for mode in res:
+        t = threads.get(mode)
+        if not t:
+            continue
+        cols = {}
+        for k in ("threads", "launch_nvcs", "launch_ticks", "other_ticks"):
+            xs = [x[k] for x in t]
+            cols[k] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+        res[mode]["threads"] = cols
+        print(f"  {mode:11} " + "  ".join(f"{k} {c['median']:g} ({c['min']}..{c['max']})" for k, c in cols.items()))
     ab = ab_phases(results_dir, bmed)
     if ab:
         res["ab_phases"] = ab
     json.dump(res, open(out_path, "w"), indent=1)
+
+
+LAUNCHING = ("main", "pt_autograd_0")
+
+
+def thread_summary(th):
+    """One process's threads in the window (train.py's "threads": by name, ticks, involuntary
+    context switches): are the launching threads preempted, and does anything else run?"""
+    return {
+        "threads": sum(v["threads"] for v in th.values()),
+        "launch_nvcs": sum(th[k]["nvcs"] for k in LAUNCHING if k in th),
+        "launch_ticks": sum(th[k]["ticks"] for k in LAUNCHING if k in th),
+        "other_ticks": sum(v["ticks"] for k, v in th.items() if k not in LAUNCHING),
+    }
 
 
 PHASES = {"0": "nothing (subscribed)", "1": "default", "2": "activity only", "3": "callbacks return at once",
