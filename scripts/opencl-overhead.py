@@ -28,6 +28,7 @@ The layer is target/release/libofftrace_opencl.so (cargo build --release -p offt
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def run(rt, cfg):
     return per_kernel, per_call
 
 
-for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
+def measure(rt):
     res = {c: ([], []) for c in configs}
     for _ in range(opts.rounds):
         for c in configs:
@@ -109,3 +110,11 @@ for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
         mk, mc = statistics.median(k), statistics.median(call)
         print(f"| {c} | {mk:.0f} / {min(k):.0f} | {100 * (mk / base_k - 1):+.1f} % / {100 * (min(k) / base_min - 1):+.1f} % "
               f"| {mc:.1f} / {min(call):.1f} | {mc - base_c:+.1f} ns |")
+
+
+try:
+    for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
+        measure(rt)
+finally:
+    # The program and the traces (a trace of a 200,000-kernel run is several MB).
+    shutil.rmtree(tmp, ignore_errors=True)
