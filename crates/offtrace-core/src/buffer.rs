@@ -111,8 +111,10 @@ unsafe impl Send for Delivery {}
 
 /// One producing thread's staging ring for one buffer: the records' words and, per record, the
 /// word position where it starts. Word positions and record counts are monotonic (`& mask` is
-/// the index). Aligned to 128 bytes (two lines, against adjacent-line prefetch): the producer
-/// stores `tail` per record, and another thread's ring must not share its line.
+/// the index). `tail`, `head` and the rest each have a 128-byte block of their own (two lines,
+/// against adjacent-line prefetch): the producer stores `tail` per record, and a line the
+/// consumer reads while it collects (the rings' addresses) or writes (`head`) beside it would
+/// move between the cores once per record while a delivery runs concurrently.
 #[repr(align(128))]
 struct Area {
     words: Box<[UnsafeCell<MaybeUninit<u64>>]>,
@@ -122,11 +124,22 @@ struct Area {
     starts: Box<[UnsafeCell<MaybeUninit<u64>>]>,
     /// Records `[.., tail)` are written. Stored by the producer (Release, after the record and
     /// its start); loaded by the consumer (Acquire).
-    tail: AtomicUsize,
+    tail: CachePadded<AtomicUsize>,
     /// Records `[.., head)` were delivered; their words may be overwritten. Stored by the
     /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
     /// it needs room.
-    head: AtomicUsize,
+    head: CachePadded<AtomicUsize>,
+}
+
+/// A value alone in its 128-byte block (see [`Area`]).
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 // SAFETY: words and starts are written only by the producing thread, at positions past the
@@ -144,8 +157,8 @@ impl Area {
         Self {
             words: cells(capacity),
             starts: cells(capacity / 8),
-            tail: AtomicUsize::new(0),
-            head: AtomicUsize::new(0),
+            tail: CachePadded(AtomicUsize::new(0)),
+            head: CachePadded(AtomicUsize::new(0)),
         }
     }
 
@@ -187,13 +200,14 @@ impl Area {
     /// Consumer: pushes a pointer to each record of `range` onto `out`, from the starts alone
     /// (the records themselves are not touched).
     fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
-        let (mask, start_mask) = (self.words.len() - 1, self.starts.len() - 1);
+        let (words, starts) = (&*self.words, &*self.starts);
+        let (mask, start_mask) = (words.len() - 1, starts.len() - 1);
         out.reserve(range.len());
         for r in range {
             // SAFETY: record `r` is published and its start not reused until `release` (see
             // the `Sync` impl).
-            let start = self.starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
-            out.push(self.words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
+            let start = starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
+            out.push(words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
         }
     }
 }
