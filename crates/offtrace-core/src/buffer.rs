@@ -109,19 +109,20 @@ struct Delivery {
 // SAFETY: the pointers are into rings this struct's owner consumes, used under its lock only.
 unsafe impl Send for Delivery {}
 
-/// One producing thread's staging ring for one buffer: the records' words and, per record, the
-/// word position where it starts. Word positions and record counts are monotonic (`& mask` is
-/// the index). `tail`, `head` and the rest each have a 128-byte block of their own (two lines,
+/// One producing thread's staging ring for one buffer: the records' words and, per record, its
+/// address. Word positions and record counts are monotonic (`& mask` is the index). `tail`, `head` and the rest each have a 128-byte block of their own (two lines,
 /// against adjacent-line prefetch): the producer stores `tail` per record, and a line the
 /// consumer reads while it collects (the rings' addresses) or writes (`head`) beside it would
 /// move between the cores once per record while a delivery runs concurrently.
 #[repr(align(128))]
 struct Area {
     words: Box<[UnsafeCell<MaybeUninit<u64>>]>,
-    /// `starts[r & start_mask]` is the word position of record `r`. A record takes at least 8
-    /// words (its header), so at most `words.len() / 8` records are staged at once: the entry
-    /// of a record being written never is one the consumer still reads.
-    starts: Box<[UnsafeCell<MaybeUninit<u64>>]>,
+    /// `starts[r & start_mask]` is the address of record `r`: a run of them is the array the
+    /// tool's callback gets, in place, so the delivery thread reads no line the producer writes
+    /// (a line the consumer reads is one the producer must take back on its next lap). A record
+    /// takes at least 8 words (its header), so at most `words.len() / 8` records are staged at
+    /// once: the entry of a record being written never is one the consumer still reads.
+    starts: Box<[UnsafeCell<MaybeUninit<*const BufferRecordHeader>>]>,
     /// Records `[.., tail)` are written. Stored by the producer (Release, after the record and
     /// its start); loaded by the consumer (Acquire).
     tail: CachePadded<AtomicUsize>,
@@ -153,7 +154,9 @@ impl Area {
     /// A ring of `capacity` words (a power of two, at least 8).
     fn new(capacity: usize) -> Self {
         debug_assert!(capacity.is_power_of_two() && capacity >= 8);
-        let cells = |n: usize| (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        fn cells<T>(n: usize) -> Box<[UnsafeCell<MaybeUninit<T>>]> {
+            (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect()
+        }
         Self {
             words: cells(capacity),
             starts: cells(capacity / 8),
@@ -162,11 +165,11 @@ impl Area {
         }
     }
 
-    /// Producer: the address of word 0 of `cells` (the std facade's cell is
-    /// `repr(transparent)`, so word `i` is at `base().add(i)`).
-    fn base(cells: &[UnsafeCell<MaybeUninit<u64>>]) -> *mut u64 {
+    /// Producer: the address of entry 0 of `cells` (the std facade's cell is
+    /// `repr(transparent)`, so entry `i` is at `base().add(i)`).
+    fn base<T>(cells: &[UnsafeCell<MaybeUninit<T>>]) -> *mut T {
         assert!(!cells.is_empty(), "a ring has room for at least one entry");
-        cells[0].with_mut(|p| p.cast::<u64>())
+        cells[0].with_mut(|p| p.cast::<T>())
     }
 
     /// Producer: records `[.., tail)` are written.
@@ -197,18 +200,20 @@ impl Area {
         self.head.store(end, Ordering::Release);
     }
 
-    /// Consumer: pushes a pointer to each record of `range` onto `out`, from the starts alone
-    /// (the records themselves are not touched).
-    fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
-        let (words, starts) = (&*self.words, &*self.starts);
-        let (mask, start_mask) = (words.len() - 1, starts.len() - 1);
-        out.reserve(range.len());
-        for r in range {
-            // SAFETY: record `r` is published and its start not reused until `release` (see
-            // the `Sync` impl).
-            let start = starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
-            out.push(words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
-        }
+    /// Consumer: the entries of `starts` that hold the addresses of the records of `range`,
+    /// as at most two runs of indices (the second when the range wraps the array's end). Reads
+    /// nothing: the runs are handed to the callback in place.
+    fn runs(&self, range: std::ops::Range<usize>) -> [std::ops::Range<usize>; 2] {
+        let n = self.starts.len();
+        let first = range.start & (n - 1);
+        let len = range.len().min(n);
+        let head = len.min(n - first);
+        [first..first + head, 0..len - head]
+    }
+
+    /// Consumer: the address of `starts[i]` (no access).
+    fn start_entry(&self, i: usize) -> *const *const BufferRecordHeader {
+        self.starts[i].with(|p| p.cast::<*const BufferRecordHeader>())
     }
 }
 
@@ -332,7 +337,7 @@ pub(crate) struct Staging {
     /// `area`'s first word and first start, and their index masks (copies: no dependent loads
     /// per record).
     base: *mut u64,
-    starts: *mut u64,
+    starts: *mut *const BufferRecordHeader,
     mask: usize,
     start_mask: usize,
     area: Arc<Area>,
@@ -351,8 +356,9 @@ impl Staging {
         //   the record's length) and not yet published, so ours alone (see `Area`);
         // - the start entry is not one the consumer reads (see `Area::starts`).
         unsafe {
-            payload.store(layout, self.base.add(self.tail & self.mask), head);
-            self.starts.add(self.records & self.start_mask).write(self.tail as u64);
+            let at = self.base.add(self.tail & self.mask);
+            payload.store(layout, at, head);
+            self.starts.add(self.records & self.start_mask).write(at.cast());
         }
         self.tail += layout.words();
         self.records += 1;
@@ -366,8 +372,12 @@ impl Staging {
             self.tail
         } else {
             // SAFETY: record `h` is staged (below `records`), so its start entry holds its
-            // position; only this thread writes it.
-            unsafe { self.starts.add(h & self.start_mask).read() as usize }
+            // address; only this thread writes it.
+            let at = unsafe { self.starts.add(h & self.start_mask).read() };
+            let index = (at.addr() - self.base.addr()) / 8;
+            // Its word position: the one with that index in the last `capacity` words before
+            // `tail` (it is staged, so it starts there; `tail - capacity` when the ring is full).
+            self.tail - (self.tail.wrapping_sub(index).wrapping_sub(1) & self.mask) - 1
         }
     }
 }
@@ -617,10 +627,18 @@ impl Buffer {
         let Delivery { areas, records, ends } = d;
         records.clear();
         ends.clear();
+        let mut called = false;
         for area in areas.iter() {
             let r = area.take();
             ends.push(r.end);
-            area.collect(r, records);
+            for run in area.runs(r) {
+                if !run.is_empty() {
+                    // The entries of `run` hold the addresses of published records, not written
+                    // again before `release` below (see `Area`).
+                    self.call(area.start_entry(run.start), run.len());
+                    called = true;
+                }
+            }
         }
         let late = std::mem::take(&mut *lock(&self.late));
         let mut pos = 0;
@@ -632,7 +650,9 @@ impl Buffer {
             records.push(late[pos..].as_ptr().cast());
             pos += words;
         }
-        self.call(records.as_ptr(), records.len());
+        if !records.is_empty() || !called {
+            self.call(records.as_ptr(), records.len());
+        }
         records.clear();
         for (area, end) in areas.iter().zip(ends.iter()) {
             area.release(*end);
