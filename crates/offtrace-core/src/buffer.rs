@@ -918,9 +918,10 @@ mod loom_tests {
     /// One producer staging three one-header records (8 words) into a ring of 8 words, so it
     /// must wait for the consumer's `release` before it reuses the words and the start entry,
     /// while a consumer delivers until it has them all, through the shipped `publish`, `head`,
-    /// `take`, `collect` and `release`: every record is read exactly once, with the value
-    /// written, and never after it was overwritten. (Words are written and read through the
-    /// cells here: the shipped path uses raw pointers, which loom cannot follow.)
+    /// `take`, `runs` and `release`: every record is read exactly once, with the value
+    /// written, and never after it was overwritten. (Words and start entries are written and
+    /// read through the cells here: the shipped path uses raw pointers, which loom cannot
+    /// follow.)
     #[test]
     fn loom_staging_ring_delivers_each_record_once() {
         loom::model(|| {
@@ -935,7 +936,8 @@ mod loom_tests {
                         let start = record * 8;
                         // SAFETY: the record's words and start entry were released: ours.
                         area.words[start % 8].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
-                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(start as u64)) });
+                        let at = area.words[start % 8].with(|p| p.cast::<super::BufferRecordHeader>());
+                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(at)) });
                         area.publish(record + 1);
                     }
                 })
@@ -944,7 +946,13 @@ mod loom_tests {
             while seen.len() < 3 {
                 let r = area.take();
                 let mut out = Vec::new();
-                area.collect(r.clone(), &mut out);
+                for run in area.runs(r.clone()) {
+                    for i in run {
+                        // SAFETY: the start entry of a published record, not reused before
+                        // `release`.
+                        out.push(area.starts[i].with(|p| unsafe { (*p).assume_init() }));
+                    }
+                }
                 assert_eq!(out.len(), r.len());
                 for ptr in out {
                     // The record's first word, read through its cell (found by its address).
