@@ -5,11 +5,12 @@
 # included) for each build (docs/overhead.md, "Tool API").
 #
 #   cargo build --release -p offtrace-core --test cost    # then copy target/release/deps/cost-<hash>
-#   scripts/services-cost-ab.sh BEFORE AFTER [ROUNDS=5] [MODE=quiet|load] [OPS...]
+#   scripts/services-cost-ab.sh BEFORE AFTER [ROUNDS=5] [MODE=quiet|plain|load] [OPS...]
 #
 # MODE quiet: each run at real-time priority (`chrt -f 10`), so that other processes on a
 #   shared machine do not take the CPUs from it: the services' delivery thread runs beside the
 #   emitting thread on the other core, as on an otherwise idle machine.
+# MODE plain: as the machine is (note its load average, printed before and after).
 # MODE load: one busy loop per CPU (started here, ended by their process ids when done), the
 #   runs at normal priority: the delivery thread and the emitting thread share the CPUs with
 #   them.
@@ -27,13 +28,14 @@ prefix=()
 busy=()
 case $mode in
 quiet) prefix=(chrt -f 10) ;;
+plain) ;;
 load)
   for _ in $(seq "$(nproc)"); do
     bash -c 'while :; do :; done' &
     busy+=($!)
   done
   ;;
-*) echo "MODE is quiet or load" >&2; exit 2 ;;
+*) echo "MODE is quiet, plain or load" >&2; exit 2 ;;
 esac
 cleanup() { [ ${#busy[@]} -gt 0 ] && kill "${busy[@]}" 2>/dev/null; true; }
 trap cleanup EXIT
