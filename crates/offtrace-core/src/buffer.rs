@@ -4,7 +4,7 @@
 //! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded down
 //! to a power of two, as 8-byte words (a record takes its `size`, a multiple of 8, contiguously:
 //! one that would wrap starts again at the ring's beginning), and beside it a ring of record
-//! starts (one word position per record). The thread appends without a lock, a read-modify-write
+//! starts (one address per record). The thread appends without a lock, a read-modify-write
 //! or a cache line shared with another thread: the record, its start, one `Release` store of its
 //! record count, after one compare against a precomputed limit (room, watermark and the ring's
 //! end in one bound). The thread finds its ring through a per-context cache in its thread state
@@ -13,12 +13,14 @@
 //! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
 //! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
 //! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
-//! never overlap), turns every ring's published record starts (and the late staging's records)
-//! into one array of pointers, calls the tool's callback with it (the records are read in
-//! place, no copy), then releases the rings' space (`Release` store of each ring's record head).
-//! The delivery thread reads the starts only, never the records: a record's cache lines move to
-//! another core only if the tool reads it. So the application thread never runs the tool's
-//! buffer callback.
+//! never overlap), calls the tool's callback with each ring's published records (one call per
+//! run of the ring's array of record addresses, which is the callback's `records` array in
+//! place: two runs when it wraps the array's end) and then with the late staging's, then
+//! releases the rings' space (`Release` store of each ring's record head). The delivery thread
+//! reads neither the records nor their addresses (only each ring's `tail`, once per delivery):
+//! a line the producer wrote moves to another core only if the tool reads it, and the producer
+//! never has to take a line back from the delivery thread while it writes. So the application
+//! thread never runs the tool's buffer callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
@@ -100,7 +102,8 @@ pub type BufferCallbackFn = unsafe extern "C" fn(
 struct Delivery {
     /// Every producing thread's ring (kept after the thread exits until it is empty).
     areas: Vec<Arc<Area>>,
-    /// The pointer array handed to the callback (kept: no allocation per delivery).
+    /// The late staging's pointer array handed to the callback (kept: no allocation per
+    /// delivery).
     records: Vec<*const BufferRecordHeader>,
     /// Where each ring's delivered records end (released after the callback).
     ends: Vec<usize>,
@@ -621,8 +624,9 @@ impl Buffer {
         }
     }
 
-    /// Delivers every published record of every ring and the late staging in one callback,
-    /// then releases their space (the delivery lock is held: `d`).
+    /// Delivers every published record of every ring (a callback per run of its addresses)
+    /// and the late staging (one more), then releases their space (the delivery lock is held:
+    /// `d`). With nothing to deliver, one call reports the drops counted since the last.
     fn drain(&self, d: &mut Delivery) {
         let Delivery { areas, records, ends } = d;
         records.clear();
