@@ -30,7 +30,7 @@ use offtrace_format::{
     ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
 };
 
-use crate::entry::{self, HEAD_WORDS, TAG_RAW};
+use crate::entry::{self, HEAD_WORDS, MAX_ENTRY_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
 
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
@@ -241,7 +241,6 @@ struct Writer {
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
     /// The operation of the last typed entry (defined already).
     last_op: Option<(u32, u32)>,
-    words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
@@ -380,40 +379,65 @@ impl Writer {
         self.write(&Record::OperationDef(def));
     }
 
-    fn entries(&mut self, tid: u32) {
-        let words = std::mem::take(&mut self.words);
+    /// Turns the whole entries of `a` then `b` (a ring's readable words, read in place: see
+    /// `Consumer::peek`) into records; returns the words used. An entry that wraps around the
+    /// ring's end is put together in a scratch first.
+    fn entries(&mut self, tid: u32, a: &[u64], b: &[u64]) -> usize {
         // A kernel dispatch's allocation properties, decoded from its entry (once per drain).
         let mut allocations = [KernelAllocation::default(); crate::entry::MAX_ALLOCATIONS];
+        let mut wrapped = [0u64; MAX_ENTRY_WORDS];
         let mut at = 0;
-        while at < words.len() {
-            let (n, tag, ph, op) = entry::parse_header(words[at]);
-            if n < HEAD_WORDS || at + n > words.len() {
-                break; // cannot happen: entries are pushed whole by this crate
+        for (part, words) in [a, b].into_iter().enumerate() {
+            let mut i = 0;
+            if part == 1 && at > a.len() {
+                i = at - a.len(); // the rest of the entry that wrapped
             }
-            let (ts, correlation) = (words[at + 1], words[at + 2]);
-            let body = &words[at + HEAD_WORDS..at + n];
-            if tag == TAG_RAW {
-                let inner: &'static Inner = self.inner;
-                if let Some(layer) = inner.raw.get() {
-                    // Definitions queued while the entry was encoded, then its records written
-                    // as they are decoded (a record is large: no list of them, no moves).
-                    self.write_definitions();
-                    layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
+            while let Some(&head) = words.get(i) {
+                let n = entry::parse_header(head).0;
+                if n < HEAD_WORDS || n > MAX_ENTRY_WORDS {
+                    return at; // cannot happen: entries are pushed whole by this crate
                 }
-            } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
-                self.define_operation(u32::from(tag), op);
-                self.write_api_call(&a);
-            } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
-                self.define_operation(u32::from(tag), op);
-                self.write_activity(&a);
-            } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
-                self.define_operation(u32::from(tag), op);
-                self.write(&r);
+                let entry = match words.get(i..i + n) {
+                    Some(e) => e,
+                    None if part == 0 && n - (words.len() - i) <= b.len() => {
+                        let (tail, rest) = wrapped[..n].split_at_mut(words.len() - i);
+                        tail.copy_from_slice(&words[i..]);
+                        rest.copy_from_slice(&b[..rest.len()]);
+                        &wrapped[..n]
+                    }
+                    None => return at,
+                };
+                self.entry(tid, entry, &mut allocations);
+                i += n;
+                at += n;
             }
-            at += n;
         }
-        self.words = words;
-        self.words.clear();
+        at
+    }
+
+    #[inline]
+    fn entry(&mut self, tid: u32, e: &[u64], allocations: &mut [KernelAllocation; entry::MAX_ALLOCATIONS]) {
+        let (_, tag, ph, op) = entry::parse_header(e[0]);
+        let (ts, correlation) = (e[1], e[2]);
+        let body = &e[HEAD_WORDS..];
+        if tag == TAG_RAW {
+            let inner: &'static Inner = self.inner;
+            if let Some(layer) = inner.raw.get() {
+                // Definitions queued while the entry was encoded, then its records written
+                // as they are decoded (a record is large: no list of them, no moves).
+                self.write_definitions();
+                layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
+            }
+        } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            self.write_api_call(&a);
+        } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, allocations) {
+            self.define_operation(u32::from(tag), op);
+            self.write_activity(&a);
+        } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            self.write(&r);
+        }
     }
 
     fn cycle(&mut self, last: bool) {
@@ -427,11 +451,14 @@ impl Writer {
             // Acquire before draining: the orphan flag's Release follows the thread's last push.
             let orphaned = r.orphaned.load(Ordering::Acquire);
             {
+                // Held while the entries are decoded in place: only this thread takes it (the
+                // producer pushes without it); the slots are freed for the producer after.
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                c.drain_to_vec(snap, &mut self.words);
+                let (a, b) = c.peek(snap);
+                let used = self.entries(r.tid, a, b);
+                c.release(used);
             }
-            self.entries(r.tid);
             if orphaned {
                 gone.push(Arc::as_ptr(r));
             }
@@ -521,7 +548,6 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
         last_op: None,
-        words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),

@@ -144,6 +144,34 @@ fn lossless_never_drops() {
     assert!(!records.iter().any(|r| matches!(r, Record::Drops { .. })));
 }
 
+/// Entries of every length through a tiny ring: most laps end inside an entry, which the writer
+/// reads in two parts (the ring's end and its start). Each call arrives once, in order, whole.
+#[test]
+fn entries_that_wrap_around_the_ring_end_arrive_whole() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let config = Config::default().with_ring_words(256).with_lossless(true).with_flush_interval(Duration::from_secs(5));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    const N: u64 = 5_000;
+    for i in 0..N {
+        let args: Vec<u64> = (0..1 + i % 7).map(|a| i * 8 + a).collect();
+        let p = ApiCallPayload::new(19, &args);
+        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+        emit_exit(t, Payload::UrApi(&p));
+    }
+    destroy_context(ctx).unwrap();
+    assert_eq!(finish().unwrap().drops, 0);
+    let records = read(&path);
+    let calls = calls(&records);
+    assert_eq!(calls.len() as u64, N);
+    for (i, c) in (0..N).zip(&calls) {
+        let want: Vec<u64> = (0..1 + i % 7).map(|a| i * 8 + a).collect();
+        assert_eq!(c.args.as_slice(), &want[..], "call {i}");
+    }
+}
+
 /// A tiny ring in the default mode: what does not fit is dropped and counted in the trace;
 /// records written + drops = records emitted (no silent loss).
 #[test]
