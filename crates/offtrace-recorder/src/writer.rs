@@ -264,18 +264,33 @@ impl Writer {
             Err(e) => self.error = Some(e),
         }
         if let Some(key) = DefinitionKey::of(r) {
+            self.keep_definition(key, r.clone());
+        }
+    }
+
+    /// [`Self::write`] of a record the writer owns (the queued definitions, the operations'):
+    /// a definition is kept by moving it, not by a copy of its strings.
+    fn write_owned(&mut self, r: Record) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write(&r) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+        if let Some(key) = DefinitionKey::of(&r) {
             self.keep_definition(key, r);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn keep_definition(&mut self, key: DefinitionKey, r: &Record) {
+    fn keep_definition(&mut self, key: DefinitionKey, r: Record) {
         match self.defined_at.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r.clone(),
+            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r,
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(self.defined.len());
-                self.defined.push(r.clone());
+                self.defined.push(r);
             }
         }
     }
@@ -324,7 +339,7 @@ impl Writer {
         let mut defs = std::mem::take(&mut self.defs);
         self.inner.defs.take_queue(&mut defs);
         for d in defs.drain(..) {
-            self.write(&d);
+            self.write_owned(d);
         }
         self.defs = defs;
     }
@@ -374,9 +389,9 @@ impl Writer {
         };
         self.write_definitions();
         if let Some(kd) = kind_def {
-            self.write(&kd);
+            self.write_owned(kd);
         }
-        self.write(&Record::OperationDef(def));
+        self.write_owned(Record::OperationDef(def));
     }
 
     /// Turns the whole entries of `a` then `b` (a ring's readable words, read in place: see
@@ -426,7 +441,7 @@ impl Writer {
                 // Definitions queued while the entry was encoded, then its records written
                 // as they are decoded (a record is large: no list of them, no moves).
                 self.write_definitions();
-                layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
+                layer.decode(tid, ts, op, body, &mut |r| self.write_owned(r));
             }
         } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
             self.define_operation(u32::from(tag), op);
@@ -436,7 +451,7 @@ impl Writer {
             self.write_activity(&a);
         } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
             self.define_operation(u32::from(tag), op);
-            self.write(&r);
+            self.write_owned(r);
         }
     }
 
