@@ -4,7 +4,11 @@
 //! the queued definitions, (4) drain each ring up to its snapshot, turning entries into records
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
-//! flush interval passed, so a crash loses at most that much. The writer sleeps until a producer
+//! flush interval (100 ms) passed and the chunk holds at least `min_timed_chunk_bytes` (64 KiB
+//! of encoded records, about 3,000), or when `max_flush_delay` (1 s) passed. What a crash (a
+//! SIGKILL) can lose: the records of the open chunk, so at most the last 100 ms of a program
+//! that records 64 KiB or more in 100 ms, and at most the last second of any program. A
+//! `flush` request and the end of the recording close the chunk whatever its size. The writer sleeps until a producer
 //! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
 //! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
@@ -55,6 +59,11 @@ pub trait TraceSink: Send {
     fn bytes(&self) -> u64 {
         0
     }
+    /// Uncompressed bytes of the open chunk (whether the flush timer closes it); `None` for a
+    /// sink that does not know (then it closes one at every tick).
+    fn open_chunk_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<W: Write + Send> TraceSink for TraceWriter<W> {
@@ -76,7 +85,10 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
         TraceWriter::finish(*self).map(|_| ()).map_err(|e| e.to_string())
     }
     fn bytes(&self) -> u64 {
-        self.bytes_written() + self.open_chunk_bytes() as u64
+        self.bytes_written() + TraceWriter::open_chunk_bytes(self) as u64
+    }
+    fn open_chunk_bytes(&self) -> Option<usize> {
+        Some(TraceWriter::open_chunk_bytes(self))
     }
 }
 
@@ -484,7 +496,7 @@ impl Writer {
             all.retain(|r| !gone.contains(&Arc::as_ptr(r)));
         }
         let requested = self.inner.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0;
-        if last || requested != self.flushes_served || self.last_flush.elapsed() >= self.inner.config.flush_interval {
+        if last || requested != self.flushes_served || self.timed_close_due() {
             self.last_flush = Instant::now();
             if self.error.is_none()
                 && let Err(e) = self.sink.flush_chunk()
@@ -502,6 +514,18 @@ impl Writer {
                 cv.notify_all();
             }
         }
+    }
+
+    /// Whether the flush timer closes the open chunk now: one interval passed and the chunk is
+    /// large enough to be worth its own LZ4 block, header and write, or the longest delay passed.
+    /// A slow program (a run under valgrind records ~10 KB per 100 ms) would otherwise close a
+    /// chunk of a few hundred records at every tick.
+    fn timed_close_due(&self) -> bool {
+        let config = &self.inner.config;
+        let since = self.last_flush.elapsed();
+        since >= config.flush_interval
+            && (since >= config.max_flush_delay
+                || self.sink.open_chunk_bytes().is_none_or(|open| open >= config.min_timed_chunk_bytes))
     }
 
     /// Before the last drain: waits until no thread is registering a ring or between its second

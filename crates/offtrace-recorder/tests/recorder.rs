@@ -172,6 +172,43 @@ fn entries_that_wrap_around_the_ring_end_arrive_whole() {
     }
 }
 
+/// The flush timer closes a chunk only once it holds `min_timed_chunk_bytes`, or once the
+/// longest delay passed: a few records wait (and are in the trace at the end); 100 KB of them
+/// are on disk at the next tick.
+#[test]
+fn the_timer_closes_small_chunks_only_after_the_longest_delay() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let header = offtrace_format::FILE_HEADER_LEN as u64;
+    let config = Config::default()
+        .with_flush_interval(Duration::from_millis(10))
+        .with_timed_chunks(64 << 10, Duration::from_secs(20));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let call = |i: u64| {
+        let p = ApiCallPayload::new(19, &[i, i * 3, 0x5555_0000_0000 | (i * 7919 % 65_536)]);
+        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+        emit_exit(t, Payload::UrApi(&p));
+    };
+    for i in 0..10 {
+        call(i);
+    }
+    std::thread::sleep(Duration::from_millis(300)); // 30 ticks
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), header, "a chunk of 10 records waits");
+    for i in 10..8_000 {
+        call(i);
+    }
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&path).unwrap().len() == header {
+        assert!(t0.elapsed() < Duration::from_secs(15), "a chunk of 8,000 records is closed at a tick");
+        std::thread::sleep(Duration::from_millis(10)); // poll interval: the condition decides
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    assert_eq!(calls(&read(&path)).len(), 8_000);
+}
+
 /// A tiny ring in the default mode: what does not fit is dropped and counted in the trace;
 /// records written + drops = records emitted (no silent loss).
 #[test]
