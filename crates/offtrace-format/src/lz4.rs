@@ -27,7 +27,7 @@ const LAST_LITERALS: usize = 5;
 const MAX_OFFSET: usize = u16::MAX as usize;
 /// After `1 << SKIP_SHIFT` probes without a match the search moves 2 bytes at a time, after
 /// twice that 3, ... (LZ4's default is 6; `lz4_flex`'s 5).
-const SKIP_SHIFT: u32 = 3;
+const SKIP_SHIFT: u32 = 2;
 
 /// An LZ4 block compressor that keeps its hash table between blocks.
 #[derive(Debug)]

@@ -131,6 +131,17 @@ impl<W: Write> TraceWriter<W> {
         self.after_record(before)
     }
 
+    /// Appends one task-graph record (`ts` in raw ticks): the bytes of [`Self::write`] with a
+    /// [`Record::TaskGraph`], without building one (the recorder's most frequent record after
+    /// API calls in SYCL programs).
+    #[inline]
+    pub fn write_task_graph(&mut self, r: &crate::TaskGraphRecord) -> Result<(), WriteError> {
+        self.check_poisoned()?;
+        let before = self.chunk.len();
+        self.encoder.encode_task_graph(r, &mut self.chunk);
+        self.after_record(before)
+    }
+
     #[inline]
     fn after_record(&mut self, before: usize) -> Result<(), WriteError> {
         if self.chunk.len() > MAX_CHUNK_BYTES {

@@ -6,7 +6,7 @@
 
 use offtrace_format::{
     Activity, ActivityRef, ApiArgs, ApiCall, ApiCallRef, CopyDirection, KernelAllocation, MemoryType, Record, StrId,
-    TraceHeader, TraceWriter, phase,
+    TaskGraphRecord, TraceHeader, TraceWriter, phase,
 };
 
 /// Calls that exercise every branch of the encoding: thread switches, result and external
@@ -185,4 +185,32 @@ fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
     let expected = in_today_header(include_str!("fixtures/activities_v3.hex").trim());
     assert_eq!(decompressed(&write_activities(false)), expected, "owned");
     assert_eq!(decompressed(&write_activities(true)), expected, "borrowed");
+}
+
+/// The recorder's task-graph path (`write_task_graph`, no `Record`) writes the bytes of `write`.
+#[test]
+fn a_task_graph_record_has_the_same_bytes_by_either_path() {
+    let records: Vec<TaskGraphRecord> = (0..40u64)
+        .map(|i| TaskGraphRecord {
+            op: (i % 4) as u32,
+            phase: (i % 3) as u8,
+            tid: 100 + (i % 3) as u32,
+            ts: 1_000 + i * 37,
+            correlation: i / 2,
+            node: 0x7f00_0000_0000 + i * 64,
+            source: i * 5,
+            target: i * 7,
+            name: StrId(i as u32 % 5),
+            event: if i % 2 == 0 { 0 } else { 0x5555_0000 + i },
+            queue: 0x50 + i % 2,
+        })
+        .collect();
+    let write = |fast: bool| {
+        let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+        for r in &records {
+            if fast { w.write_task_graph(r) } else { w.write(&Record::TaskGraph(*r)) }.expect("write");
+        }
+        w.finish().expect("finish")
+    };
+    assert_eq!(hex(&write(true)), hex(&write(false)));
 }

@@ -31,7 +31,8 @@ use std::time::Instant;
 
 use offtrace_core::Kind;
 use offtrace_format::{
-    ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
+    ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TaskGraphRecord,
+    TraceHeader, TraceWriter,
 };
 
 use crate::entry::{self, HEAD_WORDS, MAX_ENTRY_WORDS, TAG_RAW};
@@ -49,6 +50,10 @@ pub trait TraceSink: Send {
     /// written as a [`Record`].
     fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
         self.write(&Record::Activity(a.to_activity()))
+    }
+    /// A task-graph record: by default written as a [`Record`].
+    fn write_task_graph(&mut self, r: &TaskGraphRecord) -> Result<(), String> {
+        self.write(&Record::TaskGraph(*r))
     }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
@@ -77,6 +82,10 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     #[inline]
     fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
         TraceWriter::write_activity_ref(self, a).map_err(|e| e.to_string())
+    }
+    #[inline]
+    fn write_task_graph(&mut self, r: &TaskGraphRecord) -> Result<(), String> {
+        TraceWriter::write_task_graph(self, r).map_err(|e| e.to_string())
     }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
@@ -280,8 +289,8 @@ impl Writer {
         }
     }
 
-    /// [`Self::write`] of a record the writer owns (the queued definitions, the operations'):
-    /// a definition is kept by moving it, not by a copy of its strings.
+    /// [`Self::write`] of a definition the writer owns (the queued ones, the operations'): kept
+    /// by moving it, not by a copy of its strings.
     fn write_owned(&mut self, r: Record) {
         if self.error.is_some() {
             return;
@@ -421,7 +430,7 @@ impl Writer {
             }
             while let Some(&head) = words.get(i) {
                 let n = entry::parse_header(head).0;
-                if n < HEAD_WORDS || n > MAX_ENTRY_WORDS {
+                if !(HEAD_WORDS..=MAX_ENTRY_WORDS).contains(&n) {
                     return at; // cannot happen: entries are pushed whole by this crate
                 }
                 let entry = match words.get(i..i + n) {
@@ -453,7 +462,15 @@ impl Writer {
                 // Definitions queued while the entry was encoded, then its records written
                 // as they are decoded (a record is large: no list of them, no moves).
                 self.write_definitions();
-                layer.decode(tid, ts, op, body, &mut |r| self.write_owned(r));
+                layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
+            }
+        } else if let Some(r) = entry::decode_task_graph(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            if self.error.is_none() {
+                match self.sink.write_task_graph(&r) {
+                    Ok(()) => self.records += 1,
+                    Err(e) => self.error = Some(e),
+                }
             }
         } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
             self.define_operation(u32::from(tag), op);
@@ -463,7 +480,9 @@ impl Writer {
             self.write_activity(&a);
         } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
             self.define_operation(u32::from(tag), op);
-            self.write_owned(r);
+            // Borrowed: moving a `Record` (264 bytes) is a block copy per record, and these are
+            // rarely definitions.
+            self.write(&r);
         }
     }
 
