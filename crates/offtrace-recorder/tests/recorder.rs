@@ -209,6 +209,41 @@ fn the_timer_closes_small_chunks_only_after_the_longest_delay() {
     assert_eq!(calls(&read(&path)).len(), 8_000);
 }
 
+/// A launch's allocation properties, as many as its arguments point into and its implicit
+/// allocations: 3 (the small entry), and 30 (the largest), each with its argument index.
+#[test]
+fn launches_keep_every_allocation_their_arguments_point_into() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let base = |i: u64| 0x7a00_0000_0000 + i * 0x10_0000;
+    for i in 0..30 {
+        record_alloc(base(i), 0x1000, MemoryType::Device);
+    }
+    for args in [3usize, 30] {
+        let mut kd = KernelDispatchPayload { queue: 0x50, device: 0x40, work_dim: 1, ..Default::default() };
+        kd.kernel_arg_count = args as u32;
+        for (a, v) in kd.kernel_args[..args].iter_mut().enumerate() {
+            *v = base(a as u64) + 8;
+        }
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&kd));
+    }
+    for i in 0..30 {
+        record_free(base(i));
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records = read(&path);
+    let launches = activities(&records);
+    let counts: Vec<usize> = launches.iter().map(|a| a.allocations.len()).collect();
+    assert_eq!(counts, [3, 30]);
+    for (i, a) in launches[1].allocations.iter().enumerate() {
+        assert_eq!((a.base, a.arg_index), (base(i as u64), i as i32));
+    }
+}
+
 /// A tiny ring in the default mode: what does not fit is dropped and counted in the trace;
 /// records written + drops = records emitted (no silent loss).
 #[test]
