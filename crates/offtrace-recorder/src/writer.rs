@@ -139,6 +139,9 @@ pub enum FinishError {
     WriterPanicked,
 }
 
+/// Ring words decoded before their slots are given back to the producer.
+const DRAIN_BATCH_WORDS: usize = 8192;
+
 /// How long the last drain waits for a thread that is pushing (see [`Writer::quiesce`]).
 const QUIESCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -415,40 +418,11 @@ impl Writer {
         self.write_owned(Record::OperationDef(def));
     }
 
-    /// Turns the whole entries of `a` then `b` (a ring's readable words, read in place: see
-    /// `Consumer::peek`) into records; returns the words used. An entry that wraps around the
-    /// ring's end is put together in a scratch first.
-    fn entries(&mut self, tid: u32, a: &[u64], b: &[u64]) -> usize {
+    /// Turns the entries of a ring's readable words into records (see [`walk_entries`]).
+    fn entries(&mut self, tid: u32, a: &[u64], b: &[u64], limit: usize) -> usize {
         // A kernel dispatch's allocation properties, decoded from its entry (once per drain).
         let mut allocations = [KernelAllocation::default(); crate::entry::MAX_ALLOCATIONS];
-        let mut wrapped = [0u64; MAX_ENTRY_WORDS];
-        let mut at = 0;
-        for (part, words) in [a, b].into_iter().enumerate() {
-            let mut i = 0;
-            if part == 1 && at > a.len() {
-                i = at - a.len(); // the rest of the entry that wrapped
-            }
-            while let Some(&head) = words.get(i) {
-                let n = entry::parse_header(head).0;
-                if !(HEAD_WORDS..=MAX_ENTRY_WORDS).contains(&n) {
-                    return at; // cannot happen: entries are pushed whole by this crate
-                }
-                let entry = match words.get(i..i + n) {
-                    Some(e) => e,
-                    None if part == 0 && n - (words.len() - i) <= b.len() => {
-                        let (tail, rest) = wrapped[..n].split_at_mut(words.len() - i);
-                        tail.copy_from_slice(&words[i..]);
-                        rest.copy_from_slice(&b[..rest.len()]);
-                        &wrapped[..n]
-                    }
-                    None => return at,
-                };
-                self.entry(tid, entry, &mut allocations);
-                i += n;
-                at += n;
-            }
-        }
-        at
+        walk_entries(a, b, limit, |e| self.entry(tid, e, &mut allocations))
     }
 
     #[inline]
@@ -501,9 +475,16 @@ impl Writer {
                 // producer pushes without it); the slots are freed for the producer after.
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                let (a, b) = c.peek(snap);
-                let used = self.entries(r.tid, a, b);
-                c.release(used);
+                // In batches: the slots of each batch go back to the producer as soon as it is
+                // written, as they did when the drain copied them out first.
+                loop {
+                    let (a, b) = c.peek(snap);
+                    let used = self.entries(r.tid, a, b, DRAIN_BATCH_WORDS);
+                    c.release(used);
+                    if used == 0 {
+                        break;
+                    }
+                }
             }
             if orphaned {
                 gone.push(Arc::as_ptr(r));
@@ -596,6 +577,47 @@ impl Writer {
     }
 }
 
+/// Passes each whole entry of `a` then `b` (a ring's readable words, read in place: see
+/// `Consumer::peek`) that starts before `limit` words to `f`; returns the words used. An entry
+/// that wraps around the ring's end (from `a` into `b`) is put together in a scratch first.
+fn walk_entries(a: &[u64], b: &[u64], limit: usize, mut f: impl FnMut(&[u64])) -> usize {
+    let mut wrapped = [0u64; MAX_ENTRY_WORDS];
+    let mut at = 0;
+    for (part, words) in [a, b].into_iter().enumerate() {
+        let mut i = 0;
+        if part == 1 {
+            if at < a.len() {
+                return at; // stopped inside `a` (the limit)
+            }
+            i = at - a.len(); // past the rest of an entry that wrapped
+        }
+        while at < limit
+            && let Some(&head) = words.get(i)
+        {
+            let n = entry::parse_header(head).0;
+            if !(HEAD_WORDS..=MAX_ENTRY_WORDS).contains(&n) {
+                // Cannot happen (this crate pushes entries whole); were it to, the rest of the
+                // drain is skipped rather than read again forever.
+                return a.len() + b.len();
+            }
+            let entry = match words.get(i..i + n) {
+                Some(e) => e,
+                None if part == 0 && n - (words.len() - i) <= b.len() => {
+                    let (tail, rest) = wrapped[..n].split_at_mut(words.len() - i);
+                    tail.copy_from_slice(&words[i..]);
+                    rest.copy_from_slice(&b[..rest.len()]);
+                    &wrapped[..n]
+                }
+                None => return a.len() + b.len(), // cannot happen either (as above)
+            };
+            f(entry);
+            i += n;
+            at += n;
+        }
+    }
+    at
+}
+
 fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
     let mut w = Writer {
         inner,
@@ -642,4 +664,57 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         result = Err(e);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries of 3..=9 words (header: the length; then the entry's index), `count` of them.
+    fn entries(count: u64) -> Vec<u64> {
+        let mut words = Vec::new();
+        for k in 0..count {
+            let n = 3 + (k % 7) as usize;
+            words.push(entry::header(n, 1, 0, 0));
+            words.extend(std::iter::repeat_n(k, n - 1));
+        }
+        words
+    }
+
+    /// Every split of the words into the ring's two parts and every limit: the entries come out
+    /// whole and in order, each once, when the walk is resumed after the words it used (as the
+    /// writer's drain loop does).
+    #[test]
+    fn walk_entries_resumes_whole_entries_in_order_at_every_split_and_limit() {
+        let words = entries(12);
+        for split in 0..=words.len() {
+            for limit in 1..=words.len() + 1 {
+                let mut seen = Vec::new();
+                let mut from = 0;
+                while from < words.len() {
+                    let rest = &words[from..];
+                    let cut = split.saturating_sub(from).min(rest.len());
+                    let (a, b) = rest.split_at(cut);
+                    let used = walk_entries(a, b, limit, |e| {
+                        assert!(e[1..].iter().all(|&v| v == e[1]), "split {split} limit {limit}: torn {e:?}");
+                        assert_eq!(e.len(), entry::parse_header(e[0]).0);
+                        seen.push(e[1]);
+                    });
+                    assert!(used > 0, "split {split} limit {limit}: no progress at {from}");
+                    from += used;
+                }
+                assert_eq!(seen, (0..12).collect::<Vec<u64>>(), "split {split} limit {limit}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_header_skips_the_rest_of_the_drain() {
+        let mut words = entries(3);
+        words.push(1); // a length below the header's
+        words.extend(entries(2));
+        let mut seen = 0;
+        assert_eq!(walk_entries(&words, &[], usize::MAX, |_| seen += 1), words.len());
+        assert_eq!(seen, 3);
+    }
 }

@@ -145,16 +145,25 @@ fn lossless_never_drops() {
 }
 
 /// Entries of every length through a tiny ring: most laps end inside an entry, which the writer
-/// reads in two parts (the ring's end and its start). Each call arrives once, in order, whole.
+/// reads in two parts (the ring's end and its start); and through a ring larger than the
+/// writer's drain batch, so that a batch ends inside the first part of a wrapped drain. Each
+/// call arrives once, in order, whole.
 #[test]
 fn entries_that_wrap_around_the_ring_end_arrive_whole() {
+    for ring_words in [256, 1 << 15] {
+        wrap_around(ring_words);
+    }
+}
+
+fn wrap_around(ring_words: usize) {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.offtrace");
-    let config = Config::default().with_ring_words(256).with_lossless(true).with_flush_interval(Duration::from_secs(5));
+    let config =
+        Config::default().with_ring_words(ring_words).with_lossless(true).with_flush_interval(Duration::from_secs(5));
     start_file(config, &path, &[]).unwrap();
     let ctx = subscribe(false).unwrap();
-    const N: u64 = 5_000;
+    const N: u64 = 40_000;
     for i in 0..N {
         let args: Vec<u64> = (0..1 + i % 7).map(|a| i * 8 + a).collect();
         let p = ApiCallPayload::new(19, &args);
