@@ -102,7 +102,7 @@ pub(crate) struct ThreadStates {
     states: Vec<ThreadState>,
     /// The states of the previous chunks' threads, emptied, their argument maps' capacity kept:
     /// a chunk start would otherwise free every map and the chunk's first calls grow them again
-    /// (the writer closes a chunk every 100 ms).
+    /// (a recording closes a chunk at least once a second).
     spare: Vec<ThreadState>,
     last_tid: Option<u32>,
     last_slot: usize,
