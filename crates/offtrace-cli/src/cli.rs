@@ -49,7 +49,10 @@ pub struct RecordArgs {
     /// Record Unified Runtime calls (sets UR_ENABLE_LAYERS=UR_LAYER_TRACING).
     #[arg(long, overrides_with = "no_ur_calls")]
     pub ur_calls: bool,
-    /// Do not record Unified Runtime calls.
+    /// Do not record Unified Runtime calls. The SYCL backend then sees only the SYCL runtime's
+    /// own notifications: no copies, fills or barriers, no queue of any command, no allocation
+    /// sizes, and kernels named by the submitting function (e.g. dpctl's); use it only to
+    /// measure the runtime without its UR layer.
     #[arg(long = "no-ur-calls", overrides_with = "ur_calls")]
     pub no_ur_calls: bool,
     /// Subscribe the debug streams (sycl.debug, ur.call.debug) instead of the normal ones.

@@ -4,7 +4,7 @@
 //! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded down
 //! to a power of two, as 8-byte words (a record takes its `size`, a multiple of 8, contiguously:
 //! one that would wrap starts again at the ring's beginning), and beside it a ring of record
-//! starts (one word position per record). The thread appends without a lock, a read-modify-write
+//! starts (one address per record). The thread appends without a lock, a read-modify-write
 //! or a cache line shared with another thread: the record, its start, one `Release` store of its
 //! record count, after one compare against a precomputed limit (room, watermark and the ring's
 //! end in one bound). The thread finds its ring through a per-context cache in its thread state
@@ -13,12 +13,14 @@
 //! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
 //! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
 //! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
-//! never overlap), turns every ring's published record starts (and the late staging's records)
-//! into one array of pointers, calls the tool's callback with it (the records are read in
-//! place, no copy), then releases the rings' space (`Release` store of each ring's record head).
-//! The delivery thread reads the starts only, never the records: a record's cache lines move to
-//! another core only if the tool reads it. So the application thread never runs the tool's
-//! buffer callback.
+//! never overlap), calls the tool's callback with each ring's published records (one call per
+//! run of the ring's array of record addresses, which is the callback's `records` array in
+//! place: two runs when it wraps the array's end) and then with the late staging's, then
+//! releases the rings' space (`Release` store of each ring's record head). The delivery thread
+//! reads neither the records nor their addresses (only each ring's `tail`, once per delivery):
+//! a line the producer wrote moves to another core only if the tool reads it, and the producer
+//! never has to take a line back from the delivery thread while it writes. So the application
+//! thread never runs the tool's buffer callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
@@ -100,7 +102,8 @@ pub type BufferCallbackFn = unsafe extern "C" fn(
 struct Delivery {
     /// Every producing thread's ring (kept after the thread exits until it is empty).
     areas: Vec<Arc<Area>>,
-    /// The pointer array handed to the callback (kept: no allocation per delivery).
+    /// The late staging's pointer array handed to the callback (kept: no allocation per
+    /// delivery).
     records: Vec<*const BufferRecordHeader>,
     /// Where each ring's delivered records end (released after the callback).
     ends: Vec<usize>,
@@ -109,24 +112,38 @@ struct Delivery {
 // SAFETY: the pointers are into rings this struct's owner consumes, used under its lock only.
 unsafe impl Send for Delivery {}
 
-/// One producing thread's staging ring for one buffer: the records' words and, per record, the
-/// word position where it starts. Word positions and record counts are monotonic (`& mask` is
-/// the index). Aligned to 128 bytes (two lines, against adjacent-line prefetch): the producer
-/// stores `tail` per record, and another thread's ring must not share its line.
+/// One producing thread's staging ring for one buffer: the records' words and, per record, its
+/// address. Word positions and record counts are monotonic (`& mask` is the index). `tail`, `head` and the rest each have a 128-byte block of their own (two lines,
+/// against adjacent-line prefetch): the producer stores `tail` per record, and a line the
+/// consumer reads while it collects (the rings' addresses) or writes (`head`) beside it would
+/// move between the cores once per record while a delivery runs concurrently.
 #[repr(align(128))]
 struct Area {
     words: Box<[UnsafeCell<MaybeUninit<u64>>]>,
-    /// `starts[r & start_mask]` is the word position of record `r`. A record takes at least 8
-    /// words (its header), so at most `words.len() / 8` records are staged at once: the entry
-    /// of a record being written never is one the consumer still reads.
-    starts: Box<[UnsafeCell<MaybeUninit<u64>>]>,
+    /// `starts[r & start_mask]` is the address of record `r`: a run of them is the array the
+    /// tool's callback gets, in place, so the delivery thread reads no line the producer writes
+    /// (a line the consumer reads is one the producer must take back on its next lap). A record
+    /// takes at least 8 words (its header), so at most `words.len() / 8` records are staged at
+    /// once: the entry of a record being written never is one the consumer still reads.
+    starts: Box<[UnsafeCell<MaybeUninit<*const BufferRecordHeader>>]>,
     /// Records `[.., tail)` are written. Stored by the producer (Release, after the record and
     /// its start); loaded by the consumer (Acquire).
-    tail: AtomicUsize,
+    tail: CachePadded<AtomicUsize>,
     /// Records `[.., head)` were delivered; their words may be overwritten. Stored by the
     /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
     /// it needs room.
-    head: AtomicUsize,
+    head: CachePadded<AtomicUsize>,
+}
+
+/// A value alone in its 128-byte block (see [`Area`]).
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 // SAFETY: words and starts are written only by the producing thread, at positions past the
@@ -140,20 +157,22 @@ impl Area {
     /// A ring of `capacity` words (a power of two, at least 8).
     fn new(capacity: usize) -> Self {
         debug_assert!(capacity.is_power_of_two() && capacity >= 8);
-        let cells = |n: usize| (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        fn cells<T>(n: usize) -> Box<[UnsafeCell<MaybeUninit<T>>]> {
+            (0..n).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect()
+        }
         Self {
             words: cells(capacity),
             starts: cells(capacity / 8),
-            tail: AtomicUsize::new(0),
-            head: AtomicUsize::new(0),
+            tail: CachePadded(AtomicUsize::new(0)),
+            head: CachePadded(AtomicUsize::new(0)),
         }
     }
 
-    /// Producer: the address of word 0 of `cells` (the std facade's cell is
-    /// `repr(transparent)`, so word `i` is at `base().add(i)`).
-    fn base(cells: &[UnsafeCell<MaybeUninit<u64>>]) -> *mut u64 {
+    /// Producer: the address of entry 0 of `cells` (the std facade's cell is
+    /// `repr(transparent)`, so entry `i` is at `base().add(i)`).
+    fn base<T>(cells: &[UnsafeCell<MaybeUninit<T>>]) -> *mut T {
         assert!(!cells.is_empty(), "a ring has room for at least one entry");
-        cells[0].with_mut(|p| p.cast::<u64>())
+        cells[0].with_mut(|p| p.cast::<T>())
     }
 
     /// Producer: records `[.., tail)` are written.
@@ -184,17 +203,20 @@ impl Area {
         self.head.store(end, Ordering::Release);
     }
 
-    /// Consumer: pushes a pointer to each record of `range` onto `out`, from the starts alone
-    /// (the records themselves are not touched).
-    fn collect(&self, range: std::ops::Range<usize>, out: &mut Vec<*const BufferRecordHeader>) {
-        let (mask, start_mask) = (self.words.len() - 1, self.starts.len() - 1);
-        out.reserve(range.len());
-        for r in range {
-            // SAFETY: record `r` is published and its start not reused until `release` (see
-            // the `Sync` impl).
-            let start = self.starts[r & start_mask].with(|p| unsafe { (*p).assume_init() });
-            out.push(self.words[start as usize & mask].with(|p| p.cast::<BufferRecordHeader>()));
-        }
+    /// Consumer: the entries of `starts` that hold the addresses of the records of `range`,
+    /// as at most two runs of indices (the second when the range wraps the array's end). Reads
+    /// nothing: the runs are handed to the callback in place.
+    fn runs(&self, range: std::ops::Range<usize>) -> [std::ops::Range<usize>; 2] {
+        let n = self.starts.len();
+        let first = range.start & (n - 1);
+        let len = range.len().min(n);
+        let head = len.min(n - first);
+        [first..first + head, 0..len - head]
+    }
+
+    /// Consumer: the address of `starts[i]` (no access).
+    fn start_entry(&self, i: usize) -> *const *const BufferRecordHeader {
+        self.starts[i].with(|p| p.cast::<*const BufferRecordHeader>())
     }
 }
 
@@ -318,7 +340,7 @@ pub(crate) struct Staging {
     /// `area`'s first word and first start, and their index masks (copies: no dependent loads
     /// per record).
     base: *mut u64,
-    starts: *mut u64,
+    starts: *mut *const BufferRecordHeader,
     mask: usize,
     start_mask: usize,
     area: Arc<Area>,
@@ -337,8 +359,9 @@ impl Staging {
         //   the record's length) and not yet published, so ours alone (see `Area`);
         // - the start entry is not one the consumer reads (see `Area::starts`).
         unsafe {
-            payload.store(layout, self.base.add(self.tail & self.mask), head);
-            self.starts.add(self.records & self.start_mask).write(self.tail as u64);
+            let at = self.base.add(self.tail & self.mask);
+            payload.store(layout, at, head);
+            self.starts.add(self.records & self.start_mask).write(at.cast());
         }
         self.tail += layout.words();
         self.records += 1;
@@ -352,8 +375,12 @@ impl Staging {
             self.tail
         } else {
             // SAFETY: record `h` is staged (below `records`), so its start entry holds its
-            // position; only this thread writes it.
-            unsafe { self.starts.add(h & self.start_mask).read() as usize }
+            // address; only this thread writes it.
+            let at = unsafe { self.starts.add(h & self.start_mask).read() };
+            let index = (at.addr() - self.base.addr()) / 8;
+            // Its word position: the one with that index in the last `capacity` words before
+            // `tail` (it is staged, so it starts there; `tail - capacity` when the ring is full).
+            self.tail - (self.tail.wrapping_sub(index).wrapping_sub(1) & self.mask) - 1
         }
     }
 }
@@ -597,16 +624,25 @@ impl Buffer {
         }
     }
 
-    /// Delivers every published record of every ring and the late staging in one callback,
-    /// then releases their space (the delivery lock is held: `d`).
+    /// Delivers every published record of every ring (a callback per run of its addresses)
+    /// and the late staging (one more), then releases their space (the delivery lock is held:
+    /// `d`). With nothing to deliver, one call reports the drops counted since the last.
     fn drain(&self, d: &mut Delivery) {
         let Delivery { areas, records, ends } = d;
         records.clear();
         ends.clear();
+        let mut called = false;
         for area in areas.iter() {
             let r = area.take();
             ends.push(r.end);
-            area.collect(r, records);
+            for run in area.runs(r) {
+                if !run.is_empty() {
+                    // The entries of `run` hold the addresses of published records, not written
+                    // again before `release` below (see `Area`).
+                    self.call(area.start_entry(run.start), run.len());
+                    called = true;
+                }
+            }
         }
         let late = std::mem::take(&mut *lock(&self.late));
         let mut pos = 0;
@@ -618,7 +654,9 @@ impl Buffer {
             records.push(late[pos..].as_ptr().cast());
             pos += words;
         }
-        self.call(records.as_ptr(), records.len());
+        if !records.is_empty() || !called {
+            self.call(records.as_ptr(), records.len());
+        }
         records.clear();
         for (area, end) in areas.iter().zip(ends.iter()) {
             area.release(*end);
@@ -884,9 +922,10 @@ mod loom_tests {
     /// One producer staging three one-header records (8 words) into a ring of 8 words, so it
     /// must wait for the consumer's `release` before it reuses the words and the start entry,
     /// while a consumer delivers until it has them all, through the shipped `publish`, `head`,
-    /// `take`, `collect` and `release`: every record is read exactly once, with the value
-    /// written, and never after it was overwritten. (Words are written and read through the
-    /// cells here: the shipped path uses raw pointers, which loom cannot follow.)
+    /// `take`, `runs` and `release`: every record is read exactly once, with the value
+    /// written, and never after it was overwritten. (Words and start entries are written and
+    /// read through the cells here: the shipped path uses raw pointers, which loom cannot
+    /// follow.)
     #[test]
     fn loom_staging_ring_delivers_each_record_once() {
         loom::model(|| {
@@ -901,7 +940,8 @@ mod loom_tests {
                         let start = record * 8;
                         // SAFETY: the record's words and start entry were released: ours.
                         area.words[start % 8].with_mut(|p| unsafe { p.write(MaybeUninit::new(v)) });
-                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(start as u64)) });
+                        let at = area.words[start % 8].with(|p| p.cast::<super::BufferRecordHeader>());
+                        area.starts[0].with_mut(|p| unsafe { p.write(MaybeUninit::new(at)) });
                         area.publish(record + 1);
                     }
                 })
@@ -910,7 +950,13 @@ mod loom_tests {
             while seen.len() < 3 {
                 let r = area.take();
                 let mut out = Vec::new();
-                area.collect(r.clone(), &mut out);
+                for run in area.runs(r.clone()) {
+                    for i in run {
+                        // SAFETY: the start entry of a published record, not reused before
+                        // `release`.
+                        out.push(area.starts[i].with(|p| unsafe { (*p).assume_init() }));
+                    }
+                }
                 assert_eq!(out.len(), r.len());
                 for ptr in out {
                     // The record's first word, read through its cell (found by its address).

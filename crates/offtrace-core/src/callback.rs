@@ -595,7 +595,7 @@ where
 #[inline(always)]
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
-    if mask & 0xff != 0 {
+    if mask & 0xff != 0 && !(direct::applies(mask) && direct::activity(kind, op, correlation, &payload)) {
         complete_slow(kind, op, correlation, &payload, mask);
     }
     if let Some(mask) = NonZeroU32::new(mask >> BUFFER_SHIFT) {

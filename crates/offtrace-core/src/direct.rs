@@ -15,15 +15,20 @@
 //!   ([`crate::emit_enter_with`] skips the builder) and calls nothing;
 //! - its exit calls [`DirectSink::api_call`] once, with the start time and the exit's payload;
 //! - an instant calls [`DirectSink::record`], and so do the enter and the exit of a call of
-//!   another kind (waits, tasks, ranges: the recorder writes an entry for each).
+//!   another kind (waits, tasks, ranges: the recorder writes an entry for each);
+//! - a completion ([`crate::emit_activity`]: phase COMPLETE, the correlation id given) calls
+//!   [`DirectSink::record`] too. A backend that completes its commands in batches on a thread
+//!   of its own (the OpenCL layer's harvest) pays one sink call per command instead of the
+//!   services' slot, busy mark and callback record.
 //!
 //! What the sink sees equals what its context's callback would have seen (kind, operation,
 //! phase, correlation ids, payload; the recorder builds the same ring entries from either, test
 //! `direct_and_services_paths_write_the_same_records` in `offtrace-recorder`). Everything the
 //! services do for the other kinds and contexts is unchanged: as soon as a tool starts a service
 //! for a kind, that kind's emits take the services' path again (a call entered on one path exits
-//! on it). Not direct: completions (`emit_activity`), and any emit on a thread inside a callback
-//! or buffer delivery (the services' rules of re-entrancy apply there).
+//! on it). Not direct: any emit on a thread inside a callback or buffer delivery (the services'
+//! rules of re-entrancy apply there), and a completion's buffer-service part (a kind with a
+//! started buffer service has more than the sink's bit in its mask).
 //!
 //! Cost: the test is one more relaxed load (the sink's bit) compared with the kind's mask. An API
 //! enter is a thread-local frame and one clock reading; its exit and each instant one call of the
@@ -265,6 +270,26 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
     // command enqueued by a thread that makes no later OpenCL call got none).
     if reported && let Some(hook) = crate::correlation::reported_hook() {
         hook(current, kind);
+    }
+    true
+}
+
+/// The direct delivery of a completion ([`crate::emit_activity`]'s callback part) of the
+/// command with correlation id `correlation`, at the time of the call (as the services' callback
+/// sees it); `false`: take the services' path.
+#[inline(never)]
+pub(crate) fn activity(kind: Kind, op: u32, correlation: u64, payload: &Payload<'_>) -> bool {
+    let t = crate::correlation::thread_state();
+    if !quiet(t) {
+        return false;
+    }
+    // As in the services: a payload of another kind reaches a callback as null, and the
+    // recorder records nothing for a null payload.
+    if payload.kind() == Some(kind)
+        && let Some(sink) = sink()
+    {
+        let record = DirectRecord { kind, operation: op, phase: Phase::Complete, correlation, ts: timestamp_ns() };
+        (sink.record)(&record, payload);
     }
     true
 }

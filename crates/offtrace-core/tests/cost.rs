@@ -40,6 +40,10 @@ fn instructions() {
     let n: u64 = std::env::var("COST_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let ctx = create_context().unwrap();
     let rec = 104; // the buffer sizes of the fixed 104-byte records, for side-by-side numbers
+    // Other sizes for experiments (the numbers in docs/overhead.md use these defaults).
+    let env_bytes =
+        |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (size, watermark) = (env_bytes("COST_BUFFER_BYTES", 4096 * rec), env_bytes("COST_WATERMARK_BYTES", 2048 * rec));
     // SAFETY: the no-op callbacks are sound for any record.
     unsafe {
         if op == "callback" {
@@ -48,8 +52,7 @@ fn instructions() {
             configure_callback_tracing_service(ctx, Kind::Xpti, None, noop_cb, std::ptr::null_mut()).unwrap();
         } else {
             let buf =
-                create_buffer(ctx, 4096 * rec, 2048 * rec, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut())
-                    .unwrap();
+                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
             configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
         }

@@ -53,6 +53,9 @@ pub(crate) enum Command {
         work_dim: u32,
         global: [u64; 3],
         local: [u64; 3],
+        /// The kernel's name as its launch record gave it (an interned, process-lifetime string;
+        /// 0 before the launch record): its completion reuses it instead of a second look-up.
+        name: usize,
     },
     Copy {
         op: u32,
@@ -92,7 +95,7 @@ impl Command {
             }
             out
         };
-        Command::Kernel { kernel, work_dim, global: read(global), local: read(local) }
+        Command::Kernel { kernel, work_dim, global: read(global), local: read(local), name: 0 }
     }
 
     /// A copy; `direction` is `None` for USM / SVM copies, whose ends are looked up in the live
@@ -154,12 +157,24 @@ impl Command {
     }
 
     /// Emits `f` with this command's payload; `device_start` / `device_end` in the trace clock
-    /// (0 at enqueue, or when the device times never arrived).
-    fn with_payload(&self, queue: u64, device: u64, times: (u64, u64), f: impl FnOnce(Kind, u32, Payload<'_>)) {
+    /// (0 at enqueue, or when the device times never arrived). Returns the kernel name the
+    /// payload carried (null for other commands).
+    ///
+    /// A kernel's completion whose only consumer is the recorder (core's direct path) carries
+    /// the name its launch record had and no kernel arguments: the recorder keeps allocation
+    /// properties at launch only, so the second look-up of the kernel's table bought nothing.
+    /// A tool's callback (the services' path) gets the arguments at completion too.
+    fn with_payload(
+        &self,
+        queue: u64,
+        device: u64,
+        times: (u64, u64),
+        f: impl FnOnce(Kind, u32, Payload<'_>),
+    ) -> *const std::ffi::c_char {
         let (kind, op) = self.kind_op();
         let (device_start, device_end) = times;
         match *self {
-            Command::Kernel { kernel, work_dim, global, local } => {
+            Command::Kernel { kernel, work_dim, global, local, name } => {
                 let mut p = KernelDispatchPayload {
                     queue,
                     kernel,
@@ -172,10 +187,15 @@ impl Command {
                     device_end,
                     ..Default::default()
                 };
-                let (name, n) = crate::objects::kernel_info(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
-                p.kernel_name = name;
-                p.kernel_arg_count = n as u32;
+                if name != 0 && offtrace_core::direct_path_applies(Kind::KernelDispatch) {
+                    p.kernel_name = name as *const std::ffi::c_char;
+                } else {
+                    let (name, n) = crate::objects::kernel_info(kernel, &mut p.kernel_args[..MAX_KERNEL_ARGS]);
+                    p.kernel_name = name;
+                    p.kernel_arg_count = n as u32;
+                }
                 f(kind, op, Payload::KernelDispatch(&p));
+                p.kernel_name
             }
             Command::Copy { dst, src, size, direction, src_type, dst_type, .. } => {
                 let p = MemoryCopyPayload {
@@ -190,15 +210,18 @@ impl Command {
                     device_start,
                     device_end,
                 };
-                f(kind, op, Payload::MemoryCopy(&p))
+                f(kind, op, Payload::MemoryCopy(&p));
+                ptr::null()
             }
             Command::Fill { dst, pattern, pattern_size, size, .. } => {
                 let p = MemoryFillPayload { queue, dst, pattern, pattern_size, size, device, device_start, device_end };
-                f(kind, op, Payload::MemoryFill(&p))
+                f(kind, op, Payload::MemoryFill(&p));
+                ptr::null()
             }
             Command::Sync { count, .. } => {
                 let p = SyncPayload { object: queue, event_count: count, queue, device, device_start, device_end };
-                f(kind, op, Payload::Sync(&p))
+                f(kind, op, Payload::Sync(&p));
+                ptr::null()
             }
         }
     }
@@ -283,10 +306,14 @@ impl Submission {
         // it already; its device times complete it later (`emit_activity`, same correlation).
         let view = crate::queues::view(self.queue);
         let device = view.device;
+        let mut command = command;
         if !self.nested {
-            command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
+            let launched = command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
                 emit_instant(kind, op, offtrace_core::Phase::None, p)
             });
+            if let Command::Kernel { name, .. } = &mut command {
+                *name = launched as usize;
+            }
         }
         let event = if self.user_event.is_null() {
             self.local
@@ -369,7 +396,9 @@ pub(crate) struct Pending {
     counters: Option<Arc<CounterSet>>,
     host_before: u64,
     host_after: u64,
-    perf_at_start: Option<crate::perf::Snapshot>,
+    /// Boxed: only commands of queues with Codeplay counters have one, and every command of an
+    /// in-order queue is copied into its FIFO (`in_order.rs`).
+    perf_at_start: Option<Box<crate::perf::Snapshot>>,
     /// Issued inside another backend's API call: completes a [`Group`], not a record of its own.
     nested: bool,
 }
@@ -383,7 +412,7 @@ impl Pending {
             queue: 0x50,
             device: 0xd1,
             correlation: 1,
-            command: Command::Kernel { kernel: 0, work_dim: 1, global: [64, 1, 1], local: [0; 3] },
+            command: Command::Kernel { kernel: 0, work_dim: 1, global: [64, 1, 1], local: [0; 3], name: 0 },
             counters: None,
             host_before: 0,
             host_after: 0,
@@ -420,7 +449,7 @@ pub fn stats() -> (u64, u64, u64, u64) {
 
 extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
-        let snap = crate::perf::snapshot();
+        let snap = crate::perf::snapshot().map(Box::new);
         if let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.get_mut(&(user as u64))) {
             p.perf_at_start = snap;
         }
@@ -499,7 +528,7 @@ pub(crate) fn complete(
             set,
             times.map(|(s, e)| e.saturating_sub(s)),
             p.command.bytes(),
-            p.perf_at_start.as_ref(),
+            p.perf_at_start.as_deref(),
             perf_end.as_ref(),
         );
         crate::counters::emit_samples(set, p.device, p.correlation, (start, end), &values);

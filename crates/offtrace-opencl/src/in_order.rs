@@ -67,6 +67,10 @@ struct Entries {
     pushed: u64,
 }
 
+/// Commands a FIFO has room for from its first command on (a quarter of a millisecond of
+/// 1 µs kernels; about 30 KiB).
+const FIFO_START: usize = 256;
+
 /// Every FIFO of a live queue or with outstanding commands (the harvest thread's list).
 static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
 /// Commands in all FIFOs (a hint for the harvest thread: Relaxed, the FIFOs' locks are the truth).
@@ -106,6 +110,13 @@ impl Fifo {
     pub(crate) fn push(&self, p: Pending) -> u64 {
         let pushed = {
             let mut e = lock(&self.entries);
+            if e.commands.capacity() == 0 {
+                // Room for the commands a fast program enqueues between two harvests (one
+                // millisecond, the harvest thread's period): growing the FIFO step by step from
+                // empty copied it and, for its larger sizes, had malloc consolidate the runtime's
+                // freed small blocks, on the program's thread.
+                e.commands.reserve(FIFO_START);
+            }
             e.commands.push_back(p);
             e.pushed += 1;
             e.pushed

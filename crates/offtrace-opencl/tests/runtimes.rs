@@ -538,6 +538,33 @@ fn trace_matches_program(rt: Runtime) {
     }
     let kernels = done.iter().filter(|a| a.kind == KERNEL).count();
     assert_eq!(kernels, 5);
+    // A kernel's completion names what its launch record named (the completion reuses the
+    // launch's name instead of looking the kernel up again): kernel, name, geometry, queue.
+    for c in done.iter().filter(|a| a.kind == KERNEL) {
+        let launch = records
+            .iter()
+            .find_map(|r| match r {
+                Record::Activity(a) if a.kind == KERNEL && a.correlation == c.correlation && a.device_end == 0 => {
+                    Some(a)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{rt:?}: the launch record of {c:?}"));
+        assert_ne!(c.name.0, 0, "{rt:?}: a named completion");
+        assert_eq!(
+            (c.name, c.kernel, c.work_dim, c.global_size, c.local_size, c.queue, c.device),
+            (
+                launch.name,
+                launch.kernel,
+                launch.work_dim,
+                launch.global_size,
+                launch.local_size,
+                launch.queue,
+                launch.device
+            ),
+            "{rt:?}"
+        );
+    }
     assert!(records.iter().any(|r| matches!(r, Record::Queue(q) if q.queue != 0 && q.device != 0)), "{rt:?}: QUEUE");
     assert!(records.iter().any(|r| matches!(r, Record::Device(_))), "{rt:?}: DEVICE");
     assert!(records.iter().any(|r| matches!(r, Record::End { .. })), "{rt:?}: the trace ends cleanly");

@@ -101,7 +101,7 @@ fn workload(ctx: ContextId) {
     emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&cd));
     let cs = CounterPayload { counter: 1, value: 42, ts: 1_000, ..Default::default() };
     emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&cs));
-    // A completion (not direct on either path) and the allocation's free.
+    // A completion (it takes the direct path too) and the allocation's free.
     let done = MemoryCopyPayload { queue: 0x30, size: 256, device_start: 10, device_end: 20, ..Default::default() };
     emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, 77, 10, 20, Payload::MemoryCopy(&done));
     emit_memory_free(0x7000);
