@@ -4,12 +4,13 @@
 # (the bridge, the services, the recorder's entries); the writer thread whole. These do not
 # depend on the machine's load (the whole program's count does: the runtime's threads spin).
 # usage: callgrind-own.sh AGENT.so [AGENT.so ...]   (from the repository root, after a release build)
+# OPENCL=1: the agent also as the OpenCL layer (OPENCL_LAYERS=<agent>), as `offtrace record` runs it.
 V=${OFFTRACE_SYCL_VENV:-$PWD/.venv}
 for agent in "$@"; do
   out=$(mktemp -d /tmp/cg-own-XXXXXX)
   env -u XPTI_SUBSCRIBERS LD_LIBRARY_PATH=$V/lib OCL_ICD_FILENAMES=$V/lib/libintelocl.so OPENBLAS_NUM_THREADS=1 \
     XPTI_TRACE_ENABLE=1 XPTI_FRAMEWORK_DISPATCHER=$V/lib/libxptifw.so.1 UR_ENABLE_LAYERS=UR_LAYER_TRACING \
-    OFFTRACE_OUTPUT=$out/t.offtrace XPTI_SUBSCRIBERS=$agent \
+    OFFTRACE_OUTPUT=$out/t.offtrace XPTI_SUBSCRIBERS=$agent ${OPENCL:+OPENCL_LAYERS=$agent} \
     valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=$out/cg $V/bin/python \
     examples/sycl/usm_pipeline.py 200 > $out/log 2>&1
   total=$(grep -m1 Collected $out/log | awk '{print $4}')
@@ -26,6 +27,7 @@ for agent in "$@"; do
     t=$(echo "$ann" | awk '/offtrace_sycl::streams::trampoline/ {gsub(",","",$1); if ($1+0 > m) m=$1+0} END{print m+0}')
     app=$((app + t))
   done
-  echo "$(basename "$agent") $agent: whole program $total; application threads below the trampolines $app; writer thread $writer; own $((app + writer))"
+  records=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); print(struct.unpack_from("<Q",d,len(d)-12)[0] if d[-24:-20]==b"OTEN" else "?")' $out/t.offtrace 2>/dev/null)
+  echo "$(basename "$agent") $agent: whole program $total; application threads below the trampolines $app; writer thread $writer; own $((app + writer)); records $records"
   rm -rf "$out"
 done

@@ -324,6 +324,38 @@ impl<T: Copy + Send> Consumer<T> {
         }
     }
 
+    /// The records before `snapshot` (a value from [`Self::snapshot`]), read in place: the part
+    /// before the end of the slot array and the rest from its start. Nothing is freed until
+    /// [`Self::release`] (the recorder's writer decodes its entries straight from the ring
+    /// instead of copying them out first).
+    #[cfg(not(loom))]
+    pub fn peek(&self, snapshot: usize) -> (&[T], &[T]) {
+        let cap = self.shared.mask + 1;
+        let n = snapshot.wrapping_sub(self.head);
+        let n = if n > cap { 0 } else { n };
+        let start = self.head & self.shared.mask;
+        let first = n.min(cap - start);
+        let base = self.shared.slots.as_ptr().cast::<T>();
+        // SAFETY: as in `drain_to_vec`: slots [head, snapshot) were written by the producer
+        // before its Release store of an index >= snapshot, which our Acquire in `snapshot`
+        // observed; the producer does not write them again before `release` moves `head` past
+        // them, which takes `&mut self` and so ends these borrows first. `start + first <= cap`
+        // and `n - first <= cap` slots exist; `UnsafeCell<MaybeUninit<T>>` has `T`'s layout.
+        #[allow(unsafe_code)]
+        unsafe {
+            (std::slice::from_raw_parts(base.add(start), first), std::slice::from_raw_parts(base, n - first))
+        }
+    }
+
+    /// Frees the first `n` records (at most those readable now) for the producer.
+    #[cfg(not(loom))]
+    pub fn release(&mut self, n: usize) {
+        let n = n.min(self.snapshot().wrapping_sub(self.head));
+        self.head = self.head.wrapping_add(n);
+        // Release: as in `drain_to`, for the reads of the slices `peek` returned.
+        self.shared.head.0.store(self.head, Ordering::Release);
+    }
+
     /// Drains everything readable now.
     pub fn drain(&mut self, f: impl FnMut(T)) -> usize {
         let s = self.snapshot();
@@ -371,6 +403,24 @@ mod tests {
         assert_eq!(c.drain_to_vec(c.snapshot(), &mut got), 5);
         assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
         assert_eq!(c.drain_to_vec(c.snapshot().wrapping_sub(1), &mut got), 0, "an old snapshot reads nothing");
+    }
+
+    #[test]
+    fn peek_reads_in_place_until_release_frees_the_slots() {
+        let (mut p, mut c) = ring::<u32>(8);
+        assert!(p.push_slice(&[1, 2, 3, 4, 5, 6]));
+        let s = c.snapshot();
+        assert!(p.push_slice(&[7]));
+        assert_eq!(c.peek(s), (&[1, 2, 3, 4, 5, 6][..], &[][..]));
+        assert!(!p.push_slice(&[8, 9]), "peeked slots are not free");
+        c.release(4);
+        assert_eq!(c.peek(c.snapshot()), (&[5, 6, 7][..], &[][..]));
+        assert!(p.push_slice(&[8, 9, 10, 11])); // wraps around the end
+        assert_eq!(c.peek(c.snapshot()), (&[5, 6, 7, 8][..], &[9, 10, 11][..]));
+        assert_eq!(c.peek(c.snapshot().wrapping_sub(8)), (&[][..], &[][..]), "an old snapshot reads nothing");
+        c.release(100); // at most what is readable
+        assert!(c.is_empty());
+        assert!(p.push_slice(&[1; 8]));
     }
 
     #[test]

@@ -105,6 +105,11 @@ impl Encoder {
         crate::typed::encode_activity(&mut self.threads, &mut self.api_scratch, a, out);
     }
 
+    /// Encodes one task-graph record (format 3) whose `ts` is in raw ticks.
+    pub fn encode_task_graph(&mut self, r: &crate::record::TaskGraphRecord, out: &mut Vec<u8>) {
+        crate::typed::encode_task_graph(&mut self.threads, &mut self.api_scratch, r, out);
+    }
+
     /// Encodes one notification whose `ts` is in raw ticks.
     pub fn encode_notification(&mut self, n: &Notification, out: &mut Vec<u8>) {
         let (same_tid, st) = self.threads.switch_to(n.tid);

@@ -54,6 +54,7 @@ mod definition;
 mod encode;
 mod error;
 mod header;
+mod lz4;
 mod reader;
 mod record;
 mod records;

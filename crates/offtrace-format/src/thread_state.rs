@@ -100,6 +100,10 @@ pub(crate) struct ThreadStates {
     /// decode path of every record that changes thread (SipHash was a visible part of it).
     slot_of_tid: HashMap<u32, usize, BuildHasherDefault<KeyHasher>>,
     states: Vec<ThreadState>,
+    /// The states of the previous chunks' threads, emptied, their argument maps' capacity kept:
+    /// a chunk start would otherwise free every map and the chunk's first calls grow them again
+    /// (a recording closes a chunk at least once a second).
+    spare: Vec<ThreadState>,
     last_tid: Option<u32>,
     last_slot: usize,
 }
@@ -108,7 +112,11 @@ impl ThreadStates {
     /// Forgets every thread; keeps the capacity.
     pub fn reset(&mut self) {
         self.slot_of_tid.clear();
-        self.states.clear();
+        for s in self.states.drain(..) {
+            let mut api_args = s.api_args;
+            api_args.clear();
+            self.spare.push(ThreadState { api_args, ..ThreadState::default() });
+        }
         self.last_tid = None;
         self.last_slot = 0;
     }
@@ -127,7 +135,7 @@ impl ThreadStates {
             self.last_slot = match self.slot_of_tid.get(&tid) {
                 Some(&slot) if slot < self.states.len() => slot,
                 _ => {
-                    self.states.push(ThreadState::default());
+                    self.states.push(self.spare.pop().unwrap_or_default());
                     let slot = self.states.len() - 1;
                     self.slot_of_tid.insert(tid, slot);
                     slot

@@ -259,7 +259,12 @@ const _: () = assert!(TASK_GRAPH_MAX_BYTES <= SCRATCH);
 /// A task-graph record (the most frequent record of SYCL programs after API calls: a node, its
 /// edges and its signal per command) built in the scratch, as [`encode_api_call`] does: byte by
 /// byte into the chunk it cost about twice as many instructions.
-fn encode_task_graph(threads: &mut ThreadStates, scratch: &mut ApiScratch, r: &TaskGraphRecord, out: &mut Vec<u8>) {
+pub(crate) fn encode_task_graph(
+    threads: &mut ThreadStates,
+    scratch: &mut ApiScratch,
+    r: &TaskGraphRecord,
+    out: &mut Vec<u8>,
+) {
     let (same, st) = threads.switch_to(r.tid);
     let mut w = Bytes { buf: &mut scratch.0, len: 0 };
     w.byte(TAG_TASK_GRAPH);

@@ -3,15 +3,16 @@
 //! Records are encoded into an in-memory chunk. A chunk is closed by [`TraceWriter::flush_chunk`]
 //! (the agent calls it every ~100 ms), automatically when it reaches the chunk size (256 KiB by
 //! default), and by [`TraceWriter::finish`]. Closing compresses the chunk with LZ4 (kept raw if
-//! that does not shrink it), checksums it, writes it whole and flushes the underlying writer.
+//! that does not shrink it; `lz4.rs`), checksums it, writes it whole and flushes the underlying
+//! writer.
 //!
 //! Crash safety: once `flush_chunk` has returned `Ok`, the chunk has been handed to the OS
 //! (`Write::flush`), so a SIGKILL of the process leaves a file that reads up to and including
 //! that chunk. It is not `fsync`ed: a power loss may lose it.
 //!
 //! Cost: encoding a record appends to a buffer that keeps its capacity, so after warm-up (first
-//! chunk, first record of each thread) `write`/`write_notification` do not allocate. Closing a
-//! chunk allocates LZ4's 16 KiB hash table once per chunk.
+//! chunk, first record of each thread) `write`/`write_notification` do not allocate; nor does
+//! closing a chunk (the compressor's hash table and output buffer are kept).
 
 use std::io::Write;
 
@@ -39,6 +40,7 @@ pub struct TraceWriter<W: Write> {
     chunk_records: u32,
     /// Scratch for the compressed chunk.
     compressed: Vec<u8>,
+    lz4: crate::lz4::Lz4Compressor,
     chunk_limit: usize,
     chunks_written: u64,
     records_written: u64,
@@ -70,6 +72,7 @@ impl<W: Write> TraceWriter<W> {
             chunk: Vec::with_capacity(chunk_limit + 4096),
             chunk_records: 0,
             compressed: Vec::new(),
+            lz4: Default::default(),
             chunk_limit,
             chunks_written: 0,
             records_written: 0,
@@ -128,6 +131,17 @@ impl<W: Write> TraceWriter<W> {
         self.after_record(before)
     }
 
+    /// Appends one task-graph record (`ts` in raw ticks): the bytes of [`Self::write`] with a
+    /// [`Record::TaskGraph`], without building one (the recorder's most frequent record after
+    /// API calls in SYCL programs).
+    #[inline]
+    pub fn write_task_graph(&mut self, r: &crate::TaskGraphRecord) -> Result<(), WriteError> {
+        self.check_poisoned()?;
+        let before = self.chunk.len();
+        self.encoder.encode_task_graph(r, &mut self.chunk);
+        self.after_record(before)
+    }
+
     #[inline]
     fn after_record(&mut self, before: usize) -> Result<(), WriteError> {
         if self.chunk.len() > MAX_CHUNK_BYTES {
@@ -166,12 +180,7 @@ impl<W: Write> TraceWriter<W> {
         }
         let chunk = self.chunks_written;
         let offset = self.bytes_written;
-        let max = lz4_flex::block::get_maximum_output_size(self.chunk.len());
-        if self.compressed.len() < max {
-            self.compressed.resize(max, 0);
-        }
-        let compressed_len = lz4_flex::block::compress_into(&self.chunk, &mut self.compressed)
-            .map_err(|e| WriteError::Compress { chunk, reason: e.to_string() })?;
+        let compressed_len = self.lz4.compress(&self.chunk, &mut self.compressed);
         let (flags, payload) = if compressed_len < self.chunk.len() {
             (CHUNK_FLAG_LZ4, self.compressed.get(..compressed_len).unwrap_or(&self.chunk))
         } else {

@@ -6,7 +6,7 @@
 
 use offtrace_format::{
     Activity, ActivityRef, ApiArgs, ApiCall, ApiCallRef, CopyDirection, KernelAllocation, MemoryType, Record, StrId,
-    TraceHeader, TraceWriter, phase,
+    TaskGraphRecord, TraceHeader, TraceWriter, phase,
 };
 
 /// Calls that exercise every branch of the encoding: thread switches, result and external
@@ -60,7 +60,30 @@ fn in_today_header(v3_hex: &str) -> String {
     bytes[8] = offtrace_format::FORMAT_VERSION.to_le_bytes()[0];
     let crc = crc32fast::hash(&bytes[..60]);
     bytes[60..64].copy_from_slice(&crc.to_le_bytes());
-    hex(&bytes)
+    decompressed(&bytes)
+}
+
+/// The file header, then each chunk's magic, raw length, record count and records
+/// (decompressed), in hex.
+fn decompressed(file: &[u8]) -> String {
+    let mut text = hex(&file[..64]);
+    let mut at = 64;
+    while at + 24 <= file.len() {
+        let word = |i: usize| u32::from_le_bytes(file[at + i..at + i + 4].try_into().expect("4 bytes")) as usize;
+        let (flags, stored, raw) = (file[at + 4], word(8), word(12));
+        let payload = &file[at + 24..at + 24 + stored];
+        let records = if flags & 1 != 0 {
+            let mut out = vec![0; raw];
+            assert_eq!(lz4_flex::block::decompress_into(payload, &mut out).expect("an LZ4 block"), raw);
+            out
+        } else {
+            payload.to_vec()
+        };
+        text += &format!(" {} raw {raw} records {} {}", hex(&file[at..at + 4]), word(16), hex(&records));
+        at += 24 + stored;
+    }
+    assert_eq!(at, file.len(), "whole chunks");
+    text
 }
 
 #[test]
@@ -68,7 +91,7 @@ fn every_way_of_writing_an_api_call_gives_the_format_3_bytes() {
     // The whole file: the header (fixed for `monotonic()`) and one chunk.
     let expected = in_today_header(include_str!("fixtures/api_calls_v3.hex").trim());
     for how in 0..3 {
-        assert_eq!(hex(&write(how)), expected, "way {how}");
+        assert_eq!(decompressed(&write(how)), expected, "way {how}");
     }
 }
 
@@ -160,6 +183,34 @@ fn write_activities(borrowed: bool) -> Vec<u8> {
 #[test]
 fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
     let expected = in_today_header(include_str!("fixtures/activities_v3.hex").trim());
-    assert_eq!(hex(&write_activities(false)), expected, "owned");
-    assert_eq!(hex(&write_activities(true)), expected, "borrowed");
+    assert_eq!(decompressed(&write_activities(false)), expected, "owned");
+    assert_eq!(decompressed(&write_activities(true)), expected, "borrowed");
+}
+
+/// The recorder's task-graph path (`write_task_graph`, no `Record`) writes the bytes of `write`.
+#[test]
+fn a_task_graph_record_has_the_same_bytes_by_either_path() {
+    let records: Vec<TaskGraphRecord> = (0..40u64)
+        .map(|i| TaskGraphRecord {
+            op: (i % 4) as u32,
+            phase: (i % 3) as u8,
+            tid: 100 + (i % 3) as u32,
+            ts: 1_000 + i * 37,
+            correlation: i / 2,
+            node: 0x7f00_0000_0000 + i * 64,
+            source: i * 5,
+            target: i * 7,
+            name: StrId(i as u32 % 5),
+            event: if i % 2 == 0 { 0 } else { 0x5555_0000 + i },
+            queue: 0x50 + i % 2,
+        })
+        .collect();
+    let write = |fast: bool| {
+        let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+        for r in &records {
+            if fast { w.write_task_graph(r) } else { w.write(&Record::TaskGraph(*r)) }.expect("write");
+        }
+        w.finish().expect("finish")
+    };
+    assert_eq!(hex(&write(true)), hex(&write(false)));
 }

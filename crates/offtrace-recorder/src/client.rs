@@ -182,8 +182,20 @@ unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts:
     // everything else fits a small one, kernel completions included (they carry no allocation
     // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
     if kind == Kind::KernelDispatch && phase != Phase::Complete as u32 {
-        // SAFETY: forwarded.
-        unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, ts, payload) }
+        // The allocation properties are at most one per argument and one per implicit
+        // allocation: most launches (CUDA's included) fit a 40-word entry, and zero 320 bytes,
+        // not the 1 KiB of the largest.
+        // SAFETY: `payload` is a `KernelDispatchPayload` for this kind (the caller's contract).
+        let p = unsafe { &*payload.cast::<KernelDispatchPayload>() };
+        let most = (p.kernel_arg_count as usize).min(offtrace_core::MAX_KERNEL_ARGS)
+            + if p.implicit_allocations.is_null() { 0 } else { p.implicit_allocation_count as usize };
+        if KERNEL_COMPLETE_WORDS + 3 * most <= LAUNCH_WORDS {
+            // SAFETY: forwarded.
+            unsafe { typed_in::<LAUNCH_WORDS>(inner, local, kind, record, ts, payload) }
+        } else {
+            // SAFETY: forwarded.
+            unsafe { typed_in::<MAX_ENTRY_WORDS>(inner, local, kind, record, ts, payload) }
+        }
     } else if kind == Kind::KernelDispatch {
         // SAFETY: forwarded.
         unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, ts, payload) }
@@ -198,6 +210,8 @@ unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts:
 
 /// Words of a kernel completion's entry: the head and the fixed part (no allocation properties).
 const KERNEL_COMPLETE_WORDS: usize = HEAD_WORDS + crate::entry::KERNEL_FIXED;
+/// A launch with up to 8 allocation properties.
+const LAUNCH_WORDS: usize = KERNEL_COMPLETE_WORDS + 3 * 8;
 /// Words of a raw entry.
 const RAW_WORDS: usize = HEAD_WORDS + crate::recorder::RAW_BODY_WORDS;
 /// Words of the entries of the kinds other than kernel dispatches and raw records.
@@ -247,9 +261,10 @@ unsafe fn typed_in<const N: usize>(
                     // Each written straight into the entry (no array to fill and copy); at most
                     // `MAX_ALLOCATIONS`, the rest are cut.
                     // `b` holds them: MAX_ALLOCATIONS is what fits after the fixed part.
-                    let end = n + 3 * MAX_ALLOCATIONS;
+                    // Room for the allocations that fit both the entry and `MAX_ALLOCATIONS`.
+                    let end = (n + 3 * MAX_ALLOCATIONS).min(b.len());
                     for_each_kernel_allocation(p, |a| {
-                        if n < end {
+                        if n + 3 <= end {
                             b[n] = a.base;
                             b[n + 1] = a.size;
                             b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);

@@ -116,6 +116,37 @@ pub(crate) fn api_body(
     (flags, len + args.len())
 }
 
+/// A task-graph entry as its record (the writer's fast path: no [`Record`]); `None` for other
+/// tags or a short entry.
+#[inline]
+pub(crate) fn decode_task_graph(
+    tid: u32,
+    tag: u8,
+    ph: u8,
+    op: u32,
+    ts: u64,
+    correlation: u64,
+    body: &[u64],
+) -> Option<TaskGraphRecord> {
+    if u32::from(tag) != Kind::TaskGraph as u32 {
+        return None;
+    }
+    let &[node, source, target, name, event, queue, ..] = body else { return None };
+    Some(TaskGraphRecord {
+        op,
+        phase: ph,
+        tid,
+        ts,
+        correlation,
+        node,
+        source,
+        target,
+        name: str_id(name),
+        event,
+        queue,
+    })
+}
+
 /// An API call entry as its record, the arguments borrowed from the entry (the writer's fast
 /// path: no [`Record`], no argument copy); `None` when `tag` is not an API kind or the entry is
 /// too short. `flags` is the entry's phase byte.

@@ -44,11 +44,16 @@ pub struct Config {
     pub ring_words: usize,
     /// Never drop: a thread whose ring is full waits for the writer (see the module docs).
     pub lossless: bool,
-    /// How often the writer wakes without being asked, and closes a chunk at least this often
-    /// (what a crash can lose).
+    /// How often the writer wakes without being asked. It then closes the open chunk if the
+    /// chunk holds at least [`Config::min_timed_chunk_bytes`], or if [`Config::max_flush_delay`]
+    /// passed since the last chunk was closed (what a crash can lose: see `writer.rs`).
     pub flush_interval: Duration,
     /// Uncompressed bytes per chunk.
     pub chunk_bytes: usize,
+    /// The least encoded bytes for which the flush interval's timer closes a chunk.
+    pub min_timed_chunk_bytes: usize,
+    /// The longest a record waits for its chunk to be closed (at a flush interval's tick).
+    pub max_flush_delay: Duration,
 }
 
 impl Default for Config {
@@ -58,6 +63,8 @@ impl Default for Config {
             lossless: false,
             flush_interval: Duration::from_millis(100),
             chunk_bytes: offtrace_format::DEFAULT_CHUNK_BYTES,
+            min_timed_chunk_bytes: 64 << 10,
+            max_flush_delay: Duration::from_secs(1),
         }
     }
 }
@@ -78,6 +85,14 @@ impl Config {
     /// The configuration with another flush interval.
     pub fn with_flush_interval(mut self, d: Duration) -> Self {
         self.flush_interval = d;
+        self
+    }
+
+    /// The configuration whose timer closes chunks of at least `bytes`, or older than `delay`
+    /// (`0` and the flush interval: every chunk at every tick).
+    pub fn with_timed_chunks(mut self, bytes: usize, delay: Duration) -> Self {
+        self.min_timed_chunk_bytes = bytes;
+        self.max_flush_delay = delay;
         self
     }
 }
@@ -408,7 +423,7 @@ impl Local {
     #[inline]
     pub(crate) fn push(&mut self, inner: &Inner, words: &[u64]) {
         loop {
-            if self.producer.push_slice(words) {
+            if self.push_words(words) {
                 self.pushed = self.pushed.wrapping_add(words.len());
                 if self.pushed >= self.next_wake {
                     self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
@@ -423,6 +438,31 @@ impl Local {
             }
             full_wait(inner);
         }
+    }
+}
+
+impl Local {
+    /// One entry into the ring, published with one Release store; `false` when it does not fit.
+    /// Written word by word into the reserved slots: an entry is 5-20 words, for which
+    /// `push_slice`'s two `memcpy` calls (the second one empty but for one entry per lap) cost
+    /// more than the copy.
+    #[inline(always)]
+    fn push_words(&mut self, words: &[u64]) -> bool {
+        let Some(mut r) = self.producer.reserve(words.len()) else { return false };
+        match r.contiguous() {
+            Some(slots) => {
+                for (slot, &w) in slots.iter_mut().zip(words) {
+                    slot.write(w);
+                }
+            }
+            None => {
+                for (i, &w) in words.iter().enumerate() {
+                    r.set(i, w);
+                }
+            }
+        }
+        r.commit(words.len());
+        true
     }
 }
 

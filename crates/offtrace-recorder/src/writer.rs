@@ -4,7 +4,11 @@
 //! the queued definitions, (4) drain each ring up to its snapshot, turning entries into records
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
-//! flush interval passed, so a crash loses at most that much. The writer sleeps until a producer
+//! flush interval (100 ms) passed and the chunk holds at least `min_timed_chunk_bytes` (64 KiB
+//! of encoded records, about 3,000), or when `max_flush_delay` (1 s) passed. What a crash (a
+//! SIGKILL) can lose: the records of the open chunk, so at most the last 100 ms of a program
+//! that records 64 KiB or more in 100 ms, and at most the last second of any program. A
+//! `flush` request and the end of the recording close the chunk whatever its size. The writer sleeps until a producer
 //! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
 //! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
@@ -27,10 +31,11 @@ use std::time::Instant;
 
 use offtrace_core::Kind;
 use offtrace_format::{
-    ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TraceHeader, TraceWriter,
+    ActivityRef, ApiCallRef, ArgDef, DefinitionKey, KernelAllocation, OperationDef, Record, TaskGraphRecord,
+    TraceHeader, TraceWriter,
 };
 
-use crate::entry::{self, HEAD_WORDS, TAG_RAW};
+use crate::entry::{self, HEAD_WORDS, MAX_ENTRY_WORDS, TAG_RAW};
 use crate::recorder::{Config, Inner, LIFECYCLE, RawLayer, RingShared, current, install, uninstall};
 
 /// Where the writer sends records: the format's `TraceWriter`, or a test double.
@@ -46,6 +51,10 @@ pub trait TraceSink: Send {
     fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
         self.write(&Record::Activity(a.to_activity()))
     }
+    /// A task-graph record: by default written as a [`Record`].
+    fn write_task_graph(&mut self, r: &TaskGraphRecord) -> Result<(), String> {
+        self.write(&Record::TaskGraph(*r))
+    }
     fn flush_chunk(&mut self) -> Result<(), String>;
     /// Writes the end marker (after the `End` record).
     fn finish(self: Box<Self>) -> Result<(), String>;
@@ -54,6 +63,11 @@ pub trait TraceSink: Send {
     /// only).
     fn bytes(&self) -> u64 {
         0
+    }
+    /// Uncompressed bytes of the open chunk (whether the flush timer closes it); `None` for a
+    /// sink that does not know (then it closes one at every tick).
+    fn open_chunk_bytes(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -69,6 +83,10 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn write_activity(&mut self, a: &ActivityRef<'_>) -> Result<(), String> {
         TraceWriter::write_activity_ref(self, a).map_err(|e| e.to_string())
     }
+    #[inline]
+    fn write_task_graph(&mut self, r: &TaskGraphRecord) -> Result<(), String> {
+        TraceWriter::write_task_graph(self, r).map_err(|e| e.to_string())
+    }
     fn flush_chunk(&mut self) -> Result<(), String> {
         TraceWriter::flush_chunk(self).map_err(|e| e.to_string())
     }
@@ -76,7 +94,10 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
         TraceWriter::finish(*self).map(|_| ()).map_err(|e| e.to_string())
     }
     fn bytes(&self) -> u64 {
-        self.bytes_written() + self.open_chunk_bytes() as u64
+        self.bytes_written() + TraceWriter::open_chunk_bytes(self) as u64
+    }
+    fn open_chunk_bytes(&self) -> Option<usize> {
+        Some(TraceWriter::open_chunk_bytes(self))
     }
 }
 
@@ -117,6 +138,9 @@ pub enum FinishError {
     #[error("the writer thread panicked")]
     WriterPanicked,
 }
+
+/// Ring words decoded before their slots are given back to the producer.
+const DRAIN_BATCH_WORDS: usize = 8192;
 
 /// How long the last drain waits for a thread that is pushing (see [`Writer::quiesce`]).
 const QUIESCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -241,7 +265,6 @@ struct Writer {
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
     /// The operation of the last typed entry (defined already).
     last_op: Option<(u32, u32)>,
-    words: Vec<u64>,
     defs: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
@@ -265,18 +288,33 @@ impl Writer {
             Err(e) => self.error = Some(e),
         }
         if let Some(key) = DefinitionKey::of(r) {
+            self.keep_definition(key, r.clone());
+        }
+    }
+
+    /// [`Self::write`] of a definition the writer owns (the queued ones, the operations'): kept
+    /// by moving it, not by a copy of its strings.
+    fn write_owned(&mut self, r: Record) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.sink.write(&r) {
+            Ok(()) => self.records += 1,
+            Err(e) => self.error = Some(e),
+        }
+        if let Some(key) = DefinitionKey::of(&r) {
             self.keep_definition(key, r);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn keep_definition(&mut self, key: DefinitionKey, r: &Record) {
+    fn keep_definition(&mut self, key: DefinitionKey, r: Record) {
         match self.defined_at.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r.clone(),
+            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r,
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(self.defined.len());
-                self.defined.push(r.clone());
+                self.defined.push(r);
             }
         }
     }
@@ -325,7 +363,7 @@ impl Writer {
         let mut defs = std::mem::take(&mut self.defs);
         self.inner.defs.take_queue(&mut defs);
         for d in defs.drain(..) {
-            self.write(&d);
+            self.write_owned(d);
         }
         self.defs = defs;
     }
@@ -375,45 +413,51 @@ impl Writer {
         };
         self.write_definitions();
         if let Some(kd) = kind_def {
-            self.write(&kd);
+            self.write_owned(kd);
         }
-        self.write(&Record::OperationDef(def));
+        self.write_owned(Record::OperationDef(def));
     }
 
-    fn entries(&mut self, tid: u32) {
-        let words = std::mem::take(&mut self.words);
+    /// Turns the entries of a ring's readable words into records (see [`walk_entries`]).
+    fn entries(&mut self, tid: u32, a: &[u64], b: &[u64], limit: usize) -> usize {
         // A kernel dispatch's allocation properties, decoded from its entry (once per drain).
         let mut allocations = [KernelAllocation::default(); crate::entry::MAX_ALLOCATIONS];
-        let mut at = 0;
-        while at < words.len() {
-            let (n, tag, ph, op) = entry::parse_header(words[at]);
-            if n < HEAD_WORDS || at + n > words.len() {
-                break; // cannot happen: entries are pushed whole by this crate
+        walk_entries(a, b, limit, |e| self.entry(tid, e, &mut allocations))
+    }
+
+    #[inline]
+    fn entry(&mut self, tid: u32, e: &[u64], allocations: &mut [KernelAllocation; entry::MAX_ALLOCATIONS]) {
+        let (_, tag, ph, op) = entry::parse_header(e[0]);
+        let (ts, correlation) = (e[1], e[2]);
+        let body = &e[HEAD_WORDS..];
+        if tag == TAG_RAW {
+            let inner: &'static Inner = self.inner;
+            if let Some(layer) = inner.raw.get() {
+                // Definitions queued while the entry was encoded, then its records written
+                // as they are decoded (a record is large: no list of them, no moves).
+                self.write_definitions();
+                layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
             }
-            let (ts, correlation) = (words[at + 1], words[at + 2]);
-            let body = &words[at + HEAD_WORDS..at + n];
-            if tag == TAG_RAW {
-                let inner: &'static Inner = self.inner;
-                if let Some(layer) = inner.raw.get() {
-                    // Definitions queued while the entry was encoded, then its records written
-                    // as they are decoded (a record is large: no list of them, no moves).
-                    self.write_definitions();
-                    layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
+        } else if let Some(r) = entry::decode_task_graph(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            if self.error.is_none() {
+                match self.sink.write_task_graph(&r) {
+                    Ok(()) => self.records += 1,
+                    Err(e) => self.error = Some(e),
                 }
-            } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
-                self.define_operation(u32::from(tag), op);
-                self.write_api_call(&a);
-            } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, &mut allocations) {
-                self.define_operation(u32::from(tag), op);
-                self.write_activity(&a);
-            } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
-                self.define_operation(u32::from(tag), op);
-                self.write(&r);
             }
-            at += n;
+        } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            self.write_api_call(&a);
+        } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, allocations) {
+            self.define_operation(u32::from(tag), op);
+            self.write_activity(&a);
+        } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
+            self.define_operation(u32::from(tag), op);
+            // Borrowed: moving a `Record` (264 bytes) is a block copy per record, and these are
+            // rarely definitions.
+            self.write(&r);
         }
-        self.words = words;
-        self.words.clear();
     }
 
     fn cycle(&mut self, last: bool) {
@@ -427,11 +471,21 @@ impl Writer {
             // Acquire before draining: the orphan flag's Release follows the thread's last push.
             let orphaned = r.orphaned.load(Ordering::Acquire);
             {
+                // Held while the entries are decoded in place: only this thread takes it (the
+                // producer pushes without it); the slots are freed for the producer after.
                 let mut c = r.consumer.lock().unwrap_or_else(|e| e.into_inner());
                 let snap = if orphaned { c.snapshot() } else { snap };
-                c.drain_to_vec(snap, &mut self.words);
+                // In batches: the slots of each batch go back to the producer as soon as it is
+                // written, as they did when the drain copied them out first.
+                loop {
+                    let (a, b) = c.peek(snap);
+                    let used = self.entries(r.tid, a, b, DRAIN_BATCH_WORDS);
+                    c.release(used);
+                    if used == 0 {
+                        break;
+                    }
+                }
             }
-            self.entries(r.tid);
             if orphaned {
                 gone.push(Arc::as_ptr(r));
             }
@@ -442,7 +496,7 @@ impl Writer {
             all.retain(|r| !gone.contains(&Arc::as_ptr(r)));
         }
         let requested = self.inner.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0;
-        if last || requested != self.flushes_served || self.last_flush.elapsed() >= self.inner.config.flush_interval {
+        if last || requested != self.flushes_served || self.timed_close_due() {
             self.last_flush = Instant::now();
             if self.error.is_none()
                 && let Err(e) = self.sink.flush_chunk()
@@ -460,6 +514,18 @@ impl Writer {
                 cv.notify_all();
             }
         }
+    }
+
+    /// Whether the flush timer closes the open chunk now: one interval passed and the chunk is
+    /// large enough to be worth its own LZ4 block, header and write, or the longest delay passed.
+    /// A slow program (a run under valgrind records ~10 KB per 100 ms) would otherwise close a
+    /// chunk of a few hundred records at every tick.
+    fn timed_close_due(&self) -> bool {
+        let config = &self.inner.config;
+        let since = self.last_flush.elapsed();
+        since >= config.flush_interval
+            && (since >= config.max_flush_delay
+                || self.sink.open_chunk_bytes().is_none_or(|open| open >= config.min_timed_chunk_bytes))
     }
 
     /// Before the last drain: waits until no thread is registering a ring or between its second
@@ -511,6 +577,47 @@ impl Writer {
     }
 }
 
+/// Passes each whole entry of `a` then `b` (a ring's readable words, read in place: see
+/// `Consumer::peek`) that starts before `limit` words to `f`; returns the words used. An entry
+/// that wraps around the ring's end (from `a` into `b`) is put together in a scratch first.
+fn walk_entries(a: &[u64], b: &[u64], limit: usize, mut f: impl FnMut(&[u64])) -> usize {
+    let mut wrapped = [0u64; MAX_ENTRY_WORDS];
+    let mut at = 0;
+    for (part, words) in [a, b].into_iter().enumerate() {
+        let mut i = 0;
+        if part == 1 {
+            if at < a.len() {
+                return at; // stopped inside `a` (the limit)
+            }
+            i = at - a.len(); // past the rest of an entry that wrapped
+        }
+        while at < limit
+            && let Some(&head) = words.get(i)
+        {
+            let n = entry::parse_header(head).0;
+            if !(HEAD_WORDS..=MAX_ENTRY_WORDS).contains(&n) {
+                // Cannot happen (this crate pushes entries whole); were it to, the rest of the
+                // drain is skipped rather than read again forever.
+                return a.len() + b.len();
+            }
+            let entry = match words.get(i..i + n) {
+                Some(e) => e,
+                None if part == 0 && n - (words.len() - i) <= b.len() => {
+                    let (tail, rest) = wrapped[..n].split_at_mut(words.len() - i);
+                    tail.copy_from_slice(&words[i..]);
+                    rest.copy_from_slice(&b[..rest.len()]);
+                    &wrapped[..n]
+                }
+                None => return a.len() + b.len(), // cannot happen either (as above)
+            };
+            f(entry);
+            i += n;
+            at += n;
+        }
+    }
+    at
+}
+
 fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
     let mut w = Writer {
         inner,
@@ -521,7 +628,6 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
         last_op: None,
-        words: Vec::new(),
         defs: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),
@@ -558,4 +664,57 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         result = Err(e);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries of 3..=9 words (header: the length; then the entry's index), `count` of them.
+    fn entries(count: u64) -> Vec<u64> {
+        let mut words = Vec::new();
+        for k in 0..count {
+            let n = 3 + (k % 7) as usize;
+            words.push(entry::header(n, 1, 0, 0));
+            words.extend(std::iter::repeat_n(k, n - 1));
+        }
+        words
+    }
+
+    /// Every split of the words into the ring's two parts and every limit: the entries come out
+    /// whole and in order, each once, when the walk is resumed after the words it used (as the
+    /// writer's drain loop does).
+    #[test]
+    fn walk_entries_resumes_whole_entries_in_order_at_every_split_and_limit() {
+        let words = entries(12);
+        for split in 0..=words.len() {
+            for limit in 1..=words.len() + 1 {
+                let mut seen = Vec::new();
+                let mut from = 0;
+                while from < words.len() {
+                    let rest = &words[from..];
+                    let cut = split.saturating_sub(from).min(rest.len());
+                    let (a, b) = rest.split_at(cut);
+                    let used = walk_entries(a, b, limit, |e| {
+                        assert!(e[1..].iter().all(|&v| v == e[1]), "split {split} limit {limit}: torn {e:?}");
+                        assert_eq!(e.len(), entry::parse_header(e[0]).0);
+                        seen.push(e[1]);
+                    });
+                    assert!(used > 0, "split {split} limit {limit}: no progress at {from}");
+                    from += used;
+                }
+                assert_eq!(seen, (0..12).collect::<Vec<u64>>(), "split {split} limit {limit}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_header_skips_the_rest_of_the_drain() {
+        let mut words = entries(3);
+        words.push(1); // a length below the header's
+        words.extend(entries(2));
+        let mut seen = 0;
+        assert_eq!(walk_entries(&words, &[], usize::MAX, |_| seen += 1), words.len());
+        assert_eq!(seen, 3);
+    }
 }

@@ -144,6 +144,115 @@ fn lossless_never_drops() {
     assert!(!records.iter().any(|r| matches!(r, Record::Drops { .. })));
 }
 
+/// Entries of every length through a tiny ring: most laps end inside an entry, which the writer
+/// reads in two parts (the ring's end and its start); and through a ring larger than the
+/// writer's drain batch, so that a batch ends inside the first part of a wrapped drain. Each
+/// call arrives once, in order, whole.
+#[test]
+fn entries_that_wrap_around_the_ring_end_arrive_whole() {
+    for ring_words in [256, 1 << 15] {
+        wrap_around(ring_words);
+    }
+}
+
+fn wrap_around(ring_words: usize) {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let config =
+        Config::default().with_ring_words(ring_words).with_lossless(true).with_flush_interval(Duration::from_secs(5));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    const N: u64 = 40_000;
+    for i in 0..N {
+        let args: Vec<u64> = (0..1 + i % 7).map(|a| i * 8 + a).collect();
+        let p = ApiCallPayload::new(19, &args);
+        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+        emit_exit(t, Payload::UrApi(&p));
+    }
+    destroy_context(ctx).unwrap();
+    assert_eq!(finish().unwrap().drops, 0);
+    let records = read(&path);
+    let calls = calls(&records);
+    assert_eq!(calls.len() as u64, N);
+    for (i, c) in (0..N).zip(&calls) {
+        let want: Vec<u64> = (0..1 + i % 7).map(|a| i * 8 + a).collect();
+        assert_eq!(c.args.as_slice(), &want[..], "call {i}");
+    }
+}
+
+/// The flush timer closes a chunk only once it holds `min_timed_chunk_bytes`, or once the
+/// longest delay passed: a few records wait (and are in the trace at the end); 100 KB of them
+/// are on disk at the next tick.
+#[test]
+fn the_timer_closes_small_chunks_only_after_the_longest_delay() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    let header = offtrace_format::FILE_HEADER_LEN as u64;
+    let config = Config::default()
+        .with_flush_interval(Duration::from_millis(10))
+        .with_timed_chunks(64 << 10, Duration::from_secs(20));
+    start_file(config, &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let call = |i: u64| {
+        let p = ApiCallPayload::new(19, &[i, i * 3, 0x5555_0000_0000 | (i * 7919 % 65_536)]);
+        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+        emit_exit(t, Payload::UrApi(&p));
+    };
+    for i in 0..10 {
+        call(i);
+    }
+    std::thread::sleep(Duration::from_millis(300)); // 30 ticks
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), header, "a chunk of 10 records waits");
+    for i in 10..8_000 {
+        call(i);
+    }
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&path).unwrap().len() == header {
+        assert!(t0.elapsed() < Duration::from_secs(15), "a chunk of 8,000 records is closed at a tick");
+        std::thread::sleep(Duration::from_millis(10)); // poll interval: the condition decides
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    assert_eq!(calls(&read(&path)).len(), 8_000);
+}
+
+/// A launch's allocation properties, as many as its arguments point into and its implicit
+/// allocations: 3 (the small entry), and 30 (the largest), each with its argument index.
+#[test]
+fn launches_keep_every_allocation_their_arguments_point_into() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let base = |i: u64| 0x7a00_0000_0000 + i * 0x10_0000;
+    for i in 0..30 {
+        record_alloc(base(i), 0x1000, MemoryType::Device);
+    }
+    for args in [3usize, 30] {
+        let mut kd = KernelDispatchPayload { queue: 0x50, device: 0x40, work_dim: 1, ..Default::default() };
+        kd.kernel_arg_count = args as u32;
+        for (a, v) in kd.kernel_args[..args].iter_mut().enumerate() {
+            *v = base(a as u64) + 8;
+        }
+        emit_instant(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(&kd));
+    }
+    for i in 0..30 {
+        record_free(base(i));
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records = read(&path);
+    let launches = activities(&records);
+    let counts: Vec<usize> = launches.iter().map(|a| a.allocations.len()).collect();
+    assert_eq!(counts, [3, 30]);
+    for (i, a) in launches[1].allocations.iter().enumerate() {
+        assert_eq!((a.base, a.arg_index), (base(i as u64), i as i32));
+    }
+}
+
 /// A tiny ring in the default mode: what does not fit is dropped and counted in the trace;
 /// records written + drops = records emitted (no silent loss).
 #[test]
