@@ -447,13 +447,15 @@ fn summarize(path: &Path, shown: &Path) {
         && let Ok(Some(tail)) = TraceReader::open_at_last_chunk(path, &scan)
     {
         let end = tail.filter_map(Result::ok).find_map(|r| match r {
-            Record::End { drops, .. } => Some(drops),
+            Record::End { records, drops } => Some((records, drops)),
             _ => None,
         });
-        if let Some(drops) = end {
+        if let Some((records, drops)) = end {
+            // `End` counts each definition once, as `report` does (the framing's count includes
+            // the repeated definitions, docs/format.md).
             eprintln!(
                 "offtrace: {} records, {} dropped, {} ({})",
-                format::count(scan.records),
+                format::count(records),
                 format::count(drops),
                 shown.display(),
                 format::bytes(size)

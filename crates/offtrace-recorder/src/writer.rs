@@ -69,6 +69,11 @@ pub trait TraceSink: Send {
     fn open_chunk_bytes(&self) -> Option<usize> {
         None
     }
+    /// Records the sink has written, whoever wrote them (the file's `Info` records before the
+    /// writer started included); `None` for a sink that does not count.
+    fn records_written(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<W: Write + Send> TraceSink for TraceWriter<W> {
@@ -99,6 +104,9 @@ impl<W: Write + Send> TraceSink for TraceWriter<W> {
     fn open_chunk_bytes(&self) -> Option<usize> {
         Some(TraceWriter::open_chunk_bytes(self))
     }
+    fn records_written(&self) -> Option<u64> {
+        Some(TraceWriter::records_written(self))
+    }
 }
 
 /// Trace bytes between two repeats of the definitions, at least (see the module docs).
@@ -121,7 +129,7 @@ pub enum StartError {
 /// What a finished recording wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
-    /// Records written (definitions included, `End` excluded).
+    /// Records written (definitions included once, their repeats and `End` excluded).
     pub records: u64,
     /// Entries dropped because a ring was full (default mode).
     pub drops: u64,
@@ -260,6 +268,8 @@ struct Writer {
     sink: Box<dyn TraceSink>,
     error: Option<String>,
     records: u64,
+    /// Definitions written again ([`Writer::repeat_definitions`]), not in `records`.
+    repeated: u64,
     drops: u64,
     seen_kinds: HashSet<u32>,
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
@@ -328,8 +338,10 @@ impl Writer {
             if self.error.is_some() {
                 return;
             }
+            // A repeat is not a record of its own: the `End` record's count (what `record`
+            // prints) is what a reader delivers, each definition once.
             match self.sink.write(r) {
-                Ok(()) => self.records += 1,
+                Ok(()) => self.repeated += 1,
                 Err(e) => self.error = Some(e),
             }
         }
@@ -624,6 +636,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         sink,
         error: None,
         records: 0,
+        repeated: 0,
         drops: 0,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
@@ -652,7 +665,8 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
     if !w.defined.is_empty() {
         w.repeat_definitions();
     }
-    let (records, drops) = (w.records, w.drops);
+    let records = w.sink.records_written().map_or(w.records, |n| n.saturating_sub(w.repeated));
+    let drops = w.drops;
     w.write(&Record::End { records, drops });
     let mut result = match w.error.take() {
         Some(e) => Err(e),
