@@ -7,7 +7,10 @@
 //!
 //! - `ur_pair` / `ur_pair_empty`: a `function_with_args_begin` + `_end` pair of
 //!   `urEnqueueUSMMemcpy` on the agent's `ur.call` stream / on the baseline stream;
-//! - `task_begin` / `task_begin_empty`: a `task_begin` on an event with 6 metadata items.
+//! - `task_begin` / `task_begin_empty`: a `task_begin` on an event with 6 metadata items;
+//! - `graph` / `graph_empty`: one command's task-graph notifications as the SYCL runtime sends
+//!   them, `node_create`, `task_begin`, `signal`, `task_end`, on that event (four records: the
+//!   node, the task's enter and exit, the signal).
 //!
 //! `COST_N` iterations run in batches of 1024 inside [`measured_batch`]; between batches,
 //! outside it, `flush_now` lets the writer drain the ring (no drops). Count only what runs
@@ -20,13 +23,13 @@
 //! ```
 //!
 //! The agent's cost is `ur_pair − ur_pair_empty` (per pair: two notifications) and
-//! `task_begin − task_begin_empty`.
+//! `task_begin − task_begin_empty`, `graph − graph_empty` (per command: four notifications).
 //!
 //! [`wall`] times the same pairs (`ur_pair` and `ur_pair_empty` batches alternately, medians of
-//! `COST_ROUNDS` rounds of `COST_N` pairs) with the writer thread on another CPU than the
-//! measuring thread and no writer wake-up inside a timed batch: a ring large enough that the
-//! batch never reaches the quarter-full mark that wakes the writer, and every batch after a
-//! `flush_now` that has returned (the writer idle). What it prints is the record path's own
+//! `COST_ROUNDS` rounds of `COST_N` pairs; `COST_OP=graph`: the `graph` commands) with the
+//! writer thread on another CPU than the measuring thread and no writer wake-up inside a timed
+//! batch: a ring large enough that the batch never reaches the quarter-full mark that wakes the
+//! writer, and every batch after a `flush_now` that has returned (the writer idle). What it prints is the record path's own
 //! time on the calling thread:
 //!
 //! ```sh
@@ -76,7 +79,30 @@ fn measured_batch(x: &Xpti, op: &str, call: &mut MemcpyCall, inst: &mut u64, n: 
                 }
             }
         }
-        _ => panic!("unknown COST_OP {op:?}: ur_pair|ur_pair_empty|task_begin|task_begin_empty"),
+        "graph" | "graph_empty" => {
+            let stream = if op == "graph" { x.sycl_stream } else { x.empty_sycl };
+            for _ in 0..n {
+                *inst += 1;
+                graph_command(x, stream, black_box(*inst));
+            }
+        }
+        _ => panic!("unknown COST_OP {op:?}: ur_pair|ur_pair_empty|task_begin|task_begin_empty|graph|graph_empty"),
+    }
+}
+
+/// One command's task-graph notifications, as the SYCL runtime sends them: `node_create`,
+/// `task_begin`, `signal`, `task_end` of instance `i` on the 6-item event.
+fn graph_command(x: &Xpti, stream: u8, i: u64) {
+    let event = x.task_event as *mut TraceEventData;
+    let signalled = (0x7f00_0000_0000 + i * 64) as *const std::ffi::c_void;
+    // SAFETY: a live event of the dispatcher; user data as the runtime passes it (the node's
+    // name for a node or task, the signalled `ur_event_handle_t` for a signal).
+    unsafe {
+        let name = c"command_group_node".as_ptr().cast();
+        (x.notify)(stream, tt::NODE_CREATE, std::ptr::null_mut(), event, i, name);
+        (x.notify)(stream, tt::TASK_BEGIN, std::ptr::null_mut(), event, i, name);
+        (x.notify)(stream, tt::SIGNAL, std::ptr::null_mut(), event, i, signalled);
+        (x.notify)(stream, tt::TASK_END, std::ptr::null_mut(), event, i, name);
     }
 }
 
@@ -91,9 +117,16 @@ fn instructions() {
     unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
     let mut call = MemcpyCall::new();
     let mut inst = 0u64;
+    if op.starts_with("graph") {
+        // As in a SYCL program: UR calls arrive, so a task's end does not read its event's
+        // metadata for a dispatch of its own (the UR launch reports it).
+        inst += 1;
+        call.pair(&x, x.ur_stream, inst);
+    }
     let mut left = n;
     while left > 0 {
-        let k = left.min(BATCH);
+        // Four records per command: a quarter of the batch keeps the ring as full as the pairs do.
+        let k = left.min(if op.starts_with("graph") { BATCH / 4 } else { BATCH });
         measured_batch(&x, &op, &mut call, &mut inst, k);
         left -= k;
         offtrace_agent::recorder::flush_now();
@@ -139,27 +172,39 @@ fn wall() {
     unsafe { (x.stash)(c"queue_id".as_ptr(), 2) };
     let mut call = MemcpyCall::new();
     let mut inst = 0u64;
+    // COST_OP=graph: SYCL commands' task-graph notifications instead of UR pairs (one UR pair
+    // first, as `instructions` does).
+    let graph = std::env::var("COST_OP").is_ok_and(|op| op == "graph");
+    let (agent_stream, empty_stream) = if graph { (x.sycl_stream, x.empty_sycl) } else { (x.ur_stream, x.empty_ur) };
+    if graph {
+        inst += 1;
+        call.pair(&x, x.ur_stream, inst);
+    }
     let mut time = |stream: u8| {
         offtrace_agent::recorder::flush_now();
         let t0 = std::time::Instant::now();
         for _ in 0..n {
             inst += 1;
-            call.pair(&x, stream, black_box(inst));
+            if graph {
+                graph_command(&x, stream, black_box(inst));
+            } else {
+                call.pair(&x, stream, black_box(inst));
+            }
         }
         t0.elapsed().as_nanos() as f64 / n as f64
     };
     // Warm-up: thread registration, first interning, caches.
-    time(x.ur_stream);
-    time(x.empty_ur);
+    time(agent_stream);
+    time(empty_stream);
     let (mut agent, mut empty, mut diff) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         // Alternate which goes first: a load change between the two biases neither.
         let (a, e) = if r % 2 == 0 {
-            let a = time(x.ur_stream);
-            (a, time(x.empty_ur))
+            let a = time(agent_stream);
+            (a, time(empty_stream))
         } else {
-            let e = time(x.empty_ur);
-            (time(x.ur_stream), e)
+            let e = time(empty_stream);
+            (time(agent_stream), e)
         };
         agent.push(a);
         empty.push(e);
@@ -177,12 +222,13 @@ fn wall() {
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "wall ns per urEnqueueUSMMemcpy pair ({rounds} rounds of {n}, medians): agent {:.1}, empty {:.1}, \
+        "wall ns per {} ({rounds} rounds of {n}, medians): agent {:.1}, empty {:.1}, \
          agent - empty {:.1} ({:.1} per notification); trace clock read {:.1}; load {}",
+        if graph { "SYCL command (node, task begin, signal, task end)" } else { "urEnqueueUSMMemcpy pair" },
         median(&mut agent),
         median(&mut empty),
         median(&mut diff),
-        median(&mut diff.clone()) / 2.0,
+        median(&mut diff.clone()) / if graph { 4.0 } else { 2.0 },
         median(&mut clock),
         load.split_whitespace().next().unwrap_or("?"),
     );

@@ -883,7 +883,12 @@ struct PendingLaunch {
 /// the entry (the old event is gone); entries whose times were reported are removed. Bounded:
 /// at `MAX_PENDING` entries the table is emptied (times of those launches, if a program ever
 /// reads them, are not reported).
-static PENDING: std::sync::Mutex<BTreeMap<u64, PendingLaunch>> = std::sync::Mutex::new(BTreeMap::new());
+///
+/// A hash map of boxed entries: an entry is about 400 bytes (a kernel's payload with its
+/// arguments), and a `BTreeMap` moved up to eleven of them on each insertion and removal (about
+/// 900 instructions each); foldhash, as in the task graph's tables (handles, not hostile input).
+static PENDING: std::sync::Mutex<Option<PendingTable>> = std::sync::Mutex::new(None);
+type PendingTable = std::collections::HashMap<u64, Box<PendingLaunch>, foldhash::fast::FixedState>;
 const MAX_PENDING: usize = 1 << 16;
 
 /// Where an enqueue's queue, returned event and wait list are among its arguments
@@ -939,11 +944,13 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
         return;
     }
     let correlation = offtrace_core::current_correlation_id();
+    let entry = Box::new(PendingLaunch { launch, correlation, start: 0, end: 0 });
     let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    let t = t.get_or_insert_with(PendingTable::default);
     if t.len() >= MAX_PENDING {
         t.clear();
     }
-    t.insert(event, PendingLaunch { launch, correlation, start: 0, end: 0 });
+    t.insert(event, entry);
 }
 
 /// [`remember_launch`] for a kernel on a profiling queue.
@@ -967,6 +974,7 @@ fn profiling_info(event: u64, prop: u64, value: u64) {
     }
     let done = {
         let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = t.as_mut() else { return };
         let Some(e) = t.get_mut(&event) else { return };
         if prop == PROFILING_START {
             e.start = value;
@@ -978,7 +986,7 @@ fn profiling_info(event: u64, prop: u64, value: u64) {
         }
         t.remove(&event)
     };
-    let Some(e) = done else { return };
+    let Some(e) = done.map(|e| *e) else { return };
     let now = offtrace_core::timestamp_ns();
     const SAME_CLOCK: u64 = 600_000_000_000; // 10 minutes
     if e.end < e.start || now.abs_diff(e.end) > SAME_CLOCK {
@@ -1356,6 +1364,15 @@ const DEVICE_NAME_CAP: usize = 256;
 /// device activity names), from `queue_create`: graph nodes name their queue by id only.
 static QUEUE_IDS: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
 
+/// Bumped by every change of [`QUEUE_IDS`], under its write lock: nodes read the table through
+/// their thread's memo, without the lock.
+static QUEUE_ID_GENERATION: Generation = Generation::new();
+
+thread_local! {
+    /// This thread's last queue ids: a thread usually submits to one or two queues.
+    static QUEUE_ID_MEMO: Memo<u64, u64, 2> = const { Memo::new(0, 0) };
+}
+
 fn remember_queue_id(id: u64, queue: u64) {
     if id != 0 && queue != 0 {
         let mut m = QUEUE_IDS.write().unwrap_or_else(|e| e.into_inner());
@@ -1363,7 +1380,14 @@ fn remember_queue_id(id: u64, queue: u64) {
             m.clear();
         }
         m.insert(id, queue);
+        QUEUE_ID_GENERATION.bump();
     }
+}
+
+/// The queue handle of SYCL queue id `id` (0 = not known).
+fn queue_of_id(id: u64) -> u64 {
+    let locked = |id: u64| QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0);
+    QUEUE_ID_MEMO.try_with(|m| m.get(&QUEUE_ID_GENERATION, id, locked)).unwrap_or_else(|_| locked(id))
 }
 
 /// The task graph: node ids, their queues, names and the dependencies of commands the runtime
@@ -1471,14 +1495,18 @@ mod graph {
     /// # Safety
     /// `name` is null or a NUL-terminated string valid now.
     unsafe fn copy_name(name: *const c_char, out: &mut [u8]) {
-        out.fill(0);
-        if name.is_null() || out.is_empty() {
+        if out.is_empty() {
+            return;
+        }
+        if name.is_null() {
+            out[0] = 0;
             return;
         }
         // SAFETY: forwarded.
         let b = unsafe { CStr::from_ptr(name) }.to_bytes();
         let n = b.len().min(out.len() - 1);
         out[..n].copy_from_slice(&b[..n]);
+        out[n] = 0;
     }
 
     fn name_ptr(b: &[u8]) -> *const c_char {
@@ -1519,29 +1547,9 @@ mod graph {
     pub(super) unsafe fn node_create(d: &Dispatcher, e: &TraceEventData, instance: u64) {
         let node = if instance != 0 { instance } else { e.unique_id };
         put(&NODES, e.unique_id, node);
-        let (mut id, mut device, mut dev_name, mut dev_type) = (0u64, 0u64, [0u8; DEVICE_NAME_CAP], None);
-        let mut host = false;
         // SAFETY: forwarded.
-        unsafe {
-            for_metadata(d, e, |k, o| match k {
-                Key::QueueId => id = object_u64(o),
-                Key::SyclDevice => device = object_u64(o),
-                Key::SyclDeviceName => object_str(o, &mut dev_name),
-                Key::SyclDeviceType => {
-                    let mut b = [0u8; 8];
-                    object_str(o, &mut b);
-                    host = b.starts_with(b"HOST\0");
-                    dev_type = object_device_type(o);
-                }
-                _ => {}
-            })
-        };
-        crate::devices::learn_device(device, &dev_name, dev_type);
-        let queue = if id == 0 {
-            0
-        } else {
-            QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0)
-        };
+        let NodeMeta { queue_id, host } = unsafe { node_metadata(d, e) };
+        let queue = if queue_id == 0 { 0 } else { queue_of_id(queue_id) };
         let name = payload_name(e);
         // SAFETY: the payload's name is valid during the callback.
         let event = unsafe { virtual_node_event(name) };
@@ -1578,6 +1586,102 @@ mod graph {
             // SAFETY: the payload's name is valid during the callback.
             unsafe { copy_name(name, c_name) };
         });
+    }
+
+    /// What a node's record takes from its event's metadata.
+    #[derive(Clone, Copy)]
+    struct NodeMeta {
+        /// SYCL's `queue_id` (0 = none).
+        queue_id: u64,
+        /// A host task (`sycl_device_type` HOST).
+        host: bool,
+    }
+
+    /// The dispatcher's object ids of the values [`node_metadata`] reads: `queue_id`,
+    /// `sycl_device`, `sycl_device_name`, `sycl_device_type` ([`NO_OBJECT`]: absent).
+    type NodeMetaIds = [i32; 4];
+    const NO_OBJECT: i32 = -1;
+
+    /// A node metadata this thread read: its value ids, what they read, and whether the
+    /// `DEVICE` kind was wanted when its device was learnt.
+    #[derive(Clone, Copy)]
+    struct NodeMetaMemo {
+        ids: NodeMetaIds,
+        meta: NodeMeta,
+        device_kind: bool,
+    }
+
+    /// Distinct node metadata a thread keeps: a thread submitting to a few queues in turn (or
+    /// making virtual nodes between its commands) still finds its node's values.
+    const NODE_METAS: usize = 4;
+
+    thread_local! {
+        /// This thread's last [`NODE_METAS`] node metadata, and the entry the next miss replaces.
+        static NODE_META: ([Cell<Option<NodeMetaMemo>>; NODE_METAS], Cell<usize>) =
+            const { ([const { Cell::new(None) }; NODE_METAS], Cell::new(0)) };
+    }
+
+    /// The node's queue id and host flag; its device learnt (`learn_device`).
+    ///
+    /// A thread's nodes mostly carry the same values (its queue, its device): the dispatcher
+    /// interns metadata values (equal bytes, one object id; an id's bytes never change:
+    /// docs/reference/xpti-abi.md §2.3), so a node whose value ids equal the last node's has its
+    /// values too. Then no object is looked up through the dispatcher, nothing is copied, and
+    /// its device is not learnt again (learning the same device, name and type twice changes
+    /// nothing), unless the `DEVICE` kind was not wanted the first time.
+    ///
+    /// # Safety
+    /// `e` is a live event of the current callback.
+    unsafe fn node_metadata(d: &Dispatcher, e: &TraceEventData) -> NodeMeta {
+        let mut ids: NodeMetaIds = [NO_OBJECT; 4];
+        // SAFETY: forwarded.
+        unsafe {
+            for_metadata_ids(d, e, |k, v| match k {
+                Key::QueueId => ids[0] = v,
+                Key::SyclDevice => ids[1] = v,
+                Key::SyclDeviceName => ids[2] = v,
+                Key::SyclDeviceType => ids[3] = v,
+                _ => {}
+            })
+        };
+        let device_kind = kind_enabled(Kind::Device);
+        let remembered = NODE_META
+            .try_with(|(memo, _)| {
+                memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)))
+            })
+            .ok()
+            .flatten();
+        if let Some(m) = remembered {
+            return m.meta;
+        }
+        let (mut dev_name, mut dev_type) = ([0u8; DEVICE_NAME_CAP], None);
+        let mut meta = NodeMeta { queue_id: 0, host: false };
+        let mut device = 0;
+        for (i, &id) in ids.iter().enumerate() {
+            if id == NO_OBJECT {
+                continue;
+            }
+            // SAFETY: an object id of the event's live metadata map, owned by the dispatcher.
+            let o = unsafe { (d.lookup_object)(id) };
+            match i {
+                0 => meta.queue_id = object_u64(&o),
+                1 => device = object_u64(&o),
+                2 => object_str(&o, &mut dev_name),
+                _ => {
+                    let mut b = [0u8; 8];
+                    object_str(&o, &mut b);
+                    meta.host = b.starts_with(b"HOST\0");
+                    dev_type = object_device_type(&o);
+                }
+            }
+        }
+        crate::devices::learn_device(device, &dev_name, dev_type);
+        let _ = NODE_META.try_with(|(memo, next)| {
+            let i = next.get() % NODE_METAS;
+            memo[i].set(Some(NodeMetaMemo { ids, meta, device_kind }));
+            next.set(i + 1);
+        });
+        meta
     }
 
     /// An edge into the held-back node is held with it (the node's record must come first);
@@ -1754,7 +1858,9 @@ mod graph {
 /// # Safety
 /// `name` is null or a NUL-terminated string valid during the callback.
 unsafe fn virtual_node_event(name: *const c_char) -> u64 {
-    if name.is_null() {
+    // The first byte first: the other nodes' names (most of them) need no `strlen`.
+    // SAFETY: a non-null name is a C string (at least its NUL is readable).
+    if name.is_null() || unsafe { *name.cast::<u8>() } != b'v' {
         return 0;
     }
     // SAFETY: forwarded.
@@ -1833,23 +1939,29 @@ fn key_of(name: &[u8]) -> Key {
     }
 }
 
+/// A small direct-mapped cache of metadata key id → [`Key`] in front of `xptiLookupString`.
+type KeyCache = [Cell<(u32, Key)>; 32];
+
 thread_local! {
-    /// Metadata key id → [`Key`], a small per-thread cache in front of `xptiLookupString`.
-    static KEYS: RefCell<[(u32, Key); 32]> = const { RefCell::new([(0, Key::Other); 32]) };
+    /// This thread's [`KeyCache`]: one thread-local access per event, not per item.
+    static KEYS: KeyCache = const { [const { Cell::new((0, Key::Other)) }; 32] };
 }
 
-fn key(d: &Dispatcher, id: u32) -> Key {
+/// The [`Key`] of key id `id`, through `cache` when the thread still has one.
+fn key(cache: Option<&KeyCache>, d: &Dispatcher, id: u32) -> Key {
     let slot = (id as usize) % 32;
-    if let Ok(Some(k)) = KEYS.try_with(|c| {
-        let c = c.borrow();
-        (c[slot].0 == id && id != 0).then_some(c[slot].1)
-    }) {
-        return k;
+    if let Some(c) = cache {
+        let (cached, k) = c[slot].get();
+        if cached == id && id != 0 {
+            return k;
+        }
     }
     // SAFETY: xptiLookupString returns null or a NUL-terminated string the dispatcher owns.
     let p = unsafe { (d.lookup_string)(id) };
     let k = if p.is_null() { Key::Other } else { key_of(unsafe { CStr::from_ptr(p) }.to_bytes()) };
-    let _ = KEYS.try_with(|c| c.borrow_mut()[slot] = (id, k));
+    if let Some(c) = cache {
+        c[slot].set((id, k));
+    }
     k
 }
 
@@ -1862,20 +1974,34 @@ unsafe fn for_metadata(
     e: &TraceEventData,
     mut f: impl FnMut(Key, &offtrace_xpti_abi::abi::ObjectData),
 ) {
+    // SAFETY: forwarded; each value is an object id of this map, owned by the dispatcher.
+    unsafe { for_metadata_ids(d, e, |k, id| f(k, &(d.lookup_object)(id))) }
+}
+
+/// Calls `f(key, object id)` for each metadata item of `e` the bridge knows, without reading
+/// the objects.
+///
+/// # Safety
+/// `e` is a live event of the current callback.
+unsafe fn for_metadata_ids(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, i32)) {
     let map = &e.reserved.metadata;
-    let mut node = map.before_begin_next;
-    let mut n = 0;
-    while n < map.element_count.min(64) && !node.is_null() {
-        // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
-        let nd = unsafe { &*node };
-        let k = key(d, nd.key);
-        if k != Key::Other {
-            // SAFETY: the value is an object id of this map, owned by the dispatcher.
-            let o = unsafe { (d.lookup_object)(nd.value) };
-            f(k, &o);
+    let mut walk = |cache: Option<&KeyCache>| {
+        let mut node = map.before_begin_next;
+        let mut n = 0;
+        while n < map.element_count.min(64) && !node.is_null() {
+            // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
+            let nd = unsafe { &*node };
+            let k = key(cache, d, nd.key);
+            if k != Key::Other {
+                f(k, nd.value);
+            }
+            node = nd.next;
+            n += 1;
         }
-        node = nd.next;
-        n += 1;
+    };
+    // A thread in teardown (its thread-locals gone) looks every key up.
+    if KEYS.try_with(|c| walk(Some(c))).is_err() {
+        walk(None);
     }
 }
 

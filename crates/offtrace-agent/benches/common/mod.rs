@@ -98,7 +98,9 @@ pub fn setup_with_ring(ring_records: &str) -> Option<Xpti> {
         for t in [tt::FUNCTION_WITH_ARGS_BEGIN, tt::FUNCTION_WITH_ARGS_END] {
             reg_cb(empty_ur, t, empty_cb);
         }
-        reg_cb(empty_sycl, tt::TASK_BEGIN, empty_cb);
+        for t in [tt::NODE_CREATE, tt::TASK_BEGIN, tt::SIGNAL, tt::TASK_END] {
+            reg_cb(empty_sycl, t, empty_cb);
+        }
         let mk = |name: &'static std::ffi::CStr| {
             let mut p = Payload {
                 name: name.as_ptr(),
