@@ -55,7 +55,13 @@ impl Definitions {
         }
         let id = StrId(t.strings.len() as u32 + 1);
         t.strings.insert(bytes.into(), id);
-        t.queue.push(Record::String { id, text: String::from_utf8_lossy(bytes).into_owned() });
+        // `from_utf8` first: it checks ASCII a word at a time, where the lossy conversion walks
+        // byte by byte (hundreds of new strings a run on the application's thread).
+        let text = match std::str::from_utf8(bytes) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        };
+        t.queue.push(Record::String { id, text });
         // Release: the entry that carries `id` is pushed after this; the writer's Acquire of
         // the ring's tail, then of this flag, sees it set.
         self.queued.store(true, Ordering::Release);
@@ -111,8 +117,10 @@ mod tests {
         assert_eq!(d.intern(b"virtual_node[56003d850b40]"), (StrId(1), false));
         assert_eq!(d.intern(b"k"), (StrId(2), true));
         assert_eq!(d.string(b"k"), StrId(2));
+        assert_eq!(d.string(b"bad \xff byte"), StrId(3));
         let mut q = Vec::new();
         d.take_queue(&mut q);
-        assert_eq!(q.len(), 2, "each string defined once");
+        assert_eq!(q.len(), 3, "each string defined once");
+        assert_eq!(q[2], Record::String { id: StrId(3), text: "bad \u{fffd} byte".into() }, "invalid bytes replaced");
     }
 }
