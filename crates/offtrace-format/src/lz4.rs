@@ -11,7 +11,7 @@
 //!   wrong one. `lz4_flex` allocates and zeroes a table per chunk.
 //! - Encoded records are dense (varint deltas, timestamps): about half the positions start no
 //!   match. The search steps ahead faster after misses than LZ4's default (`SKIP_SHIFT`), which
-//!   trades a few percent of compression for fewer probes.
+//!   trades some compression (about an eighth more bytes) for fewer probes.
 //!
 //! Format (the LZ4 block specification): sequences of a token (literal length << 4 | match length
 //! − 4, each 15 = more bytes follow, 255 per byte), the literals, a 2-byte little-endian offset
