@@ -41,20 +41,31 @@ impl Definitions {
     /// The id of `bytes` (UTF-8 expected; invalid bytes are replaced in the trace), defining it
     /// on first use. Empty strings are id 0 (none).
     pub fn string(&self, bytes: &[u8]) -> StrId {
+        self.intern(bytes).0
+    }
+
+    /// [`Self::string`], and whether this call defined it (`true`: its first use in the trace).
+    pub(crate) fn intern(&self, bytes: &[u8]) -> (StrId, bool) {
         if bytes.is_empty() {
-            return StrId(0);
+            return (StrId(0), false);
         }
         let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = t.strings.get(bytes) {
-            return id;
+            return (id, false);
         }
         let id = StrId(t.strings.len() as u32 + 1);
         t.strings.insert(bytes.into(), id);
-        t.queue.push(Record::String { id, text: String::from_utf8_lossy(bytes).into_owned() });
+        // `from_utf8` first: it checks ASCII a word at a time, where the lossy conversion walks
+        // byte by byte (hundreds of new strings a run on the application's thread).
+        let text = match std::str::from_utf8(bytes) {
+            Ok(s) => s.to_owned(),
+            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        };
+        t.queue.push(Record::String { id, text });
         // Release: the entry that carries `id` is pushed after this; the writer's Acquire of
         // the ring's tail, then of this flag, sees it set.
         self.queued.store(true, Ordering::Release);
-        id
+        (id, true)
     }
 
     /// Queues a definition record (the writer writes it before any entry pushed after this call).
@@ -96,5 +107,20 @@ mod tests {
         );
         d.take_queue(&mut q);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn intern_says_first_use_once_per_string() {
+        let d = Definitions::default();
+        assert_eq!(d.intern(b""), (StrId(0), false));
+        assert_eq!(d.intern(b"virtual_node[56003d850b40]"), (StrId(1), true));
+        assert_eq!(d.intern(b"virtual_node[56003d850b40]"), (StrId(1), false));
+        assert_eq!(d.intern(b"k"), (StrId(2), true));
+        assert_eq!(d.string(b"k"), StrId(2));
+        assert_eq!(d.string(b"bad \xff byte"), StrId(3));
+        let mut q = Vec::new();
+        d.take_queue(&mut q);
+        assert_eq!(q.len(), 3, "each string defined once");
+        assert_eq!(q[2], Record::String { id: StrId(3), text: "bad \u{fffd} byte".into() }, "invalid bytes replaced");
     }
 }

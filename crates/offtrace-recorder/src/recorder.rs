@@ -410,9 +410,15 @@ impl Local {
                 self.next_recent = (self.next_recent + 1) % RECENT;
                 id
             }
+            // Cached when it comes back, not at its first use: the names that hold an address
+            // (SYCL's virtual nodes and their edges, hundreds a run, each seen once) would each
+            // cost an allocation and an insert here, and grow the map every other look-up probes.
+            // A string that repeats pays one more trip to the shared table, once.
             None => {
-                let id = inner.defs.string(bytes);
-                self.strings.insert(bytes.into(), id);
+                let (id, first_use) = inner.defs.intern(bytes);
+                if !first_use {
+                    self.strings.insert(bytes.into(), id);
+                }
                 id
             }
         }

@@ -109,6 +109,15 @@ fn threads_calls_and_dispatches_arrive_once_in_order_and_linked() {
         assert!(call.start <= a.ts && a.ts <= call.end, "the dispatch lies inside its call");
         assert_eq!(strings[&a.name], "vector_add<float>(float*, float const*)");
     }
+    // Defined once (and again in the last chunk's repeat of every definition), with one id.
+    let ids: std::collections::HashSet<StrId> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::String { id, text } if text == "vector_add<float>(float*, float const*)" => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "a string every thread repeats has one id");
     // Definitions come before their first use.
     let first = |f: &dyn Fn(&Record) -> bool| records.iter().position(f).unwrap();
     let kind_def = first(&|r| matches!(r, Record::KindDef { kind: 1, .. }));

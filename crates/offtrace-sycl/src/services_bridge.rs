@@ -260,9 +260,14 @@ enum OpenTag {
     Barrier,
 }
 
+/// This thread's open calls, innermost last: plain cells, no borrow flag to set and clear. Only
+/// this thread touches them and nothing here calls out while an entry is half-written, so a
+/// re-entered callback sees a consistent stack. The tag and instance are read in place; the
+/// token (not `Copy`: each is closed once) is taken out only when its entry ends.
 struct OpenCalls {
-    len: usize,
-    entries: [Option<(OpenTag, u64, CallToken)>; MAX_OPEN],
+    len: Cell<usize>,
+    tags: [Cell<(OpenTag, u64)>; MAX_OPEN],
+    tokens: [Cell<Option<CallToken>>; MAX_OPEN],
 }
 
 /// Longest kernel name kept for a dispatch (NUL included).
@@ -285,7 +290,13 @@ struct PendingTask {
 
 thread_local! {
     // Const-initialised, no destructor: usable on runtime threads that outlive `main`.
-    static OPEN: RefCell<OpenCalls> = const { RefCell::new(OpenCalls { len: 0, entries: [const { None }; MAX_OPEN] }) };
+    static OPEN: OpenCalls = const {
+        OpenCalls {
+            len: Cell::new(0),
+            tags: [const { Cell::new((OpenTag::UrCall, 0)) }; MAX_OPEN],
+            tokens: [const { Cell::new(None) }; MAX_OPEN],
+        }
+    };
     static TASK: PendingTask = const {
         PendingTask {
             instance: Cell::new(0),
@@ -314,14 +325,15 @@ fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
         return;
     }
     let r = OPEN.try_with(|o| {
-        let mut o = o.borrow_mut();
-        if o.len < MAX_OPEN {
-            let i = o.len;
-            o.entries[i] = Some((tag, instance, token));
-            o.len += 1;
-            Ok(())
-        } else {
-            Err(token)
+        let i = o.len.get();
+        match (o.tags.get(i), o.tokens.get(i)) {
+            (Some(t), Some(slot)) => {
+                t.set((tag, instance));
+                slot.set(Some(token));
+                o.len.set(i + 1);
+                Ok(())
+            }
+            _ => Err(token),
         }
     });
     // Too deep (or the thread is exiting): close the call now so the pair stays intact.
@@ -333,24 +345,16 @@ fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
 /// The token of the open entry (tag, instance), removed; normally the top.
 fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
     OPEN.try_with(|o| {
-        let mut o = o.borrow_mut();
-        let n = o.len;
+        let n = o.len.get().min(MAX_OPEN);
         // The usual case: the call that ends is the innermost open one.
-        if n > 0
-            && let Some((t, id, _)) = &o.entries[n - 1]
-            && *t == tag
-            && *id == instance
-        {
-            o.len = n - 1;
-            return o.entries[n - 1].take().map(|(_, _, token)| token);
-        }
-        let i = (0..n).rev().find(|&i| matches!(o.entries[i], Some((t, id, _)) if t == tag && id == instance))?;
-        let e = o.entries[i].take();
+        let i = (0..n).rev().find(|&i| o.tags[i].get() == (tag, instance))?;
+        let token = o.tokens[i].take();
         for j in i..n - 1 {
-            o.entries[j] = o.entries[j + 1].take();
+            o.tags[j].set(o.tags[j + 1].get());
+            o.tokens[j].set(o.tokens[j + 1].take());
         }
-        o.len -= 1;
-        e.map(|(_, _, t)| t)
+        o.len.set(n - 1);
+        token
     })
     .ok()
     .flatten()
@@ -558,7 +562,7 @@ fn effects_wanted(id: u32) -> bool {
 
 /// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
 fn no_open_calls() -> bool {
-    OPEN.try_with(|o| o.try_borrow().is_ok_and(|o| o.len == 0)).unwrap_or(true)
+    OPEN.try_with(|o| o.len.get() == 0).unwrap_or(true)
 }
 
 /// Effects at the start of a call (inside it: records take its correlation id).
@@ -2392,7 +2396,7 @@ mod tests {
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);
         assert_eq!((enters.load(Ordering::Relaxed), exits.load(Ordering::Relaxed)), (65, 65));
-        assert_eq!(OPEN.with(|o| o.borrow().len), 0);
+        assert_eq!(OPEN.with(|o| o.len.get()), 0);
     }
 
     #[test]
