@@ -37,6 +37,10 @@ const OUTER_CALLS_MAX: usize = 4096;
 /// Task-graph nodes remembered for the longest chain, at most.
 pub const GRAPH_NODES_MAX: usize = 1 << 16;
 
+/// Signals kept per event address (its reuses by commands on different threads whose blocks
+/// interleave in the file).
+const SIGNALS_PER_EVENT: usize = 4;
+
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
 /// `TASK_GRAPH` operations.
@@ -212,8 +216,12 @@ pub struct Analyzer {
     /// were made (a CUDA graph node, linked to its command when the device activity arrives)
     /// lengthens the chains through it. Dropped with the node.
     successors: FxHashMap<u64, Vec<u64>>,
-    /// Event (signalled by a command) → the command's node, for nodes that stand for an event.
-    signalled: FxHashMap<u64, u64>,
+    /// Event (signalled by a command) → the latest signals of it, (time, node), for nodes that
+    /// stand for an event. A runtime reuses an event's address once it is released, on any
+    /// thread, and the threads' records reach the file in blocks, not in time order: a node
+    /// continues the command that signalled its event last *before the node was made*, not the
+    /// one that came last in the file.
+    signalled: FxHashMap<u64, [(u64, u64); SIGNALS_PER_EVENT]>,
     signal_order: VecDeque<u64>,
     graph_nodes: u64,
     graph_edges: u64,
@@ -689,7 +697,7 @@ impl Analyzer {
                 // A node that stands for an event (a dependency on earlier work) continues the
                 // chain of the command that signalled that event.
                 if t.event != 0
-                    && let Some(&cmd) = self.signalled.get(&t.event)
+                    && let Some(cmd) = self.signaller(t.event, t.ts)
                     && let Some(c) = self.nodes.get(&cmd)
                     && c.len + node.len > node.len
                 {
@@ -752,7 +760,18 @@ impl Analyzer {
             }
             GRAPH_SIGNAL => {
                 self.graph_signals += 1;
-                if t.event != 0 && self.signalled.insert(t.event, t.node).is_none() {
+                if t.event == 0 {
+                    return;
+                }
+                let mut fresh = false;
+                let slots = self.signalled.entry(t.event).or_insert_with(|| {
+                    fresh = true;
+                    [(0, 0); SIGNALS_PER_EVENT]
+                });
+                // The oldest signal (or an empty slot) makes room.
+                let slot = slots.iter_mut().min_by_key(|(ts, node)| (*node != 0, *ts)).expect("slots");
+                *slot = (t.ts, t.node);
+                if fresh {
                     self.signal_order.push_back(t.event);
                     if self.signal_order.len() > GRAPH_NODES_MAX
                         && let Some(old) = self.signal_order.pop_front()
@@ -763,6 +782,12 @@ impl Analyzer {
             }
             _ => {}
         }
+    }
+
+    /// The node that signalled `event` last at or before `ts`.
+    fn signaller(&self, event: u64, ts: u64) -> Option<u64> {
+        let slots = self.signalled.get(&event)?;
+        slots.iter().filter(|&&(at, node)| node != 0 && at <= ts).max_by_key(|&&(at, _)| at).map(|&(_, node)| node)
     }
 
     /// Carries a longer chain ending at `from` on to the nodes that depend on it (longest

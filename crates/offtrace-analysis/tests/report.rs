@@ -157,6 +157,39 @@ fn a_chain_counts_real_commands_only() {
     assert_eq!(r.task_graph.unresolved_edges, 1);
 }
 
+/// The runtime reuses a released event's address on any thread, and the threads' records reach
+/// the file in blocks: a node standing for an event continues the command that signalled it last
+/// before the node was made, even when an older signal of the same address comes later in the
+/// file (a loaded CI run's chain held a `usm_memcpy` of another thread this way).
+#[test]
+fn a_chain_follows_the_latest_signal_in_time_not_in_the_file() {
+    let sig =
+        |tid, ts, node| Record::TaskGraph(TaskGraphRecord { op: 3, tid, ts, node, event: 0xe, ..Default::default() });
+    let mut b = TypedBuilder::new(Vec::new());
+    // Thread 1's first block: a → b, b signals 0xe.
+    b.node(1, 100, 10, "a", 0x5000);
+    b.node(1, 110, 11, "b", 0x5000);
+    b.edge(1, 111, 10, 11);
+    b.out.push(sig(1, 120, 11));
+    // Thread 2's block, earlier in time: x signalled the same address before it was released.
+    b.node(2, 50, 20, "x", 0x6000);
+    b.out.push(sig(2, 60, 20));
+    // Thread 1's next block: a node for event 0xe, then c depending on it.
+    b.out.push(Record::TaskGraph(TaskGraphRecord {
+        op: 0,
+        tid: 1,
+        ts: 130,
+        node: 12,
+        event: 0xe,
+        ..Default::default()
+    }));
+    b.node(1, 140, 13, "c", 0x5000);
+    b.edge(1, 141, 12, 13);
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain, vec!["a", "b", "c"]);
+    assert_eq!(r.task_graph.longest_chain_len, 3);
+}
+
 /// The SYCL backend names a node when it is created with its kernel's name cut to 256 bytes
 /// (dpnp's names run longer), and the node's task with the whole name: the chain shows the
 /// whole name, and a node whose task says nothing more keeps its own.

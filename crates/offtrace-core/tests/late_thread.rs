@@ -314,8 +314,8 @@ thread_local! {
 
 /// Records emitted during a thread's teardown go to the buffer's late staging and are delivered
 /// in batches (at the watermark or a flush), not one record per delivery: 392 records, each
-/// delivery as many as the 4096-byte staging holds (30 `MEMORY_COPY` records of 136 bytes),
-/// plus the thread's own staging.
+/// delivery as many as the 4096-byte staging holds (30 `MEMORY_COPY` records of 136 bytes, in
+/// one callback or two where they wrap the staging's end), plus the thread's own staging.
 #[test]
 fn records_in_thread_teardown_are_delivered_in_batches() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -332,6 +332,9 @@ fn records_in_thread_teardown_are_delivered_in_batches() {
     assert_eq!(ACTIVITY.load(Ordering::SeqCst), 1 + MANY_LATE, "every record delivered");
     let deliveries = DELIVERIES.load(Ordering::SeqCst);
     let per_delivery = (4096 / std::mem::size_of::<MemoryCopyRecord>()) as u64;
-    assert!(deliveries <= MANY_LATE / per_delivery + 2, "{deliveries} deliveries for {} records", 1 + MANY_LATE);
+    // A delivery calls the callback once per ring, twice when its records wrap the end of the
+    // ring's array of record addresses (docs/services.md, *Buffers*).
+    let batches = MANY_LATE / per_delivery + 2;
+    assert!(deliveries <= 2 * batches, "{deliveries} deliveries for {} records", 1 + MANY_LATE);
     destroy_context(ctx).unwrap();
 }
