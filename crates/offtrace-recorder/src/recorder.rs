@@ -64,7 +64,7 @@ impl Default for Config {
             flush_interval: Duration::from_millis(100),
             chunk_bytes: offtrace_format::DEFAULT_CHUNK_BYTES,
             min_timed_chunk_bytes: 64 << 10,
-            max_flush_delay: Duration::from_secs(1),
+            max_flush_delay: Duration::from_millis(250),
         }
     }
 }

@@ -5,9 +5,9 @@
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
 //! flush interval (100 ms) passed and the chunk holds at least `min_timed_chunk_bytes` (64 KiB
-//! of encoded records, about 3,000), or when `max_flush_delay` (1 s) passed. What a crash (a
+//! of encoded records, about 3,000), or when `max_flush_delay` (250 ms) passed. What a crash (a
 //! SIGKILL) can lose: the records of the open chunk, so at most the last 100 ms of a program
-//! that records 64 KiB or more in 100 ms, and at most the last second of any program. A
+//! that records 64 KiB or more in 100 ms, and at most the last 250 ms of any program. A
 //! `flush` request and the end of the recording close the chunk whatever its size. The writer sleeps until a producer
 //! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
