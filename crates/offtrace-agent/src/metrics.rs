@@ -284,16 +284,8 @@ pub fn start_from_env() {
 }
 
 fn start_sampler_from_env() {
-    let Some((groups, period)) = offtrace_metrics::counters::requested(
-        std::env::var("OFFTRACE_METRICS").ok().as_deref(),
-        std::env::var("OFFTRACE_SAMPLE_PERIOD_NS").ok().as_deref(),
-    ) else {
-        return;
-    };
-    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-    match Sampler::start(Metrics::global(), &names, period) {
-        Ok(s) => *SAMPLER.lock().unwrap_or_else(|p| p.into_inner()) = Some(s),
-        Err(e) => eprintln!("offtrace: metrics {}: {e}; no metrics recorded", groups.join(",")),
+    if let Some(s) = offtrace_metrics::counters::start_requested() {
+        *SAMPLER.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
     }
 }
 
@@ -303,9 +295,7 @@ pub fn stop() {
     if let Some(q) = lock(&QUERIES).take() {
         stop_queries(q);
     }
-    let Some(s) = SAMPLER.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
-    let stats = s.stop();
-    if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
-        offtrace_metrics::counters::write_stats(&path, &stats);
+    if let Some(s) = SAMPLER.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        offtrace_metrics::counters::stop_hosted(s);
     }
 }

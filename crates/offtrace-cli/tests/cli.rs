@@ -375,6 +375,13 @@ fn fake_runtime(dir: &Path) -> PathBuf {
     dir.join("venv")
 }
 
+/// An agent file for `--agent` (the fake runtime's programs never load it).
+fn fake_agent(dir: &Path) -> PathBuf {
+    let agent = dir.join("libagent.so");
+    std::fs::write(&agent, b"").unwrap();
+    agent
+}
+
 fn record(args: &[&str]) -> Output {
     offtrace()
         .arg("record")
@@ -447,8 +454,7 @@ fn record_finds_the_runtime_of_the_venv_the_program_runs_from() {
     let prog = bin.join("python");
     std::fs::write(&prog, format!("#!/bin/sh\nenv > {}\n", env_dump.display())).unwrap();
     std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let out = dir.path().join("t.offtrace");
     let o = offtrace()
         .args(["record", "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o", out.to_str().unwrap()])
@@ -472,8 +478,7 @@ fn record_finds_the_runtime_of_the_venv_the_program_runs_from() {
 fn record_returns_the_programs_status_and_signal() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let out = dir.path().join("t.offtrace");
     let base = [
         "--runtime",
@@ -550,8 +555,7 @@ fn record_returns_the_programs_status_and_signal() {
 fn record_forwards_sigterm_and_survives_it() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let out = dir.path().join("t.offtrace");
     let marker = dir.path().join("got-term");
     let ready = dir.path().join("ready");
@@ -592,8 +596,7 @@ fn record_summary_line_on_a_written_trace() {
     // A "program" that writes a trace where the agent would: checks the summary line.
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let src = dir.path().join("src.offtrace");
     let mut records = sycl_records(2, 2000);
     records.push(Record::Drops { tid: 1000, count: 3 });
@@ -623,8 +626,7 @@ fn record_summary_line_on_a_written_trace() {
 fn record_default_output_name_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     std::fs::write(dir.path().join("offtrace-sh-1.offtrace"), b"keep").unwrap();
     let o = offtrace()
         .current_dir(dir.path())
@@ -641,8 +643,7 @@ fn record_default_output_name_never_overwrites() {
 fn record_missing_dispatcher() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let out = dir.path().join("t.offtrace");
     let o = record(&[
         "--runtime",
@@ -674,8 +675,7 @@ fn record_missing_tool() {
 fn record_tools_set_offtrace_tools_absolute_comma_separated() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let (a, b) = (dir.path().join("liba.so"), dir.path().join("libb.so"));
     std::fs::write(&a, b"").unwrap();
     std::fs::write(&b, b"").unwrap();
@@ -702,8 +702,7 @@ fn record_tools_set_offtrace_tools_absolute_comma_separated() {
 fn record_uses_offtraces_dispatcher_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let out = dir.path().join("t.offtrace");
     let env_dump = dir.path().join("env");
     let script = format!("env > {}", env_dump.display());
@@ -751,8 +750,7 @@ fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
     // that they are gone), then names each trace with its process; `report` names the others.
     let dir = tempfile::tempdir().unwrap();
     let rt = fake_runtime(dir.path());
-    let agent = dir.path().join("libagent.so");
-    std::fs::write(&agent, b"").unwrap();
+    let agent = fake_agent(dir.path());
     let (parent, child) = (dir.path().join("parent.offtrace"), dir.path().join("child.offtrace"));
     process_trace(&parent, 4242, "python parent.py");
     process_trace(&child, 4243, "python child.py");

@@ -133,10 +133,8 @@ pub fn stop() {
     if let Some(t) = lock(&STARTER).take() {
         let _ = t.join();
     }
-    let Some(s) = lock(&SAMPLER).take() else { return };
-    let stats = s.stop();
-    if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
-        offtrace_metrics::counters::write_stats(&path, &stats);
+    if let Some(s) = lock(&SAMPLER).take() {
+        offtrace_metrics::counters::stop_hosted(s);
     }
 }
 

@@ -132,6 +132,30 @@ pub fn requested(metrics: Option<&str>, period_ns: Option<&str>) -> Option<(Vec<
     Some((groups, period))
 }
 
+/// Starts the [`Sampler`] the environment asks for ([`requested`] from `OFFTRACE_METRICS` and
+/// `OFFTRACE_SAMPLE_PERIOD_NS`), as the agent and the OpenCL layer host it; `None` when no group
+/// is named or the sampler cannot start, which is said on stderr (the user asked for it) while
+/// the program runs on traced.
+pub fn start_requested() -> Option<Sampler> {
+    let (groups, period) = requested(
+        std::env::var("OFFTRACE_METRICS").ok().as_deref(),
+        std::env::var("OFFTRACE_SAMPLE_PERIOD_NS").ok().as_deref(),
+    )?;
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    Sampler::start(Metrics::global(), &names, period)
+        .inspect_err(|e| eprintln!("offtrace: metrics {}: {e}; no metrics recorded", groups.join(",")))
+        .ok()
+}
+
+/// Stops a hosted sampler (each group takes a final sample) and writes what it measured to
+/// `OFFTRACE_METRICS_STATS` when set ([`write_stats`]).
+pub fn stop_hosted(s: Sampler) {
+    let stats = s.stop();
+    if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
+        write_stats(&path, &stats);
+    }
+}
+
 /// Writes what [`Sampler::stop`] measured as JSON lines to `path` (`OFFTRACE_METRICS_STATS`):
 /// one `{group, device, reports, sampling_cpu_ns, dropped}` per group. Errors are ignored: the
 /// file is a diagnostic, never worth disturbing the traced program's exit.

@@ -9,31 +9,22 @@
 
 use std::sync::Mutex;
 
-use offtrace_metrics::{Metrics, Sampler};
+use offtrace_metrics::Sampler;
+use offtrace_metrics::counters::{start_requested, stop_hosted};
 
 static SAMPLER: Mutex<Option<Sampler>> = Mutex::new(None);
 
 /// Starts sampling when `OFFTRACE_METRICS` names groups; a group that cannot start is said on
 /// stderr (the option asked for it) and the program runs on traced.
 pub(crate) fn start_from_env() {
-    let Some((groups, period)) = offtrace_metrics::counters::requested(
-        std::env::var("OFFTRACE_METRICS").ok().as_deref(),
-        std::env::var("OFFTRACE_SAMPLE_PERIOD_NS").ok().as_deref(),
-    ) else {
-        return;
-    };
-    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-    match Sampler::start(Metrics::global(), &names, period) {
-        Ok(s) => *SAMPLER.lock().unwrap_or_else(|p| p.into_inner()) = Some(s),
-        Err(e) => eprintln!("offtrace: metrics {}: {e}; no metrics recorded", groups.join(",")),
+    if let Some(s) = start_requested() {
+        *SAMPLER.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
     }
 }
 
 /// Stops sampling after a final sample of each group. Idempotent.
 pub(crate) fn stop() {
-    let Some(s) = SAMPLER.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
-    let stats = s.stop();
-    if let Ok(path) = std::env::var("OFFTRACE_METRICS_STATS") {
-        offtrace_metrics::counters::write_stats(&path, &stats);
+    if let Some(s) = SAMPLER.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        stop_hosted(s);
     }
 }
