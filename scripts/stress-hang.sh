@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Stress loop for the rare hang of a multi-threaded SYCL program on Intel's OpenCL CPU runtime
+# (docs/testing.md, docs/history/hang-2026-11-26-query-metrics.md): runs
+# examples/sycl/threads_queues.py N times in each configuration, interleaved (one run of each
+# configuration per round, so that the machine's load hits all of them alike), and counts the
+# runs that did not end within the time limit. A hung run's threads are dumped with gdb
+# (`thread apply all bt`) into OUT/hang-<config>-<round>.bt before its process group is killed.
+#
+# Configurations (a comma-separated list; default all four):
+#   metrics  offtrace record --query-metrics cpu.sw (the tier-2 test's command)
+#   record   offtrace record (no metrics)
+#   bare     the program alone, with the runtime environment offtrace gives it (LD_LIBRARY_PATH,
+#            OCL_ICD_FILENAMES, OCL_ICD_VENDORS with the system's ICDs and Intel's runtime)
+#   layer    the program with the OpenCL layer alone (OPENCL_LAYERS=libofftrace_opencl.so,
+#            no XPTI subscriber), same runtime environment
+#
+# usage: scripts/stress-hang.sh [-n RUNS] [-c CONFIGS] [-t THREADS] [-i ITERATIONS]
+#                               [-l LIMIT_S] [-o OUTDIR] [-p PROFILE] [-b]
+#   -p  the cargo profile whose build is run: release (default) or debug (the tier-2 tests')
+#   -b  a busy loop (nice 19) beside the runs, to perturb the timing
+# Prints one line per run (config, round, seconds, exit status or HANG) and a summary
+# `config: H hangs, F failures in N runs`. Needs that build
+# (cargo build [--release] -p offtrace-cli -p offtrace-agent -p offtrace-opencl) and the SYCL
+# venv (OFFTRACE_SYCL_VENV, default <repo>/.venv).
+set -uo pipefail
+# One compound command, read whole before it runs: the script may be edited while a loop runs.
+{
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+runs=10 configs=metrics,record,bare,layer threads=4 iterations=10 limit=120 busy=0 profile=release
+out=/tmp/offtrace-stress-hang
+while getopts n:c:t:i:l:o:p:b opt; do
+  case $opt in
+    n) runs=$OPTARG ;; c) configs=$OPTARG ;; t) threads=$OPTARG ;; i) iterations=$OPTARG ;;
+    l) limit=$OPTARG ;; o) out=$OPTARG ;; p) profile=$OPTARG ;; b) busy=1 ;;
+    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+  esac
+done
+venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
+bin=$here/target/$profile
+lib=$venv/lib
+for f in "$bin/offtrace" "$bin/libofftrace_opencl.so" "$venv/bin/python" "$lib/libintelocl.so"; do
+  [ -e "$f" ] || { echo "stress-hang: missing $f" >&2; exit 2; }
+done
+mkdir -p "$out"
+icd=$out/icd
+mkdir -p "$icd"
+cp /etc/OpenCL/vendors/*.icd "$icd/" 2>/dev/null
+echo "$lib/libintelocl.so" >"$icd/offtrace-sycl-runtime.icd"
+prog=("$venv/bin/python" "$here/examples/sycl/threads_queues.py" "$threads" "$iterations")
+runtime_env=(LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  OCL_ICD_FILENAMES="$lib/libintelocl.so" OCL_ICD_VENDORS="$icd")
+
+busy_pid=
+cleanup() {
+  [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null
+  rm -rf "$icd" "$out"/trace-*
+}
+trap cleanup EXIT
+if [ "$busy" = 1 ]; then
+  nice -n 19 bash -c 'while :; do :; done' &
+  busy_pid=$!
+fi
+
+# Runs one configuration once in a process group of its own; prints its line.
+run_one() {
+  local config=$1 round=$2 trace=$out/trace-$1-$2.offtrace
+  local -a cmd
+  case $config in
+    metrics) cmd=("$bin/offtrace" record --runtime "$venv" --query-metrics cpu.sw -o "$trace" -- "${prog[@]}") ;;
+    record) cmd=("$bin/offtrace" record --runtime "$venv" -o "$trace" -- "${prog[@]}") ;;
+    bare) cmd=(env "${runtime_env[@]}" "${prog[@]}") ;;
+    layer) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" OFFTRACE_OUTPUT="$trace"
+      "${prog[@]}") ;;
+    *) echo "stress-hang: unknown configuration $config" >&2; exit 2 ;;
+  esac
+  local start=$SECONDS
+  setsid nice -n 19 "${cmd[@]}" >"$out/run-$config.log" 2>&1 &
+  local pid=$! status
+  while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then
+    # The program's threads first (the python process of the group), then the group is ended.
+    local bt=$out/hang-$config-$round.bt p
+    for p in $(pgrep -g "$pid"); do
+      if [ "$(cat /proc/"$p"/comm 2>/dev/null)" != offtrace ]; then
+        { echo "=== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
+          timeout 120 gdb -p "$p" -batch -ex 'set pagination off' -ex 'thread apply all bt' 2>&1; } >>"$bt"
+      fi
+    done
+    kill -KILL -- -"$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "$config $round $((SECONDS - start)) HANG ($bt)"
+    return 1
+  fi
+  wait "$pid"
+  status=$?
+  rm -f "$trace"*
+  echo "$config $round $((SECONDS - start)) $status"
+  [ "$status" = 0 ] || cp "$out/run-$config.log" "$out/fail-$config-$round.log"
+  return $((status == 0 ? 0 : 2))
+}
+
+declare -A hangs fails
+IFS=, read -ra list <<<"$configs"
+for c in "${list[@]}"; do hangs[$c]=0 fails[$c]=0; done
+for ((r = 1; r <= runs; r++)); do
+  for c in "${list[@]}"; do
+    run_one "$c" "$r"
+    case $? in 1) hangs[$c]=$((hangs[$c] + 1)) ;; 2) fails[$c]=$((fails[$c] + 1)) ;; esac
+  done
+done
+for c in "${list[@]}"; do
+  echo "$c: ${hangs[$c]} hangs, ${fails[$c]} failures in $runs runs ($threads threads, $iterations iterations)"
+done
+exit
+}
