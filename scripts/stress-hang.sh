@@ -13,6 +13,15 @@
 #            OCL_ICD_FILENAMES, OCL_ICD_VENDORS with the system's ICDs and Intel's runtime)
 #   layer    the program with the OpenCL layer alone (OPENCL_LAYERS=libofftrace_opencl.so,
 #            no XPTI subscriber), same runtime environment
+#   layer:PATH  the same with the layer library at PATH (a copy of an earlier build: A/B runs)
+#   inert    the OpenCL layer loaded but recording nothing (no OFFTRACE_OUTPUT): every call goes
+#            through it and its queues get profiling, but no command gets an event callback,
+#            retain or FIFO entry
+#   ooo      scripts/hang/ooo_wait.c (plain OpenCL, no SYCL, no offtrace: the same waits on
+#            out-of-order queues), built into OUTDIR, THREADS threads, ITERATIONS iterations
+#   ooo-cbU  the same with profiling on and a completion callback on every out-of-order
+#            command that reads its profiling times and spins U µs (ooo-cb0, ooo-cb200):
+#            what a tracer's completion callback adds, without a tracer
 #
 # usage: scripts/stress-hang.sh [-n RUNS] [-c CONFIGS] [-t THREADS] [-i ITERATIONS]
 #                               [-l LIMIT_S] [-o OUTDIR] [-p PROFILE] [-b]
@@ -32,7 +41,7 @@ while getopts n:c:t:i:l:o:p:b opt; do
   case $opt in
     n) runs=$OPTARG ;; c) configs=$OPTARG ;; t) threads=$OPTARG ;; i) iterations=$OPTARG ;;
     l) limit=$OPTARG ;; o) out=$OPTARG ;; p) profile=$OPTARG ;; b) busy=1 ;;
-    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,35p' "$0" >&2; exit 2 ;;
   esac
 done
 venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
@@ -50,6 +59,9 @@ prog=("$venv/bin/python" "$here/examples/sycl/threads_queues.py" "$threads" "$it
 runtime_env=(LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   OCL_ICD_FILENAMES="$lib/libintelocl.so" OCL_ICD_VENDORS="$icd")
 
+if [[ ,$configs, == *,ooo* ]]; then
+  cc -O2 -pthread -o "$out/ooo_wait" "$here/scripts/hang/ooo_wait.c" -lOpenCL || exit 2
+fi
 busy_pid=
 cleanup() {
   [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null
@@ -63,7 +75,8 @@ fi
 
 # Runs one configuration once in a process group of its own; prints its line.
 run_one() {
-  local config=$1 round=$2 trace=$out/trace-$1-$2.offtrace
+  local config=$1 round=$2 tag=${1//[^A-Za-z0-9-]/_}
+  local trace=$out/trace-$tag-$2.offtrace
   local -a cmd
   case $config in
     metrics) cmd=("$bin/offtrace" record --runtime "$venv" --query-metrics cpu.sw -o "$trace" -- "${prog[@]}") ;;
@@ -71,15 +84,19 @@ run_one() {
     bare) cmd=(env "${runtime_env[@]}" "${prog[@]}") ;;
     layer) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" OFFTRACE_OUTPUT="$trace"
       "${prog[@]}") ;;
+    layer:*) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="${config#layer:}" OFFTRACE_OUTPUT="$trace" "${prog[@]}") ;;
+    ooo) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" "$threads" "$iterations") ;;
+    ooo-cb*) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" -p -c "${config#ooo-cb}" "$threads" "$iterations") ;;
+    inert) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" "${prog[@]}") ;;
     *) echo "stress-hang: unknown configuration $config" >&2; exit 2 ;;
   esac
   local start=$SECONDS
-  setsid nice -n 19 "${cmd[@]}" >"$out/run-$config.log" 2>&1 &
+  setsid nice -n 19 "${cmd[@]}" >"$out/run-$tag.log" 2>&1 &
   local pid=$! status
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 0.5; done
   if kill -0 "$pid" 2>/dev/null; then
     # The program's threads first (the python process of the group), then the group is ended.
-    local bt=$out/hang-$config-$round.bt p
+    local bt=$out/hang-$tag-$round.bt p
     for p in $(pgrep -g "$pid"); do
       if [ "$(cat /proc/"$p"/comm 2>/dev/null)" != offtrace ]; then
         { echo "=== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
@@ -95,7 +112,7 @@ run_one() {
   status=$?
   rm -f "$trace"*
   echo "$config $round $((SECONDS - start)) $status"
-  [ "$status" = 0 ] || cp "$out/run-$config.log" "$out/fail-$config-$round.log"
+  [ "$status" = 0 ] || cp "$out/run-$tag.log" "$out/fail-$tag-$round.log"
   return $((status == 0 ? 0 : 2))
 }
 

@@ -8,12 +8,20 @@
 //! local: that one is already ours). A command of an in-order queue then goes into its queue's
 //! FIFO and is completed in a batch (`in_order.rs`: no callback per command). Any other command
 //! (out-of-order queues, queues with Codeplay counters) is filed in the pending table with a
-//! `CL_COMPLETE` callback. The runtime calls it on one of its threads when the command ends;
-//! the callback reads `CL_PROFILING_COMMAND_START/END` (profiling is on for every queue, see
-//! `hooks.rs`), converts them (`calibration.rs`), emits one activity record
-//! (`emit_activity`), stores the Codeplay counter results when the queue has counters, and
-//! hands the event to the release list: the reference is dropped by the next submission or at
-//! exit, never inside the runtime's own callback.
+//! `CL_COMPLETE` callback. The runtime calls it on one of its threads when the command ends.
+//! For a queue without counters the callback only moves the command to the called-back list
+//! (one mutex push); the harvest thread (`in_order.rs`), or the program's next `clWaitForEvents`
+//! / `clFinish`, reads `CL_PROFILING_COMMAND_START/END` (profiling is on for every queue, see
+//! `hooks.rs`), converts them (`calibration.rs`), emits one activity record (`emit_activity`)
+//! and drops the layer's event reference ([`report_called_back`]). Why not in the callback:
+//! Intel's OpenCL CPU runtime runs it inside the TBB task that executed the command, often on a
+//! program thread that is helping the runtime from inside a `clWaitForEvents`; the longer such
+//! a task runs, the likelier that runtime's nested waits deadlock (two threads each waiting,
+//! deep in their stacks, for a task suspended beneath the other's wait:
+//! docs/history/hang-2026-11-26-query-metrics.md). For a queue with counters the callback still
+//! does it all (the counters' end reading is taken there, and the program reads the values as
+//! soon as its wait returns), handing the event to the release list: that reference is dropped
+//! by the next submission or at exit, never inside the runtime's own callback.
 //!
 //! Commands issued inside another backend's API call (the SYCL path) are not reported on their
 //! own: their intervals are gathered per enclosing call and kind ([`Group`]) and delivered once.
@@ -26,8 +34,9 @@
 //!
 //! Cost per command when activity is wanted, on an in-order queue: one mutex push into its FIFO
 //! (and a retain when the program asked for the event); elsewhere one `clSetEventCallback` and
-//! one mutex push into the pending table. Then, off the program's thread as a rule, two
-//! profiling queries and one emit. When no context wants device activity and the queue has no
+//! one mutex push into the pending table, and on the runtime's thread one mutex push into the
+//! called-back list. Then, off the program's thread as a rule, two profiling queries and one
+//! emit. When no context wants device activity and the queue has no
 //! counters, a submission is inert (one relaxed load).
 
 use rustc_hash::FxHashMap as HashMap;
@@ -366,6 +375,10 @@ impl Submission {
         let has_counters = pending.counters.is_some();
         let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
         lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
+        if !has_counters {
+            // It reports what the callbacks file (`report_called_back`).
+            crate::in_order::start_harvest_thread();
+        }
         let Some(set_callback) = next().clSetEventCallback else {
             return;
         };
@@ -426,6 +439,11 @@ static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
 static PENDING_ID: AtomicU64 = AtomicU64::new(1);
 static RELEASES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static RELEASES_WAITING: AtomicBool = AtomicBool::new(false);
+/// Commands of queues without counters whose `CL_COMPLETE` callback came, with the status it
+/// gave: reported off the runtime's thread ([`report_called_back`]).
+static CALLED_BACK: Mutex<Vec<(Pending, i32)>> = Mutex::new(Vec::new());
+/// Whether `CALLED_BACK` may hold commands (a hint: the list's mutex is the truth).
+static CALLED_BACK_WAITING: AtomicBool = AtomicBool::new(false);
 static SUBMITTED: AtomicU64 = AtomicU64::new(0);
 static COMPLETED: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
@@ -462,7 +480,13 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
         // with Codeplay counters: a perf read is a system call per counter.
         let perf_end = if crate::queues::any_counters() { crate::perf::snapshot() } else { None };
         let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.remove(&(user as u64))) else { return };
-        let perf_end = if p.counters.is_some() { perf_end } else { None };
+        if p.counters.is_none() {
+            // Reported off this thread (the module docs say why): nothing else is done here.
+            lock(&CALLED_BACK).push((p, status));
+            // Relaxed: a hint; a reader that misses it finds the command at its next look.
+            CALLED_BACK_WAITING.store(true, Ordering::Relaxed);
+            return;
+        }
         let held = p.event;
         // The runtime called this callback for `CL_COMPLETE`: the event is final.
         let _ = complete(p, event, status, perf_end);
@@ -706,6 +730,43 @@ fn flush_groups() {
     }
 }
 
+/// Reports the commands whose completion callback came (their device times, their activity
+/// record) and drops the layer's reference of each event. Called outside the runtime's
+/// callbacks: on the harvest thread, after the program's `clWaitForEvents` / `clFinish`, and
+/// once more when the harvest thread stops. Returns how many it reported.
+pub(crate) fn report_called_back() -> usize {
+    // Relaxed: a hint (see `CALLED_BACK_WAITING`).
+    if !CALLED_BACK_WAITING.load(Ordering::Relaxed) {
+        return 0;
+    }
+    let batch = {
+        let mut c = lock(&CALLED_BACK);
+        CALLED_BACK_WAITING.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *c)
+    };
+    let release = next().clReleaseEvent;
+    let mut reported = 0;
+    for (p, status) in batch {
+        let event = p.event;
+        if let Some(p) = complete(p, event as *mut c_void, status, None) {
+            // The runtime said CL_COMPLETE and the event says otherwise: looked at again later.
+            lock(&CALLED_BACK).push((p, status));
+            CALLED_BACK_WAITING.store(true, Ordering::Relaxed);
+            continue;
+        }
+        reported += 1;
+        if let Some(release) = release {
+            // SAFETY: the layer held one reference of the event, and this is not inside a
+            // runtime callback.
+            #[allow(unsafe_code)]
+            unsafe {
+                release(event as *mut c_void)
+            };
+        }
+    }
+    reported
+}
+
 /// Drops the layer's references of completed commands' events (outside the runtime's callbacks).
 pub(crate) fn drain_releases() {
     let events = {
@@ -732,8 +793,11 @@ pub(crate) fn finish() {
     if FINISHED.swap(true, Ordering::AcqRel) {
         return;
     }
-    let mut left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
-    left.extend(crate::in_order::stop());
+    // First: the harvest thread stops (reporting, while the runtime may still be called, what
+    // the callbacks filed); what is left was never completed, or completed too late.
+    let mut left = crate::in_order::stop();
+    left.extend(lock(&PENDING).take().map(|m| m.into_values()).into_iter().flatten());
+    left.extend(std::mem::take(&mut *lock(&CALLED_BACK)).into_iter().map(|(p, _)| p));
     for p in left {
         INCOMPLETE.fetch_add(1, Ordering::Relaxed);
         if p.nested {

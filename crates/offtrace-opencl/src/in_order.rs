@@ -248,7 +248,7 @@ pub(crate) fn poll_all() -> usize {
 }
 
 #[cold]
-fn start_harvest_thread() {
+pub(crate) fn start_harvest_thread() {
     static START: Once = Once::new();
     START.call_once(|| {
         let started = std::thread::Builder::new().name("offtrace-cl-harvest".into()).spawn(|| {
@@ -282,7 +282,7 @@ fn harvest_thread() {
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        let took = poll_all();
+        let took = poll_all() + crate::enqueue::report_called_back();
         sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
@@ -290,14 +290,26 @@ fn harvest_thread() {
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
 /// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
+/// In its place, a last round of what the completion callbacks filed (`enqueue.rs`): this runs
+/// where the thread's next round would have, before the runtime's own exit handlers.
 fn stop_harvest_thread() {
-    STOPPED.store(true, Ordering::Release);
     for _ in 0..200 {
-        match ROUND.try_lock() {
-            Ok(_) | Err(TryLockError::Poisoned(_)) => return,
-            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+        let round = match ROUND.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+        };
+        // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
+        if !STOPPED.swap(true, Ordering::AcqRel) {
+            crate::enqueue::report_called_back();
         }
+        drop(round);
+        return;
     }
+    STOPPED.store(true, Ordering::Release);
 }
 
 /// At exit: stops the harvest thread (waiting a bounded time for its round in progress) and
