@@ -474,7 +474,7 @@ extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
     });
 }
 
-extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
+pub(crate) extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         // The counters' end reading first (before the table's lock), and only for queues
         // with Codeplay counters: a perf read is a system call per counter.
@@ -812,6 +812,15 @@ pub(crate) fn finish() {
     // The runtime may already be torn down at exit: the remaining references are left to the
     // process's end rather than released into a runtime that is gone.
     lock(&RELEASES).clear();
+}
+
+/// Files `p` in the pending table as a submission does before its `CL_COMPLETE` callback;
+/// returns the callback's user data (tests).
+#[cfg(test)]
+pub(crate) fn file_pending_for_test(p: Pending) -> u64 {
+    let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
+    lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, p);
+    id
 }
 
 /// Whether `event`'s command is still waiting for its completion callback (tests).

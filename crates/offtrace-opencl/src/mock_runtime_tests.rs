@@ -86,9 +86,15 @@ unsafe extern "C" fn release_queue(_q: *mut c_void) -> i32 {
     CL_SUCCESS
 }
 
-/// The mock runtime's events: their `CL_EVENT_COMMAND_EXECUTION_STATUS`; released ones.
+/// The mock runtime's events: their `CL_EVENT_COMMAND_EXECUTION_STATUS`; released ones; every
+/// event an event function was called with (status and profiling queries, releases).
 static EVENTS: Mutex<Vec<(usize, i32)>> = Mutex::new(Vec::new());
 static RELEASED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static EVENT_CALLS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn called_with(event: usize) -> usize {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|&&e| e == event).count()
+}
 
 fn set_status(event: usize, status: i32) {
     let mut g = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -107,6 +113,7 @@ unsafe extern "C" fn event_info(
     value: *mut c_void,
     _ret: *mut c_void,
 ) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     let Some(status) = status_of(ev as usize) else {
         return -58; /* CL_INVALID_EVENT */
     };
@@ -126,6 +133,7 @@ unsafe extern "C" fn event_profiling(
     value: *mut c_void,
     _ret: *mut c_void,
 ) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     match status_of(ev as usize) {
         Some(CL_COMPLETE) if size >= 8 && !value.is_null() => {
             // SAFETY: the caller's 8-byte buffer.
@@ -138,6 +146,7 @@ unsafe extern "C" fn event_profiling(
 }
 
 unsafe extern "C" fn release_event(ev: *mut c_void) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     RELEASED.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     CL_SUCCESS
 }
@@ -295,4 +304,29 @@ fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running()
     fifo.harvest_upto(fifo.pushed());
     assert_eq!(released(), events.to_vec());
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
+}
+
+/// A command of an out-of-order queue: its `CL_COMPLETE` callback calls nothing in the runtime
+/// (Intel's CPU runtime runs it inside the task that ran the command, and long callbacks there
+/// make the runtime's nested waits deadlock: docs/history/hang-2026-11-26-query-metrics.md);
+/// its device times are read and its event released afterwards, off the runtime's thread.
+#[test]
+fn an_out_of_order_commands_completion_callback_only_files_it() {
+    let _ = layer_table();
+    let ev = 0xf1;
+    set_status(ev, CL_COMPLETE);
+    let id = crate::enqueue::file_pending_for_test(crate::enqueue::Pending::for_test(ev));
+    crate::enqueue::on_complete(ev as *mut c_void, CL_COMPLETE, id as *mut c_void);
+    assert_eq!(called_with(ev), 0, "the callback called the runtime about its event");
+    assert!(!RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&ev));
+    assert_eq!(crate::enqueue::pending_count(), crate::in_order::outstanding() as usize);
+
+    // Reported by whoever looks first: this test, or a harvest thread another test started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&ev) {
+        crate::enqueue::report_called_back();
+        assert!(std::time::Instant::now() < deadline, "the filed command was never reported");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(called_with(ev) >= 3, "START and END read, then the event released");
 }
