@@ -22,6 +22,8 @@
 #   ooo-cbU  the same with profiling on and a completion callback on every out-of-order
 #            command that reads its profiling times and spins U µs (ooo-cb0, ooo-cb200):
 #            what a tracer's completion callback adds, without a tracer
+#   ooo-layer, ooo-layer:PATH  ooo_wait (no callbacks of its own) under the OpenCL layer,
+#            recording (the layer's completion callbacks instead of ooo-cbU's)
 #
 # usage: scripts/stress-hang.sh [-n RUNS] [-c CONFIGS] [-t THREADS] [-i ITERATIONS]
 #                               [-l LIMIT_S] [-o OUTDIR] [-p PROFILE] [-b]
@@ -41,7 +43,7 @@ while getopts n:c:t:i:l:o:p:b opt; do
   case $opt in
     n) runs=$OPTARG ;; c) configs=$OPTARG ;; t) threads=$OPTARG ;; i) iterations=$OPTARG ;;
     l) limit=$OPTARG ;; o) out=$OPTARG ;; p) profile=$OPTARG ;; b) busy=1 ;;
-    *) sed -n '2,35p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
   esac
 done
 venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
@@ -86,6 +88,10 @@ run_one() {
       "${prog[@]}") ;;
     layer:*) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="${config#layer:}" OFFTRACE_OUTPUT="$trace" "${prog[@]}") ;;
     ooo) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" "$threads" "$iterations") ;;
+    ooo-layer) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" OFFTRACE_OUTPUT="$trace"
+      "$out/ooo_wait" "$threads" "$iterations") ;;
+    ooo-layer:*) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="${config#ooo-layer:}" OFFTRACE_OUTPUT="$trace"
+      "$out/ooo_wait" "$threads" "$iterations") ;;
     ooo-cb*) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" -p -c "${config#ooo-cb}" "$threads" "$iterations") ;;
     inert) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" "${prog[@]}") ;;
     *) echo "stress-hang: unknown configuration $config" >&2; exit 2 ;;
