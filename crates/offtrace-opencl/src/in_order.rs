@@ -13,7 +13,8 @@
 //! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
 //!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
 //!   completes), so that commands are reported also for programs that never wait, and the
-//!   FIFOs stay short.
+//!   FIFOs stay short. The same thread reports the out-of-order commands whose completion
+//!   callback only filed them (`enqueue::report_called_back`).
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
 //! on the runtime's thread, no pending table, no event release); the harvest's profiling
