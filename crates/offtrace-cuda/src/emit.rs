@@ -371,6 +371,7 @@ pub fn finish(inj: &Injection) {
         ("cuda.runtime_calls", s.api_calls[0].load(Relaxed)),
         ("cuda.driver_calls", s.api_calls[1].load(Relaxed)),
         ("cuda.unpaired_device_records", s.unpaired_device_records.load(Relaxed)),
+        ("cuda.driver_only_launches", s.driver_only_launches.load(Relaxed)),
     ] {
         defs.push(offtrace_format::Record::Info { key: key.into(), value: value.to_string() });
     }

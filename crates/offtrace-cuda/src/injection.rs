@@ -96,6 +96,8 @@ pub struct Injection {
     /// Driver launch functions whose operation definition this backend wrote into the trace
     /// (for the driver-only launches it writes itself, [`Injection::driver_launch`]).
     driver_launch_ops: Mutex<HashSet<u32>>,
+    /// The driver launch functions' API activity records are on ([`driver_launch_record_ids`]).
+    driver_launch_records: bool,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
     /// The start's subscription plan and the current one ([`measure_phase`] changes it).
@@ -183,11 +185,13 @@ const NONE: u8 = u8::MAX;
 /// runtime makes inside it (both at enter and exit), and a delivery costs the launching thread
 /// more than the backend's record (docs/cuda.md, "Overhead", runs P and R). By default the
 /// dispatch is taken from the runtime launch callback, which is delivered anyway as the
-/// launching API call; the driver launch callbacks are not enabled. Launches made without the
+/// launching API call; the driver launch callbacks are on only while a runtime launch's kernel
+/// is being learnt ([`LEARNING`]). Launches made without the
 /// runtime (PyTorch's NVRTC/jiterator kernels, libraries calling the driver) come from CUPTI's
 /// API activity records of the driver launch functions alone (`cuptiActivityEnableDriverApi`):
 /// the launching call is in the trace and its kernels carry its correlation id, but it has no
-/// arguments and no launch-time dispatch (so no kernel allocation properties).
+/// arguments and no launch-time dispatch (so no kernel allocation properties) unless it came
+/// while the driver launch callbacks were on for learning.
 /// `OFFTRACE_CUDA_LAUNCH_ARGS=driver` takes every dispatch from the driver launch callbacks as
 /// before (every launch delivered twice; driver-only launches with their arguments and
 /// allocation properties).
@@ -219,7 +223,7 @@ impl LaunchMode {
 
     /// The dispatch comes from the runtime launch callbacks (the driver's only for launches
     /// made outside a runtime call).
-    fn from_runtime(self) -> bool {
+    fn runtime_dispatch(self) -> bool {
         matches!(self, LaunchMode::Full | LaunchMode::NoArgs | LaunchMode::CallbacksOnly)
     }
 
@@ -308,7 +312,7 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
             ("cuLaunchCooperativeKernel", "f", "kernelParams"),
             ("cuLaunchCooperativeKernel_ptsz", "f", "kernelParams"),
         ],
-        // The host stub becomes a CUfunction once per stub ([`resolve_stub`]); `args` is the
+        // The host stub is learnt from the driver launch inside ([`learn_stub`]); `args` is the
         // same array of pointers to the parameters as the driver's `kernelParams`.
         ApiDomain::Runtime => &[
             ("cudaLaunchKernel", "func", "args"),
@@ -677,7 +681,11 @@ impl Plan {
             // The driver's launch callbacks only with OFFTRACE_CUDA_LAUNCH_ARGS=driver (and for the
             // range profiler): by default the runtime's launch callback gives the dispatch and
             // driver-only launches come from API activity records ([`LaunchMode`]).
-            let launch_args = launch_mode().driver_callbacks();
+            let mode = launch_mode();
+            let learning = mode.runtime_dispatch() && self.driver && !self.empty;
+            // Relaxed: see tune_learning.
+            LEARNING.store(learning, Ordering::Relaxed);
+            let launch_args = mode.driver_callbacks() || learning;
             // The range profiler starts at launches and keeps other work (memsets, copies, graph
             // launches) out of their batches: those callbacks too while it is asked for.
             let rangeq = crate::range_query::armed();
@@ -745,7 +753,7 @@ static EMPTY_CALLBACKS: AtomicBool = AtomicBool::new(false);
 /// launch rules when the dispatch comes from the runtime and no callback covers the driver's
 /// launches (neither its launch callbacks nor `OFFTRACE_CUDA_DRIVER_API=1`'s whole domain).
 fn driver_launch_record_ids(mode: LaunchMode, driver_all: bool) -> Vec<u32> {
-    if !mode.from_runtime() || driver_all {
+    if !mode.runtime_dispatch() || driver_all {
         return Vec::new();
     }
     let rules = launch_rules(ApiDomain::Driver);
@@ -862,7 +870,10 @@ impl Injection {
             });
         let counters = || (0..MAX_CBID).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
         let launch_mode = launch_mode();
-        let runtime_launches = if launch_mode.from_runtime() {
+        let driver_launch_records = cupti.activity_enable_driver_api.is_some()
+            && Plan::from_env().driver
+            && !driver_launch_record_ids(launch_mode, driver_api_wanted()).is_empty();
+        let runtime_launches = if launch_mode.runtime_dispatch() {
             launch_rules(ApiDomain::Runtime)
         } else {
             vec![LaunchRule::default(); MAX_CBID].into_boxed_slice()
@@ -888,6 +899,7 @@ impl Injection {
             driver_all: driver_api_wanted(),
             launch_mode,
             driver_launch_ops: Mutex::new(HashSet::new()),
+            driver_launch_records,
         };
         if let Some(d) = &inj.dump {
             d.line(&format!(
@@ -911,7 +923,7 @@ impl Injection {
         let s = &self.stats;
         let by: Vec<String> = s.cupti_overhead_by_kind.iter().map(|c| c.load(Ordering::Relaxed).to_string()).collect();
         eprintln!(
-            r#"offtrace-cuda-stats: {{"runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"cupti_overhead_by_kind_ns":[{}],"processing_ns":{}}}"#,
+            r#"offtrace-cuda-stats: {{"runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"cupti_overhead_by_kind_ns":[{}],"processing_ns":{},"driver_only_launches":{}}}"#,
             s.api_calls[0].load(Ordering::Relaxed),
             s.api_calls[1].load(Ordering::Relaxed),
             s.records.load(Ordering::Relaxed),
@@ -920,6 +932,7 @@ impl Injection {
             s.cupti_overhead_ns.load(Ordering::Relaxed),
             by.join(","),
             s.processing_ns.load(Ordering::Relaxed),
+            s.driver_only_launches.load(Ordering::Relaxed),
         );
     }
 
@@ -1018,12 +1031,24 @@ fn start_flusher() {
         return;
     }
     let _ = std::thread::Builder::new().name("offtrace-cupti".into()).spawn(move || {
+        let mut unknown_stubs = 0;
+        // The learning of runtime launches' kernels is looked at every LEARNING_PERIOD_MS (a
+        // training loop's warm-up steps then suffice to turn the driver launch callbacks off),
+        // CUPTI's buffers flushed every `ms`.
+        let tick = ms.min(LEARNING_PERIOD_MS);
+        let mut since_flush = 0;
         loop {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            std::thread::sleep(std::time::Duration::from_millis(tick));
             let Some(i) = get() else { return };
             if i.finished.load(Ordering::Acquire) {
                 return;
             }
+            tune_learning(i, &mut unknown_stubs);
+            since_flush += tick;
+            if since_flush < ms {
+                continue;
+            }
+            since_flush = 0;
             // SAFETY: no memory preconditions; 0 = only buffers CUPTI completed.
             unsafe { (i.cupti.activity_flush_all)(0) };
         }
@@ -1115,6 +1140,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
             note_thread();
+            if let Some(&r) = inj.launch_rules[di].get(cbid as usize).filter(|r| r.active) {
+                // SAFETY: params is f's parameter struct; r is f's launch rule.
+                unsafe { note_launch_stub(inj, f, params, r) };
+            }
         }
         if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
             // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
@@ -1160,7 +1189,7 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             && launch.active
             && inj.launch_mode != LaunchMode::CallbacksOnly
             && (domain == ApiDomain::Runtime
-                || !inj.launch_mode.from_runtime()
+                || !inj.launch_mode.runtime_dispatch()
                 || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0)
             && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active());
         let call = OPEN
@@ -1174,6 +1203,11 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             })
             .ok()
             .flatten();
+        if domain == ApiDomain::Driver && launch.active && !launched && inj.launch_mode.runtime_dispatch() {
+            // SAFETY: params is f's parameter struct, valid during the callback.
+            let func = unsafe { arg(f, params, launch.func) } as usize as *mut c_void;
+            learn_stub(inj, func);
+        }
         if call.is_none() && !allocation && !launched {
             return;
         }
@@ -1315,7 +1349,8 @@ thread_local! {
 }
 
 /// The kernel of a launch: `func` is a driver handle, or with `stub` a runtime launch's host
-/// stub (or `cudaKernel_t`), resolved once ([`resolve_stub`]).
+/// stub (or `cudaKernel_t`), known once learnt from the driver launch inside one of its
+/// launches ([`learn_stub`]; unknown until then).
 fn kernel_info(inj: &Injection, func: *mut c_void, stub: bool) -> KernelInfo {
     // Stubs and driver handles in one cache: the top bit (no user-space address has it) keeps
     // a stub's entry apart from a handle's.
@@ -1327,7 +1362,7 @@ fn kernel_info(inj: &Injection, func: *mut c_void, stub: bool) -> KernelInfo {
         return v;
     }
     let unknown = KernelInfo { params: &[], name: std::ptr::null(), function: 0 };
-    // None: not resolved this time (not cached: the next launch tries again).
+    // None: a stub not learnt yet (not cached: a later launch finds it once learnt).
     let Some(info) = kernel_info_shared(inj, key, func, stub) else { return unknown };
     let _ = KERNELS.try_with(|k| {
         let mut k = k.borrow_mut();
@@ -1345,17 +1380,10 @@ fn kernel_info_shared(inj: &Injection, key: usize, func: *mut c_void, stub: bool
     if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Some(*v);
     }
+    if stub {
+        return None;
+    }
     let _ = BUSY.try_with(|b| b.set(true));
-    let func = if stub {
-        let resolved = resolve_stub(func);
-        let Some(f) = resolved else {
-            let _ = BUSY.try_with(|b| b.set(false));
-            return None;
-        };
-        f
-    } else {
-        func
-    };
     let d = &inj.driver;
     // The runtime launches library kernels (CUkernel) through cuLaunchKernel as well as
     // functions (CUfunction): ask the function API first, then the kernel API.
@@ -1393,73 +1421,100 @@ fn kernel_info_shared(inj: &Injection, key: usize, func: *mut c_void, stub: bool
     Some(info)
 }
 
-type GetFuncBySymbolFn = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> i32;
-type LastErrorFn = unsafe extern "C" fn() -> i32;
+/// Learning runtime launches' kernels.
+///
+/// A runtime launch names its kernel by the host stub (`func`), which only the runtime can turn
+/// into the `CUfunction` whose parameter layout the kernel allocation properties need; asking
+/// the runtime from inside its own callback is not an option (on the H100, run T1, every
+/// `cudaGetFuncBySymbol` made there failed, and a failed runtime call sets the last-error state
+/// the program reads next). The driver launch the runtime makes inside the launch names the
+/// `CUfunction`: while a stub is unknown the driver launch callbacks are on, the runtime launch's
+/// enter notes its stub ([`LAUNCH_STUB`]) and the driver launch's exit inside it files the
+/// kernel under the stub ([`learn_stub`]). Once no runtime launch has met an unknown stub for
+/// [`LEARNING_PERIOD_MS`], the flusher turns the driver launch callbacks off ([`tune_learning`]), and
+/// turns them on again after a launch meets one (that launch, and those of unknown stubs until
+/// the next period, carry no kernel parameters: their names come from CUPTI's `symbolName`). A training loop launches the same kernels every step:
+/// after its first steps each launch is delivered once. Without the flusher
+/// (`OFFTRACE_CUDA_FLUSH_MS=0`) the callbacks stay on.
+static LEARNING: AtomicBool = AtomicBool::new(false);
+/// How often the flusher looks at [`UNKNOWN_STUBS`] (ms).
+const LEARNING_PERIOD_MS: u64 = 100;
+/// Runtime launches that met an unknown stub (Relaxed: a count the flusher compares between
+/// its periods; rare once the program's kernels are known).
+static UNKNOWN_STUBS: AtomicU64 = AtomicU64::new(0);
 
-/// The runtime functions that turn a launch's host stub into its `CUfunction`: those of the
-/// CUDA runtime the program loaded (a runtime linked statically into the program has none to
-/// find: its launches then carry no kernel parameters, and their names come from CUPTI).
-struct RuntimeFns {
-    get_func_by_symbol: GetFuncBySymbolFn,
-    peek_at_last_error: LastErrorFn,
-    get_last_error: LastErrorFn,
+thread_local! {
+    /// The stub of this thread's open runtime launch when it is not known yet (0 otherwise).
+    static LAUNCH_STUB: Cell<usize> = const { Cell::new(0) };
 }
 
-static RUNTIME_FNS: OnceLock<Option<RuntimeFns>> = OnceLock::new();
-
-fn runtime_fns() -> Option<&'static RuntimeFns> {
-    RUNTIME_FNS
-        .get_or_init(|| {
-            let sym = |h: *mut c_void, name: &CStr| -> *mut c_void {
-                // SAFETY: h is a handle dlopen returned or RTLD_DEFAULT; name is NUL-terminated.
-                unsafe { libc::dlsym(h, name.as_ptr()) }
-            };
-            for lib in [c"libcudart.so.13", c"libcudart.so.12"] {
-                // SAFETY: RTLD_NOLOAD only returns a library the program already loaded.
-                let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-                if h.is_null() {
-                    continue;
-                }
-                let (a, b, c) =
-                    (sym(h, c"cudaGetFuncBySymbol"), sym(h, c"cudaPeekAtLastError"), sym(h, c"cudaGetLastError"));
-                if !a.is_null() && !b.is_null() && !c.is_null() {
-                    // SAFETY: the runtime's functions of these names have these C signatures
-                    // (cuda_runtime_api.h).
-                    return Some(unsafe {
-                        RuntimeFns {
-                            get_func_by_symbol: cupti::fn_ptr(a),
-                            peek_at_last_error: cupti::fn_ptr(b),
-                            get_last_error: cupti::fn_ptr(c),
-                        }
-                    });
-                }
-            }
-            None
-        })
-        .as_ref()
+/// At a runtime launch's enter: notes the launch's stub when it is unknown.
+///
+/// # Safety
+/// `params` is the parameter struct of `f`, whose launch rule is `rule`.
+unsafe fn note_launch_stub(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule) {
+    let Some(p) = f.params.get(usize::from(rule.func)) else { return };
+    if params.is_null() {
+        return;
+    }
+    // SAFETY: the func parameter of f's parameter struct (caller's guarantee), at its offset.
+    let stub = unsafe { field(params, (p.offset as usize, p.size as usize)) } as usize;
+    let unknown = stub != 0 && kernel_info(inj, stub as *mut c_void, true).function == 0;
+    let _ = LAUNCH_STUB.try_with(|s| s.set(if unknown { stub } else { 0 }));
+    if unknown {
+        UNKNOWN_STUBS.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-/// The `CUfunction` of a runtime launch's host stub (at the exit of a successful launch, so the
-/// runtime knows it), through the program's runtime. The runtime's last-error state is the
-/// program's: nothing is asked while it holds an error the program has not read yet, and an
-/// error this look-up causes is read back, so the program's next `cudaGetLastError` sees what
-/// it would have seen. `None`: not resolved (try again at the next launch).
-fn resolve_stub(stub: *mut c_void) -> Option<*mut c_void> {
-    let rt = runtime_fns()?;
-    // SAFETY: the runtime's own functions, called on the launching thread after its launch
-    // returned (CUPTI's exit callback); out-parameter valid; the stub is the program's.
-    unsafe {
-        if (rt.peek_at_last_error)() != 0 {
-            return None;
+/// At a driver launch's exit inside a runtime launch whose stub is unknown: the kernel filed
+/// under the stub.
+fn learn_stub(inj: &Injection, func: *mut c_void) {
+    let Ok(stub) = LAUNCH_STUB.try_with(|s| s.replace(0)) else { return };
+    if stub == 0 || func.is_null() {
+        return;
+    }
+    let info = kernel_info(inj, func, false);
+    let key = stub | (1 << (usize::BITS - 1));
+    inj.kernel_params
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, KernelInfo { function: func as usize, ..info });
+}
+
+/// The flusher's period: turns the driver launch callbacks off when no runtime launch met an
+/// unknown stub since the last period, on when one did ([`LEARNING`]).
+fn tune_learning(inj: &Injection, last: &mut u64) {
+    if !inj.launch_mode.runtime_dispatch() || inj.ownership != Ownership::Offtrace {
+        return;
+    }
+    let plan = inj.plan.lock().unwrap_or_else(|e| e.into_inner()).1;
+    if !plan.driver || plan.empty {
+        return;
+    }
+    let n = UNKNOWN_STUBS.load(Ordering::Relaxed);
+    let met_unknown = n != *last;
+    *last = n;
+    // Relaxed: only this thread and the start switch it; the callbacks read it nowhere.
+    if let Some(on) = learning_switch(LEARNING.load(Ordering::Relaxed), met_unknown) {
+        LEARNING.store(on, Ordering::Relaxed);
+        enable_driver_launch_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle, on);
+        inj.dump_line(|| format!(r#"{{"t":"learning","on":{on},"unknown_stubs":{n}}}"#));
+    }
+}
+
+/// Whether the driver launch callbacks switch (`Some(on)`) given whether they are on for
+/// learning and whether a runtime launch met an unknown stub in the last period.
+fn learning_switch(learning: bool, met_unknown: bool) -> Option<bool> {
+    (learning != met_unknown).then_some(met_unknown)
+}
+
+fn enable_driver_launch_callbacks(c: &Cupti, sub: SubscriberHandle, on: bool) {
+    let rules = launch_rules(ApiDomain::Driver);
+    for (cbid, r) in rules.iter().enumerate() {
+        if r.active {
+            // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+            unsafe { (c.enable_callback)(u32::from(on), sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
         }
-        let mut f: *mut c_void = std::ptr::null_mut();
-        if (rt.get_func_by_symbol)(&mut f, stub) != 0 {
-            (rt.get_last_error)();
-            // Not a stub this runtime knows (a cudaKernel_t, another runtime's stub): cached
-            // with no parameters, named by CUPTI.
-            return Some(std::ptr::null_mut());
-        }
-        Some(f)
     }
 }
 
@@ -2010,9 +2065,13 @@ impl Injection {
             Activity::ExternalCorrelation { correlation, .. } => *correlation,
             _ => 0,
         };
-        let corr = self.correlations.get(cupti_corr).unwrap_or(0);
+        let mut corr = self.correlations.get(cupti_corr).unwrap_or(0);
         if cupti_corr != 0 && corr == 0 && matches!(a, Activity::Kernel(_) | Activity::Copy(_) | Activity::Set(_)) {
             self.stats.unpaired_device_records.fetch_add(1, Ordering::Relaxed);
+            if self.driver_launch_records {
+                // Perhaps a driver-only launch, whose API record may come after its kernel's.
+                corr = driver_only_correlation(cupti_corr);
+            }
         }
         if let Activity::Overhead(o) = a {
             let ns = o.end.saturating_sub(o.start);
@@ -2047,8 +2106,7 @@ impl Injection {
             return;
         }
         self.stats.driver_only_launches.fetch_add(1, Ordering::Relaxed);
-        let corr = offtrace_core::next_correlation_id();
-        self.correlations.insert(api.correlation, corr);
+        let corr = driver_only_correlation(api.correlation);
         let tid = thread_of(api.thread);
         if let Some(defs) = offtrace_recorder::definitions() {
             let kind = emit::api_kind(ApiDomain::Driver) as u32;
@@ -2077,6 +2135,15 @@ impl Injection {
             )
         });
     }
+}
+
+/// The correlation id of a driver-only launch: derived from CUPTI's, so its kernels carry it
+/// whether they reach the buffer thread before the launch's API record or after it (CUPTI
+/// writes the API record at the call's exit and a kernel's at completion, in separate buffers:
+/// on the H100 every cuBLAS kernel of `train.py` came first). The services' own ids count up
+/// from 1 and never reach bit 62.
+fn driver_only_correlation(cupti: u32) -> u64 {
+    (1 << 62) | u64::from(cupti)
 }
 
 /// CUPTI's API activity records name a thread by its `pthread_t` (cut to 32 bits), not by the
@@ -2377,10 +2444,10 @@ mod tests {
         assert_eq!(M::parse(Some("noargs")), M::NoArgs);
         assert_eq!(M::parse(Some("callbacks")), M::CallbacksOnly);
         for m in [M::Full, M::NoArgs, M::CallbacksOnly] {
-            assert!(m.from_runtime() && !m.driver_callbacks(), "{m:?}: runtime callbacks only");
+            assert!(m.runtime_dispatch() && !m.driver_callbacks(), "{m:?}: runtime callbacks only");
         }
-        assert!(M::Driver.driver_callbacks() && !M::Driver.from_runtime());
-        assert!(!M::Off.driver_callbacks() && !M::Off.from_runtime(), "0: no launch-time dispatch");
+        assert!(M::Driver.driver_callbacks() && !M::Driver.runtime_dispatch());
+        assert!(!M::Off.driver_callbacks() && !M::Off.runtime_dispatch(), "0: no launch-time dispatch");
     }
 
     #[test]
@@ -2395,6 +2462,14 @@ mod tests {
         assert!(driver_launch_record_ids(LaunchMode::Driver, false).is_empty(), "their callbacks give them");
         assert!(driver_launch_record_ids(LaunchMode::Full, true).is_empty(), "every driver call is traced");
         assert!(driver_launch_record_ids(LaunchMode::Off, false).is_empty());
+    }
+
+    #[test]
+    fn learning_stops_after_a_quiet_period_and_resumes_at_an_unknown_stub() {
+        assert_eq!(learning_switch(true, true), None, "still meeting new kernels: keep learning");
+        assert_eq!(learning_switch(true, false), Some(false), "a quiet period: driver launch callbacks off");
+        assert_eq!(learning_switch(false, false), None);
+        assert_eq!(learning_switch(false, true), Some(true), "an unknown stub: on again");
     }
 
     #[test]
