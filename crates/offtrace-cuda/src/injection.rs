@@ -1424,10 +1424,10 @@ fn kernel_info_shared(inj: &Injection, key: usize, func: *mut c_void, stub: bool
 /// Learning runtime launches' kernels.
 ///
 /// A runtime launch names its kernel by the host stub (`func`), which only the runtime can turn
-/// into the `CUfunction` whose parameter layout the kernel allocation properties need; asking
-/// the runtime from inside its own callback is not an option (on the H100, run T1, every
-/// `cudaGetFuncBySymbol` made there failed, and a failed runtime call sets the last-error state
-/// the program reads next). The driver launch the runtime makes inside the launch names the
+/// into the `CUfunction` whose parameter layout the kernel allocation properties need. Asking
+/// the runtime from inside its own callback did not work: on the H100 (run T1) launches
+/// resolved with `cudaGetFuncBySymbol` there carried no kernel parameters at all (and a failed
+/// runtime call sets the last-error state the program reads next). The driver launch the runtime makes inside the launch names the
 /// `CUfunction`: while a stub is unknown the driver launch callbacks are on, the runtime launch's
 /// enter notes its stub ([`LAUNCH_STUB`]) and the driver launch's exit inside it files the
 /// kernel under the stub ([`learn_stub`]). Once no runtime launch has met an unknown stub for
