@@ -1495,7 +1495,7 @@ fn tune_learning(inj: &Injection, last: &mut u64) {
     let met_unknown = n != *last;
     *last = n;
     // Relaxed: only this thread and the start switch it; the callbacks read it nowhere.
-    if let Some(on) = learning_switch(LEARNING.load(Ordering::Relaxed), met_unknown) {
+    if let Some(on) = learning_switch(LEARNING.load(Ordering::Relaxed), met_unknown, n != 0) {
         LEARNING.store(on, Ordering::Relaxed);
         enable_driver_launch_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle, on);
         inj.dump_line(|| format!(r#"{{"t":"learning","on":{on},"unknown_stubs":{n}}}"#));
@@ -1503,9 +1503,12 @@ fn tune_learning(inj: &Injection, last: &mut u64) {
 }
 
 /// Whether the driver launch callbacks switch (`Some(on)`) given whether they are on for
-/// learning and whether a runtime launch met an unknown stub in the last period.
-fn learning_switch(learning: bool, met_unknown: bool) -> Option<bool> {
-    (learning != met_unknown).then_some(met_unknown)
+/// learning, whether a runtime launch met an unknown stub in the last period, and whether any
+/// has yet: a program's start, before its first launch, is not a quiet period (run T: the
+/// callbacks went off before the CUDA C workload's first launch, and none of its launches
+/// carried kernel parameters).
+fn learning_switch(learning: bool, met_unknown: bool, launched: bool) -> Option<bool> {
+    (launched && learning != met_unknown).then_some(met_unknown)
 }
 
 fn enable_driver_launch_callbacks(c: &Cupti, sub: SubscriberHandle, on: bool) {
@@ -2466,10 +2469,11 @@ mod tests {
 
     #[test]
     fn learning_stops_after_a_quiet_period_and_resumes_at_an_unknown_stub() {
-        assert_eq!(learning_switch(true, true), None, "still meeting new kernels: keep learning");
-        assert_eq!(learning_switch(true, false), Some(false), "a quiet period: driver launch callbacks off");
-        assert_eq!(learning_switch(false, false), None);
-        assert_eq!(learning_switch(false, true), Some(true), "an unknown stub: on again");
+        assert_eq!(learning_switch(true, false, false), None, "before the first launch: keep learning");
+        assert_eq!(learning_switch(true, true, true), None, "still meeting new kernels: keep learning");
+        assert_eq!(learning_switch(true, false, true), Some(false), "a quiet period: driver launch callbacks off");
+        assert_eq!(learning_switch(false, false, true), None);
+        assert_eq!(learning_switch(false, true, true), Some(true), "an unknown stub: on again");
     }
 
     #[test]
