@@ -270,8 +270,10 @@ struct OpenCalls {
     tokens: [Cell<Option<CallToken>>; MAX_OPEN],
 }
 
-/// Longest kernel name kept for a dispatch (NUL included).
-const NAME_CAP: usize = 256;
+/// Longest kernel or task-graph node name kept (NUL included): the longest a record carries, so
+/// a name reaches the trace whole up to the record's own limit (dpnp's kernel names run past
+/// 300 bytes and read the same at either end: cut, two differ only in what was cut).
+const NAME_CAP: usize = offtrace_core::MAX_RECORD_STRING + 1;
 
 /// The SYCL task (command group) open on this thread: its kernel name, for the dispatch the
 /// UR launch inside it reports.
@@ -691,7 +693,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
             urf::KERNEL_CREATE => {
-                remember_kernel_name(read_out(a[2]), a[1], NAME_CAP as u64);
+                remember_kernel_name(read_out(a[2]), a[1], MAX_NAME as u64);
                 if kind_enabled(Kind::CodeObject) {
                     code_object_load(p);
                 }
@@ -1448,11 +1450,42 @@ mod graph {
         get(&NODES, uid).unwrap_or(uid)
     }
 
+    /// A node's name, NUL-terminated, with its length: copies take only the used bytes (the
+    /// capacity is the record's longest string, mostly unused).
+    #[derive(Clone, Copy)]
+    struct NodeName {
+        len: usize,
+        bytes: [u8; NAME_CAP],
+    }
+
+    impl NodeName {
+        const EMPTY: NodeName = NodeName { len: 0, bytes: [0; NAME_CAP] };
+
+        /// `b` (no NUL), cut only past the record's limit.
+        fn set(&mut self, b: &[u8]) {
+            let n = b.len().min(NAME_CAP - 1);
+            self.bytes[..n].copy_from_slice(&b[..n]);
+            self.bytes[n] = 0;
+            self.len = n;
+        }
+
+        /// A copy of the used bytes (what is emitted after the node's cell is released).
+        fn copy(&self) -> NodeName {
+            let mut c = NodeName::EMPTY;
+            c.set(&self.bytes[..self.len]);
+            c
+        }
+
+        fn ptr(&self) -> *const c_char {
+            if self.len == 0 { std::ptr::null() } else { self.bytes.as_ptr().cast() }
+        }
+    }
+
     /// The node made last on this thread (its record held back until `emitted`) and its task.
     #[derive(Clone, Copy)]
     struct Current {
         node: u64,
-        name: [u8; NAME_CAP],
+        name: NodeName,
         queue: u64,
         event: u64,
         emitted: bool,
@@ -1477,7 +1510,7 @@ mod graph {
 
     const NONE: Current = Current {
         node: 0,
-        name: [0; NAME_CAP],
+        name: NodeName::EMPTY,
         queue: 0,
         event: 0,
         emitted: true,
@@ -1528,10 +1561,10 @@ mod graph {
             }
             c.emitted = true;
             let edges = (c.held > 0).then(|| (c.edges, c.held));
-            Some((c.node, c.name, c.queue, c.event, edges))
+            Some((c.node, c.name.copy(), c.queue, c.event, edges))
         });
         if let Ok(Some((node, name, queue, event, edges))) = pending {
-            let g = TaskGraphPayload { node, name: name_ptr(&name), queue, event, ..Default::default() };
+            let g = TaskGraphPayload { node, name: name.ptr(), queue, event, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
             if let Some((edges, held)) = edges {
                 for (source, uid, name) in &edges[..held] {
@@ -1587,8 +1620,13 @@ mod graph {
             (*c_node, *c_queue, *c_host) = (node, queue, host);
             (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
             (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
-            // SAFETY: the payload's name is valid during the callback.
-            unsafe { copy_name(name, c_name) };
+            let name = if name.is_null() {
+                &[][..]
+            } else {
+                // SAFETY: the payload's name is valid during the callback.
+                unsafe { CStr::from_ptr(name) }.to_bytes()
+            };
+            c_name.set(name);
         });
     }
 
@@ -1738,23 +1776,23 @@ mod graph {
 
     /// The current task's node (id, queue, name as its node record has it), if `instance` is
     /// its task's or its node's.
-    fn current(instance: u64) -> Option<(u64, u64, [u8; NAME_CAP])> {
+    fn current(instance: u64) -> Option<(u64, u64, NodeName)> {
         CUR.try_with(|c| {
             let c = c.try_borrow().ok()?;
-            (instance != 0 && (c.task == instance || c.node == instance)).then_some((c.node, c.queue, c.name))
+            (instance != 0 && (c.task == instance || c.node == instance)).then(|| (c.node, c.queue, c.name.copy()))
         })
         .ok()
         .flatten()
     }
 
     /// `name`, or the event's payload name when empty.
-    fn name_or(name: &[u8; NAME_CAP], e: Option<&TraceEventData>) -> *const c_char {
-        if name[0] != 0 { name.as_ptr().cast() } else { e.map_or(std::ptr::null(), payload_name) }
+    fn name_or(name: &NodeName, e: Option<&TraceEventData>) -> *const c_char {
+        if name.len != 0 { name.ptr() } else { e.map_or(std::ptr::null(), payload_name) }
     }
 
     pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
         flush();
-        let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, [0; NAME_CAP]));
+        let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, NodeName::EMPTY));
         let _ = CUR.try_with(|c| {
             if let Ok(mut c) = c.try_borrow_mut()
                 && c.node == node
@@ -1771,7 +1809,7 @@ mod graph {
     pub(super) fn task_end(ev: Option<&TraceEventData>, instance: u64, exit: impl FnOnce(&TaskGraphPayload)) {
         flush();
         let (node, queue, name) =
-            current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, [0; NAME_CAP]));
+            current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, NodeName::EMPTY));
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
         let unsignalled = CUR
@@ -1820,10 +1858,7 @@ mod graph {
                     cur.queue = queue;
                 }
                 if let Some(k) = name {
-                    let b = k.to_bytes();
-                    let n = b.len().min(NAME_CAP - 1);
-                    cur.name = [0; NAME_CAP];
-                    cur.name[..n].copy_from_slice(&b[..n]);
+                    cur.name.set(k.to_bytes());
                 }
             }
         });
