@@ -678,9 +678,10 @@ impl Plan {
         } else {
             let allocs = alloc_rules(ApiDomain::Driver);
             let launches = launch_rules(ApiDomain::Driver);
-            // The driver's launch callbacks only with OFFTRACE_CUDA_LAUNCH_ARGS=driver (and for the
-            // range profiler): by default the runtime's launch callback gives the dispatch and
-            // driver-only launches come from API activity records ([`LaunchMode`]).
+            // The driver's launch callbacks with OFFTRACE_CUDA_LAUNCH_ARGS=driver (and for the
+            // range profiler), and by default while runtime launches' kernels are learnt (from
+            // the start; the flusher turns them off): the runtime's launch callback gives the
+            // dispatch and driver-only launches come from API activity records ([`LaunchMode`]).
             let mode = launch_mode();
             let learning = mode.runtime_dispatch() && self.driver && !self.empty;
             // Relaxed: see tune_learning.
@@ -724,7 +725,8 @@ impl Plan {
 
     /// The API activity records of the driver's launch functions, which give a launch made
     /// without the runtime its launching call ([`LaunchMode`]): on while the plan has activity
-    /// and driver callbacks and no driver launch callback is enabled.
+    /// and driver callbacks (a launch whose callback was delivered too, while kernels are
+    /// learnt, is recorded once: its correlation id is known when its API record comes).
     fn apply_driver_launch_records(&self, c: &Cupti) {
         let ids = driver_launch_record_ids(launch_mode(), driver_api_wanted());
         let Some(enable) = c.activity_enable_driver_api else {
@@ -1484,7 +1486,8 @@ fn learn_stub(inj: &Injection, func: *mut c_void) {
 /// The flusher's period: turns the driver launch callbacks off when no runtime launch met an
 /// unknown stub since the last period, on when one did ([`LEARNING`]).
 fn tune_learning(inj: &Injection, last: &mut u64) {
-    if !inj.launch_mode.runtime_dispatch() || inj.ownership != Ownership::Offtrace {
+    // OFFTRACE_CUDA_DRIVER_API=1 keeps every driver callback on.
+    if !inj.launch_mode.runtime_dispatch() || inj.driver_all || inj.ownership != Ownership::Offtrace {
         return;
     }
     let plan = inj.plan.lock().unwrap_or_else(|e| e.into_inner()).1;
