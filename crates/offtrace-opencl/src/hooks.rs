@@ -288,20 +288,16 @@ pub(crate) unsafe fn clFinish(next: sig::clFinish_fn, queue: *mut c_void) -> i32
     {
         f.harvest_upto(upto);
     }
-    if r == CL_SUCCESS {
-        crate::enqueue::report_called_back();
-    }
     r
 }
 
 /// The events waited for may end commands of in-order queues: their completed prefixes are
-/// reported from here, and so are the commands whose completion callback came (`enqueue.rs`).
+/// reported from here.
 pub(crate) unsafe fn clWaitForEvents(next: sig::clWaitForEvents_fn, count: u32, events: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(count, events) };
     if r == CL_SUCCESS {
         let _ = crate::in_order::poll_all();
-        crate::enqueue::report_called_back();
     }
     r
 }

@@ -13,8 +13,9 @@
 //! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
 //!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
 //!   completes), so that commands are reported also for programs that never wait, and the
-//!   FIFOs stay short. The same thread reports the out-of-order commands whose completion
-//!   callback only filed them (`enqueue::report_called_back`).
+//!   FIFOs stay short. The same thread polls the commands of out-of-order queues, which have no
+//!   completion callback either (`enqueue::poll_unordered`: one status query per outstanding
+//!   command and round).
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
 //! on the runtime's thread, no pending table, no event release); the harvest's profiling
@@ -92,17 +93,22 @@ pub(crate) fn fifo_for_new_queue() -> Arc<Fifo> {
     f
 }
 
-/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
-/// error).
-pub(crate) fn terminal(event: usize) -> bool {
-    let Some(info) = next().clGetEventInfo else { return false };
+/// `event`'s `CL_EVENT_COMMAND_EXECUTION_STATUS` (None when the runtime does not answer).
+pub(crate) fn execution_status(event: usize) -> Option<i32> {
+    let info = next().clGetEventInfo?;
     let mut status = 1i32;
-    // SAFETY: an event the FIFO holds a reference of; a 4-byte out value.
+    // SAFETY: an event the layer holds a reference of; a 4-byte out value.
     #[allow(unsafe_code)]
     let r = unsafe {
         info(event as *mut c_void, CL_EVENT_COMMAND_EXECUTION_STATUS, 4, (&raw mut status).cast(), ptr::null_mut())
     };
-    r == CL_SUCCESS && status <= CL_COMPLETE
+    (r == CL_SUCCESS).then_some(status)
+}
+
+/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
+/// error).
+pub(crate) fn terminal(event: usize) -> bool {
+    execution_status(event).is_some_and(|s| s <= CL_COMPLETE)
 }
 
 impl Fifo {
@@ -283,7 +289,7 @@ fn harvest_thread() {
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        let took = poll_all() + crate::enqueue::report_called_back();
+        let took = poll_all() + crate::enqueue::poll_unordered();
         sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
@@ -291,8 +297,8 @@ fn harvest_thread() {
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
 /// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
-/// In its place, a last round of what the completion callbacks filed (`enqueue.rs`): this runs
-/// where the thread's next round would have, before the runtime's own exit handlers.
+/// In its place, a last poll of the out-of-order commands (`enqueue.rs`): this runs where the
+/// thread's next round would have, before the runtime's own exit handlers.
 fn stop_harvest_thread() {
     for _ in 0..200 {
         let round = match ROUND.try_lock() {
@@ -305,7 +311,7 @@ fn stop_harvest_thread() {
         };
         // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
         if !STOPPED.swap(true, Ordering::AcqRel) {
-            crate::enqueue::report_called_back();
+            crate::enqueue::poll_unordered();
         }
         drop(round);
         return;
