@@ -768,11 +768,13 @@ pub(crate) fn poll_unordered() -> usize {
     if !UNORDERED_WAITING.load(Ordering::Relaxed) {
         return 0;
     }
-    let batch = {
+    let mut batch = {
         let mut u = lock(&UNORDERED);
         UNORDERED_WAITING.store(false, Ordering::Relaxed);
         std::mem::take(&mut *u)
     };
+    // A bounded round: the rest waits for the next, behind what this round polled.
+    let unpolled = batch.split_off(batch.len().min(POLL_PER_ROUND));
     let release = next().clReleaseEvent;
     let mut waiting = Vec::new();
     let mut reported = 0;
@@ -799,12 +801,20 @@ pub(crate) fn poll_unordered() -> usize {
             };
         }
     }
-    if !waiting.is_empty() {
-        lock(&UNORDERED).extend(waiting);
+    if !waiting.is_empty() || !unpolled.is_empty() {
+        let mut u = lock(&UNORDERED);
+        let arrived = std::mem::replace(&mut *u, unpolled);
+        u.extend(waiting);
+        u.extend(arrived);
         UNORDERED_WAITING.store(true, Ordering::Relaxed);
     }
     reported
 }
+
+/// The most out-of-order commands one harvest round asks about (a status query each): a program
+/// with many commands outstanding costs the harvest thread a bounded round, and its commands are
+/// reported over several rounds.
+const POLL_PER_ROUND: usize = 1024;
 
 /// Drops the layer's references of completed commands' events (outside the runtime's callbacks).
 pub(crate) fn drain_releases() {
