@@ -151,6 +151,29 @@ unsafe extern "C" fn release_event(ev: *mut c_void) -> i32 {
     CL_SUCCESS
 }
 
+/// The events the mock runtime was asked to call back.
+static CALLBACKS_SET: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+const MARKER_EVENT: usize = 0xf2;
+
+unsafe extern "C" fn set_event_callback(ev: *mut c_void, _t: i32, _f: *mut c_void, _u: *mut c_void) -> i32 {
+    CALLBACKS_SET.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
+    CL_SUCCESS
+}
+
+unsafe extern "C" fn retain_event(_ev: *mut c_void) -> i32 {
+    CL_SUCCESS
+}
+
+/// A marker whose event is `MARKER_EVENT`, running.
+unsafe extern "C" fn enqueue_marker(_q: *mut c_void, _n: u32, _w: *mut c_void, ev: *mut c_void) -> i32 {
+    set_status(MARKER_EVENT, 1 /* CL_RUNNING */);
+    if !ev.is_null() {
+        // SAFETY: the caller's cl_event slot.
+        unsafe { *ev.cast::<usize>() = MARKER_EVENT };
+    }
+    CL_SUCCESS
+}
+
 fn layer_table() -> &'static IcdDispatch {
     // One layer table per process (`clInitLayer` keeps its first target): built once.
     static TABLE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -170,6 +193,9 @@ fn init_layer_table() -> &'static IcdDispatch {
     target.clGetEventInfo = Some(event_info);
     target.clGetEventProfilingInfo = Some(event_profiling);
     target.clReleaseEvent = Some(release_event);
+    target.clRetainEvent = Some(retain_event);
+    target.clSetEventCallback = Some(set_event_callback);
+    target.clEnqueueMarkerWithWaitList = Some(enqueue_marker);
     // SAFETY: as above, back.
     slots = unsafe { std::mem::transmute::<IcdDispatch, [*mut c_void; DISPATCH_SLOTS]>(target) };
     let mut n = 0u32;
@@ -330,4 +356,37 @@ fn an_out_of_order_command_is_polled_and_reported_once_complete() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     assert!(called_with(ev) >= 4, "status, START and END read, then the event released");
+}
+
+/// Enqueued through the layer on an out-of-order queue while activity is recorded: the layer asks
+/// the runtime for no completion callback, and reports the command by polling once its event is
+/// complete. Fails if the layer goes back to a callback per out-of-order command.
+#[test]
+fn the_layer_registers_no_callback_on_an_out_of_order_command() {
+    let t = layer_table();
+    let ctx = offtrace_core::create_context().expect("context");
+    offtrace_core::configure_callback_tracing_closure(ctx, offtrace_core::Kind::Sync, None, |_, _| {})
+        .expect("sync activity");
+    offtrace_core::start_context(ctx).expect("start");
+    let create = t.clCreateCommandQueueWithProperties.expect("wrapped");
+    let marker = t.clEnqueueMarkerWithWaitList.expect("wrapped");
+    let mut props = [CL_QUEUE_PROPERTIES, 1 /* out of order */, 0];
+    let mut err = 1;
+    // SAFETY: arguments as a program passes them.
+    let q = unsafe { create(ptr::null_mut(), DEVICE as *mut c_void, props.as_mut_ptr().cast(), (&raw mut err).cast()) };
+    assert_eq!(err, CL_SUCCESS);
+    let mut ev: *mut c_void = ptr::null_mut();
+    // SAFETY: as above; one cl_event slot.
+    assert_eq!(unsafe { marker(q, 0, ptr::null_mut(), (&raw mut ev).cast()) }, CL_SUCCESS);
+    assert_eq!(ev as usize, MARKER_EVENT);
+    assert!(CALLBACKS_SET.lock().unwrap_or_else(|e| e.into_inner()).is_empty(), "a callback was registered");
+
+    set_status(MARKER_EVENT, CL_COMPLETE);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&MARKER_EVENT) {
+        crate::enqueue::poll_unordered();
+        assert!(std::time::Instant::now() < deadline, "the completed marker was never reported");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = offtrace_core::stop_context(ctx);
 }
