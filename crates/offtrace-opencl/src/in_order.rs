@@ -28,11 +28,13 @@
 //! layer's event callbacks never touch a FIFO), and `entries` is never held across a call into
 //! the runtime: a runtime that runs callbacks inside a status query cannot deadlock the layer.
 //!
-//! Out-of-order queues, queues with Codeplay counters (whose counters are read when each command
-//! starts and ends) and queues the layer did not create keep the per-event callback
-//! (`enqueue.rs`). Commands still in a FIFO at exit are reported as never completed, as the
-//! per-event path reports commands whose callback never came: the runtime is not called at exit
-//! (the harvest thread stops in an `atexit` handler that runs before the runtime's own).
+//! Out-of-order queues and queues the layer did not create have no FIFO: their commands are
+//! polled one by one by the same thread (`enqueue::poll_unordered`). Queues with Codeplay
+//! counters (read when each command starts and ends) keep the per-event callbacks
+//! (`enqueue.rs`). Commands still in a FIFO or the unordered list at exit are reported as never
+//! completed, as the per-event path reports commands whose callback never came: the runtime is
+//! not called at exit (the harvest thread stops in an `atexit` handler that runs before the
+//! runtime's own, after one last poll).
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
