@@ -86,6 +86,8 @@ fn main() {
         }
     }
     destroy_context(ctx).ok();
+    let mut widths: Vec<u64> = (0..100_000).map(|_| Clock::calibration_pair().2).collect();
+    widths.sort_unstable();
 
     println!(
         "timestamp_ns() - CLOCK_MONOTONIC over {seconds} s, idle {idle_ms} ms between 20 ms bursts (brackets < {MAX_BRACKET_NS} ns):"
@@ -110,6 +112,13 @@ fn main() {
                 format!("{:+.2}", (r / mean - 1.0) * 1e6)
             })
             .collect();
+        println!(
+            "calibration pair bracket, ticks: p50 {} p99 {} p99.9 {} max {}",
+            percentile(&widths, 0.5),
+            percentile(&widths, 0.99),
+            percentile(&widths, 0.999),
+            widths.last().copied().unwrap_or(0)
+        );
         println!("TSC rate per 100 ms window, ppm from the run's mean ({:.3} ticks/ns): {}", mean, ppm.join(" "));
     }
 }

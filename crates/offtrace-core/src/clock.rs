@@ -129,7 +129,16 @@ impl Clock {
     /// calibration by [`Clock::calibrated_since`]. Cold.
     #[cold]
     pub fn calibration_start() -> (u64, u64) {
-        Self::paired_sample()
+        let (ticks, ns, _) = Self::paired_sample_bracketed();
+        (ticks, ns)
+    }
+
+    /// [`Clock::calibration_start`] with the width of its TSC bracket in ticks: how far the
+    /// CLOCK_MONOTONIC read may lie from the pair's tick value (a thread interrupted between
+    /// the reads widens it). Cold.
+    #[cold]
+    pub fn calibration_pair() -> (u64, u64, u64) {
+        Self::paired_sample_bracketed()
     }
 
     /// This clock with its TSC rate measured from `start` (a [`Clock::calibration_start`]) to
@@ -166,6 +175,12 @@ impl Clock {
     /// (tsc, monotonic ns) read as close together as possible: the pair with the narrowest
     /// TSC bracket out of a few tries.
     fn paired_sample() -> (u64, u64) {
+        let (ticks, ns, _) = Self::paired_sample_bracketed();
+        (ticks, ns)
+    }
+
+    /// (tsc, monotonic ns, bracket width in ticks) of the narrowest of a few tries.
+    fn paired_sample_bracketed() -> (u64, u64, u64) {
         let mut best = (u64::MAX, 0, 0);
         for _ in 0..5 {
             let a = rdtsc();
@@ -175,7 +190,7 @@ impl Clock {
                 best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, m);
             }
         }
-        (best.1, best.2)
+        (best.1, best.2, best.0)
     }
 
     /// The raw tick counter now. The record-path clock.

@@ -85,10 +85,11 @@ const MAX_SPAN_NS: u64 = 100_000_000;
 /// rate until it is back on it: an error `e` is gone `8 e` later, and durations measured
 /// meanwhile read 12.5 % short (a 50 ns error: 400 ns of it).
 const SLEW_DIVISOR: u64 = 8;
-/// A slower line takes over this many ticks after the refining thread's last TSC reading
-/// (about 1 µs at 1–4 GHz): past what a reader of the old line can have computed, with room
-/// for the cores' TSCs to differ by a few ticks.
-const TAKEOVER_MARGIN_TICKS: u64 = 4096;
+/// A slower line takes over this many ticks (30–250 ns at 1–4 GHz) after the TSC reading that
+/// follows its announcement (see [`publish_at_now`]): past what a reader of the old line can
+/// have computed. Before it, the slower line lies above the old one by up to an eighth of
+/// this (≤ 32 ticks): the error it adds.
+const TAKEOVER_MARGIN_TICKS: u64 = 256;
 
 /// CLOCK_MONOTONIC now, in nanoseconds (from the TSC where usable, see the module docs).
 #[inline]
@@ -186,15 +187,33 @@ fn refine(s: &Snapshot) -> bool {
         return false;
     }
     let true_mult = rate(dm, dt);
-    let line = next_line(s, (tc, mc), true_mult, dt, rdtsc());
-    publish(line.base_ticks, line.base_ns, line.mult, line.span);
+    publish_at_now(|now| next_line(s, (tc, mc), true_mult, dt, now));
     true
+}
+
+/// [`publish`] of the line that `make` returns for `now`, a TSC reading taken once every
+/// reader sees the line as being replaced: a reader that still completes on the old line read
+/// its TSC before `now` (give or take the out-of-order window and the cores' TSC skew, which
+/// [`TAKEOVER_MARGIN_TICKS`] covers).
+fn publish_at_now(make: impl FnOnce(u64) -> Snapshot) {
+    let seq = LINE.seq.load(Ordering::Relaxed);
+    LINE.seq.store(seq + 1, Ordering::Relaxed);
+    // SeqCst (mfence on x86-64): the odd value is globally visible before the TSC read.
+    fence(Ordering::SeqCst);
+    let line = make(rdtsc());
+    LINE.base_ticks.store(line.base_ticks, Ordering::Relaxed);
+    LINE.base_ns.store(line.base_ns, Ordering::Relaxed);
+    LINE.mult.store(line.mult, Ordering::Relaxed);
+    LINE.span.store(line.span, Ordering::Relaxed);
+    // Release: the fields above happen-before a reader's Acquire of the new even value.
+    LINE.seq.store(seq + 2, Ordering::Release);
 }
 
 /// The line that replaces `s` once CLOCK_MONOTONIC was read at `pair` (ticks, ns):
 /// `true_mult` is the TSC's rate over the whole run so far (`baseline` ticks), `now` the TSC
-/// read just before publishing (no reader of `s` computed a value for a later TSC reading:
-/// the seqlock makes it retry). The result's `seq` is meaningless.
+/// read once the replacement is announced (no reader of `s` computed a value for a later TSC
+/// reading, to [`TAKEOVER_MARGIN_TICKS`]: the seqlock makes it retry). The result's `seq` is
+/// meaningless.
 ///
 /// Every thread's timestamps stay monotonic (to the rounding of one ns, as with any two lines),
 /// and the error against CLOCK_MONOTONIC is removed at once or within a few times itself,
