@@ -7,7 +7,9 @@
 //! with `idle_ms` > 0 the process first sleeps `idle_ms` after creating its context (a program
 //! that loads the tracer, then imports for a while) and then alternates 20 ms of samples with
 //! `idle_ms` of sleep (an application that calls the runtime in bursts), so that the line is
-//! refined late, by whichever call comes first after a quiet spell, as in a real program. Keeps the samples whose bracket `m1 - m0` is under 200 ns (a thread preempted between
+//! refined late, by whichever call comes first after a quiet spell, as in a real program. A
+//! third number `1` adds a thread that reads a timestamp every 100 ms, as the recorder's writer
+//! does each cycle (the line is then refined on time whatever the program does). Keeps the samples whose bracket `m1 - m0` is under 200 ns (a thread preempted between
 //! the reads says nothing about the line), and prints the error `t - (m0 + m1) / 2` (p50, p99,
 //! max of its magnitude, most negative and most positive) overall and per second of the run.
 //! Also prints the TSC's rate against CLOCK_MONOTONIC over successive 100 ms windows (ppm from
@@ -49,6 +51,7 @@ fn main() {
     let numbers: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let seconds = numbers.first().copied().unwrap_or(5);
     let idle_ms = numbers.get(1).copied().unwrap_or(0);
+    let refresher = numbers.get(2).is_some_and(|&n| n == 1);
     let Ok(ctx) = create_context() else {
         eprintln!("no context");
         return;
@@ -59,6 +62,14 @@ fn main() {
     }
     let start = monotonic_ns();
     let end = start + seconds * 1_000_000_000;
+    if refresher {
+        std::thread::spawn(move || {
+            while monotonic_ns() < end {
+                std::hint::black_box(timestamp_ns());
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+    }
     let idle = std::time::Duration::from_millis(idle_ms);
     std::thread::sleep(idle);
     let mut burst_end = monotonic_ns() + 20_000_000;
@@ -90,7 +101,7 @@ fn main() {
     widths.sort_unstable();
 
     println!(
-        "timestamp_ns() - CLOCK_MONOTONIC over {seconds} s, idle {idle_ms} ms between 20 ms bursts (brackets < {MAX_BRACKET_NS} ns):"
+        "timestamp_ns() - CLOCK_MONOTONIC over {seconds} s, idle {idle_ms} ms between 20 ms bursts, refresher {refresher} (brackets < {MAX_BRACKET_NS} ns):"
     );
     summary("all", &samples);
     for s in 0..seconds {
