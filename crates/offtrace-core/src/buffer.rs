@@ -48,16 +48,17 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::buffer_record::{BufferRecordHeader, Layout, RecordData, RecordHead};
 use crate::callback::{CorrelationId, OperationFilter, Phase, tagged_service};
 use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
+use crate::doorbell::{Doorbell, Sleep, Urgency, Woken};
 use crate::error::ServiceError;
 use crate::kind::Kind;
 use crate::payload::Payload;
-use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicUsize, Ordering, UnsafeCell, fence};
 
 /// `offtrace_buffer_policy_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +134,10 @@ struct Area {
     /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
     /// it needs room.
     head: CachePadded<AtomicUsize>,
+    /// The producer's request: deliver records `[.., ready)` (its watermark, or a full ring).
+    /// Stored by the producer once per watermark, read by the delivery thread at each poll: a
+    /// read-mostly line, unlike `tail` (see [`crate::doorbell`]).
+    ready: CachePadded<AtomicUsize>,
 }
 
 /// A value alone in its 128-byte block (see [`Area`]).
@@ -165,6 +170,7 @@ impl Area {
             starts: cells(capacity / 8),
             tail: CachePadded(AtomicUsize::new(0)),
             head: CachePadded(AtomicUsize::new(0)),
+            ready: CachePadded(AtomicUsize::new(0)),
         }
     }
 
@@ -186,6 +192,26 @@ impl Area {
     fn head(&self) -> usize {
         // Acquire: pairs with `release`: the consumer has finished reading those records.
         self.head.load(Ordering::Acquire)
+    }
+
+    /// Producer: asks for the delivery of records `[.., records)` (published already).
+    fn mark_ready(&self, records: usize) {
+        // Release: with the consumer's Acquire in `marked`; the doorbell's SeqCst fence orders
+        // it before the producer's read of the delivery thread's state.
+        self.ready.store(records, Ordering::Release);
+    }
+
+    /// Consumer: the producer asked for a delivery that has not happened yet.
+    fn marked(&self) -> bool {
+        // Acquire: pairs with `mark_ready` (the records themselves are published by `tail`,
+        // read in `take`). Relaxed for `head`: only the consumer stores it.
+        self.ready.load(Ordering::Acquire) > self.head.load(Ordering::Relaxed)
+    }
+
+    /// Consumer: how many records the producer has published (a measure of activity only).
+    fn published(&self) -> usize {
+        // Relaxed: compared with an earlier value to see whether records are flowing.
+        self.tail.load(Ordering::Relaxed)
     }
 
     /// Consumer, under the delivery lock: the published, undelivered records.
@@ -240,9 +266,11 @@ pub(crate) struct Buffer {
     retired: AtomicBool,
     /// The buffer is in the delivery thread's queue (or being taken off it): no second entry.
     queued: AtomicBool,
-    /// Producers waiting for room wait here; the consumer notifies after releasing space.
+    /// Producers waiting for room wait here; the consumer notifies after releasing space when
+    /// `space_waiters` says one may wait (a notify is a system call even with no waiter).
     space: Mutex<()>,
     space_freed: Condvar,
+    space_waiters: AtomicUsize,
 }
 
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
@@ -259,6 +287,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
+/// The longest the delivery thread naps while records flow: a ring's watermark is delivered
+/// at most this long after it was reached (plus the delivery of what is ahead of it), unless
+/// the producer rings because its ring would fill sooner (see [`crate::doorbell`]).
+pub const POLL_PERIOD: Duration = Duration::from_millis(1);
+
+/// Naps in a row with no record staged anywhere before the delivery thread sleeps without a
+/// timeout (then every watermark rings it: one wake per burst of records).
+const QUIET_NAPS_BEFORE_SLEEP: u32 = 2;
+
+/// After a producer rang because its ring would fill before the nap ends, the delivery thread
+/// stays awake, polling the rings' marks, until this long passes without one: naps are too
+/// long for that rate (on a VM a timed wake-up costs 13-25 µs of CPU and comes 20-50 µs late).
+const HOT_SPELL: Duration = Duration::from_micros(200);
+
+/// Between two polls of the marks while awake: a poll reads one read-mostly line per ring.
+const HOT_POLL: Duration = Duration::from_micros(2);
+
 /// The delivery thread's work: buffers to drain, in order; a flush waits for its ticket.
 struct Work {
     jobs: VecDeque<(Arc<Buffer>, u64)>,
@@ -268,7 +313,8 @@ struct Work {
 
 struct Deliverer {
     work: Mutex<Work>,
-    wake: Condvar,
+    /// Rung with each job, and by producers whose marks the thread would not see in time.
+    doorbell: Doorbell,
     done: Condvar,
     /// The process that started the thread (a `fork` child has no copy of it).
     pid: u32,
@@ -286,7 +332,7 @@ fn start_deliverer() -> Option<&'static Deliverer> {
     *DELIVERER.get_or_init(|| {
         let d: &'static Deliverer = Box::leak(Box::new(Deliverer {
             work: Mutex::new(Work { jobs: VecDeque::new(), next_ticket: 1, completed: 0 }),
-            wake: Condvar::new(),
+            doorbell: Doorbell::new(),
             done: Condvar::new(),
             pid: std::process::id(),
         }));
@@ -300,29 +346,83 @@ fn deliverer() -> Option<&'static Deliverer> {
     (d.pid == std::process::id() && !ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false)).then_some(d)
 }
 
+/// The delivery thread: runs the queued jobs (flushes, threads' exits), delivers every buffer
+/// with a marked ring, then polls again (awake, after an urgent ring), naps for
+/// [`POLL_PERIOD`] (while records flow) or sleeps until rung (when none did over the last
+/// naps).
 fn deliver_forever(d: &'static Deliverer) {
     let _ = ON_DELIVERY_THREAD.try_with(|f| f.set(true));
+    let mut marked = Vec::new();
+    let mut hot_until: Option<Instant> = None;
+    let mut quiet_naps = 0;
+    let mut published = 0;
     loop {
-        let (buffer, ticket) = {
-            let mut w = lock(&d.work);
-            loop {
-                if let Some(job) = w.jobs.pop_front() {
-                    break job;
-                }
-                w = d.wake.wait(w).unwrap_or_else(|e| e.into_inner());
+        loop {
+            let job = lock(&d.work).jobs.pop_front();
+            let Some((buffer, ticket)) = job else { break };
+            // Release: a producer that signals after this sees the flag clear and queues
+            // again, and its records are published before its signal, so the drain below or
+            // the next one delivers them.
+            buffer.queued.store(false, Ordering::Release);
+            buffer.drain(&mut lock(&buffer.delivery));
+            if ticket != 0 {
+                let mut w = lock(&d.work);
+                w.completed = w.completed.max(ticket);
+                d.done.notify_all();
             }
-        };
-        // Release: a producer that signals after this sees the flag clear and queues again,
-        // and its records are published before its signal, so the drain below or the next
-        // one delivers them.
-        buffer.queued.store(false, Ordering::Release);
-        buffer.drain(&mut lock(&buffer.delivery));
-        if ticket != 0 {
-            let mut w = lock(&d.work);
-            w.completed = w.completed.max(ticket);
-            d.done.notify_all();
+        }
+        let found = deliver_marked(&mut marked);
+        if let Some(until) = hot_until {
+            let now = Instant::now();
+            let until = if found { now + HOT_SPELL } else { until };
+            if now < until {
+                hot_until = Some(until);
+                let next = now + HOT_POLL;
+                while Instant::now() < next {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            hot_until = None;
+        }
+        let how = if quiet_naps >= QUIET_NAPS_BEFORE_SLEEP { Sleep::Deep } else { Sleep::Nap(POLL_PERIOD) };
+        match d.doorbell.sleep(how, any_marked) {
+            Woken::Urgent => {
+                hot_until = Some(Instant::now() + HOT_SPELL);
+                quiet_naps = 0;
+            }
+            Woken::Rung | Woken::Work => quiet_naps = 0,
+            Woken::Timeout => {
+                let now = published_total();
+                quiet_naps = if now == published { quiet_naps + 1 } else { 0 };
+                published = now;
+            }
         }
     }
+}
+
+/// Delivers every buffer with a marked ring (`marked` is scratch: no allocation per poll);
+/// `true` when there was one.
+fn deliver_marked(marked: &mut Vec<Arc<Buffer>>) -> bool {
+    marked.extend(lock(&BUFFERS).iter().filter(|b| b.marked()).cloned());
+    let found = !marked.is_empty();
+    for b in marked.drain(..) {
+        b.drain(&mut lock(&b.delivery));
+    }
+    found
+}
+
+/// Whether a buffer has a marked ring (the delivery thread's check before it sleeps).
+fn any_marked() -> bool {
+    lock(&BUFFERS).iter().any(|b| b.marked())
+}
+
+/// Records published by every ring of every buffer so far (to see whether records flow).
+fn published_total() -> usize {
+    lock(&BUFFERS)
+        .iter()
+        .filter_map(|b| b.delivery.try_lock().ok().map(|d| d.areas.iter().map(|a| a.published()).sum::<usize>()))
+        .fold(0, usize::wrapping_add)
 }
 
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
@@ -335,8 +435,11 @@ pub(crate) struct Staging {
     /// The fast path writes a record of `w` words while `tail + w <= limit` (see
     /// `Buffer::set_limit`).
     limit: usize,
-    /// The word position at which the thread queues its records for delivery.
+    /// The word position at which the thread asks for the delivery of its records.
     notify_at: usize,
+    /// When it last asked (the rate since then says whether the delivery thread's nap is too
+    /// long for the room left).
+    last_mark: Instant,
     /// `area`'s first word and first start, and their index masks (copies: no dependent loads
     /// per record).
     base: *mut u64,
@@ -415,6 +518,11 @@ pub(crate) type StagingCache = [Cell<(*const Buffer, *mut Staging)>; MAX_CONTEXT
 const _: () = assert!(MAX_CONTEXTS.is_power_of_two()); // slot indices are masked, not checked
 
 impl Buffer {
+    /// Whether one of the buffer's rings asks for a delivery (the delivery thread's poll).
+    fn marked(&self) -> bool {
+        lock(&self.delivery).areas.iter().any(|a| a.marked())
+    }
+
     #[cold]
     #[inline(never)]
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
@@ -427,6 +535,7 @@ impl Buffer {
             records: 0,
             limit: (notify_at - 1).min(self.capacity),
             notify_at,
+            last_mark: Instant::now(),
             base,
             starts,
             mask: self.capacity - 1,
@@ -496,11 +605,37 @@ impl Buffer {
         }
         // SAFETY: `reserve` made room for the record at `tail`, contiguous.
         unsafe { st.put(layout, head, payload) };
+        let head = st.head_words();
         if st.tail >= st.notify_at {
-            st.buffer.signal();
+            let now = Instant::now();
+            let urgency = self.urgency(st.tail - head, now.duration_since(st.last_mark));
+            st.last_mark = now;
             st.notify_at = st.tail + self.watermark;
+            Buffer::request_delivery(&st.buffer, st, urgency);
         }
-        self.set_limit(st, st.head_words());
+        self.set_limit(st, head);
+    }
+
+    /// At a watermark, with `staged` words in the ring and `since` the time since the last
+    /// watermark (about `watermark` words ago): urgent when the room left would fill before
+    /// two poll periods at that rate (a napping delivery thread might come too late).
+    fn urgency(&self, staged: usize, since: Duration) -> Urgency {
+        let room = (self.capacity - staged.min(self.capacity)) as u128;
+        let fills_in_ns = since.as_nanos() * room / self.watermark as u128;
+        if fills_in_ns < 2 * POLL_PERIOD.as_nanos() { Urgency::Urgent } else { Urgency::Watermark }
+    }
+
+    /// Asks for the delivery of the thread's published records: marks its ring (the delivery
+    /// thread polls the marks) and rings the delivery thread only when it would not see the
+    /// mark in time (see [`crate::doorbell`]). Without a delivery thread, delivers here.
+    #[cold]
+    #[inline(never)]
+    fn request_delivery(self: &Arc<Self>, st: &Staging, urgency: Urgency) {
+        let Some(d) = deliverer() else {
+            return self.signal();
+        };
+        st.area.mark_ready(st.records);
+        d.doorbell.ring_if_needed(urgency);
     }
 
     /// The fast path's bound: a record ending at `limit` fits in the room the consumer left
@@ -533,7 +668,8 @@ impl Buffer {
             } else if st.tail + w <= head + cap {
                 return true;
             }
-            st.buffer.signal();
+            // Full: the delivery thread is needed now.
+            Buffer::request_delivery(&st.buffer, st, Urgency::Urgent);
             if self.policy == BufferPolicy::Discard {
                 self.count_drop();
                 self.set_limit(st, head);
@@ -561,6 +697,11 @@ impl Buffer {
     #[cold]
     fn wait_for_space(&self, ready: impl Fn() -> bool) {
         let mut g = lock(&self.space);
+        // Relaxed + SeqCst fence: pairs with the fence in `drain` between its release of the
+        // rings and its read of the count: it sees this waiter (and notifies, under `space`,
+        // which this thread holds until it waits), or `ready()` below sees the space.
+        self.space_waiters.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         while !ready() {
             if deliverer().is_none() {
                 drop(g);
@@ -572,6 +713,8 @@ impl Buffer {
             // another buffer's delivery that a signal has not reached yet.
             g = self.space_freed.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
         }
+        // Relaxed: a count of waiters, read after the fence in `drain`.
+        self.space_waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Queues the buffer for the delivery thread (once until it is taken off the queue); without
@@ -587,9 +730,8 @@ impl Buffer {
         };
         // AcqRel: pairs with the delivery thread's Release clearing it.
         if !self.queued.swap(true, Ordering::AcqRel) {
-            let mut w = lock(&d.work);
-            w.jobs.push_back((self.clone(), 0));
-            d.wake.notify_one();
+            lock(&d.work).jobs.push_back((self.clone(), 0));
+            d.doorbell.ring(false);
         }
     }
 
@@ -663,8 +805,14 @@ impl Buffer {
         }
         // Rings of exited threads (no producer holds them) are empty now: forget them.
         areas.retain(|a| Arc::strong_count(a) > 1 || a.take().start < a.take().end);
-        drop(lock(&self.space));
-        self.space_freed.notify_all();
+        // SeqCst: orders the releases above before the read of the waiters (see
+        // `wait_for_space`).
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence.
+        if self.space_waiters.load(Ordering::Relaxed) > 0 {
+            drop(lock(&self.space));
+            self.space_freed.notify_all();
+        }
     }
 
     /// Calls the callback with `records[0..n]` and the drops counted since the last call (a
@@ -699,7 +847,7 @@ impl Buffer {
         let ticket = w.next_ticket;
         w.next_ticket += 1;
         w.jobs.push_back((self.clone(), ticket));
-        d.wake.notify_one();
+        d.doorbell.ring(false);
         while w.completed < ticket {
             w = d.done.wait(w).unwrap_or_else(|e| e.into_inner());
         }
@@ -820,6 +968,7 @@ pub unsafe fn create_buffer(
         queued: AtomicBool::new(false),
         space: Mutex::new(()),
         space_freed: Condvar::new(),
+        space_waiters: AtomicUsize::new(0),
     });
     lock(&BUFFERS).push(buffer);
     Ok(id)
