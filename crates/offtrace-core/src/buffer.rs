@@ -188,6 +188,13 @@ impl Area {
         self.tail.store(tail, Ordering::Release);
     }
 
+    /// Producer: records `[.., tail)` are written (its own last `publish`).
+    #[inline(always)]
+    fn written(&self) -> usize {
+        // Relaxed: only this thread stores `tail`.
+        self.tail.load(Ordering::Relaxed)
+    }
+
     /// Producer: the consumer's record head (records before it may be overwritten).
     fn head(&self) -> usize {
         // Acquire: pairs with `release`: the consumer has finished reading those records.
@@ -430,8 +437,6 @@ fn published_total() -> usize {
 pub(crate) struct Staging {
     /// The word position of the next record (only this thread moves it).
     tail: usize,
-    /// The producer's copy of `area.tail`: records written.
-    records: usize,
     /// The fast path writes a record of `w` words while `tail + w <= limit` (see
     /// `Buffer::set_limit`).
     limit: usize,
@@ -464,17 +469,23 @@ impl Staging {
         unsafe {
             let at = self.base.add(self.tail & self.mask);
             payload.store(layout, at, head);
-            self.starts.add(self.records & self.start_mask).write(at.cast());
+            self.starts.add(self.records() & self.start_mask).write(at.cast());
         }
         self.tail += layout.words();
-        self.records += 1;
-        self.area.publish(self.records);
+        self.area.publish(self.records() + 1);
+    }
+
+    /// Records written (published): the ring's `tail`, which only this thread stores (a load
+    /// of its own store, where a copy here would be one more store per record).
+    #[inline(always)]
+    fn records(&self) -> usize {
+        self.area.written()
     }
 
     /// The word position before which the consumer has released everything.
     fn head_words(&self) -> usize {
         let h = self.area.head();
-        if h == self.records {
+        if h == self.records() {
             self.tail
         } else {
             // SAFETY: record `h` is staged (below `records`), so its start entry holds its
@@ -501,7 +512,7 @@ impl Drop for Stagings {
             c.set((ptr::null(), ptr::null_mut()));
         }
         for st in self.0.borrow().iter() {
-            if st.area.head() < st.records {
+            if st.area.head() < st.records() {
                 st.buffer.signal();
             }
         }
@@ -532,7 +543,6 @@ impl Buffer {
         let notify_at = self.watermark;
         Box::new(Staging {
             tail: 0,
-            records: 0,
             limit: (notify_at - 1).min(self.capacity),
             notify_at,
             last_mark: Instant::now(),
@@ -634,7 +644,7 @@ impl Buffer {
         let Some(d) = deliverer() else {
             return self.signal();
         };
-        st.area.mark_ready(st.records);
+        st.area.mark_ready(st.records());
         d.doorbell.ring_if_needed(urgency);
     }
 
@@ -675,7 +685,7 @@ impl Buffer {
                 self.set_limit(st, head);
                 return false;
             }
-            let need_records = st.records;
+            let need_records = st.records();
             let area = st.area.clone();
             // Progress: the consumer released at least one more record (or all of them).
             let before = area.head();

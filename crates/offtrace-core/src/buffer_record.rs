@@ -425,24 +425,48 @@ macro_rules! mirrored_record {
                 // field its value (padding bytes are overwritten below or are padding there too).
                 unsafe {
                     h.store_header(&raw mut (*r).header, layout.bytes);
+                    let copied = mirrored_record!(@copied $times, $payload);
                     std::ptr::copy_nonoverlapping(
                         (self as *const $payload).cast::<u8>(),
                         dst.cast::<u8>().add(size_of::<BufferRecordHeader>()),
-                        size_of::<$payload>(),
+                        copied,
                     );
                     $((&raw mut (*r).$reserved).write(0);)*
-                    mirrored_record!(@times $times, self, r, h);
+                    mirrored_record!(@times $times, $payload, self, r, h);
                 }
             }
         }
     };
-    (@times yes, $p:ident, $r:ident, $h:ident) => {
-        if $h.phase == Phase::Complete && $p.device_start == 0 && $p.device_end == 0 {
-            (&raw mut (*$r).device_start).write($h.start);
-            (&raw mut (*$r).device_end).write($h.end);
-        }
+    // With device times, the payload's last 16 bytes: written once, after the choice (the
+    // copy and then an overwrite with the record's own times was one more store).
+    (@copied yes, $payload:ty) => { size_of::<$payload>() - 16 };
+    (@copied no, $payload:ty) => { size_of::<$payload>() };
+    (@times yes, $payload:ty, $p:ident, $r:ident, $h:ident) => {
+        const { assert!(std::mem::offset_of!($payload, device_start) + 16 == size_of::<$payload>()) };
+        let (start, end) = $h.device_times($p.device_start, $p.device_end);
+        store_pair(&raw mut (*$r).device_start, start, end);
     };
-    (@times no, $p:ident, $r:ident, $h:ident) => {};
+    (@times no, $payload:ty, $p:ident, $r:ident, $h:ident) => {};
+}
+
+/// Writes `a` and `b` at `dst` (two consecutive `u64`s): one 16-byte store on x86-64.
+///
+/// # Safety
+/// `dst` must be writable for two `u64`s (any alignment).
+#[inline(always)]
+unsafe fn store_pair(dst: *mut u64, a: u64, b: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86-64 baseline; the caller's contract.
+    unsafe {
+        use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_storeu_si128};
+        _mm_storeu_si128(dst.cast::<__m128i>(), _mm_set_epi64x(b as i64, a as i64));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        dst.write_unaligned(a);
+        dst.add(1).write_unaligned(b);
+    }
 }
 
 mirrored_record!(MemoryCopyPayload => MemoryCopyRecord, reserved: [reserved], device_times: yes);
