@@ -304,9 +304,12 @@ pub const POLL_PERIOD: Duration = Duration::from_millis(1);
 const QUIET_NAPS_BEFORE_SLEEP: u32 = 2;
 
 /// After a producer rang because its ring would fill before the nap ends, the delivery thread
-/// stays awake, polling the rings' marks, until this long passes without one: naps are too
-/// long for that rate (on a VM a timed wake-up costs 13-25 µs of CPU and comes 20-50 µs late).
-const HOT_SPELL: Duration = Duration::from_micros(200);
+/// stays awake, polling the rings' marks, until this many polls in a row found none (about
+/// 200 µs of its own running time: counted in polls, not in wall time, so that a delivery
+/// thread descheduled on a loaded machine does not come back to a nap while records flow):
+/// naps are too long for that rate (on a VM a timed wake-up costs 13-25 µs of CPU and comes
+/// 20-50 µs late).
+const HOT_POLLS: u32 = 100;
 
 /// Between two polls of the marks while awake: a poll reads one read-mostly line per ring.
 const HOT_POLL: Duration = Duration::from_micros(2);
@@ -320,6 +323,8 @@ struct Work {
 
 struct Deliverer {
     work: Mutex<Work>,
+    /// Jobs in `work` (read without its lock by the thread's check before it sleeps).
+    pending: AtomicUsize,
     /// Rung with each job, and by producers whose marks the thread would not see in time.
     doorbell: Doorbell,
     done: Condvar,
@@ -339,12 +344,38 @@ fn start_deliverer() -> Option<&'static Deliverer> {
     *DELIVERER.get_or_init(|| {
         let d: &'static Deliverer = Box::leak(Box::new(Deliverer {
             work: Mutex::new(Work { jobs: VecDeque::new(), next_ticket: 1, completed: 0 }),
+            pending: AtomicUsize::new(0),
             doorbell: Doorbell::new(),
             done: Condvar::new(),
             pid: std::process::id(),
         }));
         std::thread::Builder::new().name("offtrace-buffers".into()).spawn(move || deliver_forever(d)).ok().map(|_| d)
     })
+}
+
+impl Deliverer {
+    /// Queues a job (the caller rings the doorbell after it).
+    fn push(&self, buffer: Arc<Buffer>, ticket: u64) {
+        lock(&self.work).jobs.push_back((buffer, ticket));
+        // Relaxed: the doorbell's SeqCst fence, after this, orders it before the read of the
+        // thread's state (as a ring's mark is).
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The next job, if any.
+    fn pop(&self) -> Option<(Arc<Buffer>, u64)> {
+        let job = lock(&self.work).jobs.pop_front()?;
+        // Relaxed: a count for `has_work`; the jobs themselves are under the lock.
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        Some(job)
+    }
+
+    /// Whether the delivery thread has anything to do (its check before it sleeps, after its
+    /// state is published).
+    fn has_work(&self) -> bool {
+        // Relaxed: ordered by the doorbell's fence (see `push`).
+        self.pending.load(Ordering::Relaxed) > 0 || any_marked()
+    }
 }
 
 /// The delivery thread, if it runs in this process.
@@ -360,13 +391,12 @@ fn deliverer() -> Option<&'static Deliverer> {
 fn deliver_forever(d: &'static Deliverer) {
     let _ = ON_DELIVERY_THREAD.try_with(|f| f.set(true));
     let mut marked = Vec::new();
-    let mut hot_until: Option<Instant> = None;
+    let mut hot_polls = 0;
     let mut quiet_naps = 0;
     let mut published = 0;
     loop {
         loop {
-            let job = lock(&d.work).jobs.pop_front();
-            let Some((buffer, ticket)) = job else { break };
+            let Some((buffer, ticket)) = d.pop() else { break };
             // Release: a producer that signals after this sees the flag clear and queues
             // again, and its records are published before its signal, so the drain below or
             // the next one delivers them.
@@ -379,23 +409,18 @@ fn deliver_forever(d: &'static Deliverer) {
             }
         }
         let found = deliver_marked(&mut marked);
-        if let Some(until) = hot_until {
-            let now = Instant::now();
-            let until = if found { now + HOT_SPELL } else { until };
-            if now < until {
-                hot_until = Some(until);
-                let next = now + HOT_POLL;
-                while Instant::now() < next {
-                    std::hint::spin_loop();
-                }
-                continue;
+        if hot_polls > 0 {
+            hot_polls = if found { HOT_POLLS } else { hot_polls - 1 };
+            let next = Instant::now() + HOT_POLL;
+            while Instant::now() < next {
+                std::hint::spin_loop();
             }
-            hot_until = None;
+            continue;
         }
         let how = if quiet_naps >= QUIET_NAPS_BEFORE_SLEEP { Sleep::Deep } else { Sleep::Nap(POLL_PERIOD) };
-        match d.doorbell.sleep(how, any_marked) {
+        match d.doorbell.sleep(how, || d.has_work()) {
             Woken::Urgent => {
-                hot_until = Some(Instant::now() + HOT_SPELL);
+                hot_polls = HOT_POLLS;
                 quiet_naps = 0;
             }
             Woken::Rung | Woken::Work => quiet_naps = 0,
@@ -513,7 +538,7 @@ impl Drop for Stagings {
         }
         for st in self.0.borrow().iter() {
             if st.area.head() < st.records() {
-                st.buffer.signal();
+                st.buffer.signal(Urgency::Watermark);
             }
         }
     }
@@ -642,7 +667,7 @@ impl Buffer {
     #[inline(never)]
     fn request_delivery(self: &Arc<Self>, st: &Staging, urgency: Urgency) {
         let Some(d) = deliverer() else {
-            return self.signal();
+            return self.signal(Urgency::Urgent);
         };
         st.area.mark_ready(st.records());
         d.doorbell.ring_if_needed(urgency);
@@ -678,8 +703,10 @@ impl Buffer {
             } else if st.tail + w <= head + cap {
                 return true;
             }
-            // Full: the delivery thread is needed now.
-            Buffer::request_delivery(&st.buffer, st, Urgency::Urgent);
+            // Full: the delivery thread is needed now. A job rather than a mark: the job holds
+            // the buffer, which is delivered (its records dropped and counted) even if it was
+            // destroyed meanwhile (out of the list the marks are polled through).
+            st.buffer.signal(Urgency::Urgent);
             if self.policy == BufferPolicy::Discard {
                 self.count_drop();
                 self.set_limit(st, head);
@@ -731,7 +758,7 @@ impl Buffer {
     /// one, delivers on this thread if no other delivery is in progress.
     #[cold]
     #[inline(never)]
-    fn signal(self: &Arc<Self>) {
+    fn signal(self: &Arc<Self>, urgency: Urgency) {
         let Some(d) = deliverer() else {
             if let Ok(mut g) = self.delivery.try_lock() {
                 self.drain(&mut g);
@@ -740,9 +767,9 @@ impl Buffer {
         };
         // AcqRel: pairs with the delivery thread's Release clearing it.
         if !self.queued.swap(true, Ordering::AcqRel) {
-            lock(&d.work).jobs.push_back((self.clone(), 0));
-            d.doorbell.ring(false);
+            d.push(self.clone(), 0);
         }
+        d.doorbell.ring_if_needed(urgency);
     }
 
     /// The thread is being torn down (no staging): the record goes to the buffer's shared late
@@ -758,7 +785,7 @@ impl Buffer {
         let mut late = lock(&self.late);
         while late.len() + w > self.capacity {
             drop(late);
-            self.signal();
+            self.signal(Urgency::Urgent);
             if self.policy == BufferPolicy::Discard {
                 return self.count_drop();
             }
@@ -772,7 +799,7 @@ impl Buffer {
         let full = late.len() >= self.watermark;
         drop(late);
         if full {
-            self.signal();
+            self.signal(Urgency::Watermark);
         }
     }
 
@@ -853,11 +880,14 @@ impl Buffer {
         let Some(d) = deliverer() else {
             return self.drain(&mut lock(&self.delivery));
         };
-        let mut w = lock(&d.work);
-        let ticket = w.next_ticket;
-        w.next_ticket += 1;
-        w.jobs.push_back((self.clone(), ticket));
+        let ticket = {
+            let mut w = lock(&d.work);
+            w.next_ticket += 1;
+            w.next_ticket - 1
+        };
+        d.push(self.clone(), ticket);
         d.doorbell.ring(false);
+        let mut w = lock(&d.work);
         while w.completed < ticket {
             w = d.done.wait(w).unwrap_or_else(|e| e.into_inner());
         }
