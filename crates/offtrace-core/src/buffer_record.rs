@@ -408,9 +408,12 @@ pub(crate) trait RecordData: Sized {
 /// A record whose body is its payload's bytes (same fields, same order, same size: checked at
 /// compile time): the header, then one fixed-size copy (16-byte moves, no call), then the
 /// fields the payload leaves undefined (`reserved`, padding there) and the device times of a
-/// completion that the payload lacks.
+/// completion that the payload lacks. `word_before_times`: the word before the device times is
+/// this `u32` field and the record's `reserved` (padding in the payload): written as one word,
+/// not copied and then half overwritten (one store fewer per record).
 macro_rules! mirrored_record {
-    ($payload:ty => $record:ident, reserved: [$($reserved:ident),*], device_times: $times:tt) => {
+    ($payload:ty => $record:ident, reserved: [$($reserved:ident),*], device_times: $times:tt
+        $(, word_before_times: $word:ident)?) => {
         const _: () = assert!(size_of::<$record>() == size_of::<BufferRecordHeader>() + size_of::<$payload>());
         impl RecordData for $payload {
             #[inline(always)]
@@ -425,13 +428,21 @@ macro_rules! mirrored_record {
                 // field its value (padding bytes are overwritten below or are padding there too).
                 unsafe {
                     h.store_header(&raw mut (*r).header, layout.bytes);
-                    let copied = mirrored_record!(@copied $times, $payload);
+                    let copied = mirrored_record!(@copied $times, $payload) $(- mirrored_record!(@word $word))?;
                     std::ptr::copy_nonoverlapping(
                         (self as *const $payload).cast::<u8>(),
                         dst.cast::<u8>().add(size_of::<BufferRecordHeader>()),
                         copied,
                     );
                     $((&raw mut (*r).$reserved).write(0);)*
+                    $(
+                        const {
+                            assert!(std::mem::offset_of!($record, $word) + 4 == std::mem::offset_of!($record, reserved));
+                            assert!(std::mem::offset_of!($record, $word) + 8 == std::mem::offset_of!($record, device_start));
+                        };
+                        let [a, b, c, d] = (self.$word as u32).to_ne_bytes();
+                        (&raw mut (*r).$word).cast::<u64>().write(u64::from_ne_bytes([a, b, c, d, 0, 0, 0, 0]));
+                    )?
                     mirrored_record!(@times $times, $payload, self, r, h);
                 }
             }
@@ -441,6 +452,7 @@ macro_rules! mirrored_record {
     // copy and then an overwrite with the record's own times was one more store).
     (@copied yes, $payload:ty) => { size_of::<$payload>() - 16 };
     (@copied no, $payload:ty) => { size_of::<$payload>() };
+    (@word $word:ident) => { 8 };
     (@times yes, $payload:ty, $p:ident, $r:ident, $h:ident) => {
         const { assert!(std::mem::offset_of!($payload, device_start) + 16 == size_of::<$payload>()) };
         let (start, end) = $h.device_times($p.device_start, $p.device_end);
@@ -469,7 +481,7 @@ unsafe fn store_pair(dst: *mut u64, a: u64, b: u64) {
     }
 }
 
-mirrored_record!(MemoryCopyPayload => MemoryCopyRecord, reserved: [reserved], device_times: yes);
+mirrored_record!(MemoryCopyPayload => MemoryCopyRecord, reserved: [], device_times: yes, word_before_times: dst_type);
 mirrored_record!(MemoryFillPayload => MemoryFillRecord, reserved: [], device_times: yes);
 mirrored_record!(MemoryAllocPayload => MemoryAllocRecord, reserved: [reserved], device_times: no);
 mirrored_record!(SyncPayload => SyncRecord, reserved: [reserved], device_times: yes);
@@ -489,9 +501,11 @@ impl RecordData for ApiCallPayload {
         unsafe {
             h.store_header(&raw mut (*r).header, layout.bytes);
             // function id | argument count, result | args offset: two words.
-            let fixed = dst.add(size_of::<BufferRecordHeader>() / 8);
-            fixed.write(u64::from(self.function_id) | (u64::from(n as u32) << 32));
-            fixed.add(1).write(u64::from(self.result as u32) | ((size_of::<ApiCallRecord>() as u64) << 32));
+            store_pair(
+                dst.add(size_of::<BufferRecordHeader>() / 8),
+                u64::from(self.function_id) | (u64::from(n as u32) << 32),
+                u64::from(self.result as u32) | ((size_of::<ApiCallRecord>() as u64) << 32),
+            );
             let args = dst.add(size_of::<ApiCallRecord>() / 8);
             // A loop, not `copy_nonoverlapping`: most calls have a handful of arguments, and
             // the copy of a variable length became a call to `memcpy`.
