@@ -26,7 +26,7 @@
 //! it waits, so the notification cannot fall between its check and its wait), or the delivery
 //! thread's read sees the mark (it does not wait).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU32, Condvar, Mutex, Ordering, fence};
 
@@ -44,7 +44,7 @@ pub(crate) enum Woken {
     Urgent,
     /// Rung for another reason (a watermark while asleep, a flush, a thread's exit).
     Rung,
-    /// The nap ended (or a spurious wake-up).
+    /// The nap ended.
     Timeout,
 }
 
@@ -137,10 +137,22 @@ impl Doorbell {
         } else if has_work() {
             Woken::Work
         } else {
-            r = match how {
-                Sleep::Deep => self.bell.wait(r).unwrap_or_else(|e| e.into_inner()),
-                Sleep::Nap(t) => self.bell.wait_timeout(r, t).unwrap_or_else(|e| e.into_inner()).0,
+            // Until rung (a spurious wake-up is waited out), or the nap's end.
+            let deadline = match how {
+                Sleep::Nap(t) => Some(Instant::now() + t),
+                Sleep::Deep => None,
             };
+            while !r.rung {
+                r = match deadline {
+                    None => self.bell.wait(r).unwrap_or_else(|e| e.into_inner()),
+                    Some(end) => {
+                        let Some(left) = end.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                            break;
+                        };
+                        self.bell.wait_timeout(r, left).unwrap_or_else(|e| e.into_inner()).0
+                    }
+                };
+            }
             if r.rung { Self::take(&mut r) } else { Woken::Timeout }
         };
         // Relaxed: only this thread leaves `AWAKE` (under the lock, before it waits).
@@ -158,6 +170,81 @@ impl Doorbell {
 fn lock<T>(m: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
     // A poisoned doorbell holds two flags: nothing to repair.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{Doorbell, Sleep, Urgency, Woken};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Real threads (and miri, which reports a program that deadlocks): a producer marks many
+    /// times, ringing only when the doorbell says so; the sleeper, asleep without a timeout
+    /// whenever it has seen every mark, still sees the last one.
+    #[test]
+    fn a_sleeping_thread_sees_every_mark() {
+        const MARKS: usize = if cfg!(miri) { 50 } else { 20_000 };
+        let bell = Arc::new(Doorbell::new());
+        let mark = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let (bell, mark) = (bell.clone(), mark.clone());
+            std::thread::spawn(move || {
+                let mut rang = 0;
+                for m in 1..=MARKS {
+                    mark.store(m, Ordering::Release);
+                    rang += usize::from(bell.ring_if_needed(Urgency::Watermark));
+                }
+                rang
+            })
+        };
+        let mut seen = 0;
+        while seen < MARKS {
+            seen = seen.max(mark.load(Ordering::Acquire));
+            if seen < MARKS {
+                bell.sleep(Sleep::Deep, || mark.load(Ordering::Acquire) > seen);
+            }
+        }
+        let rang = producer.join().expect("producer");
+        assert!(rang <= MARKS);
+    }
+
+    #[test]
+    fn a_nap_ends_by_itself_and_a_pending_ring_ends_the_next_sleep() {
+        let bell = Doorbell::new();
+        assert_eq!(bell.sleep(Sleep::Nap(Duration::from_millis(1)), || false), Woken::Timeout);
+        assert_eq!(bell.sleep(Sleep::Nap(Duration::from_millis(1)), || true), Woken::Work);
+        // Awake: nobody rings.
+        assert!(!bell.ring_if_needed(Urgency::Urgent));
+        bell.ring(true);
+        assert_eq!(bell.sleep(Sleep::Deep, || false), Woken::Urgent);
+        bell.ring(false);
+        assert_eq!(bell.sleep(Sleep::Nap(Duration::from_secs(60)), || false), Woken::Rung);
+    }
+
+    /// A napping thread is rung by an urgent ring only; an asleep one by any.
+    #[test]
+    fn a_watermark_rings_an_asleep_thread_and_only_an_urgent_ring_a_napping_one() {
+        for (how, state) in [(Sleep::Nap(Duration::from_secs(60)), super::NAPPING), (Sleep::Deep, super::ASLEEP)] {
+            let bell = Arc::new(Doorbell::new());
+            let sleeper = {
+                let bell = bell.clone();
+                std::thread::spawn(move || bell.sleep(how, || false))
+            };
+            while bell.state.0.load(Ordering::Relaxed) != state {
+                std::thread::yield_now();
+            }
+            if state == super::NAPPING {
+                assert!(!bell.ring_if_needed(Urgency::Watermark), "a napping thread polls by itself");
+                assert!(bell.ring_if_needed(Urgency::Urgent));
+                assert_eq!(sleeper.join().expect("sleeper"), Woken::Urgent);
+            } else {
+                assert!(bell.ring_if_needed(Urgency::Watermark));
+                assert_eq!(sleeper.join().expect("sleeper"), Woken::Rung);
+            }
+            assert!(!bell.ring_if_needed(Urgency::Urgent), "awake again");
+        }
+    }
 }
 
 #[cfg(all(test, loom))]
