@@ -311,7 +311,8 @@ const QUIET_NAPS_BEFORE_SLEEP: u32 = 2;
 /// 20-50 µs late).
 const HOT_POLLS: u32 = 100;
 
-/// Between two polls of the marks while awake: a poll reads one read-mostly line per ring.
+/// Between two polls of the marks while awake (yielding the CPU meanwhile): a poll reads one
+/// read-mostly line per ring.
 const HOT_POLL: Duration = Duration::from_micros(2);
 
 /// The delivery thread's work: buffers to drain, in order; a flush waits for its ticket.
@@ -411,9 +412,11 @@ fn deliver_forever(d: &'static Deliverer) {
         let found = deliver_marked(&mut marked);
         if hot_polls > 0 {
             hot_polls = if found { HOT_POLLS } else { hot_polls - 1 };
+            // Yields, not spins: on a loaded machine the CPU goes to runnable threads (the
+            // application's) meanwhile; on an idle one the yield returns at once.
             let next = Instant::now() + HOT_POLL;
             while Instant::now() < next {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
             continue;
         }
