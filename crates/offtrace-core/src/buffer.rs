@@ -297,7 +297,7 @@ static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 /// The longest the delivery thread naps while records flow: a ring's watermark is delivered
 /// at most this long after it was reached (plus the delivery of what is ahead of it), unless
 /// the producer rings because its ring would fill sooner (see [`crate::doorbell`]).
-pub const POLL_PERIOD: Duration = Duration::from_millis(1);
+pub(crate) const POLL_PERIOD: Duration = Duration::from_millis(1);
 
 /// Naps in a row with no record staged anywhere before the delivery thread sleeps without a
 /// timeout (then every watermark rings it: one wake per burst of records).
