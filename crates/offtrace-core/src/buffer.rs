@@ -10,9 +10,13 @@
 //! end in one bound). The thread finds its ring through a per-context cache in its thread state
 //! (no lookup).
 //!
-//! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
-//! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
-//! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
+//! Delivery: when a thread has staged `watermark` bytes since it last did, it marks its ring
+//! (`Area::mark_ready`: a line only the delivery thread reads) and goes on; the *delivery
+//! thread* (`offtrace-buffers`, started with the first buffer, one per process) polls the marks
+//! and is woken only when it would not see one in time ([`crate::doorbell`]: asleep, or napping
+//! while the ring would fill before the nap ends, or the ring full), so a producer makes no
+//! system call while the delivery thread keeps up. Flushes, threads' exits, full rings and the
+//! late staging queue the buffer as a job instead. The delivery thread takes the buffer's delivery lock (callbacks of one buffer
 //! never overlap), calls the tool's callback with each ring's published records (one call per
 //! run of the ring's array of record addresses, which is the callback's `records` array in
 //! place: two runs when it wraps the array's end) and then with the late staging's, then
@@ -26,8 +30,10 @@
 //! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
 //!   record header): memory grows with the number of producing threads; a record larger than
 //!   the staging is dropped and counted;
-//! - `watermark` is per thread (bytes). Records of a thread that stays below it wait for a
-//!   flush, or for the thread's exit (its staging is then queued for delivery);
+//! - `watermark` is per thread (bytes). Its callback comes at most [`POLL_PERIOD`] after it
+//!   was reached (later only behind deliveries queued before it, or while the delivery thread
+//!   waits for a CPU). Records of a thread that stays below it wait for a flush, or for the
+//!   thread's exit (its staging is then queued for delivery);
 //! - [`BufferPolicy::Lossless`] never drops: when a thread's staging is full, the thread waits
 //!   until the delivery thread has released space;
 //! - [`BufferPolicy::Discard`] never blocks: a record that finds the staging full is dropped
@@ -396,8 +402,8 @@ fn deliver_forever(d: &'static Deliverer) {
     let mut quiet_naps = 0;
     let mut published = 0;
     loop {
-        loop {
-            let Some((buffer, ticket)) = d.pop() else { break };
+        // `pop` takes the work lock and gives it back: none is held while a job runs.
+        while let Some((buffer, ticket)) = d.pop() {
             // Release: a producer that signals after this sees the flag clear and queues
             // again, and its records are published before its signal, so the drain below or
             // the next one delivers them.
