@@ -4,6 +4,8 @@
 # rounds (default 3), the configurations interleaved in each round: compare medians.
 # OPENBLAS_NUM_THREADS=1 in every run: numpy's BLAS pool (the example checks its results with
 # numpy) spins for 6-20 M instructions per run at random, more than the differences measured here.
+# Intel's XPTI dispatcher (the venv's libxptifw.so.1), as `offtrace record --dispatcher intel`; what
+# `offtrace record` runs by default (offtrace's dispatcher) is measured by callgrind-record.sh.
 # OPENCL=1: the agent also as the OpenCL layer (OPENCL_LAYERS=<agent>), as `offtrace record` runs
 # it: the OpenCL calls the SYCL runtime's adapter makes inside each UR call are recorded too.
 # NULLSUB= (empty) skips the empty-subscriber runs.

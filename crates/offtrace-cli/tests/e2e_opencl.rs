@@ -137,3 +137,27 @@ fn each_opencl_program_of_a_recording_keeps_its_trace() {
     let launches = |r: &serde_json::Value| calls(r, "clEnqueueNDRangeKernel");
     assert_eq!((launches(&first), launches(&second)), (3, 4));
 }
+
+/// `vector_add` maps its 256 KiB result and unmaps it: the report names the map and the unmap
+/// (not a read and a write) and gives each the bytes the map covered (the unmap call names
+/// only the mapped pointer: it had 0 bytes).
+#[test]
+fn a_map_and_its_unmap_carry_the_mapped_bytes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let trace = dir.path().join("va.offtrace");
+    let o =
+        offtrace().arg("record").arg("-o").arg(&trace).arg("--").arg(&prog).args(["--platform", "Portable"]).output();
+    ok(&o.expect("record"));
+    let r = report(&trace);
+    let row = |name: &str| {
+        let rows: Vec<&serde_json::Value> =
+            r["device_activity"].as_array().expect("device_activity").iter().filter(|d| d["name"] == name).collect();
+        assert_eq!(rows.len(), 1, "{name}: {}", r["device_activity"]);
+        (rows[0]["count"].as_u64().expect("count"), rows[0]["bytes"].as_u64().expect("bytes"))
+    };
+    assert_eq!(row("map"), (1, 256 * 1024));
+    assert_eq!(row("unmap"), (1, 256 * 1024));
+    assert_eq!(row("buffer_read"), (1, 256 * 1024), "the read alone, not the map");
+    assert_eq!(row("buffer_write"), (2, 512 * 1024), "the two writes alone, not the unmap");
+}

@@ -412,6 +412,33 @@ fn the_longest_chain_follows_dependencies_across_queues() {
     assert_eq!(lines, [0, 2], "every node and signal has its queue, the two queues of the program");
 }
 
+/// dpnp's kernel names run past 256 bytes: a node's own record (`node_create`) carries the whole
+/// name its `task` records have (it was cut at 256 bytes), the name its device activity has.
+/// (A copy's node takes its device activity's name, `usm_memcpy`, where SYCL's task says
+/// `memcpy`: only the long names are compared.)
+#[test]
+fn task_graph_node_names_are_whole_as_the_tasks_are() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w2-names");
+    let trace = dir.path().join("w2.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("w2_matmul.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let db = dir.path().join("w2.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "print(db.execute(\"select max(length(name)) from task_graph where op = 'node_create'\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from task_graph n join task_graph t on t.node = n.node and t.op = 'task' \
+           where n.op = 'node_create' and length(t.name) > 255 and t.name <> n.name\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from task_graph where op = 'node_create' and length(name) > 255 \
+           and name not in (select name from device_activity)\").fetchone()[0])\n",
+    );
+    let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
+    assert!(lines[0] > 255, "dpnp's names are longer than 255 bytes: {out}");
+    assert_eq!(lines[1..], [0, 0], "a node's name differs from its task's, or from its device activity's: {out}");
+}
+
 /// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both
 /// `axpy` dispatches use their `y` (argument 0) and `x` (argument 1) arrays, 16384 `float32` of
 /// DEVICE USM each.

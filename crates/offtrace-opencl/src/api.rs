@@ -1733,7 +1733,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(offtrace_core::memory_copy::MAP, 0 as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(offtrace_core::memory_copy::MAP, r as u64, buffer as u64, crate::enqueue::mapping(r as u64, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1755,7 +1755,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
     let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::MAP, 0 as u64, image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::MAP, r as u64, image as u64, crate::enqueue::mapping(r as u64, crate::call::region(region)), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1774,7 +1774,7 @@ pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueUnmapMemObject.
     let r = unsafe { next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, memobj as u64, mapped_ptr as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, memobj as u64, mapped_ptr as u64, crate::enqueue::unmapping(mapped_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -2733,7 +2733,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, bloc
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMap.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::MAP, 0 as u64, svm_ptr as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::MAP, svm_ptr as u64, svm_ptr as u64, crate::enqueue::mapping(if r == 0 { svm_ptr as u64 } else { 0 }, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
     })
@@ -2751,7 +2751,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, sv
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmap.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, svm_ptr as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, svm_ptr as u64, 0 as u64, crate::enqueue::unmapping(svm_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
     })

@@ -79,6 +79,41 @@ pub(crate) enum Command {
     },
 }
 
+/// Mapped host pointer → (bytes its map covered, maps not yet unmapped): an unmap names only
+/// the pointer, and carries the bytes its map made visible. Only maps and unmaps come here (not
+/// the common commands). Bounded: a program that maps without unmapping cannot grow it past
+/// [`MAX_MAPPINGS`] (it then starts over; an unmap of a forgotten mapping has 0 bytes).
+static MAPPINGS: Mutex<Option<HashMap<u64, (u64, u32)>>> = Mutex::new(None);
+const MAX_MAPPINGS: usize = 4096;
+
+/// A map returned `ptr` for `size` bytes (`ptr` 0: it failed); returns `size`.
+pub(crate) fn mapping(ptr: u64, size: u64) -> u64 {
+    if ptr != 0 {
+        let mut g = MAPPINGS.lock().unwrap_or_else(|e| e.into_inner());
+        let m = g.get_or_insert_with(HashMap::default);
+        if m.len() >= MAX_MAPPINGS && !m.contains_key(&ptr) {
+            m.clear();
+        }
+        // The same region mapped again returns the same pointer: each map is unmapped once.
+        let e = m.entry(ptr).or_insert((size, 0));
+        *e = (size, e.1.saturating_add(1));
+    }
+    size
+}
+
+/// The bytes mapped at `ptr`, its mapping's count taken down by the unmap (0: not mapped here).
+pub(crate) fn unmapping(ptr: u64) -> u64 {
+    let mut g = MAPPINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(m) = g.as_mut() else { return 0 };
+    let Some(&(size, count)) = m.get(&ptr) else { return 0 };
+    if count <= 1 {
+        m.remove(&ptr);
+    } else {
+        m.insert(ptr, (size, count - 1));
+    }
+    size
+}
+
 impl Command {
     /// # Safety
     ///
@@ -765,6 +800,23 @@ fn _assert_send() {
 mod tests {
     use super::*;
     use offtrace_core::{ApiCallPayload, Phase, configure_callback_tracing_closure, create_context, start_context};
+
+    /// An unmap gets the bytes of the map that returned its pointer, once per map; a failed map
+    /// (null) and a pointer never mapped give 0.
+    #[test]
+    fn an_unmap_carries_the_bytes_its_map_covered() {
+        // Addresses of this test alone (the table is process-wide; other tests map none).
+        let (a, b) = (0x7e57_0000_1000, 0x7e57_0000_2000);
+        assert_eq!(mapping(a, 4096), 4096);
+        assert_eq!(mapping(0, 512), 512, "a failed map still reports its size");
+        assert_eq!(unmapping(0), 0);
+        assert_eq!(unmapping(b), 0, "never mapped");
+        // The same region mapped twice: the same pointer, unmapped twice.
+        assert_eq!(mapping(a, 4096), 4096);
+        assert_eq!(unmapping(a), 4096);
+        assert_eq!(unmapping(a), 4096);
+        assert_eq!(unmapping(a), 0, "each map is unmapped once");
+    }
 
     fn copy(size: u64) -> Command {
         Command::Copy {

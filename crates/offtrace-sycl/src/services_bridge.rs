@@ -270,8 +270,10 @@ struct OpenCalls {
     tokens: [Cell<Option<CallToken>>; MAX_OPEN],
 }
 
-/// Longest kernel name kept for a dispatch (NUL included).
-const NAME_CAP: usize = 256;
+/// Longest kernel or task-graph node name kept (NUL included): the longest a record carries, so
+/// a name reaches the trace whole up to the record's own limit (dpnp's kernel names run past
+/// 300 bytes and read the same at either end: cut, two differ only in what was cut).
+const NAME_CAP: usize = offtrace_core::MAX_RECORD_STRING + 1;
 
 /// The SYCL task (command group) open on this thread: its kernel name, for the dispatch the
 /// UR launch inside it reports.
@@ -691,7 +693,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
             urf::KERNEL_CREATE => {
-                remember_kernel_name(read_out(a[2]), a[1], NAME_CAP as u64);
+                remember_kernel_name(read_out(a[2]), a[1], MAX_NAME as u64);
                 if kind_enabled(Kind::CodeObject) {
                     code_object_load(p);
                 }
@@ -1448,11 +1450,67 @@ mod graph {
         get(&NODES, uid).unwrap_or(uid)
     }
 
+    /// A node's name, NUL-terminated, with its length: copies take only the used bytes (the
+    /// capacity is the record's longest string, mostly unused).
+    #[derive(Clone, Copy)]
+    struct NodeName {
+        len: usize,
+        bytes: [u8; NAME_CAP],
+    }
+
+    impl NodeName {
+        const EMPTY: NodeName = NodeName { len: 0, bytes: [0; NAME_CAP] };
+
+        /// `b` (no NUL), cut only past the record's limit.
+        fn set(&mut self, b: &[u8]) {
+            let n = b.len().min(NAME_CAP - 1);
+            self.bytes[..n].copy_from_slice(&b[..n]);
+            self.bytes[n] = 0;
+            self.len = n;
+        }
+
+        /// Its used bytes and NUL into `out` (a [`NameOut`]); their length.
+        fn copy_to(&self, out: &mut [u8; NAME_CAP]) -> usize {
+            out[..=self.len].copy_from_slice(&self.bytes[..=self.len]);
+            self.len
+        }
+    }
+
+    /// Where a node's name is copied to be emitted (the node's cell is released first: emitting
+    /// may run a tool's callback that makes a node here). One per thread, not a 1 KiB copy on
+    /// the stack per record; a record emitted while another is being emitted on the thread
+    /// (re-entered through a callback) gets a buffer of its own.
+    type NameOut = [u8; NAME_CAP];
+
+    thread_local! {
+        static NAME_OUT: RefCell<NameOut> = const { RefCell::new([0; NAME_CAP]) };
+    }
+
+    fn with_name_out(f: impl FnOnce(&mut NameOut)) {
+        let mut f = Some(f);
+        let _ = NAME_OUT.try_with(|b| {
+            if let Ok(mut b) = b.try_borrow_mut()
+                && let Some(f) = f.take()
+            {
+                f(&mut b);
+            }
+        });
+        // Not run above: the thread's buffer is busy (re-entered) or gone (thread exit).
+        if let Some(f) = f {
+            f(&mut Box::new([0; NAME_CAP]));
+        }
+    }
+
+    /// The name copied to `out`: null when empty.
+    fn out_ptr(out: &NameOut, len: usize) -> *const c_char {
+        if len == 0 { std::ptr::null() } else { out.as_ptr().cast() }
+    }
+
     /// The node made last on this thread (its record held back until `emitted`) and its task.
     #[derive(Clone, Copy)]
     struct Current {
         node: u64,
-        name: [u8; NAME_CAP],
+        name: NodeName,
         queue: u64,
         event: u64,
         emitted: bool,
@@ -1477,7 +1535,7 @@ mod graph {
 
     const NONE: Current = Current {
         node: 0,
-        name: [0; NAME_CAP],
+        name: NodeName::EMPTY,
         queue: 0,
         event: 0,
         emitted: true,
@@ -1519,6 +1577,14 @@ mod graph {
 
     /// Emits the held-back node record, if any.
     fn flush() {
+        // Most calls find nothing held: they borrow no name buffer.
+        if CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.emitted)).unwrap_or(true) {
+            return;
+        }
+        with_name_out(flush_into);
+    }
+
+    fn flush_into(out: &mut NameOut) {
         // Copied out before emitting (a callback may run SYCL code that makes a node here), the
         // held edges only when there are some: the whole node is over 1 KiB.
         let pending = CUR.try_with(|c| {
@@ -1528,10 +1594,10 @@ mod graph {
             }
             c.emitted = true;
             let edges = (c.held > 0).then(|| (c.edges, c.held));
-            Some((c.node, c.name, c.queue, c.event, edges))
+            Some((c.node, c.name.copy_to(out), c.queue, c.event, edges))
         });
-        if let Ok(Some((node, name, queue, event, edges))) = pending {
-            let g = TaskGraphPayload { node, name: name_ptr(&name), queue, event, ..Default::default() };
+        if let Ok(Some((node, len, queue, event, edges))) = pending {
+            let g = TaskGraphPayload { node, name: out_ptr(out, len), queue, event, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
             if let Some((edges, held)) = edges {
                 for (source, uid, name) in &edges[..held] {
@@ -1587,8 +1653,13 @@ mod graph {
             (*c_node, *c_queue, *c_host) = (node, queue, host);
             (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
             (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
-            // SAFETY: the payload's name is valid during the callback.
-            unsafe { copy_name(name, c_name) };
+            let name = if name.is_null() {
+                &[][..]
+            } else {
+                // SAFETY: the payload's name is valid during the callback.
+                unsafe { CStr::from_ptr(name) }.to_bytes()
+            };
+            c_name.set(name);
         });
     }
 
@@ -1736,25 +1807,30 @@ mod graph {
         r
     }
 
-    /// The current task's node (id, queue, name as its node record has it), if `instance` is
-    /// its task's or its node's.
-    fn current(instance: u64) -> Option<(u64, u64, [u8; NAME_CAP])> {
+    /// The current task's node (id, queue, length of its name as its node record has it, the
+    /// name copied to `out`), if `instance` is its task's or its node's.
+    fn current(instance: u64, out: &mut NameOut) -> Option<(u64, u64, usize)> {
         CUR.try_with(|c| {
             let c = c.try_borrow().ok()?;
-            (instance != 0 && (c.task == instance || c.node == instance)).then_some((c.node, c.queue, c.name))
+            (instance != 0 && (c.task == instance || c.node == instance))
+                .then(|| (c.node, c.queue, c.name.copy_to(out)))
         })
         .ok()
         .flatten()
     }
 
-    /// `name`, or the event's payload name when empty.
-    fn name_or(name: &[u8; NAME_CAP], e: Option<&TraceEventData>) -> *const c_char {
-        if name[0] != 0 { name.as_ptr().cast() } else { e.map_or(std::ptr::null(), payload_name) }
+    /// The name copied to `out`, or the event's payload name when empty.
+    fn name_or(out: &NameOut, len: usize, e: Option<&TraceEventData>) -> *const c_char {
+        if len != 0 { out_ptr(out, len) } else { e.map_or(std::ptr::null(), payload_name) }
     }
 
     pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
         flush();
-        let (node, queue, name) = current(instance).unwrap_or_else(|| (node_of(e.unique_id), 0, [0; NAME_CAP]));
+        with_name_out(|out| signal_with(out, e, instance, event));
+    }
+
+    fn signal_with(out: &mut NameOut, e: &TraceEventData, instance: u64, event: u64) {
+        let (node, queue, len) = current(instance, out).unwrap_or_else(|| (node_of(e.unique_id), 0, 0));
         let _ = CUR.try_with(|c| {
             if let Ok(mut c) = c.try_borrow_mut()
                 && c.node == node
@@ -1763,15 +1839,24 @@ mod graph {
             }
         });
         put(&EVENTS, event, node);
-        let g = TaskGraphPayload { node, name: name_or(&name, Some(e)), event, queue, ..Default::default() };
+        let g = TaskGraphPayload { node, name: name_or(out, len, Some(e)), event, queue, ..Default::default() };
         emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
     }
 
     /// The task's exit record (its node's id, queue and name), and the task closed.
     pub(super) fn task_end(ev: Option<&TraceEventData>, instance: u64, exit: impl FnOnce(&TaskGraphPayload)) {
         flush();
-        let (node, queue, name) =
-            current(instance).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, [0; NAME_CAP]));
+        with_name_out(|out| task_end_with(out, ev, instance, exit));
+    }
+
+    fn task_end_with(
+        out: &mut NameOut,
+        ev: Option<&TraceEventData>,
+        instance: u64,
+        exit: impl FnOnce(&TaskGraphPayload),
+    ) {
+        let (node, queue, len) =
+            current(instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, 0));
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
         let unsignalled = CUR
@@ -1786,10 +1871,10 @@ mod graph {
             .ok()
             .flatten();
         if let Some(event) = unsignalled {
-            let g = TaskGraphPayload { node, name: name_or(&name, ev), event, queue, ..Default::default() };
+            let g = TaskGraphPayload { node, name: name_or(out, len, ev), event, queue, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
         }
-        exit(&TaskGraphPayload { node, name: name_or(&name, ev), queue, ..Default::default() });
+        exit(&TaskGraphPayload { node, name: name_or(out, len, ev), queue, ..Default::default() });
     }
 
     /// Whether a SYCL task is open on this thread (what [`enqueued`] needs to do anything).
@@ -1820,10 +1905,7 @@ mod graph {
                     cur.queue = queue;
                 }
                 if let Some(k) = name {
-                    let b = k.to_bytes();
-                    let n = b.len().min(NAME_CAP - 1);
-                    cur.name = [0; NAME_CAP];
-                    cur.name[..n].copy_from_slice(&b[..n]);
+                    cur.name.set(k.to_bytes());
                 }
             }
         });
