@@ -8,8 +8,8 @@
 //! - **napping**: in a timed wait (at most the poll period, `buffer::POLL_PERIOD`): it polls
 //!   the marks when the wait ends, so a producer rings only when its ring is *urgent* (nearly
 //!   full, or full), when waiting out the nap could make it block or drop;
-//! - **asleep**: in a wait without a timeout (no records moved over its last naps): every
-//!   watermark rings.
+//! - **asleep**: in a wait without a timeout (its last naps found no mark): every watermark
+//!   rings.
 //!
 //! Ringing when the state asks for it is a lock, a flag and a condition variable's notify (a
 //! futex wake: on a VM 8-10 µs of the waker's CPU, an inter-processor interrupt); not ringing

@@ -517,7 +517,7 @@ fn a_watermark_is_delivered_after_a_quiet_period_and_while_records_flow() {
     let b = Batches::default();
     let (ctx, _buf) = buffered_ctx(&b, 100, 10, BufferPolicy::Lossless);
     for round in 1..=3 {
-        // Far longer than the delivery thread's two naps of 1 ms before it sleeps.
+        // Far longer than the delivery thread's four naps of 1 ms before it sleeps.
         std::thread::sleep(std::time::Duration::from_millis(30));
         for _ in 0..10 {
             mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
