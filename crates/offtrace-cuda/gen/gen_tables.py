@@ -83,6 +83,8 @@ LAYOUT = {
     "CUpti_Activity": ["kind"],
     "CUlaunchConfig": ["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes",
                        "hStream"],
+    "cudaLaunchConfig_t": ["gridDim.x", "gridDim.y", "gridDim.z", "blockDim.x", "blockDim.y", "blockDim.z",
+                           "dynamicSmemBytes", "stream"],
     "CUpti_ActivityKernel10": ["kind", "registersPerThread", "start", "end", "completed", "deviceId", "contextId",
                                "streamId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
                                "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread",

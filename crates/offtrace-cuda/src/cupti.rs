@@ -59,6 +59,9 @@ pub struct Cupti {
     pub activity_register_timestamp_callback: Option<unsafe extern "C" fn(TimestampFunc) -> CuptiResult>,
     pub activity_enable: unsafe extern "C" fn(u32) -> CuptiResult,
     pub activity_disable: unsafe extern "C" fn(u32) -> CuptiResult,
+    /// `cuptiActivityEnableDriverApi(cbid, enable)` (CUPTI 12.6+): API activity records for
+    /// chosen driver functions only (the launches made without the runtime).
+    pub activity_enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     pub activity_get_next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult,
     pub activity_get_num_dropped_records: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
     pub activity_flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
@@ -261,6 +264,7 @@ fn bind(h: *mut c_void, path: String) -> Result<Cupti, LoadError> {
         activity_register_timestamp_callback: opt!(c"cuptiActivityRegisterTimestampCallback"),
         activity_enable: req!(c"cuptiActivityEnable"),
         activity_disable: req!(c"cuptiActivityDisable"),
+        activity_enable_driver_api: opt!(c"cuptiActivityEnableDriverApi"),
         activity_get_next_record: req!(c"cuptiActivityGetNextRecord"),
         activity_get_num_dropped_records: req!(c"cuptiActivityGetNumDroppedRecords"),
         activity_flush_all: req!(c"cuptiActivityFlushAll"),

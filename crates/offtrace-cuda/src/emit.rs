@@ -162,6 +162,40 @@ pub fn api_exit_at(call: OpenCall, p: &mut ApiCallPayload, result: i32, ts: u64)
     emit_exit_at(call.token, ts, Payload::api(kind, p));
 }
 
+/// The kind and operation definitions of an API call this backend writes into the trace itself
+/// (a driver-only launch, `Injection::driver_launch`): the same ones the recorder writes before
+/// the first call of an operation it records (a reader takes a repeated definition as the same).
+pub fn operation_definitions(
+    domain: ApiDomain,
+    cbid: u32,
+    mut string: impl FnMut(&[u8]) -> offtrace_format::StrId,
+) -> [offtrace_format::Record; 2] {
+    use offtrace_format::{ArgDef, OperationDef, Record};
+    let kind = api_kind(domain);
+    let kind_def = Record::KindDef { kind: kind as u32, name: string(kind.name().as_bytes()) };
+    let def = match kind.operation(cbid) {
+        Some(o) => OperationDef {
+            kind: kind as u32,
+            op: cbid,
+            name: string(o.name.as_bytes()),
+            args: o
+                .args
+                .iter()
+                .map(|a| ArgDef {
+                    name: string(a.name.as_bytes()),
+                    type_name: string(a.type_name.as_bytes()),
+                    size: a.size,
+                    format: a.format as u8,
+                })
+                .collect(),
+        },
+        None => {
+            OperationDef { kind: kind as u32, op: cbid, name: string(format!("op{cbid}").as_bytes()), args: Vec::new() }
+        }
+    };
+    [kind_def, Record::OperationDef(def)]
+}
+
 /// The device id of a CUDA device ordinal (0 stays "unknown").
 pub fn device_id(ordinal: u32) -> u64 {
     u64::from(ordinal) + 1
@@ -337,6 +371,7 @@ pub fn finish(inj: &Injection) {
         ("cuda.runtime_calls", s.api_calls[0].load(Relaxed)),
         ("cuda.driver_calls", s.api_calls[1].load(Relaxed)),
         ("cuda.unpaired_device_records", s.unpaired_device_records.load(Relaxed)),
+        ("cuda.driver_only_launches", s.driver_only_launches.load(Relaxed)),
     ] {
         defs.push(offtrace_format::Record::Info { key: key.into(), value: value.to_string() });
     }

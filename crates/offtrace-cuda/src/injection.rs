@@ -65,6 +65,8 @@ pub struct Stats {
     /// Time spent in offtrace's buffer-completion processing, in ns.
     pub processing_ns: AtomicU64,
     pub unpaired_device_records: AtomicU64,
+    /// Driver launches made outside any traced runtime call, from CUPTI's API activity records.
+    pub driver_only_launches: AtomicU64,
 }
 
 /// The live injection (process-wide).
@@ -91,6 +93,11 @@ pub struct Injection {
     /// Every driver call is traced and recorded (`OFFTRACE_CUDA_DRIVER_API=1`).
     driver_all: bool,
     launch_mode: LaunchMode,
+    /// Driver launch functions whose operation definition this backend wrote into the trace
+    /// (for the driver-only launches it writes itself, [`Injection::driver_launch`]).
+    driver_launch_ops: Mutex<HashSet<u32>>,
+    /// The driver launch functions' API activity records are on ([`driver_launch_record_ids`]).
+    driver_launch_records: bool,
     /// The recorder's services context when this process writes a trace (`OFFTRACE_OUTPUT`).
     recorder: Mutex<Option<offtrace_core::ContextId>>,
     /// The start's subscription plan and the current one ([`measure_phase`] changes it).
@@ -148,6 +155,9 @@ struct LaunchRule {
     stream: u8,
     /// A `_ptsz` entry point: a NULL stream is the calling thread's default stream.
     per_thread: bool,
+    /// A runtime launch: `func` is the host stub (or `cudaKernel_t`) and `config` a
+    /// `cudaLaunchConfig_t`, not a `CUfunction` and a `CUlaunchConfig`.
+    runtime: bool,
 }
 
 impl Default for LaunchRule {
@@ -160,18 +170,38 @@ impl Default for LaunchRule {
             geometry: [NONE; 6],
             stream: NONE,
             per_thread: false,
+            runtime: false,
         }
     }
 }
 
 const NONE: u8 = u8::MAX;
 
-/// What the launch callbacks do (`OFFTRACE_CUDA_LAUNCH_ARGS`). The last two exist to measure
-/// which part of a launch costs what (`scripts/cuda/overhead-ablation.sh`).
+/// Where the launch-time dispatch comes from and what it carries (`OFFTRACE_CUDA_LAUNCH_ARGS`).
+/// `callbacks` and `noargs` exist to measure which part of a launch costs what
+/// (`scripts/cuda/overhead-ablation.sh`).
+///
+/// CUPTI delivers a runtime launch twice: `cudaLaunchKernel` and the `cuLaunchKernel` the
+/// runtime makes inside it (both at enter and exit), and a delivery costs the launching thread
+/// more than the backend's record (docs/cuda.md, "Overhead", runs P and R). By default every
+/// dispatch comes from the driver launch callbacks (each runtime launch delivered twice; every
+/// launch, driver-only ones included, with its arguments and allocation properties).
+/// `OFFTRACE_CUDA_LAUNCH_ARGS=runtime` takes the dispatch from the runtime launch callback,
+/// which is delivered anyway as the launching API call; the driver launch callbacks are then on
+/// only while a runtime launch's kernel is being learnt ([`LEARNING`]). Launches made without
+/// the runtime (PyTorch's NVRTC/jiterator kernels, libraries calling the driver) then come from
+/// CUPTI's API activity records of the driver launch functions alone
+/// (`cuptiActivityEnableDriverApi`): the launching call is in the trace and its kernels carry
+/// its correlation id, but it has no arguments and no launch-time dispatch (so no kernel
+/// allocation properties) unless it came while the driver launch callbacks were on for
+/// learning. Run T measured no gain on the median step from it, hence not the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LaunchMode {
-    /// The launch-time `KERNEL_DISPATCH` with the kernel's pointer-sized parameters (default).
+    /// `runtime`: the launch-time `KERNEL_DISPATCH` with the kernel's pointer-sized parameters,
+    /// from the runtime launch callbacks (each runtime launch delivered once).
     Full,
+    /// The same from the driver launch callbacks, every launch (default).
+    Driver,
     /// `0`: no launch callbacks at all (no launch-time dispatch, no allocation properties).
     Off,
     /// `callbacks`: CUPTI's launch callbacks enabled, nothing done in them.
@@ -180,13 +210,40 @@ enum LaunchMode {
     NoArgs,
 }
 
-fn launch_mode() -> LaunchMode {
-    match std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").as_deref() {
-        Ok("0") => LaunchMode::Off,
-        Ok("callbacks") => LaunchMode::CallbacksOnly,
-        Ok("noargs") => LaunchMode::NoArgs,
-        _ => LaunchMode::Full,
+impl LaunchMode {
+    fn parse(v: Option<&str>) -> LaunchMode {
+        match v.map(str::trim) {
+            Some("0") => LaunchMode::Off,
+            Some("runtime") => LaunchMode::Full,
+            Some("callbacks") => LaunchMode::CallbacksOnly,
+            Some("noargs") => LaunchMode::NoArgs,
+            // The default: run T measured no gain on the median step from delivering each
+            // launch once (docs/cuda.md, "Overhead"), and that mode leaves some launches
+            // without kernel parameters; every launch keeps them here.
+            _ => LaunchMode::Driver,
+        }
     }
+
+    /// The dispatch comes from the runtime launch callbacks (the driver's only for launches
+    /// made outside a runtime call).
+    fn runtime_dispatch(self) -> bool {
+        matches!(self, LaunchMode::Full | LaunchMode::NoArgs | LaunchMode::CallbacksOnly)
+    }
+
+    /// The driver launch callbacks are enabled (else driver-only launches come from CUPTI's
+    /// API activity records).
+    fn driver_callbacks(self) -> bool {
+        self == LaunchMode::Driver
+    }
+}
+
+fn launch_mode() -> LaunchMode {
+    // The range profiler batches kernels at the driver's launch callbacks
+    // (`range_query_enter`, `record_launch`): it keeps them.
+    if crate::range_query::armed() {
+        return LaunchMode::Driver;
+    }
+    LaunchMode::parse(std::env::var("OFFTRACE_CUDA_LAUNCH_ARGS").ok().as_deref())
 }
 
 fn alloc_rules(domain: ApiDomain) -> Box<[AllocRule]> {
@@ -245,6 +302,10 @@ fn alloc_rules(domain: ApiDomain) -> Box<[AllocRule]> {
 
 fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
     let mut rules = vec![LaunchRule::default(); MAX_CBID].into_boxed_slice();
+    let geometry_names = match domain {
+        ApiDomain::Driver => ["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"],
+        ApiDomain::Runtime => ["gridDim.x", "gridDim.y", "gridDim.z", "blockDim.x", "blockDim.y", "blockDim.z"],
+    };
     let specs: &[(&str, &str, &str)] = match domain {
         ApiDomain::Driver => &[
             ("cuLaunchKernel", "f", "kernelParams"),
@@ -254,11 +315,16 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
             ("cuLaunchCooperativeKernel", "f", "kernelParams"),
             ("cuLaunchCooperativeKernel_ptsz", "f", "kernelParams"),
         ],
-        // Runtime launches reach the driver's launch functions, which CUPTI reports inside the
-        // runtime call: the kernel's CUfunction and parameters are taken there. (Resolving the
-        // runtime's host stub with cudaGetFuncBySymbol inside the callback would set the
-        // runtime's last-error state the program checks next.)
-        ApiDomain::Runtime => &[],
+        // The host stub is learnt from the driver launch inside ([`learn_stub`]); `args` is the
+        // same array of pointers to the parameters as the driver's `kernelParams`.
+        ApiDomain::Runtime => &[
+            ("cudaLaunchKernel", "func", "args"),
+            ("cudaLaunchKernel_ptsz", "func", "args"),
+            ("cudaLaunchKernelExC", "func", "args"),
+            ("cudaLaunchKernelExC_ptsz", "func", "args"),
+            ("cudaLaunchCooperativeKernel", "func", "args"),
+            ("cudaLaunchCooperativeKernel_ptsz", "func", "args"),
+        ],
     };
     for f in domain.functions() {
         let Some(&(_, func, params)) = specs.iter().find(|s| s.0 == f.name) else { continue };
@@ -267,9 +333,7 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
         {
             let idx = |n: &str| table::param_index(f, n).map_or(NONE, |i| i as u8);
             let mut geometry = [NONE; 6];
-            for (g, n) in
-                geometry.iter_mut().zip(["gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ"])
-            {
+            for (g, n) in geometry.iter_mut().zip(geometry_names) {
                 *g = idx(n);
             }
             rules[f.id as usize] = LaunchRule {
@@ -278,8 +342,9 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
                 params: b as u8,
                 config: idx("config"),
                 geometry,
-                stream: idx("hStream"),
+                stream: idx("hStream").min(idx("stream")),
                 per_thread: f.name.ends_with("_ptsz"),
+                runtime: domain == ApiDomain::Runtime,
             };
         }
     }
@@ -616,9 +681,15 @@ impl Plan {
         } else {
             let allocs = alloc_rules(ApiDomain::Driver);
             let launches = launch_rules(ApiDomain::Driver);
-            // OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch callbacks (no KERNEL_DISPATCH at launch, so
-            // no kernel allocation properties); kernels still arrive with their device times.
-            let launch_args = launch_mode() != LaunchMode::Off;
+            // The driver's launch callbacks with OFFTRACE_CUDA_LAUNCH_ARGS=driver (and for the
+            // range profiler), and by default while runtime launches' kernels are learnt (from
+            // the start; the flusher turns them off): the runtime's launch callback gives the
+            // dispatch and driver-only launches come from API activity records ([`LaunchMode`]).
+            let mode = launch_mode();
+            let learning = mode.runtime_dispatch() && self.driver && !self.empty;
+            // Relaxed: see tune_learning.
+            LEARNING.store(learning, Ordering::Relaxed);
+            let launch_args = mode.driver_callbacks() || learning;
             // The range profiler starts at launches and keeps other work (memsets, copies, graph
             // launches) out of their batches: those callbacks too while it is asked for.
             let rangeq = crate::range_query::armed();
@@ -652,11 +723,47 @@ impl Plan {
                 say(&format!("cuptiActivityEnable/Disable({k}) failed: {}", c.result_string(r)));
             }
         }
+        self.apply_driver_launch_records(c);
+    }
+
+    /// The API activity records of the driver's launch functions, which give a launch made
+    /// without the runtime its launching call ([`LaunchMode`]): on while the plan has activity
+    /// and driver callbacks (a launch whose callback was delivered too, while kernels are
+    /// learnt, is recorded once: its correlation id is known when its API record comes).
+    fn apply_driver_launch_records(&self, c: &Cupti) {
+        let ids = driver_launch_record_ids(launch_mode(), driver_api_wanted());
+        let Some(enable) = c.activity_enable_driver_api else {
+            if !ids.is_empty() && self.activity {
+                say(
+                    "cuptiActivityEnableDriverApi is missing (CUPTI before 12.6): launches made without the CUDA runtime have no launching call in the trace (OFFTRACE_CUDA_LAUNCH_ARGS=driver gives them one)",
+                );
+            }
+            return;
+        };
+        let on = u8::from(self.activity && self.driver);
+        for id in ids {
+            // SAFETY: id is a driver callback id; the call has no memory preconditions.
+            let r = unsafe { enable(id, on) };
+            if r != 0 {
+                say(&format!("cuptiActivityEnableDriverApi({id}) failed: {}", c.result_string(r)));
+            }
+        }
     }
 }
 
 /// Set while the plan says callbacks return at once ([`Plan::empty`]).
 static EMPTY_CALLBACKS: AtomicBool = AtomicBool::new(false);
+
+/// The driver launch functions whose API activity records are enabled: those of the driver
+/// launch rules when the dispatch comes from the runtime and no callback covers the driver's
+/// launches (neither its launch callbacks nor `OFFTRACE_CUDA_DRIVER_API=1`'s whole domain).
+fn driver_launch_record_ids(mode: LaunchMode, driver_all: bool) -> Vec<u32> {
+    if !mode.runtime_dispatch() || driver_all {
+        return Vec::new();
+    }
+    let rules = launch_rules(ApiDomain::Driver);
+    (0..rules.len()).filter(|&i| rules[i].active).map(|i| i as u32).collect()
+}
 
 /// For measuring, inside one process, what each part of the backend costs the program's
 /// threads (`examples/cuda/train.py --ab`, `scripts/cuda/overhead-ablation.sh` mode `ab`):
@@ -678,7 +785,7 @@ pub fn measure_phase(phase: u32) -> bool {
     if (new.runtime, new.driver, new.empty) != (cur.runtime, cur.driver, cur.empty) {
         new.apply_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle);
     }
-    if new.activity != cur.activity {
+    if (new.activity, new.driver) != (cur.activity, cur.driver) {
         new.apply_activity(&inj.cupti);
     }
     plans.1 = new;
@@ -767,6 +874,15 @@ impl Injection {
                 }
             });
         let counters = || (0..MAX_CBID).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+        let launch_mode = launch_mode();
+        let driver_launch_records = cupti.activity_enable_driver_api.is_some()
+            && Plan::from_env().driver
+            && !driver_launch_record_ids(launch_mode, driver_api_wanted()).is_empty();
+        let runtime_launches = if launch_mode.runtime_dispatch() {
+            launch_rules(ApiDomain::Runtime)
+        } else {
+            vec![LaunchRule::default(); MAX_CBID].into_boxed_slice()
+        };
         let inj = Self {
             cupti,
             subscriber,
@@ -777,7 +893,7 @@ impl Injection {
             per_cbid: [counters(), counters()],
             dump,
             allocation_rules: [alloc_rules(ApiDomain::Runtime), alloc_rules(ApiDomain::Driver)],
-            launch_rules: [launch_rules(ApiDomain::Runtime), launch_rules(ApiDomain::Driver)],
+            launch_rules: [runtime_launches, launch_rules(ApiDomain::Driver)],
             driver: resolve_driver_fns(),
             kernel_params: Mutex::new(HashMap::new()),
             defined_queues: Mutex::new(HashSet::new()),
@@ -786,7 +902,9 @@ impl Injection {
             recorder: Mutex::new(None),
             plan: Mutex::new((Plan::default(), Plan::default())),
             driver_all: driver_api_wanted(),
-            launch_mode: launch_mode(),
+            launch_mode,
+            driver_launch_ops: Mutex::new(HashSet::new()),
+            driver_launch_records,
         };
         if let Some(d) = &inj.dump {
             d.line(&format!(
@@ -810,7 +928,7 @@ impl Injection {
         let s = &self.stats;
         let by: Vec<String> = s.cupti_overhead_by_kind.iter().map(|c| c.load(Ordering::Relaxed).to_string()).collect();
         eprintln!(
-            r#"offtrace-cuda-stats: {{"runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"cupti_overhead_by_kind_ns":[{}],"processing_ns":{}}}"#,
+            r#"offtrace-cuda-stats: {{"runtime_calls":{},"driver_calls":{},"records":{},"buffers":{},"dropped":{},"cupti_overhead_ns":{},"cupti_overhead_by_kind_ns":[{}],"processing_ns":{},"driver_only_launches":{}}}"#,
             s.api_calls[0].load(Ordering::Relaxed),
             s.api_calls[1].load(Ordering::Relaxed),
             s.records.load(Ordering::Relaxed),
@@ -819,6 +937,7 @@ impl Injection {
             s.cupti_overhead_ns.load(Ordering::Relaxed),
             by.join(","),
             s.processing_ns.load(Ordering::Relaxed),
+            s.driver_only_launches.load(Ordering::Relaxed),
         );
     }
 
@@ -917,12 +1036,24 @@ fn start_flusher() {
         return;
     }
     let _ = std::thread::Builder::new().name("offtrace-cupti".into()).spawn(move || {
+        let mut unknown_stubs = 0;
+        // The learning of runtime launches' kernels is looked at every LEARNING_PERIOD_MS (a
+        // training loop's warm-up steps then suffice to turn the driver launch callbacks off),
+        // CUPTI's buffers flushed every `ms`.
+        let tick = ms.min(LEARNING_PERIOD_MS);
+        let mut since_flush = 0;
         loop {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            std::thread::sleep(std::time::Duration::from_millis(tick));
             let Some(i) = get() else { return };
             if i.finished.load(Ordering::Acquire) {
                 return;
             }
+            tune_learning(i, &mut unknown_stubs);
+            since_flush += tick;
+            if since_flush < ms {
+                continue;
+            }
+            since_flush = 0;
             // SAFETY: no memory preconditions; 0 = only buffers CUPTI completed.
             unsafe { (i.cupti.activity_flush_all)(0) };
         }
@@ -1013,6 +1144,11 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         inj.stats.api_calls[di].fetch_add(1, Ordering::Relaxed);
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get() + 1));
+            note_thread();
+            if let Some(&r) = inj.launch_rules[di].get(cbid as usize).filter(|r| r.active) {
+                // SAFETY: params is f's parameter struct; r is f's launch rule.
+                unsafe { note_launch_stub(inj, f, params, r) };
+            }
         }
         if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
             // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
@@ -1052,9 +1188,14 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
         }
         let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
+        // With the dispatch taken from the runtime, a driver launch (its callback delivered only
+        // when every driver call is traced) adds one only outside a runtime call.
         let launched = result == 0
             && launch.active
             && inj.launch_mode != LaunchMode::CallbacksOnly
+            && (domain == ApiDomain::Runtime
+                || !inj.launch_mode.runtime_dispatch()
+                || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0)
             && (emit::dispatch_wanted() || inj.dump.is_some() || crate::range_query::active());
         let call = OPEN
             .try_with(|o| {
@@ -1067,6 +1208,11 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             })
             .ok()
             .flatten();
+        if domain == ApiDomain::Driver && launch.active && !launched && inj.launch_mode.runtime_dispatch() {
+            // SAFETY: params is f's parameter struct, valid during the callback.
+            let func = unsafe { arg(f, params, launch.func) } as usize as *mut c_void;
+            learn_stub(inj, func);
+        }
         if call.is_none() && !allocation && !launched {
             return;
         }
@@ -1190,6 +1336,9 @@ fn call_arg(p: &ApiCallPayload, i: u8) -> u64 {
 struct KernelInfo {
     params: &'static [(u32, u32)],
     name: *const c_char,
+    /// The `CUfunction` / `CUkernel` handle (a runtime launch's host stub resolved; 0 when the
+    /// runtime could not resolve it).
+    function: usize,
 }
 
 // SAFETY: `name` points to a leaked, immutable string (the demangling cache's), readable from
@@ -1204,19 +1353,26 @@ thread_local! {
     static KERNELS: RefCell<Vec<(usize, KernelInfo)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
-    let key = func as usize;
+/// The kernel of a launch: `func` is a driver handle, or with `stub` a runtime launch's host
+/// stub (or `cudaKernel_t`), known once learnt from the driver launch inside one of its
+/// launches ([`learn_stub`]; unknown until then).
+fn kernel_info(inj: &Injection, func: *mut c_void, stub: bool) -> KernelInfo {
+    // Stubs and driver handles in one cache: the top bit (no user-space address has it) keeps
+    // a stub's entry apart from a handle's.
+    let key = func as usize | (usize::from(stub) << (usize::BITS - 1));
     // Handles are allocations of at least 16 bytes: the bits above 4 spread them.
     let slot = (key >> 4) % THREAD_KERNELS;
     let hit = KERNELS.try_with(|k| k.borrow().get(slot).filter(|e| e.0 == key).map(|e| e.1)).ok().flatten();
     if let Some(v) = hit {
         return v;
     }
-    let info = kernel_info_shared(inj, func);
+    let unknown = KernelInfo { params: &[], name: std::ptr::null(), function: 0 };
+    // None: a stub not learnt yet (not cached: a later launch finds it once learnt).
+    let Some(info) = kernel_info_shared(inj, key, func, stub) else { return unknown };
     let _ = KERNELS.try_with(|k| {
         let mut k = k.borrow_mut();
         if k.is_empty() {
-            k.resize(THREAD_KERNELS, (0, KernelInfo { params: &[], name: std::ptr::null() }));
+            k.resize(THREAD_KERNELS, (0, unknown));
         }
         k[slot] = (key, info);
     });
@@ -1225,9 +1381,12 @@ fn kernel_info(inj: &Injection, func: *mut c_void) -> KernelInfo {
 
 #[cold]
 #[inline(never)]
-fn kernel_info_shared(inj: &Injection, func: *mut c_void) -> KernelInfo {
-    if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&(func as usize)) {
-        return *v;
+fn kernel_info_shared(inj: &Injection, key: usize, func: *mut c_void, stub: bool) -> Option<KernelInfo> {
+    if let Some(v) = inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Some(*v);
+    }
+    if stub {
+        return None;
     }
     let _ = BUSY.try_with(|b| b.set(true));
     let d = &inj.driver;
@@ -1258,9 +1417,114 @@ fn kernel_info_shared(inj: &Injection, func: *mut c_void) -> KernelInfo {
     let _ = BUSY.try_with(|b| b.set(false));
     // SAFETY: the driver's kernel names live as long as the kernel's module, which outlives
     // its launches (and the cache keeps the demangled copy).
-    let info = KernelInfo { params: Box::leak(params.into_boxed_slice()), name: unsafe { emit::demangled(raw) } };
-    inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(func as usize, info);
-    info
+    let info = KernelInfo {
+        params: Box::leak(params.into_boxed_slice()),
+        name: unsafe { emit::demangled(raw) },
+        function: func as usize,
+    };
+    inj.kernel_params.lock().unwrap_or_else(|e| e.into_inner()).insert(key, info);
+    Some(info)
+}
+
+/// Learning runtime launches' kernels.
+///
+/// A runtime launch names its kernel by the host stub (`func`), which only the runtime can turn
+/// into the `CUfunction` whose parameter layout the kernel allocation properties need. Asking
+/// the runtime from inside its own callback did not work: on the H100 (run T1) launches
+/// resolved with `cudaGetFuncBySymbol` there carried no kernel parameters at all (and a failed
+/// runtime call sets the last-error state the program reads next). The driver launch the runtime makes inside the launch names the
+/// `CUfunction`: while a stub is unknown the driver launch callbacks are on, the runtime launch's
+/// enter notes its stub ([`LAUNCH_STUB`]) and the driver launch's exit inside it files the
+/// kernel under the stub ([`learn_stub`]). Once no runtime launch has met an unknown stub for
+/// [`LEARNING_PERIOD_MS`], the flusher turns the driver launch callbacks off ([`tune_learning`]), and
+/// turns them on again after a launch meets one (that launch, and those of unknown stubs until
+/// the next period, carry no kernel parameters: their names come from CUPTI's `symbolName`). A training loop launches the same kernels every step:
+/// after its first steps each launch is delivered once. Without the flusher
+/// (`OFFTRACE_CUDA_FLUSH_MS=0`) the callbacks stay on.
+static LEARNING: AtomicBool = AtomicBool::new(false);
+/// How often the flusher looks at [`UNKNOWN_STUBS`] (ms).
+const LEARNING_PERIOD_MS: u64 = 100;
+/// Runtime launches that met an unknown stub (Relaxed: a count the flusher compares between
+/// its periods; rare once the program's kernels are known).
+static UNKNOWN_STUBS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The stub of this thread's open runtime launch when it is not known yet (0 otherwise).
+    static LAUNCH_STUB: Cell<usize> = const { Cell::new(0) };
+}
+
+/// At a runtime launch's enter: notes the launch's stub when it is unknown.
+///
+/// # Safety
+/// `params` is the parameter struct of `f`, whose launch rule is `rule`.
+unsafe fn note_launch_stub(inj: &Injection, f: &table::ApiFunction, params: *const u8, rule: LaunchRule) {
+    let Some(p) = f.params.get(usize::from(rule.func)) else { return };
+    if params.is_null() {
+        return;
+    }
+    // SAFETY: the func parameter of f's parameter struct (caller's guarantee), at its offset.
+    let stub = unsafe { field(params, (p.offset as usize, p.size as usize)) } as usize;
+    let unknown = stub != 0 && kernel_info(inj, stub as *mut c_void, true).function == 0;
+    let _ = LAUNCH_STUB.try_with(|s| s.set(if unknown { stub } else { 0 }));
+    if unknown {
+        UNKNOWN_STUBS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// At a driver launch's exit inside a runtime launch whose stub is unknown: the kernel filed
+/// under the stub.
+fn learn_stub(inj: &Injection, func: *mut c_void) {
+    let Ok(stub) = LAUNCH_STUB.try_with(|s| s.replace(0)) else { return };
+    if stub == 0 || func.is_null() {
+        return;
+    }
+    let info = kernel_info(inj, func, false);
+    let key = stub | (1 << (usize::BITS - 1));
+    inj.kernel_params
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, KernelInfo { function: func as usize, ..info });
+}
+
+/// The flusher's period: turns the driver launch callbacks off when no runtime launch met an
+/// unknown stub since the last period, on when one did ([`LEARNING`]).
+fn tune_learning(inj: &Injection, last: &mut u64) {
+    // OFFTRACE_CUDA_DRIVER_API=1 keeps every driver callback on.
+    if !inj.launch_mode.runtime_dispatch() || inj.driver_all || inj.ownership != Ownership::Offtrace {
+        return;
+    }
+    let plan = inj.plan.lock().unwrap_or_else(|e| e.into_inner()).1;
+    if !plan.driver || plan.empty {
+        return;
+    }
+    let n = UNKNOWN_STUBS.load(Ordering::Relaxed);
+    let met_unknown = n != *last;
+    *last = n;
+    // Relaxed: only this thread and the start switch it; the callbacks read it nowhere.
+    if let Some(on) = learning_switch(LEARNING.load(Ordering::Relaxed), met_unknown, n != 0) {
+        LEARNING.store(on, Ordering::Relaxed);
+        enable_driver_launch_callbacks(&inj.cupti, inj.subscriber as SubscriberHandle, on);
+        inj.dump_line(|| format!(r#"{{"t":"learning","on":{on},"unknown_stubs":{n}}}"#));
+    }
+}
+
+/// Whether the driver launch callbacks switch (`Some(on)`) given whether they are on for
+/// learning, whether a runtime launch met an unknown stub in the last period, and whether any
+/// has yet: a program's start, before its first launch, is not a quiet period (run T: the
+/// callbacks went off before the CUDA C workload's first launch, and none of its launches
+/// carried kernel parameters).
+fn learning_switch(learning: bool, met_unknown: bool, launched: bool) -> Option<bool> {
+    (launched && learning != met_unknown).then_some(met_unknown)
+}
+
+fn enable_driver_launch_callbacks(c: &Cupti, sub: SubscriberHandle, on: bool) {
+    let rules = launch_rules(ApiDomain::Driver);
+    for (cbid, r) in rules.iter().enumerate() {
+        if r.active {
+            // SAFETY: sub is the live subscriber; cbid is a driver callback id.
+            unsafe { (c.enable_callback)(u32::from(on), sub, l::CUPTI_CB_DOMAIN_DRIVER_API as u32, cbid as u32) };
+        }
+    }
 }
 
 /// The key of a launch's stream in the per-thread stream cache: the handle of a created
@@ -1380,7 +1644,20 @@ unsafe fn record_launch(
     // Geometry: cuLaunchKernel passes it as arguments, cuLaunchKernelEx in its CUlaunchConfig.
     let mut geometry = [0u64; 6];
     let mut stream = at(rule.stream);
-    if rule.config != NONE {
+    if rule.config != NONE && rule.runtime {
+        let config = at(rule.config) as usize as *const u8;
+        if !config.is_null() {
+            use l::cudaLaunchConfig_t as lc;
+            // SAFETY: as below.
+            stream = unsafe { field(config, lc::stream) };
+            let fields = [lc::gridDim_x, lc::gridDim_y, lc::gridDim_z, lc::blockDim_x, lc::blockDim_y, lc::blockDim_z];
+            for (g, fld) in geometry.iter_mut().zip(fields) {
+                // SAFETY: config is the launch's cudaLaunchConfig_t (read at the generated
+                // offsets).
+                *g = unsafe { field(config, fld) };
+            }
+        }
+    } else if rule.config != NONE {
         let config = at(rule.config) as usize as *const u8;
         if !config.is_null() {
             use l::CUlaunchConfig as lc;
@@ -1397,7 +1674,17 @@ unsafe fn record_launch(
             *g = at(i);
         }
     }
-    let info = kernel_info(inj, func);
+    let mut info = kernel_info(inj, func, rule.runtime);
+    if rule.runtime {
+        if info.name.is_null() {
+            use l::CUpti_CallbackData as cd;
+            // SAFETY: symbolName of the runtime launch's CUpti_CallbackData: null or the
+            // kernel's NUL-terminated name, which lives as long as its module.
+            info.name = unsafe { emit::demangled(field(data, cd::symbolName) as usize as *const c_char) };
+        }
+    } else {
+        info.function = func as usize;
+    }
     let mut values = [0u64; offtrace_core::MAX_KERNEL_ARGS];
     let mut n = 0;
     if !kernel_params.is_null() && inj.launch_mode != LaunchMode::NoArgs {
@@ -1419,7 +1706,7 @@ unsafe fn record_launch(
     let (ctx, ctx_id) =
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
-    emit::kernel_dispatch(queue, func as u64, info.name, grid, block, &values[..n], ts);
+    emit::kernel_dispatch(queue, info.function as u64, info.name, grid, block, &values[..n], ts);
     if crate::range_query::active() {
         // The range profiler's ranges follow launch order: this kernel's correlation and name
         // (a full batch is decoded here, with the launch's context current).
@@ -1771,6 +2058,12 @@ impl Injection {
     }
 
     fn handle(&self, a: &Activity) {
+        if let Activity::Api(api) = a {
+            if api.driver {
+                self.driver_launch(api);
+            }
+            return;
+        }
         let cupti_corr = match a {
             Activity::Kernel(k) => k.correlation,
             Activity::Copy(c) => c.correlation,
@@ -1781,9 +2074,13 @@ impl Injection {
             Activity::ExternalCorrelation { correlation, .. } => *correlation,
             _ => 0,
         };
-        let corr = self.correlations.get(cupti_corr).unwrap_or(0);
+        let mut corr = self.correlations.get(cupti_corr).unwrap_or(0);
         if cupti_corr != 0 && corr == 0 && matches!(a, Activity::Kernel(_) | Activity::Copy(_) | Activity::Set(_)) {
             self.stats.unpaired_device_records.fetch_add(1, Ordering::Relaxed);
+            if self.driver_launch_records {
+                // Perhaps a driver-only launch, whose API record may come after its kernel's.
+                corr = driver_only_correlation(cupti_corr);
+            }
         }
         if let Activity::Overhead(o) = a {
             let ns = o.end.saturating_sub(o.start);
@@ -1804,6 +2101,93 @@ impl Injection {
             d.line(&line);
         }
     }
+}
+
+impl Injection {
+    /// A driver launch's API activity record ([`LaunchMode`]): inside a runtime call the backend
+    /// traced (its correlation id is known) it is that call's implementation and is dropped;
+    /// otherwise it is the launching call of its kernels, written into the trace as a
+    /// `CUDA_DRIVER_API` call at CUPTI's times (no arguments, no result) with a correlation id
+    /// of its own, which its kernels then carry. Tools receive no callback for it (it is known
+    /// only after the call). CUPTI's buffer thread.
+    fn driver_launch(&self, api: &activity::ApiActivity) {
+        if api.correlation == 0 || self.correlations.get(api.correlation).is_some() {
+            return;
+        }
+        self.stats.driver_only_launches.fetch_add(1, Ordering::Relaxed);
+        let corr = driver_only_correlation(api.correlation);
+        let tid = thread_of(api.thread);
+        if let Some(defs) = offtrace_recorder::definitions() {
+            let kind = emit::api_kind(ApiDomain::Driver) as u32;
+            if self.driver_launch_ops.lock().unwrap_or_else(|e| e.into_inner()).insert(api.cbid) {
+                for r in emit::operation_definitions(ApiDomain::Driver, api.cbid, |b| defs.string(b)) {
+                    defs.push(r);
+                }
+            }
+            defs.push(offtrace_format::Record::ApiCall(offtrace_format::ApiCall {
+                kind,
+                op: api.cbid,
+                tid,
+                start: api.start,
+                end: api.end.max(api.start),
+                correlation: corr,
+                external: 0,
+                args: offtrace_format::ApiArgs::default(),
+                result: None,
+            }));
+        }
+        self.dump_line(|| {
+            let name = ApiDomain::Driver.function(api.cbid).map_or("", |f| f.name);
+            format!(
+                r#"{{"t":"driver_launch","function":"{name}","cupti_corr":{},"tid":{tid},"start":{},"end":{}}}"#,
+                api.correlation, api.start, api.end
+            )
+        });
+    }
+}
+
+/// The correlation id of a driver-only launch: derived from CUPTI's, so its kernels carry it
+/// whether they reach the buffer thread before the launch's API record or after it (CUPTI
+/// writes the API record at the call's exit and a kernel's at completion, in separate buffers:
+/// on the H100 every cuBLAS kernel of `train.py` came first). The services' own ids count up
+/// from 1 and never reach bit 62.
+fn driver_only_correlation(cupti: u32) -> u64 {
+    (1 << 62) | u64::from(cupti)
+}
+
+/// CUPTI's API activity records name a thread by its `pthread_t` (cut to 32 bits), not by the
+/// OS thread id the trace uses: each thread that makes a traced runtime call notes its pair
+/// once ([`note_thread`]), and a record of a thread never seen goes on the process's main
+/// thread (tid = pid), as NVTX markers do.
+static THREAD_IDS: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static THREAD_NOTED: Cell<bool> = const { Cell::new(false) };
+}
+
+#[inline]
+fn note_thread() {
+    if !THREAD_NOTED.try_with(Cell::get).unwrap_or(true) {
+        note_thread_slow();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_thread_slow() {
+    let _ = THREAD_NOTED.try_with(|n| n.set(true));
+    // SAFETY: pthread_self and gettid have no preconditions.
+    let (pthread, tid) = unsafe { (libc::pthread_self() as u32, libc::gettid() as u32) };
+    let mut t = THREAD_IDS.lock().unwrap_or_else(|e| e.into_inner());
+    if !t.iter().any(|e| e.0 == pthread) {
+        t.push((pthread, tid));
+    }
+}
+
+fn thread_of(cupti_thread: u32) -> u32 {
+    let t = THREAD_IDS.lock().unwrap_or_else(|e| e.into_inner());
+    // A CUPTI that names OS threads: the id is one of the noted tids.
+    t.iter().find(|e| e.0 == cupti_thread || e.1 == cupti_thread).map_or(std::process::id(), |e| e.1)
 }
 
 /// The services' external correlation ids on device records.
@@ -2034,6 +2418,83 @@ mod tests {
         assert_eq!(ex.stream, NONE, "cuLaunchKernelEx passes its stream in the config");
         assert!(rules[f("cuLaunchKernelEx_ptsz").id as usize].per_thread);
         assert_eq!(l::CUlaunchConfig::hStream, (32, 8));
+    }
+
+    #[test]
+    fn runtime_launch_rules_read_the_runtime_parameters() {
+        let rules = launch_rules(ApiDomain::Runtime);
+        let f = |n: &str| ApiDomain::Runtime.functions().iter().find(|f| f.name == n).expect("function");
+        let plain = rules[f("cudaLaunchKernel").id as usize];
+        assert!(plain.active && plain.runtime && !plain.per_thread);
+        // cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream), dim3 split in three.
+        assert_eq!((plain.func, plain.geometry, plain.params, plain.stream), (0, [1, 2, 3, 4, 5, 6], 7, 9));
+        assert_eq!(plain.config, NONE);
+        let ptsz = rules[f("cudaLaunchKernel_ptsz").id as usize];
+        assert!(ptsz.active && ptsz.per_thread && ptsz.stream == 9);
+        let coop = rules[f("cudaLaunchCooperativeKernel").id as usize];
+        assert_eq!((coop.func, coop.params, coop.stream), (0, 7, 9));
+        let ex = rules[f("cudaLaunchKernelExC").id as usize];
+        assert_eq!((ex.config, ex.func, ex.params, ex.stream, ex.geometry), (0, 1, 2, NONE, [NONE; 6]));
+        assert!(rules[f("cudaLaunchKernelExC_ptsz").id as usize].per_thread);
+        // cudaLaunchConfig_t: dim3 gridDim, dim3 blockDim, size_t dynamicSmemBytes, cudaStream_t.
+        assert_eq!((l::cudaLaunchConfig_t::gridDim_x, l::cudaLaunchConfig_t::blockDim_z), ((0, 4), (20, 4)));
+        assert_eq!(l::cudaLaunchConfig_t::stream, (32, 8));
+        let launches = rules.iter().filter(|r| r.active).count();
+        assert_eq!(launches, 6, "the runtime's six launch entry points, nothing else");
+        assert!(launch_rules(ApiDomain::Driver).iter().all(|r| !r.runtime));
+    }
+
+    #[test]
+    fn each_launch_mode_takes_the_dispatch_from_one_place() {
+        use LaunchMode as M;
+        assert_eq!(M::parse(None), M::Driver, "every launch from the driver callbacks by default");
+        assert_eq!(M::parse(Some("driver")), M::Driver);
+        assert_eq!(M::parse(Some("runtime")), M::Full);
+        assert_eq!(M::parse(Some("0")), M::Off);
+        assert_eq!(M::parse(Some("noargs")), M::NoArgs);
+        assert_eq!(M::parse(Some("callbacks")), M::CallbacksOnly);
+        for m in [M::Full, M::NoArgs, M::CallbacksOnly] {
+            assert!(m.runtime_dispatch() && !m.driver_callbacks(), "{m:?}: runtime callbacks only");
+        }
+        assert!(M::Driver.driver_callbacks() && !M::Driver.runtime_dispatch());
+        assert!(!M::Off.driver_callbacks() && !M::Off.runtime_dispatch(), "0: no launch-time dispatch");
+    }
+
+    #[test]
+    fn driver_launch_records_cover_the_driver_launches_only_without_their_callbacks() {
+        let ids = driver_launch_record_ids(LaunchMode::Full, false);
+        let names: Vec<&str> = ids.iter().map(|&i| ApiDomain::Driver.function(i).expect("id").name).collect();
+        assert_eq!(names.len(), 6, "{names:?}");
+        for n in ["cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuLaunchKernel_ptsz"] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert!(names.iter().all(|n| n.starts_with("cuLaunch")));
+        assert!(driver_launch_record_ids(LaunchMode::Driver, false).is_empty(), "their callbacks give them");
+        assert!(driver_launch_record_ids(LaunchMode::Full, true).is_empty(), "every driver call is traced");
+        assert!(driver_launch_record_ids(LaunchMode::Off, false).is_empty());
+    }
+
+    #[test]
+    fn learning_stops_after_a_quiet_period_and_resumes_at_an_unknown_stub() {
+        assert_eq!(learning_switch(true, false, false), None, "before the first launch: keep learning");
+        assert_eq!(learning_switch(true, true, true), None, "still meeting new kernels: keep learning");
+        assert_eq!(learning_switch(true, false, true), Some(false), "a quiet period: driver launch callbacks off");
+        assert_eq!(learning_switch(false, false, true), None);
+        assert_eq!(learning_switch(false, true, true), Some(true), "an unknown stub: on again");
+    }
+
+    #[test]
+    fn cuptis_thread_ids_map_to_the_threads_that_noted_them() {
+        std::thread::spawn(|| {
+            note_thread();
+            // SAFETY: no preconditions.
+            let (pthread, tid) = unsafe { (libc::pthread_self() as u32, libc::gettid() as u32) };
+            assert_eq!(thread_of(pthread), tid, "a pthread id");
+            assert_eq!(thread_of(tid), tid, "an OS thread id");
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(thread_of(0), std::process::id(), "a thread never seen: the main thread");
     }
 
     /// The order CUPTI reported the CUDA C workload's graph in on the H100 (run F,

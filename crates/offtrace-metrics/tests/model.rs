@@ -150,6 +150,7 @@ fn perf_software_groups_measure_real_work() {
     assert_eq!(m.query_pool_create(0, procg, 1).err(), Some(MetricsError::InvalidArgument), "proc is time-based");
     let pool = m.query_pool_create(0, thread, 1).expect("pool");
     let q = m.query_create(pool, 0).expect("q");
+    let wall0 = std::time::Instant::now();
     m.query_begin(q).expect("begin");
     let cpu0 = thread_cpu_ns();
     let t = std::time::Instant::now();
@@ -159,11 +160,18 @@ fn perf_software_groups_measure_real_work() {
     }
     m.query_end(q).expect("end");
     let cpu = thread_cpu_ns() - cpu0;
+    let wall = wall0.elapsed().as_nanos() as f64;
     let v = m.calculate(thread, &m.query_get_data(q).expect("data")).expect("calc");
     let TypedValue::U64(task_ns) = v[0][0] else { panic!("task clock is u64") };
-    // The thread's task clock equals its CPU time over the query (5% + 1 ms: reads not simultaneous).
-    let diff = (task_ns as f64 - cpu as f64).abs();
-    assert!(cpu > 1_000_000 && diff <= 0.05 * cpu as f64 + 1e6, "task clock {task_ns} ns, thread CPU {cpu} ns");
+    // The thread's task clock is at least its CPU time over the query (5% + 1 ms: the reads are
+    // not simultaneous) and at most the wall time around the query. Not equal from above: in a
+    // VM the scheduler takes the hypervisor's steal time out of the thread's CPU time and perf's
+    // task clock does not (a loaded 2-vCPU VM counted 42.95 ms of task clock for 39.56 ms of CPU).
+    let task = task_ns as f64;
+    assert!(
+        cpu > 1_000_000 && task >= 0.95 * cpu as f64 - 1e6 && task <= wall + 1e6,
+        "task clock {task_ns} ns, thread CPU {cpu} ns, wall {wall} ns"
+    );
     m.query_destroy(q).expect("q");
     m.query_pool_destroy(pool).expect("pool");
 

@@ -72,6 +72,18 @@ pub mod CUlaunchConfig {
     pub const sharedMemBytes: (usize, usize) = (24, 4);
     pub const hStream: (usize, usize) = (32, 8);
 }
+/// `cudaLaunchConfig_t`.
+pub mod cudaLaunchConfig_t {
+    pub const SIZE: usize = 56;
+    pub const gridDim_x: (usize, usize) = (0, 4);
+    pub const gridDim_y: (usize, usize) = (4, 4);
+    pub const gridDim_z: (usize, usize) = (8, 4);
+    pub const blockDim_x: (usize, usize) = (12, 4);
+    pub const blockDim_y: (usize, usize) = (16, 4);
+    pub const blockDim_z: (usize, usize) = (20, 4);
+    pub const dynamicSmemBytes: (usize, usize) = (24, 8);
+    pub const stream: (usize, usize) = (32, 8);
+}
 /// `CUpti_ActivityKernel10`.
 pub mod CUpti_ActivityKernel10 {
     pub const SIZE: usize = 216;
