@@ -1,10 +1,11 @@
 //! The trace clock: raw ticks on the record path, calibration points to convert them later.
 //!
 //! On x86-64 with an invariant TSC (`constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`) a tick
-//! is one `rdtsc`; elsewhere it is a `clock_gettime(CLOCK_MONOTONIC)` nanosecond. The recorder
-//! stores raw ticks and writes [`ClockSync`] points (ticks, CLOCK_MONOTONIC ns, CLOCK_REALTIME ns)
-//! at start, about once a second, and at finish; the reader interpolates between them, so TSC
-//! drift relative to CLOCK_MONOTONIC is bounded by the interval between points.
+//! is one `rdtsc`; elsewhere it is a `clock_gettime(CLOCK_MONOTONIC)` nanosecond. A writer of
+//! raw ticks (the format's clock 1) pairs them with [`ClockSync`] points (ticks, CLOCK_MONOTONIC
+//! ns, CLOCK_REALTIME ns) for the reader to convert with. offtrace's recorder does not: the
+//! services' timestamps ([`crate::timestamp_ns`]) are already CLOCK_MONOTONIC ns, read from the
+//! TSC through a line this module's [`Clock::calibration_pair`] keeps on CLOCK_MONOTONIC.
 //!
 //! Why the TSC: `rdtsc` costs about half of `clock_gettime(CLOCK_MONOTONIC)` through the vDSO,
 //! on bare metal and in VMs with a virtualised TSC alike (`cargo bench -p offtrace-agent --bench
