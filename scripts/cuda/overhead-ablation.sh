@@ -14,8 +14,9 @@
 # offtrace_cuda_measure_phase alternated inside one process, AB_ROUNDS rounds of one settling
 # step and AB_BLOCK timed steps per phase; overhead_stats.py compares each phase with phase 0
 # of the same process); record_nolaunch (OFFTRACE_CUDA_LAUNCH_ARGS=0: no launch-time
-# dispatch); record_driver (OFFTRACE_CUDA_LAUNCH_ARGS=driver: the dispatch from the driver launch
-# callbacks, every launch delivered twice, as before run T); record_cbonly (launch callbacks
+# dispatch); record_runtime (OFFTRACE_CUDA_LAUNCH_ARGS=runtime: the dispatch from the runtime
+# launch callbacks, each launch delivered once, run T's `record`); record_driver (=driver: the
+# default, named); record_cbonly (launch callbacks
 # enabled, nothing done in them); record_noargs
 # (launch-time dispatch without kernel parameters); record_noapi (OFFTRACE_CUDA_API=0: no runtime
 # callbacks); record_noflush (OFFTRACE_CUDA_FLUSH_MS=0); record_fewkinds (torch.profiler's
@@ -63,6 +64,7 @@ run_mode() { # mode rep
     record_main) "${pin[@]}" timeout 180 "$OFFTRACE_BIN_MAIN" record -o "$t/t.offtrace" -- $PY "${a[@]}" --out "$out" ;;
     record_nolaunch) OFFTRACE_CUDA_LAUNCH_ARGS=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_driver) OFFTRACE_CUDA_LAUNCH_ARGS=driver "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
+    record_runtime) OFFTRACE_CUDA_LAUNCH_ARGS=runtime "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_cbonly) OFFTRACE_CUDA_LAUNCH_ARGS=callbacks "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_noargs) OFFTRACE_CUDA_LAUNCH_ARGS=noargs "${rec[@]}" $PY "${a[@]}" --out "$out" ;;
     record_noapi) OFFTRACE_CUDA_API=0 "${rec[@]}" $PY "${a[@]}" --out "$out" ;;

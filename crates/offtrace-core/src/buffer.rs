@@ -10,9 +10,13 @@
 //! end in one bound). The thread finds its ring through a per-context cache in its thread state
 //! (no lookup).
 //!
-//! Delivery: when a thread has staged `watermark` bytes since it last did, it queues the buffer
-//! for the *delivery thread* (`offtrace-buffers`, started with the first buffer, one per
-//! process) and goes on. That thread takes the buffer's delivery lock (callbacks of one buffer
+//! Delivery: when a thread has staged `watermark` bytes since it last did, it marks its ring
+//! (`Area::mark_ready`: a line only the delivery thread reads) and goes on; the *delivery
+//! thread* (`offtrace-buffers`, started with the first buffer, one per process) polls the marks
+//! and is woken only when it would not see one in time ([`crate::doorbell`]: asleep, or napping
+//! while the ring would fill before the nap ends, or the ring full), so a producer makes no
+//! system call while the delivery thread keeps up. Flushes, threads' exits, full rings and the
+//! late staging queue the buffer as a job instead. The delivery thread takes the buffer's delivery lock (callbacks of one buffer
 //! never overlap), calls the tool's callback with each ring's published records (one call per
 //! run of the ring's array of record addresses, which is the callback's `records` array in
 //! place: two runs when it wraps the array's end) and then with the late staging's, then
@@ -26,8 +30,10 @@
 //! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
 //!   record header): memory grows with the number of producing threads; a record larger than
 //!   the staging is dropped and counted;
-//! - `watermark` is per thread (bytes). Records of a thread that stays below it wait for a
-//!   flush, or for the thread's exit (its staging is then queued for delivery);
+//! - `watermark` is per thread (bytes). Its callback comes at most [`POLL_PERIOD`] after it
+//!   was reached (later only behind deliveries queued before it, or while the delivery thread
+//!   waits for a CPU). Records of a thread that stays below it wait for a flush, or for the
+//!   thread's exit (its staging is then queued for delivery);
 //! - [`BufferPolicy::Lossless`] never drops: when a thread's staging is full, the thread waits
 //!   until the delivery thread has released space;
 //! - [`BufferPolicy::Discard`] never blocks: a record that finds the staging full is dropped
@@ -48,16 +54,17 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::buffer_record::{BufferRecordHeader, Layout, RecordData, RecordHead};
 use crate::callback::{CorrelationId, OperationFilter, Phase, tagged_service};
 use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
 use crate::correlation::{THREAD, thread_state};
+use crate::doorbell::{Doorbell, Sleep, Urgency, Woken};
 use crate::error::ServiceError;
 use crate::kind::Kind;
 use crate::payload::Payload;
-use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicUsize, Ordering, UnsafeCell, fence};
 
 /// `offtrace_buffer_policy_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +140,10 @@ struct Area {
     /// consumer (Release, after the callback returned); loaded by the producer (Acquire) when
     /// it needs room.
     head: CachePadded<AtomicUsize>,
+    /// The producer's request: deliver records `[.., ready)` (its watermark, or a full ring).
+    /// Stored by the producer once per watermark, read by the delivery thread at each poll: a
+    /// read-mostly line, unlike `tail` (see [`crate::doorbell`]).
+    ready: CachePadded<AtomicUsize>,
 }
 
 /// A value alone in its 128-byte block (see [`Area`]).
@@ -165,6 +176,7 @@ impl Area {
             starts: cells(capacity / 8),
             tail: CachePadded(AtomicUsize::new(0)),
             head: CachePadded(AtomicUsize::new(0)),
+            ready: CachePadded(AtomicUsize::new(0)),
         }
     }
 
@@ -182,10 +194,31 @@ impl Area {
         self.tail.store(tail, Ordering::Release);
     }
 
+    /// Producer: records `[.., tail)` are written (its own last `publish`).
+    #[inline(always)]
+    fn written(&self) -> usize {
+        // Relaxed: only this thread stores `tail`.
+        self.tail.load(Ordering::Relaxed)
+    }
+
     /// Producer: the consumer's record head (records before it may be overwritten).
     fn head(&self) -> usize {
         // Acquire: pairs with `release`: the consumer has finished reading those records.
         self.head.load(Ordering::Acquire)
+    }
+
+    /// Producer: asks for the delivery of records `[.., records)` (published already).
+    fn mark_ready(&self, records: usize) {
+        // Release: with the consumer's Acquire in `marked`; the doorbell's SeqCst fence orders
+        // it before the producer's read of the delivery thread's state.
+        self.ready.store(records, Ordering::Release);
+    }
+
+    /// Consumer: the producer asked for a delivery that has not happened yet.
+    fn marked(&self) -> bool {
+        // Acquire: pairs with `mark_ready` (the records themselves are published by `tail`,
+        // read in `take`). Relaxed for `head`: only the consumer stores it.
+        self.ready.load(Ordering::Acquire) > self.head.load(Ordering::Relaxed)
     }
 
     /// Consumer, under the delivery lock: the published, undelivered records.
@@ -240,9 +273,11 @@ pub(crate) struct Buffer {
     retired: AtomicBool,
     /// The buffer is in the delivery thread's queue (or being taken off it): no second entry.
     queued: AtomicBool,
-    /// Producers waiting for room wait here; the consumer notifies after releasing space.
+    /// Producers waiting for room wait here; the consumer notifies after releasing space when
+    /// `space_waiters` says one may wait (a notify is a system call even with no waiter).
     space: Mutex<()>,
     space_freed: Condvar,
+    space_waiters: AtomicUsize,
 }
 
 // SAFETY: `data` is the tool's opaque pointer; the tool promised at `create_buffer` that the
@@ -259,6 +294,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
+/// The longest the delivery thread naps while records flow: a ring's watermark is delivered
+/// at most this long after it was reached (plus the delivery of what is ahead of it), unless
+/// the producer rings because its ring would fill sooner (see [`crate::doorbell`]).
+pub(crate) const POLL_PERIOD: Duration = Duration::from_millis(1);
+
+/// Naps in a row that found no mark before the delivery thread sleeps without a timeout (then
+/// the next watermark rings it). Watermarks further apart than this cost their producer one
+/// wake each, and an idle process (or one whose records trickle) no wake-up of its own after
+/// these naps (a timed wake-up costs 13-25 µs of CPU on a VM).
+const QUIET_NAPS_BEFORE_SLEEP: u32 = 4;
+
+/// After a producer rang because its ring would fill before the nap ends, the delivery thread
+/// stays awake, polling the rings' marks, until this many polls in a row found none (about
+/// 200 µs of its own running time: counted in polls, not in wall time, so that a delivery
+/// thread descheduled on a loaded machine does not come back to a nap while records flow):
+/// naps are too long for that rate (on a VM a timed wake-up costs 13-25 µs of CPU and comes
+/// 20-50 µs late).
+const HOT_POLLS: u32 = 100;
+
+/// Between two polls of the marks while awake (yielding the CPU meanwhile): a poll reads one
+/// read-mostly line per ring.
+const HOT_POLL: Duration = Duration::from_micros(2);
+
 /// The delivery thread's work: buffers to drain, in order; a flush waits for its ticket.
 struct Work {
     jobs: VecDeque<(Arc<Buffer>, u64)>,
@@ -268,7 +326,10 @@ struct Work {
 
 struct Deliverer {
     work: Mutex<Work>,
-    wake: Condvar,
+    /// Jobs in `work` (read without its lock by the thread's check before it sleeps).
+    pending: AtomicUsize,
+    /// Rung with each job, and by producers whose marks the thread would not see in time.
+    doorbell: Doorbell,
     done: Condvar,
     /// The process that started the thread (a `fork` child has no copy of it).
     pid: u32,
@@ -286,12 +347,38 @@ fn start_deliverer() -> Option<&'static Deliverer> {
     *DELIVERER.get_or_init(|| {
         let d: &'static Deliverer = Box::leak(Box::new(Deliverer {
             work: Mutex::new(Work { jobs: VecDeque::new(), next_ticket: 1, completed: 0 }),
-            wake: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            doorbell: Doorbell::new(),
             done: Condvar::new(),
             pid: std::process::id(),
         }));
         std::thread::Builder::new().name("offtrace-buffers".into()).spawn(move || deliver_forever(d)).ok().map(|_| d)
     })
+}
+
+impl Deliverer {
+    /// Queues a job (the caller rings the doorbell after it).
+    fn push(&self, buffer: Arc<Buffer>, ticket: u64) {
+        lock(&self.work).jobs.push_back((buffer, ticket));
+        // Relaxed: the doorbell's SeqCst fence, after this, orders it before the read of the
+        // thread's state (as a ring's mark is).
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The next job, if any.
+    fn pop(&self) -> Option<(Arc<Buffer>, u64)> {
+        let job = lock(&self.work).jobs.pop_front()?;
+        // Relaxed: a count for `has_work`; the jobs themselves are under the lock.
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        Some(job)
+    }
+
+    /// Whether the delivery thread has anything to do (its check before it sleeps, after its
+    /// state is published).
+    fn has_work(&self) -> bool {
+        // Relaxed: ordered by the doorbell's fence (see `push`).
+        self.pending.load(Ordering::Relaxed) > 0 || any_marked()
+    }
 }
 
 /// The delivery thread, if it runs in this process.
@@ -300,29 +387,69 @@ fn deliverer() -> Option<&'static Deliverer> {
     (d.pid == std::process::id() && !ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false)).then_some(d)
 }
 
+/// The delivery thread: runs the queued jobs (flushes, threads' exits), delivers every buffer
+/// with a marked ring, then polls again (awake, after an urgent ring), naps for
+/// [`POLL_PERIOD`] (while watermarks come) or sleeps until rung (when its last naps found
+/// none).
 fn deliver_forever(d: &'static Deliverer) {
     let _ = ON_DELIVERY_THREAD.try_with(|f| f.set(true));
+    let mut marked = Vec::new();
+    let mut hot_polls = 0;
+    let mut quiet_naps = 0;
     loop {
-        let (buffer, ticket) = {
-            let mut w = lock(&d.work);
-            loop {
-                if let Some(job) = w.jobs.pop_front() {
-                    break job;
-                }
-                w = d.wake.wait(w).unwrap_or_else(|e| e.into_inner());
+        // `pop` takes the work lock and gives it back: none is held while a job runs.
+        while let Some((buffer, ticket)) = d.pop() {
+            // Release: a producer that signals after this sees the flag clear and queues
+            // again, and its records are published before its signal, so the drain below or
+            // the next one delivers them.
+            buffer.queued.store(false, Ordering::Release);
+            buffer.drain(&mut lock(&buffer.delivery));
+            if ticket != 0 {
+                let mut w = lock(&d.work);
+                w.completed = w.completed.max(ticket);
+                d.done.notify_all();
             }
-        };
-        // Release: a producer that signals after this sees the flag clear and queues again,
-        // and its records are published before its signal, so the drain below or the next
-        // one delivers them.
-        buffer.queued.store(false, Ordering::Release);
-        buffer.drain(&mut lock(&buffer.delivery));
-        if ticket != 0 {
-            let mut w = lock(&d.work);
-            w.completed = w.completed.max(ticket);
-            d.done.notify_all();
+        }
+        let found = deliver_marked(&mut marked);
+        if found {
+            quiet_naps = 0;
+        }
+        if hot_polls > 0 {
+            hot_polls = if found { HOT_POLLS } else { hot_polls - 1 };
+            // Yields, not spins: on a loaded machine the CPU goes to runnable threads (the
+            // application's) meanwhile; on an idle one the yield returns at once.
+            let next = Instant::now() + HOT_POLL;
+            while Instant::now() < next {
+                std::thread::yield_now();
+            }
+            continue;
+        }
+        let how = if quiet_naps >= QUIET_NAPS_BEFORE_SLEEP { Sleep::Deep } else { Sleep::Nap(POLL_PERIOD) };
+        match d.doorbell.sleep(how, || d.has_work()) {
+            Woken::Urgent => {
+                hot_polls = HOT_POLLS;
+                quiet_naps = 0;
+            }
+            Woken::Rung | Woken::Work => quiet_naps = 0,
+            Woken::Timeout => quiet_naps += 1,
         }
     }
+}
+
+/// Delivers every buffer with a marked ring (`marked` is scratch: no allocation per poll);
+/// `true` when there was one.
+fn deliver_marked(marked: &mut Vec<Arc<Buffer>>) -> bool {
+    marked.extend(lock(&BUFFERS).iter().filter(|b| b.marked()).cloned());
+    let found = !marked.is_empty();
+    for b in marked.drain(..) {
+        b.drain(&mut lock(&b.delivery));
+    }
+    found
+}
+
+/// Whether a buffer has a marked ring (the delivery thread's check before it sleeps).
+fn any_marked() -> bool {
+    lock(&BUFFERS).iter().any(|b| b.marked())
 }
 
 /// The producing thread's end of an [`Area`]. Aligned like [`Area`]: written per record.
@@ -330,13 +457,14 @@ fn deliver_forever(d: &'static Deliverer) {
 pub(crate) struct Staging {
     /// The word position of the next record (only this thread moves it).
     tail: usize,
-    /// The producer's copy of `area.tail`: records written.
-    records: usize,
     /// The fast path writes a record of `w` words while `tail + w <= limit` (see
     /// `Buffer::set_limit`).
     limit: usize,
-    /// The word position at which the thread queues its records for delivery.
+    /// The word position at which the thread asks for the delivery of its records.
     notify_at: usize,
+    /// When it last asked (the rate since then says whether the delivery thread's nap is too
+    /// long for the room left).
+    last_mark: Instant,
     /// `area`'s first word and first start, and their index masks (copies: no dependent loads
     /// per record).
     base: *mut u64,
@@ -361,17 +489,23 @@ impl Staging {
         unsafe {
             let at = self.base.add(self.tail & self.mask);
             payload.store(layout, at, head);
-            self.starts.add(self.records & self.start_mask).write(at.cast());
+            self.starts.add(self.records() & self.start_mask).write(at.cast());
         }
         self.tail += layout.words();
-        self.records += 1;
-        self.area.publish(self.records);
+        self.area.publish(self.records() + 1);
+    }
+
+    /// Records written (published): the ring's `tail`, which only this thread stores (a load
+    /// of its own store, where a copy here would be one more store per record).
+    #[inline(always)]
+    fn records(&self) -> usize {
+        self.area.written()
     }
 
     /// The word position before which the consumer has released everything.
     fn head_words(&self) -> usize {
         let h = self.area.head();
-        if h == self.records {
+        if h == self.records() {
             self.tail
         } else {
             // SAFETY: record `h` is staged (below `records`), so its start entry holds its
@@ -398,8 +532,8 @@ impl Drop for Stagings {
             c.set((ptr::null(), ptr::null_mut()));
         }
         for st in self.0.borrow().iter() {
-            if st.area.head() < st.records {
-                st.buffer.signal();
+            if st.area.head() < st.records() {
+                st.buffer.signal(Urgency::Watermark);
             }
         }
     }
@@ -415,6 +549,11 @@ pub(crate) type StagingCache = [Cell<(*const Buffer, *mut Staging)>; MAX_CONTEXT
 const _: () = assert!(MAX_CONTEXTS.is_power_of_two()); // slot indices are masked, not checked
 
 impl Buffer {
+    /// Whether one of the buffer's rings asks for a delivery (the delivery thread's poll).
+    fn marked(&self) -> bool {
+        lock(&self.delivery).areas.iter().any(|a| a.marked())
+    }
+
     #[cold]
     #[inline(never)]
     fn register_thread(self: &Arc<Self>) -> Box<Staging> {
@@ -424,9 +563,9 @@ impl Buffer {
         let notify_at = self.watermark;
         Box::new(Staging {
             tail: 0,
-            records: 0,
             limit: (notify_at - 1).min(self.capacity),
             notify_at,
+            last_mark: Instant::now(),
             base,
             starts,
             mask: self.capacity - 1,
@@ -496,11 +635,37 @@ impl Buffer {
         }
         // SAFETY: `reserve` made room for the record at `tail`, contiguous.
         unsafe { st.put(layout, head, payload) };
+        let head = st.head_words();
         if st.tail >= st.notify_at {
-            st.buffer.signal();
+            let now = Instant::now();
+            let urgency = self.urgency(st.tail - head, now.duration_since(st.last_mark));
+            st.last_mark = now;
             st.notify_at = st.tail + self.watermark;
+            Buffer::request_delivery(&st.buffer, st, urgency);
         }
-        self.set_limit(st, st.head_words());
+        self.set_limit(st, head);
+    }
+
+    /// At a watermark, with `staged` words in the ring and `since` the time since the last
+    /// watermark (about `watermark` words ago): urgent when the room left would fill before
+    /// two poll periods at that rate (a napping delivery thread might come too late).
+    fn urgency(&self, staged: usize, since: Duration) -> Urgency {
+        let room = (self.capacity - staged.min(self.capacity)) as u128;
+        let fills_in_ns = since.as_nanos() * room / self.watermark as u128;
+        if fills_in_ns < 2 * POLL_PERIOD.as_nanos() { Urgency::Urgent } else { Urgency::Watermark }
+    }
+
+    /// Asks for the delivery of the thread's published records: marks its ring (the delivery
+    /// thread polls the marks) and rings the delivery thread only when it would not see the
+    /// mark in time (see [`crate::doorbell`]). Without a delivery thread, delivers here.
+    #[cold]
+    #[inline(never)]
+    fn request_delivery(self: &Arc<Self>, st: &Staging, urgency: Urgency) {
+        let Some(d) = deliverer() else {
+            return self.signal(Urgency::Urgent);
+        };
+        st.area.mark_ready(st.records());
+        d.doorbell.ring_if_needed(urgency);
     }
 
     /// The fast path's bound: a record ending at `limit` fits in the room the consumer left
@@ -533,13 +698,16 @@ impl Buffer {
             } else if st.tail + w <= head + cap {
                 return true;
             }
-            st.buffer.signal();
+            // Full: the delivery thread is needed now. A job rather than a mark: the job holds
+            // the buffer, which is delivered (its records dropped and counted) even if it was
+            // destroyed meanwhile (out of the list the marks are polled through).
+            st.buffer.signal(Urgency::Urgent);
             if self.policy == BufferPolicy::Discard {
                 self.count_drop();
                 self.set_limit(st, head);
                 return false;
             }
-            let need_records = st.records;
+            let need_records = st.records();
             let area = st.area.clone();
             // Progress: the consumer released at least one more record (or all of them).
             let before = area.head();
@@ -561,6 +729,11 @@ impl Buffer {
     #[cold]
     fn wait_for_space(&self, ready: impl Fn() -> bool) {
         let mut g = lock(&self.space);
+        // Relaxed + SeqCst fence: pairs with the fence in `drain` between its release of the
+        // rings and its read of the count: it sees this waiter (and notifies, under `space`,
+        // which this thread holds until it waits), or `ready()` below sees the space.
+        self.space_waiters.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         while !ready() {
             if deliverer().is_none() {
                 drop(g);
@@ -572,13 +745,15 @@ impl Buffer {
             // another buffer's delivery that a signal has not reached yet.
             g = self.space_freed.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
         }
+        // Relaxed: a count of waiters, read after the fence in `drain`.
+        self.space_waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Queues the buffer for the delivery thread (once until it is taken off the queue); without
     /// one, delivers on this thread if no other delivery is in progress.
     #[cold]
     #[inline(never)]
-    fn signal(self: &Arc<Self>) {
+    fn signal(self: &Arc<Self>, urgency: Urgency) {
         let Some(d) = deliverer() else {
             if let Ok(mut g) = self.delivery.try_lock() {
                 self.drain(&mut g);
@@ -587,10 +762,9 @@ impl Buffer {
         };
         // AcqRel: pairs with the delivery thread's Release clearing it.
         if !self.queued.swap(true, Ordering::AcqRel) {
-            let mut w = lock(&d.work);
-            w.jobs.push_back((self.clone(), 0));
-            d.wake.notify_one();
+            d.push(self.clone(), 0);
         }
+        d.doorbell.ring_if_needed(urgency);
     }
 
     /// The thread is being torn down (no staging): the record goes to the buffer's shared late
@@ -606,7 +780,7 @@ impl Buffer {
         let mut late = lock(&self.late);
         while late.len() + w > self.capacity {
             drop(late);
-            self.signal();
+            self.signal(Urgency::Urgent);
             if self.policy == BufferPolicy::Discard {
                 return self.count_drop();
             }
@@ -620,7 +794,7 @@ impl Buffer {
         let full = late.len() >= self.watermark;
         drop(late);
         if full {
-            self.signal();
+            self.signal(Urgency::Watermark);
         }
     }
 
@@ -663,8 +837,14 @@ impl Buffer {
         }
         // Rings of exited threads (no producer holds them) are empty now: forget them.
         areas.retain(|a| Arc::strong_count(a) > 1 || a.take().start < a.take().end);
-        drop(lock(&self.space));
-        self.space_freed.notify_all();
+        // SeqCst: orders the releases above before the read of the waiters (see
+        // `wait_for_space`).
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence.
+        if self.space_waiters.load(Ordering::Relaxed) > 0 {
+            drop(lock(&self.space));
+            self.space_freed.notify_all();
+        }
     }
 
     /// Calls the callback with `records[0..n]` and the drops counted since the last call (a
@@ -695,11 +875,14 @@ impl Buffer {
         let Some(d) = deliverer() else {
             return self.drain(&mut lock(&self.delivery));
         };
+        let ticket = {
+            let mut w = lock(&d.work);
+            w.next_ticket += 1;
+            w.next_ticket - 1
+        };
+        d.push(self.clone(), ticket);
+        d.doorbell.ring(false);
         let mut w = lock(&d.work);
-        let ticket = w.next_ticket;
-        w.next_ticket += 1;
-        w.jobs.push_back((self.clone(), ticket));
-        d.wake.notify_one();
         while w.completed < ticket {
             w = d.done.wait(w).unwrap_or_else(|e| e.into_inner());
         }
@@ -820,6 +1003,7 @@ pub unsafe fn create_buffer(
         queued: AtomicBool::new(false),
         space: Mutex::new(()),
         space_freed: Condvar::new(),
+        space_waiters: AtomicUsize::new(0),
     });
     lock(&BUFFERS).push(buffer);
     Ok(id)
@@ -969,6 +1153,43 @@ mod loom_tests {
             }
             producer.join().expect("producer");
             assert_eq!(seen, vec![1, 2, 3]);
+        });
+    }
+
+    /// The hand-over without a system call in the common case, through the shipped `publish`,
+    /// `mark_ready`, `marked`, `take`, `release` and the doorbell: a producer stages two
+    /// records, marking its ring after each (its watermark) and ringing only as the doorbell
+    /// decides; the delivery thread delivers what is marked and otherwise sleeps without a
+    /// timeout (the state in which every mark must reach it). A lost wakeup leaves it asleep
+    /// with a marked ring, which loom reports as a deadlock; every record is delivered once.
+    #[test]
+    fn loom_a_marked_ring_reaches_the_sleeping_delivery_thread() {
+        use crate::doorbell::{Doorbell, Sleep, Urgency};
+        loom::model(|| {
+            let area = Arc::new(Area::new(16));
+            let bell = Arc::new(Doorbell::new());
+            let producer = {
+                let (area, bell) = (area.clone(), bell.clone());
+                loom::thread::spawn(move || {
+                    for records in 1..=2 {
+                        area.publish(records);
+                        area.mark_ready(records);
+                        bell.ring_if_needed(Urgency::Watermark);
+                    }
+                })
+            };
+            let mut delivered = 0;
+            while delivered < 2 {
+                if area.marked() {
+                    let r = area.take();
+                    delivered += r.len();
+                    area.release(r.end);
+                } else {
+                    bell.sleep(Sleep::Deep, || area.marked());
+                }
+            }
+            producer.join().expect("producer");
+            assert_eq!(delivered, 2);
         });
     }
 }

@@ -1,10 +1,11 @@
 //! The trace clock: raw ticks on the record path, calibration points to convert them later.
 //!
 //! On x86-64 with an invariant TSC (`constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`) a tick
-//! is one `rdtsc`; elsewhere it is a `clock_gettime(CLOCK_MONOTONIC)` nanosecond. The recorder
-//! stores raw ticks and writes [`ClockSync`] points (ticks, CLOCK_MONOTONIC ns, CLOCK_REALTIME ns)
-//! at start, about once a second, and at finish; the reader interpolates between them, so TSC
-//! drift relative to CLOCK_MONOTONIC is bounded by the interval between points.
+//! is one `rdtsc`; elsewhere it is a `clock_gettime(CLOCK_MONOTONIC)` nanosecond. A writer of
+//! raw ticks (the format's clock 1) pairs them with [`ClockSync`] points (ticks, CLOCK_MONOTONIC
+//! ns, CLOCK_REALTIME ns) for the reader to convert with. offtrace's recorder does not: the
+//! services' timestamps ([`crate::timestamp_ns`]) are already CLOCK_MONOTONIC ns, read from the
+//! TSC through a line this module's [`Clock::calibration_pair`] keeps on CLOCK_MONOTONIC.
 //!
 //! Why the TSC: `rdtsc` costs about half of `clock_gettime(CLOCK_MONOTONIC)` through the vDSO,
 //! on bare metal and in VMs with a virtualised TSC alike (`cargo bench -p offtrace-agent --bench
@@ -129,7 +130,16 @@ impl Clock {
     /// calibration by [`Clock::calibrated_since`]. Cold.
     #[cold]
     pub fn calibration_start() -> (u64, u64) {
-        Self::paired_sample()
+        let (ticks, ns, _) = Self::paired_sample_bracketed();
+        (ticks, ns)
+    }
+
+    /// [`Clock::calibration_start`] with the width of its TSC bracket in ticks: how far the
+    /// CLOCK_MONOTONIC read may lie from the pair's tick value (a thread interrupted between
+    /// the reads widens it). Cold.
+    #[cold]
+    pub fn calibration_pair() -> (u64, u64, u64) {
+        Self::paired_sample_bracketed()
     }
 
     /// This clock with its TSC rate measured from `start` (a [`Clock::calibration_start`]) to
@@ -166,6 +176,12 @@ impl Clock {
     /// (tsc, monotonic ns) read as close together as possible: the pair with the narrowest
     /// TSC bracket out of a few tries.
     fn paired_sample() -> (u64, u64) {
+        let (ticks, ns, _) = Self::paired_sample_bracketed();
+        (ticks, ns)
+    }
+
+    /// (tsc, monotonic ns, bracket width in ticks) of the narrowest of a few tries.
+    fn paired_sample_bracketed() -> (u64, u64, u64) {
         let mut best = (u64::MAX, 0, 0);
         for _ in 0..5 {
             let a = rdtsc();
@@ -175,7 +191,7 @@ impl Clock {
                 best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, m);
             }
         }
-        (best.1, best.2)
+        (best.1, best.2, best.0)
     }
 
     /// The raw tick counter now. The record-path clock.

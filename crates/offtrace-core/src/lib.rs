@@ -12,6 +12,7 @@ pub mod clock;
 mod context;
 mod correlation;
 mod direct;
+mod doorbell;
 mod error;
 mod generation;
 mod inflight;

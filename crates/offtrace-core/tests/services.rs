@@ -507,6 +507,30 @@ fn watermark_triggers_delivery_and_flush_delivers_the_rest() {
     assert_eq!(flush_buffer(buf), Err(ServiceError::BufferNotFound), "destroy retires the context's buffers");
 }
 
+/// Once no record has been staged over its last naps, the delivery thread sleeps without a
+/// timeout: a watermark reached then must wake it (the doorbell rings). While records flow it
+/// naps or polls, and finds each watermark's mark by itself. Either way every watermark is
+/// delivered without a flush.
+#[test]
+fn a_watermark_is_delivered_after_a_quiet_period_and_while_records_flow() {
+    let _g = serial();
+    let b = Batches::default();
+    let (ctx, _buf) = buffered_ctx(&b, 100, 10, BufferPolicy::Lossless);
+    for round in 1..=3 {
+        // Far longer than the delivery thread's four naps of 1 ms before it sleeps.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        for _ in 0..10 {
+            mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+        }
+        wait_until("the delivery at a watermark after a quiet period", || b.sizes.lock().unwrap().len() == round);
+    }
+    for _ in 0..100 {
+        mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    }
+    wait_until("every watermark while records flow", || b.sizes.lock().unwrap().iter().sum::<usize>() == 130);
+    destroy_context(ctx).unwrap();
+}
+
 /// A thread's records below the watermark are delivered when the thread exits (its staging is
 /// queued for the delivery thread), without a flush; `destroy_buffer` delivers what is staged,
 /// and after it the callback is never called again and the id names nothing.

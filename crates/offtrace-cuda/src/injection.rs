@@ -183,24 +183,24 @@ const NONE: u8 = u8::MAX;
 ///
 /// CUPTI delivers a runtime launch twice: `cudaLaunchKernel` and the `cuLaunchKernel` the
 /// runtime makes inside it (both at enter and exit), and a delivery costs the launching thread
-/// more than the backend's record (docs/cuda.md, "Overhead", runs P and R). By default the
-/// dispatch is taken from the runtime launch callback, which is delivered anyway as the
-/// launching API call; the driver launch callbacks are on only while a runtime launch's kernel
-/// is being learnt ([`LEARNING`]). Launches made without the
-/// runtime (PyTorch's NVRTC/jiterator kernels, libraries calling the driver) come from CUPTI's
-/// API activity records of the driver launch functions alone (`cuptiActivityEnableDriverApi`):
-/// the launching call is in the trace and its kernels carry its correlation id, but it has no
-/// arguments and no launch-time dispatch (so no kernel allocation properties) unless it came
-/// while the driver launch callbacks were on for learning.
-/// `OFFTRACE_CUDA_LAUNCH_ARGS=driver` takes every dispatch from the driver launch callbacks as
-/// before (every launch delivered twice; driver-only launches with their arguments and
-/// allocation properties).
+/// more than the backend's record (docs/cuda.md, "Overhead", runs P and R). By default every
+/// dispatch comes from the driver launch callbacks (each runtime launch delivered twice; every
+/// launch, driver-only ones included, with its arguments and allocation properties).
+/// `OFFTRACE_CUDA_LAUNCH_ARGS=runtime` takes the dispatch from the runtime launch callback,
+/// which is delivered anyway as the launching API call; the driver launch callbacks are then on
+/// only while a runtime launch's kernel is being learnt ([`LEARNING`]). Launches made without
+/// the runtime (PyTorch's NVRTC/jiterator kernels, libraries calling the driver) then come from
+/// CUPTI's API activity records of the driver launch functions alone
+/// (`cuptiActivityEnableDriverApi`): the launching call is in the trace and its kernels carry
+/// its correlation id, but it has no arguments and no launch-time dispatch (so no kernel
+/// allocation properties) unless it came while the driver launch callbacks were on for
+/// learning. Run T measured no gain on the median step from it, hence not the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LaunchMode {
-    /// The launch-time `KERNEL_DISPATCH` with the kernel's pointer-sized parameters, from the
-    /// runtime launch callbacks (default).
+    /// `runtime`: the launch-time `KERNEL_DISPATCH` with the kernel's pointer-sized parameters,
+    /// from the runtime launch callbacks (each runtime launch delivered once).
     Full,
-    /// `driver`: the same from the driver launch callbacks (every launch).
+    /// The same from the driver launch callbacks, every launch (default).
     Driver,
     /// `0`: no launch callbacks at all (no launch-time dispatch, no allocation properties).
     Off,
@@ -214,10 +214,13 @@ impl LaunchMode {
     fn parse(v: Option<&str>) -> LaunchMode {
         match v.map(str::trim) {
             Some("0") => LaunchMode::Off,
-            Some("driver") => LaunchMode::Driver,
+            Some("runtime") => LaunchMode::Full,
             Some("callbacks") => LaunchMode::CallbacksOnly,
             Some("noargs") => LaunchMode::NoArgs,
-            _ => LaunchMode::Full,
+            // The default: run T measured no gain on the median step from delivering each
+            // launch once (docs/cuda.md, "Overhead"), and that mode leaves some launches
+            // without kernel parameters; every launch keeps them here.
+            _ => LaunchMode::Driver,
         }
     }
 
@@ -2444,8 +2447,9 @@ mod tests {
     #[test]
     fn each_launch_mode_takes_the_dispatch_from_one_place() {
         use LaunchMode as M;
-        assert_eq!(M::parse(None), M::Full);
+        assert_eq!(M::parse(None), M::Driver, "every launch from the driver callbacks by default");
         assert_eq!(M::parse(Some("driver")), M::Driver);
+        assert_eq!(M::parse(Some("runtime")), M::Full);
         assert_eq!(M::parse(Some("0")), M::Off);
         assert_eq!(M::parse(Some("noargs")), M::NoArgs);
         assert_eq!(M::parse(Some("callbacks")), M::CallbacksOnly);

@@ -658,6 +658,10 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         if stopping {
             break;
         }
+        // Refines the services' TSC line when it is due (`offtrace_core::timestamp_ns`), here
+        // rather than on the first application call after a quiet spell: a line extrapolated
+        // past its span drifts from CLOCK_MONOTONIC, the device times' clock.
+        let _ = offtrace_core::timestamp_ns();
         std::thread::park_timeout(inner.config.flush_interval);
     }
     // The last cycle closed the last chunk of records: the repeat and `End` have one of their

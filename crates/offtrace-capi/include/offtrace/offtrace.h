@@ -722,7 +722,9 @@ offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_i
  * every record fits, a larger record is dropped and counted) and, when its records reach
  * watermark bytes, hands them to offtrace's delivery thread (offtrace-buffers) and goes
  * on: callback(context, buffer, records, count, data, drop_count) runs on that thread, never
- * concurrently with another delivery of the buffer, never on an application thread.
+ * concurrently with another delivery of the buffer, never on an application thread. The
+ * callback for a watermark comes at most 1 ms (the delivery thread's poll period) after it was
+ * reached, later only behind deliveries queued before it or while that thread waits for a CPU.
  * offtrace_flush_buffer delivers every thread's staged records. policy:
  * OFFTRACE_BUFFER_POLICY_LOSSLESS (never drops; a producing thread whose staging is full
  * waits until the delivery thread has made room) or OFFTRACE_BUFFER_POLICY_DISCARD (never
