@@ -19,6 +19,7 @@
 #            retain or FIFO entry
 #   ooo      scripts/hang/ooo_wait.c (plain OpenCL, no SYCL, no offtrace: the same waits on
 #            out-of-order queues), built into OUTDIR, THREADS threads, ITERATIONS iterations
+#   ooo-p    the same with CL_QUEUE_PROFILING_ENABLE on every queue (as the layer makes them)
 #   ooo-cbU  the same with profiling on and a completion callback on every out-of-order
 #            command that reads its profiling times and spins U µs (ooo-cb0, ooo-cb200):
 #            what a tracer's completion callback adds, without a tracer
@@ -43,7 +44,7 @@ while getopts n:c:t:i:l:o:p:b opt; do
   case $opt in
     n) runs=$OPTARG ;; c) configs=$OPTARG ;; t) threads=$OPTARG ;; i) iterations=$OPTARG ;;
     l) limit=$OPTARG ;; o) out=$OPTARG ;; p) profile=$OPTARG ;; b) busy=1 ;;
-    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,38p' "$0" >&2; exit 2 ;;
   esac
 done
 venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
@@ -88,6 +89,7 @@ run_one() {
       "${prog[@]}") ;;
     layer:*) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="${config#layer:}" OFFTRACE_OUTPUT="$trace" "${prog[@]}") ;;
     ooo) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" "$threads" "$iterations") ;;
+    ooo-p) cmd=(env "${runtime_env[@]}" "$out/ooo_wait" -p "$threads" "$iterations") ;;
     ooo-layer) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" OFFTRACE_OUTPUT="$trace"
       "$out/ooo_wait" "$threads" "$iterations") ;;
     ooo-layer:*) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="${config#ooo-layer:}" OFFTRACE_OUTPUT="$trace"
