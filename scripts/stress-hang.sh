@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Stress loop for the rare hang of a multi-threaded SYCL program on Intel's OpenCL CPU runtime
-# (docs/testing.md, docs/history/hang-2026-11-26-query-metrics.md): runs
-# examples/sycl/threads_queues.py N times in each configuration, interleaved (one run of each
+# Stress loop for the rare deadlock of Intel's OpenCL CPU runtime under several threads waiting on
+# out-of-order queues (docs/testing.md, docs/history/hang-2026-11-26-query-metrics.md): runs
+# examples/sycl/threads_queues.py, or the plain OpenCL reproducer scripts/hang/ooo_wait.c, N
+# times in each configuration, interleaved (one run of each
 # configuration per round, so that the machine's load hits all of them alike), and counts the
 # runs that did not end within the time limit. A hung run's threads are dumped with gdb
 # (`thread apply all bt`) into OUT/hang-<config>-<round>.bt before its process group is killed.
 #
-# Configurations (a comma-separated list; default all four):
+# Configurations (a comma-separated list; default metrics,record,bare,layer):
 #   metrics  offtrace record --query-metrics cpu.sw (the tier-2 test's command)
 #   record   offtrace record (no metrics)
 #   bare     the program alone, with the runtime environment offtrace gives it (LD_LIBRARY_PATH,
