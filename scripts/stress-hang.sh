@@ -45,7 +45,7 @@ while getopts n:c:t:i:l:o:p:b opt; do
   case $opt in
     n) runs=$OPTARG ;; c) configs=$OPTARG ;; t) threads=$OPTARG ;; i) iterations=$OPTARG ;;
     l) limit=$OPTARG ;; o) out=$OPTARG ;; p) profile=$OPTARG ;; b) busy=1 ;;
-    *) sed -n '2,38p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
   esac
 done
 venv=${OFFTRACE_SYCL_VENV:-$here/.venv}
