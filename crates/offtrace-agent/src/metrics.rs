@@ -236,7 +236,7 @@ fn start_queries(spec: &str) -> Result<Queries, String> {
     }
     let sh = Arc::clone(&shared);
     let emitter = std::thread::Builder::new()
-        .name("offtrace-queries".into())
+        .name("offtrace-query".into())
         .spawn(move || emitter(&sh))
         .map_err(|e| format!("thread: {e}"))?;
     offtrace_core::start_context(ctx).map_err(|e| format!("services: {e}"))?;

@@ -293,7 +293,7 @@ pub unsafe extern "C" fn offtrace_configure_callback_tracing_service(
 /// Creates a buffer in the context. Each producing thread stages up to `size` bytes of typed
 /// records (`size` at least 64, at most 1 GiB; with `OFFTRACE_BUFFER_RECORD_MAX_SIZE` or more
 /// every record fits, a larger record is dropped and counted) and, when its records reach
-/// `watermark` bytes, hands them to offtrace's delivery thread (`offtrace-buffers`) and goes
+/// `watermark` bytes, hands them to offtrace's delivery thread (`offtrace-buffer`) and goes
 /// on: `callback(context, buffer, records, count, data, drop_count)` runs on that thread, never
 /// concurrently with another delivery of the buffer, never on an application thread. The
 /// callback for a watermark comes at most 1 ms (the delivery thread's poll period) after it was

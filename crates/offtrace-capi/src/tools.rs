@@ -175,7 +175,7 @@ unsafe extern "C" fn client_finalize(client: offtrace_client_id_t) {
         }
         let h = client.handle;
         // No thread (inside `exit()`, out of resources): `finalize_tools` runs it.
-        if let Ok(j) = std::thread::Builder::new().name("offtrace-finalize".into()).spawn(move || finalize_one(h)) {
+        if let Ok(j) = std::thread::Builder::new().name("offtrace-final".into()).spawn(move || finalize_one(h)) {
             DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(j);
         }
     });

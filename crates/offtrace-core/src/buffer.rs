@@ -12,7 +12,7 @@
 //!
 //! Delivery: when a thread has staged `watermark` bytes since it last did, it marks its ring
 //! (`Area::mark_ready`: a line only the delivery thread reads) and goes on; the *delivery
-//! thread* (`offtrace-buffers`, started with the first buffer, one per process) polls the marks
+//! thread* (`offtrace-buffer`, started with the first buffer, one per process) polls the marks
 //! and is woken only when it would not see one in time ([`crate::doorbell`]: asleep, or napping
 //! while the ring would fill before the nap ends, or the ring full), so a producer makes no
 //! system call while the delivery thread keeps up. Flushes, threads' exits, full rings and the
@@ -352,7 +352,7 @@ fn start_deliverer() -> Option<&'static Deliverer> {
             done: Condvar::new(),
             pid: std::process::id(),
         }));
-        std::thread::Builder::new().name("offtrace-buffers".into()).spawn(move || deliver_forever(d)).ok().map(|_| d)
+        std::thread::Builder::new().name("offtrace-buffer".into()).spawn(move || deliver_forever(d)).ok().map(|_| d)
     })
 }
 

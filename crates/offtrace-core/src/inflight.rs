@@ -118,7 +118,7 @@ pub(crate) fn init() {
             return;
         }
         REG_STATE.store(REG_RUNNING, Ordering::Release);
-        let spawned = std::thread::Builder::new().name("offtrace-membarrier".into()).spawn(register_membarrier);
+        let spawned = std::thread::Builder::new().name("offtrace-membar".into()).spawn(register_membarrier);
         if spawned.is_err() {
             register_membarrier();
         }

@@ -120,7 +120,7 @@ pub fn start_from_env(say: fn(&str)) {
 /// (not from inside CUPTI's callback). Cheap when nothing waits.
 pub fn context_created(say: fn(&str)) {
     let Some(p) = lock(&DEFERRED).take() else { return };
-    match std::thread::Builder::new().name("offtrace-metrics-start".into()).spawn(move || start_now(&p, say)) {
+    match std::thread::Builder::new().name("offtrace-mstart".into()).spawn(move || start_now(&p, say)) {
         Ok(t) => *lock(&STARTER) = Some(t),
         Err(e) => say(&format!("metrics: cannot start a thread: {e}; no metrics recorded")),
     }

@@ -263,7 +263,7 @@ impl Sampler {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let st = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
-            .name("offtrace-metrics".into())
+            .name("offtrace-sample".into())
             .spawn(move || sample_all(sampled, period, &st))
             .map_err(|_| MetricsError::Unknown)?;
         Ok(Sampler { metrics, devices, stop, thread: Some(thread) })

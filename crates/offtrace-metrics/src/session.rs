@@ -261,7 +261,7 @@ impl Metrics {
         let info = group.info.clone();
         let sh = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
-            .name("offtrace-metrics".into())
+            .name("offtrace-sample".into())
             .spawn(move || sample_loop(&sh, collector, info, desc, base, base_ts, callback))
             .map_err(|_| MetricsError::Unknown)?;
         let id = st.next;

@@ -491,7 +491,7 @@ typedef struct offtrace_kernel_allocation_properties_t {
 typedef void (*offtrace_callback_tracing_cb_t)(offtrace_callback_tracing_record_t record,
                                                offtrace_user_data_t* user_data, void* callback_data);
 /* records[0..count] point at typed records (see "buffer records"); runs on offtrace's delivery
- * thread (offtrace-buffers), never concurrently with another delivery of the same buffer. */
+ * thread (offtrace-buffer), never concurrently with another delivery of the same buffer. */
 typedef void (*offtrace_buffer_tracing_cb_t)(offtrace_context_id_t context, offtrace_buffer_id_t buffer,
                                              const offtrace_buffer_tracing_record_t* const* records, size_t count,
                                              void* data, uint64_t drop_count);
@@ -720,7 +720,7 @@ offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_i
  * Creates a buffer in the context. Each producing thread stages up to size bytes of typed
  * records (size at least 64, at most 1 GiB; with OFFTRACE_BUFFER_RECORD_MAX_SIZE or more
  * every record fits, a larger record is dropped and counted) and, when its records reach
- * watermark bytes, hands them to offtrace's delivery thread (offtrace-buffers) and goes
+ * watermark bytes, hands them to offtrace's delivery thread (offtrace-buffer) and goes
  * on: callback(context, buffer, records, count, data, drop_count) runs on that thread, never
  * concurrently with another delivery of the buffer, never on an application thread. The
  * callback for a watermark comes at most 1 ms (the delivery thread's poll period) after it was
