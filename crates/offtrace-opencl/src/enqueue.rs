@@ -13,7 +13,7 @@
 //! on for every queue, see `hooks.rs`), converted (`calibration.rs`) and emitted as one activity
 //! record (`emit_activity`), and its event released ([`poll_unordered`]). No callback: Intel's
 //! OpenCL CPU runtime deadlocks now and then when several threads wait on out-of-order queues,
-//! and a multi-threaded SYCL program hung that way only while the layer registered a
+//! and a multi-threaded SYCL program hung that way more often while the layer registered a
 //! `CL_COMPLETE` callback on each of their commands (which that runtime runs inside the TBB task
 //! that ran the command): docs/history/hang-2026-11-26-query-metrics.md. A command of a queue with Codeplay counters
 //! is filed in the pending table with `CL_RUNNING` and `CL_COMPLETE` callbacks (the counters are

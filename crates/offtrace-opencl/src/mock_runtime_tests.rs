@@ -333,7 +333,7 @@ fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running()
 }
 
 /// A command of an out-of-order queue has no completion callback (Intel's CPU runtime runs
-/// callbacks inside its own tasks; a SYCL program deadlocked in that runtime only with them:
+/// callbacks inside its own tasks; a SYCL program deadlocked in that runtime more often with them:
 /// docs/history/hang-2026-11-26-query-metrics.md): the harvest polls its event, leaves it while
 /// it runs, and once it is complete reads its times and releases it.
 #[test]
