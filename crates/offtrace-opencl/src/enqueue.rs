@@ -6,14 +6,20 @@
 //! `event` argument at a local when the program passed none (so every command has an event);
 //! after a successful enqueue it takes one reference of its own (`clRetainEvent`, not for the
 //! local: that one is already ours). A command of an in-order queue then goes into its queue's
-//! FIFO and is completed in a batch (`in_order.rs`: no callback per command). Any other command
-//! (out-of-order queues, queues with Codeplay counters) is filed in the pending table with a
-//! `CL_COMPLETE` callback. The runtime calls it on one of its threads when the command ends;
-//! the callback reads `CL_PROFILING_COMMAND_START/END` (profiling is on for every queue, see
-//! `hooks.rs`), converts them (`calibration.rs`), emits one activity record
-//! (`emit_activity`), stores the Codeplay counter results when the queue has counters, and
-//! hands the event to the release list: the reference is dropped by the next submission or at
-//! exit, never inside the runtime's own callback.
+//! FIFO and is completed in a batch (`in_order.rs`: no callback per command). A command of an
+//! out-of-order queue without Codeplay counters goes into the unordered list, which the harvest
+//! thread (`in_order.rs`) polls: each command whose event is final
+//! (`CL_EVENT_COMMAND_EXECUTION_STATUS`) has `CL_PROFILING_COMMAND_START/END` read (profiling is
+//! on for every queue, see `hooks.rs`), converted (`calibration.rs`) and emitted as one activity
+//! record (`emit_activity`), and its event released ([`poll_unordered`]). No callback: Intel's
+//! OpenCL CPU runtime deadlocks now and then when several threads wait on out-of-order queues,
+//! and a multi-threaded SYCL program hung that way more often while the layer registered a
+//! `CL_COMPLETE` callback on each of their commands (which that runtime runs inside the TBB task
+//! that ran the command): docs/history/hang-2026-11-26-query-metrics.md. A command of a queue with Codeplay counters
+//! is filed in the pending table with `CL_RUNNING` and `CL_COMPLETE` callbacks (the counters are
+//! read when the command starts and ends): the complete one reads the times and the counters,
+//! emits, stores the results and hands the event to the release list, whose references are
+//! dropped by the next submission or at exit, never inside the runtime's own callback.
 //!
 //! Commands issued inside another backend's API call (the SYCL path) are not reported on their
 //! own: their intervals are gathered per enclosing call and kind ([`Group`]) and delivered once.
@@ -25,9 +31,11 @@
 //! = end = 0 as well and counted in `failed()`.
 //!
 //! Cost per command when activity is wanted, on an in-order queue: one mutex push into its FIFO
-//! (and a retain when the program asked for the event); elsewhere one `clSetEventCallback` and
-//! one mutex push into the pending table. Then, off the program's thread as a rule, two
-//! profiling queries and one emit. When no context wants device activity and the queue has no
+//! (and a retain when the program asked for the event); on an out-of-order queue one mutex push
+//! into the unordered list; with Codeplay counters one `clSetEventCallback` and one mutex push
+//! into the pending table. Then, off the program's thread as a rule, two profiling queries and
+//! one emit (and for an out-of-order command one status query per harvest round until it is
+//! complete). When no context wants device activity and the queue has no
 //! counters, a submission is inert (one relaxed load).
 
 use rustc_hash::FxHashMap as HashMap;
@@ -383,7 +391,7 @@ impl Submission {
             nested: self.nested,
         };
         if self.nested {
-            // Before the callback can run: the group counts this command as outstanding.
+            // Before its completion can be reported: the group counts it as outstanding.
             group_open(correlation, &command, self.queue as u64, device as u64);
         }
         SUBMITTED.fetch_add(1, Ordering::Relaxed);
@@ -398,19 +406,24 @@ impl Submission {
             }
             return;
         }
-        let has_counters = pending.counters.is_some();
+        if pending.counters.is_none() {
+            // An out-of-order queue: polled by the harvest thread (`poll_unordered`).
+            lock(&UNORDERED).push(pending);
+            // Relaxed: a hint; the list's mutex is the truth.
+            UNORDERED_WAITING.store(true, Ordering::Relaxed);
+            crate::in_order::start_harvest_thread();
+            return;
+        }
         let id = PENDING_ID.fetch_add(1, Ordering::Relaxed);
         lock(&PENDING).get_or_insert_with(HashMap::default).insert(id, pending);
         let Some(set_callback) = next().clSetEventCallback else {
             return;
         };
-        if has_counters {
-            // SAFETY: a valid event; the callback never unwinds; user data is our id.
-            #[allow(unsafe_code)]
-            unsafe {
-                set_callback(event, CL_RUNNING, on_running as *mut c_void, id as *mut c_void)
-            };
-        }
+        // SAFETY: a valid event; the callback never unwinds; user data is our id.
+        #[allow(unsafe_code)]
+        unsafe {
+            set_callback(event, CL_RUNNING, on_running as *mut c_void, id as *mut c_void)
+        };
         // SAFETY: as above.
         #[allow(unsafe_code)]
         let r = unsafe { set_callback(event, CL_COMPLETE, on_complete as *mut c_void, id as *mut c_void) };
@@ -461,6 +474,11 @@ static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
 static PENDING_ID: AtomicU64 = AtomicU64::new(1);
 static RELEASES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static RELEASES_WAITING: AtomicBool = AtomicBool::new(false);
+/// Commands of out-of-order queues without counters, waiting for their events to be final:
+/// polled by the harvest thread ([`poll_unordered`]).
+static UNORDERED: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+/// Whether `UNORDERED` may hold commands (a hint: the list's mutex is the truth).
+static UNORDERED_WAITING: AtomicBool = AtomicBool::new(false);
 static SUBMITTED: AtomicU64 = AtomicU64::new(0);
 static COMPLETED: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
@@ -741,6 +759,63 @@ fn flush_groups() {
     }
 }
 
+/// Reports the out-of-order commands whose events are final (their device times, their activity
+/// record) and drops the layer's reference of each; the others stay. On the harvest thread, and
+/// once more when it stops; never on the program's thread (one status query per outstanding
+/// command). Returns how many it reported.
+pub(crate) fn poll_unordered() -> usize {
+    // Relaxed: a hint (see `UNORDERED_WAITING`).
+    if !UNORDERED_WAITING.load(Ordering::Relaxed) {
+        return 0;
+    }
+    let mut batch = {
+        let mut u = lock(&UNORDERED);
+        UNORDERED_WAITING.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *u)
+    };
+    // A bounded round: the rest waits for the next, behind what this round polled.
+    let unpolled = batch.split_off(batch.len().min(POLL_PER_ROUND));
+    let release = next().clReleaseEvent;
+    let mut waiting = Vec::new();
+    let mut reported = 0;
+    for p in batch {
+        let event = p.event;
+        let status = match crate::in_order::execution_status(event) {
+            Some(s) if s <= CL_COMPLETE => s,
+            _ => {
+                waiting.push(p);
+                continue;
+            }
+        };
+        if let Some(p) = complete(p, event as *mut c_void, status, None) {
+            waiting.push(p);
+            continue;
+        }
+        reported += 1;
+        if let Some(release) = release {
+            // SAFETY: the layer held one reference of the event, and this is not inside a
+            // runtime callback.
+            #[allow(unsafe_code)]
+            unsafe {
+                release(event as *mut c_void)
+            };
+        }
+    }
+    if !waiting.is_empty() || !unpolled.is_empty() {
+        let mut u = lock(&UNORDERED);
+        let arrived = std::mem::replace(&mut *u, unpolled);
+        u.extend(waiting);
+        u.extend(arrived);
+        UNORDERED_WAITING.store(true, Ordering::Relaxed);
+    }
+    reported
+}
+
+/// The most out-of-order commands one harvest round asks about (a status query each): a program
+/// with many commands outstanding costs the harvest thread a bounded round, and its commands are
+/// reported over several rounds.
+const POLL_PER_ROUND: usize = 1024;
+
 /// Drops the layer's references of completed commands' events (outside the runtime's callbacks).
 pub(crate) fn drain_releases() {
     let events = {
@@ -767,8 +842,11 @@ pub(crate) fn finish() {
     if FINISHED.swap(true, Ordering::AcqRel) {
         return;
     }
-    let mut left: Vec<Pending> = lock(&PENDING).take().map(|m| m.into_values().collect()).unwrap_or_default();
-    left.extend(crate::in_order::stop());
+    // First: the harvest thread stops (a last poll of the out-of-order commands, while the
+    // runtime may still be called); what is left was never completed, or completed too late.
+    let mut left = crate::in_order::stop();
+    left.extend(lock(&PENDING).take().map(|m| m.into_values()).into_iter().flatten());
+    left.extend(std::mem::take(&mut *lock(&UNORDERED)));
     for p in left {
         INCOMPLETE.fetch_add(1, Ordering::Relaxed);
         if p.nested {
@@ -785,9 +863,16 @@ pub(crate) fn finish() {
     lock(&RELEASES).clear();
 }
 
-/// Whether `event`'s command is still waiting for its completion callback (tests).
+/// Files `p` in the unordered list as a submission on an out-of-order queue does (tests).
+#[cfg(test)]
+pub(crate) fn file_unordered_for_test(p: Pending) {
+    lock(&UNORDERED).push(p);
+    UNORDERED_WAITING.store(true, Ordering::Relaxed);
+}
+
+/// Commands still waiting for their completion (tests).
 pub fn pending_count() -> usize {
-    lock(&PENDING).as_ref().map_or(0, |m| m.len()) + crate::in_order::outstanding() as usize
+    lock(&PENDING).as_ref().map_or(0, |m| m.len()) + lock(&UNORDERED).len() + crate::in_order::outstanding() as usize
 }
 
 #[allow(dead_code)]

@@ -13,7 +13,9 @@
 //! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
 //!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
 //!   completes), so that commands are reported also for programs that never wait, and the
-//!   FIFOs stay short.
+//!   FIFOs stay short. The same thread polls the commands of out-of-order queues, which have no
+//!   completion callback either (`enqueue::poll_unordered`: one status query per outstanding
+//!   command and round).
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
 //! on the runtime's thread, no pending table, no event release); the harvest's profiling
@@ -26,11 +28,13 @@
 //! layer's event callbacks never touch a FIFO), and `entries` is never held across a call into
 //! the runtime: a runtime that runs callbacks inside a status query cannot deadlock the layer.
 //!
-//! Out-of-order queues, queues with Codeplay counters (whose counters are read when each command
-//! starts and ends) and queues the layer did not create keep the per-event callback
-//! (`enqueue.rs`). Commands still in a FIFO at exit are reported as never completed, as the
-//! per-event path reports commands whose callback never came: the runtime is not called at exit
-//! (the harvest thread stops in an `atexit` handler that runs before the runtime's own).
+//! Out-of-order queues and queues the layer did not create have no FIFO: their commands are
+//! polled one by one by the same thread (`enqueue::poll_unordered`). Queues with Codeplay
+//! counters (read when each command starts and ends) keep the per-event callbacks
+//! (`enqueue.rs`). Commands still in a FIFO or the unordered list at exit are reported as never
+//! completed, as the per-event path reports commands whose callback never came: the runtime is
+//! not called at exit (the harvest thread stops in an `atexit` handler that runs before the
+//! runtime's own, after one last poll).
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -91,17 +95,22 @@ pub(crate) fn fifo_for_new_queue() -> Arc<Fifo> {
     f
 }
 
-/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
-/// error).
-pub(crate) fn terminal(event: usize) -> bool {
-    let Some(info) = next().clGetEventInfo else { return false };
+/// `event`'s `CL_EVENT_COMMAND_EXECUTION_STATUS` (None when the runtime does not answer).
+pub(crate) fn execution_status(event: usize) -> Option<i32> {
+    let info = next().clGetEventInfo?;
     let mut status = 1i32;
-    // SAFETY: an event the FIFO holds a reference of; a 4-byte out value.
+    // SAFETY: an event the layer holds a reference of; a 4-byte out value.
     #[allow(unsafe_code)]
     let r = unsafe {
         info(event as *mut c_void, CL_EVENT_COMMAND_EXECUTION_STATUS, 4, (&raw mut status).cast(), ptr::null_mut())
     };
-    r == CL_SUCCESS && status <= CL_COMPLETE
+    (r == CL_SUCCESS).then_some(status)
+}
+
+/// Whether `event`'s command is final (`CL_EVENT_COMMAND_EXECUTION_STATUS` complete, or an
+/// error).
+pub(crate) fn terminal(event: usize) -> bool {
+    execution_status(event).is_some_and(|s| s <= CL_COMPLETE)
 }
 
 impl Fifo {
@@ -248,7 +257,7 @@ pub(crate) fn poll_all() -> usize {
 }
 
 #[cold]
-fn start_harvest_thread() {
+pub(crate) fn start_harvest_thread() {
     static START: Once = Once::new();
     START.call_once(|| {
         let started = std::thread::Builder::new().name("offtrace-cl-harvest".into()).spawn(|| {
@@ -282,7 +291,7 @@ fn harvest_thread() {
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        let took = poll_all();
+        let took = poll_all() + crate::enqueue::poll_unordered();
         sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
@@ -290,14 +299,26 @@ fn harvest_thread() {
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
 /// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
+/// In its place, a last poll of the out-of-order commands (`enqueue.rs`): this runs where the
+/// thread's next round would have, before the runtime's own exit handlers.
 fn stop_harvest_thread() {
-    STOPPED.store(true, Ordering::Release);
     for _ in 0..200 {
-        match ROUND.try_lock() {
-            Ok(_) | Err(TryLockError::Poisoned(_)) => return,
-            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+        let round = match ROUND.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+        };
+        // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
+        if !STOPPED.swap(true, Ordering::AcqRel) {
+            crate::enqueue::poll_unordered();
         }
+        drop(round);
+        return;
     }
+    STOPPED.store(true, Ordering::Release);
 }
 
 /// At exit: stops the harvest thread (waiting a bounded time for its round in progress) and

@@ -86,9 +86,15 @@ unsafe extern "C" fn release_queue(_q: *mut c_void) -> i32 {
     CL_SUCCESS
 }
 
-/// The mock runtime's events: their `CL_EVENT_COMMAND_EXECUTION_STATUS`; released ones.
+/// The mock runtime's events: their `CL_EVENT_COMMAND_EXECUTION_STATUS`; released ones; every
+/// event an event function was called with (status and profiling queries, releases).
 static EVENTS: Mutex<Vec<(usize, i32)>> = Mutex::new(Vec::new());
 static RELEASED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static EVENT_CALLS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn called_with(event: usize) -> usize {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|&&e| e == event).count()
+}
 
 fn set_status(event: usize, status: i32) {
     let mut g = EVENTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -107,6 +113,7 @@ unsafe extern "C" fn event_info(
     value: *mut c_void,
     _ret: *mut c_void,
 ) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     let Some(status) = status_of(ev as usize) else {
         return -58; /* CL_INVALID_EVENT */
     };
@@ -126,6 +133,7 @@ unsafe extern "C" fn event_profiling(
     value: *mut c_void,
     _ret: *mut c_void,
 ) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     match status_of(ev as usize) {
         Some(CL_COMPLETE) if size >= 8 && !value.is_null() => {
             // SAFETY: the caller's 8-byte buffer.
@@ -138,7 +146,31 @@ unsafe extern "C" fn event_profiling(
 }
 
 unsafe extern "C" fn release_event(ev: *mut c_void) -> i32 {
+    EVENT_CALLS.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
     RELEASED.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
+    CL_SUCCESS
+}
+
+/// The events the mock runtime was asked to call back.
+static CALLBACKS_SET: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+const MARKER_EVENT: usize = 0xf2;
+
+unsafe extern "C" fn set_event_callback(ev: *mut c_void, _t: i32, _f: *mut c_void, _u: *mut c_void) -> i32 {
+    CALLBACKS_SET.lock().unwrap_or_else(|e| e.into_inner()).push(ev as usize);
+    CL_SUCCESS
+}
+
+unsafe extern "C" fn retain_event(_ev: *mut c_void) -> i32 {
+    CL_SUCCESS
+}
+
+/// A marker whose event is `MARKER_EVENT`, running.
+unsafe extern "C" fn enqueue_marker(_q: *mut c_void, _n: u32, _w: *mut c_void, ev: *mut c_void) -> i32 {
+    set_status(MARKER_EVENT, 1 /* CL_RUNNING */);
+    if !ev.is_null() {
+        // SAFETY: the caller's cl_event slot.
+        unsafe { *ev.cast::<usize>() = MARKER_EVENT };
+    }
     CL_SUCCESS
 }
 
@@ -161,6 +193,9 @@ fn init_layer_table() -> &'static IcdDispatch {
     target.clGetEventInfo = Some(event_info);
     target.clGetEventProfilingInfo = Some(event_profiling);
     target.clReleaseEvent = Some(release_event);
+    target.clRetainEvent = Some(retain_event);
+    target.clSetEventCallback = Some(set_event_callback);
+    target.clEnqueueMarkerWithWaitList = Some(enqueue_marker);
     // SAFETY: as above, back.
     slots = unsafe { std::mem::transmute::<IcdDispatch, [*mut c_void; DISPATCH_SLOTS]>(target) };
     let mut n = 0u32;
@@ -295,4 +330,63 @@ fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running()
     fifo.harvest_upto(fifo.pushed());
     assert_eq!(released(), events.to_vec());
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
+}
+
+/// A command of an out-of-order queue has no completion callback (Intel's CPU runtime runs
+/// callbacks inside its own tasks; a SYCL program deadlocked in that runtime more often with them:
+/// docs/history/hang-2026-11-26-query-metrics.md): the harvest polls its event, leaves it while
+/// it runs, and once it is complete reads its times and releases it.
+#[test]
+fn an_out_of_order_command_is_polled_and_reported_once_complete() {
+    let _ = layer_table();
+    let ev = 0xf1;
+    set_status(ev, 1 /* CL_RUNNING */);
+    crate::enqueue::file_unordered_for_test(crate::enqueue::Pending::for_test(ev));
+    // Polled by this test, or by a harvest thread another test started.
+    crate::enqueue::poll_unordered();
+    assert!(called_with(ev) >= 1, "its status was asked");
+    assert!(!RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&ev), "still running");
+    assert!(crate::enqueue::pending_count() >= 1);
+
+    set_status(ev, CL_COMPLETE);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&ev) {
+        crate::enqueue::poll_unordered();
+        assert!(std::time::Instant::now() < deadline, "the completed command was never reported");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(called_with(ev) >= 4, "status, START and END read, then the event released");
+}
+
+/// Enqueued through the layer on an out-of-order queue while activity is recorded: the layer asks
+/// the runtime for no completion callback, and reports the command by polling once its event is
+/// complete. Fails if the layer goes back to a callback per out-of-order command.
+#[test]
+fn the_layer_registers_no_callback_on_an_out_of_order_command() {
+    let t = layer_table();
+    let ctx = offtrace_core::create_context().expect("context");
+    offtrace_core::configure_callback_tracing_closure(ctx, offtrace_core::Kind::Sync, None, |_, _| {})
+        .expect("sync activity");
+    offtrace_core::start_context(ctx).expect("start");
+    let create = t.clCreateCommandQueueWithProperties.expect("wrapped");
+    let marker = t.clEnqueueMarkerWithWaitList.expect("wrapped");
+    let mut props = [CL_QUEUE_PROPERTIES, 1 /* out of order */, 0];
+    let mut err = 1;
+    // SAFETY: arguments as a program passes them.
+    let q = unsafe { create(ptr::null_mut(), DEVICE as *mut c_void, props.as_mut_ptr().cast(), (&raw mut err).cast()) };
+    assert_eq!(err, CL_SUCCESS);
+    let mut ev: *mut c_void = ptr::null_mut();
+    // SAFETY: as above; one cl_event slot.
+    assert_eq!(unsafe { marker(q, 0, ptr::null_mut(), (&raw mut ev).cast()) }, CL_SUCCESS);
+    assert_eq!(ev as usize, MARKER_EVENT);
+    assert!(CALLBACKS_SET.lock().unwrap_or_else(|e| e.into_inner()).is_empty(), "a callback was registered");
+
+    set_status(MARKER_EVENT, CL_COMPLETE);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&MARKER_EVENT) {
+        crate::enqueue::poll_unordered();
+        assert!(std::time::Instant::now() < deadline, "the completed marker was never reported");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = offtrace_core::stop_context(ctx);
 }
