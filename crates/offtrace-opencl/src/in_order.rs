@@ -10,7 +10,7 @@
 //! - from one `CL_EVENT_COMMAND_EXECUTION_STATUS` query after a non-kernel command (a blocking
 //!   read completes before its enqueue returns) and from a binary search over the FIFO's
 //!   events (`O(log n)` status queries) after `clWaitForEvents` and on the harvest thread;
-//! - by the harvest thread (`offtrace-cl-harvest`), which polls every in-order queue with
+//! - by the harvest thread (`offtrace-opencl`), which polls every in-order queue with
 //!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
 //!   completes), so that commands are reported also for programs that never wait, and the
 //!   FIFOs stay short. The same thread polls the commands of out-of-order queues, which have no
@@ -260,7 +260,7 @@ pub(crate) fn poll_all() -> usize {
 pub(crate) fn start_harvest_thread() {
     static START: Once = Once::new();
     START.call_once(|| {
-        let started = std::thread::Builder::new().name("offtrace-cl-harvest".into()).spawn(|| {
+        let started = std::thread::Builder::new().name("offtrace-opencl".into()).spawn(|| {
             let _ = std::panic::catch_unwind(harvest_thread);
         });
         if started.is_ok() {
