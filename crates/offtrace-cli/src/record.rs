@@ -302,7 +302,9 @@ impl IcdVendors {
         if !runtime.is_file() {
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("offtrace-icd-{}", std::process::id()));
+        let tmp = std::env::temp_dir();
+        remove_stale_vendor_folders(&tmp);
+        let dir = tmp.join(format!("offtrace-icd-{}", std::process::id()));
         let made = Self(dir);
         std::fs::create_dir_all(&made.0).ok()?;
         for e in std::fs::read_dir(Self::SYSTEM).into_iter().flatten().flatten() {
@@ -315,6 +317,22 @@ impl IcdVendors {
         line.push(b'\n');
         std::fs::write(made.0.join("offtrace-sycl-runtime.icd"), line).ok()?;
         Some(made)
+    }
+}
+
+/// Removes the vendors folders (`offtrace-icd-<pid>`) that an `offtrace record` killed before
+/// it could drop them left in `tmp` (SIGKILL: other signals are forwarded and the folder goes
+/// with the run): those whose process no longer exists.
+fn remove_stale_vendor_folders(tmp: &Path) {
+    for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("offtrace-icd-")).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -497,5 +515,30 @@ fn summarize(path: &Path, shown: &Path) {
         } else {
             eprintln!("offtrace: warning: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vendors_folder_of_a_dead_run_is_removed_and_a_live_ones_kept() {
+        let tmp = std::env::temp_dir().join(format!("offtrace-icd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("tmp");
+        // pid_max is at most 2^22 on Linux: this process cannot exist.
+        let dead = tmp.join("offtrace-icd-4194305");
+        let live = tmp.join(format!("offtrace-icd-{}", std::process::id()));
+        let init = tmp.join("offtrace-icd-1");
+        let other = tmp.join("offtrace-icd-notapid");
+        for d in [&dead, &live, &init, &other] {
+            std::fs::create_dir_all(d).expect("dir");
+            std::fs::write(d.join("x.icd"), b"lib\n").expect("file");
+        }
+        remove_stale_vendor_folders(&tmp);
+        assert!(!dead.exists(), "a dead run's folder is removed");
+        assert!(live.exists() && init.exists(), "folders of live processes are kept");
+        assert!(other.exists(), "a name that is not offtrace-icd-<pid> is left alone");
+        std::fs::remove_dir_all(&tmp).expect("clean");
     }
 }
