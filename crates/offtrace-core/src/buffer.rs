@@ -1,7 +1,7 @@
 //! The buffer tracing service: typed records ([`crate::buffer_record`]) staged per producing
 //! thread and handed to the tool's callback in batches, on a thread of the services.
 //!
-//! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded down
+//! Shape: each producing thread has its own staging ring per buffer: `size` bytes rounded up
 //! to a power of two, as 8-byte words (a record takes its `size`, a multiple of 8, contiguously:
 //! one that would wrap starts again at the ring's beginning), and beside it a ring of record
 //! starts (one address per record). The thread appends without a lock, a read-modify-write
@@ -27,8 +27,8 @@
 //! thread never runs the tool's buffer callback.
 //!
 //! Semantics:
-//! - `size` bounds each producing thread's staging (rounded down to a power of two, at least one
-//!   record header): memory grows with the number of producing threads; a record larger than
+//! - `size` bounds each producing thread's staging (rounded up to a power of two, so at least
+//!   the room asked for; at least one record header): memory grows with the number of producing threads; a record larger than
 //!   the staging is dropped and counted;
 //! - `watermark` is per thread (bytes). Its callback comes at most [`POLL_PERIOD`] after it
 //!   was reached (later only behind deliveries queued before it, or while the delivery thread
@@ -982,8 +982,11 @@ pub unsafe fn create_buffer(
     if size < size_of::<BufferRecordHeader>() || watermark > size || size > MAX_BUFFER_BYTES {
         return Err(ServiceError::InvalidArgument);
     }
-    // A power of two: the rings index by masking.
-    let capacity = 1 << (size / 8).ilog2();
+    // A power of two: the rings index by masking. Rounded up, so that a thread has at least the
+    // room the tool asked for (rounded down, a 416 KB buffer was a 256 KB ring: a lossless
+    // producer whose delivery thread had no CPU waited once per lap of the smaller ring). At
+    // most twice `size`; `MAX_BUFFER_BYTES` is a power of two, so the cap still holds.
+    let capacity = (size / 8).next_power_of_two();
     start_deliverer();
     let watermark = (watermark / 8).clamp(1, capacity);
     let id = BufferId { handle: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed) };

@@ -457,7 +457,7 @@ fn buffer_arguments_are_checked() {
             Err(ServiceError::ContextInvalid)
         );
         let buf = create_buffer(ctx, 4 * REC, REC, BufferPolicy::Lossless, batch_cb, data).unwrap();
-        assert_eq!(buffer_capacity(buf), Ok(256), "4 records of 88 bytes, rounded down to a power of two");
+        assert_eq!(buffer_capacity(buf), Ok(512), "4 records of 88 bytes (352), rounded up to a power of two");
         configure_buffer_tracing_service(ctx, Kind::Marker, None, buf).unwrap();
         assert_eq!(
             configure_buffer_tracing_service(ctx, Kind::Marker, None, buf),

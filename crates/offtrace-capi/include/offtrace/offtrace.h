@@ -718,7 +718,8 @@ offtrace_status_t offtrace_configure_callback_tracing_service(offtrace_context_i
 
 /**
  * Creates a buffer in the context. Each producing thread stages up to size bytes of typed
- * records (size at least 64, at most 1 GiB; with OFFTRACE_BUFFER_RECORD_MAX_SIZE or more
+ * records, rounded up to a power of two (size at least 64, at most 1 GiB; the staging is at
+ * most twice size; with OFFTRACE_BUFFER_RECORD_MAX_SIZE or more
  * every record fits, a larger record is dropped and counted) and, when its records reach
  * watermark bytes, hands them to offtrace's delivery thread (offtrace-buffer) and goes
  * on: callback(context, buffer, records, count, data, drop_count) runs on that thread, never
