@@ -346,6 +346,19 @@ impl<S: RecordSink> TypedBuilder<S> {
         self.out.put(Record::TaskGraph(TaskGraphRecord { op: 0, tid, ts, node, name, queue, ..Default::default() }));
     }
 
+    /// A node standing for `event` (SYCL's virtual nodes): it continues whatever signalled the
+    /// event last before it.
+    pub fn virtual_node(&mut self, tid: u32, ts: u64, node: u64, event: u64) {
+        self.op(kind::TASK_GRAPH, 0, "node_create", &[]);
+        self.out.put(Record::TaskGraph(TaskGraphRecord { op: 0, tid, ts, node, event, ..Default::default() }));
+    }
+
+    /// `node`'s command signals `event`.
+    pub fn signal(&mut self, tid: u32, ts: u64, node: u64, event: u64) {
+        self.op(kind::TASK_GRAPH, 3, "signal", &[]);
+        self.out.put(Record::TaskGraph(TaskGraphRecord { op: 3, tid, ts, node, event, ..Default::default() }));
+    }
+
     pub fn edge(&mut self, tid: u32, ts: u64, source: u64, target: u64) {
         self.op(kind::TASK_GRAPH, 1, "edge_create", &[]);
         self.out.put(Record::TaskGraph(TaskGraphRecord { op: 1, tid, ts, source, target, ..Default::default() }));

@@ -140,15 +140,8 @@ fn a_chain_counts_real_commands_only() {
     }));
     b.edge(1, 8, 13, 14);
     // d signals event 0xe; a virtual node standing for that event leads to e.
-    b.out.push(Record::TaskGraph(TaskGraphRecord { op: 3, tid: 1, ts: 9, node: 14, event: 0xe, ..Default::default() }));
-    b.out.push(Record::TaskGraph(TaskGraphRecord {
-        op: 0,
-        tid: 1,
-        ts: 10,
-        node: 15,
-        event: 0xe,
-        ..Default::default()
-    }));
+    b.signal(1, 9, 14, 0xe);
+    b.virtual_node(1, 10, 15, 0xe);
     b.node(1, 11, 16, "e", 0x5000);
     b.edge(1, 12, 15, 16);
     let r = analyze(&b.out);
@@ -163,26 +156,17 @@ fn a_chain_counts_real_commands_only() {
 /// file (a loaded CI run's chain held a `usm_memcpy` of another thread this way).
 #[test]
 fn a_chain_follows_the_latest_signal_in_time_not_in_the_file() {
-    let sig =
-        |tid, ts, node| Record::TaskGraph(TaskGraphRecord { op: 3, tid, ts, node, event: 0xe, ..Default::default() });
     let mut b = TypedBuilder::new(Vec::new());
     // Thread 1's first block: a → b, b signals 0xe.
     b.node(1, 100, 10, "a", 0x5000);
     b.node(1, 110, 11, "b", 0x5000);
     b.edge(1, 111, 10, 11);
-    b.out.push(sig(1, 120, 11));
+    b.signal(1, 120, 11, 0xe);
     // Thread 2's block, earlier in time: x signalled the same address before it was released.
     b.node(2, 50, 20, "x", 0x6000);
-    b.out.push(sig(2, 60, 20));
+    b.signal(2, 60, 20, 0xe);
     // Thread 1's next block: a node for event 0xe, then c depending on it.
-    b.out.push(Record::TaskGraph(TaskGraphRecord {
-        op: 0,
-        tid: 1,
-        ts: 130,
-        node: 12,
-        event: 0xe,
-        ..Default::default()
-    }));
+    b.virtual_node(1, 130, 12, 0xe);
     b.node(1, 140, 13, "c", 0x5000);
     b.edge(1, 141, 12, 13);
     let r = analyze(&b.out);
