@@ -16,6 +16,10 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
   query      `profiling`, and the program keeps each kernel's event, reads its START and END after
              completion (in batches of 1,024) and releases it (`--query`): what any tracer that
              reports a device time for every kernel makes the runtime do, the floor
+  batched    no layer; the program waits as `query` does (a marker after every 1,024 kernels, the
+             previous one waited for) without any kernel's event (`--batched`): the same queue
+             depth as `query`, its baseline by time (on a program that enqueues everything
+             before one clFinish the backlog itself costs the runtimes more than those waits)
   layer      the layer loaded, nothing listening (profiling forced on and hidden; no callbacks)
   record     the layer recording a trace (OFFTRACE_OUTPUT: OPENCL_API calls + device activity),
              what `offtrace record` does for an OpenCL program
@@ -78,7 +82,7 @@ runtimes = {
     "intel": {"OFFTRACE_CL_PLATFORM": "Intel", "LD_LIBRARY_PATH": str(venv / "lib"),
               "OCL_ICD_FILENAMES": str(venv / "lib/libintelocl.so")},
 }
-configs = (["plain", "profiling", "events", "query", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
+configs = (["plain", "profiling", "events", "query", "batched", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
            + (["intercept"] if opts.cliloader else []))
 if opts.configs:
     configs = [c for c in opts.configs.split(",") if c in configs]
@@ -95,6 +99,8 @@ def run(rt, cfg, kernels=None):
         args += ["--profile", "--events"]
     if cfg == "query":
         args.append("--query")
+    if cfg == "batched":
+        args.append("--batched")
     if cfg in ("layer", "record"):
         env["OPENCL_LAYERS"] = str(layer)
     if cfg == "record-compare":

@@ -3,7 +3,7 @@
  *
  *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
  *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--events] [--query [B]]
- *                  [--platform SUBSTRING]
+ *                  [--batched [B]] [--platform SUBSTRING]
  *
  * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
  * one in-order queue plus the final clFinish, and the time per call of M
@@ -18,7 +18,12 @@
  * tracer that reports a device time for every kernel makes the runtime do: an event per command
  * on a profiling queue, two profiling queries after completion, the release. The batch in flight
  * keeps the queue fed while the earlier one is read. It then prints a third line, the sum of the
- * device times (so that the queries cannot be left out).
+ * device times (so that the queries cannot be left out). --batched [B] waits as --query does
+ * (a marker's event after every B kernels, the previous marker waited for and released) but asks
+ * for no kernel's event: the same depth of the queue's backlog as --query without its events,
+ * the baseline against which --query's time is compared (a program that enqueues everything
+ * before one clFinish keeps a backlog of N commands, which costs the runtimes more than the
+ * waits do).
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -50,7 +55,7 @@ static unsigned long long harvest(cl_event* events, int n) {
 }
 
 int main(int argc, char** argv) {
-    int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0, batch = 0;
+    int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0, batch = 0, marker_every = 0;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
@@ -62,6 +67,10 @@ int main(int argc, char** argv) {
             profile = 1;
             batch = i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[++i]) : 1024;
             if (batch < 1) batch = 1;
+        }
+        else if (!strcmp(argv[i], "--batched")) {
+            marker_every = i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[++i]) : 1024;
+            if (marker_every < 1) marker_every = 1;
         }
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
     }
@@ -96,6 +105,7 @@ int main(int argc, char** argv) {
     cl_event *filling = held, *previous = held ? held + batch : NULL;
     int filled = 0, previous_n = 0;
     unsigned long long device_ns = 0;
+    cl_event marker = NULL; /* --batched: the previous batch's marker */
     double t0 = now_ns();
     for (int i = 0; i < kernels; i++) {
         cl_event ev = NULL;
@@ -110,8 +120,15 @@ int main(int argc, char** argv) {
         } else if (ev) {
             clReleaseEvent(ev);
         }
+        if (marker_every && (i + 1) % marker_every == 0) {
+            cl_event next = NULL;
+            clEnqueueMarkerWithWaitList(q, 0, NULL, &next);
+            if (marker) { clWaitForEvents(1, &marker); clReleaseEvent(marker); }
+            marker = next;
+        }
     }
     clFinish(q);
+    if (marker) clReleaseEvent(marker);
     if (batch) {
         device_ns += harvest(previous, previous_n);
         device_ns += harvest(filling, filled);
