@@ -50,6 +50,12 @@ fn instructions() {
             configure_callback_tracing_service(ctx, Kind::UrApi, None, noop_cb, std::ptr::null_mut()).unwrap();
         } else if op == "instant" {
             configure_callback_tracing_service(ctx, Kind::Xpti, None, noop_cb, std::ptr::null_mut()).unwrap();
+        } else if op == "activity_off" || op == "activity_built_off" {
+            // A context with a buffer for API calls only: `emit_activity` of a copy delivers
+            // nothing (what the backend does anyway, without a tool that wants copies).
+            let buf =
+                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
         } else {
             let buf =
                 create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
@@ -129,9 +135,15 @@ fn run(op: &str, n: u64, p: &ApiCallPayload, m: &MemoryCopyPayload, x: &[u64; 8]
         "instant" => {
             each!(|_i| emit_instant(Kind::Xpti, 3, Phase::None, Payload::Raw(RawPayload(black_box(x).as_ptr().cast()))))
         }
-        "buffer_activity" => {
+        "buffer_activity" | "activity_off" => {
             each!(|i| emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(m))))
         }
+        // The payload built per record, as a backend does (fields stored just before the
+        // call, so the record path reads what is still in the store buffer).
+        "buffer_activity_built" | "activity_built_off" => each!(|i| {
+            let m = MemoryCopyPayload { queue: 1, dst: black_box(i), src: 3, size: 4, ..Default::default() };
+            emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&m)))
+        }),
         "timestamp" => each!(|_i| black_box(timestamp_ns())),
         // The harness alone: the loop and a payload's address through `black_box`, what each
         // operation above has besides the services' own work.
