@@ -5,6 +5,11 @@
 //! `COST_OP=callback|instant|buffer_record|buffer_activity|timestamp|loop COST_N=100000 valgrind --tool=callgrind
 //! target/release/deps/cost-* --ignored --exact instructions`
 //!
+//! The runtime's own work, for the accounting beside each record path: `activity_off` and
+//! `api_off` make the same emits as `buffer_activity` and `buffer_record` in a context whose
+//! buffer wants neither kind (so nothing is delivered); `buffer_activity_built` and
+//! `activity_built_off` build the copy's payload per record, as a backend does.
+//!
 //! With `COST_CPU=1` (outside valgrind) it prints the CPU time per operation instead: of the
 //! emitting thread (`CLOCK_THREAD_CPUTIME_ID`: what the application thread pays; time the thread
 //! spends descheduled on a loaded machine does not count) and of the process (every thread,
@@ -56,6 +61,11 @@ fn instructions() {
             let buf =
                 create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
+        } else if op == "api_off" {
+            // The same for API calls: a buffer for copies only.
+            let buf =
+                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
         } else {
             let buf =
                 create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
@@ -127,7 +137,7 @@ fn run(op: &str, n: u64, p: &ApiCallPayload, m: &MemoryCopyPayload, x: &[u64; 8]
         };
     }
     match op {
-        "callback" | "buffer_record" => each!(|_i| {
+        "callback" | "buffer_record" | "api_off" => each!(|_i| {
             let t = emit_enter(Kind::UrApi, 97, Payload::UrApi(black_box(p)));
             emit_exit(t, Payload::UrApi(black_box(p)));
         }),
