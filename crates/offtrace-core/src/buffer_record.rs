@@ -918,6 +918,31 @@ mod tests {
         assert_eq!((r.device_start, r.device_end), (100, 200));
     }
 
+    /// A mirrored record's device times, written once: the payload's when it has them; a
+    /// completion's own (the header's start and end) when it has none; none for an instant.
+    #[test]
+    fn mirrored_records_take_the_payloads_device_times_or_the_completions() {
+        macro_rules! times {
+            ($variant:ident, $payload:ident, $record:ty, $kind:ident) => {{
+                let at = |p: &$payload, phase| {
+                    let v = encode(&Payload::$variant(p), &head(Kind::$kind, phase));
+                    // SAFETY: `v` holds the kind's record.
+                    let r = unsafe { &*v.as_ptr().cast::<$record>() };
+                    (r.device_start, r.device_end)
+                };
+                let none = $payload::default();
+                let own = $payload { device_start: 7, device_end: 9, ..Default::default() };
+                assert_eq!(at(&none, Phase::Complete), (100, 200), stringify!($kind));
+                assert_eq!(at(&own, Phase::Complete), (7, 9), stringify!($kind));
+                assert_eq!(at(&none, Phase::None), (0, 0), stringify!($kind));
+                assert_eq!(at(&own, Phase::None), (7, 9), stringify!($kind));
+            }};
+        }
+        times!(MemoryCopy, MemoryCopyPayload, MemoryCopyRecord, MemoryCopy);
+        times!(MemoryFill, MemoryFillPayload, MemoryFillRecord, MemoryFill);
+        times!(Sync, SyncPayload, SyncRecord, Sync);
+    }
+
     /// `RecordHead::store_header` writes the fields where the struct has them.
     #[test]
     fn header_layout() {
