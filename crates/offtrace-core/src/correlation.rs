@@ -89,8 +89,11 @@ thread_local! {
     static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
 }
 
-/// The calling thread's state, as a plain reference (one `%fs`-relative address, no accessor
-/// call per use).
+/// The calling thread's state, as a plain reference: one `%fs`-relative address in an
+/// executable, one `__tls_get_addr` call in a shared object (how applications load offtrace:
+/// rustc's general-dynamic TLS model, 1-2 ns on the development VM, `docs/overhead.md` "Tool
+/// API"). Read it once per emit and pass it down; per-thread state the record paths need
+/// belongs in [`ThreadState`], not in a thread-local of its own.
 #[inline(always)]
 pub(crate) fn thread_state() -> &'static ThreadState {
     // SAFETY: `THREAD` is const-initialised and has no destructor, so its storage is valid for
