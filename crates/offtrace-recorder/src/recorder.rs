@@ -54,6 +54,8 @@ pub struct Config {
     pub min_timed_chunk_bytes: usize,
     /// The longest a record waits for its chunk to be closed (at a flush interval's tick).
     pub max_flush_delay: Duration,
+    /// On a fatal signal, flush the rings into the file before the process dies (`crash.rs`).
+    pub crash_flush: bool,
 }
 
 impl Default for Config {
@@ -65,6 +67,7 @@ impl Default for Config {
             chunk_bytes: offtrace_format::DEFAULT_CHUNK_BYTES,
             min_timed_chunk_bytes: 64 << 10,
             max_flush_delay: Duration::from_millis(250),
+            crash_flush: false,
         }
     }
 }
@@ -85,6 +88,13 @@ impl Config {
     /// The configuration with another flush interval.
     pub fn with_flush_interval(mut self, d: Duration) -> Self {
         self.flush_interval = d;
+        self
+    }
+
+    /// The configuration that installs the fatal-signal handler when the recording starts (once
+    /// per process; `crash.rs`), or not. The agents pass [`crate::crash_flush_wanted`].
+    pub fn with_crash_flush(mut self, on: bool) -> Self {
+        self.crash_flush = on;
         self
     }
 
@@ -136,6 +146,10 @@ pub(crate) struct Inner {
     pub defs: Definitions,
     pub rings: Mutex<Vec<Arc<RingShared>>>,
     pub writer: std::sync::OnceLock<Thread>,
+    /// What the writer sleeps on between cycles (async-signal-safe to wake: `crash.rs`).
+    pub wakeup: crate::wakeup::Wakeup,
+    /// A fatal signal's request for a last flush, and the writer's answer (`crash.rs`).
+    pub crash: crate::crash::CrashState,
     /// A producer asked the writer to wake since its last cycle (one unpark per cycle at most).
     pub wake_pending: AtomicBool,
     /// `finish` was called: lossless threads stop waiting, threads stop registering.
@@ -206,7 +220,7 @@ pub fn flush(timeout: Duration) {
     let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
     g.0 += 1;
     let want = g.0;
-    writer.unpark();
+    inner.wakeup.wake();
     let _ = cv.wait_timeout_while(g, timeout, |f| f.1 < want);
 }
 
@@ -483,9 +497,7 @@ fn full_wait(inner: &Inner) {
 fn wake_writer(inner: &Inner) {
     // Relaxed: a hint; the writer clears it at the start of a cycle, and a lost wake-up only
     // delays the drain to the next tick.
-    if !inner.wake_pending.swap(true, Ordering::Relaxed)
-        && let Some(t) = inner.writer.get()
-    {
-        t.unpark();
+    if !inner.wake_pending.swap(true, Ordering::Relaxed) {
+        inner.wakeup.wake();
     }
 }
