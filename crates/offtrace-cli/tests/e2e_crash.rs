@@ -1,6 +1,7 @@
-//! `offtrace record` of an OpenCL program (PoCL; `OFFTRACE_SKIP_OPENCL=1` skips) that crashes
-//! after its work: the report shows the calls it made just before the crash, and `record` exits
-//! with the status it gave before (128 + the signal). With `OFFTRACE_CRASH_HANDLER=0` the same
+//! `offtrace record` of an OpenCL program (PoCL; `OFFTRACE_SKIP_OPENCL=1` skips) and of a Python
+//! SYCL script (the project's venv; `OFFTRACE_SKIP_SYCL=1` skips) that crash after their work:
+//! the report shows the calls made just before the crash, and `record` exits with the status it
+//! gave before (128 + the signal). With `OFFTRACE_CRASH_HANDLER=0` the same
 //! run loses them (the open chunk dies with the process), which is what every run did before
 //! the recorder flushed on fatal signals. The layer must be built next to `offtrace`.
 
@@ -138,4 +139,99 @@ fn an_aborting_opencl_program_on_pocl_dies_as_before() {
 #[test]
 fn a_terminated_opencl_program_keeps_its_last_calls() {
     check("term", libc::SIGTERM, true);
+}
+
+/// Some SYCL work (dpnp on the venv's runtime), then the crash the first argument names.
+const SCRIPT: &str = r#"
+import ctypes, os, signal, sys
+import dpnp
+
+x = dpnp.arange(4096, dtype="f4")
+for _ in range(5):
+    x = x * 2
+print(float(x.sum()))
+how = sys.argv[1]
+if how == "null-read":
+    ctypes.string_at(0)
+elif how == "term":
+    os.kill(os.getpid(), signal.SIGTERM)
+"#;
+
+fn venv() -> Option<PathBuf> {
+    if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
+        return None;
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let v = std::env::var_os("OFFTRACE_SYCL_VENV").map(PathBuf::from).unwrap_or_else(|| workspace.join(".venv"));
+    assert!(
+        v.join("lib/libsycl.so.9").exists() && v.join("bin/python").exists(),
+        "no SYCL runtime in {}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV, or OFFTRACE_SKIP_SYCL=1 to skip)",
+        v.display()
+    );
+    Some(v)
+}
+
+/// `record`'s exit code, the report's calls of each enqueue, wait and finish operation, and the
+/// crash note, for the script run with `how`.
+fn record_script(
+    dir: &Path,
+    venv: &Path,
+    how: &str,
+    handler: bool,
+) -> (Option<i32>, std::collections::BTreeMap<String, u64>, Option<String>) {
+    let script = dir.join("crash.py");
+    std::fs::write(&script, SCRIPT).expect("write crash.py");
+    let trace = dir.join(format!("{how}-{}.offtrace", u8::from(handler)));
+    let o = offtrace()
+        .arg("record")
+        .arg("--runtime")
+        .arg(venv)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(&script)
+        .arg(how)
+        .env("OFFTRACE_CRASH_HANDLER", if handler { "1" } else { "0" })
+        .current_dir(dir)
+        .output()
+        .expect("record");
+    let r = offtrace().args(["report", "--format", "json"]).arg(&trace).output().expect("report");
+    assert!(r.status.success(), "report: {}", String::from_utf8_lossy(&r.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&r.stdout).expect("JSON");
+    let mut calls = std::collections::BTreeMap::new();
+    for c in r["api_calls"].as_array().expect("api_calls") {
+        let op = c["operation"].as_str().expect("operation");
+        if ["Enqueue", "Wait", "Finish"].iter().any(|w| op.contains(w)) {
+            *calls.entry(op.to_owned()).or_default() += c["calls"].as_u64().expect("calls");
+        }
+    }
+    (o.status.code(), calls, r["trace"]["info"]["crash"].as_str().map(str::to_owned))
+}
+
+/// The script's enqueues, waits and finishes are all in the crashed run's trace, as many as in
+/// a run that exits normally; without the handler some are lost.
+fn check_script(how: &str, signal: i32) {
+    let Some(venv) = venv() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let (code, clean, _) = record_script(dir.path(), &venv, "none", true);
+    assert_eq!(code, Some(0));
+    assert!(clean.keys().any(|op| op.starts_with("urEnqueueKernelLaunch")), "{clean:?}");
+    let (code, crashed, note) = record_script(dir.path(), &venv, how, true);
+    assert_eq!(code, Some(128 + signal), "{how}: record's exit code");
+    assert_eq!(crashed, clean, "{how}: the last calls before the crash");
+    assert!(note.is_some_and(|n| n.starts_with(&format!("signal {signal} on thread "))), "{how}");
+    let (code, without, _) = record_script(dir.path(), &venv, how, false);
+    assert_eq!(code, Some(128 + signal), "{how}: record's exit code without the handler");
+    assert_ne!(without, clean, "{how}: without the handler the last calls are lost");
+}
+
+#[test]
+fn a_python_sycl_script_that_reads_address_0_keeps_its_last_calls() {
+    check_script("null-read", libc::SIGSEGV);
+}
+
+#[test]
+fn a_terminated_python_sycl_script_keeps_its_last_calls() {
+    check_script("term", libc::SIGTERM);
 }
