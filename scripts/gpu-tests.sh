@@ -91,7 +91,7 @@ if [ -x "$BIN" ] && want 4; then
   OFFTRACE_CUDA_DUMP="$W/rec-workload.jsonl" timeout 120 "$BIN" record -o "$W/workload.offtrace" --tool "$W/libcuda_tool.so" \
     -- "$W/workload" > "$W/rec-workload.out" 2> "$W/rec-workload.err" || note_fail "offtrace record workload"
   cat "$W/rec-workload.err"
-  ${PYTHON:-python3} scripts/cuda/check.py tool "$W/rec-workload.out" 35 || note_fail "cuda_tool checks"
+  ${PYTHON:-python3} scripts/cuda/check.py tool "$W/rec-workload.out" program || note_fail "cuda_tool checks"
   target/release/trace_jsonl "$W/workload.offtrace" > "$W/workload.trace.jsonl" || note_fail "trace_jsonl workload"
   ${PYTHON:-python3} scripts/cuda/check.py trace "$W/workload.trace.jsonl" "$W/rec-workload.jsonl" workload || note_fail "workload trace checks"
   OFFTRACE_CUDA_DUMP="$W/rec-train.jsonl" timeout 180 "$BIN" record -o "$W/train.offtrace" \
@@ -101,6 +101,12 @@ if [ -x "$BIN" ] && want 4; then
   ${PYTHON:-python3} scripts/cuda/check.py trace "$W/train.trace.jsonl" "$W/rec-train.jsonl" train || note_fail "train trace checks"
   timeout 120 "$BIN" report "$W/workload.offtrace" > "$OUT/workload-report.txt" 2>&1; head -60 "$OUT/workload-report.txt"
   timeout 120 "$BIN" report "$W/train.offtrace" > "$OUT/train-report.txt" 2>&1; head -80 "$OUT/train-report.txt"
+  # The report's commands against what ran: graph launches' kernels each counted, launches
+  # captured into a graph not counted as commands.
+  timeout 120 "$BIN" report --format json "$W/workload.offtrace" > "$W/workload-report.json" || note_fail "report json workload"
+  ${PYTHON:-python3} scripts/cuda/check.py report "$W/workload-report.json" "$W/rec-workload.out" || note_fail "workload report checks"
+  timeout 120 "$BIN" report --format json "$W/train.offtrace" > "$W/train-report.json" || note_fail "report json train"
+  ${PYTHON:-python3} scripts/cuda/check.py report_timed "$W/train-report.json" || note_fail "train report checks"
 fi
 
 want 5 && for size in ${SIZES:-base small}; do

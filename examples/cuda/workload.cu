@@ -1,11 +1,13 @@
 // The plain CUDA workload of offtrace's GPU tests: kernels, copies both ways (pageable and
-// pinned), memsets, three streams with events between them, and a CUDA graph (explicit nodes
-// and dependencies), all deterministic. It checks its own results and prints what it launched,
-// so the test compares the trace with these counts:
+// pinned), memsets, three streams with events between them, a CUDA graph (explicit nodes
+// and dependencies) and a graph made by stream capture, all deterministic. It checks its own
+// results and prints what it launched, so the test compares the trace with these counts (kernels
+// that ran: a launch made while its stream is captured runs only as part of the graph's launches):
 //
 //   kernels: scale x ROUNDS*STREAMS, add x ROUNDS*STREAMS, reduce_sum x 1,
 //            graph: scale x GRAPH_LAUNCHES, add x GRAPH_LAUNCHES (graph nodes)
-//   copies:  HtoD x (2 + STREAMS*ROUNDS), DtoH x (2 + STREAMS*ROUNDS), DtoD x GRAPH_LAUNCHES (graph)
+//            captured graph: scale x CAPTURED_LAUNCHES, add x CAPTURED_LAUNCHES
+//   copies:  HtoD x (2 + STREAMS*ROUNDS), DtoH x (3 + STREAMS*ROUNDS), DtoD x GRAPH_LAUNCHES (graph)
 //   memsets: STREAMS + 1 (+ GRAPH_LAUNCHES in the graph)
 //
 // Build: nvcc -O2 -arch=sm_90 -cudart shared -o workload workload.cu
@@ -26,6 +28,7 @@ static const int N = 1 << 20;
 static const int STREAMS = 3;
 static const int ROUNDS = 4;
 static const int GRAPH_LAUNCHES = 5;
+static const int CAPTURED_LAUNCHES = 3;
 
 __global__ void scale(float *y, const float *x, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -125,6 +128,30 @@ int main() {
     for (int g = 0; g < GRAPH_LAUNCHES; g++) CHECK(cudaGraphLaunch(exec, s[0]));
     CHECK(cudaStreamSynchronize(s[0]));
 
+    // Stream capture on s[1]: z = 5x, z += x, captured once (nothing runs), launched
+    // CAPTURED_LAUNCHES times; z = 6x after each.
+    float *z;
+    CHECK(cudaMalloc(&z, bytes));
+    cudaGraph_t captured;
+    cudaGraphExec_t captured_exec;
+    CHECK(cudaStreamBeginCapture(s[1], cudaStreamCaptureModeThreadLocal));
+    scale<<<grid, block, 0, s[1]>>>(z, x, 5.0f, N);
+    CHECK(cudaGetLastError());
+    add<<<grid, block, 0, s[1]>>>(z, x, N);
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamEndCapture(s[1], &captured));
+    CHECK(cudaGraphInstantiate(&captured_exec, captured, 0));
+    for (int g = 0; g < CAPTURED_LAUNCHES; g++) CHECK(cudaGraphLaunch(captured_exec, s[1]));
+    CHECK(cudaStreamSynchronize(s[1]));
+    float *zh = (float *)malloc(bytes);
+    CHECK(cudaMemcpy(zh, z, bytes, cudaMemcpyDeviceToHost));
+    int bad_captured = 0;
+    for (int i = 0; i < N; i++) bad_captured += zh[i] != 6.0f * ((float)(i % 97) * 0.5f);
+    free(zh);
+    CHECK(cudaGraphExecDestroy(captured_exec));
+    CHECK(cudaGraphDestroy(captured));
+    CHECK(cudaFree(z));
+
     // y1 = 3x now: reduce it and check against the host.
     reduce_sum<<<64, 256>>>(y[1], N, sum);
     CHECK(cudaGetLastError());
@@ -133,7 +160,7 @@ int main() {
     double want = 0;
     for (int i = 0; i < N; i++) want += 3.0 * host[i];
     CHECK(cudaMemcpy(host, y[2], bytes, cudaMemcpyDeviceToHost));  // stream 2: 3x + x = 4x
-    int bad = 0;
+    int bad = bad_captured;
     for (int i = 0; i < N; i++) bad += host[i] != 4.0f * ((float)(i % 97) * 0.5f);
     CHECK(cudaDeviceSynchronize());
 
@@ -152,9 +179,10 @@ int main() {
     double rel = (got - want) / want;
     printf("{\"ok\":%s,\"sum\":%.1f,\"want\":%.1f,\"bad\":%d,"
            "\"expect\":{\"scale\":%d,\"add\":%d,\"reduce_sum\":1,\"HtoD\":%d,\"DtoH\":%d,\"DtoD\":%d,\"memset\":%d,"
-           "\"graph_nodes\":4,\"graph_edges\":3}}\n",
+           "\"graph_nodes\":4,\"graph_edges\":3,\"graph_kernels\":%d}}\n",
            (bad == 0 && rel < 1e-9 && rel > -1e-9) ? "true" : "false", got, want, bad,
-           ROUNDS * STREAMS + GRAPH_LAUNCHES, ROUNDS * STREAMS + GRAPH_LAUNCHES, 2 + STREAMS * ROUNDS,
-           2 + STREAMS * ROUNDS, GRAPH_LAUNCHES, 1 + STREAMS + GRAPH_LAUNCHES);
+           ROUNDS * STREAMS + GRAPH_LAUNCHES + CAPTURED_LAUNCHES, ROUNDS * STREAMS + GRAPH_LAUNCHES + CAPTURED_LAUNCHES,
+           2 + STREAMS * ROUNDS, 3 + STREAMS * ROUNDS, GRAPH_LAUNCHES, 1 + STREAMS + GRAPH_LAUNCHES,
+           2 * (GRAPH_LAUNCHES + CAPTURED_LAUNCHES));
     return bad == 0 ? 0 : 1;
 }

@@ -89,7 +89,8 @@ def workload(dump_path, prog_path):
     streams = {k["stream"] for k in kernels}
     check(len(streams) >= 4, f"kernels on {len(streams)} streams (3 created + the legacy stream)")
     graph_kernels = [k for k in kernels if k["graph_node"] != 0]
-    check(len(graph_kernels) == 2 * 5, f"graph kernels carry their graph node id: {len(graph_kernels)} of 10")
+    want_graph = exp.get("graph_kernels", 10)
+    check(len(graph_kernels) == want_graph, f"graph kernels carry their graph node id: {len(graph_kernels)} of {want_graph}")
     nodes, edges = by["graph_node"], by["graph_edge"]
     print("graph nodes:", [(n["node"], n["node_type"]) for n in nodes], "edges:", [(e["from"], e["to"]) for e in edges])
     check(len(nodes) >= exp["graph_nodes"], f"graph nodes: {len(nodes)} (want >= {exp['graph_nodes']})")
@@ -124,9 +125,20 @@ def workload(dump_path, prog_path):
           "synchronisation records: 3 stream waits, 3 event synchronizes")
 
 
+def program_expect(stdout_path):
+    """The workload's own summary line ({"ok": ..., "expect": {...}}) among other output."""
+    line = next((l for l in open(stdout_path) if l.startswith('{"ok"')), None)
+    check(line is not None, "the workload printed what it launched")
+    return json.loads(line) if line else {"ok": False, "expect": {}}
+
+
 def tool(stdout_path, expect_kernels):
     """The cuda_tool summary line: API callbacks paired, kernels through the buffer service with
-    device times and the correlation id of a runtime call the tool saw."""
+    device times and the correlation id of a runtime call the tool saw. `expect_kernels`:
+    a number, or `program` for the kernels the workload says ran (its line in the same output)."""
+    if expect_kernels == "program":
+        e = program_expect(stdout_path)["expect"]
+        expect_kernels = e.get("scale", 0) + e.get("add", 0) + e.get("reduce_sum", 0)
     line = next((l for l in open(stdout_path) if l.startswith("cuda_tool: {")), None)
     check(line is not None, "cuda_tool printed its summary")
     if line is None:
@@ -372,9 +384,43 @@ def coexist(dump_path, torch_path, stderr_path, out_path):
                "torch_kernels": len(tk), "stderr": err[-4000:]}, open(out_path, "w"), indent=1)
 
 
+def report(report_json, prog_out):
+    """`offtrace report --format json` of the workload against what it says ran: one
+    KERNEL_DISPATCH count per kernel name equal to the kernels that ran (graph launches' kernels
+    each counted; launches captured into a graph not counted as commands), every one with its
+    device time."""
+    r = json.load(open(report_json))
+    exp = program_expect(prog_out)["expect"]
+    rows = [d for d in r["device_activity"] if d["kind"] == "KERNEL_DISPATCH"]
+    got = collections.Counter()
+    timed = collections.Counter()
+    for d in rows:
+        n = d["name"].split("(")[0].replace("void ", "")
+        got[n] += d["count"]
+        timed[n] += d["device_count"]
+    print("report kernels:", dict(got), "with device time:", dict(timed))
+    for name in ("scale", "add", "reduce_sum"):
+        check(got.get(name, 0) == exp.get(name, 0),
+              f"report: kernel {name}: {got.get(name, 0)} commands, the program ran {exp.get(name, 0)}")
+        check(timed.get(name, 0) == got.get(name, 0), f"report: kernel {name}: every one has its device time ({timed.get(name, 0)} of {got.get(name, 0)})")
+    info = r.get("trace", {}).get("info", {})
+    print("captured launches (cuda.captured_launches):", info.get("cuda.captured_launches") if isinstance(info, dict) else info)
+
+
+def report_timed(report_json):
+    """Any program's report: every kernel command has its device time (n/a would mean a
+    launch that never ran counted as a command, e.g. one captured into a CUDA graph)."""
+    r = json.load(open(report_json))
+    rows = [d for d in r["device_activity"] if d["kind"] == "KERNEL_DISPATCH"]
+    n = sum(d["count"] for d in rows)
+    t = sum(d["device_count"] for d in rows)
+    untimed = [(d["name"][:60], d["count"] - d["device_count"]) for d in rows if d["device_count"] < d["count"]]
+    check(n > 0 and t == n, f"report: every kernel command has its device time ({t} of {n}); without: {untimed[:5]}")
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     {"workload": workload, "compare": compare, "overhead": overhead, "coexist": coexist, "tool": tool,
-     "trace": trace}[cmd](*sys.argv[2:])
+     "trace": trace, "report": report, "report_timed": report_timed}[cmd](*sys.argv[2:])
     print("FAILED:" if FAILS else "all checks passed", "; ".join(FAILS))
     sys.exit(1 if FAILS else 0)

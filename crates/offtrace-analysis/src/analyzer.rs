@@ -22,6 +22,7 @@ use offtrace_format::{
 };
 use rustc_hash::FxHashMap;
 
+use crate::early::{Completion, EarlyCompletions};
 use crate::live_memory::{Change, LiveMemory};
 use crate::names;
 use crate::naming::display_name;
@@ -189,12 +190,10 @@ pub struct Analyzer {
     /// its device time to the same group, queue and direction instead of counting it again.
     awaiting_completion: FxHashMap<(u32, u64), (usize, Enqueued)>,
     completion_order: VecDeque<(u32, u64)>,
-    /// Completions whose enqueue record has not come yet ((kind, correlation) → the completion):
-    /// two backends' records of one command reach the file in either order (different threads'
-    /// buffers). Merged into the enqueue record when it comes; counted as work of their own when
-    /// forgotten ([`PENDING_MAX`]) or at the end.
-    early_completion: FxHashMap<(u32, u64), Activity>,
-    early_order: VecDeque<(u32, u64)>,
+    /// Completions whose enqueue record has not come yet: two backends' records of one command
+    /// reach the file in either order (different threads' buffers), and a CUDA graph launch's
+    /// commands share one correlation with no enqueue record (`crate::early`).
+    early_completion: EarlyCompletions<Activity>,
     /// Commands already completed: a later completion of the same (kind, correlation) (the SYCL
     /// backend's from the program's profiling query beside the OpenCL layer's) is not counted.
     completed: rustc_hash::FxHashSet<(u32, u64)>,
@@ -514,25 +513,26 @@ impl Analyzer {
 
     /// One device activity per command and runtime level: an enqueue record (phase NONE) and
     /// its completion (phase COMPLETE, same kind and correlation) are one command whichever
-    /// comes first; a second completion of the same command is not counted (the first wins).
+    /// comes first; a second completion of the same command is not counted (the first wins);
+    /// completions with no enqueue record are commands of their own, several per correlation
+    /// for a CUDA graph launch (`crate::early`).
     fn activity(&mut self, a: &Activity) {
         let key = (a.kind, a.correlation);
         if a.correlation == 0 {
             return self.activity_record(a);
         }
         if a.phase == phase::COMPLETE {
-            if self.completed.contains(&key) || self.early_completion.contains_key(&key) {
+            if self.completed.contains(&key) {
                 self.seen(a.ts);
                 return;
             }
             if !self.awaiting_completion.contains_key(&key) {
                 self.seen(a.ts);
-                self.early_completion.insert(key, a.clone());
-                self.early_order.push_back(key);
-                while self.early_order.len() > PENDING_MAX {
-                    let Some(old) = self.early_order.pop_front() else { break };
-                    if let Some(c) = self.early_completion.remove(&old) {
-                        self.activity_record(&c);
+                if let Completion::Commands(own) =
+                    self.early_completion.complete(key, a.clone(), (a.device_start, a.device_end))
+                {
+                    for (_, c) in &own {
+                        self.activity_record(c);
                     }
                 }
                 return;
@@ -540,7 +540,7 @@ impl Analyzer {
             self.mark_completed(key);
             return self.activity_record(a);
         }
-        if let Some(c) = self.early_completion.remove(&key) {
+        if let Some(c) = self.early_completion.take(key) {
             let mut merged = a.clone();
             if a.device_start == 0 {
                 merged.device_start = c.device_start;
@@ -575,10 +575,8 @@ impl Analyzer {
 
     /// Completions still waiting for their enqueue record at the end: work of their own.
     fn flush_early_completions(&mut self) {
-        while let Some(key) = self.early_order.pop_front() {
-            if let Some(c) = self.early_completion.remove(&key) {
-                self.activity_record(&c);
-            }
+        for (_, c) in self.early_completion.drain() {
+            self.activity_record(&c);
         }
     }
 

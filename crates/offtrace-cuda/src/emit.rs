@@ -372,6 +372,7 @@ pub fn finish(inj: &Injection) {
         ("cuda.driver_calls", s.api_calls[1].load(Relaxed)),
         ("cuda.unpaired_device_records", s.unpaired_device_records.load(Relaxed)),
         ("cuda.driver_only_launches", s.driver_only_launches.load(Relaxed)),
+        ("cuda.captured_launches", s.captured_launches.load(Relaxed)),
     ] {
         defs.push(offtrace_format::Record::Info { key: key.into(), value: value.to_string() });
     }

@@ -67,6 +67,8 @@ pub struct Stats {
     pub unpaired_device_records: AtomicU64,
     /// Driver launches made outside any traced runtime call, from CUPTI's API activity records.
     pub driver_only_launches: AtomicU64,
+    /// Launches into a stream being captured (no dispatch record: [`launch_captured`]).
+    pub captured_launches: AtomicU64,
 }
 
 /// The live injection (process-wide).
@@ -83,6 +85,8 @@ pub struct Injection {
     dump: Option<Dump>,
     allocation_rules: [Box<[AllocRule]>; 2],
     launch_rules: [Box<[LaunchRule]>; 2],
+    /// By callback id: [`CAPTURE_BEGIN`], [`CAPTURE_END`] or 0 ([`capture_rules`]).
+    capture_rules: [Box<[u8]>; 2],
     driver: DriverFns,
     kernel_params: Mutex<HashMap<usize, KernelInfo>>,
     /// Queues (streams) with a definition in the trace: created streams, each context's
@@ -351,6 +355,74 @@ fn launch_rules(domain: ApiDomain) -> Box<[LaunchRule]> {
     rules
 }
 
+const CAPTURE_BEGIN: u8 = 1;
+const CAPTURE_END: u8 = 2;
+
+/// The functions that begin and end a stream capture, by callback id.
+fn capture_rules(domain: ApiDomain) -> Box<[u8]> {
+    let mut rules = vec![0u8; MAX_CBID].into_boxed_slice();
+    for f in domain.functions() {
+        let base = f.name.trim_start_matches("cuda").trim_start_matches("cu");
+        let rule = if base.starts_with("StreamBeginCapture") {
+            CAPTURE_BEGIN
+        } else if base.starts_with("StreamEndCapture") {
+            CAPTURE_END
+        } else {
+            continue;
+        };
+        if let Some(r) = rules.get_mut(f.id as usize) {
+            *r = rule;
+        }
+    }
+    rules
+}
+
+/// Stream captures in progress in the process, by the begin and end calls the callbacks saw: a
+/// launch asks the driver whether its stream is capturing only while this is not 0.
+static CAPTURES: AtomicU32 = AtomicU32::new(0);
+
+/// `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED` / `cudaErrorStreamCaptureInvalidated`: the end call
+/// failed, but the capture is over.
+const CAPTURE_INVALIDATED: i32 = 901;
+
+/// A begin or end of a stream capture returned `result`.
+fn note_capture(rule: u8, result: i32) {
+    if rule == CAPTURE_BEGIN && result == 0 {
+        // Relaxed: a hint read by launches on their own; a launch racing the begin on another
+        // thread is not in that capture.
+        CAPTURES.fetch_add(1, Ordering::Relaxed);
+    } else if rule == CAPTURE_END && (result == 0 || result == CAPTURE_INVALIDATED) {
+        let _ = CAPTURES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
+/// Whether a launch into `stream` was captured into a CUDA graph rather than enqueued: it runs
+/// only when the graph is launched, as that launch's work. Asked of the driver only while a
+/// capture is in progress.
+fn launch_captured(inj: &Injection, stream: u64, per_thread: bool) -> bool {
+    // Relaxed: see note_capture.
+    if CAPTURES.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let Some(is_capturing) = inj.driver.stream_is_capturing else { return false };
+    let handle = match stream {
+        // CU_STREAM_PER_THREAD: a _ptsz launch's stream 0.
+        0 if per_thread => 2,
+        // The legacy stream is never captured, and asking about it while another stream
+        // captures in global mode is an error the program could be made to see.
+        0 | 1 => return false,
+        s => s,
+    };
+    let mut status = 0u32;
+    let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
+    // SAFETY: cuStreamIsCapturing's C signature; the stream is the handle a successful launch
+    // just used; status is a valid out-pointer.
+    let r = unsafe { is_capturing(handle as usize as *mut c_void, &mut status) };
+    let _ = BUSY.try_with(|b| b.set(was_busy));
+    // CU_STREAM_CAPTURE_STATUS_ACTIVE or _INVALIDATED: not enqueued.
+    r == 0 && status != 0
+}
+
 type ParamInfoFn = unsafe extern "C" fn(*mut c_void, usize, *mut usize, *mut usize) -> i32;
 type NameFn = unsafe extern "C" fn(*mut *const c_char, *mut c_void) -> i32;
 
@@ -369,6 +441,8 @@ struct DriverFns {
     device_name: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
     /// `cuGraphNodeGetType(CUgraphNode, CUgraphNodeType*)`.
     graph_node_type: Option<GraphNodeTypeFn>,
+    /// `cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*)`.
+    stream_is_capturing: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> i32>,
 }
 
 type GraphNodeTypeFn = unsafe extern "C" fn(*mut c_void, *mut u32) -> i32;
@@ -398,6 +472,7 @@ fn resolve_driver_fns() -> DriverFns {
         kernel_name: f!(c"cuKernelGetName"),
         device_name: f!(c"cuDeviceGetName"),
         graph_node_type: f!(c"cuGraphNodeGetType"),
+        stream_is_capturing: f!(c"cuStreamIsCapturing"),
     }
 }
 
@@ -683,6 +758,7 @@ impl Plan {
         } else {
             let allocs = alloc_rules(ApiDomain::Driver);
             let launches = launch_rules(ApiDomain::Driver);
+            let captures = capture_rules(ApiDomain::Driver);
             // The driver's launch callbacks with OFFTRACE_CUDA_LAUNCH_ARGS=driver (and for the
             // range profiler), and by default while runtime launches' kernels are learnt (from
             // the start; the flusher turns them off): the runtime's launch callback gives the
@@ -700,7 +776,11 @@ impl Plan {
                     && ApiDomain::Driver
                         .function(cbid as u32)
                         .is_some_and(|f| crate::range_query::is_other_work(f.name));
-                if allocs[cbid].op != 0 || (launches[cbid].active && (launch_args || rangeq)) || other_work {
+                if allocs[cbid].op != 0
+                    || (launches[cbid].active && (launch_args || rangeq))
+                    || other_work
+                    || captures[cbid] != 0
+                {
                     // SAFETY: sub is the live subscriber; cbid is a driver callback id.
                     unsafe {
                         (c.enable_callback)(
@@ -896,6 +976,7 @@ impl Injection {
             dump,
             allocation_rules: [alloc_rules(ApiDomain::Runtime), alloc_rules(ApiDomain::Driver)],
             launch_rules: [runtime_launches, launch_rules(ApiDomain::Driver)],
+            capture_rules: [capture_rules(ApiDomain::Runtime), capture_rules(ApiDomain::Driver)],
             driver: resolve_driver_fns(),
             kernel_params: Mutex::new(HashMap::new()),
             defined_queues: Mutex::new(HashSet::new()),
@@ -1188,6 +1269,12 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         let allocation = result == 0 && rule.op == 1 && owns_memory_calls(domain);
         if domain == ApiDomain::Runtime {
             let _ = RUNTIME_DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
+        }
+        if let Some(&rule) = inj.capture_rules[di].get(cbid as usize).filter(|&&r| r != 0)
+            // The runtime's begin makes the driver's: one of them counts.
+            && (domain == ApiDomain::Runtime || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0)
+        {
+            note_capture(rule, result);
         }
         let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
         // With the dispatch taken from the runtime, a driver launch (its callback delivered only
@@ -1708,7 +1795,14 @@ unsafe fn record_launch(
     let (ctx, ctx_id) =
         unsafe { (field(data, cd::context) as usize as *mut c_void, field(data, cd::contextUid) as u32) };
     let queue = launch_queue(inj, ctx, ctx_id, stream_key(stream, rule.per_thread));
-    emit::kernel_dispatch(queue, info.function as u64, info.name, grid, block, &values[..n], ts);
+    if launch_captured(inj, stream, rule.per_thread) {
+        // Not a command: a node of the graph being captured. Its kernels are the graph
+        // launches' work (CUPTI's records, with the graph launch's correlation); the call's own
+        // record stays.
+        inj.stats.captured_launches.fetch_add(1, Ordering::Relaxed);
+    } else {
+        emit::kernel_dispatch(queue, info.function as u64, info.name, grid, block, &values[..n], ts);
+    }
     if crate::range_query::active() {
         // The range profiler's ranges follow launch order: this kernel's correlation and name
         // (a full batch is decoded here, with the launch's context current).
@@ -2404,6 +2498,41 @@ mod tests {
         assert_ne!(ex.config, NONE);
         assert_eq!(ex.geometry, [NONE; 6], "cuLaunchKernelEx passes its geometry in the config");
         assert!(!rules[f("cuMemAlloc_v2").id as usize].active);
+    }
+
+    #[test]
+    fn capture_rules_name_the_begin_and_end_of_every_capture_call() {
+        for domain in [ApiDomain::Runtime, ApiDomain::Driver] {
+            let rules = capture_rules(domain);
+            let named = |r: u8| -> Vec<&str> {
+                let mut v: Vec<&str> =
+                    domain.functions().iter().filter(|f| rules[f.id as usize] == r).map(|f| f.name).collect();
+                v.sort_unstable();
+                v
+            };
+            let (begins, ends) = (named(CAPTURE_BEGIN), named(CAPTURE_END));
+            let p = if domain == ApiDomain::Runtime { "cuda" } else { "cu" };
+            assert!(begins.iter().any(|n| n.starts_with(&format!("{p}StreamBeginCapture"))), "{begins:?}");
+            assert!(ends.iter().any(|n| n.starts_with(&format!("{p}StreamEndCapture"))), "{ends:?}");
+            assert!(
+                begins.iter().chain(&ends).all(|n| n.contains("StreamBeginCapture") || n.contains("StreamEndCapture"))
+            );
+            assert!(!begins.iter().chain(&ends).any(|n| n.contains("GetCaptureInfo") || n.contains("IsCapturing")));
+        }
+    }
+
+    #[test]
+    fn a_capture_counts_from_its_begin_to_its_end_and_never_below_zero() {
+        let before = CAPTURES.load(Ordering::Relaxed);
+        note_capture(CAPTURE_BEGIN, 0);
+        note_capture(CAPTURE_BEGIN, 1); // failed: no capture
+        assert_eq!(CAPTURES.load(Ordering::Relaxed), before + 1);
+        note_capture(CAPTURE_END, CAPTURE_INVALIDATED);
+        assert_eq!(CAPTURES.load(Ordering::Relaxed), before);
+        if before == 0 {
+            note_capture(CAPTURE_END, 0);
+            assert_eq!(CAPTURES.load(Ordering::Relaxed), 0);
+        }
     }
 
     #[test]

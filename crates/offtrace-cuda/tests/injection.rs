@@ -68,9 +68,11 @@ fn workload_trace_holds_kernels_copies_graph_and_allocations() {
         }
     }
     let count = |p: &str| kernels.iter().filter(|k| k.starts_with(p)).count();
-    assert_eq!((count("scale("), count("add("), count("reduce_sum(")), (17, 17, 1), "{kernels:?}");
-    assert_eq!(copies, 33);
+    // 12 stream launches, 5 launches of the explicit graph and 3 of the captured one each.
+    assert_eq!((count("scale("), count("add("), count("reduce_sum(")), (20, 20, 1), "{kernels:?}");
+    assert_eq!(copies, 34);
     assert!(nodes >= 4 && edges >= 3, "{nodes} nodes, {edges} edges");
-    assert_eq!(with_allocs, 25, "every stream launch names its allocations");
+    // The two launches made while their stream was captured are no commands: no launch record.
+    assert_eq!(with_allocs, 25, "every stream launch names its allocations, and only those");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
+use offtrace_analysis::early::{Completion, EarlyCompletions};
 use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase};
 use rustc_hash::FxHashMap;
 
@@ -50,9 +51,9 @@ struct Rows<'w> {
     /// Work waiting for its completion, with the definition id of its queue at enqueue.
     pending: FxHashMap<(u32, u64), (Activity, u64)>,
     pending_order: VecDeque<(u32, u64)>,
-    /// Completions whose enqueue record has not come yet (written at the end, or when forgotten).
-    early: FxHashMap<(u32, u64), Activity>,
-    early_order: VecDeque<(u32, u64)>,
+    /// Completions whose enqueue record has not come yet (written at the end, or when forgotten;
+    /// several of one CUDA graph launch: `offtrace_analysis::early`).
+    early: EarlyCompletions<Activity>,
     /// Commands completed already: a later completion of one is not written again.
     completed: crate::timeline::Completed,
     /// By the queue's definition id.
@@ -306,7 +307,7 @@ impl Rows<'_> {
         }
         // One row per command and runtime level (`docs/record-model.md`).
         if a.phase == phase::COMPLETE {
-            if self.completed.contains(key) || self.early.contains_key(&key) {
+            if self.completed.contains(key) {
                 return Ok(());
             }
             if let Some((mut work, queue_id)) = self.pending.remove(&key) {
@@ -315,17 +316,14 @@ impl Rows<'_> {
                 work.device_end = a.device_end;
                 return self.activity_row(&work, Some(queue_id));
             }
-            self.early.insert(key, a.clone());
-            self.early_order.push_back(key);
-            while self.early_order.len() > PENDING_MAX {
-                let Some(old) = self.early_order.pop_front() else { break };
-                if let Some(c) = self.early.remove(&old) {
-                    self.activity_row(&c, None)?;
+            if let Completion::Commands(own) = self.early.complete(key, a.clone(), (a.device_start, a.device_end)) {
+                for (_, c) in &own {
+                    self.activity_row(c, None)?;
                 }
             }
             return Ok(());
         }
-        if let Some(c) = self.early.remove(&key) {
+        if let Some(c) = self.early.take(key) {
             self.completed.insert(key);
             let mut work = a.clone();
             if !known {
@@ -416,10 +414,8 @@ impl Rows<'_> {
     }
 
     fn finish(&mut self) -> Result<(), ExportError> {
-        while let Some(k) = self.early_order.pop_front() {
-            if let Some(c) = self.early.remove(&k) {
-                self.activity_row(&c, None)?;
-            }
+        for (_, c) in self.early.drain() {
+            self.activity_row(&c, None)?;
         }
         while let Some(k) = self.pending_order.pop_front() {
             if let Some((w, queue_id)) = self.pending.remove(&k) {
@@ -478,8 +474,7 @@ pub(crate) fn write_tables(
         rows: 0,
         pending: FxHashMap::default(),
         pending_order: VecDeque::new(),
-        early: FxHashMap::default(),
-        early_order: VecDeque::new(),
+        early: EarlyCompletions::default(),
         completed: crate::timeline::Completed::default(),
         queues: BTreeMap::new(),
         threads: BTreeMap::new(),

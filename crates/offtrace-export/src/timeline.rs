@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use offtrace_analysis::early::{Completion, EarlyCompletions};
 use offtrace_analysis::live_memory::{Change, LiveMemory};
 use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -202,8 +203,8 @@ pub(crate) struct Timeline {
     /// the call comes (so the flow has both ends), or at the end.
     awaiting_call: FxHashMap<u32, Vec<AwaitingCall>>,
     /// Completions whose enqueue record has not come yet (drawn at the end, or when forgotten).
-    early: FxHashMap<(u32, u64), (PendingWork, (u64, u64))>,
-    early_order: VecDeque<(u32, u64)>,
+    /// Several of one CUDA graph launch: `offtrace_analysis::early`.
+    early: EarlyCompletions<(PendingWork, (u64, u64))>,
     /// Commands completed already: a later completion of one is not drawn again.
     completed: Completed,
     open_waits: Bounded<(u32, u64), u64>,
@@ -231,8 +232,7 @@ impl Timeline {
             flows_started: Bounded::default(),
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
-            early: FxHashMap::default(),
-            early_order: VecDeque::new(),
+            early: EarlyCompletions::default(),
             completed: Completed::default(),
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
@@ -528,18 +528,13 @@ impl Timeline {
         let key = (a.kind, a.correlation);
         // One slice per command and runtime level (`docs/record-model.md`): an enqueue record and
         // its completion meet whichever comes first; a second completion is not drawn.
-        if a.phase == phase::COMPLETE
-            && a.correlation != 0
-            && (self.completed.contains(key) || self.early.contains_key(&key))
-        {
+        if a.phase == phase::COMPLETE && a.correlation != 0 && self.completed.contains(key) {
             return;
         }
         if a.phase == phase::COMPLETE && a.correlation != 0 && known && !self.pending.contains_key(&key) {
-            self.early.insert(key, (PendingWork::of(a), (a.device_start, a.device_end)));
-            self.early_order.push_back(key);
-            while self.early_order.len() > PENDING_MAX {
-                let Some(old) = self.early_order.pop_front() else { break };
-                if let Some((w, times)) = self.early.remove(&old) {
+            let times = (a.device_start, a.device_end);
+            if let Completion::Commands(own) = self.early.complete(key, (PendingWork::of(a), times), times) {
+                for (old, (w, times)) in own {
                     let flow_in = self.flows_started.remove(&old.1).map(|()| old.1);
                     self.device_slice(out, old.0, &w, old.1, Some(times), flow_in);
                 }
@@ -549,7 +544,7 @@ impl Timeline {
         if a.phase != phase::COMPLETE
             && a.correlation != 0
             && !known
-            && let Some((_, (s, e))) = self.early.remove(&key)
+            && let Some((_, (s, e))) = self.early.take(key)
         {
             let mut merged = a.clone();
             merged.device_start = s;
@@ -669,11 +664,9 @@ impl Timeline {
     /// Draws what is still waiting (work whose device time never came: as enqueued).
     pub fn finish(&mut self, out: &mut dyn TimelineOut) {
         self.live.finish(|ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
-        while let Some(key) = self.early_order.pop_front() {
-            if let Some((w, times)) = self.early.remove(&key) {
-                let flow_in = self.flows_started.remove(&key.1).map(|()| key.1);
-                self.device_slice(out, key.0, &w, key.1, Some(times), flow_in);
-            }
+        for (key, (w, times)) in self.early.drain() {
+            let flow_in = self.flows_started.remove(&key.1).map(|()| key.1);
+            self.device_slice(out, key.0, &w, key.1, Some(times), flow_in);
         }
         let mut tids: Vec<u32> = self.awaiting_call.keys().copied().collect();
         tids.sort_unstable();

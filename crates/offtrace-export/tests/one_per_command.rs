@@ -3,7 +3,8 @@
 //! same kind and correlation) are one command whichever reaches the file first (two backends'
 //! records come from different threads' buffers); a second completion of a command (the SYCL
 //! backend's, from the program's own profiling query, beside the OpenCL layer's) is not counted;
-//! a completion without an enqueue record (CUPTI style) is work of its own.
+//! a completion without an enqueue record (CUPTI style) is work of its own, and one correlation
+//! may have several (a CUDA graph launch's kernels).
 
 #![allow(clippy::unwrap_used)] // tests
 
@@ -197,4 +198,76 @@ fn a_completion_naming_another_queue_counts_for_the_enqueue_records_queue() {
     let q = rep.queues.iter().find(|q| q.queue == Q).unwrap();
     assert_eq!(q.device_busy_ns, 250);
     assert!(rep.queues.iter().all(|q| q.queue != LOWER), "{:?}", rep.queues);
+}
+
+/// A CUDA graph launch: every kernel of the graph completes with the correlation of the one
+/// `cudaGraphLaunch` call and none has an enqueue record. Each is a command of its own in the
+/// report and in every export (the report counted one per launch and kind before).
+#[test]
+fn the_kernels_of_one_graph_launch_are_each_a_command() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.thread(2, "cupti");
+    b.kind(kind::UR_API, "CUDA_RUNTIME_API");
+    b.op(kind::UR_API, 1, "cudaGraphLaunch", &[("stream", "cudaStream_t", 3)]);
+    b.queue_create(1, 10, Q, D, true);
+    // Launch 6: three kernels (the first node's kernel twice: two nodes of one kernel).
+    // Launch 7: two kernels; launch 8: one.
+    let runs: [(u64, &str, u64); 6] = [
+        (6, "g_a", 1_000),
+        (6, "g_b", 1_100),
+        (6, "g_a", 1_200),
+        (7, "g_a", 2_000),
+        (7, "g_b", 2_100),
+        (8, "g_b", 3_000),
+    ];
+    for (corr, name, start) in runs {
+        b.kernel(2, start + 5_000, corr, Q, D, name, Some((start, start + 50)));
+        if let Some(Record::Activity(a)) = b.out.last_mut() {
+            a.phase = offtrace_format::phase::COMPLETE;
+        }
+    }
+    for (c, s) in [(6u64, 900u64), (7, 1_900), (8, 2_900)] {
+        b.api_call(kind::UR_API, 1, 1, s, s + 20, c, &[Q], 0);
+    }
+    b.out.push(Record::End { records: 0, drops: 0 });
+
+    let mut a = Analyzer::new();
+    for r in &b.out {
+        a.push(r);
+    }
+    let rep = a.finish(true, Vec::new(), None);
+    let find = |name: &str| rep.device_activity.iter().find(|d| d.name == name).unwrap_or_else(|| panic!("{name}"));
+    assert_eq!((find("g_a").count, find("g_a").device_count, find("g_a").device_total_ns), (3, 3, Some(150)));
+    assert_eq!((find("g_b").count, find("g_b").device_count, find("g_b").device_total_ns), (3, 3, Some(150)));
+    let q = rep.queues.iter().find(|q| q.queue == Q).unwrap();
+    assert_eq!(q.device_busy_ns, 300);
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.sqlite");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Sqlite, &db)).unwrap();
+    let db = rusqlite::Connection::open(&db).unwrap();
+    let one = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity"), 6);
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE correlation = 6"), 3);
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE correlation = 7"), 2);
+    assert_eq!(one("SELECT COUNT(*) FROM device_activity WHERE device_ns = 50"), 6);
+
+    let pf = dir.path().join("t.pftrace");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = common::decode_pftrace(&std::fs::read(&pf).unwrap());
+    let device: Vec<&str> =
+        d.slices.iter().filter(|s| !s.category.ends_with("_API")).map(|s| s.name.as_str()).collect();
+    assert_eq!(device.len(), 6, "{device:?}");
+
+    let json = dir.path().join("t.json");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let slices = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"].as_str().is_some_and(|c| !c.ends_with("_API")))
+        .count();
+    assert_eq!(slices, 6);
 }
