@@ -3,8 +3,8 @@
 //!
 //! [`Config::with_crash_flush`](crate::Config::with_crash_flush) installs, when a recording
 //! starts (once per process), a handler for SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT and SIGTERM
-//! (`SA_SIGINFO | SA_ONSTACK | SA_RESTART`); a signal whose disposition is `SIG_IGN` is left
-//! alone. The handler, on the thread the signal hit:
+//! (`SA_SIGINFO | SA_ONSTACK`, and `SA_RESTART` where the handler it replaces had it); a signal
+//! whose disposition is `SIG_IGN` is left alone. The handler, on the thread the signal hit:
 //!
 //! 1. notes the signal and the thread in one atomic word (the first signal only: a signal that
 //!    repeats, or hits a second thread, never asks for a second flush);
@@ -179,7 +179,10 @@ pub(crate) fn install() {
                 PREVIOUS.ready[i].store(true, Ordering::Release);
                 let mut ours: libc::sigaction = std::mem::zeroed();
                 ours.sa_sigaction = on_fatal_signal as *const () as libc::sighandler_t;
-                ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+                // SA_RESTART as the previous handler had it: a program whose handler relies on
+                // EINTR (CPython's does not set it) must still see its blocking calls interrupted.
+                // With no previous handler the process dies, and it does not matter.
+                ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | (old.sa_flags & libc::SA_RESTART);
                 libc::sigemptyset(&mut ours.sa_mask);
                 libc::sigaction(sig, &ours, std::ptr::null_mut());
             }

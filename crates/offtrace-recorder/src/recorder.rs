@@ -4,7 +4,8 @@
 //! current recording (null = not recording), the thread's `Local` from a thread-local (`try_with`:
 //! threads in teardown record nothing and count it in [`late_lost`]), the entry built on the stack
 //! and pushed into the thread's own single-producer ring with one Release store (wait-free), and,
-//! when the ring passed a quarter full since the writer last woke, one `unpark` of the writer.
+//! when the ring passed a quarter full since the writer last woke, one wake-up of the writer
+//! (`wakeup.rs`).
 //! The first record of a thread registers its ring (`#[cold]`: allocation, a mutex, a `Thread`
 //! definition).
 //!
@@ -150,7 +151,7 @@ pub(crate) struct Inner {
     pub wakeup: crate::wakeup::Wakeup,
     /// A fatal signal's request for a last flush, and the writer's answer (`crash.rs`).
     pub crash: crate::crash::CrashState,
-    /// A producer asked the writer to wake since its last cycle (one unpark per cycle at most).
+    /// A producer asked the writer to wake since its last cycle (one wake-up per cycle at most).
     pub wake_pending: AtomicBool,
     /// `finish` was called: lossless threads stop waiting, threads stop registering.
     pub stopping: AtomicBool,

@@ -5,11 +5,13 @@
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
 //! flush interval (100 ms) passed and the chunk holds at least `min_timed_chunk_bytes` (64 KiB
-//! of encoded records, about 3,000), or when `max_flush_delay` (250 ms) passed. What a crash (a
-//! SIGKILL) can lose: the records of the open chunk, so at most the last 100 ms of a program
-//! that records 64 KiB or more in 100 ms, and at most the last 250 ms of any program. A
-//! `flush` request and the end of the recording close the chunk whatever its size. The writer sleeps until a producer
-//! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
+//! of encoded records, about 3,000), or when `max_flush_delay` (250 ms) passed. What a SIGKILL
+//! loses: the records of the open chunk, so at most the last 100 ms of a program that records
+//! 64 KiB or more in 100 ms, and at most the last 250 ms of any program; a fatal signal
+//! (`crash.rs`, when the agent turned it on) loses nothing the rings held. A `flush` request, a
+//! fatal signal and the end of the recording close the chunk whatever its size. The writer
+//! sleeps (`wakeup.rs`) until a producer wakes it (a ring passed a quarter full), a flush or a
+//! fatal signal asks, or the flush interval elapses. `finish` closes the
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
 //! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
 //! count (thread 0 for records refused while their thread was registering).

@@ -33,15 +33,25 @@ fn child_entry_point() {
     if how == "segv-after-own-handler" {
         install_own_handler(std::env::var_os("OFFTRACE_TEST_CRASH_MARKER").unwrap());
     }
+    if how == "term-handled" {
+        // SAFETY: a plain (not SA_SIGINFO) handler that stores to an atomic.
+        unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+    }
     // No timed chunk: what reaches the file before the crash is what the handler flushed.
     let config = Config::default().with_ring_words(1 << 14).with_timed_chunks(usize::MAX, Duration::from_secs(3600));
     start_file(config.with_crash_flush(handler), &trace, &[]).unwrap();
     let _ctx = subscribe(false).unwrap();
-    for i in 0..CALLS {
-        let mut p = ApiCallPayload::new(19, &[0x1000, i]);
-        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
-        p.has_result = 1;
-        emit_exit(t, Payload::UrApi(&p));
+    record_calls();
+    if how == "term-handled" {
+        // The program's own SIGTERM handler lets it go on: so does the recording.
+        // SAFETY: kill(2) of our own process.
+        unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+        while !TERMINATED.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
+        record_calls();
+        offtrace_recorder::finish().unwrap();
+        std::process::exit(0);
     }
     // SAFETY: each arm ends the process on purpose, as a crashing program would.
     unsafe {
@@ -57,6 +67,21 @@ fn child_entry_point() {
     // SIGTERM is delivered to whichever thread takes it: wait for it.
     std::thread::sleep(Duration::from_secs(30));
     panic!("the child outlived its crash");
+}
+
+fn record_calls() {
+    for i in 0..CALLS {
+        let mut p = ApiCallPayload::new(19, &[0x1000, i]);
+        let t = emit_enter(Kind::UrApi, 19, Payload::UrApi(&p));
+        p.has_result = 1;
+        emit_exit(t, Payload::UrApi(&p));
+    }
+}
+
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_term(_sig: libc::c_int) {
+    TERMINATED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The file descriptor the program's own SIGSEGV handler writes its mark to.
@@ -185,4 +210,17 @@ fn sigterm_keeps_every_record_and_dies_of_sigterm() {
 fn a_handler_installed_before_the_recording_is_called_after_the_flush() {
     let run = check("segv-after-own-handler", libc::SIGSEGV);
     assert_eq!(run.marker.as_deref(), Some("called"));
+}
+
+/// A program that handles SIGTERM itself (a plain handler, installed before the recording
+/// started) survives it: its handler is called after the flush, and the recording goes on and
+/// finishes cleanly with the records from before and after the signal (and the crash note).
+#[test]
+fn a_program_that_handles_sigterm_goes_on_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_child(dir.path(), "term-handled", true);
+    assert!(run.status.success(), "{:?}", run.status);
+    assert!(run.end.is_none(), "the trace ends with {:?}", run.end);
+    assert_eq!(run.calls as u64, 2 * CALLS);
+    assert!(run.crash_note.is_some_and(|n| n.starts_with(&format!("signal {} on thread ", libc::SIGTERM))));
 }
