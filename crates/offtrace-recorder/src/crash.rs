@@ -28,7 +28,8 @@
 //! Not done: the writer thread's own crash waits for nothing; a forked child (no writer) waits
 //! for nothing; a handler the program installs after ours replaces ours (never re-installed).
 //! The writer thread blocks SIGTERM, so that a `kill` of the process is handled by a thread that
-//! is not the one that must do the flushing. The record path is unchanged: nothing here runs
+//! is not the one that must do the flushing (the process then takes a `kill` as it would without
+//! the writer thread; only a SIGTERM sent to the writer's own thread id, `tgkill`, stays pending). The record path is unchanged: nothing here runs
 //! per record.
 
 #![allow(unsafe_code)] // sigaction, signal-handler state
@@ -111,15 +112,24 @@ impl CrashState {
         if self.noted.compare_exchange(0, note, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             wakeup.wake();
         }
-        let mut waited = Duration::ZERO;
+        // The bound is on the clock, not a count of polls: on a loaded machine a 1 ms sleep
+        // takes longer.
+        let deadline = monotonic_ns().saturating_add(CRASH_FLUSH_TIMEOUT.as_nanos() as u64);
         // Acquire: pairs with `flushed`'s Release.
-        while !self.flushed.load(Ordering::Acquire) && waited < CRASH_FLUSH_TIMEOUT {
+        while !self.flushed.load(Ordering::Acquire) && monotonic_ns() < deadline {
             let ts = libc::timespec { tv_sec: 0, tv_nsec: POLL.as_nanos() as libc::c_long };
             // SAFETY: nanosleep is async-signal-safe; `ts` is valid, the remainder unused.
             unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
-            waited += POLL;
         }
     }
+}
+
+/// CLOCK_MONOTONIC in ns, async-signal-safe (clock_gettime is; `Instant` does not promise it).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the valid timespec on this stack frame.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 fn gettid() -> u32 {
