@@ -212,13 +212,13 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         raw: std::sync::OnceLock::new(),
         flushes: Default::default(),
     }));
-    let handle = std::thread::Builder::new()
-        .name("offtrace-writer".into())
-        .spawn(move || writer_main(inner, sink))
-        .map_err(|e| {
-            uninstall();
-            StartError::Thread(e)
-        })?;
+    let handle = crate::crash::with_sigterm_blocked(|| {
+        std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || writer_main(inner, sink))
+    })
+    .map_err(|e| {
+        uninstall();
+        StartError::Thread(e)
+    })?;
     let _ = inner.writer.set(handle.thread().clone());
     *WRITER.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
     if inner.config.crash_flush {

@@ -39,7 +39,11 @@ fn child_entry_point() {
     }
     // No timed chunk: what reaches the file before the crash is what the handler flushed.
     let config = Config::default().with_ring_words(1 << 14).with_timed_chunks(usize::MAX, Duration::from_secs(3600));
-    start_file(config.with_crash_flush(handler), &trace, &[]).unwrap();
+    if how == "segv-stuck-writer" {
+        offtrace_recorder::start(config.with_crash_flush(handler), Box::new(StuckSink)).unwrap();
+    } else {
+        start_file(config.with_crash_flush(handler), &trace, &[]).unwrap();
+    }
     let _ctx = subscribe(false).unwrap();
     record_calls();
     if how == "term-handled" {
@@ -56,7 +60,9 @@ fn child_entry_point() {
     // SAFETY: each arm ends the process on purpose, as a crashing program would.
     unsafe {
         match how.as_str() {
-            "segv" | "segv-after-own-handler" => std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1),
+            "segv" | "segv-after-own-handler" | "segv-stuck-writer" => {
+                std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1)
+            }
             "abort" => libc::abort(),
             "term" => {
                 libc::kill(libc::getpid(), libc::SIGTERM);
@@ -67,6 +73,24 @@ fn child_entry_point() {
     // SIGTERM is delivered to whichever thread takes it: wait for it.
     std::thread::sleep(Duration::from_secs(30));
     panic!("the child outlived its crash");
+}
+
+/// A sink whose chunk never gets written: the writer is stuck, as if the crashed thread held a
+/// lock it needs.
+struct StuckSink;
+
+impl offtrace_recorder::TraceSink for StuckSink {
+    fn write(&mut self, _: &Record) -> Result<(), String> {
+        Ok(())
+    }
+    fn flush_chunk(&mut self) -> Result<(), String> {
+        loop {
+            std::thread::park();
+        }
+    }
+    fn finish(self: Box<Self>) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 fn record_calls() {
@@ -144,6 +168,9 @@ fn run_child(dir: &Path, how: &str, handler: bool) -> Run {
         });
     }
     let status = cmd.status().unwrap();
+    if how == "segv-stuck-writer" {
+        return Run { status, calls: 0, crash_note: None, end: None, marker: None };
+    }
     let mut reader = TraceReader::open(&trace).unwrap();
     let mut records = Vec::new();
     let mut end = None;
@@ -182,7 +209,7 @@ fn check(how: &str, signal: libc::c_int) -> Run {
         "{how}: the wait status (signal, core-dump flag) differs from the run without the handler"
     );
     assert_eq!(without.calls, 0, "{how}: the run without the handler already kept its calls");
-    assert_eq!(with.calls as u64, CALLS, "{how}: calls in the trace");
+    assert_eq!(with.calls as u64, CALLS, "{how}: calls in the trace (note {:?}, end {:?})", with.crash_note, with.end);
     assert!(matches!(with.end, Some(ReadError::Truncated { .. })), "{how}: the trace ends with {:?}", with.end);
     let note = with.crash_note.clone().unwrap_or_default();
     assert!(note.starts_with(&format!("signal {signal} on thread ")), "{how}: crash note {note:?}");
@@ -223,4 +250,15 @@ fn a_program_that_handles_sigterm_goes_on_recording() {
     assert!(run.end.is_none(), "the trace ends with {:?}", run.end);
     assert_eq!(run.calls as u64, 2 * CALLS);
     assert!(run.crash_note.is_some_and(|n| n.starts_with(&format!("signal {} on thread ", libc::SIGTERM))));
+}
+
+/// The writer cannot write (stuck): the handler gives up after its bound and the process dies of
+/// the fault as it would have, rather than hanging.
+#[test]
+fn a_stuck_writer_does_not_keep_the_process_from_dying() {
+    let dir = tempfile::tempdir().unwrap();
+    let without = run_child(dir.path(), "segv-stuck-writer", false);
+    let with = run_child(dir.path(), "segv-stuck-writer", true);
+    assert_eq!(without.status.signal(), Some(libc::SIGSEGV), "{:?}", without.status);
+    assert_eq!(with.status.into_raw(), without.status.into_raw());
 }
