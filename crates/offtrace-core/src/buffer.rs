@@ -52,7 +52,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -342,9 +342,27 @@ thread_local! {
     static ON_DELIVERY_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
+/// The process's id as of its last `fork` (the child handler below stores the child's): what
+/// [`deliverer_here`] compares with the delivery thread's process, without the `getpid` system
+/// call (184 ns on the development VM) that [`deliverer`] makes, once per watermark.
+static PROCESS_ID: AtomicU32 = AtomicU32::new(0);
+
+/// `pthread_atfork` child handler: the child's own id (`getpid` is async-signal-safe).
+extern "C" fn note_fork_child() {
+    // SAFETY: `getpid` has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    // Relaxed: read by this process's threads, of which the child has only the forking one.
+    PROCESS_ID.store(pid as u32, Ordering::Relaxed);
+}
+
 /// Starts the delivery thread (once); `None` when it could not be started.
 fn start_deliverer() -> Option<&'static Deliverer> {
     *DELIVERER.get_or_init(|| {
+        // The handler before the id: a child forked in between stores its own.
+        // SAFETY: a plain function pointer for the child; none for the parent.
+        unsafe { libc::pthread_atfork(None, None, Some(note_fork_child)) };
+        // Relaxed: published to the emitters with the delivery thread, by `DELIVERER`.
+        PROCESS_ID.store(std::process::id(), Ordering::Relaxed);
         let d: &'static Deliverer = Box::leak(Box::new(Deliverer {
             work: Mutex::new(Work { jobs: VecDeque::new(), next_ticket: 1, completed: 0 }),
             pending: AtomicUsize::new(0),
@@ -381,10 +399,22 @@ impl Deliverer {
     }
 }
 
-/// The delivery thread, if it runs in this process.
+/// The delivery thread, if it runs in this process. Exact (a `getpid` system call): for the
+/// callers that block on it (a flush, a producer waiting for room).
 fn deliverer() -> Option<&'static Deliverer> {
     let d = (*DELIVERER.get()?)?;
     (d.pid == std::process::id() && !ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false)).then_some(d)
+}
+
+/// [`deliverer`] for the callers that only ask for a delivery (a watermark, a full ring before
+/// its wait): the process id as of the last `fork`, no system call. Only a child made without
+/// `fork` (a raw `clone` that goes on running this process's code) could see the parent's id
+/// here; its records then wait for its next flush or full ring, which use [`deliverer`].
+fn deliverer_here() -> Option<&'static Deliverer> {
+    let d = (*DELIVERER.get()?)?;
+    // Relaxed: see `PROCESS_ID`.
+    (d.pid == PROCESS_ID.load(Ordering::Relaxed) && !ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false))
+        .then_some(d)
 }
 
 /// The delivery thread: runs the queued jobs (flushes, threads' exits), delivers every buffer
@@ -661,7 +691,7 @@ impl Buffer {
     #[cold]
     #[inline(never)]
     fn request_delivery(self: &Arc<Self>, st: &Staging, urgency: Urgency) {
-        let Some(d) = deliverer() else {
+        let Some(d) = deliverer_here() else {
             return self.signal(Urgency::Urgent);
         };
         st.area.mark_ready(st.records());
@@ -754,7 +784,7 @@ impl Buffer {
     #[cold]
     #[inline(never)]
     fn signal(self: &Arc<Self>, urgency: Urgency) {
-        let Some(d) = deliverer() else {
+        let Some(d) = deliverer_here() else {
             if let Ok(mut g) = self.delivery.try_lock() {
                 self.drain(&mut g);
             }

@@ -1565,7 +1565,7 @@ macro_rules! activity_paths {
         fn activity_typed(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, bm: NonZeroU32) {
             match payload {
                 $(Payload::$variant(p) if kind == Kind::$kind => {
-                    $path(&ActivityArgs { op, correlation, start, end, payload: p, bm })
+                    $path(&ActivityArgs { op, correlation, times: DeviceTimes::new(start, end), payload: p, bm })
                 })*
                 // No payload, or one of another kind: the record is its header.
                 _ => activity_slow(kind, op, correlation, start, end, &Payload::None, bm),
@@ -1576,7 +1576,7 @@ macro_rules! activity_paths {
             #[inline(never)]
             fn $path(a: &ActivityArgs<'_, $payload>) {
                 if !activity_fast(Kind::$kind, a) {
-                    activity_slow(Kind::$kind, a.op, a.correlation, a.start, a.end, &Payload::$variant(a.payload), a.bm);
+                    activity_slow(Kind::$kind, a.op, a.correlation, a.times.start(), a.times.end(), &Payload::$variant(a.payload), a.bm);
                 }
             }
         )*
@@ -1589,10 +1589,58 @@ macro_rules! activity_paths {
 struct ActivityArgs<'a, P> {
     op: u32,
     correlation: u64,
-    start: u64,
-    end: u64,
+    times: DeviceTimes,
     payload: &'a P,
     bm: NonZeroU32,
+}
+
+/// An activity's device start and end, stored by the caller as one 16-byte value: the fast
+/// path reads them with one 16-byte load (the header's last 16 bytes), and a load that spans
+/// two 8-byte stores is not forwarded from the store buffer (it waits until both stores have
+/// reached the cache, and every older store with them).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct DeviceTimes(std::arch::x86_64::__m128i);
+
+#[cfg(target_arch = "x86_64")]
+impl DeviceTimes {
+    #[inline(always)]
+    fn new(start: u64, end: u64) -> Self {
+        // SAFETY: SSE2 is part of the x86-64 baseline.
+        DeviceTimes(unsafe { std::arch::x86_64::_mm_set_epi64x(end as i64, start as i64) })
+    }
+    #[inline(always)]
+    fn pair(self) -> [u64; 2] {
+        // SAFETY: `__m128i` and `[u64; 2]` have the same size, every bit pattern valid in both.
+        unsafe { std::mem::transmute::<std::arch::x86_64::__m128i, [u64; 2]>(self.0) }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[derive(Clone, Copy)]
+struct DeviceTimes([u64; 2]);
+
+#[cfg(not(target_arch = "x86_64"))]
+impl DeviceTimes {
+    #[inline(always)]
+    fn new(start: u64, end: u64) -> Self {
+        DeviceTimes([start, end])
+    }
+    #[inline(always)]
+    fn pair(self) -> [u64; 2] {
+        self.0
+    }
+}
+
+impl DeviceTimes {
+    #[inline(always)]
+    fn start(self) -> u64 {
+        self.pair()[0]
+    }
+    #[inline(always)]
+    fn end(self) -> u64 {
+        self.pair()[1]
+    }
 }
 
 activity_paths! {
@@ -1654,8 +1702,8 @@ fn activity_fast<P: RecordData>(kind: Kind, a: &ActivityArgs<'_, P>) -> bool {
             context_id: id,
             correlation_id: CorrelationId { internal: a.correlation, external: UserData { value: t.external(i, id) } },
             thread_id: t.cached_thread_id(),
-            start: a.start,
-            end: a.end,
+            start: a.times.start(),
+            end: a.times.end(),
         };
         svc.try_write(i, &head, a.payload)
     };
