@@ -241,7 +241,7 @@ pub(crate) struct Local {
     inner: usize,
     producer: Producer<u64>,
     shared: Arc<RingShared>,
-    strings: HashMap<Box<[u8]>, StrId, foldhash::fast::FixedState>,
+    strings: HashMap<crate::definitions::StrKey, StrId, foldhash::fast::FixedState>,
     /// The strings looked up last, compared before the map (a thread names the same few kernels
     /// and commands over and over): each points at a key of `strings`, whose heap bytes stay put
     /// while the map grows or rehashes (the `Box` moves, not what it owns; keys are never
@@ -421,7 +421,7 @@ impl Local {
             // Seen before: a string that repeats. A string seen once (a virtual node's name
             // holds an address) does not take the place of one that repeats.
             Some((k, &id)) => {
-                self.recent[self.next_recent] = (k.as_ptr() as usize, bytes.len(), id);
+                self.recent[self.next_recent] = (k.0.as_ptr() as usize, bytes.len(), id);
                 self.next_recent = (self.next_recent + 1) % RECENT;
                 id
             }
@@ -432,7 +432,7 @@ impl Local {
             None => {
                 let (id, first_use) = inner.defs.intern(bytes);
                 if !first_use {
-                    self.strings.insert(bytes.into(), id);
+                    self.strings.insert(crate::definitions::StrKey(bytes.into()), id);
                 }
                 id
             }
