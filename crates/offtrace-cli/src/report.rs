@@ -445,6 +445,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     if let Some(p) = &t.problem {
         writeln!(out, "  {p}")?;
     }
+    // The recorder's note of a fatal signal (`offtrace-recorder`'s `crash.rs`).
+    if let Some(c) = t.info.get("crash") {
+        writeln!(out, "  fatal {c}: every record up to it was written before the process died (or went on)")?;
+    }
 
     let calls: u64 = r.api_calls.iter().map(|c| c.calls).sum();
     let mut kinds: Vec<&str> = r.api_calls.iter().map(|c| c.kind.as_str()).collect();
@@ -807,6 +811,9 @@ mod tests {
         r.trace.problem = Some("trace truncated at byte 5913, after 3 complete chunks".into());
         let s = text_of(&r);
         assert!(s.contains("INCOMPLETE") && s.contains("\n  trace truncated at byte 5913"), "{s}");
+        r.trace.info.insert("crash".into(), "signal 11 on thread 42".into());
+        let s = text_of(&r);
+        assert!(s.contains("\n  fatal signal 11 on thread 42: every record up to it was written"), "{s}");
     }
 
     /// An OpenCL program's report said "0 nodes, 0 edges, ... 0 commands" for a program whose
