@@ -231,7 +231,7 @@ for j, name in enumerate(ext):
 # Functions whose wrapper calls a hand-written hook in hooks.rs (same name, `next` first).
 HOOKS = {
     "clCreateCommandQueue", "clCreateCommandQueueWithProperties", "clCreateCommandQueueWithPropertiesKHR",
-    "clGetCommandQueueInfo", "clReleaseCommandQueue", "clFinish", "clWaitForEvents", "clGetDeviceInfo", "clGetEventProfilingInfo",
+    "clGetCommandQueueInfo", "clRetainCommandQueue", "clReleaseCommandQueue", "clFinish", "clWaitForEvents", "clGetDeviceInfo", "clGetEventProfilingInfo",
     "clGetExtensionFunctionAddress", "clGetExtensionFunctionAddressForPlatform", "clSetKernelArg",
     "clSetKernelArgSVMPointer", "clSetKernelArgMemPointerINTEL", "clCreateKernel", "clCreateKernelsInProgram",
     "clReleaseKernel", "clCreateBuffer", "clCreateBufferWithProperties", "clCreateSubBuffer", "clCreateImage",

@@ -7,6 +7,12 @@
 #   cargo build --release -p offtrace-core --test cost    # then copy target/release/deps/cost-<hash>
 #   scripts/services-cost-ab.sh BEFORE AFTER [ROUNDS=5] [MODE=quiet|plain|load] [OPS...]
 #
+# A side given as BIN@LIB runs BIN with COST_SO=LIB: the same loops inside that shared object
+# (`cargo build --release -p offtrace-core --example cost_so`, target/release/examples/
+# libcost_so.so), loaded with dlopen, as applications load offtrace (every thread-local access
+# a `__tls_get_addr` call). E.g. `scripts/services-cost-ab.sh COST COST@LIB` is executable vs
+# shared object.
+#
 # MODE quiet: each run at real-time priority (`chrt -f 10`), so that other processes on a
 #   shared machine do not take the CPUs from it: the services' delivery thread runs beside the
 #   emitting thread on the other core, as on an otherwise idle machine.
@@ -47,7 +53,9 @@ for r in $(seq "$rounds"); do
     for side in before after; do
       bin=$before
       [ $side = after ] && bin=$after
-      line=$("${prefix[@]}" env COST_CPU=1 COST_OP="$op" COST_N="$n" "$bin" --ignored --exact instructions --nocapture |
+      so=
+      case $bin in *@*) so=${bin#*@}; bin=${bin%%@*} ;; esac
+      line=$("${prefix[@]}" env ${so:+COST_SO="$so"} COST_CPU=1 COST_OP="$op" COST_N="$n" "$bin" --ignored --exact instructions --nocapture |
         grep '^cpu_ns_per_op')
       # cpu_ns_per_op OP thread=T process=P
       echo "$side $op $r $(echo "$line" | sed -E 's/.*thread=([0-9.]+) process=([0-9.]+)/\1 \2/')" | tee -a "$out"

@@ -79,7 +79,10 @@ pub fn start(dispatcher: Dispatcher, dispatcher_path: &str, config: Config) -> O
         ("output", config.output.display().to_string()),
     ];
     let info: Vec<(&str, &str)> = info.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let rc = offtrace_recorder::Config::default().with_ring_words(config.ring_words).with_lossless(config.lossless);
+    let rc = offtrace_recorder::Config::default()
+        .with_ring_words(config.ring_words)
+        .with_lossless(config.lossless)
+        .with_crash_flush(offtrace_recorder::crash_flush_wanted());
     if let Err(e) = offtrace_recorder::start_open(rc, file, &info) {
         eprintln!("offtrace: {e}; tracing off");
         return None;

@@ -445,6 +445,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     if let Some(p) = &t.problem {
         writeln!(out, "  {p}")?;
     }
+    // The recorder's note of a fatal signal (`offtrace-recorder`'s `crash.rs`).
+    if let Some(c) = t.info.get("crash") {
+        writeln!(out, "  fatal {c}: every record up to it was written before the process died (or went on)")?;
+    }
 
     let calls: u64 = r.api_calls.iter().map(|c| c.calls).sum();
     let mut kinds: Vec<&str> = r.api_calls.iter().map(|c| c.kind.as_str()).collect();
@@ -594,47 +598,16 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     }
 
     let g = &r.task_graph;
-    writeln!(
-        out,
-        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} {}",
-        count(g.nodes),
-        count(g.edges),
-        if g.unresolved_edges > 0 { format!(" ({} unresolved)", count(g.unresolved_edges)) } else { String::new() },
-        count(g.signals),
-        count(g.longest_chain_len),
-        if g.longest_chain_len == 1 { "command" } else { "commands" },
-    )?;
-    if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
-        let n = g.longest_chain.len();
-        let more = n.saturating_sub(2 * CHAIN_ENDS);
-        // Both ends of a long chain; `more` commands between them are counted.
-        let shown: Vec<(usize, &str)> = g
-            .longest_chain
-            .iter()
-            .map(String::as_str)
-            .enumerate()
-            .filter(|&(i, _)| more == 0 || i < CHAIN_ENDS || i >= n - CHAIN_ENDS)
-            .collect();
-        let gap = format!("… {} more …", count(more as u64));
-        let mut parts: Vec<&str> = Vec::with_capacity(shown.len() + 1);
-        for &(i, name) in &shown {
-            if more > 0 && i == n - CHAIN_ENDS {
-                parts.push(&gap);
-            }
-            parts.push(name);
-        }
-        let line = parts.join(" → ");
-        if line.chars().count() <= CHAIN_LINE_MAX {
-            writeln!(out, "  {line}")?;
-        } else {
-            // Names stay whole (cut, dpnp's read the same at either end): a command per line.
-            for &(i, name) in &shown {
-                if more > 0 && i == n - CHAIN_ENDS {
-                    writeln!(out, "        {gap}")?;
-                }
-                writeln!(out, "  {:>4}  {name}", i + 1)?;
-            }
-        }
+    if g.nodes == 0 && g.edges == 0 && g.signals == 0 && !r.device_activity.is_empty() {
+        // Not "0 commands": the dependencies were not recorded, which is not the same as none.
+        let opencl = r.api_calls.iter().any(|c| c.kind == "OPENCL_API");
+        writeln!(
+            out,
+            "\nTask graph: none recorded (no backend of this trace reports dependencies{})",
+            if opencl { "; the OpenCL layer does not record event wait lists" } else { "" }
+        )?;
+    } else {
+        write_task_graph(out, g)?;
     }
 
     writeln!(out, "\nThreads: {}", r.threads.len())?;
@@ -736,6 +709,53 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     Ok(())
 }
 
+/// The task graph's line and its longest chain.
+fn write_task_graph(out: &mut dyn Write, g: &offtrace_analysis::TaskGraphReport) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "\nTask graph: {} nodes, {} edges{}, {} signals; longest dependency chain over real commands: {} {}",
+        count(g.nodes),
+        count(g.edges),
+        if g.unresolved_edges > 0 { format!(" ({} unresolved)", count(g.unresolved_edges)) } else { String::new() },
+        count(g.signals),
+        count(g.longest_chain_len),
+        if g.longest_chain_len == 1 { "command" } else { "commands" },
+    )?;
+    if g.longest_chain_len > 1 && !g.longest_chain.is_empty() {
+        let n = g.longest_chain.len();
+        let more = n.saturating_sub(2 * CHAIN_ENDS);
+        // Both ends of a long chain; `more` commands between them are counted.
+        let shown: Vec<(usize, &str)> = g
+            .longest_chain
+            .iter()
+            .map(String::as_str)
+            .enumerate()
+            .filter(|&(i, _)| more == 0 || i < CHAIN_ENDS || i >= n - CHAIN_ENDS)
+            .collect();
+        let gap = format!("… {} more …", count(more as u64));
+        let mut parts: Vec<&str> = Vec::with_capacity(shown.len() + 1);
+        for &(i, name) in &shown {
+            if more > 0 && i == n - CHAIN_ENDS {
+                parts.push(&gap);
+            }
+            parts.push(name);
+        }
+        let line = parts.join(" → ");
+        if line.chars().count() <= CHAIN_LINE_MAX {
+            writeln!(out, "  {line}")?;
+        } else {
+            // Names stay whole (cut, dpnp's read the same at either end): a command per line.
+            for &(i, name) in &shown {
+                if more > 0 && i == n - CHAIN_ENDS {
+                    writeln!(out, "        {gap}")?;
+                }
+                writeln!(out, "  {:>4}  {name}", i + 1)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,6 +811,36 @@ mod tests {
         r.trace.problem = Some("trace truncated at byte 5913, after 3 complete chunks".into());
         let s = text_of(&r);
         assert!(s.contains("INCOMPLETE") && s.contains("\n  trace truncated at byte 5913"), "{s}");
+        r.trace.info.insert("crash".into(), "signal 11 on thread 42".into());
+        let s = text_of(&r);
+        assert!(s.contains("\n  fatal signal 11 on thread 42: every record up to it was written"), "{s}");
+    }
+
+    /// An OpenCL program's report said "0 nodes, 0 edges, ... 0 commands" for a program whose
+    /// commands waited on each other (event wait lists, a user event): not recorded is not none.
+    #[test]
+    fn a_trace_without_task_graph_records_says_so_and_why() {
+        let mut r = Report::default();
+        r.device_activity.push(DeviceActivityStats {
+            kind: "KERNEL_DISPATCH".into(),
+            name: "k".into(),
+            count: 2,
+            ..Default::default()
+        });
+        r.api_calls.push(offtrace_analysis::ApiCallStats {
+            kind: "OPENCL_API".into(),
+            operation: "clFinish".into(),
+            calls: 1,
+            ..Default::default()
+        });
+        let s = text_of(&r);
+        assert!(
+            s.contains("Task graph: none recorded (no backend of this trace reports dependencies; the OpenCL layer does not record event wait lists)\n"),
+            "{s}"
+        );
+        assert!(!s.contains("longest dependency chain"), "{s}");
+        r.task_graph.nodes = 3;
+        assert!(text_of(&r).contains("Task graph: 3 nodes, 0 edges"), "{}", text_of(&r));
     }
 
     #[test]

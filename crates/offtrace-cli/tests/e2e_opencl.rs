@@ -161,3 +161,83 @@ fn a_map_and_its_unmap_carry_the_mapped_bytes() {
     assert_eq!(row("buffer_read"), (1, 256 * 1024), "the read alone, not the map");
     assert_eq!(row("buffer_write"), (2, 512 * 1024), "the two writes alone, not the unmap");
 }
+
+/// `examples/opencl/ooo_threads.c` (three threads, an out-of-order queue each, wait lists across
+/// queues, a user event, markers and barriers with wait lists, sub-buffers, rect copies, a map,
+/// images) on PoCL with `--profile`: what the report says against what the program read from its
+/// own events. The queues were reported never destroyed: the layer took the program's last
+/// release for a release of one reference among several (the runtime's count includes the
+/// events the layer still held for its harvest of out-of-order commands).
+#[test]
+fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
+    let dir = tempfile::tempdir().expect("tmp");
+    if vector_add(dir.path()).is_none() {
+        return;
+    }
+    let prog = dir.path().join("ooo_threads");
+    let st = Command::new("cc")
+        .arg("-O2")
+        .arg(workspace().join("examples/opencl/ooo_threads.c"))
+        .args(["-lOpenCL", "-lpthread", "-o"])
+        .arg(&prog)
+        .status()
+        .expect("cc");
+    assert!(st.success(), "cc examples/opencl/ooo_threads.c failed");
+    let trace = dir.path().join("ooo.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["--profile", "--platform", "Portable", "--rounds", "2"])
+        .output()
+        .expect("record");
+    ok(&o);
+    // The program's own view: per label, its commands and the sum of END - START.
+    let mut own: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut per_thread = std::collections::BTreeMap::<String, u64>::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.first() == Some(&"cmd") {
+            let (start, end): (u64, u64) = (f[6].parse().expect("START"), f[7].parse().expect("END"));
+            let e = own.entry(f[3].to_string()).or_default();
+            e.0 += 1;
+            e.1 += end - start;
+            *per_thread.entry(f[1].to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(per_thread.len(), 3, "{}", String::from_utf8_lossy(&o.stdout));
+    let r = report(&trace);
+    // Each operation of the trace is the sum of the program's labels it stands for.
+    let expect =
+        |labels: &[&str]| labels.iter().filter_map(|l| own.get(*l)).fold((0, 0), |(c, t), (n, d)| (c + n, t + d));
+    for (name, labels) in [
+        ("scale", &["scale"][..]),
+        ("add_one", &["add_one"]),
+        ("buffer_write", &["write", "image_write"]),
+        ("buffer_read", &["read_rect", "image_read"]),
+        ("buffer_copy", &["copy", "copy_rect", "image_copy"]),
+        ("buffer_fill", &["fill"]),
+        ("barrier", &["marker", "barrier"]),
+        ("map", &["map"]),
+        ("unmap", &["unmap"]),
+    ] {
+        let row = r["device_activity"]
+            .as_array()
+            .expect("device_activity")
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {}", r["device_activity"]));
+        let got =
+            (row["device_count"].as_u64().expect("device_count"), row["device_total_ns"].as_u64().expect("total"));
+        assert_eq!(got, expect(labels), "{name}: (commands, device ns) against the program's {labels:?}");
+    }
+    let queues = r["queues"].as_array().expect("queues");
+    assert_eq!(queues.len(), 3, "{}", r["queues"]);
+    for (q, n) in queues.iter().zip(per_thread.values()) {
+        assert_eq!(q["in_order"], false, "{q}");
+        assert_eq!(q["total_commands"].as_u64(), Some(*n), "{q}");
+        assert!(q["destroyed_ns"].is_u64(), "every queue was released by the program: {q}");
+    }
+}

@@ -1263,7 +1263,7 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
     if phase == Phase::None && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) {
         let c = t.current.get();
         if c != 0 {
-            crate::correlation::note_reported(c, kind);
+            crate::correlation::note_reported(t, c, kind);
             if let Some(hook) = crate::correlation::reported_hook() {
                 return instant_reported(t.in_callback.get(), c, kind, op, phase, ptr, payload, mask, hook);
             }

@@ -60,6 +60,12 @@ pub(crate) struct ThreadState {
     /// and the frames.
     pub(crate) direct_used: Cell<u64>,
     pub(crate) direct: [Cell<crate::direct::DirectFrame>; crate::direct::DIRECT_FRAMES],
+    /// The last calls of this thread that reported device work at enqueue: (correlation id,
+    /// bit per kind). A ring: a backend nested in another's call (the OpenCL layer inside a UR
+    /// call) asks, once that call is over, whether the enclosing backend reported the command.
+    /// Here rather than in a thread-local of its own: the instant that notes a report has the
+    /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
+    reported: Cell<[(u64, u32); 8]>,
 }
 
 thread_local! {
@@ -76,14 +82,18 @@ thread_local! {
             staging_cache: [const { Cell::new((std::ptr::null(), std::ptr::null_mut())) }; MAX_CONTEXTS],
             direct_used: Cell::new(0),
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
+            reported: Cell::new([(0, 0); 8]),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.
     static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
 }
 
-/// The calling thread's state, as a plain reference (one `%fs`-relative address, no accessor
-/// call per use).
+/// The calling thread's state, as a plain reference: one `%fs`-relative address in an
+/// executable, one `__tls_get_addr` call in a shared object (how applications load offtrace:
+/// rustc's general-dynamic TLS model, 1-2 ns on the development VM, `docs/overhead.md` "Tool
+/// API"). Read it once per emit and pass it down; per-thread state the record paths need
+/// belongs in [`ThreadState`], not in a thread-local of its own.
 #[inline(always)]
 pub(crate) fn thread_state() -> &'static ThreadState {
     // SAFETY: `THREAD` is const-initialised and has no destructor, so its storage is valid for
@@ -167,32 +177,23 @@ pub fn next_correlation_id() -> u64 {
     THREAD.with(|t| t.next_correlation_id())
 }
 
-thread_local! {
-    /// The last calls of this thread that reported device work at enqueue: (correlation id,
-    /// bit per kind). A ring: a backend nested in another's call (the OpenCL layer inside a UR
-    /// call) asks, once that call is over, whether the enclosing backend reported the command.
-    static REPORTED: std::cell::Cell<[(u64, u32); 8]> = const { std::cell::Cell::new([(0, 0); 8]) };
-}
-
 /// Notes that device work of `kind` was reported at enqueue inside the call `correlation` of
-/// this thread (by `emit_instant`, phase NONE).
-pub(crate) fn note_reported(correlation: u64, kind: crate::Kind) {
+/// this thread (`t`, the caller's thread state; by `emit_instant`, phase NONE).
+pub(crate) fn note_reported(t: &ThreadState, correlation: u64, kind: crate::Kind) {
     let bit = 1u32 << (kind.index() & 31);
-    let _ = REPORTED.try_with(|r| {
-        // Entry by entry in place: a copy of the whole ring out and back (`get`/`set`) cost
-        // more than the search.
-        let r: &std::cell::Cell<[(u64, u32)]> = r;
-        let ring = r.as_slice_of_cells();
-        if let Some(e) = ring.iter().find(|e| e.get().0 == correlation) {
-            let (c, bits) = e.get();
-            e.set((c, bits | bit));
-        } else {
-            for i in (1..ring.len()).rev() {
-                ring[i].set(ring[i - 1].get());
-            }
-            ring[0].set((correlation, bit));
+    // Entry by entry in place: a copy of the whole ring out and back (`get`/`set`) cost more
+    // than the search.
+    let r: &Cell<[(u64, u32)]> = &t.reported;
+    let ring = r.as_slice_of_cells();
+    if let Some(e) = ring.iter().find(|e| e.get().0 == correlation) {
+        let (c, bits) = e.get();
+        e.set((c, bits | bit));
+    } else {
+        for i in (1..ring.len()).rev() {
+            ring[i].set(ring[i - 1].get());
         }
-    });
+        ring[0].set((correlation, bit));
+    }
 }
 
 /// Whether device work of `kind` was reported at enqueue (phase NONE) inside the call with
@@ -201,7 +202,7 @@ pub(crate) fn note_reported(correlation: u64, kind: crate::Kind) {
 /// backend reported that command (`docs/record-model.md`, one record per command).
 pub fn reported_in_call(correlation: u64, kind: crate::Kind) -> bool {
     let bit = 1u32 << (kind.index() & 31);
-    REPORTED.try_with(|r| r.get().iter().any(|e| e.0 == correlation && e.1 & bit != 0)).unwrap_or(false)
+    thread_state().reported.get().iter().any(|e| e.0 == correlation && e.1 & bit != 0)
 }
 
 /// Called on the reporting thread, after the record, each time device work is reported at

@@ -254,7 +254,7 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
         && current != 0
         && matches!(kind, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync);
     if reported {
-        crate::correlation::note_reported(current, kind);
+        crate::correlation::note_reported(t, current, kind);
     }
     let correlation = if current == 0 { t.next_correlation_id() } else { current };
     // As in the services: a payload of another kind reaches a callback as null, and the

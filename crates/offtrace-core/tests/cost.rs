@@ -10,6 +10,11 @@
 //! buffer wants neither kind (so nothing is delivered); `buffer_activity_built` and
 //! `activity_built_off` build the copy's payload per record, as a backend does.
 //!
+//! With `COST_SO=<path to libcost_so.so>` the same loops run inside that shared object
+//! (`examples/cost_so.rs`, `cargo build --release -p offtrace-core --example cost_so`, then
+//! `target/release/examples/libcost_so.so`), loaded with `dlopen`: offtrace-core as applications
+//! load it, every thread-local access a call to `__tls_get_addr` (`docs/overhead.md`, `## Tool API`).
+//!
 //! With `COST_CPU=1` (outside valgrind) it prints the CPU time per operation instead: of the
 //! emitting thread (`CLOCK_THREAD_CPUTIME_ID`: what the application thread pays; time the thread
 //! spends descheduled on a loaded machine does not count) and of the process (every thread,
@@ -18,155 +23,44 @@
 #![allow(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
-use std::ffi::c_void;
-use std::hint::black_box;
-
-use offtrace_core::*;
-
-unsafe extern "C" fn noop_cb(r: CallbackRecord, u: *mut UserData, d: *mut c_void) {
-    black_box((r, u, d));
-}
-
-unsafe extern "C" fn noop_buffer(
-    _c: ContextId,
-    _b: BufferId,
-    r: *const *const BufferRecordHeader,
-    n: usize,
-    _d: *mut c_void,
-    _x: u64,
-) {
-    black_box((r, n));
-}
+mod cost_ops;
+use cost_ops::{Measured, measure};
 
 #[test]
 #[ignore = "a measurement: run under callgrind"]
 fn instructions() {
     let op = std::env::var("COST_OP").unwrap_or_default();
     let n: u64 = std::env::var("COST_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-    let ctx = create_context().unwrap();
-    let rec = 104; // the buffer sizes of the fixed 104-byte records, for side-by-side numbers
-    // Other sizes for experiments (the numbers in docs/overhead.md use these defaults).
-    let env_bytes =
-        |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let (size, watermark) = (env_bytes("COST_BUFFER_BYTES", 4096 * rec), env_bytes("COST_WATERMARK_BYTES", 2048 * rec));
-    // SAFETY: the no-op callbacks are sound for any record.
-    unsafe {
-        if op == "callback" {
-            configure_callback_tracing_service(ctx, Kind::UrApi, None, noop_cb, std::ptr::null_mut()).unwrap();
-        } else if op == "instant" {
-            configure_callback_tracing_service(ctx, Kind::Xpti, None, noop_cb, std::ptr::null_mut()).unwrap();
-        } else if op == "activity_off" || op == "activity_built_off" {
-            // A context with a buffer for API calls only: `emit_activity` of a copy delivers
-            // nothing (what the backend does anyway, without a tool that wants copies).
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
-            configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
-        } else if op == "api_off" {
-            // The same for API calls: a buffer for copies only.
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
-            configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
-        } else {
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
-            configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
-            configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
-        }
-    }
-    start_context(ctx).unwrap();
-    // The steady state: the process's membarrier registration (on a thread of its own, started
-    // with the first context) done, so the record paths use their compiler fences. It needs the
-    // kernel's RCU threads, which a real-time loop on both CPUs (the quiet mode) would starve
-    // for the whole run; `COST_SYMMETRIC=1` measures without waiting.
-    if std::env::var_os("COST_SYMMETRIC").is_none() {
-        let since = std::time::Instant::now();
-        while !asymmetric_fences() && since.elapsed() < std::time::Duration::from_secs(2) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    let p = ApiCallPayload::new(97, &[0x1000]);
-    let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
-    let x = [0u64; 8]; // a backend's raw struct (opaque to core)
-    let stack: usize = std::env::var("COST_STACK").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let (t0, p0) = (cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID), cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID));
-    below(stack, &mut || run(&op, n, &p, &m, &x));
-    let t1 = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-    // As the loop ended (destroy waits for a pending registration).
-    let asymmetric = asymmetric_fences();
-    destroy_context(ctx).unwrap();
-    let p1 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let m = match std::env::var_os("COST_SO") {
+        Some(path) => measure_in_shared_object(&path, &op, n),
+        None => measure(&op, n),
+    };
     if std::env::var_os("COST_CPU").is_some() {
         println!(
             "cpu_ns_per_op {op} thread={:.2} process={:.2} asymmetric={}",
-            (t1 - t0) as f64 / n as f64,
-            (p1 - p0) as f64 / n as f64,
-            asymmetric
+            m.thread_ns_per_op, m.process_ns_per_op, m.asymmetric
         );
     }
 }
 
-/// Runs `f` with its frame `bytes` (rounded down to 256) further down the stack: where the
-/// loop's stack slots fall relative to the thread-locals and the ring moves the emitting
-/// thread's time by up to half a nanosecond, so runs can average over placements.
-fn below(bytes: usize, f: &mut dyn FnMut()) {
-    #[inline(never)]
-    fn pad<const N: usize>(f: &mut dyn FnMut()) {
-        let pad = [0u8; N];
-        black_box(&pad);
-        f();
-        black_box(&pad);
-    }
-    macro_rules! by {
-        ($($k:literal)*) => {
-            match bytes / 256 {
-                $($k => pad::<{ $k * 256 + 8 }>(f),)*
-                _ => f(),
-            }
-        };
-    }
-    by!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
-}
-
-#[inline(never)]
-fn run(op: &str, n: u64, p: &ApiCallPayload, m: &MemoryCopyPayload, x: &[u64; 8]) {
-    // One loop per operation (the choice made once, not per iteration: a string compare per
-    // iteration had cost every operation about 8 instructions of its own).
-    macro_rules! each {
-        (|$i:ident| $body:expr) => {
-            for $i in 0..n {
-                $body;
-            }
-        };
-    }
-    match op {
-        "callback" | "buffer_record" | "api_off" => each!(|_i| {
-            let t = emit_enter(Kind::UrApi, 97, Payload::UrApi(black_box(p)));
-            emit_exit(t, Payload::UrApi(black_box(p)));
-        }),
-        // Outside any call: a fresh correlation id per instant (an XPTI notification).
-        "instant" => {
-            each!(|_i| emit_instant(Kind::Xpti, 3, Phase::None, Payload::Raw(RawPayload(black_box(x).as_ptr().cast()))))
-        }
-        "buffer_activity" | "activity_off" => {
-            each!(|i| emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(m))))
-        }
-        // The payload built per record, as a backend does (fields stored just before the
-        // call, so the record path reads what is still in the store buffer).
-        "buffer_activity_built" | "activity_built_off" => each!(|i| {
-            let m = MemoryCopyPayload { queue: 1, dst: black_box(i), src: 3, size: 4, ..Default::default() };
-            emit_activity(Kind::MemoryCopy, 0, i, 100, 200, Payload::MemoryCopy(black_box(&m)))
-        }),
-        "timestamp" => each!(|_i| black_box(timestamp_ns())),
-        // The harness alone: the loop and a payload's address through `black_box`, what each
-        // operation above has besides the services' own work.
-        "loop" => each!(|_i| black_box(p)),
-        _ => {}
-    }
-}
-
-fn cpu_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is writable; the clock ids are valid on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// [`measure`] as compiled into the shared object at `path` (`offtrace_cost_run`).
+fn measure_in_shared_object(path: &std::ffi::OsStr, op: &str, n: u64) -> Measured {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_bytes()).unwrap();
+    let op = std::ffi::CString::new(op).unwrap();
+    // SAFETY: `path` is NUL-terminated; the library is ours (no constructors beyond Rust's).
+    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "dlopen {path:?}");
+    // SAFETY: a live handle and a NUL-terminated name.
+    let sym = unsafe { libc::dlsym(lib, c"offtrace_cost_run".as_ptr()) };
+    assert!(!sym.is_null(), "offtrace_cost_run in {path:?}");
+    type Run = unsafe extern "C" fn(*const std::ffi::c_char, u64, *mut Measured) -> i32;
+    // SAFETY: the symbol is `examples/cost_so.rs`'s `offtrace_cost_run`, of this type.
+    let run: Run = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Run>(sym) };
+    let mut m = Measured::default();
+    // SAFETY: `op` is NUL-terminated, `m` writable. The library stays loaded (its delivery
+    // thread may outlive the call).
+    let rc = unsafe { run(op.as_ptr(), n, &mut m) };
+    assert_eq!(rc, 0, "offtrace_cost_run failed");
+    m
 }

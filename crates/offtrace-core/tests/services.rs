@@ -187,6 +187,37 @@ fn nested_records_carry_the_api_calls_correlation_id() {
 }
 
 #[test]
+fn device_work_reported_inside_a_call_is_noted_per_kind_and_per_call() {
+    let _g = serial();
+    let seen = Seen::default();
+    let ctx = ctx_with_ur(&seen, None);
+    // SAFETY: as in `ctx_with_ur`.
+    unsafe {
+        configure_callback_tracing_service(ctx, Kind::MemoryCopy, None, record_cb, &seen as *const Seen as *mut c_void)
+            .unwrap()
+    };
+    start_context(ctx).unwrap();
+    let m = MemoryCopyPayload { queue: 1, dst: 2, src: 3, size: 4, ..Default::default() };
+    let copy = || {
+        emit_instant(Kind::MemoryCopy, 0, Phase::None, Payload::MemoryCopy(&m));
+    };
+    let reported = mock::call(mock::UR_QUEUE_FINISH, &[1], copy);
+    let quiet = mock::call(mock::UR_QUEUE_FINISH, &[1], || {});
+    // Outside any call an instant is not noted (no call to note it against).
+    copy();
+    // The ring keeps the last 8 calls that reported: 8 more push the first one out.
+    let later: Vec<u64> = (0..8).map(|_| mock::call(mock::UR_QUEUE_FINISH, &[1], copy)).collect();
+    destroy_context(ctx).unwrap();
+    assert!(!reported_in_call(reported, Kind::MemoryCopy), "pushed out by 8 later calls");
+    assert!(later.iter().all(|&c| reported_in_call(c, Kind::MemoryCopy)));
+    assert!(!reported_in_call(later[7], Kind::KernelDispatch), "another kind");
+    assert!(!reported_in_call(quiet, Kind::MemoryCopy), "a call that reported nothing");
+    // On another thread: that thread's ring, empty.
+    let last = later[7];
+    assert!(!std::thread::spawn(move || reported_in_call(last, Kind::MemoryCopy)).join().unwrap());
+}
+
+#[test]
 fn reentrant_emits_inside_callbacks_are_not_delivered() {
     let _g = serial();
     let count = Arc::new(AtomicUsize::new(0));

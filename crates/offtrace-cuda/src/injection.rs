@@ -650,7 +650,9 @@ fn start_recorder(c: &Cupti) -> Option<offtrace_core::ContextId> {
         ("agent_version", env!("CARGO_PKG_VERSION")),
     ];
     let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v == "1");
-    let config = offtrace_recorder::Config::default().with_lossless(lossless);
+    let config = offtrace_recorder::Config::default()
+        .with_lossless(lossless)
+        .with_crash_flush(offtrace_recorder::crash_flush_wanted());
     // The first traced process writes the path, every later one `<path>.<pid>`.
     if let Err(e) = offtrace_recorder::start_claimed(config, std::path::Path::new(&path), &info) {
         say(&format!("cannot write the trace {}: {e}", std::path::Path::new(&path).display()));

@@ -12,6 +12,15 @@ use crate::{ExportError, ExportStats};
 struct CsvWriter {
     files: Vec<(PathBuf, csv::Writer<BufWriter<File>>)>,
     field: String,
+    /// Per table, the largest `id` written so far. A row's id is NULL when SQLite assigns it (an
+    /// `INTEGER PRIMARY KEY` takes the largest id so far + 1); the CSV gives the same number, so
+    /// that other rows can name it (`queue_wait.activity` is a `device_activity.id`).
+    last_id: Vec<i64>,
+}
+
+/// Whether the table's first column is an id SQLite assigns when the row gives none.
+fn assigns_ids(table: Table) -> bool {
+    table.columns().first() == Some(&("id", "INTEGER PRIMARY KEY"))
 }
 
 impl TableWriter for CsvWriter {
@@ -19,9 +28,17 @@ impl TableWriter for CsvWriter {
         use std::fmt::Write as _;
         let i = Table::ALL.iter().position(|t| *t == table).unwrap_or(0);
         let (path, w) = &mut self.files[i];
-        for c in cells {
+        for (n, c) in cells.iter().enumerate() {
             self.field.clear();
             let _ = match c {
+                Cell::Null if n == 0 && assigns_ids(table) => {
+                    self.last_id[i] += 1;
+                    write!(self.field, "{}", self.last_id[i])
+                }
+                Cell::Int(v) if n == 0 && assigns_ids(table) => {
+                    self.last_id[i] = self.last_id[i].max(*v);
+                    write!(self.field, "{v}")
+                }
                 Cell::Null => Ok(()),
                 Cell::Int(v) => write!(self.field, "{v}"),
                 Cell::Real(v) => write!(self.field, "{v}"),
@@ -49,7 +66,7 @@ pub(crate) fn export(source: &mut dyn RecordSource, dir: &Path) -> Result<Export
             .map_err(|source| ExportError::Csv { path: path.clone(), source })?;
         files.push((path, w));
     }
-    let mut w = CsvWriter { files, field: String::new() };
+    let mut w = CsvWriter { last_id: vec![0; files.len()], files, field: String::new() };
     let stats = write_tables(source, &mut w)?;
     for (path, mut f) in w.files {
         f.flush().map_err(|source| ExportError::Write { path, source })?;

@@ -299,6 +299,40 @@ fn csv_writes_one_file_per_table_with_a_header() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left beside the output");
 }
 
+/// The CSV files left every row id empty (SQLite assigns them, CSV wrote the NULL), so no row
+/// of `device_activity.csv` could be named (the `queue_wait` view's `activity`), nor a call of
+/// `api_calls.csv`. Each id is now the one SQLite gives the same row.
+#[test]
+fn csv_row_ids_are_the_sqlite_ids() {
+    let records = trace();
+    let dir = tmp();
+    let csv_dir = dir.path().join("csv");
+    let db = dir.path().join("t.sqlite");
+    export_records(&records, &ExportOptions::new(ExportFormat::Csv, &csv_dir)).unwrap();
+    export_records(&records, &ExportOptions::new(ExportFormat::Sqlite, &db)).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut checked = 0;
+    for t in offtrace_export::Table::ALL.iter().filter(|t| t.columns()[0].0 == "id") {
+        let mut r = csv::Reader::from_path(csv_dir.join(format!("{}.csv", t.name()))).unwrap();
+        let ids: Vec<String> = r.records().map(|row| row.unwrap()[0].to_string()).collect();
+        let mut q = conn.prepare(&format!("SELECT id FROM {} ORDER BY rowid", t.name())).unwrap();
+        let want: Vec<String> =
+            q.query_map([], |row| row.get::<_, i64>(0)).unwrap().map(|v| v.unwrap().to_string()).collect();
+        assert_eq!(ids.len(), want.len(), "{}", t.name());
+        let first = ids.iter().zip(&want).position(|(a, b)| a != b);
+        assert_eq!(
+            first,
+            None,
+            "{}: row {first:?}: CSV id {:?}, SQLite {:?}",
+            t.name(),
+            first.map(|i| &ids[i]),
+            first.map(|i| &want[i])
+        );
+        checked += ids.len();
+    }
+    assert!(checked > 100, "{checked} rows with ids");
+}
+
 /// A source that fails after some records (a disk error, say).
 struct Failing<'a>(&'a [Record]);
 

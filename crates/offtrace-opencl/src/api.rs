@@ -985,7 +985,7 @@ pub(crate) unsafe extern "C" fn clRetainCommandQueue(command_queue: *mut c_void)
     let mut call = ApiCall::new();
     call.enter(op::clRetainCommandQueue, &[command_queue as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainCommandQueue.
-    let r = unsafe { next(command_queue) };
+    let r = unsafe { crate::hooks::clRetainCommandQueue(next, command_queue) };
     call.exit(r, 0);
     r
     })

@@ -93,6 +93,7 @@ pub(crate) unsafe fn clCreateCommandQueue(
             counters: None,
             nested: false,
             fifo: None,
+            app_refs: 1,
         },
     );
     q
@@ -182,6 +183,7 @@ unsafe fn create_queue_with_properties(
             counters,
             nested: false,
             fifo: None,
+            app_refs: 1,
         },
     );
     q
@@ -302,20 +304,28 @@ pub(crate) unsafe fn clWaitForEvents(next: sig::clWaitForEvents_fn, count: u32, 
     r
 }
 
-pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, queue: *mut c_void) -> i32 {
-    let mut rc = 0u32;
-    if let Some(info) = crate::api::next().clGetCommandQueueInfo {
-        // SAFETY: a 4-byte out value; the runtime validates the queue.
-        unsafe { info(queue, CL_QUEUE_REFERENCE_COUNT, 4, (&raw mut rc).cast(), ptr::null_mut()) };
-    }
+/// Counts the program's references of its queues (`queues.rs`: the runtime's count includes the
+/// commands still outstanding, the layer's out-of-order ones among them).
+pub(crate) unsafe fn clRetainCommandQueue(next: sig::clRetainCommandQueue_fn, queue: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(queue) };
-    if r == CL_SUCCESS && rc == 1 {
-        if let Some(info) = queues::get(queue).filter(|i| kind_enabled(Kind::Queue) && !i.nested) {
-            let p = QueuePayload { queue: queue as u64, device: info.device as u64, ..Default::default() };
-            emit_instant(Kind::Queue, queue_op::DESTROY, Phase::None, Payload::Queue(&p));
-        }
-        queues::remove(queue);
+    if r == CL_SUCCESS {
+        queues::retain(queue);
+    }
+    r
+}
+
+/// The release that drops the program's last reference ends the queue in the trace.
+pub(crate) unsafe fn clReleaseCommandQueue(next: sig::clReleaseCommandQueue_fn, queue: *mut c_void) -> i32 {
+    // SAFETY: forwarded.
+    let r = unsafe { next(queue) };
+    if r == CL_SUCCESS
+        && let Some(info) = queues::release(queue)
+        && kind_enabled(Kind::Queue)
+        && !info.nested
+    {
+        let p = QueuePayload { queue: queue as u64, device: info.device as u64, ..Default::default() };
+        emit_instant(Kind::Queue, queue_op::DESTROY, Phase::None, Payload::Queue(&p));
     }
     r
 }

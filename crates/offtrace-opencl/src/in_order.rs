@@ -299,8 +299,9 @@ fn harvest_thread() {
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
 /// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
-/// In its place, a last poll of the out-of-order commands (`enqueue.rs`): this runs where the
-/// thread's next round would have, before the runtime's own exit handlers.
+/// In its place, a last poll of every out-of-order command (`enqueue.rs`, not bounded as a round
+/// is): this runs where the thread's next round would have, before the runtime's own exit
+/// handlers.
 fn stop_harvest_thread() {
     for _ in 0..200 {
         let round = match ROUND.try_lock() {
@@ -313,7 +314,7 @@ fn stop_harvest_thread() {
         };
         // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
         if !STOPPED.swap(true, Ordering::AcqRel) {
-            crate::enqueue::poll_unordered();
+            crate::enqueue::poll_unordered_at_stop();
         }
         drop(round);
         return;

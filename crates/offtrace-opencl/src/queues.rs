@@ -3,8 +3,12 @@
 //! layer gave the runtime (profiling always on).
 //!
 //! Looked up once per enqueue (read lock) and once per profiling query of the program. An entry
-//! is removed when the release that drops the queue's last reference succeeds, so a later queue
-//! at the same address starts clean.
+//! is removed when the release that drops the program's last reference succeeds, so a later
+//! queue at the same address starts clean. The program's references are counted here (its
+//! retains and releases pass through the layer), not read from the runtime: the runtime's
+//! `CL_QUEUE_REFERENCE_COUNT` also counts the commands still outstanding (PoCL's and Intel's
+//! events hold their queue), and the layer keeps out-of-order commands' events until its harvest
+//! thread reports them, so at the program's last release of such a queue it is above 1.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
@@ -27,6 +31,9 @@ pub(crate) struct QueueInfo {
     /// In-order queues without counters: the commands awaiting their device times
     /// (`in_order.rs`); the others complete command by command (`enqueue.rs`).
     pub fifo: Option<Arc<Fifo>>,
+    /// The program's references: 1 at creation, one more per `clRetainCommandQueue`, one less
+    /// per `clReleaseCommandQueue` (successful calls).
+    pub app_refs: u32,
 }
 
 /// What an enqueue needs of its queue, from one look-up.
@@ -54,11 +61,32 @@ pub(crate) fn insert(queue: *mut c_void, info: QueueInfo) {
     QUEUES.write().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default).insert(queue as usize, info);
 }
 
-pub(crate) fn remove(queue: *mut c_void) {
-    let removed = QUEUES.write().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|m| m.remove(&(queue as usize)));
-    if let Some(fifo) = removed.and_then(|q| q.fifo) {
+/// The program retained the queue.
+pub(crate) fn retain(queue: *mut c_void) {
+    if let Some(q) =
+        QUEUES.write().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|m| m.get_mut(&(queue as usize)))
+    {
+        q.app_refs = q.app_refs.saturating_add(1);
+    }
+}
+
+/// The program released the queue: when that was its last reference, the entry is removed and
+/// returned (the queue is the program's no more: its destroy record is due).
+pub(crate) fn release(queue: *mut c_void) -> Option<QueueInfo> {
+    let removed = {
+        let mut guard = QUEUES.write().unwrap_or_else(|e| e.into_inner());
+        let m = guard.as_mut()?;
+        let q = m.get_mut(&(queue as usize))?;
+        q.app_refs = q.app_refs.saturating_sub(1);
+        if q.app_refs > 0 {
+            return None;
+        }
+        m.remove(&(queue as usize))?
+    };
+    if let Some(fifo) = &removed.fifo {
         fifo.release();
     }
+    Some(removed)
 }
 
 pub(crate) fn get(queue: *mut c_void) -> Option<QueueInfo> {

@@ -51,7 +51,9 @@ pub(crate) fn start_if_requested() {
     let pid = std::process::id().to_string();
     let info = [("backend", "opencl"), ("command", command.as_str()), ("pid", pid.as_str())];
     let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v.trim() == "1");
-    let config = offtrace_recorder::Config::default().with_lossless(lossless);
+    let config = offtrace_recorder::Config::default()
+        .with_lossless(lossless)
+        .with_crash_flush(offtrace_recorder::crash_flush_wanted());
     // The first traced process writes the path, every later one `<path>.<pid>`
     // (`offtrace_recorder::claim_output`).
     if offtrace_recorder::start_claimed(config, std::path::Path::new(&output), &info).is_err() {

@@ -16,9 +16,29 @@ use offtrace_format::{Record, StrId};
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
+/// A string table's key: the bytes, hashed as the `[u8]` they borrow as (so a look-up by `&[u8]`
+/// finds them). Its own `Hash`, inlined: `Box`'s generic one became a function call of its own in
+/// the tables' `insert` and rehash when the crate's code around them changed (once per new
+/// string; `docs/overhead.md`, "What a crash loses").
+#[derive(PartialEq, Eq)]
+pub(crate) struct StrKey(pub(crate) Box<[u8]>);
+
+impl std::hash::Hash for StrKey {
+    #[inline(always)]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0[..].hash(state);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for StrKey {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 #[derive(Default)]
 struct Tables {
-    strings: Map<Box<[u8]>, StrId>,
+    strings: Map<StrKey, StrId>,
     queue: Vec<Record>,
 }
 
@@ -54,7 +74,7 @@ impl Definitions {
             return (id, false);
         }
         let id = StrId(t.strings.len() as u32 + 1);
-        t.strings.insert(bytes.into(), id);
+        t.strings.insert(StrKey(bytes.into()), id);
         // `from_utf8` first: it checks ASCII a word at a time, where the lossy conversion walks
         // byte by byte (hundreds of new strings a run on the application's thread).
         let text = match std::str::from_utf8(bytes) {

@@ -40,14 +40,17 @@
 //! drops against rate: `docs/overhead.md`, benchmark `benches/rate.rs`.
 
 mod client;
+mod crash;
 mod definitions;
 mod entry;
 mod output;
 mod quiesce;
 mod recorder;
+mod wakeup;
 mod writer;
 
 pub use client::{subscribe, subscribe_with};
+pub use crash::{CRASH_FLUSH_TIMEOUT, crash_flush_wanted};
 pub use definitions::Definitions;
 pub use entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS};
 pub use output::{claim_output, start_claimed};

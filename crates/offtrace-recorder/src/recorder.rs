@@ -4,7 +4,8 @@
 //! current recording (null = not recording), the thread's `Local` from a thread-local (`try_with`:
 //! threads in teardown record nothing and count it in [`late_lost`]), the entry built on the stack
 //! and pushed into the thread's own single-producer ring with one Release store (wait-free), and,
-//! when the ring passed a quarter full since the writer last woke, one `unpark` of the writer.
+//! when the ring passed a quarter full since the writer last woke, one wake-up of the writer
+//! (`wakeup.rs`).
 //! The first record of a thread registers its ring (`#[cold]`: allocation, a mutex, a `Thread`
 //! definition).
 //!
@@ -54,6 +55,8 @@ pub struct Config {
     pub min_timed_chunk_bytes: usize,
     /// The longest a record waits for its chunk to be closed (at a flush interval's tick).
     pub max_flush_delay: Duration,
+    /// On a fatal signal, flush the rings into the file before the process dies (`crash.rs`).
+    pub crash_flush: bool,
 }
 
 impl Default for Config {
@@ -65,6 +68,7 @@ impl Default for Config {
             chunk_bytes: offtrace_format::DEFAULT_CHUNK_BYTES,
             min_timed_chunk_bytes: 64 << 10,
             max_flush_delay: Duration::from_millis(250),
+            crash_flush: false,
         }
     }
 }
@@ -85,6 +89,13 @@ impl Config {
     /// The configuration with another flush interval.
     pub fn with_flush_interval(mut self, d: Duration) -> Self {
         self.flush_interval = d;
+        self
+    }
+
+    /// The configuration that installs the fatal-signal handler when the recording starts (once
+    /// per process; `crash.rs`), or not. The agents pass [`crate::crash_flush_wanted`].
+    pub fn with_crash_flush(mut self, on: bool) -> Self {
+        self.crash_flush = on;
         self
     }
 
@@ -136,7 +147,11 @@ pub(crate) struct Inner {
     pub defs: Definitions,
     pub rings: Mutex<Vec<Arc<RingShared>>>,
     pub writer: std::sync::OnceLock<Thread>,
-    /// A producer asked the writer to wake since its last cycle (one unpark per cycle at most).
+    /// What the writer sleeps on between cycles (async-signal-safe to wake: `crash.rs`).
+    pub wakeup: crate::wakeup::Wakeup,
+    /// A fatal signal's request for a last flush, and the writer's answer (`crash.rs`).
+    pub crash: crate::crash::CrashState,
+    /// A producer asked the writer to wake since its last cycle (one wake-up per cycle at most).
     pub wake_pending: AtomicBool,
     /// `finish` was called: lossless threads stop waiting, threads stop registering.
     pub stopping: AtomicBool,
@@ -206,7 +221,7 @@ pub fn flush(timeout: Duration) {
     let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
     g.0 += 1;
     let want = g.0;
-    writer.unpark();
+    inner.wakeup.wake();
     let _ = cv.wait_timeout_while(g, timeout, |f| f.1 < want);
 }
 
@@ -226,7 +241,7 @@ pub(crate) struct Local {
     inner: usize,
     producer: Producer<u64>,
     shared: Arc<RingShared>,
-    strings: HashMap<Box<[u8]>, StrId, foldhash::fast::FixedState>,
+    strings: HashMap<crate::definitions::StrKey, StrId, foldhash::fast::FixedState>,
     /// The strings looked up last, compared before the map (a thread names the same few kernels
     /// and commands over and over): each points at a key of `strings`, whose heap bytes stay put
     /// while the map grows or rehashes (the `Box` moves, not what it owns; keys are never
@@ -406,7 +421,7 @@ impl Local {
             // Seen before: a string that repeats. A string seen once (a virtual node's name
             // holds an address) does not take the place of one that repeats.
             Some((k, &id)) => {
-                self.recent[self.next_recent] = (k.as_ptr() as usize, bytes.len(), id);
+                self.recent[self.next_recent] = (k.0.as_ptr() as usize, bytes.len(), id);
                 self.next_recent = (self.next_recent + 1) % RECENT;
                 id
             }
@@ -417,7 +432,7 @@ impl Local {
             None => {
                 let (id, first_use) = inner.defs.intern(bytes);
                 if !first_use {
-                    self.strings.insert(bytes.into(), id);
+                    self.strings.insert(crate::definitions::StrKey(bytes.into()), id);
                 }
                 id
             }
@@ -483,9 +498,7 @@ fn full_wait(inner: &Inner) {
 fn wake_writer(inner: &Inner) {
     // Relaxed: a hint; the writer clears it at the start of a cycle, and a lost wake-up only
     // delays the drain to the next tick.
-    if !inner.wake_pending.swap(true, Ordering::Relaxed)
-        && let Some(t) = inner.writer.get()
-    {
-        t.unpark();
+    if !inner.wake_pending.swap(true, Ordering::Relaxed) {
+        inner.wakeup.wake();
     }
 }

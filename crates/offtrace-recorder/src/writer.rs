@@ -5,11 +5,13 @@
 //! (an operation's `KindDef` / `OperationDef` definitions first, the first time it appears),
 //! (5) write `Drops` deltas, forget drained rings of exited threads, and close a chunk when the
 //! flush interval (100 ms) passed and the chunk holds at least `min_timed_chunk_bytes` (64 KiB
-//! of encoded records, about 3,000), or when `max_flush_delay` (250 ms) passed. What a crash (a
-//! SIGKILL) can lose: the records of the open chunk, so at most the last 100 ms of a program
-//! that records 64 KiB or more in 100 ms, and at most the last 250 ms of any program. A
-//! `flush` request and the end of the recording close the chunk whatever its size. The writer sleeps until a producer
-//! wakes it (a ring passed a quarter full) or the flush interval elapses. `finish` closes the
+//! of encoded records, about 3,000), or when `max_flush_delay` (250 ms) passed. What a SIGKILL
+//! loses: the records of the open chunk, so at most the last 100 ms of a program that records
+//! 64 KiB or more in 100 ms, and at most the last 250 ms of any program; a fatal signal
+//! (`crash.rs`, when the agent turned it on) loses nothing the rings held. A `flush` request, a
+//! fatal signal and the end of the recording close the chunk whatever its size. The writer
+//! sleeps (`wakeup.rs`) until a producer wakes it (a ring passed a quarter full), a flush or a
+//! fatal signal asks, or the flush interval elapses. `finish` closes the
 //! gate, the writer waits until no thread is pushing (`quiesce.rs`), runs a last cycle and
 //! writes the `End` record: every record that passed the gate is in the trace or in a `Drops`
 //! count (thread 0 for records refused while their thread was registering).
@@ -201,6 +203,8 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         defs: Default::default(),
         rings: Mutex::new(Vec::new()),
         writer: std::sync::OnceLock::new(),
+        wakeup: Default::default(),
+        crash: crate::crash::CrashState::in_this_process(),
         wake_pending: Default::default(),
         stopping: Default::default(),
         registering: Default::default(),
@@ -208,15 +212,18 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         raw: std::sync::OnceLock::new(),
         flushes: Default::default(),
     }));
-    let handle = std::thread::Builder::new()
-        .name("offtrace-writer".into())
-        .spawn(move || writer_main(inner, sink))
-        .map_err(|e| {
-            uninstall();
-            StartError::Thread(e)
-        })?;
+    let handle = crate::crash::with_sigterm_blocked(|| {
+        std::thread::Builder::new().name("offtrace-writer".into()).spawn(move || writer_main(inner, sink))
+    })
+    .map_err(|e| {
+        uninstall();
+        StartError::Thread(e)
+    })?;
     let _ = inner.writer.set(handle.thread().clone());
     *WRITER.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    if inner.config.crash_flush {
+        crate::crash::install();
+    }
     Ok(())
 }
 
@@ -245,7 +252,7 @@ pub fn finish() -> Result<Stats, FinishError> {
     let handle = WRITER.lock().unwrap_or_else(|e| e.into_inner()).take();
     match handle {
         Some(h) => {
-            h.thread().unpark();
+            inner.wakeup.wake();
             match h.join() {
                 Ok(Ok(stats)) => Ok(stats),
                 Ok(Err(e)) => Err(FinishError::Write(e)),
@@ -258,8 +265,8 @@ pub fn finish() -> Result<Stats, FinishError> {
 
 /// Asks the writer for a cycle now (tests, `flush` requests); returns at once.
 pub fn wake() {
-    if let Some(t) = current().and_then(|i| i.writer.get()) {
-        t.unpark();
+    if let Some(inner) = current() {
+        inner.wakeup.wake();
     }
 }
 
@@ -474,6 +481,8 @@ impl Writer {
 
     fn cycle(&mut self, last: bool) {
         self.inner.wake_pending.store(false, Ordering::Relaxed);
+        // Before the snapshots: the drain then takes every entry pushed before the signal.
+        let crash = self.inner.crash.pending();
         let rings: Vec<Arc<RingShared>> = self.inner.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let snapshots: Vec<usize> =
             rings.iter().map(|r| r.consumer.lock().unwrap_or_else(|e| e.into_inner()).snapshot()).collect();
@@ -508,7 +517,10 @@ impl Writer {
             all.retain(|r| !gone.contains(&Arc::as_ptr(r)));
         }
         let requested = self.inner.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0;
-        if last || requested != self.flushes_served || self.timed_close_due() {
+        if let Some((signal, tid)) = crash {
+            self.write(&Record::Info { key: "crash".into(), value: format!("signal {signal} on thread {tid}") });
+        }
+        if last || crash.is_some() || requested != self.flushes_served || self.timed_close_due() {
             self.last_flush = Instant::now();
             if self.error.is_none()
                 && let Err(e) = self.sink.flush_chunk()
@@ -518,6 +530,9 @@ impl Writer {
             // At the start of the chunk just opened; the last cycle repeats them before `End`.
             if !last && self.sink.bytes() >= self.next_repeat {
                 self.repeat_definitions();
+            }
+            if crash.is_some() {
+                self.inner.crash.flushed();
             }
             if requested != self.flushes_served {
                 self.flushes_served = requested;
@@ -631,6 +646,7 @@ fn walk_entries(a: &[u64], b: &[u64], limit: usize, mut f: impl FnMut(&[u64])) -
 }
 
 fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
+    inner.crash.writer_started();
     let mut w = Writer {
         inner,
         sink,
@@ -662,7 +678,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         // rather than on the first application call after a quiet spell: a line extrapolated
         // past its span drifts from CLOCK_MONOTONIC, the device times' clock.
         let _ = offtrace_core::timestamp_ns();
-        std::thread::park_timeout(inner.config.flush_interval);
+        inner.wakeup.sleep(inner.config.flush_interval);
     }
     // The last cycle closed the last chunk of records: the repeat and `End` have one of their
     // own, which damage to the records' chunks leaves readable.

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Compare what an OpenCL program read from its own events with the trace's device times.
+
+The program prints one line per command, `cmd THREAD SEQ LABEL ... START END` (the last two
+fields: CL_PROFILING_COMMAND_START / _END, in enqueue order per program thread), as
+`examples/opencl/ooo_threads.c --profile` and `pyopencl_two_contexts.py` do. The trace is read
+from `offtrace export --format sqlite`: its `device_activity` rows, per enqueuing thread in
+enqueue order. Each program thread is matched to the trace thread whose durations it equals.
+
+Checks, per command: END - START equals the trace's device_ns to the ns; the trace's start minus
+the program's START (the calibration's offset in use) is one of the trace's
+`opencl.clock_offset_ns` samples; every program command has a trace row and no trace row is left
+over. Prints, per program label, the trace's (kind, name) and counts.
+
+Usage: scripts/review/check_cl_profile.py PROGRAM_OUTPUT TRACE.sqlite   (exit 1 on a mismatch)
+"""
+import collections
+import itertools
+import sqlite3
+import sys
+
+
+def main(out_path, db_path):
+    prog = collections.defaultdict(list)
+    for line in open(out_path):
+        f = line.split()
+        if f and f[0] == "cmd":
+            prog[f[1]].append((f[3], int(f[-2]), int(f[-1])))
+    db = sqlite3.connect(db_path)
+    rows = collections.defaultdict(list)
+    q = """select a.tid, k.name, a.name, a.device_start_ns, a.device_end_ns, a.device_ns, a.queue_id
+           from device_activity a join kinds k on k.kind = a.kind order by a.tid, a.enqueue_ns, a.id"""
+    for tid, kind, name, s, e, d, qid in db.execute(q):
+        rows[tid].append((kind, name, s, e, d, qid))
+    offsets = {int(v) for (v,) in db.execute(
+        "select s.value from counter_samples s join counters c using (counter) where c.name = 'opencl.clock_offset_ns'")}
+    bad = 0
+    pthreads, tids = sorted(prog), sorted(rows)
+    if len(pthreads) != len(tids):
+        print(f"program threads with commands: {len(pthreads)}, trace threads with device work: {len(tids)}")
+        return 1
+
+    def score(perm):
+        return sum(a[2] - a[1] == b[4] for p, t in zip(pthreads, perm) for a, b in zip(prog[p], rows[t]))
+    best = max(itertools.permutations(tids), key=score)
+    names = collections.defaultdict(collections.Counter)
+    for p, t in zip(pthreads, best):
+        a, b = prog[p], rows[t]
+        if len(a) != len(b):
+            print(f"thread {p} (tid {t}): program {len(a)} commands, trace {len(b)}")
+            bad += 1
+        qids = {r[5] for r in b}
+        if len(qids) != 1 and "queue" in sys.argv:
+            print(f"thread {p}: queues {qids}")
+        for i, ((label, ps, pe), (kind, name, s, e, d, _)) in enumerate(zip(a, b)):
+            names[label][(kind, name)] += 1
+            if d is None or pe - ps != d:
+                print(f"thread {p} #{i} {label}: program END-START {pe - ps}, trace {kind} {name} {d}")
+                bad += 1
+            elif offsets and s - ps not in offsets:
+                print(f"thread {p} #{i} {label}: trace start - program START = {s - ps}, no such offset sample")
+                bad += 1
+    total = sum(len(v) for v in prog.values())
+    print(f"{total} program commands on {len(pthreads)} threads, {sum(len(v) for v in rows.values())} trace rows; "
+          f"{len(offsets)} clock offsets")
+    for label, c in names.items():
+        print(f"  {label:12} -> " + ", ".join(f"{k} {n} ({m})" for (k, n), m in c.items()))
+    print("OK" if not bad else f"{bad} mismatches")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
