@@ -2,6 +2,7 @@
 """The OpenCL layer's overhead, measured side by side in one run.
 
 usage: scripts/opencl-overhead.py [--rounds N] [--kernels N] [--calls N] [--runtime pocl|intel|both]
+                                  [--items W] [--measure wall|callgrind|cpu] [--chrt]
 
 Builds examples/opencl/many_kernels.c, then runs it in rounds, the configurations interleaved
 (so that the machine's load drifts over all of them alike):
@@ -10,7 +11,15 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
   profiling  no layer, the queue created with CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling)
   events     `profiling`, and the program asks for each kernel's event (released right after the
              enqueue): what an event with profiling costs the runtime, the floor of any tracer
-             that reads device times from events
+             that reads device times from events (released at once: the runtime frees it later,
+             on its own threads, which only `--measure callgrind|cpu` count)
+  query      `profiling`, and the program keeps each kernel's event, reads its START and END after
+             completion (in batches of 1,024) and releases it (`--query`): what any tracer that
+             reports a device time for every kernel makes the runtime do, the floor
+  batched    no layer; the program waits as `query` does (a marker after every 1,024 kernels, the
+             previous one waited for) without any kernel's event (`--batched`): the same queue
+             depth as `query`, its baseline by time (on a program that enqueues everything
+             before one clFinish the backlog itself costs the runtimes more than those waits)
   layer      the layer loaded, nothing listening (profiling forced on and hidden; no callbacks)
   record     the layer recording a trace (OFFTRACE_OUTPUT: OPENCL_API calls + device activity),
              what `offtrace record` does for an OpenCL program
@@ -23,11 +32,19 @@ Builds examples/opencl/many_kernels.c, then runs it in rounds, the configuration
 Each run prints ns per kernel (N small kernels enqueued on one in-order queue + clFinish) and ns
 per cheap call (clGetDeviceInfo(CL_DEVICE_TYPE)); the table gives the median and the minimum over
 the rounds, and each configuration's overhead against `plain` (by medians and by minimums).
+--measure callgrind counts the whole process (all threads) under callgrind at --kernels and
+3 x --kernels (default here 1,000 and 3,000) and gives instructions per kernel = the difference /
+(2 x --kernels): the median and the range over the rounds, and the median against `plain`'s.
+--measure cpu does the same with the CPU time (user + sys, all threads, RUSAGE_CHILDREN) of two runs
+of --kernels and 3 x --kernels, with the program's own wall time per kernel beside it (for Intel's
+runtime, where callgrind is unusable); --chrt runs every program under `chrt -f 10`.
+
 Needs scripts/setup-opencl.sh; `intel` needs the SYCL venv ($OFFTRACE_SYCL_VENV, default .venv).
 The layer is target/release/libofftrace_opencl.so (cargo build --release -p offtrace-opencl).
 """
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,9 +61,15 @@ ap.add_argument("--items", type=int, default=64, help="work items per kernel")
 ap.add_argument("--runtime", default="both", choices=["pocl", "intel", "both"])
 ap.add_argument("--cliloader", help="opencl-intercept-layer's cliloader (built from its sources)")
 ap.add_argument("--compare-layer", help="another libofftrace_opencl.so, recorded as `record-compare`")
+ap.add_argument("--layer", help="the layer to measure (default target/release/libofftrace_opencl.so)")
+ap.add_argument("--measure", default="wall", choices=["wall", "callgrind", "cpu"])
+ap.add_argument("--chrt", action="store_true", help="run every program under chrt -f 10")
+ap.add_argument("--configs", help="comma-separated subset of the configurations")
 opts = ap.parse_args()
+if opts.measure == "callgrind" and "--kernels" not in sys.argv:
+    opts.kernels = 1000
 
-layer = root / "target/release/libofftrace_opencl.so"
+layer = Path(opts.layer) if opts.layer else root / "target/release/libofftrace_opencl.so"
 if not layer.exists():
     sys.exit(f"opencl-overhead: {layer} missing: cargo build --release -p offtrace-opencl")
 tmp = Path(tempfile.mkdtemp(prefix="offtrace-ocl-overhead-"))
@@ -59,17 +82,25 @@ runtimes = {
     "intel": {"OFFTRACE_CL_PLATFORM": "Intel", "LD_LIBRARY_PATH": str(venv / "lib"),
               "OCL_ICD_FILENAMES": str(venv / "lib/libintelocl.so")},
 }
-configs = (["plain", "profiling", "events", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
+configs = (["plain", "profiling", "events", "query", "batched", "layer", "record"] + (["record-compare"] if opts.compare_layer else [])
            + (["intercept"] if opts.cliloader else []))
+if opts.configs:
+    configs = [c for c in opts.configs.split(",") if c in configs]
 
 
-def run(rt, cfg):
+def run(rt, cfg, kernels=None):
+    """One run: (ns per kernel, ns per call) by wall; with --measure callgrind|cpu also the whole
+    process's instructions or CPU ns (third value)."""
     env = dict(os.environ, **runtimes[rt])
-    args = [str(exe), "--kernels", str(opts.kernels), "--calls", str(opts.calls), "--items", str(opts.items)]
+    args = [str(exe), "--kernels", str(kernels or opts.kernels), "--calls", str(opts.calls), "--items", str(opts.items)]
     if cfg == "profiling":
         args.append("--profile")
     if cfg == "events":
         args += ["--profile", "--events"]
+    if cfg == "query":
+        args.append("--query")
+    if cfg == "batched":
+        args.append("--batched")
     if cfg in ("layer", "record"):
         env["OPENCL_LAYERS"] = str(layer)
     if cfg == "record-compare":
@@ -84,17 +115,70 @@ def run(rt, cfg):
         if rt == "intel":  # the intercept library loads this loader (the venv's Khronos one)
             env["CLI_OpenCLFileName"] = str(venv / "lib/libOpenCL.so.1")
         args = [opts.cliloader, "-q", "-ccl", "-cdt"] + args
-    out = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout.split("\n")
+    cg = tmp / "callgrind.out"
+    if opts.measure == "callgrind":
+        args = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"] + args
+    if opts.chrt:
+        args = ["chrt", "-f", "10"] + args
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = p.communicate()
+    if p.returncode != 0:
+        sys.exit(f"opencl-overhead: {cfg} failed ({p.returncode}): {stderr[-2000:]}")
+    out = stdout.split("\n")
     per_kernel = float(out[0].split(": ")[1].split()[0])
     per_call = float(out[1].split(": ")[1].split()[0])
-    return per_kernel, per_call
+    if opts.measure == "callgrind":
+        total = int(next(l for l in stderr.split("\n") if "Collected :" in l).split(":")[1])
+        return per_kernel, per_call, total
+    return per_kernel, per_call, None
+
+
+def run_cpu(rt, cfg, kernels):
+    """--measure cpu: the whole process's CPU ns (user + sys, all threads) and its wall per kernel."""
+    start = resource.getrusage(resource.RUSAGE_CHILDREN)
+    k, call, _ = run(rt, cfg, kernels)
+    end = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime) * 1e9
+    return k, call, cpu
+
+
+def measure_per_kernel(rt):
+    """--measure callgrind|cpu: per kernel = (count at 3N - count at N) / 2N, N = --kernels."""
+    lo, hi = opts.kernels, 3 * opts.kernels
+    res = {c: ([], []) for c in configs}  # per-kernel count, wall ns per kernel at 3N
+    for _ in range(opts.rounds):
+        for c in configs:
+            if opts.measure == "callgrind":
+                a, b = run(rt, c, lo)[2], run(rt, c, hi)
+                res[c][0].append((b[2] - a) / (hi - lo))
+            else:
+                a, b = run_cpu(rt, c, lo)[2], run_cpu(rt, c, hi)
+                res[c][0].append((b[2] - a) / (hi - lo))
+            res[c][1].append(b[0])
+    load = os.getloadavg()
+    unit = "instructions (Ir, all threads)" if opts.measure == "callgrind" else "CPU ns (user + sys, all threads)"
+    print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} after the runs")
+    print(f"\n{rt}: {unit} per kernel = (at {hi} - at {lo} kernels) / {hi - lo}, {opts.items} work items, "
+          f"{opts.rounds} rounds{', chrt -f 10' if opts.chrt else ''}\n")
+    base = statistics.median(res["plain"][0]) if "plain" in res else None
+    base_w = statistics.median(res["plain"][1]) if "plain" in res else None
+    print("| configuration | per kernel: median (min-max) | vs plain (medians) | wall ns per kernel at "
+          f"{hi}: median | vs plain |")
+    print("|---|---|---|---|---|")
+    for c in configs:
+        v, w = res[c]
+        m, mw = statistics.median(v), statistics.median(w)
+        rel = f"{m - base:+.0f} = {100 * (m / base - 1):+.1f} %" if base else ""
+        relw = f"{100 * (mw / base_w - 1):+.1f} %" if base_w else ""
+        print(f"| {c} | {m:.0f} ({min(v):.0f}-{max(v):.0f}) | {rel} | {mw:.0f} | {relw} |")
+    print("\nruns: " + "; ".join(f"{c}: " + " ".join(f"{x:.0f}" for x in res[c][0]) for c in configs))
 
 
 def measure(rt):
     res = {c: ([], []) for c in configs}
     for _ in range(opts.rounds):
         for c in configs:
-            k, call = run(rt, c)
+            k, call, _ = run(rt, c)
             res[c][0].append(k)
             res[c][1].append(call)
     base_k = statistics.median(res["plain"][0])
@@ -114,7 +198,7 @@ def measure(rt):
 
 try:
     for rt in (["pocl", "intel"] if opts.runtime == "both" else [opts.runtime]):
-        measure(rt)
+        measure(rt) if opts.measure == "wall" else measure_per_kernel(rt)
 finally:
     # The program and the traces (a trace of a 200,000-kernel run is several MB).
     shutil.rmtree(tmp, ignore_errors=True)

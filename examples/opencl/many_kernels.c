@@ -2,7 +2,8 @@
  * overhead benchmark (scripts/opencl-overhead.py runs it with and without the layer).
  *
  *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
- *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--events] [--platform SUBSTRING]
+ *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--events] [--query [B]]
+ *                  [--batched [B]] [--platform SUBSTRING]
  *
  * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
  * one in-order queue plus the final clFinish, and the time per call of M
@@ -10,7 +11,19 @@
  * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison); --events asks for
  * each kernel's event and releases it right after the enqueue (with --profile: what an event
  * with profiling costs the runtime per command, the floor of any tracer that reads device times
- * from events).
+ * from events). --query [B] (implies --profile) keeps each kernel's event and, once B more
+ * (default 1,024) have been enqueued, waits for the previous batch's last event (on the in-order
+ * queue the earlier ones completed before it), reads CL_PROFILING_COMMAND_START and _END of every
+ * event of that batch and releases them; the last batches after clFinish. That is the least any
+ * tracer that reports a device time for every kernel makes the runtime do: an event per command
+ * on a profiling queue, two profiling queries after completion, the release. The batch in flight
+ * keeps the queue fed while the earlier one is read. It then prints a third line, the sum of the
+ * device times (so that the queries cannot be left out). --batched [B] waits as --query does
+ * (a marker's event after every B kernels, the previous marker waited for and released) but asks
+ * for no kernel's event: the same depth of the queue's backlog as --query without its events,
+ * the baseline against which --query's time is compared (a program that enqueues everything
+ * before one clFinish keeps a backlog of N commands, which costs the runtimes more than the
+ * waits do).
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -26,8 +39,23 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+/* --query: reads the device times of events[0..n) and releases them; returns their sum in ns. */
+static unsigned long long harvest(cl_event* events, int n) {
+    unsigned long long sum = 0;
+    if (n == 0) return 0;
+    clWaitForEvents(1, &events[n - 1]);
+    for (int i = 0; i < n; i++) {
+        cl_ulong start = 0, end = 0;
+        clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
+        clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+        sum += end - start;
+        clReleaseEvent(events[i]);
+    }
+    return sum;
+}
+
 int main(int argc, char** argv) {
-    int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0;
+    int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0, batch = 0, marker_every = 0;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
@@ -35,6 +63,15 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--items") && i + 1 < argc) items = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--events")) events = 1;
+        else if (!strcmp(argv[i], "--query")) {
+            profile = 1;
+            batch = i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[++i]) : 1024;
+            if (batch < 1) batch = 1;
+        }
+        else if (!strcmp(argv[i], "--batched")) {
+            marker_every = i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[++i]) : 1024;
+            if (marker_every < 1) marker_every = 1;
+        }
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
     }
     cl_platform_id ps[16], p = NULL;
@@ -63,14 +100,41 @@ int main(int argc, char** argv) {
     /* warm up: the first launches compile and start the runtime's threads */
     for (int i = 0; i < 100; i++) clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
     clFinish(q);
+    /* --query: two batches of events, the one being filled and the one before it */
+    cl_event* held = batch ? malloc(2 * (size_t)batch * sizeof(cl_event)) : NULL;
+    cl_event *filling = held, *previous = held ? held + batch : NULL;
+    int filled = 0, previous_n = 0;
+    unsigned long long device_ns = 0;
+    cl_event marker = NULL; /* --batched: the previous batch's marker */
     double t0 = now_ns();
     for (int i = 0; i < kernels; i++) {
         cl_event ev = NULL;
-        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, events ? &ev : NULL) != CL_SUCCESS) return 3;
-        if (ev) clReleaseEvent(ev);
+        if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, events || batch ? &ev : NULL) != CL_SUCCESS) return 3;
+        if (batch) {
+            filling[filled++] = ev;
+            if (filled == batch) {
+                device_ns += harvest(previous, previous_n);
+                cl_event* t = previous; previous = filling; filling = t;
+                previous_n = filled; filled = 0;
+            }
+        } else if (ev) {
+            clReleaseEvent(ev);
+        }
+        if (marker_every && (i + 1) % marker_every == 0) {
+            cl_event next = NULL;
+            clEnqueueMarkerWithWaitList(q, 0, NULL, &next);
+            if (marker) { clWaitForEvents(1, &marker); clReleaseEvent(marker); }
+            marker = next;
+        }
     }
     clFinish(q);
+    if (marker) clReleaseEvent(marker);
+    if (batch) {
+        device_ns += harvest(previous, previous_n);
+        device_ns += harvest(filling, filled);
+    }
     double t1 = now_ns();
+    free(held);
     int out[1];
     clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
     if (out[0] != kernels + 100) { fprintf(stderr, "wrong result %d\n", out[0]); return 3; }
@@ -81,6 +145,7 @@ int main(int argc, char** argv) {
     double t3 = now_ns();
     printf("kernels %d: %.1f ns/kernel\n", kernels, (t1 - t0) / kernels);
     printf("calls %d: %.1f ns/call\n", calls, (t3 - t2) / calls);
+    if (batch) printf("device %llu ns in %d kernels\n", device_ns, kernels);
     clReleaseMemObject(b); clReleaseKernel(k); clReleaseProgram(prog); clReleaseCommandQueue(q); clReleaseContext(ctx);
     return 0;
 }
