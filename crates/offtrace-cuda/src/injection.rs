@@ -396,12 +396,17 @@ fn note_capture(rule: u8, result: i32) {
     }
 }
 
+/// Whether some stream capture is in progress in the process.
+fn capture_in_progress() -> bool {
+    // Relaxed: see note_capture.
+    CAPTURES.load(Ordering::Relaxed) != 0
+}
+
 /// Whether a launch into `stream` was captured into a CUDA graph rather than enqueued: it runs
 /// only when the graph is launched, as that launch's work. Asked of the driver only while a
 /// capture is in progress.
 fn launch_captured(inj: &Injection, stream: u64, per_thread: bool) -> bool {
-    // Relaxed: see note_capture.
-    if CAPTURES.load(Ordering::Relaxed) == 0 {
+    if !capture_in_progress() {
         return false;
     }
     let Some(is_capturing) = inj.driver.stream_is_capturing else { return false };
@@ -1233,11 +1238,21 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
                 unsafe { note_launch_stub(inj, f, params, r) };
             }
         }
-        if crate::range_query::armed() && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active) {
+        // The range profiler decodes its batches with CUPTI calls that wait for the device, which
+        // would invalidate a stream capture in progress (the program's next call fails with
+        // cudaErrorStreamCaptureInvalidated): while one is, it is left alone. A capture's
+        // begin ends the batch first, like other work; its end marks what ran meanwhile as
+        // ranges no launch is paired with (decoded with no values, never another kernel's).
+        let capturing = capture_in_progress();
+        let capture_begin = inj.capture_rules[di].get(cbid as usize) == Some(&CAPTURE_BEGIN);
+        if !capturing
+            && crate::range_query::armed()
+            && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active)
+        {
             // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
             unsafe { range_query_enter(inj, data) };
         }
-        if crate::range_query::active() && crate::range_query::is_other_work(f.name) {
+        if !capturing && crate::range_query::active() && (capture_begin || crate::range_query::is_other_work(f.name)) {
             // SAFETY: as above.
             unsafe { range_query_other(data, true) };
         }
@@ -1275,6 +1290,10 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
             && (domain == ApiDomain::Runtime || RUNTIME_DEPTH.try_with(Cell::get).unwrap_or(0) == 0)
         {
             note_capture(rule, result);
+            if rule == CAPTURE_END && crate::range_query::active() {
+                // SAFETY: the call's CUpti_CallbackData (caller's guarantee).
+                unsafe { range_query_other(data, false) };
+            }
         }
         let launch = inj.launch_rules[di].get(cbid as usize).copied().unwrap_or_default();
         // With the dispatch taken from the runtime, a driver launch (its callback delivered only
@@ -1803,9 +1822,10 @@ unsafe fn record_launch(
     } else {
         emit::kernel_dispatch(queue, info.function as u64, info.name, grid, block, &values[..n], ts);
     }
-    if crate::range_query::active() {
+    if crate::range_query::active() && !capture_in_progress() {
         // The range profiler's ranges follow launch order: this kernel's correlation and name
-        // (a full batch is decoded here, with the launch's context current).
+        // (a full batch is decoded here, with the launch's context current). Not during a
+        // capture (see api_callback).
         // SAFETY: the cached kernel name is NUL-terminated and lives for the process.
         let name = (!info.name.is_null()).then(|| unsafe { CStr::from_ptr(info.name) });
         let was_busy = BUSY.try_with(|b| b.replace(true)).unwrap_or(true);
