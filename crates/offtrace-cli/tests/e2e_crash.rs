@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn offtrace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
 }
@@ -49,19 +51,9 @@ int main(int argc, char **argv) {
 
 /// The program built into `dir`; None when OpenCL tests are skipped.
 fn program(dir: &Path) -> Option<PathBuf> {
-    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
-        return None;
-    }
-    assert!(
-        Path::new("/etc/OpenCL/vendors/pocl.icd").exists() && Path::new("/usr/include/CL/cl.h").exists(),
-        "PoCL or the OpenCL headers are missing: run scripts/setup-opencl.sh (or OFFTRACE_SKIP_OPENCL=1 to skip)"
-    );
     let src = dir.join("crash.c");
     std::fs::write(&src, PROGRAM).expect("write crash.c");
-    let exe = dir.join("crash");
-    let st = Command::new("cc").arg("-O1").arg(&src).args(["-lOpenCL", "-o"]).arg(&exe).status().expect("cc");
-    assert!(st.success(), "cc crash.c failed");
-    Some(exe)
+    common::opencl_program(dir, &src, "crash", &["-O1"], &[])
 }
 
 /// `record`'s exit code, the report's calls of `clEnqueueWriteBuffer` and `clFinish`, and the

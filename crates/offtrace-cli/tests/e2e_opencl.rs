@@ -6,9 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
-}
+mod common;
+use common::{opencl_program, workspace};
 
 fn offtrace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
@@ -16,23 +15,7 @@ fn offtrace() -> Command {
 
 /// `examples/opencl/vector_add.c` built into `dir`; None when OpenCL tests are skipped.
 fn vector_add(dir: &Path) -> Option<PathBuf> {
-    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
-        return None;
-    }
-    assert!(
-        Path::new("/etc/OpenCL/vendors/pocl.icd").exists() && Path::new("/usr/include/CL/cl.h").exists(),
-        "PoCL or the OpenCL headers are missing: run scripts/setup-opencl.sh (or OFFTRACE_SKIP_OPENCL=1 to skip)"
-    );
-    let exe = dir.join("vector_add");
-    let st = Command::new("cc")
-        .arg("-O2")
-        .arg(workspace().join("examples/opencl/vector_add.c"))
-        .args(["-lOpenCL", "-o"])
-        .arg(&exe)
-        .status()
-        .expect("cc");
-    assert!(st.success(), "cc examples/opencl/vector_add.c failed");
-    Some(exe)
+    opencl_program(dir, &workspace().join("examples/opencl/vector_add.c"), "vector_add", &["-O2"], &[])
 }
 
 fn ok(o: &Output) {
@@ -171,18 +154,15 @@ fn a_map_and_its_unmap_carry_the_mapped_bytes() {
 #[test]
 fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
     let dir = tempfile::tempdir().expect("tmp");
-    if vector_add(dir.path()).is_none() {
+    let Some(prog) = opencl_program(
+        dir.path(),
+        &workspace().join("examples/opencl/ooo_threads.c"),
+        "ooo_threads",
+        &["-O2"],
+        &["-lpthread"],
+    ) else {
         return;
-    }
-    let prog = dir.path().join("ooo_threads");
-    let st = Command::new("cc")
-        .arg("-O2")
-        .arg(workspace().join("examples/opencl/ooo_threads.c"))
-        .args(["-lOpenCL", "-lpthread", "-o"])
-        .arg(&prog)
-        .status()
-        .expect("cc");
-    assert!(st.success(), "cc examples/opencl/ooo_threads.c failed");
+    };
     let trace = dir.path().join("ooo.offtrace");
     let o = offtrace()
         .arg("record")

@@ -27,10 +27,11 @@
 //!
 //! Not done: the writer thread's own crash waits for nothing; a forked child (no writer) waits
 //! for nothing; a handler the program installs after ours replaces ours (never re-installed).
-//! The writer thread starts with SIGTERM blocked ([`with_sigterm_blocked`]), so that a `kill` of the process is handled by a thread that
-//! is not the one that must do the flushing (the process then takes a `kill` as it would without
-//! the writer thread; only a SIGTERM sent to the writer's own thread id, `tgkill`, stays pending). The record path is unchanged: nothing here runs
-//! per record.
+//! The writer thread starts with SIGTERM blocked ([`with_sigterm_blocked`]), so that a `kill` of
+//! the process is handled by a thread that is not the one that must do the flushing (the process
+//! then takes a `kill` as it would without the writer thread; only a SIGTERM sent to the
+//! writer's own thread id, `tgkill`, stays pending). The record path is unchanged: nothing here
+//! runs per record.
 
 #![allow(unsafe_code)] // sigaction, signal-handler state
 
