@@ -22,7 +22,7 @@ use offtrace_format::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::early::{Completion, EarlyCompletions};
+use crate::early::{Completion, EarlyCompletions, RecentKeys};
 use crate::live_memory::{Change, LiveMemory};
 use crate::names;
 use crate::naming::display_name;
@@ -196,8 +196,7 @@ pub struct Analyzer {
     early_completion: EarlyCompletions<Activity>,
     /// Commands already completed: a later completion of the same (kind, correlation) (the SYCL
     /// backend's from the program's profiling query beside the OpenCL layer's) is not counted.
-    completed: rustc_hash::FxHashSet<(u32, u64)>,
-    completed_order: VecDeque<(u32, u64)>,
+    completed: RecentKeys,
     queues: FxHashMap<u64, QueueAcc>,
     queue_order: Vec<u64>,
     /// Queues whose handle a later queue reused (created after the first one was destroyed), by
@@ -522,7 +521,7 @@ impl Analyzer {
             return self.activity_record(a);
         }
         if a.phase == phase::COMPLETE {
-            if self.completed.contains(&key) {
+            if self.completed.contains(key) {
                 self.seen(a.ts);
                 return;
             }
@@ -537,7 +536,7 @@ impl Analyzer {
                 }
                 return;
             }
-            self.mark_completed(key);
+            self.completed.insert(key);
             return self.activity_record(a);
         }
         if let Some(c) = self.early_completion.take(key) {
@@ -546,11 +545,11 @@ impl Analyzer {
                 merged.device_start = c.device_start;
                 merged.device_end = c.device_end;
             }
-            self.mark_completed(key);
+            self.completed.insert(key);
             return self.activity_record(&merged);
         }
         if a.device_start != 0 {
-            self.mark_completed(key);
+            self.completed.insert(key);
         }
         self.activity_record(a)
     }
@@ -560,16 +559,6 @@ impl Analyzer {
         let slots = self.command_groups.entry(correlation).or_insert([u32::MAX; 2]);
         if let Some(free) = slots.iter_mut().find(|s| **s == g || **s == u32::MAX) {
             *free = g;
-        }
-    }
-
-    fn mark_completed(&mut self, key: (u32, u64)) {
-        if self.completed.insert(key) {
-            self.completed_order.push_back(key);
-            while self.completed_order.len() > PENDING_MAX {
-                let Some(old) = self.completed_order.pop_front() else { break };
-                self.completed.remove(&old);
-            }
         }
     }
 

@@ -50,32 +50,22 @@ struct Held<T> {
 pub struct EarlyCompletions<T> {
     held: FxHashMap<Key, Held<T>>,
     order: VecDeque<Key>,
-    several: FxHashSet<Key>,
-    several_order: VecDeque<Key>,
+    /// Keys proven to stand for several commands.
+    several: RecentKeys,
 }
 
 impl<T> Default for EarlyCompletions<T> {
     fn default() -> Self {
-        Self {
-            held: FxHashMap::default(),
-            order: VecDeque::new(),
-            several: FxHashSet::default(),
-            several_order: VecDeque::new(),
-        }
+        Self { held: FxHashMap::default(), order: VecDeque::new(), several: RecentKeys::default() }
     }
 }
 
 impl<T> EarlyCompletions<T> {
-    /// Whether a completion of `key` is held.
-    pub fn contains(&self, key: Key) -> bool {
-        self.held.contains_key(&key)
-    }
-
     /// A completion of `key` with device times `times` whose enqueue record has not come (the
     /// caller has checked that no enqueue record of `key` is waiting and that `key` was not
     /// completed already).
     pub fn complete(&mut self, key: Key, item: T, times: (u64, u64)) -> Completion<T> {
-        if self.several.contains(&key) {
+        if self.several.contains(key) {
             return Completion::Commands(vec![(key, item)]);
         }
         if let Some(h) = self.held.get_mut(&key) {
@@ -88,7 +78,7 @@ impl<T> EarlyCompletions<T> {
             }
             // A third command of one correlation: no enqueue record will take them.
             let Some(h) = self.held.remove(&key) else { return Completion::Held };
-            self.mark_several(key);
+            self.several.insert(key);
             let mut out = Vec::with_capacity(3);
             out.push((key, h.first));
             out.extend(h.second.map(|s| (key, s)));
@@ -127,13 +117,27 @@ impl<T> EarlyCompletions<T> {
         }
         out
     }
+}
 
-    fn mark_several(&mut self, key: Key) {
-        if self.several.insert(key) {
-            self.several_order.push_back(key);
-            while self.several_order.len() > PENDING_MAX {
-                let Some(old) = self.several_order.pop_front() else { break };
-                self.several.remove(&old);
+/// The newest [`PENDING_MAX`] keys inserted: the commands already completed (a later completion
+/// of one, a second backend's, is not counted again), the keys with several commands.
+#[derive(Debug, Default)]
+pub struct RecentKeys {
+    set: FxHashSet<Key>,
+    order: VecDeque<Key>,
+}
+
+impl RecentKeys {
+    pub fn contains(&self, key: Key) -> bool {
+        self.set.contains(&key)
+    }
+
+    pub fn insert(&mut self, key: Key) {
+        if self.set.insert(key) {
+            self.order.push_back(key);
+            while self.order.len() > PENDING_MAX {
+                let Some(old) = self.order.pop_front() else { break };
+                self.set.remove(&old);
             }
         }
     }
@@ -147,7 +151,6 @@ mod tests {
     fn a_completion_is_held_until_its_enqueue_record_takes_it() {
         let mut e = EarlyCompletions::default();
         assert_eq!(e.complete((1, 7), "c", (10, 20)), Completion::Held);
-        assert!(e.contains((1, 7)));
         assert_eq!(e.take((1, 7)), Some("c"));
         assert!(e.drain().is_empty());
     }

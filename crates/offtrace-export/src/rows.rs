@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
-use offtrace_analysis::early::{Completion, EarlyCompletions};
+use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
 use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase};
 use rustc_hash::FxHashMap;
 
@@ -55,7 +55,7 @@ struct Rows<'w> {
     /// several of one CUDA graph launch: `offtrace_analysis::early`).
     early: EarlyCompletions<Activity>,
     /// Commands completed already: a later completion of one is not written again.
-    completed: crate::timeline::Completed,
+    completed: RecentKeys,
     /// By the queue's definition id.
     queues: BTreeMap<u64, QueueRow>,
     /// One row per tid, written at the end: a thread can be defined more than once (by each
@@ -475,7 +475,7 @@ pub(crate) fn write_tables(
         pending: FxHashMap::default(),
         pending_order: VecDeque::new(),
         early: EarlyCompletions::default(),
-        completed: crate::timeline::Completed::default(),
+        completed: RecentKeys::default(),
         queues: BTreeMap::new(),
         threads: BTreeMap::new(),
         drops: BTreeMap::new(),

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use offtrace_analysis::early::{Completion, EarlyCompletions};
+use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
 use offtrace_analysis::live_memory::{Change, LiveMemory};
 use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -206,7 +206,7 @@ pub(crate) struct Timeline {
     /// Several of one CUDA graph launch: `offtrace_analysis::early`.
     early: EarlyCompletions<(PendingWork, (u64, u64))>,
     /// Commands completed already: a later completion of one is not drawn again.
-    completed: Completed,
+    completed: RecentKeys,
     open_waits: Bounded<(u32, u64), u64>,
     open_ranges: Bounded<u64, (u64, u32)>,
     counters: FxHashMap<u64, (u64, u8)>,
@@ -233,7 +233,7 @@ impl Timeline {
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
             early: EarlyCompletions::default(),
-            completed: Completed::default(),
+            completed: RecentKeys::default(),
             open_waits: Bounded::default(),
             open_ranges: Bounded::default(),
             counters: FxHashMap::default(),
@@ -678,30 +678,6 @@ impl Timeline {
         for ((kind, corr), w) in self.pending.drain() {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
-        }
-    }
-}
-
-/// The (kind, correlation) of commands already completed, the newest [`PENDING_MAX`]: a later
-/// completion of one of them (a second backend's) is not written again.
-#[derive(Debug, Default)]
-pub(crate) struct Completed {
-    set: rustc_hash::FxHashSet<(u32, u64)>,
-    order: VecDeque<(u32, u64)>,
-}
-
-impl Completed {
-    pub(crate) fn contains(&self, key: (u32, u64)) -> bool {
-        self.set.contains(&key)
-    }
-
-    pub(crate) fn insert(&mut self, key: (u32, u64)) {
-        if self.set.insert(key) {
-            self.order.push_back(key);
-            while self.order.len() > PENDING_MAX {
-                let Some(old) = self.order.pop_front() else { break };
-                self.set.remove(&old);
-            }
         }
     }
 }
