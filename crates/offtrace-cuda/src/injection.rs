@@ -1243,16 +1243,18 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         // cudaErrorStreamCaptureInvalidated): while one is, it is left alone. A capture's
         // begin ends the batch first, like other work; its end marks what ran meanwhile as
         // ranges no launch is paired with (decoded with no values, never another kernel's).
-        let capturing = capture_in_progress();
-        let capture_begin = inj.capture_rules[di].get(cbid as usize) == Some(&CAPTURE_BEGIN);
-        if !capturing
-            && crate::range_query::armed()
+        if crate::range_query::armed()
+            && !capture_in_progress()
             && inj.launch_rules[di].get(cbid as usize).is_some_and(|r| r.active)
         {
             // SAFETY: the launch's CUpti_CallbackData (caller's guarantee).
             unsafe { range_query_enter(inj, data) };
         }
-        if !capturing && crate::range_query::active() && (capture_begin || crate::range_query::is_other_work(f.name)) {
+        if crate::range_query::active()
+            && !capture_in_progress()
+            && (inj.capture_rules[di].get(cbid as usize) == Some(&CAPTURE_BEGIN)
+                || crate::range_query::is_other_work(f.name))
+        {
             // SAFETY: as above.
             unsafe { range_query_other(data, true) };
         }
