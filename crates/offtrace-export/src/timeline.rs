@@ -63,8 +63,9 @@ pub(crate) struct Slice<'a> {
     pub end: u64,
     pub name: &'a str,
     pub category: &'a str,
-    /// This slice starts the flow with this id (an API call that caused device work).
-    pub flow_out: Option<u64>,
+    /// This slice starts the flows with these ids (an API call that caused device work: one
+    /// flow per command, several for a CUDA graph launch).
+    pub flows_out: &'a [u64],
     /// This slice ends the flow with this id (device work).
     pub flow_in: Option<u64>,
     pub args: &'a [(&'a str, ArgValue)],
@@ -127,6 +128,24 @@ impl PendingWork {
     }
 }
 
+/// An API call's slice kept until its device work is drawn (see `Timeline::held_calls`).
+#[derive(Debug)]
+struct HeldCall {
+    track: u64,
+    start: u64,
+    end: u64,
+    name: String,
+    category: String,
+    args: Vec<(String, ArgValue)>,
+    /// Flows the call starts: its correlation id (the flow to its enqueued command), then one
+    /// [`EXTRA_FLOWS`] id per further command.
+    flows: Vec<u64>,
+}
+
+/// Flow ids of the flows to commands that share their call's correlation id: the top bit set,
+/// apart from the correlation ids that name the other flows.
+const EXTRA_FLOWS: u64 = 1 << 63;
+
 /// Device work with device times waiting for its call: kind, correlation, what to draw, times.
 type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
 
@@ -156,6 +175,10 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
             }
         }
         None
+    }
+
+    fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.map.get_mut(k)
     }
 
     fn contains_key(&self, k: &K) -> bool {
@@ -197,6 +220,13 @@ pub(crate) struct Timeline {
     flow_targets: Bounded<u64, ()>,
     /// Flows started by a call whose device work completes later.
     flows_started: Bounded<u64, ()>,
+    /// API calls with a correlation id, not written yet: device work of theirs drawn later
+    /// without a flow of its own (a CUDA graph launch's commands, completions from CUPTI's
+    /// buffers long after the call) adds a flow to the call's slice (Perfetto names a slice's
+    /// outgoing flows on the slice itself). The oldest is written when room is needed.
+    held_calls: Bounded<u64, HeldCall>,
+    /// The last flow id handed out for such a flow (below [`EXTRA_FLOWS`]).
+    next_flow: u64,
     /// Device work without device times yet: (kind, correlation) → what to draw.
     pending: Bounded<(u32, u64), PendingWork>,
     /// Device work with its device times whose call has not come yet, per thread: drawn when
@@ -230,6 +260,8 @@ impl Timeline {
             next_track: 1 << 40,
             flow_targets: Bounded::default(),
             flows_started: Bounded::default(),
+            held_calls: Bounded::default(),
+            next_flow: 0,
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
             early: EarlyCompletions::default(),
@@ -403,7 +435,7 @@ impl Timeline {
                 phase::EXIT => {
                     if let Some(start) = self.open_waits.remove(&(s.tid, s.correlation)) {
                         let name = self.defs.op(SYNC_KIND, s.op).into_owned();
-                        self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", None, &[]);
+                        self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", &[]);
                     }
                 }
                 _ => {}
@@ -417,7 +449,7 @@ impl Timeline {
                         }
                         phase::EXIT => {
                             if let Some((start, _)) = self.open_ranges.remove(&m.range_id) {
-                                self.thread_slice(out, m.tid, start, m.ts, &msg, "MARKER", None, &[]);
+                                self.thread_slice(out, m.tid, start, m.ts, &msg, "MARKER", &[]);
                             }
                         }
                         _ => {}
@@ -444,7 +476,6 @@ impl Timeline {
         end: u64,
         name: &str,
         category: &str,
-        flow_out: Option<u64>,
         args: &[(&str, ArgValue)],
     ) {
         let base = self.thread_track(out, tid);
@@ -455,7 +486,7 @@ impl Timeline {
             end,
             name,
             category,
-            flow_out,
+            flows_out: &[],
             flow_in: None,
             args,
             instant: false,
@@ -473,7 +504,7 @@ impl Timeline {
             end: ts,
             name,
             category,
-            flow_out: None,
+            flows_out: &[],
             flow_in: None,
             args: &[],
             instant: true,
@@ -508,12 +539,30 @@ impl Timeline {
         if let Some(r) = a.result {
             args.push(("result".to_owned(), ArgValue::Signed(r)));
         }
-        let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         let name = self.defs.op(a.kind, a.op).into_owned();
         let cat = self.defs.kind(a.kind).into_owned();
-        self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, flow_out, &refs);
-        drop(refs);
-        self.args = args;
+        if a.correlation == 0 {
+            let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, &refs);
+            drop(refs);
+            self.args = args;
+        } else {
+            // Held until its device work is known (a flow per command), or room is needed.
+            let base = self.thread_track(out, a.tid);
+            let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
+            let call = HeldCall {
+                track,
+                start: a.start,
+                end: a.end,
+                name,
+                category: cat,
+                args,
+                flows: flow_out.into_iter().collect(),
+            };
+            if let Some((_, old)) = self.held_calls.insert(a.correlation, call) {
+                self.write_call(out, old);
+            }
+        }
         for (kind, corr, work, times) in ready {
             self.device_slice(out, kind, &work, corr, Some(times), Some(corr));
         }
@@ -613,6 +662,23 @@ impl Timeline {
         times: Option<(u64, u64)>,
         flow_in: Option<u64>,
     ) {
+        // Device work whose call's record has no flow for it yet (a completion without an enqueue
+        // record: every command of a CUDA graph launch shares the launch's correlation): a flow
+        // of its own from the call, while the call is held.
+        let flow_in = match flow_in {
+            Some(id) => Some(id),
+            None if correlation != 0 => {
+                let next = EXTRA_FLOWS | (self.next_flow + 1);
+                self.held_calls.get_mut(&correlation).map(|call| {
+                    call.flows.push(next);
+                    next
+                })
+            }
+            None => None,
+        };
+        if flow_in.is_some_and(|id| id & EXTRA_FLOWS != 0) {
+            self.next_flow += 1;
+        }
         let queue_id = if w.queue_id != 0 { w.queue_id } else { self.defs.queue_id(w.queue, w.device) };
         let base = self.queue_track(out, queue_id, w.device);
         let (start, end, instant) = match times {
@@ -652,7 +718,7 @@ impl Timeline {
             end,
             name: &name,
             category: &cat,
-            flow_out: None,
+            flows_out: &[],
             flow_in,
             args: &args,
             instant,
@@ -679,5 +745,26 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
         }
+        for (_, call) in self.held_calls.drain() {
+            self.write_call(out, call);
+        }
+    }
+
+    /// Writes an API call held for its flows.
+    fn write_call(&mut self, out: &mut dyn TimelineOut, call: HeldCall) {
+        let refs: Vec<(&str, ArgValue)> = call.args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        out.slice(&Slice {
+            track: call.track,
+            start: call.start,
+            end: call.end,
+            name: &call.name,
+            category: &call.category,
+            flows_out: &call.flows,
+            flow_in: None,
+            args: &refs,
+            instant: false,
+            texts: &[],
+        });
+        self.items += 1;
     }
 }
