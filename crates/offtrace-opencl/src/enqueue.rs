@@ -668,6 +668,12 @@ fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
         if let Command::Copy { size, .. } | Command::Fill { size, .. } = &mut e.command {
             *size += command.bytes();
         }
+        // A barrier made of a marker and a barrier (the UR adapter's) is a barrier.
+        if let (Command::Sync { op, .. }, Command::Sync { op: part, .. }) = (&mut e.command, command)
+            && *part == offtrace_core::sync_op::BARRIER
+        {
+            *op = *part;
+        }
     }
 }
 
