@@ -128,18 +128,67 @@ impl PendingWork {
     }
 }
 
-/// An API call's slice kept until its device work is drawn (see `Timeline::held_calls`).
+/// An API call's slice kept until its device work is drawn (see `Timeline::held_calls`): the
+/// record itself (no allocation; its arguments are formatted when it is written) and its lane.
 #[derive(Debug)]
 struct HeldCall {
+    call: ApiCall,
     track: u64,
-    start: u64,
-    end: u64,
-    name: String,
-    category: String,
-    args: Vec<(String, ArgValue)>,
-    /// Flows the call starts: its correlation id (the flow to its enqueued command), then one
-    /// [`EXTRA_FLOWS`] id per further command.
-    flows: Vec<u64>,
+    /// The flow to its enqueued command (id = its correlation id), if any.
+    flow_out: Option<u64>,
+    /// One [`EXTRA_FLOWS`] id per further command.
+    more_flows: Vec<u64>,
+}
+
+/// API calls held for their flows, at most (about 20 MB of records). Fewer would not save time
+/// (the cost is holding each call, not the ring's size: measured at 16,384, `docs/overhead.md`)
+/// and would lose the flows of work reported later, e.g. from CUPTI's 8 MiB buffers.
+const HELD_CALLS_MAX: usize = 1 << 16;
+
+/// The API calls held, oldest first, at most [`HELD_CALLS_MAX`]: in a ring (in file order, so
+/// writing them out reads memory in order) with a small index by correlation id.
+#[derive(Debug, Default)]
+struct HeldCalls {
+    ring: VecDeque<Option<HeldCall>>,
+    /// Sequence number of `ring[0]`.
+    first: u64,
+    /// Correlation id → sequence number.
+    index: FxHashMap<u64, u64>,
+}
+
+impl HeldCalls {
+    /// Holds `call`; returns a call held before under its correlation id (a damaged or merged
+    /// trace) and the oldest call when room was needed, both to write now.
+    fn push(&mut self, call: HeldCall) -> (Option<HeldCall>, Option<HeldCall>) {
+        let seq = self.first + self.ring.len() as u64;
+        let again = self
+            .index
+            .insert(call.call.correlation, seq)
+            .and_then(|old| self.ring.get_mut((old - self.first) as usize).and_then(Option::take));
+        self.ring.push_back(Some(call));
+        let evicted = if self.ring.len() > HELD_CALLS_MAX { self.pop() } else { None };
+        (again, evicted)
+    }
+
+    fn get_mut(&mut self, correlation: u64) -> Option<&mut HeldCall> {
+        let seq = *self.index.get(&correlation)?;
+        self.ring.get_mut((seq - self.first) as usize)?.as_mut()
+    }
+
+    /// The oldest call held (skipping the places of calls taken out).
+    fn pop(&mut self) -> Option<HeldCall> {
+        while let Some(slot) = self.ring.pop_front() {
+            let seq = self.first;
+            self.first += 1;
+            if let Some(call) = slot {
+                if self.index.get(&call.call.correlation) == Some(&seq) {
+                    self.index.remove(&call.call.correlation);
+                }
+                return Some(call);
+            }
+        }
+        None
+    }
 }
 
 /// Flow ids of the flows to commands that share their call's correlation id: the top bit set,
@@ -175,10 +224,6 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
             }
         }
         None
-    }
-
-    fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.map.get_mut(k)
     }
 
     fn contains_key(&self, k: &K) -> bool {
@@ -224,7 +269,7 @@ pub(crate) struct Timeline {
     /// without a flow of its own (a CUDA graph launch's commands, completions from CUPTI's
     /// buffers long after the call) adds a flow to the call's slice (Perfetto names a slice's
     /// outgoing flows on the slice itself). The oldest is written when room is needed.
-    held_calls: Bounded<u64, HeldCall>,
+    held_calls: HeldCalls,
     /// The last flow id handed out for such a flow (below [`EXTRA_FLOWS`]).
     next_flow: u64,
     /// Device work without device times yet: (kind, correlation) → what to draw.
@@ -260,7 +305,7 @@ impl Timeline {
             next_track: 1 << 40,
             flow_targets: Bounded::default(),
             flows_started: Bounded::default(),
-            held_calls: Bounded::default(),
+            held_calls: HeldCalls::default(),
             next_flow: 0,
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
@@ -532,34 +577,17 @@ impl Timeline {
         if let Some(c) = flow_out {
             self.flows_started.insert(c, ());
         }
-        let mut args = std::mem::take(&mut self.args);
-        args.clear();
-        self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
-        args.push(("correlation".to_owned(), ArgValue::Unsigned(a.correlation)));
-        if let Some(r) = a.result {
-            args.push(("result".to_owned(), ArgValue::Signed(r)));
-        }
-        let name = self.defs.op(a.kind, a.op).into_owned();
-        let cat = self.defs.kind(a.kind).into_owned();
+        let base = self.thread_track(out, a.tid);
+        let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
+        let call = HeldCall { call: a.clone(), track, flow_out, more_flows: Vec::new() };
         if a.correlation == 0 {
-            let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, &refs);
-            drop(refs);
-            self.args = args;
+            self.write_call(out, call);
         } else {
-            // Held until its device work is known (a flow per command), or room is needed.
-            let base = self.thread_track(out, a.tid);
-            let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
-            let call = HeldCall {
-                track,
-                start: a.start,
-                end: a.end,
-                name,
-                category: cat,
-                args,
-                flows: flow_out.into_iter().collect(),
-            };
-            if let Some((_, old)) = self.held_calls.insert(a.correlation, call) {
+            // Held until its device work is known (a flow per command), or room is needed. A
+            // second call of one correlation id (a damaged or merged trace): the first is
+            // written as it is.
+            let (again, evicted) = self.held_calls.push(call);
+            for old in [again, evicted].into_iter().flatten() {
                 self.write_call(out, old);
             }
         }
@@ -669,8 +697,8 @@ impl Timeline {
             Some(id) => Some(id),
             None if correlation != 0 => {
                 let next = EXTRA_FLOWS | (self.next_flow + 1);
-                self.held_calls.get_mut(&correlation).map(|call| {
-                    call.flows.push(next);
+                self.held_calls.get_mut(correlation).map(|call| {
+                    call.more_flows.push(next);
                     next
                 })
             }
@@ -745,26 +773,39 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
         }
-        for (_, call) in self.held_calls.drain() {
+        while let Some(call) = self.held_calls.pop() {
             self.write_call(out, call);
         }
     }
 
-    /// Writes an API call held for its flows.
-    fn write_call(&mut self, out: &mut dyn TimelineOut, call: HeldCall) {
-        let refs: Vec<(&str, ArgValue)> = call.args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    /// Writes an API call's slice (held for its flows, or at once: no correlation id).
+    fn write_call(&mut self, out: &mut dyn TimelineOut, held: HeldCall) {
+        let a = &held.call;
+        let mut args = std::mem::take(&mut self.args);
+        args.clear();
+        self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
+        args.push(("correlation".to_owned(), ArgValue::Unsigned(a.correlation)));
+        if let Some(r) = a.result {
+            args.push(("result".to_owned(), ArgValue::Signed(r)));
+        }
+        let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let name = self.defs.op(a.kind, a.op);
+        let cat = self.defs.kind(a.kind);
+        let flows: Vec<u64> = held.flow_out.into_iter().chain(held.more_flows.iter().copied()).collect();
         out.slice(&Slice {
-            track: call.track,
-            start: call.start,
-            end: call.end,
-            name: &call.name,
-            category: &call.category,
-            flows_out: &call.flows,
+            track: held.track,
+            start: a.start,
+            end: a.end,
+            name: &name,
+            category: &cat,
+            flows_out: &flows,
             flow_in: None,
             args: &refs,
             instant: false,
             texts: &[],
         });
+        drop(refs);
+        self.args = args;
         self.items += 1;
     }
 }
