@@ -579,7 +579,7 @@ impl Timeline {
         }
         let base = self.thread_track(out, a.tid);
         let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
-        let call = HeldCall { call: a.clone(), track, flow_out, more_flows: Vec::new() };
+        let call = HeldCall { call: *a, track, flow_out, more_flows: Vec::new() };
         if a.correlation == 0 {
             self.write_call(out, call);
         } else {
