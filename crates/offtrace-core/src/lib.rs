@@ -21,6 +21,7 @@ mod marker;
 mod payload;
 pub mod ring;
 mod sync;
+mod thread_cache;
 mod timestamp;
 
 pub use allocation::{
