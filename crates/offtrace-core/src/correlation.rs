@@ -67,8 +67,13 @@ pub(crate) struct ThreadState {
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
     /// This thread's entry in the thread-pointer cache (see [`crate::thread_cache`]): 0 before
-    /// its first slow path, the entry's address while it owns one, 1 once withdrawn.
+    /// its first slow path, then `thread_cache::TAKEN` or `RELEASED`.
+    #[cfg_attr(loom, allow(dead_code))] // under loom the record paths read `THREAD` directly
     pub(crate) cache_entry: Cell<usize>,
+    /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
+    pub(crate) allocation_memo: crate::allocation::AllocationMemo,
+    /// Other crates' cached thread-local addresses (see [`crate::thread_cache::ThreadWord`]).
+    pub(crate) words: [Cell<usize>; crate::thread_cache::THREAD_WORDS],
 }
 
 thread_local! {
@@ -87,6 +92,8 @@ thread_local! {
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
             reported: Cell::new([(0, 0); 8]),
             cache_entry: Cell::new(0),
+            allocation_memo: crate::generation::Memo::new(0, None),
+            words: [const { Cell::new(0) }; crate::thread_cache::THREAD_WORDS],
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.

@@ -20,8 +20,11 @@
 //! - **Only the owner's thread pointer matches.** A thread takes a free slot with a
 //!   compare-exchange of its thread pointer for 0, then stores its state; it alone clears it
 //!   (at its exit). So a slot whose thread pointer equals ours was taken by this thread, and the
-//!   state read next is this thread's own earlier store (program order): every access is
-//!   `Relaxed`. A reader that races with another thread's take or release of the slot reads a
+//!   state read next is this thread's own earlier store (program order): the look-up's loads
+//!   are `Relaxed`. The release is `Release` and the take `Acquire`, so that a previous
+//!   owner's store of its state comes before the next owner's in the state's modification
+//!   order (the loom model, `loom_a_slot_hands_out_only_its_owners_state`, fails with both
+//!   `Relaxed`). A reader that races with another thread's take or release of the slot reads a
 //!   thread pointer that is not its own and takes the slow path.
 //! - **The slow path** (first emit of a thread, its slot held by another thread) reads `THREAD`
 //!   through the thread-local and tries to take the slot; on success it notes the slot in the
@@ -114,8 +117,9 @@ impl<const N: usize> Table<N> {
         let s = self.slot(tp);
         // Relaxed (both): only the owner stores its thread pointer into a slot and only the
         // owner clears it, so a match means this thread took the slot, and `state` is then
-        // this thread's own earlier store (program order). An owner that has exited cleared
-        // the slot before its TCB could be reused (see the module docs).
+        // this thread's own earlier store (program order; earlier owners' stores precede it in
+        // the state's modification order: see `take`). An owner that has exited cleared the
+        // slot before its TCB could be reused (see the module docs).
         if s.tp.load(Ordering::Relaxed) == tp { Some(s.state.load(Ordering::Relaxed).cast_const()) } else { None }
     }
 
@@ -123,10 +127,13 @@ impl<const N: usize> Table<N> {
     /// free; `true` if the thread holds it now.
     pub(crate) fn take(&self, tp: usize, state: *const ThreadState) -> bool {
         let s = self.slot(tp);
-        // Relaxed: see `lookup`; the state is stored after the exchange, and only this
-        // thread reads it, after this function returns.
-        match s.tp.compare_exchange(0, tp, Ordering::Relaxed, Ordering::Relaxed) {
+        // Acquire (success): pairs with the Release of the previous owner's `release`, so its
+        // store of its state precedes ours in the state's modification order and our look-ups
+        // read ours (without it, the previous owner's store could come later in that order:
+        // the loom model finds that). Relaxed on failure: nothing is read then.
+        match s.tp.compare_exchange(0, tp, Ordering::Acquire, Ordering::Relaxed) {
             Ok(_) => {
+                // Relaxed: read by this thread only (`lookup`), after this store.
                 s.state.store(state.cast_mut(), Ordering::Relaxed);
                 true
             }
@@ -136,9 +143,9 @@ impl<const N: usize> Table<N> {
 
     /// Frees the slot of the calling thread (pointer `tp`) if it holds it.
     pub(crate) fn release(&self, tp: usize) {
-        // Relaxed: a thread that reuses this TCB starts after this thread is gone (see the
-        // module docs); any other thread only compares the slot with its own pointer.
-        let _ = self.slot(tp).tp.compare_exchange(tp, 0, Ordering::Relaxed, Ordering::Relaxed);
+        // Release: pairs with the Acquire of the next owner's `take` (see there). A thread that
+        // reuses this TCB starts after this thread is gone (see the module docs).
+        let _ = self.slot(tp).tp.compare_exchange(tp, 0, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Frees every slot (a fork child: async-signal-safe, plain stores).
@@ -148,6 +155,77 @@ impl<const N: usize> Table<N> {
             s.tp.store(0, Ordering::Relaxed);
         }
     }
+}
+
+/// Words of the thread state that other crates linked into the same library use to reach
+/// their own thread-locals without `__tls_get_addr` (see [`with_cached_local`]).
+pub const THREAD_WORDS: usize = 16;
+
+/// One of the [`THREAD_WORDS`] words: each crate names its own range, so that the crates
+/// linked into one library (the SYCL agent: this crate, `offtrace-sycl`, `offtrace-recorder`)
+/// never share one. A word out of its crate's range does not compile where it is a constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadWord(u8);
+
+impl ThreadWord {
+    /// Word `i` (< 12) of the SYCL backend (`offtrace-sycl`).
+    pub const fn sycl(i: u8) -> Self {
+        assert!(i < 12, "offtrace-sycl has words 0..12");
+        Self(i)
+    }
+
+    /// Word `i` (< 4) of the recorder (`offtrace-recorder`).
+    pub const fn recorder(i: u8) -> Self {
+        assert!(i < 4, "offtrace-recorder has words 12..16");
+        Self(12 + i)
+    }
+}
+
+/// `key.with(f)` through the thread state that the thread-pointer cache hands out: on a
+/// thread's first use the address of its `key` goes into word `w` of its state, and later uses
+/// read it there (a few loads, no call), where a thread-local of a shared object is a
+/// `__tls_get_addr` call per access.
+///
+/// # Safety
+///
+/// - `key` is const-initialised and has no destructor (no `Drop` anywhere in `T`), so its
+///   storage is valid for the thread's whole life, its teardown included;
+/// - `w` is used with this `key` only, in every crate linked into the same library.
+#[inline(always)]
+pub unsafe fn with_cached_local<T: 'static, R>(
+    w: ThreadWord,
+    key: &'static std::thread::LocalKey<T>,
+    f: impl FnOnce(&T) -> R,
+) -> R {
+    let word = &crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)];
+    let p = word.get();
+    let p = if p != 0 { p as *const T } else { cache_local(word, key) };
+    // SAFETY: `p` is the address of this thread's `key` (only this function stores into `w`,
+    // with `key`'s address, by the caller's contract), valid for the thread's life (ditto);
+    // the reference lives for the call of `f` on this thread only.
+    f(unsafe { &*p })
+}
+
+/// Word `w` of the calling thread's state (0 until set): a few loads, no call. For a crate
+/// whose thread-local has a destructor (so [`with_cached_local`] does not apply): it stores the
+/// thread-local's address here while the value is alive and clears it in the value's `Drop`.
+#[inline(always)]
+pub fn thread_word(w: ThreadWord) -> usize {
+    crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)].get()
+}
+
+/// Sets word `w` of the calling thread's state (see [`thread_word`]).
+#[inline]
+pub fn set_thread_word(w: ThreadWord, value: usize) {
+    crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)].set(value);
+}
+
+#[cold]
+#[inline(never)]
+fn cache_local<T: 'static>(word: &std::cell::Cell<usize>, key: &'static std::thread::LocalKey<T>) -> *const T {
+    let p = key.with(|t| t as *const T);
+    word.set(p as usize);
+    p
 }
 
 #[cfg(not(loom))]
