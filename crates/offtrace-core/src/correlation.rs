@@ -72,8 +72,6 @@ pub(crate) struct ThreadState {
     pub(crate) cache_entry: Cell<usize>,
     /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
     pub(crate) allocation_memo: crate::allocation::AllocationMemo,
-    /// Other crates' cached thread-local addresses (see [`crate::thread_cache::ThreadWord`]).
-    pub(crate) words: [Cell<usize>; crate::thread_cache::THREAD_WORDS],
 }
 
 thread_local! {
@@ -93,7 +91,6 @@ thread_local! {
             reported: Cell::new([(0, 0); 8]),
             cache_entry: Cell::new(0),
             allocation_memo: crate::generation::Memo::new(0, None),
-            words: [const { Cell::new(0) }; crate::thread_cache::THREAD_WORDS],
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.

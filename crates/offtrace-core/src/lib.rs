@@ -71,5 +71,4 @@ pub use payload::{
     ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload, MemoryAllocPayload,
     MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload,
 };
-pub use thread_cache::{THREAD_WORDS, ThreadWord, set_thread_word, thread_word, with_cached_local};
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

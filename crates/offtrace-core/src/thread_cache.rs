@@ -15,8 +15,10 @@
 //!   the thread pointer. A slot holds a thread pointer (0 = free) and the address of that
 //!   thread's [`ThreadState`] (the const, destructor-free thread-local `THREAD`, which stays
 //!   where it is). The fast path: hash, load the slot's thread pointer, compare with ours, load
-//!   its state: no call, no pointer to chase (the brief's first version pointed the table at
-//!   heap entries: one dependent load more, and a pool to keep them).
+//!   its state: about ten instructions, no call, no pointer to chase (a table of pointers to
+//!   heap entries, tried first, cost one dependent load more and a pool to keep the entries).
+//!   In an executable, where a thread-local is one `%fs`-relative access, the look-up costs
+//!   those ten instructions more (`docs/overhead.md`, *As applications load it*).
 //! - **Only the owner's thread pointer matches.** A thread takes a free slot with a
 //!   compare-exchange of its thread pointer for 0, then stores its state; it alone clears it
 //!   (at its exit). So a slot whose thread pointer equals ours was taken by this thread, and the
@@ -41,10 +43,11 @@
 //!   use `THREAD` without taking a slot (`THREAD` has no destructor: it stays valid to the
 //!   thread's end). Never a panic, never another thread's state. A pthread key rather than a
 //!   destructor-bearing thread-local: TLS destructors run first, so emits from them stay on the
-//!   fast path; and a thread whose first emit comes from a TLS destructor (once glibc's
-//!   `__call_tls_dtors` has run, a thread-local destructor registered later never runs) still
-//!   has its slot released: a key set during the key destructors' rounds makes glibc run
-//!   another round. What is left: a thread whose *first* emit comes in the fourth and last
+//!   fast path; and a thread whose first emit comes from a TLS destructor or a key destructor
+//!   still has its slot released (a thread-local destructor registered once glibc's
+//!   `__call_tls_dtors` has run never runs; a key set during the key destructors' rounds makes
+//!   glibc run another round). The main thread's `exit` runs no key destructor, and ends the
+//!   process: its TCB is never reused. What is left: a thread whose *first* emit comes in the fourth and last
 //!   round (`PTHREAD_DESTRUCTOR_ITERATIONS`), which takes another library's key destructor
 //!   re-arming itself three times and then calling a traced runtime; its slot would outlive it.
 //!   Not covered.
@@ -155,77 +158,6 @@ impl<const N: usize> Table<N> {
             s.tp.store(0, Ordering::Relaxed);
         }
     }
-}
-
-/// Words of the thread state that other crates linked into the same library use to reach
-/// their own thread-locals without `__tls_get_addr` (see [`with_cached_local`]).
-pub const THREAD_WORDS: usize = 16;
-
-/// One of the [`THREAD_WORDS`] words: each crate names its own range, so that the crates
-/// linked into one library (the SYCL agent: this crate, `offtrace-sycl`, `offtrace-recorder`)
-/// never share one. A word out of its crate's range does not compile where it is a constant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ThreadWord(u8);
-
-impl ThreadWord {
-    /// Word `i` (< 12) of the SYCL backend (`offtrace-sycl`).
-    pub const fn sycl(i: u8) -> Self {
-        assert!(i < 12, "offtrace-sycl has words 0..12");
-        Self(i)
-    }
-
-    /// Word `i` (< 4) of the recorder (`offtrace-recorder`).
-    pub const fn recorder(i: u8) -> Self {
-        assert!(i < 4, "offtrace-recorder has words 12..16");
-        Self(12 + i)
-    }
-}
-
-/// `key.with(f)` through the thread state that the thread-pointer cache hands out: on a
-/// thread's first use the address of its `key` goes into word `w` of its state, and later uses
-/// read it there (a few loads, no call), where a thread-local of a shared object is a
-/// `__tls_get_addr` call per access.
-///
-/// # Safety
-///
-/// - `key` is const-initialised and has no destructor (no `Drop` anywhere in `T`), so its
-///   storage is valid for the thread's whole life, its teardown included;
-/// - `w` is used with this `key` only, in every crate linked into the same library.
-#[inline(always)]
-pub unsafe fn with_cached_local<T: 'static, R>(
-    w: ThreadWord,
-    key: &'static std::thread::LocalKey<T>,
-    f: impl FnOnce(&T) -> R,
-) -> R {
-    let word = &crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)];
-    let p = word.get();
-    let p = if p != 0 { p as *const T } else { cache_local(word, key) };
-    // SAFETY: `p` is the address of this thread's `key` (only this function stores into `w`,
-    // with `key`'s address, by the caller's contract), valid for the thread's life (ditto);
-    // the reference lives for the call of `f` on this thread only.
-    f(unsafe { &*p })
-}
-
-/// Word `w` of the calling thread's state (0 until set): a few loads, no call. For a crate
-/// whose thread-local has a destructor (so [`with_cached_local`] does not apply): it stores the
-/// thread-local's address here while the value is alive and clears it in the value's `Drop`.
-#[inline(always)]
-pub fn thread_word(w: ThreadWord) -> usize {
-    crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)].get()
-}
-
-/// Sets word `w` of the calling thread's state (see [`thread_word`]).
-#[inline]
-pub fn set_thread_word(w: ThreadWord, value: usize) {
-    crate::correlation::thread_state().words[usize::from(w.0) & (THREAD_WORDS - 1)].set(value);
-}
-
-#[cold]
-#[inline(never)]
-fn cache_local<T: 'static>(word: &std::cell::Cell<usize>, key: &'static std::thread::LocalKey<T>) -> *const T {
-    let p = key.with(|t| t as *const T);
-    word.set(p as usize);
-    p
 }
 
 #[cfg(not(loom))]

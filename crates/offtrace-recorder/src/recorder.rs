@@ -255,10 +255,6 @@ pub(crate) struct Local {
 
 impl Drop for Local {
     fn drop(&mut self) {
-        // The thread's `LOCAL` no longer holds this `Local` (see `with_local`). (The late
-        // ring's `Local` moves between threads: clearing another thread's word only sends its
-        // next record through the thread-local.)
-        offtrace_core::set_thread_word(W_LOCAL, 0);
         // Release: the entries pushed before are visible to the writer that sees the flag.
         self.shared.orphaned.store(true, Ordering::Release);
     }
@@ -321,47 +317,18 @@ fn register(inner: &'static Inner) -> Local {
 pub(crate) fn with_local(f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
     let Some(inner) = current() else { return false };
     let mut f = Some(f);
-    let cached = offtrace_core::thread_word(W_LOCAL);
-    if cached != 0 {
-        // SAFETY: a non-zero word is this thread's `LOCAL` (stored below, on this thread, only
-        // while it holds a `Local`): its slot never goes from `Some` to `None` but by dropping
-        // that `Local` (nothing takes it out), and `Local::drop` clears the word, so the
-        // thread-local's value is alive here; the reference stays on this thread.
-        let cell = unsafe { &*(cached as *const RefCell<Option<Local>>) };
-        return record_in(cell, inner, &mut f);
-    }
     let done = LOCAL.try_with(|cell| {
-        let done = record_in(cell, inner, &mut f);
-        if cell.try_borrow().is_ok_and(|slot| slot.is_some()) {
-            offtrace_core::set_thread_word(W_LOCAL, cell as *const RefCell<Option<Local>> as usize);
+        let Ok(mut slot) = cell.try_borrow_mut() else { return false };
+        match (slot.as_mut(), f.take()) {
+            (Some(local), Some(f)) if local.inner == inner as *const Inner as usize => local.record(inner, f),
+            (_, Some(f)) => register_and_record(inner, &mut slot, f),
+            (_, None) => false,
         }
-        done
     });
     match (done, f) {
         (Ok(done), _) => done,
         (Err(_), Some(f)) => with_late(inner, f),
         (Err(_), None) => false,
-    }
-}
-
-/// The word of offtrace-core's thread state that holds the address of this thread's `LOCAL`
-/// while it holds a `Local` (0 otherwise): in the agent, a shared object, a thread-local access
-/// is a `__tls_get_addr` call (1-2 ns), and the word is read through offtrace-core's
-/// thread-pointer cache, without one.
-const W_LOCAL: offtrace_core::ThreadWord = offtrace_core::ThreadWord::recorder(0);
-
-/// [`with_local`] on the thread's slot `cell`.
-#[inline(always)]
-fn record_in(
-    cell: &RefCell<Option<Local>>,
-    inner: &'static Inner,
-    f: &mut Option<impl FnOnce(&'static Inner, &mut Local)>,
-) -> bool {
-    let Ok(mut slot) = cell.try_borrow_mut() else { return false };
-    match (slot.as_mut(), f.take()) {
-        (Some(local), Some(f)) if local.inner == inner as *const Inner as usize => local.record(inner, f),
-        (_, Some(f)) => register_and_record(inner, &mut slot, f),
-        (_, None) => false,
     }
 }
 

@@ -45,10 +45,10 @@ use offtrace::XptiPayload;
 use offtrace_core::{
     ApiCallPayload, ArgDescriptor, ArgFormat, CallToken, CodeObjectPayload, Generation, GenerationCounter,
     KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, Memo, MemoryAllocPayload, MemoryCopyPayload, MemoryFillPayload,
-    MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, ThreadWord,
-    code_object, direct_path_applies, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at,
-    emit_instant, emit_instant_at, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch,
-    kind_enabled, memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
+    MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
+    direct_path_applies, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at, emit_instant,
+    emit_instant_at, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled,
+    memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -71,35 +71,6 @@ static UR_SEEN: AtomicBool = AtomicBool::new(false);
 
 /// `ur_function_t` values, generated from `ur_api.h` (`offtrace_xpti_abi::ur::id`).
 use offtrace_xpti_abi::ur::id as urf;
-
-/// The words of offtrace-core's thread state that hold this crate's thread-locals' addresses
-/// (see [`cached`]): one per thread-local, each used with its own only.
-const W_OPEN: ThreadWord = ThreadWord::sycl(0);
-const W_TASK: ThreadWord = ThreadWord::sycl(1);
-const W_UR_INSTANCE: ThreadWord = ThreadWord::sycl(2);
-const W_QUEUE_MEMO: ThreadWord = ThreadWord::sycl(3);
-const W_QUEUE_ID_MEMO: ThreadWord = ThreadWord::sycl(4);
-const W_KEYS: ThreadWord = ThreadWord::sycl(5);
-const W_CUR: ThreadWord = ThreadWord::sycl(6);
-const W_NODE_META: ThreadWord = ThreadWord::sycl(7);
-const W_NAME_OUT: ThreadWord = ThreadWord::sycl(8);
-
-/// `key.try_with(f)` without a `__tls_get_addr` call: the agent is a shared object, where each
-/// thread-local access is one (1-2 ns), and a notification made several. Through
-/// [`offtrace_core::with_cached_local`]: the key's address cached in word `w` of the thread
-/// state that offtrace-core's thread-pointer cache hands out. Never fails (the keys have no
-/// destructor); a `Result` for the call sites written for `try_with`.
-#[inline(always)]
-fn cached<T: 'static, R>(
-    w: ThreadWord,
-    key: &'static std::thread::LocalKey<T>,
-    f: impl FnOnce(&T) -> R,
-) -> Result<R, std::convert::Infallible> {
-    // SAFETY: every key passed here is one of this module's `const`-initialised thread-locals
-    // without a destructor (`Cell`s, `RefCell`s of plain data, `Memo`s), each with its own
-    // `W_*` word, and no other crate of the agent uses words of `ThreadWord::sycl`.
-    Ok(unsafe { offtrace_core::with_cached_local(w, key, f) })
-}
 
 /// How an argument of a UR parameter is formatted by argument iteration.
 fn arg_format(p: &ur::Param) -> ArgFormat {
@@ -348,14 +319,14 @@ thread_local! {
 /// The XPTI `instance` of the UR call whose end is being mapped on this thread (records
 /// emitted from its effects, e.g. `KERNEL_DISPATCH`, belong to it); 0 outside one.
 pub fn current_ur_instance() -> u64 {
-    cached(W_UR_INSTANCE, &UR_INSTANCE, Cell::get).unwrap_or(0)
+    UR_INSTANCE.try_with(Cell::get).unwrap_or(0)
 }
 
 fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
     if !token.is_delivered() {
         return;
     }
-    let r = cached(W_OPEN, &OPEN, |o| {
+    let r = OPEN.try_with(|o| {
         let i = o.len.get();
         match (o.tags.get(i), o.tokens.get(i)) {
             (Some(t), Some(slot)) => {
@@ -375,7 +346,7 @@ fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
 
 /// The token of the open entry (tag, instance), removed; normally the top.
 fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
-    cached(W_OPEN, &OPEN, |o| {
+    OPEN.try_with(|o| {
         let n = o.len.get().min(MAX_OPEN);
         // The usual case: the call that ends is the innermost open one.
         let i = (0..n).rev().find(|&i| o.tags[i].get() == (tag, instance))?;
@@ -509,11 +480,11 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     // recorder alone takes them (`offtrace_core::direct_path_applies`); 0: each takes its own.
     let now = if direct_path_applies(Kind::UrApi) { timestamp_ns() } else { 0 };
     if result == 0 {
-        let _ = cached(W_UR_INSTANCE, &UR_INSTANCE, |c| c.set(instance));
+        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
         // SAFETY: the call succeeded: its output pointers were written, its input pointers
         // are still the caller's live variables.
         unsafe { ur_end_effects(&p, now) };
-        let _ = cached(W_UR_INSTANCE, &UR_INSTANCE, |c| c.set(0));
+        let _ = UR_INSTANCE.try_with(|c| c.set(0));
     }
     if let Some(token) = pop_open(OpenTag::UrCall, instance) {
         emit_exit_at(token, now, Payload::UrApi(&p));
@@ -593,7 +564,7 @@ fn effects_wanted(id: u32) -> bool {
 
 /// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
 fn no_open_calls() -> bool {
-    cached(W_OPEN, &OPEN, |o| o.len.get() == 0).unwrap_or(true)
+    OPEN.try_with(|o| o.len.get() == 0).unwrap_or(true)
 }
 
 /// Effects at the start of a call (inside it: records take its correlation id).
@@ -844,8 +815,8 @@ struct QueueInfo {
 fn queue_info(queue: u64) -> QueueInfo {
     let locked =
         |q: u64| QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&q).copied().unwrap_or((0, false));
-    let (device, profiling) = cached(W_QUEUE_MEMO, &QUEUE_MEMO, |m| m.get(&QUEUE_GENERATION, queue, locked))
-        .unwrap_or_else(|_| locked(queue));
+    let (device, profiling) =
+        QUEUE_MEMO.try_with(|m| m.get(&QUEUE_GENERATION, queue, locked)).unwrap_or_else(|_| locked(queue));
     QueueInfo { queue, device, profiling }
 }
 
@@ -1332,7 +1303,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
     k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
-    let _ = cached(W_TASK, &TASK, |t| t.dispatched.set(true));
+    let _ = TASK.try_with(|t| t.dispatched.set(true));
     let q = queue_info(a[0]);
     k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
@@ -1343,7 +1314,7 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
         }
         return;
     }
-    let _ = cached(W_TASK, &TASK, |t| {
+    let _ = TASK.try_with(|t| {
         if t.instance.get() != 0 {
             // SAFETY: the task is open on this thread (the launch is inside it).
             unsafe { resolve_task(t) };
@@ -1422,7 +1393,7 @@ fn remember_queue_id(id: u64, queue: u64) {
 /// The queue handle of SYCL queue id `id` (0 = not known).
 fn queue_of_id(id: u64) -> u64 {
     let locked = |id: u64| QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0);
-    cached(W_QUEUE_ID_MEMO, &QUEUE_ID_MEMO, |m| m.get(&QUEUE_ID_GENERATION, id, locked)).unwrap_or_else(|_| locked(id))
+    QUEUE_ID_MEMO.try_with(|m| m.get(&QUEUE_ID_GENERATION, id, locked)).unwrap_or_else(|_| locked(id))
 }
 
 /// The task graph: node ids, their queues, names and the dependencies of commands the runtime
@@ -1517,7 +1488,7 @@ mod graph {
 
     fn with_name_out(f: impl FnOnce(&mut NameOut)) {
         let mut f = Some(f);
-        let _ = cached(W_NAME_OUT, &NAME_OUT, |b| {
+        let _ = NAME_OUT.try_with(|b| {
             if let Ok(mut b) = b.try_borrow_mut()
                 && let Some(f) = f.take()
             {
@@ -1607,7 +1578,7 @@ mod graph {
     /// Emits the held-back node record, if any.
     fn flush() {
         // Most calls find nothing held: they borrow no name buffer.
-        if cached(W_CUR, &CUR, |c| c.try_borrow().is_ok_and(|c| c.emitted)).unwrap_or(true) {
+        if CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.emitted)).unwrap_or(true) {
             return;
         }
         with_name_out(flush_into);
@@ -1616,7 +1587,7 @@ mod graph {
     fn flush_into(out: &mut NameOut) {
         // Copied out before emitting (a callback may run SYCL code that makes a node here), the
         // held edges only when there are some: the whole node is over 1 KiB.
-        let pending = cached(W_CUR, &CUR, |c| {
+        let pending = CUR.try_with(|c| {
             let mut c = c.try_borrow_mut().ok()?;
             if c.emitted {
                 return None;
@@ -1660,7 +1631,7 @@ mod graph {
             return;
         }
         flush();
-        let _ = cached(W_CUR, &CUR, |c| {
+        let _ = CUR.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return };
             // Field by field, as `NONE` has them, except the held edges past `held` (never read)
             // and the name (written next): a whole new node was a 1 KiB copy per command. The
@@ -1749,11 +1720,12 @@ mod graph {
             })
         };
         let device_kind = kind_enabled(Kind::Device);
-        let remembered = cached(W_NODE_META, &NODE_META, |(memo, _)| {
-            memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)))
-        })
-        .ok()
-        .flatten();
+        let remembered = NODE_META
+            .try_with(|(memo, _)| {
+                memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)))
+            })
+            .ok()
+            .flatten();
         if let Some(m) = remembered {
             return m.meta;
         }
@@ -1779,7 +1751,7 @@ mod graph {
             }
         }
         crate::devices::learn_device(device, &dev_name, dev_type);
-        let _ = cached(W_NODE_META, &NODE_META, |(memo, next)| {
+        let _ = NODE_META.try_with(|(memo, next)| {
             let i = next.get() % NODE_METAS;
             memo[i].set(Some(NodeMetaMemo { ids, meta, device_kind }));
             next.set(i + 1);
@@ -1791,7 +1763,7 @@ mod graph {
     /// any other edge is emitted now, after the held node.
     pub(super) fn edge_create(e: &TraceEventData) {
         let (source, target) = (node_of(e.source_id), node_of(e.target_id));
-        let held = cached(W_CUR, &CUR, |c| {
+        let held = CUR.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else { return false };
             if c.node != target {
                 return false;
@@ -1818,16 +1790,17 @@ mod graph {
     /// A host task's node is emitted now: no UR enqueue inside it will tell more.
     pub(super) fn task_begin(e: &TraceEventData, instance: u64) -> (u64, u64) {
         let node = node_of(e.unique_id);
-        let (r, host) = cached(W_CUR, &CUR, |c| {
-            let Ok(mut c) = c.try_borrow_mut() else { return ((node, 0), false) };
-            if c.node == node {
-                c.task = instance;
-                ((node, c.queue), c.host)
-            } else {
-                ((node, 0), false)
-            }
-        })
-        .unwrap_or(((node, 0), false));
+        let (r, host) = CUR
+            .try_with(|c| {
+                let Ok(mut c) = c.try_borrow_mut() else { return ((node, 0), false) };
+                if c.node == node {
+                    c.task = instance;
+                    ((node, c.queue), c.host)
+                } else {
+                    ((node, 0), false)
+                }
+            })
+            .unwrap_or(((node, 0), false));
         if host {
             flush();
         }
@@ -1837,7 +1810,7 @@ mod graph {
     /// The current task's node (id, queue, length of its name as its node record has it, the
     /// name copied to `out`), if `instance` is its task's or its node's.
     fn current(instance: u64, out: &mut NameOut) -> Option<(u64, u64, usize)> {
-        cached(W_CUR, &CUR, |c| {
+        CUR.try_with(|c| {
             let c = c.try_borrow().ok()?;
             (instance != 0 && (c.task == instance || c.node == instance))
                 .then(|| (c.node, c.queue, c.name.copy_to(out)))
@@ -1858,7 +1831,7 @@ mod graph {
 
     fn signal_with(out: &mut NameOut, e: &TraceEventData, instance: u64, event: u64) {
         let (node, queue, len) = current(instance, out).unwrap_or_else(|| (node_of(e.unique_id), 0, 0));
-        let _ = cached(W_CUR, &CUR, |c| {
+        let _ = CUR.try_with(|c| {
             if let Ok(mut c) = c.try_borrow_mut()
                 && c.node == node
             {
@@ -1886,16 +1859,17 @@ mod graph {
             current(instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, 0));
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
-        let unsignalled = cached(W_CUR, &CUR, |c| {
-            let mut c = c.try_borrow_mut().ok()?;
-            if c.task != instance {
-                return None;
-            }
-            c.task = 0;
-            (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
-        })
-        .ok()
-        .flatten();
+        let unsignalled = CUR
+            .try_with(|c| {
+                let mut c = c.try_borrow_mut().ok()?;
+                if c.task != instance {
+                    return None;
+                }
+                c.task = 0;
+                (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
+            })
+            .ok()
+            .flatten();
         if let Some(event) = unsignalled {
             let g = TaskGraphPayload { node, name: name_or(out, len, ev), event, queue, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
@@ -1905,7 +1879,7 @@ mod graph {
 
     /// Whether a SYCL task is open on this thread (what [`enqueued`] needs to do anything).
     pub(super) fn task_open() -> bool {
-        cached(W_CUR, &CUR, |c| c.try_borrow().is_ok_and(|c| c.task != 0)).unwrap_or(false)
+        CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.task != 0)).unwrap_or(false)
     }
 
     /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
@@ -1916,15 +1890,15 @@ mod graph {
     /// `p` holds the arguments of the live call, which succeeded (output pointers written).
     pub(super) unsafe fn enqueued(p: &ApiCallPayload, name: Option<&CStr>) {
         // The three fields used below, not the whole node (over 1 KiB with its held edges).
-        let Ok(Some((node, had_edges, node_queue))) = cached(W_CUR, &CUR, |c| {
-            c.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue))
-        }) else {
+        let Ok(Some((node, had_edges, node_queue))) =
+            CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue)))
+        else {
             return;
         };
         let Some(pos) = enqueue_positions(p.function_id) else { return };
         let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
         let (queue, event_out, count, list) = (arg(pos.queue), arg(pos.event), arg(pos.count), arg(pos.list));
-        let _ = cached(W_CUR, &CUR, |cur| {
+        let _ = CUR.try_with(|cur| {
             let Ok(mut cur) = cur.try_borrow_mut() else { return };
             if !cur.emitted {
                 if cur.queue == 0 {
@@ -1939,7 +1913,7 @@ mod graph {
         // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
         let event = unsafe { read_out(event_out) };
         put(&EVENTS, event, node);
-        let _ = cached(W_CUR, &CUR, |cur| {
+        let _ = CUR.try_with(|cur| {
             if let Ok(mut cur) = cur.try_borrow_mut()
                 && cur.enqueue_event == 0
             {
@@ -2112,7 +2086,7 @@ unsafe fn for_metadata_ids(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut
         }
     };
     // A thread in teardown (its thread-locals gone) looks every key up.
-    if cached(W_KEYS, &KEYS, |c| walk(Some(c))).is_err() {
+    if KEYS.try_with(|c| walk(Some(c))).is_err() {
         walk(None);
     }
 }
@@ -2203,7 +2177,7 @@ unsafe fn sycl(raw: &Raw) {
             }
         }
         tt::TASK_END => {
-            let _ = cached(W_TASK, &TASK, |t| {
+            let _ = TASK.try_with(|t| {
                 if t.instance.get() == raw.instance {
                     if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
                         // SAFETY: the task's event is live until this notification returns.
@@ -2311,7 +2285,7 @@ unsafe fn usm_without_ur(raw: &Raw) {
 /// metadata (kernel name, VERBOSE arguments) is read by [`resolve_task`] only if a dispatch
 /// needs it (a kernel whose UR name is unknown, or no UR calls at all).
 fn remember_task(e: &TraceEventData, instance: u64) {
-    let _ = cached(W_TASK, &TASK, |t| {
+    let _ = TASK.try_with(|t| {
         t.event.set(e);
         t.resolved.set(false);
         t.dispatched.set(false);
