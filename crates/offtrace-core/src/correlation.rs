@@ -72,6 +72,8 @@ pub(crate) struct ThreadState {
     pub(crate) cache_entry: Cell<usize>,
     /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
     pub(crate) allocation_memo: crate::allocation::AllocationMemo,
+    /// The direct sink's word for this thread (see [`crate::direct::DirectThreadWord`]).
+    pub(crate) direct_sink_word: crate::direct::DirectThreadWord,
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ thread_local! {
             reported: Cell::new([(0, 0); 8]),
             cache_entry: Cell::new(0),
             allocation_memo: crate::generation::Memo::new(0, None),
+            direct_sink_word: crate::direct::DirectThreadWord::new(),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.
