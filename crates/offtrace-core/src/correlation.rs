@@ -66,8 +66,8 @@ pub(crate) struct ThreadState {
     /// Here rather than in a thread-local of its own: the instant that notes a report has the
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
-    /// This thread's entry in the thread-pointer cache (see [`crate::thread_cache`]): 0 before
-    /// its first slow path, then `thread_cache::TAKEN` or `RELEASED`.
+    /// This thread's standing in the thread-pointer cache (see [`crate::thread_cache`]):
+    /// `NEVER` before its first slow path, then `TAKEN` (it holds a slot) or `RELEASED`.
     #[cfg_attr(loom, allow(dead_code))] // under loom the record paths read `THREAD` directly
     pub(crate) cache_entry: Cell<usize>,
     /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
@@ -102,7 +102,7 @@ thread_local! {
 
 /// The calling thread's state, as a plain reference, without `__tls_get_addr` in a shared
 /// object (how applications load offtrace): the thread-pointer cache of
-/// [`crate::thread_cache`] (a `%fs:0` load, a table slot, the entry: no call), its slow path
+/// [`crate::thread_cache`] (a `%fs:0` load, a hash, a table slot: no call), its slow path
 /// through the thread-local on a thread's first emit. Read it once per emit and pass it down;
 /// per-thread state the record paths need belongs in [`ThreadState`], not in a thread-local of
 /// its own.
