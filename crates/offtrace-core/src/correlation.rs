@@ -66,6 +66,14 @@ pub(crate) struct ThreadState {
     /// Here rather than in a thread-local of its own: the instant that notes a report has the
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
+    /// This thread's standing in the thread-pointer cache (see [`crate::thread_cache`]):
+    /// `NEVER` before its first slow path, then `TAKEN` (it holds a slot) or `RELEASED`.
+    #[cfg_attr(loom, allow(dead_code))] // under loom the record paths read `THREAD` directly
+    pub(crate) cache_entry: Cell<usize>,
+    /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
+    pub(crate) allocation_memo: crate::allocation::AllocationMemo,
+    /// The direct sink's word for this thread (see [`crate::direct::DirectThreadWord`]).
+    pub(crate) direct_sink_word: crate::direct::DirectThreadWord,
 }
 
 thread_local! {
@@ -83,19 +91,38 @@ thread_local! {
             direct_used: Cell::new(0),
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
             reported: Cell::new([(0, 0); 8]),
+            cache_entry: Cell::new(0),
+            allocation_memo: crate::generation::Memo::new(0, None),
+            direct_sink_word: crate::direct::DirectThreadWord::new(),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.
     static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
 }
 
-/// The calling thread's state, as a plain reference: one `%fs`-relative address in an
-/// executable, one `__tls_get_addr` call in a shared object (how applications load offtrace:
-/// rustc's general-dynamic TLS model, 1-2 ns on the development VM, `docs/overhead.md` "Tool
-/// API"). Read it once per emit and pass it down; per-thread state the record paths need
-/// belongs in [`ThreadState`], not in a thread-local of its own.
+/// The calling thread's state, as a plain reference, without `__tls_get_addr` in a shared
+/// object (how applications load offtrace): the thread-pointer cache of
+/// [`crate::thread_cache`] (a `%fs:0` load, a hash, a table slot: no call), its slow path
+/// through the thread-local on a thread's first emit. Read it once per emit and pass it down;
+/// per-thread state the record paths need belongs in [`ThreadState`], not in a thread-local of
+/// its own.
 #[inline(always)]
 pub(crate) fn thread_state() -> &'static ThreadState {
+    #[cfg(not(loom))]
+    {
+        crate::thread_cache::state_of_this_thread(thread_state_slow)
+    }
+    #[cfg(loom)]
+    {
+        thread_state_slow()
+    }
+}
+
+/// The calling thread's state through the thread-local: one `%fs`-relative address in an
+/// executable, one `__tls_get_addr` call in a shared object (rustc's general-dynamic TLS model,
+/// 1-2 ns on the development VM, `docs/overhead.md` "Tool API").
+#[inline]
+pub(crate) fn thread_state_slow() -> &'static ThreadState {
     // SAFETY: `THREAD` is const-initialised and has no destructor, so its storage is valid for
     // the whole life of the calling thread; `ThreadState` is `!Sync`, so the reference cannot
     // leave this thread.
@@ -169,12 +196,12 @@ fn gettid() -> u64 {
 
 /// The calling thread's kernel thread id (what records carry as `thread_id`).
 pub fn current_thread_id() -> u64 {
-    THREAD.with(|t| t.thread_id())
+    thread_state().thread_id()
 }
 
 /// A fresh internal correlation id (for backends that correlate work outside an API call).
 pub fn next_correlation_id() -> u64 {
-    THREAD.with(|t| t.next_correlation_id())
+    thread_state().next_correlation_id()
 }
 
 /// Notes that device work of `kind` was reported at enqueue inside the call `correlation` of
@@ -249,7 +276,7 @@ pub fn times_delivered_below(correlation: u64, kind: crate::Kind) -> bool {
 
 /// The correlation id of the API call the calling thread is inside (0 = none).
 pub fn current_correlation_id() -> u64 {
-    THREAD.with(|t| t.current.get())
+    thread_state().current.get()
 }
 
 fn check_thread(thread_id: u64) -> Result<(), ServiceError> {
