@@ -253,6 +253,27 @@ pub(crate) fn reported_hook() -> Option<ReportedHook> {
     REPORTED_HOOK.get().copied()
 }
 
+/// Whether a backend below the calling one delivers the device times of the command of `kind`
+/// that the call with correlation id `correlation` enqueued (asked on the call's thread, at the
+/// end of the call). See [`set_times_below_hook`].
+pub type TimesBelowHook = fn(u64, crate::Kind) -> bool;
+
+static TIMES_BELOW_HOOK: std::sync::OnceLock<TimesBelowHook> = std::sync::OnceLock::new();
+
+/// Installs the hook that says whether a nested backend delivers a command's device times (once
+/// per process; a second hook is refused). The OpenCL layer on the SYCL path installs it: it
+/// converts the device clock into the trace's with a recorded calibration, so the SYCL backend,
+/// which reads the same command's times raw from the program's own profiling queries, leaves
+/// them to it (`docs/record-model.md`, one record per command).
+pub fn set_times_below_hook(hook: TimesBelowHook) -> Result<(), ServiceError> {
+    TIMES_BELOW_HOOK.set(hook).map_err(|_| ServiceError::InvalidArgument)
+}
+
+/// [`TimesBelowHook`]'s answer; `false` when no hook is installed (one load).
+pub fn times_delivered_below(correlation: u64, kind: crate::Kind) -> bool {
+    TIMES_BELOW_HOOK.get().is_some_and(|hook| hook(correlation, kind))
+}
+
 /// The correlation id of the API call the calling thread is inside (0 = none).
 pub fn current_correlation_id() -> u64 {
     thread_state().current.get()
