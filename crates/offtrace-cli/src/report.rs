@@ -568,7 +568,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     if m.maps.count > 0 {
         writeln!(
             out,
-            "maps and unmaps: {}, {} mapped (not copies: on memory the host reaches they copy nothing; device time {})",
+            "maps and unmaps: {}, {} mapped, device time {} (not counted as copies: a map of memory the host can reach copies nothing)",
             count(m.maps.count),
             bytes(m.maps.bytes),
             if m.maps.device_count > 0 { duration(m.maps.device_ns) } else { "n/a".into() }
