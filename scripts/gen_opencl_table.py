@@ -281,8 +281,8 @@ ENQUEUE = {
     "clEnqueueSVMMemFill": (F, "USM_FILL", dict(dst="svm_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemFillINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemsetINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="&raw const value", pattern_size="1", size="size as u64")),
-    "clEnqueueMarker": (S, "BARRIER", dict(count="0")),
-    "clEnqueueMarkerWithWaitList": (S, "BARRIER", dict(count="num_events_in_wait_list")),
+    "clEnqueueMarker": (S, "MARKER", dict(count="0")),
+    "clEnqueueMarkerWithWaitList": (S, "MARKER", dict(count="num_events_in_wait_list")),
     "clEnqueueBarrierWithWaitList": (S, "BARRIER", dict(count="num_events_in_wait_list")),
 }
 names = {f[1] for f in functions}

@@ -3,12 +3,16 @@
  * xptiTraceInit per stream, so every thread-local access in the agent is a __tls_get_addr call.
  * The same notifications as crates/offtrace-agent/tests/cost.rs (which links the agent as an
  * rlib: its thread-locals are %fs accesses there). Count only measured_batch under callgrind:
- * scripts/tls/agent-tls-count.sh. Usage: agent-notify DISPATCHER ur_pair|graph N */
+ * scripts/tls/agent-tls-count.sh. Usage: agent-notify DISPATCHER ur_pair|graph N
+ * With AGENT_NOTIFY_TIME set it also prints `cpu_ns_per_iter OP X`: the calling thread's CPU
+ * time (CLOCK_THREAD_CPUTIME_ID) in measured_batch, per pair or command
+ * (scripts/tls/agent-time-ab.sh). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct { uint64_t p1, p2, p3; } uid128;
@@ -105,11 +109,17 @@ int main(int argc, char **argv) {
   /* As in tests/cost.rs: a UR call first for the graph, so a task's end does not dispatch itself. */
   if (op[0] == 'g') pair(++inst);
   /* Batches of 256 commands or pairs, a pause between them for the agent's writer. */
+  uint64_t spent = 0;
   for (uint64_t left = n; left > 0;) {
     uint64_t k = left < 256 ? left : 256;
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     measured_batch(op, &inst, k);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    spent += (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000ull + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
     left -= k;
-    usleep(20000);
+    usleep(getenv("AGENT_NOTIFY_TIME") ? 2000 : 20000);
   }
+  if (getenv("AGENT_NOTIFY_TIME")) printf("cpu_ns_per_iter %s %.2f\n", op, (double)spent / (double)n);
   return 0;
 }

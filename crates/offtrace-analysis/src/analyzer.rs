@@ -85,7 +85,7 @@ struct QueueAcc {
     created_ns: Option<u64>,
     destroyed_ns: Option<u64>,
     commands: BTreeMap<u32, u64>,
-    busy_ns: u64,
+    busy: crate::busy_time::BusyTime,
 }
 
 #[derive(Debug, Default)]
@@ -637,7 +637,7 @@ impl Analyzer {
             *q.commands.entry(a.kind).or_default() += 1;
         }
         if known {
-            self.queues.entry(queue).or_default().busy_ns += a.device_end - a.device_start;
+            self.queues.entry(queue).or_default().busy.add(a.device_start, a.device_end);
         }
         // Copies and fills by direction (a kernel has no bytes).
         if bytes != 0 || direction != CopyDirection::Unknown {
@@ -1004,7 +1004,8 @@ impl Analyzer {
                 destroyed_ns: q.destroyed_ns,
                 commands: q.commands.iter().map(|(&k, &n)| (self.kind_name(k), n)).collect(),
                 total_commands: q.commands.values().sum(),
-                device_busy_ns: q.busy_ns,
+                device_busy_ns: q.busy.busy_ns(),
+                device_time_sum_ns: q.busy.sum_ns(),
             })
             .collect();
 

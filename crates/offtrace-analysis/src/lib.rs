@@ -17,6 +17,7 @@
 //! A file: [`analyze_file`] reads it with the parallel, damage-tolerant reader.
 
 mod analyzer;
+pub mod busy_time;
 pub mod early;
 pub mod live_memory;
 pub mod names;

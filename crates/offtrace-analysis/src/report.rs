@@ -185,8 +185,14 @@ pub struct QueueStats {
     /// Device activity it ran, by kind.
     pub commands: BTreeMap<String, u64>,
     pub total_commands: u64,
-    /// Sum of the device times known on this queue.
+    /// Time the device ran at least one of this queue's commands (of those with device times):
+    /// the union of their device intervals, overlapping commands of an out-of-order queue
+    /// counted once (`busy_time.rs`).
     pub device_busy_ns: u64,
+    /// Sum of the device times known on this queue (overlaps counted each time: above
+    /// `device_busy_ns` where commands overlapped).
+    #[serde(default)]
+    pub device_time_sum_ns: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

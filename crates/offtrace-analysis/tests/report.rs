@@ -475,3 +475,24 @@ fn the_peak_of_live_memory_is_taken_in_time_order_not_file_order() {
     assert_eq!(r.memory.peak_live_ns, Some(103));
     assert_eq!((r.memory.live_bytes_at_end, r.memory.frees, r.memory.unmatched_frees), (0, 4, 0));
 }
+
+/// An out-of-order queue whose commands overlap on the device: `device_busy_ns` is the time
+/// at least one of them ran (the union of their intervals), not the sum of their device times
+/// (kept in `device_time_sum_ns`); completions in any order. (On main the busy time was the sum:
+/// 3 kernels of 100 ns running together read 300 ns.)
+#[test]
+fn out_of_order_busy_time_is_the_union_of_the_commands_intervals() {
+    const Q: u64 = 0x500;
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.queue_create(1, 10, Q, 0xd1, false);
+    // 1-3 overlap (1,000-1,150), 4 runs alone later (2,000-2,100); 3 completes last.
+    for (c, times) in [(1u64, (1_000u64, 1_100u64)), (2, (1_050, 1_150)), (4, (2_000, 2_100)), (3, (1_020, 1_120))] {
+        b.kernel(1, 100 + c, c, Q, 0xd1, "k", Some(times));
+    }
+    let r = analyze(&b.out);
+    let q = r.queues.iter().find(|q| q.queue == Q).unwrap();
+    assert_eq!(q.total_commands, 4);
+    assert_eq!(q.device_busy_ns, 150 + 100, "{q:?}");
+    assert_eq!(q.device_time_sum_ns, 400, "{q:?}");
+}

@@ -205,6 +205,7 @@ fn sections(r: &Report) -> Vec<Section> {
             "commands",
             "by_kind",
             "device_busy_ns",
+            "device_time_sum_ns",
             "created_ns",
             "destroyed_ns",
         ],
@@ -219,6 +220,7 @@ fn sections(r: &Report) -> Vec<Section> {
                     q.total_commands.to_string(),
                     q.commands.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(" "),
                     q.device_busy_ns.to_string(),
+                    q.device_time_sum_ns.to_string(),
                     opt_num(q.created_ns),
                     opt_num(q.destroyed_ns),
                 ]
@@ -564,6 +566,10 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
 
     writeln!(out, "\nQueues: {}", r.queues.len())?;
     if !r.queues.is_empty() {
+        writeln!(
+            out,
+            " device busy = time the device ran at least one of the queue's commands (overlapping commands of an out-of-order queue count once)"
+        )?;
         let mut tb = table(&["queue", "device", "order", "commands", "by kind", "device busy", "lifetime"], 3);
         // Streams a program created and never used (PyTorch makes 128): a few shown, the rest
         // counted.

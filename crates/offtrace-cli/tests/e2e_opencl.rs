@@ -199,7 +199,8 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
         ("buffer_read", &["read_rect", "image_read"]),
         ("buffer_copy", &["copy", "copy_rect", "image_copy"]),
         ("buffer_fill", &["fill"]),
-        ("barrier", &["marker", "barrier"]),
+        ("barrier", &["barrier"]),
+        ("marker", &["marker"]),
         ("map", &["map"]),
         ("unmap", &["unmap"]),
     ] {

@@ -382,6 +382,71 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
     assert_eq!(text.lines().filter(|l| l.starts_with("api clEnqueueNDRangeKernel ")).count(), 2 * 3 * 2, "{text}");
 }
 
+/// A program that reads its own profiling results on an out-of-order queue: the trace keeps the
+/// device times the OpenCL layer converted with its recorded calibration (the program's raw
+/// device times plus the device's clock offset, `opencl.clock_offset_ns`), once per kernel, not
+/// the raw ones the SYCL backend sees in `urEventGetProfilingInfo` (on main those reached the
+/// file first and were kept: 30-35 ns off on Intel's CPU device).
+#[test]
+fn a_program_reading_its_own_profiling_results_gets_calibrated_device_times() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("ooo-prof");
+    let script = dir.path().join("ooo_profiling.py");
+    std::fs::write(
+        &script,
+        r#"
+import dpctl, dpctl.memory as dpm, dpctl.program as dpp
+q = dpctl.SyclQueue("cpu", property="enable_profiling")  # out-of-order (SYCL's default)
+prog = dpp.create_program_from_source(q, "__kernel void twice(__global float *y) { size_t i = get_global_id(0); y[i] = 2 * y[i]; }")
+k = prog.get_sycl_kernel("twice")
+n = 1 << 14
+ys = [dpm.MemoryUSMDevice(n * 4, queue=q) for _ in range(4)]
+evs = [q.submit(k, [y], [n]) for y in ys for _ in range(3)]
+for e in evs:
+    e.wait()
+for e in evs:
+    print("times", e.profiling_info_start, e.profiling_info_end)
+"#,
+    )
+    .expect("write script");
+    let trace = dir.path().join("p.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[script.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let printed: Vec<(i64, i64)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("times "))
+        .map(|l| {
+            let v: Vec<i64> = l.split_whitespace().map(|x| x.parse().expect("ns")).collect();
+            (v[0], v[1])
+        })
+        .collect();
+    assert_eq!(printed.len(), 12, "{stdout}");
+    let db = dir.path().join("p.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "for r in db.execute(\"select 'k', device_start_ns, device_end_ns from device_activity_named \
+           where kind_name = 'KERNEL_DISPATCH' order by correlation\"): print(*r)\n\
+         for c, in db.execute(\"select counter from counters where name = 'opencl.clock_offset_ns'\").fetchall():\n\
+         \x20   print('offset', int(db.execute('select value from counter_samples where counter = ? order by ts_ns desc limit 1', (c,)).fetchone()[0]))\n",
+    );
+    let rows: Vec<Vec<i64>> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("k "))
+        .map(|l| l.split_whitespace().map(|x| x.parse().expect("ns")).collect())
+        .collect();
+    let offsets: Vec<i64> =
+        out.lines().filter_map(|l| l.strip_prefix("offset ")).map(|x| x.parse().expect("ns")).collect();
+    assert_eq!(rows.len(), printed.len(), "one device activity per kernel:\n{out}");
+    assert!(!offsets.is_empty(), "the layer recorded its calibration:\n{out}");
+    // Submission order = correlation order (one thread).
+    let shifts: Vec<(i64, i64)> = rows.iter().zip(&printed).map(|(r, p)| (r[0] - p.0, r[1] - p.1)).collect();
+    let d = shifts[0].0;
+    assert!(shifts.iter().all(|&s| s == (d, d)), "one shift for every kernel's start and end: {shifts:?}");
+    assert!(offsets.contains(&d), "the shift {d} ns is a device's calibrated clock offset {offsets:?}\n{out}");
+}
+
 /// A chain of dependent kernels alternating between two queues (`examples/sycl/dependency_chain.py`):
 /// the task graph's longest chain is the whole chain, named by its kernels, and every node
 /// record carries its command's queue.

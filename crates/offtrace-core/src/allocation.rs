@@ -46,13 +46,13 @@ static TABLE: RwLock<BTreeMap<u64, (u64, MemoryType)>> = RwLock::new(BTreeMap::n
 static TABLE_GENERATION: Generation = Generation::new();
 
 /// A look-up's answer: the live allocation containing a pointer, (base, size, type).
-type Found = Option<(u64, u64, MemoryType)>;
+pub(crate) type Found = Option<(u64, u64, MemoryType)>;
 
-thread_local! {
-    /// This thread's last answers by pointer: a copy reads its source and its destination,
-    /// usually the same buffers call after call.
-    static MEMO: Memo<u64, Found, 2> = const { Memo::new(0, None) };
-}
+/// A thread's last answers by pointer (`ThreadState::allocation_memo`, read through the
+/// thread-pointer cache: a thread-local of its own was a `__tls_get_addr` call per look-up in a
+/// shared object): a copy reads its source and its destination, usually the same buffers call
+/// after call.
+pub(crate) type AllocationMemo = Memo<u64, Found, 2>;
 
 /// Most live allocations a thread's [`View`] copies; a larger table is matched under its lock.
 pub const VIEW_MAX: usize = 1024;
@@ -182,7 +182,7 @@ pub fn record_free(base: u64) -> Option<(u64, MemoryType)> {
 
 /// The live allocation containing `ptr`: (base, size, type).
 pub fn lookup(ptr: u64) -> Found {
-    MEMO.try_with(|m| m.get(&TABLE_GENERATION, ptr, lookup_locked)).unwrap_or_else(|_| lookup_locked(ptr))
+    crate::correlation::thread_state().allocation_memo.get(&TABLE_GENERATION, ptr, lookup_locked)
 }
 
 fn lookup_locked(ptr: u64) -> Found {

@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 use crate::buffer_record::{BufferRecordHeader, Layout, RecordData, RecordHead};
 use crate::callback::{CorrelationId, OperationFilter, Phase, tagged_service};
 use crate::context::{ContextId, MAX_CONTEXTS, validate, with_live_slot};
-use crate::correlation::{THREAD, thread_state};
+use crate::correlation::{THREAD, ThreadState, thread_state};
 use crate::doorbell::{Doorbell, Sleep, Urgency, Woken};
 use crate::error::ServiceError;
 use crate::kind::Kind;
@@ -629,10 +629,11 @@ impl Buffer {
     }
 
     /// Stages one record on the calling thread (context slot `slot`'s cache).
+    /// `t`: the calling thread's state (read once per emit by the caller).
     #[inline(always)]
-    pub(crate) fn write<D: RecordData>(self: &Arc<Self>, slot: usize, head: &RecordHead, payload: &D) {
+    pub(crate) fn write<D: RecordData>(self: &Arc<Self>, t: &ThreadState, slot: usize, head: &RecordHead, payload: &D) {
         // The calling thread's staging of this buffer, through the cache of context slot `slot`.
-        let cache = &thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)];
+        let cache = &t.staging_cache[slot & (MAX_CONTEXTS - 1)];
         if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
             let head = *head; // a copy for the cold call (see below)
             return self.write_late(&head, payload);
@@ -941,23 +942,30 @@ impl BufferService {
         start: u64,
         end: u64,
         payload: &D,
+        t: &ThreadState,
     ) {
         let head = RecordHead { kind, operation, phase, context_id, correlation_id, thread_id, start, end };
-        payload.write_to(&self.buffer, slot, &head);
+        payload.write_to(&self.buffer, t, slot, &head);
     }
 
     /// The record of a call at its exit: out of line, with the header's fields by reference, so
     /// that the exit path's callback delivery keeps its registers (inlined, the record's
     /// encoding made the exit path save more of them for every callback pair).
     #[inline(never)]
-    pub(crate) fn write_exit(&self, slot: usize, head: &RecordHead, payload: &Payload<'_>) {
-        payload.write_to(&self.buffer, slot, head);
+    pub(crate) fn write_exit(&self, t: &ThreadState, slot: usize, head: &RecordHead, payload: &Payload<'_>) {
+        payload.write_to(&self.buffer, t, slot, head);
     }
 
     /// The record of an API call (the common pair) at its exit, inlined into the caller.
     #[inline(always)]
-    pub(crate) fn write_api_call(&self, slot: usize, head: &RecordHead, payload: &crate::payload::ApiCallPayload) {
-        self.buffer.write(slot, head, payload);
+    pub(crate) fn write_api_call(
+        &self,
+        t: &ThreadState,
+        slot: usize,
+        head: &RecordHead,
+        payload: &crate::payload::ApiCallPayload,
+    ) {
+        self.buffer.write(t, slot, head, payload);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache
@@ -965,8 +973,14 @@ impl BufferService {
     /// it). `false`, having written nothing, otherwise. Makes no calls other than the
     /// payload's encoding (see `callback::activity_fast`).
     #[inline(always)]
-    pub(crate) fn try_write<D: RecordData>(&self, slot: usize, head: &RecordHead, payload: &D) -> bool {
-        let (b, st) = thread_state().staging_cache[slot & (MAX_CONTEXTS - 1)].get();
+    pub(crate) fn try_write<D: RecordData>(
+        &self,
+        t: &ThreadState,
+        slot: usize,
+        head: &RecordHead,
+        payload: &D,
+    ) -> bool {
+        let (b, st) = t.staging_cache[slot & (MAX_CONTEXTS - 1)].get();
         if b != Arc::as_ptr(&self.buffer) {
             return false;
         }

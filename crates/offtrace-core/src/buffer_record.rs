@@ -25,6 +25,7 @@ use std::ffi::c_char;
 use crate::buffer::Buffer;
 use crate::callback::{CorrelationId, Phase};
 use crate::context::ContextId;
+use crate::correlation::ThreadState;
 use crate::kind::Kind;
 use crate::payload::{
     ApiCallPayload, CodeObjectPayload, CounterPayload, DevicePayload, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS,
@@ -400,8 +401,8 @@ pub(crate) trait RecordData: Sized {
     unsafe fn store(&self, layout: &Layout, dst: *mut u64, head: &RecordHead);
     /// Stages the record in `buffer` ([`Payload`] picks its variant's type first).
     #[inline(always)]
-    fn write_to(&self, buffer: &Arc<Buffer>, slot: usize, head: &RecordHead) {
-        buffer.write(slot, head, self);
+    fn write_to(&self, buffer: &Arc<Buffer>, t: &ThreadState, slot: usize, head: &RecordHead) {
+        buffer.write(t, slot, head, self);
     }
 }
 
@@ -747,11 +748,11 @@ impl RecordData for Payload<'_> {
         payload_dispatch!(self, kind, |r| unsafe { r.store(layout, dst, head) })
     }
     #[inline(always)]
-    fn write_to(&self, buffer: &Arc<Buffer>, slot: usize, head: &RecordHead) {
+    fn write_to(&self, buffer: &Arc<Buffer>, t: &ThreadState, slot: usize, head: &RecordHead) {
         match self.as_api_call() {
             // One check of the variant and the kind, then the API call's record, typed.
-            Some(p) if self.kind() == Some(head.kind) => buffer.write(slot, head, p),
-            _ => buffer.write(slot, head, &OtherPayload(self)),
+            Some(p) if self.kind() == Some(head.kind) => buffer.write(t, slot, head, p),
+            _ => buffer.write(t, slot, head, &OtherPayload(self)),
         }
     }
 }

@@ -1115,7 +1115,7 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_v
                     start: frame.start,
                     end,
                 };
-                svc.write_exit(i, &head, &payload);
+                svc.write_exit(t, i, &head, &payload);
             }
         }
         me.leave(busy);
@@ -1180,7 +1180,7 @@ fn exit_one<const CALLBACK: bool>(
                 }
             }
             if !CALLBACK {
-                write_exit_record(CallToken { ..token }, frame, end, payload);
+                write_exit_record(t, CallToken { ..token }, frame, end, payload);
             } else if token.buffered() != 0 {
                 exit_record(CallToken { ..token }, frame, end, payload);
             }
@@ -1196,7 +1196,9 @@ fn exit_one<const CALLBACK: bool>(
 /// registers. The caller is busy in context slot `i` and checked its handle.
 #[inline(never)]
 fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
-    write_exit_record(token, frame, end, payload);
+    // Read here rather than passed: this function keeps its arguments to what the callback
+    // delivery leaves in registers (and the thread-pointer cache's look-up is a few loads).
+    write_exit_record(thread_state(), token, frame, end, payload);
 }
 
 /// The exit of a call only buffer services saw: for one context, [`exit_one`] with the record
@@ -1214,7 +1216,7 @@ fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
 
 /// What [`exit_record`] does.
 #[inline(always)]
-fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+fn write_exit_record(t: &ThreadState, token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     let slot = &SLOTS[i];
@@ -1226,9 +1228,9 @@ fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
             Some(p) if payload.kind() == Some(kind) => {
-                svc.write_api_call(i, &exit_head(kind, &token, frame, i, end), p)
+                svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p)
             }
-            _ => svc.write_exit(i, &exit_head(kind, &token, frame, i, end), &payload),
+            _ => svc.write_exit(t, i, &exit_head(t, kind, &token, frame, i, end), &payload),
         }
     }
 }
@@ -1237,7 +1239,7 @@ fn write_exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload
 /// [`write_exit_record`]: one header for both had its stores, for the out-of-line call, before
 /// the branch; a closure for both was not inlined.
 #[inline(always)]
-fn exit_head(kind: Kind, token: &CallToken, frame: &Frame, i: usize, end: u64) -> RecordHead {
+fn exit_head(t: &ThreadState, kind: Kind, token: &CallToken, frame: &Frame, i: usize, end: u64) -> RecordHead {
     let i = i & (MAX_CONTEXTS - 1);
     RecordHead {
         kind,
@@ -1245,7 +1247,7 @@ fn exit_head(kind: Kind, token: &CallToken, frame: &Frame, i: usize, end: u64) -
         phase: Phase::None,
         context_id: ContextId { handle: frame.handle[i] },
         correlation_id: CorrelationId { internal: token.correlation, external: UserData { value: frame.external[i] } },
-        thread_id: thread_state().cached_thread_id(),
+        thread_id: t.cached_thread_id(),
         start: frame.start,
         end,
     }
@@ -1549,6 +1551,7 @@ fn stage<D: RecordData>(
         start,
         end,
         payload,
+        t,
     );
 }
 
@@ -1705,7 +1708,7 @@ fn activity_fast<P: RecordData>(kind: Kind, a: &ActivityArgs<'_, P>) -> bool {
             start: a.times.start(),
             end: a.times.end(),
         };
-        svc.try_write(i, &head, a.payload)
+        svc.try_write(t, i, &head, a.payload)
     };
     me.leave(busy);
     done

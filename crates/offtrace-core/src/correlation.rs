@@ -66,6 +66,14 @@ pub(crate) struct ThreadState {
     /// Here rather than in a thread-local of its own: the instant that notes a report has the
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
+    /// This thread's standing in the thread-pointer cache (see [`crate::thread_cache`]):
+    /// `NEVER` before its first slow path, then `TAKEN` (it holds a slot) or `RELEASED`.
+    #[cfg_attr(loom, allow(dead_code))] // under loom the record paths read `THREAD` directly
+    pub(crate) cache_entry: Cell<usize>,
+    /// The allocation table's last answers on this thread (see [`crate::allocation::lookup`]).
+    pub(crate) allocation_memo: crate::allocation::AllocationMemo,
+    /// The direct sink's word for this thread (see [`crate::direct::DirectThreadWord`]).
+    pub(crate) direct_sink_word: crate::direct::DirectThreadWord,
 }
 
 thread_local! {
@@ -83,19 +91,38 @@ thread_local! {
             direct_used: Cell::new(0),
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
             reported: Cell::new([(0, 0); 8]),
+            cache_entry: Cell::new(0),
+            allocation_memo: crate::generation::Memo::new(0, None),
+            direct_sink_word: crate::direct::DirectThreadWord::new(),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.
     static EXTERNAL_BELOW: RefCell<[Vec<u64>; MAX_CONTEXTS]> = const { RefCell::new([const { Vec::new() }; MAX_CONTEXTS]) };
 }
 
-/// The calling thread's state, as a plain reference: one `%fs`-relative address in an
-/// executable, one `__tls_get_addr` call in a shared object (how applications load offtrace:
-/// rustc's general-dynamic TLS model, 1-2 ns on the development VM, `docs/overhead.md` "Tool
-/// API"). Read it once per emit and pass it down; per-thread state the record paths need
-/// belongs in [`ThreadState`], not in a thread-local of its own.
+/// The calling thread's state, as a plain reference, without `__tls_get_addr` in a shared
+/// object (how applications load offtrace): the thread-pointer cache of
+/// [`crate::thread_cache`] (a `%fs:0` load, a hash, a table slot: no call), its slow path
+/// through the thread-local on a thread's first emit. Read it once per emit and pass it down;
+/// per-thread state the record paths need belongs in [`ThreadState`], not in a thread-local of
+/// its own.
 #[inline(always)]
 pub(crate) fn thread_state() -> &'static ThreadState {
+    #[cfg(not(loom))]
+    {
+        crate::thread_cache::state_of_this_thread(thread_state_slow)
+    }
+    #[cfg(loom)]
+    {
+        thread_state_slow()
+    }
+}
+
+/// The calling thread's state through the thread-local: one `%fs`-relative address in an
+/// executable, one `__tls_get_addr` call in a shared object (rustc's general-dynamic TLS model,
+/// 1-2 ns on the development VM, `docs/overhead.md` "Tool API").
+#[inline]
+pub(crate) fn thread_state_slow() -> &'static ThreadState {
     // SAFETY: `THREAD` is const-initialised and has no destructor, so its storage is valid for
     // the whole life of the calling thread; `ThreadState` is `!Sync`, so the reference cannot
     // leave this thread.
@@ -169,12 +196,12 @@ fn gettid() -> u64 {
 
 /// The calling thread's kernel thread id (what records carry as `thread_id`).
 pub fn current_thread_id() -> u64 {
-    THREAD.with(|t| t.thread_id())
+    thread_state().thread_id()
 }
 
 /// A fresh internal correlation id (for backends that correlate work outside an API call).
 pub fn next_correlation_id() -> u64 {
-    THREAD.with(|t| t.next_correlation_id())
+    thread_state().next_correlation_id()
 }
 
 /// Notes that device work of `kind` was reported at enqueue inside the call `correlation` of
@@ -226,9 +253,30 @@ pub(crate) fn reported_hook() -> Option<ReportedHook> {
     REPORTED_HOOK.get().copied()
 }
 
+/// Whether a backend below the calling one delivers the device times of the command of `kind`
+/// that the call with correlation id `correlation` enqueued (asked on the call's thread, at the
+/// end of the call). See [`set_times_below_hook`].
+pub type TimesBelowHook = fn(u64, crate::Kind) -> bool;
+
+static TIMES_BELOW_HOOK: std::sync::OnceLock<TimesBelowHook> = std::sync::OnceLock::new();
+
+/// Installs the hook that says whether a nested backend delivers a command's device times (once
+/// per process; a second hook is refused). The OpenCL layer on the SYCL path installs it: it
+/// converts the device clock into the trace's with a recorded calibration, so the SYCL backend,
+/// which reads the same command's times raw from the program's own profiling queries, leaves
+/// them to it (`docs/record-model.md`, one record per command).
+pub fn set_times_below_hook(hook: TimesBelowHook) -> Result<(), ServiceError> {
+    TIMES_BELOW_HOOK.set(hook).map_err(|_| ServiceError::InvalidArgument)
+}
+
+/// [`TimesBelowHook`]'s answer; `false` when no hook is installed (one load).
+pub fn times_delivered_below(correlation: u64, kind: crate::Kind) -> bool {
+    TIMES_BELOW_HOOK.get().is_some_and(|hook| hook(correlation, kind))
+}
+
 /// The correlation id of the API call the calling thread is inside (0 = none).
 pub fn current_correlation_id() -> u64 {
-    THREAD.with(|t| t.current.get())
+    thread_state().current.get()
 }
 
 fn check_thread(thread_id: u64) -> Result<(), ServiceError> {

@@ -46,6 +46,7 @@
 
 #![allow(unsafe_code)] // the sink is a `&'static` kept in an `AtomicPtr`
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::callback::{CallToken, Phase};
@@ -86,10 +87,43 @@ pub struct DirectRecord {
 /// unwind out (catch panics inside).
 #[derive(Debug)]
 pub struct DirectSink {
-    /// An API call ended: `payload` is its exit payload (results filled in).
-    pub api_call: fn(call: &DirectCall, payload: &ApiCallPayload),
-    /// A one-shot record; `payload` is of `record.kind`.
-    pub record: fn(record: &DirectRecord, payload: &Payload<'_>),
+    /// An API call ended: `payload` is its exit payload (results filled in); `thread`: the
+    /// emitting thread's word for the sink.
+    pub api_call: fn(call: &DirectCall, payload: &ApiCallPayload, thread: &DirectThreadWord),
+    /// A one-shot record; `payload` is of `record.kind`; `thread`: as for `api_call`.
+    pub record: fn(record: &DirectRecord, payload: &Payload<'_>, thread: &DirectThreadWord),
+}
+
+/// A word of the emitting thread's state that the services pass to the sink with each record
+/// (0 on a new thread), so that the sink reaches its own per-thread state without a
+/// thread-local access: in a shared object each is a `__tls_get_addr` call, and the services
+/// have the thread's state at hand already (`docs/overhead.md`, *Agent*). The recorder keeps
+/// the address of its thread-local ring there. Not `Sync`: it never leaves its thread.
+#[derive(Debug, Default)]
+pub struct DirectThreadWord(Cell<usize>);
+
+impl DirectThreadWord {
+    pub(crate) const fn new() -> Self {
+        Self(Cell::new(0))
+    }
+
+    /// The value the sink stored on this thread (0: none yet, or cleared).
+    #[inline(always)]
+    pub fn get(&self) -> usize {
+        self.0.get()
+    }
+
+    /// Stores `value` for this thread.
+    #[inline]
+    pub fn set(&self, value: usize) {
+        self.0.set(value);
+    }
+}
+
+/// Clears the calling thread's [`DirectThreadWord`]: for a sink whose per-thread state is
+/// dropped (the recorder's ring at the thread's teardown) while the thread may still emit.
+pub fn clear_direct_thread_word() {
+    crate::correlation::thread_state().direct_sink_word.set(0);
 }
 
 /// The direct frames a thread keeps (open direct calls); a deeper call is not delivered, as on
@@ -202,7 +236,7 @@ pub(crate) fn enter(kind: Kind, op: u32, payload: Option<&Payload<'_>>) -> Optio
     {
         // As the services: the enter is delivered before the call becomes the current one.
         let record = DirectRecord { kind, operation: op, phase: Phase::Enter, correlation, ts: start };
-        (sink.record)(&record, payload);
+        (sink.record)(&record, payload, &t.direct_sink_word);
     }
     let previous = t.current.replace(correlation);
     t.direct[f].set(DirectFrame { start, previous, external, handle });
@@ -233,11 +267,11 @@ pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, end: u64, pay
     match payload.as_api_call() {
         Some(p) => {
             let call = DirectCall { kind, operation: op, start: d.start, end, correlation, external: d.external };
-            (sink.api_call)(&call, p);
+            (sink.api_call)(&call, p, &t.direct_sink_word);
         }
         None => {
             let record = DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end };
-            (sink.record)(&record, &payload)
+            (sink.record)(&record, &payload, &t.direct_sink_word)
         }
     }
 }
@@ -263,7 +297,7 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
         && let Some(sink) = sink()
     {
         let ts = if ts == 0 { timestamp_ns() } else { ts };
-        (sink.record)(&DirectRecord { kind, operation: op, phase, correlation, ts }, payload);
+        (sink.record)(&DirectRecord { kind, operation: op, phase, correlation, ts }, payload, &t.direct_sink_word);
     }
     // As the services' `instant_reported`: the record, then the reported hook (the OpenCL layer
     // delivers the command's device time once its backend reported it; without the call, a
@@ -289,7 +323,7 @@ pub(crate) fn activity(kind: Kind, op: u32, correlation: u64, payload: &Payload<
         && let Some(sink) = sink()
     {
         let record = DirectRecord { kind, operation: op, phase: Phase::Complete, correlation, ts: timestamp_ns() };
-        (sink.record)(&record, payload);
+        (sink.record)(&record, payload, &t.direct_sink_word);
     }
     true
 }

@@ -161,7 +161,8 @@ impl Kind {
 
     /// Whether this kind's records are device activity (work a queue executes, with device
     /// start/end when known): kernel dispatches, copies and fills (a `SYNC` barrier enqueued on
-    /// a queue is device activity too: operation `sync_op::BARRIER` with phase `Complete`).
+    /// a queue is device activity too: operation `sync_op::BARRIER` or `MARKER` with phase
+    /// `Complete`).
     pub fn is_device_activity(self) -> bool {
         matches!(self, Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill)
     }
@@ -439,7 +440,11 @@ pub mod task_graph {
 /// Operation ids of `SYNC`.
 pub mod sync_op {
     pub const WAIT: u32 = 0;
+    /// A barrier enqueued on a queue: later commands wait for it (device activity).
     pub const BARRIER: u32 = 1;
+    /// A marker enqueued on a queue (OpenCL's `clEnqueueMarker*`): completes when the commands
+    /// it names have, without holding later ones back (device activity, as a barrier).
+    pub const MARKER: u32 = 2;
 }
 /// Operation ids of `CODE_OBJECT` (phase LOAD on create/build, UNLOAD on release).
 pub mod code_object {
@@ -476,7 +481,7 @@ const MEMORY_FILL_OPS: &[Operation] = ops!(FILL_ARGS: 0 => "usm_fill", 1 => "buf
 const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free");
 const TASK_GRAPH_OPS: &[Operation] =
     ops!(GRAPH_ARGS: 0 => "node_create", 1 => "edge_create", 2 => "task", 3 => "signal");
-const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier");
+const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier", 2 => "marker");
 const CODE_OBJECT_OPS: &[Operation] = ops!(CODE_OBJECT_ARGS: 0 => "program", 1 => "program_build", 2 => "kernel");
 const MARKER_OPS: &[Operation] = ops!(MARKER_ARGS: 0 => "mark", 1 => "range");
 /// The named `trace_point_type_t` values of the XPTI headers (2026.2), with their header names.

@@ -167,7 +167,7 @@ impl<W: Write> TimelineOut for JsonOut<W> {
             json_string(v, &mut self.buf);
         }
         self.buf.push_str("}}");
-        if let Some(id) = s.flow_out {
+        for &id in s.flows_out {
             self.flow("s", id, s.start, pid, tid);
         }
         if let Some(id) = s.flow_in {

@@ -135,7 +135,7 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
         self.proto.uint(f::EVENT_TRACK_UUID, s.track);
         self.proto.string(f::EVENT_CATEGORIES, s.category);
         self.proto.string(f::EVENT_NAME, s.name);
-        if let Some(id) = s.flow_out {
+        for &id in s.flows_out {
             self.proto.fixed64(f::EVENT_FLOW_IDS, id);
         }
         if let Some(id) = s.flow_in {

@@ -63,8 +63,9 @@ pub(crate) struct Slice<'a> {
     pub end: u64,
     pub name: &'a str,
     pub category: &'a str,
-    /// This slice starts the flow with this id (an API call that caused device work).
-    pub flow_out: Option<u64>,
+    /// This slice starts the flows with these ids (an API call that caused device work: one
+    /// flow per command, several for a CUDA graph launch).
+    pub flows_out: &'a [u64],
     /// This slice ends the flow with this id (device work).
     pub flow_in: Option<u64>,
     pub args: &'a [(&'a str, ArgValue)],
@@ -126,6 +127,73 @@ impl PendingWork {
         }
     }
 }
+
+/// An API call's slice kept until its device work is drawn (see `Timeline::held_calls`): the
+/// record itself (no allocation; its arguments are formatted when it is written) and its lane.
+#[derive(Debug)]
+struct HeldCall {
+    call: ApiCall,
+    track: u64,
+    /// The flow to its enqueued command (id = its correlation id), if any.
+    flow_out: Option<u64>,
+    /// One [`EXTRA_FLOWS`] id per further command.
+    more_flows: Vec<u64>,
+}
+
+/// API calls held for their flows, at most (about 20 MB of records). Fewer would not save time
+/// (the cost is holding each call, not the ring's size: measured at 16,384, `docs/overhead.md`)
+/// and would lose the flows of work reported later, e.g. from CUPTI's 8 MiB buffers.
+const HELD_CALLS_MAX: usize = 1 << 16;
+
+/// The API calls held, oldest first, at most [`HELD_CALLS_MAX`]: in a ring (in file order, so
+/// writing them out reads memory in order) with a small index by correlation id.
+#[derive(Debug, Default)]
+struct HeldCalls {
+    ring: VecDeque<Option<HeldCall>>,
+    /// Sequence number of `ring[0]`.
+    first: u64,
+    /// Correlation id → sequence number.
+    index: FxHashMap<u64, u64>,
+}
+
+impl HeldCalls {
+    /// Holds `call`; returns a call held before under its correlation id (a damaged or merged
+    /// trace) and the oldest call when room was needed, both to write now.
+    fn push(&mut self, call: HeldCall) -> (Option<HeldCall>, Option<HeldCall>) {
+        let seq = self.first + self.ring.len() as u64;
+        let again = self
+            .index
+            .insert(call.call.correlation, seq)
+            .and_then(|old| self.ring.get_mut((old - self.first) as usize).and_then(Option::take));
+        self.ring.push_back(Some(call));
+        let evicted = if self.ring.len() > HELD_CALLS_MAX { self.pop() } else { None };
+        (again, evicted)
+    }
+
+    fn get_mut(&mut self, correlation: u64) -> Option<&mut HeldCall> {
+        let seq = *self.index.get(&correlation)?;
+        self.ring.get_mut((seq - self.first) as usize)?.as_mut()
+    }
+
+    /// The oldest call held (skipping the places of calls taken out).
+    fn pop(&mut self) -> Option<HeldCall> {
+        while let Some(slot) = self.ring.pop_front() {
+            let seq = self.first;
+            self.first += 1;
+            if let Some(call) = slot {
+                if self.index.get(&call.call.correlation) == Some(&seq) {
+                    self.index.remove(&call.call.correlation);
+                }
+                return Some(call);
+            }
+        }
+        None
+    }
+}
+
+/// Flow ids of the flows to commands that share their call's correlation id: the top bit set,
+/// apart from the correlation ids that name the other flows.
+const EXTRA_FLOWS: u64 = 1 << 63;
 
 /// Device work with device times waiting for its call: kind, correlation, what to draw, times.
 type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
@@ -197,6 +265,13 @@ pub(crate) struct Timeline {
     flow_targets: Bounded<u64, ()>,
     /// Flows started by a call whose device work completes later.
     flows_started: Bounded<u64, ()>,
+    /// API calls with a correlation id, not written yet: device work of theirs drawn later
+    /// without a flow of its own (a CUDA graph launch's commands, completions from CUPTI's
+    /// buffers long after the call) adds a flow to the call's slice (Perfetto names a slice's
+    /// outgoing flows on the slice itself). The oldest is written when room is needed.
+    held_calls: HeldCalls,
+    /// The last flow id handed out for such a flow (below [`EXTRA_FLOWS`]).
+    next_flow: u64,
     /// Device work without device times yet: (kind, correlation) → what to draw.
     pending: Bounded<(u32, u64), PendingWork>,
     /// Device work with its device times whose call has not come yet, per thread: drawn when
@@ -230,6 +305,8 @@ impl Timeline {
             next_track: 1 << 40,
             flow_targets: Bounded::default(),
             flows_started: Bounded::default(),
+            held_calls: HeldCalls::default(),
+            next_flow: 0,
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
             early: EarlyCompletions::default(),
@@ -403,7 +480,7 @@ impl Timeline {
                 phase::EXIT => {
                     if let Some(start) = self.open_waits.remove(&(s.tid, s.correlation)) {
                         let name = self.defs.op(SYNC_KIND, s.op).into_owned();
-                        self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", None, &[]);
+                        self.thread_slice(out, s.tid, start, s.ts, &name, "SYNC", &[]);
                     }
                 }
                 _ => {}
@@ -417,7 +494,7 @@ impl Timeline {
                         }
                         phase::EXIT => {
                             if let Some((start, _)) = self.open_ranges.remove(&m.range_id) {
-                                self.thread_slice(out, m.tid, start, m.ts, &msg, "MARKER", None, &[]);
+                                self.thread_slice(out, m.tid, start, m.ts, &msg, "MARKER", &[]);
                             }
                         }
                         _ => {}
@@ -444,7 +521,6 @@ impl Timeline {
         end: u64,
         name: &str,
         category: &str,
-        flow_out: Option<u64>,
         args: &[(&str, ArgValue)],
     ) {
         let base = self.thread_track(out, tid);
@@ -455,7 +531,7 @@ impl Timeline {
             end,
             name,
             category,
-            flow_out,
+            flows_out: &[],
             flow_in: None,
             args,
             instant: false,
@@ -473,7 +549,7 @@ impl Timeline {
             end: ts,
             name,
             category,
-            flow_out: None,
+            flows_out: &[],
             flow_in: None,
             args: &[],
             instant: true,
@@ -501,19 +577,20 @@ impl Timeline {
         if let Some(c) = flow_out {
             self.flows_started.insert(c, ());
         }
-        let mut args = std::mem::take(&mut self.args);
-        args.clear();
-        self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
-        args.push(("correlation".to_owned(), ArgValue::Unsigned(a.correlation)));
-        if let Some(r) = a.result {
-            args.push(("result".to_owned(), ArgValue::Signed(r)));
+        let base = self.thread_track(out, a.tid);
+        let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
+        let call = HeldCall { call: *a, track, flow_out, more_flows: Vec::new() };
+        if a.correlation == 0 {
+            self.write_call(out, call);
+        } else {
+            // Held until its device work is known (a flow per command), or room is needed. A
+            // second call of one correlation id (a damaged or merged trace): the first is
+            // written as it is.
+            let (again, evicted) = self.held_calls.push(call);
+            for old in [again, evicted].into_iter().flatten() {
+                self.write_call(out, old);
+            }
         }
-        let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        let name = self.defs.op(a.kind, a.op).into_owned();
-        let cat = self.defs.kind(a.kind).into_owned();
-        self.thread_slice(out, a.tid, a.start, a.end, &name, &cat, flow_out, &refs);
-        drop(refs);
-        self.args = args;
         for (kind, corr, work, times) in ready {
             self.device_slice(out, kind, &work, corr, Some(times), Some(corr));
         }
@@ -613,6 +690,23 @@ impl Timeline {
         times: Option<(u64, u64)>,
         flow_in: Option<u64>,
     ) {
+        // Device work whose call's record has no flow for it yet (a completion without an enqueue
+        // record: every command of a CUDA graph launch shares the launch's correlation): a flow
+        // of its own from the call, while the call is held.
+        let flow_in = match flow_in {
+            Some(id) => Some(id),
+            None if correlation != 0 => {
+                let next = EXTRA_FLOWS | (self.next_flow + 1);
+                self.held_calls.get_mut(correlation).map(|call| {
+                    call.more_flows.push(next);
+                    next
+                })
+            }
+            None => None,
+        };
+        if flow_in.is_some_and(|id| id & EXTRA_FLOWS != 0) {
+            self.next_flow += 1;
+        }
         let queue_id = if w.queue_id != 0 { w.queue_id } else { self.defs.queue_id(w.queue, w.device) };
         let base = self.queue_track(out, queue_id, w.device);
         let (start, end, instant) = match times {
@@ -652,7 +746,7 @@ impl Timeline {
             end,
             name: &name,
             category: &cat,
-            flow_out: None,
+            flows_out: &[],
             flow_in,
             args: &args,
             instant,
@@ -679,5 +773,39 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
         }
+        while let Some(call) = self.held_calls.pop() {
+            self.write_call(out, call);
+        }
+    }
+
+    /// Writes an API call's slice (held for its flows, or at once: no correlation id).
+    fn write_call(&mut self, out: &mut dyn TimelineOut, held: HeldCall) {
+        let a = &held.call;
+        let mut args = std::mem::take(&mut self.args);
+        args.clear();
+        self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
+        args.push(("correlation".to_owned(), ArgValue::Unsigned(a.correlation)));
+        if let Some(r) = a.result {
+            args.push(("result".to_owned(), ArgValue::Signed(r)));
+        }
+        let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let name = self.defs.op(a.kind, a.op);
+        let cat = self.defs.kind(a.kind);
+        let flows: Vec<u64> = held.flow_out.into_iter().chain(held.more_flows.iter().copied()).collect();
+        out.slice(&Slice {
+            track: held.track,
+            start: a.start,
+            end: a.end,
+            name: &name,
+            category: &cat,
+            flows_out: &flows,
+            flow_in: None,
+            args: &refs,
+            instant: false,
+            texts: &[],
+        });
+        drop(refs);
+        self.args = args;
+        self.items += 1;
     }
 }

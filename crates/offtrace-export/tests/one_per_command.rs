@@ -115,7 +115,8 @@ fn every_export_has_one_row_or_slice_per_command() {
 /// The calls' records come after their commands' completions here (a blocking call; a runtime
 /// thread whose buffer reached the file first): every flow a call starts still ends at its
 /// command, in Perfetto and in Chrome JSON. (Commands 1-4 have an enqueue record inside the
-/// call; 5 only a completion, from another thread, before any sign of its call: no flow.)
+/// call; 5 only a completion, from another thread, before any sign of its call: it gets its
+/// flow from the call too, as every command of a CUDA graph launch does.)
 #[test]
 fn every_flow_from_a_call_ends_at_its_command_whatever_reached_the_file_first() {
     let records = trace();
@@ -126,7 +127,7 @@ fn every_flow_from_a_call_ends_at_its_command_whatever_reached_the_file_first() 
     let begun: Vec<u64> = d.slices.iter().flat_map(|s| s.flows.iter().copied()).collect();
     let ended: Vec<u64> =
         d.slices.iter().chain(d.instants.iter()).flat_map(|s| s.terminating.iter().copied()).collect();
-    assert_eq!(begun.len(), 4, "a flow from each call that enqueued: {begun:?}");
+    assert_eq!(begun.len(), 5, "a flow from each call that caused a command: {begun:?}");
     let mut sorted = ended.clone();
     sorted.sort_unstable();
     let mut b = begun.clone();
@@ -147,7 +148,7 @@ fn every_flow_from_a_call_ends_at_its_command_whatever_reached_the_file_first() 
         v.sort_unstable();
         v
     };
-    assert_eq!(ids("s").len(), 4);
+    assert_eq!(ids("s").len(), 5);
     assert_eq!(ids("s"), ids("f"), "every Chrome flow start has its end");
 }
 

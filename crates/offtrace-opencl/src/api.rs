@@ -1846,7 +1846,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMarker(command_queue: *mut c_void, even
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarker.
     let r = unsafe { next(command_queue, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarker, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, 0 as u32) });
+    submission.submitted(r, op::clEnqueueMarker, unsafe { Command::sync(offtrace_core::sync_op::MARKER, 0 as u32) });
     call.exit(r, 0);
     r
     })
@@ -2462,7 +2462,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarkerWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
+    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::MARKER, num_events_in_wait_list as u32) });
     call.exit(r, 0);
     r
     })

@@ -629,7 +629,33 @@ fn kind_index(c: &Command) -> u8 {
     }
 }
 
+thread_local! {
+    /// The enclosing call this thread's last nested command belonged to, and the kinds (bits of
+    /// [`kind_index`]) of that call's commands: what [`times_below`] answers from.
+    static LAST_GROUP: std::cell::Cell<(u64, u8)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Whether the layer delivers the device times of the `kind` command of the enclosing call
+/// `correlation` (`offtrace_core::set_times_below_hook`): it opened a group for it. Asked by
+/// the enclosing backend on the call's thread at the end of that call, after its nested OpenCL
+/// enqueues; a group, once opened, is always delivered (with times, or untimed).
+pub(crate) fn times_below(correlation: u64, kind: Kind) -> bool {
+    let bit = match kind {
+        Kind::KernelDispatch => 1,
+        Kind::MemoryCopy => 2,
+        Kind::MemoryFill => 4,
+        Kind::Sync => 8,
+        _ => return false,
+    };
+    LAST_GROUP.try_with(std::cell::Cell::get).is_ok_and(|(c, kinds)| c == correlation && kinds & bit != 0)
+}
+
 fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
+    let _ = LAST_GROUP.try_with(|g| {
+        let (c, kinds) = g.get();
+        let kinds = if c == correlation { kinds } else { 0 };
+        g.set((correlation, kinds | 1 << kind_index(command)));
+    });
     let mut g = lock(&GROUPS);
     let map = g.get_or_insert_with(HashMap::default);
     let e = map.entry((correlation, kind_index(command))).or_insert_with(|| {
@@ -641,6 +667,12 @@ fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
         // The parts of a split copy / fill add up to the whole command's bytes.
         if let Command::Copy { size, .. } | Command::Fill { size, .. } = &mut e.command {
             *size += command.bytes();
+        }
+        // A barrier made of a marker and a barrier (the UR adapter's) is a barrier.
+        if let (Command::Sync { op, .. }, Command::Sync { op: part, .. }) = (&mut e.command, command)
+            && *part == offtrace_core::sync_op::BARRIER
+        {
+            *op = *part;
         }
     }
 }
@@ -1009,6 +1041,30 @@ mod tests {
         assert_eq!(of(&got, &[corr, blocking]), vec![(corr, 5_000, 5_100, 64), (blocking, 6_000, 6_050, 32)]);
         assert_eq!(groups_left(corr) + groups_left(blocking), 0);
         assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
+    }
+
+    /// The answer the enclosing backend gets at the end of its call (`times_below`): yes for
+    /// the kinds the layer opened a group for in that call, on that thread; no for another
+    /// kind, another call, or another thread.
+    #[test]
+    fn the_layer_claims_the_device_times_of_the_commands_it_grouped() {
+        let _got = completed_copies();
+        let corr = enclosing_call(true, |corr| {
+            assert!(!times_below(corr, Kind::MemoryCopy), "nothing before the nested enqueue");
+            group_open(corr, &copy(64), 0x50, 0xd1);
+            assert!(times_below(corr, Kind::MemoryCopy));
+            assert!(!times_below(corr, Kind::KernelDispatch), "another kind");
+            assert!(!times_below(corr + 1, Kind::MemoryCopy), "another call");
+            let elsewhere = std::thread::spawn(move || times_below(corr, Kind::MemoryCopy)).join();
+            assert_eq!(elsewhere.ok(), Some(false), "another thread");
+            group_complete(corr, &copy(64), (1, 2));
+        });
+        let next = enclosing_call(true, |next| {
+            group_open(next, &copy(8), 0x50, 0xd1);
+            group_complete(next, &copy(8), (3, 4));
+        });
+        assert!(times_below(next, Kind::MemoryCopy));
+        assert!(!times_below(corr, Kind::MemoryCopy), "the thread's last call only");
     }
 
     /// One UR call issuing two OpenCL copies: one completion, after the call is over and both

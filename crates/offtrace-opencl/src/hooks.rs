@@ -29,7 +29,7 @@ use crate::call::*;
 use crate::counters::{
     self, CL_DEVICE_PERFORMANCE_COUNTERS_CODEPLAY, CL_PROFILING_COMMAND_PERFORMANCE_COUNTERS_CODEPLAY,
 };
-use crate::objects;
+use crate::objects::{self, MemOrigin};
 use crate::queues::{self, QueueInfo};
 
 /// At most this many key/value pairs are read from a properties list.
@@ -622,7 +622,7 @@ pub(crate) unsafe fn clCreateBuffer(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(context, flags, size, host_ptr, errcode_ret) };
-    objects::mem_created(m, size as u64);
+    objects::mem_created(m, size as u64, MemOrigin::Created { flags, context });
     m
 }
 
@@ -637,7 +637,7 @@ pub(crate) unsafe fn clCreateBufferWithProperties(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(context, properties, flags, size, host_ptr, errcode_ret) };
-    objects::mem_created(m, size as u64);
+    objects::mem_created(m, size as u64, MemOrigin::Created { flags, context });
     m
 }
 
@@ -651,7 +651,7 @@ pub(crate) unsafe fn clCreateSubBuffer(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(buffer, flags, create_type, info, errcode_ret) };
-    objects::mem_created(m, 0);
+    objects::mem_created(m, 0, MemOrigin::PartOf(buffer));
     m
 }
 
@@ -666,7 +666,7 @@ pub(crate) unsafe fn clCreateImage(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(context, flags, format, desc, host_ptr, errcode_ret) };
-    objects::mem_created(m, 0);
+    objects::mem_created(m, 0, MemOrigin::Created { flags, context });
     m
 }
 
@@ -683,7 +683,7 @@ pub(crate) unsafe fn clCreateImageWithProperties(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(context, properties, flags, format, desc, host_ptr, errcode_ret) };
-    objects::mem_created(m, 0);
+    objects::mem_created(m, 0, MemOrigin::Created { flags, context });
     m
 }
 
@@ -701,7 +701,7 @@ pub(crate) unsafe fn clCreateImage2D(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let m = unsafe { next(context, flags, format, width, height, row_pitch, host_ptr, errcode_ret) };
-    objects::mem_created(m, 0);
+    objects::mem_created(m, 0, MemOrigin::Created { flags, context });
     m
 }
 
@@ -722,7 +722,7 @@ pub(crate) unsafe fn clCreateImage3D(
     // SAFETY: forwarded.
     let m =
         unsafe { next(context, flags, format, width, height, depth, row_pitch, slice_pitch, host_ptr, errcode_ret) };
-    objects::mem_created(m, 0);
+    objects::mem_created(m, 0, MemOrigin::Created { flags, context });
     m
 }
 
@@ -746,7 +746,9 @@ pub(crate) unsafe fn clSVMAlloc(
 ) -> *mut c_void {
     // SAFETY: forwarded.
     let p = unsafe { next(context, flags, size, alignment) };
-    objects::usm_allocated(p, size, MemoryType::Shared, ptr::null_mut());
+    // Shared virtual memory: host and device address it alike (coarse or fine grain: the
+    // record model's types do not tell them apart; `docs/opencl.md`).
+    objects::svm_allocated(p, size, context);
     p
 }
 

@@ -116,13 +116,58 @@ pub(crate) fn query_string(f: impl Fn(usize, *mut c_void, *mut usize) -> Option<
     CStr::from_bytes_until_nul(&buf).ok().map(CStr::to_owned)
 }
 
-/// A buffer or image `mem` was created (size from the runtime when `size` is 0).
-pub(crate) fn mem_created(mem: *mut c_void, size: u64) {
+/// `cl_mem_flags` bits that put a buffer or image in host memory.
+const CL_MEM_USE_HOST_PTR: u64 = 1 << 3;
+const CL_MEM_ALLOC_HOST_PTR: u64 = 1 << 4;
+const CL_MEM_FLAGS: u32 = 0x1101;
+const CL_MEM_CONTEXT: u32 = 0x1106;
+const CL_CONTEXT_DEVICES: u32 = 0x1081;
+
+/// What a buffer or image was created from: the call's own flags and context, or (a sub-buffer)
+/// the buffer it is part of.
+#[derive(Clone, Copy)]
+pub(crate) enum MemOrigin {
+    Created { flags: u64, context: *mut c_void },
+    PartOf(*mut c_void),
+}
+
+/// The record model's memory type of a buffer or image with `flags`: host memory when the
+/// program asked for it (`CL_MEM_USE_HOST_PTR`: the program's own allocation;
+/// `CL_MEM_ALLOC_HOST_PTR`: host-accessible memory the runtime allocates), device memory
+/// otherwise (`CL_MEM_COPY_HOST_PTR` copies the host data into it). What the program asked
+/// for, not where a CPU runtime keeps it (there all memory is the host's).
+pub(crate) fn buffer_memory_type(flags: u64) -> MemoryType {
+    if flags & (CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR) != 0 { MemoryType::Host } else { MemoryType::Device }
+}
+
+/// The device of a context that has exactly one (0 otherwise: the memory of a context of
+/// several devices belongs to none of them until used).
+fn only_device(context: *mut c_void) -> u64 {
+    let Some(f) = next().clGetContextInfo else { return 0 };
+    let mut device = 0u64;
+    let mut size = 0usize;
+    // SAFETY: an 8-byte out value (one `cl_device_id`); a context of several devices answers
+    // CL_INVALID_VALUE and writes nothing; the runtime validates the handle.
+    let r = unsafe { f(context, CL_CONTEXT_DEVICES, 8, (&raw mut device).cast(), (&raw mut size).cast()) };
+    if r == CL_SUCCESS && size == 8 { device } else { 0 }
+}
+
+/// A buffer or image `mem` was created (size from the runtime when `size` is 0), with its
+/// memory type and device from what the program asked for (`origin`; a sub-buffer is its
+/// parent's).
+pub(crate) fn mem_created(mem: *mut c_void, size: u64, origin: MemOrigin) {
     if mem.is_null() || !kind_enabled(Kind::MemoryAlloc) && !kind_enabled(Kind::KernelDispatch) || nested_now() {
         return;
     }
     let size = if size != 0 { size } else { mem_info(mem, CL_MEM_SIZE).unwrap_or(0) };
-    emit_memory_alloc(&MemoryAllocPayload { ptr: mem as u64, size, memory_type: MemoryType::Unknown, device: 0 });
+    let (flags, context) = match origin {
+        MemOrigin::Created { flags, context } => (flags, context),
+        MemOrigin::PartOf(parent) => {
+            (mem_info(parent, CL_MEM_FLAGS).unwrap_or(0), mem_info(parent, CL_MEM_CONTEXT).unwrap_or(0) as *mut c_void)
+        }
+    };
+    let device = if context.is_null() { 0 } else { only_device(context) };
+    emit_memory_alloc(&MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device });
 }
 
 pub(crate) fn mem_info(mem: *mut c_void, param: u32) -> Option<u64> {
@@ -141,6 +186,19 @@ pub(crate) fn usm_allocated(ptr: *mut c_void, size: usize, memory_type: MemoryTy
             size: size as u64,
             memory_type,
             device: device as u64,
+        });
+    }
+}
+
+/// An SVM allocation in `context` (type SHARED, the context's device when it has one).
+pub(crate) fn svm_allocated(ptr: *mut c_void, size: usize, context: *mut c_void) {
+    if !ptr.is_null() && !nested_now() {
+        let device = if context.is_null() { 0 } else { only_device(context) };
+        emit_memory_alloc(&MemoryAllocPayload {
+            ptr: ptr as u64,
+            size: size as u64,
+            memory_type: MemoryType::Shared,
+            device,
         });
     }
 }

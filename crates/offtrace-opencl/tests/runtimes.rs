@@ -619,6 +619,65 @@ fn counters_name_defined_devices(records: &[offtrace_format::Record], what: &str
     }
 }
 
+/// What the program asked for, in the trace: buffers are device memory unless a host-pointer
+/// flag puts them in host memory (`CL_MEM_USE_HOST_PTR`, `CL_MEM_ALLOC_HOST_PTR`; copying the
+/// host's data in, `CL_MEM_COPY_HOST_PTR`, does not), a sub-buffer has its parent's type, SVM is
+/// shared; each on the context's one device. Markers are `marker`, barriers `barrier` (on main
+/// every buffer was UNKNOWN without a device and a marker was a barrier).
+fn memory_types_and_markers(rt: Runtime) {
+    use offtrace_format::{MemoryType, Record};
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/mem_and_markers.c", "mem_and_markers", false);
+    let (out, records) = recorded(rt, &prog, &[], &s);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let hex = |v: &str| u64::from_str_radix(v.trim_start_matches("0x"), 16).expect("a printed pointer");
+    let device = stdout.lines().find_map(|l| l.strip_prefix("device ")).map(hex).expect("device line");
+    let printed: Vec<(&str, u64)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("mem "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(label, p)| (label, hex(p)))
+        .collect();
+    assert!(printed.len() >= 5, "{rt:?}: {stdout}");
+    let allocs: BTreeMap<u64, (MemoryType, u64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Memory(m) if m.op == 0 => Some((m.ptr, (m.memory_type, m.device))),
+            _ => None,
+        })
+        .collect();
+    for (label, ptr) in printed {
+        let want = match label {
+            "device" | "copy_host" => MemoryType::Device,
+            "use_host" | "alloc_host" | "sub_of_alloc_host" => MemoryType::Host,
+            "svm" => MemoryType::Shared,
+            other => panic!("unknown label {other}"),
+        };
+        assert_eq!(allocs.get(&ptr), Some(&(want, device)), "{rt:?}: {label} at {ptr:#x}: {allocs:?}");
+    }
+    let names = operation_names(&records, 8);
+    let sync_ops: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Activity(a) if a.kind == 8 && a.device_end != 0 => names.get(&a.op).map(String::as_str),
+            _ => None,
+        })
+        .collect();
+    let count = |n: &str| sync_ops.iter().filter(|o| **o == n).count();
+    assert_eq!((count("marker"), count("barrier"), sync_ops.len()), (2, 1, 3), "{rt:?}: {sync_ops:?}");
+}
+
+#[test]
+fn pocl_memory_types_and_markers_are_what_the_program_asked_for() {
+    memory_types_and_markers(Runtime::Pocl);
+}
+
+#[test]
+fn intel_memory_types_and_markers_are_what_the_program_asked_for() {
+    memory_types_and_markers(Runtime::Intel);
+}
+
 #[test]
 fn pocl_program_recorded_by_the_layer_alone_has_device_times_equal_to_the_programs() {
     trace_matches_program(Runtime::Pocl);

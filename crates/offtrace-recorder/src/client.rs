@@ -14,17 +14,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
     ApiCallPayload, CallbackRecord, CodeObjectPayload, ContextId, CounterPayload, DevicePayload, DirectCall,
-    DirectRecord, DirectSink, KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload, MemoryCopyPayload,
-    MemoryFillPayload, Payload, Phase, QueuePayload, ServiceError, SyncPayload, TaskGraphPayload, UserData,
-    configure_callback_tracing_service, create_context, for_each_kernel_allocation, set_direct_sink, start_context,
-    timestamp_ns,
+    DirectRecord, DirectSink, DirectThreadWord, KernelDispatchPayload, Kind, MarkerPayload, MemoryAllocPayload,
+    MemoryCopyPayload, MemoryFillPayload, Payload, Phase, QueuePayload, ServiceError, SyncPayload, TaskGraphPayload,
+    UserData, configure_callback_tracing_service, create_context, for_each_kernel_allocation, set_direct_sink,
+    start_context, timestamp_ns,
 };
 
 use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
 
 /// Words of the longest API call entry: the head, start, result, external, and the arguments.
 const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
-use crate::recorder::{Inner, Local, with_local};
+use crate::recorder::{Inner, Local, with_local, with_local_at};
 
 /// Subscribes the recorder to the services: a started context with a callback service for every
 /// kind (the raw `XPTI` kind too when `raw` is set: the backend installs its [`crate::RawLayer`]
@@ -57,22 +57,22 @@ pub fn subscribe_with(raw: bool, direct: bool) -> Result<ContextId, ServiceError
 /// The recorder's entry points on the direct path: the same entries as [`on_record`] builds.
 static DIRECT_SINK: DirectSink = DirectSink { api_call: direct_api_call, record: direct_record };
 
-fn direct_api_call(call: &DirectCall, p: &ApiCallPayload) {
+fn direct_api_call(call: &DirectCall, p: &ApiCallPayload, thread: &DirectThreadWord) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        with_local(|inner, local| {
+        with_local_at(thread, |inner, local| {
             let (start, end) = (call.start, call.end);
             api_call(inner, local, call.kind, call.operation, call.correlation, call.external, start, end, p)
         });
     }));
 }
 
-fn direct_record(record: &DirectRecord, payload: &Payload<'_>) {
+fn direct_record(record: &DirectRecord, payload: &Payload<'_>, thread: &DirectThreadWord) {
     let ptr = payload.as_ptr();
     if ptr.is_null() {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        with_local(|inner, local| {
+        with_local_at(thread, |inner, local| {
             let head = Head { op: record.operation, phase: record.phase as u32, correlation: record.correlation };
             // SAFETY: the services pass `kind`'s own payload (checked by `direct::instant`),
             // valid during the call.

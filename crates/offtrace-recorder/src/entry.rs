@@ -249,8 +249,9 @@ pub(crate) fn decode_activity<'a>(
         Kind::MemoryFill => {
             ActivityRef { queue: b(0)?, device: b(1)?, bytes: b(2)?, device_start: b(3)?, device_end: b(4)?, ..base }
         }
-        // A barrier enqueued on a queue is device activity; waits are host spans (`decode`).
-        Kind::Sync if op == sync_op::BARRIER && b(2)? != 0 => ActivityRef {
+        // A barrier or marker enqueued on a queue is device activity; waits are host spans
+        // (`decode`).
+        Kind::Sync if (op == sync_op::BARRIER || op == sync_op::MARKER) && b(2)? != 0 => ActivityRef {
             phase: if ph == phase::COMPLETE { phase::COMPLETE } else { phase::NONE },
             queue: b(2)?,
             device: b(3)?,
@@ -417,6 +418,8 @@ mod tests {
     fn barriers_on_a_queue_are_activity_and_waits_are_sync() {
         let barrier = decode(1, Kind::Sync as u8, 0, sync_op::BARRIER, 10, 5, &[0, 0, 0x30, 0x40, 0, 0]);
         assert!(matches!(barrier, Some(Record::Activity(offtrace_format::Activity { queue: 0x30, device: 0x40, .. }))));
+        let marker = decode(1, Kind::Sync as u8, 0, sync_op::MARKER, 10, 5, &[0, 0, 0x30, 0x40, 0, 0]);
+        assert!(matches!(marker, Some(Record::Activity(offtrace_format::Activity { op: 2, queue: 0x30, .. }))));
         let wait = decode(1, Kind::Sync as u8, 1, sync_op::WAIT, 10, 5, &[0x99, 2, 0, 0, 0, 0]);
         assert!(matches!(wait, Some(Record::Sync(SyncRecord { object: 0x99, event_count: 2, .. }))));
     }

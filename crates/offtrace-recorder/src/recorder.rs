@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use offtrace_core::DirectThreadWord;
 use offtrace_core::ring::{self, Consumer, Producer};
 use offtrace_format::{Record, StrId};
 
@@ -254,6 +255,10 @@ pub(crate) struct Local {
 
 impl Drop for Local {
     fn drop(&mut self) {
+        // The thread's `LOCAL` no longer holds this `Local`: forget its address (see
+        // `with_local_at`). (The late ring's `Local` moves between threads: clearing another
+        // thread's word only sends its next record through the thread-local.)
+        offtrace_core::clear_direct_thread_word();
         // Release: the entries pushed before are visible to the writer that sees the flag.
         self.shared.orphaned.store(true, Ordering::Release);
     }
@@ -316,18 +321,58 @@ fn register(inner: &'static Inner) -> Local {
 pub(crate) fn with_local(f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
     let Some(inner) = current() else { return false };
     let mut f = Some(f);
+    let done = LOCAL.try_with(|cell| record_in(cell, inner, &mut f));
+    match (done, f) {
+        (Ok(done), _) => done,
+        (Err(_), Some(f)) => with_late(inner, f),
+        (Err(_), None) => false,
+    }
+}
+
+/// [`with_local`] for the direct path, whose services pass the emitting thread's word
+/// (`thread`): it holds the address of this thread's `LOCAL` while that holds a `Local`, so
+/// the record reaches the ring without the thread-local access, a `__tls_get_addr` call in the
+/// agent (a shared object; `docs/overhead.md`, *Agent*).
+#[inline]
+pub(crate) fn with_local_at(thread: &DirectThreadWord, f: impl FnOnce(&'static Inner, &mut Local)) -> bool {
+    let Some(inner) = current() else { return false };
+    let mut f = Some(f);
+    let cached = thread.get();
+    if cached != 0 {
+        // SAFETY: a non-zero word is this thread's `LOCAL` (stored below, on this thread, only
+        // while it holds a `Local`; the services pass each thread its own word): its slot goes
+        // from `Some` to `None` only by dropping that `Local` (nothing takes it out), and
+        // `Local::drop` clears the word, so the thread-local's value is alive here; the
+        // reference stays on this thread.
+        let cell = unsafe { &*(cached as *const RefCell<Option<Local>>) };
+        return record_in(cell, inner, &mut f);
+    }
     let done = LOCAL.try_with(|cell| {
-        let Ok(mut slot) = cell.try_borrow_mut() else { return false };
-        match (slot.as_mut(), f.take()) {
-            (Some(local), Some(f)) if local.inner == inner as *const Inner as usize => local.record(inner, f),
-            (_, Some(f)) => register_and_record(inner, &mut slot, f),
-            (_, None) => false,
+        let done = record_in(cell, inner, &mut f);
+        if cell.try_borrow().is_ok_and(|slot| slot.is_some()) {
+            thread.set(cell as *const RefCell<Option<Local>> as usize);
         }
+        done
     });
     match (done, f) {
         (Ok(done), _) => done,
         (Err(_), Some(f)) => with_late(inner, f),
         (Err(_), None) => false,
+    }
+}
+
+/// [`with_local`] on the thread's slot `cell`.
+#[inline(always)]
+fn record_in(
+    cell: &RefCell<Option<Local>>,
+    inner: &'static Inner,
+    f: &mut Option<impl FnOnce(&'static Inner, &mut Local)>,
+) -> bool {
+    let Ok(mut slot) = cell.try_borrow_mut() else { return false };
+    match (slot.as_mut(), f.take()) {
+        (Some(local), Some(f)) if local.inner == inner as *const Inner as usize => local.record(inner, f),
+        (_, Some(f)) => register_and_record(inner, &mut slot, f),
+        (_, None) => false,
     }
 }
 

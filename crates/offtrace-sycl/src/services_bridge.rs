@@ -878,6 +878,17 @@ unsafe impl Send for Launch {}
 // SAFETY: as above; shared access only reads.
 unsafe impl Sync for Launch {}
 
+impl Launch {
+    fn kind(&self) -> Kind {
+        match self {
+            Launch::Kernel(..) => Kind::KernelDispatch,
+            Launch::Copy(..) => Kind::MemoryCopy,
+            Launch::Fill(..) => Kind::MemoryFill,
+            Launch::Barrier(..) => Kind::Sync,
+        }
+    }
+}
+
 struct PendingLaunch {
     launch: Launch,
     correlation: u64,
@@ -940,8 +951,16 @@ const PROFILING_END: u64 = 3;
 /// Notes the event a successful enqueue on a profiling queue returned (`phEvent`), with what it
 /// launched (other queues have no device times to wait for: nothing is kept for them).
 /// Keeps a launch on a profiling queue (the caller checks [`QueueInfo::profiling`]) for the
-/// device times its event may report.
+/// device times its event may report, unless a backend below delivers them: the OpenCL layer
+/// under the UR OpenCL adapter converts the device's clock with a recorded calibration, where
+/// the times the program reads here are the device's raw clock (35 ns off on Intel's CPU
+/// device; a device whose clock is not CLOCK_MONOTONIC would be off by the whole offset). For an
+/// out-of-order command the raw completion reached the file first and was the one readers kept.
 fn remember_launch(p: &ApiCallPayload, launch: Launch) {
+    let correlation = offtrace_core::current_correlation_id();
+    if offtrace_core::times_delivered_below(correlation, launch.kind()) {
+        return;
+    }
     let Some(pos) = enqueue_positions(p.function_id) else { return };
     let ph = p.args.get(usize::from(pos.event)).copied().unwrap_or(0);
     // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
@@ -949,7 +968,6 @@ fn remember_launch(p: &ApiCallPayload, launch: Launch) {
     if event == 0 {
         return;
     }
-    let correlation = offtrace_core::current_correlation_id();
     let entry = Box::new(PendingLaunch { launch, correlation, start: 0, end: 0 });
     let mut t = PENDING.lock().unwrap_or_else(|e| e.into_inner());
     let t = t.get_or_insert_with(PendingTable::default);

@@ -86,6 +86,7 @@ enum {
     OFFTRACE_TASK_GRAPH_SIGNAL = 3,
     OFFTRACE_SYNC_WAIT = 0,
     OFFTRACE_SYNC_BARRIER = 1,
+    OFFTRACE_SYNC_MARKER = 2,               /* a marker enqueued on a queue (clEnqueueMarker*) */
     OFFTRACE_CODE_OBJECT_PROGRAM = 0,       /* LOAD = create, UNLOAD = release */
     OFFTRACE_CODE_OBJECT_PROGRAM_BUILD = 1, /* LOAD */
     OFFTRACE_CODE_OBJECT_KERNEL = 2,        /* LOAD = create, UNLOAD = release */

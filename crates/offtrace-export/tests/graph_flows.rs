@@ -1,0 +1,121 @@
+//! Flows to every command of a CUDA graph launch. Each kernel, copy and memset a
+//! `cudaGraphLaunch` ran carries the launch's correlation id and has no launch-time record
+//! (CUPTI reports them only at completion, from its buffer thread, long after the call:
+//! `docs/record-model.md`). Perfetto and Chrome draw one flow from the launch's slice to each
+//! of them, every flow with an id of its own; a command enqueued the usual way keeps its flow.
+
+#![allow(clippy::unwrap_used)] // tests
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+
+use offtrace_analysis::testing::{TypedBuilder, kind};
+use offtrace_export::{ExportFormat, ExportOptions, export_records};
+use offtrace_format::{Record, phase};
+
+const CUDA_RUNTIME_API: u32 = 13;
+const GRAPH_LAUNCH: u32 = 1;
+const SYNCHRONIZE: u32 = 2;
+const LAUNCH_KERNEL: u32 = 3;
+const STREAM: u64 = 0x5000;
+const GPU: u64 = 0xd1;
+
+/// Two replays of one graph (three kernels, a memset, a copy), a stream synchronisation between
+/// them, and one kernel launched directly (launch record inside its call, completion later).
+fn trace() -> Vec<Record> {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.thread(2, "cupti buffers");
+    b.kind(CUDA_RUNTIME_API, "CUDA_RUNTIME_API");
+    b.op(CUDA_RUNTIME_API, GRAPH_LAUNCH, "cudaGraphLaunch", &[("graphExec", "cudaGraphExec_t", 8)]);
+    b.op(CUDA_RUNTIME_API, SYNCHRONIZE, "cudaStreamSynchronize", &[("stream", "cudaStream_t", 8)]);
+    b.op(CUDA_RUNTIME_API, LAUNCH_KERNEL, "cudaLaunchKernel", &[("func", "const void*", 8)]);
+    b.queue_create(1, 10, STREAM, GPU, true);
+    b.op(kind::MEMORY_FILL, 0, "memset", &[]);
+    b.op(kind::MEMORY_COPY, 0, "memcpy_dtod", &[]);
+    // The calls' records, from the program's thread.
+    b.api_call(CUDA_RUNTIME_API, GRAPH_LAUNCH, 1, 1_000, 1_050, 10, &[0x9000], 0);
+    b.api_call(CUDA_RUNTIME_API, SYNCHRONIZE, 1, 1_060, 2_000, 11, &[STREAM], 0);
+    b.api_call(CUDA_RUNTIME_API, GRAPH_LAUNCH, 1, 2_100, 2_150, 12, &[0x9000], 0);
+    b.kernel(1, 2_210, 13, STREAM, GPU, "direct", None);
+    b.api_call(CUDA_RUNTIME_API, LAUNCH_KERNEL, 1, 2_200, 2_220, 13, &[0x7000], 0);
+    b.api_call(CUDA_RUNTIME_API, SYNCHRONIZE, 1, 2_230, 4_000, 14, &[STREAM], 0);
+    // CUPTI's buffer, later: every command of both replays, the first kernel of each starting
+    // before its launch call returned.
+    for (corr, t0) in [(10u64, 1_030u64), (12, 2_140)] {
+        for (i, name) in ["k_scale", "k_add", "k_reduce"].into_iter().enumerate() {
+            let s = t0 + 100 * i as u64;
+            b.kernel(2, 3_000 + s, corr, STREAM, GPU, name, Some((s, s + 80)));
+            if let Some(Record::Activity(a)) = b.out.last_mut() {
+                a.phase = phase::COMPLETE;
+            }
+        }
+        b.complete(kind::MEMORY_FILL, 0, 2, 3_500 + t0, corr, STREAM, t0 + 300, t0 + 320);
+        b.complete(kind::MEMORY_COPY, 0, 2, 3_600 + t0, corr, STREAM, t0 + 330, t0 + 390);
+    }
+    b.complete(kind::KERNEL_DISPATCH, 0, 2, 5_000, 13, STREAM, 2_400, 2_450);
+    b.out.push(Record::End { records: 0, drops: 0 });
+    b.out
+}
+
+#[test]
+fn perfetto_draws_a_flow_from_a_graph_launch_to_each_of_its_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let pf = dir.path().join("g.pftrace");
+    export_records(&trace(), &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = common::decode_pftrace(&std::fs::read(&pf).unwrap());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let all: Vec<&common::ViewSlice> = d.slices.iter().chain(&d.instants).collect();
+    // Flow id → the slice it starts at; no id starts twice.
+    let mut source: HashMap<u64, &common::ViewSlice> = HashMap::new();
+    for s in &all {
+        for id in &s.flows {
+            assert!(source.insert(*id, s).is_none(), "flow {id} starts twice");
+        }
+    }
+    let launches: Vec<&&common::ViewSlice> = all.iter().filter(|s| s.name == "cudaGraphLaunch").collect();
+    assert_eq!(launches.len(), 2);
+    for l in &launches {
+        assert_eq!(l.flows.len(), 5, "one flow per command of the replay: {l:?}");
+    }
+    assert!(all.iter().filter(|s| s.name == "cudaStreamSynchronize").all(|s| s.flows.is_empty()));
+    let device: Vec<&&common::ViewSlice> = all.iter().filter(|s| !s.category.ends_with("_API")).collect();
+    assert_eq!(device.len(), 11, "{device:?}");
+    let mut ended = HashSet::new();
+    for s in &device {
+        assert_eq!(s.terminating.len(), 1, "one flow ends at {s:?}");
+        let id = s.terminating[0];
+        assert!(ended.insert(id), "flow {id} ends twice");
+        let from = source.get(&id).unwrap_or_else(|| panic!("flow {id} to {} has no start", s.name));
+        if s.name == "direct" {
+            assert_eq!((from.name.as_str(), from.start), ("cudaLaunchKernel", 2_200));
+        } else {
+            // The replay whose interval holds the command's start: the first (launch at 1,000)
+            // runs its commands from 1,030, the second (2,100) from 2,140.
+            let want = if s.start < 2_100 { 1_000 } else { 2_100 };
+            assert_eq!((from.name.as_str(), from.start), ("cudaGraphLaunch", want), "{s:?}");
+        }
+    }
+    assert_eq!(ended.len(), source.len(), "every flow that starts ends");
+}
+
+#[test]
+fn chrome_pairs_a_flow_start_at_the_graph_launch_with_each_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("g.json");
+    export_records(&trace(), &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let id = |e: &serde_json::Value| e["id"].as_u64().or_else(|| e["id"].as_str().and_then(|s| s.parse().ok()));
+    let starts: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "s").collect();
+    let finishes: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "f").collect();
+    assert_eq!(starts.len(), 11, "one flow per command");
+    let start_ids: HashSet<u64> = starts.iter().filter_map(|e| id(e)).collect();
+    let finish_ids: HashSet<u64> = finishes.iter().filter_map(|e| id(e)).collect();
+    assert_eq!(start_ids.len(), 11, "unique ids");
+    assert_eq!(start_ids, finish_ids, "every start has its end");
+    // Ten flows start at the two launches (Chrome binds a start to the slice enclosing it).
+    let at_launch = starts.iter().filter(|e| e["ts"].as_f64() == Some(1.0) || e["ts"].as_f64() == Some(2.1)).count();
+    assert_eq!(at_launch, 10);
+}
