@@ -1048,6 +1048,7 @@ mod tests {
     /// kind, another call, or another thread.
     #[test]
     fn the_layer_claims_the_device_times_of_the_commands_it_grouped() {
+        let _serial = lock(&OPENS_GROUPS);
         let _got = completed_copies();
         let corr = enclosing_call(true, |corr| {
             assert!(!times_below(corr, Kind::MemoryCopy), "nothing before the nested enqueue");
@@ -1065,6 +1066,12 @@ mod tests {
         });
         assert!(times_below(next, Kind::MemoryCopy));
         assert!(!times_below(corr, Kind::MemoryCopy), "the thread's last call only");
+        // The thread's next call outside them ends both (when no reported hook did): nothing of
+        // this test stays open for the next one.
+        close_outer(corr);
+        close_outer(next);
+        assert_eq!(groups_left(corr) + groups_left(next), 0);
+        assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
     }
 
     /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
