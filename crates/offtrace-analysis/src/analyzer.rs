@@ -205,9 +205,10 @@ pub struct Analyzer {
     /// Live bytes and their peak, in time order (threads' records reach the file out of it).
     live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
-    /// Copies and fills by (kind, direction): which kind is a fill is known from the kind's
-    /// definition, which a damaged trace may give only at its end (the repeat).
-    copies: BTreeMap<(u32, u8), CopyAcc>,
+    /// Copies and fills by (kind, direction, operation): which kind is a fill, and which
+    /// operation a map or unmap, is known from the definitions, which a damaged trace may give
+    /// only at its end (the repeat).
+    copies: BTreeMap<(u32, u8, u32), CopyAcc>,
     nodes: FxHashMap<u64, NodeAcc>,
     node_order: VecDeque<u64>,
     /// Node → the nodes depending on it, so a node that becomes a real command after its edges
@@ -642,7 +643,7 @@ impl Analyzer {
         // Copies and fills by direction (a kernel has no bytes).
         if bytes != 0 || direction != CopyDirection::Unknown {
             let device_ns = if known { Some(a.device_end - a.device_start) } else { None };
-            let c = self.copies.entry((a.kind, direction as u8)).or_default();
+            let c = self.copies.entry((a.kind, direction as u8, a.op)).or_default();
             if !counted {
                 c.count += 1;
                 c.bytes += bytes;
@@ -942,13 +943,17 @@ impl Analyzer {
         });
 
         let memory_type_name = |t: u8| MemoryType::from_u8(t).map_or("UNKNOWN", MemoryType::name).to_owned();
-        let (mut copies, mut fills) = (BTreeMap::<u8, CopyAcc>::new(), FillStats::default());
-        for (&(kind, direction), c) in &self.copies {
-            if self.is_fill(kind) {
-                fills.count += c.count;
-                fills.bytes += c.bytes;
-                fills.device_count += c.device_count;
-                fills.device_ns += c.device_ns;
+        let (mut copies, mut fills, mut maps) =
+            (BTreeMap::<u8, CopyAcc>::new(), FillStats::default(), FillStats::default());
+        for (&(kind, direction, op), c) in &self.copies {
+            // A map or unmap is not a transfer to time: on memory the host can reach (any CPU
+            // device, integrated GPUs) it copies nothing and takes nanoseconds, and the unmap of a
+            // map for reading copies nothing anywhere, yet each carries the region's bytes. In a
+            // direction's bandwidth they would add their bytes and next to no time.
+            let sum = if self.is_fill(kind) {
+                &mut fills
+            } else if matches!(self.op_name(kind, op).as_str(), "map" | "unmap") {
+                &mut maps
             } else {
                 let to = copies.entry(direction).or_default();
                 to.count += c.count;
@@ -956,7 +961,12 @@ impl Analyzer {
                 to.device_count += c.device_count;
                 to.device_bytes += c.device_bytes;
                 to.device_ns += c.device_ns;
-            }
+                continue;
+            };
+            sum.count += c.count;
+            sum.bytes += c.bytes;
+            sum.device_count += c.device_count;
+            sum.device_ns += c.device_ns;
         }
         let memory = MemoryReport {
             allocations: self
@@ -988,6 +998,7 @@ impl Analyzer {
                 })
                 .collect(),
             fills,
+            maps,
         };
 
         let queues = self

@@ -134,9 +134,13 @@ pub struct MemoryReport {
     pub frees: u64,
     /// Frees of an address no allocation of the trace returned.
     pub unmatched_frees: u64,
-    /// Copies by direction.
+    /// Copies by direction (not maps and unmaps: `maps`).
     pub copies: Vec<CopyStats>,
     pub fills: FillStats,
+    /// Maps and unmaps (OpenCL `clEnqueueMap*`, `clEnqueueUnmapMemObject`, `clEnqueueSVMUnmap`):
+    /// the bytes of the regions they made visible, which they may not have copied.
+    #[serde(default)]
+    pub maps: FillStats,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -496,3 +496,48 @@ fn out_of_order_busy_time_is_the_union_of_the_commands_intervals() {
     assert_eq!(q.device_busy_ns, 150 + 100, "{q:?}");
     assert_eq!(q.device_time_sum_ns, 400, "{q:?}");
 }
+
+/// An OpenCL program's write, map for reading and unmap of one 4 MiB buffer on a CPU device (as
+/// `pyopencl` recorded it on Intel's runtime): the map and unmap carry the buffer's bytes and take
+/// nanoseconds (nothing is copied). Counted as copies, they doubled each direction's bandwidth
+/// (48 MiB "host to device" over the writes' time); they are reported as maps, apart.
+#[test]
+fn maps_and_unmaps_are_not_copies_in_the_bandwidth() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.device(0xd, "cpu");
+    b.queue_create(1, 10, 0x9, 0xd, true);
+    const MIB4: u64 = 4 << 20;
+    let commands = [
+        (2, "buffer_write", CopyDirection::HostToDevice, 1_000, 2_000_000), // 2 ms: 2.1 GB/s
+        (4, "map", CopyDirection::DeviceToHost, 3_000_000, 300),
+        (5, "unmap", CopyDirection::HostToDevice, 4_000_000, 600),
+    ];
+    for (i, &(op, name, direction, start, ns)) in commands.iter().enumerate() {
+        b.op(kind::MEMORY_COPY, op, name, &[]);
+        b.out.push(Record::Activity(Activity {
+            kind: kind::MEMORY_COPY,
+            op,
+            phase: phase::NONE,
+            tid: 1,
+            ts: start - 500,
+            correlation: 100 + i as u64,
+            queue: 0x9,
+            device: 0xd,
+            bytes: MIB4,
+            direction,
+            device_start: start,
+            device_end: start + ns,
+            ..Default::default()
+        }));
+    }
+    let r = analyze(&b.out);
+    let m = &r.memory;
+    assert_eq!(m.copies.len(), 1, "{:?}", m.copies);
+    let h2d = &m.copies[0];
+    assert_eq!((h2d.direction.as_str(), h2d.count, h2d.bytes, h2d.device_ns), ("HOST_TO_DEVICE", 1, MIB4, 2_000_000));
+    assert!((h2d.bandwidth_gb_s.unwrap() - MIB4 as f64 / 2e6).abs() < 1e-9);
+    assert_eq!((m.maps.count, m.maps.bytes, m.maps.device_count, m.maps.device_ns), (2, 2 * MIB4, 2, 900));
+    // The device activity table still lists them, by name.
+    assert!(r.device_activity.iter().any(|d| d.name == "map" && d.bytes == MIB4));
+}

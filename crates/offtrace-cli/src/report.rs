@@ -175,6 +175,8 @@ fn sections(r: &Report) -> Vec<Section> {
             vec!["unmatched_frees".into(), m.unmatched_frees.to_string()],
             vec!["fills".into(), m.fills.count.to_string()],
             vec!["fill_bytes".into(), m.fills.bytes.to_string()],
+            vec!["maps".into(), m.maps.count.to_string()],
+            vec!["map_bytes".into(), m.maps.bytes.to_string()],
         ],
     ));
     v.push((
@@ -562,6 +564,15 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     }
     if m.fills.count > 0 {
         writeln!(out, "fills: {}, {}", count(m.fills.count), bytes(m.fills.bytes))?;
+    }
+    if m.maps.count > 0 {
+        writeln!(
+            out,
+            "maps and unmaps: {}, {} mapped, device time {} (not counted as copies: a map of memory the host can reach copies nothing)",
+            count(m.maps.count),
+            bytes(m.maps.bytes),
+            if m.maps.device_count > 0 { duration(m.maps.device_ns) } else { "n/a".into() }
+        )?;
     }
 
     writeln!(out, "\nQueues: {}", r.queues.len())?;

@@ -143,6 +143,21 @@ fn a_map_and_its_unmap_carry_the_mapped_bytes() {
     assert_eq!(row("unmap"), (1, 256 * 1024));
     assert_eq!(row("buffer_read"), (1, 256 * 1024), "the read alone, not the map");
     assert_eq!(row("buffer_write"), (2, 512 * 1024), "the two writes alone, not the unmap");
+    // Copies by direction (and their bandwidth) hold the reads and writes; the map and the
+    // unmap are counted apart (on PoCL's host memory they copy nothing).
+    let copies: Vec<(&str, u64)> = r["memory"]["copies"]
+        .as_array()
+        .expect("copies")
+        .iter()
+        .map(|c| (c["direction"].as_str().expect("direction"), c["bytes"].as_u64().expect("bytes")))
+        .collect();
+    let direction = |d: &str| copies.iter().find(|c| c.0 == d).map(|c| c.1);
+    assert_eq!(direction("HOST_TO_DEVICE"), Some(512 * 1024), "the two writes, not the unmap: {copies:?}");
+    assert_eq!(direction("DEVICE_TO_HOST"), Some(256 * 1024), "the read, not the map: {copies:?}");
+    assert_eq!(
+        (r["memory"]["maps"]["count"].as_u64(), r["memory"]["maps"]["bytes"].as_u64()),
+        (Some(2), Some(512 * 1024))
+    );
 }
 
 /// `examples/opencl/ooo_threads.c` (three threads, an out-of-order queue each, wait lists across

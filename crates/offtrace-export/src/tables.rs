@@ -168,7 +168,9 @@ pub const VIEWS: &[(&str, &str)] = &[
         "SELECT a.direction, COUNT(*) AS copies, SUM(a.bytes) AS bytes, COUNT(a.device_ns) AS timed, \
          SUM(CASE WHEN a.device_ns > 0 THEN a.bytes END) AS timed_bytes, SUM(a.device_ns) AS device_ns, \
          SUM(CASE WHEN a.device_ns > 0 THEN a.bytes END) * 1.0 / SUM(a.device_ns) AS gb_per_s \
-         FROM device_activity a JOIN kinds k ON k.kind = a.kind WHERE k.name = 'MEMORY_COPY' \
+         FROM device_activity a JOIN kinds k ON k.kind = a.kind \
+         LEFT JOIN operations o ON o.kind = a.kind AND o.operation = a.operation \
+         WHERE k.name = 'MEMORY_COPY' AND COALESCE(o.name, '') NOT IN ('map', 'unmap') \
          GROUP BY a.direction ORDER BY bytes DESC",
     ),
     (

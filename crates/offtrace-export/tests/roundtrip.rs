@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use common::{ViewSlice, decode_pftrace};
 use offtrace_analysis::testing::{TypedBuilder, kind, sycl_like, ur};
 use offtrace_export::{ExportError, ExportFormat, ExportOptions, ExportStats, RecordSource, export, export_records};
-use offtrace_format::{CopyDirection, Record, TraceHeader, phase};
+use offtrace_format::{Activity, CopyDirection, Record, TraceHeader, phase};
 
 /// A SYCL-like trace plus what a viewer finds hard: calls on one thread that cross (a damaged
 /// or misattributed trace), device work that overlaps on one queue (an out-of-order queue), a
@@ -448,4 +448,49 @@ fn live_bytes_are_counted_in_time_order_in_perfetto_and_chrome() {
         .filter_map(|e| e["args"]["value"].as_f64())
         .fold(0.0, f64::max);
     assert_eq!(peak, 4.0 * 65536.0);
+}
+
+/// A map and an unmap of a 4 MiB buffer on a CPU device take nanoseconds and copy nothing; in
+/// `copy_bandwidth` they multiplied a direction's rate (here 4 MiB in 2 ms = 2.1 GB/s became
+/// 8 MiB in 2.0006 ms = 4.2 GB/s). They stay in `device_activity`, by name.
+#[test]
+fn copy_bandwidth_leaves_out_maps_and_unmaps() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.device(0xd, "cpu");
+    b.queue_create(1, 10, 0x9, 0xd, true);
+    const MIB4: u64 = 4 << 20;
+    let commands = [(2, "buffer_write", 1_000, 2_000_000), (5, "unmap", 3_000_000, 600)];
+    for (i, &(op, name, start, ns)) in commands.iter().enumerate() {
+        b.op(kind::MEMORY_COPY, op, name, &[]);
+        b.out.push(Record::Activity(Activity {
+            kind: kind::MEMORY_COPY,
+            op,
+            phase: phase::NONE,
+            tid: 1,
+            ts: start - 500,
+            correlation: 100 + i as u64,
+            queue: 0x9,
+            device: 0xd,
+            bytes: MIB4,
+            direction: CopyDirection::HostToDevice,
+            device_start: start,
+            device_end: start + ns,
+            ..Default::default()
+        }));
+    }
+    let dir = tmp();
+    let out = dir.path().join("m.sqlite");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Sqlite, &out)).unwrap();
+    let db = rusqlite::Connection::open(&out).unwrap();
+    let (copies, bytes, gb): (i64, i64, f64) = db
+        .query_row("SELECT copies, bytes, gb_per_s FROM copy_bandwidth WHERE direction = 'HOST_TO_DEVICE'", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!((copies, bytes), (1, MIB4 as i64));
+    assert!((gb - MIB4 as f64 / 2e6).abs() < 1e-9, "{gb}");
+    let maps: i64 =
+        db.query_row("SELECT COUNT(*) FROM device_activity WHERE name = 'unmap'", [], |r| r.get(0)).unwrap();
+    assert_eq!(maps, 1);
 }
