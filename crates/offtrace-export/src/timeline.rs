@@ -173,9 +173,11 @@ impl RecentCalls {
     }
 }
 
-/// Flow ids of the flows to commands that share their call's correlation id: the top bit set,
-/// apart from the correlation ids that name the other flows.
-const EXTRA_FLOWS: u64 = 1 << 63;
+/// Flow ids of the flows to commands that share their call's correlation id: bit 52 set, apart
+/// from the correlation ids that name the other flows (counters from 1; CUPTI's are 32-bit) and
+/// below 2^53, so that JSON readers that parse numbers as doubles (JavaScript's: Chrome's trace
+/// viewer) keep the ids apart. (With the top bit, every such id read as 2^63.)
+const EXTRA_FLOWS: u64 = 1 << 52;
 
 /// Device work with device times waiting for its call: kind, correlation, what to draw, times.
 type AwaitingCall = (u32, u64, PendingWork, (u64, u64));

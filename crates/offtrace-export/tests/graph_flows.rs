@@ -123,6 +123,8 @@ fn chrome_pairs_a_flow_start_at_the_graph_launch_with_each_command() {
     let start_ids: HashSet<u64> = starts.iter().filter_map(|e| id(e)).collect();
     let finish_ids: HashSet<u64> = finishes.iter().filter_map(|e| id(e)).collect();
     assert_eq!(start_ids.len(), 11, "unique ids");
+    // JavaScript reads JSON numbers as doubles: ids from 2^53 up would merge in Chrome's viewer.
+    assert!(start_ids.iter().all(|&i| i < 1 << 53), "ids a double keeps apart: {start_ids:?}");
     assert_eq!(start_ids, finish_ids, "every start has its end");
     // Ten flows start at the two launches: Chrome binds a start to the slice enclosing it on its
     // thread (the call's slice for a start at the call, or at an anchor inside it).
