@@ -1,19 +1,25 @@
 /* many_kernels: thousands of small kernels, and a cheap call in a loop: the OpenCL layer's
- * overhead benchmark (scripts/opencl-overhead.py runs it with and without the layer).
+ * overhead benchmark, on an in-order or an out-of-order queue (scripts/opencl-overhead.py runs it
+ * with and without the layer; docs/overhead.md, "OpenCL layer" and "OpenCL out-of-order queues").
  *
  *   cc -O2 examples/opencl/many_kernels.c -lOpenCL -o many_kernels
- *   ./many_kernels [--kernels N] [--items W] [--calls M] [--profile] [--events] [--query [B]]
- *                  [--batched [B]] [--platform SUBSTRING]
+ *   ./many_kernels [--kernels N] [--items W] [--calls M] [--out-of-order] [--atomic] [--profile]
+ *                  [--events] [--query [B]] [--batched [B]] [--platform SUBSTRING]
  *
  * Prints two lines: the wall time per kernel of enqueueing N small kernels (W work items, default 64) on
- * one in-order queue plus the final clFinish, and the time per call of M
- * clGetDeviceInfo(CL_DEVICE_TYPE) calls. --profile creates the queue with
+ * one queue plus the final clFinish, and the time per call of M (default 1,000,000; 0: none)
+ * clGetDeviceInfo(CL_DEVICE_TYPE) calls. The queue is in-order, and each kernel adds 1 to each
+ * element of a W-int buffer. --out-of-order creates the queue with
+ * CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, and the kernel adds with atomic_inc (the kernels may
+ * run at once); --atomic uses that kernel on an in-order queue too, for a comparison of the two
+ * queues with the same kernel. --profile creates the queue with
  * CL_QUEUE_PROFILING_ENABLE (the runtime's own profiling, for comparison); --events asks for
  * each kernel's event and releases it right after the enqueue (with --profile: what an event
  * with profiling costs the runtime per command, the floor of any tracer that reads device times
  * from events). --query [B] (implies --profile) keeps each kernel's event and, once B more
- * (default 1,024) have been enqueued, waits for the previous batch's last event (on the in-order
- * queue the earlier ones completed before it), reads CL_PROFILING_COMMAND_START and _END of every
+ * (default 1,024) have been enqueued, waits for the previous batch's last event (on an in-order
+ * queue the earlier ones completed before it; on an out-of-order queue it waits for all of the
+ * batch's events), reads CL_PROFILING_COMMAND_START and _END of every
  * event of that batch and releases them; the last batches after clFinish. That is the least any
  * tracer that reports a device time for every kernel makes the runtime do: an event per command
  * on a profiling queue, two profiling queries after completion, the release. The batch in flight
@@ -39,11 +45,13 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* --query: reads the device times of events[0..n) and releases them; returns their sum in ns. */
-static unsigned long long harvest(cl_event* events, int n) {
+/* --query: reads the device times of events[0..n) and releases them; returns their sum in ns.
+ * `all`: wait for every event (an out-of-order queue), not only the last. */
+static unsigned long long harvest(cl_event* events, int n, int all) {
     unsigned long long sum = 0;
     if (n == 0) return 0;
-    clWaitForEvents(1, &events[n - 1]);
+    if (all) clWaitForEvents((cl_uint)n, events);
+    else clWaitForEvents(1, &events[n - 1]);
     for (int i = 0; i < n; i++) {
         cl_ulong start = 0, end = 0;
         clGetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
@@ -56,11 +64,14 @@ static unsigned long long harvest(cl_event* events, int n) {
 
 int main(int argc, char** argv) {
     int kernels = 20000, calls = 1000000, profile = 0, items = 64, events = 0, batch = 0, marker_every = 0;
+    int out_of_order = 0, atomic = 0;
     const char* want = getenv("OFFTRACE_CL_PLATFORM");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--items") && i + 1 < argc) items = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out-of-order")) out_of_order = atomic = 1;
+        else if (!strcmp(argv[i], "--atomic")) atomic = 1;
         else if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--events")) events = 1;
         else if (!strcmp(argv[i], "--query")) {
@@ -73,6 +84,7 @@ int main(int argc, char** argv) {
             if (marker_every < 1) marker_every = 1;
         }
         else if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
+        else { fprintf(stderr, "many_kernels: unknown argument %s\n", argv[i]); return 2; }
     }
     cl_platform_id ps[16], p = NULL;
     cl_device_id d = NULL;
@@ -86,9 +98,12 @@ int main(int argc, char** argv) {
     if (!p) { fprintf(stderr, "many_kernels: no platform\n"); return 2; }
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 1, &d, NULL, NULL, &err);
-    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, profile ? CL_QUEUE_PROFILING_ENABLE : 0, 0};
+    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
+        (profile ? CL_QUEUE_PROFILING_ENABLE : 0) | (out_of_order ? CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE : 0), 0};
     cl_command_queue q = clCreateCommandQueueWithProperties(ctx, d, props, &err);
-    const char* src = "__kernel void inc(__global int* x) { x[get_global_id(0)] += 1; }";
+    if (err != CL_SUCCESS) { fprintf(stderr, "many_kernels: queue: %d\n", err); return 3; }
+    const char* src = atomic ? "__kernel void inc(__global int* x) { atomic_inc(&x[get_global_id(0)]); }"
+                             : "__kernel void inc(__global int* x) { x[get_global_id(0)] += 1; }";
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     clBuildProgram(prog, 1, &d, "", NULL, NULL);
     cl_kernel k = clCreateKernel(prog, "inc", &err);
@@ -113,7 +128,7 @@ int main(int argc, char** argv) {
         if (batch) {
             filling[filled++] = ev;
             if (filled == batch) {
-                device_ns += harvest(previous, previous_n);
+                device_ns += harvest(previous, previous_n, out_of_order);
                 cl_event* t = previous; previous = filling; filling = t;
                 previous_n = filled; filled = 0;
             }
@@ -130,8 +145,8 @@ int main(int argc, char** argv) {
     clFinish(q);
     if (marker) clReleaseEvent(marker);
     if (batch) {
-        device_ns += harvest(previous, previous_n);
-        device_ns += harvest(filling, filled);
+        device_ns += harvest(previous, previous_n, out_of_order);
+        device_ns += harvest(filling, filled, out_of_order);
     }
     double t1 = now_ns();
     free(held);
@@ -144,7 +159,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < calls; i++) clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     double t3 = now_ns();
     printf("kernels %d: %.1f ns/kernel\n", kernels, (t1 - t0) / kernels);
-    printf("calls %d: %.1f ns/call\n", calls, (t3 - t2) / calls);
+    printf("calls %d: %.1f ns/call\n", calls, calls > 0 ? (t3 - t2) / calls : 0.0);
     if (batch) printf("device %llu ns in %d kernels\n", device_ns, kernels);
     clReleaseMemObject(b); clReleaseKernel(k); clReleaseProgram(prog); clReleaseCommandQueue(q); clReleaseContext(ctx);
     return 0;

@@ -282,6 +282,39 @@ fn exec_counters(cmd: &mut Command) {
     }
 }
 
+/// Which reports `monitor` prints, counted per group. Each group has a streamer thread of its
+/// own, so the groups' reports arrive interleaved in any order: a group whose thread ran late
+/// reports once while another reports twice. Taking any `groups` reports in a row for one
+/// refresh of each stopped `--count 3` after 4 reports of one group and 2 of the other (a run on
+/// a loaded machine). With `--count N` each group is printed N times; its further reports, while another group
+/// catches up, are dropped.
+struct Refreshes {
+    /// (group index, reports printed) of each monitored group.
+    printed: Vec<(usize, u64)>,
+    count: Option<u64>,
+}
+
+impl Refreshes {
+    fn new(groups: impl Iterator<Item = usize>, count: Option<u64>) -> Self {
+        Self { printed: groups.map(|g| (g, 0)).collect(), count }
+    }
+
+    /// Whether to print this report of group `group` (counted when so).
+    fn admit(&mut self, group: usize) -> bool {
+        let Some(done) = self.printed.iter_mut().find(|p| p.0 == group).map(|p| &mut p.1) else { return false };
+        if self.count.is_some_and(|n| *done >= n) {
+            return false;
+        }
+        *done += 1;
+        true
+    }
+
+    /// Every group was printed `--count` times (never without a count).
+    fn complete(&self) -> bool {
+        self.count.is_some_and(|n| self.printed.iter().all(|&(_, done)| done >= n))
+    }
+}
+
 /// `offtrace monitor`: the telemetry groups and the chosen ones, sampled every interval, one
 /// line per group and refresh (`nvidia-smi dmon` style) or CSV rows.
 pub fn monitor(cfg: &MonitorConfig) -> anyhow::Result<u8> {
@@ -319,9 +352,11 @@ pub fn monitor(cfg: &MonitorConfig) -> anyhow::Result<u8> {
     if cfg.csv {
         writeln!(out, "ts_ns,device,group,metric,value,unit")?;
     }
-    let mut refreshes = 0u64;
-    let mut seen_in_round = 0usize;
+    let mut refreshes = Refreshes::new(handles.iter().map(|g| g.0), cfg.count);
     while let Ok((gi, ts, values)) = rx.recv() {
+        if !refreshes.admit(gi) {
+            continue;
+        }
         let g = &c.groups[gi].info;
         if cfg.csv {
             for (m, v) in g.metrics.iter().zip(&values) {
@@ -341,13 +376,8 @@ pub fn monitor(cfg: &MonitorConfig) -> anyhow::Result<u8> {
             writeln!(out, "{:>12.3} dev{} {:<15} {}", ts as f64 / 1e9, g.device, g.name, cols.join(" "))?;
         }
         out.flush()?;
-        seen_in_round += 1;
-        if seen_in_round == handles.len() {
-            seen_in_round = 0;
-            refreshes += 1;
-            if cfg.count.is_some_and(|n| refreshes >= n) {
-                break;
-            }
+        if refreshes.complete() {
+            break;
         }
     }
     for s in streamers {
@@ -364,6 +394,24 @@ mod tests {
     use super::*;
 
     /// Where each of a row's columns starts: the offset after each run of separating spaces.
+    #[test]
+    fn monitor_counts_each_groups_refreshes_whatever_order_their_reports_come_in() {
+        // Group 4's thread ran late: group 9 reports twice before group 4's first report.
+        let mut r = Refreshes::new([4, 9].into_iter(), Some(3));
+        let order = [9, 9, 4, 9, 4, 9, 9, 4, 9];
+        let printed: Vec<usize> = order.iter().copied().filter(|&g| r.admit(g)).collect();
+        assert_eq!(printed, [9, 9, 4, 9, 4, 4], "three of each; group 9's fourth and later dropped");
+        assert!(r.complete());
+        let mut r = Refreshes::new([4, 9].into_iter(), Some(3));
+        for g in [9, 9, 9, 9, 4, 4] {
+            r.admit(g);
+        }
+        assert!(!r.complete(), "group 4 has had two refreshes");
+        assert!(!r.admit(7), "a group not monitored");
+        let mut forever = Refreshes::new([4].into_iter(), None);
+        assert!((0..100).all(|_| forever.admit(4)) && !forever.complete());
+    }
+
     fn column_starts(row: &str) -> Vec<usize> {
         let b = row.as_bytes();
         (5..b.len()).filter(|&i| b[i] != b' ' && b[i - 1] == b' ').take(4).collect()

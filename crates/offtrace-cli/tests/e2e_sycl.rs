@@ -564,6 +564,10 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
             if p.exists() { p } else { bin_dir().join("libxptifw.so") }
         }
     };
+    // `cargo test` builds the test binaries, not the libraries loaded into the program.
+    for lib in [&disp, &bin_dir().join("libofftrace_agent.so")] {
+        assert!(lib.exists(), "{} is not built: cargo build --workspace first", lib.display());
+    }
     let dir = tmpdir(&format!(
         "cmp-{dispatcher}-{}",
         Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")

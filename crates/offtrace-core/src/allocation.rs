@@ -314,8 +314,17 @@ mod tests {
     use super::*;
     use crate::payload::ImplicitAllocation;
 
+    /// Held by every test here: the table is the process's, and each test checks what the whole
+    /// table answers (and the random ones its size: at most `VIEW_MAX`, or above it). Plain
+    /// `cargo test` runs the tests as threads of one process.
+    fn table_to_myself() -> std::sync::MutexGuard<'static, ()> {
+        static TABLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        TABLE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn range_lookup_boundaries() {
+        let _table = table_to_myself();
         record_alloc(0x10_0000, 0x100, MemoryType::Device);
         assert_eq!(lookup(0x10_0000), Some((0x10_0000, 0x100, MemoryType::Device)));
         assert_eq!(lookup(0x10_00ff), Some((0x10_0000, 0x100, MemoryType::Device)));
@@ -327,6 +336,7 @@ mod tests {
 
     #[test]
     fn dispatch_properties_match_args_and_implicit() {
+        let _table = table_to_myself();
         record_alloc(0x20_0000, 0x1000, MemoryType::Shared);
         record_alloc(0x30_0000, 0x2000, MemoryType::Host);
         let implicit = [ImplicitAllocation { base: 0x90_0000, size: 4096, memory_type: MemoryType::Unknown }];
@@ -409,9 +419,21 @@ mod tests {
         }
     }
 
+    /// A copy of the allocations a test recorded; they are freed when it is dropped (also when
+    /// the test fails), so that the next test starts from an empty table.
+    struct Recorded(BTreeMap<u64, (u64, MemoryType)>);
+
+    impl Drop for Recorded {
+        fn drop(&mut self) {
+            for &base in self.0.keys() {
+                record_free(base);
+            }
+        }
+    }
+
     /// Allocations with gaps, neighbours that touch, and more than 64 of them (the view's
     /// deduplication switches from bits to a list there).
-    fn random_table(count: usize, seed: u64) -> BTreeMap<u64, (u64, MemoryType)> {
+    fn random_table(count: usize, seed: u64) -> Recorded {
         let mut table = BTreeMap::new();
         let mut x = seed;
         let mut at = 0x7f00_0000_0000u64;
@@ -423,24 +445,28 @@ mod tests {
             table.insert(at, (size, ty));
             at += size + if next(&mut x).is_multiple_of(3) { 0 } else { 1 + next(&mut x) % (1 << 12) };
         }
-        table
+        Recorded(table)
     }
 
     #[test]
     fn dispatch_matches_equal_the_tables_range_query() {
+        let _table = table_to_myself();
         let table = random_table(200, 0x5eed);
         assert_eq!(live_count(), 200);
-        check_random_dispatches(&table, 3000, 0xfeed);
+        check_random_dispatches(&table.0, 3000, 0xfeed);
     }
 
     #[test]
     fn a_table_larger_than_a_view_is_matched_under_its_lock() {
+        let _table = table_to_myself();
         let table = random_table(VIEW_MAX + 50, 0xbeef);
-        check_random_dispatches(&table, 1000, 0xcafe);
+        assert_eq!(live_count(), VIEW_MAX + 50);
+        check_random_dispatches(&table.0, 1000, 0xcafe);
     }
 
     #[test]
     fn a_change_of_the_table_reaches_the_next_dispatch() {
+        let _table = table_to_myself();
         let props = |args: &[u64]| {
             // SAFETY: no implicit allocations.
             unsafe { kernel_allocation_properties(&dispatch(args)) }

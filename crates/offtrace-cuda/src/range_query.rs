@@ -767,8 +767,18 @@ mod tests {
         assert_ne!(counter_id(1, 0), counter_id(2, 0));
     }
 
+    /// The start from the environment is once per process: each test of it runs in a process
+    /// of its own, with the environment it reads.
     #[test]
     fn a_profiler_that_cannot_start_says_so_in_one_line_and_is_not_retried() {
+        offtrace_testing::in_own_process(
+            "range_query::tests::a_profiler_that_cannot_start_says_so_in_one_line_and_is_not_retried",
+            &[("OFFTRACE_QUERY_METRICS", "cupti.range_profiler")],
+            a_profiler_that_cannot_start_says_so_in_one_line_and_is_not_retried_alone,
+        );
+    }
+
+    fn a_profiler_that_cannot_start_says_so_in_one_line_and_is_not_retried_alone() {
         if offtrace_metrics::cupti::available() {
             return; // a GPU machine: a made-up context is not given to a real CUPTI
         }
@@ -776,8 +786,6 @@ mod tests {
         fn say(m: &str) {
             lock(&SAID).push(m.to_owned());
         }
-        // SAFETY: nextest runs each test in a process of its own: no other thread reads these.
-        unsafe { std::env::set_var("OFFTRACE_QUERY_METRICS", "cupti.range_profiler") };
         start_from_env(say, None);
         assert!(armed() && !active());
         // No CUPTI here: the start fails.
@@ -801,12 +809,18 @@ mod tests {
 
     #[test]
     fn other_groups_are_said_once_and_nothing_is_armed_without_the_range_profiler() {
+        offtrace_testing::in_own_process(
+            "range_query::tests::other_groups_are_said_once_and_nothing_is_armed_without_the_range_profiler",
+            &[("OFFTRACE_QUERY_METRICS", "cpu.sw")],
+            other_groups_are_said_once_and_nothing_is_armed_without_the_range_profiler_alone,
+        );
+    }
+
+    fn other_groups_are_said_once_and_nothing_is_armed_without_the_range_profiler_alone() {
         static SAID: Mutex<Vec<String>> = Mutex::new(Vec::new());
         fn say(m: &str) {
             lock(&SAID).push(m.to_owned());
         }
-        // SAFETY: as above.
-        unsafe { std::env::set_var("OFFTRACE_QUERY_METRICS", "cpu.sw") };
         start_from_env(say, None);
         let said = lock(&SAID).clone();
         assert_eq!(said.len(), 1, "{said:?}");

@@ -21,8 +21,17 @@ enum Seen {
     Copy { corr: u64, direction: CopyDirection, size: u64, src: MemoryType, dst: MemoryType, start: u64 },
 }
 
+/// Held by each test: the tracing services are the process's, so a started context sees every
+/// test's records (plain `cargo test` runs the tests as threads of one process); each destroys
+/// its context before it lets go.
+fn services_to_myself() -> std::sync::MutexGuard<'static, ()> {
+    static SERVICES: Mutex<()> = Mutex::new(());
+    SERVICES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn api_calls_and_device_activity_reach_a_services_client() {
+    let _services = services_to_myself();
     emit::register_api_tables();
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let ctx = create_context().expect("context");
@@ -187,6 +196,7 @@ fn api_calls_and_device_activity_reach_a_services_client() {
 /// correlation, the stream's queue and the device times; a kernel outside a graph has none.
 #[test]
 fn a_graph_nodes_command_is_that_nodes_task() {
+    let _services = services_to_myself();
     use offtrace_core::TaskGraphPayload;
     use offtrace_cuda::activity::SetActivity;
     /// Operation, phase, correlation, node, graph, queue.

@@ -30,8 +30,18 @@ fn text(p: *const std::ffi::c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
+/// Held by each test: the tracing services are the process's, so a started context sees every
+/// sampler's records, and both tests' counters have the same ids (group 0 of their own
+/// catalogs). Plain `cargo test` runs them as threads of one process; each stops its sampler and
+/// its context before it lets go.
+fn services_to_myself() -> std::sync::MutexGuard<'static, ()> {
+    static SERVICES: Mutex<()> = Mutex::new(());
+    SERVICES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn sampler_emits_definitions_then_samples() {
+    let _services = services_to_myself();
     let mut c = Catalog { devices: Catalog::discover().devices[..1].to_vec(), groups: Vec::new() };
     let k = Arc::new(AtomicU64::new(0));
     let k2 = Arc::clone(&k);
@@ -127,6 +137,7 @@ const COUNTER_F64: u64 = offtrace_core::CounterValueType::F64 as u64;
 /// round followed at once (0 % over a few µs); 615 % CPU utilisation on 2 vCPUs in a real trace.
 #[test]
 fn rates_stay_true_around_a_late_read() {
+    let _services = services_to_myself();
     let period = Duration::from_millis(20);
     let mut c = Catalog { devices: Catalog::discover().devices[..1].to_vec(), groups: Vec::new() };
     let reads = Arc::new(AtomicU64::new(0));

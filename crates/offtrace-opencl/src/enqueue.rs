@@ -975,6 +975,24 @@ mod tests {
 
     type Got = Vec<(u64, u64, u64, u64)>;
 
+    /// The collected completions of the calls `calls` (correlation ids, unique in the process),
+    /// in the order they came. The services and the layer's group table are process-wide and
+    /// plain `cargo test` runs these tests as threads of one process: every started context
+    /// sees every test's copies, so each test looks at its own calls only.
+    fn of(got: &Mutex<Got>, calls: &[u64]) -> Got {
+        lock(got).iter().copied().filter(|c| calls.contains(&c.0)).collect()
+    }
+
+    /// Held by each test that opens groups: `OPEN_GROUPS` counts the process's groups, and
+    /// each such test checks that it comes back to 0 (a group emitted twice or never would
+    /// leave it off), which holds only while no other test has a group open.
+    static OPENS_GROUPS: Mutex<()> = Mutex::new(());
+
+    /// Groups of the call `correlation` still in the layer's table (any kind).
+    fn groups_left(correlation: u64) -> usize {
+        lock(&GROUPS).as_ref().map_or(0, |m| m.keys().filter(|k| k.0 == correlation).count())
+    }
+
     /// A started context that collects the COMPLETE copies: (correlation, start, end, bytes).
     fn completed_copies() -> Arc<Mutex<Got>> {
         let got: Arc<Mutex<Got>> = Arc::default();
@@ -1001,17 +1019,18 @@ mod tests {
     /// ended).
     #[test]
     fn a_command_whose_thread_makes_no_further_opencl_call_gets_its_device_times() {
+        let _serial = lock(&OPENS_GROUPS);
         let _ = offtrace_core::set_reported_hook(on_reported);
         let got = completed_copies();
         // Completed after the report (a command still running when its enqueue returned).
         let corr = std::thread::spawn(|| enclosing_call(true, |corr| group_open(corr, &copy(64), 0x50, 0xd1)))
             .join()
             .expect("thread");
-        assert!(lock(&got).is_empty(), "nothing before the command completed");
+        assert!(of(&got, &[corr]).is_empty(), "nothing before the command completed");
         group_complete(corr, &copy(64), (5_000, 5_100));
-        assert_eq!(*lock(&got), vec![(corr, 5_000, 5_100, 64)]);
+        assert_eq!(of(&got, &[corr]), vec![(corr, 5_000, 5_100, 64)]);
         // Completed before the report (a blocking copy).
-        let corr = std::thread::spawn(|| {
+        let blocking = std::thread::spawn(|| {
             enclosing_call(true, |corr| {
                 group_open(corr, &copy(32), 0x50, 0xd1);
                 group_complete(corr, &copy(32), (6_000, 6_050));
@@ -1019,8 +1038,9 @@ mod tests {
         })
         .join()
         .expect("thread");
-        assert_eq!(lock(&got).last(), Some(&(corr, 6_000, 6_050, 32)));
-        assert_eq!(lock(&got).len(), 2);
+        assert_eq!(of(&got, &[corr, blocking]), vec![(corr, 5_000, 5_100, 64), (blocking, 6_000, 6_050, 32)]);
+        assert_eq!(groups_left(corr) + groups_left(blocking), 0);
+        assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
     }
 
     /// The answer the enclosing backend gets at the end of its call (`times_below`): yes for
@@ -1028,6 +1048,7 @@ mod tests {
     /// kind, another call, or another thread.
     #[test]
     fn the_layer_claims_the_device_times_of_the_commands_it_grouped() {
+        let _serial = lock(&OPENS_GROUPS);
         let _got = completed_copies();
         let corr = enclosing_call(true, |corr| {
             assert!(!times_below(corr, Kind::MemoryCopy), "nothing before the nested enqueue");
@@ -1045,13 +1066,22 @@ mod tests {
         });
         assert!(times_below(next, Kind::MemoryCopy));
         assert!(!times_below(corr, Kind::MemoryCopy), "the thread's last call only");
+        // The thread's next call outside them ends both (when no reported hook did): nothing of
+        // this test stays open for the next one.
+        close_outer(corr);
+        close_outer(next);
+        assert_eq!(groups_left(corr) + groups_left(next), 0);
+        assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
     }
 
     /// One UR call issuing two OpenCL copies: one completion, after the call is over and both
     /// parts completed, with the union of their intervals and their bytes; a UR call whose
-    /// backend reported no command gets no completion from the layer.
+    /// backend reported no command gets no completion from the layer. The same with or without
+    /// the layer's reported hook (installed once per process, by whichever test comes first):
+    /// the hook closes a reported group at its report, `close_outer` at the thread's next call.
     #[test]
     fn a_command_split_in_parts_is_completed_once_with_the_union_of_their_intervals() {
+        let _serial = lock(&OPENS_GROUPS);
         let got = completed_copies();
 
         let corr = enclosing_call(true, |corr| {
@@ -1059,18 +1089,23 @@ mod tests {
             group_open(corr, &copy(200), 0x50, 0xd1);
             group_complete(corr, &copy(100), (1_000, 1_100));
         });
-        assert!(lock(&got).is_empty(), "nothing before the call is over");
+        assert!(of(&got, &[corr]).is_empty(), "nothing before the call is over");
         close_outer(corr);
-        assert!(lock(&got).is_empty(), "nothing while a part is outstanding");
+        assert!(of(&got, &[corr]).is_empty(), "nothing while a part is outstanding");
         group_complete(corr, &copy(200), (1_050, 1_300));
-        assert_eq!(*lock(&got), vec![(corr, 1_000, 1_300, 300)]);
+        assert_eq!(of(&got, &[corr]), vec![(corr, 1_000, 1_300, 300)]);
 
         let other = enclosing_call(false, |corr| {
             group_open(corr, &copy(64), 0x50, 0xd1);
             group_complete(corr, &copy(64), (2_000, 2_100));
         });
         close_outer(other);
-        assert_eq!(lock(&got).len(), 1, "no completion of a command its backend did not report");
+        assert_eq!(
+            of(&got, &[corr, other]),
+            vec![(corr, 1_000, 1_300, 300)],
+            "no completion of a command its backend did not report"
+        );
+        assert_eq!(groups_left(corr) + groups_left(other), 0, "both calls' groups are gone");
         assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
     }
 }

@@ -297,14 +297,17 @@ fn the_layer_adds_profiling_and_counters_and_hides_them_again() {
 #[test]
 fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running() {
     let _ = layer_table();
+    let events = [0xe1, 0xe2, 0xe3, 0xe4, 0xe5];
+    // This test's events among the released ones (other tests release theirs meanwhile when
+    // they run as threads of one process, as under plain `cargo test`).
     let released = || {
         let mut v = RELEASED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.retain(|e| events.contains(e));
         v.sort_unstable();
         v
     };
     // Not registered with the harvest thread: this test alone harvests it.
     let fifo = crate::in_order::Fifo::default();
-    let events = [0xe1, 0xe2, 0xe3, 0xe4, 0xe5];
     for e in events {
         set_status(e, 1 /* CL_RUNNING */);
         let _ = fifo.push(crate::enqueue::Pending::for_test(e));
@@ -360,16 +363,27 @@ fn an_out_of_order_command_is_polled_and_reported_once_complete() {
 
 /// At exit the harvest thread's last poll takes every out-of-order command that completed, not a
 /// round's 1,024: a program that exits right after its `clFinish` left the rest without device
-/// times (`many_kernels --out-of-order --kernels 20000` on PoCL: 14,336 of 20,100 timed).
+/// times (`many_kernels --out-of-order --kernels 20000` on PoCL: 14,336 of 20,100 timed). Runs in
+/// a process of its own: the harvest thread stops for good, and the other tests here poll the
+/// out-of-order list themselves, outside the harvest thread's rounds (a poll of theirs holding
+/// this test's commands while the last poll runs would leave them unreported).
 #[test]
 fn the_last_poll_at_stop_reports_every_completed_out_of_order_command() {
+    offtrace_testing::in_own_process(
+        "mock_runtime_tests::the_last_poll_at_stop_reports_every_completed_out_of_order_command",
+        &[],
+        the_last_poll_at_stop_reports_every_completed_out_of_order_command_alone,
+    );
+}
+
+fn the_last_poll_at_stop_reports_every_completed_out_of_order_command_alone() {
     let _ = layer_table();
     let events: Vec<usize> = (0..1500).map(|i| 0x10_0000 + i).collect();
     for &e in &events {
         set_status(e, CL_COMPLETE);
         crate::enqueue::file_unordered_for_test(crate::enqueue::Pending::for_test(e));
     }
-    // What the layer's finish does first (nextest runs each test in a process of its own).
+    // What the layer's finish does first.
     let left = crate::in_order::stop();
     assert!(left.is_empty(), "no in-order command here");
     let released = RELEASED.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -56,7 +56,8 @@ pub(crate) struct CrashState {
     noted: AtomicU64,
     /// The writer closed the chunk with every record pushed before the signal was noted.
     flushed: AtomicBool,
-    /// The writer thread's tid (its own crash does not wait for itself), 0 before it runs.
+    /// The writer thread's tid, 0 before it runs: its own crash does not wait for itself, nor
+    /// does its own `flush` (`recorder::flush`, from a sink or a tool on that thread).
     writer_tid: AtomicU32,
     /// The process that started the recording (a forked child has no writer).
     pid: AtomicU32,
@@ -73,6 +74,13 @@ impl CrashState {
     pub(crate) fn writer_started(&self) {
         // Relaxed: read only by a signal handler, which at worst waits its bound in vain.
         self.writer_tid.store(gettid(), Ordering::Relaxed);
+    }
+
+    /// Whether the calling thread is this recording's writer thread.
+    pub(crate) fn on_writer_thread(&self) -> bool {
+        // Relaxed: the writer stores its tid before its first cycle, and that thread reads its
+        // own store; any other thread finds another tid, or 0 before the writer runs.
+        gettid() == self.writer_tid.load(Ordering::Relaxed)
     }
 
     /// The signal and thread of a crash the writer has not flushed yet (writer thread).

@@ -29,7 +29,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::Thread;
 use std::time::Duration;
 
 use offtrace_core::DirectThreadWord;
@@ -147,7 +146,6 @@ pub(crate) struct Inner {
     pub config: Config,
     pub defs: Definitions,
     pub rings: Mutex<Vec<Arc<RingShared>>>,
-    pub writer: std::sync::OnceLock<Thread>,
     /// What the writer sleeps on between cycles (async-signal-safe to wake: `crash.rs`).
     pub wakeup: crate::wakeup::Wakeup,
     /// A fatal signal's request for a last flush, and the writer's answer (`crash.rs`).
@@ -211,11 +209,12 @@ pub fn total_drops() -> u64 {
 }
 
 /// Asks the writer to drain every ring and close a chunk, and waits for it at most `timeout`
-/// (a trace killed after this returns keeps what was recorded before the call).
+/// (a trace killed after this returns keeps what was recorded before the call). On the writer
+/// thread itself (a sink, a tool called there) it returns at once: the writer cannot serve a
+/// request while it waits for it.
 pub fn flush(timeout: Duration) {
     let Some(inner) = current() else { return };
-    let Some(writer) = inner.writer.get() else { return };
-    if writer.id() == std::thread::current().id() {
+    if inner.crash.on_writer_thread() {
         return;
     }
     let (m, cv) = &inner.flushes;
@@ -545,5 +544,57 @@ fn wake_writer(inner: &Inner) {
     // delays the drain to the next tick.
     if !inner.wake_pending.swap(true, Ordering::Relaxed) {
         inner.wakeup.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flush requests made so far (`None` without a recording).
+    fn requested() -> Option<u64> {
+        current().map(|i| i.flushes.0.lock().unwrap_or_else(|e| e.into_inner()).0)
+    }
+
+    /// The flush requests made before and after the sink's own `flush`.
+    type Requests = (Option<u64>, Option<u64>);
+
+    /// A sink that, at its first chunk close (on the writer thread, while the recording runs),
+    /// calls [`flush`] and notes the requests made before and after that call.
+    struct FlushingSink(Arc<Mutex<Option<Requests>>>);
+
+    impl crate::TraceSink for FlushingSink {
+        fn write(&mut self, _: &offtrace_format::Record) -> Result<(), String> {
+            Ok(())
+        }
+        fn flush_chunk(&mut self) -> Result<(), String> {
+            let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.is_none() {
+                let before = requested();
+                flush(Duration::from_millis(200));
+                *seen = Some((before, requested()));
+            }
+            Ok(())
+        }
+        fn finish(self: Box<Self>) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// On the writer thread `flush` asks nothing and returns: a request there would wait its
+    /// whole timeout for the thread that waits (and be served late, by the next cycle). Another
+    /// thread's flush is served.
+    #[test]
+    fn a_flush_on_the_writer_thread_asks_nothing_and_another_threads_is_served() {
+        let seen = Arc::new(Mutex::new(None));
+        crate::writer::start(Config::default(), Box::new(FlushingSink(seen.clone()))).expect("start");
+        // Served by a cycle that closes a chunk: the sink's first close comes before or with it.
+        flush(Duration::from_secs(60));
+        let served = current().map(|i| *i.flushes.0.lock().unwrap_or_else(|e| e.into_inner()));
+        crate::writer::finish().expect("finish");
+        assert_eq!(served, Some((1, 1)), "this thread's flush was asked and served");
+        let (before, after) = seen.lock().unwrap_or_else(|e| e.into_inner()).expect("the sink closed a chunk");
+        assert!(before.is_some(), "the chunk was closed while the recording ran");
+        assert_eq!(before, after, "the writer thread's flush made no request");
     }
 }

@@ -202,7 +202,6 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         config,
         defs: Default::default(),
         rings: Mutex::new(Vec::new()),
-        writer: std::sync::OnceLock::new(),
         wakeup: Default::default(),
         crash: crate::crash::CrashState::in_this_process(),
         wake_pending: Default::default(),
@@ -219,7 +218,6 @@ pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError>
         uninstall();
         StartError::Thread(e)
     })?;
-    let _ = inner.writer.set(handle.thread().clone());
     *WRITER.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
     if inner.config.crash_flush {
         crate::crash::install();
