@@ -167,12 +167,19 @@ impl<W: Write> TimelineOut for JsonOut<W> {
             json_string(v, &mut self.buf);
         }
         self.buf.push_str("}}");
-        for &id in s.flows_out {
+        if let Some(id) = s.flow_out {
             self.flow("s", id, s.start, pid, tid);
         }
         if let Some(id) = s.flow_in {
             self.flow("f", id, s.start, pid, tid);
         }
+        self.flush_if_full();
+    }
+
+    /// Chrome binds an `s` event to the slice enclosing it on its thread.
+    fn flow_start(&mut self, track: u64, ts: u64, _category: &str, id: u64) {
+        let Some(&(pid, tid, _)) = self.tracks.get(&track) else { return };
+        self.flow("s", id, ts, pid, tid);
         self.flush_if_full();
     }
 

@@ -18,6 +18,8 @@ use crate::timeline::{Slice, Timeline, TimelineOut, TrackKind};
 use crate::{ExportError, ExportStats};
 
 const SEQUENCE_ID: u64 = 1;
+/// The name of the instant that starts a flow inside a call's slice (Chrome's flow events' name).
+const FLOW_ANCHOR: &str = "launch";
 
 /// Packets, flushed to the file every 256 KiB; the first I/O error is latched.
 struct PacketWriter<W: Write> {
@@ -135,7 +137,7 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
         self.proto.uint(f::EVENT_TRACK_UUID, s.track);
         self.proto.string(f::EVENT_CATEGORIES, s.category);
         self.proto.string(f::EVENT_NAME, s.name);
-        for &id in s.flows_out {
+        if let Some(id) = s.flow_out {
             self.proto.fixed64(f::EVENT_FLOW_IDS, id);
         }
         if let Some(id) = s.flow_in {
@@ -160,6 +162,20 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
             self.proto.end();
             self.finish_packet();
         }
+    }
+
+    /// An instant carrying the flow: Perfetto names a slice's outgoing flows on the slice's own
+    /// event, written already; an instant inside it nests under it (trace processor's depth 1).
+    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64) {
+        self.packet(Some(ts));
+        self.proto.begin(f::PACKET_TRACK_EVENT);
+        self.proto.uint(f::EVENT_TYPE, f::TYPE_INSTANT);
+        self.proto.uint(f::EVENT_TRACK_UUID, track);
+        self.proto.string(f::EVENT_CATEGORIES, category);
+        self.proto.string(f::EVENT_NAME, FLOW_ANCHOR);
+        self.proto.fixed64(f::EVENT_FLOW_IDS, id);
+        self.proto.end();
+        self.finish_packet();
     }
 
     fn counter(&mut self, track: u64, ts: u64, value: f64) {

@@ -7,7 +7,9 @@
 //! each counter the trace defines). Each logical track is split into lanes (`lanes.rs`) so that
 //! no two slices of one track overlap. Flows go from each API call to the device work it caused
 //! (same correlation id): the device work is recorded inside its call, so its record comes first
-//! and the call's record then starts the flow.
+//! and the call's record then starts the flow. Device work drawn after its call's slice without
+//! a flow of its own (each command of a CUDA graph launch: no enqueue record) gets one from an
+//! anchor inside the call's slice, found among the recent calls ([`RECENT_CALLS`]).
 //!
 //! Memory: definitions, a lane set per track, and bounded maps of work waiting for its call or
 //! its completion ([`PENDING_MAX`] each, oldest first out).
@@ -63,9 +65,8 @@ pub(crate) struct Slice<'a> {
     pub end: u64,
     pub name: &'a str,
     pub category: &'a str,
-    /// This slice starts the flows with these ids (an API call that caused device work: one
-    /// flow per command, several for a CUDA graph launch).
-    pub flows_out: &'a [u64],
+    /// This slice starts the flow with this id (an API call that caused device work).
+    pub flow_out: Option<u64>,
     /// This slice ends the flow with this id (device work).
     pub flow_in: Option<u64>,
     pub args: &'a [(&'a str, ArgValue)],
@@ -81,6 +82,9 @@ pub(crate) trait TimelineOut {
     /// Declares (or renames) a track before its first slice.
     fn track(&mut self, id: u64, parent: Option<u64>, name: &str, kind: &TrackKind);
     fn slice(&mut self, s: &Slice<'_>);
+    /// Starts flow `id` at `ts` inside a slice already written on `track` (an API call's, for
+    /// device work drawn after it: [`Timeline::late_flow`]).
+    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64);
     fn counter(&mut self, track: u64, ts: u64, value: f64);
 }
 
@@ -128,72 +132,52 @@ impl PendingWork {
     }
 }
 
-/// An API call's slice kept until its device work is drawn (see `Timeline::held_calls`): the
-/// record itself (no allocation; its arguments are formatted when it is written) and its lane.
-#[derive(Debug)]
-struct HeldCall {
-    call: ApiCall,
+/// What a late flow needs of a recent API call with a correlation id (no strings, no record).
+#[derive(Debug, Clone, Copy, Default)]
+struct RecentCall {
+    correlation: u64,
+    /// The call's lane.
     track: u64,
-    /// The flow to its enqueued command (id = its correlation id), if any.
-    flow_out: Option<u64>,
-    /// One [`EXTRA_FLOWS`] id per further command.
-    more_flows: Vec<u64>,
+    /// Where a late flow starts: 1 ns before the call's end, inside its slice.
+    anchor: u64,
+    /// The call's kind (the anchor's category).
+    kind: u32,
 }
 
-/// API calls held for their flows, at most (about 20 MB of records). Fewer would not save time
-/// (the cost is holding each call, not the ring's size: measured at 16,384, `docs/overhead.md`)
-/// and would lose the flows of work reported later, e.g. from CUPTI's 8 MiB buffers.
-const HELD_CALLS_MAX: usize = 1 << 16;
+/// Slots for recent calls (2 MiB once the first call with a correlation id comes). Correlation
+/// ids are handed out in order, so this holds about the last 65,536 calls: enough for the
+/// completions CUPTI reports from its 8 MiB buffers long after the call.
+const RECENT_CALLS: usize = 1 << 16;
 
-/// The API calls held, oldest first, at most [`HELD_CALLS_MAX`]: in a ring (in file order, so
-/// writing them out reads memory in order) with a small index by correlation id.
+/// Recent API calls with a correlation id, direct-mapped by the id's low bits (a later call
+/// whose id falls on a slot takes it): one store per call, one compare per look-up.
 #[derive(Debug, Default)]
-struct HeldCalls {
-    ring: VecDeque<Option<HeldCall>>,
-    /// Sequence number of `ring[0]`.
-    first: u64,
-    /// Correlation id → sequence number.
-    index: FxHashMap<u64, u64>,
+struct RecentCalls {
+    slots: Vec<RecentCall>,
 }
 
-impl HeldCalls {
-    /// Holds `call`; returns a call held before under its correlation id (a damaged or merged
-    /// trace) and the oldest call when room was needed, both to write now.
-    fn push(&mut self, call: HeldCall) -> (Option<HeldCall>, Option<HeldCall>) {
-        let seq = self.first + self.ring.len() as u64;
-        let again = self
-            .index
-            .insert(call.call.correlation, seq)
-            .and_then(|old| self.ring.get_mut((old - self.first) as usize).and_then(Option::take));
-        self.ring.push_back(Some(call));
-        let evicted = if self.ring.len() > HELD_CALLS_MAX { self.pop() } else { None };
-        (again, evicted)
-    }
-
-    fn get_mut(&mut self, correlation: u64) -> Option<&mut HeldCall> {
-        let seq = *self.index.get(&correlation)?;
-        self.ring.get_mut((seq - self.first) as usize)?.as_mut()
-    }
-
-    /// The oldest call held (skipping the places of calls taken out).
-    fn pop(&mut self) -> Option<HeldCall> {
-        while let Some(slot) = self.ring.pop_front() {
-            let seq = self.first;
-            self.first += 1;
-            if let Some(call) = slot {
-                if self.index.get(&call.call.correlation) == Some(&seq) {
-                    self.index.remove(&call.call.correlation);
-                }
-                return Some(call);
-            }
+impl RecentCalls {
+    fn remember(&mut self, call: RecentCall) {
+        if self.slots.is_empty() {
+            self.slots = vec![RecentCall::default(); RECENT_CALLS];
         }
-        None
+        self.slots[call.correlation as usize & (RECENT_CALLS - 1)] = call;
+    }
+
+    fn get(&self, correlation: u64) -> Option<RecentCall> {
+        // Id 0 (no correlation) would match an empty slot.
+        self.slots
+            .get(correlation as usize & (RECENT_CALLS - 1))
+            .filter(|c| c.correlation == correlation && correlation != 0)
+            .copied()
     }
 }
 
-/// Flow ids of the flows to commands that share their call's correlation id: the top bit set,
-/// apart from the correlation ids that name the other flows.
-const EXTRA_FLOWS: u64 = 1 << 63;
+/// Flow ids of the flows to commands that share their call's correlation id: bit 52 set, apart
+/// from the correlation ids that name the other flows (counters from 1; CUPTI's are 32-bit) and
+/// below 2^53, so that JSON readers that parse numbers as doubles (JavaScript's: Chrome's trace
+/// viewer) keep the ids apart. (With the top bit, every such id read as 2^63.)
+const EXTRA_FLOWS: u64 = 1 << 52;
 
 /// Device work with device times waiting for its call: kind, correlation, what to draw, times.
 type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
@@ -265,11 +249,11 @@ pub(crate) struct Timeline {
     flow_targets: Bounded<u64, ()>,
     /// Flows started by a call whose device work completes later.
     flows_started: Bounded<u64, ()>,
-    /// API calls with a correlation id, not written yet: device work of theirs drawn later
-    /// without a flow of its own (a CUDA graph launch's commands, completions from CUPTI's
-    /// buffers long after the call) adds a flow to the call's slice (Perfetto names a slice's
-    /// outgoing flows on the slice itself). The oldest is written when room is needed.
-    held_calls: HeldCalls,
+    /// Recent API calls with a correlation id: device work of theirs drawn later without a
+    /// flow of its own (a CUDA graph launch's commands, completions from CUPTI's buffers long
+    /// after the call) gets a flow from an anchor inside the call's slice (the call's slice
+    /// is written at once, so its own flow list is closed by then).
+    recent_calls: RecentCalls,
     /// The last flow id handed out for such a flow (below [`EXTRA_FLOWS`]).
     next_flow: u64,
     /// Device work without device times yet: (kind, correlation) → what to draw.
@@ -305,7 +289,7 @@ impl Timeline {
             next_track: 1 << 40,
             flow_targets: Bounded::default(),
             flows_started: Bounded::default(),
-            held_calls: HeldCalls::default(),
+            recent_calls: RecentCalls::default(),
             next_flow: 0,
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
@@ -531,7 +515,7 @@ impl Timeline {
             end,
             name,
             category,
-            flows_out: &[],
+            flow_out: None,
             flow_in: None,
             args,
             instant: false,
@@ -549,7 +533,7 @@ impl Timeline {
             end: ts,
             name,
             category,
-            flows_out: &[],
+            flow_out: None,
             flow_in: None,
             args: &[],
             instant: true,
@@ -577,19 +561,14 @@ impl Timeline {
         if let Some(c) = flow_out {
             self.flows_started.insert(c, ());
         }
-        let base = self.thread_track(out, a.tid);
-        let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
-        let call = HeldCall { call: *a, track, flow_out, more_flows: Vec::new() };
-        if a.correlation == 0 {
-            self.write_call(out, call);
-        } else {
-            // Held until its device work is known (a flow per command), or room is needed. A
-            // second call of one correlation id (a damaged or merged trace): the first is
-            // written as it is.
-            let (again, evicted) = self.held_calls.push(call);
-            for old in [again, evicted].into_iter().flatten() {
-                self.write_call(out, old);
-            }
+        let track = self.write_call(out, a, flow_out);
+        if a.correlation != 0 {
+            self.recent_calls.remember(RecentCall {
+                correlation: a.correlation,
+                track,
+                anchor: a.end.saturating_sub(1).max(a.start),
+                kind: a.kind,
+            });
         }
         for (kind, corr, work, times) in ready {
             self.device_slice(out, kind, &work, corr, Some(times), Some(corr));
@@ -690,23 +669,10 @@ impl Timeline {
         times: Option<(u64, u64)>,
         flow_in: Option<u64>,
     ) {
-        // Device work whose call's record has no flow for it yet (a completion without an enqueue
-        // record: every command of a CUDA graph launch shares the launch's correlation): a flow
-        // of its own from the call, while the call is held.
         let flow_in = match flow_in {
-            Some(id) => Some(id),
-            None if correlation != 0 => {
-                let next = EXTRA_FLOWS | (self.next_flow + 1);
-                self.held_calls.get_mut(correlation).map(|call| {
-                    call.more_flows.push(next);
-                    next
-                })
-            }
-            None => None,
+            None if correlation != 0 => self.late_flow(out, correlation),
+            id => id,
         };
-        if flow_in.is_some_and(|id| id & EXTRA_FLOWS != 0) {
-            self.next_flow += 1;
-        }
         let queue_id = if w.queue_id != 0 { w.queue_id } else { self.defs.queue_id(w.queue, w.device) };
         let base = self.queue_track(out, queue_id, w.device);
         let (start, end, instant) = match times {
@@ -746,7 +712,7 @@ impl Timeline {
             end,
             name: &name,
             category: &cat,
-            flows_out: &[],
+            flow_out: None,
             flow_in,
             args: &args,
             instant,
@@ -773,14 +739,23 @@ impl Timeline {
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &w, corr, None, flow_in);
         }
-        while let Some(call) = self.held_calls.pop() {
-            self.write_call(out, call);
-        }
     }
 
-    /// Writes an API call's slice (held for its flows, or at once: no correlation id).
-    fn write_call(&mut self, out: &mut dyn TimelineOut, held: HeldCall) {
-        let a = &held.call;
+    /// A flow to device work whose call's slice has no flow for it (a completion without an
+    /// enqueue record: every command of a CUDA graph launch shares the launch's correlation
+    /// id), if the call is recent: started at an anchor inside the call's slice.
+    fn late_flow(&mut self, out: &mut dyn TimelineOut, correlation: u64) -> Option<u64> {
+        let call = self.recent_calls.get(correlation)?;
+        self.next_flow += 1;
+        let id = EXTRA_FLOWS | self.next_flow;
+        out.flow_start(call.track, call.anchor, &self.defs.kind(call.kind), id);
+        Some(id)
+    }
+
+    /// Writes an API call's slice; returns its lane.
+    fn write_call(&mut self, out: &mut dyn TimelineOut, a: &ApiCall, flow_out: Option<u64>) -> u64 {
+        let base = self.thread_track(out, a.tid);
+        let track = self.lane(out, TrackKey::Thread(a.tid), base, a.start, a.end);
         let mut args = std::mem::take(&mut self.args);
         args.clear();
         self.defs.for_each_arg(a.kind, a.op, a.args.as_slice(), |n, v| args.push((n.to_owned(), v)));
@@ -791,14 +766,13 @@ impl Timeline {
         let refs: Vec<(&str, ArgValue)> = args.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         let name = self.defs.op(a.kind, a.op);
         let cat = self.defs.kind(a.kind);
-        let flows: Vec<u64> = held.flow_out.into_iter().chain(held.more_flows.iter().copied()).collect();
         out.slice(&Slice {
-            track: held.track,
+            track,
             start: a.start,
             end: a.end,
             name: &name,
             category: &cat,
-            flows_out: &flows,
+            flow_out,
             flow_in: None,
             args: &refs,
             instant: false,
@@ -807,5 +781,29 @@ impl Timeline {
         drop(refs);
         self.args = args;
         self.items += 1;
+        track
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(correlation: u64) -> RecentCall {
+        RecentCall { correlation, track: 7, anchor: 99, kind: 1 }
+    }
+
+    #[test]
+    fn a_recent_call_is_found_until_a_call_65536_ids_later_takes_its_slot() {
+        let mut recent = RecentCalls::default();
+        assert!(recent.get(5).is_none(), "nothing before the first call");
+        recent.remember(call(5));
+        assert_eq!(recent.get(5).map(|c| (c.track, c.anchor)), Some((7, 99)));
+        assert!(recent.get(0).is_none(), "an empty slot is no call of id 0");
+        recent.remember(call(5 + RECENT_CALLS as u64 - 1));
+        assert!(recent.get(5).is_some(), "a neighbour's slot");
+        recent.remember(call(5 + RECENT_CALLS as u64));
+        assert!(recent.get(5).is_none(), "its slot taken");
+        assert!(recent.get(5 + RECENT_CALLS as u64).is_some());
     }
 }

@@ -124,7 +124,15 @@ fn every_flow_from_a_call_ends_at_its_command_whatever_reached_the_file_first() 
     let pf = dir.path().join("t.pftrace");
     export_records(&records, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
     let d = common::decode_pftrace(&std::fs::read(&pf).unwrap());
-    let begun: Vec<u64> = d.slices.iter().flat_map(|s| s.flows.iter().copied()).collect();
+    // A flow starts at its call's slice, or at an instant inside it (the 5th: drawn after the
+    // call's slice was written).
+    for i in d.instants.iter().filter(|i| !i.flows.is_empty()) {
+        assert!(
+            d.slices.iter().any(|s| s.track == i.track && s.start <= i.start && i.start < s.end),
+            "flow anchor outside a slice: {i:?}"
+        );
+    }
+    let begun: Vec<u64> = d.slices.iter().chain(d.instants.iter()).flat_map(|s| s.flows.iter().copied()).collect();
     let ended: Vec<u64> =
         d.slices.iter().chain(d.instants.iter()).flat_map(|s| s.terminating.iter().copied()).collect();
     assert_eq!(begun.len(), 5, "a flow from each call that caused a command: {begun:?}");
