@@ -78,6 +78,9 @@ fn metrics_are_sampled_into_an_opencl_only_programs_trace() {
 
     let layer = Path::new(env!("CARGO_BIN_EXE_offtrace")).with_file_name("libofftrace_opencl.so");
     assert!(layer.exists(), "{} is not built: cargo build -p offtrace-opencl", layer.display());
+    if let Some(why) = offtrace_testing::stale_library(&layer, "offtrace-opencl") {
+        panic!("{why}");
+    }
     let alone = dir.path().join("layer.offtrace");
     let o = Command::new(&prog)
         .args(["--platform", "Portable", "--iters", "50"])

@@ -568,6 +568,9 @@ fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(Strin
     for lib in [&disp, &bin_dir().join("libofftrace_agent.so")] {
         assert!(lib.exists(), "{} is not built: cargo build --workspace first", lib.display());
     }
+    if let Some(why) = offtrace_testing::stale_library(&bin_dir().join("libofftrace_agent.so"), "offtrace-agent") {
+        panic!("{why}");
+    }
     let dir = tmpdir(&format!(
         "cmp-{dispatcher}-{}",
         Path::new(program[0]).file_stem().and_then(|s| s.to_str()).unwrap_or("p")

@@ -28,6 +28,9 @@ fn layer() -> PathBuf {
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let p = dir.join("libofftrace_opencl.so");
     assert!(p.is_file(), "{} missing: cargo build -p offtrace-opencl", p.display());
+    if let Some(why) = offtrace_testing::stale_library(&p, "offtrace-opencl") {
+        panic!("{why}");
+    }
     p
 }
 

@@ -52,3 +52,65 @@ pub fn in_own_process(name: &str, env: &[(&str, &str)], body: impl FnOnce()) {
     assert!(out.status.success(), "{name} failed in its own process:\n{text}");
     assert!(text.contains("test result: ok. 1 passed"), "{name} did not run in its own process (its name?):\n{text}");
 }
+
+/// Why the shared library `so` (a workspace `cdylib` that a test loads into a program, such as
+/// `target/debug/libofftrace_opencl.so`) is older than the code it was built from, or `None`
+/// when it is not (or cannot be told: no dependency file beside it). `cargo nextest run -p X`
+/// and `cargo test -p X` build the crate's rlib for the test, not its shared library, so a
+/// test run after a change would otherwise load the library of an earlier build and test old
+/// code without a word. The sources are the ones cargo lists in the dependency file it writes
+/// beside the library (`libX.d`, rewritten by every build of the crate's library, rlib or not);
+/// the answer names the first newer one and the command that rebuilds the library.
+pub fn stale_library(so: &std::path::Path, package: &str) -> Option<String> {
+    let built = std::fs::metadata(so).and_then(|m| m.modified()).ok()?;
+    let deps = std::fs::read_to_string(so.with_extension("d")).ok()?;
+    let (_, sources) = deps.lines().next()?.split_once(": ")?;
+    // Paths are separated by spaces; a space inside a path is written `\ `.
+    let sources = sources.replace("\\ ", "\u{0}");
+    sources.split(' ').filter(|s| !s.is_empty()).map(|s| std::path::PathBuf::from(s.replace('\u{0}', " "))).find_map(
+        |src| {
+            let changed = std::fs::metadata(&src).and_then(|m| m.modified()).ok()?;
+            (changed > built).then(|| {
+                format!(
+                    "{} is older than {}: run `cargo build -p {package}` (a test run builds the crate's rlib, not the \
+                     library it loads into the program)",
+                    so.display(),
+                    src.display()
+                )
+            })
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    fn touch(p: &std::path::Path, t: SystemTime) {
+        std::fs::File::options().write(true).open(p).expect("open").set_modified(t).expect("set mtime");
+    }
+
+    #[test]
+    fn a_library_older_than_a_source_is_stale() {
+        let d = std::env::temp_dir().join(format!("offtrace-testing-stale-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("a dir")).expect("dir");
+        let so = d.join("libx.so");
+        let (a, b) = (d.join("a.rs"), d.join("a dir").join("b.rs"));
+        for p in [&so, &a, &b] {
+            std::fs::write(p, "").expect("write");
+        }
+        let b_escaped = b.display().to_string().replace(' ', "\\ ");
+        std::fs::write(d.join("libx.d"), format!("{}: {} {b_escaped}\n", d.join("libx.rlib").display(), a.display()))
+            .expect("write");
+        let now = SystemTime::now();
+        touch(&so, now);
+        touch(&a, now - Duration::from_secs(60));
+        touch(&b, now - Duration::from_secs(60));
+        assert_eq!(super::stale_library(&so, "x"), None);
+        touch(&b, now + Duration::from_secs(60));
+        let why = super::stale_library(&so, "x").expect("stale");
+        assert!(why.contains("b.rs") && why.contains("cargo build -p x"), "{why}");
+        assert_eq!(super::stale_library(&d.join("missing.so"), "x"), None);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
