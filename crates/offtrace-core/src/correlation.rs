@@ -66,6 +66,10 @@ pub(crate) struct ThreadState {
     /// Here rather than in a thread-local of its own: the instant that notes a report has the
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
+    /// The call whose commands a backend nested in it (the OpenCL layer inside a UR call) last
+    /// said it delivers the device times of, and those commands' kinds (bit per kind): the
+    /// mirror of `reported`, asked by the enclosing backend at the end of that call.
+    delivered_below: Cell<(u64, u32)>,
     /// This thread's standing in the thread-pointer cache (see [`crate::thread_cache`]):
     /// `NEVER` before its first slow path, then `TAKEN` (it holds a slot) or `RELEASED`.
     #[cfg_attr(loom, allow(dead_code))] // under loom the record paths read `THREAD` directly
@@ -91,6 +95,7 @@ thread_local! {
             direct_used: Cell::new(0),
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
             reported: Cell::new([(0, 0); 8]),
+            delivered_below: Cell::new((0, 0)),
             cache_entry: Cell::new(0),
             allocation_memo: crate::generation::Memo::new(0, None),
             direct_sink_word: crate::direct::DirectThreadWord::new(),
@@ -253,25 +258,26 @@ pub(crate) fn reported_hook() -> Option<ReportedHook> {
     REPORTED_HOOK.get().copied()
 }
 
-/// Whether a backend below the calling one delivers the device times of the command of `kind`
-/// that the call with correlation id `correlation` enqueued (asked on the call's thread, at the
-/// end of the call). See [`set_times_below_hook`].
-pub type TimesBelowHook = fn(u64, crate::Kind) -> bool;
-
-static TIMES_BELOW_HOOK: std::sync::OnceLock<TimesBelowHook> = std::sync::OnceLock::new();
-
-/// Installs the hook that says whether a nested backend delivers a command's device times (once
-/// per process; a second hook is refused). The OpenCL layer on the SYCL path installs it: it
-/// converts the device clock into the trace's with a recorded calibration, so the SYCL backend,
-/// which reads the same command's times raw from the program's own profiling queries, leaves
-/// them to it (`docs/record-model.md`, one record per command).
-pub fn set_times_below_hook(hook: TimesBelowHook) -> Result<(), ServiceError> {
-    TIMES_BELOW_HOOK.set(hook).map_err(|_| ServiceError::InvalidArgument)
+/// Notes, on the calling thread, that a backend nested in the call with correlation id
+/// `correlation` delivers the device times of that call's command of `kind` (the OpenCL layer on
+/// the SYCL path, which converts the device clock into the trace's with a recorded calibration).
+/// Only the thread's latest such call is kept: the enclosing backend asks at the end of its call,
+/// after its nested enqueues. See [`times_delivered_below`].
+pub fn note_times_below(correlation: u64, kind: crate::Kind) {
+    let t = thread_state();
+    let bit = 1u32 << (kind.index() & 31);
+    let (c, bits) = t.delivered_below.get();
+    t.delivered_below.set((correlation, if c == correlation { bits | bit } else { bit }));
 }
 
-/// [`TimesBelowHook`]'s answer; `false` when no hook is installed (one load).
+/// Whether a backend nested in the calling thread's call `correlation` said it delivers the
+/// device times of that call's command of `kind` ([`note_times_below`]); the enclosing backend
+/// (the SYCL backend, which reads the same command's times raw from the program's own profiling
+/// queries) then leaves them to it (`docs/record-model.md`, one record per command).
 pub fn times_delivered_below(correlation: u64, kind: crate::Kind) -> bool {
-    TIMES_BELOW_HOOK.get().is_some_and(|hook| hook(correlation, kind))
+    let bit = 1u32 << (kind.index() & 31);
+    let (c, bits) = thread_state().delivered_below.get();
+    c == correlation && bits & bit != 0
 }
 
 /// The correlation id of the API call the calling thread is inside (0 = none).

@@ -49,10 +49,9 @@ pub use context::{
     destroy_context, in_callback, start_context, stop_context,
 };
 pub use correlation::{
-    ExternalCorrelationHook, ID_BLOCK, ReportedHook, TimesBelowHook, current_correlation_id, current_thread_id,
-    next_correlation_id, pop_external_correlation_id, push_external_correlation_id, reported_in_call,
-    set_external_correlation_hook, set_process_external_correlation_id, set_reported_hook, set_times_below_hook,
-    times_delivered_below,
+    ExternalCorrelationHook, ID_BLOCK, ReportedHook, current_correlation_id, current_thread_id, next_correlation_id,
+    note_times_below, pop_external_correlation_id, push_external_correlation_id, reported_in_call,
+    set_external_correlation_hook, set_process_external_correlation_id, set_reported_hook, times_delivered_below,
 };
 pub use direct::{
     DirectCall, DirectRecord, DirectSink, DirectThreadWord, clear_direct_thread_word, direct_path_applies,

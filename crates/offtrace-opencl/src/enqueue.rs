@@ -629,33 +629,10 @@ fn kind_index(c: &Command) -> u8 {
     }
 }
 
-thread_local! {
-    /// The enclosing call this thread's last nested command belonged to, and the kinds (bits of
-    /// [`kind_index`]) of that call's commands: what [`times_below`] answers from.
-    static LAST_GROUP: std::cell::Cell<(u64, u8)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// Whether the layer delivers the device times of the `kind` command of the enclosing call
-/// `correlation` (`offtrace_core::set_times_below_hook`): it opened a group for it. Asked by
-/// the enclosing backend on the call's thread at the end of that call, after its nested OpenCL
-/// enqueues; a group, once opened, is always delivered (with times, or untimed).
-pub(crate) fn times_below(correlation: u64, kind: Kind) -> bool {
-    let bit = match kind {
-        Kind::KernelDispatch => 1,
-        Kind::MemoryCopy => 2,
-        Kind::MemoryFill => 4,
-        Kind::Sync => 8,
-        _ => return false,
-    };
-    LAST_GROUP.try_with(std::cell::Cell::get).is_ok_and(|(c, kinds)| c == correlation && kinds & bit != 0)
-}
-
 fn group_open(correlation: u64, command: &Command, queue: u64, device: u64) {
-    let _ = LAST_GROUP.try_with(|g| {
-        let (c, kinds) = g.get();
-        let kinds = if c == correlation { kinds } else { 0 };
-        g.set((correlation, kinds | 1 << kind_index(command)));
-    });
+    // A group, once opened, is always delivered (with times, or untimed): the enclosing backend
+    // leaves this command's device times to the layer.
+    offtrace_core::note_times_below(correlation, command.kind_op().0);
     let mut g = lock(&GROUPS);
     let map = g.get_or_insert_with(HashMap::default);
     let e = map.entry((correlation, kind_index(command))).or_insert_with(|| {
@@ -1043,7 +1020,8 @@ mod tests {
         assert_eq!(OPEN_GROUPS.load(Ordering::Relaxed), 0);
     }
 
-    /// The answer the enclosing backend gets at the end of its call (`times_below`): yes for
+    /// The answer the enclosing backend gets at the end of its call
+    /// (`offtrace_core::times_delivered_below`): yes for
     /// the kinds the layer opened a group for in that call, on that thread; no for another
     /// kind, another call, or another thread.
     #[test]
@@ -1051,12 +1029,13 @@ mod tests {
         let _serial = lock(&OPENS_GROUPS);
         let _got = completed_copies();
         let corr = enclosing_call(true, |corr| {
-            assert!(!times_below(corr, Kind::MemoryCopy), "nothing before the nested enqueue");
+            assert!(!offtrace_core::times_delivered_below(corr, Kind::MemoryCopy), "nothing before the nested enqueue");
             group_open(corr, &copy(64), 0x50, 0xd1);
-            assert!(times_below(corr, Kind::MemoryCopy));
-            assert!(!times_below(corr, Kind::KernelDispatch), "another kind");
-            assert!(!times_below(corr + 1, Kind::MemoryCopy), "another call");
-            let elsewhere = std::thread::spawn(move || times_below(corr, Kind::MemoryCopy)).join();
+            assert!(offtrace_core::times_delivered_below(corr, Kind::MemoryCopy));
+            assert!(!offtrace_core::times_delivered_below(corr, Kind::KernelDispatch), "another kind");
+            assert!(!offtrace_core::times_delivered_below(corr + 1, Kind::MemoryCopy), "another call");
+            let elsewhere =
+                std::thread::spawn(move || offtrace_core::times_delivered_below(corr, Kind::MemoryCopy)).join();
             assert_eq!(elsewhere.ok(), Some(false), "another thread");
             group_complete(corr, &copy(64), (1, 2));
         });
@@ -1064,8 +1043,8 @@ mod tests {
             group_open(next, &copy(8), 0x50, 0xd1);
             group_complete(next, &copy(8), (3, 4));
         });
-        assert!(times_below(next, Kind::MemoryCopy));
-        assert!(!times_below(corr, Kind::MemoryCopy), "the thread's last call only");
+        assert!(offtrace_core::times_delivered_below(next, Kind::MemoryCopy));
+        assert!(!offtrace_core::times_delivered_below(corr, Kind::MemoryCopy), "the thread's last call only");
         // The thread's next call outside them ends both (when no reported hook did): nothing of
         // this test stays open for the next one.
         close_outer(corr);

@@ -38,7 +38,6 @@ pub fn init_backend() {
             // Relaxed: read at the end of the run, after every enqueue.
             crate::enqueue::REPORTED_HOOKED.store(true, Ordering::Relaxed);
         }
-        let _ = offtrace_core::set_times_below_hook(crate::enqueue::times_below);
         // Who hosts the recorder and the tools: on the SYCL path offtrace's agent (which links
         // this crate: the layer then runs inside it) has started them at the runtime's XPTI
         // initialisation, before OpenCL was initialised; this layer only emits. Otherwise (a
