@@ -230,7 +230,25 @@ impl<S: RecordSink> TypedBuilder<S> {
         direction: CopyDirection,
         times: Option<(u64, u64)>,
     ) {
-        self.op(kind::MEMORY_COPY, 0, "usm_memcpy", &[]);
+        self.named_copy(0, "usm_memcpy", tid, ts, correlation, queue, device, bytes, direction, times);
+    }
+
+    /// A copy of operation `op`, named `name` (`buffer_write`, `map`, ...), at enqueue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn named_copy(
+        &mut self,
+        op: u32,
+        name: &str,
+        tid: u32,
+        ts: u64,
+        correlation: u64,
+        queue: u64,
+        device: u64,
+        bytes: u64,
+        direction: CopyDirection,
+        times: Option<(u64, u64)>,
+    ) {
+        self.op(kind::MEMORY_COPY, op, name, &[]);
         let (src_type, dst_type) = match direction {
             CopyDirection::HostToDevice => (MemoryType::Host, MemoryType::Device),
             CopyDirection::DeviceToHost => (MemoryType::Device, MemoryType::Host),
@@ -241,7 +259,7 @@ impl<S: RecordSink> TypedBuilder<S> {
         let (device_start, device_end) = times.unwrap_or((0, 0));
         self.out.put(Record::Activity(Activity {
             kind: kind::MEMORY_COPY,
-            op: 0,
+            op,
             phase: phase::NONE,
             tid,
             ts,

@@ -514,22 +514,7 @@ fn maps_and_unmaps_are_not_copies_in_the_bandwidth() {
         (5, "unmap", CopyDirection::HostToDevice, 4_000_000, 600),
     ];
     for (i, &(op, name, direction, start, ns)) in commands.iter().enumerate() {
-        b.op(kind::MEMORY_COPY, op, name, &[]);
-        b.out.push(Record::Activity(Activity {
-            kind: kind::MEMORY_COPY,
-            op,
-            phase: phase::NONE,
-            tid: 1,
-            ts: start - 500,
-            correlation: 100 + i as u64,
-            queue: 0x9,
-            device: 0xd,
-            bytes: MIB4,
-            direction,
-            device_start: start,
-            device_end: start + ns,
-            ..Default::default()
-        }));
+        b.named_copy(op, name, 1, start - 500, 100 + i as u64, 0x9, 0xd, MIB4, direction, Some((start, start + ns)));
     }
     let r = analyze(&b.out);
     let m = &r.memory;

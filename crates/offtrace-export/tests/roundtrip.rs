@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use common::{ViewSlice, decode_pftrace};
 use offtrace_analysis::testing::{TypedBuilder, kind, sycl_like, ur};
 use offtrace_export::{ExportError, ExportFormat, ExportOptions, ExportStats, RecordSource, export, export_records};
-use offtrace_format::{Activity, CopyDirection, Record, TraceHeader, phase};
+use offtrace_format::{CopyDirection, Record, TraceHeader, phase};
 
 /// A SYCL-like trace plus what a viewer finds hard: calls on one thread that cross (a damaged
 /// or misattributed trace), device work that overlaps on one queue (an out-of-order queue), a
@@ -462,22 +462,8 @@ fn copy_bandwidth_leaves_out_maps_and_unmaps() {
     const MIB4: u64 = 4 << 20;
     let commands = [(2, "buffer_write", 1_000, 2_000_000), (5, "unmap", 3_000_000, 600)];
     for (i, &(op, name, start, ns)) in commands.iter().enumerate() {
-        b.op(kind::MEMORY_COPY, op, name, &[]);
-        b.out.push(Record::Activity(Activity {
-            kind: kind::MEMORY_COPY,
-            op,
-            phase: phase::NONE,
-            tid: 1,
-            ts: start - 500,
-            correlation: 100 + i as u64,
-            queue: 0x9,
-            device: 0xd,
-            bytes: MIB4,
-            direction: CopyDirection::HostToDevice,
-            device_start: start,
-            device_end: start + ns,
-            ..Default::default()
-        }));
+        let times = Some((start, start + ns));
+        b.named_copy(op, name, 1, start - 500, 100 + i as u64, 0x9, 0xd, MIB4, CopyDirection::HostToDevice, times);
     }
     let dir = tmp();
     let out = dir.path().join("m.sqlite");
