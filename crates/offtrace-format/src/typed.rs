@@ -13,7 +13,7 @@ use crate::decode::{Cursor, RecordSink, decode_allocations};
 use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
-use crate::thread_state::{ThreadState, ThreadStates};
+use crate::thread_state::{KernelShape, ThreadState, ThreadStates};
 use crate::varint::{MAX_VARINT_LEN, apply_delta, put_delta, put_u64, unzigzag, zigzag};
 
 /// Encodes `record` if it is a typed record; `false` otherwise (nothing written).
@@ -389,18 +389,27 @@ pub(crate) fn encode_activity(
 fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut impl Out) {
     let (same, st) = threads.switch_to(a.tid);
     let mut flags = if same { F_SAME_TID } else { 0 };
-    let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
+    let shape =
+        KernelShape { kernel: a.kernel, work_dim: a.work_dim, global_size: a.global_size, local_size: a.local_size };
+    let kernel = shape != KernelShape::default();
     let copy =
         a.direction != CopyDirection::Unknown || a.src_type != MemoryType::Unknown || a.dst_type != MemoryType::Unknown;
+    let device_times = a.device_start != 0 || a.device_end != 0;
+    // Launches and completions of one kernel on a thread repeat its handle, geometry and
+    // allocations: a flag each instead of 8 varints and a list (version 6).
+    let same_kernel = kernel && shape == st.kernel;
+    let same_allocations = !a.allocations.is_empty() && a.allocations == st.allocations.as_slice();
     for (cond, bit) in [
         (a.queue == st.queue, F_ACT_SAME_QUEUE),
         (a.device == st.device, F_ACT_SAME_DEVICE),
         (a.name.0 != 0, F_ACT_NAME),
         (kernel, F_ACT_KERNEL),
+        (same_kernel, F_ACT_SAME_KERNEL),
         (a.bytes != 0, F_ACT_BYTES),
         (copy, F_ACT_COPY),
-        (a.device_start != 0 || a.device_end != 0, F_ACT_DEVICE_TIMES),
+        (device_times, F_ACT_DEVICE_TIMES | F_ACT_DEVICE_START_DELTA),
         (!a.allocations.is_empty(), F_ACT_ALLOCATIONS),
+        (same_allocations, F_ACT_SAME_ALLOCATIONS),
         (a.phase == phase::COMPLETE, F_ACT_COMPLETE),
     ] {
         if cond {
@@ -425,12 +434,13 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
     if flags & F_ACT_NAME != 0 {
         out.u64(a.name.0.into());
     }
-    if kernel {
+    if kernel && !same_kernel {
         out.u64(a.kernel);
         out.u64(a.work_dim.into());
         for &v in a.global_size.iter().chain(&a.local_size) {
             out.u64(v);
         }
+        st.kernel = shape;
     }
     if a.bytes != 0 {
         out.u64(a.bytes);
@@ -440,11 +450,12 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
         out.byte(a.src_type as u8);
         out.byte(a.dst_type as u8);
     }
-    if flags & F_ACT_DEVICE_TIMES != 0 {
-        out.u64(a.device_start);
+    if device_times {
+        out.delta(a.device_start, st.device_end);
         out.delta(a.device_end, a.device_start);
+        st.device_end = a.device_end;
     }
-    if !a.allocations.is_empty() {
+    if !a.allocations.is_empty() && !same_allocations {
         out.u64(a.allocations.len() as u64);
         for al in a.allocations {
             out.u64(al.base);
@@ -452,11 +463,20 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
             out.u64(zigzag(al.arg_index.into()));
             out.byte(al.memory_type as u8);
         }
+        remember_allocations(st, a.allocations);
     }
     st.ts = a.ts;
     st.correlation = a.correlation;
     st.queue = a.queue;
     st.device = a.device;
+}
+
+/// The thread's last written allocation list (both sides keep it alike); its capacity is kept
+/// from chunk to chunk.
+#[inline]
+fn remember_allocations(st: &mut ThreadState, allocations: &[KernelAllocation]) {
+    st.allocations.clear();
+    st.allocations.extend_from_slice(allocations);
 }
 
 /// Decodes the typed record whose tag (`FIRST_V3_TAG..=LAST_V3_TAG`) was just read.
@@ -515,7 +535,7 @@ pub(crate) fn decode_with(
             unit: StrId(c.u32("CounterDef unit")?),
             value_type: c.u8("CounterDef value_type")?,
         })),
-        TAG_ACTIVITY => decode_activity(threads, c, sink)?,
+        TAG_ACTIVITY => decode_activity(threads, version, c, sink)?,
         TAG_QUEUE => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Queue op")?;
@@ -791,10 +811,12 @@ fn decode_api_call(
 #[inline(always)]
 fn decode_activity(
     threads: &mut ThreadStates,
+    version: u16,
     c: &mut Cursor<'_>,
     sink: &mut impl RecordSink,
 ) -> Result<(), DecodeError> {
-    let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
+    let allowed = if version >= 6 { F_ACT_ALL_V6 } else { F_ACT_ALL };
+    let (flags, tid, st) = thread_flags(threads, c, allowed & !F_SAME_TID)?;
     let kind = c.u32("Activity kind")?;
     let op = c.u32("Activity op")?;
     let ts = apply_delta(st.ts, c.varint("Activity ts delta")?);
@@ -816,11 +838,17 @@ fn decode_activity(
         a.name = StrId(c.u32("Activity name")?);
     }
     if flags & F_ACT_KERNEL != 0 {
-        a.kernel = c.varint("Activity kernel")?;
-        a.work_dim = c.u32("Activity work_dim")?;
-        for v in a.global_size.iter_mut().chain(a.local_size.iter_mut()) {
-            *v = c.varint("Activity launch size")?;
+        if flags & F_ACT_SAME_KERNEL == 0 {
+            st.kernel.kernel = c.varint("Activity kernel")?;
+            st.kernel.work_dim = c.u32("Activity work_dim")?;
+            for v in st.kernel.global_size.iter_mut().chain(st.kernel.local_size.iter_mut()) {
+                *v = c.varint("Activity launch size")?;
+            }
         }
+        let k = st.kernel;
+        (a.kernel, a.work_dim, a.global_size, a.local_size) = (k.kernel, k.work_dim, k.global_size, k.local_size);
+    } else if flags & F_ACT_SAME_KERNEL != 0 {
+        return Err(DecodeError::Invalid { what: "Activity same-kernel flag without the kernel flag", found: flags });
     }
     if flags & F_ACT_BYTES != 0 {
         a.bytes = c.varint("Activity bytes")?;
@@ -833,11 +861,28 @@ fn decode_activity(
         a.dst_type = memory_type(c, "Activity dst type")?;
     }
     if flags & F_ACT_DEVICE_TIMES != 0 {
-        a.device_start = c.varint("Activity device_start")?;
+        let start = c.varint("Activity device_start")?;
+        a.device_start = if flags & F_ACT_DEVICE_START_DELTA != 0 { apply_delta(st.device_end, start) } else { start };
         a.device_end = apply_delta(a.device_start, c.varint("Activity device duration")?);
+        st.device_end = a.device_end;
+    } else if flags & F_ACT_DEVICE_START_DELTA != 0 {
+        return Err(DecodeError::Invalid { what: "Activity device-start flag without device times", found: flags });
     }
     if flags & F_ACT_ALLOCATIONS != 0 {
-        a.allocations = decode_allocations(c)?;
+        if flags & F_ACT_SAME_ALLOCATIONS != 0 {
+            if st.allocations.is_empty() {
+                return Err(DecodeError::Invalid {
+                    what: "Activity same-allocations flag with none before",
+                    found: flags,
+                });
+            }
+            a.allocations = st.allocations.clone();
+        } else {
+            a.allocations = decode_allocations(c)?;
+            remember_allocations(st, &a.allocations);
+        }
+    } else if flags & F_ACT_SAME_ALLOCATIONS != 0 {
+        return Err(DecodeError::Invalid { what: "Activity same-allocations flag without allocations", found: flags });
     }
     st.ts = ts;
     st.correlation = correlation;
