@@ -322,22 +322,18 @@ pub(crate) fn encode_api_call(
         w.u64(zigzag(r));
     }
     match st.api_args.get_mut(&api_key(a.kind, a.op)) {
-        // The operation's previous arguments, as many: written as differences, compared and
-        // updated in the same pass; all equal, none is written.
+        // The operation's previous arguments, as many: all equal (most calls of a loop), none
+        // is written, and one comparison of the slices decides it; else they are written as
+        // differences and updated in the same pass.
         Some(p) if usize::from(p.len) == args.len() => {
-            let at = w.len;
-            w.byte(args.len() as u8);
-            let mut differ = 0;
-            for (base, &v) in p.values.iter_mut().zip(args) {
-                let d = v.wrapping_sub(*base);
-                differ |= d;
-                w.u64(zigzag(d as i64));
-                *base = v;
-            }
-            if differ == 0 {
-                w.len = at;
+            if p.values.get(..args.len()) == Some(args) {
                 flags |= F_API_SAME_ARGS;
             } else {
+                w.byte(args.len() as u8);
+                for (base, &v) in p.values.iter_mut().zip(args) {
+                    w.u64(zigzag(v.wrapping_sub(*base) as i64));
+                    *base = v;
+                }
                 flags |= F_API_ARG_DELTAS;
             }
         }
