@@ -221,6 +221,16 @@ impl Bytes<'_> {
 
     #[inline(always)]
     fn u64(&mut self, mut v: u64) {
+        // One and two bytes (most flags, ids, deltas) without the loop's test per byte.
+        if v < 0x80 {
+            self.byte(v as u8);
+            return;
+        }
+        if v < 0x4000 {
+            self.byte((v as u8) | 0x80);
+            self.byte((v >> 7) as u8);
+            return;
+        }
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
@@ -384,34 +394,41 @@ pub(crate) fn encode_activity(
 
 fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut impl Out) {
     let (same, st) = threads.switch_to(a.tid);
-    let mut flags = if same { F_SAME_TID } else { 0 };
-    let shape =
-        KernelShape { kernel: a.kernel, work_dim: a.work_dim, global_size: a.global_size, local_size: a.local_size };
-    let kernel = shape != KernelShape::default();
-    let copy =
-        a.direction != CopyDirection::Unknown || a.src_type != MemoryType::Unknown || a.dst_type != MemoryType::Unknown;
-    let device_times = a.device_start != 0 || a.device_end != 0;
+    // Each flag from an or of its fields (no branch per field): the writer encodes two of these
+    // per kernel, and a branch per condition was a quarter of their cost.
+    let [g0, g1, g2] = a.global_size;
+    let [l0, l1, l2] = a.local_size;
+    let k = &st.kernel;
+    let kernel = (a.kernel | u64::from(a.work_dim) | g0 | g1 | g2 | l0 | l1 | l2) != 0;
     // Launches and completions of one kernel on a thread repeat its handle, geometry and
     // allocations: a flag each instead of 8 varints and a list (version 6).
-    let same_kernel = kernel && shape == st.kernel;
-    let same_allocations = !a.allocations.is_empty() && a.allocations == st.allocations.as_slice();
-    for (cond, bit) in [
-        (a.queue == st.queue, F_ACT_SAME_QUEUE),
-        (a.device == st.device, F_ACT_SAME_DEVICE),
-        (a.name.0 != 0, F_ACT_NAME),
-        (kernel, F_ACT_KERNEL),
-        (same_kernel, F_ACT_SAME_KERNEL),
-        (a.bytes != 0, F_ACT_BYTES),
-        (copy, F_ACT_COPY),
-        (device_times, F_ACT_DEVICE_TIMES | F_ACT_DEVICE_START_DELTA),
-        (!a.allocations.is_empty(), F_ACT_ALLOCATIONS),
-        (same_allocations, F_ACT_SAME_ALLOCATIONS),
-        (a.phase == phase::COMPLETE, F_ACT_COMPLETE),
-    ] {
-        if cond {
-            flags |= bit;
-        }
-    }
+    let same_kernel = kernel
+        && ((a.kernel ^ k.kernel)
+            | u64::from(a.work_dim ^ k.work_dim)
+            | (g0 ^ k.global_size[0])
+            | (g1 ^ k.global_size[1])
+            | (g2 ^ k.global_size[2])
+            | (l0 ^ k.local_size[0])
+            | (l1 ^ k.local_size[1])
+            | (l2 ^ k.local_size[2]))
+            == 0;
+    let copy = (a.direction as u8 | a.src_type as u8 | a.dst_type as u8) != 0;
+    let device_times = (a.device_start | a.device_end) != 0;
+    let allocations = !a.allocations.is_empty();
+    let same_allocations = allocations && a.allocations == st.allocations.as_slice();
+    let bit = |cond: bool, bit: u64| u64::from(cond) * bit;
+    let flags = bit(same, F_SAME_TID)
+        | bit(a.queue == st.queue, F_ACT_SAME_QUEUE)
+        | bit(a.device == st.device, F_ACT_SAME_DEVICE)
+        | bit(a.name.0 != 0, F_ACT_NAME)
+        | bit(kernel, F_ACT_KERNEL)
+        | bit(same_kernel, F_ACT_SAME_KERNEL)
+        | bit(a.bytes != 0, F_ACT_BYTES)
+        | bit(copy, F_ACT_COPY)
+        | bit(device_times, F_ACT_DEVICE_TIMES | F_ACT_DEVICE_START_DELTA)
+        | bit(allocations, F_ACT_ALLOCATIONS)
+        | bit(same_allocations, F_ACT_SAME_ALLOCATIONS)
+        | bit(a.phase == phase::COMPLETE, F_ACT_COMPLETE);
     out.byte(TAG_ACTIVITY);
     out.u64(flags);
     if !same {
@@ -436,7 +453,12 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
         for &v in a.global_size.iter().chain(&a.local_size) {
             out.u64(v);
         }
-        st.kernel = shape;
+        st.kernel = KernelShape {
+            kernel: a.kernel,
+            work_dim: a.work_dim,
+            global_size: a.global_size,
+            local_size: a.local_size,
+        };
     }
     if a.bytes != 0 {
         out.u64(a.bytes);
@@ -451,7 +473,7 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
         out.delta(a.device_end, a.device_start);
         st.device_end = a.device_end;
     }
-    if !a.allocations.is_empty() && !same_allocations {
+    if allocations && !same_allocations {
         out.u64(a.allocations.len() as u64);
         for al in a.allocations {
             out.u64(al.base);
