@@ -155,24 +155,30 @@ impl OperationFilter {
     }
 }
 
-/// The low bit of a service pointer as the context slot stores it: set when the service's
-/// filter passes every operation, so the record path decides without loading the service
-/// (a dependent load of the filter's flag on every record otherwise).
-/// Services are boxed with an alignment of at least 8, so the bit is free.
+/// The low bits of a service pointer as the context slot stores it, one of two tags (services
+/// are boxed with an alignment of at least 8, so the bits are free): `ALL_OPS` when the
+/// service's filter passes every operation, `LISTED` when it has an operation list. So the
+/// record path decides without loading the service (a dependent load of the filter's flag on
+/// every record otherwise): one bit test says "a service that wants every operation" (`ALL_OPS`;
+/// null has neither bit), another says "some service here has a list" for the two services of an
+/// enter at once (`(callback | buffer) & LISTED`: one `or` and one test, where a single tag had
+/// to tell null from an untagged pointer for each).
 const ALL_OPS: usize = 1;
+const LISTED: usize = 2;
+const TAGS: usize = ALL_OPS | LISTED;
 
 /// The pointer to store in a context slot's service table for `svc` (`all`: its filter passes
 /// every operation).
 pub(crate) fn tagged_service<S>(svc: *mut S, all: bool) -> *mut S {
-    const { assert!(std::mem::align_of::<S>() > ALL_OPS) };
-    if all { svc.map_addr(|a| a | ALL_OPS) } else { svc }
+    const { assert!(std::mem::align_of::<S>() > TAGS) };
+    svc.map_addr(|a| a | if all { ALL_OPS } else { LISTED })
 }
 
 /// A service pointer as loaded from a slot's table: the service itself (null if none) and
 /// whether it wants every operation.
 #[inline(always)]
 pub(crate) fn untag_service<S>(p: *mut S) -> (*mut S, bool) {
-    (p.map_addr(|a| a & !ALL_OPS), p.addr() & ALL_OPS != 0)
+    (p.map_addr(|a| a & !TAGS), p.addr() & ALL_OPS != 0)
 }
 
 /// A context's service table entry (one per kind, callback or buffer): registration installs a
@@ -757,6 +763,15 @@ fn acquire<S>(me: &ThreadSlot, busy: u32, i: usize, services: &[AtomicPtr<S>], k
     acquire_service(me, busy, i, &SLOTS[i].active, &services[kind.index()])
 }
 
+/// Whether the non-zero `x` has one bit set: `x & (x - 1) == 0`, two instructions and a branch
+/// (`is_power_of_two` also rules out 0, which every caller has ruled out already: the kind's
+/// mask is non-zero on these paths, and so are a delivered token's pairs).
+#[inline(always)]
+fn one_bit(x: u32) -> bool {
+    debug_assert!(x != 0);
+    x & x.wrapping_sub(1) == 0
+}
+
 /// The set bits of `mask`, lowest first, as indices (a plain loop: the body stays inline).
 #[inline(always)]
 fn bits(mask: u32) -> impl Iterator<Item = usize> {
@@ -780,7 +795,7 @@ fn enter_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let t = thread_state();
     let contexts = (mask | (mask >> BUFFER_SHIFT)) & 0xff;
     if let Some(me) = t.slot.get()
-        && contexts.is_power_of_two()
+        && one_bit(contexts)
         && let Some(token) = enter_one::<true>(t, me, kind, op, ptr, mask, contexts)
     {
         return token;
@@ -795,7 +810,7 @@ fn enter_record_slow(kind: Kind, op: u32, mask: u32) -> CallToken {
     let t = thread_state();
     let contexts = (mask >> BUFFER_SHIFT) & 0xff;
     if let Some(me) = t.slot.get()
-        && contexts.is_power_of_two()
+        && one_bit(contexts)
         && let Some(token) = enter_one::<false>(t, me, kind, op, ptr::null(), mask, contexts)
     {
         return token;
@@ -853,8 +868,8 @@ fn enter_one<const CALLBACK: bool>(
     } else {
         ptr::null_mut()
     };
-    // A service with an operation list (non-null, untagged): the full path.
-    if (!cb.is_null() && cb.addr() & ALL_OPS == 0) || (!bs.is_null() && bs.addr() & ALL_OPS == 0) {
+    // A service with an operation list: the full path.
+    if (cb.addr() | bs.addr()) & LISTED != 0 {
         me.leave(busy);
         return None;
     }
@@ -1015,7 +1030,7 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) if token.pairs().is_power_of_two() => exit_one::<true>(t, me, token, ptr, payload),
+        Some(me) if one_bit(token.pairs()) => exit_one::<true>(t, me, token, ptr, payload),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
     }
@@ -1207,7 +1222,7 @@ fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) 
 fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
     let t = thread_state();
     match t.slot.get() {
-        Some(me) if token.frame() & LATE_FRAME == 0 && token.pairs().is_power_of_two() => {
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
             exit_one::<false>(t, me, token, ptr::null(), payload)
         }
         _ => exit_slow(token, ptr::null(), payload),
@@ -1276,7 +1291,7 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
     }
     if let Some(me) = t.slot.get()
         && mask & !0xff == 0
-        && mask.is_power_of_two()
+        && one_bit(mask)
     {
         return instant_one(t, me, kind, op, phase, ptr, mask);
     }
@@ -1506,16 +1521,29 @@ fn write_buffer<D: RecordData>(
         stage(svc, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
     } else if wants_listed(p, op) {
         // SAFETY: non-null (checked by `wants_listed`); alive as above.
-        stage(unsafe { &*p }, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
+        stage(
+            unsafe { &*p.wrapping_byte_sub(LISTED) },
+            t,
+            thread_id,
+            i,
+            kind,
+            op,
+            phase,
+            correlation,
+            start,
+            end,
+            payload,
+        );
     }
     me.leave(busy);
 }
 
-/// Whether the untagged service pointer `p` (a service with an operation list, or null) wants
-/// operation `op`. Out of line: the common service wants every operation.
+/// Whether the service pointer `p` as loaded (one with an operation list, tagged `LISTED`, or
+/// null) wants operation `op`. Out of line: the common service wants every operation.
 #[cold]
 #[inline(never)]
 fn wants_listed(p: *mut BufferService, op: u32) -> bool {
+    let (p, _) = untag_service(p);
     // SAFETY: the caller is busy in the context, so a non-null service is alive.
     !p.is_null() && unsafe { &*p }.filter.contains(op)
 }
