@@ -550,7 +550,13 @@ pub fn emit_exit_at(token: CallToken, ts: u64, payload: Payload<'_>) {
         // The callbacks' pointer here, as in `emit_enter` (the payload's kind folds; the
         // token's is one compare).
         let ptr = if payload.kind().is_some_and(|k| k as u8 == token.kind()) { payload.as_ptr() } else { ptr::null() };
-        exit_slow(token, ptr, payload);
+        if token.buffered() == 0 {
+            // Callbacks only: the exit needs the payload's pointer alone (not the payload
+            // kept across the callback for a record).
+            exit_callback_slow(token, ptr);
+        } else {
+            exit_slow(token, ptr, payload);
+        }
     }
 }
 
@@ -914,7 +920,10 @@ fn enter_one<const CALLBACK: bool>(
         };
     }
     me.leave(busy);
-    frame.start = if buffered != 0 { timestamp_ns() } else { 0 };
+    // Read by the exit only for a buffer record: no store without one.
+    if buffered != 0 {
+        frame.start = timestamp_ns();
+    }
     frame.previous = t.current.replace(correlation);
     Some(token)
 }
@@ -1030,9 +1039,23 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) if one_bit(token.pairs()) => exit_one::<true>(t, me, token, ptr, payload),
+        Some(me) if one_bit(token.pairs()) => exit_one::<true, true>(t, me, token, ptr, payload),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
+    }
+}
+
+/// The exit of a call only callbacks saw (no buffer record): for one context, [`exit_one`]
+/// without the record's part (no payload, no end time kept across the callback); otherwise
+/// [`exit_slow`]'s cases.
+#[inline(never)]
+fn exit_callback_slow(token: CallToken, ptr: *const c_void) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
+            exit_one::<true, false>(t, me, token, ptr, Payload::None)
+        }
+        _ => exit_slow(token, ptr, Payload::None),
     }
 }
 
@@ -1144,9 +1167,10 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_v
 /// [`exit_body`] for a call one context saw (`token.pairs()` has one bit), the common case:
 /// the same steps without a loop, so nothing is kept for a next context.
 ///
-/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline).
+/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline);
+/// `RECORD`: whether the token may have a buffer record (`false`: the caller saw none).
 #[inline(always)]
-fn exit_one<const CALLBACK: bool>(
+fn exit_one<const CALLBACK: bool, const RECORD: bool>(
     t: &ThreadState,
     me: &ThreadSlot,
     token: CallToken,
@@ -1162,7 +1186,7 @@ fn exit_one<const CALLBACK: bool>(
     // One bit: one `tzcnt`; masked: no bounds check.
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     // Before the exit callback, as in `exit_body`: the record's time leaves the tool's out.
-    let end = if token.buffered() != 0 { timestamp_ns() } else { 0 };
+    let end = if RECORD && token.buffered() != 0 { timestamp_ns() } else { 0 };
     let slot = &SLOTS[i];
     if me.enter_if_active(busy, i, &slot.exits) {
         let handle = frame.handle[i];
@@ -1194,9 +1218,9 @@ fn exit_one<const CALLBACK: bool>(
                     };
                 }
             }
-            if !CALLBACK {
+            if RECORD && !CALLBACK {
                 write_exit_record(t, CallToken { ..token }, frame, end, payload);
-            } else if token.buffered() != 0 {
+            } else if RECORD && token.buffered() != 0 {
                 exit_record(CallToken { ..token }, frame, end, payload);
             }
         }
@@ -1223,7 +1247,7 @@ fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
     let t = thread_state();
     match t.slot.get() {
         Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
-            exit_one::<false>(t, me, token, ptr::null(), payload)
+            exit_one::<false, true>(t, me, token, ptr::null(), payload)
         }
         _ => exit_slow(token, ptr::null(), payload),
     }
