@@ -59,7 +59,7 @@ use crate::direct;
 use crate::error::ServiceError;
 use crate::inflight::{Frame, ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::payload::Payload;
+use crate::payload::{ApiCallPayload, Payload};
 use crate::timestamp::timestamp_ns;
 
 /// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
@@ -544,7 +544,12 @@ pub fn emit_exit_at(token: CallToken, ts: u64, payload: Payload<'_>) {
         // No callback saw the enter: a buffer record or nothing. Straight to the record's path
         // (one function less on the way, and no payload pointer to compute).
         if token.buffered() != 0 {
-            exit_record_slow(token, payload);
+            match payload.as_api_call() {
+                // An API call's own payload (the common pair): resolved here, where the call
+                // site names the variant and the test folds to one compare of the token's kind.
+                Some(p) if payload.kind().is_some_and(|k| k as u8 == token.kind()) => exit_api_record_slow(token, p),
+                _ => exit_record_slow(token, payload),
+            }
         }
     } else {
         // The callbacks' pointer here, as in `emit_enter` (the payload's kind folds; the
@@ -1039,7 +1044,7 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) if one_bit(token.pairs()) => exit_one::<true, true>(t, me, token, ptr, payload),
+        Some(me) if one_bit(token.pairs()) => exit_one::<true, true>(t, me, token, ptr, payload, None),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
     }
@@ -1053,7 +1058,7 @@ fn exit_callback_slow(token: CallToken, ptr: *const c_void) {
     let t = thread_state();
     match t.slot.get() {
         Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
-            exit_one::<true, false>(t, me, token, ptr, Payload::None)
+            exit_one::<true, false>(t, me, token, ptr, Payload::None, None)
         }
         _ => exit_slow(token, ptr, Payload::None),
     }
@@ -1176,6 +1181,7 @@ fn exit_one<const CALLBACK: bool, const RECORD: bool>(
     token: CallToken,
     ptr: *const c_void,
     payload: Payload<'_>,
+    api: Option<&ApiCallPayload>,
 ) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     // SAFETY: as in `exit_body`.
@@ -1219,7 +1225,7 @@ fn exit_one<const CALLBACK: bool, const RECORD: bool>(
                 }
             }
             if RECORD && !CALLBACK {
-                write_exit_record(t, CallToken { ..token }, frame, end, payload);
+                write_exit_record(t, CallToken { ..token }, frame, end, payload, api);
             } else if RECORD && token.buffered() != 0 {
                 exit_record(CallToken { ..token }, frame, end, payload);
             }
@@ -1237,7 +1243,7 @@ fn exit_one<const CALLBACK: bool, const RECORD: bool>(
 fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
     // Read here rather than passed: this function keeps its arguments to what the callback
     // delivery leaves in registers (and the thread-pointer cache's look-up is a few loads).
-    write_exit_record(thread_state(), token, frame, end, payload);
+    write_exit_record(thread_state(), token, frame, end, payload, None);
 }
 
 /// The exit of a call only buffer services saw: for one context, [`exit_one`] with the record
@@ -1247,15 +1253,50 @@ fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
     let t = thread_state();
     match t.slot.get() {
         Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
-            exit_one::<false, true>(t, me, token, ptr::null(), payload)
+            exit_one::<false, true>(t, me, token, ptr::null(), payload, None)
         }
         _ => exit_slow(token, ptr::null(), payload),
     }
 }
 
-/// What [`exit_record`] does.
+/// [`exit_record_slow`] for an API call whose exit payload `p` is of the token's kind (checked
+/// by the caller): the record written without the payload's variant tested again.
+#[inline(never)]
+fn exit_api_record_slow(token: CallToken, p: &ApiCallPayload) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
+            exit_one::<false, true>(t, me, token, ptr::null(), Payload::None, Some(p))
+        }
+        _ => {
+            let payload = api_payload(token.kind(), p);
+            exit_slow(token, ptr::null(), payload)
+        }
+    }
+}
+
+/// The payload of an API call of the kind `kind` (a token's: one of the API kinds).
+#[cold]
+fn api_payload(kind: u8, p: &ApiCallPayload) -> Payload<'_> {
+    match Kind::from_u32(u32::from(kind)) {
+        Some(Kind::OpenclApi) => Payload::OpenclApi(p),
+        Some(Kind::CudaRuntimeApi) => Payload::CudaRuntimeApi(p),
+        Some(Kind::CudaDriverApi) => Payload::CudaDriverApi(p),
+        _ => Payload::UrApi(p),
+    }
+}
+
+/// What [`exit_record`] does. `api`: the call's API payload when the caller resolved it
+/// (`payload` is not read then).
 #[inline(always)]
-fn write_exit_record(t: &ThreadState, token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+fn write_exit_record(
+    t: &ThreadState,
+    token: CallToken,
+    frame: &Frame,
+    end: u64,
+    payload: Payload<'_>,
+    api: Option<&ApiCallPayload>,
+) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     let slot = &SLOTS[i];
@@ -1263,12 +1304,10 @@ fn write_exit_record(t: &ThreadState, token: CallToken, frame: &Frame, end: u64,
     if !svc.is_null() {
         // SAFETY: as in `exit_body`.
         let svc = unsafe { &*svc };
-        match payload.as_api_call() {
+        match api.or_else(|| payload.as_api_call().filter(|_| payload.kind() == Some(kind))) {
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
-            Some(p) if payload.kind() == Some(kind) => {
-                svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p)
-            }
+            Some(p) => svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p),
             _ => svc.write_exit(t, i, &exit_head(t, kind, &token, frame, i, end), &payload),
         }
     }
