@@ -491,7 +491,12 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
     }
     // The pointer callbacks get, here: where the call site names the variant and the kind, it
     // folds to the payload's address (inside, it took a table and a jump table per record).
-    enter_slow(kind, op, payload_ptr(kind, &payload), mask)
+    let ptr = payload_ptr(kind, &payload);
+    if mask >> BUFFER_SHIFT == 0 {
+        // Callback services only: their own path (no buffer record to prepare for).
+        return enter_callback_slow(kind, op, ptr, mask);
+    }
+    enter_slow(kind, op, ptr, mask)
 }
 
 /// [`emit_enter`] with a payload that costs something to build (arguments read from the
@@ -519,7 +524,11 @@ where
         }
         let value = build();
         let payload = payload(&value);
-        return enter_slow(kind, op, payload_ptr(kind, &payload), mask);
+        let ptr = payload_ptr(kind, &payload);
+        if mask >> BUFFER_SHIFT == 0 {
+            return enter_callback_slow(kind, op, ptr, mask);
+        }
+        return enter_slow(kind, op, ptr, mask);
     }
     let value = build();
     emit_enter(kind, op, payload(&value))
@@ -807,7 +816,7 @@ fn enter_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let contexts = (mask | (mask >> BUFFER_SHIFT)) & 0xff;
     if let Some(me) = t.slot.get()
         && one_bit(contexts)
-        && let Some(token) = enter_one::<true>(t, me, kind, op, ptr, mask, contexts)
+        && let Some(token) = enter_one::<true, true>(t, me, kind, op, ptr, mask, contexts)
     {
         return token;
     }
@@ -822,11 +831,26 @@ fn enter_record_slow(kind: Kind, op: u32, mask: u32) -> CallToken {
     let contexts = (mask >> BUFFER_SHIFT) & 0xff;
     if let Some(me) = t.slot.get()
         && one_bit(contexts)
-        && let Some(token) = enter_one::<false>(t, me, kind, op, ptr::null(), mask, contexts)
+        && let Some(token) = enter_one::<false, true>(t, me, kind, op, ptr::null(), mask, contexts)
     {
         return token;
     }
     enter_any(kind, op, ptr::null(), mask)
+}
+
+/// [`enter_slow`] for a kind only callback services want (`mask` has no buffer bits): the
+/// one-context path without a buffer record's preparations, in a function of its own.
+#[inline(never)]
+fn enter_callback_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
+    let t = thread_state();
+    let contexts = mask & 0xff;
+    if let Some(me) = t.slot.get()
+        && one_bit(contexts)
+        && let Some(token) = enter_one::<true, false>(t, me, kind, op, ptr, mask, contexts)
+    {
+        return token;
+    }
+    enter_any(kind, op, ptr, mask)
 }
 
 /// [`enter_slow`], every case (several contexts, operation lists, a thread not registered yet
@@ -846,9 +870,10 @@ fn enter_any(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
 /// services' tags tested before anything is written. `None`, having changed nothing, when a
 /// service has an operation list: the caller takes the full path from the start.
 ///
-/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test).
+/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test);
+/// `BUFFER`: whether it may have buffer bits (`false`: none, by the caller's test).
 #[inline(always)]
-fn enter_one<const CALLBACK: bool>(
+fn enter_one<const CALLBACK: bool, const BUFFER: bool>(
     t: &ThreadState,
     me: &ThreadSlot,
     kind: Kind,
@@ -874,7 +899,7 @@ fn enter_one<const CALLBACK: bool>(
     } else {
         ptr::null_mut()
     };
-    let bs = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
+    let bs = if BUFFER && mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
         slot.buffers[kind.index()].load(Ordering::Acquire)
     } else {
         ptr::null_mut()
