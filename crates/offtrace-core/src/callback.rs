@@ -785,7 +785,7 @@ fn acquire<S>(me: &ThreadSlot, busy: u32, i: usize, services: &[AtomicPtr<S>], k
 
 /// Whether the non-zero `x` has one bit set: `x & (x - 1) == 0`, two instructions and a branch
 /// (`is_power_of_two` also rules out 0, which every caller has ruled out already: the kind's
-/// mask is non-zero on these paths, and so are a delivered token's pairs).
+/// mask as the emit tested it, not loaded again, and a delivered token's pairs).
 #[inline(always)]
 fn one_bit(x: u32) -> bool {
     debug_assert!(x != 0);
@@ -1379,7 +1379,8 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
     }
     if let Some(me) = t.slot.get()
         && mask & !0xff == 0
-        && one_bit(mask)
+        && mask.is_power_of_two()
+    // reloaded: may be 0 now (not `one_bit`)
     {
         return instant_one(t, me, kind, op, phase, ptr, mask);
     }
