@@ -44,6 +44,7 @@ const SIGNALS_PER_EVENT: usize = 4;
 
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
+const MEMORY_SUB_ALLOC: u32 = 2;
 /// `TASK_GRAPH` operations.
 const GRAPH_NODE_CREATE: u32 = 0;
 const GRAPH_EDGE_CREATE: u32 = 1;
@@ -205,6 +206,7 @@ pub struct Analyzer {
     /// Live bytes and their peak, in time order (threads' records reach the file out of it).
     live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
+    sub_allocations: SubAllocationStats,
     /// Copies and fills by (kind, direction, operation): which kind is a fill, and which
     /// operation a map or unmap, is known from the definitions, which a damaged trace may give
     /// only at its end (the repeat).
@@ -666,6 +668,14 @@ impl Analyzer {
             self.live.push(m.ts, Change::Free { ptr: m.ptr }, |_, _| {});
             return;
         }
+        if m.op == MEMORY_SUB_ALLOC {
+            // Its parent's bytes: live with none of its own, so its free matches and subtracts
+            // nothing.
+            self.sub_allocations.count += 1;
+            self.sub_allocations.bytes += m.size;
+            self.live.push(m.ts, Change::Alloc { ptr: m.ptr, size: 0 }, |_, _| {});
+            return;
+        }
         let a = self.allocations.entry((m.memory_type as u8, m.device)).or_default();
         a.count += 1;
         a.bytes += m.size;
@@ -985,6 +995,7 @@ impl Analyzer {
             live_bytes_at_end: self.live.live_bytes(),
             frees: self.live.frees(),
             unmatched_frees: self.live.unmatched_frees(),
+            sub_allocations: self.sub_allocations.clone(),
             copies: copies
                 .iter()
                 .map(|(&d, c)| CopyStats {

@@ -240,3 +240,83 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
         assert!(q["destroyed_ns"].is_u64(), "every queue was released by the program: {q}");
     }
 }
+
+/// `examples/opencl/regions.c` on PoCL, recorded; returns the program's stdout, the trace and
+/// its JSON report (None when OpenCL tests are skipped).
+fn record_regions(dir: &Path) -> Option<(String, PathBuf, serde_json::Value)> {
+    let prog = opencl_program(dir, &workspace().join("examples/opencl/regions.c"), "regions", &["-O2"], &[])?;
+    let trace = dir.join("regions.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["--platform", "Portable"])
+        .output()
+        .expect("record");
+    ok(&o);
+    let r = report(&trace);
+    Some((String::from_utf8_lossy(&o.stdout).into_owned(), trace, r))
+}
+
+/// Runs SQL through Python's sqlite3 module (a reader independent of the exporter) on the
+/// SQLite export of `trace`; returns what the script prints.
+fn sql(trace: &Path, script: &str) -> String {
+    let db = trace.with_extension("sqlite");
+    let o = offtrace().arg("export").arg(trace).args(["--format", "sqlite", "-o"]).arg(&db).output().expect("export");
+    ok(&o);
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import json, sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\n{script}"))
+        .arg(&db)
+        .output()
+        .expect("python3");
+    ok(&py);
+    String::from_utf8_lossy(&py.stdout).into_owned()
+}
+
+/// Two 16 KiB sub-buffers of a 64 KiB buffer, beside another 64 KiB buffer and two 8 KiB
+/// images, all live at once: the peak is the objects' 144 KiB. A sub-buffer's bytes are its
+/// parent's (on main each sub-buffer was an allocation of its own: 176 KiB). The kernel run on
+/// the second sub-buffer names it (its handle) in its allocation properties, and its
+/// `sub_alloc` row leads to its parent through the call that made it.
+#[test]
+fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((out, trace, r)) = record_regions(dir.path()) else { return };
+    let handle = |name: &str| -> u64 {
+        let f: Vec<&str> = out.lines().next().expect("objects line").split_whitespace().collect();
+        let i = f.iter().position(|w| *w == name).expect(name);
+        u64::from_str_radix(f[i + 1].trim_start_matches("0x"), 16).expect("handle")
+    };
+    assert!(out.contains("images yes"), "PoCL's CPU device has images: {out}");
+    let m = &r["memory"];
+    assert_eq!(m["peak_live_bytes"].as_u64(), Some(2 * 65536 + 2 * 8192), "{m}");
+    assert_eq!(
+        (m["sub_allocations"]["count"].as_u64(), m["sub_allocations"]["bytes"].as_u64()),
+        (Some(2), Some(32768))
+    );
+    let allocated: u64 =
+        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().unwrap()).sum();
+    assert_eq!(allocated, 4, "{m}");
+    assert_eq!((m["live_bytes_at_end"].as_u64(), m["unmatched_frees"].as_u64()), (Some(0), Some(0)));
+    let rows = sql(
+        &trace,
+        "for r in db.execute(\"SELECT m.address, m.bytes, json_extract(c.args, '$.buffer') FROM memory m \
+         JOIN api_calls_named c ON c.correlation = m.correlation WHERE m.op = 'sub_alloc' ORDER BY m.id\"): print(*r)\n\
+         for (a,) in db.execute(\"SELECT allocations FROM device_activity WHERE name = 'add_one'\"):\n    \
+         print('kernel', *[int(x['base'], 16) for x in json.loads(a)])",
+    );
+    let whole = handle("whole");
+    let parent = format!("{whole:#x}");
+    assert_eq!(
+        rows.lines().collect::<Vec<_>>(),
+        [
+            format!("{} 16384 {parent}", handle("sub1")),
+            format!("{} 16384 {parent}", handle("sub2")),
+            format!("kernel {}", handle("sub2"))
+        ],
+        "sub-buffers (address, bytes, parent) and the kernel's allocation"
+    );
+}

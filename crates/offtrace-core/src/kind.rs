@@ -429,6 +429,9 @@ fn memory_fill_ops() -> &'static [Operation] {
 pub mod memory_alloc {
     pub const ALLOC: u32 = 0;
     pub const FREE: u32 = 1;
+    /// A part of a live allocation with a handle of its own (an OpenCL sub-buffer): its bytes
+    /// are its parent's, so it adds nothing to live memory; its free is a `FREE` of its handle.
+    pub const SUB_ALLOC: u32 = 2;
 }
 /// Operation ids of `TASK_GRAPH`.
 pub mod task_graph {
@@ -478,7 +481,7 @@ const COUNTER_OPS: &[Operation] = ops!(COUNTER_ARGS: 0 => "define", 1 => "sample
 const KERNEL_DISPATCH_OPS: &[Operation] = ops!(KERNEL_ARGS: 0 => "kernel_launch");
 const MEMORY_COPY_OPS: &[Operation] = ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy", 4 => "map", 5 => "unmap");
 const MEMORY_FILL_OPS: &[Operation] = ops!(FILL_ARGS: 0 => "usm_fill", 1 => "buffer_fill");
-const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free");
+const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free", 2 => "sub_alloc");
 const TASK_GRAPH_OPS: &[Operation] =
     ops!(GRAPH_ARGS: 0 => "node_create", 1 => "edge_create", 2 => "task", 3 => "signal");
 const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier", 2 => "marker");

@@ -25,7 +25,7 @@ mod thread_cache;
 mod timestamp;
 
 pub use allocation::{
-    AllocationProperties, emit_memory_alloc, emit_memory_free, for_each_kernel_allocation,
+    AllocationProperties, emit_memory_alloc, emit_memory_free, emit_memory_sub_alloc, for_each_kernel_allocation,
     kernel_allocation_properties, kernel_allocation_properties_into, live_count as live_allocation_count,
     lookup as lookup_allocation, record_alloc, record_free,
 };

@@ -29,8 +29,10 @@ pub(crate) const PENDING_MAX: usize = 1 << 16;
 /// Device work with device times waiting for its call's record, per thread, at most.
 const AWAITING_CALL_MAX: usize = 64;
 
-/// `MEMORY_ALLOC` free, `MARKER` range, the `SYNC` kind (as the services number them).
+/// `MEMORY_ALLOC` free and sub-allocation, `MARKER` range, the `SYNC` kind (as the services
+/// number them).
 const MEMORY_FREE: u32 = 1;
+const MEMORY_SUB_ALLOC: u32 = 2;
 const MARKER_RANGE: u32 = 1;
 const SYNC_KIND: u32 = 8;
 
@@ -417,10 +419,11 @@ impl Timeline {
                     );
                 }
                 // Values in time order: each thread's records reach the file as a block.
-                let change = if m.op == MEMORY_FREE {
-                    Change::Free { ptr: m.ptr }
-                } else {
-                    Change::Alloc { ptr: m.ptr, size: m.size }
+                let change = match m.op {
+                    MEMORY_FREE => Change::Free { ptr: m.ptr },
+                    // A sub-buffer: its parent holds the bytes.
+                    MEMORY_SUB_ALLOC => Change::Alloc { ptr: m.ptr, size: 0 },
+                    _ => Change::Alloc { ptr: m.ptr, size: m.size },
                 };
                 self.live.push(m.ts, change, |ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
             }

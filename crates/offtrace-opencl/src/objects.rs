@@ -14,7 +14,7 @@ use std::sync::{Mutex, RwLock};
 
 use offtrace_core::{
     CodeObjectPayload, DevicePayload, DeviceType, Kind, MemoryAllocPayload, MemoryType, Payload, Phase, code_object,
-    device_op, emit_instant, emit_memory_alloc, emit_memory_free, kind_enabled,
+    device_op, emit_instant, emit_memory_alloc, emit_memory_free, emit_memory_sub_alloc, kind_enabled,
 };
 
 use crate::api::next;
@@ -167,7 +167,13 @@ pub(crate) fn mem_created(mem: *mut c_void, size: u64, origin: MemOrigin) {
         }
     };
     let device = if context.is_null() { 0 } else { only_device(context) };
-    emit_memory_alloc(&MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device });
+    let p = MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device };
+    // A sub-buffer's bytes are its parent's: a `sub_alloc` keeps them out of live memory, and
+    // its handle still names it in the allocation properties of a kernel it is passed to.
+    match origin {
+        MemOrigin::Created { .. } => emit_memory_alloc(&p),
+        MemOrigin::PartOf(_) => emit_memory_sub_alloc(&p),
+    }
 }
 
 pub(crate) fn mem_info(mem: *mut c_void, param: u32) -> Option<u64> {
