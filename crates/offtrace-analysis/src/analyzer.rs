@@ -962,7 +962,7 @@ impl Analyzer {
             // direction's bandwidth they would add their bytes and next to no time.
             let sum = if self.is_fill(kind) {
                 &mut fills
-            } else if matches!(self.op_name(kind, op).as_str(), "map" | "unmap") {
+            } else if matches!(self.op_name(kind, op).as_str(), "map" | "image_map" | "unmap") {
                 &mut maps
             } else {
                 let to = copies.entry(direction).or_default();

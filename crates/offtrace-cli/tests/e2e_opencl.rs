@@ -213,9 +213,13 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
     for (name, labels) in [
         ("scale", &["scale"][..]),
         ("add_one", &["add_one"]),
-        ("buffer_write", &["write", "image_write"]),
-        ("buffer_read", &["read_rect", "image_read"]),
-        ("buffer_copy", &["copy", "copy_rect", "image_copy"]),
+        ("buffer_write", &["write"]),
+        ("image_write", &["image_write"]),
+        ("buffer_read_rect", &["read_rect"]),
+        ("image_read", &["image_read"]),
+        ("buffer_copy", &["copy"]),
+        ("buffer_copy_rect", &["copy_rect"]),
+        ("image_copy", &["image_copy"]),
         ("buffer_fill", &["fill"]),
         ("barrier", &["barrier"]),
         ("marker", &["marker"]),
@@ -319,4 +323,63 @@ fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
         ],
         "sub-buffers (address, bytes, parent) and the kernel's allocation"
     );
+}
+
+/// Rect copies and image commands on PoCL, each on a region of 512 bytes inside objects of 8 to
+/// 64 KiB: each is named for what it is (on main they were `buffer_read` / `buffer_write` /
+/// `buffer_copy` / `buffer_fill` / `map`) and carries the region's bytes (an image's region is in
+/// pixels: main counted 128 "bytes" for 128 four-byte pixels), and the copies' bandwidth
+/// counts those bytes.
+#[test]
+fn rect_and_image_commands_are_named_for_what_they_do_with_the_regions_bytes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((out, _, r)) = record_regions(dir.path()) else { return };
+    fn name(label: &str) -> &str {
+        match label {
+            "write_rect" => "buffer_write_rect",
+            "copy_rect" => "buffer_copy_rect",
+            "read_rect" => "buffer_read_rect",
+            "image_to_buffer" => "image_to_buffer",
+            "buffer_to_image" => "buffer_to_image",
+            "image_unmap" => "unmap",
+            "kernel" => "add_one",
+            other => other,
+        }
+    }
+    let mut expected: Vec<(String, u64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmd "))
+        .map(|l| {
+            let (label, bytes) = l.split_once(' ').expect("cmd LABEL BYTES");
+            (name(label).to_owned(), bytes.parse().expect("bytes"))
+        })
+        .collect();
+    assert_eq!(expected.len(), 12, "{out}");
+    let mut got: Vec<(String, u64)> = r["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .map(|d| {
+            assert_eq!(d["count"].as_u64(), Some(1), "{d}");
+            (d["name"].as_str().expect("name").to_owned(), d["bytes"].as_u64().expect("bytes"))
+        })
+        .collect();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "(name, bytes) per command");
+    // Directions: the writes from the host, the reads to it, the rest between device objects.
+    let copies: Vec<(&str, u64, u64)> = r["memory"]["copies"]
+        .as_array()
+        .expect("copies")
+        .iter()
+        .map(|c| (c["direction"].as_str().unwrap(), c["count"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        copies,
+        [("HOST_TO_DEVICE", 2, 1024), ("DEVICE_TO_HOST", 2, 1024), ("DEVICE_TO_DEVICE", 4, 2048)],
+        "write_rect + image_write, read_rect + image_read, copy_rect + image_copy + image_to_buffer + buffer_to_image"
+    );
+    let m = &r["memory"];
+    assert_eq!((m["fills"]["count"].as_u64(), m["fills"]["bytes"].as_u64()), (Some(1), Some(512)));
+    assert_eq!((m["maps"]["count"].as_u64(), m["maps"]["bytes"].as_u64()), (Some(2), Some(1024)));
 }
