@@ -243,6 +243,11 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
         assert_eq!(q["total_commands"].as_u64(), Some(*n), "{q}");
         assert!(q["destroyed_ns"].is_u64(), "every queue was released by the program: {q}");
     }
+    // SQLite: the properties the program gave its queues (out-of-order, profiling); on main
+    // `flags` held only the in-order bit.
+    let rows =
+        sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
+    assert_eq!(rows.lines().collect::<Vec<_>>(), ["2 0 1 [\"PROFILING\"]"; 3], "{rows}");
 }
 
 /// `examples/opencl/regions.c` on PoCL, recorded; returns the program's stdout, the trace and
@@ -382,4 +387,15 @@ fn rect_and_image_commands_are_named_for_what_they_do_with_the_regions_bytes() {
     let m = &r["memory"];
     assert_eq!((m["fills"]["count"].as_u64(), m["fills"]["bytes"].as_u64()), (Some(1), Some(512)));
     assert_eq!((m["maps"]["count"].as_u64(), m["maps"]["bytes"].as_u64()), (Some(2), Some(1024)));
+}
+
+/// The queue of `regions.c` was created with no properties: in-order, and no profiling asked
+/// for (the layer turns it on for itself; the program's wish is what `queues` shows).
+#[test]
+fn sqlite_queues_show_what_the_program_asked_for() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((_, trace, _)) = record_regions(dir.path()) else { return };
+    let rows =
+        sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
+    assert_eq!(rows.trim(), "1 1 0 [\"IN_ORDER\"]");
 }

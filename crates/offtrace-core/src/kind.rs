@@ -342,6 +342,22 @@ pub mod queue_op {
     pub const SUBMIT: u32 = 2;
 }
 pub use queue_op as sycl_queue;
+/// The bits of `QueuePayload::flags` (the trace's `offtrace_format::queue_flags`, same values).
+pub mod queue_flags {
+    /// In-order execution (commands run one after another).
+    pub const IN_ORDER: u64 = 1;
+    /// The program asked for profiling results (OpenCL `CL_QUEUE_PROFILING_ENABLE`); the
+    /// OpenCL layer turns profiling on for every queue, so this says what the program wanted.
+    pub const PROFILING: u64 = 1 << 1;
+    /// Priority the program asked for (OpenCL `CL_QUEUE_PRIORITY_KHR` high / low; neither:
+    /// the default, or medium).
+    pub const PRIORITY_HIGH: u64 = 1 << 2;
+    pub const PRIORITY_LOW: u64 = 1 << 3;
+    /// A device-side queue (OpenCL `CL_QUEUE_ON_DEVICE`).
+    pub const ON_DEVICE: u64 = 1 << 4;
+    /// The program configured `cl_codeplay_performance_counters` on it.
+    pub const PERFORMANCE_COUNTERS: u64 = 1 << 5;
+}
 /// Operation ids of `KERNEL_DISPATCH`.
 pub mod kernel_dispatch {
     pub const LAUNCH: u32 = 0;

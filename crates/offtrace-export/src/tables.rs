@@ -70,6 +70,7 @@ tables! {
     ] indices ["device"];
     Queues "queues" [
         "id" "INTEGER PRIMARY KEY", "queue" "INTEGER", "device" "INTEGER", "context" "INTEGER", "flags" "INTEGER", "in_order" "INTEGER",
+        "profiling" "INTEGER", "properties" "TEXT",
         "created_ns" "INTEGER", "destroyed_ns" "INTEGER", "tid" "INTEGER"
     ] indices ["queue"];
     ApiCalls "api_calls" [
