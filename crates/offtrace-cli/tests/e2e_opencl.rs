@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 mod common;
 use common::{opencl_program, workspace};
 
+/// `offtrace`, once the libraries it loads into the program are checked to be current.
 fn offtrace() -> Command {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
 }
 
@@ -307,7 +309,7 @@ fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
         (Some(2), Some(32768))
     );
     let allocated: u64 =
-        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().unwrap()).sum();
+        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().expect("count")).sum();
     assert_eq!(allocated, 4, "{m}");
     assert_eq!((m["live_bytes_at_end"].as_u64(), m["unmatched_frees"].as_u64()), (Some(0), Some(0)));
     let rows = sql(
@@ -377,7 +379,13 @@ fn rect_and_image_commands_are_named_for_what_they_do_with_the_regions_bytes() {
         .as_array()
         .expect("copies")
         .iter()
-        .map(|c| (c["direction"].as_str().unwrap(), c["count"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()))
+        .map(|c| {
+            (
+                c["direction"].as_str().expect("direction"),
+                c["count"].as_u64().expect("count"),
+                c["bytes"].as_u64().expect("bytes"),
+            )
+        })
         .collect();
     assert_eq!(
         copies,
