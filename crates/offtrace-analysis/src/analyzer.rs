@@ -45,6 +45,9 @@ const SIGNALS_PER_EVENT: usize = 4;
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
 const MEMORY_SUB_ALLOC: u32 = 2;
+/// The name Intel's SYCL runtime gives every host task's node (`docs/record-model.md`, "Host
+/// tasks": nothing in its notifications names the work).
+const SYCL_HOST_TASK: &str = "host task";
 /// `TASK_GRAPH` operations.
 const GRAPH_NODE_CREATE: u32 = 0;
 const GRAPH_EDGE_CREATE: u32 = 1;
@@ -225,6 +228,7 @@ pub struct Analyzer {
     signalled: FxHashMap<u64, [(u64, u64); SIGNALS_PER_EVENT]>,
     signal_order: VecDeque<u64>,
     graph_nodes: u64,
+    host_tasks: u64,
     graph_edges: u64,
     graph_signals: u64,
     unresolved_edges: u64,
@@ -688,6 +692,9 @@ impl Analyzer {
         match t.op {
             GRAPH_NODE_CREATE => {
                 self.graph_nodes += 1;
+                if self.str(t.name) == SYCL_HOST_TASK {
+                    self.host_tasks += 1;
+                }
                 // A node submitted to a queue is a real command; one without a queue is so far
                 // virtual (until its task runs, below).
                 let real = t.queue != 0;
@@ -1039,6 +1046,7 @@ impl Analyzer {
             unresolved_edges: self.unresolved_edges,
             longest_chain_len,
             longest_chain,
+            host_tasks: self.host_tasks,
         };
 
         let mut threads: Vec<(&u32, &ThreadAcc)> = self.threads.iter().collect();

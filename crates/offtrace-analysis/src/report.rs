@@ -223,6 +223,10 @@ pub struct TaskGraphReport {
     /// order.
     pub longest_chain_len: u64,
     pub longest_chain: Vec<String>,
+    /// Nodes of SYCL host tasks (named `host task`): they run later on the runtime's thread
+    /// pool, and the trace has their submission only, not their execution.
+    #[serde(default)]
+    pub host_tasks: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -476,6 +476,19 @@ fn the_peak_of_live_memory_is_taken_in_time_order_not_file_order() {
     assert_eq!((r.memory.live_bytes_at_end, r.memory.frees, r.memory.unmatched_frees), (0, 4, 0));
 }
 
+/// SYCL host tasks (nodes named `host task`) are counted apart: their `task` records are their
+/// submission on the submitting thread, not their execution (`docs/record-model.md`).
+#[test]
+fn host_tasks_are_counted_apart() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.node(1, 100, 1, "host task", 0x500);
+    b.node(1, 110, 2, "fill usm", 0x500);
+    b.node(1, 120, 3, "host task", 0x500);
+    let r = analyze(&b.out);
+    assert_eq!((r.task_graph.nodes, r.task_graph.host_tasks), (3, 2));
+}
+
 /// An OpenCL sub-buffer is a part of its parent with a handle of its own: its bytes are its
 /// parent's, so live memory holds the parent's 64 KiB, not 96 KiB (on main each sub-buffer was
 /// an allocation of its own); its free matches it and takes nothing away.

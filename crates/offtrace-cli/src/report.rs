@@ -780,6 +780,14 @@ fn write_task_graph(out: &mut dyn Write, g: &offtrace_analysis::TaskGraphReport)
             }
         }
     }
+    if g.host_tasks > 0 {
+        writeln!(
+            out,
+            "  {} host tasks (`host task`): they run later on the SYCL runtime's thread pool; the trace has their \
+             submission, not their execution, so they have no time here",
+            count(g.host_tasks)
+        )?;
+    }
     Ok(())
 }
 
