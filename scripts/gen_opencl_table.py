@@ -234,12 +234,12 @@ HOOKS = {
     "clGetCommandQueueInfo", "clRetainCommandQueue", "clReleaseCommandQueue", "clFinish", "clWaitForEvents", "clGetDeviceInfo", "clGetEventProfilingInfo",
     "clGetExtensionFunctionAddress", "clGetExtensionFunctionAddressForPlatform", "clSetKernelArg",
     "clSetKernelArgSVMPointer", "clSetKernelArgMemPointerINTEL", "clCreateKernel", "clCreateKernelsInProgram",
-    "clReleaseKernel", "clCreateBuffer", "clCreateBufferWithProperties", "clCreateSubBuffer", "clCreateImage",
+    "clRetainKernel", "clReleaseKernel", "clCreateBuffer", "clCreateBufferWithProperties", "clCreateSubBuffer", "clCreateImage",
     "clCreateImageWithProperties", "clCreateImage2D", "clCreateImage3D", "clRetainMemObject", "clReleaseMemObject", "clSVMAlloc",
     "clSVMFree", "clHostMemAllocINTEL", "clDeviceMemAllocINTEL", "clSharedMemAllocINTEL", "clMemFreeINTEL",
     "clMemBlockingFreeINTEL", "clCreateProgramWithSource", "clCreateProgramWithBinary", "clCreateProgramWithIL",
     "clCreateProgramWithILKHR", "clCreateProgramWithBuiltInKernels", "clBuildProgram", "clCompileProgram",
-    "clLinkProgram", "clReleaseProgram",
+    "clLinkProgram", "clRetainProgram", "clReleaseProgram",
 }
 # Extension functions the layer provides itself when the driver does not (hooks.rs `<name>_fallback`).
 FALLBACK = {"clCreateCommandQueueWithPropertiesKHR"}

@@ -14,9 +14,10 @@
  *
  *   ./regions --release-early [--platform SUBSTRING]
  *
- * Instead: one 64 KiB buffer that the program releases while a kernel on it still waits for a
- * user event (so the runtime's command holds a reference of its own), then completes the event
- * and finishes. The program's last reference went at that release: a trace must free it there.
+ * Instead: one 64 KiB buffer, its kernel and the kernel's program, all three released while a
+ * kernel on the buffer still waits for a user event (the runtime's command holds the buffer and
+ * the kernel, the kernel holds the program), then the event completed and the queue finished.
+ * The program's last reference to each went at its release: a trace must end them there.
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -70,12 +71,12 @@ int main(int argc, char **argv) {
         size_t n = BIG / sizeof(float);
         CHECK(clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 1, &gate, NULL));
         CHECK(clReleaseMemObject(b));
-        printf("released early %p\n", (void *)b);
+        CHECK(clReleaseProgram(prog)); /* the kernel holds it */
+        CHECK(clReleaseKernel(k));     /* the waiting command holds it */
+        printf("released early buffer %p kernel %p program %p\n", (void *)b, (void *)k, (void *)prog);
         CHECK(clSetUserEventStatus(gate, CL_COMPLETE));
         CHECK(clFinish(q));
         clReleaseEvent(gate);
-        clReleaseKernel(k);
-        clReleaseProgram(prog);
         clReleaseCommandQueue(q);
         clReleaseContext(ctx);
         return 0;

@@ -345,7 +345,7 @@ fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
 #[test]
 fn a_buffer_released_while_its_command_waits_is_freed_at_that_release() {
     let dir = tempfile::tempdir().expect("tmp");
-    let Some((out, _, r)) = record_regions_with(dir.path(), &["--release-early"]) else { return };
+    let Some((out, trace, r)) = record_regions_with(dir.path(), &["--release-early"]) else { return };
     assert!(out.contains("released early"), "{out}");
     let m = &r["memory"];
     let allocated: u64 =
@@ -353,6 +353,22 @@ fn a_buffer_released_while_its_command_waits_is_freed_at_that_release() {
     assert_eq!(allocated, 1, "{m}");
     assert_eq!(m["peak_live_bytes"].as_u64(), Some(65536), "{m}");
     assert_eq!((m["live_bytes_at_end"].as_u64(), m["unmatched_frees"].as_u64()), (Some(0), Some(0)), "{m}");
+    // The kernel (held by the waiting command) and its program (held by the kernel) are
+    // unloaded at the program's releases too, each before the command completes.
+    let handle = |name: &str| -> u64 {
+        let f: Vec<&str> = out.lines().next().expect("released line").split_whitespace().collect();
+        let i = f.iter().position(|w| *w == name).expect(name);
+        u64::from_str_radix(f[i + 1].trim_start_matches("0x"), 16).expect("handle")
+    };
+    let rows = sql(
+        &trace,
+        "for r in db.execute(\"SELECT op, phase, handle FROM code_objects WHERE phase = 4 ORDER BY id\"): print(*r)",
+    );
+    assert_eq!(
+        rows.lines().collect::<Vec<_>>(),
+        [format!("program 4 {}", handle("program")), format!("kernel 4 {}", handle("kernel"))],
+        "unloads (op, phase, handle)"
+    );
 }
 
 /// Rect copies and image commands on PoCL, each on a region of 512 bytes inside objects of 8 to

@@ -1279,7 +1279,7 @@ pub(crate) unsafe extern "C" fn clRetainProgram(program: *mut c_void) -> i32 {
     let mut call = ApiCall::new();
     call.enter(op::clRetainProgram, &[program as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainProgram.
-    let r = unsafe { next(program) };
+    let r = unsafe { crate::hooks::clRetainProgram(next, program) };
     call.exit(r, 0);
     r
     })
@@ -1403,7 +1403,7 @@ pub(crate) unsafe extern "C" fn clRetainKernel(kernel: *mut c_void) -> i32 {
     let mut call = ApiCall::new();
     call.enter(op::clRetainKernel, &[kernel as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainKernel.
-    let r = unsafe { next(kernel) };
+    let r = unsafe { crate::hooks::clRetainKernel(next, kernel) };
     call.exit(r, 0);
     r
     })

@@ -37,7 +37,6 @@ pub const CL_DEVICE_EXTENSIONS_WITH_VERSION: u32 = 0x1060;
 pub const CL_KERNEL_FUNCTION_NAME: u32 = 0x1190;
 pub const CL_MEM_SIZE: u32 = 0x1102;
 pub const CL_KERNEL_REFERENCE_COUNT: u32 = 0x1192;
-pub const CL_PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
 
 thread_local! {
     /// The enclosing call's correlation id of this thread's last traced OpenCL call.

@@ -29,7 +29,7 @@ use crate::call::*;
 use crate::counters::{
     self, CL_DEVICE_PERFORMANCE_COUNTERS_CODEPLAY, CL_PROFILING_COMMAND_PERFORMANCE_COUNTERS_CODEPLAY,
 };
-use crate::objects::{self, MemOrigin};
+use crate::objects::{self, Counted, MemOrigin, Release};
 use crate::queues::{self, QueueInfo};
 
 /// At most this many key/value pairs are read from a properties list.
@@ -622,11 +622,29 @@ fn ref_count(
     rc
 }
 
-pub(crate) unsafe fn clReleaseKernel(next: sig::clReleaseKernel_fn, kernel: *mut c_void) -> i32 {
-    let rc = ref_count(crate::api::next().clGetKernelInfo, kernel, CL_KERNEL_REFERENCE_COUNT);
+pub(crate) unsafe fn clRetainKernel(next: sig::clRetainKernel_fn, kernel: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(kernel) };
-    if r == CL_SUCCESS && rc == 1 {
+    if r == CL_SUCCESS {
+        objects::counted_retained(Counted::Kernel, kernel);
+    }
+    r
+}
+
+/// The release that drops the program's last reference (counted by the layer; a kernel the
+/// layer did not see created: the runtime's count) unloads the kernel.
+pub(crate) unsafe fn clReleaseKernel(next: sig::clReleaseKernel_fn, kernel: *mut c_void) -> i32 {
+    let release = objects::counted_releasing(Counted::Kernel, kernel);
+    let last = match release {
+        Release::Last => true,
+        Release::Counted => false,
+        Release::Unknown => ref_count(crate::api::next().clGetKernelInfo, kernel, CL_KERNEL_REFERENCE_COUNT) == 1,
+    };
+    // SAFETY: forwarded.
+    let r = unsafe { next(kernel) };
+    if r != CL_SUCCESS {
+        objects::counted_release_failed(Counted::Kernel, kernel, release);
+    } else if last {
         objects::kernel_released(kernel);
     }
     r
@@ -752,22 +770,22 @@ pub(crate) unsafe fn clRetainMemObject(next: sig::clRetainMemObject_fn, mem: *mu
     // SAFETY: forwarded.
     let r = unsafe { next(mem) };
     if r == CL_SUCCESS {
-        objects::mem_retained(mem);
+        objects::counted_retained(Counted::Mem, mem);
     }
     r
 }
 
 /// The release that drops the program's last reference (counted by the layer: `objects.rs`,
-/// `MEM_REFS`) is the object's free, recorded before the runtime can reuse its address.
+/// `APP_REFS`) is the object's free, recorded before the runtime can reuse its address.
 pub(crate) unsafe fn clReleaseMemObject(next: sig::clReleaseMemObject_fn, mem: *mut c_void) -> i32 {
-    let last = objects::mem_releasing(mem);
-    if last {
+    let release = objects::counted_releasing(Counted::Mem, mem);
+    if release == Release::Last {
         objects::freed(mem);
     }
     // SAFETY: forwarded.
     let r = unsafe { next(mem) };
     if r != CL_SUCCESS {
-        objects::mem_release_failed(mem, last);
+        objects::counted_release_failed(Counted::Mem, mem, release);
     }
     r
 }
@@ -1009,15 +1027,24 @@ pub(crate) unsafe fn clLinkProgram(
     p
 }
 
-pub(crate) unsafe fn clReleaseProgram(next: sig::clReleaseProgram_fn, program: *mut c_void) -> i32 {
-    let rc = if kind_enabled(Kind::CodeObject) {
-        ref_count(crate::api::next().clGetProgramInfo, program, CL_PROGRAM_REFERENCE_COUNT)
-    } else {
-        0
-    };
+pub(crate) unsafe fn clRetainProgram(next: sig::clRetainProgram_fn, program: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(program) };
-    if r == CL_SUCCESS && rc == 1 {
+    if r == CL_SUCCESS {
+        objects::counted_retained(Counted::Program, program);
+    }
+    r
+}
+
+/// The release that drops the program's last reference (counted by the layer: the runtime's
+/// count also holds one per kernel still alive) unloads the program.
+pub(crate) unsafe fn clReleaseProgram(next: sig::clReleaseProgram_fn, program: *mut c_void) -> i32 {
+    let release = objects::counted_releasing(Counted::Program, program);
+    // SAFETY: forwarded.
+    let r = unsafe { next(program) };
+    if r != CL_SUCCESS {
+        objects::counted_release_failed(Counted::Program, program, release);
+    } else if release == Release::Last {
         objects::code_object_unloaded(code_object::PROGRAM, program);
     }
     r

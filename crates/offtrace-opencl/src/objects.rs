@@ -28,55 +28,87 @@ struct KernelInfo {
 
 static KERNELS: RwLock<Option<HashMap<usize, KernelInfo>>> = RwLock::new(None);
 
-/// The program's references to each buffer and image the layer reported: 1 at creation, one
-/// more per successful `clRetainMemObject`, one less per successful `clReleaseMemObject`. The
-/// release that drops the last one is the object's free in the trace. Counted here, not read
-/// from the runtime: `CL_MEM_REFERENCE_COUNT` also counts the commands still holding the object
-/// (PoCL's, until its driver thread retires them; the out-of-order commands whose events the
-/// layer keeps until its harvest thread reports them), so at the program's last release it may
-/// be above 1, and the free was lost.
-static MEM_REFS: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
-
-fn with_mem_refs<R>(f: impl FnOnce(&mut HashMap<usize, u32>) -> R) -> R {
-    f(MEM_REFS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
+/// The kinds of object whose program references the layer counts ([`APP_REFS`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Counted {
+    /// A buffer or image: its last release is its free in the trace.
+    Mem,
+    /// A kernel: its last release is its code object's unload and ends its entry in the
+    /// kernel table.
+    Kernel,
+    /// A program: its last release is its code object's unload.
+    Program,
 }
 
-/// A successful `clRetainMemObject` of `mem`.
-pub(crate) fn mem_retained(mem: *mut c_void) {
-    with_mem_refs(|m| {
-        if let Some(n) = m.get_mut(&(mem as usize)) {
+/// The program's references to each buffer, image, kernel and program the layer reported: 1
+/// at creation, one more per successful retain, one less per successful release; the release
+/// that drops the last one ends the object in the trace. Counted here, not read from the
+/// runtime: its `CL_*_REFERENCE_COUNT` also counts what the runtime itself holds (a command
+/// still waiting holds its buffers and kernel, PoCL's until its driver thread retires them; the
+/// out-of-order commands whose events the layer keeps until its harvest thread reports them; a
+/// kernel holds its program), so at the program's last release it may be above 1, and the
+/// free or unload was lost.
+static APP_REFS: Mutex<Option<HashMap<(Counted, usize), u32>>> = Mutex::new(None);
+
+fn with_app_refs<R>(f: impl FnOnce(&mut HashMap<(Counted, usize), u32>) -> R) -> R {
+    f(APP_REFS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
+}
+
+/// `handle` was created (the program holds its first reference).
+pub(crate) fn counted_created(class: Counted, handle: *mut c_void) {
+    if !handle.is_null() {
+        with_app_refs(|m| m.insert((class, handle as usize), 1));
+    }
+}
+
+/// A successful retain of `handle`.
+pub(crate) fn counted_retained(class: Counted, handle: *mut c_void) {
+    with_app_refs(|m| {
+        if let Some(n) = m.get_mut(&(class, handle as usize)) {
             *n = n.saturating_add(1);
         }
     });
 }
 
-/// Before `clReleaseMemObject(mem)` is forwarded: whether this release drops the program's last
-/// reference to an object the layer reported. Its entry is removed then, before the runtime can
-/// free the object and give its address to another one; [`mem_release_failed`] puts it back
-/// if the runtime refuses the release.
-pub(crate) fn mem_releasing(mem: *mut c_void) -> bool {
-    with_mem_refs(|m| match m.get_mut(&(mem as usize)) {
+/// What a release is, before it is forwarded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Release {
+    /// The program's last reference: the entry is removed now, before the runtime can destroy
+    /// the object and give its address to another.
+    Last,
+    /// One of several.
+    Counted,
+    /// An object the layer did not see created.
+    Unknown,
+}
+
+/// Before a release of `handle` is forwarded: counts it.
+pub(crate) fn counted_releasing(class: Counted, handle: *mut c_void) -> Release {
+    with_app_refs(|m| match m.get_mut(&(class, handle as usize)) {
         Some(1) => {
-            m.remove(&(mem as usize));
-            true
+            m.remove(&(class, handle as usize));
+            Release::Last
         }
         Some(n) => {
             *n -= 1;
-            false
+            Release::Counted
         }
-        None => false,
+        None => Release::Unknown,
     })
 }
 
-/// The runtime refused the release that [`mem_releasing`] counted (`last`: it had removed the
-/// entry).
-pub(crate) fn mem_release_failed(mem: *mut c_void, last: bool) {
-    with_mem_refs(|m| {
-        if last {
-            m.insert(mem as usize, 1);
-        } else if let Some(n) = m.get_mut(&(mem as usize)) {
-            *n = n.saturating_add(1);
+/// The runtime refused a release that [`counted_releasing`] counted: undone.
+pub(crate) fn counted_release_failed(class: Counted, handle: *mut c_void, release: Release) {
+    with_app_refs(|m| match release {
+        Release::Last => {
+            m.insert((class, handle as usize), 1);
         }
+        Release::Counted => {
+            if let Some(n) = m.get_mut(&(class, handle as usize)) {
+                *n = n.saturating_add(1);
+            }
+        }
+        Release::Unknown => {}
     });
 }
 static NAMES: Mutex<Option<HashSet<&'static CStr>>> = Mutex::new(None);
@@ -111,6 +143,7 @@ pub(crate) fn kernel_created(kernel: *mut c_void, program: *mut c_void, name: *c
     if kernel.is_null() {
         return;
     }
+    counted_created(Counted::Kernel, kernel);
     let name = if name.is_null() {
         query_string(|size, value, ret| {
             let f = next().clGetKernelInfo?;
@@ -219,7 +252,7 @@ pub(crate) fn mem_created(mem: *mut c_void, size: u64, origin: MemOrigin) {
         }
     };
     let device = if context.is_null() { 0 } else { only_device(context) };
-    with_mem_refs(|m| m.insert(mem as usize, 1));
+    counted_created(Counted::Mem, mem);
     let p = MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device };
     // A sub-buffer's bytes are its parent's: a `sub_alloc` keeps them out of live memory, and
     // its handle still names it in the allocation properties of a kernel it is passed to.
@@ -296,6 +329,9 @@ pub(crate) fn freed(ptr: *mut c_void) {
 pub(crate) fn program_event(op: u32, program: *mut c_void, name: *const c_char, binary_size: u64) {
     if program.is_null() || !kind_enabled(Kind::CodeObject) || nested_now() {
         return;
+    }
+    if op == code_object::PROGRAM {
+        counted_created(Counted::Program, program);
     }
     let p = CodeObjectPayload { handle: program as u64, program: program as u64, name, binary_size };
     emit_instant(Kind::CodeObject, op, Phase::Load, Payload::CodeObject(&p));
