@@ -21,10 +21,15 @@
 //! run of the ring's array of record addresses, which is the callback's `records` array in
 //! place: two runs when it wraps the array's end) and then with the late staging's, then
 //! releases the rings' space (`Release` store of each ring's record head). The delivery thread
-//! reads neither the records nor their addresses (only each ring's `tail`, once per delivery):
-//! a line the producer wrote moves to another core only if the tool reads it, and the producer
-//! never has to take a line back from the delivery thread while it writes. So the application
-//! thread never runs the tool's buffer callback.
+//! itself reads only each ring's `tail` and, per delivery, two record addresses and one header
+//! (where the delivered records begin and end): a line the producer wrote moves to another core
+//! only if the tool reads it. A tool that reads its records leaves a copy of each line in the
+//! delivery thread's core, which the producer's store on its next lap must invalidate there
+//! (with the tool reading each record's header, the producer's time per record was about three
+//! times the no-op tool's); so before the release the delivery thread flushes the delivered
+//! records' lines from every cache (`Area::evict`), and the producer's next lap finds them in
+//! memory, which its streaming stores fetch without waiting on another core. So the
+//! application thread never runs the tool's buffer callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded up to a power of two, so at least
@@ -245,6 +250,58 @@ impl Area {
         let len = range.len().min(n);
         let head = len.min(n - first);
         [first..first + head, 0..len - head]
+    }
+
+    /// Consumer, after the callback, before `release`: writes back and drops from every cache
+    /// the lines of the records `[head, end)` and of their start entries, so that the
+    /// producer's stores on its next lap find them in no other core's cache (see the module
+    /// doc). A flush changes no value, so it is correct at any time; a line the producer is
+    /// writing (the last record's, shared with the next) is only fetched back once more.
+    /// Without it, a producer whose tool reads on another core waits for an invalidation per
+    /// line it writes; a write prefetch (`prefetchw`) of the lines 256 bytes to 4 KB ahead
+    /// did not help there (`docs/overhead.md`, *Tool API*).
+    fn evict(&self, end: usize) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        {
+            let head = self.head.load(Ordering::Relaxed);
+            if head >= end {
+                return;
+            }
+            let sm = self.starts.len() - 1;
+            let words = self.words.len();
+            let base = self.words[0].with(|p| p.cast::<u8>());
+            let ring_end = base.wrapping_add(words * 8);
+            // SAFETY: entries of published, undelivered records (see `Area`).
+            let (first, last) = unsafe { (*self.start_entry(head & sm), *self.start_entry((end - 1) & sm)) };
+            // SAFETY: a published record.
+            let last_end = last.cast::<u8>().wrapping_add(unsafe { (*last).size } as usize);
+            let flush = |from: *const u8, to: *const u8| {
+                let mut p = from;
+                while p < to {
+                    // SAFETY: SSE2 (the x86-64 baseline); `p` is in this ring (flushing a
+                    // line changes no value).
+                    unsafe { std::arch::x86_64::_mm_clflush(p) };
+                    p = p.with_addr((p.addr() | 63) + 1);
+                }
+            };
+            let first = first.cast::<u8>();
+            if last.cast::<u8>() >= first {
+                flush(first, last_end);
+            } else {
+                flush(first, ring_end);
+                flush(base, last_end);
+            }
+            let s0 = self.starts[0].with(|p| p.cast::<u8>());
+            let (a, b) = (head & sm, (end - 1) & sm);
+            if b >= a {
+                flush(s0.wrapping_add(a * 8), s0.wrapping_add(b * 8 + 8));
+            } else {
+                flush(s0.wrapping_add(a * 8), s0.wrapping_add((sm + 1) * 8));
+                flush(s0, s0.wrapping_add(b * 8 + 8));
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        let _ = end;
     }
 
     /// Consumer: the address of `starts[i]` (no access).
@@ -864,7 +921,13 @@ impl Buffer {
             self.call(records.as_ptr(), records.len());
         }
         records.clear();
+        // Only the delivery thread: a producer that delivers its own records (no delivery
+        // thread) would evict its own lines and take them back from memory on its next lap.
+        let evict = ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false);
         for (area, end) in areas.iter().zip(ends.iter()) {
+            if evict {
+                area.evict(*end);
+            }
             area.release(*end);
         }
         // Rings of exited threads (no producer holds them) are empty now: forget them.
