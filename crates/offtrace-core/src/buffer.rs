@@ -351,6 +351,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
+/// Below this many nanoseconds per record, a buffer callback did not read the records' lines
+/// from another core (see `Buffer::drain`).
+const READ_NS_PER_RECORD: u128 = 2;
+
 /// The longest the delivery thread naps while records flow: a ring's watermark is delivered
 /// at most this long after it was reached (plus the delivery of what is ahead of it), unless
 /// the producer rings because its ring would fill sooner (see [`crate::doorbell`]).
@@ -895,6 +899,7 @@ impl Buffer {
         records.clear();
         ends.clear();
         let mut called = false;
+        let (since, mut delivered) = (Instant::now(), 0);
         for area in areas.iter() {
             let r = area.take();
             ends.push(r.end);
@@ -904,9 +909,15 @@ impl Buffer {
                     // again before `release` below (see `Area`).
                     self.call(area.start_entry(run.start), run.len());
                     called = true;
+                    delivered += run.len();
                 }
             }
         }
+        // Whether the tool may have read the records: a callback that took less than
+        // `READ_NS_PER_RECORD` per record cannot have fetched each record's lines from the
+        // producer's core (tens of ns each), so there is nothing to evict, and evicting would
+        // only send the producer's next lap to memory instead of its own cache.
+        let read = since.elapsed().as_nanos() >= READ_NS_PER_RECORD * delivered as u128;
         let late = std::mem::take(&mut *lock(&self.late));
         let mut pos = 0;
         while pos < late.len() {
@@ -923,7 +934,7 @@ impl Buffer {
         records.clear();
         // Only the delivery thread: a producer that delivers its own records (no delivery
         // thread) would evict its own lines and take them back from memory on its next lap.
-        let evict = ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false);
+        let evict = read && ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false);
         for (area, end) in areas.iter().zip(ends.iter()) {
             if evict {
                 area.evict(*end);
