@@ -26,10 +26,12 @@
 //! only if the tool reads it. A tool that reads its records leaves a copy of each line in the
 //! delivery thread's core, which the producer's store on its next lap must invalidate there
 //! (with the tool reading each record's header, the producer's time per record was about three
-//! times the no-op tool's); so before the release the delivery thread flushes the delivered
-//! records' lines from every cache (`Area::evict`), and the producer's next lap finds them in
-//! memory, which its streaming stores fetch without waiting on another core. So the
-//! application thread never runs the tool's buffer callback.
+//! times the no-op tool's, and up to twelve times); so after a callback that took long enough
+//! to have read the records, the delivery thread flushes their lines from every cache before
+//! the release (`Area::evict`), and the producer's next lap finds them in memory, which its
+//! streaming stores fetch without waiting on another core. A tool that reads nothing leaves
+//! the lines in the producer's cache, and they stay there. The application thread never runs
+//! the tool's buffer callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded up to a power of two, so at least
@@ -351,9 +353,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
-/// Below this many nanoseconds per record, a buffer callback did not read the records' lines
-/// from another core (see `Buffer::drain`).
-const READ_NS_PER_RECORD: u128 = 2;
+/// Below this many picoseconds per record, a buffer callback did not read the records' lines
+/// (see `Buffer::drain`).
+const READ_PS_PER_RECORD: u128 = 250;
 
 /// The longest the delivery thread naps while records flow: a ring's watermark is delivered
 /// at most this long after it was reached (plus the delivery of what is ahead of it), unless
@@ -913,11 +915,13 @@ impl Buffer {
                 }
             }
         }
-        // Whether the tool may have read the records: a callback that took less than
-        // `READ_NS_PER_RECORD` per record cannot have fetched each record's lines from the
-        // producer's core (tens of ns each), so there is nothing to evict, and evicting would
-        // only send the producer's next lap to memory instead of its own cache.
-        let read = since.elapsed().as_nanos() >= READ_NS_PER_RECORD * delivered as u128;
+        // Whether the tool may have read the records: callbacks that took less than
+        // `READ_PS_PER_RECORD` per record (a quarter of a nanosecond: about one cycle) read
+        // none of them (a call that reads nothing costs the same for 1 or 2000 records; one
+        // that reads each record's first word, streamed from another core, took 1-2 ns per
+        // record), so the lines are in the producer's cache alone, and evicting them would only
+        // send the producer's next lap to memory.
+        let read = since.elapsed().as_nanos() * 1000 >= READ_PS_PER_RECORD * delivered as u128;
         let late = std::mem::take(&mut *lock(&self.late));
         let mut pos = 0;
         while pos < late.len() {
