@@ -151,6 +151,11 @@ struct Area {
     /// Stored by the producer once per watermark, read by the delivery thread at each poll: a
     /// read-mostly line, unlike `tail` (see [`crate::doorbell`]).
     ready: CachePadded<AtomicUsize>,
+    /// The CPU the producer ran on at its last watermark (`u32::MAX`: not known). Stored by the
+    /// producer once per watermark, read by the delivery thread per delivery: a tool reading
+    /// on the producer's CPU shares no line with another core, so there is nothing to evict
+    /// (see `Area::evict`).
+    producer_cpu: CachePadded<AtomicU32>,
 }
 
 /// A value alone in its 128-byte block (see [`Area`]).
@@ -184,6 +189,7 @@ impl Area {
             tail: CachePadded(AtomicUsize::new(0)),
             head: CachePadded(AtomicUsize::new(0)),
             ready: CachePadded(AtomicUsize::new(0)),
+            producer_cpu: CachePadded(AtomicU32::new(u32::MAX)),
         }
     }
 
@@ -252,6 +258,19 @@ impl Area {
         let len = range.len().min(n);
         let head = len.min(n - first);
         [first..first + head, 0..len - head]
+    }
+
+    /// Producer, at a watermark: notes the CPU it runs on.
+    fn note_cpu(&self) {
+        // Relaxed: a hint (a stale value costs an eviction too many or too few, never a value).
+        self.producer_cpu.store(current_cpu(), Ordering::Relaxed);
+    }
+
+    /// Consumer: whether the producer ran on another CPU than `cpu` at its last watermark.
+    fn elsewhere(&self, cpu: u32) -> bool {
+        // Relaxed: a hint (see `note_cpu`).
+        let p = self.producer_cpu.load(Ordering::Relaxed);
+        p == u32::MAX || cpu == u32::MAX || p != cpu
     }
 
     /// Consumer, after the callback, before `release`: writes back and drops from every cache
@@ -612,6 +631,13 @@ impl Staging {
     }
 }
 
+/// The CPU the calling thread runs on (`u32::MAX` where unknown): `sched_getcpu`, a vDSO call.
+fn current_cpu() -> u32 {
+    // SAFETY: no preconditions; returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).unwrap_or(u32::MAX)
+}
+
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
 /// Dropping it (thread teardown) clears that cache and queues what the thread staged for
 /// delivery; later records of the thread go out through [`Buffer::write_late`].
@@ -736,6 +762,7 @@ impl Buffer {
             let urgency = self.urgency(st.tail - head, now.duration_since(st.last_mark));
             st.last_mark = now;
             st.notify_at = st.tail + self.watermark;
+            st.area.note_cpu();
             Buffer::request_delivery(&st.buffer, st, urgency);
         }
         self.set_limit(st, head);
@@ -939,8 +966,9 @@ impl Buffer {
         // Only the delivery thread: a producer that delivers its own records (no delivery
         // thread) would evict its own lines and take them back from memory on its next lap.
         let evict = read && ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false);
+        let cpu = if evict { current_cpu() } else { u32::MAX };
         for (area, end) in areas.iter().zip(ends.iter()) {
-            if evict {
+            if evict && area.elsewhere(cpu) {
                 area.evict(*end);
             }
             area.release(*end);
