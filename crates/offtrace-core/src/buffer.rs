@@ -21,17 +21,18 @@
 //! run of the ring's array of record addresses, which is the callback's `records` array in
 //! place: two runs when it wraps the array's end) and then with the late staging's, then
 //! releases the rings' space (`Release` store of each ring's record head). The delivery thread
-//! itself reads only each ring's `tail` and, per delivery, two record addresses and one header
-//! (where the delivered records begin and end): a line the producer wrote moves to another core
-//! only if the tool reads it. A tool that reads its records leaves a copy of each line in the
-//! delivery thread's core, which the producer's store on its next lap must invalidate there
-//! (with the tool reading each record's header, the producer's time per record was about three
-//! times the no-op tool's, and up to twelve times); so after a callback that took long enough
-//! to have read the records, the delivery thread flushes their lines from every cache before
-//! the release (`Area::evict`), and the producer's next lap finds them in memory, which its
-//! streaming stores fetch without waiting on another core. A tool that reads nothing leaves
-//! the lines in the producer's cache, and they stay there. The application thread never runs
-//! the tool's buffer callback.
+//! itself reads only each ring's `tail` (and, where it evicts, below, two record addresses and one
+//! header per delivery: where the delivered records begin and end): a line the producer wrote moves
+//! to another core only if the tool reads it. A tool that reads its records leaves a copy of each
+//! line in the delivery thread's core, which the producer's store on its next lap must invalidate
+//! there (with the tool reading each record's header, the producer's time per record was about
+//! three times the no-op tool's, and up to twelve times); so after callbacks that took long enough
+//! to have read the records, of a producer whose last watermark was on another CPU, the delivery
+//! thread flushes their lines from every cache before the release (`Area::evict`), and the
+//! producer's next lap finds them in memory, which its streaming stores fetch without waiting on
+//! another core. A tool that reads nothing, or reads on the producer's CPU, leaves the lines in the
+//! producer's cache, and they stay there. The application thread never runs the tool's buffer
+//! callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded up to a power of two, so at least
