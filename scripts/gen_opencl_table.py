@@ -235,7 +235,7 @@ HOOKS = {
     "clGetExtensionFunctionAddress", "clGetExtensionFunctionAddressForPlatform", "clSetKernelArg",
     "clSetKernelArgSVMPointer", "clSetKernelArgMemPointerINTEL", "clCreateKernel", "clCreateKernelsInProgram",
     "clReleaseKernel", "clCreateBuffer", "clCreateBufferWithProperties", "clCreateSubBuffer", "clCreateImage",
-    "clCreateImageWithProperties", "clCreateImage2D", "clCreateImage3D", "clReleaseMemObject", "clSVMAlloc",
+    "clCreateImageWithProperties", "clCreateImage2D", "clCreateImage3D", "clRetainMemObject", "clReleaseMemObject", "clSVMAlloc",
     "clSVMFree", "clHostMemAllocINTEL", "clDeviceMemAllocINTEL", "clSharedMemAllocINTEL", "clMemFreeINTEL",
     "clMemBlockingFreeINTEL", "clCreateProgramWithSource", "clCreateProgramWithBinary", "clCreateProgramWithIL",
     "clCreateProgramWithILKHR", "clCreateProgramWithBuiltInKernels", "clBuildProgram", "clCompileProgram",

@@ -11,6 +11,12 @@
  * (host/buffer row pitch 256 bytes); then an image write, an image copy, an image read, an image
  * fill, an image-to-buffer copy, a buffer-to-image copy, and a map of an image (region 16 x 8)
  * with its unmap. Prints "cmd LABEL BYTES" per command, in order, and "objects ..." once.
+ *
+ *   ./regions --release-early [--platform SUBSTRING]
+ *
+ * Instead: one 64 KiB buffer that the program releases while a kernel on it still waits for a
+ * user event (so the runtime's command holds a reference of its own), then completes the event
+ * and finishes. The program's last reference went at that release: a trace must free it there.
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -30,9 +36,11 @@ static const char *src = "__kernel void add_one(__global float *a) { a[get_globa
 
 int main(int argc, char **argv) {
     const char *want = NULL;
+    int early = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--platform") && i + 1 < argc) want = argv[++i];
-        else { fprintf(stderr, "usage: %s [--platform SUBSTRING]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--release-early")) early = 1;
+        else { fprintf(stderr, "usage: %s [--release-early] [--platform SUBSTRING]\n", argv[0]); return 2; }
     }
     cl_platform_id plats[16];
     cl_uint np = 0;
@@ -54,6 +62,24 @@ int main(int argc, char **argv) {
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err); CHECK(err);
     CHECK(clBuildProgram(prog, 1, &dev, NULL, NULL, NULL));
     cl_kernel k = clCreateKernel(prog, "add_one", &err); CHECK(err);
+
+    if (early) {
+        cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, BIG, NULL, &err); CHECK(err);
+        cl_event gate = clCreateUserEvent(ctx, &err); CHECK(err);
+        CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &b));
+        size_t n = BIG / sizeof(float);
+        CHECK(clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 1, &gate, NULL));
+        CHECK(clReleaseMemObject(b));
+        printf("released early %p\n", (void *)b);
+        CHECK(clSetUserEventStatus(gate, CL_COMPLETE));
+        CHECK(clFinish(q));
+        clReleaseEvent(gate);
+        clReleaseKernel(k);
+        clReleaseProgram(prog);
+        clReleaseCommandQueue(q);
+        clReleaseContext(ctx);
+        return 0;
+    }
 
     cl_mem whole = clCreateBuffer(ctx, CL_MEM_READ_WRITE, BIG, NULL, &err); CHECK(err);
     cl_mem other = clCreateBuffer(ctx, CL_MEM_READ_WRITE, BIG, NULL, &err); CHECK(err);

@@ -255,6 +255,10 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
 /// `examples/opencl/regions.c` on PoCL, recorded; returns the program's stdout, the trace and
 /// its JSON report (None when OpenCL tests are skipped).
 fn record_regions(dir: &Path) -> Option<(String, PathBuf, serde_json::Value)> {
+    record_regions_with(dir, &[])
+}
+
+fn record_regions_with(dir: &Path, args: &[&str]) -> Option<(String, PathBuf, serde_json::Value)> {
     let prog = opencl_program(dir, &workspace().join("examples/opencl/regions.c"), "regions", &["-O2"], &[])?;
     let trace = dir.join("regions.offtrace");
     let o = offtrace()
@@ -263,6 +267,7 @@ fn record_regions(dir: &Path) -> Option<(String, PathBuf, serde_json::Value)> {
         .arg(&trace)
         .arg("--")
         .arg(&prog)
+        .args(args)
         .args(["--platform", "Portable"])
         .output()
         .expect("record");
@@ -330,6 +335,24 @@ fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
         ],
         "sub-buffers (address, bytes, parent) and the kernel's allocation"
     );
+}
+
+/// A buffer the program releases while a command on it still waits (PoCL's command holds a
+/// reference of its own, so the runtime's `CL_MEM_REFERENCE_COUNT` is 2 at that release): the
+/// program's last reference went there, and the trace frees it. On main the layer read the
+/// runtime's count, recorded no free, and the report showed the 64 KiB live at the end (and,
+/// by timing, the same for `regions.c`'s buffers under load).
+#[test]
+fn a_buffer_released_while_its_command_waits_is_freed_at_that_release() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((out, _, r)) = record_regions_with(dir.path(), &["--release-early"]) else { return };
+    assert!(out.contains("released early"), "{out}");
+    let m = &r["memory"];
+    let allocated: u64 =
+        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().expect("count")).sum();
+    assert_eq!(allocated, 1, "{m}");
+    assert_eq!(m["peak_live_bytes"].as_u64(), Some(65536), "{m}");
+    assert_eq!((m["live_bytes_at_end"].as_u64(), m["unmatched_frees"].as_u64()), (Some(0), Some(0)), "{m}");
 }
 
 /// Rect copies and image commands on PoCL, each on a region of 512 bytes inside objects of 8 to

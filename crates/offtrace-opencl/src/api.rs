@@ -1102,7 +1102,7 @@ pub(crate) unsafe extern "C" fn clRetainMemObject(memobj: *mut c_void) -> i32 {
     let mut call = ApiCall::new();
     call.enter(op::clRetainMemObject, &[memobj as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clRetainMemObject.
-    let r = unsafe { next(memobj) };
+    let r = unsafe { crate::hooks::clRetainMemObject(next, memobj) };
     call.exit(r, 0);
     r
     })

@@ -35,10 +35,6 @@ use crate::queues::{self, QueueInfo};
 /// At most this many key/value pairs are read from a properties list.
 const MAX_PROPERTIES: usize = 64;
 
-fn objects_wanted() -> bool {
-    kind_enabled(Kind::MemoryAlloc) || kind_enabled(Kind::KernelDispatch) || kind_enabled(Kind::CodeObject)
-}
-
 // ---- queues ----------------------------------------------------------------------------------
 
 const CL_QUEUE_ON_DEVICE: u64 = 1 << 2;
@@ -752,13 +748,26 @@ pub(crate) unsafe fn clCreateImage3D(
     m
 }
 
-pub(crate) unsafe fn clReleaseMemObject(next: sig::clReleaseMemObject_fn, mem: *mut c_void) -> i32 {
-    let wanted = objects_wanted();
-    let rc = if wanted { objects::mem_info(mem, CL_MEM_REFERENCE_COUNT).unwrap_or(0) as u32 } else { 0 };
+pub(crate) unsafe fn clRetainMemObject(next: sig::clRetainMemObject_fn, mem: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(mem) };
-    if r == CL_SUCCESS && rc == 1 {
+    if r == CL_SUCCESS {
+        objects::mem_retained(mem);
+    }
+    r
+}
+
+/// The release that drops the program's last reference (counted by the layer: `objects.rs`,
+/// `MEM_REFS`) is the object's free, recorded before the runtime can reuse its address.
+pub(crate) unsafe fn clReleaseMemObject(next: sig::clReleaseMemObject_fn, mem: *mut c_void) -> i32 {
+    let last = objects::mem_releasing(mem);
+    if last {
         objects::freed(mem);
+    }
+    // SAFETY: forwarded.
+    let r = unsafe { next(mem) };
+    if r != CL_SUCCESS {
+        objects::mem_release_failed(mem, last);
     }
     r
 }

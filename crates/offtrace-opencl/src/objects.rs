@@ -27,6 +27,58 @@ struct KernelInfo {
 }
 
 static KERNELS: RwLock<Option<HashMap<usize, KernelInfo>>> = RwLock::new(None);
+
+/// The program's references to each buffer and image the layer reported: 1 at creation, one
+/// more per successful `clRetainMemObject`, one less per successful `clReleaseMemObject`. The
+/// release that drops the last one is the object's free in the trace. Counted here, not read
+/// from the runtime: `CL_MEM_REFERENCE_COUNT` also counts the commands still holding the object
+/// (PoCL's, until its driver thread retires them; the out-of-order commands whose events the
+/// layer keeps until its harvest thread reports them), so at the program's last release it may
+/// be above 1, and the free was lost.
+static MEM_REFS: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
+
+fn with_mem_refs<R>(f: impl FnOnce(&mut HashMap<usize, u32>) -> R) -> R {
+    f(MEM_REFS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::default))
+}
+
+/// A successful `clRetainMemObject` of `mem`.
+pub(crate) fn mem_retained(mem: *mut c_void) {
+    with_mem_refs(|m| {
+        if let Some(n) = m.get_mut(&(mem as usize)) {
+            *n = n.saturating_add(1);
+        }
+    });
+}
+
+/// Before `clReleaseMemObject(mem)` is forwarded: whether this release drops the program's last
+/// reference to an object the layer reported. Its entry is removed then, before the runtime can
+/// free the object and give its address to another one; [`mem_release_failed`] puts it back
+/// if the runtime refuses the release.
+pub(crate) fn mem_releasing(mem: *mut c_void) -> bool {
+    with_mem_refs(|m| match m.get_mut(&(mem as usize)) {
+        Some(1) => {
+            m.remove(&(mem as usize));
+            true
+        }
+        Some(n) => {
+            *n -= 1;
+            false
+        }
+        None => false,
+    })
+}
+
+/// The runtime refused the release that [`mem_releasing`] counted (`last`: it had removed the
+/// entry).
+pub(crate) fn mem_release_failed(mem: *mut c_void, last: bool) {
+    with_mem_refs(|m| {
+        if last {
+            m.insert(mem as usize, 1);
+        } else if let Some(n) = m.get_mut(&(mem as usize)) {
+            *n = n.saturating_add(1);
+        }
+    });
+}
 static NAMES: Mutex<Option<HashSet<&'static CStr>>> = Mutex::new(None);
 
 fn intern(s: &CStr) -> &'static CStr {
@@ -167,6 +219,7 @@ pub(crate) fn mem_created(mem: *mut c_void, size: u64, origin: MemOrigin) {
         }
     };
     let device = if context.is_null() { 0 } else { only_device(context) };
+    with_mem_refs(|m| m.insert(mem as usize, 1));
     let p = MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device };
     // A sub-buffer's bytes are its parent's: a `sub_alloc` keeps them out of live memory, and
     // its handle still names it in the allocation properties of a kernel it is passed to.
