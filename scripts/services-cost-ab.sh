@@ -56,7 +56,7 @@ for r in $(seq "$rounds"); do
       so=
       case $bin in *@*) so=${bin#*@}; bin=${bin%%@*} ;; esac
       line=$("${prefix[@]}" env ${so:+COST_SO="$so"} COST_CPU=1 COST_OP="$op" COST_N="$n" "$bin" --ignored --exact instructions --nocapture |
-        grep '^cpu_ns_per_op')
+        grep -o 'cpu_ns_per_op.*')
       # cpu_ns_per_op OP thread=T process=P
       echo "$side $op $r $(echo "$line" | sed -E 's/.*thread=([0-9.]+) process=([0-9.]+)/\1 \2/')" | tee -a "$out"
     done

@@ -21,10 +21,18 @@
 //! run of the ring's array of record addresses, which is the callback's `records` array in
 //! place: two runs when it wraps the array's end) and then with the late staging's, then
 //! releases the rings' space (`Release` store of each ring's record head). The delivery thread
-//! reads neither the records nor their addresses (only each ring's `tail`, once per delivery):
-//! a line the producer wrote moves to another core only if the tool reads it, and the producer
-//! never has to take a line back from the delivery thread while it writes. So the application
-//! thread never runs the tool's buffer callback.
+//! itself reads only each ring's `tail` (and, where it evicts, below, two record addresses and one
+//! header per delivery: where the delivered records begin and end): a line the producer wrote moves
+//! to another core only if the tool reads it. A tool that reads its records leaves a copy of each
+//! line in the delivery thread's core, which the producer's store on its next lap must invalidate
+//! there (with the tool reading each record's header, the producer's time per record was about
+//! three times the no-op tool's, and up to twelve times); so after callbacks that took long enough
+//! to have read the records, of a producer whose last watermark was on another CPU, the delivery
+//! thread flushes their lines from every cache before the release (`Area::evict`), and the
+//! producer's next lap finds them in memory, which its streaming stores fetch without waiting on
+//! another core. A tool that reads nothing, or reads on the producer's CPU, leaves the lines in the
+//! producer's cache, and they stay there. The application thread never runs the tool's buffer
+//! callback.
 //!
 //! Semantics:
 //! - `size` bounds each producing thread's staging (rounded up to a power of two, so at least
@@ -144,6 +152,11 @@ struct Area {
     /// Stored by the producer once per watermark, read by the delivery thread at each poll: a
     /// read-mostly line, unlike `tail` (see [`crate::doorbell`]).
     ready: CachePadded<AtomicUsize>,
+    /// The CPU the producer ran on at its last watermark (`u32::MAX`: not known). Stored by the
+    /// producer once per watermark, read by the delivery thread per delivery: a tool reading
+    /// on the producer's CPU shares no line with another core, so there is nothing to evict
+    /// (see `Area::evict`).
+    producer_cpu: CachePadded<AtomicU32>,
 }
 
 /// A value alone in its 128-byte block (see [`Area`]).
@@ -177,6 +190,7 @@ impl Area {
             tail: CachePadded(AtomicUsize::new(0)),
             head: CachePadded(AtomicUsize::new(0)),
             ready: CachePadded(AtomicUsize::new(0)),
+            producer_cpu: CachePadded(AtomicU32::new(u32::MAX)),
         }
     }
 
@@ -247,6 +261,71 @@ impl Area {
         [first..first + head, 0..len - head]
     }
 
+    /// Producer, at a watermark: notes the CPU it runs on.
+    fn note_cpu(&self) {
+        // Relaxed: a hint (a stale value costs an eviction too many or too few, never a value).
+        self.producer_cpu.store(current_cpu(), Ordering::Relaxed);
+    }
+
+    /// Consumer: whether the producer ran on another CPU than `cpu` at its last watermark.
+    fn elsewhere(&self, cpu: u32) -> bool {
+        // Relaxed: a hint (see `note_cpu`).
+        let p = self.producer_cpu.load(Ordering::Relaxed);
+        p == u32::MAX || cpu == u32::MAX || p != cpu
+    }
+
+    /// Consumer, after the callback, before `release`: writes back and drops from every cache
+    /// the lines of the records `[head, end)` and of their start entries, so that the
+    /// producer's stores on its next lap find them in no other core's cache (see the module
+    /// doc). A flush changes no value, so it is correct at any time; a line the producer is
+    /// writing (the last record's, shared with the next) is only fetched back once more.
+    /// Without it, a producer whose tool reads on another core waits for an invalidation per
+    /// line it writes; a write prefetch (`prefetchw`) of the lines 256 bytes to 4 KB ahead
+    /// did not help there (`docs/overhead.md`, *Tool API*).
+    fn evict(&self, end: usize) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        {
+            let head = self.head.load(Ordering::Relaxed);
+            if head >= end {
+                return;
+            }
+            let sm = self.starts.len() - 1;
+            let words = self.words.len();
+            let base = self.words[0].with(|p| p.cast::<u8>());
+            let ring_end = base.wrapping_add(words * 8);
+            // SAFETY: entries of published, undelivered records (see `Area`).
+            let (first, last) = unsafe { (*self.start_entry(head & sm), *self.start_entry((end - 1) & sm)) };
+            // SAFETY: a published record.
+            let last_end = last.cast::<u8>().wrapping_add(unsafe { (*last).size } as usize);
+            let flush = |from: *const u8, to: *const u8| {
+                let mut p = from;
+                while p < to {
+                    // SAFETY: SSE2 (the x86-64 baseline); `p` is in this ring (flushing a
+                    // line changes no value).
+                    unsafe { std::arch::x86_64::_mm_clflush(p) };
+                    p = p.with_addr((p.addr() | 63) + 1);
+                }
+            };
+            let first = first.cast::<u8>();
+            if last.cast::<u8>() >= first {
+                flush(first, last_end);
+            } else {
+                flush(first, ring_end);
+                flush(base, last_end);
+            }
+            let s0 = self.starts[0].with(|p| p.cast::<u8>());
+            let (a, b) = (head & sm, (end - 1) & sm);
+            if b >= a {
+                flush(s0.wrapping_add(a * 8), s0.wrapping_add(b * 8 + 8));
+            } else {
+                flush(s0.wrapping_add(a * 8), s0.wrapping_add((sm + 1) * 8));
+                flush(s0, s0.wrapping_add(b * 8 + 8));
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        let _ = end;
+    }
+
     /// Consumer: the address of `starts[i]` (no access).
     fn start_entry(&self, i: usize) -> *const *const BufferRecordHeader {
         self.starts[i].with(|p| p.cast::<*const BufferRecordHeader>())
@@ -293,6 +372,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 static BUFFERS: Mutex<Vec<Arc<Buffer>>> = Mutex::new(Vec::new());
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
+
+/// Below this many picoseconds per record, a buffer callback did not read the records' lines
+/// (see `Buffer::drain`).
+const READ_PS_PER_RECORD: u128 = 250;
 
 /// The longest the delivery thread naps while records flow: a ring's watermark is delivered
 /// at most this long after it was reached (plus the delivery of what is ahead of it), unless
@@ -549,6 +632,13 @@ impl Staging {
     }
 }
 
+/// The CPU the calling thread runs on (`u32::MAX` where unknown): `sched_getcpu`, a vDSO call.
+fn current_cpu() -> u32 {
+    // SAFETY: no preconditions; returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).unwrap_or(u32::MAX)
+}
+
 /// The thread's stagings (boxed: the per-context cache in the thread state points at them).
 /// Dropping it (thread teardown) clears that cache and queues what the thread staged for
 /// delivery; later records of the thread go out through [`Buffer::write_late`].
@@ -673,6 +763,7 @@ impl Buffer {
             let urgency = self.urgency(st.tail - head, now.duration_since(st.last_mark));
             st.last_mark = now;
             st.notify_at = st.tail + self.watermark;
+            st.area.note_cpu();
             Buffer::request_delivery(&st.buffer, st, urgency);
         }
         self.set_limit(st, head);
@@ -838,6 +929,7 @@ impl Buffer {
         records.clear();
         ends.clear();
         let mut called = false;
+        let (since, mut delivered) = (Instant::now(), 0);
         for area in areas.iter() {
             let r = area.take();
             ends.push(r.end);
@@ -847,9 +939,17 @@ impl Buffer {
                     // again before `release` below (see `Area`).
                     self.call(area.start_entry(run.start), run.len());
                     called = true;
+                    delivered += run.len();
                 }
             }
         }
+        // Whether the tool may have read the records: callbacks that took less than
+        // `READ_PS_PER_RECORD` per record (a quarter of a nanosecond: about one cycle) read
+        // none of them (a call that reads nothing costs the same for 1 or 2000 records; one
+        // that reads each record's first word, streamed from another core, took 1-2 ns per
+        // record), so the lines are in the producer's cache alone, and evicting them would only
+        // send the producer's next lap to memory.
+        let read = since.elapsed().as_nanos() * 1000 >= READ_PS_PER_RECORD * delivered as u128;
         let late = std::mem::take(&mut *lock(&self.late));
         let mut pos = 0;
         while pos < late.len() {
@@ -864,7 +964,14 @@ impl Buffer {
             self.call(records.as_ptr(), records.len());
         }
         records.clear();
+        // Only the delivery thread: a producer that delivers its own records (no delivery
+        // thread) would evict its own lines and take them back from memory on its next lap.
+        let evict = read && ON_DELIVERY_THREAD.try_with(Cell::get).unwrap_or(false);
+        let cpu = if evict { current_cpu() } else { u32::MAX };
         for (area, end) in areas.iter().zip(ends.iter()) {
+            if evict && area.elsewhere(cpu) {
+                area.evict(*end);
+            }
             area.release(*end);
         }
         // Rings of exited threads (no producer holds them) are empty now: forget them.

@@ -36,6 +36,46 @@ unsafe extern "C" fn noop_buffer(
     black_box((r, n));
 }
 
+/// A tool that reads every record (the first word of each: its size and kind), as a real
+/// tool does: the delivery thread then reads each ring line the producer wrote, which the
+/// producer must take back on its next lap. `COST_READ_RECORDS=1` picks it (the no-op
+/// callback reads no record, so the ring's lines never leave the producer's core).
+unsafe extern "C" fn reading_buffer(
+    _c: ContextId,
+    _b: BufferId,
+    r: *const *const BufferRecordHeader,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
+    let mut sum = 0u64;
+    for i in 0..n {
+        // SAFETY: the services pass `n` valid record addresses, valid during the call.
+        sum += u64::from(unsafe { (**r.add(i)).size });
+    }
+    black_box(sum);
+}
+
+/// A tool that works per record as long as `reading_buffer` but reads no record (a chain of
+/// `COST_SPIN_RECORDS` multiplies per record): with it, what the producer pays beside a busy
+/// delivery thread is told apart from what it pays for the lines that thread reads.
+unsafe extern "C" fn spinning_buffer(
+    _c: ContextId,
+    _b: BufferId,
+    r: *const *const BufferRecordHeader,
+    n: usize,
+    _d: *mut c_void,
+    _x: u64,
+) {
+    static SPIN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let k = *SPIN.get_or_init(|| std::env::var("COST_SPIN_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
+    let mut x = r as u64 | 1;
+    for _ in 0..n as u64 * k {
+        x = black_box(x).wrapping_mul(3);
+    }
+    black_box(x);
+}
+
 /// Sets up a context for `op`, runs `op` `n` times, tears the context down.
 pub fn measure(op: &str, n: u64) -> Measured {
     let ctx = create_context().unwrap();
@@ -44,6 +84,13 @@ pub fn measure(op: &str, n: u64) -> Measured {
     let env_bytes =
         |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let (size, watermark) = (env_bytes("COST_BUFFER_BYTES", 4096 * rec), env_bytes("COST_WATERMARK_BYTES", 2048 * rec));
+    let tool = if std::env::var_os("COST_READ_RECORDS").is_some() {
+        reading_buffer
+    } else if std::env::var_os("COST_SPIN_RECORDS").is_some() {
+        spinning_buffer
+    } else {
+        noop_buffer
+    };
     // SAFETY: the no-op callbacks are sound for any record.
     unsafe {
         if op == "callback" {
@@ -53,17 +100,14 @@ pub fn measure(op: &str, n: u64) -> Measured {
         } else if op == "activity_off" || op == "activity_built_off" {
             // A context with a buffer for API calls only: `emit_activity` of a copy delivers
             // nothing (what the backend does anyway, without a tool that wants copies).
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            let buf = create_buffer(ctx, size, watermark, BufferPolicy::Lossless, tool, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
         } else if op == "api_off" {
             // The same for API calls: a buffer for copies only.
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            let buf = create_buffer(ctx, size, watermark, BufferPolicy::Lossless, tool, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
         } else {
-            let buf =
-                create_buffer(ctx, size, watermark, BufferPolicy::Lossless, noop_buffer, std::ptr::null_mut()).unwrap();
+            let buf = create_buffer(ctx, size, watermark, BufferPolicy::Lossless, tool, std::ptr::null_mut()).unwrap();
             configure_buffer_tracing_service(ctx, Kind::UrApi, None, buf).unwrap();
             configure_buffer_tracing_service(ctx, Kind::MemoryCopy, None, buf).unwrap();
         }
