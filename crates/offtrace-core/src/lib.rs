@@ -54,8 +54,8 @@ pub use correlation::{
     set_external_correlation_hook, set_process_external_correlation_id, set_reported_hook, times_delivered_below,
 };
 pub use direct::{
-    DirectCall, DirectRecord, DirectSink, DirectThreadWord, clear_direct_thread_word, direct_path_applies,
-    set_direct_sink,
+    DirectCall, DirectRecord, DirectSink, DirectThreadWord, backend_thread_word, clear_direct_thread_word,
+    direct_path_applies, set_direct_sink,
 };
 pub use error::ServiceError;
 pub use generation::{Generation, GenerationCounter, Memo};
