@@ -1487,6 +1487,16 @@ mod graph {
         get(&NODES, uid).unwrap_or(uid)
     }
 
+    /// [`node_of`], the node made last on this thread first: the runtime makes a command's
+    /// node, then starts its task, makes the edges into it and signals it, on the same thread,
+    /// and its event (the uid) lives until then: that node's id without the shared table.
+    fn node_here(g: &GraphThread, uid: u64) -> u64 {
+        match g.cur.try_borrow() {
+            Ok(c) if c.uid == uid && uid != 0 => c.node,
+            _ => node_of(uid),
+        }
+    }
+
     /// A node's name, NUL-terminated, with its length: copies take only the used bytes (the
     /// capacity is the record's longest string, mostly unused).
     #[derive(Clone, Copy)]
@@ -1554,6 +1564,8 @@ mod graph {
     #[derive(Clone, Copy)]
     struct Current {
         node: u64,
+        /// The uid64 of its event (what the runtime's notifications name it by while it lives).
+        uid: u64,
         name: NodeName,
         queue: u64,
         event: u64,
@@ -1579,6 +1591,7 @@ mod graph {
 
     const NONE: Current = Current {
         node: 0,
+        uid: 0,
         name: NodeName::EMPTY,
         queue: 0,
         event: 0,
@@ -1625,26 +1638,30 @@ mod graph {
     }
 
     fn flush_into(g: &GraphThread, out: &mut NameOut) {
-        // Copied out before emitting (a callback may run SYCL code that makes a node here), the
-        // held edges only when there are some: the whole node is over 1 KiB.
-        let pending = (|| {
-            let mut c = g.cur.try_borrow_mut().ok()?;
-            if c.emitted {
-                return None;
-            }
-            c.emitted = true;
-            let edges = (c.held > 0).then(|| (c.edges, c.held));
-            Some((c.node, c.name.copy_to(out), c.queue, c.event, edges))
-        })();
-        if let Some((node, len, queue, event, edges)) = pending {
-            let g = TaskGraphPayload { node, name: out_ptr(out, len), queue, event, ..Default::default() };
-            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
-            if let Some((edges, held)) = edges {
-                for (source, uid, name) in &edges[..held] {
-                    emit_edge(*uid, *source, node, name_ptr(name));
-                }
-            }
+        // Copied out before emitting (a callback may run SYCL code that makes a node here): the
+        // name's used bytes and four words; the held edges (640 bytes) only when there are some.
+        let Ok(mut c) = g.cur.try_borrow_mut() else { return };
+        if c.emitted {
+            return;
         }
+        c.emitted = true;
+        let (node, len, queue, event, held) = (c.node, c.name.copy_to(out), c.queue, c.event, c.held);
+        if held > 0 {
+            let edges = c.edges;
+            drop(c);
+            emit_node(node, out_ptr(out, len), queue, event);
+            for (source, uid, name) in &edges[..held] {
+                emit_edge(*uid, *source, node, name_ptr(name));
+            }
+        } else {
+            drop(c);
+            emit_node(node, out_ptr(out, len), queue, event);
+        }
+    }
+
+    fn emit_node(node: u64, name: *const c_char, queue: u64, event: u64) {
+        let g = TaskGraphPayload { node, name, queue, event, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
     }
 
     fn emit_edge(uid: u64, source: u64, target: u64, name: *const c_char) {
@@ -1679,6 +1696,7 @@ mod graph {
             // pattern names every field, so a new one cannot be left out.
             let Current {
                 node: c_node,
+                uid: c_uid,
                 name: c_name,
                 queue: c_queue,
                 event,
@@ -1691,7 +1709,7 @@ mod graph {
                 signalled,
                 enqueue_event,
             } = &mut *c;
-            (*c_node, *c_queue, *c_host) = (node, queue, host);
+            (*c_node, *c_uid, *c_queue, *c_host) = (node, e.unique_id, queue, host);
             (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
             (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
             let name = if name.is_null() {
@@ -1791,7 +1809,7 @@ mod graph {
     /// An edge into the held-back node is held with it (the node's record must come first);
     /// any other edge is emitted now, after the held node.
     pub(super) fn edge_create(g: &GraphThread, e: &TraceEventData) {
-        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
+        let (source, target) = (node_of(e.source_id), node_here(g, e.target_id));
         let held = (|| {
             let Ok(mut c) = g.cur.try_borrow_mut() else { return false };
             if c.node != target {
@@ -1818,7 +1836,7 @@ mod graph {
     /// The node and queue of the task starting (the node made last on this thread, normally).
     /// A host task's node is emitted now: no UR enqueue inside it will tell more.
     pub(super) fn task_begin(g: &GraphThread, e: &TraceEventData, instance: u64) -> (u64, u64) {
-        let node = node_of(e.unique_id);
+        let node = node_here(g, e.unique_id);
         let (r, host) = match g.cur.try_borrow_mut() {
             Ok(mut c) if c.node == node => {
                 c.task = instance;
@@ -1850,7 +1868,7 @@ mod graph {
     }
 
     fn signal_with(g: &GraphThread, out: &mut NameOut, e: &TraceEventData, instance: u64, event: u64) {
-        let (node, queue, len) = current(g, instance, out).unwrap_or_else(|| (node_of(e.unique_id), 0, 0));
+        let (node, queue, len) = current(g, instance, out).unwrap_or_else(|| (node_here(g, e.unique_id), 0, 0));
         if let Ok(mut c) = g.cur.try_borrow_mut()
             && c.node == node
         {
@@ -1880,7 +1898,7 @@ mod graph {
         exit: impl FnOnce(&TaskGraphPayload),
     ) {
         let (node, queue, len) =
-            current(g, instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, 0));
+            current(g, instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_here(g, e.unique_id)), 0, 0));
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
         let unsignalled = (|| {
@@ -2048,6 +2066,7 @@ fn key_of(name: &[u8]) -> Key {
 type KeyCache = [Cell<(u32, Key)>; 32];
 
 /// The [`Key`] of key id `id`, through the thread's `cache`.
+#[inline]
 fn key(cache: &KeyCache, d: &Dispatcher, id: u32) -> Key {
     let slot = (id as usize) % 32;
     let (cached, k) = cache[slot].get();
