@@ -20,6 +20,7 @@ mod kind;
 mod marker;
 mod payload;
 pub mod ring;
+mod shared_table;
 mod sync;
 mod thread_cache;
 mod timestamp;
@@ -74,4 +75,5 @@ pub use payload::{
     ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload, MemoryAllocPayload,
     MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload,
 };
+pub use shared_table::{SHARED_TABLE_WAYS, SharedTable};
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

@@ -1451,35 +1451,23 @@ fn queue_of_id(bt: &BridgeThread, id: u64) -> u64 {
 ///   runtime made edges for the node itself.
 mod graph {
     use super::*;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
+    use offtrace_core::SharedTable;
 
-    /// foldhash, not the default SipHash: the keys are ids and handles the runtime chose, not
-    /// input an attacker controls, and SipHash was most of each look-up's cost (one per node,
-    /// one per signal, two per edge).
-    type Table = Mutex<Option<HashMap<u64, u64, foldhash::fast::FixedState>>>;
+    /// Shared by every thread, without a lock (`offtrace_core::SharedTable`): 16,384 buckets of
+    /// four entries, each bucket keeping its latest keys (those of live events).
+    type Table = SharedTable<{ 1 << 14 }>;
 
     /// uid64 of a live node event → the node id.
-    static NODES: Table = Mutex::new(None);
+    static NODES: Table = SharedTable::new();
     /// UR event handle → the node whose command returned it.
-    static EVENTS: Table = Mutex::new(None);
-    /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
-    const MAX: usize = 1 << 16;
+    static EVENTS: Table = SharedTable::new();
 
     fn put(t: &Table, k: u64, v: u64) {
-        if k == 0 {
-            return;
-        }
-        let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
-        let m = g.get_or_insert_with(HashMap::default);
-        if m.len() >= MAX {
-            m.clear();
-        }
-        m.insert(k, v);
+        t.put(k, v);
     }
 
     fn get(t: &Table, k: u64) -> Option<u64> {
-        t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
+        t.get(k)
     }
 
     /// The node id of a live node event.
