@@ -2053,18 +2053,25 @@ fn key_of(name: &[u8]) -> Key {
 /// A small direct-mapped cache of metadata key id → [`Key`] in front of `xptiLookupString`.
 type KeyCache = [Cell<(u32, Key)>; 32];
 
-/// The [`Key`] of key id `id`, through the thread's `cache`.
-#[inline]
+/// The [`Key`] of key id `id`, through the thread's `cache` (inlined into the metadata walk: a
+/// hit is a load and a compare; a miss looks the name up, out of line).
+#[inline(always)]
 fn key(cache: &KeyCache, d: &Dispatcher, id: u32) -> Key {
     let slot = (id as usize) % 32;
     let (cached, k) = cache[slot].get();
     if cached == id && id != 0 {
         return k;
     }
+    key_miss(cache, d, id)
+}
+
+#[cold]
+#[inline(never)]
+fn key_miss(cache: &KeyCache, d: &Dispatcher, id: u32) -> Key {
     // SAFETY: xptiLookupString returns null or a NUL-terminated string the dispatcher owns.
     let p = unsafe { (d.lookup_string)(id) };
     let k = if p.is_null() { Key::Other } else { key_of(unsafe { CStr::from_ptr(p) }.to_bytes()) };
-    cache[slot].set((id, k));
+    cache[(id as usize) % 32].set((id, k));
     k
 }
 
