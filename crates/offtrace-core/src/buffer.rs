@@ -646,9 +646,10 @@ impl Buffer {
         let st = unsafe { &mut *cache.get().1 };
         let layout = payload.layout(head.kind);
         if st.tail + layout.words() > st.limit {
-            // A copy for the cold call: with the caller's header escaping to it, the fast path
-            // stored the header to memory first even when it wrote the record from registers.
-            let head = *head;
+            // Copies for the cold call: with the caller's header (or the layout) escaping to
+            // it, the fast path stored them to memory first even when it wrote the record from
+            // registers.
+            let (head, layout) = (*head, layout);
             return self.write_slow(st, &layout, &head, payload);
         }
         // SAFETY: below the limit: within the room the consumer left, before the ring's end.

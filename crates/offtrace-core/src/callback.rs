@@ -59,7 +59,7 @@ use crate::direct;
 use crate::error::ServiceError;
 use crate::inflight::{Frame, ThreadSlot, release_late_slot, take_late_slot, thread_slot};
 use crate::kind::Kind;
-use crate::payload::Payload;
+use crate::payload::{ApiCallPayload, Payload};
 use crate::timestamp::timestamp_ns;
 
 /// Per-call storage a tool keeps from enter to exit (`offtrace_user_data_t`, a union of
@@ -155,24 +155,30 @@ impl OperationFilter {
     }
 }
 
-/// The low bit of a service pointer as the context slot stores it: set when the service's
-/// filter passes every operation, so the record path decides without loading the service
-/// (a dependent load of the filter's flag on every record otherwise).
-/// Services are boxed with an alignment of at least 8, so the bit is free.
+/// The low bits of a service pointer as the context slot stores it, one of two tags (services
+/// are boxed with an alignment of at least 8, so the bits are free): `ALL_OPS` when the
+/// service's filter passes every operation, `LISTED` when it has an operation list. So the
+/// record path decides without loading the service (a dependent load of the filter's flag on
+/// every record otherwise): one bit test says "a service that wants every operation" (`ALL_OPS`;
+/// null has neither bit), another says "some service here has a list" for the two services of an
+/// enter at once (`(callback | buffer) & LISTED`: one `or` and one test, where a single tag had
+/// to tell null from an untagged pointer for each).
 const ALL_OPS: usize = 1;
+const LISTED: usize = 2;
+const TAGS: usize = ALL_OPS | LISTED;
 
 /// The pointer to store in a context slot's service table for `svc` (`all`: its filter passes
 /// every operation).
 pub(crate) fn tagged_service<S>(svc: *mut S, all: bool) -> *mut S {
-    const { assert!(std::mem::align_of::<S>() > ALL_OPS) };
-    if all { svc.map_addr(|a| a | ALL_OPS) } else { svc }
+    const { assert!(std::mem::align_of::<S>() > TAGS) };
+    svc.map_addr(|a| a | if all { ALL_OPS } else { LISTED })
 }
 
 /// A service pointer as loaded from a slot's table: the service itself (null if none) and
 /// whether it wants every operation.
 #[inline(always)]
 pub(crate) fn untag_service<S>(p: *mut S) -> (*mut S, bool) {
-    (p.map_addr(|a| a & !ALL_OPS), p.addr() & ALL_OPS != 0)
+    (p.map_addr(|a| a & !TAGS), p.addr() & ALL_OPS != 0)
 }
 
 /// A context's service table entry (one per kind, callback or buffer): registration installs a
@@ -485,7 +491,12 @@ pub fn emit_enter(kind: Kind, op: u32, payload: Payload<'_>) -> CallToken {
     }
     // The pointer callbacks get, here: where the call site names the variant and the kind, it
     // folds to the payload's address (inside, it took a table and a jump table per record).
-    enter_slow(kind, op, payload_ptr(kind, &payload), mask)
+    let ptr = payload_ptr(kind, &payload);
+    if mask >> BUFFER_SHIFT == 0 {
+        // Callback services only: their own path (no buffer record to prepare for).
+        return enter_callback_slow(kind, op, ptr, mask);
+    }
+    enter_slow(kind, op, ptr, mask)
 }
 
 /// [`emit_enter`] with a payload that costs something to build (arguments read from the
@@ -513,7 +524,11 @@ where
         }
         let value = build();
         let payload = payload(&value);
-        return enter_slow(kind, op, payload_ptr(kind, &payload), mask);
+        let ptr = payload_ptr(kind, &payload);
+        if mask >> BUFFER_SHIFT == 0 {
+            return enter_callback_slow(kind, op, ptr, mask);
+        }
+        return enter_slow(kind, op, ptr, mask);
     }
     let value = build();
     emit_enter(kind, op, payload(&value))
@@ -538,13 +553,24 @@ pub fn emit_exit_at(token: CallToken, ts: u64, payload: Payload<'_>) {
         // No callback saw the enter: a buffer record or nothing. Straight to the record's path
         // (one function less on the way, and no payload pointer to compute).
         if token.buffered() != 0 {
-            exit_record_slow(token, payload);
+            match payload.as_api_call() {
+                // An API call's own payload (the common pair): resolved here, where the call
+                // site names the variant and the test folds to one compare of the token's kind.
+                Some(p) if payload.kind().is_some_and(|k| k as u8 == token.kind()) => exit_api_record_slow(token, p),
+                _ => exit_record_slow(token, payload),
+            }
         }
     } else {
         // The callbacks' pointer here, as in `emit_enter` (the payload's kind folds; the
         // token's is one compare).
         let ptr = if payload.kind().is_some_and(|k| k as u8 == token.kind()) { payload.as_ptr() } else { ptr::null() };
-        exit_slow(token, ptr, payload);
+        if token.buffered() == 0 {
+            // Callbacks only: the exit needs the payload's pointer alone (not the payload
+            // kept across the callback for a record).
+            exit_callback_slow(token, ptr);
+        } else {
+            exit_slow(token, ptr, payload);
+        }
     }
 }
 
@@ -757,6 +783,15 @@ fn acquire<S>(me: &ThreadSlot, busy: u32, i: usize, services: &[AtomicPtr<S>], k
     acquire_service(me, busy, i, &SLOTS[i].active, &services[kind.index()])
 }
 
+/// Whether the non-zero `x` has one bit set: `x & (x - 1) == 0`, two instructions and a branch
+/// (`is_power_of_two` also rules out 0, which every caller has ruled out already: the kind's
+/// mask as the emit tested it, not loaded again, and a delivered token's pairs).
+#[inline(always)]
+fn one_bit(x: u32) -> bool {
+    debug_assert!(x != 0);
+    x & x.wrapping_sub(1) == 0
+}
+
 /// The set bits of `mask`, lowest first, as indices (a plain loop: the body stays inline).
 #[inline(always)]
 fn bits(mask: u32) -> impl Iterator<Item = usize> {
@@ -780,8 +815,8 @@ fn enter_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
     let t = thread_state();
     let contexts = (mask | (mask >> BUFFER_SHIFT)) & 0xff;
     if let Some(me) = t.slot.get()
-        && contexts.is_power_of_two()
-        && let Some(token) = enter_one::<true>(t, me, kind, op, ptr, mask, contexts)
+        && one_bit(contexts)
+        && let Some(token) = enter_one::<true, true>(t, me, kind, op, ptr, mask, contexts)
     {
         return token;
     }
@@ -795,12 +830,27 @@ fn enter_record_slow(kind: Kind, op: u32, mask: u32) -> CallToken {
     let t = thread_state();
     let contexts = (mask >> BUFFER_SHIFT) & 0xff;
     if let Some(me) = t.slot.get()
-        && contexts.is_power_of_two()
-        && let Some(token) = enter_one::<false>(t, me, kind, op, ptr::null(), mask, contexts)
+        && one_bit(contexts)
+        && let Some(token) = enter_one::<false, true>(t, me, kind, op, ptr::null(), mask, contexts)
     {
         return token;
     }
     enter_any(kind, op, ptr::null(), mask)
+}
+
+/// [`enter_slow`] for a kind only callback services want (`mask` has no buffer bits): the
+/// one-context path without a buffer record's preparations, in a function of its own.
+#[inline(never)]
+fn enter_callback_slow(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
+    let t = thread_state();
+    let contexts = mask & 0xff;
+    if let Some(me) = t.slot.get()
+        && one_bit(contexts)
+        && let Some(token) = enter_one::<true, false>(t, me, kind, op, ptr, mask, contexts)
+    {
+        return token;
+    }
+    enter_any(kind, op, ptr, mask)
 }
 
 /// [`enter_slow`], every case (several contexts, operation lists, a thread not registered yet
@@ -820,9 +870,10 @@ fn enter_any(kind: Kind, op: u32, ptr: *const c_void, mask: u32) -> CallToken {
 /// services' tags tested before anything is written. `None`, having changed nothing, when a
 /// service has an operation list: the caller takes the full path from the start.
 ///
-/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test).
+/// `CALLBACK`: whether `mask` may have callback bits (`false`: none, by the caller's test);
+/// `BUFFER`: whether it may have buffer bits (`false`: none, by the caller's test).
 #[inline(always)]
-fn enter_one<const CALLBACK: bool>(
+fn enter_one<const CALLBACK: bool, const BUFFER: bool>(
     t: &ThreadState,
     me: &ThreadSlot,
     kind: Kind,
@@ -848,13 +899,13 @@ fn enter_one<const CALLBACK: bool>(
     } else {
         ptr::null_mut()
     };
-    let bs = if mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
+    let bs = if BUFFER && mask & (1 << (i as u32 + BUFFER_SHIFT)) != 0 {
         slot.buffers[kind.index()].load(Ordering::Acquire)
     } else {
         ptr::null_mut()
     };
-    // A service with an operation list (non-null, untagged): the full path.
-    if (!cb.is_null() && cb.addr() & ALL_OPS == 0) || (!bs.is_null() && bs.addr() & ALL_OPS == 0) {
+    // A service with an operation list: the full path.
+    if (cb.addr() | bs.addr()) & LISTED != 0 {
         me.leave(busy);
         return None;
     }
@@ -899,7 +950,10 @@ fn enter_one<const CALLBACK: bool>(
         };
     }
     me.leave(busy);
-    frame.start = if buffered != 0 { timestamp_ns() } else { 0 };
+    // Read by the exit only for a buffer record: no store without one.
+    if buffered != 0 {
+        frame.start = timestamp_ns();
+    }
     frame.previous = t.current.replace(correlation);
     Some(token)
 }
@@ -1015,9 +1069,23 @@ fn exit_slow(token: CallToken, ptr: *const c_void, payload: Payload<'_>) {
     }
     // The pairs were opened on this thread, so it has a slot, or had one until its teardown.
     match t.slot.get() {
-        Some(me) if token.pairs().is_power_of_two() => exit_one::<true>(t, me, token, ptr, payload),
+        Some(me) if one_bit(token.pairs()) => exit_one::<true, true>(t, me, token, ptr, payload, None),
         Some(me) => exit_body(t, me, token, ptr, payload),
         None => exit_dying(t, token, ptr, payload),
+    }
+}
+
+/// The exit of a call only callbacks saw (no buffer record): for one context, [`exit_one`]
+/// without the record's part (no payload, no end time kept across the callback); otherwise
+/// [`exit_slow`]'s cases.
+#[inline(never)]
+fn exit_callback_slow(token: CallToken, ptr: *const c_void) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
+            exit_one::<true, false>(t, me, token, ptr, Payload::None, None)
+        }
+        _ => exit_slow(token, ptr, Payload::None),
     }
 }
 
@@ -1129,14 +1197,16 @@ fn exit_body(t: &ThreadState, me: &ThreadSlot, token: CallToken, ptr: *const c_v
 /// [`exit_body`] for a call one context saw (`token.pairs()` has one bit), the common case:
 /// the same steps without a loop, so nothing is kept for a next context.
 ///
-/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline).
+/// `CALLBACK`: whether a callback saw the enter (with `false`, the record is written inline);
+/// `RECORD`: whether the token may have a buffer record (`false`: the caller saw none).
 #[inline(always)]
-fn exit_one<const CALLBACK: bool>(
+fn exit_one<const CALLBACK: bool, const RECORD: bool>(
     t: &ThreadState,
     me: &ThreadSlot,
     token: CallToken,
     ptr: *const c_void,
     payload: Payload<'_>,
+    api: Option<&ApiCallPayload>,
 ) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     // SAFETY: as in `exit_body`.
@@ -1147,7 +1217,7 @@ fn exit_one<const CALLBACK: bool>(
     // One bit: one `tzcnt`; masked: no bounds check.
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     // Before the exit callback, as in `exit_body`: the record's time leaves the tool's out.
-    let end = if token.buffered() != 0 { timestamp_ns() } else { 0 };
+    let end = if RECORD && token.buffered() != 0 { timestamp_ns() } else { 0 };
     let slot = &SLOTS[i];
     if me.enter_if_active(busy, i, &slot.exits) {
         let handle = frame.handle[i];
@@ -1179,9 +1249,9 @@ fn exit_one<const CALLBACK: bool>(
                     };
                 }
             }
-            if !CALLBACK {
-                write_exit_record(t, CallToken { ..token }, frame, end, payload);
-            } else if token.buffered() != 0 {
+            if RECORD && !CALLBACK {
+                write_exit_record(t, CallToken { ..token }, frame, end, payload, api);
+            } else if RECORD && token.buffered() != 0 {
                 exit_record(CallToken { ..token }, frame, end, payload);
             }
         }
@@ -1198,7 +1268,7 @@ fn exit_one<const CALLBACK: bool>(
 fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
     // Read here rather than passed: this function keeps its arguments to what the callback
     // delivery leaves in registers (and the thread-pointer cache's look-up is a few loads).
-    write_exit_record(thread_state(), token, frame, end, payload);
+    write_exit_record(thread_state(), token, frame, end, payload, None);
 }
 
 /// The exit of a call only buffer services saw: for one context, [`exit_one`] with the record
@@ -1207,16 +1277,51 @@ fn exit_record(token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) 
 fn exit_record_slow(token: CallToken, payload: Payload<'_>) {
     let t = thread_state();
     match t.slot.get() {
-        Some(me) if token.frame() & LATE_FRAME == 0 && token.pairs().is_power_of_two() => {
-            exit_one::<false>(t, me, token, ptr::null(), payload)
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
+            exit_one::<false, true>(t, me, token, ptr::null(), payload, None)
         }
         _ => exit_slow(token, ptr::null(), payload),
     }
 }
 
-/// What [`exit_record`] does.
+/// [`exit_record_slow`] for an API call whose exit payload `p` is of the token's kind (checked
+/// by the caller): the record written without the payload's variant tested again.
+#[inline(never)]
+fn exit_api_record_slow(token: CallToken, p: &ApiCallPayload) {
+    let t = thread_state();
+    match t.slot.get() {
+        Some(me) if token.frame() & LATE_FRAME == 0 && one_bit(token.pairs()) => {
+            exit_one::<false, true>(t, me, token, ptr::null(), Payload::None, Some(p))
+        }
+        _ => {
+            let payload = api_payload(token.kind(), p);
+            exit_slow(token, ptr::null(), payload)
+        }
+    }
+}
+
+/// The payload of an API call of the kind `kind` (a token's: one of the API kinds).
+#[cold]
+fn api_payload(kind: u8, p: &ApiCallPayload) -> Payload<'_> {
+    match Kind::from_u32(u32::from(kind)) {
+        Some(Kind::OpenclApi) => Payload::OpenclApi(p),
+        Some(Kind::CudaRuntimeApi) => Payload::CudaRuntimeApi(p),
+        Some(Kind::CudaDriverApi) => Payload::CudaDriverApi(p),
+        _ => Payload::UrApi(p),
+    }
+}
+
+/// What [`exit_record`] does. `api`: the call's API payload when the caller resolved it
+/// (`payload` is not read then).
 #[inline(always)]
-fn write_exit_record(t: &ThreadState, token: CallToken, frame: &Frame, end: u64, payload: Payload<'_>) {
+fn write_exit_record(
+    t: &ThreadState,
+    token: CallToken,
+    frame: &Frame,
+    end: u64,
+    payload: Payload<'_>,
+    api: Option<&ApiCallPayload>,
+) {
     let Some(kind) = Kind::from_u32(u32::from(token.kind())) else { return };
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     let slot = &SLOTS[i];
@@ -1224,12 +1329,10 @@ fn write_exit_record(t: &ThreadState, token: CallToken, frame: &Frame, end: u64,
     if !svc.is_null() {
         // SAFETY: as in `exit_body`.
         let svc = unsafe { &*svc };
-        match payload.as_api_call() {
+        match api.or_else(|| payload.as_api_call().filter(|_| payload.kind() == Some(kind))) {
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
-            Some(p) if payload.kind() == Some(kind) => {
-                svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p)
-            }
+            Some(p) => svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p),
             _ => svc.write_exit(t, i, &exit_head(t, kind, &token, frame, i, end), &payload),
         }
     }
@@ -1277,6 +1380,7 @@ fn instant_slow(kind: Kind, op: u32, phase: Phase, ptr: *const c_void, payload: 
     if let Some(me) = t.slot.get()
         && mask & !0xff == 0
         && mask.is_power_of_two()
+    // reloaded: may be 0 now (not `one_bit`)
     {
         return instant_one(t, me, kind, op, phase, ptr, mask);
     }
@@ -1506,16 +1610,29 @@ fn write_buffer<D: RecordData>(
         stage(svc, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
     } else if wants_listed(p, op) {
         // SAFETY: non-null (checked by `wants_listed`); alive as above.
-        stage(unsafe { &*p }, t, thread_id, i, kind, op, phase, correlation, start, end, payload);
+        stage(
+            unsafe { &*p.wrapping_byte_sub(LISTED) },
+            t,
+            thread_id,
+            i,
+            kind,
+            op,
+            phase,
+            correlation,
+            start,
+            end,
+            payload,
+        );
     }
     me.leave(busy);
 }
 
-/// Whether the untagged service pointer `p` (a service with an operation list, or null) wants
-/// operation `op`. Out of line: the common service wants every operation.
+/// Whether the service pointer `p` as loaded (one with an operation list, tagged `LISTED`, or
+/// null) wants operation `op`. Out of line: the common service wants every operation.
 #[cold]
 #[inline(never)]
 fn wants_listed(p: *mut BufferService, op: u32) -> bool {
+    let (p, _) = untag_service(p);
     // SAFETY: the caller is busy in the context, so a non-null service is alive.
     !p.is_null() && unsafe { &*p }.filter.contains(op)
 }

@@ -70,8 +70,8 @@ pub(crate) struct Slot {
     /// The gate every exit delivery passes (the handshake of `active`): cleared (SeqCst) by
     /// destroy after its bounded wait for open pairs, so abandoned pairs' exits reach no one.
     pub(crate) exits: AtomicBool,
-    /// Owned `Box<CallbackService>` per kind (null = not configured), its low bit set when the
-    /// service wants every operation (`callback::untag_service`).
+    /// Owned `Box<CallbackService>` per kind (null = not configured), tagged in its low bits:
+    /// whether the service wants every operation or has a list (`callback::tagged_service`).
     pub(crate) callbacks: [AtomicPtr<CallbackService>; KIND_COUNT],
     /// Owned `Box<BufferService>` per kind, tagged the same way.
     pub(crate) buffers: [AtomicPtr<BufferService>; KIND_COUNT],
