@@ -249,7 +249,8 @@ K, C, F, S = "KernelDispatch", "MemoryCopy", "MemoryFill", "Sync"
 # Copies: `dir` is the direction when the command fixes it (buffers and images live on the
 # device, the host pointer on the host); USM / SVM copies find it from the allocation table.
 # Maps and unmaps are the core's `map` / `unmap` copies (direction: the map's device to host, the
-# unmap's host to device), images are reported as buffers, markers as barriers.
+# unmap's host to device), rect copies and image commands have operations of their own with the
+# region's bytes (an image's region is in pixels: times its element size), markers as barriers.
 H2D, D2H, D2D, USM = "HostToDevice", "DeviceToHost", "DeviceToDevice", None
 ENQUEUE = {
     "clEnqueueNDRangeKernel": (K, "LAUNCH", dict(kernel="kernel", work_dim="work_dim", gws="global_work_size", lws="local_work_size")),
@@ -258,18 +259,18 @@ ENQUEUE = {
     "clEnqueueReadBuffer": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="size as u64", dir=D2H)),
     "clEnqueueWriteBuffer": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="size as u64", dir=H2D)),
     "clEnqueueCopyBuffer": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="size as u64", dir=D2D)),
-    "clEnqueueReadBufferRect": (C, "BUFFER_READ", dict(dst="ptr", src="buffer", size="crate::call::region(region)", dir=D2H)),
-    "clEnqueueWriteBufferRect": (C, "BUFFER_WRITE", dict(dst="buffer", src="ptr", size="crate::call::region(region)", dir=H2D)),
-    "clEnqueueCopyBufferRect": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
-    "clEnqueueReadImage": (C, "BUFFER_READ", dict(dst="ptr", src="image", size="crate::call::region(region)", dir=D2H)),
-    "clEnqueueWriteImage": (C, "BUFFER_WRITE", dict(dst="image", src="ptr", size="crate::call::region(region)", dir=H2D)),
-    "clEnqueueCopyImage": (C, "BUFFER_COPY", dict(dst="dst_image", src="src_image", size="crate::call::region(region)", dir=D2D)),
-    "clEnqueueCopyImageToBuffer": (C, "BUFFER_COPY", dict(dst="dst_buffer", src="src_image", size="crate::call::region(region)", dir=D2D)),
-    "clEnqueueCopyBufferToImage": (C, "BUFFER_COPY", dict(dst="dst_image", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueReadBufferRect": (C, "BUFFER_READ_RECT", dict(dst="ptr", src="buffer", size="crate::call::region(region)", dir=D2H)),
+    "clEnqueueWriteBufferRect": (C, "BUFFER_WRITE_RECT", dict(dst="buffer", src="ptr", size="crate::call::region(region)", dir=H2D)),
+    "clEnqueueCopyBufferRect": (C, "BUFFER_COPY_RECT", dict(dst="dst_buffer", src="src_buffer", size="crate::call::region(region)", dir=D2D)),
+    "clEnqueueReadImage": (C, "IMAGE_READ", dict(dst="ptr", src="image", size="crate::objects::image_region_bytes(image, region)", dir=D2H)),
+    "clEnqueueWriteImage": (C, "IMAGE_WRITE", dict(dst="image", src="ptr", size="crate::objects::image_region_bytes(image, region)", dir=H2D)),
+    "clEnqueueCopyImage": (C, "IMAGE_COPY", dict(dst="dst_image", src="src_image", size="crate::objects::image_region_bytes(src_image, region)", dir=D2D)),
+    "clEnqueueCopyImageToBuffer": (C, "IMAGE_TO_BUFFER", dict(dst="dst_buffer", src="src_image", size="crate::objects::image_region_bytes(src_image, region)", dir=D2D)),
+    "clEnqueueCopyBufferToImage": (C, "BUFFER_TO_IMAGE", dict(dst="dst_image", src="src_buffer", size="crate::objects::image_region_bytes(dst_image, region)", dir=D2D)),
     "clEnqueueSVMMemcpy": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
     "clEnqueueMemcpyINTEL": (C, "USM_MEMCPY", dict(dst="dst_ptr", src="src_ptr", size="size as u64", dir=USM)),
     "clEnqueueMapBuffer": (C, "MAP", dict(dst="r", src="buffer", size="crate::enqueue::mapping(r as u64, size as u64)", dir=D2H)),
-    "clEnqueueMapImage": (C, "MAP", dict(dst="r", src="image", size="crate::enqueue::mapping(r as u64, crate::call::region(region))", dir=D2H)),
+    "clEnqueueMapImage": (C, "IMAGE_MAP", dict(dst="r", src="image", size="crate::enqueue::mapping(r as u64, crate::objects::image_region_bytes(image, region))", dir=D2H)),
     "clEnqueueSVMMap": (C, "MAP", dict(dst="svm_ptr", src="svm_ptr", size="crate::enqueue::mapping(if r == 0 { svm_ptr as u64 } else { 0 }, size as u64)", dir=D2H)),
     "clEnqueueUnmapMemObject": (C, "UNMAP", dict(dst="memobj", src="mapped_ptr", size="crate::enqueue::unmapping(mapped_ptr as u64)", dir=H2D)),
     "clEnqueueSVMUnmap": (C, "UNMAP", dict(dst="svm_ptr", src="0", size="crate::enqueue::unmapping(svm_ptr as u64)", dir=H2D)),
@@ -277,7 +278,7 @@ ENQUEUE = {
     "clEnqueueSVMMigrateMem": (C, "USM_MEMCPY", dict(dst="0", src="0", size="0", dir=D2D)),
     "clEnqueueMigrateMemINTEL": (C, "USM_MEMCPY", dict(dst="ptr", src="0", size="size as u64", dir=D2D)),
     "clEnqueueFillBuffer": (F, "BUFFER_FILL", dict(dst="buffer", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
-    "clEnqueueFillImage": (F, "BUFFER_FILL", dict(dst="image", pattern="fill_color", pattern_size="16", size="crate::call::region(region)")),
+    "clEnqueueFillImage": (F, "IMAGE_FILL", dict(dst="image", pattern="fill_color", pattern_size="16", size="crate::objects::image_region_bytes(image, region)")),
     "clEnqueueSVMMemFill": (F, "USM_FILL", dict(dst="svm_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemFillINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="pattern", pattern_size="pattern_size as u64", size="size as u64")),
     "clEnqueueMemsetINTEL": (F, "USM_FILL", dict(dst="dst_ptr", pattern="&raw const value", pattern_size="1", size="size as u64")),

@@ -44,6 +44,10 @@ const SIGNALS_PER_EVENT: usize = 4;
 
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
+const MEMORY_SUB_ALLOC: u32 = 2;
+/// The name Intel's SYCL runtime gives every host task's node (`docs/record-model.md`, "Host
+/// tasks": nothing in its notifications names the work).
+const SYCL_HOST_TASK: &str = "host task";
 /// `TASK_GRAPH` operations.
 const GRAPH_NODE_CREATE: u32 = 0;
 const GRAPH_EDGE_CREATE: u32 = 1;
@@ -205,6 +209,7 @@ pub struct Analyzer {
     /// Live bytes and their peak, in time order (threads' records reach the file out of it).
     live: LiveMemory,
     allocations: BTreeMap<(u8, u64), AllocAcc>,
+    sub_allocations: SubAllocationStats,
     /// Copies and fills by (kind, direction, operation): which kind is a fill, and which
     /// operation a map or unmap, is known from the definitions, which a damaged trace may give
     /// only at its end (the repeat).
@@ -223,6 +228,7 @@ pub struct Analyzer {
     signalled: FxHashMap<u64, [(u64, u64); SIGNALS_PER_EVENT]>,
     signal_order: VecDeque<u64>,
     graph_nodes: u64,
+    host_tasks: u64,
     graph_edges: u64,
     graph_signals: u64,
     unresolved_edges: u64,
@@ -666,6 +672,14 @@ impl Analyzer {
             self.live.push(m.ts, Change::Free { ptr: m.ptr }, |_, _| {});
             return;
         }
+        if m.op == MEMORY_SUB_ALLOC {
+            // Its parent's bytes: live with none of its own, so its free matches and subtracts
+            // nothing.
+            self.sub_allocations.count += 1;
+            self.sub_allocations.bytes += m.size;
+            self.live.push(m.ts, Change::Alloc { ptr: m.ptr, size: 0 }, |_, _| {});
+            return;
+        }
         let a = self.allocations.entry((m.memory_type as u8, m.device)).or_default();
         a.count += 1;
         a.bytes += m.size;
@@ -678,6 +692,9 @@ impl Analyzer {
         match t.op {
             GRAPH_NODE_CREATE => {
                 self.graph_nodes += 1;
+                if self.str(t.name) == SYCL_HOST_TASK {
+                    self.host_tasks += 1;
+                }
                 // A node submitted to a queue is a real command; one without a queue is so far
                 // virtual (until its task runs, below).
                 let real = t.queue != 0;
@@ -952,7 +969,7 @@ impl Analyzer {
             // direction's bandwidth they would add their bytes and next to no time.
             let sum = if self.is_fill(kind) {
                 &mut fills
-            } else if matches!(self.op_name(kind, op).as_str(), "map" | "unmap") {
+            } else if matches!(self.op_name(kind, op).as_str(), "map" | "image_map" | "unmap") {
                 &mut maps
             } else {
                 let to = copies.entry(direction).or_default();
@@ -985,6 +1002,7 @@ impl Analyzer {
             live_bytes_at_end: self.live.live_bytes(),
             frees: self.live.frees(),
             unmatched_frees: self.live.unmatched_frees(),
+            sub_allocations: self.sub_allocations.clone(),
             copies: copies
                 .iter()
                 .map(|(&d, c)| CopyStats {
@@ -1028,6 +1046,7 @@ impl Analyzer {
             unresolved_edges: self.unresolved_edges,
             longest_chain_len,
             longest_chain,
+            host_tasks: self.host_tasks,
         };
 
         let mut threads: Vec<(&u32, &ThreadAcc)> = self.threads.iter().collect();

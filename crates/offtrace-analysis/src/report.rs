@@ -134,6 +134,10 @@ pub struct MemoryReport {
     pub frees: u64,
     /// Frees of an address no allocation of the trace returned.
     pub unmatched_frees: u64,
+    /// Parts of allocations with a handle of their own (OpenCL sub-buffers): not in
+    /// `allocations` nor in live bytes, their bytes are their parents'.
+    #[serde(default)]
+    pub sub_allocations: SubAllocationStats,
     /// Copies by direction (not maps and unmaps: `maps`).
     pub copies: Vec<CopyStats>,
     pub fills: FillStats,
@@ -141,6 +145,13 @@ pub struct MemoryReport {
     /// the bytes of the regions they made visible, which they may not have copied.
     #[serde(default)]
     pub maps: FillStats,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubAllocationStats {
+    pub count: u64,
+    /// The bytes they cover inside their parents.
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -212,6 +223,10 @@ pub struct TaskGraphReport {
     /// order.
     pub longest_chain_len: u64,
     pub longest_chain: Vec<String>,
+    /// Nodes of SYCL host tasks (named `host task`): they run later on the runtime's thread
+    /// pool, and the trace has their submission only, not their execution.
+    #[serde(default)]
+    pub host_tasks: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -352,6 +352,13 @@ impl<S: RecordSink> TypedBuilder<S> {
         self.out.put(Record::Memory(MemoryRecord { op: 0, tid, ts, correlation, ptr, size, memory_type, device }));
     }
 
+    /// A part of the allocation holding `ptr` with a handle of its own (an OpenCL sub-buffer).
+    pub fn sub_alloc(&mut self, tid: u32, ts: u64, correlation: u64, ptr: u64, size: u64) {
+        self.op(kind::MEMORY_ALLOC, 2, "sub_alloc", &[]);
+        let memory_type = MemoryType::Device;
+        self.out.put(Record::Memory(MemoryRecord { op: 2, tid, ts, correlation, ptr, size, memory_type, device: 0 }));
+    }
+
     pub fn free(&mut self, tid: u32, ts: u64, correlation: u64, ptr: u64) {
         self.op(kind::MEMORY_ALLOC, 1, "free", &[]);
         self.out.put(Record::Memory(MemoryRecord { op: 1, tid, ts, correlation, ptr, ..Default::default() }));

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use offtrace_analysis::testing::{TypedBuilder, kind, sycl_like, ur};
-use offtrace_analysis::{Analyzer, Report};
+use offtrace_analysis::{Analyzer, Report, SubAllocationStats};
 use offtrace_format::*;
 
 fn analyze(records: &[Record]) -> Report {
@@ -474,6 +474,42 @@ fn the_peak_of_live_memory_is_taken_in_time_order_not_file_order() {
     assert_eq!(r.memory.peak_live_bytes, 4 * 65536);
     assert_eq!(r.memory.peak_live_ns, Some(103));
     assert_eq!((r.memory.live_bytes_at_end, r.memory.frees, r.memory.unmatched_frees), (0, 4, 0));
+}
+
+/// SYCL host tasks (nodes named `host task`) are counted apart: their `task` records are their
+/// submission on the submitting thread, not their execution (`docs/record-model.md`).
+#[test]
+fn host_tasks_are_counted_apart() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.thread(1, "main");
+    b.node(1, 100, 1, "host task", 0x500);
+    b.node(1, 110, 2, "fill usm", 0x500);
+    b.node(1, 120, 3, "host task", 0x500);
+    let r = analyze(&b.out);
+    assert_eq!((r.task_graph.nodes, r.task_graph.host_tasks), (3, 2));
+}
+
+/// An OpenCL sub-buffer is a part of its parent with a handle of its own: its bytes are its
+/// parent's, so live memory holds the parent's 64 KiB, not 96 KiB (on main each sub-buffer was
+/// an allocation of its own); its free matches it and takes nothing away.
+#[test]
+fn sub_buffers_add_nothing_to_live_memory() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_ALLOC, "MEMORY_ALLOC");
+    b.alloc(1, 100, 1, 0xa000, 65536, MemoryType::Device, 0xd1);
+    b.sub_alloc(1, 110, 2, 0xb000, 16384);
+    b.sub_alloc(1, 120, 3, 0xc000, 16384);
+    b.free(1, 200, 4, 0xb000);
+    b.free(1, 210, 5, 0xc000);
+    b.alloc(1, 220, 6, 0xd000, 4096, MemoryType::Device, 0xd1);
+    b.free(1, 300, 7, 0xa000);
+    let r = analyze(&b.out);
+    let m = &r.memory;
+    assert_eq!((m.peak_live_bytes, m.peak_live_ns), (65536 + 4096, Some(220)));
+    assert_eq!((m.live_bytes_at_end, m.frees, m.unmatched_frees), (4096, 3, 0));
+    assert_eq!(m.sub_allocations, SubAllocationStats { count: 2, bytes: 32768 });
+    let a: Vec<(u64, u64)> = m.allocations.iter().map(|a| (a.count, a.bytes)).collect();
+    assert_eq!(a, [(2, 65536 + 4096)], "sub-buffers are not allocations of their own");
 }
 
 /// An out-of-order queue whose commands overlap on the device: `device_busy_ns` is the time

@@ -173,6 +173,8 @@ fn sections(r: &Report) -> Vec<Section> {
             vec!["live_bytes_at_end".into(), m.live_bytes_at_end.to_string()],
             vec!["frees".into(), m.frees.to_string()],
             vec!["unmatched_frees".into(), m.unmatched_frees.to_string()],
+            vec!["sub_allocations".into(), m.sub_allocations.count.to_string()],
+            vec!["sub_allocation_bytes".into(), m.sub_allocations.bytes.to_string()],
             vec!["fills".into(), m.fills.count.to_string()],
             vec!["fill_bytes".into(), m.fills.bytes.to_string()],
             vec!["maps".into(), m.maps.count.to_string()],
@@ -545,6 +547,14 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         }
         writeln!(out, "{}", whole_words(tb))?;
     }
+    if m.sub_allocations.count > 0 {
+        writeln!(
+            out,
+            "  {} sub-allocations (OpenCL sub-buffers) cover {} inside the allocations above, not counted again",
+            count(m.sub_allocations.count),
+            bytes(m.sub_allocations.bytes)
+        )?;
+    }
     if !m.copies.is_empty() {
         let mut tb = table(&["copies", "count", "bytes", "device time", "bandwidth"], 1);
         for c in &m.copies {
@@ -769,6 +779,14 @@ fn write_task_graph(out: &mut dyn Write, g: &offtrace_analysis::TaskGraphReport)
                 writeln!(out, "  {:>4}  {name}", i + 1)?;
             }
         }
+    }
+    if g.host_tasks > 0 {
+        writeln!(
+            out,
+            "  {} host tasks (`host task`): they run later on the SYCL runtime's thread pool; the trace has their \
+             submission, not their execution, so they have no time here",
+            count(g.host_tasks)
+        )?;
     }
     Ok(())
 }

@@ -383,6 +383,7 @@ fn fake_agent(dir: &Path) -> PathBuf {
 }
 
 fn record(args: &[&str]) -> Output {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
     offtrace()
         .arg("record")
         .args(args)

@@ -10,7 +10,9 @@ use std::process::Command;
 
 mod common;
 
+/// `offtrace`, once the libraries it loads into the program are checked to be current.
 fn offtrace() -> Command {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
 }
 

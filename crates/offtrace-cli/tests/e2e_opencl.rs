@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 mod common;
 use common::{opencl_program, workspace};
 
+/// `offtrace`, once the libraries it loads into the program are checked to be current.
 fn offtrace() -> Command {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
 }
 
@@ -213,9 +215,13 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
     for (name, labels) in [
         ("scale", &["scale"][..]),
         ("add_one", &["add_one"]),
-        ("buffer_write", &["write", "image_write"]),
-        ("buffer_read", &["read_rect", "image_read"]),
-        ("buffer_copy", &["copy", "copy_rect", "image_copy"]),
+        ("buffer_write", &["write"]),
+        ("image_write", &["image_write"]),
+        ("buffer_read_rect", &["read_rect"]),
+        ("image_read", &["image_read"]),
+        ("buffer_copy", &["copy"]),
+        ("buffer_copy_rect", &["copy_rect"]),
+        ("image_copy", &["image_copy"]),
         ("buffer_fill", &["fill"]),
         ("barrier", &["barrier"]),
         ("marker", &["marker"]),
@@ -239,4 +245,165 @@ fn a_program_with_three_out_of_order_queues_reads_as_it_profiled_itself() {
         assert_eq!(q["total_commands"].as_u64(), Some(*n), "{q}");
         assert!(q["destroyed_ns"].is_u64(), "every queue was released by the program: {q}");
     }
+    // SQLite: the properties the program gave its queues (out-of-order, profiling); on main
+    // `flags` held only the in-order bit.
+    let rows =
+        sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
+    assert_eq!(rows.lines().collect::<Vec<_>>(), ["2 0 1 [\"PROFILING\"]"; 3], "{rows}");
+}
+
+/// `examples/opencl/regions.c` on PoCL, recorded; returns the program's stdout, the trace and
+/// its JSON report (None when OpenCL tests are skipped).
+fn record_regions(dir: &Path) -> Option<(String, PathBuf, serde_json::Value)> {
+    let prog = opencl_program(dir, &workspace().join("examples/opencl/regions.c"), "regions", &["-O2"], &[])?;
+    let trace = dir.join("regions.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["--platform", "Portable"])
+        .output()
+        .expect("record");
+    ok(&o);
+    let r = report(&trace);
+    Some((String::from_utf8_lossy(&o.stdout).into_owned(), trace, r))
+}
+
+/// Runs SQL through Python's sqlite3 module (a reader independent of the exporter) on the
+/// SQLite export of `trace`; returns what the script prints.
+fn sql(trace: &Path, script: &str) -> String {
+    let db = trace.with_extension("sqlite");
+    let o = offtrace().arg("export").arg(trace).args(["--format", "sqlite", "-o"]).arg(&db).output().expect("export");
+    ok(&o);
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import json, sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\n{script}"))
+        .arg(&db)
+        .output()
+        .expect("python3");
+    ok(&py);
+    String::from_utf8_lossy(&py.stdout).into_owned()
+}
+
+/// Two 16 KiB sub-buffers of a 64 KiB buffer, beside another 64 KiB buffer and two 8 KiB
+/// images, all live at once: the peak is the objects' 144 KiB. A sub-buffer's bytes are its
+/// parent's (on main each sub-buffer was an allocation of its own: 176 KiB). The kernel run on
+/// the second sub-buffer names it (its handle) in its allocation properties, and its
+/// `sub_alloc` row leads to its parent through the call that made it.
+#[test]
+fn sub_buffers_are_parts_of_their_parent_not_more_live_memory() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((out, trace, r)) = record_regions(dir.path()) else { return };
+    let handle = |name: &str| -> u64 {
+        let f: Vec<&str> = out.lines().next().expect("objects line").split_whitespace().collect();
+        let i = f.iter().position(|w| *w == name).expect(name);
+        u64::from_str_radix(f[i + 1].trim_start_matches("0x"), 16).expect("handle")
+    };
+    assert!(out.contains("images yes"), "PoCL's CPU device has images: {out}");
+    let m = &r["memory"];
+    assert_eq!(m["peak_live_bytes"].as_u64(), Some(2 * 65536 + 2 * 8192), "{m}");
+    assert_eq!(
+        (m["sub_allocations"]["count"].as_u64(), m["sub_allocations"]["bytes"].as_u64()),
+        (Some(2), Some(32768))
+    );
+    let allocated: u64 =
+        m["allocations"].as_array().expect("allocations").iter().map(|a| a["count"].as_u64().expect("count")).sum();
+    assert_eq!(allocated, 4, "{m}");
+    assert_eq!((m["live_bytes_at_end"].as_u64(), m["unmatched_frees"].as_u64()), (Some(0), Some(0)));
+    let rows = sql(
+        &trace,
+        "for r in db.execute(\"SELECT m.address, m.bytes, json_extract(c.args, '$.buffer') FROM memory m \
+         JOIN api_calls_named c ON c.correlation = m.correlation WHERE m.op = 'sub_alloc' ORDER BY m.id\"): print(*r)\n\
+         for (a,) in db.execute(\"SELECT allocations FROM device_activity WHERE name = 'add_one'\"):\n    \
+         print('kernel', *[int(x['base'], 16) for x in json.loads(a)])",
+    );
+    let whole = handle("whole");
+    let parent = format!("{whole:#x}");
+    assert_eq!(
+        rows.lines().collect::<Vec<_>>(),
+        [
+            format!("{} 16384 {parent}", handle("sub1")),
+            format!("{} 16384 {parent}", handle("sub2")),
+            format!("kernel {}", handle("sub2"))
+        ],
+        "sub-buffers (address, bytes, parent) and the kernel's allocation"
+    );
+}
+
+/// Rect copies and image commands on PoCL, each on a region of 512 bytes inside objects of 8 to
+/// 64 KiB: each is named for what it is (on main they were `buffer_read` / `buffer_write` /
+/// `buffer_copy` / `buffer_fill` / `map`) and carries the region's bytes (an image's region is in
+/// pixels: main counted 128 "bytes" for 128 four-byte pixels), and the copies' bandwidth
+/// counts those bytes.
+#[test]
+fn rect_and_image_commands_are_named_for_what_they_do_with_the_regions_bytes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((out, _, r)) = record_regions(dir.path()) else { return };
+    fn name(label: &str) -> &str {
+        match label {
+            "write_rect" => "buffer_write_rect",
+            "copy_rect" => "buffer_copy_rect",
+            "read_rect" => "buffer_read_rect",
+            "image_to_buffer" => "image_to_buffer",
+            "buffer_to_image" => "buffer_to_image",
+            "image_unmap" => "unmap",
+            "kernel" => "add_one",
+            other => other,
+        }
+    }
+    let mut expected: Vec<(String, u64)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmd "))
+        .map(|l| {
+            let (label, bytes) = l.split_once(' ').expect("cmd LABEL BYTES");
+            (name(label).to_owned(), bytes.parse().expect("bytes"))
+        })
+        .collect();
+    assert_eq!(expected.len(), 12, "{out}");
+    let mut got: Vec<(String, u64)> = r["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .map(|d| {
+            assert_eq!(d["count"].as_u64(), Some(1), "{d}");
+            (d["name"].as_str().expect("name").to_owned(), d["bytes"].as_u64().expect("bytes"))
+        })
+        .collect();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "(name, bytes) per command");
+    // Directions: the writes from the host, the reads to it, the rest between device objects.
+    let copies: Vec<(&str, u64, u64)> = r["memory"]["copies"]
+        .as_array()
+        .expect("copies")
+        .iter()
+        .map(|c| {
+            (
+                c["direction"].as_str().expect("direction"),
+                c["count"].as_u64().expect("count"),
+                c["bytes"].as_u64().expect("bytes"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        copies,
+        [("HOST_TO_DEVICE", 2, 1024), ("DEVICE_TO_HOST", 2, 1024), ("DEVICE_TO_DEVICE", 4, 2048)],
+        "write_rect + image_write, read_rect + image_read, copy_rect + image_copy + image_to_buffer + buffer_to_image"
+    );
+    let m = &r["memory"];
+    assert_eq!((m["fills"]["count"].as_u64(), m["fills"]["bytes"].as_u64()), (Some(1), Some(512)));
+    assert_eq!((m["maps"]["count"].as_u64(), m["maps"]["bytes"].as_u64()), (Some(2), Some(1024)));
+}
+
+/// The queue of `regions.c` was created with no properties: in-order, and no profiling asked
+/// for (the layer turns it on for itself; the program's wish is what `queues` shows).
+#[test]
+fn sqlite_queues_show_what_the_program_asked_for() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((_, trace, _)) = record_regions(dir.path()) else { return };
+    let rows =
+        sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
+    assert_eq!(rows.trim(), "1 1 0 [\"IN_ORDER\"]");
 }

@@ -15,7 +15,9 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
+/// `offtrace`, once the libraries it loads into the program are checked to be current.
 fn offtrace() -> PathBuf {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
     PathBuf::from(env!("CARGO_BIN_EXE_offtrace"))
 }
 

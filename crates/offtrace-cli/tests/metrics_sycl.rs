@@ -13,6 +13,12 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
+/// The libraries `offtrace record` loads into the program are current (a test run builds
+/// the crates' rlibs, not them).
+fn fresh_libraries() {
+    offtrace_testing::assert_fresh_libraries(Path::new(env!("CARGO_BIN_EXE_offtrace")));
+}
+
 fn offtrace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_offtrace"))
 }
@@ -37,6 +43,7 @@ fn metrics_list_json_has_the_process_groups() {
 
 #[test]
 fn record_metrics_puts_counters_into_the_trace() {
+    fresh_libraries();
     if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
         return;
     }
@@ -123,6 +130,7 @@ fn monitor_prints_each_refresh_of_the_telemetry() {
 /// whole run's, and a group that is not event-based is refused.
 #[test]
 fn query_metrics_give_one_value_per_command() {
+    fresh_libraries();
     if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
         return;
     }
@@ -257,6 +265,7 @@ fn query_metrics_give_one_value_per_command() {
 /// the query the launch began), and exactly one value of each metric names it.
 #[test]
 fn query_metrics_value_every_command_of_threads_and_queues() {
+    fresh_libraries();
     if std::env::var_os("OFFTRACE_SKIP_SYCL").is_some_and(|v| v == "1") {
         return;
     }
@@ -324,6 +333,7 @@ fn query_metrics_value_every_command_of_threads_and_queues() {
 /// names `<group>.<metric>` the listing gives.
 #[test]
 fn query_metrics_codeplay_gives_every_opencl_command_the_layers_counters() {
+    fresh_libraries();
     if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
         return;
     }

@@ -202,6 +202,15 @@ pub fn emit_memory_alloc(p: &MemoryAllocPayload) {
     emit_instant(Kind::MemoryAlloc, memory_alloc::ALLOC, Phase::None, Payload::MemoryAlloc(p));
 }
 
+/// Records a part of a live allocation that has a handle of its own (an OpenCL sub-buffer),
+/// so a kernel argument naming that handle gets it as its allocation, and emits
+/// `MEMORY_ALLOC`/`sub_alloc`: readers keep its bytes out of live memory (the parent holds
+/// them). Its release is an [`emit_memory_free`] of the same handle.
+pub fn emit_memory_sub_alloc(p: &MemoryAllocPayload) {
+    record_alloc(p.ptr, p.size, p.memory_type);
+    emit_instant(Kind::MemoryAlloc, memory_alloc::SUB_ALLOC, Phase::None, Payload::MemoryAlloc(p));
+}
+
 /// Emits `MEMORY_ALLOC`/`free` (size and type filled from the table when known) and removes
 /// the allocation.
 pub fn emit_memory_free(ptr: u64) {

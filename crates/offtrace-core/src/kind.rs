@@ -342,6 +342,22 @@ pub mod queue_op {
     pub const SUBMIT: u32 = 2;
 }
 pub use queue_op as sycl_queue;
+/// The bits of `QueuePayload::flags` (the trace's `offtrace_format::queue_flags`, same values).
+pub mod queue_flags {
+    /// In-order execution (commands run one after another).
+    pub const IN_ORDER: u64 = 1;
+    /// The program asked for profiling results (OpenCL `CL_QUEUE_PROFILING_ENABLE`); the
+    /// OpenCL layer turns profiling on for every queue, so this says what the program wanted.
+    pub const PROFILING: u64 = 1 << 1;
+    /// Priority the program asked for (OpenCL `CL_QUEUE_PRIORITY_KHR` high / low; neither:
+    /// the default, or medium).
+    pub const PRIORITY_HIGH: u64 = 1 << 2;
+    pub const PRIORITY_LOW: u64 = 1 << 3;
+    /// A device-side queue (OpenCL `CL_QUEUE_ON_DEVICE`).
+    pub const ON_DEVICE: u64 = 1 << 4;
+    /// The program configured `cl_codeplay_performance_counters` on it.
+    pub const PERFORMANCE_COUNTERS: u64 = 1 << 5;
+}
 /// Operation ids of `KERNEL_DISPATCH`.
 pub mod kernel_dispatch {
     pub const LAUNCH: u32 = 0;
@@ -358,6 +374,20 @@ pub mod memory_copy {
     /// The unmap that ends a map (OpenCL `clEnqueue{UnmapMemObject,SVMUnmap}`): the runtime may
     /// copy the region back to the device.
     pub const UNMAP: u32 = 5;
+    /// OpenCL rectangular copies (`clEnqueue{Read,Write,Copy}BufferRect`): the region's bytes.
+    pub const BUFFER_READ_RECT: u32 = 6;
+    pub const BUFFER_WRITE_RECT: u32 = 7;
+    pub const BUFFER_COPY_RECT: u32 = 8;
+    /// OpenCL image commands (`clEnqueue{Read,Write,Copy}Image`,
+    /// `clEnqueueCopy{ImageToBuffer,BufferToImage}`): the region's pixels times the image's
+    /// element size.
+    pub const IMAGE_READ: u32 = 9;
+    pub const IMAGE_WRITE: u32 = 10;
+    pub const IMAGE_COPY: u32 = 11;
+    pub const IMAGE_TO_BUFFER: u32 = 12;
+    pub const BUFFER_TO_IMAGE: u32 = 13;
+    /// A map of an image region (`clEnqueueMapImage`); its unmap is an [`UNMAP`].
+    pub const IMAGE_MAP: u32 = 14;
     /// The first CUDA copy: CUDA users know a copy by its CUPTI copy kind and source and
     /// destination memory kinds, named as torch.profiler (Kineto) names them: `Memcpy HtoD
     /// (Pageable -> Device)`. See [`cuda`].
@@ -378,6 +408,8 @@ pub mod memory_copy {
 pub mod memory_fill {
     pub const USM_FILL: u32 = 0;
     pub const BUFFER_FILL: u32 = 1;
+    /// `clEnqueueFillImage`: the region's pixels times the image's element size.
+    pub const IMAGE_FILL: u32 = 2;
     /// The first CUDA memset, named as torch.profiler names it: `Memset (Device)`. See [`cuda`].
     pub const CUDA_FIRST: u32 = 0x100;
 
@@ -429,6 +461,9 @@ fn memory_fill_ops() -> &'static [Operation] {
 pub mod memory_alloc {
     pub const ALLOC: u32 = 0;
     pub const FREE: u32 = 1;
+    /// A part of a live allocation with a handle of its own (an OpenCL sub-buffer): its bytes
+    /// are its parent's, so it adds nothing to live memory; its free is a `FREE` of its handle.
+    pub const SUB_ALLOC: u32 = 2;
 }
 /// Operation ids of `TASK_GRAPH`.
 pub mod task_graph {
@@ -476,9 +511,11 @@ const QUEUE_OPS: &[Operation] = ops!(QUEUE_ARGS: 0 => "queue_create", 1 => "queu
 const DEVICE_OPS: &[Operation] = ops!(DEVICE_ARGS: 0 => "device", 1 => "context");
 const COUNTER_OPS: &[Operation] = ops!(COUNTER_ARGS: 0 => "define", 1 => "sample");
 const KERNEL_DISPATCH_OPS: &[Operation] = ops!(KERNEL_ARGS: 0 => "kernel_launch");
-const MEMORY_COPY_OPS: &[Operation] = ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy", 4 => "map", 5 => "unmap");
-const MEMORY_FILL_OPS: &[Operation] = ops!(FILL_ARGS: 0 => "usm_fill", 1 => "buffer_fill");
-const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free");
+const MEMORY_COPY_OPS: &[Operation] = ops!(COPY_ARGS: 0 => "usm_memcpy", 1 => "buffer_read", 2 => "buffer_write", 3 => "buffer_copy", 4 => "map", 5 => "unmap",
+    6 => "buffer_read_rect", 7 => "buffer_write_rect", 8 => "buffer_copy_rect", 9 => "image_read", 10 => "image_write",
+    11 => "image_copy", 12 => "image_to_buffer", 13 => "buffer_to_image", 14 => "image_map");
+const MEMORY_FILL_OPS: &[Operation] = ops!(FILL_ARGS: 0 => "usm_fill", 1 => "buffer_fill", 2 => "image_fill");
+const MEMORY_ALLOC_OPS: &[Operation] = ops!(ALLOC_ARGS: 0 => "alloc", 1 => "free", 2 => "sub_alloc");
 const TASK_GRAPH_OPS: &[Operation] =
     ops!(GRAPH_ARGS: 0 => "node_create", 1 => "edge_create", 2 => "task", 3 => "signal");
 const SYNC_OPS: &[Operation] = ops!(SYNC_ARGS: 0 => "wait", 1 => "barrier", 2 => "marker");

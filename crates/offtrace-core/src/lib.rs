@@ -26,7 +26,7 @@ mod thread_cache;
 mod timestamp;
 
 pub use allocation::{
-    AllocationProperties, emit_memory_alloc, emit_memory_free, for_each_kernel_allocation,
+    AllocationProperties, emit_memory_alloc, emit_memory_free, emit_memory_sub_alloc, for_each_kernel_allocation,
     kernel_allocation_properties, kernel_allocation_properties_into, live_count as live_allocation_count,
     lookup as lookup_allocation, record_alloc, record_free,
 };
@@ -63,8 +63,8 @@ pub use generation::{Generation, GenerationCounter, Memo};
 pub use inflight::{asymmetric_fences, late_lost};
 pub use kind::{
     ArgDescriptor, ArgFormat, KIND_COUNT, Kind, Operation, RegisterError, code_object, counter_op, device_op,
-    kernel_dispatch, marker_op, memory_alloc, memory_copy, memory_fill, queue_op, register_kind_operations, sycl_queue,
-    sync_op, task_graph, xpti_op,
+    kernel_dispatch, marker_op, memory_alloc, memory_copy, memory_fill, queue_flags, queue_op,
+    register_kind_operations, sycl_queue, sync_op, task_graph, xpti_op,
 };
 pub use marker::{
     RangeGuard, mark as marker_mark, range as marker_range, range_pop as marker_range_pop,

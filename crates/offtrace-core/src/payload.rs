@@ -53,7 +53,7 @@ pub struct QueuePayload {
     pub queue: u64,
     pub device: u64,
     pub context: u64,
-    /// Runtime-defined flags; bit 0 = in-order.
+    /// The queue's properties: the bits of [`crate::queue_flags`] (bit 0 = in-order).
     pub flags: u64,
 }
 

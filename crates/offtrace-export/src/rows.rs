@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
-use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase};
+use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase, queue_flags};
 use rustc_hash::FxHashMap;
 
 use crate::defs::{Defs, json_string};
@@ -440,7 +440,12 @@ impl Rows<'_> {
                     Cell::u(def.device),
                     Cell::u(def.context),
                     Cell::opt(def.flags),
-                    def.flags.map_or(Cell::Null, |f| Cell::Int((f & 1) as i64)),
+                    def.flags.map_or(Cell::Null, |f| Cell::Int((f & queue_flags::IN_ORDER) as i64)),
+                    def.flags.map_or(Cell::Null, |f| Cell::Int(i64::from(f & queue_flags::PROFILING != 0))),
+                    def.flags.map_or(Cell::Null, |f| {
+                        let names: Vec<String> = queue_flags::names(f).iter().map(|n| format!("\"{n}\"")).collect();
+                        Cell::Text(format!("[{}]", names.join(",")).into())
+                    }),
                     Cell::opt(row.created),
                     Cell::opt(row.destroyed),
                     row.tid.map_or(Cell::Null, |t| Cell::Int(t.into())),

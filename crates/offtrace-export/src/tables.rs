@@ -70,6 +70,7 @@ tables! {
     ] indices ["device"];
     Queues "queues" [
         "id" "INTEGER PRIMARY KEY", "queue" "INTEGER", "device" "INTEGER", "context" "INTEGER", "flags" "INTEGER", "in_order" "INTEGER",
+        "profiling" "INTEGER", "properties" "TEXT",
         "created_ns" "INTEGER", "destroyed_ns" "INTEGER", "tid" "INTEGER"
     ] indices ["queue"];
     ApiCalls "api_calls" [
@@ -170,7 +171,7 @@ pub const VIEWS: &[(&str, &str)] = &[
          SUM(CASE WHEN a.device_ns > 0 THEN a.bytes END) * 1.0 / SUM(a.device_ns) AS gb_per_s \
          FROM device_activity a JOIN kinds k ON k.kind = a.kind \
          LEFT JOIN operations o ON o.kind = a.kind AND o.operation = a.operation \
-         WHERE k.name = 'MEMORY_COPY' AND COALESCE(o.name, '') NOT IN ('map', 'unmap') \
+         WHERE k.name = 'MEMORY_COPY' AND COALESCE(o.name, '') NOT IN ('map', 'image_map', 'unmap') \
          GROUP BY a.direction ORDER BY bytes DESC",
     ),
     (

@@ -29,8 +29,10 @@ pub(crate) const PENDING_MAX: usize = 1 << 16;
 /// Device work with device times waiting for its call's record, per thread, at most.
 const AWAITING_CALL_MAX: usize = 64;
 
-/// `MEMORY_ALLOC` free, `MARKER` range, the `SYNC` kind (as the services number them).
+/// `MEMORY_ALLOC` free and sub-allocation, `MARKER` range, the `SYNC` kind (as the services
+/// number them).
 const MEMORY_FREE: u32 = 1;
+const MEMORY_SUB_ALLOC: u32 = 2;
 const MARKER_RANGE: u32 = 1;
 const SYNC_KIND: u32 = 8;
 
@@ -196,12 +198,13 @@ impl<K: std::hash::Hash + Eq + Copy, V> Default for Bounded<K, V> {
 }
 
 impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
-    /// Inserts; returns what left to make room.
+    /// Inserts; returns what left to make room: only when more than [`PENDING_MAX`] entries
+    /// are in the map (keys removed earlier, still in `order`, take no room).
     fn insert(&mut self, k: K, v: V) -> Option<(K, V)> {
         if self.map.insert(k, v).is_none() {
             self.order.push_back(k);
         }
-        while self.order.len() > PENDING_MAX {
+        while self.map.len() > PENDING_MAX {
             let old = self.order.pop_front()?;
             if let Some(v) = self.map.remove(&old) {
                 return Some((old, v));
@@ -212,6 +215,10 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
 
     fn contains_key(&self, k: &K) -> bool {
         self.map.contains_key(k)
+    }
+
+    fn is_full(&self) -> bool {
+        self.map.len() >= PENDING_MAX
     }
 
     fn remove(&mut self, k: &K) -> Option<V> {
@@ -417,10 +424,11 @@ impl Timeline {
                     );
                 }
                 // Values in time order: each thread's records reach the file as a block.
-                let change = if m.op == MEMORY_FREE {
-                    Change::Free { ptr: m.ptr }
-                } else {
-                    Change::Alloc { ptr: m.ptr, size: m.size }
+                let change = match m.op {
+                    MEMORY_FREE => Change::Free { ptr: m.ptr },
+                    // A sub-buffer: its parent holds the bytes.
+                    MEMORY_SUB_ALLOC => Change::Alloc { ptr: m.ptr, size: 0 },
+                    _ => Change::Alloc { ptr: m.ptr, size: m.size },
                 };
                 self.live.push(m.ts, change, |ts, live| out.counter(LIVE_BYTES_TRACK, ts, live as f64));
             }
@@ -556,11 +564,16 @@ impl Timeline {
                 }
             }
         }
+        // A flow starts only where its end is sure to be drawn: at device work drawn right
+        // here (`ready`), or at work still waiting (`targeted`: drawn at its completion, when
+        // it leaves the pending map, or at the end, with the flow's end from `flows_started`,
+        // which therefore never drops an entry: when it is full, no flow starts).
         let targeted = self.flow_targets.remove(&a.correlation).is_some();
-        let flow_out = (a.correlation != 0 && (targeted || !ready.is_empty())).then_some(a.correlation);
-        if let Some(c) = flow_out {
-            self.flows_started.insert(c, ());
+        let tracked = a.correlation != 0 && targeted && ready.is_empty() && !self.flows_started.is_full();
+        if tracked {
+            self.flows_started.insert(a.correlation, ());
         }
+        let flow_out = (a.correlation != 0 && (tracked || !ready.is_empty())).then_some(a.correlation);
         let track = self.write_call(out, a, flow_out);
         if a.correlation != 0 {
             self.recent_calls.remember(RecentCall {
@@ -611,13 +624,18 @@ impl Timeline {
             self.completed.insert(key);
         }
         if a.phase == phase::COMPLETE {
-            let work = match self.pending.remove(&key) {
-                Some(w) => w,
-                None => PendingWork::of(a),
-            };
+            let waiting = self.pending.remove(&key);
             if !known {
+                // Its times never came (the runtime had none to give): drawn as enqueued now,
+                // where its flow ends.
+                if let Some(w) = waiting {
+                    self.flow_targets.remove(&a.correlation);
+                    let flow_in = self.flows_started.remove(&a.correlation).map(|()| a.correlation);
+                    self.device_slice(out, a.kind, &w, a.correlation, None, flow_in);
+                }
                 return;
             }
+            let work = waiting.unwrap_or_else(|| PendingWork::of(a));
             let times = (a.device_start, a.device_end);
             if self.flow_targets.contains_key(&a.correlation) {
                 // Completed before its call's record came (a blocking call, or a runtime thread
@@ -643,7 +661,9 @@ impl Timeline {
         } else if known {
             self.device_slice(out, a.kind, &work, a.correlation, Some((a.device_start, a.device_end)), None);
         } else if let Some(((kind, corr), old)) = self.pending.insert(key, work) {
-            // Waited too long for a completion: drawn as enqueued.
+            // Waited too long for a completion: drawn as enqueued; a call that comes later
+            // starts no flow to it.
+            self.flow_targets.remove(&corr);
             let flow_in = self.flows_started.remove(&corr).map(|()| corr);
             self.device_slice(out, kind, &old, corr, None, flow_in);
         }

@@ -40,6 +40,11 @@ fn check_a_pftrace_file() {
         println!("{:<90} {slices:>6} slices {instants:>6} instants {:>12} ns", name(*t), ns);
     }
     let flows: usize = d.slices.iter().chain(&d.instants).map(|s| s.terminating.len()).sum();
+    let started: std::collections::HashSet<u64> =
+        d.slices.iter().chain(&d.instants).flat_map(|s| s.flows.iter().copied()).collect();
+    let ended: std::collections::HashSet<u64> =
+        d.slices.iter().chain(&d.instants).flat_map(|s| s.terminating.iter().copied()).collect();
+    println!("{} flows start, {} of them never end", started.len(), started.difference(&ended).count());
     println!(
         "{} tracks, {} slices, {} instants, {} counter values, {flows} flows ending at device work",
         d.tracks.len(),
@@ -57,4 +62,5 @@ fn check_a_pftrace_file() {
     println!("problems: {:?}", d.problems);
     assert!(d.problems.is_empty());
     assert_eq!(d.packets_without_clock, 0);
+    assert_eq!(started.difference(&ended).count(), 0, "every flow that starts ends");
 }

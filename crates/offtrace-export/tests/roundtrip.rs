@@ -450,6 +450,39 @@ fn live_bytes_are_counted_in_time_order_in_perfetto_and_chrome() {
     assert_eq!(peak, 4.0 * 65536.0);
 }
 
+/// A sub-buffer (its parent's bytes with a handle of its own) leaves the live-bytes counter
+/// where it was, in Perfetto and Chrome: 64 KiB throughout, not 80 KiB while it lived.
+#[test]
+fn sub_buffers_leave_the_live_bytes_counter_alone() {
+    let mut b = offtrace_analysis::testing::TypedBuilder::new(Vec::new());
+    b.kind(kind::MEMORY_ALLOC, "MEMORY_ALLOC");
+    b.alloc(1, 100, 0, 0xa000, 65536, offtrace_format::MemoryType::Device, 0xd1);
+    b.sub_alloc(1, 110, 0, 0xb000, 16384);
+    b.free(1, 120, 0, 0xb000);
+    b.free(1, 130, 0, 0xa000);
+    b.out.push(Record::End { records: 0, drops: 0 });
+    let dir = tmp();
+    let pf = dir.path().join("t.pftrace");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Perfetto, &pf)).unwrap();
+    let d = decode_pftrace(&std::fs::read(&pf).unwrap());
+    let track = d.tracks.iter().find(|(_, t)| t.name.starts_with("live allocated bytes")).map(|(id, _)| *id).unwrap();
+    let mut values: Vec<(u64, f64)> = d.counters.iter().filter(|c| c.0 == track).map(|c| (c.1, c.2)).collect();
+    values.sort_by_key(|v| v.0);
+    assert_eq!(values, [(100, 65536.0), (110, 65536.0), (120, 65536.0), (130, 0.0)]);
+
+    let json = dir.path().join("t.json");
+    export_records(&b.out, &ExportOptions::new(ExportFormat::Chrome, &json)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let peak = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .filter_map(|e| e["args"]["value"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(peak, 65536.0);
+}
+
 /// A map and an unmap of a 4 MiB buffer on a CPU device take nanoseconds and copy nothing; in
 /// `copy_bandwidth` they multiplied a direction's rate (here 4 MiB in 2 ms = 2.1 GB/s became
 /// 8 MiB in 2.0006 ms = 4.2 GB/s). They stay in `device_activity`, by name.

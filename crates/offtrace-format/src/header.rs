@@ -21,10 +21,10 @@ use crate::record::ClockSource;
 pub const MAGIC: [u8; 8] = *b"OFFTRACE";
 
 /// The format version this build writes. Bumped on any layout change.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 
 /// The format versions this build reads.
-pub const SUPPORTED_VERSIONS: &[u16] = &[1, 2, 3, 4, 5];
+pub const SUPPORTED_VERSIONS: &[u16] = &[1, 2, 3, 4, 5, 6];
 
 /// Size of the file header in bytes.
 pub const FILE_HEADER_LEN: usize = 64;
@@ -310,7 +310,7 @@ mod tests {
         let b = encode_file_header(&h);
         let expected_prefix: [u8; 60] = [
             b'O', b'F', b'F', b'T', b'R', b'A', b'C', b'E', // magic
-            5, 0, // version
+            6, 0, // version
             64, 0, // header_len
             1, 0, 0, 0, // clock = tsc, reserved
             0, 0, 0, 0, 0x65, 0xcd, 0xdd, 0x41, // 2e9 as f64 LE
@@ -341,8 +341,8 @@ mod tests {
     #[test]
     fn header_rejections() {
         let mut b = encode_file_header(&TraceHeader::monotonic());
-        b[8] = 6;
-        assert_eq!(decode_file_header(&b), Err(HeaderProblem::UnsupportedVersion(6)));
+        b[8] = 7;
+        assert_eq!(decode_file_header(&b), Err(HeaderProblem::UnsupportedVersion(7)));
         b[0] = b'X';
         assert!(matches!(decode_file_header(&b), Err(HeaderProblem::BadMagic(_))));
         let bad_tsc = TraceHeader::tsc(f64::NAN, 0, 0, 0);

@@ -556,8 +556,44 @@ pub struct QueueRecord {
     pub queue: u64,
     pub device: u64,
     pub context: u64,
-    /// Bit 0: in-order.
+    /// The queue's properties: the bits of [`queue_flags`].
     pub flags: u64,
+}
+
+/// The bits of [`QueueRecord::flags`], as backends set them (`offtrace_core::queue_flags`, the
+/// same values); a backend sets those it knows (SYCL and CUDA: in-order only).
+pub mod queue_flags {
+    /// In-order execution (commands run one after another).
+    pub const IN_ORDER: u64 = 1;
+    /// The program asked for profiling results (OpenCL `CL_QUEUE_PROFILING_ENABLE`); the
+    /// OpenCL layer turns profiling on for every queue, so this says what the program wanted.
+    pub const PROFILING: u64 = 1 << 1;
+    /// Priority the program asked for (OpenCL `CL_QUEUE_PRIORITY_KHR` high / low; neither:
+    /// the default, or medium).
+    pub const PRIORITY_HIGH: u64 = 1 << 2;
+    pub const PRIORITY_LOW: u64 = 1 << 3;
+    /// A device-side queue (OpenCL `CL_QUEUE_ON_DEVICE`).
+    pub const ON_DEVICE: u64 = 1 << 4;
+    /// The program configured `cl_codeplay_performance_counters` on it.
+    pub const PERFORMANCE_COUNTERS: u64 = 1 << 5;
+
+    /// Every bit with its name, in bit order.
+    pub const NAMES: &[(u64, &str)] = &[
+        (IN_ORDER, "IN_ORDER"),
+        (PROFILING, "PROFILING"),
+        (PRIORITY_HIGH, "PRIORITY_HIGH"),
+        (PRIORITY_LOW, "PRIORITY_LOW"),
+        (ON_DEVICE, "ON_DEVICE"),
+        (PERFORMANCE_COUNTERS, "PERFORMANCE_COUNTERS"),
+    ];
+
+    /// The names of the bits set in `flags` (bits without a name: `bit N`).
+    pub fn names(flags: u64) -> Vec<String> {
+        (0..64)
+            .filter(|b| flags & (1 << b) != 0)
+            .map(|b| NAMES.iter().find(|n| n.0 == 1 << b).map_or_else(|| format!("bit {b}"), |n| n.1.to_owned()))
+            .collect()
+    }
 }
 
 /// A device or context definition (`DEVICE` kind; `op` 0 = device, 1 = context).

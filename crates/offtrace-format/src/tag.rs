@@ -59,6 +59,17 @@ pub(crate) const F_ACT_DEVICE_TIMES: u64 = 0x80;
 pub(crate) const F_ACT_ALLOCATIONS: u64 = 0x100;
 pub(crate) const F_ACT_COMPLETE: u64 = 0x200;
 pub(crate) const F_ACT_ALL: u64 = 0x3ff;
+/// Since format version 6: with `F_ACT_KERNEL`, the kernel handle, work_dim and launch sizes
+/// equal the thread's previous kernel activity's in this chunk (omitted).
+pub(crate) const F_ACT_SAME_KERNEL: u64 = 0x400;
+/// Since version 6: with `F_ACT_ALLOCATIONS`, the allocation list equals the thread's previous
+/// written list in this chunk (omitted).
+pub(crate) const F_ACT_SAME_ALLOCATIONS: u64 = 0x800;
+/// Since version 6: with `F_ACT_DEVICE_TIMES`, `device_start` is a zigzag difference from the
+/// thread's previous activity's `device_end` in this chunk (0 at its start), not an absolute value.
+pub(crate) const F_ACT_DEVICE_START_DELTA: u64 = 0x1000;
+/// The activity flags of version 6.
+pub(crate) const F_ACT_ALL_V6: u64 = F_ACT_ALL | F_ACT_SAME_KERNEL | F_ACT_SAME_ALLOCATIONS | F_ACT_DEVICE_START_DELTA;
 // CounterSample.
 /// A correlation id follows the value (a value per command); since format version 4.
 pub(crate) const F_SAMPLE_CORRELATION: u64 = 0x02;

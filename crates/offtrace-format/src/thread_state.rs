@@ -16,7 +16,16 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::record::{ApiArgs, ArgBlock, EventInfo, Notification, StrId, UserData};
+use crate::record::{ApiArgs, ArgBlock, EventInfo, KernelAllocation, Notification, StrId, UserData};
+
+/// What a kernel activity repeats from launch to launch of one kernel: its handle and geometry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KernelShape {
+    pub kernel: u64,
+    pub work_dim: u32,
+    pub global_size: [u64; 3],
+    pub local_size: [u64; 3],
+}
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ThreadState {
@@ -35,6 +44,11 @@ pub(crate) struct ThreadState {
     /// Typed records: the previous queue and device of device activity on this thread.
     pub queue: u64,
     pub device: u64,
+    /// Typed records (format 6): the previous kernel activity's handle, work_dim and launch
+    /// sizes on this thread, the previous written allocation list, and the previous device end.
+    pub kernel: KernelShape,
+    pub allocations: Vec<KernelAllocation>,
+    pub device_end: u64,
     /// Typed records: the arguments of the previous API call of each `(kind << 32) | op`.
     pub api_args: HashMap<u64, ApiArgs, BuildHasherDefault<KeyHasher>>,
 }
@@ -113,9 +127,10 @@ impl ThreadStates {
     pub fn reset(&mut self) {
         self.slot_of_tid.clear();
         for s in self.states.drain(..) {
-            let mut api_args = s.api_args;
+            let (mut api_args, mut allocations) = (s.api_args, s.allocations);
             api_args.clear();
-            self.spare.push(ThreadState { api_args, ..ThreadState::default() });
+            allocations.clear();
+            self.spare.push(ThreadState { api_args, allocations, ..ThreadState::default() });
         }
         self.last_tid = None;
         self.last_slot = 0;

@@ -13,7 +13,7 @@ use crate::decode::{Cursor, RecordSink, decode_allocations};
 use crate::error::DecodeError;
 use crate::record::*;
 use crate::tag::*;
-use crate::thread_state::{ThreadState, ThreadStates};
+use crate::thread_state::{KernelShape, ThreadState, ThreadStates};
 use crate::varint::{MAX_VARINT_LEN, apply_delta, put_delta, put_u64, unzigzag, zigzag};
 
 /// Encodes `record` if it is a typed record; `false` otherwise (nothing written).
@@ -221,6 +221,16 @@ impl Bytes<'_> {
 
     #[inline(always)]
     fn u64(&mut self, mut v: u64) {
+        // One and two bytes (most flags, ids, deltas) without the loop's test per byte.
+        if v < 0x80 {
+            self.byte(v as u8);
+            return;
+        }
+        if v < 0x4000 {
+            self.byte((v as u8) | 0x80);
+            self.byte((v >> 7) as u8);
+            return;
+        }
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
@@ -322,22 +332,18 @@ pub(crate) fn encode_api_call(
         w.u64(zigzag(r));
     }
     match st.api_args.get_mut(&api_key(a.kind, a.op)) {
-        // The operation's previous arguments, as many: written as differences, compared and
-        // updated in the same pass; all equal, none is written.
+        // The operation's previous arguments, as many: all equal (most calls of a loop), none
+        // is written, and one comparison of the slices decides it; else they are written as
+        // differences and updated in the same pass.
         Some(p) if usize::from(p.len) == args.len() => {
-            let at = w.len;
-            w.byte(args.len() as u8);
-            let mut differ = 0;
-            for (base, &v) in p.values.iter_mut().zip(args) {
-                let d = v.wrapping_sub(*base);
-                differ |= d;
-                w.u64(zigzag(d as i64));
-                *base = v;
-            }
-            if differ == 0 {
-                w.len = at;
+            if p.values.get(..args.len()) == Some(args) {
                 flags |= F_API_SAME_ARGS;
             } else {
+                w.byte(args.len() as u8);
+                for (base, &v) in p.values.iter_mut().zip(args) {
+                    w.u64(zigzag(v.wrapping_sub(*base) as i64));
+                    *base = v;
+                }
                 flags |= F_API_ARG_DELTAS;
             }
         }
@@ -388,25 +394,41 @@ pub(crate) fn encode_activity(
 
 fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &mut impl Out) {
     let (same, st) = threads.switch_to(a.tid);
-    let mut flags = if same { F_SAME_TID } else { 0 };
-    let kernel = a.kernel != 0 || a.work_dim != 0 || a.global_size != [0; 3] || a.local_size != [0; 3];
-    let copy =
-        a.direction != CopyDirection::Unknown || a.src_type != MemoryType::Unknown || a.dst_type != MemoryType::Unknown;
-    for (cond, bit) in [
-        (a.queue == st.queue, F_ACT_SAME_QUEUE),
-        (a.device == st.device, F_ACT_SAME_DEVICE),
-        (a.name.0 != 0, F_ACT_NAME),
-        (kernel, F_ACT_KERNEL),
-        (a.bytes != 0, F_ACT_BYTES),
-        (copy, F_ACT_COPY),
-        (a.device_start != 0 || a.device_end != 0, F_ACT_DEVICE_TIMES),
-        (!a.allocations.is_empty(), F_ACT_ALLOCATIONS),
-        (a.phase == phase::COMPLETE, F_ACT_COMPLETE),
-    ] {
-        if cond {
-            flags |= bit;
-        }
-    }
+    // Each flag from an or of its fields (no branch per field): the writer encodes two of these
+    // per kernel, and a branch per condition was a quarter of their cost.
+    let [g0, g1, g2] = a.global_size;
+    let [l0, l1, l2] = a.local_size;
+    let k = &st.kernel;
+    let kernel = (a.kernel | u64::from(a.work_dim) | g0 | g1 | g2 | l0 | l1 | l2) != 0;
+    // Launches and completions of one kernel on a thread repeat its handle, geometry and
+    // allocations: a flag each instead of 8 varints and a list (version 6).
+    let same_kernel = kernel
+        && ((a.kernel ^ k.kernel)
+            | u64::from(a.work_dim ^ k.work_dim)
+            | (g0 ^ k.global_size[0])
+            | (g1 ^ k.global_size[1])
+            | (g2 ^ k.global_size[2])
+            | (l0 ^ k.local_size[0])
+            | (l1 ^ k.local_size[1])
+            | (l2 ^ k.local_size[2]))
+            == 0;
+    let copy = (a.direction as u8 | a.src_type as u8 | a.dst_type as u8) != 0;
+    let device_times = (a.device_start | a.device_end) != 0;
+    let allocations = !a.allocations.is_empty();
+    let same_allocations = allocations && a.allocations == st.allocations.as_slice();
+    let bit = |cond: bool, bit: u64| u64::from(cond) * bit;
+    let flags = bit(same, F_SAME_TID)
+        | bit(a.queue == st.queue, F_ACT_SAME_QUEUE)
+        | bit(a.device == st.device, F_ACT_SAME_DEVICE)
+        | bit(a.name.0 != 0, F_ACT_NAME)
+        | bit(kernel, F_ACT_KERNEL)
+        | bit(same_kernel, F_ACT_SAME_KERNEL)
+        | bit(a.bytes != 0, F_ACT_BYTES)
+        | bit(copy, F_ACT_COPY)
+        | bit(device_times, F_ACT_DEVICE_TIMES | F_ACT_DEVICE_START_DELTA)
+        | bit(allocations, F_ACT_ALLOCATIONS)
+        | bit(same_allocations, F_ACT_SAME_ALLOCATIONS)
+        | bit(a.phase == phase::COMPLETE, F_ACT_COMPLETE);
     out.byte(TAG_ACTIVITY);
     out.u64(flags);
     if !same {
@@ -425,12 +447,18 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
     if flags & F_ACT_NAME != 0 {
         out.u64(a.name.0.into());
     }
-    if kernel {
+    if kernel && !same_kernel {
         out.u64(a.kernel);
         out.u64(a.work_dim.into());
         for &v in a.global_size.iter().chain(&a.local_size) {
             out.u64(v);
         }
+        st.kernel = KernelShape {
+            kernel: a.kernel,
+            work_dim: a.work_dim,
+            global_size: a.global_size,
+            local_size: a.local_size,
+        };
     }
     if a.bytes != 0 {
         out.u64(a.bytes);
@@ -440,11 +468,12 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
         out.byte(a.src_type as u8);
         out.byte(a.dst_type as u8);
     }
-    if flags & F_ACT_DEVICE_TIMES != 0 {
-        out.u64(a.device_start);
+    if device_times {
+        out.delta(a.device_start, st.device_end);
         out.delta(a.device_end, a.device_start);
+        st.device_end = a.device_end;
     }
-    if !a.allocations.is_empty() {
+    if allocations && !same_allocations {
         out.u64(a.allocations.len() as u64);
         for al in a.allocations {
             out.u64(al.base);
@@ -452,11 +481,20 @@ fn encode_activity_into(threads: &mut ThreadStates, a: &ActivityRef<'_>, out: &m
             out.u64(zigzag(al.arg_index.into()));
             out.byte(al.memory_type as u8);
         }
+        remember_allocations(st, a.allocations);
     }
     st.ts = a.ts;
     st.correlation = a.correlation;
     st.queue = a.queue;
     st.device = a.device;
+}
+
+/// The thread's last written allocation list (both sides keep it alike); its capacity is kept
+/// from chunk to chunk.
+#[inline]
+fn remember_allocations(st: &mut ThreadState, allocations: &[KernelAllocation]) {
+    st.allocations.clear();
+    st.allocations.extend_from_slice(allocations);
 }
 
 /// Decodes the typed record whose tag (`FIRST_V3_TAG..=LAST_V3_TAG`) was just read.
@@ -515,7 +553,7 @@ pub(crate) fn decode_with(
             unit: StrId(c.u32("CounterDef unit")?),
             value_type: c.u8("CounterDef value_type")?,
         })),
-        TAG_ACTIVITY => decode_activity(threads, c, sink)?,
+        TAG_ACTIVITY => decode_activity(threads, version, c, sink)?,
         TAG_QUEUE => {
             let (tid, st) = thread(threads, c, 0)?;
             let op = c.u32("Queue op")?;
@@ -791,10 +829,12 @@ fn decode_api_call(
 #[inline(always)]
 fn decode_activity(
     threads: &mut ThreadStates,
+    version: u16,
     c: &mut Cursor<'_>,
     sink: &mut impl RecordSink,
 ) -> Result<(), DecodeError> {
-    let (flags, tid, st) = thread_flags(threads, c, F_ACT_ALL & !F_SAME_TID)?;
+    let allowed = if version >= 6 { F_ACT_ALL_V6 } else { F_ACT_ALL };
+    let (flags, tid, st) = thread_flags(threads, c, allowed & !F_SAME_TID)?;
     let kind = c.u32("Activity kind")?;
     let op = c.u32("Activity op")?;
     let ts = apply_delta(st.ts, c.varint("Activity ts delta")?);
@@ -816,11 +856,17 @@ fn decode_activity(
         a.name = StrId(c.u32("Activity name")?);
     }
     if flags & F_ACT_KERNEL != 0 {
-        a.kernel = c.varint("Activity kernel")?;
-        a.work_dim = c.u32("Activity work_dim")?;
-        for v in a.global_size.iter_mut().chain(a.local_size.iter_mut()) {
-            *v = c.varint("Activity launch size")?;
+        if flags & F_ACT_SAME_KERNEL == 0 {
+            st.kernel.kernel = c.varint("Activity kernel")?;
+            st.kernel.work_dim = c.u32("Activity work_dim")?;
+            for v in st.kernel.global_size.iter_mut().chain(st.kernel.local_size.iter_mut()) {
+                *v = c.varint("Activity launch size")?;
+            }
         }
+        let k = st.kernel;
+        (a.kernel, a.work_dim, a.global_size, a.local_size) = (k.kernel, k.work_dim, k.global_size, k.local_size);
+    } else if flags & F_ACT_SAME_KERNEL != 0 {
+        return Err(DecodeError::Invalid { what: "Activity same-kernel flag without the kernel flag", found: flags });
     }
     if flags & F_ACT_BYTES != 0 {
         a.bytes = c.varint("Activity bytes")?;
@@ -833,11 +879,28 @@ fn decode_activity(
         a.dst_type = memory_type(c, "Activity dst type")?;
     }
     if flags & F_ACT_DEVICE_TIMES != 0 {
-        a.device_start = c.varint("Activity device_start")?;
+        let start = c.varint("Activity device_start")?;
+        a.device_start = if flags & F_ACT_DEVICE_START_DELTA != 0 { apply_delta(st.device_end, start) } else { start };
         a.device_end = apply_delta(a.device_start, c.varint("Activity device duration")?);
+        st.device_end = a.device_end;
+    } else if flags & F_ACT_DEVICE_START_DELTA != 0 {
+        return Err(DecodeError::Invalid { what: "Activity device-start flag without device times", found: flags });
     }
     if flags & F_ACT_ALLOCATIONS != 0 {
-        a.allocations = decode_allocations(c)?;
+        if flags & F_ACT_SAME_ALLOCATIONS != 0 {
+            if st.allocations.is_empty() {
+                return Err(DecodeError::Invalid {
+                    what: "Activity same-allocations flag with none before",
+                    found: flags,
+                });
+            }
+            a.allocations = st.allocations.clone();
+        } else {
+            a.allocations = decode_allocations(c)?;
+            remember_allocations(st, &a.allocations);
+        }
+    } else if flags & F_ACT_SAME_ALLOCATIONS != 0 {
+        return Err(DecodeError::Invalid { what: "Activity same-allocations flag without allocations", found: flags });
     }
     st.ts = ts;
     st.correlation = correlation;

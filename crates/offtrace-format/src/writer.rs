@@ -3,8 +3,9 @@
 //! Records are encoded into an in-memory chunk. A chunk is closed by [`TraceWriter::flush_chunk`]
 //! (the agent calls it every ~100 ms), automatically when it reaches the chunk size (256 KiB by
 //! default), and by [`TraceWriter::finish`]. Closing compresses the chunk with LZ4 (kept raw if
-//! that does not shrink it; `lz4.rs`), checksums it, writes it whole and flushes the underlying
-//! writer.
+//! that does not shrink it, or if its records are already as small as
+//! [`TraceWriter::store_raw_up_to`] asks; `lz4.rs`), checksums it, writes it whole and flushes the
+//! underlying writer.
 //!
 //! Crash safety: once `flush_chunk` has returned `Ok`, the chunk has been handed to the OS
 //! (`Write::flush`), so a SIGKILL of the process leaves a file that reads up to and including
@@ -42,6 +43,9 @@ pub struct TraceWriter<W: Write> {
     compressed: Vec<u8>,
     lz4: crate::lz4::Lz4Compressor,
     chunk_limit: usize,
+    /// Encoded bytes per record up to which a chunk is stored without compression (0: always
+    /// compressed).
+    raw_up_to: usize,
     chunks_written: u64,
     records_written: u64,
     drops_seen: u64,
@@ -74,6 +78,7 @@ impl<W: Write> TraceWriter<W> {
             compressed: Vec::new(),
             lz4: Default::default(),
             chunk_limit,
+            raw_up_to: 0,
             chunks_written: 0,
             records_written: 0,
             drops_seen: 0,
@@ -82,6 +87,15 @@ impl<W: Write> TraceWriter<W> {
             end_written: false,
             poisoned: None,
         })
+    }
+
+    /// Stores chunks whose records average at most `bytes_per_record` encoded bytes without LZ4
+    /// (0, the default: every chunk that LZ4 shrinks is compressed). Compression costs the
+    /// writer about as much per byte as encoding: for records already this small on disk, a
+    /// recorder may rather keep the instructions (`docs/overhead.md`, *The writer's cost per
+    /// record*). Readers see no difference (a raw chunk is part of every version's format).
+    pub fn store_raw_up_to(&mut self, bytes_per_record: usize) {
+        self.raw_up_to = bytes_per_record;
     }
 
     /// Appends one record. Notification `ts` values are raw ticks of the header's clock.
@@ -180,7 +194,8 @@ impl<W: Write> TraceWriter<W> {
         }
         let chunk = self.chunks_written;
         let offset = self.bytes_written;
-        let compressed_len = self.lz4.compress(&self.chunk, &mut self.compressed);
+        let small = self.chunk.len() <= self.raw_up_to.saturating_mul(self.chunk_records as usize);
+        let compressed_len = if small { usize::MAX } else { self.lz4.compress(&self.chunk, &mut self.compressed) };
         let (flags, payload) = if compressed_len < self.chunk.len() {
             (CHUNK_FLAG_LZ4, self.compressed.get(..compressed_len).unwrap_or(&self.chunk))
         } else {

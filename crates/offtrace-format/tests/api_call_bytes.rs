@@ -1,8 +1,9 @@
-//! The bytes of `ApiCall` and `Activity` records are fixed by the format (version 3), whichever
-//! way the writer is given them: an owned record through `write` (or `write_api_call`), or a
-//! borrowed [`ApiCallRef`] / [`ActivityRef`] (the recorder's path). The expected bytes were
-//! written by the encoder before the borrowed paths existed (commit f54a3c2), so a faster
-//! encoder cannot change the file.
+//! The bytes of `ApiCall` and `Activity` records are fixed by the format (`ApiCall` since version
+//! 3, `Activity` since version 6), whichever way the writer is given them: an owned record through
+//! `write` (or `write_api_call`), or a borrowed [`ApiCallRef`] / [`ActivityRef`] (the recorder's
+//! path). The expected `ApiCall` bytes were written by the encoder before the borrowed paths
+//! existed (commit f54a3c2), so a faster encoder cannot change the file; the version 3 activity
+//! bytes are still read as the same activities.
 
 use offtrace_format::{
     Activity, ActivityRef, ApiArgs, ApiCall, ApiCallRef, CopyDirection, KernelAllocation, MemoryType, Record, StrId,
@@ -47,12 +48,16 @@ fn write(how: u8) -> Vec<u8> {
     w.get_ref().clone()
 }
 
+fn from_hex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex")).collect()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The expected file as written today: version 4 changed no `ApiCall` or `Activity` byte, only
-/// the header's version (and so its crc).
+/// The expected file as written today: versions 4 to 6 changed no `ApiCall` byte, only the
+/// header's version (and so its crc).
 fn in_today_header(v3_hex: &str) -> String {
     let mut bytes: Vec<u8> =
         (0..v3_hex.len()).step_by(2).map(|i| u8::from_str_radix(&v3_hex[i..i + 2], 16).expect("hex")).collect();
@@ -165,9 +170,26 @@ fn activities() -> Vec<Activity> {
     vec![kernel, complete, copy, fill, barrier]
 }
 
+/// [`activities`], then the kernel launched again with the same allocations, and its completion
+/// (what format 6 writes as flags: the same kernel, the same allocations).
+fn activities_v6() -> Vec<Activity> {
+    let mut all = activities();
+    let launch = Activity { ts: 10_000, correlation: 15, ..all[0].clone() };
+    let complete = Activity {
+        ts: 10_400,
+        device_start: 1_000_009_000,
+        device_end: 1_000_009_800,
+        phase: phase::COMPLETE,
+        allocations: Vec::new(),
+        ..launch.clone()
+    };
+    all.extend([launch, complete]);
+    all
+}
+
 fn write_activities(borrowed: bool) -> Vec<u8> {
     let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
-    for a in activities() {
+    for a in activities_v6() {
         let r: ActivityRef<'_> = a.borrowed();
         assert_eq!(r.to_activity(), a);
         if borrowed {
@@ -180,11 +202,53 @@ fn write_activities(borrowed: bool) -> Vec<u8> {
     w.get_ref().clone()
 }
 
+/// Writes `tests/fixtures/activities_v6.hex` once (run with `OFFTRACE_REGENERATE_FIXTURE=1` when
+/// the file is empty); never rewrites it.
 #[test]
-fn both_ways_of_writing_an_activity_give_the_format_3_bytes() {
-    let expected = in_today_header(include_str!("fixtures/activities_v3.hex").trim());
+#[ignore = "writes tests/fixtures/activities_v6.hex; only for creating it"]
+fn regenerate_activities_v6() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/activities_v6.hex");
+    if std::env::var_os("OFFTRACE_REGENERATE_FIXTURE").is_some() && std::fs::read(path).map_or(true, |b| b.is_empty()) {
+        std::fs::write(path, hex(&write_activities(false)) + "\n").expect("write");
+    }
+}
+
+#[test]
+fn both_ways_of_writing_an_activity_give_the_format_6_bytes() {
+    let expected = decompressed(&from_hex(include_str!("fixtures/activities_v6.hex").trim()));
     assert_eq!(decompressed(&write_activities(false)), expected, "owned");
     assert_eq!(decompressed(&write_activities(true)), expected, "borrowed");
+}
+
+/// The version 3 bytes of [`activities`] (written before version 6 changed how an activity
+/// repeats its kernel, its allocations and its device start) read as those activities.
+#[test]
+fn the_format_3_activity_bytes_still_read_as_the_same_activities() {
+    let v3 = from_hex(include_str!("fixtures/activities_v3.hex").trim());
+    assert_eq!(v3[8], 3);
+    let read: Vec<Record> = offtrace_format::TraceReader::new(&v3[..])
+        .expect("header")
+        // The bytes are one chunk without the end marker: the records, then `Truncated`.
+        .map_while(Result::ok)
+        .collect();
+    assert_eq!(read, activities().into_iter().map(Record::Activity).collect::<Vec<_>>());
+}
+
+/// Format 6 writes the repeated launch and its completion with fewer bytes than format 3 did.
+#[test]
+fn a_repeated_kernel_costs_fewer_bytes_than_its_first_launch() {
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("header");
+    let mut sizes = Vec::new();
+    for a in activities_v6() {
+        let before = w.open_chunk_bytes();
+        w.write(&Record::Activity(a)).expect("write");
+        sizes.push(w.open_chunk_bytes() - before);
+    }
+    // The second launch (index 5) against the first (0); the second completion (6): tag, two
+    // flag bytes, kind, op, ts, correlation, name and the two device-time differences (the first
+    // completion, 1, already repeats its launch's kernel and has an absolute device start).
+    assert!(sizes[5] + 12 < sizes[0], "{sizes:?}");
+    assert!(sizes[6] <= 14 && sizes[6] < sizes[1], "{sizes:?}");
 }
 
 /// The recorder's task-graph path (`write_task_graph`, no `Record`) writes the bytes of `write`.

@@ -16,6 +16,7 @@ const V2_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v2
 const V3_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v3.offtrace");
 const V4_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v4.offtrace");
 const V5_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v5.offtrace");
+const V6_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v6.offtrace");
 
 /// The records of the v1 fixture: the synthetic SYCL workload plus every other variant and
 /// user-data kind, ending with an explicit End.
@@ -194,7 +195,7 @@ fn v2_records_still_encode_as_in_v2() {
     let (v2_header, v2_chunks, v2_end) = framing(&fixture);
     assert_eq!(now_chunks, v2_chunks);
     assert_eq!(now_end, v2_end);
-    assert_eq!((now_header[8], v2_header[8]), (5, 2));
+    assert_eq!((now_header[8], v2_header[8]), (FORMAT_VERSION as u8, 2));
     assert_eq!(&now_header[9..60], &v2_header[9..60]);
 }
 
@@ -550,18 +551,37 @@ fn v3_fixture_reads_forever() {
     assert_eq!(read.iter().filter(|r| matches!(r, Record::Activity(_))).count(), 7);
 }
 
-/// Version 4 only added a flag to `CounterSample` (its correlation id): the records of the v3
-/// fixture, whose samples have none, still encode byte for byte as in version 3; only the
-/// header's version (and crc) differ.
+/// Version 4 only added a flag to `CounterSample` and version 5 changed no record's bytes;
+/// version 6 writes an activity's repeated kernel, allocations and device start as flags and
+/// differences: the v3 fixture's records written now read back as the fixture's, and each chunk
+/// is byte for byte version 3's or smaller.
 #[test]
-fn v3_records_still_encode_as_in_v3() {
-    let fixture = std::fs::read(V3_FIXTURE).expect("fixture");
-    let (now_header, now_chunks, now_end) = framing(&v3_fixture_bytes());
-    let (v3_header, v3_chunks, v3_end) = framing(&fixture);
-    assert_eq!(now_chunks, v3_chunks);
-    assert_eq!(now_end, v3_end);
-    assert_eq!((now_header[8], v3_header[8]), (5, 3));
-    assert_eq!(&now_header[9..60], &v3_header[9..60]);
+fn v3_records_written_now_read_as_in_v3() {
+    written_now_reads_as_the_fixture(V3_FIXTURE, &v3_fixture_bytes(), 3);
+}
+
+/// The fixture `path` (version `version`) against its records written by today's writer (`now`).
+fn written_now_reads_as_the_fixture(path: &str, now: &[u8], version: u8) {
+    let fixture = std::fs::read(path).expect("fixture");
+    let (now_header, now_chunks, now_end) = framing(now);
+    let (old_header, old_chunks, old_end) = framing(&fixture);
+    assert_eq!((now_header[8], old_header[8]), (FORMAT_VERSION as u8, version));
+    assert_eq!(&now_header[9..60], &old_header[9..60]);
+    assert_eq!(now_end, old_end, "as many chunks and records");
+    assert_eq!(now_chunks.len(), old_chunks.len());
+    let mut activity_chunks = 0;
+    for (now, old) in now_chunks.iter().zip(&old_chunks) {
+        if now != old {
+            assert!(now.len() < old.len(), "a chunk that changed is smaller");
+            activity_chunks += 1;
+        }
+    }
+    assert!(activity_chunks > 0, "the fixture has activities");
+    let (read_now, err, _) = read_all(now);
+    assert!(err.is_none(), "{err:?}");
+    let (read_old, err, _) = read_all(&fixture);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(read_now, read_old);
 }
 
 /// The records of the v4 fixture: the v3 fixture's records, then values per command (counter
@@ -613,18 +633,11 @@ fn v4_fixture_reads_forever() {
     assert_eq!(correlations, [0, 3001, 0, 2999, 3002, 17, u64::MAX, 0]);
 }
 
-/// Version 5 changed no bytes of any record (a writer may now repeat a definition): the v4
-/// fixture's records still encode byte for byte as in version 4; only the header's version (and
-/// crc) differ.
+/// Version 5 changed no bytes of any record; version 6 those of activities (see
+/// [`v3_records_written_now_read_as_in_v3`]).
 #[test]
-fn v4_records_still_encode_as_in_v4() {
-    let fixture = std::fs::read(V4_FIXTURE).expect("fixture");
-    let (now_header, now_chunks, now_end) = framing(&v4_fixture_bytes());
-    let (v4_header, v4_chunks, v4_end) = framing(&fixture);
-    assert_eq!(now_chunks, v4_chunks);
-    assert_eq!(now_end, v4_end);
-    assert_eq!((now_header[8], v4_header[8]), (5, 4));
-    assert_eq!(&now_header[9..60], &v4_header[9..60]);
+fn v4_records_written_now_read_as_in_v4() {
+    written_now_reads_as_the_fixture(V4_FIXTURE, &v4_fixture_bytes(), 4);
 }
 
 /// The records of the v5 fixture: the v4 fixture's records, then every definition among them
@@ -681,13 +694,100 @@ fn the_tools_reader_takes_each_repeated_definition_once() {
     assert_eq!(trace.outcome().repeated_definitions, repeats as u64);
 }
 
-/// Today's writer still produces the v5 layout. If this fails on purpose, bump
-/// `FORMAT_VERSION`, keep `v5.offtrace` and its reader path, and add a v6 fixture.
+/// The v5 fixture's records written now read as the fixture's (version 6 changed activities).
+#[test]
+fn v5_records_written_now_read_as_in_v5() {
+    written_now_reads_as_the_fixture(V5_FIXTURE, &v5_fixture_bytes(), 5);
+}
+
+/// The records of the v6 fixture: the v5 fixture's records, then kernels launched again and
+/// again from two threads (the same kernel and allocations, another kernel between, another
+/// geometry, the same allocations after a kernel without any) and completed on a third, over
+/// several chunks (each starts without the previous kernel, allocations and device end), then
+/// `End`.
+fn v6_fixture_records() -> Vec<Record> {
+    let mut records = v5_fixture_records();
+    let Some(Record::End { drops, .. }) = records.pop() else { unreachable!("the v5 records end with End") };
+    let t = START_TICKS + 50_000_000;
+    let allocations = vec![
+        KernelAllocation { base: 0x7f3a_0000_1000, size: 256, arg_index: 0, memory_type: MemoryType::Device },
+        KernelAllocation { base: 0x7f3a_0000_9000, size: 4096, arg_index: 2, memory_type: MemoryType::Shared },
+    ];
+    let mut device_end = 1_700_000_000_000_000u64;
+    for i in 0..120u64 {
+        let tid = 5000 + (i % 2) as u32;
+        let kernel = if i % 7 == 3 { 0x5555_0000_2000 } else { 0x5555_0000_1000 };
+        let global = if i % 11 == 5 { [128, 2, 1] } else { [64, 1, 1] };
+        let launch = Activity {
+            kind: 2,
+            op: 0,
+            tid,
+            ts: t + i * 1_000,
+            correlation: 9_000 + i,
+            queue: 0x6000,
+            device: 0xd1,
+            name: StrId(3),
+            kernel,
+            work_dim: if global[1] == 1 { 1 } else { 2 },
+            global_size: global,
+            local_size: [0; 3],
+            allocations: if i % 13 == 6 { Vec::new() } else { allocations.clone() },
+            ..Activity::default()
+        };
+        // Device times out of order now and then (an out-of-order queue).
+        let start = if i % 9 == 4 { device_end - 5_000 } else { device_end + 700 };
+        device_end = start + 3_000 + i;
+        let complete = Activity {
+            tid: 5002,
+            ts: t + i * 1_000 + 600,
+            phase: phase::COMPLETE,
+            device_start: start,
+            device_end,
+            allocations: Vec::new(),
+            ..launch.clone()
+        };
+        records.extend([Record::Activity(launch), Record::Activity(complete)]);
+    }
+    let count = records.len() as u64;
+    records.push(Record::End { records: count, drops });
+    records
+}
+
+fn v6_fixture_bytes() -> Vec<u8> {
+    write_trace(&tsc_header(), &v6_fixture_records(), 1024, 50)
+}
+
+#[test]
+fn v6_fixture_reads_forever() {
+    let mut r = TraceReader::open(V6_FIXTURE).expect("the v6 fixture opens");
+    assert_eq!(r.header().version, 6);
+    let read: Vec<Record> = r.by_ref().collect::<Result<_, _>>().expect("the v6 fixture reads");
+    assert!(r.finished_cleanly());
+    let mut expected = expected_after_read(&v6_fixture_records());
+    expected.pop(); // the fixture has its own End
+    assert_eq!(read, expected);
+}
+
+/// Today's writer still produces the v6 layout. If this fails on purpose, bump
+/// `FORMAT_VERSION`, keep `v6.offtrace` and its reader path, and add a v7 fixture.
 /// (Compared after decompression, so a different LZ4 compressor version does not matter.)
 #[test]
-fn writer_still_writes_v5() {
-    let fixture = std::fs::read(V5_FIXTURE).expect("fixture");
-    assert_eq!(framing(&v5_fixture_bytes()), framing(&fixture));
+fn writer_still_writes_v6() {
+    let fixture = std::fs::read(V6_FIXTURE).expect("fixture");
+    assert_eq!(framing(&v6_fixture_bytes()), framing(&fixture));
+}
+
+/// A reader of version 5 refuses the activity flags of version 6: a v5 file holding a v6
+/// activity is an error, not a misread.
+#[test]
+fn repeated_kernel_flags_are_not_in_v5() {
+    let mut bytes = v6_fixture_bytes();
+    bytes[8] = 5;
+    let crc = crc32fast::hash(&bytes[..60]);
+    bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+    let r = TraceReader::new(&bytes[..]).expect("header");
+    let err = r.into_iter().find_map(Result::err).expect("a v6 activity in a v5 file fails");
+    assert!(err.to_string().contains("flags"), "{err}");
 }
 
 /// A reader of version 3 refuses a sample's correlation flag: a v3 file holding a v4 sample is
@@ -726,7 +826,7 @@ fn v1_records_still_encode_as_in_v1() {
     assert_eq!(now_chunks, v1_chunks);
     assert_eq!(now_end, v1_end);
     assert_eq!(&now_header[..8], &v1_header[..8]);
-    assert_eq!((now_header[8], v1_header[8]), (5, 1));
+    assert_eq!((now_header[8], v1_header[8]), (FORMAT_VERSION as u8, 1));
     assert_eq!(&now_header[9..60], &v1_header[9..60]);
 }
 
@@ -734,10 +834,10 @@ fn v1_records_still_encode_as_in_v1() {
 #[ignore = "writes tests/fixtures/v<FORMAT_VERSION>.offtrace; only for creating a new version's fixture"]
 fn regenerate_fixture() {
     if std::env::var_os("OFFTRACE_REGENERATE_FIXTURE").is_some() {
-        assert_eq!(FORMAT_VERSION, 5, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
-        if std::path::Path::new(V5_FIXTURE).exists() {
+        assert_eq!(FORMAT_VERSION, 6, "add v{FORMAT_VERSION}_fixture_records first; never rewrite an old fixture");
+        if std::path::Path::new(V6_FIXTURE).exists() {
             return;
         }
-        std::fs::write(V5_FIXTURE, v5_fixture_bytes()).expect("write fixture");
+        std::fs::write(V6_FIXTURE, v6_fixture_bytes()).expect("write fixture");
     }
 }

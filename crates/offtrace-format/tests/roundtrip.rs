@@ -461,3 +461,69 @@ fn counter_sample_earlier_than_the_threads_previous_record() {
         assert_eq!(read[1], sample(4_997_000_000, 2.0));
     }
 }
+
+/// Chunks whose records average at most `store_raw_up_to` bytes are stored without LZ4 (chunk
+/// flag 0), larger ones compressed; both read back the same records.
+#[test]
+fn chunks_of_small_records_are_stored_raw_up_to_the_bound_and_read_the_same() {
+    // Chunks of small API calls (a few bytes each) and chunks of long `Info` records, each
+    // compressible.
+    let call = |i: u64| {
+        Record::ApiCall(ApiCall {
+            kind: 1,
+            op: 3,
+            tid: 10,
+            start: 1_000 + i * 100,
+            end: 1_050 + i * 100,
+            correlation: i + 1,
+            args: ApiArgs::from_slice(&[0x5555_0000_1000, 64, 1]),
+            result: Some(0),
+            ..ApiCall::default()
+        })
+    };
+    let info =
+        |i: u64| Record::Info { key: "note".into(), value: format!("the same long note again, number {}", i % 4) };
+    let chunks: Vec<Vec<Record>> =
+        (0..6u64).map(|c| (0..150).map(|i| if c % 2 == 0 { call(c * 1000 + i) } else { info(i) }).collect()).collect();
+    let chunk_flags = |bytes: &[u8]| {
+        let mut flags = Vec::new();
+        let mut at = FILE_HEADER_LEN;
+        while at + CHUNK_HEADER_LEN <= bytes.len() && &bytes[at..at + 4] == b"OTCK" {
+            let stored = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes")) as usize;
+            let raw = u32::from_le_bytes(bytes[at + 12..at + 16].try_into().expect("4 bytes")) as usize;
+            let count = u32::from_le_bytes(bytes[at + 16..at + 20].try_into().expect("4 bytes")) as usize;
+            flags.push((bytes[at + 4], raw, count));
+            at += CHUNK_HEADER_LEN + stored;
+        }
+        flags
+    };
+    let write = |raw_up_to: usize| {
+        let mut w = TraceWriter::with_chunk_size(Vec::new(), &tsc_header(), 1 << 20).expect("header");
+        w.store_raw_up_to(raw_up_to);
+        for chunk in &chunks {
+            for r in chunk {
+                w.write(r).expect("write");
+            }
+            w.flush_chunk().expect("flush");
+        }
+        w.finish().expect("finish")
+    };
+    let compressed = write(0);
+    // The records' six chunks, then `End`'s (4 bytes: LZ4 cannot shrink it, so raw either way).
+    let all = chunk_flags(&compressed);
+    assert!(all.len() == 7 && all[..6].iter().all(|&(f, _, _)| f == 1), "{all:?}");
+    // A bound between the chunks' smallest and largest bytes per record: some of each.
+    let bound = 16;
+    let mixed = write(bound);
+    let flags = chunk_flags(&mixed);
+    assert_eq!(flags.len(), all.len());
+    for &(f, raw, n) in &flags[..6] {
+        assert_eq!(f == 0, raw <= bound * n, "flags {f}, {raw} bytes, {n} records, bound {bound}");
+    }
+    assert!(flags.iter().any(|&(f, _, _)| f == 0) && flags.iter().any(|&(f, _, _)| f == 1), "{flags:?}");
+    assert!(mixed.len() > compressed.len());
+    let (a, err_a, clean_a) = read_all(&compressed);
+    let (b, err_b, clean_b) = read_all(&mixed);
+    assert!(err_a.is_none() && err_b.is_none() && clean_a && clean_b);
+    assert_eq!(a, b);
+}

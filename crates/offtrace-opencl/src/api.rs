@@ -1640,7 +1640,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadImage.
     let r = unsafe { next(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_READ, ptr as u64, image as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
     })
@@ -1658,7 +1658,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteImage.
     let r = unsafe { next(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, image as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_WRITE, image as u64, ptr as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -1676,7 +1676,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, s
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImage.
     let r = unsafe { next(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_COPY, dst_image as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -1694,7 +1694,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImageToBuffer.
     let r = unsafe { next(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_image as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_TO_BUFFER, dst_buffer as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -1712,7 +1712,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferToImage.
     let r = unsafe { next(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_image as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_TO_IMAGE, dst_image as u64, src_buffer as u64, crate::objects::image_region_bytes(dst_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -1755,7 +1755,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
     let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::MAP, r as u64, image as u64, crate::enqueue::mapping(r as u64, crate::call::region(region)), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_MAP, r as u64, image as u64, crate::enqueue::mapping(r as u64, crate::objects::image_region_bytes(image, region)), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -2143,7 +2143,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ_RECT, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
     call.exit(r, 0);
     r
     })
@@ -2161,7 +2161,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_v
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE_RECT, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -2179,7 +2179,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferRect.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY_RECT, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
     call.exit(r, 0);
     r
     })
@@ -2426,7 +2426,7 @@ pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillImage.
     let r = unsafe { next(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, image as u64, fill_color as *const c_void, 16, crate::call::region(region)) });
+    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::IMAGE_FILL, image as u64, fill_color as *const c_void, 16, crate::objects::image_region_bytes(image, region)) });
     call.exit(r, 0);
     r
     })

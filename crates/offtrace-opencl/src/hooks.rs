@@ -21,7 +21,7 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 
 use offtrace_core::{
-    Kind, MemoryType, Payload, Phase, QueuePayload, code_object, emit_instant, kind_enabled, queue_op,
+    Kind, MemoryType, Payload, Phase, QueuePayload, code_object, emit_instant, kind_enabled, queue_flags, queue_op,
 };
 
 use crate::api::{EXT_NEXT, extension_wrapper, next, sig};
@@ -41,6 +41,36 @@ fn objects_wanted() -> bool {
 
 // ---- queues ----------------------------------------------------------------------------------
 
+const CL_QUEUE_ON_DEVICE: u64 = 1 << 2;
+const CL_QUEUE_PRIORITY_KHR: u64 = 0x1096;
+const CL_QUEUE_PRIORITY_HIGH_KHR: u64 = 1 << 0;
+const CL_QUEUE_PRIORITY_LOW_KHR: u64 = 1 << 2;
+
+/// The `QUEUE` record's flags: what the program asked for (before the layer adds profiling).
+fn queue_flags(info: &QueueInfo) -> u64 {
+    let p = info.app_properties;
+    let mut flags = 0;
+    for (set, bit) in [
+        (p & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE == 0, queue_flags::IN_ORDER),
+        (p & CL_QUEUE_PROFILING_ENABLE != 0, queue_flags::PROFILING),
+        (p & CL_QUEUE_ON_DEVICE != 0, queue_flags::ON_DEVICE),
+        (info.counters.is_some(), queue_flags::PERFORMANCE_COUNTERS),
+    ] {
+        if set {
+            flags |= bit;
+        }
+    }
+    let priority = info.app_property_list.as_deref().unwrap_or_default().chunks(2).find_map(|kv| match *kv {
+        [k, v] if k == CL_QUEUE_PRIORITY_KHR => Some(v),
+        _ => None,
+    });
+    match priority {
+        Some(CL_QUEUE_PRIORITY_HIGH_KHR) => flags | queue_flags::PRIORITY_HIGH,
+        Some(CL_QUEUE_PRIORITY_LOW_KHR) => flags | queue_flags::PRIORITY_LOW,
+        _ => flags,
+    }
+}
+
 fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void, info: QueueInfo) {
     if queue.is_null() {
         return;
@@ -48,6 +78,7 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     // The device first: the calibration's counters name it.
     objects::device_seen(device, context);
     crate::calibration::calibrate_device(device, queue);
+    let flags = queue_flags(&info);
     let mut info = info;
     if info.counters.is_none() && counters::requested_for_every_queue() {
         // `record --query-metrics codeplay`: every counter on every queue, values per command.
@@ -58,12 +89,7 @@ fn register_queue(queue: *mut c_void, context: *mut c_void, device: *mut c_void,
     let fifo = (in_order && info.counters.is_none()).then(crate::in_order::fifo_for_new_queue);
     let info = QueueInfo { nested: crate::call::nested_now(), fifo, ..info };
     if kind_enabled(Kind::Queue) && !info.nested {
-        let p = QueuePayload {
-            queue: queue as u64,
-            device: device as u64,
-            context: context as u64,
-            flags: u64::from(in_order),
-        };
+        let p = QueuePayload { queue: queue as u64, device: device as u64, context: context as u64, flags };
         emit_instant(Kind::Queue, queue_op::CREATE, Phase::None, Payload::Queue(&p));
     }
     queues::insert(queue, info);
@@ -986,4 +1012,37 @@ pub(crate) unsafe fn clReleaseProgram(next: sig::clReleaseProgram_fn, program: *
         objects::code_object_unloaded(code_object::PROGRAM, program);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(app_properties: u64, list: Option<Vec<u64>>) -> QueueInfo {
+        QueueInfo {
+            device: 0,
+            app_properties,
+            app_property_list: list,
+            counters: None,
+            nested: false,
+            fifo: None,
+            app_refs: 1,
+        }
+    }
+
+    /// The record's flags are the program's properties: order, profiling, on-device, and the
+    /// priority from its properties list.
+    #[test]
+    fn queue_flags_are_the_programs_properties() {
+        use queue_flags::*;
+        assert_eq!(queue_flags(&info(0, None)), IN_ORDER);
+        assert_eq!(queue_flags(&info(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, None)), 0);
+        assert_eq!(queue_flags(&info(CL_QUEUE_PROFILING_ENABLE, None)), IN_ORDER | PROFILING);
+        let ooo_device = CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_ON_DEVICE;
+        assert_eq!(queue_flags(&info(ooo_device, None)), ON_DEVICE);
+        let list = |p| Some(vec![CL_QUEUE_PROPERTIES, 0, CL_QUEUE_PRIORITY_KHR, p, 0]);
+        assert_eq!(queue_flags(&info(0, list(CL_QUEUE_PRIORITY_HIGH_KHR))), IN_ORDER | PRIORITY_HIGH);
+        assert_eq!(queue_flags(&info(0, list(CL_QUEUE_PRIORITY_LOW_KHR))), IN_ORDER | PRIORITY_LOW);
+        assert_eq!(queue_flags(&info(0, list(1 << 1))), IN_ORDER, "medium is the default");
+    }
 }

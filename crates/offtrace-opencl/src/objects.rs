@@ -14,7 +14,7 @@ use std::sync::{Mutex, RwLock};
 
 use offtrace_core::{
     CodeObjectPayload, DevicePayload, DeviceType, Kind, MemoryAllocPayload, MemoryType, Payload, Phase, code_object,
-    device_op, emit_instant, emit_memory_alloc, emit_memory_free, kind_enabled,
+    device_op, emit_instant, emit_memory_alloc, emit_memory_free, emit_memory_sub_alloc, kind_enabled,
 };
 
 use crate::api::next;
@@ -167,7 +167,37 @@ pub(crate) fn mem_created(mem: *mut c_void, size: u64, origin: MemOrigin) {
         }
     };
     let device = if context.is_null() { 0 } else { only_device(context) };
-    emit_memory_alloc(&MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device });
+    let p = MemoryAllocPayload { ptr: mem as u64, size, memory_type: buffer_memory_type(flags), device };
+    // A sub-buffer's bytes are its parent's: a `sub_alloc` keeps them out of live memory, and
+    // its handle still names it in the allocation properties of a kernel it is passed to.
+    match origin {
+        MemOrigin::Created { .. } => emit_memory_alloc(&p),
+        MemOrigin::PartOf(_) => emit_memory_sub_alloc(&p),
+    }
+}
+
+const CL_IMAGE_ELEMENT_SIZE: u32 = 0x1111;
+
+/// The bytes of an image command's `region` (a `const size_t[3]` in pixels): its pixels times
+/// the image's element size, asked of the runtime (one query per image command; the region's
+/// pixels when the runtime does not answer).
+///
+/// # Safety
+///
+/// `region` is null or points at three readable `size_t` (the program's argument; the runtime
+/// rejects the command otherwise, and a command the runtime rejects records nothing).
+#[allow(unsafe_code)]
+pub(crate) unsafe fn image_region_bytes(image: *mut c_void, region: *mut c_void) -> u64 {
+    // SAFETY: forwarded.
+    let pixels = unsafe { crate::call::region(region) };
+    if pixels == 0 || image.is_null() {
+        return pixels;
+    }
+    let Some(f) = next().clGetImageInfo else { return pixels };
+    let mut element = 0usize;
+    // SAFETY: a size_t out value; the runtime validates the handle.
+    let r = unsafe { f(image, CL_IMAGE_ELEMENT_SIZE, 8, (&raw mut element).cast(), ptr::null_mut()) };
+    if r == CL_SUCCESS && element > 0 { pixels.saturating_mul(element as u64) } else { pixels }
 }
 
 pub(crate) fn mem_info(mem: *mut c_void, param: u32) -> Option<u64> {

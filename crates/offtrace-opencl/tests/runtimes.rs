@@ -625,8 +625,9 @@ fn counters_name_defined_devices(records: &[offtrace_format::Record], what: &str
 /// What the program asked for, in the trace: buffers are device memory unless a host-pointer
 /// flag puts them in host memory (`CL_MEM_USE_HOST_PTR`, `CL_MEM_ALLOC_HOST_PTR`; copying the
 /// host's data in, `CL_MEM_COPY_HOST_PTR`, does not), a sub-buffer has its parent's type, SVM is
-/// shared; each on the context's one device. Markers are `marker`, barriers `barrier` (on main
-/// every buffer was UNKNOWN without a device and a marker was a barrier).
+/// shared; each on the context's one device. A sub-buffer is a `sub_alloc` (operation 2: its
+/// bytes are its parent's), every other object an `alloc`. Markers are `marker`, barriers
+/// `barrier` (on main every buffer was UNKNOWN without a device and a marker was a barrier).
 fn memory_types_and_markers(rt: Runtime) {
     use offtrace_format::{MemoryType, Record};
     let Some(s) = setup() else { return };
@@ -643,10 +644,12 @@ fn memory_types_and_markers(rt: Runtime) {
         .map(|(label, p)| (label, hex(p)))
         .collect();
     assert!(printed.len() >= 5, "{rt:?}: {stdout}");
-    let allocs: BTreeMap<u64, (MemoryType, u64)> = records
+    let allocs: BTreeMap<u64, (u32, MemoryType, u64)> = records
         .iter()
         .filter_map(|r| match r {
-            Record::Memory(m) if m.op == 0 => Some((m.ptr, (m.memory_type, m.device))),
+            Record::Memory(m) if m.op != offtrace_core::memory_alloc::FREE => {
+                Some((m.ptr, (m.op, m.memory_type, m.device)))
+            }
             _ => None,
         })
         .collect();
@@ -657,7 +660,12 @@ fn memory_types_and_markers(rt: Runtime) {
             "svm" => MemoryType::Shared,
             other => panic!("unknown label {other}"),
         };
-        assert_eq!(allocs.get(&ptr), Some(&(want, device)), "{rt:?}: {label} at {ptr:#x}: {allocs:?}");
+        let op = if label == "sub_of_alloc_host" {
+            offtrace_core::memory_alloc::SUB_ALLOC
+        } else {
+            offtrace_core::memory_alloc::ALLOC
+        };
+        assert_eq!(allocs.get(&ptr), Some(&(op, want, device)), "{rt:?}: {label} at {ptr:#x}: {allocs:?}");
     }
     let names = operation_names(&records, 8);
     let sync_ops: Vec<&str> = records

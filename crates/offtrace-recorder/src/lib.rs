@@ -54,7 +54,10 @@ pub use crash::{CRASH_FLUSH_TIMEOUT, crash_flush_wanted};
 pub use definitions::Definitions;
 pub use entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS};
 pub use output::{claim_output, start_claimed};
-pub use recorder::{Config, RAW_BODY_WORDS, RawLayer, flush, is_recording, late_lost, stop_in_child, total_drops};
+pub use recorder::{
+    Config, RAW_BODY_WORDS, RAW_CHUNK_BYTES_PER_RECORD, RawLayer, flush, is_recording, late_lost, stop_in_child,
+    total_drops,
+};
 pub use writer::{
     FinishError, REPEAT_EVERY, StartError, Stats, TraceSink, definitions, finish, set_raw_layer, start, start_file,
     start_header, start_open, wake,

@@ -183,6 +183,7 @@ pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) ->
     let header = start_header();
     let mut w = TraceWriter::with_chunk_size(std::io::BufWriter::new(file), &header, config.chunk_bytes)
         .map_err(|e| StartError::Header(e.to_string()))?;
+    w.store_raw_up_to(config.raw_chunk_bytes_per_record);
     for (key, value) in info {
         w.write(&Record::Info { key: (*key).into(), value: (*value).into() })
             .map_err(|e| StartError::Header(e.to_string()))?;

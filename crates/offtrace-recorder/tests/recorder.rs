@@ -465,3 +465,43 @@ fn names_from_a_reused_buffer_resolve_to_their_own_strings() {
     let got: Vec<&str> = activities(&records).iter().map(|a| strings[&a.name].as_str()).collect();
     assert_eq!(got, expected);
 }
+
+/// The chunk flags of a finished trace file (1: LZ4, 0: stored raw), with each chunk's encoded
+/// bytes and records.
+fn chunk_flags(path: &Path) -> Vec<(u8, usize, usize)> {
+    let bytes = std::fs::read(path).unwrap();
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let (mut at, mut chunks) = (offtrace_format::FILE_HEADER_LEN, Vec::new());
+    while at + offtrace_format::CHUNK_HEADER_LEN <= bytes.len() && &bytes[at..at + 4] == b"OTCK" {
+        chunks.push((bytes[at + 4], word(at + 12), word(at + 16)));
+        at += offtrace_format::CHUNK_HEADER_LEN + word(at + 8);
+    }
+    chunks
+}
+
+/// A loop of small records (a call and its launch, ~10 encoded bytes each) is stored without
+/// LZ4 by default, and compressed when the bound is 0; both files hold the same records.
+#[test]
+fn chunks_of_small_records_are_stored_raw_by_default() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut read_back = Vec::new();
+    for (name, config) in [("raw", Config::default()), ("lz4", Config::default().with_raw_chunks_up_to(0))] {
+        let path = dir.path().join(name);
+        start_file(config, &path, &[]).unwrap();
+        let ctx = subscribe(false).unwrap();
+        for i in 0..3_000 {
+            launch(0x1000, i);
+        }
+        destroy_context(ctx).unwrap();
+        finish().unwrap();
+        let chunks = chunk_flags(&path);
+        // The chunk that holds the loop: the largest.
+        let &(flags, bytes, records) = chunks.iter().max_by_key(|c| c.2).unwrap();
+        assert!(records >= 1_000 && bytes <= offtrace_recorder::RAW_CHUNK_BYTES_PER_RECORD * records, "{chunks:?}");
+        assert_eq!(flags, if name == "raw" { 0 } else { 1 }, "{name}: {chunks:?}");
+        let records = read(&path);
+        read_back.push((calls(&records).len(), activities(&records).len()));
+    }
+    assert_eq!(read_back, [(3_000, 3_000), (3_000, 3_000)]);
+}

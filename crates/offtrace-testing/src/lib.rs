@@ -82,6 +82,21 @@ pub fn stale_library(so: &std::path::Path, package: &str) -> Option<String> {
     )
 }
 
+/// Fails the test, with the `cargo build -p ...` that fixes it, when a library that `offtrace
+/// record` loads from next to its binary `bin` (the agent, the OpenCL layer, offtrace's XPTI
+/// dispatcher: those built) is older than one of its sources ([`stale_library`]).
+pub fn assert_fresh_libraries(bin: &std::path::Path) {
+    let Some(dir) = bin.parent() else { return };
+    let libraries = [
+        ("libofftrace_agent.so", "offtrace-agent"),
+        ("libofftrace_opencl.so", "offtrace-opencl"),
+        ("libxptifw.so", "offtrace-xptifw"),
+    ];
+    if let Some(why) = libraries.iter().find_map(|(so, package)| stale_library(&dir.join(so), package)) {
+        panic!("{why}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, SystemTime};
