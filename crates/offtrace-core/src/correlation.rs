@@ -78,6 +78,8 @@ pub(crate) struct ThreadState {
     pub(crate) allocation_memo: crate::allocation::AllocationMemo,
     /// The direct sink's word for this thread (see [`crate::direct::DirectThreadWord`]).
     pub(crate) direct_sink_word: crate::direct::DirectThreadWord,
+    /// A backend's word for this thread (see [`crate::direct::backend_thread_word`]).
+    pub(crate) backend_word: crate::direct::DirectThreadWord,
 }
 
 thread_local! {
@@ -99,6 +101,7 @@ thread_local! {
             cache_entry: Cell::new(0),
             allocation_memo: crate::generation::Memo::new(0, None),
             direct_sink_word: crate::direct::DirectThreadWord::new(),
+            backend_word: crate::direct::DirectThreadWord::new(),
         }
     };
     /// Entries below the top of each external stack; touched only by push/pop.

@@ -120,6 +120,17 @@ impl DirectThreadWord {
     }
 }
 
+/// The calling thread's word for a backend's own per-thread state (0 on a new thread), reached
+/// through the thread-pointer cache ([`crate::thread_cache`]): in a shared object, where each
+/// thread-local access is a `__tls_get_addr` call, a backend keeps the address of its one
+/// thread-local struct here, looks the word up once per notification and passes its state down
+/// (`docs/overhead.md`, *Agent*). One word, one user: the SYCL/UR bridge (another backend that
+/// wants one needs a word of its own here). The word never leaves its thread (`!Sync`).
+#[inline(always)]
+pub fn backend_thread_word() -> &'static DirectThreadWord {
+    &crate::correlation::thread_state().backend_word
+}
+
 /// Clears the calling thread's [`DirectThreadWord`]: for a sink whose per-thread state is
 /// dropped (the recorder's ring at the thread's teardown) while the thread may still emit.
 pub fn clear_direct_thread_word() {

@@ -20,6 +20,7 @@ mod kind;
 mod marker;
 mod payload;
 pub mod ring;
+mod shared_table;
 mod sync;
 mod thread_cache;
 mod timestamp;
@@ -54,8 +55,8 @@ pub use correlation::{
     set_external_correlation_hook, set_process_external_correlation_id, set_reported_hook, times_delivered_below,
 };
 pub use direct::{
-    DirectCall, DirectRecord, DirectSink, DirectThreadWord, clear_direct_thread_word, direct_path_applies,
-    set_direct_sink,
+    DirectCall, DirectRecord, DirectSink, DirectThreadWord, backend_thread_word, clear_direct_thread_word,
+    direct_path_applies, set_direct_sink,
 };
 pub use error::ServiceError;
 pub use generation::{Generation, GenerationCounter, Memo};
@@ -74,4 +75,5 @@ pub use payload::{
     ImplicitAllocation, KernelDispatchPayload, MAX_ARGS, MAX_KERNEL_ARGS, MarkerPayload, MemoryAllocPayload,
     MemoryCopyPayload, MemoryFillPayload, MemoryType, Payload, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload,
 };
+pub use shared_table::{SHARED_TABLE_WAYS, SharedTable};
 pub use timestamp::{timestamp_ns, timestamps_from_tsc};

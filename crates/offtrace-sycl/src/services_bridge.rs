@@ -290,76 +290,108 @@ struct PendingTask {
     args: RefCell<([u64; MAX_KERNEL_ARGS], u32, [u64; 3])>,
 }
 
-thread_local! {
-    // Const-initialised, no destructor: usable on runtime threads that outlive `main`.
-    static OPEN: OpenCalls = const {
-        OpenCalls {
-            len: Cell::new(0),
-            tags: [const { Cell::new((OpenTag::UrCall, 0)) }; MAX_OPEN],
-            tokens: [const { Cell::new(None) }; MAX_OPEN],
-        }
-    };
-    static TASK: PendingTask = const {
-        PendingTask {
-            instance: Cell::new(0),
-            event: Cell::new(std::ptr::null()),
-            resolved: Cell::new(false),
-            name: RefCell::new([0; NAME_CAP]),
-            dispatched: Cell::new(false),
-            args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
-        }
-    };
+/// This thread's state in the bridge, all of it: the open calls, the open task, the memos of
+/// the shared tables, the metadata key cache and the task graph's held node. One thread-local,
+/// reached once per notification through core's thread-pointer cache ([`bridge_thread`]) and
+/// passed down: in a shared object (how applications load the agent) each thread-local access
+/// is a `__tls_get_addr` call, and the bridge made 4 per UR pair and 14 per SYCL command when
+/// each part was a thread-local of its own (`docs/overhead.md`, *Agent*).
+struct BridgeThread {
+    open: OpenCalls,
+    task: PendingTask,
+    /// This thread's last queues: a thread usually enqueues to one or two.
+    queue_memo: Memo<u64, (u64, bool), 2>,
+    /// This thread's last SYCL queue ids: a thread usually submits to one or two queues.
+    queue_id_memo: Memo<u64, u64, 2>,
+    /// Metadata key ids already named.
+    keys: KeyCache,
+    graph: graph::GraphThread,
 }
 
 thread_local! {
-    /// The XPTI instance of the `ur.call` notification whose effects are being emitted (0 = none).
-    static UR_INSTANCE: Cell<u64> = const { Cell::new(0) };
+    // Const-initialised, no destructor (checked below): usable on runtime threads that outlive
+    // `main`, and its address is valid for the thread's whole life (what `bridge_thread` keeps).
+    static BRIDGE: BridgeThread = const {
+        BridgeThread {
+            open: OpenCalls {
+                len: Cell::new(0),
+                tags: [const { Cell::new((OpenTag::UrCall, 0)) }; MAX_OPEN],
+                tokens: [const { Cell::new(None) }; MAX_OPEN],
+            },
+            task: PendingTask {
+                instance: Cell::new(0),
+                event: Cell::new(std::ptr::null()),
+                resolved: Cell::new(false),
+                name: RefCell::new([0; NAME_CAP]),
+                dispatched: Cell::new(false),
+                args: RefCell::new(([0; MAX_KERNEL_ARGS], 0, [0; 3])),
+            },
+            queue_memo: Memo::new(0, (0, false)),
+            queue_id_memo: Memo::new(0, 0),
+            keys: [const { Cell::new((0, Key::Other)) }; 32],
+            graph: graph::GraphThread::new(),
+        }
+    };
 }
 
-/// The XPTI `instance` of the UR call whose end is being mapped on this thread (records
-/// emitted from its effects, e.g. `KERNEL_DISPATCH`, belong to it); 0 outside one.
-pub fn current_ur_instance() -> u64 {
-    UR_INSTANCE.try_with(Cell::get).unwrap_or(0)
+const _: () = assert!(!std::mem::needs_drop::<BridgeThread>(), "BRIDGE must stay destructor-free");
+
+/// The calling thread's [`BridgeThread`]: its address is kept in the thread's backend word
+/// (`offtrace_core::backend_thread_word`, read through the thread-pointer cache: no call); the
+/// thread-local itself is read once per thread, at its first notification.
+#[inline(always)]
+fn bridge_thread() -> &'static BridgeThread {
+    let word = offtrace_core::backend_thread_word();
+    match word.get() {
+        0 => bridge_thread_slow(word),
+        // SAFETY: only `bridge_thread_slow` stores into the word: the address of this thread's
+        // `BRIDGE` (the word is this thread's own), const-initialised and destructor-free, so
+        // valid for the thread's whole life; `BridgeThread` is `!Sync` (cells), so the
+        // reference stays on this thread. A fork child's thread is the forking thread, at the
+        // same addresses.
+        p => unsafe { &*(p as *const BridgeThread) },
+    }
 }
 
-fn push_open(tag: OpenTag, instance: u64, token: CallToken) {
+#[cold]
+#[inline(never)]
+fn bridge_thread_slow(word: &offtrace_core::DirectThreadWord) -> &'static BridgeThread {
+    let p = BRIDGE.with(|b| b as *const BridgeThread);
+    word.set(p as usize);
+    // SAFETY: as in `bridge_thread`: this thread's destructor-free `BRIDGE`.
+    unsafe { &*p }
+}
+
+fn push_open(bt: &BridgeThread, tag: OpenTag, instance: u64, token: CallToken) {
     if !token.is_delivered() {
         return;
     }
-    let r = OPEN.try_with(|o| {
-        let i = o.len.get();
-        match (o.tags.get(i), o.tokens.get(i)) {
-            (Some(t), Some(slot)) => {
-                t.set((tag, instance));
-                slot.set(Some(token));
-                o.len.set(i + 1);
-                Ok(())
-            }
-            _ => Err(token),
+    let o = &bt.open;
+    let i = o.len.get();
+    match (o.tags.get(i), o.tokens.get(i)) {
+        (Some(t), Some(slot)) => {
+            t.set((tag, instance));
+            slot.set(Some(token));
+            o.len.set(i + 1);
         }
-    });
-    // Too deep (or the thread is exiting): close the call now so the pair stays intact.
-    if let Ok(Err(token)) = r {
-        emit_exit(token, Payload::None);
+        // Too deep: close the call now so the pair stays intact.
+        _ => emit_exit(token, Payload::None),
     }
 }
 
 /// The token of the open entry (tag, instance), removed; normally the top.
-fn pop_open(tag: OpenTag, instance: u64) -> Option<CallToken> {
-    OPEN.try_with(|o| {
-        let n = o.len.get().min(MAX_OPEN);
-        // The usual case: the call that ends is the innermost open one.
-        let i = (0..n).rev().find(|&i| o.tags[i].get() == (tag, instance))?;
-        let token = o.tokens[i].take();
-        for j in i..n - 1 {
-            o.tags[j].set(o.tags[j + 1].get());
-            o.tokens[j].set(o.tokens[j + 1].take());
-        }
-        o.len.set(n - 1);
-        token
-    })
-    .ok()
-    .flatten()
+fn pop_open(bt: &BridgeThread, tag: OpenTag, instance: u64) -> Option<CallToken> {
+    let o = &bt.open;
+    let n = o.len.get().min(MAX_OPEN);
+    // The usual case: the call that ends is the innermost open one.
+    let i = (0..n).rev().find(|&i| o.tags[i].get() == (tag, instance))?;
+    let token = o.tokens[i].take();
+    for j in i..n - 1 {
+        o.tags[j].set(o.tags[j + 1].get());
+        o.tokens[j].set(o.tokens[j + 1].take());
+    }
+    o.len.set(n - 1);
+    token
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -453,13 +485,14 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     let f = unsafe { &*f };
     // SAFETY: the runtime passes its function name as a C string.
     let Some(func) = (unsafe { verified_function(f) }) else { return };
+    let bt = bridge_thread();
     if !end {
         // The arguments are read only for a consumer of the enter's payload: the recorder alone
         // (the services' direct path) reads only the exit's.
         // SAFETY (both reads): `f` is the live call's, its name verified against `func`.
         let token =
             emit_enter_with(Kind::UrApi, f.function_id, || unsafe { read_args(f, func) }, |p| Payload::UrApi(p));
-        push_open(OpenTag::UrCall, instance, token);
+        push_open(bt, OpenTag::UrCall, instance, token);
         if f.function_id == urf::USM_FREE {
             // SAFETY: as above; the arguments of the live call.
             unsafe { ur_begin_effects(&read_args(f, func)) };
@@ -480,13 +513,11 @@ unsafe fn ur_call(f: *const FunctionWithArgs, instance: u64, end: bool) {
     // recorder alone takes them (`offtrace_core::direct_path_applies`); 0: each takes its own.
     let now = if direct_path_applies(Kind::UrApi) { timestamp_ns() } else { 0 };
     if result == 0 {
-        let _ = UR_INSTANCE.try_with(|c| c.set(instance));
         // SAFETY: the call succeeded: its output pointers were written, its input pointers
         // are still the caller's live variables.
-        unsafe { ur_end_effects(&p, now) };
-        let _ = UR_INSTANCE.try_with(|c| c.set(0));
+        unsafe { ur_end_effects(bt, &p, now) };
     }
-    if let Some(token) = pop_open(OpenTag::UrCall, instance) {
+    if let Some(token) = pop_open(bt, OpenTag::UrCall, instance) {
         emit_exit_at(token, now, Payload::UrApi(&p));
     }
 }
@@ -564,7 +595,7 @@ fn effects_wanted(id: u32) -> bool {
 
 /// Whether this thread has no open call (UR call, task, wait) whose exit is still due.
 fn no_open_calls() -> bool {
-    OPEN.try_with(|o| o.len.get() == 0).unwrap_or(true)
+    bridge_thread().open.len.get() == 0
 }
 
 /// Effects at the start of a call (inside it: records take its correlation id).
@@ -583,7 +614,7 @@ unsafe fn ur_begin_effects(p: &ApiCallPayload) {
 ///
 /// # Safety
 /// `p` holds the arguments of the live call, which succeeded.
-unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
+unsafe fn ur_end_effects(bt: &BridgeThread, p: &ApiCallPayload, now: u64) {
     let a = &p.args;
     // SAFETY (each read_out / deref): output pointers of a successful call were written;
     // input pointers are the caller's variables, live during the callback.
@@ -592,9 +623,9 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             urf::USM_HOST_ALLOC => alloc(read_out(a[4]), a[3], MemoryType::Host, 0),
             urf::USM_DEVICE_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Device, a[1]),
             urf::USM_SHARED_ALLOC => alloc(read_out(a[5]), a[4], MemoryType::Shared, a[1]),
-            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(a, now),
+            urf::ENQUEUE_KERNEL_LAUNCH_WITH_ARGS_EXP if kind_enabled(Kind::KernelDispatch) => kernel_launch(bt, a, now),
             urf::ENQUEUE_USM_MEMCPY if kind_enabled(Kind::MemoryCopy) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let c = copy(q, a[2], a[3], a[4], usm_type(a[3]), usm_type(a[2]));
                 emit_instant_at(Kind::MemoryCopy, memory_copy::USM_MEMCPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
@@ -603,7 +634,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             }
             // (hQueue, hBuffer, blocking, offset, size, pDst/pSrc, ...)
             urf::ENQUEUE_MEM_BUFFER_READ if kind_enabled(Kind::MemoryCopy) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let c = copy(q, a[5], a[1], a[4], MemoryType::Device, usm_type(a[5]));
                 emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_READ, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
@@ -611,7 +642,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
                 }
             }
             urf::ENQUEUE_MEM_BUFFER_WRITE if kind_enabled(Kind::MemoryCopy) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let c = copy(q, a[1], a[5], a[4], usm_type(a[5]), MemoryType::Device);
                 emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_WRITE, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
@@ -620,7 +651,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             }
             // (hQueue, hBufferSrc, hBufferDst, srcOffset, dstOffset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_COPY if kind_enabled(Kind::MemoryCopy) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let c = copy(q, a[2], a[1], a[5], MemoryType::Device, MemoryType::Device);
                 emit_instant_at(Kind::MemoryCopy, memory_copy::BUFFER_COPY, Phase::None, now, Payload::MemoryCopy(&c));
                 if q.profiling {
@@ -629,7 +660,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             }
             // (hQueue, pMem, patternSize, pPattern, size, ...)
             urf::ENQUEUE_USM_FILL if kind_enabled(Kind::MemoryFill) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
@@ -646,7 +677,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
             }
             // (hQueue, hBuffer, pPattern, patternSize, offset, size, ...)
             urf::ENQUEUE_MEM_BUFFER_FILL if kind_enabled(Kind::MemoryFill) => {
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let f = MemoryFillPayload {
                     queue: a[0],
                     dst: a[1],
@@ -666,7 +697,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
                 if kind_enabled(Kind::Sync) =>
             {
                 let wait_count = if p.function_id == urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER { a[1] } else { a[2] };
-                let q = queue_info(a[0]);
+                let q = queue_info(bt, a[0]);
                 let s = SyncPayload {
                     object: a[0],
                     event_count: wait_count as u32,
@@ -710,7 +741,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
         }
         // Only inside a SYCL task: an enqueue outside one (a UR program, the runtime's own) has
         // no node to complete.
-        if graph_wanted(p.function_id) && graph::task_open() {
+        if graph_wanted(p.function_id) && graph::task_open(&bt.graph) {
             // The command's name as its device activity has it (kernel, or the operation); the
             // operations' names are static, so no allocation per enqueue.
             let kernel;
@@ -728,7 +759,7 @@ unsafe fn ur_end_effects(p: &ApiCallPayload, now: u64) {
                 urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER | urf::ENQUEUE_EVENTS_WAIT_WITH_BARRIER_EXT => Some(c"barrier"),
                 _ => None,
             };
-            graph::enqueued(p, name);
+            graph::enqueued(bt, p, name);
         }
     }
 }
@@ -790,11 +821,6 @@ static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap:
 /// through their thread's memo ([`offtrace_core::Memo`]), without the lock.
 static QUEUE_GENERATION: Generation = Generation::new();
 
-thread_local! {
-    /// This thread's last queues: a thread usually enqueues to one or two.
-    static QUEUE_MEMO: Memo<u64, (u64, bool), 2> = const { Memo::new(0, (0, false)) };
-}
-
 fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
     if queue != 0 {
         let mut t = QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner());
@@ -812,11 +838,10 @@ struct QueueInfo {
     profiling: bool,
 }
 
-fn queue_info(queue: u64) -> QueueInfo {
+fn queue_info(bt: &BridgeThread, queue: u64) -> QueueInfo {
     let locked =
         |q: u64| QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&q).copied().unwrap_or((0, false));
-    let (device, profiling) =
-        QUEUE_MEMO.try_with(|m| m.get(&QUEUE_GENERATION, queue, locked)).unwrap_or_else(|_| locked(queue));
+    let (device, profiling) = bt.queue_memo.get(&QUEUE_GENERATION, queue, locked);
     QueueInfo { queue, device, profiling }
 }
 
@@ -1294,7 +1319,7 @@ unsafe fn kernel_args(args: u64, count: u64, out: &mut [u64; MAX_KERNEL_ARGS]) -
 ///
 /// # Safety
 /// As [`ur_end_effects`].
-unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
+unsafe fn kernel_launch(bt: &BridgeThread, a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
     let mut k = KernelDispatchPayload { queue: a[0], kernel: a[1], work_dim: a[2] as u32, ..Default::default() };
     let dims = (a[2] as usize).min(3);
     for d in 0..dims {
@@ -1321,8 +1346,9 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
     k.kernel_arg_count = unsafe { kernel_args(a[7], a[6], &mut k.kernel_args) };
     // The UR function name when known (what the device runs: `axpy`); else the SYCL task's
     // `kernel_name` metadata (for dpctl's raw submits that is `DPCTLQueue_SubmitRange`).
-    let _ = TASK.try_with(|t| t.dispatched.set(true));
-    let q = queue_info(a[0]);
+    let t = &bt.task;
+    t.dispatched.set(true);
+    let q = queue_info(bt, a[0]);
     k.device = q.device;
     if let Some(own) = kernel_name(a[1]) {
         k.kernel_name = own.as_ptr();
@@ -1332,23 +1358,21 @@ unsafe fn kernel_launch(a: &[u64; offtrace_core::MAX_ARGS], now: u64) {
         }
         return;
     }
-    let _ = TASK.try_with(|t| {
-        if t.instance.get() != 0 {
-            // SAFETY: the task is open on this thread (the launch is inside it).
-            unsafe { resolve_task(t) };
-        }
-        let Ok(name) = t.name.try_borrow() else { return };
-        if t.instance.get() != 0 && name[0] != 0 {
-            k.kernel_name = name.as_ptr().cast();
-        }
-        emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
-        // The name's copy (an allocation) only for a launch kept for its device times.
-        if q.profiling
-            && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
-        {
-            remember_kernel_launch(a, &k, own.into());
-        }
-    });
+    if t.instance.get() != 0 {
+        // SAFETY: the task is open on this thread (the launch is inside it).
+        unsafe { resolve_task(bt) };
+    }
+    let Ok(name) = t.name.try_borrow() else { return };
+    if t.instance.get() != 0 && name[0] != 0 {
+        k.kernel_name = name.as_ptr().cast();
+    }
+    emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, now, Payload::KernelDispatch(&k));
+    // The name's copy (an allocation) only for a launch kept for its device times.
+    if q.profiling
+        && let Ok(own) = CStr::from_bytes_until_nul(&name[..])
+    {
+        remember_kernel_launch(a, &k, own.into());
+    }
 }
 
 /// `UR_DEVICE_INFO_TYPE` / `UR_DEVICE_INFO_NAME`.
@@ -1392,11 +1416,6 @@ static QUEUE_IDS: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
 /// their thread's memo, without the lock.
 static QUEUE_ID_GENERATION: Generation = Generation::new();
 
-thread_local! {
-    /// This thread's last queue ids: a thread usually submits to one or two queues.
-    static QUEUE_ID_MEMO: Memo<u64, u64, 2> = const { Memo::new(0, 0) };
-}
-
 fn remember_queue_id(id: u64, queue: u64) {
     if id != 0 && queue != 0 {
         let mut m = QUEUE_IDS.write().unwrap_or_else(|e| e.into_inner());
@@ -1409,9 +1428,9 @@ fn remember_queue_id(id: u64, queue: u64) {
 }
 
 /// The queue handle of SYCL queue id `id` (0 = not known).
-fn queue_of_id(id: u64) -> u64 {
+fn queue_of_id(bt: &BridgeThread, id: u64) -> u64 {
     let locked = |id: u64| QUEUE_IDS.read().unwrap_or_else(|e| e.into_inner()).get(&id).copied().unwrap_or(0);
-    QUEUE_ID_MEMO.try_with(|m| m.get(&QUEUE_ID_GENERATION, id, locked)).unwrap_or_else(|_| locked(id))
+    bt.queue_id_memo.get(&QUEUE_ID_GENERATION, id, locked)
 }
 
 /// The task graph: node ids, their queues, names and the dependencies of commands the runtime
@@ -1432,40 +1451,38 @@ fn queue_of_id(id: u64) -> u64 {
 ///   runtime made edges for the node itself.
 mod graph {
     use super::*;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
+    use offtrace_core::SharedTable;
 
-    /// foldhash, not the default SipHash: the keys are ids and handles the runtime chose, not
-    /// input an attacker controls, and SipHash was most of each look-up's cost (one per node,
-    /// one per signal, two per edge).
-    type Table = Mutex<Option<HashMap<u64, u64, foldhash::fast::FixedState>>>;
+    /// Shared by every thread, without a lock (`offtrace_core::SharedTable`): 16,384 buckets of
+    /// four entries, each bucket keeping its latest keys (those of live events).
+    type Table = SharedTable<{ 1 << 14 }>;
 
     /// uid64 of a live node event → the node id.
-    static NODES: Table = Mutex::new(None);
+    static NODES: Table = SharedTable::new();
     /// UR event handle → the node whose command returned it.
-    static EVENTS: Table = Mutex::new(None);
-    /// Each table is emptied when it reaches this many entries (events die; ids are not reused).
-    const MAX: usize = 1 << 16;
+    static EVENTS: Table = SharedTable::new();
 
     fn put(t: &Table, k: u64, v: u64) {
-        if k == 0 {
-            return;
-        }
-        let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
-        let m = g.get_or_insert_with(HashMap::default);
-        if m.len() >= MAX {
-            m.clear();
-        }
-        m.insert(k, v);
+        t.put(k, v);
     }
 
     fn get(t: &Table, k: u64) -> Option<u64> {
-        t.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&k).copied()
+        t.get(k)
     }
 
     /// The node id of a live node event.
     pub(super) fn node_of(uid: u64) -> u64 {
         get(&NODES, uid).unwrap_or(uid)
+    }
+
+    /// [`node_of`], the node made last on this thread first: the runtime makes a command's
+    /// node, then starts its task, makes the edges into it and signals it, on the same thread,
+    /// and its event (the uid) lives until then: that node's id without the shared table.
+    fn node_here(g: &GraphThread, uid: u64) -> u64 {
+        match g.cur.try_borrow() {
+            Ok(c) if c.uid == uid && uid != 0 => c.node,
+            _ => node_of(uid),
+        }
     }
 
     /// A node's name, NUL-terminated, with its length: copies take only the used bytes (the
@@ -1500,22 +1517,29 @@ mod graph {
     /// (re-entered through a callback) gets a buffer of its own.
     type NameOut = [u8; NAME_CAP];
 
-    thread_local! {
-        static NAME_OUT: RefCell<NameOut> = const { RefCell::new([0; NAME_CAP]) };
+    /// The task graph's part of the thread's state ([`BridgeThread`]).
+    pub(super) struct GraphThread {
+        name_out: RefCell<NameOut>,
+        cur: RefCell<Current>,
+        /// This thread's last [`NODE_METAS`] node metadata, and the entry the next miss replaces.
+        node_meta: ([Cell<Option<NodeMetaMemo>>; NODE_METAS], Cell<usize>),
     }
 
-    fn with_name_out(f: impl FnOnce(&mut NameOut)) {
-        let mut f = Some(f);
-        let _ = NAME_OUT.try_with(|b| {
-            if let Ok(mut b) = b.try_borrow_mut()
-                && let Some(f) = f.take()
-            {
-                f(&mut b);
+    impl GraphThread {
+        pub(super) const fn new() -> Self {
+            Self {
+                name_out: RefCell::new([0; NAME_CAP]),
+                cur: RefCell::new(NONE),
+                node_meta: ([const { Cell::new(None) }; NODE_METAS], Cell::new(0)),
             }
-        });
-        // Not run above: the thread's buffer is busy (re-entered) or gone (thread exit).
-        if let Some(f) = f {
-            f(&mut Box::new([0; NAME_CAP]));
+        }
+    }
+
+    fn with_name_out(g: &GraphThread, f: impl FnOnce(&mut NameOut)) {
+        match g.name_out.try_borrow_mut() {
+            Ok(mut b) => f(&mut b),
+            // The thread's buffer is busy (re-entered).
+            Err(_) => f(&mut Box::new([0; NAME_CAP])),
         }
     }
 
@@ -1528,6 +1552,8 @@ mod graph {
     #[derive(Clone, Copy)]
     struct Current {
         node: u64,
+        /// The uid64 of its event (what the runtime's notifications name it by while it lives).
+        uid: u64,
         name: NodeName,
         queue: u64,
         event: u64,
@@ -1553,6 +1579,7 @@ mod graph {
 
     const NONE: Current = Current {
         node: 0,
+        uid: 0,
         name: NodeName::EMPTY,
         queue: 0,
         event: 0,
@@ -1565,10 +1592,6 @@ mod graph {
         signalled: false,
         enqueue_event: 0,
     };
-
-    thread_local! {
-        static CUR: RefCell<Current> = const { RefCell::new(NONE) };
-    }
 
     /// `name` (null or a NUL-terminated string) into `out`, cut to fit, NUL-terminated.
     ///
@@ -1594,35 +1617,39 @@ mod graph {
     }
 
     /// Emits the held-back node record, if any.
-    fn flush() {
+    fn flush(g: &GraphThread) {
         // Most calls find nothing held: they borrow no name buffer.
-        if CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.emitted)).unwrap_or(true) {
+        if g.cur.try_borrow().map_or(true, |c| c.emitted) {
             return;
         }
-        with_name_out(flush_into);
+        with_name_out(g, |out| flush_into(g, out));
     }
 
-    fn flush_into(out: &mut NameOut) {
-        // Copied out before emitting (a callback may run SYCL code that makes a node here), the
-        // held edges only when there are some: the whole node is over 1 KiB.
-        let pending = CUR.try_with(|c| {
-            let mut c = c.try_borrow_mut().ok()?;
-            if c.emitted {
-                return None;
-            }
-            c.emitted = true;
-            let edges = (c.held > 0).then(|| (c.edges, c.held));
-            Some((c.node, c.name.copy_to(out), c.queue, c.event, edges))
-        });
-        if let Ok(Some((node, len, queue, event, edges))) = pending {
-            let g = TaskGraphPayload { node, name: out_ptr(out, len), queue, event, ..Default::default() };
-            emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
-            if let Some((edges, held)) = edges {
-                for (source, uid, name) in &edges[..held] {
-                    emit_edge(*uid, *source, node, name_ptr(name));
-                }
-            }
+    fn flush_into(g: &GraphThread, out: &mut NameOut) {
+        // Copied out before emitting (a callback may run SYCL code that makes a node here): the
+        // name's used bytes and four words; the held edges (640 bytes) only when there are some.
+        let Ok(mut c) = g.cur.try_borrow_mut() else { return };
+        if c.emitted {
+            return;
         }
+        c.emitted = true;
+        let (node, len, queue, event, held) = (c.node, c.name.copy_to(out), c.queue, c.event, c.held);
+        if held > 0 {
+            let edges = c.edges;
+            drop(c);
+            emit_node(node, out_ptr(out, len), queue, event);
+            for (source, uid, name) in &edges[..held] {
+                emit_edge(*uid, *source, node, name_ptr(name));
+            }
+        } else {
+            drop(c);
+            emit_node(node, out_ptr(out, len), queue, event);
+        }
+    }
+
+    fn emit_node(node: u64, name: *const c_char, queue: u64, event: u64) {
+        let g = TaskGraphPayload { node, name, queue, event, ..Default::default() };
+        emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
     }
 
     fn emit_edge(uid: u64, source: u64, target: u64, name: *const c_char) {
@@ -1632,12 +1659,13 @@ mod graph {
 
     /// # Safety
     /// `e` is a live event of the current callback.
-    pub(super) unsafe fn node_create(d: &Dispatcher, e: &TraceEventData, instance: u64) {
+    pub(super) unsafe fn node_create(bt: &BridgeThread, d: &Dispatcher, e: &TraceEventData, instance: u64) {
+        let g = &bt.graph;
         let node = if instance != 0 { instance } else { e.unique_id };
         put(&NODES, e.unique_id, node);
         // SAFETY: forwarded.
-        let NodeMeta { queue_id, host } = unsafe { node_metadata(d, e) };
-        let queue = if queue_id == 0 { 0 } else { queue_of_id(queue_id) };
+        let NodeMeta { queue_id, host } = unsafe { node_metadata(bt, d, e) };
+        let queue = if queue_id == 0 { 0 } else { queue_of_id(bt, queue_id) };
         let name = payload_name(e);
         // SAFETY: the payload's name is valid during the callback.
         let event = unsafe { virtual_node_event(name) };
@@ -1648,14 +1676,15 @@ mod graph {
             emit_instant(Kind::TaskGraph, task_graph::NODE_CREATE, Phase::None, Payload::TaskGraph(&g));
             return;
         }
-        flush();
-        let _ = CUR.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else { return };
+        flush(g);
+        {
+            let Ok(mut c) = g.cur.try_borrow_mut() else { return };
             // Field by field, as `NONE` has them, except the held edges past `held` (never read)
             // and the name (written next): a whole new node was a 1 KiB copy per command. The
             // pattern names every field, so a new one cannot be left out.
             let Current {
                 node: c_node,
+                uid: c_uid,
                 name: c_name,
                 queue: c_queue,
                 event,
@@ -1668,7 +1697,7 @@ mod graph {
                 signalled,
                 enqueue_event,
             } = &mut *c;
-            (*c_node, *c_queue, *c_host) = (node, queue, host);
+            (*c_node, *c_uid, *c_queue, *c_host) = (node, e.unique_id, queue, host);
             (*event, *emitted, *had_edges, *task, *held) = (NONE.event, false, NONE.had_edges, NONE.task, 0);
             (*signalled, *enqueue_event) = (NONE.signalled, NONE.enqueue_event);
             let name = if name.is_null() {
@@ -1678,7 +1707,7 @@ mod graph {
                 unsafe { CStr::from_ptr(name) }.to_bytes()
             };
             c_name.set(name);
-        });
+        }
     }
 
     /// What a node's record takes from its event's metadata.
@@ -1708,12 +1737,6 @@ mod graph {
     /// making virtual nodes between its commands) still finds its node's values.
     const NODE_METAS: usize = 4;
 
-    thread_local! {
-        /// This thread's last [`NODE_METAS`] node metadata, and the entry the next miss replaces.
-        static NODE_META: ([Cell<Option<NodeMetaMemo>>; NODE_METAS], Cell<usize>) =
-            const { ([const { Cell::new(None) }; NODE_METAS], Cell::new(0)) };
-    }
-
     /// The node's queue id and host flag; its device learnt (`learn_device`).
     ///
     /// A thread's nodes mostly carry the same values (its queue, its device): the dispatcher
@@ -1725,11 +1748,11 @@ mod graph {
     ///
     /// # Safety
     /// `e` is a live event of the current callback.
-    unsafe fn node_metadata(d: &Dispatcher, e: &TraceEventData) -> NodeMeta {
+    unsafe fn node_metadata(bt: &BridgeThread, d: &Dispatcher, e: &TraceEventData) -> NodeMeta {
         let mut ids: NodeMetaIds = [NO_OBJECT; 4];
         // SAFETY: forwarded.
         unsafe {
-            for_metadata_ids(d, e, |k, v| match k {
+            for_metadata_ids(&bt.keys, d, e, |k, v| match k {
                 Key::QueueId => ids[0] = v,
                 Key::SyclDevice => ids[1] = v,
                 Key::SyclDeviceName => ids[2] = v,
@@ -1738,12 +1761,8 @@ mod graph {
             })
         };
         let device_kind = kind_enabled(Kind::Device);
-        let remembered = NODE_META
-            .try_with(|(memo, _)| {
-                memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)))
-            })
-            .ok()
-            .flatten();
+        let (memo, next) = &bt.graph.node_meta;
+        let remembered = memo.iter().find_map(|m| m.get().filter(|m| m.ids == ids && (m.device_kind || !device_kind)));
         if let Some(m) = remembered {
             return m.meta;
         }
@@ -1769,20 +1788,18 @@ mod graph {
             }
         }
         crate::devices::learn_device(device, &dev_name, dev_type);
-        let _ = NODE_META.try_with(|(memo, next)| {
-            let i = next.get() % NODE_METAS;
-            memo[i].set(Some(NodeMetaMemo { ids, meta, device_kind }));
-            next.set(i + 1);
-        });
+        let i = next.get() % NODE_METAS;
+        memo[i].set(Some(NodeMetaMemo { ids, meta, device_kind }));
+        next.set(i + 1);
         meta
     }
 
     /// An edge into the held-back node is held with it (the node's record must come first);
     /// any other edge is emitted now, after the held node.
-    pub(super) fn edge_create(e: &TraceEventData) {
-        let (source, target) = (node_of(e.source_id), node_of(e.target_id));
-        let held = CUR.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else { return false };
+    pub(super) fn edge_create(g: &GraphThread, e: &TraceEventData) {
+        let (source, target) = (node_of(e.source_id), node_here(g, e.target_id));
+        let held = (|| {
+            let Ok(mut c) = g.cur.try_borrow_mut() else { return false };
             if c.node != target {
                 return false;
             }
@@ -1797,44 +1814,35 @@ mod graph {
             // SAFETY: the payload's name is valid during the callback.
             unsafe { copy_name(payload_name(e), &mut c.edges[i].2) };
             true
-        });
-        if held != Ok(true) {
-            flush();
+        })();
+        if !held {
+            flush(g);
             emit_edge(e.unique_id, source, target, payload_name(e));
         }
     }
 
     /// The node and queue of the task starting (the node made last on this thread, normally).
     /// A host task's node is emitted now: no UR enqueue inside it will tell more.
-    pub(super) fn task_begin(e: &TraceEventData, instance: u64) -> (u64, u64) {
-        let node = node_of(e.unique_id);
-        let (r, host) = CUR
-            .try_with(|c| {
-                let Ok(mut c) = c.try_borrow_mut() else { return ((node, 0), false) };
-                if c.node == node {
-                    c.task = instance;
-                    ((node, c.queue), c.host)
-                } else {
-                    ((node, 0), false)
-                }
-            })
-            .unwrap_or(((node, 0), false));
+    pub(super) fn task_begin(g: &GraphThread, e: &TraceEventData, instance: u64) -> (u64, u64) {
+        let node = node_here(g, e.unique_id);
+        let (r, host) = match g.cur.try_borrow_mut() {
+            Ok(mut c) if c.node == node => {
+                c.task = instance;
+                ((node, c.queue), c.host)
+            }
+            _ => ((node, 0), false),
+        };
         if host {
-            flush();
+            flush(g);
         }
         r
     }
 
     /// The current task's node (id, queue, length of its name as its node record has it, the
     /// name copied to `out`), if `instance` is its task's or its node's.
-    fn current(instance: u64, out: &mut NameOut) -> Option<(u64, u64, usize)> {
-        CUR.try_with(|c| {
-            let c = c.try_borrow().ok()?;
-            (instance != 0 && (c.task == instance || c.node == instance))
-                .then(|| (c.node, c.queue, c.name.copy_to(out)))
-        })
-        .ok()
-        .flatten()
+    fn current(g: &GraphThread, instance: u64, out: &mut NameOut) -> Option<(u64, u64, usize)> {
+        let c = g.cur.try_borrow().ok()?;
+        (instance != 0 && (c.task == instance || c.node == instance)).then(|| (c.node, c.queue, c.name.copy_to(out)))
     }
 
     /// The name copied to `out`, or the event's payload name when empty.
@@ -1842,52 +1850,53 @@ mod graph {
         if len != 0 { out_ptr(out, len) } else { e.map_or(std::ptr::null(), payload_name) }
     }
 
-    pub(super) fn signal(e: &TraceEventData, instance: u64, event: u64) {
-        flush();
-        with_name_out(|out| signal_with(out, e, instance, event));
+    pub(super) fn signal(g: &GraphThread, e: &TraceEventData, instance: u64, event: u64) {
+        flush(g);
+        with_name_out(g, |out| signal_with(g, out, e, instance, event));
     }
 
-    fn signal_with(out: &mut NameOut, e: &TraceEventData, instance: u64, event: u64) {
-        let (node, queue, len) = current(instance, out).unwrap_or_else(|| (node_of(e.unique_id), 0, 0));
-        let _ = CUR.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut()
-                && c.node == node
-            {
-                c.signalled = true;
-            }
-        });
+    fn signal_with(g: &GraphThread, out: &mut NameOut, e: &TraceEventData, instance: u64, event: u64) {
+        let (node, queue, len) = current(g, instance, out).unwrap_or_else(|| (node_here(g, e.unique_id), 0, 0));
+        if let Ok(mut c) = g.cur.try_borrow_mut()
+            && c.node == node
+        {
+            c.signalled = true;
+        }
         put(&EVENTS, event, node);
         let g = TaskGraphPayload { node, name: name_or(out, len, Some(e)), event, queue, ..Default::default() };
         emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
     }
 
     /// The task's exit record (its node's id, queue and name), and the task closed.
-    pub(super) fn task_end(ev: Option<&TraceEventData>, instance: u64, exit: impl FnOnce(&TaskGraphPayload)) {
-        flush();
-        with_name_out(|out| task_end_with(out, ev, instance, exit));
+    pub(super) fn task_end(
+        g: &GraphThread,
+        ev: Option<&TraceEventData>,
+        instance: u64,
+        exit: impl FnOnce(&TaskGraphPayload),
+    ) {
+        flush(g);
+        with_name_out(g, |out| task_end_with(g, out, ev, instance, exit));
     }
 
     fn task_end_with(
+        g: &GraphThread,
         out: &mut NameOut,
         ev: Option<&TraceEventData>,
         instance: u64,
         exit: impl FnOnce(&TaskGraphPayload),
     ) {
         let (node, queue, len) =
-            current(instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_of(e.unique_id)), 0, 0));
+            current(g, instance, out).unwrap_or_else(|| (ev.map_or(0, |e| node_here(g, e.unique_id)), 0, 0));
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
-        let unsignalled = CUR
-            .try_with(|c| {
-                let mut c = c.try_borrow_mut().ok()?;
-                if c.task != instance {
-                    return None;
-                }
-                c.task = 0;
-                (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
-            })
-            .ok()
-            .flatten();
+        let unsignalled = (|| {
+            let mut c = g.cur.try_borrow_mut().ok()?;
+            if c.task != instance {
+                return None;
+            }
+            c.task = 0;
+            (!c.signalled && c.enqueue_event != 0).then_some(c.enqueue_event)
+        })();
         if let Some(event) = unsignalled {
             let g = TaskGraphPayload { node, name: name_or(out, len, ev), event, queue, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::SIGNAL, Phase::None, Payload::TaskGraph(&g));
@@ -1896,8 +1905,8 @@ mod graph {
     }
 
     /// Whether a SYCL task is open on this thread (what [`enqueued`] needs to do anything).
-    pub(super) fn task_open() -> bool {
-        CUR.try_with(|c| c.try_borrow().is_ok_and(|c| c.task != 0)).unwrap_or(false)
+    pub(super) fn task_open(g: &GraphThread) -> bool {
+        g.cur.try_borrow().is_ok_and(|c| c.task != 0)
     }
 
     /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
@@ -1906,38 +1915,36 @@ mod graph {
     ///
     /// # Safety
     /// `p` holds the arguments of the live call, which succeeded (output pointers written).
-    pub(super) unsafe fn enqueued(p: &ApiCallPayload, name: Option<&CStr>) {
+    pub(super) unsafe fn enqueued(bt: &BridgeThread, p: &ApiCallPayload, name: Option<&CStr>) {
+        let g = &bt.graph;
         // The three fields used below, not the whole node (over 1 KiB with its held edges).
-        let Ok(Some((node, had_edges, node_queue))) =
-            CUR.try_with(|c| c.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue)))
+        let Some((node, had_edges, node_queue)) =
+            g.cur.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue))
         else {
             return;
         };
         let Some(pos) = enqueue_positions(p.function_id) else { return };
         let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
         let (queue, event_out, count, list) = (arg(pos.queue), arg(pos.event), arg(pos.count), arg(pos.list));
-        let _ = CUR.try_with(|cur| {
-            let Ok(mut cur) = cur.try_borrow_mut() else { return };
-            if !cur.emitted {
-                if cur.queue == 0 {
-                    cur.queue = queue;
-                }
-                if let Some(k) = name {
-                    cur.name.set(k.to_bytes());
-                }
+        if let Ok(mut cur) = g.cur.try_borrow_mut()
+            && !cur.emitted
+        {
+            if cur.queue == 0 {
+                cur.queue = queue;
             }
-        });
-        flush();
+            if let Some(k) = name {
+                cur.name.set(k.to_bytes());
+            }
+        }
+        flush(g);
         // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
         let event = unsafe { read_out(event_out) };
         put(&EVENTS, event, node);
-        let _ = CUR.try_with(|cur| {
-            if let Ok(mut cur) = cur.try_borrow_mut()
-                && cur.enqueue_event == 0
-            {
-                cur.enqueue_event = event;
-            }
-        });
+        if let Ok(mut cur) = g.cur.try_borrow_mut()
+            && cur.enqueue_event == 0
+        {
+            cur.enqueue_event = event;
+        }
         if had_edges || count == 0 || list == 0 {
             return;
         }
@@ -2046,26 +2053,25 @@ fn key_of(name: &[u8]) -> Key {
 /// A small direct-mapped cache of metadata key id → [`Key`] in front of `xptiLookupString`.
 type KeyCache = [Cell<(u32, Key)>; 32];
 
-thread_local! {
-    /// This thread's [`KeyCache`]: one thread-local access per event, not per item.
-    static KEYS: KeyCache = const { [const { Cell::new((0, Key::Other)) }; 32] };
+/// The [`Key`] of key id `id`, through the thread's `cache` (inlined into the metadata walk: a
+/// hit is a load and a compare; a miss looks the name up, out of line).
+#[inline(always)]
+fn key(cache: &KeyCache, d: &Dispatcher, id: u32) -> Key {
+    let slot = (id as usize) % 32;
+    let (cached, k) = cache[slot].get();
+    if cached == id && id != 0 {
+        return k;
+    }
+    key_miss(cache, d, id)
 }
 
-/// The [`Key`] of key id `id`, through `cache` when the thread still has one.
-fn key(cache: Option<&KeyCache>, d: &Dispatcher, id: u32) -> Key {
-    let slot = (id as usize) % 32;
-    if let Some(c) = cache {
-        let (cached, k) = c[slot].get();
-        if cached == id && id != 0 {
-            return k;
-        }
-    }
+#[cold]
+#[inline(never)]
+fn key_miss(cache: &KeyCache, d: &Dispatcher, id: u32) -> Key {
     // SAFETY: xptiLookupString returns null or a NUL-terminated string the dispatcher owns.
     let p = unsafe { (d.lookup_string)(id) };
     let k = if p.is_null() { Key::Other } else { key_of(unsafe { CStr::from_ptr(p) }.to_bytes()) };
-    if let Some(c) = cache {
-        c[slot].set((id, k));
-    }
+    cache[(id as usize) % 32].set((id, k));
     k
 }
 
@@ -2074,12 +2080,13 @@ fn key(cache: Option<&KeyCache>, d: &Dispatcher, id: u32) -> Key {
 /// # Safety
 /// `e` is a live event of the current callback.
 unsafe fn for_metadata(
+    keys: &KeyCache,
     d: &Dispatcher,
     e: &TraceEventData,
     mut f: impl FnMut(Key, &offtrace_xpti_abi::abi::ObjectData),
 ) {
     // SAFETY: forwarded; each value is an object id of this map, owned by the dispatcher.
-    unsafe { for_metadata_ids(d, e, |k, id| f(k, &(d.lookup_object)(id))) }
+    unsafe { for_metadata_ids(keys, d, e, |k, id| f(k, &(d.lookup_object)(id))) }
 }
 
 /// Calls `f(key, object id)` for each metadata item of `e` the bridge knows, without reading
@@ -2087,25 +2094,19 @@ unsafe fn for_metadata(
 ///
 /// # Safety
 /// `e` is a live event of the current callback.
-unsafe fn for_metadata_ids(d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, i32)) {
+unsafe fn for_metadata_ids(keys: &KeyCache, d: &Dispatcher, e: &TraceEventData, mut f: impl FnMut(Key, i32)) {
     let map = &e.reserved.metadata;
-    let mut walk = |cache: Option<&KeyCache>| {
-        let mut node = map.before_begin_next;
-        let mut n = 0;
-        while n < map.element_count.min(64) && !node.is_null() {
-            // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
-            let nd = unsafe { &*node };
-            let k = key(cache, d, nd.key);
-            if k != Key::Other {
-                f(k, nd.value);
-            }
-            node = nd.next;
-            n += 1;
+    let mut node = map.before_begin_next;
+    let mut n = 0;
+    while n < map.element_count.min(64) && !node.is_null() {
+        // SAFETY: nodes of the event's live metadata map (docs/reference/xpti-abi.md §4.5), bounded by count.
+        let nd = unsafe { &*node };
+        let k = key(keys, d, nd.key);
+        if k != Key::Other {
+            f(k, nd.value);
         }
-    };
-    // A thread in teardown (its thread-locals gone) looks every key up.
-    if KEYS.try_with(|c| walk(Some(c))).is_err() {
-        walk(None);
+        node = nd.next;
+        n += 1;
     }
 }
 
@@ -2136,6 +2137,7 @@ fn payload_name(e: &TraceEventData) -> *const c_char {
 #[inline(never)]
 unsafe fn sycl(raw: &Raw) {
     let Some(d) = DISPATCHER.get() else { return };
+    let bt = bridge_thread();
     // SAFETY: a non-null event of a live callback is valid for the callback.
     let ev = unsafe { raw.event.as_ref() };
     match raw.trace_type {
@@ -2147,7 +2149,7 @@ unsafe fn sycl(raw: &Raw) {
             let (mut id, mut dev_name, mut dev_type) = (0u64, [0u8; DEVICE_NAME_CAP], None);
             // SAFETY: `e` is live.
             unsafe {
-                for_metadata(d, e, |k, o| match k {
+                for_metadata(&bt.keys, d, e, |k, o| match k {
                     Key::QueueHandle => q.queue = object_u64(o),
                     Key::QueueId => id = object_u64(o),
                     Key::SyclDevice => q.device = object_u64(o),
@@ -2171,43 +2173,42 @@ unsafe fn sycl(raw: &Raw) {
         tt::NODE_CREATE if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
             // SAFETY: `e` is live.
-            unsafe { graph::node_create(d, e, raw.instance) };
+            unsafe { graph::node_create(bt, d, e, raw.instance) };
         }
         tt::EDGE_CREATE if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
-            graph::edge_create(e);
+            graph::edge_create(&bt.graph, e);
         }
         tt::SIGNAL if kind_enabled(Kind::TaskGraph) => {
             let Some(e) = ev else { return };
-            graph::signal(e, raw.instance, raw.user_data as u64);
+            graph::signal(&bt.graph, e, raw.instance, raw.user_data as u64);
         }
         tt::TASK_BEGIN => {
             if let Some(e) = ev {
                 if kind_enabled(Kind::KernelDispatch) {
-                    remember_task(e, raw.instance);
+                    remember_task(bt, e, raw.instance);
                 }
                 if kind_enabled(Kind::TaskGraph) {
-                    let (node, queue) = graph::task_begin(e, raw.instance);
+                    let (node, queue) = graph::task_begin(&bt.graph, e, raw.instance);
                     let g = TaskGraphPayload { node, name: payload_name(e), queue, ..Default::default() };
                     let token = emit_enter(Kind::TaskGraph, task_graph::TASK, Payload::TaskGraph(&g));
-                    push_open(OpenTag::Task, raw.instance, token);
+                    push_open(bt, OpenTag::Task, raw.instance, token);
                 }
             }
         }
         tt::TASK_END => {
-            let _ = TASK.try_with(|t| {
-                if t.instance.get() == raw.instance {
-                    if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
-                        // SAFETY: the task's event is live until this notification returns.
-                        unsafe { resolve_task(t) };
-                        dispatch_without_ur(t);
-                    }
-                    t.instance.set(0);
-                    t.event.set(std::ptr::null());
+            let t = &bt.task;
+            if t.instance.get() == raw.instance {
+                if !t.dispatched.get() && !UR_SEEN.load(Ordering::Relaxed) && kind_enabled(Kind::KernelDispatch) {
+                    // SAFETY: the task's event is live until this notification returns.
+                    unsafe { resolve_task(bt) };
+                    dispatch_without_ur(t);
                 }
-            });
-            if let Some(token) = pop_open(OpenTag::Task, raw.instance) {
-                graph::task_end(ev, raw.instance, |g| emit_exit(token, Payload::TaskGraph(g)));
+                t.instance.set(0);
+                t.event.set(std::ptr::null());
+            }
+            if let Some(token) = pop_open(bt, OpenTag::Task, raw.instance) {
+                graph::task_end(&bt.graph, ev, raw.instance, |g| emit_exit(token, Payload::TaskGraph(g)));
             }
         }
         tt::WAIT_BEGIN | tt::BARRIER_BEGIN if kind_enabled(Kind::Sync) => {
@@ -2218,11 +2219,11 @@ unsafe fn sycl(raw: &Raw) {
                 (OpenTag::Barrier, sync_op::BARRIER)
             };
             let token = emit_enter(Kind::Sync, op, Payload::Sync(&s));
-            push_open(tag, raw.instance, token);
+            push_open(bt, tag, raw.instance, token);
         }
         tt::WAIT_END | tt::BARRIER_END => {
             let tag = if raw.trace_type == tt::WAIT_END { OpenTag::Wait } else { OpenTag::Barrier };
-            if let Some(token) = pop_open(tag, raw.instance) {
+            if let Some(token) = pop_open(bt, tag, raw.instance) {
                 let s = SyncPayload { object: ev.map_or(0, |e| e.unique_id), event_count: 0, ..Default::default() };
                 emit_exit(token, Payload::Sync(&s));
             }
@@ -2273,7 +2274,7 @@ unsafe fn usm_without_ur(raw: &Raw) {
     let (mut ptr, mut size, mut host) = (0u64, 0u64, false);
     // SAFETY: `e` is live.
     unsafe {
-        for_metadata(d, e, |k, o| match k {
+        for_metadata(&bridge_thread().keys, d, e, |k, o| match k {
             Key::MemoryPtr => ptr = object_u64(o),
             Key::MemorySize => size = object_u64(o),
             Key::SyclDeviceName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
@@ -2302,20 +2303,20 @@ unsafe fn usm_without_ur(raw: &Raw) {
 /// Notes the task starting on this thread, for the dispatch inside it: a few stores; its
 /// metadata (kernel name, VERBOSE arguments) is read by [`resolve_task`] only if a dispatch
 /// needs it (a kernel whose UR name is unknown, or no UR calls at all).
-fn remember_task(e: &TraceEventData, instance: u64) {
-    let _ = TASK.try_with(|t| {
-        t.event.set(e);
-        t.resolved.set(false);
-        t.dispatched.set(false);
-        t.instance.set(instance);
-    });
+fn remember_task(bt: &BridgeThread, e: &TraceEventData, instance: u64) {
+    let t = &bt.task;
+    t.event.set(e);
+    t.resolved.set(false);
+    t.dispatched.set(false);
+    t.instance.set(instance);
 }
 
-/// Reads the open task's metadata into `t.name` and `t.args`, once per task.
+/// Reads the open task's metadata into `task.name` and `task.args`, once per task.
 ///
 /// # Safety
-/// `t.event` is null or the event of a task open on this thread (live until its `task_end`).
-unsafe fn resolve_task(t: &PendingTask) {
+/// `bt.task.event` is null or the event of a task open on this thread (live until its `task_end`).
+unsafe fn resolve_task(bt: &BridgeThread) {
+    let t = &bt.task;
     if t.resolved.get() {
         return;
     }
@@ -2324,12 +2325,13 @@ unsafe fn resolve_task(t: &PendingTask) {
     // SAFETY: contract.
     let Some(e) = (unsafe { ev.as_ref() }) else { return };
     // SAFETY: forwarded.
-    unsafe { read_task_metadata(t, d, e) };
+    unsafe { read_task_metadata(bt, d, e) };
 }
 
 /// # Safety
 /// `e` is a live event.
-unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData) {
+unsafe fn read_task_metadata(bt: &BridgeThread, d: &Dispatcher, e: &TraceEventData) {
+    let t = &bt.task;
     {
         // Busy only if a tool's dispatch callback started a SYCL task from inside it.
         let Ok(mut name) = t.name.try_borrow_mut() else { return };
@@ -2339,7 +2341,7 @@ unsafe fn read_task_metadata(t: &PendingTask, d: &Dispatcher, e: &TraceEventData
         let ur_seen = UR_SEEN.load(Ordering::Relaxed);
         // SAFETY: forwarded.
         unsafe {
-            for_metadata(d, e, |k, o| match k {
+            for_metadata(&bt.keys, d, e, |k, o| match k {
                 Key::KernelName if !o.data.is_null() && o.type_ == metadata_type::STRING => {
                     // SAFETY: the object holds `size` bytes at `data`.
                     let raw = std::slice::from_raw_parts(o.data.cast::<u8>(), o.size);
@@ -2496,7 +2498,7 @@ mod tests {
         offtrace_core::destroy_context(ctx).expect("destroy");
         assert_eq!(offtrace_core::lookup_allocation(mem), None);
         assert_eq!((enters.load(Ordering::Relaxed), exits.load(Ordering::Relaxed)), (65, 65));
-        assert_eq!(OPEN.with(|o| o.len.get()), 0);
+        assert_eq!(bridge_thread().open.len.get(), 0);
     }
 
     #[test]
