@@ -541,6 +541,10 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     assert!(lines[0] >= 30, "the program's commands have nodes: {out}");
     assert_eq!(lines[1..3], [0, 0], "commands whose queue is nowhere, command tasks without a queue: {out}");
     assert_eq!(lines[3..], [9, 0], "the 9 copies' tasks, and those not named usm_memcpy: {out}");
+    // The report takes a node's name from its task's exit where its record had no queue.
+    let rep = report_json(&trace);
+    let chain = &rep["task_graph"]["longest_chain"];
+    assert!(chain.as_array().is_some_and(|c| !c.is_empty() && !c.iter().any(|n| n == "copy usm")), "{chain}");
 }
 
 /// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both
