@@ -746,6 +746,34 @@ impl Buffer {
         unsafe { st.put(&layout, head, payload) };
     }
 
+    /// [`Self::write`] with the header made by `head` where it is stored: after the staging
+    /// and room checks, so that its fields (an API call's exit: four of them read from the
+    /// call's frame) are loaded into the record's stores rather than loaded before the checks
+    /// and kept on the stack across them. The cold paths make their own copy.
+    #[inline(always)]
+    pub(crate) fn write_made<D: RecordData>(
+        self: &Arc<Self>,
+        t: &ThreadState,
+        slot: usize,
+        kind: Kind,
+        head: impl Fn() -> RecordHead,
+        payload: &D,
+    ) {
+        let cache = &t.staging_cache[slot & (MAX_CONTEXTS - 1)];
+        if cache.get().0 != Arc::as_ptr(self) && !self.cache_staging(slot) {
+            return self.write_late(&head(), payload);
+        }
+        // SAFETY: as in `write`.
+        let st = unsafe { &mut *cache.get().1 };
+        let layout = payload.layout(kind);
+        if st.tail + layout.words() > st.limit {
+            let layout = layout; // a copy for the cold call, as in `write`
+            return self.write_slow(st, &layout, &head(), payload);
+        }
+        // SAFETY: below the limit, as in `write`.
+        unsafe { st.put(&layout, &head(), payload) };
+    }
+
     /// A record that does not fit below the staging's limit: makes room for it (or drops it),
     /// writes it, and when the thread's records reach the watermark with it, queues them for
     /// delivery.
@@ -1064,16 +1092,18 @@ impl BufferService {
         payload.write_to(&self.buffer, t, slot, head);
     }
 
-    /// The record of an API call (the common pair) at its exit, inlined into the caller.
+    /// The record of an API call (the common pair) at its exit, inlined into the caller; `head`
+    /// makes its header of kind `kind` (see [`Buffer::write_made`]).
     #[inline(always)]
     pub(crate) fn write_api_call(
         &self,
         t: &ThreadState,
         slot: usize,
-        head: &RecordHead,
+        kind: Kind,
+        head: impl Fn() -> RecordHead,
         payload: &crate::payload::ApiCallPayload,
     ) {
-        self.buffer.write(t, slot, head, payload);
+        self.buffer.write_made(t, slot, kind, head, payload);
     }
 
     /// [`Self::write`]'s common case only: this thread's staging of the buffer is in the cache

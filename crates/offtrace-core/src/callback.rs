@@ -1332,7 +1332,7 @@ fn write_exit_record(
         match api.or_else(|| payload.as_api_call().filter(|_| payload.kind() == Some(kind))) {
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
-            Some(p) => svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p),
+            Some(p) => svc.write_api_call(t, i, kind, || exit_head(t, kind, &token, frame, i, end), p),
             _ => svc.write_exit(t, i, &exit_head(t, kind, &token, frame, i, end), &payload),
         }
     }

@@ -97,22 +97,29 @@ pub fn timestamp_ns() -> u64 {
     // Acquire / fence(Acquire) / Relaxed: the sequence lock's read side (crossbeam's seqlock);
     // on x86-64 all plain loads.
     let seq = LINE.seq.load(Ordering::Acquire);
-    if seq == 0 {
-        return monotonic_ns();
-    }
     let base_ticks = LINE.base_ticks.load(Ordering::Relaxed);
     let base_ns = LINE.base_ns.load(Ordering::Relaxed);
     let mult = LINE.mult.load(Ordering::Relaxed);
     let span = LINE.span.load(Ordering::Relaxed);
     let t = rdtsc();
     fence(Ordering::Acquire);
-    // Signed: a line may take over slightly ahead of now (see `refine`), and another core's
-    // TSC reading may precede `base_ticks` by a few ticks.
-    let d = t.wrapping_sub(base_ticks) as i64;
-    if (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1) != 0 || d >= span as i64 {
+    // Unsigned: a reading before `base_ticks` (a line that takes over slightly ahead of now,
+    // see `refine`, or another core's TSC a few ticks behind) is a huge value and goes to
+    // `slow`, which computes it signed; so does every reading while there is no line (`seq`
+    // 0: `span` is 0). Below `span` the product fits 64 bits (`publish` bounds the span), so
+    // the conversion is one multiply and one shift instead of a signed 128-bit product.
+    let d = t.wrapping_sub(base_ticks);
+    if (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1) != 0 || d >= span {
         return slow();
     }
-    base_ns.wrapping_add(((i128::from(d) * i128::from(mult)) >> 32) as u64)
+    base_ns.wrapping_add(d.wrapping_mul(mult) >> 32)
+}
+
+/// The longest span [`publish`] lets a line have at `mult`: below it, `d * mult` (the fast
+/// path's product, `d < span`) fits 64 bits. Lines span at most [`MAX_SPAN_NS`] (2^32 ns is
+/// 43 times that), so this only guards against a rate or span gone wrong.
+fn span_bound(mult: u64) -> u64 {
+    u64::MAX / mult.max(1)
 }
 
 /// Whether [`timestamp_ns`] reads the TSC (`false`: `clock_gettime`, or no context yet).
@@ -142,7 +149,7 @@ fn publish(base_ticks: u64, base_ns: u64, mult: u64, span: u64) {
     LINE.base_ticks.store(base_ticks, Ordering::Relaxed);
     LINE.base_ns.store(base_ns, Ordering::Relaxed);
     LINE.mult.store(mult, Ordering::Relaxed);
-    LINE.span.store(span, Ordering::Relaxed);
+    LINE.span.store(span.min(span_bound(mult)), Ordering::Relaxed);
     // Release: the fields above happen-before a reader's Acquire of the new even value.
     LINE.seq.store(seq + 2, Ordering::Release);
 }
@@ -150,6 +157,9 @@ fn publish(base_ticks: u64, base_ns: u64, mult: u64, span: u64) {
 #[cold]
 #[inline(never)]
 fn slow() -> u64 {
+    if LINE.seq.load(Ordering::Acquire) == 0 {
+        return monotonic_ns(); // no line (yet): the fast path sends these here
+    }
     for _ in 0..1000 {
         let Some(s) = snapshot() else {
             std::hint::spin_loop();
@@ -204,7 +214,7 @@ fn publish_at_now(make: impl FnOnce(u64) -> Snapshot) {
     LINE.base_ticks.store(line.base_ticks, Ordering::Relaxed);
     LINE.base_ns.store(line.base_ns, Ordering::Relaxed);
     LINE.mult.store(line.mult, Ordering::Relaxed);
-    LINE.span.store(line.span, Ordering::Relaxed);
+    LINE.span.store(line.span.min(span_bound(line.mult)), Ordering::Relaxed);
     // Release: the fields above happen-before a reader's Acquire of the new even value.
     LINE.seq.store(seq + 2, Ordering::Release);
 }
