@@ -109,17 +109,20 @@ pub fn timestamp_ns() -> u64 {
     // 0: `span` is 0). Below `span` the product fits 64 bits (`publish` bounds the span), so
     // the conversion is one multiply and one shift instead of a signed 128-bit product.
     let d = t.wrapping_sub(base_ticks);
-    if (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1) != 0 || d >= span {
+    // A line being replaced, or replaced since `seq` (`torn` non-zero, and small: a count),
+    // sets `d`'s top bit, above every span (`span_bound`): one compare for both tests.
+    let torn = (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1);
+    if d | torn.wrapping_neg() >= span {
         return slow();
     }
     base_ns.wrapping_add(d.wrapping_mul(mult) >> 32)
 }
 
 /// The longest span [`publish`] lets a line have at `mult`: below it, `d * mult` (the fast
-/// path's product, `d < span`) fits 64 bits. Lines span at most [`MAX_SPAN_NS`] (2^32 ns is
+/// path's product, `d < span`) fits 64 bits, and `span` is below 2^63 (a torn read's mark). Lines span at most [`MAX_SPAN_NS`] (2^32 ns is
 /// 43 times that), so this only guards against a rate or span gone wrong.
 fn span_bound(mult: u64) -> u64 {
-    u64::MAX / mult.max(1)
+    (u64::MAX / mult.max(1)).min(i64::MAX as u64)
 }
 
 /// Whether [`timestamp_ns`] reads the TSC (`false`: `clock_gettime`, or no context yet).
