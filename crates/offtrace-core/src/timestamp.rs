@@ -119,8 +119,9 @@ pub fn timestamp_ns() -> u64 {
 }
 
 /// The longest span [`publish`] lets a line have at `mult`: below it, `d * mult` (the fast
-/// path's product, `d < span`) fits 64 bits, and `span` is below 2^63 (a torn read's mark). Lines span at most [`MAX_SPAN_NS`] (2^32 ns is
-/// 43 times that), so this only guards against a rate or span gone wrong.
+/// path's product, `d < span`) fits 64 bits, and `span` is below 2^63 (a torn read's mark).
+/// Lines span at most [`MAX_SPAN_NS`] (2^32 ns is 43 times that), so this only guards against
+/// a rate or span gone wrong.
 fn span_bound(mult: u64) -> u64 {
     (u64::MAX / mult.max(1)).min(i64::MAX as u64)
 }
@@ -431,6 +432,31 @@ mod tests {
                 assert!(after <= 2 || after < before, "ppm {ppm} stale {stale_s}: {before} -> {after} ns");
             }
         }
+    }
+
+    /// A reading before the line's base (a line that takes over ahead of now, or another
+    /// core's TSC a few ticks behind) is the line extended back, below its base: the fast path
+    /// sends it to `slow` (its unsigned difference is huge), which computes it signed.
+    #[test]
+    fn a_reading_before_the_base_is_the_line_extended_back() {
+        let _one = LINE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        init();
+        if !timestamps_from_tsc() {
+            return; // clock_gettime: no line
+        }
+        let _refiner = ORIGIN.lock().unwrap_or_else(|e| e.into_inner());
+        let s = snapshot().expect("a line");
+        let (tb, mb) = Clock::calibration_start();
+        let ahead = 1u64 << 28; // 67-268 ms at 1-4 GHz
+        let base_ns = mb + 100_000_000;
+        publish(tb + ahead, base_ns, s.mult, s.span);
+        let t = timestamp_ns();
+        publish(s.base_ticks, s.base_ns, s.mult, s.span);
+        let back = (u128::from(ahead) * u128::from(s.mult) >> 32) as u64;
+        // The line's value at the reading: `back` below the base plus the time since `tb`
+        // (microseconds; up to 50 ms for a preempted test thread, less than `back`).
+        let since = (t + back).checked_sub(base_ns);
+        assert!(since.is_some_and(|e| e <= 50_000_000), "{t}: expected {back} ns below the base {base_ns} (+ < 50 ms)");
     }
 
     #[test]
