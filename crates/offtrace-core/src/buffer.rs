@@ -767,8 +767,8 @@ impl Buffer {
         let st = unsafe { &mut *cache.get().1 };
         let layout = payload.layout(kind);
         if st.tail + layout.words() > st.limit {
-            let layout = layout; // a copy for the cold call, as in `write`
-            return self.write_slow(st, &layout, &head(), payload);
+            let copy = layout; // for the cold call, as in `write`
+            return self.write_slow(st, &copy, &head(), payload);
         }
         // SAFETY: below the limit, as in `write`.
         unsafe { st.put(&layout, &head(), payload) };

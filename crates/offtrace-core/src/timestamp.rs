@@ -452,7 +452,7 @@ mod tests {
         publish(tb + ahead, base_ns, s.mult, s.span);
         let t = timestamp_ns();
         publish(s.base_ticks, s.base_ns, s.mult, s.span);
-        let back = (u128::from(ahead) * u128::from(s.mult) >> 32) as u64;
+        let back = ((u128::from(ahead) * u128::from(s.mult)) >> 32) as u64;
         // The line's value at the reading: `back` below the base plus the time since `tb`
         // (microseconds; up to 50 ms for a preempted test thread, less than `back`).
         let since = (t + back).checked_sub(base_ns);
