@@ -97,6 +97,10 @@ pub fn timestamp_ns() -> u64 {
     // Acquire / fence(Acquire) / Relaxed: the sequence lock's read side (crossbeam's seqlock);
     // on x86-64 all plain loads.
     let seq = LINE.seq.load(Ordering::Acquire);
+    if seq == 0 {
+        // No TSC line: no `rdtsc` (where the TSC is not used it may be slow, or trap).
+        return monotonic_ns();
+    }
     let base_ticks = LINE.base_ticks.load(Ordering::Relaxed);
     let base_ns = LINE.base_ns.load(Ordering::Relaxed);
     let mult = LINE.mult.load(Ordering::Relaxed);
@@ -105,9 +109,9 @@ pub fn timestamp_ns() -> u64 {
     fence(Ordering::Acquire);
     // Unsigned: a reading before `base_ticks` (a line that takes over slightly ahead of now,
     // see `refine`, or another core's TSC a few ticks behind) is a huge value and goes to
-    // `slow`, which computes it signed; so does every reading while there is no line (`seq`
-    // 0: `span` is 0). Below `span` the product fits 64 bits (`publish` bounds the span), so
-    // the conversion is one multiply and one shift instead of a signed 128-bit product.
+    // `slow`, which computes it signed. Below `span` the product fits 64 bits (`publish`
+    // bounds the span), so the conversion is one multiply and one shift instead of a signed
+    // 128-bit product.
     let d = t.wrapping_sub(base_ticks);
     // A line being replaced, or replaced since `seq` (`torn` non-zero, and small: a count),
     // sets `d`'s top bit, above every span (`span_bound`): one compare for both tests.
@@ -161,9 +165,6 @@ fn publish(base_ticks: u64, base_ns: u64, mult: u64, span: u64) {
 #[cold]
 #[inline(never)]
 fn slow() -> u64 {
-    if LINE.seq.load(Ordering::Acquire) == 0 {
-        return monotonic_ns(); // no line (yet): the fast path sends these here
-    }
     for _ in 0..1000 {
         let Some(s) = snapshot() else {
             std::hint::spin_loop();
