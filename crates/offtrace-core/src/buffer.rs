@@ -608,6 +608,26 @@ impl Staging {
         self.area.publish(self.records() + 1);
     }
 
+    /// [`Self::put`] with the staging's new position stored before the record's stores rather
+    /// than after them (only this thread reads it): the activity path
+    /// ([`BufferService::try_write`]), where that measured 0.6 ns faster per `MEMORY_COPY`
+    /// record; the API call's exit measured 1 ns slower with it and keeps [`Self::put`].
+    ///
+    /// # Safety
+    /// As [`Self::put`].
+    #[inline(always)]
+    unsafe fn put_early<D: RecordData>(&mut self, layout: &Layout, head: &RecordHead, payload: &D) {
+        // SAFETY: masked: within the ring.
+        let at = unsafe { self.base.add(self.tail & self.mask) };
+        self.tail += layout.words();
+        // SAFETY: as in `put`.
+        unsafe {
+            payload.store(layout, at, head);
+            self.starts.add(self.records() & self.start_mask).write(at.cast());
+        }
+        self.area.publish(self.records() + 1);
+    }
+
     /// Records written (published): the ring's `tail`, which only this thread stores (a load
     /// of its own store, where a copy here would be one more store per record).
     #[inline(always)]
@@ -1129,7 +1149,7 @@ impl BufferService {
             return false;
         }
         // SAFETY: below the limit, as in `Buffer::write`.
-        unsafe { st.put(&layout, head, payload) };
+        unsafe { st.put_early(&layout, head, payload) };
         true
     }
 }
