@@ -469,6 +469,36 @@ macro_rules! mirrored_record {
     (@times no, $payload:ty, $p:ident, $r:ident, $h:ident) => {};
 }
 
+/// An API call record's fixed part (after the header) at `dst` from `p` when `p`'s argument
+/// count is at most [`MAX_ARGS`] (`false`, having written nothing, otherwise): the payload's
+/// first four fields are the record's but the last (`has_result` there, `args_offset` here).
+///
+/// # Safety
+///
+/// `dst` is writable for 16 bytes.
+#[inline(always)]
+unsafe fn store_api_fixed(dst: *mut u64, p: &ApiCallPayload) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if p.arg_count as usize <= MAX_ARGS {
+        use std::arch::x86_64::{
+            __m128i, _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_set_epi32, _mm_storeu_si128,
+        };
+        const _: () = assert!(std::mem::offset_of!(ApiCallPayload, has_result) == 12);
+        const _: () = assert!(std::mem::offset_of!(ApiCallRecord, args_offset) - size_of::<BufferRecordHeader>() == 12);
+        // SAFETY: SSE2 is part of the x86-64 baseline; `p` is 16 bytes of `u32`/`i32` fields
+        // (repr(C), no padding: the asserts); the caller's contract for `dst`.
+        unsafe {
+            let v = _mm_loadu_si128((&raw const *p).cast::<__m128i>());
+            let keep = _mm_set_epi32(0, -1, -1, -1);
+            let offset = _mm_set_epi32(size_of::<ApiCallRecord>() as i32, 0, 0, 0);
+            _mm_storeu_si128(dst.cast::<__m128i>(), _mm_or_si128(_mm_and_si128(v, keep), offset));
+        }
+        return true;
+    }
+    let _ = (dst, p);
+    false
+}
+
 /// Writes `a` and `b` at `dst` (two consecutive `u64`s): one 16-byte store on x86-64.
 ///
 /// # Safety
@@ -508,12 +538,18 @@ impl RecordData for ApiCallPayload {
         // SAFETY: 8-aligned, writable for the fixed part and `n` words after it (the layout).
         unsafe {
             h.store_header(&raw mut (*r).header, layout.bytes);
-            // function id | argument count, result | args offset: two words.
-            store_pair(
-                dst.add(size_of::<BufferRecordHeader>() / 8),
-                u64::from(self.function_id) | (u64::from(n as u32) << 32),
-                u64::from(self.result as u32) | ((size_of::<ApiCallRecord>() as u64) << 32),
-            );
+            // function id, argument count, result, args offset: the payload's first 16 bytes
+            // (function id, argument count, result, `has_result`) with the last field replaced,
+            // where the count needs no clamping: one load, `and`, `or` and store, where the
+            // fields one by one were two loads and eight instructions more.
+            let fixed = dst.add(size_of::<BufferRecordHeader>() / 8);
+            if !store_api_fixed(fixed, self) {
+                store_pair(
+                    fixed,
+                    u64::from(self.function_id) | (u64::from(n as u32) << 32),
+                    u64::from(self.result as u32) | ((size_of::<ApiCallRecord>() as u64) << 32),
+                );
+            }
             let args = dst.add(size_of::<ApiCallRecord>() / 8);
             // A loop, not `copy_nonoverlapping`: most calls have a handful of arguments, and
             // the copy of a variable length became a call to `memcpy`.
@@ -957,6 +993,26 @@ mod tests {
         // SAFETY: `v` holds an `ApiCallRecord`.
         let r = unsafe { &*v.as_ptr().cast::<ApiCallRecord>() };
         assert_eq!((r.function_id, r.arg_count, r.result, r.args_offset), (9, 1, 0, 80));
+    }
+
+    /// An API call record's fixed part: the payload's fields (its `has_result` not copied),
+    /// from the 16-byte path and from the field-by-field one (a count above `MAX_ARGS`,
+    /// clamped), and the arguments after it.
+    #[test]
+    fn api_call_fixed_part() {
+        for (count, stored) in [(0, 0), (2, 2), (MAX_ARGS as u32, MAX_ARGS as u32), (1000, MAX_ARGS as u32)] {
+            let mut p = ApiCallPayload::new(0xdead_beef, &[7; MAX_ARGS]);
+            (p.arg_count, p.result, p.has_result) = (count, -5, 1);
+            let v = encode(&Payload::UrApi(&p), &head(Kind::UrApi, Phase::None));
+            // SAFETY: `v` holds an `ApiCallRecord`.
+            let r = unsafe { &*v.as_ptr().cast::<ApiCallRecord>() };
+            assert_eq!(
+                (r.function_id, r.arg_count, r.result, r.args_offset),
+                (0xdead_beef, stored, -5, 80),
+                "count {count}"
+            );
+            assert_eq!(&v[10..], &vec![7; stored as usize][..], "count {count}");
+        }
     }
 
     #[test]

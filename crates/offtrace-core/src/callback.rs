@@ -1212,12 +1212,13 @@ fn exit_one<const CALLBACK: bool, const RECORD: bool>(
     // SAFETY: as in `exit_body`.
     let frame = unsafe { me.frame(token.frame()) };
     t.current.set(frame.previous);
-    // Not necessarily 0 (see `exit_body`).
-    let busy = me.busy_word();
     // One bit: one `tzcnt`; masked: no bounds check.
     let i = token.pairs().trailing_zeros() as usize & (MAX_CONTEXTS - 1);
     // Before the exit callback, as in `exit_body`: the record's time leaves the tool's out.
     let end = if RECORD && token.buffered() != 0 { timestamp_ns() } else { 0 };
+    // Not necessarily 0 (see `exit_body`). Read after the clock (the same value: only this
+    // thread writes it, in balanced sections), so that it is not kept across the clock read.
+    let busy = me.busy_word();
     let slot = &SLOTS[i];
     if me.enter_if_active(busy, i, &slot.exits) {
         let handle = frame.handle[i];
@@ -1332,7 +1333,7 @@ fn write_exit_record(
         match api.or_else(|| payload.as_api_call().filter(|_| payload.kind() == Some(kind))) {
             // An API call (the common pair): its record inlined here, the header's fields going
             // from registers into the record, with no header built in memory and read back.
-            Some(p) => svc.write_api_call(t, i, &exit_head(t, kind, &token, frame, i, end), p),
+            Some(p) => svc.write_api_call(t, i, kind, || exit_head(t, kind, &token, frame, i, end), p),
             _ => svc.write_exit(t, i, &exit_head(t, kind, &token, frame, i, end), &payload),
         }
     }

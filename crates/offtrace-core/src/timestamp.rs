@@ -98,6 +98,7 @@ pub fn timestamp_ns() -> u64 {
     // on x86-64 all plain loads.
     let seq = LINE.seq.load(Ordering::Acquire);
     if seq == 0 {
+        // No TSC line: no `rdtsc` (where the TSC is not used it may be slow, or trap).
         return monotonic_ns();
     }
     let base_ticks = LINE.base_ticks.load(Ordering::Relaxed);
@@ -106,13 +107,27 @@ pub fn timestamp_ns() -> u64 {
     let span = LINE.span.load(Ordering::Relaxed);
     let t = rdtsc();
     fence(Ordering::Acquire);
-    // Signed: a line may take over slightly ahead of now (see `refine`), and another core's
-    // TSC reading may precede `base_ticks` by a few ticks.
-    let d = t.wrapping_sub(base_ticks) as i64;
-    if (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1) != 0 || d >= span as i64 {
+    // Unsigned: a reading before `base_ticks` (a line that takes over slightly ahead of now,
+    // see `refine`, or another core's TSC a few ticks behind) is a huge value and goes to
+    // `slow`, which computes it signed. Below `span` the product fits 64 bits (`publish`
+    // bounds the span), so the conversion is one multiply and one shift instead of a signed
+    // 128-bit product.
+    let d = t.wrapping_sub(base_ticks);
+    // A line being replaced, or replaced since `seq` (`torn` non-zero, and small: a count),
+    // sets `d`'s top bit, above every span (`span_bound`): one compare for both tests.
+    let torn = (LINE.seq.load(Ordering::Relaxed) ^ seq) | (seq & 1);
+    if d | torn.wrapping_neg() >= span {
         return slow();
     }
-    base_ns.wrapping_add(((i128::from(d) * i128::from(mult)) >> 32) as u64)
+    base_ns.wrapping_add(d.wrapping_mul(mult) >> 32)
+}
+
+/// The longest span [`publish`] lets a line have at `mult`: below it, `d * mult` (the fast
+/// path's product, `d < span`) fits 64 bits, and `span` is below 2^63 (a torn read's mark).
+/// Lines span at most [`MAX_SPAN_NS`] (2^32 ns is 43 times that), so this only guards against
+/// a rate or span gone wrong.
+fn span_bound(mult: u64) -> u64 {
+    (u64::MAX / mult.max(1)).min(i64::MAX as u64)
 }
 
 /// Whether [`timestamp_ns`] reads the TSC (`false`: `clock_gettime`, or no context yet).
@@ -142,7 +157,7 @@ fn publish(base_ticks: u64, base_ns: u64, mult: u64, span: u64) {
     LINE.base_ticks.store(base_ticks, Ordering::Relaxed);
     LINE.base_ns.store(base_ns, Ordering::Relaxed);
     LINE.mult.store(mult, Ordering::Relaxed);
-    LINE.span.store(span, Ordering::Relaxed);
+    LINE.span.store(span.min(span_bound(mult)), Ordering::Relaxed);
     // Release: the fields above happen-before a reader's Acquire of the new even value.
     LINE.seq.store(seq + 2, Ordering::Release);
 }
@@ -204,7 +219,7 @@ fn publish_at_now(make: impl FnOnce(u64) -> Snapshot) {
     LINE.base_ticks.store(line.base_ticks, Ordering::Relaxed);
     LINE.base_ns.store(line.base_ns, Ordering::Relaxed);
     LINE.mult.store(line.mult, Ordering::Relaxed);
-    LINE.span.store(line.span, Ordering::Relaxed);
+    LINE.span.store(line.span.min(span_bound(line.mult)), Ordering::Relaxed);
     // Release: the fields above happen-before a reader's Acquire of the new even value.
     LINE.seq.store(seq + 2, Ordering::Release);
 }
@@ -418,6 +433,31 @@ mod tests {
                 assert!(after <= 2 || after < before, "ppm {ppm} stale {stale_s}: {before} -> {after} ns");
             }
         }
+    }
+
+    /// A reading before the line's base (a line that takes over ahead of now, or another
+    /// core's TSC a few ticks behind) is the line extended back, below its base: the fast path
+    /// sends it to `slow` (its unsigned difference is huge), which computes it signed.
+    #[test]
+    fn a_reading_before_the_base_is_the_line_extended_back() {
+        let _one = LINE_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        init();
+        if !timestamps_from_tsc() {
+            return; // clock_gettime: no line
+        }
+        let _refiner = ORIGIN.lock().unwrap_or_else(|e| e.into_inner());
+        let s = snapshot().expect("a line");
+        let (tb, mb) = Clock::calibration_start();
+        let ahead = 1u64 << 28; // 67-268 ms at 1-4 GHz
+        let base_ns = mb + 100_000_000;
+        publish(tb + ahead, base_ns, s.mult, s.span);
+        let t = timestamp_ns();
+        publish(s.base_ticks, s.base_ns, s.mult, s.span);
+        let back = ((u128::from(ahead) * u128::from(s.mult)) >> 32) as u64;
+        // The line's value at the reading: `back` below the base plus the time since `tb`
+        // (microseconds; up to 50 ms for a preempted test thread, less than `back`).
+        let since = (t + back).checked_sub(base_ns);
+        assert!(since.is_some_and(|e| e <= 50_000_000), "{t}: expected {back} ns below the base {base_ns} (+ < 50 ms)");
     }
 
     #[test]

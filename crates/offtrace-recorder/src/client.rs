@@ -5,11 +5,13 @@
 //! data), so a call costs one ring entry and one trace record. Strings in payloads (kernel and
 //! code object names, markers, devices, counters) are interned here, on the emitting thread,
 //! while the payload is valid. Kernel dispatches get their allocation properties here too,
-//! matched against the live allocation table at launch.
+//! matched against the live allocation table at launch. Each entry is written once, in place
+//! among the ring's slots where they are free in one piece (`Local::push_with`, `recorder.rs`).
 
 #![allow(unsafe_code)] // reads payloads through the callback record's pointer
 
 use std::ffi::{CStr, c_char, c_void};
+use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use offtrace_core::{
@@ -20,7 +22,9 @@ use offtrace_core::{
     start_context, timestamp_ns,
 };
 
-use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, header};
+use offtrace_format::StrId;
+
+use crate::entry::{HEAD_WORDS, MAX_ALLOCATIONS, MAX_ENTRY_WORDS, TAG_RAW, api_body, api_body_len, header};
 
 /// Words of the longest API call entry: the head, start, result, external, and the arguments.
 const API_WORDS: usize = HEAD_WORDS + 3 + offtrace_core::MAX_ARGS;
@@ -141,9 +145,9 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
     });
 }
 
-fn head(words: &mut [u64], correlation: u64, ts: u64) {
-    words[1] = ts;
-    words[2] = correlation;
+fn head(words: &mut [MaybeUninit<u64>], correlation: u64, ts: u64) {
+    words[1].write(ts);
+    words[2].write(correlation);
 }
 
 /// An API call's one entry, at its exit (`start`, `end`: the enter's and the exit's times).
@@ -160,16 +164,17 @@ fn api_call(
     end: u64,
     p: &ApiCallPayload,
 ) {
-    // Sized for a call (not `MAX_ENTRY_WORDS`): zeroing a kernel-sized array per call cost more
-    // than the rest of the entry.
-    let mut w = [0u64; API_WORDS];
-    head(&mut w, correlation, end);
     let result = (p.has_result != 0).then_some(p.result);
     let n = (p.arg_count as usize).min(p.args.len());
-    let (flags, body) = api_body(&mut w[HEAD_WORDS..], start, end, result, external, &p.args[..n]);
-    let len = HEAD_WORDS + body;
-    w[0] = header(len, kind as u8, flags, op);
-    local.push(inner, &w[..len]);
+    // Written in place in the ring (room for exactly this entry): no array to zero and copy.
+    let len = HEAD_WORDS + api_body_len(start, end, external, n);
+    local.push_with::<API_WORDS>(inner, len, |w| {
+        head(w, correlation, end);
+        let (flags, body) = api_body(&mut w[HEAD_WORDS..], start, end, result, external, &p.args[..n]);
+        let len = HEAD_WORDS + body;
+        w[0].write(header(len, kind as u8, flags, op));
+        len
+    });
 }
 
 /// The entry of a record other than an API call, at `ts`.
@@ -178,13 +183,15 @@ fn api_call(
 /// `payload` points at `kind`'s payload struct, valid during the call.
 unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts: u64, payload: *const c_void) {
     let phase = record.phase;
-    // Kernel launches need the large array (allocation properties), raw entries their own;
-    // everything else fits a small one, kernel completions included (they carry no allocation
-    // properties): zeroing 1 KiB per record showed in profiles (250 instructions per UR pair).
+    // The room an entry reserves in the ring (and its stack array at the wrap): kernel launches
+    // need the large one (allocation properties), raw entries their own; everything else fits
+    // a small one, kernel completions included (they carry no allocation properties). A small
+    // room is free in one piece at more positions of a lap and more often when the ring fills
+    // (otherwise the entry takes the stack array's slower path).
     if kind == Kind::KernelDispatch && phase != Phase::Complete as u32 {
         // The allocation properties are at most one per argument and one per implicit
-        // allocation: most launches (CUDA's included) fit a 40-word entry, and zero 320 bytes,
-        // not the 1 KiB of the largest.
+        // allocation: most launches (CUDA's included) fit a 40-word entry, not the 128 of the
+        // largest.
         // SAFETY: `payload` is a `KernelDispatchPayload` for this kind (the caller's contract).
         let p = unsafe { &*payload.cast::<KernelDispatchPayload>() };
         let most = (p.kernel_arg_count as usize).min(offtrace_core::MAX_KERNEL_ARGS)
@@ -201,7 +208,7 @@ unsafe fn typed(inner: &Inner, local: &mut Local, kind: Kind, record: &Head, ts:
         unsafe { typed_in::<KERNEL_COMPLETE_WORDS>(inner, local, kind, record, ts, payload) }
     } else if kind == Kind::Xpti {
         // SAFETY: forwarded.
-        unsafe { typed_in::<RAW_WORDS>(inner, local, kind, record, ts, payload) }
+        unsafe { typed_raw(inner, local, record, ts, payload) }
     } else {
         // SAFETY: forwarded.
         unsafe { typed_in::<SMALL_WORDS>(inner, local, kind, record, ts, payload) }
@@ -217,6 +224,27 @@ const RAW_WORDS: usize = HEAD_WORDS + crate::recorder::RAW_BODY_WORDS;
 /// Words of the entries of the kinds other than kernel dispatches and raw records.
 const SMALL_WORDS: usize = HEAD_WORDS + 8;
 
+/// A raw entry: the backend's [`crate::RawLayer`] encodes the payload into a body of its own.
+///
+/// # Safety
+/// As [`typed`].
+unsafe fn typed_raw(inner: &Inner, local: &mut Local, record: &Head, ts: u64, payload: *const c_void) {
+    let Some(layer) = inner.raw.get() else { return };
+    let mut w = [0u64; RAW_WORDS];
+    // SAFETY: forwarded: the services pass the raw kind's payload, valid during the call.
+    let body = match unsafe { layer.encode(record.op, payload, &mut w[HEAD_WORDS..]) } {
+        Some(n) if n <= RAW_WORDS - HEAD_WORDS => n,
+        _ => return,
+    };
+    w[1] = ts;
+    w[2] = record.correlation;
+    let len = HEAD_WORDS + body;
+    w[0] = header(len, TAG_RAW, record.phase as u8, record.op);
+    local.push(inner, &w[..len]);
+}
+
+/// The entry of a typed record in at most `N` words, written in place ([`Local::push_with`]).
+///
 /// # Safety
 /// As [`typed`].
 #[inline(always)]
@@ -228,121 +256,126 @@ unsafe fn typed_in<const N: usize>(
     ts: u64,
     payload: *const c_void,
 ) {
-    let mut w = [0u64; N];
-    head(&mut w, record.correlation, ts);
-    let mut own_ts = 0;
-    let b = &mut w[HEAD_WORDS..];
+    // The strings first: interning uses `local`, whose ring holds the entry's room below.
     // SAFETY (every arm): the services pass `kind`'s own payload struct; its strings are valid
     // during the callback.
-    let body = unsafe {
+    let (s1, s2) = unsafe {
         match kind {
             Kind::KernelDispatch => {
-                let p = &*payload.cast::<KernelDispatchPayload>();
-                let name = local.string(inner, c_bytes(p.kernel_name));
-                let fixed = [
-                    p.queue,
-                    p.device,
-                    u64::from(name.0),
-                    p.kernel,
-                    u64::from(p.work_dim),
-                    p.global_size[0],
-                    p.global_size[1],
-                    p.global_size[2],
-                    p.local_size[0],
-                    p.local_size[1],
-                    p.local_size[2],
-                    p.device_start,
-                    p.device_end,
-                ];
-                b[..fixed.len()].copy_from_slice(&fixed);
-                let mut n = fixed.len();
-                // Allocation properties at launch only: a completion repeats the launch's.
-                if record.phase != Phase::Complete as u32 {
-                    // Each written straight into the entry (no array to fill and copy); at most
-                    // `MAX_ALLOCATIONS`, the rest are cut.
-                    // `b` holds them: MAX_ALLOCATIONS is what fits after the fixed part.
-                    // Room for the allocations that fit both the entry and `MAX_ALLOCATIONS`.
-                    let end = (n + 3 * MAX_ALLOCATIONS).min(b.len());
-                    for_each_kernel_allocation(p, |a| {
-                        if n + 3 <= end {
-                            b[n] = a.base;
-                            b[n + 1] = a.size;
-                            b[n + 2] = u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32);
-                            n += 3;
-                        }
-                    });
-                }
-                n
+                (local.string(inner, c_bytes((*payload.cast::<KernelDispatchPayload>()).kernel_name)), StrId(0))
             }
-            Kind::MemoryCopy => {
-                let p = &*payload.cast::<MemoryCopyPayload>();
-                let d = p.direction as u64 | ((p.src_type as u64) << 8) | ((p.dst_type as u64) << 16);
-                put(b, &[p.queue, p.device, p.size, d, p.device_start, p.device_end])
-            }
-            Kind::MemoryFill => {
-                let p = &*payload.cast::<MemoryFillPayload>();
-                put(b, &[p.queue, p.device, p.size, p.device_start, p.device_end])
-            }
-            Kind::Sync => {
-                let p = &*payload.cast::<SyncPayload>();
-                put(b, &[p.object, u64::from(p.event_count), p.queue, p.device, p.device_start, p.device_end])
-            }
-            Kind::Queue => {
-                let p = &*payload.cast::<QueuePayload>();
-                put(b, &[p.queue, p.device, p.context, p.flags])
-            }
-            Kind::Device => {
-                let p = &*payload.cast::<DevicePayload>();
-                let name = local.string(inner, c_bytes(p.name));
-                put(b, &[p.handle, p.parent, u64::from(name.0), p.device_type as u64])
-            }
-            Kind::MemoryAlloc => {
-                let p = &*payload.cast::<MemoryAllocPayload>();
-                put(b, &[p.ptr, p.size, p.memory_type as u64, p.device])
-            }
-            Kind::CodeObject => {
-                let p = &*payload.cast::<CodeObjectPayload>();
-                let name = local.string(inner, c_bytes(p.name));
-                put(b, &[p.handle, p.program, u64::from(name.0), p.binary_size])
-            }
-            Kind::TaskGraph => {
-                let p = &*payload.cast::<TaskGraphPayload>();
-                let name = local.string(inner, c_bytes(p.name));
-                put(b, &[p.node, p.source, p.target, u64::from(name.0), p.event, p.queue])
-            }
-            Kind::Marker => {
-                let p = &*payload.cast::<MarkerPayload>();
-                let message = local.string(inner, c_bytes(p.message));
-                put(b, &[u64::from(message.0), p.range_id])
-            }
+            Kind::Device => (local.string(inner, c_bytes((*payload.cast::<DevicePayload>()).name)), StrId(0)),
+            Kind::CodeObject => (local.string(inner, c_bytes((*payload.cast::<CodeObjectPayload>()).name)), StrId(0)),
+            Kind::TaskGraph => (local.string(inner, c_bytes((*payload.cast::<TaskGraphPayload>()).name)), StrId(0)),
+            Kind::Marker => (local.string(inner, c_bytes((*payload.cast::<MarkerPayload>()).message)), StrId(0)),
             Kind::Counter => {
                 let p = &*payload.cast::<CounterPayload>();
-                // A sample at its own time (trace clock), e.g. a GPU sample's end: the entry's
-                // ts; the format's ts delta is signed, so it may precede the thread's last one.
-                if record.op == offtrace_core::counter_op::SAMPLE {
-                    own_ts = p.ts;
-                }
-                let name = local.string(inner, c_bytes(p.name));
-                let unit = local.string(inner, c_bytes(p.unit));
-                put(b, &[p.counter, p.device, p.value, u64::from(name.0), u64::from(unit.0)])
+                (local.string(inner, c_bytes(p.name)), local.string(inner, c_bytes(p.unit)))
             }
-            Kind::Xpti => {
-                let Some(layer) = inner.raw.get() else { return };
-                match layer.encode(record.op, payload, b) {
-                    Some(n) if n <= b.len() => n,
-                    _ => return,
-                }
-            }
-            Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => return,
+            Kind::Xpti | Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => return,
+            _ => (StrId(0), StrId(0)),
         }
     };
-    if own_ts != 0 {
-        w[1] = own_ts;
-    }
-    let tag = if kind == Kind::Xpti { TAG_RAW } else { kind as u8 };
-    let len = HEAD_WORDS + body;
-    w[0] = header(len, tag, record.phase as u8, record.op);
-    local.push(inner, &w[..len]);
+    let (s1, s2) = (u64::from(s1.0), u64::from(s2.0));
+    local.push_with::<N>(inner, N, |w| {
+        head(w, record.correlation, ts);
+        let mut own_ts = 0;
+        let b = &mut w[HEAD_WORDS..];
+        // SAFETY (every arm): as above.
+        let body = unsafe {
+            match kind {
+                Kind::KernelDispatch => {
+                    let p = &*payload.cast::<KernelDispatchPayload>();
+                    let fixed = [
+                        p.queue,
+                        p.device,
+                        s1,
+                        p.kernel,
+                        u64::from(p.work_dim),
+                        p.global_size[0],
+                        p.global_size[1],
+                        p.global_size[2],
+                        p.local_size[0],
+                        p.local_size[1],
+                        p.local_size[2],
+                        p.device_start,
+                        p.device_end,
+                    ];
+                    let mut n = put(b, &fixed);
+                    // Allocation properties at launch only: a completion repeats the launch's.
+                    if record.phase != Phase::Complete as u32 {
+                        // Each written straight into the entry, as many as fit both the entry
+                        // and `MAX_ALLOCATIONS`; the rest are cut.
+                        let end = (n + 3 * MAX_ALLOCATIONS).min(b.len());
+                        for_each_kernel_allocation(p, |a| {
+                            if n + 3 <= end {
+                                b[n].write(a.base);
+                                b[n + 1].write(a.size);
+                                b[n + 2].write(u64::from(a.arg_index as u32) | ((a.memory_type as u64) << 32));
+                                n += 3;
+                            }
+                        });
+                    }
+                    n
+                }
+                Kind::MemoryCopy => {
+                    let p = &*payload.cast::<MemoryCopyPayload>();
+                    let d = p.direction as u64 | ((p.src_type as u64) << 8) | ((p.dst_type as u64) << 16);
+                    put(b, &[p.queue, p.device, p.size, d, p.device_start, p.device_end])
+                }
+                Kind::MemoryFill => {
+                    let p = &*payload.cast::<MemoryFillPayload>();
+                    put(b, &[p.queue, p.device, p.size, p.device_start, p.device_end])
+                }
+                Kind::Sync => {
+                    let p = &*payload.cast::<SyncPayload>();
+                    put(b, &[p.object, u64::from(p.event_count), p.queue, p.device, p.device_start, p.device_end])
+                }
+                Kind::Queue => {
+                    let p = &*payload.cast::<QueuePayload>();
+                    put(b, &[p.queue, p.device, p.context, p.flags])
+                }
+                Kind::Device => {
+                    let p = &*payload.cast::<DevicePayload>();
+                    put(b, &[p.handle, p.parent, s1, p.device_type as u64])
+                }
+                Kind::MemoryAlloc => {
+                    let p = &*payload.cast::<MemoryAllocPayload>();
+                    put(b, &[p.ptr, p.size, p.memory_type as u64, p.device])
+                }
+                Kind::CodeObject => {
+                    let p = &*payload.cast::<CodeObjectPayload>();
+                    put(b, &[p.handle, p.program, s1, p.binary_size])
+                }
+                Kind::TaskGraph => {
+                    let p = &*payload.cast::<TaskGraphPayload>();
+                    put(b, &[p.node, p.source, p.target, s1, p.event, p.queue])
+                }
+                Kind::Marker => {
+                    let p = &*payload.cast::<MarkerPayload>();
+                    put(b, &[s1, p.range_id])
+                }
+                Kind::Counter => {
+                    let p = &*payload.cast::<CounterPayload>();
+                    // A sample at its own time (trace clock), e.g. a GPU sample's end: the
+                    // entry's ts; the format's ts delta is signed, so it may precede the
+                    // thread's last one.
+                    if record.op == offtrace_core::counter_op::SAMPLE {
+                        own_ts = p.ts;
+                    }
+                    put(b, &[p.counter, p.device, p.value, s1, s2])
+                }
+                // Returned above.
+                Kind::Xpti | Kind::UrApi | Kind::OpenclApi | Kind::CudaRuntimeApi | Kind::CudaDriverApi => 0,
+            }
+        };
+        if own_ts != 0 {
+            w[1].write(own_ts);
+        }
+        let len = HEAD_WORDS + body;
+        w[0].write(header(len, kind as u8, record.phase as u8, record.op));
+        len
+    });
 }
 
 /// The fields of a record's head that [`typed`] writes, whichever path delivered it.
@@ -352,7 +385,7 @@ struct Head {
     correlation: u64,
 }
 
-fn put(b: &mut [u64], v: &[u64]) -> usize {
-    b[..v.len()].copy_from_slice(v);
+fn put(b: &mut [MaybeUninit<u64>], v: &[u64]) -> usize {
+    b[..v.len()].write_copy_of_slice(v);
     v.len()
 }

@@ -30,6 +30,8 @@
 //! | COUNTER | counter, device, value, name, unit |
 //! | RAW | the backend's words ([`crate::RawLayer`]) |
 
+use std::mem::MaybeUninit;
+
 use offtrace_core::{Kind, sync_op};
 use offtrace_format::{
     ActivityRef, ApiCallRef, CodeObjectRecord, CopyDirection, CounterDef, CounterSample, DeviceRecord,
@@ -82,7 +84,7 @@ fn str_id(v: u64) -> StrId {
 /// a word, the external id only when there is one, so most calls take 1 + arguments words.
 #[inline]
 pub(crate) fn api_body(
-    out: &mut [u64],
+    out: &mut [MaybeUninit<u64>],
     start: u64,
     end: u64,
     result: Option<i32>,
@@ -99,21 +101,29 @@ pub(crate) fn api_body(
     };
     let duration = end.wrapping_sub(start);
     let mut len = if duration <= u64::from(u32::MAX) {
-        out[0] = duration | (result << 32);
+        out[0].write(duration | (result << 32));
         1
     } else {
         flags |= API_LONG;
-        out[0] = start;
-        out[1] = result;
+        out[0].write(start);
+        out[1].write(result);
         2
     };
     if external != 0 {
         flags |= API_EXTERNAL;
-        out[len] = external;
+        out[len].write(external);
         len += 1;
     }
-    out[len..len + args.len()].copy_from_slice(args);
+    out[len..len + args.len()].write_copy_of_slice(args);
     (flags, len + args.len())
+}
+
+/// Words of an API call's body ([`api_body`]) for these fields, computed before it is written
+/// (the recorder reserves exactly this room in the ring).
+#[inline(always)]
+pub(crate) fn api_body_len(start: u64, end: u64, external: u64, args: usize) -> usize {
+    let time = if end.wrapping_sub(start) <= u64::from(u32::MAX) { 1 } else { 2 };
+    time + usize::from(external != 0) + args
 }
 
 /// A task-graph entry as its record (the writer's fast path: no [`Record`]); `None` for other
@@ -397,14 +407,18 @@ mod tests {
     /// Every shape of the compact API body decodes to the call it was written from: short and
     /// long (or unknown-start) durations, with and without result and external id.
     #[test]
+    #[allow(unsafe_code)] // reads the words back out of the `MaybeUninit` body
     fn api_bodies_round_trip() {
         let args = [0x5555_0000_2000, 7, u64::MAX];
         let end = 5_000_000_000_u64;
         for start in [end - 120, end, end - u64::from(u32::MAX), end - u64::from(u32::MAX) - 1, 0, end + 5] {
             for result in [None, Some(0), Some(-5), Some(i32::MIN), Some(i32::MAX)] {
                 for external in [0, 42, u64::MAX] {
-                    let mut w = [0u64; 3 + 3];
+                    let mut w = [MaybeUninit::new(0u64); 3 + 3];
                     let (flags, n) = api_body(&mut w, start, end, result, external, &args);
+                    assert_eq!(n, api_body_len(start, end, external, args.len()));
+                    // SAFETY: every word was initialized (zero) above.
+                    let w: Vec<u64> = w.iter().map(|x| unsafe { x.assume_init() }).collect();
                     let a = decode_api_call(9, Kind::OpenclApi as u8, flags, 59, end, 77, &w[..n]).expect("decodes");
                     assert_eq!((a.start, a.end, a.external, a.args), (start, end, external, &args[..]));
                     assert_eq!(a.result, result.map(i64::from));

@@ -27,6 +27,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -526,6 +527,45 @@ impl Local {
 }
 
 impl Local {
+    /// Pushes one entry of at most `max` words (≤ `N`) that `fill` writes: `fill` gets room for
+    /// `max` words, writes the first `n` of them (every one) and returns `n`. The room is the
+    /// ring's own slots when `max` of them are free in one piece (all but one position a lap):
+    /// the entry is written once, in place, with no array to zero on the stack and nothing to
+    /// copy (the path of every record on the emitting thread). Otherwise a stack array of `N`,
+    /// left uninitialized, pushed as [`Self::push`] does (the wrap, a full ring: waits or drops
+    /// as there), so either way the ring receives the same words.
+    #[inline(always)]
+    pub(crate) fn push_with<const N: usize>(
+        &mut self,
+        inner: &Inner,
+        max: usize,
+        fill: impl FnOnce(&mut [MaybeUninit<u64>]) -> usize,
+    ) {
+        let max = max.min(N);
+        let mut stack = [MaybeUninit::<u64>::uninit(); N];
+        let mut reservation = self.producer.reserve(max);
+        let (room, in_ring) = match reservation.as_mut().and_then(|r| r.contiguous()) {
+            Some(slots) => (slots, true),
+            None => (&mut stack[..max], false),
+        };
+        let n = fill(room).min(max);
+        match reservation {
+            Some(r) if in_ring => {
+                r.commit(n);
+                self.pushed = self.pushed.wrapping_add(n);
+                if self.pushed >= self.next_wake {
+                    self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
+                    wake_writer(inner);
+                }
+            }
+            _ => {
+                // SAFETY: `fill` wrote the first `n` words of `stack` (its contract above).
+                let words = unsafe { stack[..n].assume_init_ref() };
+                self.push(inner, words);
+            }
+        }
+    }
+
     /// One entry into the ring, published with one Release store; `false` when it does not fit.
     /// Written word by word into the reserved slots: an entry is 5-20 words, for which
     /// `push_slice`'s two `memcpy` calls (the second one empty but for one entry per lap) cost
