@@ -532,15 +532,18 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
            and not exists (select 1 from task_graph t where {exit} and t.queue_id is not null)\").fetchone()[0])\n\
          print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
            and name <> 'host task' and queue_id is null\").fetchone()[0])\n\
-         print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
-           where n.op = 'node_create' and n.name = 'copy usm'\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
+           and name = 'usm_memcpy'\").fetchone()[0])\n\
          print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
            where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n",
     );
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
     assert!(lines[0] >= 30, "the program's commands have nodes: {out}");
     assert_eq!(lines[1..3], [0, 0], "commands whose queue is nowhere, command tasks without a queue: {out}");
-    assert_eq!(lines[3..], [9, 0], "the 9 copies' tasks, and those not named usm_memcpy: {out}");
+    // A copy's node held until its enqueue is named `usm_memcpy` itself, one emitted before it
+    // `copy usm` (how many of each varies from run to run): their exits all say `usm_memcpy`.
+    assert!(lines[3] >= 9, "the program's 9 copies: {out}");
+    assert_eq!(lines[4], 0, "copies whose task's exit does not say usm_memcpy: {out}");
     // The report takes a node's name from its task's exit where its record had no queue.
     let rep = report_json(&trace);
     let chain = &rep["task_graph"]["longest_chain"];
