@@ -147,6 +147,8 @@ struct NodeAcc {
     real: bool,
     pred: u64,
     name: StrId,
+    /// Its node record carried its command's queue (and so the command's name).
+    queued: bool,
 }
 
 /// What a command's enqueue record said, which its completion (from a lower runtime level, with
@@ -698,7 +700,7 @@ impl Analyzer {
                 // A node submitted to a queue is a real command; one without a queue is so far
                 // virtual (until its task runs, below).
                 let real = t.queue != 0;
-                let mut node = NodeAcc { len: u32::from(real), real, pred: 0, name: t.name };
+                let mut node = NodeAcc { len: u32::from(real), real, pred: 0, name: t.name, queued: real };
                 // A node that stands for an event (a dependency on earlier work) continues the
                 // chain of the command that signalled that event.
                 if t.event != 0
@@ -761,6 +763,17 @@ impl Analyzer {
                         n.name = t.name;
                     }
                     self.lengthen_chains_from(t.node);
+                }
+            }
+            // A node recorded before its command was enqueued (no queue yet) has its queue and
+            // the command's name (a copy's `usm_memcpy` where the node said `copy usm`) on its
+            // task's exit record.
+            GRAPH_TASK if t.phase == phase::EXIT && t.queue != 0 && t.name != StrId(0) => {
+                if let Some(n) = self.nodes.get_mut(&t.node)
+                    && !n.queued
+                {
+                    n.name = t.name;
+                    n.queued = true;
                 }
             }
             GRAPH_SIGNAL => {

@@ -205,6 +205,35 @@ fn a_chain_names_its_commands_by_their_tasks_whole_names() {
     assert_eq!(r.task_graph.longest_chain, ["host task", whole.as_str(), "host task"]);
 }
 
+/// A SYCL node recorded before its command was enqueued (dpnp's next node came first on the
+/// thread) has no queue and the runtime's name for it (`copy usm`); its task's exit names the
+/// command as its device activity does (`usm_memcpy`), with its queue: the chain shows that
+/// name. A node that had its queue keeps its own name whatever its exit says.
+#[test]
+fn a_chain_names_a_node_recorded_without_its_queue_by_its_tasks_exit() {
+    let mut b = TypedBuilder::new(Vec::new());
+    b.node(1, 1, 10, "a", 0x5000);
+    b.node(1, 2, 11, "copy usm", 0);
+    b.edge(1, 3, 10, 11);
+    for (node, ts, name) in [(10, 4, "a_exit"), (11, 6, "usm_memcpy")] {
+        for (phase, ts, name) in [(phase::ENTER, ts, "x"), (phase::EXIT, ts + 1, name)] {
+            let name = b.str(name);
+            b.out.push(Record::TaskGraph(TaskGraphRecord {
+                op: 2,
+                phase,
+                tid: 1,
+                ts,
+                node,
+                name,
+                queue: if phase == phase::EXIT { 0x5000 } else { 0 },
+                ..Default::default()
+            }));
+        }
+    }
+    let r = analyze(&b.out);
+    assert_eq!(r.task_graph.longest_chain, ["a", "usm_memcpy"]);
+}
+
 /// A CUDA graph as the CUDA backend writes it in the order CUPTI reports it (run F of the CUDA
 /// C workload): nodes and edges while the graph is built, none on a queue, a node first seen as
 /// an edge's end created before the edge; the instantiated graph's nodes (reported twice,

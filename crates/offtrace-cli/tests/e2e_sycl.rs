@@ -506,6 +506,50 @@ fn task_graph_node_names_are_whole_as_the_tasks_are() {
     assert_eq!(lines[1..], [0, 0], "a node's name differs from its task's, or from its device activity's: {out}");
 }
 
+/// dpnp's commands that wait on its host tasks (`examples/sycl/dpnp_host_tasks.py`): the runtime
+/// enqueues some of them after another task-graph record came on the thread (their node record
+/// went out before their queue was known) or from its own threads. Every command's queue is
+/// then on its node record or on its task's exit record (the task of a node emitted early, on
+/// whichever thread it runs), and a USM copy's exit names it as its device activity does.
+#[test]
+fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("dpnp-host-tasks");
+    let trace = dir.path().join("d.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("dpnp_host_tasks.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("dpnp_host_tasks: ok"), "{stdout}");
+    let db = dir.path().join("d.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    // Command nodes: neither virtual (an event's) nor host tasks.
+    let out = sql(
+        &db,
+        "cmd = \"n.op = 'node_create' and coalesce(n.event, 0) = 0 and n.name <> 'host task'\"\n\
+         exit = \"t.node = n.node and t.op = 'task' and t.phase = 2\"\n\
+         print(db.execute(f\"select count(*) from task_graph n where {cmd}\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n where {cmd} and n.queue_id is null \
+           and not exists (select 1 from task_graph t where {exit} and t.queue_id is not null)\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
+           and name <> 'host task' and queue_id is null\").fetchone()[0])\n\
+         print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
+           and name = 'usm_memcpy'\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
+           where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n",
+    );
+    let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
+    assert!(lines[0] >= 30, "the program's commands have nodes: {out}");
+    assert_eq!(lines[1..3], [0, 0], "commands whose queue is nowhere, command tasks without a queue: {out}");
+    // A copy's node held until its enqueue is named `usm_memcpy` itself, one emitted before it
+    // `copy usm` (how many of each varies from run to run): their exits all say `usm_memcpy`.
+    assert!(lines[3] >= 9, "the program's 9 copies: {out}");
+    assert_eq!(lines[4], 0, "copies whose task's exit does not say usm_memcpy: {out}");
+    // The report takes a node's name from its task's exit where its record had no queue.
+    let rep = report_json(&trace);
+    let chain = &rep["task_graph"]["longest_chain"];
+    assert!(chain.as_array().is_some_and(|c| !c.is_empty() && !c.iter().any(|n| n == "copy usm")), "{chain}");
+}
+
 /// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both
 /// `axpy` dispatches use their `y` (argument 0) and `x` (argument 1) arrays, 16384 `float32` of
 /// DEVICE USM each.

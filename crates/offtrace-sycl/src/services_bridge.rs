@@ -1444,7 +1444,11 @@ fn queue_of_id(bt: &BridgeThread, id: u64) -> u64 {
 ///   inside its task), so it carries the command's queue (kernel nodes of dpctl carry no
 ///   `queue_id`) and its name as its device activity reads (the kernel's: dpctl's nodes are all
 ///   `DPCTLQueue_SubmitRange`; `usm_memcpy` for SYCL's `memcpy` / `copy usm`, `usm_fill`,
-///   `barrier`, ...); any edge, signal or task end emits it first.
+///   `barrier`, ...); any edge, signal or task end emits it first. A node emitted before its
+///   command was enqueued (another node came first on its thread, or the runtime runs its task
+///   later, on any thread) cannot be held longer (its edges follow it): its task, wherever it
+///   runs, is a late one ([`GraphThread`]'s `late`), and its exit record carries what the
+///   enqueue told (queue, name); readers take them from there by node id.
 /// - SYCL enqueues most USM commands without scheduler edges: a command's dependencies are then
 ///   only the wait list of its UR enqueue. Each event of that list that an earlier command of
 ///   the trace returned becomes an edge from that command's node (with the event), unless the
@@ -1521,6 +1525,14 @@ mod graph {
     pub(super) struct GraphThread {
         name_out: RefCell<NameOut>,
         cur: RefCell<Current>,
+        /// A task run here for a node that is not [`Current`]'s (emitted before its command was
+        /// enqueued: another node came first on its thread, or the runtime runs the task on
+        /// another thread): what its UR enqueue tells, for the task's exit record.
+        late: RefCell<Late>,
+        /// The late task began after the current node's task (inside it): enqueues are its.
+        late_inner: Cell<bool>,
+        /// `late`'s task (0 = none open), read without borrowing it: most commands have none.
+        late_task: Cell<u64>,
         /// This thread's last [`NODE_METAS`] node metadata, and the entry the next miss replaces.
         node_meta: ([Cell<Option<NodeMetaMemo>>; NODE_METAS], Cell<usize>),
     }
@@ -1530,6 +1542,9 @@ mod graph {
             Self {
                 name_out: RefCell::new([0; NAME_CAP]),
                 cur: RefCell::new(NONE),
+                late: RefCell::new(Late::NONE),
+                late_inner: Cell::new(false),
+                late_task: Cell::new(0),
                 node_meta: ([const { Cell::new(None) }; NODE_METAS], Cell::new(0)),
             }
         }
@@ -1571,6 +1586,24 @@ mod graph {
         signalled: bool,
         /// The event its UR enqueue returned (0 = none).
         enqueue_event: u64,
+    }
+
+    /// The open task of a node emitted before its command was enqueued ([`GraphThread::late`]).
+    struct Late {
+        /// Its task's instance (0 = none open).
+        task: u64,
+        node: u64,
+        /// Its UR enqueue's queue and event (0 = none yet) and the command's name.
+        queue: u64,
+        enqueue_event: u64,
+        name: NodeName,
+        /// The runtime signalled its event.
+        signalled: bool,
+    }
+
+    impl Late {
+        const NONE: Late =
+            Late { task: 0, node: 0, queue: 0, enqueue_event: 0, name: NodeName::EMPTY, signalled: false };
     }
 
     /// Edges into a held-back node kept with it (more are emitted after it, at once).
@@ -1679,6 +1712,19 @@ mod graph {
         flush(g);
         {
             let Ok(mut c) = g.cur.try_borrow_mut() else { return };
+            // A node made inside the current node's open task (SYCL's `memcpy` makes its `copy
+            // usm` command's node so): that task goes on as a late one, its exit keeping its
+            // node's queue and name.
+            if c.task != 0
+                && g.late_task.get() == 0
+                && let Ok(mut l) = g.late.try_borrow_mut()
+            {
+                (l.task, l.node, l.queue, l.enqueue_event, l.signalled) =
+                    (c.task, c.node, c.queue, c.enqueue_event, c.signalled);
+                l.name = c.name;
+                g.late_inner.set(false);
+                g.late_task.set(c.task);
+            }
             // Field by field, as `NONE` has them, except the held edges past `held` (never read)
             // and the name (written next): a whole new node was a 1 KiB copy per command. The
             // pattern names every field, so a new one cannot be left out.
@@ -1828,9 +1874,20 @@ mod graph {
         let (r, host) = match g.cur.try_borrow_mut() {
             Ok(mut c) if c.node == node => {
                 c.task = instance;
+                g.late_inner.set(false);
                 ((node, c.queue), c.host)
             }
-            _ => ((node, 0), false),
+            _ => {
+                // Not this thread's current node: its record went out without its command's
+                // queue; the task's exit record will carry what its UR enqueue tells.
+                if let Ok(mut l) = g.late.try_borrow_mut() {
+                    (l.task, l.node, l.queue, l.enqueue_event, l.signalled) = (instance, node, 0, 0, false);
+                    l.name.set(b"");
+                    g.late_inner.set(true);
+                    g.late_task.set(instance);
+                }
+                ((node, 0), false)
+            }
         };
         if host {
             flush(g);
@@ -1840,9 +1897,21 @@ mod graph {
 
     /// The current task's node (id, queue, length of its name as its node record has it, the
     /// name copied to `out`), if `instance` is its task's or its node's.
+    // Inlined into its two callers as it was before its late branch (out of line it cost a
+    // command about 45 instructions more: callgrind, the `cost` test's `graph`).
+    #[inline(always)]
     fn current(g: &GraphThread, instance: u64, out: &mut NameOut) -> Option<(u64, u64, usize)> {
+        if instance == 0 {
+            return None;
+        }
+        if g.late_task.get() == instance
+            && let Ok(l) = g.late.try_borrow()
+            && l.task == instance
+        {
+            return Some((l.node, l.queue, l.name.copy_to(out)));
+        }
         let c = g.cur.try_borrow().ok()?;
-        (instance != 0 && (c.task == instance || c.node == instance)).then(|| (c.node, c.queue, c.name.copy_to(out)))
+        (c.task == instance || c.node == instance).then(|| (c.node, c.queue, c.name.copy_to(out)))
     }
 
     /// The name copied to `out`, or the event's payload name when empty.
@@ -1861,6 +1930,12 @@ mod graph {
             && c.node == node
         {
             c.signalled = true;
+        }
+        if g.late_task.get() != 0
+            && let Ok(mut l) = g.late.try_borrow_mut()
+            && l.node == node
+        {
+            l.signalled = true;
         }
         put(&EVENTS, event, node);
         let g = TaskGraphPayload { node, name: name_or(out, len, Some(e)), event, queue, ..Default::default() };
@@ -1890,6 +1965,14 @@ mod graph {
         // The runtime signals no event for some commands (USM copies): the one their UR enqueue
         // returned is their signal, so that a later dependency on it (a virtual node) finds them.
         let unsignalled = (|| {
+            if g.late_task.get() == instance
+                && let Ok(mut l) = g.late.try_borrow_mut()
+                && l.task == instance
+            {
+                l.task = 0;
+                g.late_task.set(0);
+                return (!l.signalled && l.enqueue_event != 0).then_some(l.enqueue_event);
+            }
             let mut c = g.cur.try_borrow_mut().ok()?;
             if c.task != instance {
                 return None;
@@ -1906,7 +1989,7 @@ mod graph {
 
     /// Whether a SYCL task is open on this thread (what [`enqueued`] needs to do anything).
     pub(super) fn task_open(g: &GraphThread) -> bool {
-        g.cur.try_borrow().is_ok_and(|c| c.task != 0)
+        g.cur.try_borrow().is_ok_and(|c| c.task != 0) || g.late_task.get() != 0
     }
 
     /// A successful UR enqueue (`p`) on this thread: if a task is open here, its node takes the
@@ -1917,6 +2000,10 @@ mod graph {
     /// `p` holds the arguments of the live call, which succeeded (output pointers written).
     pub(super) unsafe fn enqueued(bt: &BridgeThread, p: &ApiCallPayload, name: Option<&CStr>) {
         let g = &bt.graph;
+        // SAFETY: forwarded.
+        if unsafe { enqueued_late(g, p, name) } {
+            return;
+        }
         // The three fields used below, not the whole node (over 1 KiB with its held edges).
         let Some((node, had_edges, node_queue)) =
             g.cur.try_borrow().ok().filter(|c| c.task != 0).map(|c| (c.node, c.had_edges, c.queue))
@@ -1926,9 +2013,9 @@ mod graph {
         let Some(pos) = enqueue_positions(p.function_id) else { return };
         let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
         let (queue, event_out, count, list) = (arg(pos.queue), arg(pos.event), arg(pos.count), arg(pos.list));
-        if let Ok(mut cur) = g.cur.try_borrow_mut()
-            && !cur.emitted
-        {
+        // A node already emitted (another record came first on this thread) still gets them
+        // for its task's and signal's records.
+        if let Ok(mut cur) = g.cur.try_borrow_mut() {
             if cur.queue == 0 {
                 cur.queue = queue;
             }
@@ -1959,6 +2046,34 @@ mod graph {
             let g = TaskGraphPayload { source, target: node, event: waited, queue: q, ..Default::default() };
             emit_instant(Kind::TaskGraph, task_graph::EDGE_CREATE, Phase::None, Payload::TaskGraph(&g));
         }
+    }
+
+    /// [`enqueued`] for a late task ([`GraphThread::late`]), if one is open here: its first
+    /// enqueue gives the queue, the command's name and the event (noted for later wait lists).
+    ///
+    /// # Safety
+    /// As [`enqueued`].
+    unsafe fn enqueued_late(g: &GraphThread, p: &ApiCallPayload, name: Option<&CStr>) -> bool {
+        if g.late_task.get() == 0 {
+            return false;
+        }
+        let Ok(mut l) = g.late.try_borrow_mut() else { return false };
+        if l.task == 0 || (!g.late_inner.get() && g.cur.try_borrow().is_ok_and(|c| c.task != 0)) {
+            return false;
+        }
+        if l.queue != 0 {
+            return true;
+        }
+        let Some(pos) = enqueue_positions(p.function_id) else { return true };
+        let arg = |i: u8| p.args.get(usize::from(i)).copied().unwrap_or(0);
+        // SAFETY: `phEvent` of a successful call, when given, was written by the runtime.
+        let event = unsafe { read_out(arg(pos.event)) };
+        (l.queue, l.enqueue_event) = (arg(pos.queue), event);
+        if let Some(k) = name {
+            l.name.set(k.to_bytes());
+        }
+        put(&EVENTS, event, l.node);
+        true
     }
 }
 
