@@ -505,3 +505,15 @@ fn chunks_of_small_records_are_stored_raw_by_default() {
     }
     assert_eq!(read_back, [(3_000, 3_000), (3_000, 3_000)]);
 }
+
+/// The recorder copies a queue payload's flags into the trace unchanged: core's bits and the
+/// format's must be the same (the two crates define them apart, the format without core).
+#[test]
+fn queue_flags_are_the_same_bits_in_core_and_in_the_format() {
+    use offtrace_core::queue_flags as c;
+    use offtrace_format::queue_flags as f;
+    assert_eq!(
+        [c::IN_ORDER, c::PROFILING, c::PRIORITY_HIGH, c::PRIORITY_LOW, c::ON_DEVICE, c::PERFORMANCE_COUNTERS],
+        [f::IN_ORDER, f::PROFILING, f::PRIORITY_HIGH, f::PRIORITY_LOW, f::ON_DEVICE, f::PERFORMANCE_COUNTERS]
+    );
+}
