@@ -509,11 +509,7 @@ impl Local {
     pub(crate) fn push(&mut self, inner: &Inner, words: &[u64]) {
         loop {
             if self.push_words(words) {
-                self.pushed = self.pushed.wrapping_add(words.len());
-                if self.pushed >= self.next_wake {
-                    self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
-                    wake_writer(inner);
-                }
+                self.note_pushed(inner, words.len());
                 return;
             }
             if !inner.config.lossless || inner.stopping.load(Ordering::Relaxed) {
@@ -552,17 +548,23 @@ impl Local {
         match reservation {
             Some(r) if in_ring => {
                 r.commit(n);
-                self.pushed = self.pushed.wrapping_add(n);
-                if self.pushed >= self.next_wake {
-                    self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
-                    wake_writer(inner);
-                }
+                self.note_pushed(inner, n);
             }
             _ => {
                 // SAFETY: `fill` wrote the first `n` words of `stack` (its contract above).
                 let words = unsafe { stack[..n].assume_init_ref() };
                 self.push(inner, words);
             }
+        }
+    }
+
+    /// `n` words were pushed: wakes the writer each quarter of the ring.
+    #[inline(always)]
+    fn note_pushed(&mut self, inner: &Inner, n: usize) {
+        self.pushed = self.pushed.wrapping_add(n);
+        if self.pushed >= self.next_wake {
+            self.next_wake = self.pushed.wrapping_add(self.producer.capacity() / 4);
+            wake_writer(inner);
         }
     }
 
