@@ -446,3 +446,96 @@ fn sqlite_queues_show_what_the_program_asked_for() {
         sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
     assert_eq!(rows.trim(), "1 1 0 [\"IN_ORDER\"]");
 }
+
+/// `examples/opencl/two_devices.c`: PoCL and Intel's CPU runtime at once, a context and an
+/// in-order and an out-of-order profiling queue on each, writes, kernels, fills, copies with
+/// event wait lists, markers with a wait list, maps and unmaps. Each command is on its own
+/// device and queue, in the program's order, with the device time the program read from its
+/// own event (to the ns), and the two devices' clocks are put in order: Intel's first write
+/// waits on a user event that PoCL's first kernel sets when it completes, so in the trace it
+/// starts after that kernel ended (PoCL's device clock is about 248 ms from Intel's here).
+/// Needs the SYCL venv's Intel runtime beside PoCL (`OFFTRACE_SYCL_VENV`, default `.venv`).
+#[test]
+fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_order() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) =
+        opencl_program(dir.path(), &workspace().join("examples/opencl/two_devices.c"), "two_devices", &["-O1"], &[])
+    else {
+        return;
+    };
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from);
+    let intel = venv.join("lib/libintelocl.so");
+    assert!(intel.exists(), "{}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV)", intel.display());
+    let vendors = dir.path().join("vendors");
+    std::fs::create_dir_all(&vendors).expect("vendors");
+    std::fs::copy("/etc/OpenCL/vendors/pocl.icd", vendors.join("pocl.icd")).expect("pocl.icd");
+    std::fs::write(vendors.join("intel.icd"), format!("{}\n", intel.display())).expect("intel.icd");
+    let trace = dir.path().join("two.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .env("OCL_ICD_VENDORS", &vendors)
+        .output()
+        .expect("record");
+    ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("check ok"), "{stdout}");
+    // The program's commands per device (0 PoCL, 1 Intel): label, queue, START, END.
+    let mut own: [Vec<(String, bool, u64, u64)>; 2] = Default::default();
+    for f in stdout.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|f| f.first() == Some(&"cmd")) {
+        let dev: usize = f[1].parse().expect("device");
+        own[dev].push((f[3].to_string(), f[4] == "in", f[7].parse().expect("START"), f[8].parse().expect("END")));
+    }
+    assert_eq!((own[0].len(), own[1].len()), (9, 9), "{stdout}");
+    let rows = sql(
+        &trace,
+        "for r in db.execute('''SELECT d.name, q.in_order, a.queue_id, a.name, a.device_start_ns, a.device_end_ns,
+             a.enqueue_ns FROM device_activity a JOIN devices d ON d.device = a.device JOIN queues q ON q.id = a.queue_id
+             ORDER BY a.enqueue_ns, a.id'''): print(*r, sep='|')",
+    );
+    let mut trace_rows: [Vec<(bool, u64, String, u64, u64, u64)>; 2] = Default::default();
+    for l in rows.lines() {
+        let f: Vec<&str> = l.split('|').collect();
+        let dev = usize::from(!f[0].contains("pthread"));
+        trace_rows[dev].push((
+            f[1] == "1",
+            f[2].parse().expect("queue_id"),
+            f[3].to_string(),
+            f[4].parse().expect("start"),
+            f[5].parse().expect("end"),
+            f[6].parse().expect("enqueue"),
+        ));
+    }
+    let op = |label: &str| match label {
+        "write" | "copy" | "fill" | "read" => format!("buffer_{label}"),
+        other => other.to_string(),
+    };
+    let mut queues = std::collections::BTreeSet::new();
+    for dev in 0..2 {
+        assert_eq!(trace_rows[dev].len(), 9, "device {dev}: {rows}");
+        let mut dev_queues = std::collections::BTreeSet::new();
+        for ((label, in_order, start, end), (t_in_order, queue, name, t_start, t_end, enqueued)) in
+            own[dev].iter().zip(&trace_rows[dev])
+        {
+            assert_eq!(*name, op(label), "device {dev}: {rows}");
+            assert_eq!(t_in_order, in_order, "device {dev} {label}: the queue it was enqueued on");
+            assert_eq!(t_end - t_start, end - start, "device {dev} {label}: device time against the program's");
+            // In the trace's clock no command starts before its enqueue (less the calibration's
+            // uncertainty, a few µs): PoCL's times unconverted would start 248 ms before.
+            assert!(t_start + 50_000 > *enqueued, "device {dev} {label}: starts {t_start}, enqueued {enqueued}");
+            dev_queues.insert(*queue);
+        }
+        assert_eq!(dev_queues.len(), 2, "device {dev}: {rows}");
+        queues.extend(dev_queues);
+    }
+    assert_eq!(queues.len(), 4, "no queue shared between the devices: {rows}");
+    let pocl_scale_end = trace_rows[0][1].4;
+    let intel_write_start = trace_rows[1][0].3;
+    assert!(
+        intel_write_start > pocl_scale_end,
+        "Intel's write waited on PoCL's kernel: starts {intel_write_start}, the kernel ended {pocl_scale_end}"
+    );
+}
