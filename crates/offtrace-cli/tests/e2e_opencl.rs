@@ -539,3 +539,91 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
         "Intel's write waited on PoCL's kernel: starts {intel_write_start}, the kernel ended {pocl_scale_end}"
     );
 }
+
+/// `examples/opencl/process_life.c` built into `dir`; None when OpenCL tests are skipped.
+fn process_life(dir: &Path) -> Option<PathBuf> {
+    opencl_program(dir, &workspace().join("examples/opencl/process_life.c"), "process_life", &["-O1"], &["-lpthread"])
+}
+
+/// A program that uses OpenCL and, while it is still recording, runs two children (fork and
+/// exec of itself) that use OpenCL too: three traces, each with its own process's kernels
+/// (the parent's 2, each child's 4), listed by `record`.
+#[test]
+fn a_program_and_the_children_it_forks_and_execs_keep_a_trace_each() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = process_life(dir.path()) else { return };
+    let trace = dir.path().join("fork.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["fork", "2"])
+        .env("OFFTRACE_CL_PLATFORM", "Portable")
+        .output()
+        .expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("offtrace: 3 traces written, one per traced process:"), "{err}");
+    let mut kernels = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).expect("dir").filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("fork.offtrace") {
+            continue;
+        }
+        let r = report(&e.path());
+        let command = r["trace"]["info"]["command"].as_str().expect("command").to_owned();
+        let mode = command.split_whitespace().nth(1).expect("mode").to_owned();
+        let pid = r["trace"]["info"]["pid"].as_str().expect("pid").to_owned();
+        assert!(err.contains(&format!("pid {pid}: ")), "record lists {name} (pid {pid}): {err}");
+        let timed: u64 = r["device_activity"]
+            .as_array()
+            .expect("device_activity")
+            .iter()
+            .filter(|a| a["kind"] == "KERNEL_DISPATCH")
+            .map(|a| a["device_count"].as_u64().expect("device_count"))
+            .sum();
+        *kernels.entry(mode).or_insert(0) += timed;
+    }
+    assert_eq!(kernels, [("child".to_owned(), 8), ("fork".to_owned(), 2)].into(), "{err}");
+}
+
+/// A worker thread calls `exit(0)` while two others still enqueue kernels (PoCL): the program
+/// exits 0 as it does alone, and the trace ends cleanly (an `End` record: the layer's exit
+/// handler ran on the exiting thread while the others kept calling) with the kernels' device
+/// times, those whose completion never arrived counted apart.
+#[test]
+fn exit_from_a_worker_thread_while_others_enqueue_ends_the_trace_cleanly() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = process_life(dir.path()) else { return };
+    let trace = dir.path().join("exit.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .arg("exit-thread")
+        .env("OFFTRACE_CL_PLATFORM", "Portable")
+        .output()
+        .expect("record");
+    ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let enqueued: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("done exit-thread kernels "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let r = report(&trace);
+    let row = r["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .find(|a| a["kind"] == "KERNEL_DISPATCH")
+        .unwrap_or_else(|| panic!("{}", r["device_activity"]))
+        .clone();
+    let (count, timed) = (row["count"].as_u64().expect("count"), row["device_count"].as_u64().expect("timed"));
+    // The other threads go on enqueueing after the count was printed, until exit stops them.
+    assert!(count >= enqueued && timed > 0 && timed <= count, "{row}: the program counted {enqueued}");
+}
