@@ -1,0 +1,222 @@
+//! Every path the user-facing documentation names exists: the relative links (`](path)`) and the
+//! repository paths written in code (`docs/...`, `scripts/...`, `crates/...`, `examples/...`,
+//! `tools/...`, `fuzz/...`) of `README.md` and of every Markdown file under `docs/`, except
+//! `docs/history/`, which records the repository as it was. A renamed or removed file then fails
+//! tier 1 instead of leaving a dead reference behind.
+//!
+//! A link's fragment (`#section`, `file.md#section`) must name a heading of its Markdown file, by
+//! the anchor GitHub gives it.
+//!
+//! A path with a placeholder or a pattern (`<hash>`, `cost-*`, `{,-main}`, `...`) names no one
+//! file and is skipped; so are links with a scheme (`https:`), fragments alone (`#section`) and
+//! build outputs (a path through a `target/` folder). A crate's example may be named from its
+//! crate's folder (`examples/cost_so.rs` in a section about `offtrace-core`): an `examples/` path
+//! that is not the repository's is looked for in every crate.
+
+use std::path::{Path, PathBuf};
+
+/// Where repository paths start: a path written in code is checked when it begins with one of
+/// these and is not part of a longer path (`/tmp/docs/x` is not one).
+const ROOTS: [&str; 6] = ["docs/", "scripts/", "crates/", "examples/", "tools/", "fuzz/"];
+
+fn repository_root() -> PathBuf {
+    // This crate is crates/offtrace-testing.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn markdown_files(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.ends_with("docs/history") {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Names no single file: a placeholder, a glob, a brace list or an elision; or a build output.
+fn is_pattern(path: &str) -> bool {
+    path.contains(['<', '>', '*', '{', '}', '?', '$'])
+        || path.contains("...")
+        || path.split('/').any(|part| part == "target")
+}
+
+/// `written` (a repository path) exists at the root, or, for an example, in a crate.
+fn repository_path_exists(root: &Path, written: &str) -> bool {
+    if root.join(written).exists() {
+        return true;
+    }
+    written.starts_with("examples/")
+        && std::fs::read_dir(root.join("crates"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|krate| krate.path().join(written).exists())
+}
+
+/// The targets of the Markdown links `[text](target)` in `line`.
+fn link_targets(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("](") {
+        let after = &rest[at + 2..];
+        let Some(end) = after.find(')') else { break };
+        out.push(after[..end].trim().to_owned());
+        rest = &after[end..];
+    }
+    out
+}
+
+/// The repository paths in `text` (code spans and code blocks): tokens starting with one of
+/// [`ROOTS`] at a word boundary, up to the first character that cannot be part of a path.
+fn repository_paths(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "._-/+".contains(c);
+    let mut out = Vec::new();
+    for root in ROOTS {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(root) {
+            let start = from + at;
+            from = start + root.len();
+            let before = text[..start].chars().next_back();
+            if before.is_some_and(|c| is_path_char(c) || c == '~' || c == ':') {
+                continue;
+            }
+            let token: String = text[start..].chars().take_while(|&c| is_path_char(c)).collect();
+            let next = text[start + token.len()..].chars().next();
+            if next.is_some_and(|c| "<*{$".contains(c)) {
+                continue;
+            }
+            let token = token.trim_end_matches(['.', ',']);
+            if token.len() > root.len() {
+                out.push(token.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The anchors GitHub gives a Markdown file's headings: lower case, letters, digits, `-` and `_`
+/// kept, spaces made `-`, everything else dropped; a repeated anchor gets `-1`, `-2`, ...
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut anchors: Vec<String> = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        let Some(title) = line.strip_prefix('#') else { continue };
+        if in_block {
+            continue;
+        }
+        let title = title.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let anchor: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let repeats = anchors.iter().filter(|a| **a == anchor || a.starts_with(&format!("{anchor}-"))).count();
+        anchors.push(if repeats == 0 { anchor } else { format!("{anchor}-{repeats}") });
+    }
+    anchors
+}
+
+/// The code spans (`...`) of a line outside code blocks.
+fn code_spans(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn every_path_the_documentation_names_exists() {
+    let root = repository_root();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files(&root) {
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let dir = file.parent().expect("a file's folder");
+        let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let mut in_block = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_block = !in_block;
+                continue;
+            }
+            // (the path, as written; whether it exists)
+            let mut paths: Vec<(String, bool)> = Vec::new();
+            let in_repository = |p: String| {
+                let exists = repository_path_exists(&root, &p);
+                (p, exists)
+            };
+            if in_block {
+                paths.extend(repository_paths(line).into_iter().map(in_repository));
+            } else {
+                for link in link_targets(line) {
+                    let (target, fragment) = link.split_once('#').unwrap_or((&link, ""));
+                    if target.contains(':') || is_pattern(target) {
+                        continue;
+                    }
+                    let linked = if target.is_empty() { file.clone() } else { dir.join(target) };
+                    if !target.is_empty() {
+                        paths.push((target.to_owned(), linked.exists()));
+                    }
+                    if !fragment.is_empty() && linked.extension().is_some_and(|e| e == "md") {
+                        let anchors = std::fs::read_to_string(&linked).map(|t| heading_anchors(&t)).unwrap_or_default();
+                        paths.push((link.clone(), anchors.iter().any(|a| a == fragment)));
+                    }
+                }
+                for span in code_spans(line) {
+                    paths.extend(repository_paths(span).into_iter().map(in_repository));
+                }
+            }
+            for (written, exists) in paths {
+                if is_pattern(&written) {
+                    continue;
+                }
+                checked += 1;
+                if !exists {
+                    missing.push(format!("{name}:{}: {written}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} paths found: the scan is broken");
+    assert!(missing.is_empty(), "paths named in the documentation that do not exist:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn the_scan_finds_links_and_code_paths_and_skips_patterns() {
+    assert_eq!(link_targets("see [a](docs/a.md) and [b](../b.md#x)."), ["docs/a.md", "../b.md#x"]);
+    assert_eq!(repository_paths("run scripts/x.sh, then docs/y.md."), ["docs/y.md", "scripts/x.sh"]);
+    assert!(repository_paths("/tmp/docs/x.md target/release/deps/cost-<hash>").is_empty());
+    assert!(repository_paths("docs/read-runs/device-2026-11-26{,-main}/run.sh").is_empty());
+    assert_eq!(code_spans("a `b` c `d e` f"), ["b", "d e"]);
+    assert_eq!(
+        heading_anchors("# A b\n\n## Metrics sampling (`record --metrics`)\n```\n# not\n```\n## A b\n#x"),
+        ["a-b", "metrics-sampling-record---metrics", "a-b-1"]
+    );
+    assert!(is_pattern("target/release/deps/cost-*"));
+    assert!(is_pattern("fuzz/target"));
+    let root = repository_root();
+    assert!(repository_path_exists(&root, "examples/cost_so.rs"), "offtrace-core's example");
+    assert!(!repository_path_exists(&root, "examples/no_such_example.rs"));
+    assert!(!repository_path_exists(&root, "docs/no-such-file.md"));
+}
