@@ -4,6 +4,9 @@
 //! `docs/history/`, which records the repository as it was. A renamed or removed file then fails
 //! tier 1 instead of leaving a dead reference behind.
 //!
+//! The sources (`crates/`, `scripts/`, `tools/`, `examples/`, `fuzz/`: comments, scripts' usage)
+//! are held to the same for the documents they cite (`docs/...`).
+//!
 //! A link's fragment (`#section`, `file.md#section`) must name a heading of its Markdown file, by
 //! the anchor GitHub gives it.
 //!
@@ -200,6 +203,53 @@ fn every_path_the_documentation_names_exists() {
     }
     assert!(checked > 100, "only {checked} paths found: the scan is broken");
     assert!(missing.is_empty(), "paths named in the documentation that do not exist:\n{}", missing.join("\n"));
+}
+
+/// The files under `dir` that are sources (not build outputs, not this file, which names missing
+/// paths on purpose).
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "target" && name != "corpus" && name != "artifacts" {
+                source_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| ["rs", "sh", "py", "c", "h", "cpp", "toml"].iter().any(|x| e == *x))
+            && !path.ends_with("offtrace-testing/tests/doc_links.rs")
+        {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_document_the_sources_cite_exists() {
+    let root = repository_root();
+    let mut files = Vec::new();
+    for dir in ["crates", "scripts", "tools", "examples", "fuzz"] {
+        source_files(&root.join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        for (n, line) in text.lines().enumerate() {
+            for written in repository_paths(line) {
+                if !written.starts_with("docs/") || is_pattern(&written) {
+                    continue;
+                }
+                checked += 1;
+                if !root.join(&written).exists() {
+                    missing.push(format!("{name}:{}: {written}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} citations found: the scan is broken");
+    assert!(missing.is_empty(), "documents cited in the sources that do not exist:\n{}", missing.join("\n"));
 }
 
 #[test]
