@@ -7,6 +7,11 @@
 //! The sources (`crates/`, `scripts/`, `tools/`, `examples/`, `fuzz/`: comments, scripts' usage)
 //! are held to the same for the documents they cite (`docs/...`).
 //!
+//! A section named after a document (`` `docs/overhead.md`, *Tool API* ``, `"Reading at scale"`,
+//! `` `## Agent` ``) must be one of that document's headings or bold run-in titles (the name found
+//! in it, case aside), wherever the reference is: a moved section then fails where its readers
+//! point.
+//!
 //! A link's fragment (`#section`, `file.md#section`) must name a heading of its Markdown file, by
 //! the anchor GitHub gives it.
 //!
@@ -143,6 +148,101 @@ fn heading_anchors(text: &str) -> Vec<String> {
     anchors
 }
 
+/// The section names a document may be cited by: its headings and its bold phrases, lower case.
+fn section_titles(text: &str) -> Vec<String> {
+    let mut titles: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim().replace('`', "").to_lowercase())
+        .collect();
+    titles.extend(text.split("**").skip(1).step_by(2).map(|b| b.replace('`', "").to_lowercase()));
+    titles
+}
+
+/// The section named right after each `docs/*.md` path in `text` (comment markers and line ends
+/// already folded into spaces): `*Name*`, `"Name"`, `` `## Name` `` or `(## Name)`, after an
+/// optional `` ` ``, `,` and "section(s) ". Returns (document, section).
+fn section_references(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for path in repository_paths(text) {
+        if !path.starts_with("docs/") || !path.ends_with(".md") {
+            continue;
+        }
+        let mut from = 0;
+        while let Some(at) = text[from..].find(&path) {
+            let mut rest = &text[from + at + path.len()..];
+            from += at + path.len();
+            if rest.starts_with(['/', '-', '.']) && !rest.starts_with(". ") && !rest.starts_with(".)") {
+                continue; // a longer path
+            }
+            rest = rest.strip_prefix('`').unwrap_or(rest);
+            rest = rest.strip_prefix(',').unwrap_or(rest);
+            rest = rest.strip_prefix(' ').unwrap_or(rest);
+            for word in ["sections ", "section "] {
+                rest = rest.strip_prefix(word).unwrap_or(rest);
+            }
+            let (open, close) = if rest.starts_with("*") && !rest.starts_with("**") {
+                ("*", '*')
+            } else if rest.starts_with('"') {
+                ("\"", '"')
+            } else if rest.starts_with("`##") {
+                ("`", '`')
+            } else if rest.starts_with("(##") {
+                ("(", ')')
+            } else {
+                continue;
+            };
+            let inner = &rest[open.len()..];
+            let Some(end) = inner.find(close) else { continue };
+            let name = inner[..end].trim_start_matches('#').replace('`', "");
+            let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !name.is_empty() {
+                out.push((path.clone(), name));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `text` with comment markers at line starts and line ends folded into single spaces, so that a
+/// reference broken over comment lines reads whole.
+fn folded(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let l = l.trim_start();
+            ["//!", "///", "//", "#", "*"].iter().find_map(|m| l.strip_prefix(m)).unwrap_or(l).trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn every_section_named_after_a_document_is_in_it() {
+    let root = repository_root();
+    let mut files = markdown_files(&root);
+    for dir in ["crates", "scripts", "tools", "examples", "fuzz"] {
+        source_files(&root.join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        for (document, section) in section_references(&folded(&text)) {
+            let Ok(target) = std::fs::read_to_string(root.join(&document)) else { continue };
+            checked += 1;
+            let wanted = section.to_lowercase();
+            if !section_titles(&target).iter().any(|t| t.contains(&wanted)) {
+                missing.push(format!("{name}: {document}, \"{section}\""));
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} section references found: the scan is broken");
+    assert!(missing.is_empty(), "sections cited that their document does not have:\n{}", missing.join("\n"));
+}
+
 /// The code spans (`...`) of a line outside code blocks.
 fn code_spans(line: &str) -> Vec<&str> {
     line.split('`').skip(1).step_by(2).collect()
@@ -264,6 +364,17 @@ fn the_scan_finds_links_and_code_paths_and_skips_patterns() {
         ["a-b", "metrics-sampling-record---metrics", "a-b-1"]
     );
     assert!(is_pattern("target/release/deps/cost-*"));
+    assert_eq!(
+        section_references("see `docs/a.md`, *The writer* and docs/b.md, \"Reading\"; `docs/c.md` (## Agent)."),
+        [
+            ("docs/a.md".to_owned(), "The writer".to_owned()),
+            ("docs/b.md".to_owned(), "Reading".to_owned()),
+            ("docs/c.md".to_owned(), "Agent".to_owned())
+        ]
+    );
+    assert!(section_references("docs/a.md and docs/a-runs/x.txt").is_empty());
+    assert_eq!(folded("x (`docs/a.md`, \"Long\n/// name\")"), "x (`docs/a.md`, \"Long name\")");
+    assert!(section_titles("# Agent: cost\n**Under SYCL: the calls**").contains(&"under sycl: the calls".to_owned()));
     assert!(is_pattern("fuzz/target"));
     let root = repository_root();
     assert!(repository_path_exists(&root, "examples/cost_so.rs"), "offtrace-core's example");
