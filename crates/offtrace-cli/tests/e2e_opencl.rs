@@ -483,12 +483,19 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
     ok(&o);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("check ok"), "{stdout}");
-    // The program's commands per device (0 PoCL, 1 Intel): label, queue, QUEUED, START, END.
-    let mut own: [Vec<(String, bool, u64, u64, u64)>; 2] = Default::default();
+    // The program's commands per device (0 PoCL, 1 Intel).
+    struct Own {
+        label: String,
+        in_order: bool,
+        queued: u64,
+        start: u64,
+        end: u64,
+    }
+    let mut own: [Vec<Own>; 2] = Default::default();
     for f in stdout.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|f| f.first() == Some(&"cmd")) {
         let dev: usize = f[1].parse().expect("device");
         let t = |i: usize| -> u64 { f[i].parse().expect("a profiling time") };
-        own[dev].push((f[3].to_string(), f[4] == "in", t(5), t(7), t(8)));
+        own[dev].push(Own { label: f[3].to_string(), in_order: f[4] == "in", queued: t(5), start: t(7), end: t(8) });
     }
     assert_eq!((own[0].len(), own[1].len()), (9, 9), "{stdout}");
     let rows = sql(
@@ -498,19 +505,30 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
              JOIN queues q ON q.id = a.queue_id JOIN api_calls c ON c.correlation = a.correlation
              ORDER BY a.enqueue_ns, a.id'''): print(*r, sep='|')",
     );
-    let mut trace_rows: [Vec<(bool, u64, String, u64, u64, u64, u64)>; 2] = Default::default();
+    /// A device-activity row with its queue's order and its enqueue call's interval.
+    struct Row {
+        in_order: bool,
+        queue: u64,
+        name: String,
+        start: u64,
+        end: u64,
+        call_start: u64,
+        call_end: u64,
+    }
+    let mut trace_rows: [Vec<Row>; 2] = Default::default();
     for l in rows.lines() {
         let f: Vec<&str> = l.split('|').collect();
         let dev = usize::from(!f[0].contains("pthread"));
-        trace_rows[dev].push((
-            f[1] == "1",
-            f[2].parse().expect("queue_id"),
-            f[3].to_string(),
-            f[4].parse().expect("start"),
-            f[5].parse().expect("end"),
-            f[6].parse().expect("call start"),
-            f[7].parse().expect("call end"),
-        ));
+        let n = |i: usize| -> u64 { f[i].parse().expect("a number") };
+        trace_rows[dev].push(Row {
+            in_order: f[1] == "1",
+            queue: n(2),
+            name: f[3].to_string(),
+            start: n(4),
+            end: n(5),
+            call_start: n(6),
+            call_end: n(7),
+        });
     }
     let op = |label: &str| match label {
         "write" | "copy" | "fill" | "read" => format!("buffer_{label}"),
@@ -520,31 +538,32 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
     for dev in 0..2 {
         assert_eq!(trace_rows[dev].len(), 9, "device {dev}: {rows}");
         let mut dev_queues = std::collections::BTreeSet::new();
-        for ((label, in_order, queued, start, end), (t_in_order, queue, name, t_start, t_end, call_start, call_end)) in
-            own[dev].iter().zip(&trace_rows[dev])
-        {
-            assert_eq!(*name, op(label), "device {dev}: {rows}");
-            assert_eq!(t_in_order, in_order, "device {dev} {label}: the queue it was enqueued on");
-            assert_eq!(t_end - t_start, end - start, "device {dev} {label}: device time against the program's");
+        for (o, r) in own[dev].iter().zip(&trace_rows[dev]) {
+            let label = &o.label;
+            assert_eq!(r.name, op(label), "device {dev}: {rows}");
+            assert_eq!(r.in_order, o.in_order, "device {dev} {label}: the queue it was enqueued on");
+            assert_eq!(r.end - r.start, o.end - o.start, "device {dev} {label}: device time against the program's");
             // The clock conversion: the runtime takes QUEUED inside the enqueue call, so the
             // program's QUEUED, converted as the trace converted START, lies within the call
             // (give or take the calibration's uncertainty, a few µs; PoCL's times unconverted
             // would be 248 ms off). Intel's markers have no QUEUED (0).
-            if *queued != 0 {
-                let converted = (*queued as i128) + (*t_start as i128 - *start as i128);
+            if o.queued != 0 {
+                let converted = i128::from(o.queued) + i128::from(r.start) - i128::from(o.start);
                 assert!(
-                    (*call_start as i128 - 50_000..=*call_end as i128 + 50_000).contains(&converted),
-                    "device {dev} {label}: QUEUED at {converted} in the trace's clock, the call {call_start}..{call_end}"
+                    (i128::from(r.call_start) - 50_000..=i128::from(r.call_end) + 50_000).contains(&converted),
+                    "device {dev} {label}: QUEUED at {converted} in the trace's clock, the call {}..{}",
+                    r.call_start,
+                    r.call_end
                 );
             }
-            dev_queues.insert(*queue);
+            dev_queues.insert(r.queue);
         }
         assert_eq!(dev_queues.len(), 2, "device {dev}: {rows}");
         queues.extend(dev_queues);
     }
     assert_eq!(queues.len(), 4, "no queue shared between the devices: {rows}");
-    let pocl_scale_end = trace_rows[0][1].4;
-    let intel_write_start = trace_rows[1][0].3;
+    let pocl_scale_end = trace_rows[0][1].end;
+    let intel_write_start = trace_rows[1][0].start;
     assert!(
         intel_write_start > pocl_scale_end,
         "Intel's write waited on PoCL's kernel: starts {intel_write_start}, the kernel ended {pocl_scale_end}"
