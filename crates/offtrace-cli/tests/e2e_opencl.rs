@@ -562,6 +562,20 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
         queues.extend(dev_queues);
     }
     assert_eq!(queues.len(), 4, "no queue shared between the devices: {rows}");
+    // Each queue's context is defined as the SYCL backend defines its contexts (on main the
+    // OpenCL layer defined none: `queues.context` led nowhere).
+    let contexts = sql(
+        &trace,
+        "for r in db.execute('''SELECT c.name, d.name FROM queues q JOIN devices c ON c.device = q.context
+             AND c.is_context = 1 LEFT JOIN devices d ON d.device = c.parent AND d.is_context = 0
+             ORDER BY q.id'''): print(*r, sep='|')",
+    );
+    let contexts: Vec<&str> = contexts.lines().collect();
+    assert_eq!(contexts.len(), 4, "a context row for each queue's context: {contexts:?}");
+    for c in &contexts {
+        let (context, device) = c.split_once('|').expect("two columns");
+        assert_eq!(context, format!("context of {device}"), "{contexts:?}");
+    }
     let pocl_scale_end = trace_rows[0][1].end;
     let intel_write_start = trace_rows[1][0].start;
     assert!(
