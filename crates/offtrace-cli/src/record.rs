@@ -286,7 +286,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
 /// The SYCL runtime's OpenCL CPU runtime (`<lib>/libintelocl.so`, Intel's "CPU device") and the
 /// program. The venv's `etc/OpenCL/vendors/intel-cpu.icd` is read by no ICD loader unless the
 /// user points one at it (`OCL_ICD_VENDORS`, `OCL_ICD_FILENAMES`), so without offtrace a
-/// program sees only `/etc/OpenCL/vendors`' platforms (here PoCL) and its default device is
+/// program sees only `/etc/OpenCL/vendors`' platforms (PoCL on the development machine) and its default device is
 /// chosen among those. `record` keeps it so by default: a program traced must select the device
 /// it selects untraced. `--intel-opencl` adds the runtime as `record` did before.
 enum IntelOpencl {
@@ -313,7 +313,7 @@ impl IntelOpencl {
                     Self::LIB
                 );
             }
-            if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
+            if !user_set("OCL_ICD_FILENAMES") {
                 cmd.env("OCL_ICD_FILENAMES", &runtime);
             }
             let vendors = IcdVendors::with_runtime(&runtime);
@@ -322,8 +322,7 @@ impl IntelOpencl {
             }
             return Ok(Self::Added { _vendors: vendors });
         }
-        let user_chose =
-            ["OCL_ICD_FILENAMES", "OCL_ICD_VENDORS"].iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+        let user_chose = user_set("OCL_ICD_FILENAMES") || user_set("OCL_ICD_VENDORS");
         Ok(if user_chose || !runtime.is_file() { Self::Untouched } else { Self::NotVisible(runtime) })
     }
 
@@ -340,6 +339,11 @@ impl IntelOpencl {
     }
 }
 
+/// Whether the user set an ICD loader variable (the loaders take an empty one as unset).
+fn user_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty())
+}
+
 /// `--intel-opencl`'s vendors folder for the OpenCL ICD loaders: the system's ICDs and the SYCL
 /// runtime's OpenCL CPU runtime, removed on drop (after the program exited). The Khronos loader
 /// (the SYCL venv's) reads `OCL_ICD_FILENAMES`; the ocl-icd that pyopencl bundles does not, and
@@ -352,7 +356,7 @@ impl IcdVendors {
     const SYSTEM: &str = "/etc/OpenCL/vendors";
 
     fn with_runtime(runtime: &Path) -> Option<Self> {
-        if std::env::var_os("OCL_ICD_VENDORS").is_some() {
+        if user_set("OCL_ICD_VENDORS") {
             return None;
         }
         let tmp = std::env::temp_dir();
