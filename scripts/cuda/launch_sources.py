@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where each kernel launch of a traced process came from (docs/cuda.md, "Launches").
+"""Where each kernel launch of a traced process came from (docs/cuda.md, "Run T: each launch delivered once").
 
 usage: launch_sources.py DUMP.jsonl [TRACE.jsonl]
 

@@ -45,8 +45,8 @@ const SIGNALS_PER_EVENT: usize = 4;
 /// `MEMORY_ALLOC` operations (as the services number them).
 const MEMORY_FREE: u32 = 1;
 const MEMORY_SUB_ALLOC: u32 = 2;
-/// The name Intel's SYCL runtime gives every host task's node (`docs/record-model.md`, "Host
-/// tasks": nothing in its notifications names the work).
+/// The name Intel's SYCL runtime gives every host task's node (`docs/record-model.md`, "SYCL
+/// host tasks": nothing in its notifications names the work).
 const SYCL_HOST_TASK: &str = "host task";
 /// `TASK_GRAPH` operations.
 const GRAPH_NODE_CREATE: u32 = 0;

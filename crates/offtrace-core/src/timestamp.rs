@@ -20,7 +20,8 @@
 //! here: a host time ahead of CLOCK_MONOTONIC reads as a negative wait. A line that was steered
 //! back slowly over a one-second span, after a quiet spell had extrapolated the first rate,
 //! was tens of µs off for a second (`cargo bench -p offtrace-core --bench timestamp_error`
-//! measures it; numbers in `docs/overhead.md`, `## Timestamp accuracy`).
+//! measures it; numbers in `docs/overhead.md`, `## Timestamp accuracy`, and the line before this
+//! one in `docs/history/overhead-timestamps-rounds-to-s11.md`).
 //!
 //! The line is published under a sequence lock (five words on one cache line, read with plain
 //! loads): readers never wait, and a reader that races a refinement retries.

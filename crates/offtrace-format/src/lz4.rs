@@ -29,8 +29,8 @@ const MAX_OFFSET: usize = u16::MAX as usize;
 /// After `1 << SKIP_SHIFT` probes without a match the search moves 2 bytes at a time, after
 /// twice that 3, ... (LZ4's default is 6; `lz4_flex`'s 5): 2 costs about 4 % of compression
 /// on typed traces and saves about a tenth of the compressor's instructions. 0 would save about
-/// a quarter of them but store an eighth to a quarter more bytes (`docs/overhead.md`, *Bytes per
-/// record*): files users keep grow, for under 0.1 % of a traced program's instructions.
+/// a quarter of them but store an eighth to a quarter more bytes (`docs/overhead.md`, *The writer's
+/// cost per record*): files users keep grow, for under 0.1 % of a traced program's instructions.
 const SKIP_SHIFT: u32 = 2;
 
 /// An LZ4 block compressor that keeps its hash table between blocks.

@@ -19,7 +19,7 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 /// A string table's key: the bytes, hashed as the `[u8]` they borrow as (so a look-up by `&[u8]`
 /// finds them). Its own `Hash`, inlined: `Box`'s generic one became a function call of its own in
 /// the tables' `insert` and rehash when the crate's code around them changed (once per new
-/// string; `docs/overhead.md`, "What a crash loses").
+/// string; `docs/history/overhead-recorder-rounds-to-s11.md`, "What a crash loses").
 #[derive(PartialEq, Eq)]
 pub(crate) struct StrKey(pub(crate) Box<[u8]>);
 

@@ -295,7 +295,7 @@ struct PendingTask {
 /// reached once per notification through core's thread-pointer cache ([`bridge_thread`]) and
 /// passed down: in a shared object (how applications load the agent) each thread-local access
 /// is a `__tls_get_addr` call, and the bridge made 4 per UR pair and 14 per SYCL command when
-/// each part was a thread-local of its own (`docs/overhead.md`, *Agent*).
+/// each part was a thread-local of its own (`docs/history/overhead-agent-rounds-to-s11.md`).
 struct BridgeThread {
     open: OpenCalls,
     task: PendingTask,
