@@ -47,10 +47,12 @@ fn tmpdir(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("offtrace-e2e-{tag}-")).tempdir().expect("tmp dir")
 }
 
-/// Runs `offtrace record` with the project's runtime; returns (status code, stdout, stderr).
+/// Runs `offtrace record` with the project's runtime, Intel's OpenCL CPU device made visible
+/// (`--intel-opencl`: dpctl's USM allocations fail on PoCL, the only other device here);
+/// returns (status code, stdout, stderr).
 fn record(venv: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String, String) {
     let mut cmd = Command::new(offtrace());
-    cmd.arg("record").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
+    cmd.arg("record").arg("--intel-opencl").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
     cmd.arg(venv.join("bin/python")).args(program);
     let o = cmd.output().expect("run offtrace record");
     (
@@ -315,7 +317,7 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
     {
         let trace = dir.path().join(format!("{tag}.offtrace"));
         let mut cmd = Command::new(offtrace());
-        cmd.arg("record").arg("--runtime").arg(&venv).arg("-o").arg(&trace).args(extra).arg("--");
+        cmd.arg("record").arg("--intel-opencl").arg("--runtime").arg(&venv).arg("-o").arg(&trace).args(extra).arg("--");
         cmd.arg(venv.join("bin/python")).args(&program).env_remove("OFFTRACE_OPENCL_NESTED");
         if let Some(v) = nested_env {
             cmd.env("OFFTRACE_OPENCL_NESTED", v);
@@ -366,6 +368,7 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
     let lines = dir.path().join("tool.txt");
     let o = Command::new(offtrace())
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .arg("-o")
@@ -848,6 +851,7 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     );
     let child = Command::new(offtrace())
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .arg("-o")

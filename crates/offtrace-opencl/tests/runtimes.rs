@@ -840,7 +840,7 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
     );
     let trace = s.dir.path().join("sycl.offtrace");
     let out = Command::new(&bin)
-        .args(["record", "-o"])
+        .args(["record", "--intel-opencl", "-o"])
         .arg(&trace)
         .arg("--")
         .arg(venv.join("bin/python"))
@@ -937,8 +937,8 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
     }
 }
 
-/// `offtrace record` of a SYCL program (the agent hosting the layer), with the environment
-/// the tests run it in; returns the trace's records.
+/// `offtrace record --intel-opencl` of a SYCL program (the agent hosting the layer), with the
+/// environment the tests run it in; returns the trace's records.
 fn record_sycl(s: &Setup, name: &str, program: &[&std::ffi::OsStr]) -> (Output, PathBuf) {
     let venv = sycl_venv();
     let bin = layer().with_file_name("offtrace");
@@ -948,7 +948,7 @@ fn record_sycl(s: &Setup, name: &str, program: &[&std::ffi::OsStr]) -> (Output, 
     );
     let trace = s.dir.path().join(format!("{name}.offtrace"));
     let out = Command::new(&bin)
-        .args(["record", "-o"])
+        .args(["record", "--intel-opencl", "-o"])
         .arg(&trace)
         .arg("--")
         .args(program)
@@ -1001,8 +1001,9 @@ fn a_sycl_copy_from_a_thread_that_makes_no_further_opencl_call_gets_its_device_t
     counters_name_defined_devices(&records, "SYCL path");
 }
 
-/// `offtrace record` lets pyopencl (whose bundled ocl-icd reads `OCL_ICD_VENDORS`, not
-/// `OCL_ICD_FILENAMES`) find Intel's platform of the SYCL venv, and PoCL beside it.
+/// `offtrace record --intel-opencl` lets pyopencl (whose bundled ocl-icd reads
+/// `OCL_ICD_VENDORS`, not `OCL_ICD_FILENAMES`) find Intel's platform of the SYCL venv, and PoCL
+/// beside it.
 #[test]
 fn offtrace_record_lets_pyopencl_find_intels_platform_and_pocl() {
     use offtrace_format::Record;

@@ -39,7 +39,9 @@ unsafe extern "C" fn noop_buffer(
 /// A tool that reads every record (the first word of each: its size and kind), as a real
 /// tool does: the delivery thread then reads each ring line the producer wrote, which the
 /// producer must take back on its next lap. `COST_READ_RECORDS=1` picks it (the no-op
-/// callback reads no record, so the ring's lines never leave the producer's core).
+/// callback reads no record, so the ring's lines never leave the producer's core);
+/// `COST_READ_RECORDS=all` reads every word of each record, as a delivery thread that expanded
+/// compact ring entries into full records would (`docs/overhead.md`, *Tool API*, s12-act).
 unsafe extern "C" fn reading_buffer(
     _c: ContextId,
     _b: BufferId,
@@ -48,10 +50,21 @@ unsafe extern "C" fn reading_buffer(
     _d: *mut c_void,
     _x: u64,
 ) {
+    static ALL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let all = *ALL.get_or_init(|| std::env::var("COST_READ_RECORDS").is_ok_and(|v| v == "all"));
     let mut sum = 0u64;
     for i in 0..n {
         // SAFETY: the services pass `n` valid record addresses, valid during the call.
-        sum += u64::from(unsafe { (**r.add(i)).size });
+        let rec = unsafe { *r.add(i) };
+        // SAFETY: a valid record (as above), 8-aligned and `size` bytes long.
+        let size = unsafe { (*rec).size } as usize;
+        sum += size as u64;
+        if all {
+            for w in 1..size / 8 {
+                // SAFETY: word `w` is within the record's `size` bytes.
+                sum = sum.wrapping_add(unsafe { rec.cast::<u64>().add(w).read() });
+            }
+        }
     }
     black_box(sum);
 }
