@@ -236,3 +236,45 @@ pub(crate) unsafe fn waits(
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(event: u64) -> Option<Producer> {
+        lock().as_ref().and_then(|m| m.get(&event).copied())
+    }
+
+    /// The map holds at most `PRODUCERS_MAX` events (a program that never releases its events
+    /// starts it over), and a released event is forgotten (its handle may come back for another).
+    #[test]
+    fn the_event_map_is_bounded_and_forgets_released_events() {
+        let base = 0x7e00_0000_0000u64;
+        for i in 0..=PRODUCERS_MAX as u64 {
+            produced(base + i, 10 + i, 0x50, c"k".as_ptr(), false);
+        }
+        assert!(lock().as_ref().map_or(0, |m| m.len()) <= PRODUCERS_MAX);
+        let last = base + PRODUCERS_MAX as u64;
+        let p = known(last).expect("the newest event is kept");
+        assert_eq!((p.node, p.queue, p.emitted), ((10 + PRODUCERS_MAX as u64) | NODE_TAG, 0x50, false));
+        forget(last as *mut c_void);
+        assert!(known(last).is_none(), "released");
+    }
+
+    #[test]
+    fn a_command_node_is_named_as_its_device_activity() {
+        let name = |k, op, kn: *const c_char| unsafe { CStr::from_ptr(command_name(k, op, kn)) }.to_str().unwrap();
+        assert_eq!(name(Kind::KernelDispatch, 0, c"scale".as_ptr()), "scale");
+        assert_eq!(name(Kind::KernelDispatch, 0, ptr::null()), "kernel");
+        assert_eq!(name(Kind::MemoryCopy, offtrace_core::memory_copy::BUFFER_WRITE, ptr::null()), "buffer_write");
+        assert_eq!(name(Kind::MemoryFill, offtrace_core::memory_fill::BUFFER_FILL, ptr::null()), "buffer_fill");
+        assert_eq!(name(Kind::Sync, offtrace_core::sync_op::MARKER, ptr::null()), "marker");
+        // The names the core gives these operations (what readers show for the activity).
+        for (kind, op) in
+            [(Kind::MemoryCopy, 0..15), (Kind::MemoryFill, 0..3)].into_iter().flat_map(|(k, r)| r.map(move |o| (k, o)))
+        {
+            let core = kind.operations().iter().find(|o| o.id == op).map(|o| o.name);
+            assert_eq!(core, Some(name(kind, op, ptr::null())), "{kind:?} {op}");
+        }
+    }
+}
