@@ -263,7 +263,9 @@ mod tests {
 
     #[test]
     fn a_command_node_is_named_as_its_device_activity() {
-        let name = |k, op, kn: *const c_char| unsafe { CStr::from_ptr(command_name(k, op, kn)) }.to_str().unwrap();
+        // SAFETY: `command_name` returns a static C string or the one it was given.
+        let name =
+            |k, op, kn: *const c_char| unsafe { CStr::from_ptr(command_name(k, op, kn)) }.to_str().expect("UTF-8");
         assert_eq!(name(Kind::KernelDispatch, 0, c"scale".as_ptr()), "scale");
         assert_eq!(name(Kind::KernelDispatch, 0, ptr::null()), "kernel");
         assert_eq!(name(Kind::MemoryCopy, offtrace_core::memory_copy::BUFFER_WRITE, ptr::null()), "buffer_write");
