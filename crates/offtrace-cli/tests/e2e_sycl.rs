@@ -510,7 +510,8 @@ fn task_graph_node_names_are_whole_as_the_tasks_are() {
 /// enqueues some of them after another task-graph record came on the thread (their node record
 /// went out before their queue was known) or from its own threads. Every command's queue is
 /// then on its node record or on its task's exit record (the task of a node emitted early, on
-/// whichever thread it runs), and a USM copy's exit names it as its device activity does.
+/// whichever thread it runs), and a USM copy's exit names it as its device activity does; the
+/// SQLite export gives every command's node row its queue (from the exit where the node had none).
 #[test]
 fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     let Some(venv) = venv() else { return };
@@ -535,7 +536,10 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
          print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
            and name = 'usm_memcpy'\").fetchone()[0])\n\
          print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
-           where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n",
+           where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n where {cmd} and n.queue_id is null\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
+           where {cmd} and (n.queue <> t.queue or n.name <> t.name)\").fetchone()[0])\n",
     );
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
     assert!(lines[0] >= 30, "the program's commands have nodes: {out}");
@@ -544,6 +548,7 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     // `copy usm` (how many of each varies from run to run): their exits all say `usm_memcpy`.
     assert!(lines[3] >= 9, "the program's 9 copies: {out}");
     assert_eq!(lines[4], 0, "copies whose task's exit does not say usm_memcpy: {out}");
+    assert_eq!(lines[5..], [0, 0], "command nodes without a queue id, or unlike their task's exit: {out}");
     // The report takes a node's name from its task's exit where its record had no queue.
     let rep = report_json(&trace);
     let chain = &rep["task_graph"]["longest_chain"];
