@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests
 
-use offtrace_analysis::testing::{TypedBuilder, kind};
+use offtrace_analysis::testing::TypedBuilder;
 use offtrace_export::{ExportFormat, ExportOptions, export_records};
 use offtrace_format::{CopyDirection, Record};
 
