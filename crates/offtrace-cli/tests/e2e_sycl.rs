@@ -592,6 +592,39 @@ fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     }
 }
 
+/// W4 makes an in-order queue without profiling and an out-of-order one with
+/// (`property="enable_profiling"`): the queue records say so (in-order from SYCL, profiling from
+/// the `urQueueCreate` properties), in the report (JSON and text) and in SQLite's `queues`.
+#[test]
+fn sycl_queues_say_whether_the_program_asked_for_profiling() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w4-profiling");
+    let trace = dir.path().join("w4.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("w4_usm_multiqueue.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let rep = report_json(&trace);
+    let created: Vec<(bool, bool)> = rep["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter(|q| !q["created_ns"].is_null())
+        .map(|q| (q["in_order"].as_bool().expect("in_order"), q["profiling"].as_bool().expect("profiling")))
+        .collect();
+    assert!(created.contains(&(true, false)), "the in-order queue without profiling: {created:?}");
+    assert!(created.contains(&(false, true)), "the out-of-order queue with profiling: {created:?}");
+    let o = Command::new(offtrace()).arg("report").arg(&trace).output().expect("run report");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("out-of-order, profiling"), "{text}");
+    let db = dir.path().join("w4.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "print(sorted(set(db.execute(\"select in_order, profiling, properties from queues where created_ns is not null\").fetchall())))\n",
+    );
+    assert!(out.contains("(0, 1, '[\"PROFILING\"]')") && out.contains("(1, 0, '[\"IN_ORDER\"]')"), "{out}");
+}
+
 /// Both subscribers in one process see the same notifications: offtrace's counts per stream and
 /// trace type must equal the full-dump subscriber's exactly.
 fn compare_with_xpti_dump(program: &[&str], dispatcher: &str) -> BTreeMap<(String, String), u64> {
