@@ -592,6 +592,23 @@ fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     }
 }
 
+/// `record`'s summary line counts the records `report` counts: the `End` record included, and a
+/// definition two of the process's layers wrote alike (W0's main thread) once.
+#[test]
+fn the_record_summary_counts_what_the_report_counts() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w0-count");
+    let trace = dir.path().join("w0.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("w0_smoke.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let summary: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, "))
+        .map(|(n, _)| n.replace(',', "").parse().expect("count"))
+        .unwrap_or_else(|| panic!("no summary line: {stderr}"));
+    assert_eq!(summary, report_json(&trace)["trace"]["records"].as_u64().expect("records"), "{stderr}");
+}
+
 /// W4 makes an in-order queue without profiling and an out-of-order one with
 /// (`property="enable_profiling"`): the queue records say so (in-order from SYCL, profiling from
 /// the `urQueueCreate` properties), in the report (JSON and text) and in SQLite's `queues`.
