@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
-use offtrace_format::{Activity, CopyDirection, MemoryType, Record, TaskGraphRecord, phase, queue_flags};
+use offtrace_format::{
+    Activity, CodeObjectRecord, CopyDirection, MemoryType, Record, StrId, TaskGraphRecord, phase, queue_flags,
+};
 use rustc_hash::FxHashMap;
 
 use crate::defs::{Defs, json_string};
@@ -69,6 +71,12 @@ struct Rows<'w> {
     /// written without it), the order keeping the nodes already written until their turn.
     unqueued: FxHashMap<u64, Vec<TaskGraphRecord>>,
     unqueued_order: VecDeque<u64>,
+    /// Loaded code objects by (operation, handle): their name and program, which their unload
+    /// record leaves out, with their place in `loaded_order`; a load is kept until its unload,
+    /// or until [`PENDING_MAX`] later loads came.
+    loaded: FxHashMap<(u32, u64), (StrId, u64, u64)>,
+    loaded_order: VecDeque<((u32, u64), u64)>,
+    loads: u64,
     /// By the queue's definition id.
     queues: BTreeMap<u64, QueueRow>,
     /// One row per tid, written at the end: a thread can be defined more than once (by each
@@ -203,6 +211,7 @@ impl Rows<'_> {
                 )?;
             }
             Record::CodeObject(c) => {
+                let c = &self.code_object(c);
                 let op = op_name(&self.defs, 9, c.op);
                 let name = self.defs.str(c.name).to_owned();
                 self.put(
@@ -355,6 +364,39 @@ impl Rows<'_> {
                 if g.queue != 0 { Cell::opt(self.defs.known_queue_id(g.queue)) } else { Cell::Null },
             ],
         )
+    }
+
+    /// `c`, an unload given the name and program of its load (kept until then, bounded).
+    fn code_object(&mut self, c: &CodeObjectRecord) -> CodeObjectRecord {
+        let key = (c.op, c.handle);
+        match c.phase {
+            phase::LOAD => {
+                self.loads += 1;
+                self.loaded.insert(key, (c.name, c.program, self.loads));
+                self.loaded_order.push_back((key, self.loads));
+                while self.loaded_order.len() > PENDING_MAX {
+                    let Some((old, at)) = self.loaded_order.pop_front() else { break };
+                    // Only the load it was: a handle loaded again since has a later place.
+                    if self.loaded.get(&old).is_some_and(|l| l.2 == at) {
+                        self.loaded.remove(&old);
+                    }
+                }
+                *c
+            }
+            phase::UNLOAD => {
+                let mut c = *c;
+                if let Some((name, program, _)) = self.loaded.remove(&key) {
+                    if c.name.0 == 0 {
+                        c.name = name;
+                    }
+                    if c.program == 0 {
+                        c.program = program;
+                    }
+                }
+                c
+            }
+            _ => *c,
+        }
     }
 
     fn activity(&mut self, a: &Activity) -> Result<(), ExportError> {
@@ -544,6 +586,9 @@ pub(crate) fn write_tables(
         pending_order: VecDeque::new(),
         early: EarlyCompletions::default(),
         completed: RecentKeys::default(),
+        loaded: FxHashMap::default(),
+        loaded_order: VecDeque::new(),
+        loads: 0,
         unqueued: FxHashMap::default(),
         unqueued_order: VecDeque::new(),
         queues: BTreeMap::new(),
