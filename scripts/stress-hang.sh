@@ -8,10 +8,11 @@
 # (`thread apply all bt`) into OUT/hang-<config>-<round>.bt before its process group is killed.
 #
 # Configurations (a comma-separated list; default metrics,record,bare,layer):
-#   metrics  offtrace record --query-metrics cpu.sw (the tier-2 test's command)
-#   record   offtrace record (no metrics)
-#   bare     the program alone, with the runtime environment offtrace gives it (LD_LIBRARY_PATH,
-#            OCL_ICD_FILENAMES, OCL_ICD_VENDORS with the system's ICDs and Intel's runtime)
+#   metrics  offtrace record --intel-opencl --query-metrics cpu.sw (the tier-2 test's command)
+#   record   offtrace record --intel-opencl (no metrics)
+#   bare     the program alone, with the runtime environment offtrace gives it with
+#            --intel-opencl (LD_LIBRARY_PATH, OCL_ICD_FILENAMES, OCL_ICD_VENDORS with the system's
+#            ICDs and Intel's runtime)
 #   layer    the program with the OpenCL layer alone (OPENCL_LAYERS=libofftrace_opencl.so,
 #            no XPTI subscriber), same runtime environment
 #   layer:PATH  the same with the layer library at PATH (a copy of an earlier build: A/B runs)
@@ -83,8 +84,8 @@ run_one() {
   local trace=$out/trace-$tag-$2.offtrace
   local -a cmd
   case $config in
-    metrics) cmd=("$bin/offtrace" record --runtime "$venv" --query-metrics cpu.sw -o "$trace" -- "${prog[@]}") ;;
-    record) cmd=("$bin/offtrace" record --runtime "$venv" -o "$trace" -- "${prog[@]}") ;;
+    metrics) cmd=("$bin/offtrace" record --intel-opencl --runtime "$venv" --query-metrics cpu.sw -o "$trace" -- "${prog[@]}") ;;
+    record) cmd=("$bin/offtrace" record --intel-opencl --runtime "$venv" -o "$trace" -- "${prog[@]}") ;;
     bare) cmd=(env "${runtime_env[@]}" "${prog[@]}") ;;
     layer) cmd=(env "${runtime_env[@]}" OPENCL_LAYERS="$bin/libofftrace_opencl.so" OFFTRACE_OUTPUT="$trace"
       "${prog[@]}") ;;

@@ -10,7 +10,7 @@ bin=target/release/offtrace; tmp=$(mktemp -d)
 py=.venv/bin/python; ex=examples/sycl/usm_pipeline.py
 one() { # label, extra args...
     local label=$1; shift
-    OFFTRACE_METRICS_STATS=$tmp/$label.stats $bin record --runtime .venv "$@" -o $tmp/$label.offtrace -- \
+    OFFTRACE_METRICS_STATS=$tmp/$label.stats $bin record --intel-opencl --runtime .venv "$@" -o $tmp/$label.offtrace -- \
         perf stat -x, -o $tmp/$label.perf -e task-clock -- $py $ex $it >/dev/null 2>&1
     local tc wall
     tc=$(grep task-clock $tmp/$label.perf | cut -d, -f1)

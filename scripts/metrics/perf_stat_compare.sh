@@ -9,9 +9,9 @@
 set -eu
 it=${1:-8}; tmp=$(mktemp -d); bin=target/release/offtrace
 ev=task-clock,context-switches,cpu-migrations,page-faults,major-faults
-$bin record --runtime .venv --metrics cpu.sw -o $tmp/t.offtrace -- \
+$bin record --intel-opencl --runtime .venv --metrics cpu.sw -o $tmp/t.offtrace -- \
     perf stat -x, -o $tmp/perf.csv -e $ev -- .venv/bin/python examples/sycl/usm_pipeline.py $it 2>$tmp/rec.err >/dev/null
-$bin record --runtime .venv --metrics cpu.sw -o $tmp/self.offtrace -- \
+$bin record --intel-opencl --runtime .venv --metrics cpu.sw -o $tmp/self.offtrace -- \
     perf stat -x, -o $tmp/self.csv -e $ev -- true 2>$tmp/self.err >/dev/null || true
 target/release/examples/otdump $tmp/t.offtrace > $tmp/dump.txt
 python3 - "$tmp" <<'PY'

@@ -7,7 +7,9 @@ set -eu
 before=$1; after=$2; rounds=${3:-5}; it=${4:-3000}; groups=${5:-cpu.sw,proc.process}
 one() { # dir period
     local tmp; tmp=$(mktemp -d)
-    OFFTRACE_METRICS_STATS=$tmp/s "$1/offtrace" record --runtime .venv --metrics "$groups" --sample-period "$2" \
+    # Intel's OpenCL CPU device through the environment (builds before --intel-opencl added it
+    # themselves).
+    OCL_ICD_FILENAMES=$PWD/.venv/lib/libintelocl.so OFFTRACE_METRICS_STATS=$tmp/s "$1/offtrace" record --runtime .venv --metrics "$groups" --sample-period "$2" \
         -o "$tmp/t.offtrace" -- perf stat -x, -o "$tmp/p" -e task-clock -- .venv/bin/python examples/sycl/usm_pipeline.py "$it" >/dev/null 2>&1
     python3 - "$tmp" "$2" "$1" <<'PY'
 import json, sys

@@ -8,7 +8,7 @@ set -eu
 runs=${1:-3}; it=${2:-3000}; groups=${3:-cpu.sw,proc.process}; tmp=$(mktemp -d)
 for period in 10ms 1ms; do
   for r in $(seq $runs); do
-    OFFTRACE_METRICS_STATS=$tmp/s target/release/offtrace record --runtime .venv --metrics $groups --sample-period $period \
+    OFFTRACE_METRICS_STATS=$tmp/s target/release/offtrace record --intel-opencl --runtime .venv --metrics $groups --sample-period $period \
       -o $tmp/t.offtrace -- perf stat -x, -o $tmp/p -e task-clock -- .venv/bin/python examples/sycl/usm_pipeline.py $it >/dev/null 2>&1
     python3 - "$tmp" "$period" <<'PY'
 import json, sys

@@ -65,6 +65,12 @@ pub struct RecordArgs {
     /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
     #[arg(long, value_name = "DIR")]
     pub runtime: Option<PathBuf>,
+    /// Also make the SYCL runtime's OpenCL CPU runtime (<runtime lib>/libintelocl.so) visible,
+    /// as the venv's etc/OpenCL/vendors intends: sets OCL_ICD_FILENAMES and OCL_ICD_VENDORS
+    /// where they are not set. The program may then select another device than without
+    /// offtrace. Without it the program sees the OpenCL devices it sees without offtrace.
+    #[arg(long)]
+    pub intel_opencl: bool,
     /// XPTI dispatcher: `offtrace` (offtrace's libxptifw.so, next to this executable), `intel`
     /// (the runtime's own) or a path [default: offtrace when it is built, else intel].
     #[arg(long, value_name = "offtrace|intel|PATH")]
@@ -136,6 +142,8 @@ pub struct RecordConfig {
     pub debug_streams: bool,
     pub raw: bool,
     pub runtime: Option<PathBuf>,
+    /// `--intel-opencl`: add the runtime's OpenCL CPU runtime to the ICD loaders' list.
+    pub intel_opencl: bool,
     pub dispatcher: DispatcherChoice,
     pub agent: Option<PathBuf>,
     pub tools: Vec<PathBuf>,
@@ -162,6 +170,7 @@ impl RecordArgs {
             debug_streams: self.debug_streams,
             raw: self.raw,
             runtime: self.runtime,
+            intel_opencl: self.intel_opencl,
             dispatcher,
             agent: self.agent,
             tools: self.tools,

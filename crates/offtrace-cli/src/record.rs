@@ -218,6 +218,9 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let opencl_layer = find_opencl_layer();
     let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
+        Err(e) if cfg.intel_opencl => {
+            return Err(e.context("--intel-opencl adds the SYCL runtime's OpenCL CPU runtime: it needs that runtime"));
+        }
         // No SYCL runtime: a program that uses OpenCL and/or CUDA alone is traced through the
         // OpenCL layer and/or the CUDA injection.
         Err(_) if cfg.runtime.is_none() && (opencl_layer.is_some() || cuda) => {
@@ -247,13 +250,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
     }
     cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
-    if std::env::var_os("OCL_ICD_FILENAMES").is_none() {
-        cmd.env("OCL_ICD_FILENAMES", lib.join("libintelocl.so"));
-    }
-    let icd_vendors = IcdVendors::with_runtime(&lib);
-    if let Some(v) = &icd_vendors {
-        cmd.env("OCL_ICD_VENDORS", &v.0);
-    }
+    let intel_opencl = IntelOpencl::set_up(cfg.intel_opencl, &lib, &mut cmd)?;
     cmd.env("XPTI_TRACE_ENABLE", "1")
         .env("XPTI_FRAMEWORK_DISPATCHER", &dispatcher)
         .env("XPTI_SUBSCRIBERS", &agent)
@@ -278,15 +275,79 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if hosts_opencl_layer(&agent) {
         opencl_environment(&mut cmd, &agent);
     }
-    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output);
-    drop(icd_vendors);
-    code
+    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output)?;
+    if code != 0 {
+        intel_opencl.hint(code);
+    }
+    drop(intel_opencl);
+    Ok(code)
 }
 
-/// A vendors folder for the OpenCL ICD loaders: the system's ICDs and the SYCL runtime's
-/// OpenCL CPU runtime, removed on drop (after the program exited). The Khronos loader (the SYCL
-/// venv's) reads `OCL_ICD_FILENAMES`; the ocl-icd that pyopencl bundles does not, and finds
-/// Intel's runtime only through `OCL_ICD_VENDORS` (a folder that replaces
+/// The SYCL runtime's OpenCL CPU runtime (`<lib>/libintelocl.so`, Intel's "CPU device") and the
+/// program. The venv's `etc/OpenCL/vendors/intel-cpu.icd` is read by no ICD loader unless the
+/// user points one at it (`OCL_ICD_VENDORS`, `OCL_ICD_FILENAMES`), so without offtrace a
+/// program sees only `/etc/OpenCL/vendors`' platforms (PoCL on the development machine) and its default device is
+/// chosen among those. `record` keeps it so by default: a program traced must select the device
+/// it selects untraced. `--intel-opencl` adds the runtime as `record` did before.
+enum IntelOpencl {
+    /// `--intel-opencl`: `OCL_ICD_FILENAMES` set (unless the user had), and the vendors folder
+    /// that the ocl-icd loaders read, held until the program exited (dropping removes it).
+    Added { _vendors: Option<IcdVendors> },
+    /// Not added though the runtime has it and the user set neither variable: named in a hint
+    /// when the program fails.
+    NotVisible(PathBuf),
+    /// The user chose the loaders' list, or the runtime has no OpenCL CPU runtime.
+    Untouched,
+}
+
+impl IntelOpencl {
+    const LIB: &str = "libintelocl.so";
+
+    fn set_up(add: bool, lib: &Path, cmd: &mut Command) -> anyhow::Result<Self> {
+        let runtime = lib.join(Self::LIB);
+        if add {
+            if !runtime.is_file() {
+                bail!(
+                    "--intel-opencl: the SYCL runtime in {} has no {} (pip install intel-opencl-rt into its venv)",
+                    lib.display(),
+                    Self::LIB
+                );
+            }
+            if !user_set("OCL_ICD_FILENAMES") {
+                cmd.env("OCL_ICD_FILENAMES", &runtime);
+            }
+            let vendors = IcdVendors::with_runtime(&runtime);
+            if let Some(v) = &vendors {
+                cmd.env("OCL_ICD_VENDORS", &v.0);
+            }
+            return Ok(Self::Added { _vendors: vendors });
+        }
+        let user_chose = user_set("OCL_ICD_FILENAMES") || user_set("OCL_ICD_VENDORS");
+        Ok(if user_chose || !runtime.is_file() { Self::Untouched } else { Self::NotVisible(runtime) })
+    }
+
+    /// One line after the summary of a failed run: the device the program did not see may be
+    /// the one it expected (dpctl's USM allocations fail on PoCL, for one).
+    fn hint(&self, code: u8) {
+        if let Self::NotVisible(runtime) = self {
+            eprintln!(
+                "offtrace: hint: the program exited with status {code}; the SYCL runtime's OpenCL CPU device was not visible to it, \
+                 as without offtrace: `offtrace record --intel-opencl` or OCL_ICD_FILENAMES={} adds it",
+                runtime.display()
+            );
+        }
+    }
+}
+
+/// Whether the user set an ICD loader variable (the loaders take an empty one as unset).
+fn user_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty())
+}
+
+/// `--intel-opencl`'s vendors folder for the OpenCL ICD loaders: the system's ICDs and the SYCL
+/// runtime's OpenCL CPU runtime, removed on drop (after the program exited). The Khronos loader
+/// (the SYCL venv's) reads `OCL_ICD_FILENAMES`; the ocl-icd that pyopencl bundles does not, and
+/// finds Intel's runtime only through `OCL_ICD_VENDORS` (a folder that replaces
 /// `/etc/OpenCL/vendors`, hence the system's ICDs beside it). Both loaders load an ICD named
 /// twice once. Not made when the user set `OCL_ICD_VENDORS`, or when it cannot be written.
 struct IcdVendors(PathBuf);
@@ -294,12 +355,8 @@ struct IcdVendors(PathBuf);
 impl IcdVendors {
     const SYSTEM: &str = "/etc/OpenCL/vendors";
 
-    fn with_runtime(lib: &Path) -> Option<Self> {
-        if std::env::var_os("OCL_ICD_VENDORS").is_some() {
-            return None;
-        }
-        let runtime = lib.join("libintelocl.so");
-        if !runtime.is_file() {
+    fn with_runtime(runtime: &Path) -> Option<Self> {
+        if user_set("OCL_ICD_VENDORS") {
             return None;
         }
         let tmp = std::env::temp_dir();
@@ -313,7 +370,7 @@ impl IcdVendors {
                 std::fs::copy(e.path(), made.0.join(&name)).ok()?;
             }
         }
-        let mut line = runtime.into_os_string().into_encoded_bytes();
+        let mut line = runtime.as_os_str().as_encoded_bytes().to_vec();
         line.push(b'\n');
         std::fs::write(made.0.join("offtrace-sycl-runtime.icd"), line).ok()?;
         Some(made)

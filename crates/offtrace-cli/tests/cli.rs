@@ -552,6 +552,100 @@ fn record_returns_the_programs_status_and_signal() {
     assert_eq!(o.status.code(), Some(128 + 15));
 }
 
+/// `record` of `sh -c script` on the fake runtime (with `libintelocl.so` when `intel_cpu`),
+/// the ICD loaders' variables set only as `icd_env` says; returns the output.
+fn record_icd(dir: &Path, intel_cpu: bool, flag: bool, icd_env: &[(&str, &str)], script: &str) -> Output {
+    let rt = fake_runtime(dir);
+    let intelocl = rt.join("lib/libintelocl.so");
+    if intel_cpu {
+        std::fs::write(&intelocl, b"").unwrap();
+    } else {
+        let _ = std::fs::remove_file(&intelocl);
+    }
+    let agent = fake_agent(dir);
+    let out = dir.join("t.offtrace");
+    let mut c = offtrace();
+    c.arg("record");
+    if flag {
+        c.arg("--intel-opencl");
+    }
+    c.args(["--runtime", rt.to_str().unwrap(), "--agent", agent.to_str().unwrap(), "--dispatcher", "intel", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", script])
+        .env_remove("OCL_ICD_FILENAMES")
+        .env_remove("OCL_ICD_VENDORS");
+    for (k, v) in icd_env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// A program traced sees the OpenCL devices it sees untraced: `record` sets neither
+/// `OCL_ICD_FILENAMES` nor `OCL_ICD_VENDORS` (it used to add the runtime's OpenCL CPU runtime
+/// through both); `--intel-opencl` sets both where the user did not, the vendors folder holding
+/// the runtime's ICD, and refuses a runtime without one.
+#[test]
+fn record_leaves_the_icd_loaders_variables_to_the_user_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("env");
+    let script = format!(
+        "env | grep ^OCL_ICD_ > {d}; [ -n \"$OCL_ICD_VENDORS\" ] && cat \"$OCL_ICD_VENDORS\"/*.icd >> {d}; true",
+        d = dump.display()
+    );
+    let lines = || std::fs::read_to_string(&dump).unwrap();
+
+    let o = record_icd(dir.path(), true, false, &[], &script);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(lines(), "", "record set the ICD loaders' variables");
+    let o = record_icd(dir.path(), true, false, &[("OCL_ICD_FILENAMES", "/mine/libx.so")], &script);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(lines(), "OCL_ICD_FILENAMES=/mine/libx.so\n");
+
+    let o = record_icd(dir.path(), true, true, &[], &script);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let runtime = dir.path().join("venv/lib/libintelocl.so").canonicalize().unwrap();
+    let got = lines();
+    assert!(got.contains(&format!("OCL_ICD_FILENAMES={}\n", runtime.display())), "{got}");
+    assert!(got.contains("OCL_ICD_VENDORS="), "{got}");
+    assert!(got.lines().any(|l| l == runtime.display().to_string()), "the vendors folder names the runtime: {got}");
+    let o = record_icd(dir.path(), true, true, &[("OCL_ICD_FILENAMES", "/mine/libx.so")], &script);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(lines().contains("OCL_ICD_FILENAMES=/mine/libx.so\n"), "{}", lines());
+
+    let o = record_icd(dir.path(), false, true, &[], &script);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--intel-opencl: the SYCL runtime in"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("has no libintelocl.so"), "{}", text(&o.stderr));
+}
+
+/// A failed run's summary ends with one hint naming `--intel-opencl` when the runtime's OpenCL
+/// CPU device was hidden from the program by default; never after a successful run, with the
+/// flag, when the user set an ICD loader variable, or for a runtime without that device.
+#[test]
+fn a_failed_run_hints_at_the_runtimes_opencl_cpu_device_only_when_record_hid_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let hint = "offtrace: hint: the program exited with status 3;";
+    let o = record_icd(dir.path(), true, false, &[], "exit 3");
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with(hint) && last.contains("record --intel-opencl"), "the last line: {err}");
+    assert!(last.contains("OCL_ICD_FILENAMES=") && last.contains("libintelocl.so"), "{err}");
+    assert!(err.find("no trace was written").unwrap() < err.find(hint).unwrap(), "after the summary: {err}");
+    assert_eq!(err.matches("offtrace: hint:").count(), 1, "{err}");
+
+    for (what, intel_cpu, flag, env, script) in [
+        ("success", true, false, &[][..], "exit 0"),
+        ("--intel-opencl", true, true, &[][..], "exit 3"),
+        ("OCL_ICD_VENDORS set", true, false, &[("OCL_ICD_VENDORS", "/etc/OpenCL/vendors")][..], "exit 3"),
+        ("OCL_ICD_FILENAMES set", true, false, &[("OCL_ICD_FILENAMES", "/mine/libx.so")][..], "exit 3"),
+        ("no libintelocl.so", false, false, &[][..], "exit 3"),
+    ] {
+        let o = record_icd(dir.path(), intel_cpu, flag, env, script);
+        assert!(!text(&o.stderr).contains("offtrace: hint:"), "{what}: {}", text(&o.stderr));
+    }
+}
+
 #[test]
 fn record_forwards_sigterm_and_survives_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -181,6 +181,7 @@ fn record_script(
     let trace = dir.join(format!("{how}-{}.offtrace", u8::from(handler)));
     let o = offtrace()
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(venv)
         .arg("-o")

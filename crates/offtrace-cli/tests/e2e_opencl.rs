@@ -465,3 +465,228 @@ fn sqlite_queues_show_what_the_program_asked_for() {
         sql(&trace, "for r in db.execute('SELECT flags, in_order, profiling, properties FROM queues'): print(*r)");
     assert_eq!(rows.trim(), "1 1 0 [\"IN_ORDER\"]");
 }
+
+/// `examples/opencl/two_devices.c`: PoCL and Intel's CPU runtime at once, a context and an
+/// in-order and an out-of-order profiling queue on each, writes, kernels, fills, copies with
+/// event wait lists, markers with a wait list, maps and unmaps. Each command is on its own
+/// device and queue, in the program's order, with the device time the program read from its
+/// own event (to the ns), and the two devices' clocks are put in order: Intel's first write
+/// waits on a user event that PoCL's first kernel sets when it completes, so in the trace it
+/// starts after that kernel ended (PoCL's device clock is about 248 ms from Intel's here).
+/// Needs the SYCL venv's Intel runtime beside PoCL (`OFFTRACE_SYCL_VENV`, default `.venv`).
+#[test]
+fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_order() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) =
+        opencl_program(dir.path(), &workspace().join("examples/opencl/two_devices.c"), "two_devices", &["-O1"], &[])
+    else {
+        return;
+    };
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from);
+    let intel = venv.join("lib/libintelocl.so");
+    assert!(intel.exists(), "{}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV)", intel.display());
+    let vendors = dir.path().join("vendors");
+    std::fs::create_dir_all(&vendors).expect("vendors");
+    std::fs::copy("/etc/OpenCL/vendors/pocl.icd", vendors.join("pocl.icd")).expect("pocl.icd");
+    std::fs::write(vendors.join("intel.icd"), format!("{}\n", intel.display())).expect("intel.icd");
+    let trace = dir.path().join("two.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .env("OCL_ICD_VENDORS", &vendors)
+        .output()
+        .expect("record");
+    ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("check ok"), "{stdout}");
+    // The program's commands per device (0 PoCL, 1 Intel).
+    struct Own {
+        label: String,
+        in_order: bool,
+        queued: u64,
+        start: u64,
+        end: u64,
+    }
+    let mut own: [Vec<Own>; 2] = Default::default();
+    for f in stdout.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|f| f.first() == Some(&"cmd")) {
+        let dev: usize = f[1].parse().expect("device");
+        let t = |i: usize| -> u64 { f[i].parse().expect("a profiling time") };
+        own[dev].push(Own { label: f[3].to_string(), in_order: f[4] == "in", queued: t(5), start: t(7), end: t(8) });
+    }
+    assert_eq!((own[0].len(), own[1].len()), (9, 9), "{stdout}");
+    let rows = sql(
+        &trace,
+        "for r in db.execute('''SELECT d.name, q.in_order, a.queue_id, a.name, a.device_start_ns, a.device_end_ns,
+             c.start_ns, c.end_ns FROM device_activity a JOIN devices d ON d.device = a.device
+             JOIN queues q ON q.id = a.queue_id JOIN api_calls c ON c.correlation = a.correlation
+             ORDER BY a.enqueue_ns, a.id'''): print(*r, sep='|')",
+    );
+    /// A device-activity row with its queue's order and its enqueue call's interval.
+    struct Row {
+        in_order: bool,
+        queue: u64,
+        name: String,
+        start: u64,
+        end: u64,
+        call_start: u64,
+        call_end: u64,
+    }
+    let mut trace_rows: [Vec<Row>; 2] = Default::default();
+    for l in rows.lines() {
+        let f: Vec<&str> = l.split('|').collect();
+        let dev = usize::from(!f[0].contains("pthread"));
+        let n = |i: usize| -> u64 { f[i].parse().expect("a number") };
+        trace_rows[dev].push(Row {
+            in_order: f[1] == "1",
+            queue: n(2),
+            name: f[3].to_string(),
+            start: n(4),
+            end: n(5),
+            call_start: n(6),
+            call_end: n(7),
+        });
+    }
+    let op = |label: &str| match label {
+        "write" | "copy" | "fill" | "read" => format!("buffer_{label}"),
+        other => other.to_string(),
+    };
+    let mut queues = std::collections::BTreeSet::new();
+    for dev in 0..2 {
+        assert_eq!(trace_rows[dev].len(), 9, "device {dev}: {rows}");
+        let mut dev_queues = std::collections::BTreeSet::new();
+        for (o, r) in own[dev].iter().zip(&trace_rows[dev]) {
+            let label = &o.label;
+            assert_eq!(r.name, op(label), "device {dev}: {rows}");
+            assert_eq!(r.in_order, o.in_order, "device {dev} {label}: the queue it was enqueued on");
+            assert_eq!(r.end - r.start, o.end - o.start, "device {dev} {label}: device time against the program's");
+            // The clock conversion: the runtime takes QUEUED inside the enqueue call, so the
+            // program's QUEUED, converted as the trace converted START, lies within the call
+            // (give or take the calibration's uncertainty, a few µs; PoCL's times unconverted
+            // would be 248 ms off). Intel's markers have no QUEUED (0).
+            if o.queued != 0 {
+                let converted = i128::from(o.queued) + i128::from(r.start) - i128::from(o.start);
+                assert!(
+                    (i128::from(r.call_start) - 50_000..=i128::from(r.call_end) + 50_000).contains(&converted),
+                    "device {dev} {label}: QUEUED at {converted} in the trace's clock, the call {}..{}",
+                    r.call_start,
+                    r.call_end
+                );
+            }
+            dev_queues.insert(r.queue);
+        }
+        assert_eq!(dev_queues.len(), 2, "device {dev}: {rows}");
+        queues.extend(dev_queues);
+    }
+    assert_eq!(queues.len(), 4, "no queue shared between the devices: {rows}");
+    // Each queue's context is defined as the SYCL backend defines its contexts (on main the
+    // OpenCL layer defined none: `queues.context` led nowhere).
+    let contexts = sql(
+        &trace,
+        "for r in db.execute('''SELECT c.name, d.name FROM queues q JOIN devices c ON c.device = q.context
+             AND c.is_context = 1 LEFT JOIN devices d ON d.device = c.parent AND d.is_context = 0
+             ORDER BY q.id'''): print(*r, sep='|')",
+    );
+    let contexts: Vec<&str> = contexts.lines().collect();
+    assert_eq!(contexts.len(), 4, "a context row for each queue's context: {contexts:?}");
+    for c in &contexts {
+        let (context, device) = c.split_once('|').expect("two columns");
+        assert_eq!(context, format!("context of {device}"), "{contexts:?}");
+    }
+    let pocl_scale_end = trace_rows[0][1].end;
+    let intel_write_start = trace_rows[1][0].start;
+    assert!(
+        intel_write_start > pocl_scale_end,
+        "Intel's write waited on PoCL's kernel: starts {intel_write_start}, the kernel ended {pocl_scale_end}"
+    );
+}
+
+/// `examples/opencl/process_life.c` built into `dir`; None when OpenCL tests are skipped.
+fn process_life(dir: &Path) -> Option<PathBuf> {
+    opencl_program(dir, &workspace().join("examples/opencl/process_life.c"), "process_life", &["-O1"], &["-lpthread"])
+}
+
+/// A program that uses OpenCL and, while it is still recording, runs two children (fork and
+/// exec of itself) that use OpenCL too: three traces, each with its own process's kernels
+/// (the parent's 2, each child's 4), listed by `record`.
+#[test]
+fn a_program_and_the_children_it_forks_and_execs_keep_a_trace_each() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = process_life(dir.path()) else { return };
+    let trace = dir.path().join("fork.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .args(["fork", "2"])
+        .env("OFFTRACE_CL_PLATFORM", "Portable")
+        .output()
+        .expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("offtrace: 3 traces written, one per traced process:"), "{err}");
+    let mut kernels = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir.path()).expect("dir").filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("fork.offtrace") {
+            continue;
+        }
+        let r = report(&e.path());
+        let command = r["trace"]["info"]["command"].as_str().expect("command").to_owned();
+        let mode = command.split_whitespace().nth(1).expect("mode").to_owned();
+        let pid = r["trace"]["info"]["pid"].as_str().expect("pid").to_owned();
+        assert!(err.contains(&format!("pid {pid}: ")), "record lists {name} (pid {pid}): {err}");
+        let timed: u64 = r["device_activity"]
+            .as_array()
+            .expect("device_activity")
+            .iter()
+            .filter(|a| a["kind"] == "KERNEL_DISPATCH")
+            .map(|a| a["device_count"].as_u64().expect("device_count"))
+            .sum();
+        *kernels.entry(mode).or_insert(0) += timed;
+    }
+    assert_eq!(kernels, [("child".to_owned(), 8), ("fork".to_owned(), 2)].into(), "{err}");
+}
+
+/// A worker thread calls `exit(0)` while two others still enqueue kernels (PoCL): the program
+/// exits 0 as it does alone, and the trace ends cleanly (an `End` record: the layer's exit
+/// handler ran on the exiting thread while the others kept calling) with the kernels' device
+/// times, those whose completion never arrived counted apart.
+#[test]
+fn exit_from_a_worker_thread_while_others_enqueue_ends_the_trace_cleanly() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = process_life(dir.path()) else { return };
+    let trace = dir.path().join("exit.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .arg("exit-thread")
+        .env("OFFTRACE_CL_PLATFORM", "Portable")
+        .output()
+        .expect("record");
+    ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let enqueued: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("done exit-thread kernels "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let r = report(&trace);
+    let row = r["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .find(|a| a["kind"] == "KERNEL_DISPATCH")
+        .unwrap_or_else(|| panic!("{}", r["device_activity"]))
+        .clone();
+    let (count, timed) = (row["count"].as_u64().expect("count"), row["device_count"].as_u64().expect("timed"));
+    // The other threads go on enqueueing after the count was printed, until exit stops them.
+    assert!(count >= enqueued && timed > 0 && timed <= count, "{row}: the program counted {enqueued}");
+}

@@ -47,10 +47,12 @@ fn tmpdir(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("offtrace-e2e-{tag}-")).tempdir().expect("tmp dir")
 }
 
-/// Runs `offtrace record` with the project's runtime; returns (status code, stdout, stderr).
+/// Runs `offtrace record` with the project's runtime, Intel's OpenCL CPU device made visible
+/// (`--intel-opencl`: dpctl's USM allocations fail on PoCL, the only other device here);
+/// returns (status code, stdout, stderr).
 fn record(venv: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String, String) {
     let mut cmd = Command::new(offtrace());
-    cmd.arg("record").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
+    cmd.arg("record").arg("--intel-opencl").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
     cmd.arg(venv.join("bin/python")).args(program);
     let o = cmd.output().expect("run offtrace record");
     (
@@ -315,7 +317,7 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
     {
         let trace = dir.path().join(format!("{tag}.offtrace"));
         let mut cmd = Command::new(offtrace());
-        cmd.arg("record").arg("--runtime").arg(&venv).arg("-o").arg(&trace).args(extra).arg("--");
+        cmd.arg("record").arg("--intel-opencl").arg("--runtime").arg(&venv).arg("-o").arg(&trace).args(extra).arg("--");
         cmd.arg(venv.join("bin/python")).args(&program).env_remove("OFFTRACE_OPENCL_NESTED");
         if let Some(v) = nested_env {
             cmd.env("OFFTRACE_OPENCL_NESTED", v);
@@ -366,6 +368,7 @@ fn nested_opencl_calls_are_recorded_on_request_only() {
     let lines = dir.path().join("tool.txt");
     let o = Command::new(offtrace())
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .arg("-o")
@@ -553,6 +556,67 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     let rep = report_json(&trace);
     let chain = &rep["task_graph"]["longest_chain"];
     assert!(chain.as_array().is_some_and(|c| !c.is_empty() && !c.iter().any(|n| n == "copy usm")), "{chain}");
+}
+
+/// dpnp and dpctl.program kernels from three threads, each on its own queue, and one in-order
+/// queue two of them share (`examples/sycl/dpnp_threads.py`, Intel's CPU device): the program's
+/// own kernels are counted as it submitted them, each on the queue it used (`twice` on the three
+/// threads' queues, `inc_shared` on the shared in-order one); every device-activity row has a
+/// device time and a queue; dpnp's kernel names are whole (a sort kernel's template arguments
+/// to the closing `>`).
+#[test]
+fn dpnp_kernels_from_three_threads_are_counted_timed_and_on_their_queues() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("dpnp-threads");
+    let trace = dir.path().join("t.offtrace");
+    let o = Command::new(offtrace())
+        .arg("record")
+        .arg("--runtime")
+        .arg(&venv)
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(venv.join("bin/python"))
+        .arg(example("dpnp_threads.py"))
+        .arg("2")
+        .env("OCL_ICD_FILENAMES", venv.join("lib/libintelocl.so"))
+        .output()
+        .expect("record");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && stdout.contains("dpnp_threads: ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let submitted = |k: &str| -> u64 {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("count {k} ")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{k}: {stdout}"))
+    };
+    let db = dir.path().join("t.sqlite");
+    let e = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(e.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "for k in ('twice', 'inc_shared'):\n\
+         \x20   print(*db.execute('select count(*), count(distinct a.queue_id), min(q.in_order), max(q.in_order) \
+           from device_activity a join queues q on q.id = a.queue_id where a.name = ?', (k,)).fetchone())\n\
+         print(*db.execute('select count(*), sum(device_ns is null), sum(queue_id is null) from device_activity').fetchone())\n\
+         print(db.execute(\"select name from device_activity where name like '%sort_over_work_group_contig_krn%' limit 1\").fetchone()[0])\n",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("{} 3 0 0", submitted("twice")), "twice: rows, queues, in-order: {out}");
+    assert_eq!(lines[1], format!("{} 1 1 1", submitted("inc_shared")), "inc_shared: rows, queues, in-order: {out}");
+    let all: Vec<u64> = lines[2].split_whitespace().map(|n| n.parse().expect("number")).collect();
+    assert!(all[0] >= 50 && all[1..] == [0, 0], "rows, without device time, without queue: {out}");
+    let sort = lines[3];
+    assert!(
+        sort.starts_with("dpnp::tensor::kernels::merge_sort_detail::sort_over_work_group_contig_krn<float")
+            && sort.ends_with('>'),
+        "{sort}"
+    );
 }
 
 /// Kernel dispatches carry their allocation properties into the SQLite export: on W4 both
@@ -842,6 +906,7 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     );
     let child = Command::new(offtrace())
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .arg("-o")

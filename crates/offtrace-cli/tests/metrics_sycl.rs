@@ -56,6 +56,7 @@ fn record_metrics_puts_counters_into_the_trace() {
     let trace = dir.path().join("m.offtrace");
     let o = offtrace()
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .args(["--metrics", groups, "--sample-period", "5ms", "-o"])
@@ -152,6 +153,7 @@ fn query_metrics_give_one_value_per_command() {
     let trace = dir.path().join("q.offtrace");
     let o = offtrace()
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .args(["--query-metrics", "cpu.sw", "-o"])
@@ -280,6 +282,7 @@ fn query_metrics_value_every_command_of_threads_and_queues() {
     let trace = dir.path().join("tq.offtrace");
     let o = offtrace()
         .arg("record")
+        .arg("--intel-opencl")
         .arg("--runtime")
         .arg(&venv)
         .args(["--query-metrics", "cpu.sw", "-o"])

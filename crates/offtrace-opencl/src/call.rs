@@ -41,6 +41,9 @@ pub const CL_KERNEL_REFERENCE_COUNT: u32 = 0x1192;
 thread_local! {
     /// The enclosing call's correlation id of this thread's last traced OpenCL call.
     static LAST_OUTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// The innermost recorded OpenCL call in progress on this thread: its correlation id and its
+    /// enclosing call's (`ApiCall::outer`); (0, 0) outside any.
+    static OPEN_CALL: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// Whether the OpenCL call the calling thread is in runs nested inside another backend's API
@@ -89,13 +92,15 @@ pub(crate) struct ApiCall {
     /// The correlation id of the call this one is nested in (a UR call on the SYCL path), read
     /// before this call's enter; 0 outside any call.
     outer: u64,
+    /// `OPEN_CALL` before this call's enter, put back at its exit.
+    prev_open: (u64, u64),
     payload: MaybeUninit<ApiCallPayload>,
 }
 
 impl ApiCall {
     #[inline(always)]
     pub(crate) fn new() -> Self {
-        Self { token: CallToken::NONE, traced: false, outer: 0, payload: MaybeUninit::uninit() }
+        Self { token: CallToken::NONE, traced: false, outer: 0, prev_open: (0, 0), payload: MaybeUninit::uninit() }
     }
 
     /// Reports the enter of function `op` with its raw arguments (when a context wants it).
@@ -118,7 +123,13 @@ impl ApiCall {
     #[cold]
     #[inline(never)]
     fn enter_slow(&mut self, op: u32, args: &[u64]) {
-        self.outer = current_correlation_id();
+        let current = current_correlation_id();
+        // The program's callback, run by the runtime inside one of the program's own recorded
+        // OpenCL calls (both runtimes here run the callback of an already complete event inside
+        // `clSetEventCallback`, and may run others inside a wait): its calls are the program's,
+        // nested in what that call is nested in, not that call's implementation.
+        let (open, open_outer) = OPEN_CALL.try_with(std::cell::Cell::get).unwrap_or((0, 0));
+        self.outer = if current != 0 && current == open { open_outer } else { current };
         // An OpenCL call outside the enclosing call of this thread's previous one: that call is
         // over, its commands' device interval can be delivered (`enqueue::close_outer`).
         let outer = self.outer;
@@ -140,6 +151,8 @@ impl ApiCall {
         let p = self.payload.write(ApiCallPayload::new(op, args));
         self.token = emit_enter(OPENCL_API, op, api_payload(p));
         self.traced = true;
+        let own = (self.token.correlation_id(), outer);
+        self.prev_open = OPEN_CALL.try_with(|c| c.replace(own)).unwrap_or((0, 0));
     }
 
     /// The correlation id device work of this call carries: the enclosing call's (the UR call
@@ -165,6 +178,7 @@ impl ApiCall {
     #[inline(never)]
     fn exit_slow(&mut self, result: i32) {
         self.traced = false;
+        let _ = OPEN_CALL.try_with(|c| c.set(self.prev_open));
         // SAFETY: `traced` is set only after the payload was written in `enter_slow`.
         #[allow(unsafe_code)]
         let p = unsafe { self.payload.assume_init_mut() };

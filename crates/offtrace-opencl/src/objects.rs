@@ -351,7 +351,36 @@ static DEVICES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
 pub(crate) fn device_seen(device: *mut c_void, context: *mut c_void) {
     if !nested_now() {
         define_device(device, context);
+        define_context(context, device);
     }
+}
+
+static CONTEXTS: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+/// Defines `context` once, as the SYCL backend defines its contexts: a `CONTEXT` record named
+/// `context of <device>`, parent = `device` (the first device it was seen with), so that a
+/// reader finds every queue's context (SQLite `devices`, `is_context` = 1).
+fn define_context(context: *mut c_void, device: *mut c_void) {
+    if context.is_null() || device.is_null() || !kind_enabled(Kind::Device) {
+        return;
+    }
+    if !CONTEXTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashSet::default).insert(context as usize)
+    {
+        return;
+    }
+    let Some(info) = next().clGetDeviceInfo else { return };
+    let device_name = query_string(|n, v, ret| {
+        // SAFETY: the layer's own buffers; a valid device.
+        Some(unsafe { info(device, CL_DEVICE_NAME, n, v, ret.cast()) })
+    });
+    let name = device_name.and_then(|n| CString::new(format!("context of {}", n.to_string_lossy())).ok());
+    let p = DevicePayload {
+        handle: context as u64,
+        parent: device as u64,
+        name: name.as_deref().map_or(ptr::null(), CStr::as_ptr),
+        device_type: DeviceType::Unknown,
+    };
+    emit_instant(Kind::Device, device_op::CONTEXT, Phase::None, Payload::Device(&p));
 }
 
 /// Defines `device` once, nested or not: the layer's own counters (clock calibration, Codeplay

@@ -699,6 +699,53 @@ fn intel_program_recorded_by_the_layer_alone_has_device_times_equal_to_the_progr
     trace_matches_program(Runtime::Intel);
 }
 
+/// OpenCL calls the program makes in its own event callback, which both runtimes run inside
+/// the program's `clSetEventCallback` when the event already completed: they are the
+/// program's calls, not the enclosing call's implementation (as OpenCL calls inside a UR call
+/// are). The trace keeps them, and the fill enqueued there is reported as the program's own
+/// command: an enqueue record and a completion with the `clEnqueueFillBuffer` call's
+/// correlation (on main both calls were missing, and the fill carried `clSetEventCallback`'s
+/// correlation with no enqueue record).
+fn callback_calls_are_the_programs(rt: Runtime) {
+    use offtrace_format::Record;
+    use offtrace_opencl::op;
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/callback_calls.c", "callback_calls", false);
+    let (out, records) = recorded(rt, &prog, &[], &s);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{rt:?}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let calls = |o: u32| -> Vec<u64> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::ApiCall(c) if c.kind == 12 && c.op == o => Some(c.correlation),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(calls(op::clSetUserEventStatus).len(), 1, "{rt:?}: {stdout}");
+    let fill_call = calls(op::clEnqueueFillBuffer);
+    assert_eq!(fill_call.len(), 1, "{rt:?}: {stdout}");
+    let fills: Vec<_> = records
+        .iter()
+        .filter_map(|r| if let Record::Activity(a) = r { Some(a) } else { None })
+        .filter(|a| a.kind == FILL)
+        .collect();
+    assert_eq!(fills.len(), 2, "{rt:?}: the fill's enqueue record and its completion: {fills:?}");
+    assert!(fills.iter().all(|a| a.correlation == fill_call[0]), "{rt:?}: {fills:?}, call {}", fill_call[0]);
+    assert!(fills.iter().any(|a| a.device_end != 0), "{rt:?}: the fill's device time: {fills:?}");
+}
+
+#[test]
+fn pocl_calls_made_in_an_event_callback_inside_another_call_are_the_programs() {
+    callback_calls_are_the_programs(Runtime::Pocl);
+}
+
+#[test]
+fn intel_calls_made_in_an_event_callback_inside_another_call_are_the_programs() {
+    callback_calls_are_the_programs(Runtime::Intel);
+}
+
 #[test]
 fn codeplay_counters_reach_the_trace_as_counter_samples() {
     use offtrace_format::Record;
@@ -793,7 +840,7 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
     );
     let trace = s.dir.path().join("sycl.offtrace");
     let out = Command::new(&bin)
-        .args(["record", "-o"])
+        .args(["record", "--intel-opencl", "-o"])
         .arg(&trace)
         .arg("--")
         .arg(venv.join("bin/python"))
@@ -890,8 +937,8 @@ fn sycl_program_recorded_by_offtrace_has_device_times_linked_to_ur_calls() {
     }
 }
 
-/// `offtrace record` of a SYCL program (the agent hosting the layer), with the environment
-/// the tests run it in; returns the trace's records.
+/// `offtrace record --intel-opencl` of a SYCL program (the agent hosting the layer), with the
+/// environment the tests run it in; returns the trace's records.
 fn record_sycl(s: &Setup, name: &str, program: &[&std::ffi::OsStr]) -> (Output, PathBuf) {
     let venv = sycl_venv();
     let bin = layer().with_file_name("offtrace");
@@ -901,7 +948,7 @@ fn record_sycl(s: &Setup, name: &str, program: &[&std::ffi::OsStr]) -> (Output, 
     );
     let trace = s.dir.path().join(format!("{name}.offtrace"));
     let out = Command::new(&bin)
-        .args(["record", "-o"])
+        .args(["record", "--intel-opencl", "-o"])
         .arg(&trace)
         .arg("--")
         .args(program)
@@ -954,8 +1001,9 @@ fn a_sycl_copy_from_a_thread_that_makes_no_further_opencl_call_gets_its_device_t
     counters_name_defined_devices(&records, "SYCL path");
 }
 
-/// `offtrace record` lets pyopencl (whose bundled ocl-icd reads `OCL_ICD_VENDORS`, not
-/// `OCL_ICD_FILENAMES`) find Intel's platform of the SYCL venv, and PoCL beside it.
+/// `offtrace record --intel-opencl` lets pyopencl (whose bundled ocl-icd reads
+/// `OCL_ICD_VENDORS`, not `OCL_ICD_FILENAMES`) find Intel's platform of the SYCL venv, and PoCL
+/// beside it.
 #[test]
 fn offtrace_record_lets_pyopencl_find_intels_platform_and_pocl() {
     use offtrace_format::Record;
