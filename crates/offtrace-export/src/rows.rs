@@ -66,9 +66,10 @@ struct Rows<'w> {
     /// Commands completed already: a later completion of one is not written again.
     completed: RecentKeys,
     /// Task-graph rows of nodes recorded before their command's queue was known, by node,
-    /// waiting for their task's exit record, which carries it (`docs/record-model.md`, *task
-    /// graph*); a node waits while fewer than [`PENDING_MAX`] later ones were held (then it is
-    /// written without it), the order keeping the nodes already written until their turn.
+    /// waiting for their task's exit record, which carries it (`docs/record-model.md`, its
+    /// task-graph row); a node waits while fewer than [`PENDING_MAX`] later ones were held
+    /// (then it is written without it), the order keeping the nodes already written until
+    /// their turn.
     unqueued: FxHashMap<u64, Vec<TaskGraphRecord>>,
     unqueued_order: VecDeque<u64>,
     /// Loaded code objects by (operation, handle): their name and program, which their unload

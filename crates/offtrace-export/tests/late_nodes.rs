@@ -1,6 +1,6 @@
 //! A SYCL node recorded before its command was enqueued has no queue on its own record: its
-//! task's exit record carries the queue and the command's name (`docs/record-model.md`, *task
-//! graph*). The SQLite and CSV rows of such a node (and of its task's enter) carry them, as a
+//! task's exit record carries the queue and the command's name (`docs/record-model.md`, its
+//! task-graph row). The SQLite and CSV rows of such a node (and of its task's enter) carry them, as a
 //! node recorded after its enqueue does; a virtual node and a host task's node stay without one.
 
 #![allow(clippy::unwrap_used)] // tests
