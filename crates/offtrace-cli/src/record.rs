@@ -502,8 +502,8 @@ fn summarize_all(output_abs: &Path, output: &Path) {
 
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
 /// truncated trace; `<records>` is `report`'s count: the records a reader delivers (each
-/// definition once), the `End` record included; a missing or unreadable trace is a warning too (the exit status stays the
-/// program's).
+/// definition once), the `End` record included; a missing or unreadable trace is a warning too
+/// (the exit status stays the program's).
 fn summarize(path: &Path, shown: &Path) {
     let size = match std::fs::metadata(path) {
         Ok(m) => m.len(),
