@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use offtrace_format::{
     Activity, ApiCall, ApiCallBrief, CopyDirection, MemoryRecord, MemoryType, Record, StrId, TaskGraphRecord, phase,
+    queue_flags,
 };
 use rustc_hash::FxHashMap;
 
@@ -1041,7 +1042,8 @@ impl Analyzer {
                 queue,
                 device: self.device_name(q.device),
                 context: q.context,
-                in_order: q.flags.map(|f| f & 1 != 0),
+                in_order: q.flags.map(|f| f & queue_flags::IN_ORDER != 0),
+                profiling: q.flags.map(|f| f & queue_flags::PROFILING != 0),
                 created_ns: q.created_ns,
                 destroyed_ns: q.destroyed_ns,
                 commands: q.commands.iter().map(|(&k, &n)| (self.kind_name(k), n)).collect(),

@@ -195,6 +195,9 @@ pub struct QueueStats {
     pub device: String,
     pub context: u64,
     pub in_order: Option<bool>,
+    /// The program asked for profiling (`queue_flags::PROFILING`; null without a queue record).
+    #[serde(default)]
+    pub profiling: Option<bool>,
     pub created_ns: Option<u64>,
     pub destroyed_ns: Option<u64>,
     /// Device activity it ran, by kind.

@@ -384,6 +384,22 @@ impl<S: RecordSink> TypedBuilder<S> {
         self.out.put(Record::TaskGraph(TaskGraphRecord { op: 3, tid, ts, node, event, ..Default::default() }));
     }
 
+    /// `node`'s task: ENTER or EXIT (`phase`), `queue` 0 where it says none.
+    pub fn task(&mut self, tid: u32, ts: u64, node: u64, phase: u8, name: &str, queue: u64) {
+        self.op(kind::TASK_GRAPH, 2, "task", &[]);
+        let name = self.str(name);
+        self.out.put(Record::TaskGraph(TaskGraphRecord {
+            op: 2,
+            phase,
+            tid,
+            ts,
+            node,
+            name,
+            queue,
+            ..Default::default()
+        }));
+    }
+
     pub fn edge(&mut self, tid: u32, ts: u64, source: u64, target: u64) {
         self.op(kind::TASK_GRAPH, 1, "edge_create", &[]);
         self.out.put(Record::TaskGraph(TaskGraphRecord { op: 1, tid, ts, source, target, ..Default::default() }));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use offtrace_format::{Record, TraceReader};
+use offtrace_format::{Batch, ReadOptions, Record, TraceReader, TraceRecords};
 
 use crate::cli::{DispatcherChoice, RecordConfig};
 use crate::{format, signals};
@@ -501,8 +501,9 @@ fn summarize_all(output_abs: &Path, output: &Path) {
 }
 
 /// Prints `offtrace: <records> records, <drops> dropped, <file> (<size>)`, with a warning for a
-/// truncated trace; a missing or unreadable trace is a warning too (the exit status stays the
-/// program's).
+/// truncated trace; `<records>` is `report`'s count: the records a reader delivers (each
+/// definition once), the `End` record included; a missing or unreadable trace is a warning too
+/// (the exit status stays the program's).
 fn summarize(path: &Path, shown: &Path) {
     let size = match std::fs::metadata(path) {
         Ok(m) => m.len(),
@@ -527,10 +528,10 @@ fn summarize(path: &Path, shown: &Path) {
         });
         if let Some((records, drops)) = end {
             // `End` counts each definition once, as `report` does (the framing's count includes
-            // the repeated definitions, docs/format.md).
+            // the repeated definitions, docs/format.md), and the records before it.
             eprintln!(
                 "offtrace: {} records, {} dropped, {} ({})",
-                format::count(records),
+                format::count(records + 1),
                 format::count(drops),
                 shown.display(),
                 format::bytes(size)
@@ -538,27 +539,24 @@ fn summarize(path: &Path, shown: &Path) {
             return;
         }
     }
-    let reader = match TraceReader::open(path) {
+    // Read as `report` reads it (repeated definitions dropped), so that the two counts agree.
+    let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
+    let mut reader = match TraceRecords::open(path, options) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("offtrace: warning: {}: {e}", shown.display());
             return;
         }
     };
-    let (mut records, mut drops, mut problem) = (0u64, 0u64, None);
-    for item in reader {
-        match item {
-            Ok(Record::Drops { count, .. }) => {
-                drops += count;
-                records += 1;
-            }
-            Ok(_) => records += 1,
-            Err(e) => {
-                problem = Some(e);
-                break;
-            }
+    let (mut records, mut drops) = (0u64, 0u64);
+    while let Some(batch) = reader.next_batch() {
+        if let Batch::Records(batch) = batch {
+            records += (batch.len() + reader.api_calls().len()) as u64;
+            drops += batch.iter().map(|r| if let Record::Drops { count, .. } = r { *count } else { 0 }).sum::<u64>();
+            reader.recycle(batch);
         }
     }
+    let problem = reader.into_outcome().problem;
     eprintln!(
         "offtrace: {} records, {} dropped, {} ({})",
         format::count(records),

@@ -695,7 +695,8 @@ fn record_summary_line_on_a_written_trace() {
     let src = dir.path().join("src.offtrace");
     let mut records = sycl_records(2, 2000);
     records.push(Record::Drops { tid: 1000, count: 3 });
-    records.push(Record::End { records: records.len() as u64 + 1, drops: 3 });
+    // As the recorder counts: the records before `End`.
+    records.push(Record::End { records: records.len() as u64, drops: 3 });
     write_trace(&src, &records, true);
     let out = dir.path().join("t.offtrace");
     let o = record(&[
@@ -715,6 +716,45 @@ fn record_summary_line_on_a_written_trace() {
     let n = records.len();
     let n = format!("{},{:03}", n / 1000, n % 1000);
     assert!(e.contains(&format!("offtrace: {n} records, 3 dropped, {}", out.display())), "{e}");
+}
+
+/// A trace cut off (no `End`, no end marker) is read in full for the summary line, as `report`
+/// reads it: a definition written again alike counts once, and the counts agree.
+#[test]
+fn record_summary_of_a_cut_off_trace_counts_what_report_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = fake_agent(dir.path());
+    let src = dir.path().join("src.offtrace");
+    let mut records = sycl_records(2, 2000);
+    let again: Vec<Record> = records.iter().filter(|r| matches!(r, Record::Thread { .. })).cloned().collect();
+    assert!(!again.is_empty());
+    records.extend(again);
+    write_trace(&src, &records, false);
+    let out = dir.path().join("t.offtrace");
+    let o = record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
+    ]);
+    ok(&o);
+    let e = text(&o.stderr);
+    assert!(e.contains("warning: the trace is truncated"), "{e}");
+    let summary: u64 = e
+        .lines()
+        .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, "))
+        .map(|(n, _)| n.replace(',', "").parse().unwrap())
+        .unwrap_or_else(|| panic!("no summary line: {e}"));
+    let rep = offtrace().args(["report", "--format", "json"]).arg(&out).output().unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&rep.stdout).unwrap();
+    assert_eq!(summary, rep["trace"]["records"].as_u64().unwrap(), "{e}");
 }
 
 #[test]

@@ -126,6 +126,25 @@ fn each_opencl_program_of_a_recording_keeps_its_trace() {
     assert_eq!((launches(&first), launches(&second)), (3, 4));
 }
 
+/// `record`'s summary line counts the records `report` counts (the `End` record included).
+#[test]
+fn the_record_summary_counts_what_the_report_counts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let trace = dir.path().join("va.offtrace");
+    let o =
+        offtrace().arg("record").arg("-o").arg(&trace).arg("--").arg(&prog).args(["--platform", "Portable"]).output();
+    let o = o.expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let summary: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, "))
+        .map(|(n, _)| n.replace(',', "").parse().expect("count"))
+        .unwrap_or_else(|| panic!("no summary line: {err}"));
+    assert_eq!(summary, report(&trace)["trace"]["records"].as_u64().expect("records"), "{err}");
+}
+
 /// `vector_add` maps its 256 KiB result and unmaps it: the report names the map and the unmap
 /// (not a read and a write) and gives each the bytes the map covered (the unmap call names
 /// only the mapped pointer: it had 0 bytes).

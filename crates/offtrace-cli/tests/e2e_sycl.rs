@@ -513,7 +513,8 @@ fn task_graph_node_names_are_whole_as_the_tasks_are() {
 /// enqueues some of them after another task-graph record came on the thread (their node record
 /// went out before their queue was known) or from its own threads. Every command's queue is
 /// then on its node record or on its task's exit record (the task of a node emitted early, on
-/// whichever thread it runs), and a USM copy's exit names it as its device activity does.
+/// whichever thread it runs), and a USM copy's exit names it as its device activity does; the
+/// SQLite export gives every command's node row its queue (from the exit where the node had none).
 #[test]
 fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     let Some(venv) = venv() else { return };
@@ -538,7 +539,10 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
          print(db.execute(\"select count(*) from task_graph where op = 'task' and phase = 2 \
            and name = 'usm_memcpy'\").fetchone()[0])\n\
          print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
-           where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n",
+           where n.op = 'node_create' and n.name = 'copy usm' and t.name <> 'usm_memcpy'\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n where {cmd} and n.queue_id is null\").fetchone()[0])\n\
+         print(db.execute(f\"select count(*) from task_graph n join task_graph t on {exit} \
+           where {cmd} and (n.queue <> t.queue or n.name <> t.name)\").fetchone()[0])\n",
     );
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
     assert!(lines[0] >= 30, "the program's commands have nodes: {out}");
@@ -547,6 +551,7 @@ fn every_dpnp_command_has_its_queue_on_its_node_or_its_task() {
     // `copy usm` (how many of each varies from run to run): their exits all say `usm_memcpy`.
     assert!(lines[3] >= 9, "the program's 9 copies: {out}");
     assert_eq!(lines[4], 0, "copies whose task's exit does not say usm_memcpy: {out}");
+    assert_eq!(lines[5..], [0, 0], "command nodes without a queue id, or unlike their task's exit: {out}");
     // The report takes a node's name from its task's exit where its record had no queue.
     let rep = report_json(&trace);
     let chain = &rep["task_graph"]["longest_chain"];
@@ -649,6 +654,56 @@ fn w4_kernel_allocation_properties_reach_the_sqlite_export() {
     for l in &lines[1..] {
         assert_eq!(*l, "[(0, 65536, 'DEVICE'), (1, 65536, 'DEVICE')]", "{out}");
     }
+}
+
+/// `record`'s summary line counts the records `report` counts: the `End` record included, and a
+/// definition two of the process's layers wrote alike (W0's main thread) once.
+#[test]
+fn the_record_summary_counts_what_the_report_counts() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w0-count");
+    let trace = dir.path().join("w0.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("w0_smoke.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let summary: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, "))
+        .map(|(n, _)| n.replace(',', "").parse().expect("count"))
+        .unwrap_or_else(|| panic!("no summary line: {stderr}"));
+    assert_eq!(summary, report_json(&trace)["trace"]["records"].as_u64().expect("records"), "{stderr}");
+}
+
+/// W4 makes an in-order queue without profiling and an out-of-order one with
+/// (`property="enable_profiling"`): the queue records say so (in-order from SYCL, profiling from
+/// the `urQueueCreate` properties), in the report (JSON and text) and in SQLite's `queues`.
+#[test]
+fn sycl_queues_say_whether_the_program_asked_for_profiling() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("w4-profiling");
+    let trace = dir.path().join("w4.offtrace");
+    let (code, stdout, stderr) = record(&venv, &trace, &[], &[example("w4_usm_multiqueue.py").to_str().expect("utf8")]);
+    assert_eq!(code, 0, "record failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let rep = report_json(&trace);
+    let created: Vec<(bool, bool)> = rep["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter(|q| !q["created_ns"].is_null())
+        .map(|q| (q["in_order"].as_bool().expect("in_order"), q["profiling"].as_bool().expect("profiling")))
+        .collect();
+    assert!(created.contains(&(true, false)), "the in-order queue without profiling: {created:?}");
+    assert!(created.contains(&(false, true)), "the out-of-order queue with profiling: {created:?}");
+    let o = Command::new(offtrace()).arg("report").arg(&trace).output().expect("run report");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("out-of-order, profiling"), "{text}");
+    let db = dir.path().join("w4.sqlite");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "sqlite", "-o"]).arg(&db).output();
+    assert!(o.expect("run export").status.success());
+    let out = sql(
+        &db,
+        "print(sorted(set(db.execute(\"select in_order, profiling, properties from queues where created_ns is not null\").fetchall())))\n",
+    );
+    assert!(out.contains("(0, 1, '[\"PROFILING\"]')") && out.contains("(1, 0, '[\"IN_ORDER\"]')"), "{out}");
 }
 
 /// Both subscribers in one process see the same notifications: offtrace's counts per stream and

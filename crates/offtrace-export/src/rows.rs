@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
-use offtrace_format::{Activity, CopyDirection, MemoryType, Record, phase, queue_flags};
+use offtrace_format::{
+    Activity, CodeObjectRecord, CopyDirection, MemoryType, Record, StrId, TaskGraphRecord, phase, queue_flags,
+};
 use rustc_hash::FxHashMap;
 
 use crate::defs::{Defs, json_string};
@@ -18,6 +20,13 @@ use crate::source::{RecordSource, read_records};
 use crate::tables::{Cell, Table};
 use crate::timeline::PENDING_MAX;
 use crate::{ExportError, ExportStats};
+
+/// `TASK_GRAPH` operations (`offtrace_core::task_graph`: a dependency of the writers only).
+mod task_graph {
+    pub const NODE_CREATE: u32 = 0;
+    pub const TASK: u32 = 2;
+    pub const SIGNAL: u32 = 3;
+}
 
 /// Receives rows.
 pub(crate) trait TableWriter {
@@ -56,6 +65,19 @@ struct Rows<'w> {
     early: EarlyCompletions<Activity>,
     /// Commands completed already: a later completion of one is not written again.
     completed: RecentKeys,
+    /// Task-graph rows of nodes recorded before their command's queue was known, by node,
+    /// waiting for their task's exit record, which carries it (`docs/record-model.md`, its
+    /// task-graph row); a node waits while fewer than [`PENDING_MAX`] later ones were held
+    /// (then it is written without it), the order keeping the nodes already written until
+    /// their turn.
+    unqueued: FxHashMap<u64, Vec<TaskGraphRecord>>,
+    unqueued_order: VecDeque<u64>,
+    /// Loaded code objects by (operation, handle): their name and program, which their unload
+    /// record leaves out, with their place in `loaded_order`; a load is kept until its unload,
+    /// or until [`PENDING_MAX`] later loads came.
+    loaded: FxHashMap<(u32, u64), (StrId, u64, u64)>,
+    loaded_order: VecDeque<((u32, u64), u64)>,
+    loads: u64,
     /// By the queue's definition id.
     queues: BTreeMap<u64, QueueRow>,
     /// One row per tid, written at the end: a thread can be defined more than once (by each
@@ -172,28 +194,7 @@ impl Rows<'_> {
                     ],
                 )?;
             }
-            Record::TaskGraph(g) => {
-                let op = op_name(&self.defs, 7, g.op);
-                let name = self.defs.str(g.name).to_owned();
-                self.put(
-                    Table::TaskGraph,
-                    &[
-                        Cell::Null,
-                        t(&op),
-                        Cell::Int(g.phase.into()),
-                        Cell::Int(g.tid.into()),
-                        Cell::u(g.ts),
-                        Cell::u(g.correlation),
-                        Cell::u(g.node),
-                        Cell::u(g.source),
-                        Cell::u(g.target),
-                        t(&name),
-                        Cell::u(g.event),
-                        Cell::u(g.queue),
-                        if g.queue != 0 { Cell::opt(self.defs.known_queue_id(g.queue)) } else { Cell::Null },
-                    ],
-                )?;
-            }
+            Record::TaskGraph(g) => self.task_graph(g)?,
             Record::Sync(s) => {
                 let op = op_name(&self.defs, 8, s.op);
                 self.put(
@@ -211,6 +212,7 @@ impl Rows<'_> {
                 )?;
             }
             Record::CodeObject(c) => {
+                let c = &self.code_object(c);
                 let op = op_name(&self.defs, 9, c.op);
                 let name = self.defs.str(c.name).to_owned();
                 self.put(
@@ -297,6 +299,105 @@ impl Rows<'_> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A node recorded without a queue (nor an event: a virtual node never gets one) is held,
+    /// with its task's enter and signals that lack it too, until its task's exit: a late node's
+    /// exit carries its command's queue and name (`docs/sqlite-schema.md`, `task_graph`), which
+    /// its rows then take, so a node's row alone says its queue. Held rows are written after the
+    /// records that came meanwhile (their ids are later than their edges').
+    fn task_graph(&mut self, g: &TaskGraphRecord) -> Result<(), ExportError> {
+        if g.queue == 0 {
+            let held = match g.op {
+                task_graph::NODE_CREATE => g.event == 0,
+                task_graph::TASK => g.phase != phase::EXIT,
+                task_graph::SIGNAL => true,
+                _ => false,
+            };
+            if held && (g.op == task_graph::NODE_CREATE || self.unqueued.contains_key(&g.node)) {
+                let rows = self.unqueued.entry(g.node).or_insert_with(|| {
+                    self.unqueued_order.push_back(g.node);
+                    Vec::new()
+                });
+                rows.push(*g);
+                while self.unqueued_order.len() > PENDING_MAX {
+                    let Some(old) = self.unqueued_order.pop_front() else { break };
+                    for r in self.unqueued.remove(&old).unwrap_or_default() {
+                        self.task_graph_row(&r)?;
+                    }
+                }
+                return Ok(());
+            }
+        }
+        if g.op == task_graph::TASK
+            && g.phase == phase::EXIT
+            && let Some(rows) = self.unqueued.remove(&g.node)
+        {
+            for mut r in rows {
+                r.queue = g.queue;
+                if r.op == task_graph::NODE_CREATE && g.queue != 0 && g.name.0 != 0 {
+                    r.name = g.name;
+                }
+                self.task_graph_row(&r)?;
+            }
+        }
+        self.task_graph_row(g)
+    }
+
+    fn task_graph_row(&mut self, g: &TaskGraphRecord) -> Result<(), ExportError> {
+        let op = op_name(&self.defs, 7, g.op);
+        let name = self.defs.str(g.name).to_owned();
+        self.put(
+            Table::TaskGraph,
+            &[
+                Cell::Null,
+                t(&op),
+                Cell::Int(g.phase.into()),
+                Cell::Int(g.tid.into()),
+                Cell::u(g.ts),
+                Cell::u(g.correlation),
+                Cell::u(g.node),
+                Cell::u(g.source),
+                Cell::u(g.target),
+                t(&name),
+                Cell::u(g.event),
+                Cell::u(g.queue),
+                if g.queue != 0 { Cell::opt(self.defs.known_queue_id(g.queue)) } else { Cell::Null },
+            ],
+        )
+    }
+
+    /// `c`, an unload given the name and program of its load (kept until then, bounded).
+    fn code_object(&mut self, c: &CodeObjectRecord) -> CodeObjectRecord {
+        let key = (c.op, c.handle);
+        match c.phase {
+            phase::LOAD => {
+                self.loads += 1;
+                self.loaded.insert(key, (c.name, c.program, self.loads));
+                self.loaded_order.push_back((key, self.loads));
+                while self.loaded_order.len() > PENDING_MAX {
+                    let Some((old, at)) = self.loaded_order.pop_front() else { break };
+                    // Only the load it was: a handle loaded again since has a later place.
+                    if self.loaded.get(&old).is_some_and(|l| l.2 == at) {
+                        self.loaded.remove(&old);
+                    }
+                }
+                *c
+            }
+            phase::UNLOAD => {
+                let mut c = *c;
+                if let Some((name, program, _)) = self.loaded.remove(&key) {
+                    if c.name.0 == 0 {
+                        c.name = name;
+                    }
+                    if c.program == 0 {
+                        c.program = program;
+                    }
+                }
+                c
+            }
+            _ => *c,
+        }
     }
 
     fn activity(&mut self, a: &Activity) -> Result<(), ExportError> {
@@ -422,6 +523,11 @@ impl Rows<'_> {
                 self.activity_row(&w, Some(queue_id))?;
             }
         }
+        while let Some(node) = self.unqueued_order.pop_front() {
+            for r in self.unqueued.remove(&node).unwrap_or_default() {
+                self.task_graph_row(&r)?;
+            }
+        }
         for (tid, name) in std::mem::take(&mut self.threads) {
             self.put(Table::Threads, &[Cell::Int(tid.into()), t(&name)])?;
         }
@@ -481,6 +587,11 @@ pub(crate) fn write_tables(
         pending_order: VecDeque::new(),
         early: EarlyCompletions::default(),
         completed: RecentKeys::default(),
+        loaded: FxHashMap::default(),
+        loaded_order: VecDeque::new(),
+        loads: 0,
+        unqueued: FxHashMap::default(),
+        unqueued_order: VecDeque::new(),
         queues: BTreeMap::new(),
         threads: BTreeMap::new(),
         drops: BTreeMap::new(),

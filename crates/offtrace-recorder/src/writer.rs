@@ -276,6 +276,9 @@ struct Writer {
     records: u64,
     /// Definitions written again ([`Writer::repeat_definitions`]), not in `records`.
     repeated: u64,
+    /// Definitions written again identical by another of the process's layers (a thread each
+    /// backend names): in `records`, but a reader drops them as repeats, so `End` leaves them out.
+    redundant: u64,
     drops: u64,
     seen_kinds: HashSet<u32>,
     seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
@@ -327,7 +330,14 @@ impl Writer {
     #[inline(never)]
     fn keep_definition(&mut self, key: DefinitionKey, r: Record) {
         match self.defined_at.entry(key) {
-            std::collections::hash_map::Entry::Occupied(o) => self.defined[*o.get()] = r,
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let kept = &mut self.defined[*o.get()];
+                if *kept == r {
+                    self.redundant += 1;
+                } else {
+                    *kept = r;
+                }
+            }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(self.defined.len());
                 self.defined.push(r);
@@ -652,6 +662,7 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         error: None,
         records: 0,
         repeated: 0,
+        redundant: 0,
         drops: 0,
         seen_kinds: HashSet::new(),
         seen_ops: HashSet::default(),
@@ -684,7 +695,8 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
     if !w.defined.is_empty() {
         w.repeat_definitions();
     }
-    let records = w.sink.records_written().map_or(w.records, |n| n.saturating_sub(w.repeated));
+    let records =
+        w.sink.records_written().map_or(w.records, |n| n.saturating_sub(w.repeated)).saturating_sub(w.redundant);
     let drops = w.drops;
     w.write(&Record::End { records, drops });
     let mut result = match w.error.take() {

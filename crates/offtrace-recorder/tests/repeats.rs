@@ -201,8 +201,8 @@ fn a_long_recording_repeats_its_definitions_at_a_chunk_start_now_and_then() {
     // Two or more on the way, then the one at the end.
     assert!(starts >= 3, "{starts} repeats");
     assert!(repeats.len() >= 3 * known.len(), "{} repeated of {} definitions", repeats.len(), known.len());
-    // `End` counts each definition once (what `record` prints, equal to `report`'s count): every
-    // record written but the repeats and `End` itself.
+    // `End` counts each definition once (`record` prints it + 1, `report`'s count, which takes
+    // `End` too): every record written but the repeats and `End` itself.
     let written = events.iter().flatten().count() as u64;
     let end = events.iter().flatten().find_map(|r| match r {
         Record::End { records, .. } => Some(*records),

@@ -48,7 +48,7 @@ use offtrace_core::{
     MemoryType, Operation, Payload, Phase, QueuePayload, RawPayload, SyncPayload, TaskGraphPayload, code_object,
     direct_path_applies, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at, emit_instant,
     emit_instant_at, emit_instant_with, emit_memory_alloc, emit_memory_free, kernel_dispatch, kind_enabled,
-    memory_copy, memory_fill, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
+    memory_copy, memory_fill, queue_flags, register_kind_operations, sycl_queue, sync_op, task_graph, timestamp_ns,
 };
 use offtrace_xpti_abi::abi::{
     FunctionWithArgs, TraceEventData, XPTI_RESULT_SUCCESS, event_flags, metadata_type, trace_type as tt,
@@ -712,14 +712,16 @@ unsafe fn ur_end_effects(bt: &BridgeThread, p: &ApiCallPayload, now: u64) {
             }
             // (hContext, hDevice, pProperties, phQueue)
             urf::QUEUE_CREATE => {
-                remember_queue_device(read_out(a[3]), a[1], queue_profiling(a[2]));
+                let flags = queue_flags_of(a[2]);
+                remember_queue_device(read_out(a[3]), a[1], flags & queue_flags::PROFILING != 0, flags);
                 crate::devices::learn_context(a[0], a[1]);
             }
             // (hDevice, propName, propSize, pPropValue, pPropSizeRet): a name or type the
             // runtime or the program asked for, read from the caller's buffer
             urf::DEVICE_GET_INFO if a[3] != 0 => device_info(a[0], a[1], a[2], a[3]),
             // (hNativeQueue, hContext, hDevice, pProperties, phQueue): profiling unknown, assumed
-            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true),
+            // (the program's properties unknown: none said)
+            urf::QUEUE_CREATE_WITH_NATIVE_HANDLE => remember_queue_device(read_out(a[4]), a[2], true, 0),
             // (hEvent, propName, propSize, pPropValue, pPropSizeRet)
             urf::EVENT_GET_PROFILING_INFO if a[2] >= 8 => profiling_info(a[0], a[1], read_out(a[3])),
             // (hProgram, pKernelName, phKernel)
@@ -814,17 +816,19 @@ fn kernel_name(kernel: u64) -> Option<std::sync::Arc<CStr>> {
     KERNEL_NAMES.read().unwrap_or_else(|e| e.into_inner()).get(&kernel).cloned()
 }
 
-/// UR queue → its device and whether it profiles, from `urQueueCreate*` (device activity names
-/// its device; only launches on a profiling queue wait for their device times).
-static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool)>> = RwLock::new(BTreeMap::new());
+/// UR queue → its device, whether it profiles and the properties the program asked for (the
+/// bits of `queue_flags` but in-order, which SYCL's `queue_create` says), from `urQueueCreate*`
+/// (device activity names its device; only launches on a profiling queue wait for their device
+/// times; the queue's record takes the flags).
+static QUEUE_DEVICES: RwLock<BTreeMap<u64, (u64, bool, u64)>> = RwLock::new(BTreeMap::new());
 /// Bumped by every change of [`QUEUE_DEVICES`], under its write lock: enqueues read the table
 /// through their thread's memo ([`offtrace_core::Memo`]), without the lock.
 static QUEUE_GENERATION: Generation = Generation::new();
 
-fn remember_queue_device(queue: u64, device: u64, profiling: bool) {
+fn remember_queue_device(queue: u64, device: u64, profiling: bool, flags: u64) {
     if queue != 0 {
         let mut t = QUEUE_DEVICES.write().unwrap_or_else(|e| e.into_inner());
-        t.insert(queue, (device, profiling));
+        t.insert(queue, (device, profiling, flags));
         QUEUE_GENERATION.bump();
     }
 }
@@ -839,25 +843,50 @@ struct QueueInfo {
 }
 
 fn queue_info(bt: &BridgeThread, queue: u64) -> QueueInfo {
-    let locked =
-        |q: u64| QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&q).copied().unwrap_or((0, false));
+    let locked = |q: u64| {
+        let t = QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner());
+        t.get(&q).map_or((0, false), |&(device, profiling, _)| (device, profiling))
+    };
     let (device, profiling) = bt.queue_memo.get(&QUEUE_GENERATION, queue, locked);
     QueueInfo { queue, device, profiling }
 }
 
-/// `UR_QUEUE_FLAG_PROFILING_ENABLE` in `ur_queue_properties_t::flags` (offset 16: `stype` u32,
-/// padding, `pNext`), the properties pointer of `urQueueCreate` (null = no flags).
+/// The properties of a queue the record model names (`queue_flags`), from
+/// `ur_queue_properties_t::flags` (offset 16: `stype` u32, padding, `pNext`), the properties
+/// pointer of `urQueueCreate` (null = no flags). In-order is SYCL's to say (`is_inorder`).
 ///
 /// # Safety
 /// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
-unsafe fn queue_profiling(props: u64) -> bool {
-    const PROFILING_ENABLE: u32 = 1 << 1;
+unsafe fn queue_flags_of(props: u64) -> u64 {
     if props == 0 {
-        return false;
+        return 0;
     }
     // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
-    let flags = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
-    flags & PROFILING_ENABLE != 0
+    let ur = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    queue_flags_from_ur(ur)
+}
+
+/// `ur_queue_flags_t` bits (`ur_api.h`) → `queue_flags`.
+fn queue_flags_from_ur(ur: u32) -> u64 {
+    const PROFILING_ENABLE: u32 = 1 << 1;
+    const ON_DEVICE: u32 = 1 << 2;
+    const ON_DEVICE_DEFAULT: u32 = 1 << 3;
+    const PRIORITY_LOW: u32 = 1 << 5;
+    const PRIORITY_HIGH: u32 = 1 << 6;
+    [
+        (PROFILING_ENABLE, queue_flags::PROFILING),
+        (ON_DEVICE | ON_DEVICE_DEFAULT, queue_flags::ON_DEVICE),
+        (PRIORITY_LOW, queue_flags::PRIORITY_LOW),
+        (PRIORITY_HIGH, queue_flags::PRIORITY_HIGH),
+    ]
+    .iter()
+    .filter(|(bits, _)| ur & bits != 0)
+    .fold(0, |f, (_, flag)| f | flag)
+}
+
+/// The properties `urQueueCreate` gave UR queue `queue` (0 when not seen).
+fn queue_flags_given(queue: u64) -> u64 {
+    QUEUE_DEVICES.read().unwrap_or_else(|e| e.into_inner()).get(&queue).map_or(0, |&(_, _, flags)| flags)
 }
 
 fn device_activity_wanted() -> bool {
@@ -2269,12 +2298,14 @@ unsafe fn sycl(raw: &Raw) {
                     Key::QueueId => id = object_u64(o),
                     Key::SyclDevice => q.device = object_u64(o),
                     Key::SyclContext => q.context = object_u64(o),
-                    Key::IsInorder => q.flags = object_u64(o),
+                    Key::IsInorder => q.flags |= u64::from(object_u64(o) != 0) * queue_flags::IN_ORDER,
                     Key::SyclDeviceName => object_str(o, &mut dev_name),
                     Key::SyclDeviceType => dev_type = object_device_type(o),
                     _ => {}
                 })
             };
+            // Its UR queue was created first, with the properties the program asked for.
+            q.flags |= queue_flags_given(q.queue);
             if raw.trace_type == tt::QUEUE_CREATE {
                 crate::devices::learn_device(q.device, &dev_name, dev_type);
                 crate::devices::learn_context(q.context, q.device);
@@ -2509,6 +2540,20 @@ mod tests {
         assert_eq!(parse_virtual_node(b"virtual_node[]"), 0);
         assert_eq!(parse_virtual_node(b"memcpy"), 0);
         assert_eq!(parse_virtual_node(b"virtual_node[0xzz]"), 0);
+    }
+
+    /// `ur_queue_flags_t` values as `ur_api.h` has them (UR_BIT(n)).
+    #[test]
+    fn ur_queue_flags_map_to_the_record_models() {
+        let f = queue_flags_from_ur;
+        assert_eq!(f(0), 0);
+        assert_eq!(f(1 << 0), 0, "out-of-order is SYCL's is_inorder to say");
+        assert_eq!(f(1 << 1), queue_flags::PROFILING);
+        assert_eq!(f(1 << 2), queue_flags::ON_DEVICE);
+        assert_eq!(f(1 << 3), queue_flags::ON_DEVICE);
+        assert_eq!(f(1 << 4 | 1 << 7 | 1 << 8), 0, "discard events, submission modes: not in the model");
+        assert_eq!(f(1 << 5), queue_flags::PRIORITY_LOW);
+        assert_eq!(f(1 << 6 | 1 << 1), queue_flags::PRIORITY_HIGH | queue_flags::PROFILING);
     }
 
     #[test]
