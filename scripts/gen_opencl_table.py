@@ -231,7 +231,7 @@ for j, name in enumerate(ext):
 # Functions whose wrapper calls a hand-written hook in hooks.rs (same name, `next` first).
 HOOKS = {
     "clCreateCommandQueue", "clCreateCommandQueueWithProperties", "clCreateCommandQueueWithPropertiesKHR",
-    "clGetCommandQueueInfo", "clRetainCommandQueue", "clReleaseCommandQueue", "clFinish", "clWaitForEvents", "clGetDeviceInfo", "clGetEventProfilingInfo",
+    "clGetCommandQueueInfo", "clRetainCommandQueue", "clReleaseCommandQueue", "clReleaseEvent", "clFinish", "clWaitForEvents", "clGetDeviceInfo", "clGetEventProfilingInfo",
     "clGetExtensionFunctionAddress", "clGetExtensionFunctionAddressForPlatform", "clSetKernelArg",
     "clSetKernelArgSVMPointer", "clSetKernelArgMemPointerINTEL", "clCreateKernel", "clCreateKernelsInProgram",
     "clRetainKernel", "clReleaseKernel", "clCreateBuffer", "clCreateBufferWithProperties", "clCreateSubBuffer", "clCreateImage",
@@ -449,7 +449,10 @@ for fid, name, sig, slot in functions:
         else:
             cmd = f"Command::sync(offtrace_core::sync_op::{opname}, {fields['count']} as u32)"
         w(f"    // SAFETY: the pointer arguments were valid for the call that just returned.")
-        w(f"    submission.submitted({res}, op::{name}, unsafe {{ {cmd} }});")
+        if any(a["name"] == "event_wait_list" for a in args):
+            w(f"    submission.submitted_waiting({res}, op::{name}, unsafe {{ {cmd} }}, num_events_in_wait_list, event_wait_list);")
+        else:
+            w(f"    submission.submitted({res}, op::{name}, unsafe {{ {cmd} }});")
     if sig["rust_ret"] == "i32":
         w("    call.exit(r, 0);")
     elif has_err:

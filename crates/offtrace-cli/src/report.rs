@@ -638,7 +638,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         writeln!(
             out,
             "\nTask graph: none recorded (no backend of this trace reports dependencies{})",
-            if opencl { "; the OpenCL layer does not record event wait lists" } else { "" }
+            if opencl { "; no OpenCL command had an event wait list" } else { "" }
         )?;
     } else {
         write_task_graph(out, g)?;
@@ -858,8 +858,9 @@ mod tests {
         assert!(s.contains("\n  fatal signal 11 on thread 42: every record up to it was written"), "{s}");
     }
 
-    /// An OpenCL program's report said "0 nodes, 0 edges, ... 0 commands" for a program whose
-    /// commands waited on each other (event wait lists, a user event): not recorded is not none.
+    /// An OpenCL program's report said "0 nodes, 0 edges, ... 0 commands" when the layer recorded
+    /// no wait lists: not recorded is not none. The layer records them now, so an OpenCL trace
+    /// without a graph is one whose commands had none (an in-order queue orders its commands).
     #[test]
     fn a_trace_without_task_graph_records_says_so_and_why() {
         let mut r = Report::default();
@@ -877,7 +878,7 @@ mod tests {
         });
         let s = text_of(&r);
         assert!(
-            s.contains("Task graph: none recorded (no backend of this trace reports dependencies; the OpenCL layer does not record event wait lists)\n"),
+            s.contains("Task graph: none recorded (no backend of this trace reports dependencies; no OpenCL command had an event wait list)\n"),
             "{s}"
         );
         assert!(!s.contains("longest dependency chain"), "{s}");

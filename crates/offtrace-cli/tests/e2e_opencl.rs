@@ -466,6 +466,34 @@ fn sqlite_queues_show_what_the_program_asked_for() {
     assert_eq!(rows.trim(), "1 1 0 [\"IN_ORDER\"]");
 }
 
+/// `examples/opencl/two_devices.c` recorded on PoCL and the SYCL venv's Intel CPU runtime at
+/// once (`OFFTRACE_SYCL_VENV`, default `.venv`): the trace and the program's stdout (None when
+/// OpenCL tests are skipped).
+fn record_two_devices(dir: &Path) -> Option<(PathBuf, String)> {
+    let prog = opencl_program(dir, &workspace().join("examples/opencl/two_devices.c"), "two_devices", &["-O1"], &[])?;
+    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from);
+    let intel = venv.join("lib/libintelocl.so");
+    assert!(intel.exists(), "{}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV)", intel.display());
+    let vendors = dir.join("vendors");
+    std::fs::create_dir_all(&vendors).expect("vendors");
+    std::fs::copy("/etc/OpenCL/vendors/pocl.icd", vendors.join("pocl.icd")).expect("pocl.icd");
+    std::fs::write(vendors.join("intel.icd"), format!("{}\n", intel.display())).expect("intel.icd");
+    let trace = dir.join("two.offtrace");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&prog)
+        .env("OCL_ICD_VENDORS", &vendors)
+        .output()
+        .expect("record");
+    ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(stdout.contains("check ok"), "{stdout}");
+    Some((trace, stdout))
+}
+
 /// `examples/opencl/two_devices.c`: PoCL and Intel's CPU runtime at once, a context and an
 /// in-order and an out-of-order profiling queue on each, writes, kernels, fills, copies with
 /// event wait lists, markers with a wait list, maps and unmaps. Each command is on its own
@@ -477,31 +505,7 @@ fn sqlite_queues_show_what_the_program_asked_for() {
 #[test]
 fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_order() {
     let dir = tempfile::tempdir().expect("tmp");
-    let Some(prog) =
-        opencl_program(dir.path(), &workspace().join("examples/opencl/two_devices.c"), "two_devices", &["-O1"], &[])
-    else {
-        return;
-    };
-    let venv = std::env::var_os("OFFTRACE_SYCL_VENV").map_or_else(|| workspace().join(".venv"), PathBuf::from);
-    let intel = venv.join("lib/libintelocl.so");
-    assert!(intel.exists(), "{}: run scripts/setup-sycl.sh (or set OFFTRACE_SYCL_VENV)", intel.display());
-    let vendors = dir.path().join("vendors");
-    std::fs::create_dir_all(&vendors).expect("vendors");
-    std::fs::copy("/etc/OpenCL/vendors/pocl.icd", vendors.join("pocl.icd")).expect("pocl.icd");
-    std::fs::write(vendors.join("intel.icd"), format!("{}\n", intel.display())).expect("intel.icd");
-    let trace = dir.path().join("two.offtrace");
-    let o = offtrace()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(&prog)
-        .env("OCL_ICD_VENDORS", &vendors)
-        .output()
-        .expect("record");
-    ok(&o);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("check ok"), "{stdout}");
+    let Some((trace, stdout)) = record_two_devices(dir.path()) else { return };
     // The program's commands per device (0 PoCL, 1 Intel).
     struct Own {
         label: String,
@@ -601,6 +605,74 @@ fn two_devices_at_once_each_command_on_its_device_and_queue_and_the_clocks_in_or
         intel_write_start > pocl_scale_end,
         "Intel's write waited on PoCL's kernel: starts {intel_write_start}, the kernel ended {pocl_scale_end}"
     );
+}
+
+/// `examples/opencl/two_devices.c`'s event wait lists are the trace's task graph: one edge per
+/// wait-list entry (13: six per device, and Intel's first write waiting on the user event), from
+/// the node of the command that made the waited event (or the user event's node) to the
+/// waiting command's; each command's node is named as its device activity, on its queue (the
+/// marker on the out-of-order queue → the map on the in-order one: the cross-queue edge), and
+/// its id is its command's correlation with the top bit set. The report's longest chain runs
+/// along them.
+#[test]
+fn two_devices_event_wait_lists_are_the_task_graphs_edges() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((trace, _)) = record_two_devices(dir.path()) else { return };
+    // Each edge: source and target node names, their queues, the target's device.
+    let rows = sql(
+        &trace,
+        "for r in db.execute('''SELECT s.name, t.name, s.queue_id, t.queue_id, d.name
+             FROM task_graph e JOIN task_graph s ON s.op = 'node_create' AND s.node = e.source
+             JOIN task_graph t ON t.op = 'node_create' AND t.node = e.target
+             JOIN device_activity a ON a.correlation = (t.node & 0x7fffffffffffffff)
+             JOIN devices d ON d.device = a.device
+             WHERE e.op = 'edge_create' ORDER BY e.id'''): print(*r, sep='|')",
+    );
+    let mut edges: [Vec<(String, String)>; 2] = Default::default();
+    for l in rows.lines() {
+        let f: Vec<&str> = l.split('|').collect();
+        let dev = usize::from(!f[4].contains("pthread"));
+        let (source, target) = (f[0].to_string(), f[1].to_string());
+        if source == "user event" {
+            assert_eq!(f[2], "None", "a user event is on no queue: {rows}");
+        } else if target == "map" {
+            assert_ne!(f[2], f[3], "the marker is on the out-of-order queue, the map on the in-order one: {rows}");
+        } else {
+            assert_eq!(f[2], f[3], "{source} → {target} on one queue: {rows}");
+        }
+        edges[dev].push((source, target));
+    }
+    let program = [
+        ("buffer_write", "scale"),
+        ("scale", "buffer_copy"),
+        ("buffer_fill", "buffer_copy"),
+        ("buffer_copy", "add"),
+        ("add", "marker"),
+        ("marker", "map"),
+    ];
+    let want = |user: bool| -> Vec<(String, String)> {
+        let first = user.then_some(("user event", "buffer_write"));
+        first.into_iter().chain(program).map(|(s, t)| (s.to_string(), t.to_string())).collect()
+    };
+    assert_eq!(edges[0], want(false), "PoCL's wait lists: {rows}");
+    assert_eq!(edges[1], want(true), "Intel's wait lists: {rows}");
+    // Every command's node is its command: same correlation, name and queue.
+    let unjoined = sql(
+        &trace,
+        "print(db.execute('''SELECT count(*) FROM task_graph t WHERE t.op = 'node_create' AND t.queue_id IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM device_activity a WHERE a.correlation = (t.node & 0x7fffffffffffffff)
+             AND a.name = t.name AND a.queue_id = t.queue_id)''').fetchone()[0])",
+    );
+    assert_eq!(unjoined.trim(), "0", "command nodes without their command");
+    let g = &report(&trace)["task_graph"];
+    assert_eq!(
+        (g["nodes"].as_u64(), g["edges"].as_u64(), g["unresolved_edges"].as_u64()),
+        (Some(15), Some(13), Some(0)),
+        "{g}"
+    );
+    assert_eq!(g["longest_chain_len"].as_u64(), Some(6), "{g}");
+    let chain: Vec<&str> = g["longest_chain"].as_array().expect("chain").iter().filter_map(|n| n.as_str()).collect();
+    assert_eq!(chain, ["buffer_write", "scale", "buffer_copy", "add", "marker", "map"], "{g}");
 }
 
 /// `examples/opencl/process_life.c` built into `dir`; None when OpenCL tests are skipped.

@@ -1523,7 +1523,7 @@ pub(crate) unsafe extern "C" fn clReleaseEvent(event: *mut c_void) -> i32 {
     let mut call = ApiCall::new();
     call.enter(op::clReleaseEvent, &[event as u64]);
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clReleaseEvent.
-    let r = unsafe { next(event) };
+    let r = unsafe { crate::hooks::clReleaseEvent(next, event) };
     call.exit(r, 0);
     r
     })
@@ -1586,7 +1586,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(r, op::clEnqueueReadBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ, ptr as u64, buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1604,7 +1604,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBuffer(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64, Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueWriteBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE, buffer as u64, ptr as u64, size as u64, Some(offtrace_core::CopyDirection::HostToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1622,7 +1622,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBuffer.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueCopyBuffer, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, dst_buffer as u64, src_buffer as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1640,7 +1640,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadImage.
     let r = unsafe { next(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_READ, ptr as u64, image as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(r, op::clEnqueueReadImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_READ, ptr as u64, image as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1658,7 +1658,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteImage(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteImage.
     let r = unsafe { next(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_WRITE, image as u64, ptr as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueWriteImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_WRITE, image as u64, ptr as u64, crate::objects::image_region_bytes(image, region), Some(offtrace_core::CopyDirection::HostToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1676,7 +1676,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImage(command_queue: *mut c_void, s
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImage.
     let r = unsafe { next(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_COPY, dst_image as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueCopyImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_COPY, dst_image as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1694,7 +1694,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyImageToBuffer(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyImageToBuffer.
     let r = unsafe { next(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_TO_BUFFER, dst_buffer as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueCopyImageToBuffer, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_TO_BUFFER, dst_buffer as u64, src_image as u64, crate::objects::image_region_bytes(src_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1712,7 +1712,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferToImage(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferToImage.
     let r = unsafe { next(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_TO_IMAGE, dst_image as u64, src_buffer as u64, crate::objects::image_region_bytes(dst_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueCopyBufferToImage, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_TO_IMAGE, dst_image as u64, src_buffer as u64, crate::objects::image_region_bytes(dst_image, region), Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1733,7 +1733,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapBuffer(command_queue: *mut c_void, b
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapBuffer.
     let r = unsafe { next(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(offtrace_core::memory_copy::MAP, r as u64, buffer as u64, crate::enqueue::mapping(r as u64, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(unsafe { *errcode_ret }, op::clEnqueueMapBuffer, unsafe { Command::copy(offtrace_core::memory_copy::MAP, r as u64, buffer as u64, crate::enqueue::mapping(r as u64, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1755,7 +1755,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMapImage(command_queue: *mut c_void, im
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMapImage.
     let r = unsafe { next(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _, errcode_ret as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_MAP, r as u64, image as u64, crate::enqueue::mapping(r as u64, crate::objects::image_region_bytes(image, region)), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(unsafe { *errcode_ret }, op::clEnqueueMapImage, unsafe { Command::copy(offtrace_core::memory_copy::IMAGE_MAP, r as u64, image as u64, crate::enqueue::mapping(r as u64, crate::objects::image_region_bytes(image, region)), Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     // SAFETY: errcode_ret points at the caller's cl_int or at errcode_local.
     call.exit(unsafe { *errcode_ret }, r as u64);
     r
@@ -1774,7 +1774,7 @@ pub(crate) unsafe extern "C" fn clEnqueueUnmapMemObject(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueUnmapMemObject.
     let r = unsafe { next(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, memobj as u64, mapped_ptr as u64, crate::enqueue::unmapping(mapped_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueUnmapMemObject, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, memobj as u64, mapped_ptr as u64, crate::enqueue::unmapping(mapped_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1792,7 +1792,7 @@ pub(crate) unsafe extern "C" fn clEnqueueNDRangeKernel(command_queue: *mut c_voi
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNDRangeKernel.
     let r = unsafe { next(command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueNDRangeKernel, unsafe { Command::kernel(kernel as u64, work_dim as u32, global_work_size as *const usize, local_work_size as *const usize) });
+    submission.submitted_waiting(r, op::clEnqueueNDRangeKernel, unsafe { Command::kernel(kernel as u64, work_dim as u32, global_work_size as *const usize, local_work_size as *const usize) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1810,7 +1810,7 @@ pub(crate) unsafe extern "C" fn clEnqueueTask(command_queue: *mut c_void, kernel
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueTask.
     let r = unsafe { next(command_queue, kernel, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueTask, unsafe { Command::kernel(kernel as u64, 1 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
+    submission.submitted_waiting(r, op::clEnqueueTask, unsafe { Command::kernel(kernel as u64, 1 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -1828,7 +1828,7 @@ pub(crate) unsafe extern "C" fn clEnqueueNativeKernel(command_queue: *mut c_void
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueNativeKernel.
     let r = unsafe { next(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, args_mem_loc, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueNativeKernel, unsafe { Command::kernel(0 as u64, 0 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) });
+    submission.submitted_waiting(r, op::clEnqueueNativeKernel, unsafe { Command::kernel(0 as u64, 0 as u32, ptr::null_mut() as *const usize, ptr::null_mut() as *const usize) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2143,7 +2143,7 @@ pub(crate) unsafe extern "C" fn clEnqueueReadBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueReadBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ_RECT, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(r, op::clEnqueueReadBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_READ_RECT, ptr as u64, buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2161,7 +2161,7 @@ pub(crate) unsafe extern "C" fn clEnqueueWriteBufferRect(command_queue: *mut c_v
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueWriteBufferRect.
     let r = unsafe { next(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE_RECT, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueWriteBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_WRITE_RECT, buffer as u64, ptr as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::HostToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2179,7 +2179,7 @@ pub(crate) unsafe extern "C" fn clEnqueueCopyBufferRect(command_queue: *mut c_vo
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueCopyBufferRect.
     let r = unsafe { next(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY_RECT, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueCopyBufferRect, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY_RECT, dst_buffer as u64, src_buffer as u64, crate::call::region(region), Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2408,7 +2408,7 @@ pub(crate) unsafe extern "C" fn clEnqueueFillBuffer(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillBuffer.
     let r = unsafe { next(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillBuffer, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted_waiting(r, op::clEnqueueFillBuffer, unsafe { Command::fill(offtrace_core::memory_fill::BUFFER_FILL, buffer as u64, pattern as *const c_void, pattern_size as u64, size as u64) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2426,7 +2426,7 @@ pub(crate) unsafe extern "C" fn clEnqueueFillImage(command_queue: *mut c_void, i
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueFillImage.
     let r = unsafe { next(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::IMAGE_FILL, image as u64, fill_color as *const c_void, 16, crate::objects::image_region_bytes(image, region)) });
+    submission.submitted_waiting(r, op::clEnqueueFillImage, unsafe { Command::fill(offtrace_core::memory_fill::IMAGE_FILL, image as u64, fill_color as *const c_void, 16, crate::objects::image_region_bytes(image, region)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2444,7 +2444,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemObjects(command_queue: *mut c
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemObjects.
     let r = unsafe { next(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueMigrateMemObjects, unsafe { Command::copy(offtrace_core::memory_copy::BUFFER_COPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2462,7 +2462,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMarkerWithWaitList(command_queue: *mut 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMarkerWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::MARKER, num_events_in_wait_list as u32) });
+    submission.submitted_waiting(r, op::clEnqueueMarkerWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::MARKER, num_events_in_wait_list as u32) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2480,7 +2480,7 @@ pub(crate) unsafe extern "C" fn clEnqueueBarrierWithWaitList(command_queue: *mut
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueBarrierWithWaitList.
     let r = unsafe { next(command_queue, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) });
+    submission.submitted_waiting(r, op::clEnqueueBarrierWithWaitList, unsafe { Command::sync(offtrace_core::sync_op::BARRIER, num_events_in_wait_list as u32) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2697,7 +2697,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemcpy(command_queue: *mut c_void, b
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemcpy.
     let r = unsafe { next(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
+    submission.submitted_waiting(r, op::clEnqueueSVMMemcpy, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2715,7 +2715,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMemFill(command_queue: *mut c_void, 
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMemFill.
     let r = unsafe { next(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted_waiting(r, op::clEnqueueSVMMemFill, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, svm_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2733,7 +2733,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMap(command_queue: *mut c_void, bloc
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMap.
     let r = unsafe { next(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::MAP, svm_ptr as u64, svm_ptr as u64, crate::enqueue::mapping(if r == 0 { svm_ptr as u64 } else { 0 }, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) });
+    submission.submitted_waiting(r, op::clEnqueueSVMMap, unsafe { Command::copy(offtrace_core::memory_copy::MAP, svm_ptr as u64, svm_ptr as u64, crate::enqueue::mapping(if r == 0 { svm_ptr as u64 } else { 0 }, size as u64), Some(offtrace_core::CopyDirection::DeviceToHost)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2751,7 +2751,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMUnmap(command_queue: *mut c_void, sv
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMUnmap.
     let r = unsafe { next(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, svm_ptr as u64, 0 as u64, crate::enqueue::unmapping(svm_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueSVMUnmap, unsafe { Command::copy(offtrace_core::memory_copy::UNMAP, svm_ptr as u64, 0 as u64, crate::enqueue::unmapping(svm_ptr as u64), Some(offtrace_core::CopyDirection::HostToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -2871,7 +2871,7 @@ pub(crate) unsafe extern "C" fn clEnqueueSVMMigrateMem(command_queue: *mut c_voi
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueSVMMigrateMem.
     let r = unsafe { next(command_queue, num_svm_pointers, svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueSVMMigrateMem, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, 0 as u64, 0 as u64, 0, Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -4101,7 +4101,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemFillINTEL(command_queue: *mut c_void
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemFillINTEL.
     let r = unsafe { next(command_queue, dst_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) });
+    submission.submitted_waiting(r, op::clEnqueueMemFillINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, pattern as *const c_void, pattern_size as u64, size as u64) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -4121,7 +4121,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemcpyINTEL(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemcpyINTEL.
     let r = unsafe { next(command_queue, blocking, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) });
+    submission.submitted_waiting(r, op::clEnqueueMemcpyINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, dst_ptr as u64, src_ptr as u64, size as u64, None) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -4158,7 +4158,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMigrateMemINTEL(command_queue: *mut c_v
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMigrateMemINTEL.
     let r = unsafe { next(command_queue, ptr, size, flags, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, ptr as u64, 0 as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) });
+    submission.submitted_waiting(r, op::clEnqueueMigrateMemINTEL, unsafe { Command::copy(offtrace_core::memory_copy::USM_MEMCPY, ptr as u64, 0 as u64, size as u64, Some(offtrace_core::CopyDirection::DeviceToDevice)) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })
@@ -4178,7 +4178,7 @@ pub(crate) unsafe extern "C" fn clEnqueueMemsetINTEL(command_queue: *mut c_void,
     // SAFETY: the application's arguments, passed on unchanged to the next layer's clEnqueueMemsetINTEL.
     let r = unsafe { next(command_queue, dst_ptr, value, size, num_events_in_wait_list, event_wait_list, submission.event_out() as _) };
     // SAFETY: the pointer arguments were valid for the call that just returned.
-    submission.submitted(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) });
+    submission.submitted_waiting(r, op::clEnqueueMemsetINTEL, unsafe { Command::fill(offtrace_core::memory_fill::USM_FILL, dst_ptr as u64, &raw const value as *const c_void, 1, size as u64) }, num_events_in_wait_list, event_wait_list);
     call.exit(r, 0);
     r
     })

@@ -328,13 +328,22 @@ impl Submission {
     #[inline(always)]
     pub(crate) fn submitted(self, result: i32, api_op: u32, command: Command) {
         if self.track {
-            self.submitted_slow(result, api_op, command);
+            self.submitted_slow(result, api_op, command, 0, ptr::null());
+        }
+    }
+
+    /// [`Submission::submitted`] for an enqueue with an event wait list (`count` events at
+    /// `list`): the same gate, the list goes to the task graph (`graph.rs`) when not empty.
+    #[inline(always)]
+    pub(crate) fn submitted_waiting(self, result: i32, api_op: u32, command: Command, count: u32, list: *mut c_void) {
+        if self.track {
+            self.submitted_slow(result, api_op, command, count, list.cast_const().cast());
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn submitted_slow(self, result: i32, _api_op: u32, command: Command) {
+    fn submitted_slow(self, result: i32, _api_op: u32, command: Command, waits: u32, list: *const *mut c_void) {
         let host_after = offtrace_core::clock::monotonic_ns();
         // Relaxed: a hint; the list's mutex is the truth, and a miss waits for the next enqueue.
         if RELEASES_WAITING.load(Ordering::Relaxed) {
@@ -375,6 +384,11 @@ impl Submission {
             }
             ev
         };
+        // The task graph (`graph.rs`): not for a command of another backend's call, whose
+        // backend has a graph of its own (SYCL's).
+        if !self.nested && (waits != 0 || !self.user_event.is_null()) && crate::graph::wanted() {
+            self.graph(correlation, &command, waits, list, event);
+        }
         if event.is_null() {
             return;
         }
@@ -430,6 +444,28 @@ impl Submission {
         if r != CL_SUCCESS {
             // No callback: the command is reported at exit with whatever its event says then.
             NO_CALLBACK.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Submission {
+    /// The command's node and edges when its wait list is not empty; its event noted when the
+    /// program took it (a later wait list may name it).
+    #[cold]
+    #[inline(never)]
+    fn graph(&self, correlation: u64, command: &Command, waits: u32, list: *const *mut c_void, event: *mut c_void) {
+        let (kind, op) = command.kind_op();
+        let kernel_name = match *command {
+            Command::Kernel { name, .. } => name as *const std::ffi::c_char,
+            _ => ptr::null(),
+        };
+        let name = crate::graph::command_name(kind, op, kernel_name);
+        let queue = self.queue as u64;
+        // SAFETY: the enqueue succeeded, so its wait list held `waits` valid events.
+        #[allow(unsafe_code)]
+        let emitted = unsafe { crate::graph::waits(correlation, queue, name, waits, list) };
+        if !self.user_event.is_null() && !event.is_null() {
+            crate::graph::produced(event as u64, correlation, queue, name, emitted);
         }
     }
 }

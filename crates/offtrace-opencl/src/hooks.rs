@@ -650,6 +650,17 @@ pub(crate) unsafe fn clReleaseKernel(next: sig::clReleaseKernel_fn, kernel: *mut
     r
 }
 
+/// The program's release of an event: the task graph forgets it (`graph.rs`), before the
+/// runtime may give its handle to a new event.
+///
+/// # Safety
+/// As the runtime's `clReleaseEvent`.
+pub(crate) unsafe fn clReleaseEvent(next: sig::clReleaseEvent_fn, event: *mut c_void) -> i32 {
+    crate::graph::forget(event);
+    // SAFETY: forwarded.
+    unsafe { next(event) }
+}
+
 // ---- memory ----------------------------------------------------------------------------------
 
 pub(crate) unsafe fn clCreateBuffer(

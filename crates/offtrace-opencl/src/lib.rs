@@ -34,6 +34,7 @@ pub mod calibration;
 mod call;
 pub mod counters;
 pub mod enqueue;
+pub mod graph;
 mod hooks;
 mod in_order;
 pub mod layer;
