@@ -9,7 +9,9 @@
 //! (same correlation id): the device work is recorded inside its call, so its record comes first
 //! and the call's record then starts the flow. Device work drawn after its call's slice without
 //! a flow of its own (each command of a CUDA graph launch: no enqueue record) gets one from an
-//! anchor inside the call's slice, found among the recent calls ([`RECENT_CALLS`]).
+//! anchor inside the call's slice, found among the recent calls ([`RECENT_CALLS`]). Task-graph
+//! edges between commands are flows from the producer's device slice to the consumer's
+//! (`dependencies.rs`).
 //!
 //! Memory: definitions, a lane set per track, and bounded maps of work waiting for its call or
 //! its completion ([`PENDING_MAX`] each, oldest first out).
