@@ -301,8 +301,6 @@ pub(crate) struct Timeline {
     next_flow: u64,
     /// Task-graph edges waiting for their commands' slices, and the slices drawn.
     dependencies: Dependencies,
-    /// Task-graph edges read.
-    pub dependency_edges: u64,
     /// Device work without device times yet: (kind, correlation) → what to draw.
     pending: Bounded<(u32, u64), PendingWork>,
     /// Device work with its device times whose call has not come yet, per thread: drawn when
@@ -339,7 +337,6 @@ impl Timeline {
             recent_calls: RecentCalls::default(),
             next_flow: 0,
             dependencies: Dependencies::default(),
-            dependency_edges: 0,
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
             early: EarlyCompletions::default(),
@@ -818,7 +815,6 @@ impl Timeline {
     fn task_graph(&mut self, t: &TaskGraphRecord, out: &mut dyn TimelineOut) {
         match t.op {
             GRAPH_EDGE_CREATE => {
-                self.dependency_edges += 1;
                 if let Some((from, to)) = self.dependencies.edge(t.source, t.target) {
                     let id = self.flow_id();
                     out.flow_start(from.track, from.out_at(), &self.defs.kind(from.kind), id, FlowName::Dependency);
