@@ -17,12 +17,17 @@
 //! Their edges wait like the others and are dropped when they leave the bounded map or at the
 //! end.
 //!
-//! Memory: every map holds at most [`PENDING_MAX`](crate::timeline::PENDING_MAX) entries, oldest first out; an edge that
-//! leaves the waiting map before its ends are drawn gets no flow.
+//! Memory: the last [`PENDING_MAX`] edges (a ring), at most two chain heads per edge, and
+//! [`PENDING_MAX`] each of drawn commands and SYCL node bindings, oldest first out; an edge that
+//! leaves the ring before its ends are drawn gets no flow. Cost: an edge is a push onto a
+//! ring and two inserts of 16-byte entries; a drawn command one insert and, while edges wait,
+//! two look-ups (no allocation per edge: a node's waiting edges are chained through the ring).
+
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use crate::timeline::Bounded;
+use crate::timeline::{Bounded, PENDING_MAX};
 
 /// The bit that marks an OpenCL command's node id (the rest is its correlation).
 const OPENCL_COMMAND_NODE: u64 = 1 << 63;
@@ -59,8 +64,19 @@ pub(crate) struct SliceFlows {
     pub to: Vec<DrawnCommand>,
 }
 
+/// An edge waiting for an end, and per node the next older edge of that node that waits.
+#[derive(Debug, Clone, Copy)]
+struct WaitingEdge {
+    source: u64,
+    target: u64,
+    next_at_source: u64,
+    next_at_target: u64,
+    /// False once drawn (it may still be linked from its other node's chain).
+    live: bool,
+}
+
 /// The dependency edges seen and the slices of their commands.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Dependencies {
     /// Thread → the SYCL node whose task is open there and has no command yet.
     open_tasks: FxHashMap<u32, u64>,
@@ -69,11 +85,26 @@ pub(crate) struct Dependencies {
     command_node: Bounded<u64, u64>,
     /// Correlation → its command's slice, once drawn.
     drawn: Bounded<u64, DrawnCommand>,
-    /// Edges with an end not drawn yet: edge number → (source node, target node).
-    waiting: Bounded<u64, (u64, u64)>,
-    /// Node → its waiting edges' numbers (an entry per waiting edge end).
-    by_node: FxHashMap<u64, Vec<u64>>,
-    next_edge: u64,
+    /// The last [`PENDING_MAX`] edges (drawn ones marked), numbered from `first_edge`.
+    waiting: VecDeque<WaitingEdge>,
+    first_edge: u64,
+    /// Node → the number of its newest waiting edge (the older ones follow through the links).
+    newest: FxHashMap<u64, u64>,
+}
+
+impl Default for Dependencies {
+    fn default() -> Self {
+        Self {
+            open_tasks: FxHashMap::default(),
+            node_command: Bounded::default(),
+            command_node: Bounded::default(),
+            drawn: Bounded::default(),
+            waiting: VecDeque::new(),
+            // Edge number 0 ends a chain.
+            first_edge: 1,
+            newest: FxHashMap::default(),
+        }
+    }
 }
 
 impl Dependencies {
@@ -118,23 +149,36 @@ impl Dependencies {
         if let (Some(from), Some(to)) = (self.drawn_node(source), self.drawn_node(target)) {
             return Some((from, to));
         }
-        self.next_edge += 1;
-        let edge = self.next_edge;
-        if let Some((old, (s, t))) = self.waiting.insert(edge, (source, target)) {
-            self.forget(old, s);
-            self.forget(old, t);
+        let edge = self.first_edge + self.waiting.len() as u64;
+        let next_at_source = self.newest.insert(source, edge).unwrap_or(0);
+        let next_at_target = self.newest.insert(target, edge).unwrap_or(0);
+        self.waiting.push_back(WaitingEdge { source, target, next_at_source, next_at_target, live: true });
+        if self.waiting.len() > PENDING_MAX
+            && let Some(old) = self.waiting.pop_front()
+        {
+            let number = self.first_edge;
+            self.first_edge += 1;
+            // A chain runs newest to oldest: when its head leaves, the whole chain has left.
+            for node in [old.source, old.target] {
+                if self.newest.get(&node) == Some(&number) {
+                    self.newest.remove(&node);
+                }
+            }
         }
-        self.by_node.entry(source).or_default().push(edge);
-        self.by_node.entry(target).or_default().push(edge);
         None
     }
 
-    fn forget(&mut self, edge: u64, node: u64) {
-        if let Some(edges) = self.by_node.get_mut(&node) {
-            edges.retain(|&e| e != edge);
-            if edges.is_empty() {
-                self.by_node.remove(&node);
-            }
+    /// Where edge `edge` is in the ring, if it is still there.
+    fn slot(&self, edge: u64) -> Option<usize> {
+        let i = usize::try_from(edge.checked_sub(self.first_edge)?).ok()?;
+        (i < self.waiting.len()).then_some(i)
+    }
+
+    /// Sets `node`'s link on edge `edge` to `next`.
+    fn link(&mut self, edge: u64, node: u64, next: u64) {
+        if let Some(i) = self.slot(edge) {
+            let e = &mut self.waiting[i];
+            if e.source == node { e.next_at_source = next } else { e.next_at_target = next }
         }
     }
 
@@ -142,27 +186,37 @@ impl Dependencies {
     /// drawn: its waiting edges whose other end is drawn (they stop waiting).
     pub fn drawing(&mut self, correlation: u64) -> SliceFlows {
         let mut flows = SliceFlows::default();
-        if correlation == 0 || self.by_node.is_empty() {
+        if correlation == 0 || self.newest.is_empty() {
             return flows;
         }
         let sycl = self.command_node.get(&correlation).copied().filter(|&n| self.command(n) == Some(correlation));
         for node in [Some(correlation | OPENCL_COMMAND_NODE), sycl].into_iter().flatten() {
-            let Some(edges) = self.by_node.remove(&node) else { continue };
-            let mut still = Vec::new();
-            for edge in edges {
-                let Some(&(s, t)) = self.waiting.get(&edge) else { continue };
-                let other = if t == node { s } else { t };
-                match self.drawn_node(other) {
-                    Some(d) => {
-                        self.waiting.remove(&edge);
-                        self.forget(edge, other);
-                        if t == node { flows.from.push(d) } else { flows.to.push(d) }
+            let Some(mut edge) = self.newest.remove(&node) else { continue };
+            // The edges still waiting are chained again, in the same order.
+            let (mut kept_head, mut last_kept) = (0, 0);
+            while let Some(i) = self.slot(edge) {
+                let e = self.waiting[i];
+                let at_source = e.source == node;
+                let next = if at_source { e.next_at_source } else { e.next_at_target };
+                if e.live {
+                    let other = if at_source { e.target } else { e.source };
+                    if let Some(d) = self.drawn_node(other) {
+                        self.waiting[i].live = false;
+                        if at_source { flows.to.push(d) } else { flows.from.push(d) }
+                    } else {
+                        if last_kept == 0 {
+                            kept_head = edge;
+                        } else {
+                            self.link(last_kept, node, edge);
+                        }
+                        last_kept = edge;
                     }
-                    None => still.push(edge),
                 }
+                edge = next;
             }
-            if !still.is_empty() {
-                self.by_node.insert(node, still);
+            if last_kept != 0 {
+                self.link(last_kept, node, 0);
+                self.newest.insert(node, kept_head);
             }
         }
         flows
@@ -191,7 +245,7 @@ mod tests {
         d.drawn(6, slice(2));
         let (from, to) = d.edge(5 | OPENCL_COMMAND_NODE, 6 | OPENCL_COMMAND_NODE).unwrap();
         assert_eq!((from.track, to.track), (1, 2));
-        assert!(d.by_node.is_empty() && d.waiting.get(&1).is_none());
+        assert!(d.newest.is_empty() && d.waiting.is_empty());
     }
 
     #[test]
@@ -203,7 +257,8 @@ mod tests {
         d.drawn(6, slice(2));
         let f = d.drawing(5);
         assert_eq!((f.from.len(), f.to.iter().map(|s| s.track).collect::<Vec<_>>()), (0, vec![2]));
-        assert!(d.by_node.is_empty(), "nothing waits any more");
+        assert!(d.newest.get(&(5 | OPENCL_COMMAND_NODE)).is_none(), "nothing waits on the producer");
+        assert!(d.drawing(6).from.is_empty(), "the consumer's chain holds the edge drawn: skipped");
     }
 
     #[test]
@@ -230,6 +285,31 @@ mod tests {
         assert!(d.edge(300, 6 | OPENCL_COMMAND_NODE).is_none());
         assert!(d.drawing(6).from.is_empty());
         d.drawn(6, slice(2));
-        assert_eq!(d.by_node.len(), 2, "still waiting on both ends");
+        assert_eq!(d.newest.len(), 2, "still waiting on both ends");
+    }
+
+    #[test]
+    fn a_node_keeps_its_undrawn_edges_and_the_oldest_edges_leave_first() {
+        let mut d = Dependencies::default();
+        // Node 5 waits on 1, 2 and 3; 2 is drawn, 1 and 3 are not.
+        for p in [1, 2, 3] {
+            d.edge(p | OPENCL_COMMAND_NODE, 5 | OPENCL_COMMAND_NODE);
+        }
+        d.drawn(2, slice(2));
+        assert_eq!(d.drawing(5).from.iter().map(|s| s.track).collect::<Vec<_>>(), vec![2]);
+        d.drawn(5, slice(5));
+        assert_eq!(d.drawing(3).to.len(), 1, "3's edge still chained at 5 and at 3");
+        assert_eq!(d.drawing(1).to.len(), 1);
+        // Drawn edges stay in the ring (and in chains) until they leave it, marked.
+        assert!(d.waiting.iter().all(|e| !e.live), "every edge drawn");
+        // The ring: the oldest edge leaves when PENDING_MAX newer ones come.
+        d.edge(10 | OPENCL_COMMAND_NODE, 11 | OPENCL_COMMAND_NODE);
+        for i in 0..PENDING_MAX as u64 {
+            d.edge((100 + i) | OPENCL_COMMAND_NODE, 11 | OPENCL_COMMAND_NODE);
+        }
+        assert!(d.newest.get(&(10 | OPENCL_COMMAND_NODE)).is_none(), "its chain left with it");
+        assert_eq!(d.waiting.len(), PENDING_MAX);
+        d.drawn(11, slice(11));
+        assert!(d.drawing(10).to.is_empty(), "no flow for an edge that left");
     }
 }
