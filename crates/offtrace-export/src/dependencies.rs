@@ -17,11 +17,14 @@
 //! Their edges wait like the others and are dropped when they leave the bounded map or at the
 //! end.
 //!
-//! Memory: the last [`PENDING_MAX`] edges (a ring), at most two chain heads per edge, and
-//! [`PENDING_MAX`] each of drawn commands and SYCL node bindings, oldest first out; an edge that
-//! leaves the ring before its ends are drawn gets no flow. Cost: an edge is a push onto a
-//! ring and two inserts of 16-byte entries; a drawn command one insert and, while edges wait,
-//! two look-ups (no allocation per edge: a node's waiting edges are chained through the ring).
+//! Memory: the last [`PENDING_MAX`] edges (a ring), at most two chain heads per edge,
+//! [`PENDING_MAX`] SYCL node bindings (oldest first out), and the recently drawn commands in a
+//! direct-mapped table of [`PENDING_MAX`] slots by correlation (2.5 MiB once the first command is
+//! drawn; correlation ids are handed out in order, so it holds about the last 65,536 commands).
+//! An edge that leaves the ring, or whose producer left the table, before its ends are drawn
+//! gets no flow. Cost: an edge is a push onto a ring and two inserts of 16-byte entries; a drawn
+//! command one store and, while edges wait, two look-ups (no allocation per edge: a node's
+//! waiting edges are chained through the ring).
 
 use std::collections::VecDeque;
 
@@ -83,8 +86,8 @@ pub(crate) struct Dependencies {
     /// SYCL node → the correlation of its command's device work, and back.
     node_command: Bounded<u64, u64>,
     command_node: Bounded<u64, u64>,
-    /// Correlation → its command's slice, once drawn.
-    drawn: Bounded<u64, DrawnCommand>,
+    /// Recently drawn commands' slices, direct-mapped by correlation.
+    drawn: Vec<(u64, DrawnCommand)>,
     /// The last [`PENDING_MAX`] edges (drawn ones marked), numbered from `first_edge`.
     waiting: VecDeque<WaitingEdge>,
     first_edge: u64,
@@ -98,7 +101,7 @@ impl Default for Dependencies {
             open_tasks: FxHashMap::default(),
             node_command: Bounded::default(),
             command_node: Bounded::default(),
-            drawn: Bounded::default(),
+            drawn: Vec::new(),
             waiting: VecDeque::new(),
             // Edge number 0 ends a chain.
             first_edge: 1,
@@ -138,7 +141,8 @@ impl Dependencies {
     }
 
     fn drawn_node(&self, node: u64) -> Option<DrawnCommand> {
-        self.command(node).and_then(|c| self.drawn.get(&c)).copied()
+        let c = self.command(node)?;
+        self.drawn.get(c as usize % PENDING_MAX).filter(|(at, _)| *at == c && c != 0).map(|(_, d)| *d)
     }
 
     /// An edge: both ends' slices if they are drawn (draw the flow now); otherwise it waits.
@@ -224,9 +228,14 @@ impl Dependencies {
 
     /// The slice of the command with correlation `correlation` is drawn.
     pub fn drawn(&mut self, correlation: u64, slice: DrawnCommand) {
-        if correlation != 0 {
-            self.drawn.insert(correlation, slice);
+        if correlation == 0 {
+            return;
         }
+        if self.drawn.is_empty() {
+            let none = DrawnCommand { track: 0, start: 0, end: 0, kind: 0 };
+            self.drawn = vec![(0, none); PENDING_MAX];
+        }
+        self.drawn[correlation as usize % PENDING_MAX] = (correlation, slice);
     }
 }
 
