@@ -6,7 +6,8 @@
 set -u
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
-O=${OUT:-out}
+DEST=${OUT:-out}
+O=$(mktemp -d)  # everything, packed into $DEST/run-z.tar.gz at the end (the device returns few files)
 BIN=target/release/offtrace
 mkdir -p "$O"
 {
@@ -44,6 +45,8 @@ TRACE_JSONL_CALLS=1 target/release/trace_jsonl "$O/review.offtrace" > "$O/trace.
 $PY scripts/cuda/check.py trace "$O/trace.jsonl" "$O/dump.jsonl" train > "$O/check-trace.txt" 2>&1; echo "check trace rc $?"
 $PY scripts/cuda/check.py compare "$O/dump.jsonl" "$O/torch.json.torch.json" "$O/compare.json" > "$O/check-compare.txt" 2>&1
 echo "check compare rc $?"
-tail -3 "$O/check-trace.txt" "$O/check-compare.txt"
-head -60 "$O/report.txt"
+tail -n 3 "$O/check-trace.txt" "$O/check-compare.txt"
 ls -la "$O"
+mkdir -p "$DEST"
+tar -C "$O" -czf "$DEST/run-z.tar.gz" .
+cp "$O/report.txt" "$O/check-trace.txt" "$O/check-compare.txt" "$DEST/"
