@@ -45,8 +45,11 @@ TRACE_JSONL_CALLS=1 target/release/trace_jsonl "$O/review.offtrace" > "$O/trace.
 $PY scripts/cuda/check.py trace "$O/trace.jsonl" "$O/dump.jsonl" train > "$O/check-trace.txt" 2>&1; echo "check trace rc $?"
 $PY scripts/cuda/check.py compare "$O/dump.jsonl" "$O/torch.json.torch.json" "$O/compare.json" > "$O/check-compare.txt" 2>&1
 echo "check compare rc $?"
+$BIN export "$O/review.offtrace" --format csv -o "$O/csv" > /dev/null 2>&1
+$PY scripts/cuda/review_check.py "$O/csv" "$O/record.json" "$O/torch.json.torch.json" > "$O/review-check.txt" 2>&1
+echo "review_check rc $?"; cat "$O/review-check.txt"
 tail -n 3 "$O/check-trace.txt" "$O/check-compare.txt"
 ls -la "$O"
 mkdir -p "$DEST"
 tar -C "$O" -czf "$DEST/run-z.tar.gz" .
-cp "$O/report.txt" "$O/check-trace.txt" "$O/check-compare.txt" "$DEST/"
+cp "$O/report.txt" "$O/check-trace.txt" "$O/check-compare.txt" "$O/review-check.txt" "$DEST/"
