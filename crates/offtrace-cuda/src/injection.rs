@@ -954,7 +954,7 @@ impl Injection {
     fn new(cupti: Cupti, subscriber: usize, ownership: Ownership, clock_offset_ns: i64) -> Self {
         let dump =
             std::env::var("OFFTRACE_CUDA_DUMP").ok().filter(|p| !p.is_empty()).and_then(|p| match Dump::open(&p) {
-                Ok(d) => Some(d),
+                Ok((d, _)) => Some(d),
                 Err(e) => {
                     say(&format!("cannot write OFFTRACE_CUDA_DUMP={p}: {e}"));
                     None
