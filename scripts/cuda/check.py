@@ -416,6 +416,10 @@ def report_timed(report_json):
     t = sum(d["device_count"] for d in rows)
     untimed = [(d["name"][:60], d["count"] - d["device_count"]) for d in rows if d["device_count"] < d["count"]]
     check(n > 0 and t == n, f"report: every kernel command has its device time ({t} of {n}); without: {untimed[:5]}")
+    allocs = r.get("memory", {}).get("allocations", [])
+    dev = [a for a in allocs if a.get("memory_type") == "DEVICE"]
+    print("report allocations:", [(a.get("memory_type"), a.get("device"), a.get("count")) for a in allocs])
+    check(dev and all(a.get("device") for a in dev), "report: every DEVICE allocation row names its GPU")
 
 
 if __name__ == "__main__":

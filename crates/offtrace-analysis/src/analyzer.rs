@@ -687,7 +687,8 @@ impl Analyzer {
         a.count += 1;
         a.bytes += m.size;
         a.max = a.max.max(m.size);
-        self.live.push(m.ts, Change::Alloc { ptr: m.ptr, size: m.size }, |_, _| {});
+        let class = (m.memory_type as u8, m.device);
+        self.live.push(m.ts, Change::AllocIn { ptr: m.ptr, size: m.size, class }, |_, _| {});
     }
 
     fn task_graph(&mut self, t: &TaskGraphRecord) {
@@ -1009,6 +1010,7 @@ impl Analyzer {
                     count: a.count,
                     bytes: a.bytes,
                     max_bytes: a.max,
+                    peak_live_bytes: self.live.peak_bytes_in((t, dev)),
                 })
                 .collect(),
             peak_live_bytes: self.live.peak_bytes(),

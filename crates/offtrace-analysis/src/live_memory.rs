@@ -9,6 +9,11 @@
 //! [`WINDOW`] changes), the rest at [`LiveMemory::finish`]. Memory: the window and the live
 //! allocations.
 //!
+//! An allocation may name its class ([`Change::AllocIn`]: the report's memory type and device),
+//! whose live bytes and peak are kept as well ([`LiveMemory::peak_bytes_in`]): the peak of all
+//! classes adds host and device memory, which a user holds against one device's figure
+//! (`torch.cuda.max_memory_reserved`, docs/cuda.md run Z).
+//!
 //! ```
 //! use offtrace_analysis::live_memory::{Change, LiveMemory};
 //! let mut m = LiveMemory::default();
@@ -29,9 +34,23 @@ pub const WINDOW: usize = 1 << 16;
 /// One allocation or free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
-    Alloc { ptr: u64, size: u64 },
-    Free { ptr: u64 },
+    Alloc {
+        ptr: u64,
+        size: u64,
+    },
+    /// An allocation of a class whose own live bytes and peak are kept.
+    AllocIn {
+        ptr: u64,
+        size: u64,
+        class: Class,
+    },
+    Free {
+        ptr: u64,
+    },
 }
+
+/// What an allocation's bytes are counted under besides the total: (memory type, device).
+pub type Class = (u8, u64);
 
 /// Live bytes, their peak, and frees, applied in time order.
 #[derive(Debug, Default)]
@@ -39,7 +58,9 @@ pub struct LiveMemory {
     /// (time, arrival, change): arrival keeps file order among equal times.
     pending: Vec<(u64, u64, Change)>,
     arrivals: u64,
-    live: FxHashMap<u64, u64>,
+    live: FxHashMap<u64, (u64, Option<Class>)>,
+    /// Per class: (live bytes, peak).
+    classes: FxHashMap<Class, (u64, u64)>,
     live_bytes: u64,
     peak: u64,
     peak_ns: Option<u64>,
@@ -69,27 +90,47 @@ impl LiveMemory {
         let rest = self.pending.split_off(n.min(self.pending.len()));
         for (ts, _, change) in std::mem::replace(&mut self.pending, rest) {
             match change {
-                Change::Alloc { ptr, size } => {
-                    // The address came back without a free we saw: the old allocation is gone.
-                    if let Some(old) = self.live.insert(ptr, size) {
-                        self.live_bytes = self.live_bytes.saturating_sub(old);
-                    }
-                    self.live_bytes += size;
-                    if self.live_bytes > self.peak {
-                        self.peak = self.live_bytes;
-                        self.peak_ns = Some(ts);
-                    }
-                }
+                Change::Alloc { ptr, size } => self.alloc(ts, ptr, size, None),
+                Change::AllocIn { ptr, size, class } => self.alloc(ts, ptr, size, Some(class)),
                 Change::Free { ptr } => {
                     self.frees += 1;
                     match self.live.remove(&ptr) {
-                        Some(size) => self.live_bytes = self.live_bytes.saturating_sub(size),
+                        Some((size, class)) => self.release(size, class),
                         None => self.unmatched_frees += 1,
                     }
                 }
             }
             on_change(ts, self.live_bytes);
         }
+    }
+
+    fn alloc(&mut self, ts: u64, ptr: u64, size: u64, class: Option<Class>) {
+        // The address came back without a free we saw: the old allocation is gone.
+        if let Some((old, old_class)) = self.live.insert(ptr, (size, class)) {
+            self.release(old, old_class);
+        }
+        self.live_bytes += size;
+        if self.live_bytes > self.peak {
+            self.peak = self.live_bytes;
+            self.peak_ns = Some(ts);
+        }
+        if let Some(c) = class {
+            let (live, peak) = self.classes.entry(c).or_default();
+            *live += size;
+            *peak = (*peak).max(*live);
+        }
+    }
+
+    fn release(&mut self, size: u64, class: Option<Class>) {
+        self.live_bytes = self.live_bytes.saturating_sub(size);
+        if let Some((live, _)) = class.and_then(|c| self.classes.get_mut(&c)) {
+            *live = live.saturating_sub(size);
+        }
+    }
+
+    /// Most bytes of `class` live at once (0 for a class no allocation named).
+    pub fn peak_bytes_in(&self, class: Class) -> u64 {
+        self.classes.get(&class).map_or(0, |&(_, peak)| peak)
     }
 
     /// Bytes live after the changes applied so far.
@@ -150,6 +191,25 @@ mod tests {
         assert_eq!(seen.len() as u64, 2 * n);
         assert!(seen.windows(2).all(|w| w[0].0 < w[1].0 && w[1].1 == w[0].1 + 1), "in time order");
         assert_eq!(m.peak_bytes(), 2 * n);
+    }
+
+    #[test]
+    fn each_class_has_its_own_peak_and_the_total_adds_them() {
+        // Run Z's shape: pinned host buffers live while device segments come and go.
+        let (host, dev) = ((1u8, 0u64), (2u8, 0u64));
+        let mut m = LiveMemory::default();
+        m.push(1, Change::AllocIn { ptr: 0x10, size: 64, class: dev }, |_, _| {});
+        m.push(2, Change::AllocIn { ptr: 0x20, size: 32, class: host }, |_, _| {});
+        m.push(3, Change::AllocIn { ptr: 0x30, size: 512, class: dev }, |_, _| {});
+        m.push(4, Change::Free { ptr: 0x30 }, |_, _| {});
+        m.push(5, Change::AllocIn { ptr: 0x40, size: 16, class: host }, |_, _| {});
+        // An address reused without a free we saw: the old one leaves its own class.
+        m.push(6, Change::AllocIn { ptr: 0x10, size: 8, class: host }, |_, _| {});
+        m.push(7, Change::AllocIn { ptr: 0x50, size: 100, class: dev }, |_, _| {});
+        m.finish(|_, _| {});
+        assert_eq!((m.peak_bytes(), m.peak_bytes_in(dev), m.peak_bytes_in(host)), (608, 576, 56));
+        assert_eq!(m.peak_bytes_in((3, 0)), 0);
+        assert_eq!(m.live_bytes(), 32 + 16 + 8 + 100);
     }
 
     #[test]

@@ -163,6 +163,9 @@ pub struct AllocationStats {
     pub count: u64,
     pub bytes: u64,
     pub max_bytes: u64,
+    /// Most bytes of this type and device live at once (`peak_live_bytes` adds every type).
+    #[serde(default)]
+    pub peak_live_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -163,15 +163,6 @@ fn check_writable(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(abs)
 }
 
-fn prepend_path(var: &str, dir: &Path) -> OsString {
-    let mut v = OsString::from(dir.as_os_str());
-    if let Some(old) = std::env::var_os(var).filter(|o| !o.is_empty()) {
-        v.push(":");
-        v.push(old);
-    }
-    v
-}
-
 /// `OFFTRACE_TOOLS` for `--tool` libraries: absolute paths, comma-separated (None: no tools).
 pub fn tools_env(tools: &[PathBuf]) -> anyhow::Result<Option<OsString>> {
     let mut v = OsString::new();
@@ -249,7 +240,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         // Both runtimes in one process: each backend writes its own trace.
         cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
     }
-    cmd.env("LD_LIBRARY_PATH", prepend_path("LD_LIBRARY_PATH", &lib));
+    // No LD_LIBRARY_PATH: nothing offtrace loads needs it (the agent, the dispatcher and the
+    // layer are loaded by full path and need only libc, libgcc_s and libstdc++; the runtime's
+    // libraries find each other through their `$ORIGIN` RUNPATH), and for the program it
+    // changed which libraries it loads: a C program linked with `-lOpenCL` got the venv's
+    // Khronos loader instead of the system's, PoCL the venv's hwloc (docs/cli.md).
     let intel_opencl = IntelOpencl::set_up(cfg.intel_opencl, &lib, &mut cmd)?;
     cmd.env("XPTI_TRACE_ENABLE", "1")
         .env("XPTI_FRAMEWORK_DISPATCHER", &dispatcher)
@@ -276,11 +271,31 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         opencl_environment(&mut cmd, &agent);
     }
     let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output)?;
-    if code != 0 {
+    if code == NOT_STARTED {
+        library_path_hint(&lib);
+    } else if code != 0 {
         intel_opencl.hint(code);
     }
     drop(intel_opencl);
     Ok(code)
+}
+
+/// The exit status of a program the dynamic loader could not start (a library not found), and
+/// a shell's for a command not found.
+const NOT_STARTED: u8 = 127;
+
+/// One line after the summary of a program that may not have started: `record` used to put the
+/// runtime's lib folder first in `LD_LIBRARY_PATH`, so a SYCL binary linked without a RUNPATH
+/// ran traced though it did not untraced. Not printed when the folder is on the path already.
+fn library_path_hint(lib: &Path) {
+    let on_path = std::env::var_os("LD_LIBRARY_PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == lib));
+    if !on_path {
+        eprintln!(
+            "offtrace: hint: the program exited with status {NOT_STARTED}; if a library was not found (the loader's message above), \
+             give it the LD_LIBRARY_PATH it needs without offtrace (record leaves it as it is), e.g. LD_LIBRARY_PATH={}",
+            lib.display()
+        );
+    }
 }
 
 /// The SYCL runtime's OpenCL CPU runtime (`<lib>/libintelocl.so`, Intel's "CPU device") and the

@@ -151,7 +151,7 @@ fn sections(r: &Report) -> Vec<Section> {
     let m = &r.memory;
     v.push((
         "memory_allocations",
-        vec!["memory_type", "device", "count", "bytes", "max_bytes"],
+        vec!["memory_type", "device", "count", "bytes", "max_bytes", "peak_live_bytes"],
         m.allocations
             .iter()
             .map(|a| {
@@ -161,6 +161,7 @@ fn sections(r: &Report) -> Vec<Section> {
                     a.count.to_string(),
                     a.bytes.to_string(),
                     a.max_bytes.to_string(),
+                    a.peak_live_bytes.to_string(),
                 ]
             })
             .collect(),
@@ -537,7 +538,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         }
     )?;
     if !m.allocations.is_empty() {
-        let mut tb = table(&["allocations", "device", "count", "bytes", "largest"], 2);
+        let mut tb = table(&["allocations", "device", "count", "bytes", "largest", "peak live"], 2);
         for a in &m.allocations {
             tb.add_row(vec![
                 a.memory_type.clone(),
@@ -545,6 +546,7 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
                 count(a.count),
                 bytes(a.bytes),
                 bytes(a.max_bytes),
+                bytes(a.peak_live_bytes),
             ]);
         }
         writeln!(out, "{}", whole_words(tb))?;

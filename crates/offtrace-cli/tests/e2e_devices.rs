@@ -94,9 +94,9 @@ fn a_sycl_program_sees_the_devices_it_sees_without_offtrace() {
     adds_intels_platform_only(&devices(&untraced), &devices(&added), "dpctl");
 }
 
-/// A C program that lists every platform and device. Linked with `-lOpenCL`: untraced it gets
-/// the system's ocl-icd, under `record` the SYCL venv's Khronos loader (first in
-/// `LD_LIBRARY_PATH`) with the agent as an `OPENCL_LAYERS` layer; the list is the same.
+/// A C program that lists every platform and device. Linked with `-lOpenCL`: it gets the
+/// system's ocl-icd untraced and under `record` (with the agent as an `OPENCL_LAYERS` layer);
+/// the list is the same.
 const LIST_DEVICES: &str = r#"
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -170,3 +170,83 @@ fn a_failing_sycl_program_fails_the_same_way_traced_and_the_summary_hints_at_the
     assert!(added.status.success(), "--intel-opencl: {err}");
     assert!(!err.contains(hint), "{err}");
 }
+
+/// The shared libraries a program printed as `map <path>` lines (its `/proc/self/maps`), those
+/// of offtrace (the agent, the dispatcher, the layer: next to the `offtrace` executable) apart.
+fn loaded_libraries(o: &Output, what: &str) -> (Vec<String>, Vec<String>) {
+    assert!(o.status.success(), "{what}: {}\n{}", text(&o.stdout), text(&o.stderr));
+    let ours = Path::new(env!("CARGO_BIN_EXE_offtrace")).canonicalize().expect("offtrace").with_file_name("");
+    let mut libs: Vec<String> =
+        text(&o.stdout).lines().filter_map(|l| l.strip_prefix("map ")).map(str::to_owned).collect();
+    libs.sort();
+    libs.dedup();
+    assert!(libs.iter().any(|l| l.contains("libc.so")), "{what}: no libraries listed: {}", text(&o.stdout));
+    libs.into_iter().partition(|l| !Path::new(l).starts_with(&ours))
+}
+
+/// The libraries a program loads are the ones it loads without offtrace, but for offtrace's
+/// own. `record` used to put the SYCL runtime's lib folder first in `LD_LIBRARY_PATH`: a C
+/// program linked with `-lOpenCL` then loaded the venv's Khronos loader instead of the
+/// system's ocl-icd, PoCL the venv's hwloc instead of the system's, and any program the venv's
+/// TBB, compiler runtime and the like before the system's.
+#[test]
+fn an_opencl_program_loads_the_libraries_it_loads_without_offtrace() {
+    let Some(venv) = venv() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = dir.path().join("loaded_libraries.c");
+    std::fs::write(&src, LOADED_LIBRARIES).expect("write loaded_libraries.c");
+    let Some(exe) = common::opencl_program(dir.path(), &src, "loaded_libraries", &["-O1"], &[]) else { return };
+    let program = [exe.as_os_str()];
+    let (untraced, _) = loaded_libraries(&plain(&program), "plain");
+    let (recorded, ours) = loaded_libraries(&traced(&venv, dir.path(), "default", false, &program), "record");
+    assert_eq!(recorded, untraced, "record changed the program's libraries");
+    assert!(ours.iter().any(|l| l.ends_with(".so")), "no offtrace library in the traced program: {ours:?}");
+}
+
+/// The same for a program of the SYCL venv: its Python extensions find the runtime through
+/// their RUNPATH, the runtime's libraries each other through `$ORIGIN`.
+#[test]
+fn a_sycl_program_loads_the_libraries_it_loads_without_offtrace() {
+    let Some(venv) = venv() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = "import dpctl\n\
+                  q = dpctl.SyclQueue()\n\
+                  print('default', q.sycl_device.name)\n\
+                  with open('/proc/self/maps') as f:\n    \
+                      for p in {l.split()[-1] for l in f if '.so' in l and '/' in l}: print('map', p)\n";
+    let py = venv.join("bin/python");
+    let program = [py.as_os_str(), "-c".as_ref(), script.as_ref()];
+    let (untraced, _) = loaded_libraries(&plain(&program), "plain");
+    let (recorded, ours) = loaded_libraries(&traced(&venv, dir.path(), "default", false, &program), "record");
+    assert!(untraced.iter().any(|l| l.ends_with("/libsycl.so.9")), "{untraced:?}");
+    assert_eq!(recorded, untraced, "record changed the program's libraries");
+    assert!(ours.len() >= 2, "the agent and the dispatcher in the traced program: {ours:?}");
+}
+
+/// Lists every platform and device (which initialises each ICD), then prints the shared
+/// libraries the process has mapped.
+const LOADED_LIBRARIES: &str = r#"
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+    cl_platform_id platforms[16];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(16, platforms, &np) != CL_SUCCESS) return 1;
+    for (cl_uint p = 0; p < np && p < 16; p++) {
+        cl_device_id devices[16];
+        cl_uint nd = 0;
+        clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &nd);
+    }
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return 1;
+    char line[4096];
+    while (fgets(line, sizeof line, maps)) {
+        char *path = strchr(line, '/');
+        if (path && strstr(path, ".so")) printf("map %s", path);
+    }
+    return 0;
+}
+"#;

@@ -25,7 +25,7 @@ fn main() {
     // The parameter struct CUPTI passes (values read at the generated offsets).
     let params = [0u8; 256];
     for i in 0..8u64 {
-        emit::memory_alloc(0x7000_0000_0000 + i * (1 << 24), 1 << 24, MemoryType::Device);
+        emit::memory_alloc(0x7000_0000_0000 + i * (1 << 24), 1 << 24, MemoryType::Device, emit::device_id(0));
     }
     let args: [u64; 5] = std::array::from_fn(|i| 0x7000_0000_0000 + i as u64 * (1 << 24) + 64);
     let run = |k: usize| {

@@ -6,9 +6,13 @@
 //! steps. One object per line; `"t"` names the record: `kernel`, `copy`, `set`, `sync`,
 //! `memory`, `pool`, `marker`, `graph`, `module`, `extcorr`, `overhead`, `api` (API call counts
 //! per function, at the end), `summary` (at the end).
+//!
+//! The file is claimed as a trace is (`offtrace_recorder::claim_output`): `OFFTRACE_CUDA_DUMP`
+//! is inherited by child processes, and a child that initialises CUDA (torch.compile's compile
+//! workers do) used to truncate the parent's dump while the parent still wrote it (run Z,
+//! docs/cuda.md). The first process writes FILE, each later one `FILE.<pid>`.
 
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::Mutex;
 
@@ -16,7 +20,7 @@ use crate::activity::{Activity, c_str, memory_kind_name};
 
 /// The open dump file, if `OFFTRACE_CUDA_DUMP` named one.
 pub struct Dump {
-    out: Mutex<Option<BufWriter<File>>>,
+    out: Mutex<Option<BufWriter<std::fs::File>>>,
 }
 
 impl std::fmt::Debug for Dump {
@@ -44,8 +48,11 @@ pub fn json_str(s: &str) -> String {
 }
 
 impl Dump {
-    pub fn open(path: &str) -> std::io::Result<Self> {
-        Ok(Self { out: Mutex::new(Some(BufWriter::with_capacity(1 << 20, File::create(path)?))) })
+    /// Opens the dump for this process; returns it and the path it writes (`path` or
+    /// `path.<pid>`).
+    pub fn open(path: &str) -> std::io::Result<(Self, std::path::PathBuf)> {
+        let (file, path) = offtrace_recorder::claim_output(std::path::Path::new(path))?;
+        Ok((Self { out: Mutex::new(Some(BufWriter::with_capacity(1 << 20, file))) }, path))
     }
 
     pub fn line(&self, text: &str) {
@@ -234,6 +241,28 @@ pub fn record_line(a: &Activity, corr: u64) -> Option<String> {
 mod tests {
     use super::*;
     use crate::activity::{CopyActivity, CopyKind, Place};
+
+    #[test]
+    fn a_second_process_keeps_the_first_ones_dump_and_writes_its_own() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("d.jsonl");
+        let p = path.to_str().expect("utf-8");
+        let (first, at) = Dump::open(p).expect("first");
+        assert_eq!(at, path);
+        first.line(r#"{"t":"start","who":"parent"}"#);
+        // The second opener (a child process with the inherited variable; here the same pid).
+        let (second, own) = Dump::open(p).expect("second");
+        assert_eq!(own, dir.path().join(format!("d.jsonl.{}", std::process::id())));
+        second.line(r#"{"t":"start","who":"child"}"#);
+        second.flush();
+        first.line(r#"{"t":"summary"}"#);
+        first.flush();
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "{\"t\":\"start\",\"who\":\"parent\"}\n{\"t\":\"summary\"}\n"
+        );
+        assert_eq!(std::fs::read_to_string(&own).expect("read"), "{\"t\":\"start\",\"who\":\"child\"}\n");
+    }
 
     #[test]
     fn strings_are_escaped() {

@@ -207,8 +207,9 @@ pub fn queue_id(context: u32, stream: u32) -> u64 {
     (u64::from(context) << 32) | u64::from(stream)
 }
 
-pub fn memory_alloc(ptr: u64, size: u64, memory_type: MemoryType) {
-    offtrace_core::emit_memory_alloc(&MemoryAllocPayload { ptr, size, memory_type, device: 0 });
+/// An allocation of `device` ([`device_id`]; 0 for host memory or when unknown).
+pub fn memory_alloc(ptr: u64, size: u64, memory_type: MemoryType, device: u64) {
+    offtrace_core::emit_memory_alloc(&MemoryAllocPayload { ptr, size, memory_type, device });
 }
 
 pub fn memory_free(ptr: u64) {

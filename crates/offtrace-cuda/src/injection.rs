@@ -954,7 +954,7 @@ impl Injection {
     fn new(cupti: Cupti, subscriber: usize, ownership: Ownership, clock_offset_ns: i64) -> Self {
         let dump =
             std::env::var("OFFTRACE_CUDA_DUMP").ok().filter(|p| !p.is_empty()).and_then(|p| match Dump::open(&p) {
-                Ok(d) => Some(d),
+                Ok((d, _)) => Some(d),
                 Err(e) => {
                     say(&format!("cannot write OFFTRACE_CUDA_DUMP={p}: {e}"));
                     None
@@ -1331,8 +1331,9 @@ unsafe fn api_callback(inj: &Injection, domain: ApiDomain, cbid: u32, data: *con
         // SAFETY: params is f's parameter struct, valid during the callback.
         let mut p = unsafe { emit::call_payload(f, params) };
         if allocation {
-            // SAFETY: the out-pointer argument was written (success).
-            unsafe { record_allocation(inj, f, &p, rule) };
+            // SAFETY: the out-pointer argument was written (success); data is the call's
+            // CUpti_CallbackData.
+            unsafe { record_allocation(inj, f, &p, rule, data) };
         }
         // One clock reading for the launch record and the call's end (0: the exit reads it).
         let now = if launched { offtrace_core::timestamp_ns() } else { 0 };
@@ -1406,8 +1407,15 @@ unsafe fn arg(f: &table::ApiFunction, params: *const u8, i: u8) -> u64 {
 }
 
 /// # Safety
-/// `p` holds `f`'s arguments at a successful exit (its out-pointers were written).
-unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, p: &ApiCallPayload, rule: AllocRule) {
+/// `p` holds `f`'s arguments at a successful exit (its out-pointers were written); `data` is the
+/// call's `CUpti_CallbackData`.
+unsafe fn record_allocation(
+    inj: &Injection,
+    f: &table::ApiFunction,
+    p: &ApiCallPayload,
+    rule: AllocRule,
+    data: *const u8,
+) {
     let arg = |i: u8| call_arg(p, i);
     // SAFETY: per the caller: the pointer parameter is an out-pointer the call wrote.
     unsafe {
@@ -1425,11 +1433,39 @@ unsafe fn record_allocation(inj: &Injection, f: &table::ApiFunction, p: &ApiCall
             0
         };
         let ty = offtrace_core::MemoryType::from_u32(u32::from(rule.memory_type));
-        emit::memory_alloc(ptr, size, ty);
+        // Device and managed memory belong to the calling context's device (pinned host memory
+        // to none): the report's memory by device and a multi-GPU program's live bytes per GPU
+        // read it.
+        let device = match ty {
+            offtrace_core::MemoryType::Device | offtrace_core::MemoryType::Shared => allocation_device(inj, data),
+            _ => 0,
+        };
+        emit::memory_alloc(ptr, size, ty, device);
         inj.dump_line(|| {
             format!(r#"{{"t":"alloc","function":"{}","ptr":{ptr},"size":{size},"type":"{ty:?}"}}"#, f.name)
         });
     }
+}
+
+/// The device id ([`emit::device_id`]) of the context a call ran in (0 when CUPTI cannot say).
+///
+/// # Safety
+/// `data` is the call's `CUpti_CallbackData`.
+unsafe fn allocation_device(inj: &Injection, data: *const u8) -> u64 {
+    use l::CUpti_CallbackData as cd;
+    // SAFETY: field of the call's CUpti_CallbackData (caller's guarantee).
+    let ctx = unsafe { field(data, cd::context) } as usize as *mut c_void;
+    let ctx = if ctx.is_null() { offtrace_metrics::cupti::current_context() } else { ctx };
+    let Some(g) = inj.cupti.get_device_id.filter(|_| !ctx.is_null()) else {
+        return 0;
+    };
+    let mut dev = 0u32;
+    // SAFETY: ctx is the call's live context (or the thread's current one); dev is an
+    // out-parameter.
+    if unsafe { g(ctx, &mut dev) } != 0 {
+        return 0;
+    }
+    emit::device_id(dev)
 }
 
 /// Argument `i` of a call's payload (0 when absent).
