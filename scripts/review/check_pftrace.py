@@ -10,9 +10,14 @@ prints what one would show.
   - track descriptors: unique uuids, parents that exist, a name (or a process/thread) each;
   - track events: on each track, after sorting by timestamp (as trace processor does), every
     SLICE_END closes a SLICE_BEGIN, no slice ends before it starts, and slices nest (no partial
-    overlap); each slice and instant has a name; flows: every terminating flow id was started.
+    overlap); each slice and instant has a name; flows: every terminating flow id was started
+    and every started one ends, each once.
 
-Usage: scripts/review/check_pftrace.py TRACE.pftrace [--tracks]   (exit 1 on a problem)
+With --flows it prints each flow as a viewer draws it, one line each:
+`flow<TAB>source track path<TAB>source slice<TAB>target track path<TAB>target slice`, where a
+flow id on an instant belongs to the slice enclosing the instant on its track (an anchor).
+
+Usage: scripts/review/check_pftrace.py TRACE.pftrace [--tracks] [--flows]   (exit 1 on a problem)
 """
 import collections
 import sys
@@ -71,12 +76,14 @@ def fields(b):
 def main():
     path = sys.argv[1]
     show_tracks = "--tracks" in sys.argv
+    show_flows = "--flows" in sys.argv
     data = open(path, "rb").read()
     problems = []
     tracks = {}
     descs = {}
-    events = collections.defaultdict(list)  # track -> [(ts, order, type, name)]
+    events = collections.defaultdict(list)  # track -> [(ts, order, type, name, starts, ends)]
     flows_started, flows_ended = set(), []
+    flow_from, flow_to = {}, {}  # flow id -> (track, the slice it belongs to)
     clock_ids = collections.Counter()
     primary = None
     timed_without_clock = 0
@@ -134,11 +141,14 @@ def main():
                 name = f"<iid {te[TE_NAME_IID][0]}>"
             if typ in (SLICE_BEGIN, INSTANT) and not name:
                 problems.append(f"packet {packets}: a slice/instant without a name on track {track}")
-            for v in te[TE_FLOW_IDS] + te[TE_FLOW_IDS_OLD]:
+            starts = te[TE_FLOW_IDS] + te[TE_FLOW_IDS_OLD]
+            ends = te[TE_TERM_FLOW_IDS] + te[TE_TERM_FLOW_IDS_OLD]
+            for v in starts:
+                if v in flows_started:
+                    problems.append(f"flow {v:#x} starts twice")
                 flows_started.add(v)
-            for v in te[TE_TERM_FLOW_IDS] + te[TE_TERM_FLOW_IDS_OLD]:
-                flows_ended.append(v)
-            events[track].append((ts, order, typ, name))
+            flows_ended.extend(ends)
+            events[track].append((ts, order, typ, name, starts, ends))
     # Per track: sort as the trace processor does (by timestamp, stable), then pair.
     slices = instants = counters = 0
     per_track = {}
@@ -149,7 +159,13 @@ def main():
         stack = []
         n = 0
         busy = 0
-        for ts, _, typ, name in evs:
+        for ts, _, typ, name, starts, ends in evs:
+            # A flow belongs to the slice it is on, or to the one enclosing its instant.
+            owner = name if typ == SLICE_BEGIN or not stack else stack[-1][1]
+            for v in starts:
+                flow_from[v] = (track, owner)
+            for v in ends:
+                flow_to[v] = (track, owner)
             if typ == SLICE_BEGIN:
                 stack.append((ts, name))
             elif typ == SLICE_END:
@@ -175,7 +191,7 @@ def main():
     for track, evs in events.items():
         open_ = []
         ivs = []
-        for ts, order, typ, name in sorted(evs, key=lambda e: e[1]):
+        for ts, order, typ, name, _, _ in sorted(evs, key=lambda e: e[1]):
             if typ == SLICE_BEGIN:
                 open_.append((ts, name))
             elif typ == SLICE_END and open_:
@@ -193,21 +209,31 @@ def main():
     unmatched = [f for f in flows_ended if f not in flows_started]
     if unmatched:
         problems.append(f"{len(unmatched)} flows end that never began")
+    unended = flows_started - set(flows_ended)
+    if unended:
+        problems.append(f"{len(unended)} flows begin that never end")
+    if len(set(flows_ended)) != len(flows_ended):
+        problems.append(f"{len(flows_ended) - len(set(flows_ended))} flow ends repeat a flow's end")
     if timed_without_clock:
         problems.append(f"{timed_without_clock} timed packets without timestamp_clock_id")
     print(f"{path}: {packets} packets, {len(tracks)} tracks, {slices} slices, {instants} instants, "
           f"{counters} counter values, {len(flows_ended)} flows ended / {len(flows_started)} begun")
     print(f"primary clock: {CLOCKS.get(primary, primary)}; packet clocks: "
           + ", ".join(f"{CLOCKS.get(c, c)} x{n}" for c, n in clock_ids.items()))
+    def path_of(u):
+        parts = []
+        seen = set()
+        while u is not None and u in tracks and u not in seen:
+            seen.add(u)
+            parts.append(tracks[u][0])
+            u = tracks[u][1]
+        return " / ".join(reversed(parts))
+    if show_flows:
+        for v in sorted(flow_from):
+            if v in flow_to:
+                (st, sn), (tt, tn) = flow_from[v], flow_to[v]
+                print(f"flow\t{path_of(st)}\t{sn}\t{path_of(tt)}\t{tn}")
     if show_tracks:
-        def path_of(u):
-            parts = []
-            seen = set()
-            while u is not None and u in tracks and u not in seen:
-                seen.add(u)
-                parts.append(tracks[u][0])
-                u = tracks[u][1]
-            return " / ".join(reversed(parts))
         for u in sorted(tracks, key=path_of):
             n, busy = per_track.get(u, (0, 0))
             print(f"  {tracks[u][2]:8} {path_of(u)[:110]:110} {n:6} slices {busy / 1e6:10.3f} ms")

@@ -675,6 +675,76 @@ fn two_devices_event_wait_lists_are_the_task_graphs_edges() {
     assert_eq!(chain, ["buffer_write", "scale", "buffer_copy", "add", "marker", "map"], "{g}");
 }
 
+/// `examples/opencl/two_devices.c`'s wait lists in the timeline: its Perfetto export, read by
+/// the repository's independent decoder (`scripts/review/check_pftrace.py --flows`), draws a
+/// flow from the producer's device slice to the waiting command's for each of the 12 edges
+/// between commands (6 per device, each on its device's queue tracks), none for the edge from
+/// the user event (no slice), and every flow that starts ends; Chrome's export has the same 12
+/// `dependency` flows, each `s` with its `f`.
+#[test]
+fn two_devices_wait_lists_are_flows_between_the_commands_in_perfetto_and_chrome() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some((trace, _)) = record_two_devices(dir.path()) else { return };
+    let pf = dir.path().join("two.pftrace");
+    ok(&offtrace().arg("export").arg(&trace).args(["--format", "perfetto", "-o"]).arg(&pf).output().expect("export"));
+    let check = Command::new("python3")
+        .arg(workspace().join("scripts/review/check_pftrace.py"))
+        .arg(&pf)
+        .arg("--flows")
+        .output()
+        .expect("python3");
+    ok(&check);
+    let out = String::from_utf8_lossy(&check.stdout);
+    let mut edges: [Vec<(String, String)>; 2] = Default::default();
+    let mut launches = 0;
+    for f in out.lines().filter_map(|l| l.strip_prefix("flow\t")).map(|l| l.split('\t').collect::<Vec<_>>()) {
+        let [from_track, from, to_track, to] = f[..] else { panic!("{f:?}") };
+        // A launch flow starts at an API call on the program's thread; a dependency flow on a
+        // queue's track, under its device's.
+        if !from_track.contains(" / queue ") {
+            launches += 1;
+            continue;
+        }
+        assert!(to_track.contains(" / queue "), "a dependency flow ends on a queue: {f:?}");
+        let dev = usize::from(!from_track.contains("pthread"));
+        assert_eq!(dev, usize::from(!to_track.contains("pthread")), "both ends on one device: {f:?}");
+        edges[dev].push((from.to_string(), to.to_string()));
+    }
+    assert_eq!(launches, 18, "one launch flow per command: {out}");
+    let mut want: Vec<(String, String)> = [
+        ("buffer_write", "scale"),
+        ("scale", "buffer_copy"),
+        ("buffer_fill", "buffer_copy"),
+        ("buffer_copy", "add"),
+        ("add", "marker"),
+        ("marker", "map"),
+    ]
+    .into_iter()
+    .map(|(s, t)| (s.to_string(), t.to_string()))
+    .collect();
+    want.sort();
+    for (dev, e) in edges.iter_mut().enumerate() {
+        e.sort();
+        assert_eq!(*e, want, "device {dev}'s dependency flows: {out}");
+    }
+    let json = dir.path().join("two.json");
+    ok(&offtrace().arg("export").arg(&trace).args(["--format", "chrome", "-o"]).arg(&json).output().expect("export"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("JSON");
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut ids: Vec<u64> = v["traceEvents"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["ph"] == ph && e["name"] == "dependency")
+            .map(|e| e["id"].as_u64().expect("id"))
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids("s").len(), 12);
+    assert_eq!(ids("s"), ids("f"), "each dependency flow's start has its end");
+}
+
 /// `examples/opencl/process_life.c` built into `dir`; None when OpenCL tests are skipped.
 fn process_life(dir: &Path) -> Option<PathBuf> {
     opencl_program(dir, &workspace().join("examples/opencl/process_life.c"), "process_life", &["-O1"], &["-lpthread"])

@@ -480,6 +480,35 @@ fn the_longest_chain_follows_dependencies_across_queues() {
     );
     let lines: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("number")).collect();
     assert_eq!(lines, [0, 2], "every node and signal has its queue, the two queues of the program");
+    // In the timeline each edge is a flow from the producer's device slice to the waiting
+    // command's, across the two queues (`docs/cli.md`, *Dependency flows*), read back by the
+    // repository's independent Perfetto decoder.
+    let pf = dir.path().join("dc.pftrace");
+    let o = Command::new(offtrace()).arg("export").arg(&trace).args(["--format", "perfetto", "-o"]).arg(&pf).output();
+    assert!(o.expect("run export").status.success());
+    let check = Command::new("python3")
+        .arg(workspace().join("scripts/review/check_pftrace.py"))
+        .arg(&pf)
+        .arg("--flows")
+        .output()
+        .expect("python3");
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{out}");
+    let mut flows: Vec<(&str, &str)> = Vec::new();
+    for f in out.lines().filter_map(|l| l.strip_prefix("flow\t")).map(|l| l.split('\t').collect::<Vec<_>>()) {
+        let [from_track, from, to_track, to] = f[..] else { panic!("{f:?}") };
+        if from_track.contains(" / queue ") {
+            assert_ne!(from_track, to_track, "each dependency crosses to the other queue: {f:?}");
+            flows.push((from, to));
+        }
+    }
+    flows.sort_unstable();
+    let mut want = vec![("step_a", "step_b"); 3];
+    want.extend([("step_b", "step_a"); 3]);
+    want.push(("side", "side"));
+    want.sort_unstable();
+    assert_eq!(flows, want, "{out}");
+    assert_eq!(g["edges"].as_u64(), Some(want.len() as u64), "a flow per edge: {g}");
 }
 
 /// dpnp's kernel names run past 256 bytes: a node's own record (`node_create`) carries the whole

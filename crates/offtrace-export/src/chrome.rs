@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::defs::{ArgValue, json_string};
 use crate::source::{RecordSource, read_records};
-use crate::timeline::{Slice, Timeline, TimelineOut, TrackKind};
+use crate::timeline::{FlowName, Slice, Timeline, TimelineOut, TrackKind};
 use crate::{ExportError, ExportStats};
 
 /// Pseudo process ids of devices (queue tracks) and thread ids of queues: above any real pid
@@ -85,9 +85,10 @@ impl<W: Write> JsonOut<W> {
         };
     }
 
-    fn flow(&mut self, ph: &str, id: u64, ts: u64, pid: i64, tid: i64) {
+    fn flow(&mut self, ph: &str, id: u64, ts: u64, pid: i64, tid: i64, flow: FlowName) {
         self.begin();
-        let _ = write!(self.buf, "{{\"ph\":\"{ph}\",\"id\":{id},\"name\":\"launch\",\"cat\":\"flow\",\"ts\":");
+        let name = flow.as_str();
+        let _ = write!(self.buf, "{{\"ph\":\"{ph}\",\"id\":{id},\"name\":\"{name}\",\"cat\":\"flow\",\"ts\":");
         us(&mut self.buf, ts);
         let _ = write!(self.buf, ",\"pid\":{pid},\"tid\":{tid}");
         if ph == "f" {
@@ -168,18 +169,33 @@ impl<W: Write> TimelineOut for JsonOut<W> {
         }
         self.buf.push_str("}}");
         if let Some(id) = s.flow_out {
-            self.flow("s", id, s.start, pid, tid);
+            self.flow("s", id, s.start, pid, tid, FlowName::Launch);
         }
         if let Some(id) = s.flow_in {
-            self.flow("f", id, s.start, pid, tid);
+            self.flow("f", id, s.start, pid, tid, FlowName::Launch);
+        }
+        // A slice may take part in several flows: each is its own event pair. A dependency
+        // starts at the producer's end (1 ns before it, so that it binds to the producer).
+        for &id in s.deps_out {
+            self.flow("s", id, s.end.saturating_sub(1).max(s.start), pid, tid, FlowName::Dependency);
+        }
+        for &id in s.deps_in {
+            self.flow("f", id, s.start, pid, tid, FlowName::Dependency);
         }
         self.flush_if_full();
     }
 
     /// Chrome binds an `s` event to the slice enclosing it on its thread.
-    fn flow_start(&mut self, track: u64, ts: u64, _category: &str, id: u64) {
+    fn flow_start(&mut self, track: u64, ts: u64, _category: &str, id: u64, flow: FlowName) {
         let Some(&(pid, tid, _)) = self.tracks.get(&track) else { return };
-        self.flow("s", id, ts, pid, tid);
+        self.flow("s", id, ts, pid, tid, flow);
+        self.flush_if_full();
+    }
+
+    /// An `f` with `bp:"e"` binds to the slice enclosing `ts` on its thread.
+    fn flow_end(&mut self, track: u64, ts: u64, _category: &str, id: u64) {
+        let Some(&(pid, tid, _)) = self.tracks.get(&track) else { return };
+        self.flow("f", id, ts, pid, tid, FlowName::Dependency);
         self.flush_if_full();
     }
 

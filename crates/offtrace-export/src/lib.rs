@@ -28,6 +28,7 @@
 mod chrome;
 mod csv_out;
 mod defs;
+mod dependencies;
 mod error;
 mod lanes;
 mod perfetto;

@@ -14,12 +14,10 @@ use std::path::Path;
 use crate::defs::ArgValue;
 use crate::proto::{ProtoWriter, field as f};
 use crate::source::{RecordSource, read_records};
-use crate::timeline::{Slice, Timeline, TimelineOut, TrackKind};
+use crate::timeline::{FlowName, Slice, Timeline, TimelineOut, TrackKind};
 use crate::{ExportError, ExportStats};
 
 const SEQUENCE_ID: u64 = 1;
-/// The name of the instant that starts a flow inside a call's slice (Chrome's flow events' name).
-const FLOW_ANCHOR: &str = "launch";
 
 /// Packets, flushed to the file every 256 KiB; the first I/O error is latched.
 struct PacketWriter<W: Write> {
@@ -31,6 +29,19 @@ struct PacketWriter<W: Write> {
 }
 
 impl<W: Write> PacketWriter<W> {
+    /// An instant named after the flow, with `id` in `field` (flow ids or terminating ones).
+    fn flow_anchor(&mut self, track: u64, ts: u64, category: &str, flow: FlowName, field: u32, id: u64) {
+        self.packet(Some(ts));
+        self.proto.begin(f::PACKET_TRACK_EVENT);
+        self.proto.uint(f::EVENT_TYPE, f::TYPE_INSTANT);
+        self.proto.uint(f::EVENT_TRACK_UUID, track);
+        self.proto.string(f::EVENT_CATEGORIES, category);
+        self.proto.string(f::EVENT_NAME, flow.as_str());
+        self.proto.fixed64(field, id);
+        self.proto.end();
+        self.finish_packet();
+    }
+
     fn packet(&mut self, ts: Option<u64>) {
         self.proto.begin(f::TRACE_PACKET);
         if let Some(ts) = ts {
@@ -143,6 +154,14 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
         if let Some(id) = s.flow_in {
             self.proto.fixed64(f::EVENT_TERMINATING_FLOW_IDS, id);
         }
+        // Both fields are repeated: a command's slice may end its call's flow and the flows
+        // from the commands it waited for, and start the flows to those that wait for it.
+        for &id in s.deps_out {
+            self.proto.fixed64(f::EVENT_FLOW_IDS, id);
+        }
+        for &id in s.deps_in {
+            self.proto.fixed64(f::EVENT_TERMINATING_FLOW_IDS, id);
+        }
         for (k, v) in s.args {
             self.annotation(k, *v);
         }
@@ -166,16 +185,13 @@ impl<W: Write> TimelineOut for PacketWriter<W> {
 
     /// An instant carrying the flow: Perfetto names a slice's outgoing flows on the slice's own
     /// event, written already; an instant inside it nests under it (trace processor's depth 1).
-    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64) {
-        self.packet(Some(ts));
-        self.proto.begin(f::PACKET_TRACK_EVENT);
-        self.proto.uint(f::EVENT_TYPE, f::TYPE_INSTANT);
-        self.proto.uint(f::EVENT_TRACK_UUID, track);
-        self.proto.string(f::EVENT_CATEGORIES, category);
-        self.proto.string(f::EVENT_NAME, FLOW_ANCHOR);
-        self.proto.fixed64(f::EVENT_FLOW_IDS, id);
-        self.proto.end();
-        self.finish_packet();
+    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64, flow: FlowName) {
+        self.flow_anchor(track, ts, category, flow, f::EVENT_FLOW_IDS, id);
+    }
+
+    /// An instant ending the flow, inside a slice written already (as [`Self::flow_start`]).
+    fn flow_end(&mut self, track: u64, ts: u64, category: &str, id: u64) {
+        self.flow_anchor(track, ts, category, FlowName::Dependency, f::EVENT_TERMINATING_FLOW_IDS, id);
     }
 
     fn counter(&mut self, track: u64, ts: u64, value: f64) {

@@ -9,7 +9,9 @@
 //! (same correlation id): the device work is recorded inside its call, so its record comes first
 //! and the call's record then starts the flow. Device work drawn after its call's slice without
 //! a flow of its own (each command of a CUDA graph launch: no enqueue record) gets one from an
-//! anchor inside the call's slice, found among the recent calls ([`RECENT_CALLS`]).
+//! anchor inside the call's slice, found among the recent calls ([`RECENT_CALLS`]). Task-graph
+//! edges between commands are flows from the producer's device slice to the consumer's
+//! (`dependencies.rs`).
 //!
 //! Memory: definitions, a lane set per track, and bounded maps of work waiting for its call or
 //! its completion ([`PENDING_MAX`] each, oldest first out).
@@ -18,10 +20,11 @@ use std::collections::VecDeque;
 
 use offtrace_analysis::early::{Completion, EarlyCompletions, RecentKeys};
 use offtrace_analysis::live_memory::{Change, LiveMemory};
-use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, phase};
+use offtrace_format::{Activity, ApiCall, CopyDirection, KernelAllocation, Record, StrId, TaskGraphRecord, phase};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::defs::{ArgValue, Defs};
+use crate::dependencies::{Dependencies, DrawnCommand};
 use crate::lanes::{LaneMode, Lanes};
 
 /// Work remembered while waiting for its call or completion, at most (per map).
@@ -35,6 +38,9 @@ const MEMORY_FREE: u32 = 1;
 const MEMORY_SUB_ALLOC: u32 = 2;
 const MARKER_RANGE: u32 = 1;
 const SYNC_KIND: u32 = 8;
+/// `TASK_GRAPH` edge and task operations.
+const GRAPH_EDGE_CREATE: u32 = 1;
+const GRAPH_TASK: u32 = 2;
 
 pub(crate) const PROCESS_TRACK: u64 = 1;
 const LIVE_BYTES_TRACK: u64 = 2;
@@ -71,6 +77,10 @@ pub(crate) struct Slice<'a> {
     pub flow_out: Option<u64>,
     /// This slice ends the flow with this id (device work).
     pub flow_in: Option<u64>,
+    /// Dependency flows (task-graph edges) this slice starts (a producer's, from its end) and
+    /// ends (a consumer's): `dependencies.rs`.
+    pub deps_out: &'a [u64],
+    pub deps_in: &'a [u64],
     pub args: &'a [(&'a str, ArgValue)],
     /// A zero-length event: an instant, not a slice.
     pub instant: bool,
@@ -85,9 +95,30 @@ pub(crate) trait TimelineOut {
     fn track(&mut self, id: u64, parent: Option<u64>, name: &str, kind: &TrackKind);
     fn slice(&mut self, s: &Slice<'_>);
     /// Starts flow `id` at `ts` inside a slice already written on `track` (an API call's, for
-    /// device work drawn after it: [`Timeline::late_flow`]).
-    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64);
+    /// device work drawn after it: [`Timeline::late_flow`]; a producer's, for a dependency).
+    fn flow_start(&mut self, track: u64, ts: u64, category: &str, id: u64, flow: FlowName);
+    /// Ends dependency flow `id` at `ts` inside a slice already written on `track` (a consumer
+    /// drawn before its producer or its edge).
+    fn flow_end(&mut self, track: u64, ts: u64, category: &str, id: u64);
     fn counter(&mut self, track: u64, ts: u64, value: f64);
+}
+
+/// What a flow stands for (Chrome's flow events' name, Perfetto's anchor instants').
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlowName {
+    /// From an API call to the device work it caused.
+    Launch,
+    /// From a command to one that waited for it (a task-graph edge).
+    Dependency,
+}
+
+impl FlowName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Launch => "launch",
+            Self::Dependency => "dependency",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -186,7 +217,7 @@ type AwaitingCall = (u32, u64, PendingWork, (u64, u64));
 
 /// A bounded map: oldest entries leave first.
 #[derive(Debug)]
-struct Bounded<K, V> {
+pub(crate) struct Bounded<K, V> {
     map: FxHashMap<K, V>,
     order: VecDeque<K>,
 }
@@ -200,7 +231,7 @@ impl<K: std::hash::Hash + Eq + Copy, V> Default for Bounded<K, V> {
 impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
     /// Inserts; returns what left to make room: only when more than [`PENDING_MAX`] entries
     /// are in the map (keys removed earlier, still in `order`, take no room).
-    fn insert(&mut self, k: K, v: V) -> Option<(K, V)> {
+    pub fn insert(&mut self, k: K, v: V) -> Option<(K, V)> {
         if self.map.insert(k, v).is_none() {
             self.order.push_back(k);
         }
@@ -217,11 +248,15 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
         self.map.contains_key(k)
     }
 
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k)
+    }
+
     fn is_full(&self) -> bool {
         self.map.len() >= PENDING_MAX
     }
 
-    fn remove(&mut self, k: &K) -> Option<V> {
+    pub fn remove(&mut self, k: &K) -> Option<V> {
         // The key stays in `order` until it reaches the front; it is skipped then.
         let v = self.map.remove(k);
         if self.order.len() > 2 * PENDING_MAX.max(self.map.len()) {
@@ -261,8 +296,11 @@ pub(crate) struct Timeline {
     /// after the call) gets a flow from an anchor inside the call's slice (the call's slice
     /// is written at once, so its own flow list is closed by then).
     recent_calls: RecentCalls,
-    /// The last flow id handed out for such a flow (below [`EXTRA_FLOWS`]).
+    /// The last flow id handed out for such a flow or a dependency flow (below
+    /// [`EXTRA_FLOWS`]).
     next_flow: u64,
+    /// Task-graph edges waiting for their commands' slices, and the slices drawn.
+    dependencies: Dependencies,
     /// Device work without device times yet: (kind, correlation) → what to draw.
     pending: Bounded<(u32, u64), PendingWork>,
     /// Device work with its device times whose call has not come yet, per thread: drawn when
@@ -298,6 +336,7 @@ impl Timeline {
             flows_started: Bounded::default(),
             recent_calls: RecentCalls::default(),
             next_flow: 0,
+            dependencies: Dependencies::default(),
             pending: Bounded::default(),
             awaiting_call: FxHashMap::default(),
             early: EarlyCompletions::default(),
@@ -411,6 +450,7 @@ impl Timeline {
         match r {
             Record::ApiCall(a) => self.api_call(a, out),
             Record::Activity(a) => self.activity(a, out),
+            Record::TaskGraph(t) => self.task_graph(t, out),
             Record::Queue(q) => {
                 self.defs.queue_record(q);
             }
@@ -525,6 +565,8 @@ impl Timeline {
             category,
             flow_out: None,
             flow_in: None,
+            deps_out: &[],
+            deps_in: &[],
             args,
             instant: false,
             texts: &[],
@@ -543,6 +585,8 @@ impl Timeline {
             category,
             flow_out: None,
             flow_in: None,
+            deps_out: &[],
+            deps_in: &[],
             args: &[],
             instant: true,
             texts: &[],
@@ -595,6 +639,9 @@ impl Timeline {
     fn activity(&mut self, a: &Activity, out: &mut dyn TimelineOut) {
         let known = a.device_start != 0 && a.device_end >= a.device_start;
         let key = (a.kind, a.correlation);
+        if a.phase != phase::COMPLETE && a.correlation != 0 {
+            self.dependencies.enqueued(a.tid, a.correlation);
+        }
         // One slice per command and runtime level (`docs/record-model.md`): an enqueue record and
         // its completion meet whichever comes first; a second completion is not drawn.
         if a.phase == phase::COMPLETE && a.correlation != 0 && self.completed.contains(key) {
@@ -726,6 +773,7 @@ impl Timeline {
                 )
             })
             .collect();
+        let (deps_out, deps_in) = self.dependency_flows(out, correlation);
         out.slice(&Slice {
             track,
             start,
@@ -734,11 +782,56 @@ impl Timeline {
             category: &cat,
             flow_out: None,
             flow_in,
+            deps_out: &deps_out,
+            deps_in: &deps_in,
             args: &args,
             instant,
             texts: &texts,
         });
+        self.dependencies.drawn(correlation, DrawnCommand { track, start, end, kind });
         self.items += 1;
+    }
+
+    /// The dependency flows of the command with correlation `correlation`, about to be drawn:
+    /// (those it starts, those it ends); the other ends, drawn already, get anchors.
+    fn dependency_flows(&mut self, out: &mut dyn TimelineOut, correlation: u64) -> (Vec<u64>, Vec<u64>) {
+        let flows = self.dependencies.drawing(correlation);
+        let mut ends = Vec::with_capacity(flows.from.len());
+        for producer in flows.from {
+            let id = self.flow_id();
+            out.flow_start(producer.track, producer.out_at(), &self.defs.kind(producer.kind), id, FlowName::Dependency);
+            ends.push(id);
+        }
+        let mut starts = Vec::with_capacity(flows.to.len());
+        for consumer in flows.to {
+            let id = self.flow_id();
+            out.flow_end(consumer.track, consumer.in_at(), &self.defs.kind(consumer.kind), id);
+            starts.push(id);
+        }
+        (starts, ends)
+    }
+
+    /// A task-graph record: edges become dependency flows, tasks tie SYCL nodes to commands.
+    fn task_graph(&mut self, t: &TaskGraphRecord, out: &mut dyn TimelineOut) {
+        match t.op {
+            GRAPH_EDGE_CREATE => {
+                if let Some((from, to)) = self.dependencies.edge(t.source, t.target) {
+                    let id = self.flow_id();
+                    out.flow_start(from.track, from.out_at(), &self.defs.kind(from.kind), id, FlowName::Dependency);
+                    out.flow_end(to.track, to.in_at(), &self.defs.kind(to.kind), id);
+                }
+            }
+            GRAPH_TASK if t.phase == phase::ENTER || t.phase == phase::EXIT => {
+                self.dependencies.task(t.tid, t.node, t.phase == phase::ENTER);
+            }
+            _ => {}
+        }
+    }
+
+    /// A flow id of its own (below [`EXTRA_FLOWS`]'s bit, apart from correlation ids).
+    fn flow_id(&mut self) -> u64 {
+        self.next_flow += 1;
+        EXTRA_FLOWS | self.next_flow
     }
 
     /// Draws what is still waiting (work whose device time never came: as enqueued).
@@ -766,9 +859,8 @@ impl Timeline {
     /// id), if the call is recent: started at an anchor inside the call's slice.
     fn late_flow(&mut self, out: &mut dyn TimelineOut, correlation: u64) -> Option<u64> {
         let call = self.recent_calls.get(correlation)?;
-        self.next_flow += 1;
-        let id = EXTRA_FLOWS | self.next_flow;
-        out.flow_start(call.track, call.anchor, &self.defs.kind(call.kind), id);
+        let id = self.flow_id();
+        out.flow_start(call.track, call.anchor, &self.defs.kind(call.kind), id, FlowName::Launch);
         Some(id)
     }
 
@@ -794,6 +886,8 @@ impl Timeline {
             category: &cat,
             flow_out,
             flow_in: None,
+            deps_out: &[],
+            deps_in: &[],
             args: &refs,
             instant: false,
             texts: &[],
