@@ -1,5 +1,5 @@
 """What PyTorch users run daily, for checking offtrace's CUDA traces against what the program did
-and against torch.profiler (docs/cuda.md, "torch.compile, streams and the caching allocator"):
+and against torch.profiler (docs/cuda.md, "torch.compile, several streams and the caching allocator"):
 
 1. torch.compile: a LayerNorm + MLP block compiled by Inductor (Triton kernels loaded at run
    time through the driver API and launched with cuLaunchKernel[Ex]), forward and backward.
