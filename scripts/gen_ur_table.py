@@ -207,6 +207,51 @@ for fid, name, params in funcs:
         ids.append(f"        pub const {screaming(pn)}: usize = {i};")
     ids.append("    }")
 ids.append("}")
+
+# `ur_queue_flag_t` bits and where `ur_queue_properties_t` keeps them: the bridge reads a queue's
+# flags at `urQueueCreate` (its record's profiling, priority and on-device properties).
+qf = re.search(r"typedef enum ur_queue_flag_t \{(.*?)\} ur_queue_flag_t;", text, re.S)
+if not qf:
+    raise SystemExit("ur_queue_flag_t not found: header format changed?")
+ids += ["", "/// `ur_queue_flag_t` bits (`UR_QUEUE_FLAG_PROFILING_ENABLE` is `queue_flag::PROFILING_ENABLE`).",
+        "pub mod queue_flag {"]
+for m in re.finditer(r"UR_QUEUE_FLAG_(\w+)\s*=\s*UR_BIT\((\d+)\)", qf.group(1)):
+    ids.append(f"    pub const {m.group(1)}: u32 = {1 << int(m.group(2)):#x};")
+ids.append("}")
+
+
+def field_offsets(struct):
+    """Byte offsets of a struct's fields (scalars, enums, pointers, handles: x86-64 C layout)."""
+    sm = re.search(r"typedef struct " + struct + r" \{(.*?)\} " + struct + ";", text, re.S)
+    if not sm:
+        raise SystemExit(f"{struct} not found: header format changed?")
+    offsets, at = {}, 0
+    for line in re.sub(r"///[^\n]*", "", sm.group(1)).split(";"):
+        line = " ".join(line.split())
+        if not line:
+            continue
+        fm = re.match(r"^(.*?)\s*(\w+)$", line)
+        t, name = fm.group(1).strip(), fm.group(2)
+        base = t.replace("const", "").replace("*", "").strip()
+        if "*" in t or base.endswith("_handle_t"):
+            size = 8
+        elif base in enums:
+            size = 4
+        elif scalar_size(base) is not None:
+            size = scalar_size(base)
+        else:
+            raise SystemExit(f"{struct}.{name}: type {t!r} has no known size")
+        at = (at + size - 1) // size * size
+        offsets[name] = at
+        at += size
+    return offsets
+
+
+qp = field_offsets("ur_queue_properties_t")
+ids += ["", "/// Byte offsets of `ur_queue_properties_t`'s fields.", "pub mod queue_properties {"]
+for name, off in qp.items():
+    ids.append(f"    pub const {screaming(name)}: usize = {off};")
+ids.append("}")
 ids = "\n".join(ids)
 
 o.append("""/// The function with this `ur_function_t` value. O(1): one bounds check and one table load.

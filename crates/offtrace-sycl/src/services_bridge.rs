@@ -852,8 +852,8 @@ fn queue_info(bt: &BridgeThread, queue: u64) -> QueueInfo {
 }
 
 /// The properties of a queue the record model names (`queue_flags`), from
-/// `ur_queue_properties_t::flags` (offset 16: `stype` u32, padding, `pNext`), the properties
-/// pointer of `urQueueCreate` (null = no flags). In-order is SYCL's to say (`is_inorder`).
+/// `ur_queue_properties_t::flags` (its offset generated from `ur_api.h`), the properties pointer
+/// of `urQueueCreate` (null = no flags). In-order is SYCL's to say (`is_inorder`).
 ///
 /// # Safety
 /// `props` is null or the call's `const ur_queue_properties_t *`, live during the callback.
@@ -861,18 +861,14 @@ unsafe fn queue_flags_of(props: u64) -> u64 {
     if props == 0 {
         return 0;
     }
-    // SAFETY: forwarded: a live `ur_queue_properties_t` (24 bytes).
-    let ur = unsafe { ((props as *const u8).add(16) as *const u32).read_unaligned() };
+    // SAFETY: forwarded: a live `ur_queue_properties_t`, whose `flags` is a u32 at this offset.
+    let ur = unsafe { ((props as *const u8).add(ur::queue_properties::FLAGS) as *const u32).read_unaligned() };
     queue_flags_from_ur(ur)
 }
 
-/// `ur_queue_flags_t` bits (`ur_api.h`) → `queue_flags`.
+/// `ur_queue_flags_t` bits (generated from `ur_api.h`) → `queue_flags`.
 fn queue_flags_from_ur(ur: u32) -> u64 {
-    const PROFILING_ENABLE: u32 = 1 << 1;
-    const ON_DEVICE: u32 = 1 << 2;
-    const ON_DEVICE_DEFAULT: u32 = 1 << 3;
-    const PRIORITY_LOW: u32 = 1 << 5;
-    const PRIORITY_HIGH: u32 = 1 << 6;
+    use ur::queue_flag::{ON_DEVICE, ON_DEVICE_DEFAULT, PRIORITY_HIGH, PRIORITY_LOW, PROFILING_ENABLE};
     [
         (PROFILING_ENABLE, queue_flags::PROFILING),
         (ON_DEVICE | ON_DEVICE_DEFAULT, queue_flags::ON_DEVICE),

@@ -5261,6 +5261,29 @@ pub mod param {
     }
 }
 
+/// `ur_queue_flag_t` bits (`UR_QUEUE_FLAG_PROFILING_ENABLE` is `queue_flag::PROFILING_ENABLE`).
+pub mod queue_flag {
+    pub const OUT_OF_ORDER_EXEC_MODE_ENABLE: u32 = 0x1;
+    pub const PROFILING_ENABLE: u32 = 0x2;
+    pub const ON_DEVICE: u32 = 0x4;
+    pub const ON_DEVICE_DEFAULT: u32 = 0x8;
+    pub const DISCARD_EVENTS: u32 = 0x10;
+    pub const PRIORITY_LOW: u32 = 0x20;
+    pub const PRIORITY_HIGH: u32 = 0x40;
+    pub const SUBMISSION_BATCHED: u32 = 0x80;
+    pub const SUBMISSION_IMMEDIATE: u32 = 0x100;
+    pub const USE_DEFAULT_STREAM: u32 = 0x200;
+    pub const SYNC_WITH_DEFAULT_STREAM: u32 = 0x400;
+    pub const LOW_POWER_EVENTS_SUPPORT_EXP: u32 = 0x800;
+}
+
+/// Byte offsets of `ur_queue_properties_t`'s fields.
+pub mod queue_properties {
+    pub const STYPE: usize = 0;
+    pub const P_NEXT: usize = 8;
+    pub const FLAGS: usize = 16;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
