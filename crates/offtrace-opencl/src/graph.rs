@@ -22,10 +22,10 @@
 //! node).
 
 use rustc_hash::FxHashMap as HashMap;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, CString, c_char, c_void};
 use std::ptr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use offtrace_core::{Kind, Payload, Phase, TaskGraphPayload, emit_instant, kind_enabled, task_graph};
 
@@ -105,38 +105,29 @@ fn forget_slow(event: u64) {
     }
 }
 
-/// The name of a command as its device activity names it (a kernel: `kernel`, the kernel's
-/// name when known).
+/// The name of a command as its device activity names it: the kernel's name (`kernel` when
+/// unknown), else the operation's name in core's table (what readers show for the activity).
 pub(crate) fn command_name(kind: Kind, op: u32, kernel_name: *const c_char) -> *const c_char {
-    use offtrace_core::{memory_copy as c, memory_fill as f, sync_op as s};
-    let name: &'static CStr = match (kind, op) {
-        (Kind::KernelDispatch, _) if !kernel_name.is_null() => return kernel_name,
-        (Kind::KernelDispatch, _) => c"kernel",
-        (Kind::MemoryCopy, c::USM_MEMCPY) => c"usm_memcpy",
-        (Kind::MemoryCopy, c::BUFFER_READ) => c"buffer_read",
-        (Kind::MemoryCopy, c::BUFFER_WRITE) => c"buffer_write",
-        (Kind::MemoryCopy, c::BUFFER_COPY) => c"buffer_copy",
-        (Kind::MemoryCopy, c::MAP) => c"map",
-        (Kind::MemoryCopy, c::UNMAP) => c"unmap",
-        (Kind::MemoryCopy, c::BUFFER_READ_RECT) => c"buffer_read_rect",
-        (Kind::MemoryCopy, c::BUFFER_WRITE_RECT) => c"buffer_write_rect",
-        (Kind::MemoryCopy, c::BUFFER_COPY_RECT) => c"buffer_copy_rect",
-        (Kind::MemoryCopy, c::IMAGE_READ) => c"image_read",
-        (Kind::MemoryCopy, c::IMAGE_WRITE) => c"image_write",
-        (Kind::MemoryCopy, c::IMAGE_COPY) => c"image_copy",
-        (Kind::MemoryCopy, c::IMAGE_TO_BUFFER) => c"image_to_buffer",
-        (Kind::MemoryCopy, c::BUFFER_TO_IMAGE) => c"buffer_to_image",
-        (Kind::MemoryCopy, c::IMAGE_MAP) => c"image_map",
-        (Kind::MemoryCopy, _) => c"copy",
-        (Kind::MemoryFill, f::USM_FILL) => c"usm_fill",
-        (Kind::MemoryFill, f::BUFFER_FILL) => c"buffer_fill",
-        (Kind::MemoryFill, f::IMAGE_FILL) => c"image_fill",
-        (Kind::MemoryFill, _) => c"fill",
-        (Kind::Sync, s::BARRIER) => c"barrier",
-        (Kind::Sync, s::MARKER) => c"marker",
+    let fallback: &'static CStr = match kind {
+        Kind::KernelDispatch if !kernel_name.is_null() => return kernel_name,
+        Kind::KernelDispatch => c"kernel",
+        Kind::MemoryCopy => c"copy",
+        Kind::MemoryFill => c"fill",
         _ => c"command",
     };
-    name.as_ptr()
+    let names = operation_names(kind);
+    names.binary_search_by_key(&op, |&(id, _)| id).map_or(fallback.as_ptr(), |i| names[i].1.as_ptr())
+}
+
+/// Core's operation names of the command kinds whose nodes have no kernel name, as C strings
+/// (a node's name is one), made once; sorted by id as core's tables are.
+fn operation_names(kind: Kind) -> &'static [(u32, CString)] {
+    const KINDS: [Kind; 3] = [Kind::MemoryCopy, Kind::MemoryFill, Kind::Sync];
+    static NAMES: OnceLock<[Vec<(u32, CString)>; 3]> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        KINDS.map(|k| k.operations().iter().filter_map(|o| Some((o.id, CString::new(o.name).ok()?))).collect())
+    });
+    KINDS.iter().position(|&k| k == kind).map_or(&[], |i| &names[i])
 }
 
 fn event_info(event: u64, param: u32) -> Option<u64> {
