@@ -18,9 +18,9 @@
 //! end.
 //!
 //! Memory: the last [`PENDING_MAX`] edges (a ring), at most two chain heads per edge,
-//! [`PENDING_MAX`] SYCL node bindings (oldest first out), and the recently drawn commands in a
-//! direct-mapped table of [`PENDING_MAX`] slots by correlation (2.5 MiB once the first command is
-//! drawn; correlation ids are handed out in order, so it holds about the last 65,536 commands).
+//! [`PENDING_MAX`] SYCL node bindings (oldest first out), and the recently drawn commands in
+//! a [`ByCorrelation`] table (65,536 slots, 2.5 MiB once the first command is drawn;
+//! correlation ids are handed out in order, so it holds about the last 65,536 commands).
 //! An edge that leaves the ring, or whose producer left the table, before its ends are drawn
 //! gets no flow. Cost: an edge is a push onto a ring and two inserts of 16-byte entries; a drawn
 //! command one store and, while edges wait, two look-ups (no allocation per edge: a node's
@@ -30,13 +30,13 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use crate::timeline::{Bounded, PENDING_MAX};
+use crate::timeline::{Bounded, ByCorrelation, PENDING_MAX};
 
 /// The bit that marks an OpenCL command's node id (the rest is its correlation).
 const OPENCL_COMMAND_NODE: u64 = 1 << 63;
 
 /// A command's slice as drawn: where a flow starts or ends on it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DrawnCommand {
     pub track: u64,
     pub start: u64,
@@ -87,7 +87,7 @@ pub(crate) struct Dependencies {
     node_command: Bounded<u64, u64>,
     command_node: Bounded<u64, u64>,
     /// Recently drawn commands' slices, direct-mapped by correlation.
-    drawn: Vec<(u64, DrawnCommand)>,
+    drawn: ByCorrelation<DrawnCommand>,
     /// The last [`PENDING_MAX`] edges (drawn ones marked), numbered from `first_edge`.
     waiting: VecDeque<WaitingEdge>,
     first_edge: u64,
@@ -101,7 +101,7 @@ impl Default for Dependencies {
             open_tasks: FxHashMap::default(),
             node_command: Bounded::default(),
             command_node: Bounded::default(),
-            drawn: Vec::new(),
+            drawn: ByCorrelation::default(),
             waiting: VecDeque::new(),
             // Edge number 0 ends a chain.
             first_edge: 1,
@@ -142,7 +142,7 @@ impl Dependencies {
 
     fn drawn_node(&self, node: u64) -> Option<DrawnCommand> {
         let c = self.command(node)?;
-        self.drawn.get(c as usize % PENDING_MAX).filter(|(at, _)| *at == c && c != 0).map(|(_, d)| *d)
+        self.drawn.get(c)
     }
 
     /// An edge: both ends' slices if they are drawn (draw the flow now); otherwise it waits.
@@ -228,14 +228,9 @@ impl Dependencies {
 
     /// The slice of the command with correlation `correlation` is drawn.
     pub fn drawn(&mut self, correlation: u64, slice: DrawnCommand) {
-        if correlation == 0 {
-            return;
+        if correlation != 0 {
+            self.drawn.insert(correlation, slice);
         }
-        if self.drawn.is_empty() {
-            let none = DrawnCommand { track: 0, start: 0, end: 0, kind: 0 };
-            self.drawn = vec![(0, none); PENDING_MAX];
-        }
-        self.drawn[correlation as usize % PENDING_MAX] = (correlation, slice);
     }
 }
 

@@ -182,27 +182,44 @@ struct RecentCall {
 /// completions CUPTI reports from its 8 MiB buffers long after the call.
 const RECENT_CALLS: usize = 1 << 16;
 
-/// Recent API calls with a correlation id, direct-mapped by the id's low bits (a later call
-/// whose id falls on a slot takes it): one store per call, one compare per look-up.
-#[derive(Debug, Default)]
-struct RecentCalls {
-    slots: Vec<RecentCall>,
+/// Recent values by correlation id, direct-mapped by the id's low bits (a later id that falls
+/// on a slot takes it; the slots are made at the first insert): one store per insert, one
+/// compare per look-up. Correlation ids are handed out in order, so it holds about the last
+/// [`RECENT_CALLS`] ids.
+#[derive(Debug)]
+pub(crate) struct ByCorrelation<T> {
+    slots: Vec<(u64, T)>,
 }
 
-impl RecentCalls {
-    fn remember(&mut self, call: RecentCall) {
+impl<T> Default for ByCorrelation<T> {
+    fn default() -> Self {
+        Self { slots: Vec::new() }
+    }
+}
+
+impl<T: Copy + Default> ByCorrelation<T> {
+    pub fn insert(&mut self, correlation: u64, value: T) {
         if self.slots.is_empty() {
-            self.slots = vec![RecentCall::default(); RECENT_CALLS];
+            self.slots = vec![(0, T::default()); RECENT_CALLS];
         }
-        self.slots[call.correlation as usize & (RECENT_CALLS - 1)] = call;
+        self.slots[correlation as usize & (RECENT_CALLS - 1)] = (correlation, value);
     }
 
-    fn get(&self, correlation: u64) -> Option<RecentCall> {
+    pub fn get(&self, correlation: u64) -> Option<T> {
         // Id 0 (no correlation) would match an empty slot.
         self.slots
             .get(correlation as usize & (RECENT_CALLS - 1))
-            .filter(|c| c.correlation == correlation && correlation != 0)
-            .copied()
+            .filter(|(c, _)| *c == correlation && correlation != 0)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Recent API calls with a correlation id.
+type RecentCalls = ByCorrelation<RecentCall>;
+
+impl RecentCalls {
+    fn remember(&mut self, call: RecentCall) {
+        self.insert(call.correlation, call);
     }
 }
 
