@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use crate::defs::{Defs, json_string};
 use crate::source::{RecordSource, read_records};
 use crate::tables::{Cell, Table};
-use crate::timeline::PENDING_MAX;
+use crate::timeline::{Bounded, PENDING_MAX};
 use crate::{ExportError, ExportStats};
 
 /// `TASK_GRAPH` operations (`offtrace_core::task_graph`: a dependency of the writers only).
@@ -67,11 +67,9 @@ struct Rows<'w> {
     completed: RecentKeys,
     /// Task-graph rows of nodes recorded before their command's queue was known, by node,
     /// waiting for their task's exit record, which carries it (`docs/record-model.md`, its
-    /// task-graph row); a node waits while fewer than [`PENDING_MAX`] later ones were held
-    /// (then it is written without it), the order keeping the nodes already written until
-    /// their turn.
-    unqueued: FxHashMap<u64, Vec<TaskGraphRecord>>,
-    unqueued_order: VecDeque<u64>,
+    /// task-graph row); a node waits while fewer than [`PENDING_MAX`] later ones are held
+    /// (then it is written without it).
+    unqueued: Bounded<u64, Vec<TaskGraphRecord>>,
     /// Loaded code objects by (operation, handle): their name and program, which their unload
     /// record leaves out, with their place in `loaded_order`; a load is kept until its unload,
     /// or until [`PENDING_MAX`] later loads came.
@@ -315,14 +313,10 @@ impl Rows<'_> {
                 _ => false,
             };
             if held && (g.op == task_graph::NODE_CREATE || self.unqueued.contains_key(&g.node)) {
-                let rows = self.unqueued.entry(g.node).or_insert_with(|| {
-                    self.unqueued_order.push_back(g.node);
-                    Vec::new()
-                });
-                rows.push(*g);
-                while self.unqueued_order.len() > PENDING_MAX {
-                    let Some(old) = self.unqueued_order.pop_front() else { break };
-                    for r in self.unqueued.remove(&old).unwrap_or_default() {
+                if let Some(rows) = self.unqueued.get_mut(&g.node) {
+                    rows.push(*g);
+                } else if let Some((_, rows)) = self.unqueued.insert(g.node, vec![*g]) {
+                    for r in rows {
                         self.task_graph_row(&r)?;
                     }
                 }
@@ -523,8 +517,8 @@ impl Rows<'_> {
                 self.activity_row(&w, Some(queue_id))?;
             }
         }
-        while let Some(node) = self.unqueued_order.pop_front() {
-            for r in self.unqueued.remove(&node).unwrap_or_default() {
+        for (_, rows) in self.unqueued.drain() {
+            for r in rows {
                 self.task_graph_row(&r)?;
             }
         }
@@ -590,8 +584,7 @@ pub(crate) fn write_tables(
         loaded: FxHashMap::default(),
         loaded_order: VecDeque::new(),
         loads: 0,
-        unqueued: FxHashMap::default(),
-        unqueued_order: VecDeque::new(),
+        unqueued: Bounded::default(),
         queues: BTreeMap::new(),
         threads: BTreeMap::new(),
         drops: BTreeMap::new(),

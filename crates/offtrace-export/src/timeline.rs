@@ -261,12 +261,16 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
         None
     }
 
-    fn contains_key(&self, k: &K) -> bool {
+    pub fn contains_key(&self, k: &K) -> bool {
         self.map.contains_key(k)
     }
 
     pub fn get(&self, k: &K) -> Option<&V> {
         self.map.get(k)
+    }
+
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.map.get_mut(k)
     }
 
     fn is_full(&self) -> bool {
@@ -283,7 +287,7 @@ impl<K: std::hash::Hash + Eq + Copy, V> Bounded<K, V> {
         v
     }
 
-    fn drain(&mut self) -> Vec<(K, V)> {
+    pub fn drain(&mut self) -> Vec<(K, V)> {
         let mut out = Vec::with_capacity(self.map.len());
         while let Some(k) = self.order.pop_front() {
             if let Some(v) = self.map.remove(&k) {
