@@ -393,6 +393,22 @@ fn record(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `offtrace record` with the fake runtime and agent, writing `out`, of `sh -c script`.
+fn record_sh(rt: &Path, agent: &Path, out: &Path, script: &str) -> Output {
+    record(&[
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+}
+
 #[test]
 fn record_missing_program() {
     let o = record(&["--", "definitely-not-a-program-xyz"]);
@@ -747,18 +763,7 @@ fn record_summary_line_on_a_written_trace() {
     records.push(Record::End { records: records.len() as u64, drops: 3 });
     write_trace(&src, &records, true);
     let out = dir.path().join("t.offtrace");
-    let o = record(&[
-        "--runtime",
-        rt.to_str().unwrap(),
-        "--agent",
-        agent.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
-    ]);
+    let o = record_sh(&rt, &agent, &out, &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()));
     ok(&o);
     let e = text(&o.stderr);
     let n = records.len();
@@ -780,18 +785,7 @@ fn record_summary_of_a_cut_off_trace_counts_what_report_counts() {
     records.extend(again);
     write_trace(&src, &records, false);
     let out = dir.path().join("t.offtrace");
-    let o = record(&[
-        "--runtime",
-        rt.to_str().unwrap(),
-        "--agent",
-        agent.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()),
-    ]);
+    let o = record_sh(&rt, &agent, &out, &format!("cp {} \"$OFFTRACE_OUTPUT\"", src.display()));
     ok(&o);
     let e = text(&o.stderr);
     assert!(e.contains("warning: the trace is truncated"), "{e}");
@@ -889,18 +883,7 @@ fn record_uses_offtraces_dispatcher_by_default() {
     let out = dir.path().join("t.offtrace");
     let env_dump = dir.path().join("env");
     let script = format!("env > {}", env_dump.display());
-    let o = record(&[
-        "--runtime",
-        rt.to_str().unwrap(),
-        "--agent",
-        agent.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let o = record_sh(&rt, &agent, &out, &script);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let env = std::fs::read_to_string(&env_dump).unwrap();
     let line = env.lines().find(|l| l.starts_with("XPTI_FRAMEWORK_DISPATCHER=")).expect("dispatcher set");
@@ -947,18 +930,7 @@ fn record_replaces_an_earlier_recording_and_lists_every_trace_written() {
         parent.display(),
         child.display()
     );
-    let o = record(&[
-        "--runtime",
-        rt.to_str().unwrap(),
-        "--agent",
-        agent.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let o = record_sh(&rt, &agent, &out, &script);
     ok(&o);
     let e = text(&o.stderr);
     assert!(e.contains("offtrace: 2 traces written, one per traced process:"), "{e}");
