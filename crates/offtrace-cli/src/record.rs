@@ -347,7 +347,7 @@ impl IntelOpencl {
         if let Self::NotVisible(runtime) = self {
             eprintln!(
                 "offtrace: hint: the program exited with status {code}; the SYCL runtime's OpenCL CPU device was not visible to it, \
-                 as without offtrace: `offtrace record --intel-opencl` or OCL_ICD_FILENAMES={} adds it",
+                 as without offtrace: `offtrace record --intel-opencl` adds it ({})",
                 runtime.display()
             );
         }
