@@ -1,0 +1,254 @@
+//! Preload mode: the layer for programs whose ICD loader has no layer support.
+//!
+//! CUDA's `libOpenCL.so.1` (an old Khronos loader, first in `LD_LIBRARY_PATH` wherever the CUDA
+//! toolkit is set up), ocl-icd < 2.2.14, or a vendor's `libOpenCL.so` linked directly never read
+//! `OPENCL_LAYERS`. For those `offtrace record` puts this same library in `LD_PRELOAD`: it
+//! exports every function of the ICD dispatch table under its C name (`api::exports`,
+//! generated), so the program's calls reach it before the loader's. Each export forwards to
+//! [`table`]: at the first call that is filled from the program's real loader (`dlsym` by name,
+//! the loader's exported functions dispatch through the ICD objects themselves, so nothing is
+//! patched) and handed to the layer's own initialisation as its "next" table, exactly as a
+//! loader's `clInitLayer` would; the table the exports then use is the layer's. Extension
+//! functions go through the hooked `clGetExtensionFunctionAddress[ForPlatform]` as in layer mode.
+//!
+//! Which loader: `OFFTRACE_OPENCL_LOADER` (the path `record` found; only if that file is loaded
+//! here, `RTLD_NOLOAD`), else the next definition of `clGetPlatformIDs` after this library in
+//! the global scope (`RTLD_NEXT`: the program's own `-lOpenCL`), else a loaded
+//! `libOpenCL.so.1`, else any loaded object that exports `clGetPlatformIDs` and is not an ICD
+//! (no `clIcdGetPlatformIDsKHR`): a loader opened `RTLD_LOCAL` (pyopencl's bundled one) is not
+//! in the global scope, but its callers still resolve `clXxx` to these exports first.
+//!
+//! One owner per loader: when the loader the exports forward to has initialised the layer
+//! itself (`clInitLayer`, it supports layers and `OPENCL_LAYERS` names this library), the
+//! exports forward untouched to that loader; when the exports own it, that loader's later
+//! `clInitLayer` gets its own table back (the layer passes through), so no call is recorded
+//! twice. Loaders are told apart by the object that holds their `clGetPlatformIDs`. A process
+//! with two loaders (one used through these exports, one layer-capable that loads the layer)
+//! records both, but the layer has one "next" table per process: the first initialisation's.
+//!
+//! Cost: one more call per OpenCL call (the export, an `Acquire` load, an indirect call) in
+//! front of the layer's wrapper; `docs/overhead.md`.
+
+use std::ffi::{CStr, c_void};
+use std::ptr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use crate::api::{DISPATCH_SLOTS, IcdDispatch, SLOT_NAMES};
+
+/// The environment variable naming the loader `offtrace record` found for the program.
+pub const LOADER_ENV: &str = "OFFTRACE_OPENCL_LOADER";
+
+/// The table the exports call: the layer's, or the loader's own when the loader runs the layer.
+static TABLE: AtomicPtr<IcdDispatch> = AtomicPtr::new(ptr::null_mut());
+/// Load base of the loader whose `clInitLayer` initialised the layer (0: none).
+static LAYER_LOADER: AtomicUsize = AtomicUsize::new(0);
+/// Load base of the loader the exports record in front of (0: the exports do not own the layer).
+static PRELOAD_LOADER: AtomicUsize = AtomicUsize::new(0);
+/// Serialises the two owners' decisions (the first exported call, each `clInitLayer`).
+static DECIDE: Mutex<()> = Mutex::new(());
+
+/// The table behind the exports, made at the first call.
+#[inline(always)]
+pub(crate) fn table() -> &'static IcdDispatch {
+    // Acquire: pairs with the Release store in `init_table`, which publishes the leaked table.
+    let t = TABLE.load(Ordering::Acquire);
+    if t.is_null() {
+        return init_table();
+    }
+    // SAFETY: TABLE holds null or a leaked (process-lifetime) table.
+    unsafe { &*t }
+}
+
+/// An all-null table: every export then answers `CL_INVALID_OPERATION` (no loader found).
+fn empty() -> &'static IcdDispatch {
+    static EMPTY: AtomicPtr<IcdDispatch> = AtomicPtr::new(ptr::null_mut());
+    let t = EMPTY.load(Ordering::Acquire);
+    if !t.is_null() {
+        // SAFETY: a leaked table.
+        return unsafe { &*t };
+    }
+    let slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
+    // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields, null = None (layer.rs test).
+    let table: &'static IcdDispatch = Box::leak(Box::new(unsafe { std::mem::transmute(slots) }));
+    match EMPTY.compare_exchange(ptr::null_mut(), ptr::from_ref(table).cast_mut(), Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => table,
+        // SAFETY: another thread's leaked table.
+        Err(other) => unsafe { &*other },
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn init_table() -> &'static IcdDispatch {
+    std::panic::catch_unwind(|| {
+        let _decide = DECIDE.lock().unwrap_or_else(|e| e.into_inner());
+        let t = TABLE.load(Ordering::Acquire);
+        if !t.is_null() {
+            // SAFETY: a leaked table.
+            return unsafe { &*t };
+        }
+        // No loader yet (a caller that looked the symbols up before loading one): answer this
+        // call with errors and look again at the next.
+        let Some((handle, base)) = find_loader() else { return empty() };
+        let loader = loader_table(handle);
+        let chosen: &'static IcdDispatch = if LAYER_LOADER.load(Ordering::Relaxed) == base {
+            // The loader runs the layer itself: forward untouched.
+            loader
+        } else {
+            PRELOAD_LOADER.store(base, Ordering::Relaxed);
+            match crate::layer::init_preload(loader) {
+                Some(layer) => layer,
+                None => loader,
+            }
+        };
+        // Release: publishes the leaked table to the exports' Acquire load.
+        TABLE.store(ptr::from_ref(chosen).cast_mut(), Ordering::Release);
+        chosen
+    })
+    .unwrap_or_else(|_| empty())
+}
+
+/// Whether a loader's `clInitLayer` with `target` may install the layer: not when the exports
+/// already record in front of that same loader (its calls would be recorded twice). Called by
+/// the layer's initialisation; remembers the loader that installed it.
+pub(crate) fn layer_may_init(target: &IcdDispatch) -> bool {
+    let base = target.clGetPlatformIDs.map_or(0, |f| object_base(f as *const c_void));
+    let _decide = DECIDE.lock().unwrap_or_else(|e| e.into_inner());
+    // Relaxed (both): written and read under DECIDE.
+    if base != 0 && PRELOAD_LOADER.load(Ordering::Relaxed) == base {
+        return false;
+    }
+    let _ = LAYER_LOADER.compare_exchange(0, base, Ordering::Relaxed, Ordering::Relaxed);
+    true
+}
+
+/// Whether the exports own the layer (they record in front of a loader).
+pub fn preload_active() -> bool {
+    // Relaxed: a status flag for tests and diagnostics.
+    PRELOAD_LOADER.load(Ordering::Relaxed) != 0
+}
+
+/// The table of the loader's own exported functions (looked up by name in its object).
+fn loader_table(handle: *mut c_void) -> &'static IcdDispatch {
+    let mut slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
+    for (slot, name) in slots.iter_mut().zip(SLOT_NAMES.iter()) {
+        // SAFETY: handle is a live dlopen handle; name is NUL-terminated.
+        *slot = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    }
+    // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields (Option<fn> with null = None),
+    // and each non-null slot is the loader's function of that slot's name and signature.
+    Box::leak(Box::new(unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) }))
+}
+
+/// The load base of the object holding `addr` (0 when none does).
+fn object_base(addr: *const c_void) -> usize {
+    // SAFETY: Dl_info is pointers and ints: all-zero is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 { 0 } else { info.dli_fbase as usize }
+}
+
+/// The load base of this library.
+fn own_base() -> usize {
+    object_base(own_base as *const c_void)
+}
+
+const GET_PLATFORM_IDS: &CStr = c"clGetPlatformIDs";
+
+/// A loaded object's handle (`RTLD_NOLOAD`: never loads anything) and the base of the object
+/// that defines `clGetPlatformIDs` for it, if it is not this library.
+fn loaded(path: &CStr) -> Option<(*mut c_void, usize)> {
+    // SAFETY: path is NUL-terminated; RTLD_NOLOAD only returns an already loaded object.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a live handle, a NUL-terminated name.
+    let f = unsafe { libc::dlsym(handle, GET_PLATFORM_IDS.as_ptr()) };
+    let base = object_base(f);
+    if f.is_null() || base == 0 || base == own_base() {
+        close(handle);
+        return None;
+    }
+    Some((handle, base))
+}
+
+/// Gives back a reference taken with `RTLD_NOLOAD` (the object stays loaded: others hold it).
+fn close(handle: *mut c_void) {
+    // SAFETY: a handle returned by dlopen, closed once.
+    unsafe { libc::dlclose(handle) };
+}
+
+/// The program's loader, in the order of the module docs.
+fn find_loader() -> Option<(*mut c_void, usize)> {
+    if let Some(path) = std::env::var_os(LOADER_ENV).filter(|p| !p.is_empty())
+        && let Ok(path) = std::ffi::CString::new(path.into_encoded_bytes())
+        && let Some(found) = loaded(&path)
+    {
+        return Some(found);
+    }
+    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, GET_PLATFORM_IDS.as_ptr()) };
+    if !next.is_null() {
+        // SAFETY: Dl_info is pointers and ints: all-zero is valid.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr reads the address; dli_fname is then a NUL-terminated path of the loader.
+        if unsafe { libc::dladdr(next, &mut info) } != 0
+            && !info.dli_fname.is_null()
+            && let Some(found) = loaded(unsafe { CStr::from_ptr(info.dli_fname) })
+        {
+            return Some(found);
+        }
+    }
+    loaded(c"libOpenCL.so.1").or_else(scan_loaded)
+}
+
+/// The file of the object holding `addr`, if any.
+fn object_file(addr: *const c_void) -> Option<&'static CStr> {
+    // SAFETY: Dl_info is pointers and ints: all-zero is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address.
+    if addr.is_null() || unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated path owned by the dynamic loader for as long as the object is
+    // loaded; the objects looked at here are never unloaded by offtrace (their handles are kept).
+    Some(unsafe { CStr::from_ptr(info.dli_fname) })
+}
+
+/// The first loaded object, other than this library, that defines `clGetPlatformIDs` itself and
+/// is not an ICD (an ICD defines `clIcdGetPlatformIDsKHR`): a loader opened `RTLD_LOCAL`.
+fn scan_loaded() -> Option<(*mut c_void, usize)> {
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr's info, valid for the call; data is the Vec passed below.
+        let (info, names) = unsafe { (&*info, &mut *data.cast::<Vec<std::ffi::CString>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: a NUL-terminated path owned by the dynamic loader.
+            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                names.push(name.to_owned());
+            }
+        }
+        0
+    }
+    // SAFETY: the callback only reads `info` and pushes to the Vec it is given.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut names).cast()) };
+    names.iter().find_map(|name| {
+        let (handle, base) = loaded(name)?;
+        // SAFETY: a live handle, NUL-terminated names.
+        let (own, icd) = unsafe {
+            (libc::dlsym(handle, GET_PLATFORM_IDS.as_ptr()), libc::dlsym(handle, c"clIcdGetPlatformIDsKHR".as_ptr()))
+        };
+        let defines_it = object_file(own) == Some(name.as_c_str());
+        let is_icd = object_file(icd) == Some(name.as_c_str());
+        if defines_it && !is_icd {
+            Some((handle, base))
+        } else {
+            close(handle);
+            None
+        }
+    })
+}
