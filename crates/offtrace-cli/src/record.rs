@@ -207,6 +207,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
+    let interpose = crate::opencl_loader::choose(cfg.opencl_interpose, &program_path);
     let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
         Err(e) if cfg.intel_opencl => {
@@ -217,13 +218,14 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         Err(_) if cfg.runtime.is_none() && (opencl_layer.is_some() || cuda) => {
             cmd.env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
             if let Some(layer) = &opencl_layer {
-                opencl_environment(&mut cmd, layer);
+                opencl_environment(&mut cmd, layer, &interpose);
                 if cuda {
                     // Both backends in one process: each writes its own trace.
                     cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
                 }
             }
-            return spawn_and_summarize(cmd, &program_path, &output_abs, &output);
+            let opencl = opencl_layer.is_some().then_some(&interpose);
+            return spawn_and_summarize(cmd, &program_path, &output_abs, &output, opencl);
         }
         Err(e) if cfg.runtime.is_none() => {
             return Err(e.context(format!(
@@ -267,10 +269,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // Device times of every SYCL command come from the OpenCL layer, hosted by the agent (one
     // copy of the services: OpenCL records carry the UR call's correlation). An agent built
     // without it gets no layer (a second copy would record nothing into this trace).
-    if hosts_opencl_layer(&agent) {
-        opencl_environment(&mut cmd, &agent);
+    let hosts_layer = hosts_opencl_layer(&agent);
+    if hosts_layer {
+        opencl_environment(&mut cmd, &agent, &interpose);
     }
-    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output)?;
+    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, hosts_layer.then_some(&interpose))?;
     if code == NOT_STARTED {
         library_path_hint(&lib);
     } else if code != 0 {
@@ -441,8 +444,15 @@ fn cuda_env(cmd: &mut Command) -> bool {
     true
 }
 
-/// Runs the program with signals forwarded, then summarises the trace; returns its exit code.
-fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
+/// Runs the program with signals forwarded, then summarises the trace (with the OpenCL mode
+/// when it is not the layer's, and a hint when nothing was recorded); returns its exit code.
+fn spawn_and_summarize(
+    mut cmd: Command,
+    program_path: &Path,
+    output_abs: &Path,
+    output: &Path,
+    opencl: Option<&crate::opencl_loader::Choice>,
+) -> anyhow::Result<u8> {
     let cuda_output =
         cmd.get_envs().find(|(k, _)| *k == "OFFTRACE_CUDA_OUTPUT").and_then(|(_, v)| v.map(PathBuf::from));
     signals::install().context("cannot install signal forwarding")?;
@@ -465,7 +475,43 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
         let _ = std::fs::rename(&cuda, output_abs);
     }
     summarize_all(output_abs, output);
+    if let Some(line) = opencl.and_then(crate::opencl_loader::Choice::summary_line) {
+        eprintln!("{line}");
+    }
+    if !any_api_call(output_abs) {
+        eprintln!("{NOTHING_RECORDED_HINT}");
+    }
     Ok(code)
+}
+
+/// The hint after a recording that holds no API call of any backend (no trace at all, or
+/// traces of metadata alone): offtrace saw none of the program's runtime calls.
+const NOTHING_RECORDED_HINT: &str = "offtrace: hint: no SYCL, OpenCL or CUDA call was recorded. If the program makes \
+    such calls, its OpenCL ICD loader may not have loaded offtrace's layer (try `--opencl-interpose preload`, \
+    docs/opencl.md), or a backend library is not built next to offtrace (libofftrace_agent.so, \
+    libofftrace_opencl.so, libofftrace_cuda.so).";
+
+/// Whether any trace of this recording (the output and its per-process siblings) holds an API
+/// call. Reads each trace only up to its first call (a normal trace: its first chunk).
+fn any_api_call(output_abs: &Path) -> bool {
+    std::iter::once(output_abs.to_path_buf()).chain(crate::traces::siblings(output_abs)).any(|p| has_api_call(&p))
+}
+
+fn has_api_call(path: &Path) -> bool {
+    if !path.exists() {
+        return false;
+    }
+    let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
+    // An unreadable trace was reported by the summary already: no second message.
+    let Ok(mut reader) = TraceRecords::open(path, options) else { return true };
+    while let Some(batch) = reader.next_batch() {
+        if let Batch::Records(batch) = batch
+            && (!reader.api_calls().is_empty() || batch.iter().any(|r| matches!(r, Record::ApiCall(_))))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or
@@ -486,13 +532,30 @@ fn hosts_opencl_layer(lib: &Path) -> bool {
 /// loader and ocl-icd >= 2.3.0 read it), last, so that it is the outermost layer and sees the
 /// program's calls as the program made them. Every OpenCL call of the program then goes through
 /// it: its own, pyopencl's, or the SYCL runtime's UR OpenCL adapter's.
-fn opencl_environment(cmd: &mut Command, layer: &Path) {
+///
+/// Preload mode (the program's loader has no layer support, or `--opencl-interpose preload`):
+/// the layer is also appended to `LD_PRELOAD`, with `OFFTRACE_OPENCL_LOADER` naming the loader
+/// found. `OPENCL_LAYERS` stays: a layer-capable loader the program reaches otherwise (the SYCL
+/// runtime's own, which UR looks up by its handle) still runs the layer, and the layer passes a
+/// loader through when the preloaded exports record in front of it already (no call twice).
+fn opencl_environment(cmd: &mut Command, layer: &Path, choice: &crate::opencl_loader::Choice) {
     let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
     if !v.is_empty() {
         v.push(":");
     }
     v.push(layer.as_os_str());
     cmd.env("OPENCL_LAYERS", v);
+    if choice.preload {
+        let mut p = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()).unwrap_or_default();
+        if !p.is_empty() {
+            p.push(":");
+        }
+        p.push(layer.as_os_str());
+        cmd.env("LD_PRELOAD", p);
+        if let Some(loader) = &choice.loader {
+            cmd.env("OFFTRACE_OPENCL_LOADER", loader);
+        }
+    }
 }
 
 /// [`summarize`] for each trace of the recording: with several (one per traced process), a

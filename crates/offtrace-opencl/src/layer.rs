@@ -115,9 +115,9 @@ unsafe fn init(
     // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields (Option<fn> and *mut c_void
     // are pointer-sized with null = None), checked by a test.
     let next: IcdDispatch = unsafe { std::mem::transmute(slots) };
-    if !crate::preload::layer_may_init(&next) {
-        // Preload mode records in front of this very loader already: pass through (its own
-        // table back), so that no call is recorded twice.
+    if !crate::preload::layer_may_init() {
+        // Preload mode owns the layer: pass this loader through (its own table back), so that
+        // no call is recorded twice (`preload.rs`).
         // SAFETY: the loader's out pointers, checked non-null above.
         unsafe {
             *layer_dispatch_ret = target;

@@ -18,13 +18,15 @@
 //! (no `clIcdGetPlatformIDsKHR`): a loader opened `RTLD_LOCAL` (pyopencl's bundled one) is not
 //! in the global scope, but its callers still resolve `clXxx` to these exports first.
 //!
-//! One owner per loader: when the loader the exports forward to has initialised the layer
-//! itself (`clInitLayer`, it supports layers and `OPENCL_LAYERS` names this library), the
-//! exports forward untouched to that loader; when the exports own it, that loader's later
-//! `clInitLayer` gets its own table back (the layer passes through), so no call is recorded
-//! twice. Loaders are told apart by the object that holds their `clGetPlatformIDs`. A process
-//! with two loaders (one used through these exports, one layer-capable that loads the layer)
-//! records both, but the layer has one "next" table per process: the first initialisation's.
+//! One owner per process: the first to install the layer owns it. When a loader's
+//! `clInitLayer` came first (it supports layers and `OPENCL_LAYERS` names this library), the
+//! exports forward untouched to the program's loader; when the exports came first, every later
+//! `clInitLayer` gets its own table back (the layer passes that loader through). So no call is
+//! recorded twice, also where the program's loader forwards to a layer-capable loader beneath
+//! it (which would otherwise call the layer again from inside the exports' call), and each
+//! traced call goes down the table of the loader it was made to. The price: in a process that
+//! uses two loaders, one through these exports and one that loads layers (the SYCL runtime's
+//! own, which UR reaches through its own handle), only the first to initialise is traced.
 //!
 //! Cost: one more call per OpenCL call (the export, an `Acquire` load, an indirect call) in
 //! front of the layer's wrapper; `docs/overhead.md`.
@@ -32,19 +34,19 @@
 use std::ffi::{CStr, c_void};
 use std::ptr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use crate::api::{DISPATCH_SLOTS, IcdDispatch, SLOT_NAMES};
 
 /// The environment variable naming the loader `offtrace record` found for the program.
 pub const LOADER_ENV: &str = "OFFTRACE_OPENCL_LOADER";
 
-/// The table the exports call: the layer's, or the loader's own when the loader runs the layer.
+/// The table the exports call: the layer's, or the loader's own when a loader runs the layer.
 static TABLE: AtomicPtr<IcdDispatch> = AtomicPtr::new(ptr::null_mut());
-/// Load base of the loader whose `clInitLayer` initialised the layer (0: none).
-static LAYER_LOADER: AtomicUsize = AtomicUsize::new(0);
-/// Load base of the loader the exports record in front of (0: the exports do not own the layer).
-static PRELOAD_LOADER: AtomicUsize = AtomicUsize::new(0);
+/// Whether a loader's `clInitLayer` installed the layer.
+static LAYER_INSTALLED: AtomicBool = AtomicBool::new(false);
+/// Whether the exports installed the layer (they record in front of the program's loader).
+static PRELOAD_INSTALLED: AtomicBool = AtomicBool::new(false);
 /// Serialises the two owners' decisions (the first exported call, each `clInitLayer`).
 static DECIDE: Mutex<()> = Mutex::new(());
 
@@ -91,17 +93,15 @@ fn init_table() -> &'static IcdDispatch {
         }
         // No loader yet (a caller that looked the symbols up before loading one): answer this
         // call with errors and look again at the next.
-        let Some((handle, base)) = find_loader() else { return empty() };
+        let Some((handle, _)) = find_loader() else { return empty() };
         let loader = loader_table(handle);
-        let chosen: &'static IcdDispatch = if LAYER_LOADER.load(Ordering::Relaxed) == base {
-            // The loader runs the layer itself: forward untouched.
+        // Relaxed (both flags, here and in `layer_may_init`): written and read under DECIDE.
+        let chosen: &'static IcdDispatch = if LAYER_INSTALLED.load(Ordering::Relaxed) {
+            // A loader runs the layer already: forward untouched.
             loader
         } else {
-            PRELOAD_LOADER.store(base, Ordering::Relaxed);
-            match crate::layer::init_preload(loader) {
-                Some(layer) => layer,
-                None => loader,
-            }
+            PRELOAD_INSTALLED.store(true, Ordering::Relaxed);
+            crate::layer::init_preload(loader).unwrap_or(loader)
         };
         // Release: publishes the leaked table to the exports' Acquire load.
         TABLE.store(ptr::from_ref(chosen).cast_mut(), Ordering::Release);
@@ -110,24 +110,22 @@ fn init_table() -> &'static IcdDispatch {
     .unwrap_or_else(|_| empty())
 }
 
-/// Whether a loader's `clInitLayer` with `target` may install the layer: not when the exports
-/// already record in front of that same loader (its calls would be recorded twice). Called by
-/// the layer's initialisation; remembers the loader that installed it.
-pub(crate) fn layer_may_init(target: &IcdDispatch) -> bool {
-    let base = target.clGetPlatformIDs.map_or(0, |f| object_base(f as *const c_void));
+/// Whether a loader's `clInitLayer` may install the layer: not when the exports own it (that
+/// loader's calls would be recorded twice, or go down the wrong loader's table). Called by the
+/// layer's initialisation.
+pub(crate) fn layer_may_init() -> bool {
     let _decide = DECIDE.lock().unwrap_or_else(|e| e.into_inner());
-    // Relaxed (both): written and read under DECIDE.
-    if base != 0 && PRELOAD_LOADER.load(Ordering::Relaxed) == base {
+    if PRELOAD_INSTALLED.load(Ordering::Relaxed) {
         return false;
     }
-    let _ = LAYER_LOADER.compare_exchange(0, base, Ordering::Relaxed, Ordering::Relaxed);
+    LAYER_INSTALLED.store(true, Ordering::Relaxed);
     true
 }
 
-/// Whether the exports own the layer (they record in front of a loader).
+/// Whether the exports own the layer (they record in front of the program's loader).
 pub fn preload_active() -> bool {
-    // Relaxed: a status flag for tests and diagnostics.
-    PRELOAD_LOADER.load(Ordering::Relaxed) != 0
+    // Relaxed: set once before the backend starts (under DECIDE); a status flag.
+    PRELOAD_INSTALLED.load(Ordering::Relaxed)
 }
 
 /// The table of the loader's own exported functions (looked up by name in its object).
