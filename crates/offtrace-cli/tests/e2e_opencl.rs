@@ -1023,6 +1023,27 @@ fn a_loader_without_layer_support_gets_preload_mode() {
     assert_eq!(activities(&r), activities(&layer));
     assert_eq!(memory(&r), memory(&layer));
     assert!(!err.contains("hint:"), "{err}");
+
+    // The layer library alone (no SYCL runtime, no agent: what `record` preloads on a machine
+    // without one), preloaded by hand in front of the same loader.
+    let lib = Path::new(env!("CARGO_BIN_EXE_offtrace")).with_file_name("libofftrace_opencl.so");
+    let alone_trace = dir.path().join("alone.offtrace");
+    let o = Command::new(&prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", &lp)
+        .env("LD_PRELOAD", &lib)
+        .env("OFFTRACE_OUTPUT", &alone_trace)
+        .output()
+        .expect("run");
+    ok(&o);
+    assert_eq!(o.stdout, alone.stdout);
+    let r = report(&alone_trace);
+    assert_eq!(
+        (&r["trace"]["info"]["backend"], &r["trace"]["info"]["opencl_interpose"]),
+        (&"opencl".into(), &"preload".into())
+    );
+    assert_eq!(calls_by_operation(&r), calls_by_operation(&layer));
+    assert_eq!(activities(&r), activities(&layer));
 }
 
 /// A recording that holds no runtime call at all gets one hint line saying what that usually
