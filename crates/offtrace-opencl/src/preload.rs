@@ -72,7 +72,8 @@ fn empty() -> &'static IcdDispatch {
     }
     let slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
     // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields, null = None (layer.rs test).
-    let table: &'static IcdDispatch = Box::leak(Box::new(unsafe { std::mem::transmute(slots) }));
+    let table: &'static IcdDispatch =
+        Box::leak(Box::new(unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) }));
     match EMPTY.compare_exchange(ptr::null_mut(), ptr::from_ref(table).cast_mut(), Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => table,
