@@ -225,7 +225,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
                 }
             }
             let opencl = opencl_layer.is_some().then_some(&interpose);
-            return spawn_and_summarize(cmd, &program_path, &output_abs, &output, opencl);
+            let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, opencl)?;
+            if code != NOT_STARTED {
+                nothing_recorded_hint(&output_abs);
+            }
+            return Ok(code);
         }
         Err(e) if cfg.runtime.is_none() => {
             return Err(e.context(format!(
@@ -277,10 +281,10 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         opencl_environment(&mut cmd, &agent, &interpose);
     }
     let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, hosts_layer.then_some(&interpose))?;
-    if code == NOT_STARTED {
-        library_path_hint(&lib);
-    } else if code != 0 {
-        intel_opencl.hint(code);
+    let hinted = if code == NOT_STARTED { library_path_hint(&lib) } else { code != 0 && intel_opencl.hint(code) };
+    // A program that did not start (127) recorded nothing for that reason alone.
+    if !hinted && code != NOT_STARTED {
+        nothing_recorded_hint(&output_abs);
     }
     drop(intel_opencl);
     Ok(code)
@@ -293,15 +297,18 @@ const NOT_STARTED: u8 = 127;
 /// One line after the summary of a program that may not have started: `record` used to put the
 /// runtime's lib folder first in `LD_LIBRARY_PATH`, so a SYCL binary linked without a RUNPATH
 /// ran traced though it did not untraced. Not printed when the folder is on the path already.
-fn library_path_hint(lib: &Path) {
+/// Returns whether it printed.
+fn library_path_hint(lib: &Path) -> bool {
     let on_path = std::env::var_os("LD_LIBRARY_PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == lib));
-    if !on_path {
-        eprintln!(
-            "offtrace: hint: the program exited with status {NOT_STARTED}; if a library was not found (the loader's message above), \
-             give it the LD_LIBRARY_PATH it needs without offtrace (record leaves it as it is), e.g. LD_LIBRARY_PATH={}",
-            lib.display()
-        );
+    if on_path {
+        return false;
     }
+    eprintln!(
+        "offtrace: hint: the program exited with status {NOT_STARTED}; if a library was not found (the loader's message above), \
+         give it the LD_LIBRARY_PATH it needs without offtrace (record leaves it as it is), e.g. LD_LIBRARY_PATH={}",
+        lib.display()
+    );
+    true
 }
 
 /// The SYCL runtime's OpenCL CPU runtime (`<lib>/libintelocl.so`, Intel's "CPU device") and the
@@ -348,15 +355,18 @@ impl IntelOpencl {
     }
 
     /// One line after the summary of a failed run: the device the program did not see may be
-    /// the one it expected (dpctl's USM allocations fail on PoCL, for one).
-    fn hint(&self, code: u8) {
+    /// the one it expected (dpctl's USM allocations fail on PoCL, for one). Returns whether it
+    /// printed.
+    fn hint(&self, code: u8) -> bool {
         if let Self::NotVisible(runtime) = self {
             eprintln!(
                 "offtrace: hint: the program exited with status {code}; the SYCL runtime's OpenCL CPU device was not visible to it, \
                  as without offtrace: `offtrace record --intel-opencl` adds it ({})",
                 runtime.display()
             );
+            return true;
         }
+        false
     }
 }
 
@@ -481,10 +491,15 @@ fn spawn_and_summarize(
     if let Some(line) = opencl.and_then(crate::opencl_loader::Choice::summary_line) {
         eprintln!("{line}");
     }
+    Ok(code)
+}
+
+/// After the summary (and after any hint about a failed start, which says more): one hint when
+/// the recording holds no API call of any backend.
+fn nothing_recorded_hint(output_abs: &Path) {
     if !any_api_call(output_abs) {
         eprintln!("{NOTHING_RECORDED_HINT}");
     }
-    Ok(code)
 }
 
 /// The hint after a recording that holds no API call of any backend (no trace at all, or
