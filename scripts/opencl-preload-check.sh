@@ -25,7 +25,7 @@ check() { # name condition-status detail
 }
 # calls, device activities, timed device activities, opencl_interpose of a trace.
 summary() {
-  "$bin/offtrace" report --format json "$1" | python3 -c '
+  "$bin/offtrace" report --format json "$1" 2>/dev/null | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 calls = sum(c["calls"] for c in r["api_calls"] if c["kind"] == "OPENCL_API")
@@ -45,11 +45,15 @@ for prog in vector_add codeplay_counters regions ooo_threads many_kernels proces
   plain=$?
   "$bin/offtrace" record -o "$tmp/$prog.offtrace" -- "$bin/$prog" "${args[@]}" >"$tmp/$prog.out" 2>"$tmp/$prog.err"
   traced=$?
-  check "$prog: exit status traced = untraced" $([ $plain = $traced ]; echo $?) "$plain / $traced"
-  # Outputs with timings or pointers differ from run to run: compare the line count and the
-  # ok/checksum lines only.
-  a=$(grep -cv "ns\|time\|0x" "$tmp/$prog.plain.out"); b=$(grep -cv "ns\|time\|0x" "$tmp/$prog.out")
-  check "$prog: output lines traced = untraced" $([ "$a" = "$b" ]; echo $?) "$a / $b"
+  if [ $prog = codeplay_counters ]; then
+    # Untraced it finds no extension (status 2); traced, offtrace provides it.
+    check "$prog: exit status 0 traced" $([ $traced = 0 ]; echo $?) "untraced $plain, traced $traced"
+  else
+    check "$prog: exit status traced = untraced" $([ $plain = $traced ]; echo $?) "$plain / $traced"
+    # Outputs with timings or pointers differ from run to run: compare the line counts.
+    a=$(grep -cv "ns\|time\|0x" "$tmp/$prog.plain.out"); b=$(grep -cv "ns\|time\|0x" "$tmp/$prog.out")
+    check "$prog: output lines traced = untraced" $([ "$a" = "$b" ]; echo $?) "$a / $b"
+  fi
   grep "^offtrace:" "$tmp/$prog.err" | sed "s/^/     /"
   if [ -f "$tmp/$prog.offtrace" ]; then
     read -r calls acts timed mode complete < <(summary "$tmp/$prog.offtrace")
@@ -66,8 +70,12 @@ check "codeplay_counters: the program's own checks pass under record" $?
 # Layer mode forced on a loader without layer support: nothing recorded, and the hint says so.
 "$bin/offtrace" record --opencl-interpose layer -o "$tmp/forced-layer.offtrace" -- "$bin/vector_add" >/dev/null 2>"$tmp/forced-layer.err"
 if grep -q "OpenCL layer in preload mode: the program's ICD loader" "$tmp/vector_add.err"; then
-  grep -q "hint: no SYCL, OpenCL or CUDA call" "$tmp/forced-layer.err"
-  check "--opencl-interpose layer on a loader without layers: the hint line" $? "$(grep hint "$tmp/forced-layer.err" | head -c 120)"
+  if [ -f "$tmp/forced-layer.offtrace" ] && [ "$(summary "$tmp/forced-layer.offtrace" | cut -d' ' -f1)" -gt 0 ]; then
+    echo "note --opencl-interpose layer recorded calls: this loader forwards to one that loads layers"
+  else
+    grep -q "hint: no SYCL, OpenCL or CUDA call" "$tmp/forced-layer.err"
+    check "--opencl-interpose layer on a loader without layers: nothing recorded, the hint line" $? "$(grep "hint: no" "$tmp/forced-layer.err" | head -c 100)"
+  fi
 fi
 
 # Layer vs forced preload on a layer-capable system loader (Ubuntu's ocl-icd), if there is one.
