@@ -1072,3 +1072,28 @@ fn a_recording_without_runtime_calls_gets_a_hint() {
     ok(&o);
     assert!(!String::from_utf8_lossy(&o.stderr).contains("hint:"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// pyopencl's bundled ocl-icd (`pyopencl/.libs/libOpenCL-<hash>.so`, its own soname) is opened
+/// `RTLD_LOCAL` with the extension module: not in the global scope, not named `libOpenCL.so.1`.
+/// Preload mode still finds it (the loaded objects' scan) and records what layer mode records.
+#[test]
+fn pyopencl_in_preload_mode_records_what_the_layer_records() {
+    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let venv = std::env::var_os("OFFTRACE_OPENCL_VENV").map_or_else(|| workspace().join(".venv-opencl"), PathBuf::from);
+    let python = venv.join("bin/python");
+    assert!(python.exists(), "no pyopencl venv at {}: run scripts/setup-opencl.sh", venv.display());
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = workspace().join("examples/opencl/pyopencl_vadd.py");
+    let script = script.to_str().expect("utf-8");
+    let args = [script, "--platform", "Portable"];
+    let (lo, layer) = record_mode("layer", &dir.path().join("layer.offtrace"), &python, &args, &[]);
+    let (po, preload) = record_mode("preload", &dir.path().join("preload.offtrace"), &python, &args, &[]);
+    assert_eq!(lo.stdout, po.stdout);
+    assert_eq!(preload["trace"]["info"]["opencl_interpose"], "preload");
+    let calls = calls_by_operation(&layer);
+    assert!(calls.get("clEnqueueNDRangeKernel").is_some_and(|&n| n > 0), "{calls:?}");
+    assert_eq!(calls_by_operation(&preload), calls);
+    assert_eq!(activities(&preload), activities(&layer));
+}

@@ -94,7 +94,7 @@ fn init_table() -> &'static IcdDispatch {
         }
         // No loader yet (a caller that looked the symbols up before loading one): answer this
         // call with errors and look again at the next.
-        let Some((handle, _)) = find_loader() else { return empty() };
+        let Some(handle) = find_loader() else { return empty() };
         let loader = loader_table(handle);
         // Relaxed (both flags, here and in `layer_may_init`): written and read under DECIDE.
         let chosen: &'static IcdDispatch = if LAYER_INSTALLED.load(Ordering::Relaxed) {
@@ -156,22 +156,25 @@ fn own_base() -> usize {
 
 const GET_PLATFORM_IDS: &CStr = c"clGetPlatformIDs";
 
-/// A loaded object's handle (`RTLD_NOLOAD`: never loads anything) and the base of the object
-/// that defines `clGetPlatformIDs` for it, if it is not this library.
-fn loaded(path: &CStr) -> Option<(*mut c_void, usize)> {
+/// A loaded object's handle (`RTLD_NOLOAD`: never loads anything), if the `clGetPlatformIDs`
+/// found through it is a loader's: not this library's, nor any layer's (an object that also
+/// defines `clGetLayerInfo`, such as another copy of offtrace's layer, whose exports would
+/// forward back here).
+fn loaded(path: &CStr) -> Option<*mut c_void> {
     // SAFETY: path is NUL-terminated; RTLD_NOLOAD only returns an already loaded object.
     let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_NOW) };
     if handle.is_null() {
         return None;
     }
-    // SAFETY: a live handle, a NUL-terminated name.
-    let f = unsafe { libc::dlsym(handle, GET_PLATFORM_IDS.as_ptr()) };
+    // SAFETY: a live handle, NUL-terminated names.
+    let (f, layer) =
+        unsafe { (libc::dlsym(handle, GET_PLATFORM_IDS.as_ptr()), libc::dlsym(handle, c"clGetLayerInfo".as_ptr())) };
     let base = object_base(f);
-    if f.is_null() || base == 0 || base == own_base() {
+    if f.is_null() || base == 0 || base == own_base() || object_base(layer) == base {
         close(handle);
         return None;
     }
-    Some((handle, base))
+    Some(handle)
 }
 
 /// Gives back a reference taken with `RTLD_NOLOAD` (the object stays loaded: others hold it).
@@ -181,7 +184,7 @@ fn close(handle: *mut c_void) {
 }
 
 /// The program's loader, in the order of the module docs.
-fn find_loader() -> Option<(*mut c_void, usize)> {
+fn find_loader() -> Option<*mut c_void> {
     if let Some(path) = std::env::var_os(LOADER_ENV).filter(|p| !p.is_empty())
         && let Ok(path) = std::ffi::CString::new(path.into_encoded_bytes())
         && let Some(found) = loaded(&path)
@@ -205,21 +208,21 @@ fn find_loader() -> Option<(*mut c_void, usize)> {
 }
 
 /// The file of the object holding `addr`, if any.
-fn object_file(addr: *const c_void) -> Option<&'static CStr> {
+fn object_file(addr: *const c_void) -> Option<std::ffi::CString> {
     // SAFETY: Dl_info is pointers and ints: all-zero is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address.
     if addr.is_null() || unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
-    // SAFETY: a NUL-terminated path owned by the dynamic loader for as long as the object is
-    // loaded; the objects looked at here are never unloaded by offtrace (their handles are kept).
-    Some(unsafe { CStr::from_ptr(info.dli_fname) })
+    // SAFETY: a NUL-terminated path owned by the dynamic loader while the object is loaded (the
+    // caller holds a handle of it); copied at once.
+    Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_owned())
 }
 
 /// The first loaded object, other than this library, that defines `clGetPlatformIDs` itself and
 /// is not an ICD (an ICD defines `clIcdGetPlatformIDsKHR`): a loader opened `RTLD_LOCAL`.
-fn scan_loaded() -> Option<(*mut c_void, usize)> {
+fn scan_loaded() -> Option<*mut c_void> {
     let mut names: Vec<std::ffi::CString> = Vec::new();
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> libc::c_int {
         // SAFETY: dl_iterate_phdr's info, valid for the call; data is the Vec passed below.
@@ -236,15 +239,15 @@ fn scan_loaded() -> Option<(*mut c_void, usize)> {
     // SAFETY: the callback only reads `info` and pushes to the Vec it is given.
     unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut names).cast()) };
     names.iter().find_map(|name| {
-        let (handle, base) = loaded(name)?;
+        let handle = loaded(name)?;
         // SAFETY: a live handle, NUL-terminated names.
         let (own, icd) = unsafe {
             (libc::dlsym(handle, GET_PLATFORM_IDS.as_ptr()), libc::dlsym(handle, c"clIcdGetPlatformIDsKHR".as_ptr()))
         };
-        let defines_it = object_file(own) == Some(name.as_c_str());
-        let is_icd = object_file(icd) == Some(name.as_c_str());
+        let defines_it = object_file(own).as_ref() == Some(name);
+        let is_icd = object_file(icd).as_ref() == Some(name);
         if defines_it && !is_icd {
-            Some((handle, base))
+            Some(handle)
         } else {
             close(handle);
             None
