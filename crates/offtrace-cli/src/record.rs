@@ -458,7 +458,7 @@ fn cuda_env(cmd: &mut Command) -> bool {
 }
 
 /// Runs the program with signals forwarded, then summarises the trace (with the OpenCL mode
-/// when it is not the layer's, and a hint when nothing was recorded); returns its exit code.
+/// when it is not the layer's); returns its exit code.
 fn spawn_and_summarize(
     mut cmd: Command,
     program_path: &Path,
@@ -554,8 +554,9 @@ fn hosts_opencl_layer(lib: &Path) -> bool {
 /// Preload mode (the program's loader has no layer support, or `--opencl-interpose preload`):
 /// the layer is also appended to `LD_PRELOAD`, with `OFFTRACE_OPENCL_LOADER` naming the loader
 /// found. `OPENCL_LAYERS` stays: a layer-capable loader the program reaches otherwise (the SYCL
-/// runtime's own, which UR looks up by its handle) still runs the layer, and the layer passes a
-/// loader through when the preloaded exports record in front of it already (no call twice).
+/// runtime's own, which UR looks up by its handle) still runs the layer, and once the preloaded
+/// exports own the layer it passes every such loader through (no call twice:
+/// `crates/offtrace-opencl/src/preload.rs`).
 fn opencl_environment(cmd: &mut Command, layer: &Path, choice: &crate::opencl_loader::Choice) {
     let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
     if !v.is_empty() {

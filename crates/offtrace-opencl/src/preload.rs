@@ -16,7 +16,12 @@
 //! the global scope (`RTLD_NEXT`: the program's own `-lOpenCL`), else a loaded
 //! `libOpenCL.so.1`, else any loaded object that exports `clGetPlatformIDs` and is not an ICD
 //! (no `clIcdGetPlatformIDsKHR`): a loader opened `RTLD_LOCAL` (pyopencl's bundled one) is not
-//! in the global scope, but its callers still resolve `clXxx` to these exports first.
+//! in the global scope, but its callers still resolve `clXxx` to these exports first. An object
+//! that defines `clGetLayerInfo` is a layer (another copy of this one), never the loader.
+//!
+//! The exports act only from the global scope (`LD_PRELOAD`): loaded by `dlopen` without
+//! `RTLD_GLOBAL`, as the ICD loaders load layers and the XPTI dispatcher loads the agent (which
+//! links this crate), this library interposes nothing.
 //!
 //! One owner per process: the first to install the layer owns it. When a loader's
 //! `clInitLayer` came first (it supports layers and `OPENCL_LAYERS` names this library), the
@@ -28,8 +33,9 @@
 //! uses two loaders, one through these exports and one that loads layers (the SYCL runtime's
 //! own, which UR reaches through its own handle), only the first to initialise is traced.
 //!
-//! Cost: one more call per OpenCL call (the export, an `Acquire` load, an indirect call) in
-//! front of the layer's wrapper; `docs/overhead.md`.
+//! Cost: the export (an `Acquire` load, an indirect call) in front of the layer's wrapper, and
+//! the loader's own entry point behind it: about 20-26 instructions per call more than layer
+//! mode (`docs/overhead.md`, *OpenCL preload mode*).
 
 use std::ffi::{CStr, c_void};
 use std::ptr;
