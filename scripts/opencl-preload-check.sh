@@ -88,7 +88,8 @@ if [ -n "$sys" ]; then
     LD_LIBRARY_PATH=$sys "$bin/offtrace" record --opencl-interpose $mode -o "$tmp/cmp-$mode.offtrace" -- "$bin/vector_add" >/dev/null 2>&1
     "$bin/offtrace" report --format json "$tmp/cmp-$mode.offtrace" >"$tmp/cmp-$mode.json"
   done
-  python3 - "$tmp/cmp-layer.json" "$tmp/cmp-preload.json" <<'EOF'
+  "$bin/offtrace" report --format json "$tmp/vector_add.offtrace" >"$tmp/cmp-auto.json" 2>/dev/null
+  python3 - "$tmp/cmp-layer.json" "$tmp/cmp-preload.json" "$tmp/cmp-auto.json" <<'EOF'
 import json, sys
 def load(p):
     r = json.load(open(p))
@@ -99,7 +100,23 @@ def load(p):
 diff = {k: (lc.get(k), pc.get(k)) for k in set(lc) | set(pc) if lc.get(k) != pc.get(k)}
 print("ok  " if not diff else "FAIL", "vector_add on", sys.argv[1].split("/")[-1], "vs preload: calls per operation", "equal" if not diff else diff)
 print("ok  " if la == pa else "FAIL", "vector_add layer vs preload: device activities", "equal" if la == pa else (la, pa))
-sys.exit(0 if not diff and la == pa else 1)
+ok = not diff and la == pa
+# The first run (auto, the program's own loader: CUDA's on the device host) against layer mode
+# on the system loader: the same calls per operation (a loader or ICD that called its own
+# exported clXxx by symbol would show up here as extra calls).
+try:
+    ac, aa = load(sys.argv[3])
+    adiff = {k: (lc.get(k), ac.get(k)) for k in set(lc) | set(ac) if lc.get(k) != ac.get(k)}
+    print("ok  " if not adiff else "FAIL", "vector_add auto (its own loader) vs layer on the system loader: calls per operation",
+          "equal" if not adiff else adiff)
+    kinds = lambda acts: sorted((k, n, c, d) for k, n, c, d in acts)
+    print("ok  " if kinds(aa) == kinds(la) else "FAIL", "vector_add auto vs layer on the system loader: device activities",
+          "equal" if kinds(aa) == kinds(la) else (aa, la))
+    ok = ok and not adiff and kinds(aa) == kinds(la)
+except (OSError, ValueError) as e:
+    print("FAIL vector_add auto trace unreadable:", e)
+    ok = False
+sys.exit(0 if ok else 1)
 EOF
   [ $? = 0 ] || failed=1
 else
