@@ -487,11 +487,73 @@ fn spawn_and_summarize(
     if let Some(cuda) = cuda_output.filter(|c| c.exists() && !output_abs.exists()) {
         let _ = std::fs::rename(&cuda, output_abs);
     }
+    let removed = remove_empty_cuda_companions(output_abs);
     summarize_all(output_abs, output);
+    for (path, pid) in removed {
+        eprintln!(
+            "offtrace: {}: the CUDA backend recorded no call in pid {pid} (a runtime beside it, such as NVIDIA's OpenCL, \
+             initialised CUDA): its empty trace was removed",
+            crate::traces::shown_as(output, output_abs, &path).display()
+        );
+    }
     if let Some(line) = opencl.and_then(crate::opencl_loader::Choice::summary_line) {
         eprintln!("{line}");
     }
     Ok(code)
+}
+
+/// The CUDA backend's traces beside another backend's (`FILE.cuda`, `FILE.cuda.<pid>`) that hold
+/// no record of the program's (no API call, no device activity, no allocation: the recording's
+/// metadata alone) are removed, with their process id: a process whose OpenCL runtime is NVIDIA's
+/// initialises CUDA (the driver then loads the injection) without making a CUDA call of its own,
+/// and each such program used to leave an empty `FILE.cuda` and a second summary line for the same
+/// process. Only when the process wrote a trace of another backend beside it (its `.cuda` is a
+/// companion, not the recording's only trace).
+fn remove_empty_cuda_companions(output_abs: &Path) -> Vec<(PathBuf, String)> {
+    if !output_abs.exists() {
+        return Vec::new();
+    }
+    let name = output_abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut removed = Vec::new();
+    for path in crate::traces::siblings(output_abs) {
+        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(rest) = file.strip_prefix(&name).and_then(|r| r.strip_prefix(".cuda")) else { continue };
+        let (pid, _) = crate::traces::process_of(&path);
+        let Some(pid) = pid else { continue };
+        // `FILE.cuda` belongs to the process that wrote `FILE`; `FILE.cuda.<pid>` to the process
+        // that wrote `FILE.<pid>`.
+        let companion = if rest.is_empty() {
+            output_abs.to_path_buf()
+        } else {
+            output_abs.with_file_name(format!("{name}.{}", &rest[1..]))
+        };
+        if companion.exists()
+            && crate::traces::process_of(&companion).0.as_deref() == Some(pid.as_str())
+            && !holds_program_records(&path)
+        {
+            if std::fs::remove_file(&path).is_ok() {
+                removed.push((path, pid));
+            }
+        }
+    }
+    removed
+}
+
+/// Whether the trace holds anything of the program's: an API call, a device activity or a
+/// memory record (not only the recording's definitions, info and end). An unreadable trace
+/// counts as holding something (it is reported, not removed).
+fn holds_program_records(path: &Path) -> bool {
+    let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
+    let Ok(mut reader) = TraceRecords::open(path, options) else { return true };
+    while let Some(batch) = reader.next_batch() {
+        if let Batch::Records(batch) = batch
+            && (!reader.api_calls().is_empty()
+                || batch.iter().any(|r| matches!(r, Record::ApiCall(_) | Record::Activity(_) | Record::Memory(_))))
+        {
+            return true;
+        }
+    }
+    reader.into_outcome().problem.is_some()
 }
 
 /// After the summary (and after any hint about a failed start, which says more): one hint when
@@ -685,6 +747,44 @@ fn drops_hint(drops: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trace of process `pid` holding `records` after its Info records.
+    fn trace(path: &Path, pid: &str, records: &[Record]) {
+        use offtrace_format::{TraceHeader, TraceWriter};
+        let mut w = TraceWriter::new(Vec::new(), &TraceHeader::monotonic()).expect("writer");
+        w.write(&Record::Info { key: "pid".into(), value: pid.into() }).expect("info");
+        w.write(&Record::Info { key: "command".into(), value: "prog".into() }).expect("info");
+        for r in records {
+            w.write(r).expect("record");
+        }
+        std::fs::write(path, w.finish().expect("finish")).expect("write");
+    }
+
+    #[test]
+    fn an_empty_cuda_companion_of_the_same_process_is_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let main = dir.path().join("t.offtrace");
+        let call = Record::ApiCall(offtrace_format::ApiCall { tid: 1, start: 10, end: 20, ..Default::default() });
+        let alloc = Record::Memory(offtrace_format::MemoryRecord { tid: 1, ts: 15, ..Default::default() });
+        trace(&main, "7", std::slice::from_ref(&call));
+        trace(&dir.path().join("t.offtrace.cuda"), "7", &[]);
+        // A child (pid 9) whose CUDA trace holds an allocation: kept; one whose companion is
+        // another process's (pid 10 against 11): kept.
+        trace(&dir.path().join("t.offtrace.9"), "9", std::slice::from_ref(&call));
+        trace(&dir.path().join("t.offtrace.cuda.9"), "9", &[alloc]);
+        trace(&dir.path().join("t.offtrace.11"), "11", &[call]);
+        trace(&dir.path().join("t.offtrace.cuda.11"), "10", &[]);
+        let removed = remove_empty_cuda_companions(&main);
+        assert_eq!(removed, vec![(dir.path().join("t.offtrace.cuda"), "7".to_owned())]);
+        assert!(!dir.path().join("t.offtrace.cuda").exists());
+        for kept in ["t.offtrace", "t.offtrace.9", "t.offtrace.cuda.9", "t.offtrace.11", "t.offtrace.cuda.11"] {
+            assert!(dir.path().join(kept).exists(), "{kept}");
+        }
+        // A CUDA trace that is the recording's only trace is never a companion.
+        let alone = tempfile::tempdir().expect("tmp");
+        trace(&alone.path().join("u.offtrace.cuda"), "7", &[]);
+        assert!(remove_empty_cuda_companions(&alone.path().join("u.offtrace")).is_empty());
+    }
 
     #[test]
     fn a_vendors_folder_of_a_dead_run_is_removed_and_a_live_ones_kept() {
