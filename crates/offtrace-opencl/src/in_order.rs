@@ -52,8 +52,8 @@ use crate::enqueue::{Pending, complete};
 pub(crate) struct Fifo {
     entries: Mutex<Entries>,
     /// Held by the one thread harvesting this queue (entries leave the FIFO only under it); the
-    /// harvest's scratch buffer, reused.
-    harvest: Mutex<Vec<Pending>>,
+    /// blocks the harvest took, reused.
+    harvest: Mutex<Vec<Block>>,
     /// The program released the queue: the harvest thread forgets the FIFO once it is empty.
     released: AtomicBool,
 }
@@ -66,14 +66,128 @@ impl std::fmt::Debug for Fifo {
 
 #[derive(Default)]
 struct Entries {
-    commands: VecDeque<Pending>,
+    commands: Blocks,
     /// Commands ever pushed: the front's sequence number is `pushed - commands.len()`.
     pushed: u64,
+    /// Emptied blocks kept for the next pushes (at most [`SPARE_BLOCKS`]).
+    spare: Vec<Block>,
 }
 
-/// Commands a FIFO has room for from its first command on (a quarter of a millisecond of
-/// 1 µs kernels; about 30 KiB).
-const FIFO_START: usize = 256;
+/// Commands a block holds (a quarter of a millisecond of 1 µs kernels; about 36 KiB).
+const BLOCK: usize = 256;
+/// Emptied blocks a FIFO keeps for reuse (the rest is freed).
+const SPARE_BLOCKS: usize = 4;
+
+/// Up to [`BLOCK`] commands, in order; never grown past that (its room is allocated once).
+type Block = VecDeque<Pending>;
+
+/// A FIFO's commands, in blocks of [`BLOCK`]: a program that enqueues thousands of commands
+/// before it waits (PoCL runs an in-order queue's commands only at its `clFinish`, so the FIFO
+/// holds all of them) adds a block per 256 commands and nothing it holds moves, where one
+/// growing ring buffer copied all of it at every doubling (about 230 instructions per kernel at
+/// 3,000 kernels under callgrind, `docs/overhead.md`); the harvest takes whole blocks.
+///
+/// Every block but the first and the last is full: the first loses commands at its front (a
+/// harvest of part of it), the last gains them at its back. So the command at an index is found
+/// without walking the blocks.
+#[derive(Default)]
+struct Blocks {
+    blocks: VecDeque<Block>,
+    len: usize,
+}
+
+impl Blocks {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn new_block(spare: &mut Vec<Block>) -> Block {
+        spare.pop().unwrap_or_else(|| VecDeque::with_capacity(BLOCK))
+    }
+
+    fn push_back(&mut self, p: Pending, spare: &mut Vec<Block>) {
+        match self.blocks.back_mut() {
+            Some(b) if b.len() < BLOCK => b.push_back(p),
+            _ => {
+                let mut b = Self::new_block(spare);
+                b.push_back(p);
+                self.blocks.push_back(b);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// A command put back at the front (a harvest found it still running); a full first block
+    /// gets a new block before it, which keeps every block but the first and the last full.
+    fn push_front(&mut self, p: Pending, spare: &mut Vec<Block>) {
+        match self.blocks.front_mut() {
+            Some(b) if b.len() < BLOCK => b.push_front(p),
+            _ => {
+                let mut b = Self::new_block(spare);
+                b.push_front(p);
+                self.blocks.push_front(b);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn back(&self) -> Option<&Pending> {
+        self.blocks.back().and_then(|b| b.back())
+    }
+
+    fn get(&self, i: usize) -> Option<&Pending> {
+        let first = self.blocks.front()?;
+        if i < first.len() {
+            return first.get(i);
+        }
+        let j = i - first.len();
+        self.blocks.get(1 + j / BLOCK)?.get(j % BLOCK)
+    }
+
+    /// Moves the first `n` commands into `into`: whole blocks as they are, a part of a block
+    /// command by command (at most `BLOCK - 1` of them).
+    fn take_front(&mut self, n: usize, into: &mut Vec<Block>, spare: &mut Vec<Block>) {
+        let mut n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.blocks.front_mut() else { return };
+            if front.len() <= n {
+                n -= front.len();
+                if let Some(b) = self.blocks.pop_front() {
+                    into.push(b);
+                }
+            } else {
+                let mut b = Self::new_block(spare);
+                b.extend(front.drain(..n));
+                into.push(b);
+                n = 0;
+            }
+        }
+        // A block left empty at the front (the FIFO taken whole) goes to the spares.
+        if self.blocks.front().is_some_and(|b| b.is_empty())
+            && let Some(b) = self.blocks.pop_front()
+        {
+            keep_spare(spare, b);
+        }
+    }
+
+    fn drain_all(&mut self) -> impl Iterator<Item = Pending> + '_ {
+        self.len = 0;
+        self.blocks.drain(..).flatten()
+    }
+}
+
+/// Keeps an emptied block for reuse, up to [`SPARE_BLOCKS`].
+fn keep_spare(spare: &mut Vec<Block>, mut b: Block) {
+    b.clear();
+    if spare.len() < SPARE_BLOCKS {
+        spare.push(b);
+    }
+}
 
 /// Every FIFO of a live queue or with outstanding commands (the harvest thread's list).
 static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
@@ -118,15 +232,9 @@ impl Fifo {
     /// has pushed with it (the sequence number after it).
     pub(crate) fn push(&self, p: Pending) -> u64 {
         let pushed = {
-            let mut e = lock(&self.entries);
-            if e.commands.capacity() == 0 {
-                // Room for the commands a fast program enqueues between two harvests (one
-                // millisecond, the harvest thread's period): growing the FIFO step by step from
-                // empty copied it and, for its larger sizes, had malloc consolidate the runtime's
-                // freed small blocks, on the program's thread.
-                e.commands.reserve(FIFO_START);
-            }
-            e.commands.push_back(p);
+            let mut guard = lock(&self.entries);
+            let e = &mut *guard;
+            e.commands.push_back(p, &mut e.spare);
             e.pushed += 1;
             e.pushed
         };
@@ -187,8 +295,8 @@ impl Fifo {
             while lo < hi {
                 let mid = (lo + hi) / 2;
                 // Under `harvest` the front does not move: index `mid` is the same command.
-                let event = lock(&self.entries).commands[mid].event;
-                if terminal(event) {
+                let event = lock(&self.entries).commands.get(mid).map(|p| p.event);
+                if event.is_some_and(terminal) {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -203,45 +311,55 @@ impl Fifo {
         complete
     }
 
-    fn take(&self, batch: &mut Vec<Pending>, upto: u64) {
-        let mut e = lock(&self.entries);
+    fn take(&self, batch: &mut Vec<Block>, upto: u64) {
+        let mut guard = lock(&self.entries);
+        let e = &mut *guard;
         let front = e.pushed - e.commands.len() as u64;
-        let n = (upto.saturating_sub(front) as usize).min(e.commands.len());
-        batch.extend(e.commands.drain(..n));
+        let n = upto.saturating_sub(front) as usize;
+        e.commands.take_front(n, batch, &mut e.spare);
     }
 
     /// Emits each command of `batch` with its device times and drops the layer's event
     /// reference. A command found not complete after all goes back to the front of the FIFO:
     /// commands pushed by several threads may sit in the FIFO in another order than the
     /// runtime's, so a prefix found by the binary search may hold one that is still running.
-    fn report(&self, batch: &mut Vec<Pending>) {
+    fn report(&self, batch: &mut Vec<Block>) {
         if batch.is_empty() {
             return;
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
-        for p in batch.drain(..) {
-            let event = p.event;
-            if let Some(p) = complete(p, event as *mut c_void, CL_COMPLETE, None) {
-                not_yet.push(p);
-                continue;
+        for block in batch.iter_mut() {
+            // Read in place (a command is 140 bytes): only one found still running moves.
+            let mut running = Vec::new();
+            for (i, p) in block.iter().enumerate() {
+                let event = p.event;
+                if !complete(p, event as *mut c_void, CL_COMPLETE, None) {
+                    running.push(i);
+                    continue;
+                }
+                OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+                if let Some(release) = release {
+                    // SAFETY: the FIFO held one reference of the event; the command leaves the
+                    // FIFO here, and this is not inside a runtime callback.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        release(event as *mut c_void)
+                    };
+                }
             }
-            OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
-            if let Some(release) = release {
-                // SAFETY: the FIFO held one reference of the event; it leaves the FIFO here,
-                // and this is not inside a runtime callback.
-                #[allow(unsafe_code)]
-                unsafe {
-                    release(event as *mut c_void)
-                };
+            for (removed, &i) in running.iter().enumerate() {
+                not_yet.extend(block.remove(i - removed));
             }
         }
-        if !not_yet.is_empty() {
-            // Under `harvest`: nothing else takes from the front meanwhile.
-            let mut e = lock(&self.entries);
-            for p in not_yet.into_iter().rev() {
-                e.commands.push_front(p);
-            }
+        // Under `harvest`: nothing else takes from the front meanwhile.
+        let mut guard = lock(&self.entries);
+        let e = &mut *guard;
+        for p in not_yet.into_iter().rev() {
+            e.commands.push_front(p, &mut e.spare);
+        }
+        for b in batch.drain(..) {
+            keep_spare(&mut e.spare, b);
         }
     }
 }
@@ -329,7 +447,7 @@ pub(crate) fn stop() -> Vec<Pending> {
     let fifos = std::mem::take(&mut *lock(&FIFOS));
     let mut left = Vec::new();
     for f in fifos {
-        left.extend(lock(&f.entries).commands.drain(..));
+        left.extend(lock(&f.entries).commands.drain_all());
     }
     OUTSTANDING.store(0, Ordering::Relaxed);
     left
