@@ -554,7 +554,7 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
         let perf_end = if p.counters.is_some() { perf_end } else { None };
         let held = p.event;
         // The runtime called this callback for `CL_COMPLETE`: the event is final.
-        let _ = complete(&p, event, status, perf_end);
+        let _ = complete(&p, event, status, perf_end, &mut Default::default());
         // The reference is dropped outside the runtime's callback (next enqueue, or at exit).
         lock(&RELEASES).push(held);
         RELEASES_WAITING.store(true, Ordering::Relaxed);
@@ -577,8 +577,14 @@ pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
 /// see `in_order.rs`): the caller keeps the command for later. By reference: the FIFO's harvest
 /// reads its commands where they are.
 #[must_use]
-pub(crate) fn complete(p: &Pending, event: *mut c_void, status: i32, perf_end: Option<crate::perf::Snapshot>) -> bool {
-    let calibration = crate::calibration::current(p.device);
+pub(crate) fn complete(
+    p: &Pending,
+    event: *mut c_void,
+    status: i32,
+    perf_end: Option<crate::perf::Snapshot>,
+    cached: &mut crate::calibration::Cached,
+) -> bool {
+    let calibration = cached.get(p.device);
     let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
         match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
@@ -831,6 +837,7 @@ fn poll_unordered_upto(limit: usize) -> usize {
     let release = next().clReleaseEvent;
     let mut waiting = Vec::new();
     let mut reported = 0;
+    let mut cached = crate::calibration::Cached::default();
     for p in batch {
         let event = p.event;
         let status = match crate::in_order::execution_status(event) {
@@ -840,7 +847,7 @@ fn poll_unordered_upto(limit: usize) -> usize {
                 continue;
             }
         };
-        if !complete(&p, event as *mut c_void, status, None) {
+        if !complete(&p, event as *mut c_void, status, None, &mut cached) {
             waiting.push(p);
             continue;
         }

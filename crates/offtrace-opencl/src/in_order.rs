@@ -329,12 +329,13 @@ impl Fifo {
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
+        let mut cached = crate::calibration::Cached::default();
         for block in batch.iter_mut() {
             // Read in place (a command is 140 bytes): only one found still running moves.
             let mut running = Vec::new();
             for (i, p) in block.iter().enumerate() {
                 let event = p.event;
-                if !complete(p, event as *mut c_void, CL_COMPLETE, None) {
+                if !complete(p, event as *mut c_void, CL_COMPLETE, None, &mut cached) {
                     running.push(i);
                     continue;
                 }
