@@ -105,10 +105,13 @@ impl Blocks {
         self.len == 0
     }
 
+    #[cold]
+    #[inline(never)]
     fn new_block(spare: &mut Vec<Block>) -> Block {
         spare.pop().unwrap_or_else(|| VecDeque::with_capacity(BLOCK))
     }
 
+    #[inline]
     fn push_back(&mut self, p: Pending, spare: &mut Vec<Block>) {
         match self.blocks.back_mut() {
             Some(b) if b.len() < BLOCK => b.push_back(p),
@@ -230,6 +233,7 @@ pub(crate) fn terminal(event: usize) -> bool {
 impl Fifo {
     /// Files a command (its event retained by the layer); returns how many commands the queue
     /// has pushed with it (the sequence number after it).
+    #[inline]
     pub(crate) fn push(&self, p: Pending) -> u64 {
         let pushed = {
             let mut guard = lock(&self.entries);
@@ -463,4 +467,97 @@ pub(crate) fn fifo_len(f: &Fifo) -> usize {
 /// Commands waiting in in-order FIFOs (tests).
 pub(crate) fn outstanding() -> u64 {
     OUTSTANDING.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(b: &Blocks) -> Vec<usize> {
+        (0..b.len()).map(|i| b.get(i).map_or(0, |p| p.event)).collect()
+    }
+
+    fn taken(batch: &[Block]) -> Vec<usize> {
+        batch.iter().flatten().map(|p| p.event).collect()
+    }
+
+    /// The blocks hold the commands in order through pushes, partial and whole takes and
+    /// commands put back at the front: every index answers the command a single ring buffer
+    /// would, and no block ever grows past `BLOCK` (its room allocated once).
+    #[test]
+    fn blocks_keep_the_order_of_one_fifo_across_takes_and_put_backs() {
+        let (mut b, mut spare, mut batch) = (Blocks::default(), Vec::new(), Vec::new());
+        let mut model = std::collections::VecDeque::new();
+        let mut next = 1;
+        let mut push = |b: &mut Blocks, spare: &mut Vec<Block>, model: &mut VecDeque<usize>, n: usize| {
+            for _ in 0..n {
+                b.push_back(Pending::for_test(next), spare);
+                model.push_back(next);
+                next += 1;
+            }
+        };
+        push(&mut b, &mut spare, &mut model, 2 * BLOCK + 10);
+        assert_eq!(b.blocks.len(), 3);
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        assert_eq!(b.back().map(|p| p.event), model.back().copied());
+        assert!(b.get(b.len()).is_none());
+
+        // Part of the first block, then the rest of it and a whole block, then the rest.
+        for n in [7, BLOCK - 7 + BLOCK, 10] {
+            b.take_front(n, &mut batch, &mut spare);
+            let expect: Vec<usize> = model.drain(..n).collect();
+            assert_eq!(taken(&batch), expect);
+            assert_eq!(events(&b), Vec::from(model.clone()));
+            for blk in batch.drain(..) {
+                keep_spare(&mut spare, blk);
+            }
+        }
+        assert!(b.is_empty() && b.blocks.is_empty(), "a FIFO taken whole keeps no block");
+        assert!(spare.len() <= SPARE_BLOCKS && spare.iter().all(|s| s.is_empty()));
+
+        // Pushes after a partial take, and commands put back in front of a full first block.
+        push(&mut b, &mut spare, &mut model, BLOCK + 3);
+        b.take_front(3, &mut batch, &mut spare);
+        let back: Vec<usize> = model.drain(..3).collect();
+        for e in back.iter().rev() {
+            b.push_front(Pending::for_test(*e), &mut spare);
+            model.push_front(*e);
+        }
+        batch.clear();
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        let full = b.blocks.front().map_or(0, |f| f.len());
+        for e in [90_001, 90_002].into_iter().rev() {
+            b.push_front(Pending::for_test(e), &mut spare);
+            model.push_front(e);
+        }
+        assert_eq!(events(&b), Vec::from(model.clone()), "first block was {full} long");
+        assert!(b.blocks.iter().all(|blk| blk.len() <= BLOCK));
+        push(&mut b, &mut spare, &mut model, 2 * BLOCK);
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        let all: Vec<usize> = b.drain_all().map(|p| p.event).collect();
+        assert_eq!(all, Vec::from(model));
+        assert_eq!(b.len(), 0);
+    }
+
+    /// The harvest's path through a FIFO of several blocks: `take` by sequence number, a
+    /// command found still running put back at the front in its place.
+    #[test]
+    fn a_fifo_of_several_blocks_is_taken_by_sequence_number() {
+        let fifo = Fifo::default();
+        for e in 1..=(3 * BLOCK + 5) {
+            let _ = fifo.push(Pending::for_test(e));
+        }
+        assert_eq!(fifo.pushed(), (3 * BLOCK + 5) as u64);
+        let mut batch = Vec::new();
+        fifo.take(&mut batch, (BLOCK + 1) as u64);
+        assert_eq!(taken(&batch), (1..=BLOCK + 1).collect::<Vec<_>>());
+        assert_eq!(fifo_len(&fifo), 2 * BLOCK + 4);
+        batch.clear();
+        fifo.take(&mut batch, u64::MAX);
+        assert_eq!(taken(&batch), (BLOCK + 2..=3 * BLOCK + 5).collect::<Vec<_>>());
+        assert_eq!(fifo_len(&fifo), 0);
+        // Not reported: the events are not real (the tests' runtime is not loaded).
+        batch.clear();
+        OUTSTANDING.fetch_sub((3 * BLOCK + 5) as u64, Ordering::Relaxed);
+    }
 }
