@@ -73,23 +73,26 @@ struct Entries {
     spare: Vec<Block>,
 }
 
-/// Commands a block holds (a quarter of a millisecond of 1 µs kernels; about 36 KiB).
+/// The room of a FIFO's first block (a quarter of a millisecond of 1 µs kernels; about 36 KiB).
 const BLOCK: usize = 256;
 /// Emptied blocks a FIFO keeps for reuse (the rest is freed).
 const SPARE_BLOCKS: usize = 4;
+/// The largest block kept for reuse (commands; about 1.2 MiB): a FIFO that once held a very
+/// long backlog does not keep its memory.
+const MAX_SPARE: usize = 8192;
 
-/// Up to [`BLOCK`] commands, in order; never grown past that (its room is allocated once).
+/// Commands in order, in the room allocated for the block (never grown: a full block gets a new
+/// block after it).
 type Block = VecDeque<Pending>;
 
-/// A FIFO's commands, in blocks of [`BLOCK`]: a program that enqueues thousands of commands
-/// before it waits (PoCL runs an in-order queue's commands only at its `clFinish`, so the FIFO
-/// holds all of them) adds a block per 256 commands and nothing it holds moves, where one
-/// growing ring buffer copied all of it at every doubling (about 230 instructions per kernel at
-/// 3,000 kernels under callgrind, `docs/overhead.md`); the harvest takes whole blocks.
-///
-/// Every block but the first and the last is full: the first loses commands at its front (a
-/// harvest of part of it), the last gains them at its back. So the command at an index is found
-/// without walking the blocks.
+/// A FIFO's commands, in blocks: a program that enqueues thousands of commands before it waits
+/// (in these benchmarks the FIFO holds all of them until the program's `clFinish`) adds a block
+/// as large as what the FIFO holds when the last one is full, so the blocks double as one
+/// growing ring buffer would, and nothing they hold moves, where the ring buffer copied all of
+/// it at each doubling (about 230 instructions per kernel at 3,000 kernels under callgrind,
+/// `docs/overhead.md`). As many allocations as the ring buffer's growth: each allocation of this
+/// size has malloc consolidate the small blocks the runtime freed meanwhile, so blocks of a
+/// fixed small size cost more there than they saved. The harvest takes whole blocks.
 #[derive(Default)]
 struct Blocks {
     blocks: VecDeque<Block>,
@@ -105,18 +108,23 @@ impl Blocks {
         self.len == 0
     }
 
+    /// A spare block with room for `room` commands, else a new one with room for that many.
     #[cold]
     #[inline(never)]
-    fn new_block(spare: &mut Vec<Block>) -> Block {
-        spare.pop().unwrap_or_else(|| VecDeque::with_capacity(BLOCK))
+    fn new_block(spare: &mut Vec<Block>, room: usize) -> Block {
+        let room = room.max(BLOCK);
+        match spare.iter().position(|b| b.capacity() >= room) {
+            Some(i) => spare.swap_remove(i),
+            None => VecDeque::with_capacity(room),
+        }
     }
 
     #[inline]
     fn push_back(&mut self, p: Pending, spare: &mut Vec<Block>) {
         match self.blocks.back_mut() {
-            Some(b) if b.len() < BLOCK => b.push_back(p),
+            Some(b) if b.len() < b.capacity() => b.push_back(p),
             _ => {
-                let mut b = Self::new_block(spare);
+                let mut b = Self::new_block(spare, self.len);
                 b.push_back(p);
                 self.blocks.push_back(b);
             }
@@ -125,12 +133,12 @@ impl Blocks {
     }
 
     /// A command put back at the front (a harvest found it still running); a full first block
-    /// gets a new block before it, which keeps every block but the first and the last full.
+    /// gets a new block before it.
     fn push_front(&mut self, p: Pending, spare: &mut Vec<Block>) {
         match self.blocks.front_mut() {
-            Some(b) if b.len() < BLOCK => b.push_front(p),
+            Some(b) if b.len() < b.capacity() => b.push_front(p),
             _ => {
-                let mut b = Self::new_block(spare);
+                let mut b = Self::new_block(spare, BLOCK);
                 b.push_front(p);
                 self.blocks.push_front(b);
             }
@@ -142,17 +150,19 @@ impl Blocks {
         self.blocks.back().and_then(|b| b.back())
     }
 
-    fn get(&self, i: usize) -> Option<&Pending> {
-        let first = self.blocks.front()?;
-        if i < first.len() {
-            return first.get(i);
+    /// The command at index `i` (a walk over the blocks, which are few: they double).
+    fn get(&self, mut i: usize) -> Option<&Pending> {
+        for b in &self.blocks {
+            if i < b.len() {
+                return b.get(i);
+            }
+            i -= b.len();
         }
-        let j = i - first.len();
-        self.blocks.get(1 + j / BLOCK)?.get(j % BLOCK)
+        None
     }
 
     /// Moves the first `n` commands into `into`: whole blocks as they are, a part of a block
-    /// command by command (at most `BLOCK - 1` of them).
+    /// command by command.
     fn take_front(&mut self, n: usize, into: &mut Vec<Block>, spare: &mut Vec<Block>) {
         let mut n = n.min(self.len);
         self.len -= n;
@@ -164,7 +174,7 @@ impl Blocks {
                     into.push(b);
                 }
             } else {
-                let mut b = Self::new_block(spare);
+                let mut b = Self::new_block(spare, n);
                 b.extend(front.drain(..n));
                 into.push(b);
                 n = 0;
@@ -184,11 +194,19 @@ impl Blocks {
     }
 }
 
-/// Keeps an emptied block for reuse, up to [`SPARE_BLOCKS`].
+/// Keeps an emptied block for reuse: up to [`SPARE_BLOCKS`] of them, the largest (at most
+/// [`MAX_SPARE`] commands each).
 fn keep_spare(spare: &mut Vec<Block>, mut b: Block) {
+    if b.capacity() > MAX_SPARE {
+        return;
+    }
     b.clear();
     if spare.len() < SPARE_BLOCKS {
         spare.push(b);
+    } else if let Some(smallest) = spare.iter_mut().min_by_key(|s| s.capacity())
+        && smallest.capacity() < b.capacity()
+    {
+        *smallest = b;
     }
 }
 
@@ -483,7 +501,7 @@ mod tests {
 
     /// The blocks hold the commands in order through pushes, partial and whole takes and
     /// commands put back at the front: every index answers the command a single ring buffer
-    /// would, and no block ever grows past `BLOCK` (its room allocated once).
+    /// would, and no block grows past the room it was allocated with.
     #[test]
     fn blocks_keep_the_order_of_one_fifo_across_takes_and_put_backs() {
         let (mut b, mut spare, mut batch) = (Blocks::default(), Vec::new(), Vec::new());
@@ -497,7 +515,9 @@ mod tests {
             }
         };
         push(&mut b, &mut spare, &mut model, 2 * BLOCK + 10);
+        // 256, 256 (as large as what the FIFO held), 512: the blocks double.
         assert_eq!(b.blocks.len(), 3);
+        assert!(b.blocks.get(2).is_some_and(|blk| blk.capacity() >= 2 * BLOCK));
         assert_eq!(events(&b), Vec::from(model.clone()));
         assert_eq!(b.back().map(|p| p.event), model.back().copied());
         assert!(b.get(b.len()).is_none());
@@ -525,15 +545,26 @@ mod tests {
         }
         batch.clear();
         assert_eq!(events(&b), Vec::from(model.clone()));
-        let full = b.blocks.front().map_or(0, |f| f.len());
+        // The first block filled, two commands put back in front of it: a new first block.
+        if b.blocks.len() == 1 {
+            let room = b.blocks.front().map_or(0, |f| f.capacity() - f.len());
+            push(&mut b, &mut spare, &mut model, room);
+        }
+        assert!(b.blocks.front().is_some_and(|f| f.len() == f.capacity()));
+        let blocks = b.blocks.len();
         for e in [90_001, 90_002].into_iter().rev() {
             b.push_front(Pending::for_test(e), &mut spare);
             model.push_front(e);
         }
-        assert_eq!(events(&b), Vec::from(model.clone()), "first block was {full} long");
-        assert!(b.blocks.iter().all(|blk| blk.len() <= BLOCK));
+        assert_eq!(b.blocks.len(), blocks + 1);
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        let rooms: Vec<usize> = b.blocks.iter().map(|blk| blk.capacity()).collect();
         push(&mut b, &mut spare, &mut model, 2 * BLOCK);
         assert_eq!(events(&b), Vec::from(model.clone()));
+        for (blk, room) in b.blocks.iter().zip(&rooms) {
+            assert_eq!(blk.capacity(), *room, "a block kept its room");
+        }
+        assert!(b.blocks.len() <= rooms.len() + 2, "{} blocks for {} commands", b.blocks.len(), b.len());
         let all: Vec<usize> = b.drain_all().map(|p| p.event).collect();
         assert_eq!(all, Vec::from(model));
         assert_eq!(b.len(), 0);
