@@ -13,7 +13,8 @@
 # What it runs (each check prints ok/FAIL; the exit status is 1 when any failed):
 #   1. examples/cuda/workload.cu built with nvcc, run untraced and with the injection: every
 #      kernel, copy and memset with device times, counts equal to what the program launched,
-#      the graph's nodes and edges, kernel allocation properties, synchronisation records.
+#      the graph's nodes and edges, kernel allocation properties, synchronisation records; every
+#      kernel named by a loaded module's cubin (module_check.py, also in 2).
 #   2. examples/cuda/train.py with the injection, and again under torch.profiler: the same
 #      kernel names with the same count, GPU time per name, the same copies (check.py compare).
 #   3. the same program starting torch.profiler itself while offtrace is injected: who gets
@@ -60,6 +61,7 @@ OFFTRACE_CUDA_ACTIVITY=all OFFTRACE_CUDA_DUMP="$W/workload.jsonl" inject "$W/wor
   || note_fail "workload traced"
 cat "$W/workload.err"
 $PY scripts/cuda/check.py workload "$W/workload.jsonl" "$W/workload-traced.json" || note_fail "workload checks"
+$PY scripts/cuda/module_check.py "$W/workload.jsonl" || note_fail "workload modules name their kernels"
 if [ -x target/release/cuda-tests ]; then
   echo "--- Rust tests that need CUDA (cargo test -p offtrace-cuda --test injection -- --ignored, built elsewhere)"
   OFFTRACE_GPU_WORKLOAD="$W/workload" OFFTRACE_CUDA_LIB="$LIB" timeout 120 target/release/cuda-tests --ignored \
@@ -75,6 +77,7 @@ $PY examples/cuda/train.py --steps 10 --warmup 3 --profile torch --out "$W/train
   || note_fail "train.py torch.profiler"
 $PY scripts/cuda/check.py compare "$W/train.jsonl" "$W/train-torch.json.torch.json" "$OUT/compare.json" \
   || note_fail "torch.profiler comparison"
+$PY scripts/cuda/module_check.py "$W/train.jsonl" || note_fail "train.py modules name their kernels"
 
 fi
 if want 3; then

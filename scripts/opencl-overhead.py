@@ -168,7 +168,9 @@ def run(rt, cfg, kernels=None):
         args = [opts.cliloader, "-q", "-ccl", "-cdt"] + args
     cg = tmp / "callgrind.out"
     if opts.measure == "callgrind":
-        args = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"] + args
+        # cliloader execs the program: follow it (its count is the last one valgrind prints).
+        follow = ["--trace-children=yes"] if cfg == "intercept" else []
+        args = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}.%p"] + follow + args
     if opts.chrt:
         args = ["chrt", "-f", "10"] + args
     t0 = time.monotonic_ns()
@@ -181,7 +183,9 @@ def run(rt, cfg, kernels=None):
     per_kernel = float(out[0].split(": ")[1].split()[0])
     per_call = float(out[1].split(": ")[1].split()[0])
     if opts.measure == "callgrind":
-        total = int(next(l for l in stderr.split("\n") if "Collected :" in l).split(":")[1])
+        total = int([l for l in stderr.split("\n") if "Collected :" in l][-1].split(":")[1])
+        for f in tmp.glob(f"{cg.name}.*"):
+            f.unlink()
         return per_kernel, per_call, total
     return per_kernel, per_call, process_ns
 

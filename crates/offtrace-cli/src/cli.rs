@@ -62,6 +62,12 @@ pub struct RecordArgs {
     /// OFFTRACE_RAW=1) [default: with --detail verbose only].
     #[arg(long)]
     pub raw: bool,
+    /// Never drop a record: a thread whose buffer is full waits for the writer instead (sets
+    /// OFFTRACE_LOSSLESS=1 for every backend). The default drops and counts what does not fit
+    /// (the summary and the report say how many), so that tracing never slows the program
+    /// beyond its own records.
+    #[arg(long)]
+    pub lossless: bool,
     /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
     #[arg(long, value_name = "DIR")]
     pub runtime: Option<PathBuf>,
@@ -141,6 +147,8 @@ pub struct RecordConfig {
     pub ur_calls: bool,
     pub debug_streams: bool,
     pub raw: bool,
+    /// `--lossless`: OFFTRACE_LOSSLESS=1.
+    pub lossless: bool,
     pub runtime: Option<PathBuf>,
     /// `--intel-opencl`: add the runtime's OpenCL CPU runtime to the ICD loaders' list.
     pub intel_opencl: bool,
@@ -169,6 +177,7 @@ impl RecordArgs {
             ur_calls: !self.no_ur_calls,
             debug_streams: self.debug_streams,
             raw: self.raw,
+            lossless: self.lossless,
             runtime: self.runtime,
             intel_opencl: self.intel_opencl,
             dispatcher,

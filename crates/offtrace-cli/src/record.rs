@@ -256,6 +256,9 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if cfg.raw {
         cmd.env("OFFTRACE_RAW", "1");
     }
+    if cfg.lossless {
+        cmd.env("OFFTRACE_LOSSLESS", "1");
+    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
@@ -347,7 +350,7 @@ impl IntelOpencl {
         if let Self::NotVisible(runtime) = self {
             eprintln!(
                 "offtrace: hint: the program exited with status {code}; the SYCL runtime's OpenCL CPU device was not visible to it, \
-                 as without offtrace: `offtrace record --intel-opencl` or OCL_ICD_FILENAMES={} adds it",
+                 as without offtrace: `offtrace record --intel-opencl` adds it ({})",
                 runtime.display()
             );
         }
@@ -551,6 +554,7 @@ fn summarize(path: &Path, shown: &Path) {
                 shown.display(),
                 format::bytes(size)
             );
+            drops_hint(drops);
             return;
         }
     }
@@ -579,12 +583,23 @@ fn summarize(path: &Path, shown: &Path) {
         shown.display(),
         format::bytes(size)
     );
+    drops_hint(drops);
     if let Some(e) = problem {
         if e.is_truncated() {
             eprintln!("offtrace: warning: the trace is truncated (the program did not exit normally?): {e}");
         } else {
             eprintln!("offtrace: warning: {e}");
         }
+    }
+}
+
+/// One line after a summary that counted drops: what they are and how to have none.
+fn drops_hint(drops: u64) {
+    if drops > 0 {
+        eprintln!(
+            "offtrace: note: records were dropped where a thread filled its buffer faster than the writer emptied it \
+             (the report says which threads); `offtrace record --lossless` keeps every record, the program waiting instead"
+        );
     }
 }
 

@@ -702,6 +702,57 @@ fn the_record_summary_counts_what_the_report_counts() {
     assert_eq!(summary, report_json(&trace)["trace"]["records"].as_u64().expect("records"), "{stderr}");
 }
 
+/// `record --lossless` never drops: with a ring of two records per thread (`OFFTRACE_BUFFER_RECORDS`,
+/// the agent's) every thread waits for the writer instead, the summary says 0 dropped, and the
+/// report has every notification the default run keeps or counts as dropped. The default run with
+/// the same ring drops (on a quiet machine it may not: then nothing below depends on it) and its
+/// summary then names the flag.
+#[test]
+fn record_lossless_keeps_every_record_where_the_default_drops() {
+    let Some(venv) = venv() else { return };
+    let dir = tmpdir("lossless");
+    let run = |name: &str, extra: &[&str]| {
+        let trace = dir.path().join(format!("{name}.offtrace"));
+        let o = Command::new(offtrace())
+            .arg("record")
+            .arg("--intel-opencl")
+            .arg("--runtime")
+            .arg(&venv)
+            .arg("-o")
+            .arg(&trace)
+            .args(extra)
+            .arg("--")
+            .arg(venv.join("bin/python"))
+            .arg(example("w4_usm_multiqueue.py"))
+            .env("OFFTRACE_BUFFER_RECORDS", "2")
+            .output()
+            .expect("run offtrace record");
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{name}: {stderr}");
+        let dropped: u64 = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, ")?.1.split_once(" dropped"))
+            .map(|(n, _)| n.replace(',', "").parse().expect("drop count"))
+            .unwrap_or_else(|| panic!("{name}: no summary line: {stderr}"));
+        (trace, stderr, dropped)
+    };
+    let note = "`offtrace record --lossless` keeps every record";
+    let (lossless, err, dropped) = run("lossless", &["--lossless"]);
+    assert_eq!(dropped, 0, "{err}");
+    assert!(!err.contains(note), "{err}");
+    let (default, err_default, dropped_default) = run("default", &[]);
+    assert_eq!(err_default.contains(note), dropped_default > 0, "{err_default}");
+    let records = |t: &Path| report_json(t)["trace"]["records"].as_u64().expect("records");
+    let kept = records(&lossless);
+    // The same program both times; the few records whose number depends on timing (clock
+    // calibration samples, the writer's own) are the slack.
+    let kept_default = records(&default);
+    assert!(kept_default <= kept + 64, "the default run kept {kept_default}, the lossless one {kept}");
+    if dropped_default > 64 {
+        assert!(kept_default < kept, "the default run dropped {dropped_default} but kept {kept_default} of {kept}");
+    }
+}
+
 /// W4 makes an in-order queue without profiling and an out-of-order one with
 /// (`property="enable_profiling"`): the queue records say so (in-order from SYCL, profiling from
 /// the `urQueueCreate` properties), in the report (JSON and text) and in SQLite's `queues`.

@@ -12,7 +12,7 @@
 //! | `MARKER` (NVTX) | `MARKER` activity (mark, or range start/end by id) |
 //! | `GRAPH_TRACE` | `TASK_GRAPH` task activity (one graph launch; node = graph id) |
 //! | kernel, copy, memset with a graph node id | also a `TASK_GRAPH` task activity of that node (the node ran as that command: same correlation, queue, device times) |
-//! | resource: module loaded / unloading | `CODE_OBJECT` program LOAD / UNLOAD (module id, cubin size) |
+//! | resource: module loaded / unloading | `CODE_OBJECT` program LOAD / UNLOAD (module id, cubin size, named by its kernels: `cubin.rs`) |
 //! | resource: graph node created, dependency created | `TASK_GRAPH` node_create / edge_create (CUPTI's graph node ids, the ids kernel records carry) |
 //! | driver/runtime allocation and free calls | `MEMORY_ALLOC` alloc / free + the live allocation table |
 //! | launch calls | `KERNEL_DISPATCH` launch instant with the kernel's pointer-sized parameters (kernel allocation properties) |
@@ -246,9 +246,25 @@ pub fn kernel_dispatch(
     emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, ts, Payload::KernelDispatch(&p));
 }
 
-pub fn module(id: u32, cubin_size: u64, loaded: bool) {
-    let p =
-        CodeObjectPayload { handle: u64::from(id), program: 0, name: c"cuda_module".as_ptr(), binary_size: cubin_size };
+/// The name of a module's code-object record: its kernel when it holds one (demangled), its
+/// first kernel and how many more when it holds several, `cuda_module` when its cubin names none
+/// (`cubin::kernel_names`).
+pub fn module_name(kernels: &[&[u8]]) -> CString {
+    let Some(first) = kernels.first().and_then(|k| CString::new(*k).ok()) else {
+        return c"cuda_module".to_owned();
+    };
+    let first = demangle(&first);
+    if kernels.len() == 1 {
+        return first;
+    }
+    let mut s = first.into_bytes();
+    s.extend_from_slice(format!(" (+{} kernels)", kernels.len() - 1).as_bytes());
+    CString::new(s).unwrap_or_else(|_| c"cuda_module".to_owned())
+}
+
+/// A module loaded or about to be unloaded, named by [`module_name`].
+pub fn module(id: u32, cubin_size: u64, name: &CStr, loaded: bool) {
+    let p = CodeObjectPayload { handle: u64::from(id), program: 0, name: name.as_ptr(), binary_size: cubin_size };
     let phase = if loaded { Phase::Load } else { Phase::Unload };
     emit_instant(Kind::CodeObject, code_object::PROGRAM, phase, Payload::CodeObject(&p));
 }
@@ -300,16 +316,13 @@ pub fn graph_edge(graph: u32, from: u64, to: u64) {
 }
 
 /// Demangled kernel names, by CUPTI's name pointer (CUPTI keeps one string per function):
-/// `__cxa_demangle` of the process's C++ runtime, the demangler torch.profiler uses, so names
-/// compare equal. Used on CUPTI's buffer thread only (and at launches), cached. The result
-/// lives for the process.
+/// [`demangle`], cached. Used on CUPTI's buffer thread only (and at launches). The result lives
+/// for the process.
 ///
 /// # Safety
 /// `name` is null or a NUL-terminated string that stays valid and unchanged for the process
 /// (CUPTI's and the driver's kernel names do).
 pub unsafe fn demangled(name: *const c_char) -> *const c_char {
-    type Demangle = unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut i32) -> *mut c_char;
-    static DEMANGLE: OnceLock<Option<Demangle>> = OnceLock::new();
     static CACHE: OnceLock<Mutex<HashMap<usize, CString>>> = OnceLock::new();
     if name.is_null() {
         return name;
@@ -319,6 +332,19 @@ pub unsafe fn demangled(name: *const c_char) -> *const c_char {
     if let Some(s) = c.get(&(name as usize)) {
         return s.as_ptr();
     }
+    // SAFETY: name is CUPTI's NUL-terminated kernel name.
+    let text = demangle(unsafe { CStr::from_ptr(name) });
+    let ptr = text.as_ptr();
+    c.insert(name as usize, text);
+    ptr
+}
+
+/// `mangled` demangled by `__cxa_demangle` of the process's C++ runtime (the demangler
+/// torch.profiler uses, so names compare equal); unchanged when it is not a C++ name or the
+/// runtime has no demangler.
+pub fn demangle(mangled: &CStr) -> CString {
+    type Demangle = unsafe extern "C" fn(*const c_char, *mut c_char, *mut usize, *mut i32) -> *mut c_char;
+    static DEMANGLE: OnceLock<Option<Demangle>> = OnceLock::new();
     let f = *DEMANGLE.get_or_init(|| {
         // The program's C++ runtime may be loaded RTLD_LOCAL (Python extensions): open it by
         // name (it is on every system CUDA runs on), falling back to the global scope.
@@ -331,16 +357,15 @@ pub unsafe fn demangled(name: *const c_char) -> *const c_char {
         // SAFETY: __cxa_demangle has this C signature (the Itanium C++ ABI).
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, Demangle>(p) })
     });
-    // SAFETY: name is CUPTI's NUL-terminated kernel name.
-    let mangled = unsafe { CStr::from_ptr(name) };
-    let text = match f {
+    match f {
         Some(f) if mangled.to_bytes().starts_with(b"_Z") => {
             let mut status = 0i32;
             // SAFETY: a NUL-terminated input; null buffer: __cxa_demangle mallocs the result.
-            let out = unsafe { f(name, std::ptr::null_mut(), std::ptr::null_mut(), &mut status) };
+            let out = unsafe { f(mangled.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), &mut status) };
             if status == 0 && !out.is_null() {
                 // SAFETY: a malloc'ed NUL-terminated string, freed after the copy.
                 let s = unsafe { CStr::from_ptr(out) }.to_owned();
+                // SAFETY: allocated by __cxa_demangle with malloc, not used after.
                 unsafe { libc::free(out.cast()) };
                 s
             } else {
@@ -348,10 +373,7 @@ pub unsafe fn demangled(name: *const c_char) -> *const c_char {
             }
         }
         _ => mangled.to_owned(),
-    };
-    let ptr = text.as_ptr();
-    c.insert(name as usize, text);
-    ptr
+    }
 }
 
 /// CUPTI's lost records and its own overhead, into the trace's accounting (at the end).

@@ -1971,11 +1971,28 @@ unsafe fn resource_callback(inj: &Injection, cbid: u32, data: *const u8) {
         }
         use l::CUpti_ModuleResourceData as m;
         // SAFETY: the descriptor of a module callback is CUpti_ModuleResourceData.
-        let (id, size) = unsafe { (field(descriptor, m::moduleId) as u32, field(descriptor, m::cubinSize)) };
+        let (id, size, image) = unsafe {
+            (field(descriptor, m::moduleId) as u32, field(descriptor, m::cubinSize), field(descriptor, m::pCubin))
+        };
         let loaded = c == l::CUPTI_CBID_RESOURCE_MODULE_LOADED;
-        emit::module(id, size, loaded);
+        // The cubin is CUPTI's for the callback's duration: read here, not kept.
+        let image: &[u8] = if image == 0 || size == 0 || size > (1 << 32) {
+            &[]
+        } else {
+            // SAFETY: CUPTI's module descriptor: pCubin points at cubinSize bytes during the callback.
+            unsafe { std::slice::from_raw_parts(image as *const u8, size as usize) }
+        };
+        let kernels = crate::cubin::kernel_names(image);
+        let name = emit::module_name(&kernels);
+        emit::module(id, size, &name, loaded);
         inj.dump_line(|| {
-            format!(r#"{{"t":"module_{}","id":{id},"cubin_size":{size}}}"#, if loaded { "load" } else { "unload" })
+            let names: Vec<String> =
+                kernels.iter().map(|k| crate::dump::json_str(&String::from_utf8_lossy(k))).collect();
+            format!(
+                r#"{{"t":"module_{}","id":{id},"cubin_size":{size},"kernels":[{}]}}"#,
+                if loaded { "load" } else { "unload" },
+                names.join(",")
+            )
         });
     } else if c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED
         || c == l::CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED

@@ -24,6 +24,7 @@
 
 pub mod activity;
 pub mod correlation_map;
+pub mod cubin;
 pub mod cupti;
 pub mod dump;
 pub mod emit;
