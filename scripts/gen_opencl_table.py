@@ -480,6 +480,42 @@ for ty, name in slots:
 w("    }")
 w("}")
 w("")
+# Preload mode (`preload.rs`): the same library, put in LD_PRELOAD, exports every dispatch
+# slot's function under its C name; each forwards to the table `preload::table()` chooses (the
+# layer's wrappers, or the program's loader itself when that loader runs the layer already).
+# Extension functions are not exported (loaders do not export them: they are reached through
+# clGetExtensionFunctionAddress[ForPlatform], hooked as in layer mode).
+w("/// The C name of each dispatch slot, in order (preload mode fills a table from the loader by name).")
+w(f"pub static SLOT_NAMES: [&std::ffi::CStr; {len(slots)}] = [")
+for ty, name in slots:
+    w(f'    c"{name}",')
+w("];")
+w("")
+w("/// Preload mode's exported entry points: one per dispatch slot, under the slot's C name.")
+w("pub mod exports {")
+w("    use std::ffi::c_void;")
+w("    use std::ptr;")
+w("")
+for ty, name in slots:
+    if ty == "void*":
+        continue
+    sig = api_sigs[name] if name not in protos else protos[name]
+    args = sig["args"]
+    params = ", ".join(f"{a['name']}: {a['rust']}" for a in args)
+    ret = f" -> {sig['rust_ret']}" if sig["rust_ret"] else ""
+    has_err = any(a["name"] == "errcode_ret" for a in args)
+    w(f"    #[unsafe(export_name = \"{name}\")]")
+    w(f"    pub unsafe extern \"C\" fn export_{name}({params}){ret} {{")
+    w(f"        let Some(f) = crate::preload::table().{name} else {{")
+    if has_err:
+        w(f"            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);")
+    w(f"            return{(' ' + ret_default(sig).replace('crate::call::CL_INVALID_OPERATION as i32', 'crate::call::CL_INVALID_OPERATION')) if sig['rust_ret'] else ''};")
+    w("        };")
+    w(f"        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.")
+    w(f"        unsafe {{ f({', '.join(a['name'] for a in args)}) }}")
+    w("    }")
+w("}")
+w("")
 w("/// The wrapper of extension function `name` and its index in [`EXT_NEXT`].")
 w("pub(crate) fn extension_wrapper(name: &[u8]) -> Option<(usize, *mut c_void)> {")
 w("    Some(match name {")

@@ -81,6 +81,11 @@ pub struct RecordArgs {
     /// (the runtime's own) or a path [default: offtrace when it is built, else intel].
     #[arg(long, value_name = "offtrace|intel|PATH")]
     pub dispatcher: Option<String>,
+    /// How the OpenCL layer gets into the program: `layer` (the ICD loader's OPENCL_LAYERS),
+    /// `preload` (LD_PRELOAD, for loaders without layer support, e.g. CUDA's libOpenCL.so.1),
+    /// or `auto`: preload when the libOpenCL.so.1 the program would load has no layer support.
+    #[arg(long, value_enum, default_value_t = OpenclInterposeArg::Auto, value_name = "auto|layer|preload")]
+    pub opencl_interpose: OpenclInterposeArg,
     /// The agent library [default: $OFFTRACE_AGENT, else libofftrace_agent.so next to offtrace].
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
@@ -93,6 +98,13 @@ pub struct RecordArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub program: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OpenclInterposeArg {
+    Auto,
+    Layer,
+    Preload,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -153,6 +165,7 @@ pub struct RecordConfig {
     /// `--intel-opencl`: add the runtime's OpenCL CPU runtime to the ICD loaders' list.
     pub intel_opencl: bool,
     pub dispatcher: DispatcherChoice,
+    pub opencl_interpose: crate::opencl_loader::Interpose,
     pub agent: Option<PathBuf>,
     pub tools: Vec<PathBuf>,
     pub metrics: crate::metrics_cmd::RecordMetrics,
@@ -181,6 +194,11 @@ impl RecordArgs {
             runtime: self.runtime,
             intel_opencl: self.intel_opencl,
             dispatcher,
+            opencl_interpose: match self.opencl_interpose {
+                OpenclInterposeArg::Auto => crate::opencl_loader::Interpose::Auto,
+                OpenclInterposeArg::Layer => crate::opencl_loader::Interpose::Layer,
+                OpenclInterposeArg::Preload => crate::opencl_loader::Interpose::Preload,
+            },
             agent: self.agent,
             tools: self.tools,
             metrics: self.metrics.into_config(),

@@ -11,6 +11,7 @@ mod cli_metrics;
 mod export_cmd;
 mod format;
 mod metrics_cmd;
+mod opencl_loader;
 mod record;
 mod report;
 mod signals;

@@ -207,6 +207,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
+    let interpose = crate::opencl_loader::choose(cfg.opencl_interpose, &program_path);
     let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
         Err(e) if cfg.intel_opencl => {
@@ -217,13 +218,18 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         Err(_) if cfg.runtime.is_none() && (opencl_layer.is_some() || cuda) => {
             cmd.env("OFFTRACE_OUTPUT", &output_abs).env("OFFTRACE_DETAIL", cfg.detail);
             if let Some(layer) = &opencl_layer {
-                opencl_environment(&mut cmd, layer);
+                opencl_environment(&mut cmd, layer, &interpose);
                 if cuda {
                     // Both backends in one process: each writes its own trace.
                     cmd.env("OFFTRACE_CUDA_OUTPUT", cuda_output(&output_abs));
                 }
             }
-            return spawn_and_summarize(cmd, &program_path, &output_abs, &output);
+            let opencl = opencl_layer.is_some().then_some(&interpose);
+            let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, opencl)?;
+            if code != NOT_STARTED {
+                nothing_recorded_hint(&output_abs);
+            }
+            return Ok(code);
         }
         Err(e) if cfg.runtime.is_none() => {
             return Err(e.context(format!(
@@ -270,14 +276,15 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // Device times of every SYCL command come from the OpenCL layer, hosted by the agent (one
     // copy of the services: OpenCL records carry the UR call's correlation). An agent built
     // without it gets no layer (a second copy would record nothing into this trace).
-    if hosts_opencl_layer(&agent) {
-        opencl_environment(&mut cmd, &agent);
+    let hosts_layer = hosts_opencl_layer(&agent);
+    if hosts_layer {
+        opencl_environment(&mut cmd, &agent, &interpose);
     }
-    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output)?;
-    if code == NOT_STARTED {
-        library_path_hint(&lib);
-    } else if code != 0 {
-        intel_opencl.hint(code);
+    let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, hosts_layer.then_some(&interpose))?;
+    let hinted = if code == NOT_STARTED { library_path_hint(&lib) } else { code != 0 && intel_opencl.hint(code) };
+    // A program that did not start (127) recorded nothing for that reason alone.
+    if !hinted && code != NOT_STARTED {
+        nothing_recorded_hint(&output_abs);
     }
     drop(intel_opencl);
     Ok(code)
@@ -290,15 +297,18 @@ const NOT_STARTED: u8 = 127;
 /// One line after the summary of a program that may not have started: `record` used to put the
 /// runtime's lib folder first in `LD_LIBRARY_PATH`, so a SYCL binary linked without a RUNPATH
 /// ran traced though it did not untraced. Not printed when the folder is on the path already.
-fn library_path_hint(lib: &Path) {
+/// Returns whether it printed.
+fn library_path_hint(lib: &Path) -> bool {
     let on_path = std::env::var_os("LD_LIBRARY_PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d == lib));
-    if !on_path {
-        eprintln!(
-            "offtrace: hint: the program exited with status {NOT_STARTED}; if a library was not found (the loader's message above), \
-             give it the LD_LIBRARY_PATH it needs without offtrace (record leaves it as it is), e.g. LD_LIBRARY_PATH={}",
-            lib.display()
-        );
+    if on_path {
+        return false;
     }
+    eprintln!(
+        "offtrace: hint: the program exited with status {NOT_STARTED}; if a library was not found (the loader's message above), \
+         give it the LD_LIBRARY_PATH it needs without offtrace (record leaves it as it is), e.g. LD_LIBRARY_PATH={}",
+        lib.display()
+    );
+    true
 }
 
 /// The SYCL runtime's OpenCL CPU runtime (`<lib>/libintelocl.so`, Intel's "CPU device") and the
@@ -345,15 +355,18 @@ impl IntelOpencl {
     }
 
     /// One line after the summary of a failed run: the device the program did not see may be
-    /// the one it expected (dpctl's USM allocations fail on PoCL, for one).
-    fn hint(&self, code: u8) {
+    /// the one it expected (dpctl's USM allocations fail on PoCL, for one). Returns whether it
+    /// printed.
+    fn hint(&self, code: u8) -> bool {
         if let Self::NotVisible(runtime) = self {
             eprintln!(
                 "offtrace: hint: the program exited with status {code}; the SYCL runtime's OpenCL CPU device was not visible to it, \
                  as without offtrace: `offtrace record --intel-opencl` adds it ({})",
                 runtime.display()
             );
+            return true;
         }
+        false
     }
 }
 
@@ -444,8 +457,15 @@ fn cuda_env(cmd: &mut Command) -> bool {
     true
 }
 
-/// Runs the program with signals forwarded, then summarises the trace; returns its exit code.
-fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path, output: &Path) -> anyhow::Result<u8> {
+/// Runs the program with signals forwarded, then summarises the trace (with the OpenCL mode
+/// when it is not the layer's); returns its exit code.
+fn spawn_and_summarize(
+    mut cmd: Command,
+    program_path: &Path,
+    output_abs: &Path,
+    output: &Path,
+    opencl: Option<&crate::opencl_loader::Choice>,
+) -> anyhow::Result<u8> {
     let cuda_output =
         cmd.get_envs().find(|(k, _)| *k == "OFFTRACE_CUDA_OUTPUT").and_then(|(_, v)| v.map(PathBuf::from));
     signals::install().context("cannot install signal forwarding")?;
@@ -468,7 +488,48 @@ fn spawn_and_summarize(mut cmd: Command, program_path: &Path, output_abs: &Path,
         let _ = std::fs::rename(&cuda, output_abs);
     }
     summarize_all(output_abs, output);
+    if let Some(line) = opencl.and_then(crate::opencl_loader::Choice::summary_line) {
+        eprintln!("{line}");
+    }
     Ok(code)
+}
+
+/// After the summary (and after any hint about a failed start, which says more): one hint when
+/// the recording holds no API call of any backend.
+fn nothing_recorded_hint(output_abs: &Path) {
+    if !any_api_call(output_abs) {
+        eprintln!("{NOTHING_RECORDED_HINT}");
+    }
+}
+
+/// The hint after a recording that holds no API call of any backend (no trace at all, or
+/// traces of metadata alone): offtrace saw none of the program's runtime calls.
+const NOTHING_RECORDED_HINT: &str = "offtrace: hint: no SYCL, OpenCL or CUDA call was recorded. If the program makes \
+    such calls, its OpenCL ICD loader may not have loaded offtrace's layer (try `--opencl-interpose preload`, \
+    docs/opencl.md), or a backend library is not built next to offtrace (libofftrace_agent.so, \
+    libofftrace_opencl.so, libofftrace_cuda.so).";
+
+/// Whether any trace of this recording (the output and its per-process siblings) holds an API
+/// call. Reads each trace only up to its first call (a normal trace: its first chunk).
+fn any_api_call(output_abs: &Path) -> bool {
+    std::iter::once(output_abs.to_path_buf()).chain(crate::traces::siblings(output_abs)).any(|p| has_api_call(&p))
+}
+
+fn has_api_call(path: &Path) -> bool {
+    if !path.exists() {
+        return false;
+    }
+    let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
+    // An unreadable trace was reported by the summary already: no second message.
+    let Ok(mut reader) = TraceRecords::open(path, options) else { return true };
+    while let Some(batch) = reader.next_batch() {
+        if let Batch::Records(batch) = batch
+            && (!reader.api_calls().is_empty() || batch.iter().any(|r| matches!(r, Record::ApiCall(_))))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or
@@ -489,13 +550,31 @@ fn hosts_opencl_layer(lib: &Path) -> bool {
 /// loader and ocl-icd >= 2.3.0 read it), last, so that it is the outermost layer and sees the
 /// program's calls as the program made them. Every OpenCL call of the program then goes through
 /// it: its own, pyopencl's, or the SYCL runtime's UR OpenCL adapter's.
-fn opencl_environment(cmd: &mut Command, layer: &Path) {
+///
+/// Preload mode (the program's loader has no layer support, or `--opencl-interpose preload`):
+/// the layer is also appended to `LD_PRELOAD`, with `OFFTRACE_OPENCL_LOADER` naming the loader
+/// found. `OPENCL_LAYERS` stays: a layer-capable loader the program reaches otherwise (the SYCL
+/// runtime's own, which UR looks up by its handle) still runs the layer, and once the preloaded
+/// exports own the layer it passes every such loader through (no call twice:
+/// `crates/offtrace-opencl/src/preload.rs`).
+fn opencl_environment(cmd: &mut Command, layer: &Path, choice: &crate::opencl_loader::Choice) {
     let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
     if !v.is_empty() {
         v.push(":");
     }
     v.push(layer.as_os_str());
     cmd.env("OPENCL_LAYERS", v);
+    if choice.preload {
+        let mut p = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()).unwrap_or_default();
+        if !p.is_empty() {
+            p.push(":");
+        }
+        p.push(layer.as_os_str());
+        cmd.env("LD_PRELOAD", p);
+        if let Some(loader) = &choice.loader {
+            cmd.env("OFFTRACE_OPENCL_LOADER", loader);
+        }
+    }
 }
 
 /// [`summarize`] for each trace of the recording: with several (one per traced process), a

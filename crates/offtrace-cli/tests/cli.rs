@@ -694,7 +694,7 @@ fn a_failed_run_hints_at_the_runtimes_opencl_cpu_device_only_when_record_hid_it(
     let err = text(&o.stderr);
     let last = err.lines().last().unwrap_or_default();
     assert!(last.starts_with(hint) && last.contains("record --intel-opencl"), "the last line: {err}");
-    assert!(last.contains("OCL_ICD_FILENAMES=") && last.contains("libintelocl.so"), "{err}");
+    assert!(!last.contains("OCL_ICD_FILENAMES") && last.contains("libintelocl.so"), "{err}");
     assert!(err.find("no trace was written").unwrap() < err.find(hint).unwrap(), "after the summary: {err}");
     assert_eq!(err.matches("offtrace: hint:").count(), 1, "{err}");
 
@@ -706,7 +706,8 @@ fn a_failed_run_hints_at_the_runtimes_opencl_cpu_device_only_when_record_hid_it(
         ("no libintelocl.so", false, false, &[][..], "exit 3"),
     ] {
         let o = record_icd(dir.path(), intel_cpu, flag, env, script);
-        assert!(!text(&o.stderr).contains("offtrace: hint:"), "{what}: {}", text(&o.stderr));
+        // (The fake runtime writes no trace: a successful run gets the nothing-recorded hint.)
+        assert!(!text(&o.stderr).contains("offtrace: hint: the program exited"), "{what}: {}", text(&o.stderr));
     }
 }
 

@@ -3,6 +3,7 @@
 //! skips): `--metrics` samples land in the trace, and every traced process keeps its trace.
 //! The agent and the layer must be built next to `offtrace` (`scripts/test.sh` builds them).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -831,4 +832,268 @@ fn exit_from_a_worker_thread_while_others_enqueue_ends_the_trace_cleanly() {
     let (count, timed) = (row["count"].as_u64().expect("count"), row["device_count"].as_u64().expect("timed"));
     // The other threads go on enqueueing after the count was printed, until exit stops them.
     assert!(count >= enqueued && timed > 0 && timed <= count, "{row}: the program counted {enqueued}");
+}
+
+// ---- preload mode (`--opencl-interpose`, crates/offtrace-opencl/src/preload.rs) ---------------
+
+/// `record --opencl-interpose MODE -o trace -- prog args`: the output and the report.
+fn record_mode(
+    mode: &str,
+    trace: &Path,
+    prog: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+) -> (Output, serde_json::Value) {
+    let mut cmd = offtrace();
+    cmd.args(["record", "--opencl-interpose", mode, "-o"]).arg(trace).arg("--").arg(prog).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("record");
+    ok(&o);
+    let r = report(trace);
+    (o, r)
+}
+
+/// Calls per operation.
+fn calls_by_operation(r: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
+    r["api_calls"]
+        .as_array()
+        .expect("api_calls")
+        .iter()
+        .map(|c| (c["operation"].as_str().expect("op").to_owned(), c["calls"].as_u64().expect("calls")))
+        .collect()
+}
+
+/// Device activity rows: (kind, name, count, with device times).
+fn activities(r: &serde_json::Value) -> Vec<(String, String, u64, u64)> {
+    let mut v: Vec<_> = r["device_activity"]
+        .as_array()
+        .expect("device_activity")
+        .iter()
+        .map(|a| {
+            (
+                a["kind"].as_str().expect("kind").to_owned(),
+                a["name"].as_str().expect("name").to_owned(),
+                a["count"].as_u64().expect("count"),
+                a["device_count"].as_u64().expect("device_count"),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The memory section without its times (allocations by type and device, frees).
+fn memory(r: &serde_json::Value) -> serde_json::Value {
+    let m = &r["memory"];
+    serde_json::json!({
+        "allocations": m["allocations"],
+        "frees": m["frees"],
+        "unmatched_frees": m["unmatched_frees"],
+        "live_bytes_at_end": m["live_bytes_at_end"],
+        "peak_live_bytes": m["peak_live_bytes"],
+    })
+}
+
+/// The same program recorded through the loader's layer list and through `LD_PRELOAD` (on
+/// Debian's ocl-icd, which supports layers: `record` keeps `OPENCL_LAYERS` in preload mode, so
+/// this also shows that a loader's `clInitLayer` after the exports took the layer records
+/// nothing twice): the same calls per operation, the same device activities all with device
+/// times, the same memory records; the program's output and exit status unchanged.
+#[test]
+fn preload_mode_records_what_the_layer_records() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let args = ["--platform", "Portable"];
+    let alone = Command::new(&prog).args(args).output().expect("run");
+    ok(&alone);
+    let (lo, layer) = record_mode("layer", &dir.path().join("layer.offtrace"), &prog, &args, &[]);
+    let (po, preload) = record_mode("preload", &dir.path().join("preload.offtrace"), &prog, &args, &[]);
+    assert_eq!(lo.stdout, alone.stdout);
+    assert_eq!(po.stdout, alone.stdout);
+    let perr = String::from_utf8_lossy(&po.stderr);
+    assert!(perr.contains("OpenCL layer in preload mode (--opencl-interpose preload"), "{perr}");
+    assert!(!String::from_utf8_lossy(&lo.stderr).contains("preload"), "layer mode says nothing");
+    assert_eq!(preload["trace"]["info"]["opencl_interpose"], "preload", "the exports recorded, not the loader's layer");
+    assert!(layer["trace"]["info"]["opencl_interpose"].is_null());
+    let calls = calls_by_operation(&layer);
+    assert!(calls.get("clEnqueueNDRangeKernel").is_some_and(|&n| n > 0), "{calls:?}");
+    assert_eq!(calls_by_operation(&preload), calls);
+    let acts = activities(&layer);
+    assert!(!acts.is_empty() && acts.iter().all(|a| a.2 == a.3), "every command has device times: {acts:?}");
+    assert_eq!(activities(&preload), acts);
+    assert_eq!(memory(&preload), memory(&layer));
+}
+
+/// `cl_codeplay_performance_counters` in preload mode: the program finds the extension and its
+/// counters (it checks them itself and says ok).
+#[test]
+fn codeplay_counters_work_in_preload_mode() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = opencl_program(
+        dir.path(),
+        &workspace().join("examples/opencl/codeplay_counters.c"),
+        "codeplay_counters",
+        &["-O1"],
+        &[],
+    ) else {
+        return;
+    };
+    let (o, r) = record_mode("preload", &dir.path().join("cp.offtrace"), &prog, &[], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("codeplay_counters: ok"), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(r["trace"]["info"]["opencl_interpose"], "preload");
+}
+
+/// A `libOpenCL.so.1` without layer support, built here: every function Debian's ocl-icd exports
+/// forwarded to it (`jmp` through a pointer looked up with `dlsym` at load), and no
+/// `clInitLayer` anywhere in it, as CUDA's loader. Returns its folder.
+fn loader_without_layers(dir: &Path) -> PathBuf {
+    let real = Path::new("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1");
+    assert!(real.exists(), "Debian's ocl-icd is missing: run scripts/setup-opencl.sh");
+    let nm = Command::new("nm").args(["-D", "--defined-only"]).arg(real).output().expect("nm");
+    assert!(nm.status.success());
+    let names: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .filter(|_| l.contains(" T "))
+                .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        })
+        .filter(|n| n.starts_with("cl") && !n.contains("Layer"))
+        .collect();
+    assert!(names.len() > 50 && names.iter().any(|n| n == "clGetPlatformIDs"), "{names:?}");
+    let mut c = String::from("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdlib.h>\n");
+    for n in &names {
+        c += &format!(
+            "__attribute__((visibility(\"hidden\"))) void *p_{n};\n__asm__(\".text\\n.globl {n}\\n.type {n},@function\\n{n}:\\n\\tjmp *p_{n}(%rip)\\n\");\n"
+        );
+    }
+    c += &format!(
+        "__attribute__((constructor)) static void forward(void) {{\n  void *h = dlopen(\"{}\", RTLD_NOW | RTLD_LOCAL);\n  if (!h) abort();\n",
+        real.display()
+    );
+    for n in &names {
+        c += &format!("  p_{n} = dlsym(h, \"{n}\");\n");
+    }
+    c += "}\n";
+    let fake = dir.join("fake-loader");
+    std::fs::create_dir_all(&fake).expect("dir");
+    let src = fake.join("forward.c");
+    std::fs::write(&src, c).expect("src");
+    let lib = fake.join("libOpenCL.so.1");
+    let st = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libOpenCL.so.1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .arg("-ldl")
+        .status()
+        .expect("cc");
+    assert!(st.success(), "cc of the forwarding loader failed");
+    let bytes = std::fs::read(&lib).expect("read");
+    assert!(!bytes.windows(11).any(|w| w == b"clInitLayer"), "the forwarding loader must not name clInitLayer");
+    fake
+}
+
+/// A program whose `libOpenCL.so.1` (first in `LD_LIBRARY_PATH`, as CUDA's on a CUDA machine)
+/// has no layer support: `record` chooses preload mode by itself and says so in one line, and
+/// the trace holds what layer mode records with Debian's loader.
+#[test]
+fn a_loader_without_layer_support_gets_preload_mode() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let fake = loader_without_layers(dir.path());
+    let args = ["--platform", "Portable"];
+    let (_, layer) = record_mode("layer", &dir.path().join("layer.offtrace"), &prog, &args, &[]);
+    let lp = fake.clone().into_os_string();
+    let alone = Command::new(&prog).args(args).env("LD_LIBRARY_PATH", &lp).output().expect("run");
+    ok(&alone);
+    let (o, r) = record_mode("auto", &dir.path().join("auto.offtrace"), &prog, &args, &[("LD_LIBRARY_PATH", &lp)]);
+    assert_eq!(o.stdout, alone.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = format!(
+        "offtrace: OpenCL layer in preload mode: the program's ICD loader {} has no layer support",
+        fake.join("libOpenCL.so.1").canonicalize().expect("canon").display()
+    );
+    assert!(err.contains(&line), "{err}");
+    assert_eq!(r["trace"]["info"]["opencl_interpose"], "preload");
+    assert_eq!(calls_by_operation(&r), calls_by_operation(&layer));
+    assert_eq!(activities(&r), activities(&layer));
+    assert_eq!(memory(&r), memory(&layer));
+    assert!(!err.contains("hint:"), "{err}");
+
+    // The layer library alone (no SYCL runtime, no agent: what `record` preloads on a machine
+    // without one), preloaded by hand in front of the same loader.
+    let lib = Path::new(env!("CARGO_BIN_EXE_offtrace")).with_file_name("libofftrace_opencl.so");
+    let alone_trace = dir.path().join("alone.offtrace");
+    let o = Command::new(&prog)
+        .args(args)
+        .env("LD_LIBRARY_PATH", &lp)
+        .env("LD_PRELOAD", &lib)
+        .env("OFFTRACE_OUTPUT", &alone_trace)
+        .output()
+        .expect("run");
+    ok(&o);
+    assert_eq!(o.stdout, alone.stdout);
+    let r = report(&alone_trace);
+    assert_eq!(
+        (&r["trace"]["info"]["backend"], &r["trace"]["info"]["opencl_interpose"]),
+        (&"opencl".into(), &"preload".into())
+    );
+    assert_eq!(calls_by_operation(&r), calls_by_operation(&layer));
+    assert_eq!(activities(&r), activities(&layer));
+}
+
+/// A recording that holds no runtime call at all gets one hint line saying what that usually
+/// means; a normal recording does not.
+#[test]
+fn a_recording_without_runtime_calls_gets_a_hint() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let Some(prog) = vector_add(dir.path()) else { return };
+    let o = offtrace().arg("record").arg("-o").arg(dir.path().join("none.offtrace")).args(["--", "true"]).output();
+    let o = o.expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let hints: Vec<&str> =
+        err.lines().filter(|l| l.starts_with("offtrace: hint: no SYCL, OpenCL or CUDA call was recorded")).collect();
+    assert_eq!(hints.len(), 1, "{err}");
+    assert!(hints[0].contains("--opencl-interpose preload"), "{err}");
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.path().join("va.offtrace"))
+        .arg("--")
+        .arg(&prog)
+        .args(["--platform", "Portable"])
+        .output()
+        .expect("record");
+    ok(&o);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hint:"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// pyopencl's bundled ocl-icd (`pyopencl/.libs/libOpenCL-<hash>.so`, its own soname) is opened
+/// `RTLD_LOCAL` with the extension module: not in the global scope, not named `libOpenCL.so.1`.
+/// Preload mode still finds it (the loaded objects' scan) and records what layer mode records.
+#[test]
+fn pyopencl_in_preload_mode_records_what_the_layer_records() {
+    if std::env::var_os("OFFTRACE_SKIP_OPENCL").is_some_and(|v| v == "1") {
+        return;
+    }
+    let venv = std::env::var_os("OFFTRACE_OPENCL_VENV").map_or_else(|| workspace().join(".venv-opencl"), PathBuf::from);
+    let python = venv.join("bin/python");
+    assert!(python.exists(), "no pyopencl venv at {}: run scripts/setup-opencl.sh", venv.display());
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = workspace().join("examples/opencl/pyopencl_vadd.py");
+    let script = script.to_str().expect("utf-8");
+    let args = [script, "--platform", "Portable"];
+    let (lo, layer) = record_mode("layer", &dir.path().join("layer.offtrace"), &python, &args, &[]);
+    let (po, preload) = record_mode("preload", &dir.path().join("preload.offtrace"), &python, &args, &[]);
+    assert_eq!(lo.stdout, po.stdout);
+    assert_eq!(preload["trace"]["info"]["opencl_interpose"], "preload");
+    let calls = calls_by_operation(&layer);
+    assert!(calls.get("clEnqueueNDRangeKernel").is_some_and(|&n| n > 0), "{calls:?}");
+    assert_eq!(calls_by_operation(&preload), calls);
+    assert_eq!(activities(&preload), activities(&layer));
 }

@@ -2,14 +2,17 @@
 //! callback points at), so that a module's code-object record is named by what it contains
 //! instead of the same `cuda_module` for all of them: a PyTorch process loads hundreds.
 //!
-//! A cubin is an ELF64 little-endian image whose symbol table names each kernel entry as a
-//! global function symbol (`STT_FUNC`, `STB_GLOBAL`); device functions that were not inlined are
-//! local or weak. Everything is read bounds-checked from the bytes CUPTI gave: an image that is
-//! not such an ELF (a PTX text, a truncated or foreign image) has no kernels here, and the module
+//! A cubin is an ELF64 little-endian image whose symbol table marks each kernel entry as a
+//! function symbol (`STT_FUNC`) with `STO_CUDA_ENTRY` (0x10) in `st_other`, whatever its binding:
+//! a kernel in an anonymous namespace is local (PyTorch's `at::native::(anonymous)::...` kernels),
+//! and a device function that was not inlined is a function without the mark. An image whose
+//! symbols carry no such mark at all (an older toolchain's) falls back to the global function
+//! symbols. Everything is read bounds-checked from the bytes CUPTI gave: an image that is not
+//! such an ELF (a PTX text, a truncated or foreign image) has no kernels here, and the module
 //! keeps the generic name.
 
-/// The global function symbols of `image`'s symbol table, in table order: the module's kernel
-/// entries, mangled. Empty for anything that is not a well-formed ELF64 little-endian image.
+/// The kernel entries of `image`'s symbol table, in table order, mangled. Empty for anything
+/// that is not a well-formed ELF64 little-endian image.
 pub fn kernel_names(image: &[u8]) -> Vec<&[u8]> {
     kernels(image).unwrap_or_default()
 }
@@ -17,6 +20,8 @@ pub fn kernel_names(image: &[u8]) -> Vec<&[u8]> {
 const SHT_SYMTAB: u32 = 2;
 const STT_FUNC: u8 = 2;
 const STB_GLOBAL: u8 = 1;
+/// `st_other` bit of a CUDA kernel entry (`__global__` function).
+const STO_CUDA_ENTRY: u8 = 0x10;
 const SHDR_SIZE: usize = 64;
 const SYM_SIZE: usize = 24;
 
@@ -49,7 +54,8 @@ fn kernels(image: &[u8]) -> Option<Vec<&[u8]>> {
         return None;
     }
     let count = u16_at(image, 0x3c)? as usize;
-    let mut names = Vec::new();
+    // (name, marked as an entry, global)
+    let mut functions = Vec::new();
     for i in 0..count {
         let (kind, offset, size, link) = section(image, table, i)?;
         if kind != SHT_SYMTAB {
@@ -59,19 +65,20 @@ fn kernels(image: &[u8]) -> Option<Vec<&[u8]>> {
         let (_, str_offset, str_size, _) = section(image, table, link)?;
         let strings = image.get(str_offset..str_offset.checked_add(str_size)?)?;
         for sym in symbols.chunks_exact(SYM_SIZE) {
-            let info = sym[4];
-            if info & 0xf != STT_FUNC || info >> 4 != STB_GLOBAL {
+            let (info, other) = (sym[4], sym[5]);
+            if info & 0xf != STT_FUNC {
                 continue;
             }
             let at = u32_at(sym, 0)? as usize;
             let rest = strings.get(at..)?;
             let name = &rest[..rest.iter().position(|&b| b == 0)?];
             if !name.is_empty() {
-                names.push(name);
+                functions.push((name, other & STO_CUDA_ENTRY != 0, info >> 4 == STB_GLOBAL));
             }
         }
     }
-    Some(names)
+    let marked = functions.iter().any(|&(_, entry, _)| entry);
+    Some(functions.into_iter().filter(|&(_, entry, global)| if marked { entry } else { global }).map(|f| f.0).collect())
 }
 
 #[cfg(test)]
@@ -80,16 +87,17 @@ mod tests {
 
     /// A minimal ELF64 image: a null section, a string table, a symbol table with the given
     /// (name, info) symbols after the null symbol.
-    fn image(symbols: &[(&str, u8)]) -> Vec<u8> {
+    fn image(symbols: &[(&str, u8, u8)]) -> Vec<u8> {
         let mut strtab = vec![0u8];
         let mut symtab = vec![0u8; SYM_SIZE];
-        for (name, info) in symbols {
+        for (name, info, other) in symbols {
             let at = strtab.len() as u32;
             strtab.extend_from_slice(name.as_bytes());
             strtab.push(0);
             let mut s = [0u8; SYM_SIZE];
             s[..4].copy_from_slice(&at.to_le_bytes());
             s[4] = *info;
+            s[5] = *other;
             symtab.extend_from_slice(&s);
         }
         let str_off = 64usize;
@@ -121,14 +129,25 @@ mod tests {
     const GLOBAL_OBJECT: u8 = (STB_GLOBAL << 4) | 1;
 
     #[test]
-    fn global_functions_are_the_kernels_in_table_order() {
+    fn entries_are_the_kernels_in_table_order_local_ones_too() {
         let img = image(&[
-            ("_Z6vecAddPfS_S_", GLOBAL_FUNC),
-            ("_Z6helperv", LOCAL_FUNC),
-            ("table", GLOBAL_OBJECT),
-            ("triton_poi_fused_add_0", GLOBAL_FUNC),
+            ("_Z6vecAddPfS_S_", GLOBAL_FUNC, STO_CUDA_ENTRY),
+            ("_Z6helperv", LOCAL_FUNC, 0),
+            ("_Z10noinline_fv", GLOBAL_FUNC, 0),
+            ("table", GLOBAL_OBJECT, 0),
+            ("_ZN2at6native55_GLOBAL__N__k", LOCAL_FUNC, STO_CUDA_ENTRY),
+            ("triton_poi_fused_add_0", GLOBAL_FUNC, STO_CUDA_ENTRY),
         ]);
-        assert_eq!(kernel_names(&img), vec![&b"_Z6vecAddPfS_S_"[..], &b"triton_poi_fused_add_0"[..]]);
+        assert_eq!(
+            kernel_names(&img),
+            vec![&b"_Z6vecAddPfS_S_"[..], &b"_ZN2at6native55_GLOBAL__N__k"[..], &b"triton_poi_fused_add_0"[..]]
+        );
+    }
+
+    #[test]
+    fn without_entry_marks_the_global_functions_are_the_kernels() {
+        let img = image(&[("k1", GLOBAL_FUNC, 0), ("_Z6helperv", LOCAL_FUNC, 0), ("k2", GLOBAL_FUNC, 0)]);
+        assert_eq!(kernel_names(&img), vec![&b"k1"[..], &b"k2"[..]]);
     }
 
     #[test]
@@ -141,7 +160,7 @@ mod tests {
 
     #[test]
     fn anything_else_has_no_kernels_and_never_reads_out_of_bounds() {
-        let img = image(&[("k", GLOBAL_FUNC)]);
+        let img = image(&[("k", GLOBAL_FUNC, STO_CUDA_ENTRY)]);
         assert_eq!(kernel_names(&img).len(), 1);
         // Every truncation of a good image, a PTX text, a 32-bit ELF.
         for n in 0..img.len() {

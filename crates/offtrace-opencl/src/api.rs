@@ -4395,6 +4395,1262 @@ pub(crate) fn layer_dispatch() -> IcdDispatch {
     }
 }
 
+/// The C name of each dispatch slot, in order (preload mode fills a table from the loader by name).
+pub static SLOT_NAMES: [&std::ffi::CStr; 149] = [
+    c"clGetPlatformIDs",
+    c"clGetPlatformInfo",
+    c"clGetDeviceIDs",
+    c"clGetDeviceInfo",
+    c"clCreateContext",
+    c"clCreateContextFromType",
+    c"clRetainContext",
+    c"clReleaseContext",
+    c"clGetContextInfo",
+    c"clCreateCommandQueue",
+    c"clRetainCommandQueue",
+    c"clReleaseCommandQueue",
+    c"clGetCommandQueueInfo",
+    c"clSetCommandQueueProperty",
+    c"clCreateBuffer",
+    c"clCreateImage2D",
+    c"clCreateImage3D",
+    c"clRetainMemObject",
+    c"clReleaseMemObject",
+    c"clGetSupportedImageFormats",
+    c"clGetMemObjectInfo",
+    c"clGetImageInfo",
+    c"clCreateSampler",
+    c"clRetainSampler",
+    c"clReleaseSampler",
+    c"clGetSamplerInfo",
+    c"clCreateProgramWithSource",
+    c"clCreateProgramWithBinary",
+    c"clRetainProgram",
+    c"clReleaseProgram",
+    c"clBuildProgram",
+    c"clUnloadCompiler",
+    c"clGetProgramInfo",
+    c"clGetProgramBuildInfo",
+    c"clCreateKernel",
+    c"clCreateKernelsInProgram",
+    c"clRetainKernel",
+    c"clReleaseKernel",
+    c"clSetKernelArg",
+    c"clGetKernelInfo",
+    c"clGetKernelWorkGroupInfo",
+    c"clWaitForEvents",
+    c"clGetEventInfo",
+    c"clRetainEvent",
+    c"clReleaseEvent",
+    c"clGetEventProfilingInfo",
+    c"clFlush",
+    c"clFinish",
+    c"clEnqueueReadBuffer",
+    c"clEnqueueWriteBuffer",
+    c"clEnqueueCopyBuffer",
+    c"clEnqueueReadImage",
+    c"clEnqueueWriteImage",
+    c"clEnqueueCopyImage",
+    c"clEnqueueCopyImageToBuffer",
+    c"clEnqueueCopyBufferToImage",
+    c"clEnqueueMapBuffer",
+    c"clEnqueueMapImage",
+    c"clEnqueueUnmapMemObject",
+    c"clEnqueueNDRangeKernel",
+    c"clEnqueueTask",
+    c"clEnqueueNativeKernel",
+    c"clEnqueueMarker",
+    c"clEnqueueWaitForEvents",
+    c"clEnqueueBarrier",
+    c"clGetExtensionFunctionAddress",
+    c"clCreateFromGLBuffer",
+    c"clCreateFromGLTexture2D",
+    c"clCreateFromGLTexture3D",
+    c"clCreateFromGLRenderbuffer",
+    c"clGetGLObjectInfo",
+    c"clGetGLTextureInfo",
+    c"clEnqueueAcquireGLObjects",
+    c"clEnqueueReleaseGLObjects",
+    c"clGetGLContextInfoKHR",
+    c"clGetDeviceIDsFromD3D10KHR",
+    c"clCreateFromD3D10BufferKHR",
+    c"clCreateFromD3D10Texture2DKHR",
+    c"clCreateFromD3D10Texture3DKHR",
+    c"clEnqueueAcquireD3D10ObjectsKHR",
+    c"clEnqueueReleaseD3D10ObjectsKHR",
+    c"clSetEventCallback",
+    c"clCreateSubBuffer",
+    c"clSetMemObjectDestructorCallback",
+    c"clCreateUserEvent",
+    c"clSetUserEventStatus",
+    c"clEnqueueReadBufferRect",
+    c"clEnqueueWriteBufferRect",
+    c"clEnqueueCopyBufferRect",
+    c"clCreateSubDevicesEXT",
+    c"clRetainDeviceEXT",
+    c"clReleaseDeviceEXT",
+    c"clCreateEventFromGLsyncKHR",
+    c"clCreateSubDevices",
+    c"clRetainDevice",
+    c"clReleaseDevice",
+    c"clCreateImage",
+    c"clCreateProgramWithBuiltInKernels",
+    c"clCompileProgram",
+    c"clLinkProgram",
+    c"clUnloadPlatformCompiler",
+    c"clGetKernelArgInfo",
+    c"clEnqueueFillBuffer",
+    c"clEnqueueFillImage",
+    c"clEnqueueMigrateMemObjects",
+    c"clEnqueueMarkerWithWaitList",
+    c"clEnqueueBarrierWithWaitList",
+    c"clGetExtensionFunctionAddressForPlatform",
+    c"clCreateFromGLTexture",
+    c"clGetDeviceIDsFromD3D11KHR",
+    c"clCreateFromD3D11BufferKHR",
+    c"clCreateFromD3D11Texture2DKHR",
+    c"clCreateFromD3D11Texture3DKHR",
+    c"clCreateFromDX9MediaSurfaceKHR",
+    c"clEnqueueAcquireD3D11ObjectsKHR",
+    c"clEnqueueReleaseD3D11ObjectsKHR",
+    c"clGetDeviceIDsFromDX9MediaAdapterKHR",
+    c"clEnqueueAcquireDX9MediaSurfacesKHR",
+    c"clEnqueueReleaseDX9MediaSurfacesKHR",
+    c"clCreateFromEGLImageKHR",
+    c"clEnqueueAcquireEGLObjectsKHR",
+    c"clEnqueueReleaseEGLObjectsKHR",
+    c"clCreateEventFromEGLSyncKHR",
+    c"clCreateCommandQueueWithProperties",
+    c"clCreatePipe",
+    c"clGetPipeInfo",
+    c"clSVMAlloc",
+    c"clSVMFree",
+    c"clEnqueueSVMFree",
+    c"clEnqueueSVMMemcpy",
+    c"clEnqueueSVMMemFill",
+    c"clEnqueueSVMMap",
+    c"clEnqueueSVMUnmap",
+    c"clCreateSamplerWithProperties",
+    c"clSetKernelArgSVMPointer",
+    c"clSetKernelExecInfo",
+    c"clGetKernelSubGroupInfoKHR",
+    c"clCloneKernel",
+    c"clCreateProgramWithIL",
+    c"clEnqueueSVMMigrateMem",
+    c"clGetDeviceAndHostTimer",
+    c"clGetHostTimer",
+    c"clGetKernelSubGroupInfo",
+    c"clSetDefaultDeviceCommandQueue",
+    c"clSetProgramReleaseCallback",
+    c"clSetProgramSpecializationConstant",
+    c"clCreateBufferWithProperties",
+    c"clCreateImageWithProperties",
+    c"clSetContextDestructorCallback",
+];
+
+/// Preload mode's exported entry points: one per dispatch slot, under the slot's C name.
+pub mod exports {
+    use std::ffi::c_void;
+    use std::ptr;
+
+    #[unsafe(export_name = "clGetPlatformIDs")]
+    pub unsafe extern "C" fn export_clGetPlatformIDs(num_entries: u32, platforms: *mut c_void, num_platforms: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetPlatformIDs else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(num_entries, platforms, num_platforms) }
+    }
+    #[unsafe(export_name = "clGetPlatformInfo")]
+    pub unsafe extern "C" fn export_clGetPlatformInfo(platform: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetPlatformInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(platform, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clGetDeviceIDs")]
+    pub unsafe extern "C" fn export_clGetDeviceIDs(platform: *mut c_void, device_type: u64, num_entries: u32, devices: *mut c_void, num_devices: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetDeviceIDs else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(platform, device_type, num_entries, devices, num_devices) }
+    }
+    #[unsafe(export_name = "clGetDeviceInfo")]
+    pub unsafe extern "C" fn export_clGetDeviceInfo(device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetDeviceInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCreateContext")]
+    pub unsafe extern "C" fn export_clCreateContext(properties: *mut c_void, num_devices: u32, devices: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateContext else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(properties, num_devices, devices, pfn_notify, user_data, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateContextFromType")]
+    pub unsafe extern "C" fn export_clCreateContextFromType(properties: *mut c_void, device_type: u64, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateContextFromType else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(properties, device_type, pfn_notify, user_data, errcode_ret) }
+    }
+    #[unsafe(export_name = "clRetainContext")]
+    pub unsafe extern "C" fn export_clRetainContext(context: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainContext else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context) }
+    }
+    #[unsafe(export_name = "clReleaseContext")]
+    pub unsafe extern "C" fn export_clReleaseContext(context: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseContext else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context) }
+    }
+    #[unsafe(export_name = "clGetContextInfo")]
+    pub unsafe extern "C" fn export_clGetContextInfo(context: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetContextInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCreateCommandQueue")]
+    pub unsafe extern "C" fn export_clCreateCommandQueue(context: *mut c_void, device: *mut c_void, properties: u64, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateCommandQueue else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, device, properties, errcode_ret) }
+    }
+    #[unsafe(export_name = "clRetainCommandQueue")]
+    pub unsafe extern "C" fn export_clRetainCommandQueue(command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainCommandQueue else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue) }
+    }
+    #[unsafe(export_name = "clReleaseCommandQueue")]
+    pub unsafe extern "C" fn export_clReleaseCommandQueue(command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseCommandQueue else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue) }
+    }
+    #[unsafe(export_name = "clGetCommandQueueInfo")]
+    pub unsafe extern "C" fn export_clGetCommandQueueInfo(command_queue: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetCommandQueueInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clSetCommandQueueProperty")]
+    pub unsafe extern "C" fn export_clSetCommandQueueProperty(command_queue: *mut c_void, properties: u64, enable: u32, old_properties: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetCommandQueueProperty else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, properties, enable, old_properties) }
+    }
+    #[unsafe(export_name = "clCreateBuffer")]
+    pub unsafe extern "C" fn export_clCreateBuffer(context: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateBuffer else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, size, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateImage2D")]
+    pub unsafe extern "C" fn export_clCreateImage2D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_row_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateImage2D else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, image_format, image_width, image_height, image_row_pitch, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateImage3D")]
+    pub unsafe extern "C" fn export_clCreateImage3D(context: *mut c_void, flags: u64, image_format: *mut c_void, image_width: usize, image_height: usize, image_depth: usize, image_row_pitch: usize, image_slice_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateImage3D else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, image_format, image_width, image_height, image_depth, image_row_pitch, image_slice_pitch, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clRetainMemObject")]
+    pub unsafe extern "C" fn export_clRetainMemObject(memobj: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainMemObject else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj) }
+    }
+    #[unsafe(export_name = "clReleaseMemObject")]
+    pub unsafe extern "C" fn export_clReleaseMemObject(memobj: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseMemObject else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj) }
+    }
+    #[unsafe(export_name = "clGetSupportedImageFormats")]
+    pub unsafe extern "C" fn export_clGetSupportedImageFormats(context: *mut c_void, flags: u64, image_type: u32, num_entries: u32, image_formats: *mut c_void, num_image_formats: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetSupportedImageFormats else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, image_type, num_entries, image_formats, num_image_formats) }
+    }
+    #[unsafe(export_name = "clGetMemObjectInfo")]
+    pub unsafe extern "C" fn export_clGetMemObjectInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetMemObjectInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clGetImageInfo")]
+    pub unsafe extern "C" fn export_clGetImageInfo(image: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetImageInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(image, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCreateSampler")]
+    pub unsafe extern "C" fn export_clCreateSampler(context: *mut c_void, normalized_coords: u32, addressing_mode: u32, filter_mode: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateSampler else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, normalized_coords, addressing_mode, filter_mode, errcode_ret) }
+    }
+    #[unsafe(export_name = "clRetainSampler")]
+    pub unsafe extern "C" fn export_clRetainSampler(sampler: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainSampler else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(sampler) }
+    }
+    #[unsafe(export_name = "clReleaseSampler")]
+    pub unsafe extern "C" fn export_clReleaseSampler(sampler: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseSampler else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(sampler) }
+    }
+    #[unsafe(export_name = "clGetSamplerInfo")]
+    pub unsafe extern "C" fn export_clGetSamplerInfo(sampler: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetSamplerInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(sampler, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCreateProgramWithSource")]
+    pub unsafe extern "C" fn export_clCreateProgramWithSource(context: *mut c_void, count: u32, strings: *mut c_void, lengths: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateProgramWithSource else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, count, strings, lengths, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateProgramWithBinary")]
+    pub unsafe extern "C" fn export_clCreateProgramWithBinary(context: *mut c_void, num_devices: u32, device_list: *mut c_void, lengths: *mut c_void, binaries: *mut c_void, binary_status: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateProgramWithBinary else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, num_devices, device_list, lengths, binaries, binary_status, errcode_ret) }
+    }
+    #[unsafe(export_name = "clRetainProgram")]
+    pub unsafe extern "C" fn export_clRetainProgram(program: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainProgram else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program) }
+    }
+    #[unsafe(export_name = "clReleaseProgram")]
+    pub unsafe extern "C" fn export_clReleaseProgram(program: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseProgram else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program) }
+    }
+    #[unsafe(export_name = "clBuildProgram")]
+    pub unsafe extern "C" fn export_clBuildProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clBuildProgram else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, num_devices, device_list, options, pfn_notify, user_data) }
+    }
+    #[unsafe(export_name = "clUnloadCompiler")]
+    pub unsafe extern "C" fn export_clUnloadCompiler() -> i32 {
+        let Some(f) = crate::preload::table().clUnloadCompiler else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f() }
+    }
+    #[unsafe(export_name = "clGetProgramInfo")]
+    pub unsafe extern "C" fn export_clGetProgramInfo(program: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetProgramInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clGetProgramBuildInfo")]
+    pub unsafe extern "C" fn export_clGetProgramBuildInfo(program: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetProgramBuildInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, device, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCreateKernel")]
+    pub unsafe extern "C" fn export_clCreateKernel(program: *mut c_void, kernel_name: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateKernel else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, kernel_name, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateKernelsInProgram")]
+    pub unsafe extern "C" fn export_clCreateKernelsInProgram(program: *mut c_void, num_kernels: u32, kernels: *mut c_void, num_kernels_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clCreateKernelsInProgram else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, num_kernels, kernels, num_kernels_ret) }
+    }
+    #[unsafe(export_name = "clRetainKernel")]
+    pub unsafe extern "C" fn export_clRetainKernel(kernel: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainKernel else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel) }
+    }
+    #[unsafe(export_name = "clReleaseKernel")]
+    pub unsafe extern "C" fn export_clReleaseKernel(kernel: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseKernel else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel) }
+    }
+    #[unsafe(export_name = "clSetKernelArg")]
+    pub unsafe extern "C" fn export_clSetKernelArg(kernel: *mut c_void, arg_index: u32, arg_size: usize, arg_value: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetKernelArg else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, arg_index, arg_size, arg_value) }
+    }
+    #[unsafe(export_name = "clGetKernelInfo")]
+    pub unsafe extern "C" fn export_clGetKernelInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetKernelInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clGetKernelWorkGroupInfo")]
+    pub unsafe extern "C" fn export_clGetKernelWorkGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetKernelWorkGroupInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, device, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clWaitForEvents")]
+    pub unsafe extern "C" fn export_clWaitForEvents(num_events: u32, event_list: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clWaitForEvents else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(num_events, event_list) }
+    }
+    #[unsafe(export_name = "clGetEventInfo")]
+    pub unsafe extern "C" fn export_clGetEventInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetEventInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clRetainEvent")]
+    pub unsafe extern "C" fn export_clRetainEvent(event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainEvent else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event) }
+    }
+    #[unsafe(export_name = "clReleaseEvent")]
+    pub unsafe extern "C" fn export_clReleaseEvent(event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseEvent else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event) }
+    }
+    #[unsafe(export_name = "clGetEventProfilingInfo")]
+    pub unsafe extern "C" fn export_clGetEventProfilingInfo(event: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetEventProfilingInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clFlush")]
+    pub unsafe extern "C" fn export_clFlush(command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clFlush else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue) }
+    }
+    #[unsafe(export_name = "clFinish")]
+    pub unsafe extern "C" fn export_clFinish(command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clFinish else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue) }
+    }
+    #[unsafe(export_name = "clEnqueueReadBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueReadBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueReadBuffer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueWriteBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueWriteBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueWriteBuffer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueCopyBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueCopyBuffer(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_offset: usize, dst_offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueCopyBuffer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueReadImage")]
+    pub unsafe extern "C" fn export_clEnqueueReadImage(command_queue: *mut c_void, image: *mut c_void, blocking_read: u32, origin: *mut c_void, region: *mut c_void, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueReadImage else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueWriteImage")]
+    pub unsafe extern "C" fn export_clEnqueueWriteImage(command_queue: *mut c_void, image: *mut c_void, blocking_write: u32, origin: *mut c_void, region: *mut c_void, input_row_pitch: usize, input_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueWriteImage else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueCopyImage")]
+    pub unsafe extern "C" fn export_clEnqueueCopyImage(command_queue: *mut c_void, src_image: *mut c_void, dst_image: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueCopyImage else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueCopyImageToBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueCopyImageToBuffer(command_queue: *mut c_void, src_image: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, region: *mut c_void, dst_offset: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueCopyImageToBuffer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueCopyBufferToImage")]
+    pub unsafe extern "C" fn export_clEnqueueCopyBufferToImage(command_queue: *mut c_void, src_buffer: *mut c_void, dst_image: *mut c_void, src_offset: usize, dst_origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueCopyBufferToImage else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueMapBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueMapBuffer(command_queue: *mut c_void, buffer: *mut c_void, blocking_map: u32, map_flags: u64, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clEnqueueMapBuffer else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, event, errcode_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueMapImage")]
+    pub unsafe extern "C" fn export_clEnqueueMapImage(command_queue: *mut c_void, image: *mut c_void, blocking_map: u32, map_flags: u64, origin: *mut c_void, region: *mut c_void, image_row_pitch: *mut c_void, image_slice_pitch: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clEnqueueMapImage else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, image, blocking_map, map_flags, origin, region, image_row_pitch, image_slice_pitch, num_events_in_wait_list, event_wait_list, event, errcode_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueUnmapMemObject")]
+    pub unsafe extern "C" fn export_clEnqueueUnmapMemObject(command_queue: *mut c_void, memobj: *mut c_void, mapped_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueUnmapMemObject else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueNDRangeKernel")]
+    pub unsafe extern "C" fn export_clEnqueueNDRangeKernel(command_queue: *mut c_void, kernel: *mut c_void, work_dim: u32, global_work_offset: *mut c_void, global_work_size: *mut c_void, local_work_size: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueNDRangeKernel else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueTask")]
+    pub unsafe extern "C" fn export_clEnqueueTask(command_queue: *mut c_void, kernel: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueTask else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, kernel, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueNativeKernel")]
+    pub unsafe extern "C" fn export_clEnqueueNativeKernel(command_queue: *mut c_void, user_func: *mut c_void, args: *mut c_void, cb_args: usize, num_mem_objects: u32, mem_list: *mut c_void, args_mem_loc: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueNativeKernel else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, args_mem_loc, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueMarker")]
+    pub unsafe extern "C" fn export_clEnqueueMarker(command_queue: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueMarker else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, event) }
+    }
+    #[unsafe(export_name = "clEnqueueWaitForEvents")]
+    pub unsafe extern "C" fn export_clEnqueueWaitForEvents(command_queue: *mut c_void, num_events: u32, event_list: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueWaitForEvents else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_events, event_list) }
+    }
+    #[unsafe(export_name = "clEnqueueBarrier")]
+    pub unsafe extern "C" fn export_clEnqueueBarrier(command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueBarrier else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue) }
+    }
+    #[unsafe(export_name = "clGetExtensionFunctionAddress")]
+    pub unsafe extern "C" fn export_clGetExtensionFunctionAddress(func_name: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clGetExtensionFunctionAddress else {
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(func_name) }
+    }
+    #[unsafe(export_name = "clCreateFromGLBuffer")]
+    pub unsafe extern "C" fn export_clCreateFromGLBuffer(context: *mut c_void, flags: u64, bufobj: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromGLBuffer else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, bufobj, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateFromGLTexture2D")]
+    pub unsafe extern "C" fn export_clCreateFromGLTexture2D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromGLTexture2D else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, target, miplevel, texture, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateFromGLTexture3D")]
+    pub unsafe extern "C" fn export_clCreateFromGLTexture3D(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromGLTexture3D else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, target, miplevel, texture, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateFromGLRenderbuffer")]
+    pub unsafe extern "C" fn export_clCreateFromGLRenderbuffer(context: *mut c_void, flags: u64, renderbuffer: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromGLRenderbuffer else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, renderbuffer, errcode_ret) }
+    }
+    #[unsafe(export_name = "clGetGLObjectInfo")]
+    pub unsafe extern "C" fn export_clGetGLObjectInfo(memobj: *mut c_void, gl_object_type: *mut c_void, gl_object_name: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetGLObjectInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj, gl_object_type, gl_object_name) }
+    }
+    #[unsafe(export_name = "clGetGLTextureInfo")]
+    pub unsafe extern "C" fn export_clGetGLTextureInfo(memobj: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetGLTextureInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueAcquireGLObjects")]
+    pub unsafe extern "C" fn export_clEnqueueAcquireGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueAcquireGLObjects else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueReleaseGLObjects")]
+    pub unsafe extern "C" fn export_clEnqueueReleaseGLObjects(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueReleaseGLObjects else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clGetGLContextInfoKHR")]
+    pub unsafe extern "C" fn export_clGetGLContextInfoKHR(properties: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetGLContextInfoKHR else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(properties, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clSetEventCallback")]
+    pub unsafe extern "C" fn export_clSetEventCallback(event: *mut c_void, command_exec_callback_type: i32, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetEventCallback else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event, command_exec_callback_type, pfn_notify, user_data) }
+    }
+    #[unsafe(export_name = "clCreateSubBuffer")]
+    pub unsafe extern "C" fn export_clCreateSubBuffer(buffer: *mut c_void, flags: u64, buffer_create_type: u32, buffer_create_info: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateSubBuffer else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(buffer, flags, buffer_create_type, buffer_create_info, errcode_ret) }
+    }
+    #[unsafe(export_name = "clSetMemObjectDestructorCallback")]
+    pub unsafe extern "C" fn export_clSetMemObjectDestructorCallback(memobj: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetMemObjectDestructorCallback else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(memobj, pfn_notify, user_data) }
+    }
+    #[unsafe(export_name = "clCreateUserEvent")]
+    pub unsafe extern "C" fn export_clCreateUserEvent(context: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateUserEvent else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, errcode_ret) }
+    }
+    #[unsafe(export_name = "clSetUserEventStatus")]
+    pub unsafe extern "C" fn export_clSetUserEventStatus(event: *mut c_void, execution_status: i32) -> i32 {
+        let Some(f) = crate::preload::table().clSetUserEventStatus else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(event, execution_status) }
+    }
+    #[unsafe(export_name = "clEnqueueReadBufferRect")]
+    pub unsafe extern "C" fn export_clEnqueueReadBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_read: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueReadBufferRect else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueWriteBufferRect")]
+    pub unsafe extern "C" fn export_clEnqueueWriteBufferRect(command_queue: *mut c_void, buffer: *mut c_void, blocking_write: u32, buffer_origin: *mut c_void, host_origin: *mut c_void, region: *mut c_void, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueWriteBufferRect else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueCopyBufferRect")]
+    pub unsafe extern "C" fn export_clEnqueueCopyBufferRect(command_queue: *mut c_void, src_buffer: *mut c_void, dst_buffer: *mut c_void, src_origin: *mut c_void, dst_origin: *mut c_void, region: *mut c_void, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueCopyBufferRect else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clCreateSubDevicesEXT")]
+    pub unsafe extern "C" fn export_clCreateSubDevicesEXT(in_device: *mut c_void, properties: *mut c_void, num_entries: u32, out_devices: *mut c_void, num_devices: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clCreateSubDevicesEXT else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(in_device, properties, num_entries, out_devices, num_devices) }
+    }
+    #[unsafe(export_name = "clRetainDeviceEXT")]
+    pub unsafe extern "C" fn export_clRetainDeviceEXT(device: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainDeviceEXT else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device) }
+    }
+    #[unsafe(export_name = "clReleaseDeviceEXT")]
+    pub unsafe extern "C" fn export_clReleaseDeviceEXT(device: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseDeviceEXT else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device) }
+    }
+    #[unsafe(export_name = "clCreateEventFromGLsyncKHR")]
+    pub unsafe extern "C" fn export_clCreateEventFromGLsyncKHR(context: *mut c_void, sync: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateEventFromGLsyncKHR else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, sync, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateSubDevices")]
+    pub unsafe extern "C" fn export_clCreateSubDevices(in_device: *mut c_void, properties: *mut c_void, num_devices: u32, out_devices: *mut c_void, num_devices_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clCreateSubDevices else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(in_device, properties, num_devices, out_devices, num_devices_ret) }
+    }
+    #[unsafe(export_name = "clRetainDevice")]
+    pub unsafe extern "C" fn export_clRetainDevice(device: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clRetainDevice else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device) }
+    }
+    #[unsafe(export_name = "clReleaseDevice")]
+    pub unsafe extern "C" fn export_clReleaseDevice(device: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clReleaseDevice else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device) }
+    }
+    #[unsafe(export_name = "clCreateImage")]
+    pub unsafe extern "C" fn export_clCreateImage(context: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateImage else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, image_format, image_desc, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateProgramWithBuiltInKernels")]
+    pub unsafe extern "C" fn export_clCreateProgramWithBuiltInKernels(context: *mut c_void, num_devices: u32, device_list: *mut c_void, kernel_names: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateProgramWithBuiltInKernels else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, num_devices, device_list, kernel_names, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCompileProgram")]
+    pub unsafe extern "C" fn export_clCompileProgram(program: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_headers: u32, input_headers: *mut c_void, header_include_names: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clCompileProgram else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, num_devices, device_list, options, num_input_headers, input_headers, header_include_names, pfn_notify, user_data) }
+    }
+    #[unsafe(export_name = "clLinkProgram")]
+    pub unsafe extern "C" fn export_clLinkProgram(context: *mut c_void, num_devices: u32, device_list: *mut c_void, options: *mut c_void, num_input_programs: u32, input_programs: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clLinkProgram else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, num_devices, device_list, options, num_input_programs, input_programs, pfn_notify, user_data, errcode_ret) }
+    }
+    #[unsafe(export_name = "clUnloadPlatformCompiler")]
+    pub unsafe extern "C" fn export_clUnloadPlatformCompiler(platform: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clUnloadPlatformCompiler else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(platform) }
+    }
+    #[unsafe(export_name = "clGetKernelArgInfo")]
+    pub unsafe extern "C" fn export_clGetKernelArgInfo(kernel: *mut c_void, arg_indx: u32, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetKernelArgInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, arg_indx, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueFillBuffer")]
+    pub unsafe extern "C" fn export_clEnqueueFillBuffer(command_queue: *mut c_void, buffer: *mut c_void, pattern: *mut c_void, pattern_size: usize, offset: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueFillBuffer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueFillImage")]
+    pub unsafe extern "C" fn export_clEnqueueFillImage(command_queue: *mut c_void, image: *mut c_void, fill_color: *mut c_void, origin: *mut c_void, region: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueFillImage else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueMigrateMemObjects")]
+    pub unsafe extern "C" fn export_clEnqueueMigrateMemObjects(command_queue: *mut c_void, num_mem_objects: u32, mem_objects: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueMigrateMemObjects else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueMarkerWithWaitList")]
+    pub unsafe extern "C" fn export_clEnqueueMarkerWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueMarkerWithWaitList else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueBarrierWithWaitList")]
+    pub unsafe extern "C" fn export_clEnqueueBarrierWithWaitList(command_queue: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueBarrierWithWaitList else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clGetExtensionFunctionAddressForPlatform")]
+    pub unsafe extern "C" fn export_clGetExtensionFunctionAddressForPlatform(platform: *mut c_void, func_name: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clGetExtensionFunctionAddressForPlatform else {
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(platform, func_name) }
+    }
+    #[unsafe(export_name = "clCreateFromGLTexture")]
+    pub unsafe extern "C" fn export_clCreateFromGLTexture(context: *mut c_void, flags: u64, target: u32, miplevel: i32, texture: u32, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromGLTexture else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, target, miplevel, texture, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateFromEGLImageKHR")]
+    pub unsafe extern "C" fn export_clCreateFromEGLImageKHR(context: *mut c_void, egldisplay: *mut c_void, eglimage: *mut c_void, flags: u64, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateFromEGLImageKHR else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, egldisplay, eglimage, flags, properties, errcode_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueAcquireEGLObjectsKHR")]
+    pub unsafe extern "C" fn export_clEnqueueAcquireEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueAcquireEGLObjectsKHR else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueReleaseEGLObjectsKHR")]
+    pub unsafe extern "C" fn export_clEnqueueReleaseEGLObjectsKHR(command_queue: *mut c_void, num_objects: u32, mem_objects: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueReleaseEGLObjectsKHR else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_objects, mem_objects, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clCreateEventFromEGLSyncKHR")]
+    pub unsafe extern "C" fn export_clCreateEventFromEGLSyncKHR(context: *mut c_void, sync: *mut c_void, display: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateEventFromEGLSyncKHR else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, sync, display, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateCommandQueueWithProperties")]
+    pub unsafe extern "C" fn export_clCreateCommandQueueWithProperties(context: *mut c_void, device: *mut c_void, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateCommandQueueWithProperties else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, device, properties, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreatePipe")]
+    pub unsafe extern "C" fn export_clCreatePipe(context: *mut c_void, flags: u64, pipe_packet_size: u32, pipe_max_packets: u32, properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreatePipe else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, pipe_packet_size, pipe_max_packets, properties, errcode_ret) }
+    }
+    #[unsafe(export_name = "clGetPipeInfo")]
+    pub unsafe extern "C" fn export_clGetPipeInfo(pipe: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetPipeInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(pipe, param_name, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clSVMAlloc")]
+    pub unsafe extern "C" fn export_clSVMAlloc(context: *mut c_void, flags: u64, size: usize, alignment: u32) -> *mut c_void {
+        let Some(f) = crate::preload::table().clSVMAlloc else {
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, flags, size, alignment) }
+    }
+    #[unsafe(export_name = "clSVMFree")]
+    pub unsafe extern "C" fn export_clSVMFree(context: *mut c_void, svm_pointer: *mut c_void) {
+        let Some(f) = crate::preload::table().clSVMFree else {
+            return;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, svm_pointer) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMFree")]
+    pub unsafe extern "C" fn export_clEnqueueSVMFree(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, pfn_free_func: *mut c_void, user_data: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMFree else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMMemcpy")]
+    pub unsafe extern "C" fn export_clEnqueueSVMMemcpy(command_queue: *mut c_void, blocking_copy: u32, dst_ptr: *mut c_void, src_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMMemcpy else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMMemFill")]
+    pub unsafe extern "C" fn export_clEnqueueSVMMemFill(command_queue: *mut c_void, svm_ptr: *mut c_void, pattern: *mut c_void, pattern_size: usize, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMMemFill else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMMap")]
+    pub unsafe extern "C" fn export_clEnqueueSVMMap(command_queue: *mut c_void, blocking_map: u32, flags: u64, svm_ptr: *mut c_void, size: usize, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMMap else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMUnmap")]
+    pub unsafe extern "C" fn export_clEnqueueSVMUnmap(command_queue: *mut c_void, svm_ptr: *mut c_void, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMUnmap else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clCreateSamplerWithProperties")]
+    pub unsafe extern "C" fn export_clCreateSamplerWithProperties(context: *mut c_void, sampler_properties: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateSamplerWithProperties else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, sampler_properties, errcode_ret) }
+    }
+    #[unsafe(export_name = "clSetKernelArgSVMPointer")]
+    pub unsafe extern "C" fn export_clSetKernelArgSVMPointer(kernel: *mut c_void, arg_index: u32, arg_value: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetKernelArgSVMPointer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, arg_index, arg_value) }
+    }
+    #[unsafe(export_name = "clSetKernelExecInfo")]
+    pub unsafe extern "C" fn export_clSetKernelExecInfo(kernel: *mut c_void, param_name: u32, param_value_size: usize, param_value: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetKernelExecInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, param_name, param_value_size, param_value) }
+    }
+    #[unsafe(export_name = "clGetKernelSubGroupInfoKHR")]
+    pub unsafe extern "C" fn export_clGetKernelSubGroupInfoKHR(in_kernel: *mut c_void, in_device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetKernelSubGroupInfoKHR else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(in_kernel, in_device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clCloneKernel")]
+    pub unsafe extern "C" fn export_clCloneKernel(source_kernel: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCloneKernel else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(source_kernel, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateProgramWithIL")]
+    pub unsafe extern "C" fn export_clCreateProgramWithIL(context: *mut c_void, il: *mut c_void, length: usize, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateProgramWithIL else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, il, length, errcode_ret) }
+    }
+    #[unsafe(export_name = "clEnqueueSVMMigrateMem")]
+    pub unsafe extern "C" fn export_clEnqueueSVMMigrateMem(command_queue: *mut c_void, num_svm_pointers: u32, svm_pointers: *mut c_void, sizes: *mut c_void, flags: u64, num_events_in_wait_list: u32, event_wait_list: *mut c_void, event: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clEnqueueSVMMigrateMem else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(command_queue, num_svm_pointers, svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, event) }
+    }
+    #[unsafe(export_name = "clGetDeviceAndHostTimer")]
+    pub unsafe extern "C" fn export_clGetDeviceAndHostTimer(device: *mut c_void, device_timestamp: *mut c_void, host_timestamp: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetDeviceAndHostTimer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device, device_timestamp, host_timestamp) }
+    }
+    #[unsafe(export_name = "clGetHostTimer")]
+    pub unsafe extern "C" fn export_clGetHostTimer(device: *mut c_void, host_timestamp: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetHostTimer else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(device, host_timestamp) }
+    }
+    #[unsafe(export_name = "clGetKernelSubGroupInfo")]
+    pub unsafe extern "C" fn export_clGetKernelSubGroupInfo(kernel: *mut c_void, device: *mut c_void, param_name: u32, input_value_size: usize, input_value: *mut c_void, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clGetKernelSubGroupInfo else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, param_value_size_ret) }
+    }
+    #[unsafe(export_name = "clSetDefaultDeviceCommandQueue")]
+    pub unsafe extern "C" fn export_clSetDefaultDeviceCommandQueue(context: *mut c_void, device: *mut c_void, command_queue: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetDefaultDeviceCommandQueue else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, device, command_queue) }
+    }
+    #[unsafe(export_name = "clSetProgramReleaseCallback")]
+    pub unsafe extern "C" fn export_clSetProgramReleaseCallback(program: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetProgramReleaseCallback else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, pfn_notify, user_data) }
+    }
+    #[unsafe(export_name = "clSetProgramSpecializationConstant")]
+    pub unsafe extern "C" fn export_clSetProgramSpecializationConstant(program: *mut c_void, spec_id: u32, spec_size: usize, spec_value: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetProgramSpecializationConstant else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(program, spec_id, spec_size, spec_value) }
+    }
+    #[unsafe(export_name = "clCreateBufferWithProperties")]
+    pub unsafe extern "C" fn export_clCreateBufferWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, size: usize, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateBufferWithProperties else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, properties, flags, size, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clCreateImageWithProperties")]
+    pub unsafe extern "C" fn export_clCreateImageWithProperties(context: *mut c_void, properties: *mut c_void, flags: u64, image_format: *mut c_void, image_desc: *mut c_void, host_ptr: *mut c_void, errcode_ret: *mut c_void) -> *mut c_void {
+        let Some(f) = crate::preload::table().clCreateImageWithProperties else {
+            crate::call::set_errcode(errcode_ret, crate::call::CL_INVALID_OPERATION);
+            return ptr::null_mut();
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, properties, flags, image_format, image_desc, host_ptr, errcode_ret) }
+    }
+    #[unsafe(export_name = "clSetContextDestructorCallback")]
+    pub unsafe extern "C" fn export_clSetContextDestructorCallback(context: *mut c_void, pfn_notify: *mut c_void, user_data: *mut c_void) -> i32 {
+        let Some(f) = crate::preload::table().clSetContextDestructorCallback else {
+            return crate::call::CL_INVALID_OPERATION;
+        };
+        // SAFETY: the program's arguments, passed on unchanged to the same function of the table.
+        unsafe { f(context, pfn_notify, user_data) }
+    }
+}
+
 /// The wrapper of extension function `name` and its index in [`EXT_NEXT`].
 pub(crate) fn extension_wrapper(name: &[u8]) -> Option<(usize, *mut c_void)> {
     Some(match name {

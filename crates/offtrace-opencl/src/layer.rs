@@ -115,23 +115,59 @@ unsafe fn init(
     // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields (Option<fn> and *mut c_void
     // are pointer-sized with null = None), checked by a test.
     let next: IcdDispatch = unsafe { std::mem::transmute(slots) };
-    // One table per process: a second init (a second loader in the process, e.g. pyopencl's
-    // bundled one beside the system one) keeps the first target.
-    let leaked: &'static IcdDispatch = Box::leak(Box::new(next));
-    let _ = api::NEXT.compare_exchange(
-        ptr::null_mut(),
-        ptr::from_ref(leaked).cast_mut(),
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    );
-    init_backend();
-    let table: &'static IcdDispatch = Box::leak(Box::new(api::layer_dispatch()));
+    if !crate::preload::layer_may_init() {
+        // Preload mode owns the layer: pass this loader through (its own table back), so that
+        // no call is recorded twice (`preload.rs`).
+        // SAFETY: the loader's out pointers, checked non-null above.
+        unsafe {
+            *layer_dispatch_ret = target;
+            *num_entries_ret = num_entries;
+        }
+        return CL_SUCCESS;
+    }
+    let table = install(Box::leak(Box::new(next)));
     // SAFETY: the loader's out pointers, checked non-null above.
     unsafe {
         *layer_dispatch_ret = table;
         *num_entries_ret = n as u32;
     }
     CL_SUCCESS
+}
+
+/// Makes `next` the table below the layer (unless an earlier initialisation set one), starts
+/// the backend, and returns the layer's table.
+fn install(next: &'static IcdDispatch) -> &'static IcdDispatch {
+    // One table per process: a second init (a second loader in the process, e.g. pyopencl's
+    // bundled one beside the system one, or preload mode beside a layer-capable loader) keeps
+    // the first target.
+    let _ = api::NEXT.compare_exchange(
+        ptr::null_mut(),
+        ptr::from_ref(next).cast_mut(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    init_backend();
+    Box::leak(Box::new(api::layer_dispatch()))
+}
+
+/// Preload mode's initialisation (`preload.rs`): the layer over `loader`, the program's loader's
+/// own functions, with the trace ended at exit as under ocl-icd. None if it panicked.
+pub(crate) fn init_preload(loader: &'static IcdDispatch) -> Option<&'static IcdDispatch> {
+    std::panic::catch_unwind(|| {
+        let table = install(loader);
+        finish_at_exit_once();
+        table
+    })
+    .ok()
+}
+
+/// Registers [`finish`] with `atexit` (once per process, whichever mode asks first).
+fn finish_at_exit_once() {
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registering a function that never unwinds.
+        unsafe { libc::atexit(finish_at_exit) };
+    });
 }
 
 /// # Safety
@@ -149,11 +185,7 @@ pub unsafe extern "C" fn clInitLayer(
         let r = unsafe { init(num_entries, target, num_entries_ret, layer_dispatch_ret) };
         if r == CL_SUCCESS {
             // This loader will not call clDeinitLayer (ocl-icd): report at exit instead.
-            static AT_EXIT: Once = Once::new();
-            AT_EXIT.call_once(|| {
-                // SAFETY: registering a function that never unwinds.
-                unsafe { libc::atexit(finish_at_exit) };
-            });
+            finish_at_exit_once();
         }
         r
     })

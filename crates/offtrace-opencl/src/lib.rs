@@ -42,6 +42,7 @@ pub mod layer;
 mod mock_runtime_tests;
 mod objects;
 pub mod perf;
+pub mod preload;
 mod queues;
 mod recording;
 mod sampling;

@@ -49,7 +49,11 @@ pub(crate) fn start_if_requested() {
         })
         .unwrap_or_default();
     let pid = std::process::id().to_string();
-    let info = [("backend", "opencl"), ("command", command.as_str()), ("pid", pid.as_str())];
+    let mut info = vec![("backend", "opencl"), ("command", command.as_str()), ("pid", pid.as_str())];
+    if crate::preload::preload_active() {
+        // Said in the trace: the layer was preloaded in front of a loader (`preload.rs`).
+        info.push(("opencl_interpose", "preload"));
+    }
     let lossless = std::env::var("OFFTRACE_LOSSLESS").is_ok_and(|v| v.trim() == "1");
     let config = offtrace_recorder::Config::default()
         .with_lossless(lossless)
