@@ -554,7 +554,7 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
         let perf_end = if p.counters.is_some() { perf_end } else { None };
         let held = p.event;
         // The runtime called this callback for `CL_COMPLETE`: the event is final.
-        let _ = complete(p, event, status, perf_end);
+        let _ = complete(&p, event, status, perf_end, &mut Default::default());
         // The reference is dropped outside the runtime's callback (next enqueue, or at exit).
         lock(&RELEASES).push(held);
         RELEASES_WAITING.store(true, Ordering::Relaxed);
@@ -572,17 +572,19 @@ pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
 }
 
 /// Reads a completed command's device times from `event` and emits its activity record (or
-/// completes its group); the caller drops the layer's event reference. Returns the command
-/// instead when `status` said complete but the event is not (a batch harvested one command too
-/// many: see `in_order.rs`): the caller keeps it for later.
+/// completes its group); the caller drops the layer's event reference. Returns `false` instead
+/// when `status` said complete but the event is not (a batch harvested one command too many:
+/// see `in_order.rs`): the caller keeps the command for later. By reference: the FIFO's harvest
+/// reads its commands where they are.
 #[must_use]
 pub(crate) fn complete(
-    p: Pending,
+    p: &Pending,
     event: *mut c_void,
     status: i32,
     perf_end: Option<crate::perf::Snapshot>,
-) -> Option<Pending> {
-    let calibration = crate::calibration::current(p.device);
+    cached: &mut crate::calibration::Cached,
+) -> bool {
+    let calibration = cached.get(p.device);
     let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
         match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
@@ -601,7 +603,7 @@ pub(crate) fn complete(
         None
     };
     if times.is_none() && status == CL_COMPLETE && !crate::in_order::terminal(event as usize) {
-        return Some(p);
+        return false;
     }
     let (start, end) = match times {
         Some((s, e)) => (crate::calibration::apply(offset, s), crate::calibration::apply(offset, e)),
@@ -630,7 +632,7 @@ pub(crate) fn complete(
             emit_activity(kind, op, p.correlation, start, end, payload)
         });
     }
-    None
+    true
 }
 
 /// The commands one enclosing API call (a UR call on the SYCL path) issued, of one kind: the
@@ -835,6 +837,7 @@ fn poll_unordered_upto(limit: usize) -> usize {
     let release = next().clReleaseEvent;
     let mut waiting = Vec::new();
     let mut reported = 0;
+    let mut cached = crate::calibration::Cached::default();
     for p in batch {
         let event = p.event;
         let status = match crate::in_order::execution_status(event) {
@@ -844,7 +847,7 @@ fn poll_unordered_upto(limit: usize) -> usize {
                 continue;
             }
         };
-        if let Some(p) = complete(p, event as *mut c_void, status, None) {
+        if !complete(&p, event as *mut c_void, status, None, &mut cached) {
             waiting.push(p);
             continue;
         }

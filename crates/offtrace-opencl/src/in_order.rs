@@ -52,8 +52,8 @@ use crate::enqueue::{Pending, complete};
 pub(crate) struct Fifo {
     entries: Mutex<Entries>,
     /// Held by the one thread harvesting this queue (entries leave the FIFO only under it); the
-    /// harvest's scratch buffer, reused.
-    harvest: Mutex<Vec<Pending>>,
+    /// blocks the harvest took, reused.
+    harvest: Mutex<Vec<Block>>,
     /// The program released the queue: the harvest thread forgets the FIFO once it is empty.
     released: AtomicBool,
 }
@@ -66,14 +66,149 @@ impl std::fmt::Debug for Fifo {
 
 #[derive(Default)]
 struct Entries {
-    commands: VecDeque<Pending>,
+    commands: Blocks,
     /// Commands ever pushed: the front's sequence number is `pushed - commands.len()`.
     pushed: u64,
+    /// Emptied blocks kept for the next pushes (at most [`SPARE_BLOCKS`]).
+    spare: Vec<Block>,
 }
 
-/// Commands a FIFO has room for from its first command on (a quarter of a millisecond of
-/// 1 µs kernels; about 30 KiB).
-const FIFO_START: usize = 256;
+/// The room of a FIFO's first block (a quarter of a millisecond of 1 µs kernels; about 36 KiB).
+const BLOCK: usize = 256;
+/// Emptied blocks a FIFO keeps for reuse (the rest is freed).
+const SPARE_BLOCKS: usize = 4;
+/// The largest block kept for reuse (commands; about 1.2 MiB): a FIFO that once held a very
+/// long backlog does not keep its memory.
+const MAX_SPARE: usize = 8192;
+
+/// Commands in order, in the room allocated for the block (never grown: a full block gets a new
+/// block after it).
+type Block = VecDeque<Pending>;
+
+/// A FIFO's commands, in blocks: a program that enqueues thousands of commands before it waits
+/// (in these benchmarks the FIFO holds all of them until the program's `clFinish`) adds a block
+/// as large as what the FIFO holds when the last one is full, so the blocks double as one
+/// growing ring buffer would, and nothing they hold moves, where the ring buffer copied all of
+/// it at each doubling (about 230 instructions per kernel at 3,000 kernels under callgrind,
+/// `docs/overhead.md`). As many allocations as the ring buffer's growth: each allocation of this
+/// size has malloc consolidate the small blocks the runtime freed meanwhile, so blocks of a
+/// fixed small size cost more there than they saved. The harvest takes whole blocks.
+#[derive(Default)]
+struct Blocks {
+    blocks: VecDeque<Block>,
+    len: usize,
+}
+
+impl Blocks {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A spare block with room for `room` commands, else a new one with room for that many.
+    #[cold]
+    #[inline(never)]
+    fn new_block(spare: &mut Vec<Block>, room: usize) -> Block {
+        let room = room.max(BLOCK);
+        match spare.iter().position(|b| b.capacity() >= room) {
+            Some(i) => spare.swap_remove(i),
+            None => VecDeque::with_capacity(room),
+        }
+    }
+
+    #[inline]
+    fn push_back(&mut self, p: Pending, spare: &mut Vec<Block>) {
+        match self.blocks.back_mut() {
+            Some(b) if b.len() < b.capacity() => b.push_back(p),
+            _ => {
+                let mut b = Self::new_block(spare, self.len);
+                b.push_back(p);
+                self.blocks.push_back(b);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// A command put back at the front (a harvest found it still running); a full first block
+    /// gets a new block before it.
+    fn push_front(&mut self, p: Pending, spare: &mut Vec<Block>) {
+        match self.blocks.front_mut() {
+            Some(b) if b.len() < b.capacity() => b.push_front(p),
+            _ => {
+                let mut b = Self::new_block(spare, BLOCK);
+                b.push_front(p);
+                self.blocks.push_front(b);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn back(&self) -> Option<&Pending> {
+        self.blocks.back().and_then(|b| b.back())
+    }
+
+    /// The command at index `i` (a walk over the blocks, which are few: they double).
+    fn get(&self, mut i: usize) -> Option<&Pending> {
+        for b in &self.blocks {
+            if i < b.len() {
+                return b.get(i);
+            }
+            i -= b.len();
+        }
+        None
+    }
+
+    /// Moves the first `n` commands into `into`: whole blocks as they are, a part of a block
+    /// command by command.
+    fn take_front(&mut self, n: usize, into: &mut Vec<Block>, spare: &mut Vec<Block>) {
+        let mut n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.blocks.front_mut() else { return };
+            if front.len() <= n {
+                n -= front.len();
+                if let Some(b) = self.blocks.pop_front() {
+                    into.push(b);
+                }
+            } else {
+                let mut b = Self::new_block(spare, n);
+                b.extend(front.drain(..n));
+                into.push(b);
+                n = 0;
+            }
+        }
+        // A block left empty at the front (the FIFO taken whole) goes to the spares.
+        if self.blocks.front().is_some_and(|b| b.is_empty())
+            && let Some(b) = self.blocks.pop_front()
+        {
+            keep_spare(spare, b);
+        }
+    }
+
+    fn drain_all(&mut self) -> impl Iterator<Item = Pending> + '_ {
+        self.len = 0;
+        self.blocks.drain(..).flatten()
+    }
+}
+
+/// Keeps an emptied block for reuse: up to [`SPARE_BLOCKS`] of them, the largest (at most
+/// [`MAX_SPARE`] commands each).
+fn keep_spare(spare: &mut Vec<Block>, mut b: Block) {
+    if b.capacity() > MAX_SPARE {
+        return;
+    }
+    b.clear();
+    if spare.len() < SPARE_BLOCKS {
+        spare.push(b);
+    } else if let Some(smallest) = spare.iter_mut().min_by_key(|s| s.capacity())
+        && smallest.capacity() < b.capacity()
+    {
+        *smallest = b;
+    }
+}
 
 /// Every FIFO of a live queue or with outstanding commands (the harvest thread's list).
 static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
@@ -116,17 +251,12 @@ pub(crate) fn terminal(event: usize) -> bool {
 impl Fifo {
     /// Files a command (its event retained by the layer); returns how many commands the queue
     /// has pushed with it (the sequence number after it).
+    #[inline]
     pub(crate) fn push(&self, p: Pending) -> u64 {
         let pushed = {
-            let mut e = lock(&self.entries);
-            if e.commands.capacity() == 0 {
-                // Room for the commands a fast program enqueues between two harvests (one
-                // millisecond, the harvest thread's period): growing the FIFO step by step from
-                // empty copied it and, for its larger sizes, had malloc consolidate the runtime's
-                // freed small blocks, on the program's thread.
-                e.commands.reserve(FIFO_START);
-            }
-            e.commands.push_back(p);
+            let mut guard = lock(&self.entries);
+            let e = &mut *guard;
+            e.commands.push_back(p, &mut e.spare);
             e.pushed += 1;
             e.pushed
         };
@@ -187,8 +317,8 @@ impl Fifo {
             while lo < hi {
                 let mid = (lo + hi) / 2;
                 // Under `harvest` the front does not move: index `mid` is the same command.
-                let event = lock(&self.entries).commands[mid].event;
-                if terminal(event) {
+                let event = lock(&self.entries).commands.get(mid).map(|p| p.event);
+                if event.is_some_and(terminal) {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -203,45 +333,56 @@ impl Fifo {
         complete
     }
 
-    fn take(&self, batch: &mut Vec<Pending>, upto: u64) {
-        let mut e = lock(&self.entries);
+    fn take(&self, batch: &mut Vec<Block>, upto: u64) {
+        let mut guard = lock(&self.entries);
+        let e = &mut *guard;
         let front = e.pushed - e.commands.len() as u64;
-        let n = (upto.saturating_sub(front) as usize).min(e.commands.len());
-        batch.extend(e.commands.drain(..n));
+        let n = upto.saturating_sub(front) as usize;
+        e.commands.take_front(n, batch, &mut e.spare);
     }
 
     /// Emits each command of `batch` with its device times and drops the layer's event
     /// reference. A command found not complete after all goes back to the front of the FIFO:
     /// commands pushed by several threads may sit in the FIFO in another order than the
     /// runtime's, so a prefix found by the binary search may hold one that is still running.
-    fn report(&self, batch: &mut Vec<Pending>) {
+    fn report(&self, batch: &mut Vec<Block>) {
         if batch.is_empty() {
             return;
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
-        for p in batch.drain(..) {
-            let event = p.event;
-            if let Some(p) = complete(p, event as *mut c_void, CL_COMPLETE, None) {
-                not_yet.push(p);
-                continue;
+        let mut cached = crate::calibration::Cached::default();
+        for block in batch.iter_mut() {
+            // Read in place (a command is 140 bytes): only one found still running moves.
+            let mut running = Vec::new();
+            for (i, p) in block.iter().enumerate() {
+                let event = p.event;
+                if !complete(p, event as *mut c_void, CL_COMPLETE, None, &mut cached) {
+                    running.push(i);
+                    continue;
+                }
+                OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+                if let Some(release) = release {
+                    // SAFETY: the FIFO held one reference of the event; the command leaves the
+                    // FIFO here, and this is not inside a runtime callback.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        release(event as *mut c_void)
+                    };
+                }
             }
-            OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
-            if let Some(release) = release {
-                // SAFETY: the FIFO held one reference of the event; it leaves the FIFO here,
-                // and this is not inside a runtime callback.
-                #[allow(unsafe_code)]
-                unsafe {
-                    release(event as *mut c_void)
-                };
+            for (removed, &i) in running.iter().enumerate() {
+                not_yet.extend(block.remove(i - removed));
             }
         }
-        if !not_yet.is_empty() {
-            // Under `harvest`: nothing else takes from the front meanwhile.
-            let mut e = lock(&self.entries);
-            for p in not_yet.into_iter().rev() {
-                e.commands.push_front(p);
-            }
+        // Under `harvest`: nothing else takes from the front meanwhile.
+        let mut guard = lock(&self.entries);
+        let e = &mut *guard;
+        for p in not_yet.into_iter().rev() {
+            e.commands.push_front(p, &mut e.spare);
+        }
+        for b in batch.drain(..) {
+            keep_spare(&mut e.spare, b);
         }
     }
 }
@@ -329,7 +470,7 @@ pub(crate) fn stop() -> Vec<Pending> {
     let fifos = std::mem::take(&mut *lock(&FIFOS));
     let mut left = Vec::new();
     for f in fifos {
-        left.extend(lock(&f.entries).commands.drain(..));
+        left.extend(lock(&f.entries).commands.drain_all());
     }
     OUTSTANDING.store(0, Ordering::Relaxed);
     left
@@ -344,4 +485,110 @@ pub(crate) fn fifo_len(f: &Fifo) -> usize {
 /// Commands waiting in in-order FIFOs (tests).
 pub(crate) fn outstanding() -> u64 {
     OUTSTANDING.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(b: &Blocks) -> Vec<usize> {
+        (0..b.len()).map(|i| b.get(i).map_or(0, |p| p.event)).collect()
+    }
+
+    fn taken(batch: &[Block]) -> Vec<usize> {
+        batch.iter().flatten().map(|p| p.event).collect()
+    }
+
+    /// The blocks hold the commands in order through pushes, partial and whole takes and
+    /// commands put back at the front: every index answers the command a single ring buffer
+    /// would, and no block grows past the room it was allocated with.
+    #[test]
+    fn blocks_keep_the_order_of_one_fifo_across_takes_and_put_backs() {
+        let (mut b, mut spare, mut batch) = (Blocks::default(), Vec::new(), Vec::new());
+        let mut model = std::collections::VecDeque::new();
+        let mut next = 1;
+        let mut push = |b: &mut Blocks, spare: &mut Vec<Block>, model: &mut VecDeque<usize>, n: usize| {
+            for _ in 0..n {
+                b.push_back(Pending::for_test(next), spare);
+                model.push_back(next);
+                next += 1;
+            }
+        };
+        push(&mut b, &mut spare, &mut model, 2 * BLOCK + 10);
+        // 256, 256 (as large as what the FIFO held), 512: the blocks double.
+        assert_eq!(b.blocks.len(), 3);
+        assert!(b.blocks.get(2).is_some_and(|blk| blk.capacity() >= 2 * BLOCK));
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        assert_eq!(b.back().map(|p| p.event), model.back().copied());
+        assert!(b.get(b.len()).is_none());
+
+        // Part of the first block, then the rest of it and a whole block, then the rest.
+        for n in [7, BLOCK - 7 + BLOCK, 10] {
+            b.take_front(n, &mut batch, &mut spare);
+            let expect: Vec<usize> = model.drain(..n).collect();
+            assert_eq!(taken(&batch), expect);
+            assert_eq!(events(&b), Vec::from(model.clone()));
+            for blk in batch.drain(..) {
+                keep_spare(&mut spare, blk);
+            }
+        }
+        assert!(b.is_empty() && b.blocks.is_empty(), "a FIFO taken whole keeps no block");
+        assert!(spare.len() <= SPARE_BLOCKS && spare.iter().all(|s| s.is_empty()));
+
+        // Pushes after a partial take, and commands put back in front of a full first block.
+        push(&mut b, &mut spare, &mut model, BLOCK + 3);
+        b.take_front(3, &mut batch, &mut spare);
+        let back: Vec<usize> = model.drain(..3).collect();
+        for e in back.iter().rev() {
+            b.push_front(Pending::for_test(*e), &mut spare);
+            model.push_front(*e);
+        }
+        batch.clear();
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        // The first block filled, two commands put back in front of it: a new first block.
+        if b.blocks.len() == 1 {
+            let room = b.blocks.front().map_or(0, |f| f.capacity() - f.len());
+            push(&mut b, &mut spare, &mut model, room);
+        }
+        assert!(b.blocks.front().is_some_and(|f| f.len() == f.capacity()));
+        let blocks = b.blocks.len();
+        for e in [90_001, 90_002].into_iter().rev() {
+            b.push_front(Pending::for_test(e), &mut spare);
+            model.push_front(e);
+        }
+        assert_eq!(b.blocks.len(), blocks + 1);
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        let rooms: Vec<usize> = b.blocks.iter().map(|blk| blk.capacity()).collect();
+        push(&mut b, &mut spare, &mut model, 2 * BLOCK);
+        assert_eq!(events(&b), Vec::from(model.clone()));
+        for (blk, room) in b.blocks.iter().zip(&rooms) {
+            assert_eq!(blk.capacity(), *room, "a block kept its room");
+        }
+        assert!(b.blocks.len() <= rooms.len() + 2, "{} blocks for {} commands", b.blocks.len(), b.len());
+        let all: Vec<usize> = b.drain_all().map(|p| p.event).collect();
+        assert_eq!(all, Vec::from(model));
+        assert_eq!(b.len(), 0);
+    }
+
+    /// The harvest's path through a FIFO of several blocks: `take` by sequence number, a
+    /// command found still running put back at the front in its place.
+    #[test]
+    fn a_fifo_of_several_blocks_is_taken_by_sequence_number() {
+        let fifo = Fifo::default();
+        for e in 1..=(3 * BLOCK + 5) {
+            let _ = fifo.push(Pending::for_test(e));
+        }
+        assert_eq!(fifo.pushed(), (3 * BLOCK + 5) as u64);
+        let mut batch = Vec::new();
+        fifo.take(&mut batch, (BLOCK + 1) as u64);
+        assert_eq!(taken(&batch), (1..=BLOCK + 1).collect::<Vec<_>>());
+        assert_eq!(fifo_len(&fifo), 2 * BLOCK + 4);
+        batch.clear();
+        fifo.take(&mut batch, u64::MAX);
+        assert_eq!(taken(&batch), (BLOCK + 2..=3 * BLOCK + 5).collect::<Vec<_>>());
+        assert_eq!(fifo_len(&fifo), 0);
+        // Not reported: the events are not real (the tests' runtime is not loaded).
+        batch.clear();
+        OUTSTANDING.fetch_sub((3 * BLOCK + 5) as u64, Ordering::Relaxed);
+    }
 }
