@@ -13,9 +13,13 @@
 //!
 //! The offset is the bracket's midpoint; its half width is the calibration's uncertainty
 //! (`calibrations()`). Both go into the trace as counter samples of the device
-//! (`opencl.clock_offset_ns`, `opencl.clock_uncertainty_ns`) whenever they change. The clocks are assumed not to drift
-//! against each other over a run (both runtimes here use the host's own monotonic clocks: Intel
-//! CLOCK_MONOTONIC, PoCL CLOCK_MONOTONIC_RAW), so no rate is fitted.
+//! (`opencl.clock_offset_ns`, `opencl.clock_uncertainty_ns`) whenever they change. No rate is
+//! fitted; a "queued" calibration follows a device clock that wanders against the host's
+//! instead: once it is [`REFRESH_NS`] old, the next bracket no wider than [`REFRESH_MAX_HALF_NS`]
+//! replaces it, narrower or not. NVIDIA's OpenCL counts its device time from 1970 on the GPU's
+//! timer, which moved by 2.5 ms against CLOCK_MONOTONIC over a 4 s run on the H100 host (the
+//! narrowest bracket of the run's start then put commands up to 2.5 ms before their enqueue);
+//! PoCL's CLOCK_MONOTONIC_RAW moves against CLOCK_MONOTONIC only by NTP's slew.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
@@ -41,6 +45,25 @@ pub struct Calibration {
     pub uncertainty_ns: u64,
     /// The device's number in calibration order (names its trace counters).
     pub ordinal: u64,
+    /// The host time at the end of the bracket that set it (CLOCK_MONOTONIC ns).
+    pub at_ns: u64,
+}
+
+/// How old a "queued" calibration may grow before a wider bracket may replace it.
+pub const REFRESH_NS: u64 = 20_000_000;
+/// The widest bracket (half width) that may replace a calibration older than [`REFRESH_NS`]:
+/// an enqueue call of a few microseconds gives one at once; a slow one (a first call, a
+/// blocking one) waits for the next.
+pub const REFRESH_MAX_HALF_NS: u64 = 50_000;
+
+/// Whether a bracket of half width `half` around host time `h1` (its start `h0`) should replace
+/// `c`: a narrower one not older than `c` by more than [`REFRESH_NS`], or, once `c` is that old,
+/// any one no wider than [`REFRESH_MAX_HALF_NS`] (or than `c`).
+fn replaces(c: &Calibration, h0: u64, h1: u64, half: u64) -> bool {
+    if h0 > c.at_ns.saturating_add(REFRESH_NS) {
+        return half <= REFRESH_MAX_HALF_NS.max(c.uncertainty_ns);
+    }
+    half < c.uncertainty_ns && h1.saturating_add(REFRESH_NS) >= c.at_ns
 }
 
 static DEVICES: RwLock<Option<HashMap<u64, Calibration>>> = RwLock::new(None);
@@ -110,11 +133,16 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
             // A timer calibration is never replaced by a queued one; a narrower bracket of the
             // same method replaces a wider one.
             Some(c) if c.method == Method::DeviceAndHostTimer && method == Method::Queued => None,
-            Some(c) if c.method == method && c.uncertainty_ns <= uncertainty_ns => None,
+            Some(c) if c.method == Method::DeviceAndHostTimer && c.uncertainty_ns <= uncertainty_ns => None,
+            Some(c)
+                if c.method == Method::Queued && method == Method::Queued && !replaces(c, h0, h1, uncertainty_ns) =>
+            {
+                None
+            }
             _ => {
                 let ordinal = m.len() as u64;
                 let ordinal = m.get(&device).map_or(ordinal, |c| c.ordinal);
-                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal };
+                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal, at_ns: h1 };
                 m.insert(device, c);
                 // Release: under the write lock, after the change; see `Cached::get`.
                 GENERATION.fetch_add(1, Ordering::Release);
@@ -235,7 +263,7 @@ fn calibrate_with_timer(device: *mut c_void) {
 pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
     let g = DEVICES.read().unwrap_or_else(|e| e.into_inner());
     let better = match g.as_ref().and_then(|m| m.get(&device)) {
-        Some(c) => c.method == Method::Queued && bracket(h0, h1, queued).1 < c.uncertainty_ns,
+        Some(c) => c.method == Method::Queued && replaces(c, h0, h1, bracket(h0, h1, queued).1),
         None => true,
     };
     drop(g);
@@ -259,15 +287,16 @@ pub(crate) fn current(device: u64) -> Option<Calibration> {
     DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&device).copied())
 }
 
-/// Whether a command enqueued between the host times `h0` and `h1` could narrow `calibration`
-/// with its QUEUED timestamp: only for the "queued" method, and only when its bracket is
-/// narrower. The bracket's width is `h1 - h0` whatever the timestamp, so this is known before
-/// the timestamp is queried: most completions skip the query (the outcome is the same as
-/// offering every one, see `observe_queued`).
+/// Whether a command enqueued between the host times `h0` and `h1` could replace `calibration`
+/// with its QUEUED timestamp: only for the "queued" method, when its bracket is narrower or the
+/// calibration has grown old ([`replaces`]). The bracket's width is `h1 - h0` whatever the
+/// timestamp, so this is known before the timestamp is queried: most completions skip the query
+/// (the outcome is the same as offering every one, see `observe_queued`); a device whose
+/// calibration is old costs one query every [`REFRESH_NS`] or so.
 pub(crate) fn could_improve(calibration: Option<&Calibration>, h0: u64, h1: u64) -> bool {
     match calibration {
         None => true,
-        Some(c) => c.method == Method::Queued && h1 >= h0 && (h1 - h0) / 2 < c.uncertainty_ns,
+        Some(c) => c.method == Method::Queued && h1 >= h0 && replaces(c, h0, h1, (h1 - h0) / 2),
     }
 }
 
@@ -290,7 +319,14 @@ mod tests {
     /// calibration's, which is what `observe_queued` would accept.
     #[test]
     fn only_a_narrower_bracket_could_improve_a_queued_calibration() {
-        let queued = Calibration { device: 1, method: Method::Queued, offset_ns: 5, uncertainty_ns: 50, ordinal: 0 };
+        let queued = Calibration {
+            device: 1,
+            method: Method::Queued,
+            offset_ns: 5,
+            uncertainty_ns: 50,
+            ordinal: 0,
+            at_ns: 1_000,
+        };
         assert!(could_improve(None, 1_000, 5_000));
         assert!(could_improve(Some(&queued), 1_000, 1_099), "half width 49 < 50");
         assert!(!could_improve(Some(&queued), 1_000, 1_100), "half width 50, not narrower");
@@ -320,6 +356,35 @@ mod tests {
         offer(31, Method::DeviceAndHostTimer, 2_000, 2_400, 1_000); // 1200 ± 200: timer wins
         assert_eq!(cached.get(31), current(31));
         assert_eq!(cached.get(31).map(|c| c.offset_ns), Some(1_200));
+    }
+
+    /// A device clock that wanders: once the calibration is older than REFRESH_NS a bracket
+    /// no wider than REFRESH_MAX_HALF_NS replaces it, narrower or not; before that only a
+    /// narrower one does, and a narrower one from long before it never does.
+    #[test]
+    fn an_old_queued_calibration_follows_the_device_clock() {
+        let t0 = 1_000_000_000;
+        observe_queued(41, 1_000, t0, t0 + 200); // offset t0 - 900 ± 100
+        let first = current(41).expect("calibrated");
+        assert_eq!((first.offset_ns, first.uncertainty_ns, first.at_ns), (t0 as i64 - 900, 100, t0 + 200));
+        // Soon after, a wider bracket (± 2 µs) does not replace it, whatever its offset.
+        let soon = t0 + REFRESH_NS / 2;
+        assert!(!could_improve(Some(&first), soon, soon + 4_000));
+        observe_queued(41, 5_000, soon, soon + 4_000);
+        assert_eq!(current(41), Some(first));
+        // Once it is old, the same width does: the device clock moved by 1 ms meanwhile.
+        let late = t0 + REFRESH_NS + 1_000;
+        assert!(could_improve(Some(&first), late, late + 4_000));
+        observe_queued(41, late - t0 + 1_000 - 1_000_000, late, late + 4_000);
+        let moved = current(41).expect("calibrated");
+        assert_eq!((moved.offset_ns, moved.uncertainty_ns, moved.at_ns), (t0 as i64 + 1_001_000, 2_000, late + 4_000));
+        // Too wide a bracket waits for a better one, however old the calibration.
+        let later = moved.at_ns + 2 * REFRESH_NS;
+        assert!(!could_improve(Some(&moved), later, later + 2 * REFRESH_MAX_HALF_NS + 2));
+        // A narrower bracket from long before the calibration (a command harvested late) does not
+        // take it back.
+        assert!(!could_improve(Some(&moved), t0, t0 + 2));
+        assert!(could_improve(Some(&moved), moved.at_ns - 10, moved.at_ns - 8), "narrower and recent");
     }
 
     #[test]

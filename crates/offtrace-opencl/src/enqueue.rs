@@ -561,6 +561,17 @@ extern "C" fn on_complete(event: *mut c_void, status: i32, user: *mut c_void) {
     });
 }
 
+/// A command's device interval from its START and END profiling values, or none: a value the
+/// runtime did not give, a zero (NVIDIA's OpenCL reports START = END = 0, and QUEUED = 0, for
+/// markers and barriers: converted, the command would start decades before its enqueue), or an
+/// END before the START.
+pub(crate) fn device_interval(start: Option<u64>, end: Option<u64>) -> Option<(u64, u64)> {
+    match (start, end) {
+        (Some(s), Some(e)) if s != 0 && e >= s => Some((s, e)),
+        _ => None,
+    }
+}
+
 /// Reads a `cl_ulong` profiling value of `event`.
 pub(crate) fn profiling(event: *mut c_void, param: u32) -> Option<u64> {
     let f = next().clGetEventProfilingInfo?;
@@ -587,8 +598,9 @@ pub(crate) fn complete(
     let calibration = cached.get(p.device);
     let mut offset = calibration.map_or(0, |c| c.offset_ns);
     let times = if status == CL_COMPLETE {
-        match (profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END)) {
-            (Some(s), Some(e)) => {
+        match device_interval(profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END))
+        {
+            Some((s, e)) => {
                 if crate::calibration::could_improve(calibration.as_ref(), p.host_before, p.host_after)
                     && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
                 {
@@ -597,7 +609,7 @@ pub(crate) fn complete(
                 }
                 Some((s, e))
             }
-            _ => None,
+            None => None,
         }
     } else {
         None
@@ -944,6 +956,17 @@ fn _assert_send() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_or_reversed_profiling_values_are_no_device_interval() {
+        assert_eq!(device_interval(Some(10), Some(25)), Some((10, 25)));
+        assert_eq!(device_interval(Some(10), Some(10)), Some((10, 10)));
+        assert_eq!(device_interval(Some(0), Some(0)), None, "NVIDIA's markers and barriers");
+        assert_eq!(device_interval(Some(0), Some(25)), None);
+        assert_eq!(device_interval(Some(30), Some(25)), None);
+        assert_eq!(device_interval(None, Some(25)), None);
+        assert_eq!(device_interval(Some(10), None), None);
+    }
     use offtrace_core::{ApiCallPayload, Phase, configure_callback_tracing_closure, create_context, start_context};
 
     /// An unmap gets the bytes of the map that returned its pointer, once per map; a failed map
