@@ -530,10 +530,9 @@ fn remove_empty_cuda_companions(output_abs: &Path) -> Vec<(PathBuf, String)> {
         if companion.exists()
             && crate::traces::process_of(&companion).0.as_deref() == Some(pid.as_str())
             && !holds_program_records(&path)
+            && std::fs::remove_file(&path).is_ok()
         {
-            if std::fs::remove_file(&path).is_ok() {
-                removed.push((path, pid));
-            }
+            removed.push((path, pid));
         }
     }
     removed
