@@ -831,8 +831,13 @@ fn write_code_objects(out: &mut dyn Write, objects: &[offtrace_analysis::CodeObj
             c.max_bytes.map_or_else(|| "n/a".into(), bytes),
             match (c.names.len(), c.unnamed_loads) {
                 (n, 0) => count(n as u64),
-                (0, u) => format!("none ({} loads unnamed)", count(u)),
-                (n, u) => format!("{} ({} loads unnamed)", count(n as u64), count(u)),
+                (n, u) => {
+                    let names = if n == 0 { "none".to_owned() } else { count(n as u64) };
+                    let loads = if u == 1 { "load" } else { "loads" };
+                    // A build's name is its options.
+                    let without = if build { "without options" } else { "unnamed" };
+                    format!("{names} ({} {loads} {without})", count(u))
+                }
             },
         ]);
     }
@@ -1009,7 +1014,7 @@ mod tests {
             |needle: &str| *section.iter().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}: {s}"));
         let program = line_of("program ");
         assert!(program.contains("439") && program.contains("2 (1 without a load)"), "{program}");
-        assert!(program.contains("438 of 439 sized") && program.contains("438 (1 loads unnamed)"), "{program}");
+        assert!(program.contains("438 of 439 sized") && program.contains("438 (1 load unnamed)"), "{program}");
         assert!(line_of("most bytes first").starts_with(" program,"));
         assert!(line_of("triton_poi_fused_0 ").contains("19.5 KiB"), "{s}");
         assert!(!s.contains("triton_poi_fused_5 "), "only the largest five: {s}");
