@@ -980,8 +980,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let mut r = Report::default();
-        r.code_objects = vec![
+        let code_objects = vec![
             CodeObjectStats {
                 operation: "program".into(),
                 loads: 439,
@@ -1006,6 +1005,7 @@ mod tests {
                 ..Default::default()
             },
         ];
+        let r = Report { code_objects, ..Default::default() };
         let s = text_of(&r);
         let start = s.find("\nCode objects").unwrap_or_else(|| panic!("{s}"));
         let section: Vec<&str> = s[start..].lines().skip(1).take_while(|l| !l.is_empty()).collect();
