@@ -293,6 +293,11 @@ pub struct Analyzer {
     /// it; the oldest forgotten past [`PENDING_MAX`] (`code_load_order`).
     loaded_code: FxHashMap<(u32, u64), (StrId, u64)>,
     code_load_order: VecDeque<((u32, u64), u64)>,
+    /// Unloads without a load so far, (operation, handle) → (time, name): a load of the handle
+    /// from before that time, later in the file, is theirs. The oldest forgotten past
+    /// [`PENDING_MAX`] (they stay unmatched).
+    early_unloads: FxHashMap<(u32, u64), (u64, StrId)>,
+    early_unload_order: VecDeque<((u32, u64), u64)>,
     code_loads: u64,
     markers: BTreeMap<(u32, u32), (u64, u64)>,
     open_ranges: FxHashMap<(u32, u64), u64>,
@@ -725,6 +730,23 @@ impl Analyzer {
             phase::LOAD => {
                 self.code_object_ops.entry(c.op).or_default().load(c.size);
                 self.code_object_names.entry((c.op, c.name)).or_default().load(c.size);
+                // Its unload came first in the file (released on another thread, whose block
+                // was written before this one's): matched now, counted under this name.
+                if let Some(&(unload_ts, unload_name)) = self.early_unloads.get(&key)
+                    && unload_ts >= c.ts
+                {
+                    self.early_unloads.remove(&key);
+                    if let Some(op) = self.code_object_ops.get_mut(&c.op) {
+                        op.unmatched_unloads = op.unmatched_unloads.saturating_sub(1);
+                    }
+                    if unload_name.0 == 0 {
+                        if let Some(n) = self.code_object_names.get_mut(&(c.op, unload_name)) {
+                            n.unloads = n.unloads.saturating_sub(1);
+                        }
+                        self.code_object_names.entry((c.op, c.name)).or_default().unloads += 1;
+                    }
+                    return;
+                }
                 self.code_loads += 1;
                 self.loaded_code.insert(key, (c.name, self.code_loads));
                 self.code_load_order.push_back((key, self.code_loads));
@@ -744,6 +766,14 @@ impl Analyzer {
                     Some(_) => c.name,
                     None => {
                         op.unmatched_unloads += 1;
+                        self.early_unloads.insert(key, (c.ts, c.name));
+                        self.early_unload_order.push_back((key, c.ts));
+                        if self.early_unload_order.len() > PENDING_MAX
+                            && let Some((old, ts)) = self.early_unload_order.pop_front()
+                            && self.early_unloads.get(&old).is_some_and(|u| u.0 == ts)
+                        {
+                            self.early_unloads.remove(&old);
+                        }
                         c.name
                     }
                 };

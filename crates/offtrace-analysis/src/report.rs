@@ -205,8 +205,9 @@ pub struct CodeObjectStats {
     /// LOAD records (create, build), and UNLOAD records (the release that dropped it).
     pub loads: u64,
     pub unloads: u64,
-    /// Unloads of a handle with no load before them in the trace (or one whose load was
-    /// forgotten: loads are remembered until their unload or `PENDING_MAX` later loads).
+    /// Unloads of a handle with no load before them in time (or one whose load was forgotten:
+    /// loads are remembered until their unload or `PENDING_MAX` later loads). A load later in
+    /// the file but earlier in time (another thread's block) is matched.
     pub unmatched_unloads: u64,
     /// Loads not unloaded by the end of the trace (`loads` − matched unloads).
     pub loaded_at_end: u64,

@@ -699,3 +699,19 @@ fn a_report_written_before_code_objects_existed_is_still_read() {
     let r: Report = serde_json::from_value(v).unwrap();
     assert!(r.code_objects.is_empty());
 }
+
+#[test]
+fn an_unload_written_before_its_load_is_matched_to_it_by_time() {
+    let mut b = TypedBuilder::new(Vec::new());
+    // Thread 2 released what thread 1 created; thread 2's block reached the file first.
+    b.code_unload(2, 200, 2, 0x100, "");
+    b.code_unload(2, 90, 2, 0x200, "");
+    b.code_load(1, 100, 2, 0x100, 0x10, "scale_add", 0);
+    // Loaded after that unload: not what it released.
+    b.code_load(1, 100, 2, 0x200, 0x10, "square", 0);
+    let r = analyze(&b.out);
+    let k = &r.code_objects[0];
+    assert_eq!((k.loads, k.unloads, k.unmatched_unloads, k.loaded_at_end), (2, 2, 1, 1), "{k:?}");
+    let names: Vec<(&str, u64, u64)> = k.names.iter().map(|n| (n.name.as_str(), n.loads, n.unloads)).collect();
+    assert_eq!(names, [("scale_add", 1, 1), ("square", 1, 0)]);
+}
