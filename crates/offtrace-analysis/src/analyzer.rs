@@ -6,7 +6,8 @@
 //! here). The raw notification layer, when recorded, is only counted (`notifications`).
 //!
 //! Memory is bounded by what the program had at once, not by the number of records: distinct
-//! names, operations, queues, threads, live allocations, device work whose enqueuing call
+//! names, operations, queues, threads, live allocations, code objects loaded and not unloaded (or
+//! unloaded before their load reached the file; [`PENDING_MAX`] each), device work whose enqueuing call
 //! (per thread, [`AWAITING_CALL_MAX`]) or completion ([`PENDING_MAX`]) has not arrived yet,
 //! and the task-graph nodes that may still gain an edge ([`GRAPH_NODES_MAX`]); the capped ones
 //! forget their oldest entries first. A completion that arrives after its work was forgotten is
