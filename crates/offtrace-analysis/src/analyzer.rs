@@ -6,7 +6,8 @@
 //! here). The raw notification layer, when recorded, is only counted (`notifications`).
 //!
 //! Memory is bounded by what the program had at once, not by the number of records: distinct
-//! names, operations, queues, threads, live allocations, device work whose enqueuing call
+//! names, operations, queues, threads, live allocations, code objects loaded and not unloaded (or
+//! unloaded before their load reached the file; [`PENDING_MAX`] each), device work whose enqueuing call
 //! (per thread, [`AWAITING_CALL_MAX`]) or completion ([`PENDING_MAX`]) has not arrived yet,
 //! and the task-graph nodes that may still gain an edge ([`GRAPH_NODES_MAX`]); the capped ones
 //! forget their oldest entries first. A completion that arrives after its work was forgotten is
@@ -18,8 +19,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use offtrace_format::{
-    Activity, ApiCall, ApiCallBrief, CopyDirection, MemoryRecord, MemoryType, Record, StrId, TaskGraphRecord, phase,
-    queue_flags,
+    Activity, ApiCall, ApiCallBrief, CodeObjectRecord, CopyDirection, MemoryRecord, MemoryType, Record, StrId,
+    TaskGraphRecord, phase, queue_flags,
 };
 use rustc_hash::FxHashMap;
 
@@ -54,6 +55,8 @@ const GRAPH_NODE_CREATE: u32 = 0;
 const GRAPH_EDGE_CREATE: u32 = 1;
 const GRAPH_TASK: u32 = 2;
 const GRAPH_SIGNAL: u32 = 3;
+/// The `CODE_OBJECT` kind (as the services number it).
+const CODE_OBJECT_KIND: u32 = 9;
 /// `MARKER` operations.
 const MARKER_RANGE: u32 = 1;
 
@@ -138,6 +141,42 @@ struct CounterAcc {
     max: f64,
     sum: f64,
     last: f64,
+}
+
+/// The code objects of one operation, or of one (operation, name).
+#[derive(Debug, Default, Clone, Copy)]
+struct CodeObjectAcc {
+    loads: u64,
+    unloads: u64,
+    unmatched_unloads: u64,
+    sized_loads: u64,
+    bytes: u64,
+    max_bytes: u64,
+}
+
+impl CodeObjectAcc {
+    fn load(&mut self, size: u64) {
+        self.loads += 1;
+        if size > 0 {
+            self.sized_loads += 1;
+            self.bytes = self.bytes.saturating_add(size);
+            self.max_bytes = self.max_bytes.max(size);
+        }
+    }
+
+    fn add(&mut self, o: &CodeObjectAcc) {
+        self.loads += o.loads;
+        self.unloads += o.unloads;
+        self.sized_loads += o.sized_loads;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.max_bytes = self.max_bytes.max(o.max_bytes);
+    }
+
+    /// Bytes and the largest, `None` when no load carried a size.
+    fn sizes(&self) -> (Option<u64>, Option<u64>) {
+        let sized = self.sized_loads > 0;
+        (sized.then_some(self.bytes), sized.then_some(self.max_bytes))
+    }
 }
 
 /// A task-graph node, for the longest chain: chain length ending here (real commands only),
@@ -247,6 +286,20 @@ pub struct Analyzer {
     /// within milliseconds of their command's completion).
     command_groups: FxHashMap<u64, [u32; 2]>,
     recent_commands: VecDeque<(u64, u32)>,
+    /// Code objects per operation, and per (operation, name): bounded by the distinct names.
+    code_object_ops: BTreeMap<u32, CodeObjectAcc>,
+    code_object_names: FxHashMap<(u32, StrId), CodeObjectAcc>,
+    /// Loaded code objects, (operation, handle) → (name, load number), so that an unload (whose
+    /// record usually names nothing) counts under its load's name, as the SQLite export names
+    /// it; the oldest forgotten past [`PENDING_MAX`] (`code_load_order`).
+    loaded_code: FxHashMap<(u32, u64), (StrId, u64)>,
+    code_load_order: VecDeque<((u32, u64), u64)>,
+    /// Unloads without a load so far, (operation, handle) → (time, name): a load of the handle
+    /// from before that time, later in the file, is theirs. The oldest forgotten past
+    /// [`PENDING_MAX`] (they stay unmatched).
+    early_unloads: FxHashMap<(u32, u64), (u64, StrId)>,
+    early_unload_order: VecDeque<((u32, u64), u64)>,
+    code_loads: u64,
     markers: BTreeMap<(u32, u32), (u64, u64)>,
     open_ranges: FxHashMap<(u32, u64), u64>,
     other: BTreeMap<(u32, u32), u64>,
@@ -354,7 +407,7 @@ impl Analyzer {
             Record::Memory(m) => self.memory(m),
             Record::TaskGraph(t) => self.task_graph(t),
             Record::Sync(s) => self.seen(s.ts),
-            Record::CodeObject(c) => self.seen(c.ts),
+            Record::CodeObject(c) => self.code_object(c),
             Record::Marker(m) => {
                 self.seen(m.ts);
                 let acc = self.markers.entry((m.message.0, m.op)).or_default();
@@ -667,6 +720,119 @@ impl Analyzer {
 
     fn is_fill(&self, kind: u32) -> bool {
         self.kinds.get(&kind).is_some_and(|&s| self.str(s).contains("FILL"))
+    }
+
+    /// A code object's load or unload: an unload is matched to its load by (operation, handle),
+    /// as the SQLite export matches it (`offtrace-export`, `rows.rs`).
+    fn code_object(&mut self, c: &CodeObjectRecord) {
+        self.seen(c.ts);
+        let key = (c.op, c.handle);
+        match c.phase {
+            phase::LOAD => {
+                self.code_object_ops.entry(c.op).or_default().load(c.size);
+                self.code_object_names.entry((c.op, c.name)).or_default().load(c.size);
+                // Its unload came first in the file (released on another thread, whose block
+                // was written before this one's): matched now, counted under this name.
+                if let Some(&(unload_ts, unload_name)) = self.early_unloads.get(&key)
+                    && unload_ts >= c.ts
+                {
+                    self.early_unloads.remove(&key);
+                    if let Some(op) = self.code_object_ops.get_mut(&c.op) {
+                        op.unmatched_unloads = op.unmatched_unloads.saturating_sub(1);
+                    }
+                    if unload_name.0 == 0 {
+                        if let Some(n) = self.code_object_names.get_mut(&(c.op, unload_name)) {
+                            n.unloads = n.unloads.saturating_sub(1);
+                        }
+                        self.code_object_names.entry((c.op, c.name)).or_default().unloads += 1;
+                    }
+                    return;
+                }
+                self.code_loads += 1;
+                self.loaded_code.insert(key, (c.name, self.code_loads));
+                self.code_load_order.push_back((key, self.code_loads));
+                while self.code_load_order.len() > PENDING_MAX {
+                    let Some((old, at)) = self.code_load_order.pop_front() else { break };
+                    // Only the load it was: a handle loaded again since has a later number.
+                    if self.loaded_code.get(&old).is_some_and(|l| l.1 == at) {
+                        self.loaded_code.remove(&old);
+                    }
+                }
+            }
+            phase::UNLOAD => {
+                let op = self.code_object_ops.entry(c.op).or_default();
+                op.unloads += 1;
+                let name = match self.loaded_code.remove(&key) {
+                    Some((loaded_as, _)) if c.name.0 == 0 => loaded_as,
+                    Some(_) => c.name,
+                    None => {
+                        op.unmatched_unloads += 1;
+                        self.early_unloads.insert(key, (c.ts, c.name));
+                        self.early_unload_order.push_back((key, c.ts));
+                        if self.early_unload_order.len() > PENDING_MAX
+                            && let Some((old, ts)) = self.early_unload_order.pop_front()
+                            && self.early_unloads.get(&old).is_some_and(|u| u.0 == ts)
+                        {
+                            self.early_unloads.remove(&old);
+                        }
+                        c.name
+                    }
+                };
+                self.code_object_names.entry((c.op, name)).or_default().unloads += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// The code-object section: per operation, its names merged by text (a name interned
+    /// twice is one name), most bytes then most loads first.
+    fn code_objects(&self) -> Vec<CodeObjectStats> {
+        let mut names: BTreeMap<u32, BTreeMap<&str, CodeObjectAcc>> = BTreeMap::new();
+        for (&(op, name), acc) in &self.code_object_names {
+            names.entry(op).or_default().entry(self.str(name)).or_default().add(acc);
+        }
+        self.code_object_ops
+            .iter()
+            .map(|(&op, acc)| {
+                let mut unnamed_loads = 0;
+                let mut rows: Vec<CodeObjectNameStats> = Vec::new();
+                for (&name, n) in names.get(&op).into_iter().flatten() {
+                    if name.is_empty() {
+                        unnamed_loads += n.loads;
+                        continue;
+                    }
+                    let (bytes, max_bytes) = n.sizes();
+                    rows.push(CodeObjectNameStats {
+                        name: name.to_owned(),
+                        loads: n.loads,
+                        unloads: n.unloads,
+                        bytes,
+                        max_bytes,
+                    });
+                }
+                rows.sort_by(|a, b| {
+                    b.bytes
+                        .unwrap_or(0)
+                        .cmp(&a.bytes.unwrap_or(0))
+                        .then(b.loads.cmp(&a.loads))
+                        .then_with(|| a.name.cmp(&b.name))
+                });
+                let (bytes, max_bytes) = acc.sizes();
+                let matched = acc.unloads.saturating_sub(acc.unmatched_unloads);
+                CodeObjectStats {
+                    operation: self.op_name(CODE_OBJECT_KIND, op),
+                    loads: acc.loads,
+                    unloads: acc.unloads,
+                    unmatched_unloads: acc.unmatched_unloads,
+                    loaded_at_end: acc.loads.saturating_sub(matched),
+                    sized_loads: acc.sized_loads,
+                    bytes,
+                    max_bytes,
+                    unnamed_loads,
+                    names: rows,
+                }
+            })
+            .collect()
     }
 
     fn memory(&mut self, m: &MemoryRecord) {
@@ -1096,6 +1262,7 @@ impl Analyzer {
             .collect();
 
         let command_metrics = self.command_metrics();
+        let code_objects = self.code_objects();
 
         let markers = self
             .markers
@@ -1145,6 +1312,7 @@ impl Analyzer {
             api_calls,
             device_activity,
             memory,
+            code_objects,
             queues,
             task_graph,
             threads,

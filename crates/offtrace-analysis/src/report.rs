@@ -15,6 +15,11 @@ pub struct Report {
     /// Device activity per kind and name, most device time (then count) first.
     pub device_activity: Vec<DeviceActivityStats>,
     pub memory: MemoryReport,
+    /// Code objects (`CODE_OBJECT`) per operation (`program`, `program_build`, `kernel`), in
+    /// the order the trace numbers them: what the runtimes loaded, built and released. Empty
+    /// without code-object records (and in reports written before the section existed).
+    #[serde(default)]
+    pub code_objects: Vec<CodeObjectStats>,
     /// Queues / streams, in order of first appearance.
     pub queues: Vec<QueueStats>,
     pub task_graph: TaskGraphReport,
@@ -189,6 +194,43 @@ pub struct FillStats {
     pub bytes: u64,
     pub device_count: u64,
     pub device_ns: u64,
+}
+
+/// The code objects of one operation: programs (OpenCL and SYCL programs, CUDA modules), program
+/// builds (named by their build options) or kernels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeObjectStats {
+    /// The operation's name from the trace's definitions (`program`, `program_build`, `kernel`).
+    pub operation: String,
+    /// LOAD records (create, build), and UNLOAD records (the release that dropped it).
+    pub loads: u64,
+    pub unloads: u64,
+    /// Unloads of a handle with no load before them in time (or one whose load was forgotten:
+    /// loads are remembered until their unload or `PENDING_MAX` later loads). A load later in
+    /// the file but earlier in time (another thread's block) is matched.
+    pub unmatched_unloads: u64,
+    /// Loads not unloaded by the end of the trace (`loads` − matched unloads).
+    pub loaded_at_end: u64,
+    /// Loads whose record carried a size (binary, IL or source bytes), and their bytes and the
+    /// largest: `None` when no load carried one (a size of 0 is no size).
+    pub sized_loads: u64,
+    pub bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    /// Loads whose record carried no name (SYCL programs; builds without options).
+    pub unnamed_loads: u64,
+    /// Per name as the records give it (an unload counted under its load's name), most bytes
+    /// then most loads first; every distinct name.
+    pub names: Vec<CodeObjectNameStats>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeObjectNameStats {
+    pub name: String,
+    pub loads: u64,
+    pub unloads: u64,
+    /// Bytes of its loads that carried a size, and the largest; `None` without any.
+    pub bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

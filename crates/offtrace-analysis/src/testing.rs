@@ -17,6 +17,7 @@ pub mod kind {
     pub const MEMORY_ALLOC: u32 = 6;
     pub const TASK_GRAPH: u32 = 7;
     pub const SYNC: u32 = 8;
+    pub const CODE_OBJECT: u32 = 9;
     pub const MARKER: u32 = 10;
     pub const DEVICE: u32 = 15;
     pub const COUNTER: u32 = 16;
@@ -32,6 +33,7 @@ fn kind_name(k: u32) -> &'static str {
         kind::MEMORY_ALLOC => "MEMORY_ALLOC",
         kind::TASK_GRAPH => "TASK_GRAPH",
         kind::SYNC => "SYNC",
+        kind::CODE_OBJECT => "CODE_OBJECT",
         kind::MARKER => "MARKER",
         kind::DEVICE => "DEVICE",
         kind::COUNTER => "COUNTER",
@@ -418,6 +420,26 @@ impl<S: RecordSink> TypedBuilder<S> {
     /// A value measured for one command (an event-based query): with its correlation id.
     pub fn command_sample(&mut self, counter: u64, tid: u32, ts: u64, value: f64, correlation: u64) {
         self.out.put(Record::CounterSample(CounterSample { counter, tid, ts, value: value.to_bits(), correlation }));
+    }
+
+    /// A code object's load (`op`: 0 program, 1 program build, 2 kernel; `name` "" = none).
+    #[allow(clippy::too_many_arguments)]
+    pub fn code_load(&mut self, tid: u32, ts: u64, op: u32, handle: u64, program: u64, name: &str, size: u64) {
+        self.code_object(tid, ts, op, phase::LOAD, handle, program, name, size);
+    }
+
+    /// A code object's unload, named as the backends name it: not at all (`name` "").
+    pub fn code_unload(&mut self, tid: u32, ts: u64, op: u32, handle: u64, name: &str) {
+        self.code_object(tid, ts, op, phase::UNLOAD, handle, 0, name, 0);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn code_object(&mut self, tid: u32, ts: u64, op: u32, phase: u8, handle: u64, program: u64, name: &str, size: u64) {
+        const NAMES: [&str; 3] = ["program", "program_build", "kernel"];
+        self.op(kind::CODE_OBJECT, op, NAMES.get(op as usize).copied().unwrap_or("op"), &[]);
+        let name = if name.is_empty() { StrId(0) } else { self.str(name) };
+        let r = CodeObjectRecord { op, phase, tid, ts, correlation: 0, handle, program, name, size };
+        self.out.put(Record::CodeObject(r));
     }
 
     /// A range marker: its push and pop.

@@ -591,3 +591,127 @@ fn maps_and_unmaps_are_not_copies_in_the_bandwidth() {
     // The device activity table still lists them, by name.
     assert!(r.device_activity.iter().any(|d| d.name == "map" && d.bytes == MIB4));
 }
+
+#[test]
+fn code_objects_are_counted_per_operation_and_name_with_unloads_under_their_loads_names() {
+    use offtrace_analysis::{CodeObjectNameStats, CodeObjectStats};
+    let (program, build, kernel) = (0, 1, 2);
+    let mut b = TypedBuilder::new(Vec::new());
+    // Programs: a SYCL one (no name), a CUDA module, one name loaded twice, one without a size.
+    b.code_load(1, 10, program, 0x10, 0x10, "", 4096);
+    b.code_load(1, 11, program, 0x11, 0x11, "vecAdd(float*)", 1000);
+    b.code_load(1, 12, program, 0x12, 0x12, "triton_a (+2 kernels)", 5000);
+    b.code_load(2, 13, program, 0x13, 0x13, "triton_a (+2 kernels)", 3000);
+    b.code_load(2, 14, program, 0x14, 0x14, "small", 0);
+    b.code_unload(1, 20, program, 0x11, "");
+    b.code_unload(1, 21, program, 0x10, "");
+    b.code_unload(1, 22, program, 0x99, "");
+    // The handle's next program: a load of its own, its unload matched to it.
+    b.code_load(1, 23, program, 0x11, 0x11, "small", 0);
+    b.code_unload(1, 24, program, 0x11, "");
+    // Builds, named by their options; one without options.
+    b.code_load(1, 30, build, 0x10, 0x10, "-O2", 0);
+    b.code_load(1, 31, build, 0x12, 0x12, "-O2", 0);
+    b.code_load(1, 32, build, 0x13, 0x13, "", 0);
+    // Kernels: one name created twice, both released; an unload without a load that names itself.
+    b.code_load(1, 40, kernel, 0x100, 0x10, "scale_add", 0);
+    b.code_load(2, 41, kernel, 0x101, 0x10, "scale_add", 0);
+    b.code_load(1, 42, kernel, 0x102, 0x10, "square", 0);
+    b.code_unload(1, 50, kernel, 0x100, "");
+    b.code_unload(2, 51, kernel, 0x101, "");
+    b.code_unload(1, 52, kernel, 0x999, "ghost");
+    let r = analyze(&b.out);
+    let name = |name: &str, loads, unloads, bytes: Option<u64>, max_bytes: Option<u64>| CodeObjectNameStats {
+        name: name.into(),
+        loads,
+        unloads,
+        bytes,
+        max_bytes,
+    };
+    assert_eq!(
+        r.code_objects,
+        vec![
+            CodeObjectStats {
+                operation: "program".into(),
+                loads: 6,
+                unloads: 4,
+                unmatched_unloads: 1,
+                loaded_at_end: 3,
+                sized_loads: 4,
+                bytes: Some(13_096),
+                max_bytes: Some(5000),
+                unnamed_loads: 1,
+                names: vec![
+                    name("triton_a (+2 kernels)", 2, 0, Some(8000), Some(5000)),
+                    name("vecAdd(float*)", 1, 1, Some(1000), Some(1000)),
+                    name("small", 2, 1, None, None),
+                ],
+            },
+            CodeObjectStats {
+                operation: "program_build".into(),
+                loads: 3,
+                loaded_at_end: 3,
+                unnamed_loads: 1,
+                names: vec![name("-O2", 2, 0, None, None)],
+                ..Default::default()
+            },
+            CodeObjectStats {
+                operation: "kernel".into(),
+                loads: 3,
+                unloads: 3,
+                unmatched_unloads: 1,
+                loaded_at_end: 1,
+                names: vec![
+                    name("scale_add", 2, 2, None, None),
+                    name("square", 1, 0, None, None),
+                    name("ghost", 0, 1, None, None)
+                ],
+                ..Default::default()
+            },
+        ]
+    );
+    assert_eq!(r.trace.first_ns, Some(10));
+    assert_eq!(r.trace.last_ns, Some(52));
+}
+
+#[test]
+fn code_object_memory_is_bounded_by_names_and_a_forgotten_load_leaves_its_unload_unmatched() {
+    let loads = offtrace_analysis::PENDING_MAX as u64 + 10;
+    let mut b = TypedBuilder::new(Vec::new());
+    for h in 0..loads {
+        b.code_load(1, 100 + h, 2, 0x1000 + h, 0x10, if h % 2 == 0 { "even" } else { "odd" }, 0);
+    }
+    // The first load was forgotten (past `PENDING_MAX` later loads); the last is remembered.
+    b.code_unload(1, 1 << 40, 2, 0x1000, "");
+    b.code_unload(1, (1 << 40) + 1, 2, 0x1000 + loads - 1, "");
+    let r = analyze(&b.out);
+    let k = &r.code_objects[0];
+    assert_eq!((k.loads, k.unloads, k.unmatched_unloads, k.loaded_at_end), (loads, 2, 1, loads - 1));
+    let names: Vec<(&str, u64, u64)> = k.names.iter().map(|n| (n.name.as_str(), n.loads, n.unloads)).collect();
+    assert_eq!(names, [("even", loads / 2, 0), ("odd", loads / 2, 1)], "the unmatched unload names nothing");
+    assert_eq!(k.unnamed_loads, 0);
+}
+
+#[test]
+fn a_report_written_before_code_objects_existed_is_still_read() {
+    let mut v = serde_json::to_value(Report::default()).unwrap();
+    assert!(v.as_object_mut().unwrap().remove("code_objects").is_some());
+    let r: Report = serde_json::from_value(v).unwrap();
+    assert!(r.code_objects.is_empty());
+}
+
+#[test]
+fn an_unload_written_before_its_load_is_matched_to_it_by_time() {
+    let mut b = TypedBuilder::new(Vec::new());
+    // Thread 2 released what thread 1 created; thread 2's block reached the file first.
+    b.code_unload(2, 200, 2, 0x100, "");
+    b.code_unload(2, 90, 2, 0x200, "");
+    b.code_load(1, 100, 2, 0x100, 0x10, "scale_add", 0);
+    // Loaded after that unload: not what it released.
+    b.code_load(1, 100, 2, 0x200, 0x10, "square", 0);
+    let r = analyze(&b.out);
+    let k = &r.code_objects[0];
+    assert_eq!((k.loads, k.unloads, k.unmatched_unloads, k.loaded_at_end), (2, 2, 1, 1), "{k:?}");
+    let names: Vec<(&str, u64, u64)> = k.names.iter().map(|n| (n.name.as_str(), n.loads, n.unloads)).collect();
+    assert_eq!(names, [("scale_add", 1, 1), ("square", 1, 0)]);
+}

@@ -305,6 +305,55 @@ fn sections(r: &Report) -> Vec<Section> {
             .collect(),
     ));
     v.push((
+        "code_objects",
+        vec![
+            "operation",
+            "loads",
+            "unloads",
+            "unmatched_unloads",
+            "loaded_at_end",
+            "sized_loads",
+            "bytes",
+            "max_bytes",
+            "unnamed_loads",
+        ],
+        r.code_objects
+            .iter()
+            .map(|c| {
+                vec![
+                    c.operation.clone(),
+                    c.loads.to_string(),
+                    c.unloads.to_string(),
+                    c.unmatched_unloads.to_string(),
+                    c.loaded_at_end.to_string(),
+                    c.sized_loads.to_string(),
+                    opt_num(c.bytes),
+                    opt_num(c.max_bytes),
+                    c.unnamed_loads.to_string(),
+                ]
+            })
+            .collect(),
+    ));
+    v.push((
+        "code_object_names",
+        vec!["operation", "name", "loads", "unloads", "bytes", "max_bytes"],
+        r.code_objects
+            .iter()
+            .flat_map(|c| {
+                c.names.iter().map(|n| {
+                    vec![
+                        c.operation.clone(),
+                        n.name.clone(),
+                        n.loads.to_string(),
+                        n.unloads.to_string(),
+                        opt_num(n.bytes),
+                        opt_num(n.max_bytes),
+                    ]
+                })
+            })
+            .collect(),
+    ));
+    v.push((
         "markers",
         vec!["name", "kind", "count", "total_ns"],
         r.markers
@@ -589,6 +638,8 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
         )?;
     }
 
+    write_code_objects(out, &r.code_objects)?;
+
     writeln!(out, "\nQueues: {}", r.queues.len())?;
     if !r.queues.is_empty() {
         writeln!(
@@ -745,6 +796,84 @@ fn write_text(out: &mut dyn Write, file: &Path, r: &Report) -> anyhow::Result<()
     Ok(())
 }
 
+/// Names listed per code-object operation (the rest counted): PyTorch loads hundreds of modules.
+const CODE_OBJECT_NAMES_SHOWN: usize = 5;
+
+/// What the runtimes loaded: a row per operation, then its largest (or most loaded) names.
+fn write_code_objects(out: &mut dyn Write, objects: &[offtrace_analysis::CodeObjectStats]) -> anyhow::Result<()> {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nCode objects (bytes: the binary, IL or source size a load passed; n/a where no record carries one)"
+    )?;
+    let mut tb = table(&["operation", "loaded", "unloaded", "at end", "bytes", "largest", "names"], 1);
+    for c in objects {
+        // A build is no object of its own: it is never unloaded, and nothing stays loaded.
+        let build = c.operation == "program_build";
+        tb.add_row(vec![
+            c.operation.clone(),
+            count(c.loads),
+            match (build, c.unmatched_unloads) {
+                (true, _) => String::new(),
+                (false, 0) => count(c.unloads),
+                (false, n) => format!("{} ({} without a load)", count(c.unloads), count(n)),
+            },
+            if build { String::new() } else { count(c.loaded_at_end) },
+            match c.bytes {
+                None => "n/a".into(),
+                Some(b) if c.sized_loads < c.loads => {
+                    format!("{} ({} of {} sized)", bytes(b), count(c.sized_loads), count(c.loads))
+                }
+                Some(b) => bytes(b),
+            },
+            c.max_bytes.map_or_else(|| "n/a".into(), bytes),
+            match (c.names.len(), c.unnamed_loads) {
+                (n, 0) => count(n as u64),
+                (n, u) => {
+                    let names = if n == 0 { "none".to_owned() } else { count(n as u64) };
+                    let loads = if u == 1 { "load" } else { "loads" };
+                    // A build's name is its options.
+                    let without = if build { "without options" } else { "unnamed" };
+                    format!("{names} ({} {loads} {without})", count(u))
+                }
+            },
+        ]);
+    }
+    writeln!(out, "{}", whole_words(tb))?;
+    for c in objects.iter().filter(|c| !c.names.is_empty()) {
+        let build = c.operation == "program_build";
+        let sized = c.bytes.is_some();
+        writeln!(out, " {}, {}:", c.operation, if sized { "most bytes first" } else { "most loaded first" })?;
+        let shown = &c.names[..c.names.len().min(CODE_OBJECT_NAMES_SHOWN)];
+        let mut header = vec!["loaded"];
+        if !build {
+            header.push("unloaded");
+        }
+        if sized {
+            header.push("bytes");
+        }
+        let mut tb = table(&header, 0);
+        for n in shown {
+            let mut row = vec![count(n.loads)];
+            if !build {
+                row.push(count(n.unloads));
+            }
+            if sized {
+                row.push(n.bytes.map_or_else(|| "n/a".into(), bytes));
+            }
+            tb.add_row(row);
+        }
+        let names: Vec<&str> = shown.iter().map(|n| n.name.as_str()).collect();
+        write_named(out, tb, if build { "build options" } else { "name" }, &names)?;
+        if c.names.len() > shown.len() {
+            writeln!(out, " … {} more names", count((c.names.len() - shown.len()) as u64))?;
+        }
+    }
+    Ok(())
+}
+
 /// The task graph's line and its longest chain.
 fn write_task_graph(out: &mut dyn Write, g: &offtrace_analysis::TaskGraphReport) -> anyhow::Result<()> {
     writeln!(
@@ -837,6 +966,64 @@ mod tests {
         assert!(header.ends_with("name") && header.chars().count() < 200, "{header:?}");
         let step = line_of("step");
         assert!(step.contains("RANGE") && step.ends_with("step"), "{step:?}");
+    }
+
+    #[test]
+    fn hundreds_of_modules_make_a_short_code_object_section_and_builds_list_their_options() {
+        use offtrace_analysis::{CodeObjectNameStats, CodeObjectStats};
+        let modules: Vec<CodeObjectNameStats> = (0..438u64)
+            .map(|i| CodeObjectNameStats {
+                name: format!("triton_poi_fused_{i} (+1 kernels)"),
+                loads: 1,
+                bytes: Some(20_000 - i),
+                max_bytes: Some(20_000 - i),
+                ..Default::default()
+            })
+            .collect();
+        let code_objects = vec![
+            CodeObjectStats {
+                operation: "program".into(),
+                loads: 439,
+                unloads: 2,
+                unmatched_unloads: 1,
+                loaded_at_end: 438,
+                sized_loads: 438,
+                bytes: Some(modules.iter().filter_map(|m| m.bytes).sum()),
+                max_bytes: Some(20_000),
+                unnamed_loads: 1,
+                names: modules,
+            },
+            CodeObjectStats {
+                operation: "program_build".into(),
+                loads: 2,
+                loaded_at_end: 2,
+                names: vec![CodeObjectNameStats {
+                    name: "-cl-fast-relaxed-math".into(),
+                    loads: 2,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ];
+        let r = Report { code_objects, ..Default::default() };
+        let s = text_of(&r);
+        let start = s.find("\nCode objects").unwrap_or_else(|| panic!("{s}"));
+        let section: Vec<&str> = s[start..].lines().skip(1).take_while(|l| !l.is_empty()).collect();
+        assert!(section.len() <= 20, "{}", section.join("\n"));
+        let line_of =
+            |needle: &str| *section.iter().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}: {s}"));
+        let program = line_of("program ");
+        assert!(program.contains("439") && program.contains("2 (1 without a load)"), "{program}");
+        assert!(program.contains("438 of 439 sized") && program.contains("438 (1 load unnamed)"), "{program}");
+        assert!(line_of("most bytes first").starts_with(" program,"));
+        assert!(line_of("triton_poi_fused_0 ").contains("19.5 KiB"), "{s}");
+        assert!(!s.contains("triton_poi_fused_5 "), "only the largest five: {s}");
+        assert!(line_of("more names").contains("433 more names"));
+        let build = line_of("program_build ");
+        assert!(build.contains("n/a"), "no size: {build}");
+        assert!(line_of("build options").contains("loaded"));
+        assert!(line_of("-cl-fast-relaxed-math").trim_start().starts_with('2'));
+        assert!(!text_of(&Report::default()).contains("Code objects"), "no section without records");
     }
 
     #[test]

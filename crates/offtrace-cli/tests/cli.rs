@@ -148,9 +148,17 @@ fn report_csv_has_a_section_per_table() {
     let o = offtrace().args(["report", "--format", "csv"]).arg(trace(dir.path())).output().unwrap();
     ok(&o);
     let s = text(&o.stdout);
-    for section in
-        ["# api_calls", "# device_activity", "# memory_copies", "# queues", "# task_graph", "# threads", "# counters"]
-    {
+    for section in [
+        "# api_calls",
+        "# device_activity",
+        "# memory_copies",
+        "# code_objects",
+        "# code_object_names",
+        "# queues",
+        "# task_graph",
+        "# threads",
+        "# counters",
+    ] {
         assert!(s.contains(section), "{section} in {s}");
     }
 }

@@ -389,6 +389,20 @@ fn a_buffer_released_while_its_command_waits_is_freed_at_that_release() {
         [format!("program 4 {}", handle("program")), format!("kernel 4 {}", handle("kernel"))],
         "unloads (op, phase, handle)"
     );
+    // The report matches each unload to its load: the kernel by name, nothing left loaded.
+    let objects = r["code_objects"].as_array().expect("code_objects");
+    let of = |op: &str| objects.iter().find(|c| c["operation"] == op).unwrap_or_else(|| panic!("{op}: {objects:?}"));
+    for op in ["program", "kernel"] {
+        let c = of(op);
+        assert_eq!(
+            (c["loads"].as_u64(), c["unloads"].as_u64(), c["loaded_at_end"].as_u64()),
+            (Some(1), Some(1), Some(0)),
+            "{c}"
+        );
+    }
+    assert!(of("program")["bytes"].as_u64().is_some_and(|b| b > 0), "the source's size: {objects:?}");
+    let kernel = &of("kernel")["names"][0];
+    assert_eq!((kernel["name"].as_str(), kernel["unloads"].as_u64()), (Some("add_one"), Some(1)), "{objects:?}");
 }
 
 /// Rect copies and image commands on PoCL, each on a region of 512 bytes inside objects of 8 to

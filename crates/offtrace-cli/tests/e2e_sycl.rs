@@ -236,6 +236,27 @@ fn record_report_and_export_a_multithreaded_program() {
     assert!(chain.windows(7).any(|w| w == iteration), "one whole iteration in {chain:?}");
     assert_eq!(g["unresolved_edges"], 0, "{g}");
     assert_eq!(g["nodes"], count(&c, "sycl", "node_create"), "every node of the runtime, once");
+    // Code objects: the program's kernels by the names its device activity gives them, its
+    // programs (dpctl builds from source) and their builds counted; a size only where a record
+    // carried one.
+    let objects: BTreeMap<&str, &serde_json::Value> = rep["code_objects"]
+        .as_array()
+        .expect("code_objects")
+        .iter()
+        .map(|c| (c["operation"].as_str().expect("operation"), c))
+        .collect();
+    for op in ["program", "program_build", "kernel"] {
+        let c = objects.get(op).unwrap_or_else(|| panic!("no {op} in {:?}", rep["code_objects"]));
+        assert!(c["loads"].as_u64().unwrap_or(0) >= 1, "{c}");
+        assert_eq!(c["bytes"].is_null(), c["sized_loads"] == 0, "{c}");
+    }
+    let kernel_names: Vec<&str> =
+        objects["kernel"]["names"].as_array().expect("names").iter().filter_map(|n| n["name"].as_str()).collect();
+    assert!(kernel_names.contains(&"scale_add") && kernel_names.contains(&"square"), "{:?}", rep["code_objects"]);
+    let text = Command::new(offtrace()).arg("report").arg(&trace).output().expect("run report");
+    let text = String::from_utf8_lossy(&text.stdout);
+    let section = text.split("\nCode objects").nth(1).and_then(|s| s.split("\n\n").next()).unwrap_or("");
+    assert!(section.lines().any(|l| l.trim_end().ends_with(" scale_add")), "{text}");
     let mut directions: Vec<&str> =
         rep["memory"]["copies"].as_array().expect("copies").iter().filter_map(|c| c["direction"].as_str()).collect();
     directions.sort_unstable();
