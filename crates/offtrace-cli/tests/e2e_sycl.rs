@@ -51,9 +51,20 @@ fn tmpdir(tag: &str) -> tempfile::TempDir {
 /// (`--intel-opencl`: dpctl's USM allocations fail on PoCL, the only other device here);
 /// returns (status code, stdout, stderr).
 fn record(venv: &Path, out: &Path, extra: &[&str], program: &[&str]) -> (i32, String, String) {
+    record_env(venv, out, extra, &[], program)
+}
+
+/// [`record`] with variables set for the program.
+fn record_env(
+    venv: &Path,
+    out: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    program: &[&str],
+) -> (i32, String, String) {
     let mut cmd = Command::new(offtrace());
     cmd.arg("record").arg("--intel-opencl").arg("--runtime").arg(venv).arg("-o").arg(out).args(extra).arg("--");
-    cmd.arg(venv.join("bin/python")).args(program);
+    cmd.arg(venv.join("bin/python")).args(program).envs(env.iter().copied());
     let o = cmd.output().expect("run offtrace record");
     (
         o.status.code().unwrap_or(-1),
@@ -713,22 +724,10 @@ fn record_lossless_keeps_every_record_where_the_default_drops() {
     let dir = tmpdir("lossless");
     let run = |name: &str, extra: &[&str]| {
         let trace = dir.path().join(format!("{name}.offtrace"));
-        let o = Command::new(offtrace())
-            .arg("record")
-            .arg("--intel-opencl")
-            .arg("--runtime")
-            .arg(&venv)
-            .arg("-o")
-            .arg(&trace)
-            .args(extra)
-            .arg("--")
-            .arg(venv.join("bin/python"))
-            .arg(example("w4_usm_multiqueue.py"))
-            .env("OFFTRACE_BUFFER_RECORDS", "2")
-            .output()
-            .expect("run offtrace record");
-        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{name}: {stderr}");
+        let program = example("w4_usm_multiqueue.py");
+        let (code, _, stderr) =
+            record_env(&venv, &trace, extra, &[("OFFTRACE_BUFFER_RECORDS", "2")], &[program.to_str().expect("utf8")]);
+        assert_eq!(code, 0, "{name}: {stderr}");
         let dropped: u64 = stderr
             .lines()
             .find_map(|l| l.strip_prefix("offtrace: ")?.split_once(" records, ")?.1.split_once(" dropped"))
