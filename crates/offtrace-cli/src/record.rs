@@ -204,6 +204,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         cmd.env("OFFTRACE_TOOLS", t);
     }
     crate::metrics_cmd::record_env(&mut cmd, &cfg.metrics)?;
+    // Every backend reads it, so it is set before the SYCL runtime decides which run: an OpenCL or
+    // CUDA program without a SYCL runtime used to drop records under `--lossless`.
+    if cfg.lossless {
+        cmd.env("OFFTRACE_LOSSLESS", "1");
+    }
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
@@ -261,9 +266,6 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         .env("OFFTRACE_DEBUG_STREAMS", if cfg.debug_streams { "1" } else { "0" });
     if cfg.raw {
         cmd.env("OFFTRACE_RAW", "1");
-    }
-    if cfg.lossless {
-        cmd.env("OFFTRACE_LOSSLESS", "1");
     }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
