@@ -1,6 +1,6 @@
 #!/bin/bash
 # Preload mode on a machine whose programs load an ICD loader without layer support (CUDA's
-# libOpenCL.so.1 first in LD_LIBRARY_PATH): every bundled C OpenCL program recorded with
+# libOpenCL.so.1 first in the ld.so cache or LD_LIBRARY_PATH): every bundled C OpenCL program recorded with
 # `offtrace record` (auto), checked for calls and device times; the same programs' output and
 # exit status as without offtrace; codeplay_counters' own checks; and, where a layer-capable
 # system loader exists, layer mode against forced preload mode on it. No Rust needed: run it

@@ -62,10 +62,10 @@ pub struct RecordArgs {
     /// OFFTRACE_RAW=1) [default: with --detail verbose only].
     #[arg(long)]
     pub raw: bool,
-    /// Never drop a record: a thread whose buffer is full waits for the writer instead (sets
-    /// OFFTRACE_LOSSLESS=1 for every backend). The default drops and counts what does not fit
-    /// (the summary and the report say how many), so that tracing never slows the program
-    /// beyond its own records.
+    /// Never drop a record: a program thread whose trace buffer is full waits until offtrace's
+    /// writer has room (sets OFFTRACE_LOSSLESS=1 for every backend). Without it such a record is
+    /// dropped and counted instead (the summary and the report say how many), so that tracing
+    /// never makes the program wait.
     #[arg(long)]
     pub lossless: bool,
     /// The SYCL runtime: a venv or a lib directory holding libsycl.so.9 and libxptifw.so.1.
@@ -81,10 +81,12 @@ pub struct RecordArgs {
     /// (the runtime's own) or a path [default: offtrace when it is built, else intel].
     #[arg(long, value_name = "offtrace|intel|PATH")]
     pub dispatcher: Option<String>,
-    /// How the OpenCL layer gets into the program: `layer` (the ICD loader's OPENCL_LAYERS),
-    /// `preload` (LD_PRELOAD, for loaders without layer support, e.g. CUDA's libOpenCL.so.1),
-    /// or `auto`: preload when the libOpenCL.so.1 the program would load has no layer support.
-    #[arg(long, value_enum, default_value_t = OpenclInterposeArg::Auto, value_name = "auto|layer|preload")]
+    /// How offtrace's OpenCL layer gets into an OpenCL program. `layer`: the ICD loader loads it
+    /// (OPENCL_LAYERS; the Khronos loader, ocl-icd 2.3.0 and later). `preload`: LD_PRELOAD, for
+    /// ICD loaders without layer support (CUDA's libOpenCL.so.1, older ocl-icd). `auto`: preload
+    /// when the libOpenCL.so.1 the program would load has no layer support, else layer; preload
+    /// mode is said in one line after the summary. See docs/opencl.md.
+    #[arg(long, value_enum, default_value_t = OpenclInterposeArg::Auto, value_name = "MODE")]
     pub opencl_interpose: OpenclInterposeArg,
     /// The agent library [default: $OFFTRACE_AGENT, else libofftrace_agent.so next to offtrace].
     #[arg(long, value_name = "PATH")]

@@ -49,7 +49,12 @@ impl Choice {
         let loader =
             self.loader.as_ref().map_or_else(|| "no libOpenCL.so.1 found".to_owned(), |l| l.display().to_string());
         Some(if self.forced {
-            format!("offtrace: OpenCL layer in preload mode (--opencl-interpose preload; loader {loader})")
+            // The path is what the search found for the executable, which the exports prefer
+            // where it is loaded; a program that opens a loader of its own (pyopencl's) is
+            // forwarded to that one, so the line does not call the path the program's loader.
+            format!(
+                "offtrace: OpenCL layer in preload mode (--opencl-interpose preload; the libOpenCL.so.1 found for the program: {loader})"
+            )
         } else {
             format!("offtrace: OpenCL layer in preload mode: the program's ICD loader {loader} has no layer support")
         })
@@ -296,6 +301,11 @@ mod tests {
             "{line}"
         );
         let forced = Choice { forced: true, ..auto };
-        assert!(forced.summary_line().expect("line").contains("--opencl-interpose preload"));
+        let line = forced.summary_line().expect("line");
+        assert!(
+            line.contains("--opencl-interpose preload")
+                && line.contains("the libOpenCL.so.1 found for the program: /cuda/libOpenCL.so.1"),
+            "{line}"
+        );
     }
 }

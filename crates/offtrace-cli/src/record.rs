@@ -204,6 +204,11 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
         cmd.env("OFFTRACE_TOOLS", t);
     }
     crate::metrics_cmd::record_env(&mut cmd, &cfg.metrics)?;
+    // Every backend reads it, so it is set before the SYCL runtime decides which run: an OpenCL or
+    // CUDA program without a SYCL runtime used to drop records under `--lossless`.
+    if cfg.lossless {
+        cmd.env("OFFTRACE_LOSSLESS", "1");
+    }
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
@@ -227,7 +232,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
             let opencl = opencl_layer.is_some().then_some(&interpose);
             let code = spawn_and_summarize(cmd, &program_path, &output_abs, &output, opencl)?;
             if code != NOT_STARTED {
-                nothing_recorded_hint(&output_abs);
+                nothing_recorded_hint(&output_abs, opencl.is_some_and(|c| c.preload));
             }
             return Ok(code);
         }
@@ -262,9 +267,6 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     if cfg.raw {
         cmd.env("OFFTRACE_RAW", "1");
     }
-    if cfg.lossless {
-        cmd.env("OFFTRACE_LOSSLESS", "1");
-    }
     if cfg.ur_calls {
         let layers = match std::env::var("UR_ENABLE_LAYERS") {
             Ok(l) if !l.is_empty() && !l.contains("UR_LAYER_TRACING") => format!("{l};UR_LAYER_TRACING"),
@@ -284,7 +286,7 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     let hinted = if code == NOT_STARTED { library_path_hint(&lib) } else { code != 0 && intel_opencl.hint(code) };
     // A program that did not start (127) recorded nothing for that reason alone.
     if !hinted && code != NOT_STARTED {
-        nothing_recorded_hint(&output_abs);
+        nothing_recorded_hint(&output_abs, hosts_layer && interpose.preload);
     }
     drop(intel_opencl);
     Ok(code)
@@ -556,10 +558,11 @@ fn holds_program_records(path: &Path) -> bool {
 }
 
 /// After the summary (and after any hint about a failed start, which says more): one hint when
-/// the recording holds no API call of any backend.
-fn nothing_recorded_hint(output_abs: &Path) {
+/// the recording holds no API call of any backend. `preload`: the OpenCL layer was in preload
+/// mode, so suggesting that mode would send the user in a circle.
+fn nothing_recorded_hint(output_abs: &Path, preload: bool) {
     if !any_api_call(output_abs) {
-        eprintln!("{NOTHING_RECORDED_HINT}");
+        eprintln!("{}", if preload { NOTHING_RECORDED_IN_PRELOAD_MODE_HINT } else { NOTHING_RECORDED_HINT });
     }
 }
 
@@ -569,6 +572,13 @@ const NOTHING_RECORDED_HINT: &str = "offtrace: hint: no SYCL, OpenCL or CUDA cal
     such calls, its OpenCL ICD loader may not have loaded offtrace's layer (try `--opencl-interpose preload`, \
     docs/opencl.md), or a backend library is not built next to offtrace (libofftrace_agent.so, \
     libofftrace_opencl.so, libofftrace_cuda.so).";
+
+/// The same after a recording in OpenCL preload mode: what preload mode cannot reach.
+const NOTHING_RECORDED_IN_PRELOAD_MODE_HINT: &str = "offtrace: hint: no SYCL, OpenCL or CUDA call was recorded \
+    (OpenCL layer in preload mode). If the program makes such calls, it may call its OpenCL loader through its \
+    own dlopen and dlsym, which preload mode does not see (docs/opencl.md, *Loaders without layer support*), or \
+    a backend library is not built next to offtrace (libofftrace_agent.so, libofftrace_opencl.so, \
+    libofftrace_cuda.so).";
 
 /// Whether any trace of this recording (the output and its per-process siblings) holds an API
 /// call. Reads each trace only up to its first call (a normal trace: its first chunk).

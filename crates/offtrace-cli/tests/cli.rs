@@ -882,6 +882,56 @@ fn record_tools_set_offtrace_tools_absolute_comma_separated() {
     assert_eq!(std::fs::read_to_string(&seen).unwrap(), want);
 }
 
+/// `--lossless` reaches every backend: with a SYCL runtime (the agent's environment) and
+/// without one (an OpenCL or CUDA program alone, where it used to be left out).
+#[test]
+fn record_lossless_is_set_with_and_without_a_sycl_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = fake_runtime(dir.path());
+    let agent = fake_agent(dir.path());
+    let env_dump = dir.path().join("env");
+    let script = format!("env > {}", env_dump.display());
+    let lossless = |env: &str| env.lines().any(|l| l == "OFFTRACE_LOSSLESS=1");
+    let out = dir.path().join("sycl.offtrace");
+    let o = record(&[
+        "--lossless",
+        "--runtime",
+        rt.to_str().unwrap(),
+        "--agent",
+        agent.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(lossless(&std::fs::read_to_string(&env_dump).unwrap()), "with a SYCL runtime");
+    // No SYCL runtime (OFFTRACE_SYCL_RUNTIME names a folder without one), an OpenCL layer file:
+    // the OpenCL-only recording.
+    let empty = dir.path().join("no-runtime");
+    std::fs::create_dir_all(&empty).unwrap();
+    let layer = dir.path().join("libofftrace_opencl.so");
+    std::fs::write(&layer, b"").unwrap();
+    let out = dir.path().join("opencl.offtrace");
+    for with in [false, true] {
+        let o = offtrace()
+            .arg("record")
+            .args(with.then_some("--lossless"))
+            .args(["--opencl-interpose", "layer", "-o", out.to_str().unwrap(), "--", "sh", "-c", &script])
+            .env("OFFTRACE_SYCL_RUNTIME", &empty)
+            .env("OFFTRACE_OPENCL_LAYER", &layer)
+            .env_remove("OFFTRACE_LOSSLESS")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let env = std::fs::read_to_string(&env_dump).unwrap();
+        assert!(env.lines().any(|l| l.starts_with("OPENCL_LAYERS=")), "the OpenCL-only branch ran: {env}");
+        assert_eq!(lossless(&env), with, "without a SYCL runtime, --lossless {with}");
+    }
+}
+
 /// Without `--dispatcher`, offtrace's own dispatcher is used when it is built next to the
 /// executable (as `cargo build --workspace` does), else the runtime's with a note.
 #[test]

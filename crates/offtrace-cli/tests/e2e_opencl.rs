@@ -1074,6 +1074,20 @@ fn a_recording_without_runtime_calls_gets_a_hint() {
         err.lines().filter(|l| l.starts_with("offtrace: hint: no SYCL, OpenCL or CUDA call was recorded")).collect();
     assert_eq!(hints.len(), 1, "{err}");
     assert!(hints[0].contains("--opencl-interpose preload"), "{err}");
+    // In preload mode already: the hint must not send the user to preload mode.
+    let o = offtrace()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.path().join("none-preload.offtrace"))
+        .args(["--opencl-interpose", "preload", "--", "true"])
+        .output()
+        .expect("record");
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let hints: Vec<&str> =
+        err.lines().filter(|l| l.starts_with("offtrace: hint: no SYCL, OpenCL or CUDA call was recorded")).collect();
+    assert_eq!(hints.len(), 1, "{err}");
+    assert!(hints[0].contains("preload mode") && !hints[0].contains("--opencl-interpose preload"), "{err}");
     let o = offtrace()
         .arg("record")
         .arg("-o")

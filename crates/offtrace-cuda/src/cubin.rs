@@ -156,6 +156,7 @@ mod tests {
         assert_eq!(module_name(&[]).to_bytes(), b"cuda_module");
         assert_eq!(module_name(&[b"_Z6vecAddPfS_S_"]).to_bytes(), b"vecAdd(float*, float*, float*)");
         assert_eq!(module_name(&[b"triton_poi_0", b"_Z1kv", b"x"]).to_bytes(), b"triton_poi_0 (+2 kernels)");
+        assert_eq!(module_name(&[b"triton_poi_0", b"_Z1kv"]).to_bytes(), b"triton_poi_0 (+1 kernel)");
     }
 
     #[test]

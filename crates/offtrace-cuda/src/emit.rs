@@ -258,7 +258,8 @@ pub fn module_name(kernels: &[&[u8]]) -> CString {
         return first;
     }
     let mut s = first.into_bytes();
-    s.extend_from_slice(format!(" (+{} kernels)", kernels.len() - 1).as_bytes());
+    let more = kernels.len() - 1;
+    s.extend_from_slice(format!(" (+{more} kernel{})", if more == 1 { "" } else { "s" }).as_bytes());
     CString::new(s).unwrap_or_else(|_| c"cuda_module".to_owned())
 }
 

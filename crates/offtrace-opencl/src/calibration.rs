@@ -7,9 +7,11 @@
 //! 1. `clGetDeviceAndHostTimer` (OpenCL 2.1) bracketed by two CLOCK_MONOTONIC reads, taken when
 //!    the first queue of the device is created (the best of three tries: narrowest bracket).
 //!    Intel's CPU runtime has it; PoCL 3.1 returns `CL_INVALID_OPERATION`.
-//! 2. Otherwise (method "queued"), every completed command's `CL_PROFILING_COMMAND_QUEUED`
-//!    timestamp, which the runtime takes inside the enqueue call, bracketed by the host times
-//!    just before and after that call. The narrowest bracket seen so far wins.
+//! 2. Otherwise (method "queued"), three markers of the layer's own on the device's first queue
+//!    ([`calibrate_device`]), then every completed command's
+//!    `CL_PROFILING_COMMAND_QUEUED` timestamp, which the runtime takes inside the enqueue call,
+//!    bracketed by the host times just before and after that call. A narrower bracket wins; an
+//!    old calibration is refreshed (below).
 //!
 //! The offset is the bracket's midpoint; its half width is the calibration's uncertainty
 //! (`calibrations()`). Both go into the trace as counter samples of the device

@@ -1,8 +1,8 @@
 //! Preload mode: the layer for programs whose ICD loader has no layer support.
 //!
-//! CUDA's `libOpenCL.so.1` (an old Khronos loader, first in `LD_LIBRARY_PATH` wherever the CUDA
-//! toolkit is set up), ocl-icd < 2.2.14, or a vendor's `libOpenCL.so` linked directly never read
-//! `OPENCL_LAYERS`. For those `offtrace record` puts this same library in `LD_PRELOAD`: it
+//! CUDA's `libOpenCL.so.1` (an old Khronos loader, before the system's in the ld.so cache or
+//! `LD_LIBRARY_PATH` wherever the CUDA toolkit is set up), ocl-icd before 2.3.0 (2.2.14 read
+//! `OCL_ICD_LAYERS`), or a vendor's `libOpenCL.so` linked directly never read `OPENCL_LAYERS`. For those `offtrace record` puts this same library in `LD_PRELOAD`: it
 //! exports every function of the ICD dispatch table under its C name (`api::exports`,
 //! generated), so the program's calls reach it before the loader's. Each export forwards to
 //! [`table`]: at the first call that is filled from the program's real loader (`dlsym` by name,
