@@ -151,12 +151,18 @@ mod tests {
     }
 
     #[test]
-    fn a_module_is_named_by_its_first_kernel_demangled_and_how_many_more() {
+    fn a_module_is_named_by_its_shortest_kernel_demangled_and_how_many_more() {
         use crate::emit::module_name;
         assert_eq!(module_name(&[]).to_bytes(), b"cuda_module");
         assert_eq!(module_name(&[b"_Z6vecAddPfS_S_"]).to_bytes(), b"vecAdd(float*, float*, float*)");
-        assert_eq!(module_name(&[b"triton_poi_0", b"_Z1kv", b"x"]).to_bytes(), b"triton_poi_0 (+2 kernels)");
-        assert_eq!(module_name(&[b"triton_poi_0", b"_Z1kv"]).to_bytes(), b"triton_poi_0 (+1 kernel)");
+        // The shortest mangled name, the first of equals in table order.
+        assert_eq!(module_name(&[b"triton_poi_0", b"_Z1kv", b"xyzab"]).to_bytes(), b"k() (+2 kernels)");
+        assert_eq!(
+            module_name(&[b"_Z6vecAddPfS_S_", b"_Z6vecSubPfS_S_"]).to_bytes(),
+            b"vecAdd(float*, float*, float*) (+1 kernel)"
+        );
+        let long = format!("_Z1fI{}EvT_", "N2at6native8FunctorIiEE".repeat(40));
+        assert_eq!(module_name(&[long.as_bytes(), b"_Z4tinyv"]).to_bytes(), b"tiny() (+1 kernel)");
     }
 
     #[test]

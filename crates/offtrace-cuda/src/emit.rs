@@ -246,11 +246,15 @@ pub fn kernel_dispatch(
     emit_instant_at(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, ts, Payload::KernelDispatch(&p));
 }
 
-/// The name of a module's code-object record: its kernel when it holds one (demangled), its
-/// first kernel and how many more when it holds several, `cuda_module` when its cubin names none
-/// (`cubin::kernel_names`).
+/// The name of a module's code-object record: its kernel when it holds one (demangled); when it
+/// holds several, the one with the shortest mangled name (the first of those in table order) and
+/// how many more, `cuda_module` when its cubin names none (`cubin::kernel_names`). The shortest:
+/// PyTorch's modules hold hundreds of template instances whose first can demangle to a
+/// thousand characters, a line no report can show, while each module also holds short ones;
+/// only the chosen one is demangled (at module load, in the program's thread).
 pub fn module_name(kernels: &[&[u8]]) -> CString {
-    let Some(first) = kernels.first().and_then(|k| CString::new(*k).ok()) else {
+    let shortest = kernels.iter().min_by_key(|k| k.len());
+    let Some(first) = shortest.and_then(|k| CString::new(*k).ok()) else {
         return c"cuda_module".to_owned();
     };
     let first = demangle(&first);
