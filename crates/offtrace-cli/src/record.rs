@@ -544,17 +544,23 @@ fn remove_empty_cuda_companions(output_abs: &Path) -> Vec<(PathBuf, String)> {
 /// memory record (not only the recording's definitions, info and end). An unreadable trace
 /// counts as holding something (it is reported, not removed).
 fn holds_program_records(path: &Path) -> bool {
+    holds(path, true, |r| matches!(r, Record::ApiCall(_) | Record::Activity(_) | Record::Memory(_)))
+}
+
+/// Whether the trace at `path` holds a record `wanted` accepts (API calls read apart count as
+/// `ApiCall`s), reading only up to the first. A trace that cannot be opened counts as holding
+/// one (the summary reported it already); one damaged before a match counts as `damaged` says.
+fn holds(path: &Path, damaged: bool, wanted: impl Fn(&Record) -> bool) -> bool {
     let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
     let Ok(mut reader) = TraceRecords::open(path, options) else { return true };
     while let Some(batch) = reader.next_batch() {
         if let Batch::Records(batch) = batch
-            && (!reader.api_calls().is_empty()
-                || batch.iter().any(|r| matches!(r, Record::ApiCall(_) | Record::Activity(_) | Record::Memory(_))))
+            && (!reader.api_calls().is_empty() || batch.iter().any(&wanted))
         {
             return true;
         }
     }
-    reader.into_outcome().problem.is_some()
+    damaged && reader.into_outcome().problem.is_some()
 }
 
 /// After the summary (and after any hint about a failed start, which says more): one hint when
@@ -587,20 +593,7 @@ fn any_api_call(output_abs: &Path) -> bool {
 }
 
 fn has_api_call(path: &Path) -> bool {
-    if !path.exists() {
-        return false;
-    }
-    let options = ReadOptions { api_args: false, api_calls_apart: true, ..ReadOptions::default() };
-    // An unreadable trace was reported by the summary already: no second message.
-    let Ok(mut reader) = TraceRecords::open(path, options) else { return true };
-    while let Some(batch) = reader.next_batch() {
-        if let Batch::Records(batch) = batch
-            && (!reader.api_calls().is_empty() || batch.iter().any(|r| matches!(r, Record::ApiCall(_))))
-        {
-            return true;
-        }
-    }
-    false
+    path.exists() && holds(path, false, |r| matches!(r, Record::ApiCall(_)))
 }
 
 /// The OpenCL layer next to this executable (`cargo build -p offtrace-opencl`), or

@@ -403,7 +403,13 @@ fn record(args: &[&str]) -> Output {
 
 /// `offtrace record` with the fake runtime and agent, writing `out`, of `sh -c script`.
 fn record_sh(rt: &Path, agent: &Path, out: &Path, script: &str) -> Output {
-    record(&[
+    record_sh_with(&[], rt, agent, out, script)
+}
+
+/// [`record_sh`] with `flags` before the others.
+fn record_sh_with(flags: &[&str], rt: &Path, agent: &Path, out: &Path, script: &str) -> Output {
+    let mut args = flags.to_vec();
+    args.extend([
         "--runtime",
         rt.to_str().unwrap(),
         "--agent",
@@ -414,7 +420,8 @@ fn record_sh(rt: &Path, agent: &Path, out: &Path, script: &str) -> Output {
         "sh",
         "-c",
         script,
-    ])
+    ]);
+    record(&args)
 }
 
 #[test]
@@ -893,19 +900,7 @@ fn record_lossless_is_set_with_and_without_a_sycl_runtime() {
     let script = format!("env > {}", env_dump.display());
     let lossless = |env: &str| env.lines().any(|l| l == "OFFTRACE_LOSSLESS=1");
     let out = dir.path().join("sycl.offtrace");
-    let o = record(&[
-        "--lossless",
-        "--runtime",
-        rt.to_str().unwrap(),
-        "--agent",
-        agent.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let o = record_sh_with(&["--lossless"], &rt, &agent, &out, &script);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(lossless(&std::fs::read_to_string(&env_dump).unwrap()), "with a SYCL runtime");
     // No SYCL runtime (OFFTRACE_SYCL_RUNTIME names a folder without one), an OpenCL layer file:
