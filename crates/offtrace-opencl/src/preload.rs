@@ -34,7 +34,7 @@
 //! own, which UR reaches through its own handle), only the first to initialise is traced.
 //!
 //! Cost: the export (an `Acquire` load, an indirect call) in front of the layer's wrapper, and
-//! the loader's own entry point behind it: about 20-26 instructions per call more than layer
+//! the loader's own entry point behind it: 22-26 instructions per call more than layer
 //! mode (`docs/overhead.md`, *OpenCL preload mode*).
 
 use std::ffi::{CStr, c_void};
@@ -76,10 +76,8 @@ fn empty() -> &'static IcdDispatch {
         // SAFETY: a leaked table.
         return unsafe { &*t };
     }
-    let slots = [ptr::null_mut::<c_void>(); DISPATCH_SLOTS];
-    // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields, null = None (layer.rs test).
-    let table: &'static IcdDispatch =
-        Box::leak(Box::new(unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) }));
+    // Null slots are None.
+    let table = leaked([ptr::null_mut::<c_void>(); DISPATCH_SLOTS]);
     match EMPTY.compare_exchange(ptr::null_mut(), ptr::from_ref(table).cast_mut(), Ordering::AcqRel, Ordering::Acquire)
     {
         Ok(_) => table,
@@ -142,8 +140,16 @@ fn loader_table(handle: *mut c_void) -> &'static IcdDispatch {
         // SAFETY: handle is a live dlopen handle; name is NUL-terminated.
         *slot = unsafe { libc::dlsym(handle, name.as_ptr()) };
     }
-    // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields (Option<fn> with null = None),
-    // and each non-null slot is the loader's function of that slot's name and signature.
+    // Each non-null slot is the loader's function of that slot's name, hence of its signature.
+    leaked(slots)
+}
+
+/// `slots` as a dispatch table for the process's lifetime; each slot must be null or a function
+/// of that slot's signature.
+fn leaked(slots: [*mut c_void; DISPATCH_SLOTS]) -> &'static IcdDispatch {
+    // SAFETY: IcdDispatch is DISPATCH_SLOTS pointer-sized fields, `Option<fn>` with null = None
+    // (layer.rs test `dispatch_table_is_one_pointer_per_slot`); the callers pass null or a
+    // function of the slot's signature.
     Box::leak(Box::new(unsafe { std::mem::transmute::<[*mut c_void; DISPATCH_SLOTS], IcdDispatch>(slots) }))
 }
 
@@ -199,16 +205,10 @@ fn find_loader() -> Option<*mut c_void> {
     }
     // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
     let next = unsafe { libc::dlsym(libc::RTLD_NEXT, GET_PLATFORM_IDS.as_ptr()) };
-    if !next.is_null() {
-        // SAFETY: Dl_info is pointers and ints: all-zero is valid.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: dladdr reads the address; dli_fname is then a NUL-terminated path of the loader.
-        if unsafe { libc::dladdr(next, &mut info) } != 0
-            && !info.dli_fname.is_null()
-            && let Some(found) = loaded(unsafe { CStr::from_ptr(info.dli_fname) })
-        {
-            return Some(found);
-        }
+    if let Some(file) = object_file(next)
+        && let Some(found) = loaded(&file)
+    {
+        return Some(found);
     }
     loaded(c"libOpenCL.so.1").or_else(scan_loaded)
 }
