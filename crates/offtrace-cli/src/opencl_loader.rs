@@ -34,8 +34,6 @@ pub struct Choice {
     pub preload: bool,
     /// The loader the program would load (None: none found).
     pub loader: Option<PathBuf>,
-    /// Whether that loader supports layers.
-    pub loader_has_layers: bool,
     /// Whether `--opencl-interpose` forced the mode.
     pub forced: bool,
 }
@@ -65,18 +63,22 @@ impl Choice {
 pub fn choose(mode: Interpose, program: &Path) -> Choice {
     let ld_library_path = std::env::var_os("LD_LIBRARY_PATH");
     let loader = find_loader(program, ld_library_path.as_deref(), &ld_cache_paths(), DEFAULT_DIRS);
-    let loader_has_layers = loader.as_deref().is_some_and(supports_layers);
     let preload = match mode {
-        Interpose::Auto => loader.is_some() && !loader_has_layers,
+        Interpose::Auto => loader.as_deref().is_some_and(|l| !supports_layers(l)),
         Interpose::Layer => false,
         Interpose::Preload => true,
     };
-    Choice { preload, loader, loader_has_layers, forced: mode != Interpose::Auto }
+    Choice { preload, loader, forced: mode != Interpose::Auto }
 }
 
 /// Whether the loader at `path` supports layers: it names `clInitLayer`.
 pub fn supports_layers(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|b| b.windows(11).any(|w| w == b"clInitLayer"))
+    file_names(path, b"clInitLayer")
+}
+
+/// Whether the file at `path` holds the bytes `name` (a symbol's name in its string tables).
+pub fn file_names(path: &Path, name: &[u8]) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.windows(name.len()).any(|w| w == name))
 }
 
 const DEFAULT_DIRS: &[&str] =
@@ -287,14 +289,9 @@ mod tests {
 
     #[test]
     fn the_summary_line_names_preload_mode_only() {
-        let layer = Choice { preload: false, loader: None, loader_has_layers: true, forced: false };
+        let layer = Choice { preload: false, loader: None, forced: false };
         assert_eq!(layer.summary_line(), None);
-        let auto = Choice {
-            preload: true,
-            loader: Some("/cuda/libOpenCL.so.1".into()),
-            loader_has_layers: false,
-            forced: false,
-        };
+        let auto = Choice { preload: true, loader: Some("/cuda/libOpenCL.so.1".into()), forced: false };
         let line = auto.summary_line().expect("line");
         assert!(
             line.contains("preload mode") && line.contains("/cuda/libOpenCL.so.1") && line.contains("no layer support"),

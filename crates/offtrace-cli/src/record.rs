@@ -607,7 +607,7 @@ pub(crate) fn find_opencl_layer() -> Option<PathBuf> {
 
 /// Whether `lib` exports the OpenCL layer's entry points (the agent links `offtrace-opencl`).
 fn hosts_opencl_layer(lib: &Path) -> bool {
-    std::fs::read(lib).is_ok_and(|b| b.windows(26).any(|w| w == b"clInitLayerWithProperties\0"))
+    crate::opencl_loader::file_names(lib, b"clInitLayerWithProperties\0")
 }
 
 /// OpenCL: the layer is added to `OPENCL_LAYERS`, the ICD loaders' layer list (the Khronos
