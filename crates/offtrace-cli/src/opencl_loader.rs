@@ -191,11 +191,11 @@ pub fn elf_search_paths(path: &Path) -> Option<SearchPaths> {
     }
     let strtab = strtab?;
     // DT_STRTAB is an address: the file offset is found through the PT_LOAD that maps it.
-    let &(_, off, vaddr, _) = segs.iter().find(|s| s.0 == 1 && s.2 <= strtab && strtab < s.2 + s.3)?;
+    let &(_, off, vaddr, _) = segs.iter().find(|s| s.0 == 1 && s.2 <= strtab && strtab < s.2.saturating_add(s.3))?;
     let strtab_off = strtab - vaddr + off;
     let mut read_str = |at: u64| -> Option<String> {
         let mut buf = vec![0u8; 4096];
-        f.seek(SeekFrom::Start(strtab_off + at)).ok()?;
+        f.seek(SeekFrom::Start(strtab_off.checked_add(at)?)).ok()?;
         let n = f.read(&mut buf).ok()?;
         let end = buf[..n].iter().position(|&b| b == 0)?;
         Some(String::from_utf8_lossy(&buf[..end]).into_owned())
