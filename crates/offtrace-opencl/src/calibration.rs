@@ -274,16 +274,6 @@ pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
     }
 }
 
-/// The device's offset `trace - device` (0 when the device has no calibration yet).
-pub(crate) fn offset(device: u64) -> i64 {
-    DEVICES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&device).map(|c| c.offset_ns))
-        .unwrap_or(0)
-}
-
 /// The device's calibration now (one read lock), `None` before its first.
 pub(crate) fn current(device: u64) -> Option<Calibration> {
     DEVICES.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&device).copied())
@@ -305,7 +295,7 @@ pub(crate) fn could_improve(calibration: Option<&Calibration>, h0: u64, h1: u64)
 /// A device timestamp in the trace clock (unchanged when the device has no calibration yet).
 #[cfg(test)]
 pub(crate) fn to_trace(device: u64, device_ns: u64) -> u64 {
-    apply(offset(device), device_ns)
+    apply(current(device).map_or(0, |c| c.offset_ns), device_ns)
 }
 
 /// `device_ns` shifted by `offset`.

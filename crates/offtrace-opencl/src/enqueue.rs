@@ -605,7 +605,7 @@ pub(crate) fn complete(
                     && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
                 {
                     crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after);
-                    offset = crate::calibration::offset(p.device);
+                    offset = cached.get(p.device).map_or(0, |c| c.offset_ns);
                 }
                 Some((s, e))
             }
