@@ -18,10 +18,22 @@
 //! (`opencl.clock_offset_ns`, `opencl.clock_uncertainty_ns`) whenever they change. No rate is
 //! fitted; a "queued" calibration follows a device clock that wanders against the host's
 //! instead: once it is [`REFRESH_NS`] old, the next bracket no wider than [`REFRESH_MAX_HALF_NS`]
-//! replaces it, narrower or not. NVIDIA's OpenCL counts its device time from 1970 on the GPU's
-//! timer, which moved by 2.5 ms against CLOCK_MONOTONIC over a 4 s run on the H100 host (the
-//! narrowest bracket of the run's start then put commands up to 2.5 ms before their enqueue);
-//! PoCL's CLOCK_MONOTONIC_RAW moves against CLOCK_MONOTONIC only by NTP's slew.
+//! replaces it, narrower or not. PoCL's CLOCK_MONOTONIC_RAW moves against CLOCK_MONOTONIC only
+//! by NTP's slew.
+//!
+//! A QUEUED timestamp is not always taken inside the enqueue call: NVIDIA's OpenCL stamps a
+//! command that waits for an event not yet complete (a user event, another queue's command)
+//! when it is released to the device, milliseconds after its enqueue returned. Its bracket may
+//! be the narrowest of the run, and taken at face value it put the commands after it up to 2 ms
+//! before their own enqueue (H100 host, `ooo_threads`); NVIDIA's device clock itself (counted
+//! from 1970, CLOCK_REALTIME + about 0.1 ms there) kept within 11 µs of CLOCK_MONOTONIC over
+//! 3.5 s. So every completed command also bounds the offset from below: its device START cannot
+//! come before the host time its enqueue began, `offset >= host_before - start` ([`Floor`]).
+//! A sample whose whole bracket lies below the device's floor is refused (the floor loosened by
+//! [`FLOOR_DRIFT_PPM`] of its age, for a clock that does wander), a midpoint below it is
+//! raised to it, and a command that the current offset would place before its enqueue raises
+//! the offset to its bound ([`raise`]) before it is converted: no command starts before its
+//! enqueue in the trace.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ffi::c_void;
@@ -49,7 +61,51 @@ pub struct Calibration {
     pub ordinal: u64,
     /// The host time at the end of the bracket that set it (CLOCK_MONOTONIC ns).
     pub at_ns: u64,
+    /// The highest lower bound of the offset known so far (completed commands' starts).
+    pub floor: Floor,
 }
+
+/// A lower bound of a device's offset: some completed command's `host_before - start` (its
+/// START on the device cannot precede the host time its enqueue began), the highest seen, with
+/// the host time it was seen at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Floor {
+    pub offset_ns: i64,
+    pub at_ns: u64,
+}
+
+impl Floor {
+    pub const NONE: Floor = Floor { offset_ns: i64::MIN, at_ns: 0 };
+
+    /// The bound at host time `now`: loosened by [`FLOOR_DRIFT_PPM`] of its age, since a device
+    /// clock may wander against the host's after it was seen.
+    fn at(self, now: u64) -> i64 {
+        if self.offset_ns == i64::MIN {
+            return i64::MIN;
+        }
+        let age = now.saturating_sub(self.at_ns);
+        self.offset_ns.saturating_sub((age / 1_000_000).saturating_mul(FLOOR_DRIFT_PPM) as i64)
+    }
+
+    /// The higher of two bounds, each taken at `now`.
+    fn max_at(self, other: Floor, now: u64) -> Floor {
+        if other.at(now) > self.at(now) { other } else { self }
+    }
+
+    /// Adds the bound `bound` of a command enqueued by host time `now` (a harvest's running
+    /// maximum: a harvest is short, so its floor is not loosened within it).
+    #[inline]
+    pub(crate) fn note(&mut self, bound: i64, now: u64) {
+        if bound > self.offset_ns {
+            *self = Floor { offset_ns: bound, at_ns: now };
+        }
+    }
+}
+
+/// How far (parts per million of its age) a device clock is allowed to have wandered since a
+/// floor was seen: NTP slews CLOCK_MONOTONIC by at most 500 ppm, and the clocks measured here
+/// kept within 15 ppm; 100 still refuses a QUEUED stamp 2 ms late after 10 s.
+pub const FLOOR_DRIFT_PPM: u64 = 100;
 
 /// How old a "queued" calibration may grow before a wider bracket may replace it.
 pub const REFRESH_NS: u64 = 20_000_000;
@@ -82,11 +138,13 @@ pub(crate) struct Cached {
     generation: u64,
     device: u64,
     calibration: Option<Calibration>,
+    /// The floor of the commands this harvest converted (of `device`).
+    pub(crate) floor: Floor,
 }
 
 impl Default for Cached {
     fn default() -> Self {
-        Self { generation: u64::MAX, device: 0, calibration: None }
+        Self { generation: u64::MAX, device: 0, calibration: None, floor: Floor::NONE }
     }
 }
 
@@ -98,6 +156,9 @@ impl Cached {
         // the load bumps the generation again, and the next call reads the map again).
         let generation = GENERATION.load(Ordering::Acquire);
         if generation != self.generation || device != self.device {
+            if device != self.device {
+                self.floor = Floor::NONE;
+            }
             self.calibration = current(device);
             self.generation = generation;
             self.device = device;
@@ -124,13 +185,29 @@ fn bracket(h0: u64, h1: u64, d: u64) -> (i64, u64) {
 }
 
 fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
+    offer_above(device, method, h0, h1, d, Floor::NONE);
+}
+
+/// [`offer`], with a floor the caller knows of (its harvest's) beside the device's own: a
+/// bracket wholly below the higher of the two is refused, a midpoint below it raised to it.
+fn offer_above(device: u64, method: Method, h0: u64, h1: u64, d: u64, known: Floor) {
     if h1 < h0 || d == 0 {
         return;
     }
-    let (offset_ns, uncertainty_ns) = bracket(h0, h1, d);
+    let (mut offset_ns, uncertainty_ns) = bracket(h0, h1, d);
     let installed = {
         let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
         let m = g.get_or_insert_with(HashMap::default);
+        let floor = m.get(&device).map_or(Floor::NONE, |c| c.floor).max_at(known, h1);
+        let lowest = floor.at(h1);
+        if method == Method::Queued && (h1 as i128 - d as i128) < lowest as i128 {
+            // Stamped after its enqueue returned (a command that waited for an event).
+            if let Some(c) = m.get_mut(&device) {
+                c.floor = floor;
+            }
+            return;
+        }
+        offset_ns = offset_ns.max(lowest);
         match m.get(&device) {
             // A timer calibration is never replaced by a queued one; a narrower bracket of the
             // same method replaces a wider one.
@@ -144,7 +221,7 @@ fn offer(device: u64, method: Method, h0: u64, h1: u64, d: u64) {
             _ => {
                 let ordinal = m.len() as u64;
                 let ordinal = m.get(&device).map_or(ordinal, |c| c.ordinal);
-                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal, at_ns: h1 };
+                let c = Calibration { device, method, offset_ns, uncertainty_ns, ordinal, at_ns: h1, floor };
                 m.insert(device, c);
                 // Release: under the write lock, after the change; see `Cached::get`.
                 GENERATION.fetch_add(1, Ordering::Release);
@@ -229,7 +306,7 @@ pub(crate) fn calibrate_device(device: *mut c_void, queue: *mut c_void) {
         // SAFETY: one valid event, released once below.
         unsafe { wait(1, (&raw mut ev).cast()) };
         if let Some(q) = crate::enqueue::profiling(ev, crate::call::CL_PROFILING_COMMAND_QUEUED) {
-            observe_queued(device as u64, q, h0, h1);
+            observe_queued(device as u64, q, h0, h1, Floor::NONE);
         }
         // SAFETY: the layer's own event.
         unsafe { release(ev) };
@@ -262,7 +339,8 @@ fn calibrate_with_timer(device: *mut c_void) {
 
 /// A completed command's QUEUED timestamp, taken during an enqueue that ran between host times
 /// `h0` and `h1`.
-pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
+/// `known`: the floor of the caller's harvest (see [`Floor`]).
+pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64, known: Floor) {
     let g = DEVICES.read().unwrap_or_else(|e| e.into_inner());
     let better = match g.as_ref().and_then(|m| m.get(&device)) {
         Some(c) => c.method == Method::Queued && replaces(c, h0, h1, bracket(h0, h1, queued).1),
@@ -270,8 +348,29 @@ pub(crate) fn observe_queued(device: u64, queued: u64, h0: u64, h1: u64) {
     };
     drop(g);
     if better {
-        offer(device, Method::Queued, h0, h1, queued);
+        offer_above(device, Method::Queued, h0, h1, queued, known);
     }
+}
+
+/// A completed command that the device's offset would place before its enqueue began: raises
+/// the offset to the command's bound `floor` (a harvest's [`Floor`], which holds it), so that
+/// it and the commands after it start no earlier than their enqueue. Any method: a device
+/// timer's reading, too, is only as good as what it is checked against.
+#[cold]
+pub(crate) fn raise(device: u64, floor: Floor) {
+    let installed = {
+        let mut g = DEVICES.write().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = g.as_mut().and_then(|m| m.get_mut(&device)) else { return };
+        c.floor = c.floor.max_at(floor, floor.at_ns);
+        if c.offset_ns >= floor.offset_ns {
+            return;
+        }
+        c.offset_ns = floor.offset_ns;
+        // Release: under the write lock, after the change; see `Cached::get`.
+        GENERATION.fetch_add(1, Ordering::Release);
+        *c
+    };
+    record(&installed);
 }
 
 /// The device's calibration now (one read lock), `None` before its first.
@@ -318,6 +417,7 @@ mod tests {
             uncertainty_ns: 50,
             ordinal: 0,
             at_ns: 1_000,
+            floor: Floor::NONE,
         };
         assert!(could_improve(None, 1_000, 5_000));
         assert!(could_improve(Some(&queued), 1_000, 1_099), "half width 49 < 50");
@@ -337,12 +437,12 @@ mod tests {
     fn a_kept_calibration_is_read_again_after_a_change() {
         let mut cached = Cached::default();
         assert_eq!(cached.get(31), None, "no calibration yet");
-        observe_queued(31, 500, 1_000, 1_200); // offset 600 ± 100
+        observe_queued(31, 500, 1_000, 1_200, Floor::NONE); // offset 600 ± 100
         assert_eq!(cached.get(31).map(|c| c.offset_ns), Some(600));
         assert_eq!(cached.get(32), None, "another device");
-        observe_queued(31, 500, 1_050, 1_070); // 560 ± 10
+        observe_queued(31, 500, 1_050, 1_070, Floor::NONE); // 560 ± 10
         assert_eq!(cached.get(31).map(|c| c.offset_ns), Some(560));
-        observe_queued(32, 100, 1_000, 1_000); // device 32: 900 ± 0
+        observe_queued(32, 100, 1_000, 1_000, Floor::NONE); // device 32: 900 ± 0
         assert_eq!(cached.get(31).map(|c| c.offset_ns), Some(560));
         assert_eq!(cached.get(32).map(|c| c.offset_ns), Some(900));
         offer(31, Method::DeviceAndHostTimer, 2_000, 2_400, 1_000); // 1200 ± 200: timer wins
@@ -356,18 +456,18 @@ mod tests {
     #[test]
     fn an_old_queued_calibration_follows_the_device_clock() {
         let t0 = 1_000_000_000;
-        observe_queued(41, 1_000, t0, t0 + 200); // offset t0 - 900 ± 100
+        observe_queued(41, 1_000, t0, t0 + 200, Floor::NONE); // offset t0 - 900 ± 100
         let first = current(41).expect("calibrated");
         assert_eq!((first.offset_ns, first.uncertainty_ns, first.at_ns), (t0 as i64 - 900, 100, t0 + 200));
         // Soon after, a wider bracket (± 2 µs) does not replace it, whatever its offset.
         let soon = t0 + REFRESH_NS / 2;
         assert!(!could_improve(Some(&first), soon, soon + 4_000));
-        observe_queued(41, 5_000, soon, soon + 4_000);
+        observe_queued(41, 5_000, soon, soon + 4_000, Floor::NONE);
         assert_eq!(current(41), Some(first));
         // Once it is old, the same width does: the device clock moved by 1 ms meanwhile.
         let late = t0 + REFRESH_NS + 1_000;
         assert!(could_improve(Some(&first), late, late + 4_000));
-        observe_queued(41, late - t0 + 1_000 - 1_000_000, late, late + 4_000);
+        observe_queued(41, late - t0 + 1_000 - 1_000_000, late, late + 4_000, Floor::NONE);
         let moved = current(41).expect("calibrated");
         assert_eq!((moved.offset_ns, moved.uncertainty_ns, moved.at_ns), (t0 as i64 + 1_001_000, 2_000, late + 4_000));
         // Too wide a bracket waits for a better one, however old the calibration.
@@ -379,6 +479,57 @@ mod tests {
         assert!(could_improve(Some(&moved), moved.at_ns - 10, moved.at_ns - 8), "narrower and recent");
     }
 
+    /// NVIDIA's OpenCL stamps QUEUED when a command that waited for an event is released to
+    /// the device, after its enqueue returned: such a stamp, though its bracket is the
+    /// narrowest, is refused by the floor the completed commands set, and a command the offset
+    /// would place before its enqueue raises the offset.
+    #[test]
+    fn a_queued_stamp_taken_after_its_enqueue_is_refused_and_no_command_starts_before_it() {
+        let t0: u64 = 5_000_000_000;
+        let o = t0 as i64 - 1_000; // the true offset: host = device + o
+        observe_queued(51, 1_000, t0, t0 + 20, Floor::NONE); // o + 10 ± 10
+        assert_eq!(current(51).map(|c| (c.offset_ns, c.uncertainty_ns)), Some((o + 10, 10)));
+        // A command enqueued at t0 + 5 µs started 8 ns after: the offset is at least o - 8.
+        let mut floor = Floor::NONE;
+        let start = (t0 + 5_008) as i64 - o;
+        floor.note((t0 + 5_000) as i64 - start, t0 + 5_010);
+        assert_eq!(floor.offset_ns, o - 8);
+        // A command enqueued within [t0 + 10 µs, + 2 ns], stamped 2 ms later.
+        let (h0, h1) = (t0 + 10_000, t0 + 10_002);
+        let late = ((h0 + 1 + 2_000_000) as i64 - o) as u64;
+        assert!(could_improve(current(51).as_ref(), h0, h1), "narrower: its stamp is read");
+        observe_queued(51, late, h0, h1, floor);
+        assert_eq!(current(51).map(|c| c.offset_ns), Some(o + 10), "refused");
+        // The same stamp on a device with no floor is taken: what put commands 2 ms early.
+        observe_queued(52, 1_000, t0, t0 + 20, Floor::NONE);
+        observe_queued(52, late, h0, h1, Floor::NONE);
+        assert_eq!(current(52).map(|c| c.offset_ns), Some(o - 2_000_000));
+        // The device remembers the floor it refused with: a later stamp of the same kind is
+        // refused without the harvest's.
+        let (h0, h1) = (t0 + 20_000, t0 + 20_001);
+        observe_queued(51, ((h0 + 3_000_000) as i64 - o) as u64, h0, h1, Floor::NONE);
+        assert_eq!(current(51).map(|c| c.offset_ns), Some(o + 10));
+        // A midpoint below the floor is raised to it: [o - 18, o] (narrower than ± 10) has its
+        // midpoint at o - 9.
+        let (h0, h1) = (t0 + 30_000, t0 + 30_018);
+        observe_queued(51, (h1 as i64 - o) as u64, h0, h1, Floor::NONE);
+        assert_eq!(current(51).map(|c| (c.offset_ns, c.uncertainty_ns)), Some((o - 8, 9)));
+        // A command whose start the offset puts 42 ns before its enqueue raises it; a lower
+        // bound does not lower it.
+        raise(51, Floor { offset_ns: o + 34, at_ns: t0 + 40_000 });
+        assert_eq!(current(51).map(|c| c.offset_ns), Some(o + 34));
+        raise(51, Floor { offset_ns: o, at_ns: t0 + 40_000 });
+        assert_eq!(current(51).map(|c| c.offset_ns), Some(o + 34));
+        // A floor loosens by FLOOR_DRIFT_PPM of its age: 60 s later a bracket 3 ms below it
+        // (6 ms allowed) is a clock that wandered, and is taken.
+        let (h0, h1) = (t0 + 60_000_000_000, t0 + 60_000_000_002);
+        observe_queued(51, ((h0 + 1) as i64 - (o + 34 - 3_000_000)) as u64, h0, h1, Floor::NONE);
+        assert_eq!(current(51).map(|c| c.offset_ns), Some(o + 34 - 3_000_000));
+        // An uncalibrated device is not raised (its times pass through unconverted).
+        raise(53, Floor { offset_ns: 7, at_ns: 1 });
+        assert_eq!(current(53), None);
+    }
+
     #[test]
     fn bracket_is_midpoint_and_half_width() {
         assert_eq!(bracket(1_000, 1_100, 400), (650, 50));
@@ -387,15 +538,15 @@ mod tests {
 
     #[test]
     fn narrower_queued_bracket_wins_and_timer_is_never_replaced() {
-        observe_queued(7, 500, 1_000, 1_200); // offset 600 ± 100
+        observe_queued(7, 500, 1_000, 1_200, Floor::NONE); // offset 600 ± 100
         assert_eq!(to_trace(7, 10), 610);
-        observe_queued(7, 500, 1_050, 1_070); // 560 ± 10: narrower
+        observe_queued(7, 500, 1_050, 1_070, Floor::NONE); // 560 ± 10: narrower
         assert_eq!(to_trace(7, 10), 570);
-        observe_queued(7, 500, 900, 1_300); // wider: ignored
+        observe_queued(7, 500, 900, 1_300, Floor::NONE); // wider: ignored
         assert_eq!(to_trace(7, 10), 570);
         offer(7, Method::DeviceAndHostTimer, 2_000, 2_400, 1_000); // 1200 ± 200: timer wins
         assert_eq!(to_trace(7, 10), 1_210);
-        observe_queued(7, 500, 1_060, 1_061);
+        observe_queued(7, 500, 1_060, 1_061, Floor::NONE);
         assert_eq!(to_trace(7, 10), 1_210);
         let c = calibrations().into_iter().find(|c| c.device == 7).expect("device 7");
         assert_eq!((c.method, c.uncertainty_ns), (Method::DeviceAndHostTimer, 200));

@@ -601,10 +601,21 @@ pub(crate) fn complete(
         match device_interval(profiling(event, CL_PROFILING_COMMAND_START), profiling(event, CL_PROFILING_COMMAND_END))
         {
             Some((s, e)) => {
+                // The offset's lower bound from this command: its START cannot precede the host
+                // time its enqueue began (`calibration::Floor`).
+                let bound = (p.host_before as i64).wrapping_sub(s as i64);
+                cached.floor.note(bound, p.host_after);
                 if crate::calibration::could_improve(calibration.as_ref(), p.host_before, p.host_after)
                     && let Some(q) = profiling(event, CL_PROFILING_COMMAND_QUEUED)
                 {
-                    crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after);
+                    crate::calibration::observe_queued(p.device, q, p.host_before, p.host_after, cached.floor);
+                    offset = cached.get(p.device).map_or(0, |c| c.offset_ns);
+                }
+                if bound > offset && cached.get(p.device).is_some() {
+                    crate::calibration::raise(
+                        p.device,
+                        crate::calibration::Floor { offset_ns: bound, at_ns: p.host_after },
+                    );
                     offset = cached.get(p.device).map_or(0, |c| c.offset_ns);
                 }
                 Some((s, e))
