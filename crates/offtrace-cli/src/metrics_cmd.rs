@@ -67,9 +67,13 @@ pub fn opencl_probe() -> anyhow::Result<u8> {
 fn codeplay_devices() -> Vec<offtrace_metrics::opencl::CodeplayDevice> {
     let Some(layer) = crate::record::find_opencl_layer() else { return Vec::new() };
     let Ok(exe) = std::env::current_exe() else { return Vec::new() };
-    let child = Command::new(exe)
+    // As `record` runs a program: through the layer, preloaded where the loader the probe
+    // loads has no layer support (CUDA's, first on most CUDA machines), else a listed layer.
+    let choice = crate::opencl_loader::choose(crate::opencl_loader::Interpose::Auto, &exe);
+    let mut cmd = Command::new(exe);
+    crate::record::opencl_environment(&mut cmd, &layer, &choice);
+    let child = cmd
         .args(["metrics", "opencl-probe"])
-        .env("OPENCL_LAYERS", &layer)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

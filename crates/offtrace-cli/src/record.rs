@@ -621,7 +621,7 @@ fn hosts_opencl_layer(lib: &Path) -> bool {
 /// runtime's own, which UR looks up by its handle) still runs the layer, and once the preloaded
 /// exports own the layer it passes every such loader through (no call twice:
 /// `crates/offtrace-opencl/src/preload.rs`).
-fn opencl_environment(cmd: &mut Command, layer: &Path, choice: &crate::opencl_loader::Choice) {
+pub(crate) fn opencl_environment(cmd: &mut Command, layer: &Path, choice: &crate::opencl_loader::Choice) {
     let mut v = std::env::var_os("OPENCL_LAYERS").filter(|o| !o.is_empty()).unwrap_or_default();
     if !v.is_empty() {
         v.push(":");

@@ -962,7 +962,9 @@ fn codeplay_counters_work_in_preload_mode() {
 
 /// A `libOpenCL.so.1` without layer support, built here: every function Debian's ocl-icd exports
 /// forwarded to it (`jmp` through a pointer looked up with `dlsym` at load), and no
-/// `clInitLayer` anywhere in it, as CUDA's loader. Returns its folder.
+/// `clInitLayer` anywhere in it, as CUDA's loader. As CUDA's loader it reads no layer list: it
+/// takes `OPENCL_LAYERS` out of the environment before the ocl-icd behind it could read it.
+/// Returns its folder.
 fn loader_without_layers(dir: &Path) -> PathBuf {
     let real = Path::new("/usr/lib/x86_64-linux-gnu/libOpenCL.so.1");
     assert!(real.exists(), "Debian's ocl-icd is missing: run scripts/setup-opencl.sh");
@@ -986,7 +988,7 @@ fn loader_without_layers(dir: &Path) -> PathBuf {
         );
     }
     c += &format!(
-        "__attribute__((constructor)) static void forward(void) {{\n  void *h = dlopen(\"{}\", RTLD_NOW | RTLD_LOCAL);\n  if (!h) abort();\n",
+        "__attribute__((constructor)) static void forward(void) {{\n  unsetenv(\"OPENCL_LAYERS\");\n  void *h = dlopen(\"{}\", RTLD_NOW | RTLD_LOCAL);\n  if (!h) abort();\n",
         real.display()
     );
     for n in &names {
@@ -1058,6 +1060,39 @@ fn a_loader_without_layer_support_gets_preload_mode() {
     );
     assert_eq!(calls_by_operation(&r), calls_by_operation(&layer));
     assert_eq!(activities(&r), activities(&layer));
+}
+
+/// `offtrace metrics list` finds the layer's Codeplay counters also where the ICD loader it
+/// loads has no layer support (CUDA's, first on a CUDA machine): its probe preloads the layer as
+/// `record` does. Before, a listed layer only: no device, no `codeplay` group there.
+#[test]
+fn metrics_list_finds_the_codeplay_counters_behind_a_loader_without_layer_support() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // vector_add: the same check that PoCL and a C compiler are here.
+    if vector_add(dir.path()).is_none() {
+        return;
+    }
+    let fake = loader_without_layers(dir.path());
+    let groups = |lp: Option<&Path>| {
+        let mut c = offtrace();
+        c.args(["metrics", "list", "--format", "json"]);
+        if let Some(lp) = lp {
+            c.env("LD_LIBRARY_PATH", lp);
+        }
+        let o = c.output().expect("metrics list");
+        ok(&o);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let names: Vec<String> = v["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(|g| g["name"].as_str().map(str::to_owned))
+            .collect();
+        names
+    };
+    assert!(groups(None).iter().any(|g| g == "codeplay"), "Debian's loader, layer mode");
+    let behind = groups(Some(&fake));
+    assert!(behind.iter().any(|g| g == "codeplay"), "behind a loader without layers: {behind:?}");
 }
 
 /// A recording that holds no runtime call at all gets one hint line saying what that usually

@@ -220,9 +220,13 @@ pub fn probe() -> Vec<CodeplayDevice> {
     if lib.is_null() {
         return Vec::new();
     }
+    // The process's global scope first: where offtrace's layer is preloaded (a loader without
+    // layer support, CUDA's), its exports are the OpenCL functions there, and a look-up in the
+    // loader's own handle would pass them by; elsewhere only the handle has them.
     let sym = |n: &CStr| {
-        // SAFETY: a live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(lib, n.as_ptr()) };
+        // SAFETY: RTLD_DEFAULT or a live handle, and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) };
+        let p = if p.is_null() { unsafe { libc::dlsym(lib, n.as_ptr()) } } else { p };
         (!p.is_null()).then_some(p)
     };
     let (Some(gp), Some(gd), Some(gpi), Some(gdi)) =
