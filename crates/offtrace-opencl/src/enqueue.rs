@@ -392,6 +392,7 @@ impl Submission {
         if event.is_null() {
             return;
         }
+        let perf_at_start = if self.counters.is_some() { crate::perf::snapshot().map(Box::new) } else { None };
         let pending = Pending {
             event: event as usize,
             queue: self.queue as u64,
@@ -401,7 +402,10 @@ impl Submission {
             counters: self.counters,
             host_before: self.host_before,
             host_after,
-            perf_at_start: None,
+            // The counters' window opens at the enqueue until the command is seen running
+            // (`on_running`): a runtime that reports CL_RUNNING only at completion (NVIDIA's)
+            // would otherwise leave it empty.
+            perf_at_start,
             nested: self.nested,
         };
         if self.nested {
@@ -536,8 +540,13 @@ pub fn stats() -> (u64, u64, u64, u64) {
     )
 }
 
-extern "C" fn on_running(_event: *mut c_void, _status: i32, user: *mut c_void) {
+extern "C" fn on_running(event: *mut c_void, _status: i32, user: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
+        // NVIDIA's OpenCL calls the CL_RUNNING callback only once the command completed: a
+        // reading then would make the window empty; the one taken at the enqueue stays.
+        if crate::in_order::terminal(event as usize) {
+            return;
+        }
         let snap = crate::perf::snapshot().map(Box::new);
         if let Some(p) = lock(&PENDING).as_mut().and_then(|m| m.get_mut(&(user as u64))) {
             p.perf_at_start = snap;
