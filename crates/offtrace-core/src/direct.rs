@@ -285,7 +285,8 @@ pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, end: u64, pay
             (sink.api_call)(&call, p, &t.direct_sink_word);
         }
         None => {
-            let record = DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end, interned: false };
+            let record =
+                DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end, interned: false };
             (sink.record)(&record, &payload, &t.direct_sink_word)
         }
     }

@@ -270,7 +270,11 @@ unsafe fn typed_in<const N: usize>(
                 let name = (*payload.cast::<KernelDispatchPayload>()).kernel_name;
                 // A name the backend interned for the process's lifetime: known by its address
                 // (no `strlen`, no comparison of its bytes).
-                let id = if record.interned { local.interned_string(inner, name) } else { local.string(inner, c_bytes(name)) };
+                let id = if record.interned {
+                    local.interned_string(inner, name)
+                } else {
+                    local.string(inner, c_bytes(name))
+                };
                 (id, StrId(0))
             }
             Kind::Device => (local.string(inner, c_bytes((*payload.cast::<DevicePayload>()).name)), StrId(0)),
