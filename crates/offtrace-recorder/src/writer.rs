@@ -194,12 +194,19 @@ pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) ->
         w.write(&Record::Info { key: (*key).into(), value: (*value).into() })
             .map_err(|e| StartError::Header(e.to_string()))?;
     }
-    start(config, Box::new(w))
+    // The file's writer as itself, not behind `dyn TraceSink`: the writer thread's calls per
+    // record are then direct (and inlined), not through the vtable.
+    start_with(config, Box::new(w))
 }
 
 /// Starts recording into `sink` (timestamps are CLOCK_MONOTONIC ns: give the sink a
 /// [`TraceHeader::monotonic`] header). Records come from the services client ([`crate::subscribe`]).
 pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError> {
+    start_with(config, sink)
+}
+
+/// [`start`] with the writer thread's code made for the sink's own type.
+fn start_with<S: TraceSink + ?Sized + 'static>(config: Config, sink: Box<S>) -> Result<(), StartError> {
     let _g = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
     if current().is_some() {
         return Err(StartError::AlreadyRecording);
@@ -275,9 +282,9 @@ pub fn wake() {
     }
 }
 
-struct Writer {
+struct Writer<S: TraceSink + ?Sized> {
     inner: &'static Inner,
-    sink: Box<dyn TraceSink>,
+    sink: Box<S>,
     error: Option<String>,
     records: u64,
     /// Definitions written again ([`Writer::repeat_definitions`]), not in `records`.
@@ -305,7 +312,7 @@ struct Writer {
     next_repeat: u64,
 }
 
-impl Writer {
+impl<S: TraceSink + ?Sized> Writer<S> {
     fn write(&mut self, r: &Record) {
         if self.error.is_some() {
             return;
@@ -689,7 +696,7 @@ fn walk_entries(a: &[u64], b: &[u64], limit: usize, mut f: impl FnMut(&[u64])) -
     at
 }
 
-fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
+fn writer_main<S: TraceSink + ?Sized>(inner: &'static Inner, sink: Box<S>) -> Result<Stats, String> {
     inner.crash.writer_started();
     let mut w = Writer {
         inner,
