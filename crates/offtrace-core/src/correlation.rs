@@ -221,8 +221,8 @@ pub(crate) fn note_reported(t: &ThreadState, correlation: u64, kind: crate::Kind
     let bit = 1u32 << (kind.index() & 31);
     // Entry by entry in place: a copy of the whole ring out and back (`get`/`set`) cost more
     // than the search. A new call takes the oldest's entry where it is (the entries are asked
-    // in any order): moving the others down by one was most of the cost of a kernel's launch
-    // here (the OpenCL layer reports one per enqueue call).
+    // in any order) rather than moving the other seven down: the OpenCL layer notes a new call
+    // at every kernel launch.
     let r: &Cell<[(u64, u32)]> = &t.reported;
     let ring = r.as_slice_of_cells();
     if let Some(e) = ring.iter().find(|e| e.get().0 == correlation) {
