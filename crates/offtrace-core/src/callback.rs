@@ -585,8 +585,22 @@ pub fn emit_instant(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
 /// [`emit_exit_at`], only by the direct path.
 #[inline(always)]
 pub fn emit_instant_at(kind: Kind, op: u32, phase: Phase, ts: u64, payload: Payload<'_>) {
+    instant_at(kind, op, phase, ts, payload, false);
+}
+
+/// [`emit_instant`] of a payload whose strings (a kernel's name) the backend interned for the
+/// process's lifetime: never freed, never changed. The records are the same; an in-process
+/// consumer on the direct path may know such a string by its address instead of reading it
+/// (`DirectRecord::interned`).
+#[inline(always)]
+pub fn emit_instant_interned(kind: Kind, op: u32, phase: Phase, payload: Payload<'_>) {
+    instant_at(kind, op, phase, 0, payload, true);
+}
+
+#[inline(always)]
+fn instant_at(kind: Kind, op: u32, phase: Phase, ts: u64, payload: Payload<'_>, interned: bool) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
-    if mask != 0 && !(direct::applies(mask) && direct::instant(kind, op, phase, ts, &payload)) {
+    if mask != 0 && !(direct::applies(mask) && direct::instant(kind, op, phase, ts, &payload, interned)) {
         instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
     }
 }
@@ -604,7 +618,7 @@ where
     if mask != 0 {
         let value = build();
         let payload = payload(&value);
-        if !(direct::applies(mask) && direct::instant(kind, op, phase, 0, &payload)) {
+        if !(direct::applies(mask) && direct::instant(kind, op, phase, 0, &payload, false)) {
             instant_slow(kind, op, phase, payload_ptr(kind, &payload), payload);
         }
     }
@@ -620,8 +634,20 @@ where
 /// buffer services get a record whose start/end are the device times.
 #[inline(always)]
 pub fn emit_activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
+    activity(kind, op, correlation, start, end, payload, false);
+}
+
+/// [`emit_activity`] of a payload whose strings the backend interned for the process's
+/// lifetime (as [`emit_instant_interned`]).
+#[inline(always)]
+pub fn emit_activity_interned(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>) {
+    activity(kind, op, correlation, start, end, payload, true);
+}
+
+#[inline(always)]
+fn activity(kind: Kind, op: u32, correlation: u64, start: u64, end: u64, payload: Payload<'_>, interned: bool) {
     let mask = KIND_MASK[kind.index()].load(Ordering::Relaxed);
-    if mask & 0xff != 0 && !(direct::applies(mask) && direct::activity(kind, op, correlation, &payload)) {
+    if mask & 0xff != 0 && !(direct::applies(mask) && direct::activity(kind, op, correlation, &payload, interned)) {
         complete_slow(kind, op, correlation, &payload, mask);
     }
     if let Some(mask) = NonZeroU32::new(mask >> BUFFER_SHIFT) {

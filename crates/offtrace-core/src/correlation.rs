@@ -66,6 +66,8 @@ pub(crate) struct ThreadState {
     /// Here rather than in a thread-local of its own: the instant that notes a report has the
     /// thread state already, and in a shared object each thread-local is a `__tls_get_addr` call.
     reported: Cell<[(u64, u32); 8]>,
+    /// The entry of `reported` the next new call takes: the oldest's.
+    reported_next: Cell<u8>,
     /// The call whose commands a backend nested in it (the OpenCL layer inside a UR call) last
     /// said it delivers the device times of, and those commands' kinds (bit per kind): the
     /// mirror of `reported`, asked by the enclosing backend at the end of that call.
@@ -97,6 +99,7 @@ thread_local! {
             direct_used: Cell::new(0),
             direct: [const { Cell::new(crate::direct::DirectFrame::EMPTY) }; crate::direct::DIRECT_FRAMES],
             reported: Cell::new([(0, 0); 8]),
+            reported_next: Cell::new(0),
             delivered_below: Cell::new((0, 0)),
             cache_entry: Cell::new(0),
             allocation_memo: crate::generation::Memo::new(0, None),
@@ -217,17 +220,18 @@ pub fn next_correlation_id() -> u64 {
 pub(crate) fn note_reported(t: &ThreadState, correlation: u64, kind: crate::Kind) {
     let bit = 1u32 << (kind.index() & 31);
     // Entry by entry in place: a copy of the whole ring out and back (`get`/`set`) cost more
-    // than the search.
+    // than the search. A new call takes the oldest's entry where it is (the entries are asked
+    // in any order) rather than moving the other seven down: the OpenCL layer notes a new call
+    // at every kernel launch.
     let r: &Cell<[(u64, u32)]> = &t.reported;
     let ring = r.as_slice_of_cells();
     if let Some(e) = ring.iter().find(|e| e.get().0 == correlation) {
         let (c, bits) = e.get();
         e.set((c, bits | bit));
     } else {
-        for i in (1..ring.len()).rev() {
-            ring[i].set(ring[i - 1].get());
-        }
-        ring[0].set((correlation, bit));
+        let next = usize::from(t.reported_next.get()) % ring.len();
+        ring[next].set((correlation, bit));
+        t.reported_next.set(((next + 1) % ring.len()) as u8);
     }
 }
 

@@ -80,6 +80,10 @@ pub struct DirectRecord {
     pub correlation: u64,
     /// Trace clock at the emit (or the time the backend gave: [`crate::emit_instant_at`]).
     pub ts: u64,
+    /// The payload's strings live as long as the process and never change (the backend
+    /// interned them: [`crate::emit_instant_interned`], [`crate::emit_activity_interned`]), so
+    /// the sink may know them by their address, without reading them.
+    pub interned: bool,
 }
 
 /// An in-process consumer's entry points (see the module docs). Plain Rust functions: called on
@@ -246,7 +250,7 @@ pub(crate) fn enter(kind: Kind, op: u32, payload: Option<&Payload<'_>>) -> Optio
         && let Some(sink) = sink()
     {
         // As the services: the enter is delivered before the call becomes the current one.
-        let record = DirectRecord { kind, operation: op, phase: Phase::Enter, correlation, ts: start };
+        let record = DirectRecord { kind, operation: op, phase: Phase::Enter, correlation, ts: start, interned: false };
         (sink.record)(&record, payload, &t.direct_sink_word);
     }
     let previous = t.current.replace(correlation);
@@ -281,15 +285,17 @@ pub(crate) fn exit(kind: u8, op: u32, correlation: u64, frame: u8, end: u64, pay
             (sink.api_call)(&call, p, &t.direct_sink_word);
         }
         None => {
-            let record = DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end };
+            let record =
+                DirectRecord { kind, operation: op, phase: Phase::Exit, correlation, ts: end, interned: false };
             (sink.record)(&record, &payload, &t.direct_sink_word)
         }
     }
 }
 
 /// The direct delivery of an instant at `ts` (0: now); `false`: take the services' path.
+/// `interned`: as [`DirectRecord::interned`].
 #[inline(never)]
-pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payload<'_>) -> bool {
+pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payload<'_>, interned: bool) -> bool {
     let t = crate::correlation::thread_state();
     if !quiet(t) {
         return false;
@@ -308,7 +314,8 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
         && let Some(sink) = sink()
     {
         let ts = if ts == 0 { timestamp_ns() } else { ts };
-        (sink.record)(&DirectRecord { kind, operation: op, phase, correlation, ts }, payload, &t.direct_sink_word);
+        let record = DirectRecord { kind, operation: op, phase, correlation, ts, interned };
+        (sink.record)(&record, payload, &t.direct_sink_word);
     }
     // As the services' `instant_reported`: the record, then the reported hook (the OpenCL layer
     // delivers the command's device time once its backend reported it; without the call, a
@@ -322,8 +329,9 @@ pub(crate) fn instant(kind: Kind, op: u32, phase: Phase, ts: u64, payload: &Payl
 /// The direct delivery of a completion ([`crate::emit_activity`]'s callback part) of the
 /// command with correlation id `correlation`, at the time of the call (as the services' callback
 /// sees it); `false`: take the services' path.
+/// `interned`: as [`DirectRecord::interned`].
 #[inline(never)]
-pub(crate) fn activity(kind: Kind, op: u32, correlation: u64, payload: &Payload<'_>) -> bool {
+pub(crate) fn activity(kind: Kind, op: u32, correlation: u64, payload: &Payload<'_>, interned: bool) -> bool {
     let t = crate::correlation::thread_state();
     if !quiet(t) {
         return false;
@@ -333,7 +341,8 @@ pub(crate) fn activity(kind: Kind, op: u32, correlation: u64, payload: &Payload<
     if payload.kind() == Some(kind)
         && let Some(sink) = sink()
     {
-        let record = DirectRecord { kind, operation: op, phase: Phase::Complete, correlation, ts: timestamp_ns() };
+        let ts = timestamp_ns();
+        let record = DirectRecord { kind, operation: op, phase: Phase::Complete, correlation, ts, interned };
         (sink.record)(&record, payload, &t.direct_sink_word);
     }
     true

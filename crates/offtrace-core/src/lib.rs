@@ -42,8 +42,8 @@ pub use buffer_record::{
 };
 pub use callback::{
     CallToken, CallbackFn, CallbackRecord, CorrelationId, Phase, UserData, configure_callback_tracing_closure,
-    configure_callback_tracing_service, emit_activity, emit_enter, emit_enter_with, emit_exit, emit_exit_at,
-    emit_instant, emit_instant_at, emit_instant_with, kind_enabled,
+    configure_callback_tracing_service, emit_activity, emit_activity_interned, emit_enter, emit_enter_with, emit_exit,
+    emit_exit_at, emit_instant, emit_instant_at, emit_instant_interned, emit_instant_with, kind_enabled,
 };
 pub use context::{
     ContextId, DESTROY_PAIR_WAIT, MAX_CONTEXTS, abandoned_pairs, configured_kinds, context_is_active, create_context,

@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex};
 
 use offtrace_core::{
     CopyDirection, KernelDispatchPayload, Kind, MAX_KERNEL_ARGS, MemoryCopyPayload, MemoryFillPayload, MemoryType,
-    Payload, SyncPayload, emit_activity, emit_instant, kernel_dispatch, kind_enabled,
+    Payload, SyncPayload, emit_activity_interned, emit_instant_interned, kernel_dispatch, kind_enabled,
 };
 
 use crate::api::next;
@@ -207,6 +207,9 @@ impl Command {
     /// the name its launch record had and no kernel arguments: the recorder keeps allocation
     /// properties at launch only, so the second look-up of the kernel's table bought nothing.
     /// A tool's callback (the services' path) gets the arguments at completion too.
+    ///
+    /// The kernel name is the layer's, interned for the process's lifetime (`objects::intern`):
+    /// `f` may emit the payload with core's `_interned` functions.
     fn with_payload(
         &self,
         queue: u64,
@@ -360,8 +363,9 @@ impl Submission {
         let device = view.device;
         let mut command = command;
         if !self.nested {
+            // The payload's kernel name is interned for the process (`objects::intern`).
             let launched = command.with_payload(self.queue as u64, device as u64, (0, 0), |kind, op, p| {
-                emit_instant(kind, op, offtrace_core::Phase::None, p)
+                emit_instant_interned(kind, op, offtrace_core::Phase::None, p)
             });
             if let Command::Kernel { name, .. } = &mut command {
                 *name = launched as usize;
@@ -661,7 +665,7 @@ pub(crate) fn complete(
         group_complete(p.correlation, &p.command, (start, end));
     } else {
         p.command.with_payload(p.queue, p.device, (start, end), |kind, op, payload| {
-            emit_activity(kind, op, p.correlation, start, end, payload)
+            emit_activity_interned(kind, op, p.correlation, start, end, payload)
         });
     }
     true
@@ -749,7 +753,7 @@ fn emit_group(correlation: u64, e: Group) {
     }
     let (start, end) = (e.start, e.end);
     e.command.with_payload(e.queue, e.device, (start, end), |kind, op, payload| {
-        emit_activity(kind, op, correlation, start, end, payload)
+        emit_activity_interned(kind, op, correlation, start, end, payload)
     });
 }
 
@@ -946,7 +950,7 @@ pub(crate) fn finish() {
             continue;
         }
         p.command.with_payload(p.queue, p.device, (0, 0), |kind, op, payload| {
-            emit_activity(kind, op, p.correlation, 0, 0, payload)
+            emit_activity_interned(kind, op, p.correlation, 0, 0, payload)
         });
     }
     flush_groups();
@@ -1026,7 +1030,7 @@ mod tests {
         assert_ne!(corr, 0);
         inside(corr);
         if report {
-            copy(300).with_payload(0x50, 0xd1, (0, 0), |k, op, p| emit_instant(k, op, Phase::None, p));
+            copy(300).with_payload(0x50, 0xd1, (0, 0), |k, op, p| offtrace_core::emit_instant(k, op, Phase::None, p));
         }
         offtrace_core::emit_exit(token, Payload::api(Kind::UrApi, &p));
         corr

@@ -77,7 +77,12 @@ fn direct_record(record: &DirectRecord, payload: &Payload<'_>, thread: &DirectTh
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
         with_local_at(thread, |inner, local| {
-            let head = Head { op: record.operation, phase: record.phase as u32, correlation: record.correlation };
+            let head = Head {
+                op: record.operation,
+                phase: record.phase as u32,
+                correlation: record.correlation,
+                interned: record.interned,
+            };
             // SAFETY: the services pass `kind`'s own payload (checked by `direct::instant`),
             // valid during the call.
             unsafe { typed(inner, local, record.kind, &head, record.ts, ptr) }
@@ -138,7 +143,7 @@ unsafe fn record_one(record: &CallbackRecord, user: *mut UserData) {
         return;
     }
     let (op, correlation) = (record.operation, record.correlation_id.internal);
-    let head = Head { op, phase, correlation };
+    let head = Head { op, phase, correlation, interned: false };
     with_local(|inner, local| {
         // SAFETY: forwarded: `payload` points at `kind`'s payload struct.
         unsafe { typed(inner, local, kind, &head, timestamp_ns(), payload) }
@@ -262,7 +267,15 @@ unsafe fn typed_in<const N: usize>(
     let (s1, s2) = unsafe {
         match kind {
             Kind::KernelDispatch => {
-                (local.string(inner, c_bytes((*payload.cast::<KernelDispatchPayload>()).kernel_name)), StrId(0))
+                let name = (*payload.cast::<KernelDispatchPayload>()).kernel_name;
+                // A name the backend interned for the process's lifetime: known by its address
+                // (no `strlen`, no comparison of its bytes).
+                let id = if record.interned {
+                    local.interned_string(inner, name)
+                } else {
+                    local.string(inner, c_bytes(name))
+                };
+                (id, StrId(0))
             }
             Kind::Device => (local.string(inner, c_bytes((*payload.cast::<DevicePayload>()).name)), StrId(0)),
             Kind::CodeObject => (local.string(inner, c_bytes((*payload.cast::<CodeObjectPayload>()).name)), StrId(0)),
@@ -383,6 +396,8 @@ struct Head {
     op: u32,
     phase: u32,
     correlation: u64,
+    /// The payload's strings are interned for the process's lifetime (`DirectRecord::interned`).
+    interned: bool,
 }
 
 fn put(b: &mut [MaybeUninit<u64>], v: &[u64]) -> usize {

@@ -217,9 +217,29 @@ pub(crate) fn decode_activity<'a>(
     let base = ActivityRef { kind: kind as u32, op, phase: ph, tid, ts, correlation, ..ActivityRef::default() };
     Some(match kind {
         Kind::KernelDispatch => {
-            let fixed = body.get(..KERNEL_FIXED)?;
+            // The fixed part by one pattern (one length test, not one per field).
+            const { assert!(KERNEL_FIXED == 13) };
+            let &[
+                queue,
+                device,
+                name,
+                kernel,
+                work_dim,
+                g0,
+                g1,
+                g2,
+                l0,
+                l1,
+                l2,
+                device_start,
+                device_end,
+                ref rest @ ..,
+            ] = body
+            else {
+                return None;
+            };
             let mut n = 0;
-            for (slot, a) in allocations.iter_mut().zip(body[KERNEL_FIXED..].chunks_exact(3)) {
+            for (slot, a) in allocations.iter_mut().zip(rest.chunks_exact(3)) {
                 *slot = KernelAllocation {
                     base: a[0],
                     size: a[1],
@@ -229,15 +249,15 @@ pub(crate) fn decode_activity<'a>(
                 n += 1;
             }
             ActivityRef {
-                queue: fixed[0],
-                device: fixed[1],
-                name: str_id(fixed[2]),
-                kernel: fixed[3],
-                work_dim: fixed[4] as u32,
-                global_size: [fixed[5], fixed[6], fixed[7]],
-                local_size: [fixed[8], fixed[9], fixed[10]],
-                device_start: fixed[11],
-                device_end: fixed[12],
+                queue,
+                device,
+                name: str_id(name),
+                kernel,
+                work_dim: work_dim as u32,
+                global_size: [g0, g1, g2],
+                local_size: [l0, l1, l2],
+                device_start,
+                device_end,
                 allocations: &allocations[..n],
                 ..base
             }

@@ -268,6 +268,10 @@ pub(crate) struct Local {
     /// removed). Addresses, not pointers: the `Local` of the late ring moves between threads.
     recent: [(usize, usize, StrId); RECENT],
     next_recent: usize,
+    /// Strings the backend interned for the process's lifetime, by their address (see
+    /// [`Local::interned_string`]), and the slot the next one takes. Per recording, as the ids.
+    interned: [(usize, StrId); RECENT],
+    next_interned: usize,
     /// Words pushed, and the count at which to wake the writer next (every quarter ring).
     pushed: usize,
     next_wake: usize,
@@ -330,6 +334,8 @@ fn register(inner: &'static Inner) -> Local {
         strings: HashMap::default(),
         recent: [(0, 0, StrId(0)); RECENT],
         next_recent: 0,
+        interned: [(0, StrId(0)); RECENT],
+        next_interned: 0,
         pushed: 0,
         next_wake: quarter,
     }
@@ -501,6 +507,42 @@ impl Local {
                 id
             }
         }
+    }
+
+    /// [`Self::string`] of a NUL-terminated string (null: none) that lives as long as the process
+    /// and never changes (the OpenCL layer's kernel names: `DirectRecord::interned`): its
+    /// address names it, so a string seen before costs a few compares of addresses instead of
+    /// its `strlen` and the comparison of its bytes. The ids are this recording's (each
+    /// recording has its own `Local`, so a new string table starts with an empty cache).
+    ///
+    /// # Safety
+    /// `p` is null or a NUL-terminated string that is never freed or changed.
+    #[inline]
+    pub(crate) unsafe fn interned_string(&mut self, inner: &Inner, p: *const std::ffi::c_char) -> StrId {
+        let key = p as usize;
+        if key == 0 {
+            return StrId(0);
+        }
+        for &(k, id) in &self.interned {
+            if k == key {
+                return id;
+            }
+        }
+        // SAFETY: forwarded.
+        unsafe { self.interned_miss(inner, p) }
+    }
+
+    /// # Safety
+    /// As [`Self::interned_string`], `p` not null.
+    #[cold]
+    #[inline(never)]
+    unsafe fn interned_miss(&mut self, inner: &Inner, p: *const std::ffi::c_char) -> StrId {
+        // SAFETY: the caller's contract: a NUL-terminated string that lives as long as the
+        // process.
+        let id = self.string(inner, unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes());
+        self.interned[self.next_interned] = (p as usize, id);
+        self.next_interned = (self.next_interned + 1) % RECENT;
+        id
     }
 
     /// Pushes one entry (see `entry.rs`); drops and counts it, or in lossless mode waits, when

@@ -149,6 +149,12 @@ pub enum FinishError {
     WriterPanicked,
 }
 
+/// Kinds below 2^5 and operations below 2^10 have their bit in [`Writer::seen_ops`] (every core
+/// kind; the largest API tables have a few hundred operations).
+const SEEN_KIND_BITS: u32 = 5;
+const SEEN_OP_BITS: u32 = 10;
+const SEEN_WORDS: usize = 1 << (SEEN_KIND_BITS + SEEN_OP_BITS - 6);
+
 /// Ring words decoded before their slots are given back to the producer.
 const DRAIN_BATCH_WORDS: usize = 8192;
 
@@ -188,12 +194,19 @@ pub fn start_open(config: Config, file: std::fs::File, info: &[(&str, &str)]) ->
         w.write(&Record::Info { key: (*key).into(), value: (*value).into() })
             .map_err(|e| StartError::Header(e.to_string()))?;
     }
-    start(config, Box::new(w))
+    // The file's writer as itself, not behind `dyn TraceSink`: the writer thread's calls per
+    // record are then direct (and inlined), not through the vtable.
+    start_with(config, Box::new(w))
 }
 
 /// Starts recording into `sink` (timestamps are CLOCK_MONOTONIC ns: give the sink a
 /// [`TraceHeader::monotonic`] header). Records come from the services client ([`crate::subscribe`]).
 pub fn start(config: Config, sink: Box<dyn TraceSink>) -> Result<(), StartError> {
+    start_with(config, sink)
+}
+
+/// [`start`] with the writer thread's code made for the sink's own type.
+fn start_with<S: TraceSink + ?Sized + 'static>(config: Config, sink: Box<S>) -> Result<(), StartError> {
     let _g = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
     if current().is_some() {
         return Err(StartError::AlreadyRecording);
@@ -269,9 +282,9 @@ pub fn wake() {
     }
 }
 
-struct Writer {
+struct Writer<S: TraceSink + ?Sized> {
     inner: &'static Inner,
-    sink: Box<dyn TraceSink>,
+    sink: Box<S>,
     error: Option<String>,
     records: u64,
     /// Definitions written again ([`Writer::repeat_definitions`]), not in `records`.
@@ -281,9 +294,11 @@ struct Writer {
     redundant: u64,
     drops: u64,
     seen_kinds: HashSet<u32>,
-    seen_ops: HashSet<(u32, u32), foldhash::fast::FixedState>,
-    /// The operation of the last typed entry (defined already).
-    last_op: Option<(u32, u32)>,
+    /// The operations defined so far: a bit each for the kinds' usual operation numbers (every
+    /// entry looks here; the entries of a small kernel alternate between three operations, so
+    /// remembering only the last one sent most to a hash look-up), a set for the rest.
+    seen_ops: Box<[u64; SEEN_WORDS]>,
+    seen_ops_large: HashSet<(u32, u32), foldhash::fast::FixedState>,
     defs: Vec<Record>,
     last_flush: Instant,
     /// Drops already reported, per ring.
@@ -297,7 +312,7 @@ struct Writer {
     next_repeat: u64,
 }
 
-impl Writer {
+impl<S: TraceSink + ?Sized> Writer<S> {
     fn write(&mut self, r: &Record) {
         if self.error.is_some() {
             return;
@@ -397,23 +412,25 @@ impl Writer {
     }
 
     /// Writes `KindDef` and `OperationDef` for (kind, op) the first time it appears.
-    #[inline]
+    #[inline(always)]
     fn define_operation(&mut self, kind: u32, op: u32) {
-        // The previous entry's operation (runs of the same call are common): no hash look-up.
-        if self.last_op == Some((kind, op)) {
-            return;
+        // One test of both ranges, then the bit.
+        if (kind >> SEEN_KIND_BITS) | (op >> SEEN_OP_BITS) == 0 {
+            let i = ((kind << SEEN_OP_BITS) | op) as usize;
+            // The mask only spares the bounds check: `i >> 6` is below `SEEN_WORDS` already.
+            let word = &mut self.seen_ops[(i >> 6) & (SEEN_WORDS - 1)];
+            if *word & (1 << (i & 63)) == 0 {
+                *word |= 1 << (i & 63);
+                self.define_new_operation(kind, op);
+            }
+        } else if self.seen_ops_large.insert((kind, op)) {
+            self.define_new_operation(kind, op);
         }
-        self.last_op = Some((kind, op));
-        if self.seen_ops.contains(&(kind, op)) {
-            return;
-        }
-        self.define_new_operation(kind, op);
     }
 
     #[cold]
     #[inline(never)]
     fn define_new_operation(&mut self, kind: u32, op: u32) {
-        self.seen_ops.insert((kind, op));
         let defs = &self.inner.defs;
         let k = Kind::from_u32(kind);
         let kind_def = self
@@ -466,21 +483,46 @@ impl Writer {
                 self.write_definitions();
                 layer.decode(tid, ts, op, body, &mut |r| self.write(&r));
             }
-        } else if let Some(r) = entry::decode_task_graph(tid, tag, ph, op, ts, correlation, body) {
-            self.define_operation(u32::from(tag), op);
-            if self.error.is_none() {
-                match self.sink.write_task_graph(&r) {
-                    Ok(()) => self.records += 1,
-                    Err(e) => self.error = Some(e),
+            return;
+        }
+        // One dispatch on the kind, each to its decoder (the fast paths: no `Record`); what
+        // they refuse (malformed entries, waits) goes to `entry::decode` as before.
+        let kind = Kind::from_u32(u32::from(tag));
+        match kind {
+            Some(Kind::TaskGraph) => {
+                if let Some(r) = entry::decode_task_graph(tid, tag, ph, op, ts, correlation, body) {
+                    self.define_operation(u32::from(tag), op);
+                    if self.error.is_none() {
+                        match self.sink.write_task_graph(&r) {
+                            Ok(()) => self.records += 1,
+                            Err(e) => self.error = Some(e),
+                        }
+                    }
                 }
             }
-        } else if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
-            self.define_operation(u32::from(tag), op);
-            self.write_api_call(&a);
-        } else if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, allocations) {
-            self.define_operation(u32::from(tag), op);
-            self.write_activity(&a);
-        } else if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
+            Some(k) if k.is_api() => {
+                if let Some(a) = entry::decode_api_call(tid, tag, ph, op, ts, correlation, body) {
+                    self.define_operation(u32::from(tag), op);
+                    self.write_api_call(&a);
+                }
+            }
+            Some(Kind::KernelDispatch | Kind::MemoryCopy | Kind::MemoryFill | Kind::Sync) => {
+                if let Some(a) = entry::decode_activity(tid, tag, ph, op, ts, correlation, body, allocations) {
+                    self.define_operation(u32::from(tag), op);
+                    self.write_activity(&a);
+                } else {
+                    self.other_entry(tid, tag, ph, op, ts, correlation, body);
+                }
+            }
+            _ => self.other_entry(tid, tag, ph, op, ts, correlation, body),
+        }
+    }
+
+    /// An entry the fast paths do not take (definitions, waits, markers, counters...).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn other_entry(&mut self, tid: u32, tag: u8, ph: u8, op: u32, ts: u64, correlation: u64, body: &[u64]) {
+        if let Some(r) = entry::decode(tid, tag, ph, op, ts, correlation, body) {
             self.define_operation(u32::from(tag), op);
             // Borrowed: moving a `Record` (264 bytes) is a block copy per record, and these are
             // rarely definitions.
@@ -654,7 +696,7 @@ fn walk_entries(a: &[u64], b: &[u64], limit: usize, mut f: impl FnMut(&[u64])) -
     at
 }
 
-fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats, String> {
+fn writer_main<S: TraceSink + ?Sized>(inner: &'static Inner, sink: Box<S>) -> Result<Stats, String> {
     inner.crash.writer_started();
     let mut w = Writer {
         inner,
@@ -665,8 +707,8 @@ fn writer_main(inner: &'static Inner, sink: Box<dyn TraceSink>) -> Result<Stats,
         redundant: 0,
         drops: 0,
         seen_kinds: HashSet::new(),
-        seen_ops: HashSet::default(),
-        last_op: None,
+        seen_ops: Box::new([0; SEEN_WORDS]),
+        seen_ops_large: HashSet::default(),
         defs: Vec::new(),
         last_flush: Instant::now(),
         reported: Default::default(),

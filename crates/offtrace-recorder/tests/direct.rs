@@ -101,6 +101,39 @@ fn workload(ctx: ContextId) {
     emit_instant(Kind::Counter, counter_op::DEFINE, Phase::None, Payload::Counter(&cd));
     let cs = CounterPayload { counter: 1, value: 42, ts: 1_000, ..Default::default() };
     emit_instant(Kind::Counter, counter_op::SAMPLE, Phase::None, Payload::Counter(&cs));
+    // Launches and completions whose kernel names the backend interned (the OpenCL layer's):
+    // the direct path knows them by address, the services' path reads them; the same text at
+    // another address (the launch above's name) is the same string.
+    static INTERNED: [&std::ffi::CStr; 2] = [c"vector_add<float>(float*, float const*)", c"square"];
+    for pass in 0..2u64 {
+        for (i, name) in INTERNED.iter().enumerate() {
+            let kd = KernelDispatchPayload {
+                queue: 0x30,
+                device: 0x40,
+                kernel: 0x99 + i as u64,
+                kernel_name: name.as_ptr(),
+                work_dim: 1,
+                global_size: [64, 1, 1],
+                ..Default::default()
+            };
+            emit_instant_interned(
+                Kind::KernelDispatch,
+                kernel_dispatch::LAUNCH,
+                Phase::None,
+                Payload::KernelDispatch(&kd),
+            );
+            let done = KernelDispatchPayload { device_start: 30 + pass, device_end: 40 + pass, ..kd };
+            let launch = kernel_dispatch::LAUNCH;
+            emit_activity_interned(
+                Kind::KernelDispatch,
+                launch,
+                78,
+                30 + pass,
+                40 + pass,
+                Payload::KernelDispatch(&done),
+            );
+        }
+    }
     // A completion (it takes the direct path too) and the allocation's free.
     let done = MemoryCopyPayload { queue: 0x30, size: 256, device_start: 10, device_end: 20, ..Default::default() };
     emit_activity(Kind::MemoryCopy, memory_copy::USM_MEMCPY, 77, 10, 20, Payload::MemoryCopy(&done));
@@ -239,4 +272,75 @@ fn one_clock_reading_ends_the_call_and_times_its_device_work() {
     assert_eq!(copy.ts, call.end);
     assert!(call.start <= call.end);
     assert_eq!(copy.correlation, call.correlation);
+}
+
+/// Kernel names the backend interned (`emit_instant_interned`, `emit_activity_interned`) are
+/// known by their address on the direct path: each launch and completion is named right with
+/// more names than the recorder's cache of them holds, and in a second recording too, whose
+/// string table gives the names other ids (a cache kept across recordings would name them with
+/// the first one's).
+#[test]
+fn interned_kernel_names_name_their_records_in_every_recording() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let names: Vec<&'static std::ffi::CStr> = (0..12)
+        .map(|i| &*Box::leak(std::ffi::CString::new(format!("kernel_{i}")).unwrap().into_boxed_c_str()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..2 {
+        let path = dir.path().join(format!("t{round}.offtrace"));
+        start_file(Config::default(), &path, &[]).unwrap();
+        let ctx = subscribe_with(false, true).unwrap();
+        assert!(direct_path_applies(Kind::KernelDispatch));
+        if round == 1 {
+            for i in 0..5 {
+                marker_mark(&std::ffi::CString::new(format!("before {i}")).unwrap());
+            }
+        }
+        for pass in 0..3 {
+            for (i, name) in names.iter().enumerate() {
+                let kd = KernelDispatchPayload {
+                    queue: 0x30,
+                    kernel: 0x100 + i as u64,
+                    kernel_name: name.as_ptr(),
+                    work_dim: 1,
+                    global_size: [64, 1, 1],
+                    ..Default::default()
+                };
+                emit_instant_interned(
+                    Kind::KernelDispatch,
+                    kernel_dispatch::LAUNCH,
+                    Phase::None,
+                    Payload::KernelDispatch(&kd),
+                );
+                let done = KernelDispatchPayload { device_start: 10 + pass, device_end: 20 + pass, ..kd };
+                let launch = kernel_dispatch::LAUNCH;
+                emit_activity_interned(
+                    Kind::KernelDispatch,
+                    launch,
+                    5,
+                    10 + pass,
+                    20 + pass,
+                    Payload::KernelDispatch(&done),
+                );
+            }
+        }
+        destroy_context(ctx).unwrap();
+        finish().unwrap();
+        let mut strings = HashMap::new();
+        let mut named = 0;
+        for r in TraceReader::open(&path).unwrap() {
+            match r.unwrap() {
+                Record::String { id, text } => {
+                    strings.insert(id, text);
+                }
+                Record::Activity(a) => {
+                    let want = format!("kernel_{}", a.kernel - 0x100);
+                    assert_eq!(strings.get(&a.name), Some(&want), "round {round}: {a:?}");
+                    named += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(named, 2 * 3 * names.len(), "round {round}");
+    }
 }

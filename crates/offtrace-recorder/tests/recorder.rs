@@ -517,3 +517,39 @@ fn queue_flags_are_the_same_bits_in_core_and_in_the_format() {
         [f::IN_ORDER, f::PROFILING, f::PRIORITY_HIGH, f::PRIORITY_LOW, f::ON_DEVICE, f::PERFORMANCE_COUNTERS]
     );
 }
+
+/// Every operation is defined once, before its first record, whatever its number (those the
+/// writer keeps a bit for and those past them) and however the entries alternate between them.
+#[test]
+fn each_operation_is_defined_once_before_its_first_record() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.offtrace");
+    start_file(Config::default(), &path, &[]).unwrap();
+    let ctx = subscribe(false).unwrap();
+    let ops = [3, 1023, 1024, 70_000, 3, 1023];
+    for round in 0..3 {
+        for &op in &ops {
+            let p = ApiCallPayload::new(op, &[round]);
+            let t = emit_enter(Kind::OpenclApi, op, Payload::OpenclApi(&p));
+            emit_exit(t, Payload::OpenclApi(&p));
+        }
+    }
+    destroy_context(ctx).unwrap();
+    finish().unwrap();
+    let records = read(&path);
+    // The definitions before the last chunk's repeat of them all (it follows the last record).
+    let last_call = records.iter().rposition(|r| matches!(r, Record::ApiCall(_))).unwrap();
+    for op in [3, 1023, 1024, 70_000] {
+        let defs: Vec<usize> = records[..last_call]
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r, Record::OperationDef(d) if d.kind == Kind::OpenclApi as u32 && d.op == op))
+            .map(|(i, _)| i)
+            .collect();
+        let first_call = records.iter().position(|r| matches!(r, Record::ApiCall(c) if c.op == op)).unwrap();
+        assert_eq!(defs.len(), 1, "op {op}: {defs:?}");
+        assert!(defs[0] < first_call, "op {op} defined before its first call");
+    }
+    assert_eq!(calls(&records).len(), 3 * ops.len());
+}
