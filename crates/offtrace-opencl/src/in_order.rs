@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, TryLockError};
 use std::time::Duration;
 
 use crate::api::next;
@@ -56,6 +56,9 @@ pub(crate) struct Fifo {
     harvest: Mutex<Vec<Block>>,
     /// The program released the queue: the harvest thread forgets the FIFO once it is empty.
     released: AtomicBool,
+    /// The commands pushed before this sequence number are known complete (a `clFinish` returned,
+    /// a blocking command completed): the harvest takes them without a status query.
+    known: AtomicU64,
 }
 
 impl std::fmt::Debug for Fifo {
@@ -216,8 +219,14 @@ static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
 static OUTSTANDING: AtomicU64 = AtomicU64::new(0);
 /// Set at exit: the harvest thread calls the runtime no more.
 static STOPPED: AtomicBool = AtomicBool::new(false);
+/// Set when the stop begins: the harvest thread's round puts back what it has not reported yet
+/// and ends, so that the stop does not wait for a long batch (the stop reports it instead).
+static STOPPING: AtomicBool = AtomicBool::new(false);
 /// Held by the harvest thread during a round (`stop` waits for the round in progress).
 static ROUND: Mutex<()> = Mutex::new(());
+/// Set (under its mutex) by [`wake`]; the harvest thread waits on [`WAKE`] between rounds.
+static WOKEN: Mutex<bool> = Mutex::new(false);
+static WAKE: Condvar = Condvar::new();
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -278,42 +287,64 @@ impl Fifo {
         self.released.load(Ordering::Relaxed) && lock(&self.entries).commands.is_empty()
     }
 
-    /// Reports the commands pushed before sequence number `upto`, known to be complete.
-    pub(crate) fn harvest_upto(&self, upto: u64) {
-        let mut batch = lock(&self.harvest);
-        self.take(&mut batch, upto);
-        self.report(&mut batch);
-    }
-
-    /// After a command that may have completed before its enqueue returned (a blocking copy):
-    /// if it did (one status query), it and everything before it are reported.
-    pub(crate) fn harvest_if_complete(&self, event: usize, pushed: u64) {
-        if terminal(event) {
-            self.harvest_upto(pushed);
+    /// The commands pushed before sequence number `upto` are complete (a `clFinish` returned):
+    /// noted for the harvest thread, which is woken to report them. The program's thread reads
+    /// no profiling result and releases no event here.
+    pub(crate) fn completed_upto(&self, upto: u64) {
+        // Release: pairs with the harvest's Acquire load (the sequence number is all it carries;
+        // the commands themselves are under `entries`).
+        if self.known.fetch_max(upto, Ordering::Release) < upto {
+            wake();
         }
     }
 
-    /// Reports the completed prefix of the FIFO, found with a status query of its newest
-    /// command, else a binary search (completion is monotone along an in-order queue; where
-    /// threads pushed in another order than they enqueued, `report` puts back what is not
-    /// complete). Skips the FIFO when another thread is harvesting it. Returns how many
-    /// commands it took.
+    /// Reports the commands pushed before sequence number `upto`, known to be complete, on the
+    /// calling thread (tests).
+    #[cfg(test)]
+    pub(crate) fn harvest_upto(&self, upto: u64) {
+        let mut batch = lock(&self.harvest);
+        self.take(&mut batch, upto);
+        let _ = self.report(&mut batch, false);
+    }
+
+    /// After a command that may have completed before its enqueue returned (a blocking copy):
+    /// if it did (one status query), it and everything before it are known complete.
+    pub(crate) fn harvest_if_complete(&self, event: usize, pushed: u64) {
+        if terminal(event) {
+            self.completed_upto(pushed);
+        }
+    }
+
+    /// Reports the completed prefix of the FIFO: what is known complete without asking, the rest
+    /// found with a status query of its newest command, else a binary search (completion is
+    /// monotone along an in-order queue; where threads pushed in another order than they
+    /// enqueued, `report` puts back what is not complete). Skips the FIFO when another thread is
+    /// harvesting it. Returns how many commands it took (and reported, unless the stop began:
+    /// `interruptible` rounds then put back what they have not reported).
+    #[cfg(test)]
     pub(crate) fn poll(&self) -> usize {
+        self.poll_round(true)
+    }
+
+    fn poll_round(&self, interruptible: bool) -> usize {
         let mut batch = match self.harvest.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return 0,
         };
+        // Acquire: pairs with `completed_upto`'s Release.
+        let known = self.known.load(Ordering::Acquire);
         let (front, len, newest) = {
             let e = lock(&self.entries);
             let Some(newest) = e.commands.back() else { return 0 };
             (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event)
         };
-        let complete = if terminal(newest) {
+        let known_n = (known.saturating_sub(front) as usize).min(len);
+        let complete = if known_n == len || terminal(newest) {
             len
         } else {
             // The first command not complete, in [lo, hi]; the newest is not.
-            let (mut lo, mut hi) = (0, len - 1);
+            let (mut lo, mut hi) = (known_n, len - 1);
             while lo < hi {
                 let mid = (lo + hi) / 2;
                 // Under `harvest` the front does not move: index `mid` is the same command.
@@ -328,7 +359,7 @@ impl Fifo {
         };
         if complete > 0 {
             self.take(&mut batch, front + complete as u64);
-            self.report(&mut batch);
+            let _ = self.report(&mut batch, interruptible);
         }
         complete
     }
@@ -345,17 +376,31 @@ impl Fifo {
     /// reference. A command found not complete after all goes back to the front of the FIFO:
     /// commands pushed by several threads may sit in the FIFO in another order than the
     /// runtime's, so a prefix found by the binary search may hold one that is still running.
-    fn report(&self, batch: &mut Vec<Block>) {
+    /// `interruptible`: once the stop begins, what is not reported yet goes back too (the stop
+    /// reports it); returns whether that happened.
+    fn report(&self, batch: &mut Vec<Block>, interruptible: bool) -> bool {
         if batch.is_empty() {
-            return;
+            return false;
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
         let mut cached = crate::calibration::Cached::default();
+        let mut interrupted = false;
         for block in batch.iter_mut() {
+            if interrupted {
+                not_yet.extend(block.drain(..));
+                continue;
+            }
             // Read in place (a command is 140 bytes): only one found still running moves.
             let mut running = Vec::new();
+            let mut reported_upto = block.len();
             for (i, p) in block.iter().enumerate() {
+                // Relaxed: a hint; the stop takes `ROUND` before it reports what went back.
+                if interruptible && STOPPING.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    reported_upto = i;
+                    break;
+                }
                 let event = p.event;
                 if !complete(p, event as *mut c_void, CL_COMPLETE, None, &mut cached) {
                     running.push(i);
@@ -374,6 +419,9 @@ impl Fifo {
             for (removed, &i) in running.iter().enumerate() {
                 not_yet.extend(block.remove(i - removed));
             }
+            if interrupted {
+                not_yet.extend(block.drain(reported_upto - running.len()..));
+            }
         }
         // Under `harvest`: nothing else takes from the front meanwhile.
         let mut guard = lock(&self.entries);
@@ -384,17 +432,31 @@ impl Fifo {
         for b in batch.drain(..) {
             keep_spare(&mut e.spare, b);
         }
+        interrupted
     }
 }
 
-/// After `clWaitForEvents` returned, and on the harvest thread: every in-order queue's
-/// completed prefix. Returns how many commands it took.
-pub(crate) fn poll_all() -> usize {
+/// Wakes the harvest thread for commands now known complete.
+fn wake() {
+    *lock(&WOKEN) = true;
+    WAKE.notify_one();
+}
+
+/// After `clWaitForEvents` returned: the harvest thread polls the in-order queues now.
+pub(crate) fn wake_harvest() {
+    if OUTSTANDING.load(Ordering::Relaxed) != 0 {
+        wake();
+    }
+}
+
+/// On the harvest thread (`interruptible`) and at the stop: every in-order queue's completed
+/// prefix. Returns how many commands it took.
+fn poll_all(interruptible: bool) -> usize {
     if OUTSTANDING.load(Ordering::Relaxed) == 0 {
         return 0;
     }
     let fifos: Vec<Arc<Fifo>> = lock(&FIFOS).clone();
-    fifos.iter().map(|f| f.poll()).sum()
+    fifos.iter().map(|f| f.poll_round(interruptible)).sum()
 }
 
 #[cold]
@@ -423,27 +485,41 @@ extern "C" fn stop_at_exit() {
 
 fn harvest_thread() {
     // 1 ms while commands complete; doubling up to 20 ms while none does (nothing outstanding,
-    // or a command waiting long, e.g. behind a user event).
+    // or a command waiting long, e.g. behind a user event). Woken at once when the program
+    // learns that commands completed (`clFinish`, `clWaitForEvents`, a blocking command).
     let mut sleep_ms = 1;
     loop {
-        std::thread::sleep(Duration::from_millis(sleep_ms));
+        {
+            let woken = lock(&WOKEN);
+            let mut woken = if *woken {
+                woken
+            } else {
+                WAKE.wait_timeout(woken, Duration::from_millis(sleep_ms)).map_or_else(|e| e.into_inner().0, |r| r.0)
+            };
+            *woken = false;
+        }
         let _round = lock(&ROUND);
         // Acquire: pairs with `stop_harvest_thread`'s store, after which the runtime is not called.
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        let took = poll_all() + crate::enqueue::poll_unordered();
+        let took = poll_all(true) + crate::enqueue::poll_unordered();
         sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
 }
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
-/// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
-/// In its place, a last poll of every out-of-order command (`enqueue.rs`, not bounded as a round
-/// is): this runs where the thread's next round would have, before the runtime's own exit
-/// handlers.
+/// progress ends at the next command it would report (`STOPPING`), or may be inside the runtime,
+/// which at exit may not answer: waits for it at most 200 ms. In its place, a last poll of every
+/// in-order queue (what a `clFinish` made known complete, and what a status query finds
+/// complete) and of every out-of-order command (`enqueue.rs`), neither bounded as a round is:
+/// this runs where the thread's next round would have, before the runtime's own exit handlers,
+/// so that a program that exits right after its `clFinish` gets every command with its device
+/// times.
 fn stop_harvest_thread() {
+    // Relaxed: a hint for the thread's round; `ROUND` orders what follows.
+    STOPPING.store(true, Ordering::Relaxed);
     for _ in 0..200 {
         let round = match ROUND.try_lock() {
             Ok(g) => g,
@@ -455,6 +531,7 @@ fn stop_harvest_thread() {
         };
         // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
         if !STOPPED.swap(true, Ordering::AcqRel) {
+            let _ = poll_all(false);
             crate::enqueue::poll_unordered_at_stop();
         }
         drop(round);
