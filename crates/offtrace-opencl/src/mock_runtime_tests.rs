@@ -335,6 +335,43 @@ fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running()
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
 }
 
+/// The harvest thread's rounds take whole blocks of a FIFO, or all of it once all is complete:
+/// a completed part of a block waits (moving it out command by command cost more than its
+/// report's own work on the harvest thread), and nothing complete is left behind for good.
+#[test]
+fn the_harvest_thread_takes_whole_blocks_or_everything() {
+    let _ = layer_table();
+    let block = 256;
+    let events: Vec<usize> = (0..block + 6).map(|i| 0x20_0000 + i).collect();
+    let released = || {
+        let r = RELEASED.lock().unwrap_or_else(|e| e.into_inner());
+        events.iter().filter(|e| r.contains(e)).count()
+    };
+    // Not registered with the harvest thread: this test alone harvests it.
+    let fifo = crate::in_order::Fifo::default();
+    for &e in &events {
+        set_status(e, 1 /* CL_RUNNING */);
+        let _ = fifo.push(crate::enqueue::Pending::for_test(e));
+    }
+    for &e in &events[..10] {
+        set_status(e, CL_COMPLETE);
+    }
+    assert_eq!(fifo.poll_whole_blocks(), 10, "found complete");
+    assert_eq!(released(), 0, "a part of the first block waits");
+    for &e in &events[..block + 2] {
+        set_status(e, CL_COMPLETE);
+    }
+    assert_eq!(fifo.poll_whole_blocks(), block + 2);
+    assert_eq!(released(), block, "the first block, whole");
+    assert_eq!(crate::in_order::fifo_len(&fifo), 6);
+    for &e in &events {
+        set_status(e, CL_COMPLETE);
+    }
+    assert_eq!(fifo.poll_whole_blocks(), 6);
+    assert_eq!(released(), events.len(), "all complete: all taken");
+    assert_eq!(crate::in_order::fifo_len(&fifo), 0);
+}
+
 /// A command of an out-of-order queue has no completion callback (Intel's CPU runtime runs
 /// callbacks inside its own tasks; a SYCL program deadlocked in that runtime more often with them:
 /// docs/history/hang-2026-11-26-query-metrics.md): the harvest polls its event, leaves it while
