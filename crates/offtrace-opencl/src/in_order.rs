@@ -4,37 +4,49 @@
 //! needs no completion callback per command: each in-order queue (without Codeplay counters)
 //! has a FIFO of its commands ([`Fifo`]: the retained event and what the launch knew), and a
 //! harvest takes the completed prefix of it, reads each command's profiling results, emits its
-//! activity record (`enqueue::complete`) and releases the event. What completed is known
+//! activity record (`enqueue::complete`) and releases the event. The harvest runs on the
+//! harvest thread (`offtrace-opencl`), not on the program's: what completed is known
 //!
-//! - without asking the runtime after `clFinish` (everything enqueued before the call);
-//! - from one `CL_EVENT_COMMAND_EXECUTION_STATUS` query after a non-kernel command (a blocking
-//!   read completes before its enqueue returns) and from a binary search over the FIFO's
-//!   events (`O(log n)` status queries) after `clWaitForEvents` and on the harvest thread;
-//! - by the harvest thread (`offtrace-opencl`), which polls every in-order queue with
-//!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
-//!   completes), so that commands are reported also for programs that never wait, and the
-//!   FIFOs stay short. The same thread polls the commands of out-of-order queues, which have no
-//!   completion callback either (`enqueue::poll_unordered`: one status query per outstanding
-//!   command and round).
+//! - without asking the runtime after `clFinish` (everything pushed before the call) and after a
+//!   non-kernel command found complete by one `CL_EVENT_COMMAND_EXECUTION_STATUS` query (a
+//!   blocking read completes before its enqueue returns): the program's thread notes the
+//!   sequence number (`Fifo::completed_upto`, one atomic `fetch_max`) and wakes the harvest
+//!   thread (a condition variable), which reports those commands without a status query;
+//! - by the harvest thread's own polls: after the program's `clWaitForEvents` (it is woken), and
+//!   every millisecond while commands complete (less often, down to every 20 ms, while none
+//!   does), so that commands are reported also for programs that never wait, and the FIFOs stay
+//!   short. A poll asks for the status of the FIFO's newest command, else binary-searches the
+//!   FIFO (`O(log n)` status queries). The same thread polls the commands of out-of-order
+//!   queues, which have no completion callback either (`enqueue::poll_unordered`: one status
+//!   query per outstanding command and round).
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
-//! on the runtime's thread, no pending table, no event release); the harvest's profiling
-//! queries, emits and releases run on the harvest thread, or in the program's `clFinish` /
-//! `clWaitForEvents` for what the thread has not taken yet.
+//! on the runtime's thread, no pending table, no event release) and, per `clFinish`, a store and
+//! a wake; the profiling queries, emits and releases all run on the harvest thread. Its rounds
+//! take whole blocks of a FIFO (or all of it once all is complete): a completed part of a block
+//! waits until its block completes, rather than being moved out command by command.
+//!
+//! At exit (an `atexit` handler registered when the thread starts, after the runtime registered
+//! its own, so it runs before them) the harvest thread is stopped: its round in progress puts
+//! back what it has not reported yet and ends (`STOPPING`), and the stop itself reports, while
+//! the runtime still answers, every command known complete or found complete by one last poll
+//! (in-order and out-of-order). A program that exits right after its `clFinish` gets every
+//! command with its device times; that reporting then runs on the exiting thread.
 //!
 //! Concurrency: commands are pushed at the back under `entries`; they leave from the front only
 //! under `harvest`, held by one harvester at a time, so the events a harvester reads stay
 //! retained while it reads them. Neither lock is held by anything the runtime calls back (the
 //! layer's event callbacks never touch a FIFO), and `entries` is never held across a call into
 //! the runtime: a runtime that runs callbacks inside a status query cannot deadlock the layer.
+//! The program's thread takes neither `harvest` nor `ROUND`: a harvest in progress never
+//! delays its `clFinish`.
 //!
 //! Out-of-order queues and queues the layer did not create have no FIFO: their commands are
 //! polled one by one by the same thread (`enqueue::poll_unordered`). Queues with Codeplay
 //! counters (read when each command starts and ends) keep the per-event callbacks
-//! (`enqueue.rs`). Commands still in a FIFO or the unordered list at exit are reported as never
-//! completed, as the per-event path reports commands whose callback never came: the runtime is
-//! not called at exit (the harvest thread stops in an `atexit` handler that runs before the
-//! runtime's own, after one last poll).
+//! (`enqueue.rs`). Commands still in a FIFO or the unordered list after the stop's last poll
+//! are reported as never completed, as the per-event path reports commands whose callback never
+//! came: the runtime is not called after the stop.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -413,6 +425,7 @@ impl Fifo {
         let mut not_yet = Vec::new();
         let mut cached = crate::calibration::Cached::default();
         let mut interrupted = false;
+        let mut reported = 0;
         for block in batch.iter_mut() {
             if interrupted {
                 not_yet.extend(block.drain(..));
@@ -433,7 +446,7 @@ impl Fifo {
                     running.push(i);
                     continue;
                 }
-                OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+                reported += 1;
                 if let Some(release) = release {
                     // SAFETY: the FIFO held one reference of the event; the command leaves the
                     // FIFO here, and this is not inside a runtime callback.
@@ -450,6 +463,9 @@ impl Fifo {
                 not_yet.extend(block.drain(reported_upto - running.len()..));
             }
         }
+        // Once per batch, not per command: the program's thread adds to the same counter at
+        // every push.
+        OUTSTANDING.fetch_sub(reported, Ordering::Relaxed);
         // Under `harvest`: nothing else takes from the front meanwhile.
         let mut guard = lock(&self.entries);
         let e = &mut *guard;
