@@ -358,7 +358,6 @@ impl Fifo {
     /// harvesting it. `interruptible` (the harvest thread's rounds): takes whole blocks only,
     /// unless all is complete, and once the stop began puts back what it has not reported yet.
     /// Returns how many commands it found complete.
-
     fn poll_round(&self, interruptible: bool) -> usize {
         let mut batch = match self.harvest.try_lock() {
             Ok(g) => g,
@@ -395,7 +394,11 @@ impl Fifo {
         // instructions a command under callgrind), and a block completes soon after it is
         // full. Known complete or not, the rest waits for a round that finds its block complete
         // (or the stop, which takes everything complete).
-        let take = if interruptible && complete < len { lock(&self.entries).commands.whole_blocks(complete) } else { complete };
+        let take = if interruptible && complete < len {
+            lock(&self.entries).commands.whole_blocks(complete)
+        } else {
+            complete
+        };
         if take > 0 {
             self.take(&mut batch, front + take as u64);
             let _ = self.report(&mut batch, interruptible);
