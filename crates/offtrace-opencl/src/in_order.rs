@@ -71,6 +71,9 @@ pub(crate) struct Fifo {
     /// The commands pushed before this sequence number are known complete (a `clFinish` returned,
     /// a blocking command completed): the harvest takes them without a status query.
     known: AtomicU64,
+    /// `pushed` at the harvest thread's previous round of this FIFO (unchanged: the program
+    /// pushed nothing meanwhile).
+    polled_at: AtomicU64,
 }
 
 impl std::fmt::Debug for Fifo {
@@ -176,11 +179,12 @@ impl Blocks {
         None
     }
 
-    /// How many of the first `n` commands fill whole blocks at the front.
-    fn whole_blocks(&self, n: usize) -> usize {
+    /// How many of the first `n` commands fill whole blocks at the front: blocks the program's
+    /// pushes are done with (all but the last, and the last once full), unless `with_last`.
+    fn whole_blocks(&self, n: usize, with_last: bool) -> usize {
         let mut whole = 0;
-        for b in &self.blocks {
-            if whole + b.len() > n {
+        for (i, b) in self.blocks.iter().enumerate() {
+            if whole + b.len() > n || (!with_last && i + 1 == self.blocks.len() && b.len() < b.capacity()) {
                 break;
             }
             whole += b.len();
@@ -366,11 +370,13 @@ impl Fifo {
         };
         // Acquire: pairs with `completed_upto`'s Release.
         let known = self.known.load(Ordering::Acquire);
-        let (front, len, newest) = {
+        let (front, len, newest, pushed) = {
             let e = lock(&self.entries);
             let Some(newest) = e.commands.back() else { return 0 };
-            (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event)
+            (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event, e.pushed)
         };
+        // Relaxed: read and written under `harvest` only.
+        let idle = self.polled_at.swap(pushed, Ordering::Relaxed) == pushed;
         let known_n = (known.saturating_sub(front) as usize).min(len);
         let complete = if known_n == len || terminal(newest) {
             len
@@ -389,13 +395,16 @@ impl Fifo {
             }
             lo
         };
-        // The harvest thread takes whole blocks only, unless everything is complete: a part of
-        // a block would be moved command by command into a block of its own (about 210
-        // instructions a command under callgrind), and a block completes soon after it is
-        // full. Known complete or not, the rest waits for a round that finds its block complete
-        // (or the stop, which takes everything complete).
-        let take = if interruptible && complete < len {
-            lock(&self.entries).commands.whole_blocks(complete)
+        // The harvest thread takes whole blocks only: a part of a block would be moved command
+        // by command into a block of its own (about 210 instructions a command under
+        // callgrind), and a block completes soon after it is full. The last block, which the
+        // program's pushes are filling, only once full, or when all is complete and nothing was
+        // pushed since the previous round (taken while the program pushes, the next push needs
+        // a new block: an allocation on the program's thread, with malloc's consolidation).
+        // Known complete or not, the rest waits for a later round (or the stop, which takes
+        // everything complete).
+        let take = if interruptible {
+            lock(&self.entries).commands.whole_blocks(complete, complete == len && idle)
         } else {
             complete
         };

@@ -367,8 +367,17 @@ fn the_harvest_thread_takes_whole_blocks_or_everything() {
     for &e in &events {
         set_status(e, CL_COMPLETE);
     }
-    assert_eq!(fifo.poll_whole_blocks(), 6);
-    assert_eq!(released(), events.len(), "all complete: all taken");
+    // All complete, but the last block is not full and a command was pushed since the
+    // previous round: the program is filling it, it stays.
+    let late = 0x20_1000;
+    set_status(late, CL_COMPLETE);
+    let _ = fifo.push(crate::enqueue::Pending::for_test(late));
+    assert_eq!(fifo.poll_whole_blocks(), 7);
+    assert_eq!(released(), block, "the last block, not full, stays while pushes come");
+    // No push since: all of it.
+    assert_eq!(fifo.poll_whole_blocks(), 7);
+    assert_eq!(released(), events.len(), "all complete and no push since: all taken");
+    assert!(RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&late));
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
 }
 
