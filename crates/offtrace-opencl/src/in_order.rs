@@ -23,8 +23,10 @@
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
 //! on the runtime's thread, no pending table, no event release) and, per `clFinish`, a store and
 //! a wake; the profiling queries, emits and releases all run on the harvest thread. Its rounds
-//! take whole blocks of a FIFO (or all of it once all is complete): a completed part of a block
-//! waits until its block completes, rather than being moved out command by command.
+//! take whole blocks of a FIFO: a completed part of a block waits until its block completes,
+//! rather than being moved out command by command, and the last block, which the program's
+//! pushes fill, is taken once full or once no push came since the previous round (taken while
+//! the program pushes, its next push would allocate a new block).
 //!
 //! At exit (an `atexit` handler registered when the thread starts, after the runtime registered
 //! its own, so it runs before them) the harvest thread is stopped: its round in progress puts
@@ -349,7 +351,7 @@ impl Fifo {
         self.poll_round(false)
     }
 
-    /// The harvest thread's poll of this FIFO (tests): whole blocks, or everything.
+    /// The harvest thread's poll of this FIFO (tests): whole blocks only.
     #[cfg(test)]
     pub(crate) fn poll_whole_blocks(&self) -> usize {
         self.poll_round(true)
@@ -359,8 +361,9 @@ impl Fifo {
     /// found with a status query of its newest command, else a binary search (completion is
     /// monotone along an in-order queue; where threads pushed in another order than they
     /// enqueued, `report` puts back what is not complete). Skips the FIFO when another thread is
-    /// harvesting it. `interruptible` (the harvest thread's rounds): takes whole blocks only,
-    /// unless all is complete, and once the stop began puts back what it has not reported yet.
+    /// harvesting it. `interruptible` (the harvest thread's rounds): takes whole blocks only
+    /// (the last one once full, or once all is complete and nothing was pushed since the
+    /// previous round), and once the stop began puts back what it has not reported yet.
     /// Returns how many commands it found complete.
     fn poll_round(&self, interruptible: bool) -> usize {
         let mut batch = match self.harvest.try_lock() {
