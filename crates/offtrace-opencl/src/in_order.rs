@@ -25,8 +25,9 @@
 //! a wake; the profiling queries, emits and releases all run on the harvest thread. Its rounds
 //! take whole blocks of a FIFO: a completed part of a block waits until its block completes,
 //! rather than being moved out command by command, and the last block, which the program's
-//! pushes fill, is taken once full or once no push came since the previous round (taken while
-//! the program pushes, its next push would allocate a new block).
+//! pushes fill, is taken once full, once a `clFinish` made all of the FIFO known complete, or
+//! once no push came since the previous round (taken while the program pushes, its next push
+//! would allocate a new block).
 //!
 //! At exit (an `atexit` handler registered when the thread starts, after the runtime registered
 //! its own, so it runs before them) the harvest thread is stopped: its round in progress puts
@@ -362,8 +363,9 @@ impl Fifo {
     /// monotone along an in-order queue; where threads pushed in another order than they
     /// enqueued, `report` puts back what is not complete). Skips the FIFO when another thread is
     /// harvesting it. `interruptible` (the harvest thread's rounds): takes whole blocks only
-    /// (the last one once full, or once all is complete and nothing was pushed since the
-    /// previous round), and once the stop began puts back what it has not reported yet.
+    /// (the last one once full, or once all is complete and known so or nothing was pushed
+    /// since the previous round), and once the stop began puts back what it has not reported
+    /// yet.
     /// Returns how many commands it found complete.
     fn poll_round(&self, interruptible: bool) -> usize {
         let mut batch = match self.harvest.try_lock() {
@@ -406,8 +408,11 @@ impl Fifo {
         // a new block: an allocation on the program's thread, with malloc's consolidation).
         // Known complete or not, the rest waits for a later round (or the stop, which takes
         // everything complete).
+        // A `clFinish` that made all of it known complete is a pause of the program's pushes as
+        // well: all of it is taken (what is left when the program exits right after it would be
+        // reported on its thread, by the stop).
         let take = if interruptible {
-            lock(&self.entries).commands.whole_blocks(complete, complete == len && idle)
+            lock(&self.entries).commands.whole_blocks(complete, complete == len && (idle || known_n == len))
         } else {
             complete
         };

@@ -379,6 +379,15 @@ fn the_harvest_thread_takes_whole_blocks_or_everything() {
     assert_eq!(released(), events.len(), "all complete and no push since: all taken");
     assert!(RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&late));
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
+    // Pushes, then a `clFinish` (all known complete): all of it at once, pushes or not.
+    let finished = [0x20_1001, 0x20_1002];
+    for e in finished {
+        set_status(e, CL_COMPLETE);
+        let _ = fifo.push(crate::enqueue::Pending::for_test(e));
+    }
+    fifo.completed_upto(fifo.pushed());
+    assert_eq!(fifo.poll_whole_blocks(), 2);
+    assert_eq!(crate::in_order::fifo_len(&fifo), 0, "known complete: the last block taken");
 }
 
 /// A command of an out-of-order queue has no completion callback (Intel's CPU runtime runs
