@@ -325,7 +325,17 @@ impl Fifo {
         // Release: pairs with the harvest's Acquire load (the sequence number is all it carries;
         // the commands themselves are under `entries`).
         if self.known.fetch_max(upto, Ordering::Release) < upto {
-            wake();
+            // Acquire: pairs with the stop's store.
+            if STOPPED.load(Ordering::Acquire) {
+                // The harvest thread is gone: a `clFinish` in an exit handler the program
+                // registered before its first OpenCL call (it runs after the layer's stop). The
+                // runtime answered the program's own call: reported here, as before the stop.
+                let mut batch = lock(&self.harvest);
+                self.take(&mut batch, upto);
+                let _ = self.report(&mut batch, false);
+            } else {
+                wake();
+            }
         }
     }
 

@@ -474,10 +474,13 @@ fn intel_program_that_never_waits_gets_device_times_for_every_command() {
 /// reporting it on the program's thread: a program that exits right after it must still get
 /// every kernel with its device times (the stop at exit reports what the thread had no time
 /// for), none reported as never completed.
-fn finish_then_exit(rt: Runtime) {
+/// `in_handler`: the `clFinish` runs in an exit handler the program registered before its first
+/// OpenCL call, after the layer stopped its harvest thread.
+fn finish_then_exit(rt: Runtime, in_handler: bool) {
     let Some(s) = setup() else { return };
     let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/finish_then_exit.c", "finish_then_exit", false);
-    let (out, lines) = s.traced(rt, &prog, &["5000"], "finish_then_exit");
+    let args: &[&str] = if in_handler { &["5000", "atexit"] } else { &["5000"] };
+    let (out, lines) = s.traced(rt, &prog, args, "finish_then_exit");
     assert_eq!(out.status.code(), Some(0), "{rt:?}: {}", String::from_utf8_lossy(&out.stderr));
     let acts = activities(&lines);
     assert_eq!(acts.len(), 5000, "{rt:?}: one completion per kernel");
@@ -489,12 +492,22 @@ fn finish_then_exit(rt: Runtime) {
 
 #[test]
 fn pocl_program_that_exits_right_after_clfinish_gets_device_times_for_every_kernel() {
-    finish_then_exit(Runtime::Pocl);
+    finish_then_exit(Runtime::Pocl, false);
 }
 
 #[test]
 fn intel_program_that_exits_right_after_clfinish_gets_device_times_for_every_kernel() {
-    finish_then_exit(Runtime::Intel);
+    finish_then_exit(Runtime::Intel, false);
+}
+
+#[test]
+fn pocl_clfinish_in_an_exit_handler_after_the_layers_stop_gets_device_times_for_every_kernel() {
+    finish_then_exit(Runtime::Pocl, true);
+}
+
+#[test]
+fn intel_clfinish_in_an_exit_handler_after_the_layers_stop_gets_device_times_for_every_kernel() {
+    finish_then_exit(Runtime::Intel, true);
 }
 
 #[test]
