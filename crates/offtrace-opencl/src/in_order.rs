@@ -47,9 +47,11 @@
 //! Out-of-order queues and queues the layer did not create have no FIFO: their commands are
 //! polled one by one by the same thread (`enqueue::poll_unordered`). Queues with Codeplay
 //! counters (read when each command starts and ends) keep the per-event callbacks
-//! (`enqueue.rs`). Commands still in a FIFO or the unordered list after the stop's last poll
-//! are reported as never completed, as the per-event path reports commands whose callback never
-//! came: the runtime is not called after the stop.
+//! (`enqueue.rs`). Commands still in a FIFO or the unordered list when the trace ends are
+//! reported as never completed, as the per-event path reports commands whose callback never
+//! came. The harvest thread does not call the runtime after the stop; a `clFinish` of the
+//! program's after it (in an exit handler registered before its first OpenCL call) reports what
+//! it completed on the program's thread, the runtime having answered the program's own call.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;

@@ -475,7 +475,10 @@ fn intel_program_that_never_waits_gets_device_times_for_every_command() {
 /// every kernel with its device times (the stop at exit reports what the thread had no time
 /// for), none reported as never completed.
 /// `in_handler`: the `clFinish` runs in an exit handler the program registered before its first
-/// OpenCL call, after the layer stopped its harvest thread.
+/// OpenCL call, after the layer stopped its harvest thread. Intel's runtime only: under ocl-icd
+/// (PoCL here) the layer ends the trace from an `atexit` handler of its own, which runs before
+/// the program's earlier one and reports what is still queued as unfinished (`docs/opencl.md`,
+/// the loaders' teardown).
 fn finish_then_exit(rt: Runtime, in_handler: bool) {
     let Some(s) = setup() else { return };
     let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/finish_then_exit.c", "finish_then_exit", false);
@@ -498,11 +501,6 @@ fn pocl_program_that_exits_right_after_clfinish_gets_device_times_for_every_kern
 #[test]
 fn intel_program_that_exits_right_after_clfinish_gets_device_times_for_every_kernel() {
     finish_then_exit(Runtime::Intel, false);
-}
-
-#[test]
-fn pocl_clfinish_in_an_exit_handler_after_the_layers_stop_gets_device_times_for_every_kernel() {
-    finish_then_exit(Runtime::Pocl, true);
 }
 
 #[test]
