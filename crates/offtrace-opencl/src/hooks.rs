@@ -300,8 +300,8 @@ pub(crate) unsafe fn clGetCommandQueueInfo(
     unsafe { next(queue, param, size, value, size_ret) }
 }
 
-/// In-order queues: what was enqueued before the call is complete when it returns, and is
-/// reported from here (`in_order.rs`).
+/// In-order queues: what was enqueued before the call is complete when it returns; the harvest
+/// thread is told so and reports it (`in_order.rs`), not the program's thread.
 pub(crate) unsafe fn clFinish(next: sig::clFinish_fn, queue: *mut c_void) -> i32 {
     let fifo = if crate::in_order::outstanding() > 0 { queues::fifo(queue) } else { None };
     let upto = fifo.as_ref().map(|f| f.pushed());
@@ -310,18 +310,18 @@ pub(crate) unsafe fn clFinish(next: sig::clFinish_fn, queue: *mut c_void) -> i32
     if r == CL_SUCCESS
         && let (Some(f), Some(upto)) = (fifo, upto)
     {
-        f.harvest_upto(upto);
+        f.completed_upto(upto);
     }
     r
 }
 
-/// The events waited for may end commands of in-order queues: their completed prefixes are
-/// reported from here.
+/// The events waited for may end commands of in-order queues: the harvest thread is woken to
+/// report their completed prefixes.
 pub(crate) unsafe fn clWaitForEvents(next: sig::clWaitForEvents_fn, count: u32, events: *mut c_void) -> i32 {
     // SAFETY: forwarded.
     let r = unsafe { next(count, events) };
     if r == CL_SUCCESS {
-        let _ = crate::in_order::poll_all();
+        crate::in_order::wake_harvest();
     }
     r
 }

@@ -4,43 +4,60 @@
 //! needs no completion callback per command: each in-order queue (without Codeplay counters)
 //! has a FIFO of its commands ([`Fifo`]: the retained event and what the launch knew), and a
 //! harvest takes the completed prefix of it, reads each command's profiling results, emits its
-//! activity record (`enqueue::complete`) and releases the event. What completed is known
+//! activity record (`enqueue::complete`) and releases the event. The harvest runs on the
+//! harvest thread (`offtrace-opencl`), not on the program's: what completed is known
 //!
-//! - without asking the runtime after `clFinish` (everything enqueued before the call);
-//! - from one `CL_EVENT_COMMAND_EXECUTION_STATUS` query after a non-kernel command (a blocking
-//!   read completes before its enqueue returns) and from a binary search over the FIFO's
-//!   events (`O(log n)` status queries) after `clWaitForEvents` and on the harvest thread;
-//! - by the harvest thread (`offtrace-opencl`), which polls every in-order queue with
-//!   outstanding commands once a millisecond (less often, down to every 20 ms, while none
-//!   completes), so that commands are reported also for programs that never wait, and the
-//!   FIFOs stay short. The same thread polls the commands of out-of-order queues, which have no
-//!   completion callback either (`enqueue::poll_unordered`: one status query per outstanding
-//!   command and round).
+//! - without asking the runtime after `clFinish` (everything pushed before the call) and after a
+//!   non-kernel command found complete by one `CL_EVENT_COMMAND_EXECUTION_STATUS` query (a
+//!   blocking read completes before its enqueue returns): the program's thread notes the
+//!   sequence number (`Fifo::completed_upto`, one atomic `fetch_max`) and wakes the harvest
+//!   thread (a condition variable), which reports those commands without a status query;
+//! - by the harvest thread's own polls: after the program's `clWaitForEvents` (it is woken), and
+//!   every millisecond while commands complete (less often, down to every 20 ms, while none
+//!   does), so that commands are reported also for programs that never wait, and the FIFOs stay
+//!   short. A poll asks for the status of the FIFO's newest command, else binary-searches the
+//!   FIFO (`O(log n)` status queries). The same thread polls the commands of out-of-order
+//!   queues, which have no completion callback either (`enqueue::poll_unordered`: one status
+//!   query per outstanding command and round).
 //!
 //! The program's thread pays one mutex push per command (no `clSetEventCallback`, no callback
-//! on the runtime's thread, no pending table, no event release); the harvest's profiling
-//! queries, emits and releases run on the harvest thread, or in the program's `clFinish` /
-//! `clWaitForEvents` for what the thread has not taken yet.
+//! on the runtime's thread, no pending table, no event release) and, per `clFinish`, a store and
+//! a wake; the profiling queries, emits and releases all run on the harvest thread. Its rounds
+//! take whole blocks of a FIFO: a completed part of a block waits until its block completes,
+//! rather than being moved out command by command, and the last block, which the program's
+//! pushes fill, is taken once full, once a `clFinish` made all of the FIFO known complete, or
+//! once no push came since the previous round (taken while the program pushes, its next push
+//! would allocate a new block).
+//!
+//! At exit (an `atexit` handler registered when the thread starts, after the runtime registered
+//! its own, so it runs before them) the harvest thread is stopped: its round in progress puts
+//! back what it has not reported yet and ends (`STOPPING`), and the stop itself reports, while
+//! the runtime still answers, every command known complete or found complete by one last poll
+//! (in-order and out-of-order). A program that exits right after its `clFinish` gets every
+//! command with its device times; that reporting then runs on the exiting thread.
 //!
 //! Concurrency: commands are pushed at the back under `entries`; they leave from the front only
 //! under `harvest`, held by one harvester at a time, so the events a harvester reads stay
 //! retained while it reads them. Neither lock is held by anything the runtime calls back (the
 //! layer's event callbacks never touch a FIFO), and `entries` is never held across a call into
 //! the runtime: a runtime that runs callbacks inside a status query cannot deadlock the layer.
+//! The program's thread takes neither `harvest` nor `ROUND`: a harvest in progress never
+//! delays its `clFinish`.
 //!
 //! Out-of-order queues and queues the layer did not create have no FIFO: their commands are
 //! polled one by one by the same thread (`enqueue::poll_unordered`). Queues with Codeplay
 //! counters (read when each command starts and ends) keep the per-event callbacks
-//! (`enqueue.rs`). Commands still in a FIFO or the unordered list at exit are reported as never
-//! completed, as the per-event path reports commands whose callback never came: the runtime is
-//! not called at exit (the harvest thread stops in an `atexit` handler that runs before the
-//! runtime's own, after one last poll).
+//! (`enqueue.rs`). Commands still in a FIFO or the unordered list when the trace ends are
+//! reported as never completed, as the per-event path reports commands whose callback never
+//! came. The harvest thread does not call the runtime after the stop; a `clFinish` of the
+//! program's after it (in an exit handler registered before its first OpenCL call) reports what
+//! it completed on the program's thread, the runtime having answered the program's own call.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, TryLockError};
 use std::time::Duration;
 
 use crate::api::next;
@@ -56,6 +73,12 @@ pub(crate) struct Fifo {
     harvest: Mutex<Vec<Block>>,
     /// The program released the queue: the harvest thread forgets the FIFO once it is empty.
     released: AtomicBool,
+    /// The commands pushed before this sequence number are known complete (a `clFinish` returned,
+    /// a blocking command completed): the harvest takes them without a status query.
+    known: AtomicU64,
+    /// `pushed` at the harvest thread's previous round of this FIFO (unchanged: the program
+    /// pushed nothing meanwhile).
+    polled_at: AtomicU64,
 }
 
 impl std::fmt::Debug for Fifo {
@@ -161,6 +184,19 @@ impl Blocks {
         None
     }
 
+    /// How many of the first `n` commands fill whole blocks at the front: blocks the program's
+    /// pushes are done with (all but the last, and the last once full), unless `with_last`.
+    fn whole_blocks(&self, n: usize, with_last: bool) -> usize {
+        let mut whole = 0;
+        for (i, b) in self.blocks.iter().enumerate() {
+            if whole + b.len() > n || (!with_last && i + 1 == self.blocks.len() && b.len() < b.capacity()) {
+                break;
+            }
+            whole += b.len();
+        }
+        whole
+    }
+
     /// Moves the first `n` commands into `into`: whole blocks as they are, a part of a block
     /// command by command.
     fn take_front(&mut self, n: usize, into: &mut Vec<Block>, spare: &mut Vec<Block>) {
@@ -216,8 +252,14 @@ static FIFOS: Mutex<Vec<Arc<Fifo>>> = Mutex::new(Vec::new());
 static OUTSTANDING: AtomicU64 = AtomicU64::new(0);
 /// Set at exit: the harvest thread calls the runtime no more.
 static STOPPED: AtomicBool = AtomicBool::new(false);
+/// Set when the stop begins: the harvest thread's round puts back what it has not reported yet
+/// and ends, so that the stop does not wait for a long batch (the stop reports it instead).
+static STOPPING: AtomicBool = AtomicBool::new(false);
 /// Held by the harvest thread during a round (`stop` waits for the round in progress).
 static ROUND: Mutex<()> = Mutex::new(());
+/// Set (under its mutex) by [`wake`]; the harvest thread waits on [`WAKE`] between rounds.
+static WOKEN: Mutex<bool> = Mutex::new(false);
+static WAKE: Condvar = Condvar::new();
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -278,42 +320,86 @@ impl Fifo {
         self.released.load(Ordering::Relaxed) && lock(&self.entries).commands.is_empty()
     }
 
-    /// Reports the commands pushed before sequence number `upto`, known to be complete.
-    pub(crate) fn harvest_upto(&self, upto: u64) {
-        let mut batch = lock(&self.harvest);
-        self.take(&mut batch, upto);
-        self.report(&mut batch);
-    }
-
-    /// After a command that may have completed before its enqueue returned (a blocking copy):
-    /// if it did (one status query), it and everything before it are reported.
-    pub(crate) fn harvest_if_complete(&self, event: usize, pushed: u64) {
-        if terminal(event) {
-            self.harvest_upto(pushed);
+    /// The commands pushed before sequence number `upto` are complete (a `clFinish` returned):
+    /// noted for the harvest thread, which is woken to report them. The program's thread reads
+    /// no profiling result and releases no event here.
+    pub(crate) fn completed_upto(&self, upto: u64) {
+        // Release: pairs with the harvest's Acquire load (the sequence number is all it carries;
+        // the commands themselves are under `entries`).
+        if self.known.fetch_max(upto, Ordering::Release) < upto {
+            // Acquire: pairs with the stop's store.
+            if STOPPED.load(Ordering::Acquire) {
+                // The harvest thread is gone: a `clFinish` in an exit handler the program
+                // registered before its first OpenCL call (it runs after the layer's stop). The
+                // runtime answered the program's own call: reported here, as before the stop.
+                let mut batch = lock(&self.harvest);
+                self.take(&mut batch, upto);
+                let _ = self.report(&mut batch, false);
+            } else {
+                wake();
+            }
         }
     }
 
-    /// Reports the completed prefix of the FIFO, found with a status query of its newest
-    /// command, else a binary search (completion is monotone along an in-order queue; where
-    /// threads pushed in another order than they enqueued, `report` puts back what is not
-    /// complete). Skips the FIFO when another thread is harvesting it. Returns how many
-    /// commands it took.
+    /// Reports the commands pushed before sequence number `upto`, known to be complete, on the
+    /// calling thread (tests).
+    #[cfg(test)]
+    pub(crate) fn harvest_upto(&self, upto: u64) {
+        let mut batch = lock(&self.harvest);
+        self.take(&mut batch, upto);
+        let _ = self.report(&mut batch, false);
+    }
+
+    /// After a command that may have completed before its enqueue returned (a blocking copy):
+    /// if it did (one status query), it and everything before it are known complete.
+    pub(crate) fn harvest_if_complete(&self, event: usize, pushed: u64) {
+        if terminal(event) {
+            self.completed_upto(pushed);
+        }
+    }
+
+    /// The stop's poll of this FIFO (tests): every complete command, a part of a block too.
+    #[cfg(test)]
     pub(crate) fn poll(&self) -> usize {
+        self.poll_round(false)
+    }
+
+    /// The harvest thread's poll of this FIFO (tests): whole blocks only.
+    #[cfg(test)]
+    pub(crate) fn poll_whole_blocks(&self) -> usize {
+        self.poll_round(true)
+    }
+
+    /// Reports the completed prefix of the FIFO: what is known complete without asking, the rest
+    /// found with a status query of its newest command, else a binary search (completion is
+    /// monotone along an in-order queue; where threads pushed in another order than they
+    /// enqueued, `report` puts back what is not complete). Skips the FIFO when another thread is
+    /// harvesting it. `interruptible` (the harvest thread's rounds): takes whole blocks only
+    /// (the last one once full, or once all is complete and known so or nothing was pushed
+    /// since the previous round), and once the stop began puts back what it has not reported
+    /// yet.
+    /// Returns how many commands it found complete.
+    fn poll_round(&self, interruptible: bool) -> usize {
         let mut batch = match self.harvest.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return 0,
         };
-        let (front, len, newest) = {
+        // Acquire: pairs with `completed_upto`'s Release.
+        let known = self.known.load(Ordering::Acquire);
+        let (front, len, newest, pushed) = {
             let e = lock(&self.entries);
             let Some(newest) = e.commands.back() else { return 0 };
-            (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event)
+            (e.pushed - e.commands.len() as u64, e.commands.len(), newest.event, e.pushed)
         };
-        let complete = if terminal(newest) {
+        // Relaxed: read and written under `harvest` only.
+        let idle = self.polled_at.swap(pushed, Ordering::Relaxed) == pushed;
+        let known_n = (known.saturating_sub(front) as usize).min(len);
+        let complete = if known_n == len || terminal(newest) {
             len
         } else {
             // The first command not complete, in [lo, hi]; the newest is not.
-            let (mut lo, mut hi) = (0, len - 1);
+            let (mut lo, mut hi) = (known_n, len - 1);
             while lo < hi {
                 let mid = (lo + hi) / 2;
                 // Under `harvest` the front does not move: index `mid` is the same command.
@@ -326,9 +412,25 @@ impl Fifo {
             }
             lo
         };
-        if complete > 0 {
-            self.take(&mut batch, front + complete as u64);
-            self.report(&mut batch);
+        // The harvest thread takes whole blocks only: a part of a block would be moved command
+        // by command into a block of its own (about 210 instructions a command under
+        // callgrind), and a block completes soon after it is full. The last block, which the
+        // program's pushes are filling, only once full, or when all is complete and nothing was
+        // pushed since the previous round (taken while the program pushes, the next push needs
+        // a new block: an allocation on the program's thread, with malloc's consolidation).
+        // Known complete or not, the rest waits for a later round (or the stop, which takes
+        // everything complete).
+        // A `clFinish` that made all of it known complete is a pause of the program's pushes as
+        // well: all of it is taken (what is left when the program exits right after it would be
+        // reported on its thread, by the stop).
+        let take = if interruptible {
+            lock(&self.entries).commands.whole_blocks(complete, complete == len && (idle || known_n == len))
+        } else {
+            complete
+        };
+        if take > 0 {
+            self.take(&mut batch, front + take as u64);
+            let _ = self.report(&mut batch, interruptible);
         }
         complete
     }
@@ -345,23 +447,38 @@ impl Fifo {
     /// reference. A command found not complete after all goes back to the front of the FIFO:
     /// commands pushed by several threads may sit in the FIFO in another order than the
     /// runtime's, so a prefix found by the binary search may hold one that is still running.
-    fn report(&self, batch: &mut Vec<Block>) {
+    /// `interruptible`: once the stop begins, what is not reported yet goes back too (the stop
+    /// reports it); returns whether that happened.
+    fn report(&self, batch: &mut Vec<Block>, interruptible: bool) -> bool {
         if batch.is_empty() {
-            return;
+            return false;
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
         let mut cached = crate::calibration::Cached::default();
+        let mut interrupted = false;
+        let mut reported = 0;
         for block in batch.iter_mut() {
+            if interrupted {
+                not_yet.extend(block.drain(..));
+                continue;
+            }
             // Read in place (a command is 140 bytes): only one found still running moves.
             let mut running = Vec::new();
+            let mut reported_upto = block.len();
             for (i, p) in block.iter().enumerate() {
+                // Relaxed: a hint; the stop takes `ROUND` before it reports what went back.
+                if interruptible && STOPPING.load(Ordering::Relaxed) {
+                    interrupted = true;
+                    reported_upto = i;
+                    break;
+                }
                 let event = p.event;
                 if !complete(p, event as *mut c_void, CL_COMPLETE, None, &mut cached) {
                     running.push(i);
                     continue;
                 }
-                OUTSTANDING.fetch_sub(1, Ordering::Relaxed);
+                reported += 1;
                 if let Some(release) = release {
                     // SAFETY: the FIFO held one reference of the event; the command leaves the
                     // FIFO here, and this is not inside a runtime callback.
@@ -374,7 +491,13 @@ impl Fifo {
             for (removed, &i) in running.iter().enumerate() {
                 not_yet.extend(block.remove(i - removed));
             }
+            if interrupted {
+                not_yet.extend(block.drain(reported_upto - running.len()..));
+            }
         }
+        // Once per batch, not per command: the program's thread adds to the same counter at
+        // every push.
+        OUTSTANDING.fetch_sub(reported, Ordering::Relaxed);
         // Under `harvest`: nothing else takes from the front meanwhile.
         let mut guard = lock(&self.entries);
         let e = &mut *guard;
@@ -384,17 +507,31 @@ impl Fifo {
         for b in batch.drain(..) {
             keep_spare(&mut e.spare, b);
         }
+        interrupted
     }
 }
 
-/// After `clWaitForEvents` returned, and on the harvest thread: every in-order queue's
-/// completed prefix. Returns how many commands it took.
-pub(crate) fn poll_all() -> usize {
+/// Wakes the harvest thread for commands now known complete.
+fn wake() {
+    *lock(&WOKEN) = true;
+    WAKE.notify_one();
+}
+
+/// After `clWaitForEvents` returned: the harvest thread polls the in-order queues now.
+pub(crate) fn wake_harvest() {
+    if OUTSTANDING.load(Ordering::Relaxed) != 0 {
+        wake();
+    }
+}
+
+/// On the harvest thread (`interruptible`) and at the stop: every in-order queue's completed
+/// prefix. Returns how many commands it found complete.
+fn poll_all(interruptible: bool) -> usize {
     if OUTSTANDING.load(Ordering::Relaxed) == 0 {
         return 0;
     }
     let fifos: Vec<Arc<Fifo>> = lock(&FIFOS).clone();
-    fifos.iter().map(|f| f.poll()).sum()
+    fifos.iter().map(|f| f.poll_round(interruptible)).sum()
 }
 
 #[cold]
@@ -423,27 +560,41 @@ extern "C" fn stop_at_exit() {
 
 fn harvest_thread() {
     // 1 ms while commands complete; doubling up to 20 ms while none does (nothing outstanding,
-    // or a command waiting long, e.g. behind a user event).
+    // or a command waiting long, e.g. behind a user event). Woken at once when the program
+    // learns that commands completed (`clFinish`, `clWaitForEvents`, a blocking command).
     let mut sleep_ms = 1;
     loop {
-        std::thread::sleep(Duration::from_millis(sleep_ms));
+        {
+            let woken = lock(&WOKEN);
+            let mut woken = if *woken {
+                woken
+            } else {
+                WAKE.wait_timeout(woken, Duration::from_millis(sleep_ms)).map_or_else(|e| e.into_inner().0, |r| r.0)
+            };
+            *woken = false;
+        }
         let _round = lock(&ROUND);
         // Acquire: pairs with `stop_harvest_thread`'s store, after which the runtime is not called.
         if STOPPED.load(Ordering::Acquire) {
             return;
         }
-        let took = poll_all() + crate::enqueue::poll_unordered();
+        let took = poll_all(true) + crate::enqueue::poll_unordered();
         sleep_ms = if took > 0 { 1 } else { (sleep_ms * 2).min(20) };
         lock(&FIFOS).retain(|f| !f.is_done());
     }
 }
 
 /// Stops the harvest thread: after this returns it calls the runtime no more. Its round in
-/// progress may be inside the runtime, which at exit may not answer: waits for it at most 200 ms.
-/// In its place, a last poll of every out-of-order command (`enqueue.rs`, not bounded as a round
-/// is): this runs where the thread's next round would have, before the runtime's own exit
-/// handlers.
+/// progress ends at the next command it would report (`STOPPING`), or may be inside the runtime,
+/// which at exit may not answer: waits for it at most 200 ms. In its place, a last poll of every
+/// in-order queue (what a `clFinish` made known complete, and what a status query finds
+/// complete) and of every out-of-order command (`enqueue.rs`), neither bounded as a round is:
+/// this runs where the thread's next round would have, before the runtime's own exit handlers,
+/// so that a program that exits right after its `clFinish` gets every command with its device
+/// times.
 fn stop_harvest_thread() {
+    // Relaxed: a hint for the thread's round; `ROUND` orders what follows.
+    STOPPING.store(true, Ordering::Relaxed);
     for _ in 0..200 {
         let round = match ROUND.try_lock() {
             Ok(g) => g,
@@ -455,6 +606,7 @@ fn stop_harvest_thread() {
         };
         // Acquire / Release: as the harvest thread's own check; set once, by the first stop.
         if !STOPPED.swap(true, Ordering::AcqRel) {
+            let _ = poll_all(false);
             crate::enqueue::poll_unordered_at_stop();
         }
         drop(round);

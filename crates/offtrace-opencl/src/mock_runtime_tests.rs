@@ -335,6 +335,61 @@ fn an_in_order_fifo_reports_completed_prefixes_and_keeps_what_is_still_running()
     assert_eq!(crate::in_order::fifo_len(&fifo), 0);
 }
 
+/// The harvest thread's rounds take whole blocks of a FIFO, or all of it once all is complete:
+/// a completed part of a block waits (moving it out command by command cost more than its
+/// report's own work on the harvest thread), and nothing complete is left behind for good.
+#[test]
+fn the_harvest_thread_takes_whole_blocks_or_everything() {
+    let _ = layer_table();
+    let block = 256;
+    let events: Vec<usize> = (0..block + 6).map(|i| 0x20_0000 + i).collect();
+    let released = || {
+        let r = RELEASED.lock().unwrap_or_else(|e| e.into_inner());
+        events.iter().filter(|e| r.contains(e)).count()
+    };
+    // Not registered with the harvest thread: this test alone harvests it.
+    let fifo = crate::in_order::Fifo::default();
+    for &e in &events {
+        set_status(e, 1 /* CL_RUNNING */);
+        let _ = fifo.push(crate::enqueue::Pending::for_test(e));
+    }
+    for &e in &events[..10] {
+        set_status(e, CL_COMPLETE);
+    }
+    assert_eq!(fifo.poll_whole_blocks(), 10, "found complete");
+    assert_eq!(released(), 0, "a part of the first block waits");
+    for &e in &events[..block + 2] {
+        set_status(e, CL_COMPLETE);
+    }
+    assert_eq!(fifo.poll_whole_blocks(), block + 2);
+    assert_eq!(released(), block, "the first block, whole");
+    assert_eq!(crate::in_order::fifo_len(&fifo), 6);
+    for &e in &events {
+        set_status(e, CL_COMPLETE);
+    }
+    // All complete, but the last block is not full and a command was pushed since the
+    // previous round: the program is filling it, it stays.
+    let late = 0x20_1000;
+    set_status(late, CL_COMPLETE);
+    let _ = fifo.push(crate::enqueue::Pending::for_test(late));
+    assert_eq!(fifo.poll_whole_blocks(), 7);
+    assert_eq!(released(), block, "the last block, not full, stays while pushes come");
+    // No push since: all of it.
+    assert_eq!(fifo.poll_whole_blocks(), 7);
+    assert_eq!(released(), events.len(), "all complete and no push since: all taken");
+    assert!(RELEASED.lock().unwrap_or_else(|e| e.into_inner()).contains(&late));
+    assert_eq!(crate::in_order::fifo_len(&fifo), 0);
+    // Pushes, then a `clFinish` (all known complete): all of it at once, pushes or not.
+    let finished = [0x20_1001, 0x20_1002];
+    for e in finished {
+        set_status(e, CL_COMPLETE);
+        let _ = fifo.push(crate::enqueue::Pending::for_test(e));
+    }
+    fifo.completed_upto(fifo.pushed());
+    assert_eq!(fifo.poll_whole_blocks(), 2);
+    assert_eq!(crate::in_order::fifo_len(&fifo), 0, "known complete: the last block taken");
+}
+
 /// A command of an out-of-order queue has no completion callback (Intel's CPU runtime runs
 /// callbacks inside its own tasks; a SYCL program deadlocked in that runtime more often with them:
 /// docs/history/hang-2026-11-26-query-metrics.md): the harvest polls its event, leaves it while

@@ -470,6 +470,44 @@ fn intel_program_that_never_waits_gets_device_times_for_every_command() {
     never_waits(Runtime::Intel);
 }
 
+/// A `clFinish` hands what it completed to the harvest thread (`in_order.rs`) instead of
+/// reporting it on the program's thread: a program that exits right after it must still get
+/// every kernel with its device times (the stop at exit reports what the thread had no time
+/// for), none reported as never completed.
+/// `in_handler`: the `clFinish` runs in an exit handler the program registered before its first
+/// OpenCL call, after the layer stopped its harvest thread. Intel's runtime only: under ocl-icd
+/// (PoCL here) the layer ends the trace from an `atexit` handler of its own, which runs before
+/// the program's earlier one and reports what is still queued as unfinished (`docs/opencl.md`,
+/// the loaders' teardown).
+fn finish_then_exit(rt: Runtime, in_handler: bool) {
+    let Some(s) = setup() else { return };
+    let prog = cc(s.dir.path(), "crates/offtrace-opencl/tests/c/finish_then_exit.c", "finish_then_exit", false);
+    let args: &[&str] = if in_handler { &["5000", "atexit"] } else { &["5000"] };
+    let (out, lines) = s.traced(rt, &prog, args, "finish_then_exit");
+    assert_eq!(out.status.code(), Some(0), "{rt:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let acts = activities(&lines);
+    assert_eq!(acts.len(), 5000, "{rt:?}: one completion per kernel");
+    let untimed = acts.iter().filter(|a| !(a.kind == KERNEL && a.start > 0 && a.end >= a.start)).count();
+    assert_eq!(untimed, 0, "{rt:?}: {untimed} of 5000 kernels without device times");
+    let correlations: Vec<u64> = acts.iter().map(|a| a.correlation).collect();
+    assert_eq!(correlations, enqueued(&lines), "{rt:?}: each enqueued kernel completed once");
+}
+
+#[test]
+fn pocl_program_that_exits_right_after_clfinish_gets_device_times_for_every_kernel() {
+    finish_then_exit(Runtime::Pocl, false);
+}
+
+#[test]
+fn intel_program_that_exits_right_after_clfinish_gets_device_times_for_every_kernel() {
+    finish_then_exit(Runtime::Intel, false);
+}
+
+#[test]
+fn intel_clfinish_in_an_exit_handler_after_the_layers_stop_gets_device_times_for_every_kernel() {
+    finish_then_exit(Runtime::Intel, true);
+}
+
 #[test]
 fn dpctl_program_gets_a_device_time_for_every_kernel_copy_and_fill() {
     let Some(s) = setup() else { return };
