@@ -36,11 +36,33 @@ pub struct Choice {
     pub loader: Option<PathBuf>,
     /// Whether `--opencl-interpose` forced the mode.
     pub forced: bool,
+    /// Preload was due (auto) but held back: `--tool` libraries with a CUDA program that links
+    /// no ICD loader (see [`Choice::hold_back_for_tools`]).
+    pub held_back_for_tools: bool,
 }
 
 impl Choice {
+    /// A tool's `offtrace_*` references bind to the first copy of the services in the process's
+    /// global scope, which a preloaded layer is: with the CUDA injection beside it, a `--tool`
+    /// got none of the CUDA backend's callbacks. So auto mode does not preload the layer into a
+    /// program that links no ICD loader when tools and the CUDA injection are both there (a
+    /// Python or CUDA program; its OpenCL calls through a loader without layers go untraced,
+    /// and the summary says so). `--opencl-interpose preload` still preloads.
+    pub fn hold_back_for_tools(&mut self, program: &Path, tools: bool, cuda: bool) {
+        if self.preload && !self.forced && tools && cuda && !links_opencl(program) {
+            self.preload = false;
+            self.held_back_for_tools = true;
+        }
+    }
+
     /// The one summary line of a recording whose mode is not the layer's (None for the layer).
     pub fn summary_line(&self) -> Option<String> {
+        if self.held_back_for_tools {
+            let loader = self.loader.as_ref().map_or_else(String::new, |l| l.display().to_string());
+            return Some(format!(
+                "offtrace: OpenCL layer not preloaded: --tool libraries bind to one backend's services, here the CUDA injection's, and the program links no ICD loader; its OpenCL calls through {loader} (no layer support) are not traced (--opencl-interpose preload traces them, and the tool gets OpenCL's instead)"
+            ));
+        }
         if !self.preload {
             return None;
         }
@@ -68,7 +90,7 @@ pub fn choose(mode: Interpose, program: &Path) -> Choice {
         Interpose::Layer => false,
         Interpose::Preload => true,
     };
-    Choice { preload, loader, forced: mode != Interpose::Auto }
+    Choice { preload, loader, forced: mode != Interpose::Auto, held_back_for_tools: false }
 }
 
 /// Whether the loader at `path` supports layers: it names `clInitLayer`.
@@ -149,6 +171,14 @@ pub fn parse_ld_cache(text: &str) -> Vec<PathBuf> {
 pub struct SearchPaths {
     pub rpath: Option<String>,
     pub runpath: Option<String>,
+    /// `DT_NEEDED`: the libraries the program links.
+    pub needed: Vec<String>,
+}
+
+/// Whether the program at `path` links an ICD loader (`libOpenCL.so*` in its `DT_NEEDED`): a
+/// program that only opens one at run time (Python's pyopencl) or never uses OpenCL does not.
+pub fn links_opencl(path: &Path) -> bool {
+    elf_search_paths(path).is_some_and(|p| p.needed.iter().any(|n| n.starts_with("libOpenCL.so")))
 }
 
 /// Reads `DT_RPATH`/`DT_RUNPATH` of a 64-bit little-endian ELF file (None: not one, or
@@ -179,10 +209,11 @@ pub fn elf_search_paths(path: &Path) -> Option<SearchPaths> {
     let mut dynamic = vec![0u8; dyn_size];
     f.seek(SeekFrom::Start(dyn_off)).ok()?;
     f.read_exact(&mut dynamic).ok()?;
-    let (mut strtab, mut rpath, mut runpath) = (None, None, None);
+    let (mut strtab, mut rpath, mut runpath, mut needed) = (None, None, None, Vec::new());
     for e in dynamic.chunks_exact(16) {
         match u64_at(e, 0) {
             0 => break,
+            1 if needed.len() < 256 => needed.push(u64_at(e, 8)),
             5 => strtab = Some(u64_at(e, 8)),
             15 => rpath = Some(u64_at(e, 8)),
             29 => runpath = Some(u64_at(e, 8)),
@@ -200,7 +231,11 @@ pub fn elf_search_paths(path: &Path) -> Option<SearchPaths> {
         let end = buf[..n].iter().position(|&b| b == 0)?;
         Some(String::from_utf8_lossy(&buf[..end]).into_owned())
     };
-    Some(SearchPaths { rpath: rpath.and_then(&mut read_str), runpath: runpath.and_then(&mut read_str) })
+    Some(SearchPaths {
+        rpath: rpath.and_then(&mut read_str),
+        runpath: runpath.and_then(&mut read_str),
+        needed: needed.into_iter().filter_map(&mut read_str).collect(),
+    })
 }
 
 #[cfg(test)]
@@ -273,8 +308,14 @@ mod tests {
             eprintln!("no working cc: skipped");
             return;
         }
-        assert_eq!(elf_search_paths(&runpath), Some(SearchPaths { rpath: None, runpath: Some("$ORIGIN/rp".into()) }));
-        assert_eq!(elf_search_paths(&rpath), Some(SearchPaths { rpath: Some("$ORIGIN/rp".into()), runpath: None }));
+        assert_eq!(
+            elf_search_paths(&runpath),
+            Some(SearchPaths { rpath: None, runpath: Some("$ORIGIN/rp".into()), needed: vec!["libc.so.6".into()] })
+        );
+        assert_eq!(
+            elf_search_paths(&rpath),
+            Some(SearchPaths { rpath: Some("$ORIGIN/rp".into()), runpath: None, needed: vec!["libc.so.6".into()] })
+        );
         let lp_dir = t.path().join("lp");
         touch(&lp_dir.join(SONAME));
         touch(&t.path().join("rp").join(SONAME));
@@ -289,20 +330,66 @@ mod tests {
 
     #[test]
     fn the_summary_line_names_preload_mode_only() {
-        let layer = Choice { preload: false, loader: None, forced: false };
+        let layer = Choice { preload: false, loader: None, forced: false, held_back_for_tools: false };
         assert_eq!(layer.summary_line(), None);
-        let auto = Choice { preload: true, loader: Some("/cuda/libOpenCL.so.1".into()), forced: false };
+        let auto = Choice {
+            preload: true,
+            loader: Some("/cuda/libOpenCL.so.1".into()),
+            forced: false,
+            held_back_for_tools: false,
+        };
         let line = auto.summary_line().expect("line");
         assert!(
             line.contains("preload mode") && line.contains("/cuda/libOpenCL.so.1") && line.contains("no layer support"),
             "{line}"
         );
-        let forced = Choice { forced: true, ..auto };
+        let forced = Choice { forced: true, ..auto.clone() };
         let line = forced.summary_line().expect("line");
         assert!(
             line.contains("--opencl-interpose preload")
                 && line.contains("the libOpenCL.so.1 found for the program: /cuda/libOpenCL.so.1"),
             "{line}"
         );
+    }
+
+    /// A `--tool` binds to the first copy of the services in the global scope: with the CUDA
+    /// injection beside the layer, auto mode does not preload the layer into a program that links
+    /// no ICD loader (this test's own executable links none), and says so; every other case
+    /// keeps its mode.
+    #[test]
+    fn tools_beside_the_cuda_injection_hold_preload_back_for_a_program_without_an_icd_loader() {
+        let exe = std::env::current_exe().expect("exe");
+        assert!(!links_opencl(&exe));
+        let auto = Choice {
+            preload: true,
+            loader: Some("/cuda/libOpenCL.so.1".into()),
+            forced: false,
+            held_back_for_tools: false,
+        };
+        let mut c = auto.clone();
+        c.hold_back_for_tools(&exe, true, true);
+        assert!(!c.preload && c.held_back_for_tools);
+        let line = c.summary_line().expect("line");
+        assert!(line.contains("not preloaded") && line.contains("--opencl-interpose preload"), "{line}");
+        for (tools, cuda, forced) in [(false, true, false), (true, false, false), (true, true, true)] {
+            let mut c = Choice { forced, ..auto.clone() };
+            c.hold_back_for_tools(&exe, tools, cuda);
+            assert!(c.preload && !c.held_back_for_tools, "tools {tools} cuda {cuda} forced {forced}");
+        }
+        // A program that links the ICD loader keeps preload (a C program built with -lOpenCL).
+        let t = tempfile::tempdir().expect("tmp");
+        let src = t.path().join("p.c");
+        std::fs::write(&src, "int clGetPlatformIDs(unsigned, void *, unsigned *);\nint main(void) { return clGetPlatformIDs(0, 0, 0) == 12345; }\n").expect("src");
+        let prog = t.path().join("p");
+        let built = std::process::Command::new("cc").arg(&src).arg("-o").arg(&prog).arg("-lOpenCL").status();
+        if built.is_ok_and(|s| s.success()) {
+            assert!(links_opencl(&prog));
+            let mut c = auto.clone();
+            c.hold_back_for_tools(&prog, true, true);
+            assert!(c.preload && !c.held_back_for_tools);
+        } else {
+            // No compiler or ICD loader here: tier 2 (e2e_opencl) covers the C programs.
+            eprintln!("skipped the linked case: cc -lOpenCL failed");
+        }
     }
 }

@@ -212,7 +212,8 @@ pub fn run(cfg: RecordConfig) -> anyhow::Result<u8> {
     // CUDA programs: the CUPTI injection, when built.
     let cuda = cuda_env(&mut cmd);
     let opencl_layer = find_opencl_layer();
-    let interpose = crate::opencl_loader::choose(cfg.opencl_interpose, &program_path);
+    let mut interpose = crate::opencl_loader::choose(cfg.opencl_interpose, &program_path);
+    interpose.hold_back_for_tools(&program_path, tools.is_some(), cuda);
     let lib = match find_runtime(cfg.runtime.as_deref(), Some(&program_path)) {
         Ok(lib) => lib,
         Err(e) if cfg.intel_opencl => {
