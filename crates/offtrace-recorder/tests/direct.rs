@@ -31,6 +31,31 @@ fn call(kind: Kind, op: u32, args: &[u64], result: Option<i32>, inside: impl FnO
     emit_exit(t, Payload::api(kind, &p));
 }
 
+/// A one-dimensional launch of 64 items on queue 0x30, named by `name` (interned: static).
+fn kernel_on_0x30(name: &'static std::ffi::CStr) -> KernelDispatchPayload {
+    KernelDispatchPayload {
+        queue: 0x30,
+        kernel_name: name.as_ptr(),
+        work_dim: 1,
+        global_size: [64, 1, 1],
+        ..Default::default()
+    }
+}
+
+/// `kd`'s launch and its completion with device times `(start, end)`, both by interned name.
+fn launch_and_complete_interned(kd: &KernelDispatchPayload, correlation: u64, (start, end): (u64, u64)) {
+    emit_instant_interned(Kind::KernelDispatch, kernel_dispatch::LAUNCH, Phase::None, Payload::KernelDispatch(kd));
+    let done = KernelDispatchPayload { device_start: start, device_end: end, ..*kd };
+    emit_activity_interned(
+        Kind::KernelDispatch,
+        kernel_dispatch::LAUNCH,
+        correlation,
+        start,
+        end,
+        Payload::KernelDispatch(&done),
+    );
+}
+
 fn workload(ctx: ContextId) {
     let alloc = MemoryAllocPayload { ptr: 0x7000, size: 4096, memory_type: MemoryType::Device, device: 0x40 };
     emit_memory_alloc(&alloc);
@@ -107,31 +132,8 @@ fn workload(ctx: ContextId) {
     static INTERNED: [&std::ffi::CStr; 2] = [c"vector_add<float>(float*, float const*)", c"square"];
     for pass in 0..2u64 {
         for (i, name) in INTERNED.iter().enumerate() {
-            let kd = KernelDispatchPayload {
-                queue: 0x30,
-                device: 0x40,
-                kernel: 0x99 + i as u64,
-                kernel_name: name.as_ptr(),
-                work_dim: 1,
-                global_size: [64, 1, 1],
-                ..Default::default()
-            };
-            emit_instant_interned(
-                Kind::KernelDispatch,
-                kernel_dispatch::LAUNCH,
-                Phase::None,
-                Payload::KernelDispatch(&kd),
-            );
-            let done = KernelDispatchPayload { device_start: 30 + pass, device_end: 40 + pass, ..kd };
-            let launch = kernel_dispatch::LAUNCH;
-            emit_activity_interned(
-                Kind::KernelDispatch,
-                launch,
-                78,
-                30 + pass,
-                40 + pass,
-                Payload::KernelDispatch(&done),
-            );
+            let kd = KernelDispatchPayload { device: 0x40, kernel: 0x99 + i as u64, ..kernel_on_0x30(name) };
+            launch_and_complete_interned(&kd, 78, (30 + pass, 40 + pass));
         }
     }
     // A completion (it takes the direct path too) and the allocation's free.
@@ -298,30 +300,8 @@ fn interned_kernel_names_name_their_records_in_every_recording() {
         }
         for pass in 0..3 {
             for (i, name) in names.iter().enumerate() {
-                let kd = KernelDispatchPayload {
-                    queue: 0x30,
-                    kernel: 0x100 + i as u64,
-                    kernel_name: name.as_ptr(),
-                    work_dim: 1,
-                    global_size: [64, 1, 1],
-                    ..Default::default()
-                };
-                emit_instant_interned(
-                    Kind::KernelDispatch,
-                    kernel_dispatch::LAUNCH,
-                    Phase::None,
-                    Payload::KernelDispatch(&kd),
-                );
-                let done = KernelDispatchPayload { device_start: 10 + pass, device_end: 20 + pass, ..kd };
-                let launch = kernel_dispatch::LAUNCH;
-                emit_activity_interned(
-                    Kind::KernelDispatch,
-                    launch,
-                    5,
-                    10 + pass,
-                    20 + pass,
-                    Payload::KernelDispatch(&done),
-                );
+                let kd = KernelDispatchPayload { kernel: 0x100 + i as u64, ..kernel_on_0x30(name) };
+                launch_and_complete_interned(&kd, 5, (10 + pass, 20 + pass));
             }
         }
         destroy_context(ctx).unwrap();
