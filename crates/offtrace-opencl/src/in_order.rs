@@ -332,9 +332,7 @@ impl Fifo {
                 // The harvest thread is gone: a `clFinish` in an exit handler the program
                 // registered before its first OpenCL call (it runs after the layer's stop). The
                 // runtime answered the program's own call: reported here, as before the stop.
-                let mut batch = lock(&self.harvest);
-                self.take(&mut batch, upto);
-                let _ = self.report(&mut batch, false);
+                self.harvest_upto(upto);
             } else {
                 wake();
             }
@@ -342,12 +340,11 @@ impl Fifo {
     }
 
     /// Reports the commands pushed before sequence number `upto`, known to be complete, on the
-    /// calling thread (tests).
-    #[cfg(test)]
+    /// calling thread (after the stop, and tests).
     pub(crate) fn harvest_upto(&self, upto: u64) {
         let mut batch = lock(&self.harvest);
         self.take(&mut batch, upto);
-        let _ = self.report(&mut batch, false);
+        self.report(&mut batch, false);
     }
 
     /// After a command that may have completed before its enqueue returned (a blocking copy):
@@ -430,7 +427,7 @@ impl Fifo {
         };
         if take > 0 {
             self.take(&mut batch, front + take as u64);
-            let _ = self.report(&mut batch, interruptible);
+            self.report(&mut batch, interruptible);
         }
         complete
     }
@@ -448,10 +445,10 @@ impl Fifo {
     /// commands pushed by several threads may sit in the FIFO in another order than the
     /// runtime's, so a prefix found by the binary search may hold one that is still running.
     /// `interruptible`: once the stop begins, what is not reported yet goes back too (the stop
-    /// reports it); returns whether that happened.
-    fn report(&self, batch: &mut Vec<Block>, interruptible: bool) -> bool {
+    /// reports it).
+    fn report(&self, batch: &mut Vec<Block>, interruptible: bool) {
         if batch.is_empty() {
-            return false;
+            return;
         }
         let release = next().clReleaseEvent;
         let mut not_yet = Vec::new();
@@ -507,7 +504,6 @@ impl Fifo {
         for b in batch.drain(..) {
             keep_spare(&mut e.spare, b);
         }
-        interrupted
     }
 }
 
