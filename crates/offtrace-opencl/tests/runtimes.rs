@@ -248,9 +248,22 @@ fn vector_add_matches_program(rt: Runtime) {
     // command starts after the earlier one ended, up to the calibration's refinements between
     // their completions (each a shift within the previous bracket; docs/opencl.md). A bracket is
     // a few µs on a quiet machine and wider when the calibrating thread is descheduled between
-    // its two reads: 7.2 µs was seen twice on the 2-vCPU VM under six parallel builds.
+    // its two reads: 7.2 µs was seen twice on the 2-vCPU VM under six parallel builds, 28.9 µs
+    // once under the whole tier-2 suite, after the queue's first calibration had a bracket that
+    // wide. A shift stays within the brackets before and after it, and the trace says how wide
+    // they were (`opencl.clock_uncertainty_ns`, the half widths).
+    let uncertainty = lines
+        .iter()
+        .filter(|l| l.starts_with("counter ") && l.contains(" opencl.clock_uncertainty_ns "))
+        .filter_map(|l| l.split(' ').nth(3)?.parse::<i64>().ok())
+        .max()
+        .unwrap_or(0);
+    let allowed = 25_000.max(2 * uncertainty);
     let overlap = acts.windows(2).map(|w| w[0].end as i64 - w[1].start as i64).max().unwrap_or(0);
-    assert!(overlap <= 25_000, "{rt:?}: in-order commands overlap by {overlap} ns: {acts:?}");
+    assert!(
+        overlap <= allowed,
+        "{rt:?}: in-order commands overlap by {overlap} ns (calibration uncertainty up to {uncertainty} ns): {acts:?}"
+    );
 }
 
 /// The agent's `tests/c/kinds_agree.c` tool (every kind as callbacks and into a buffer, in one
